@@ -1,0 +1,1 @@
+//! The acp-bridge daemon (under construction).

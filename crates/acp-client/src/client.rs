@@ -1,0 +1,463 @@
+//! [`AgentClient`]: the public face of one agent connection.
+//!
+//! Owns the request-level operations (initialize, sessions, prompt, cancel,
+//! steer) and the reader task's lifetime. The connection state and routing
+//! live in [`crate::connection`]; the turn's own clock lives in
+//! [`crate::turn`].
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::FramedRead;
+
+use crate::connection::{Connection, LiveTurn, SteerReply, Waiter};
+use crate::error::{AcpError, AgentExit, ExitReason, RpcError};
+use crate::framing::{DEFAULT_MAX_LINE_BYTES, Frame, FrameCodec};
+use crate::jsonrpc;
+use crate::permission;
+use crate::process::{AgentCommand, AgentProcess, ProcessProbe};
+use crate::protocol::{self, AgentInfo, ContentBlock, PROTOCOL_VERSION, SessionId, TurnEvent, methods};
+use crate::steer::{SteerAccepted, SteerRefusal};
+use crate::turn::{Turn, TurnOptions};
+
+/// Default timeout of ordinary requests (and of one write to the agent).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default timeout of `initialize`: some agents resolve providers, load
+/// extensions or start MCP servers first and take many seconds.
+pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default bound on how long a cancelled turn may take to answer `cancelled`.
+pub const DEFAULT_CANCEL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long to wait for the exit status once stdout closed.
+const EXIT_STATUS_GRACE: Duration = Duration::from_secs(2);
+
+/// Limits of one client.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub max_line_bytes: usize,
+    pub request_timeout: Duration,
+    pub initialize_timeout: Duration,
+    pub cancel_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
+            cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
+        }
+    }
+}
+
+/// How a cancel ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// No turn was in flight; nothing was sent.
+    NoTurn,
+    /// The turn answered its prompt (normally with `cancelled`; the reason
+    /// is in the turn's outcome).
+    Ended,
+}
+
+/// One agent connection: a spawned process, or any pair of byte streams.
+/// Cheap to clone; the process is killed when the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct AgentClient {
+    conn: Arc<Connection>,
+    process: Option<Arc<AgentProcess>>,
+    config: ClientConfig,
+}
+
+impl AgentClient {
+    /// Starts the agent process and its reader task.
+    pub fn spawn(command: &AgentCommand, config: ClientConfig) -> Result<Self, AcpError> {
+        let spawned = AgentProcess::spawn(command)?;
+        let probe = spawned.process.probe().clone();
+        let mut client = Self::start(
+            command.name.clone(),
+            spawned.stdout,
+            spawned.stdin,
+            config,
+            Some(probe),
+        );
+        client.process = Some(Arc::new(spawned.process));
+        Ok(client)
+    }
+
+    /// Speaks ACP over the given streams (an in-process agent, a socket).
+    pub fn connect<R, W>(name: impl Into<String>, reader: R, writer: W, config: ClientConfig) -> Self
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Send + 'static,
+    {
+        Self::start(name.into(), reader, writer, config, None)
+    }
+
+    fn start<R, W>(
+        name: String,
+        reader: R,
+        writer: W,
+        config: ClientConfig,
+        probe: Option<ProcessProbe>,
+    ) -> Self
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Send + 'static,
+    {
+        let conn = Arc::new(Connection::new(name, Box::pin(writer), config.request_timeout));
+        let frames = FramedRead::new(reader, FrameCodec::new(config.max_line_bytes));
+        tokio::spawn(read_loop(Arc::clone(&conn), frames, probe));
+        AgentClient {
+            conn,
+            process: None,
+            config,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.conn.agent
+    }
+
+    /// The agent's process id, for spawned agents.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(|process| process.probe().pid())
+    }
+
+    /// How the agent went away, once it has.
+    pub fn exit(&self) -> Option<AgentExit> {
+        self.conn.exit()
+    }
+
+    /// Resolves once the connection is closed, with how it ended.
+    pub async fn closed(&self) -> AgentExit {
+        let mut closed = self.conn.subscribe_closed();
+        let _ = closed.wait_for(|closed| *closed).await;
+        self.conn.exit_info()
+    }
+
+    /// Kills the agent's process group. Every waiting call then fails with
+    /// [`AcpError::AgentExited`].
+    pub fn kill(&self) {
+        self.conn.mark_killed();
+        if let Some(process) = &self.process {
+            process.probe().kill();
+        }
+    }
+
+    /// Negotiates the protocol. Fails unless the agent answers version 1.
+    pub async fn initialize(&self) -> Result<AgentInfo, AcpError> {
+        let result = self
+            .request(
+                methods::INITIALIZE,
+                protocol::initialize_params(),
+                self.config.initialize_timeout,
+            )
+            .await?;
+        let answered = result.get("protocolVersion").cloned().unwrap_or(Value::Null);
+        if answered.as_u64() != Some(PROTOCOL_VERSION) {
+            return Err(AcpError::UnsupportedProtocolVersion {
+                expected: PROTOCOL_VERSION,
+                answered,
+            });
+        }
+        let info = result.get("agentInfo");
+        let text = |key: &str| {
+            info.and_then(|info| info.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let meta = result.get("_meta").cloned();
+        Ok(AgentInfo {
+            name: text("name"),
+            version: text("version"),
+            protocol_version: PROTOCOL_VERSION,
+            capabilities: result.get("agentCapabilities").cloned().unwrap_or(Value::Null),
+            steering_hint: meta.as_ref().and_then(|meta| meta.get("steering")).cloned(),
+            meta,
+        })
+    }
+
+    /// Opens a session. `mcp_servers` are ACP `McpServer` objects, passed through.
+    pub async fn new_session(&self, cwd: &Path, mcp_servers: Vec<Value>) -> Result<SessionId, AcpError> {
+        let params = json!({"cwd": cwd, "mcpServers": mcp_servers});
+        let result = self
+            .request(methods::SESSION_NEW, params, self.config.request_timeout)
+            .await?;
+        let session =
+            result
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .ok_or_else(|| AcpError::MalformedResult {
+                    method: methods::SESSION_NEW.into(),
+                    detail: format!("no sessionId in {result}"),
+                })?;
+        let session = SessionId(session.to_owned());
+        self.conn.lock().sessions.entry(session.clone()).or_default();
+        Ok(session)
+    }
+
+    /// Sends a prompt; the returned [`Turn`] streams its events. One turn
+    /// per session at a time: a second prompt fails with
+    /// [`AcpError::TurnInFlight`] without reaching the agent.
+    pub async fn prompt(
+        &self,
+        session: &SessionId,
+        prompt: Vec<ContentBlock>,
+        options: TurnOptions,
+    ) -> Result<Turn, AcpError> {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (completion_tx, completion_rx) = oneshot::channel();
+        let (id, open_questions) = {
+            let mut state = self.conn.lock();
+            self.conn.ensure_open()?;
+            let seq = state.next_turn_seq();
+            let session_state = state.sessions.entry(session.clone()).or_default();
+            if session_state.turn.is_some() {
+                return Err(AcpError::TurnInFlight(session.to_string()));
+            }
+            let id = self.conn.next_request_id();
+            let turn = LiveTurn::new(seq, id, events_tx, options.permission);
+            let open_questions = turn.open_questions.subscribe();
+            // Whatever run was advertised before belongs to an earlier turn.
+            session_state.active_run_id = None;
+            session_state.turn = Some(turn);
+            state.pending.insert(
+                id,
+                Waiter::Prompt {
+                    session: session.clone(),
+                    tx: completion_tx,
+                },
+            );
+            (id, open_questions)
+        };
+        let params = json!({"sessionId": session, "prompt": prompt});
+        if let Err(error) = self
+            .conn
+            .write(jsonrpc::request(id, methods::SESSION_PROMPT, &params))
+            .await
+        {
+            let mut state = self.conn.lock();
+            state.pending.remove(&id);
+            if let Some(session_state) = state.sessions.get_mut(session) {
+                session_state.turn = None;
+            }
+            return Err(error);
+        }
+        Ok(Turn::new(
+            session.clone(),
+            Arc::clone(&self.conn),
+            events_rx,
+            completion_rx,
+            open_questions,
+            options,
+        ))
+    }
+
+    /// Cancels the session's turn: answers its open permission questions
+    /// `cancelled`, sends `session/cancel`, and waits (bounded by
+    /// `cancel_timeout`) until the agent answers the prompt. Past the bound
+    /// the agent is not honouring the cancel: respawn it.
+    pub async fn cancel(&self, session: &SessionId) -> Result<CancelOutcome, AcpError> {
+        let done = {
+            let state = self.conn.lock();
+            self.conn.ensure_open()?;
+            match state
+                .sessions
+                .get(session)
+                .and_then(|session_state| session_state.turn.as_ref())
+            {
+                Some(turn) => turn.done.subscribe(),
+                None => return Ok(CancelOutcome::NoTurn),
+            }
+        };
+        for rpc_id in self.conn.take_pending_permissions(session) {
+            self.conn
+                .write(jsonrpc::response(&rpc_id, &permission::outcome(None)))
+                .await?;
+        }
+        self.conn
+            .write(jsonrpc::notification(
+                methods::SESSION_CANCEL,
+                &json!({"sessionId": session}),
+            ))
+            .await?;
+        let mut done = done;
+        match tokio::time::timeout(self.config.cancel_timeout, done.wait_for(|done| *done)).await {
+            Ok(Ok(_)) => Ok(CancelOutcome::Ended),
+            Ok(Err(_)) => Err(AcpError::AgentExited(self.conn.exit_info())),
+            Err(_) => Err(AcpError::CancelTimedOut(
+                session.to_string(),
+                self.config.cancel_timeout,
+            )),
+        }
+    }
+
+    /// Steers the session's live turn with `text` via goose's extension.
+    /// `expectedRunId` is the freshest run the agent advertised, read while
+    /// holding the writer, i.e. at the moment the request is written. When
+    /// no turn is in flight or no run id is known, nothing is written.
+    pub async fn steer(&self, session: &SessionId, text: &str) -> Result<SteerAccepted, SteerRefusal> {
+        let (reply_tx, reply_rx) = oneshot::channel();
+        {
+            let mut writer = self.conn.writer().await;
+            let (id, params) = {
+                let mut state = self.conn.lock();
+                if let Some(exit) = self.conn.exit() {
+                    return Err(SteerRefusal::AgentExited(exit));
+                }
+                let Some(session_state) = state.sessions.get(session) else {
+                    return Err(SteerRefusal::NoTurn);
+                };
+                let Some(turn_seq) = session_state.turn.as_ref().map(|turn| turn.seq) else {
+                    return Err(SteerRefusal::NoTurn);
+                };
+                let Some(run_id) = session_state.active_run_id.clone() else {
+                    return Err(SteerRefusal::NoRunId);
+                };
+                let id = self.conn.next_request_id();
+                state.pending.insert(
+                    id,
+                    Waiter::Steer {
+                        session: session.clone(),
+                        turn_seq,
+                        tx: reply_tx,
+                    },
+                );
+                let params = json!({
+                    "sessionId": session,
+                    "expectedRunId": run_id,
+                    "prompt": [ContentBlock::text(text)],
+                });
+                (id, params)
+            };
+            let frame = jsonrpc::request(id, methods::GOOSE_STEER, &params);
+            if let Err(error) = self.conn.write_locked(&mut writer, frame).await {
+                self.conn.lock().pending.remove(&id);
+                return Err(match error {
+                    AcpError::AgentExited(exit) => SteerRefusal::AgentExited(exit),
+                    other => SteerRefusal::Transport(other.to_string()),
+                });
+            }
+        }
+        let reply = tokio::time::timeout(self.config.request_timeout, reply_rx).await;
+        match reply {
+            Ok(Ok(SteerReply::Accepted(accepted))) => Ok(accepted),
+            Ok(Ok(SteerReply::AcceptedAfterTurn)) => Err(SteerRefusal::TurnEnded),
+            Ok(Ok(SteerReply::Malformed(value))) => Err(SteerRefusal::Malformed(value)),
+            Ok(Ok(SteerReply::Refused(error))) => Err(SteerRefusal::from_rpc(error)),
+            Ok(Err(_)) => Err(SteerRefusal::AgentExited(self.conn.exit_info())),
+            Err(_) => Err(SteerRefusal::Transport(format!(
+                "no answer to the steer within {:?}",
+                self.config.request_timeout
+            ))),
+        }
+    }
+
+    /// The run the agent currently advertises for the session, if any.
+    pub fn active_run_id(&self, session: &SessionId) -> Option<String> {
+        let state = self.conn.lock();
+        state.sessions.get(session)?.active_run_id.clone()
+    }
+
+    /// Updates that arrived for the session while no turn was in flight
+    /// (before `session/new` answered, after a prompt answered).
+    pub fn take_backlog(&self, session: &SessionId) -> Vec<TurnEvent> {
+        self.conn.take_backlog(session)
+    }
+
+    /// Forgets a session locally (after rotating it). Its updates, if the
+    /// agent sends any, start a fresh backlog.
+    pub fn forget_session(&self, session: &SessionId) {
+        self.conn.lock().sessions.remove(session);
+    }
+
+    async fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, AcpError> {
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut state = self.conn.lock();
+            self.conn.ensure_open()?;
+            let id = self.conn.next_request_id();
+            state.pending.insert(id, Waiter::Plain(tx));
+            id
+        };
+        if let Err(error) = self.conn.write(jsonrpc::request(id, method, &params)).await {
+            self.conn.lock().pending.remove(&id);
+            return Err(error);
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(error))) => Err(rpc_error(method, error)),
+            Ok(Err(_)) => Err(AcpError::AgentExited(self.conn.exit_info())),
+            Err(_) => {
+                self.conn.lock().pending.remove(&id);
+                Err(AcpError::Timeout {
+                    method: method.to_owned(),
+                    after: timeout,
+                })
+            }
+        }
+    }
+}
+
+fn rpc_error(method: &str, error: RpcError) -> AcpError {
+    AcpError::Rpc {
+        method: method.to_owned(),
+        error,
+    }
+}
+
+/// The one task that reads the agent's stdout and routes every frame.
+async fn read_loop<R>(
+    conn: Arc<Connection>,
+    mut frames: FramedRead<R, FrameCodec>,
+    probe: Option<ProcessProbe>,
+) where
+    R: AsyncRead + Unpin,
+{
+    let mut reason = ExitReason::StdoutClosed;
+    while let Some(frame) = frames.next().await {
+        match frame {
+            Ok(Frame::Line(line)) => conn.route_line(&line),
+            Ok(Frame::Oversized) => tracing::warn!(
+                agent = %conn.agent,
+                limit_bytes = frames.decoder().max_line_bytes(),
+                "skipped an oversized line from the agent"
+            ),
+            Ok(Frame::NotUtf8) => {
+                tracing::warn!(agent = %conn.agent, "skipped a non-UTF-8 line from the agent")
+            }
+            Err(error) => {
+                tracing::warn!(agent = %conn.agent, %error, "reading the agent's stdout failed");
+                reason = ExitReason::ReadFailed;
+                break;
+            }
+        }
+    }
+    if conn.was_killed() {
+        reason = ExitReason::Killed;
+    }
+    let status = match &probe {
+        Some(probe) => {
+            // A process that closed stdout but lives on is of no use: make
+            // sure it (and its children) are gone before we report.
+            let status = probe.exit_status(EXIT_STATUS_GRACE).await;
+            if status.is_none() {
+                probe.kill();
+            }
+            status
+        }
+        None => None,
+    };
+    conn.close(AgentExit {
+        code: status.and_then(|status| status.code()),
+        signal: status.and_then(|status| status.signal()),
+        reason,
+    });
+}

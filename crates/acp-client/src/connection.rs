@@ -1,0 +1,523 @@
+//! The state shared by one agent connection's reader task and its callers.
+//!
+//! Owns: the write half (one writer at a time, so frames never interleave),
+//! the table of requests waiting for an answer, the per-session state (live
+//! run id, the turn in flight, updates that arrived outside a turn, open
+//! permission questions), and the routing of every frame the agent sends.
+//!
+//! Routing happens on the single reader task, under one lock, in the order
+//! frames arrived. That order is what makes the steer bookkeeping exact:
+//! when a prompt's answer is routed, every update and every steer answer
+//! that preceded it on the wire has already been recorded in its turn.
+//!
+//! The reader never writes to the agent itself: answers to the agent's
+//! requests go out on spawned tasks, so a full stdin pipe can never stop us
+//! from draining the agent's stdout (which would deadlock both sides).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use futures_util::SinkExt;
+use serde_json::Value;
+use tokio::io::AsyncWrite;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::codec::{FramedWrite, LinesCodec};
+
+use crate::error::{AcpError, AgentExit, ExitReason, RpcError, codes};
+use crate::jsonrpc::{self, Incoming, Malformed};
+use crate::permission::{self, PermissionPolicy, PermissionQuestion, PermissionRequest};
+use crate::protocol::{self, RunMarker, SessionId, TurnEvent, methods};
+use crate::steer::{SteerAccepted, SteerDelivery};
+
+pub(crate) type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
+
+/// Longest excerpt of a bad line we put in a log line.
+const LOG_EXCERPT_CHARS: usize = 120;
+
+/// Updates that arrive for a session while no turn is in flight are kept
+/// until the caller takes them; past this many the oldest are dropped (with
+/// a warning), so a chatty idle agent cannot grow memory without bound.
+pub(crate) const SESSION_BACKLOG_LIMIT: usize = 256;
+
+/// What a request's waiter receives.
+pub(crate) enum Waiter {
+    Plain(oneshot::Sender<Result<Value, RpcError>>),
+    Prompt {
+        session: SessionId,
+        tx: oneshot::Sender<PromptCompletion>,
+    },
+    Steer {
+        session: SessionId,
+        turn_seq: u64,
+        tx: oneshot::Sender<SteerReply>,
+    },
+}
+
+/// The end of a prompt, with the steer ledger of its turn.
+#[derive(Debug)]
+pub(crate) struct PromptCompletion {
+    pub result: Result<Value, RpcError>,
+    pub steers: Vec<SteerDelivery>,
+}
+
+/// The answer to a steer, with whether its turn was still in flight.
+#[derive(Debug)]
+pub(crate) enum SteerReply {
+    Accepted(SteerAccepted),
+    /// The agent acknowledged, but its answer arrived after the turn ended.
+    AcceptedAfterTurn,
+    Malformed(Value),
+    Refused(RpcError),
+}
+
+/// The turn in flight on a session.
+pub(crate) struct LiveTurn {
+    pub seq: u64,
+    pub prompt_id: u64,
+    pub events: mpsc::UnboundedSender<TurnEvent>,
+    pub policy: PermissionPolicy,
+    pub open_questions: Arc<watch::Sender<usize>>,
+    /// Set to `true` when the prompt is answered; `cancel` waits on it.
+    pub done: watch::Sender<bool>,
+    accepted_steers: Vec<SteerAccepted>,
+    folded_steers: HashSet<String>,
+}
+
+impl LiveTurn {
+    pub fn new(
+        seq: u64,
+        prompt_id: u64,
+        events: mpsc::UnboundedSender<TurnEvent>,
+        policy: PermissionPolicy,
+    ) -> Self {
+        LiveTurn {
+            seq,
+            prompt_id,
+            events,
+            policy,
+            open_questions: Arc::new(watch::channel(0).0),
+            done: watch::channel(false).0,
+            accepted_steers: Vec::new(),
+            folded_steers: HashSet::new(),
+        }
+    }
+
+    fn steer_report(&self) -> Vec<SteerDelivery> {
+        self.accepted_steers
+            .iter()
+            .map(|steer| SteerDelivery {
+                folded: self.folded_steers.contains(&steer.message_id),
+                accepted: steer.clone(),
+            })
+            .collect()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct SessionState {
+    /// The freshest run the agent advertised; read when a steer is written.
+    pub active_run_id: Option<String>,
+    pub turn: Option<LiveTurn>,
+    backlog: VecDeque<TurnEvent>,
+    /// Ids of the agent's permission requests waiting on the caller.
+    pending_permissions: Vec<Value>,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    pub pending: HashMap<u64, Waiter>,
+    pub sessions: HashMap<SessionId, SessionState>,
+    next_turn_seq: u64,
+}
+
+impl State {
+    pub fn next_turn_seq(&mut self) -> u64 {
+        self.next_turn_seq += 1;
+        self.next_turn_seq
+    }
+}
+
+pub(crate) struct Connection {
+    /// The agent's name, for logs.
+    pub agent: String,
+    writer: tokio::sync::Mutex<FramedWrite<BoxWrite, LinesCodec>>,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    exit: OnceLock<AgentExit>,
+    closed: watch::Sender<bool>,
+    killed: AtomicBool,
+    write_timeout: Duration,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    pub fn new(agent: String, writer: BoxWrite, write_timeout: Duration) -> Self {
+        Connection {
+            agent,
+            writer: tokio::sync::Mutex::new(FramedWrite::new(writer, LinesCodec::new())),
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(1),
+            exit: OnceLock::new(),
+            closed: watch::channel(false).0,
+            killed: AtomicBool::new(false),
+            write_timeout,
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock is a bug in this crate; the state
+        // itself stays consistent per operation, so keep serving.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn next_request_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// How the agent went away, once it has.
+    pub fn exit(&self) -> Option<AgentExit> {
+        self.exit.get().cloned()
+    }
+
+    /// How the agent went away; for callers woken by a closed channel,
+    /// which only happens once the exit is recorded.
+    pub fn exit_info(&self) -> AgentExit {
+        self.exit().unwrap_or(AgentExit {
+            code: None,
+            signal: None,
+            reason: ExitReason::StdoutClosed,
+        })
+    }
+
+    pub fn ensure_open(&self) -> Result<(), AcpError> {
+        match self.exit() {
+            Some(exit) => Err(AcpError::AgentExited(exit)),
+            None => Ok(()),
+        }
+    }
+
+    pub fn subscribe_closed(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+
+    pub fn mark_killed(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+    }
+
+    pub fn was_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
+
+    /// Writes one frame. The writer lock is what serializes frames; callers
+    /// that must read state at the moment of writing hold it themselves via
+    /// [`Connection::write_locked`].
+    pub async fn write(&self, frame: String) -> Result<(), AcpError> {
+        let mut writer = self.writer.lock().await;
+        self.write_locked(&mut writer, frame).await
+    }
+
+    pub async fn writer(&self) -> tokio::sync::MutexGuard<'_, FramedWrite<BoxWrite, LinesCodec>> {
+        self.writer.lock().await
+    }
+
+    pub async fn write_locked(
+        &self,
+        writer: &mut FramedWrite<BoxWrite, LinesCodec>,
+        frame: String,
+    ) -> Result<(), AcpError> {
+        self.ensure_open()?;
+        match tokio::time::timeout(self.write_timeout, writer.send(frame)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => {
+                tracing::warn!(agent = %self.agent, %error, "writing to the agent failed");
+                Err(self.exit().map_or(
+                    AcpError::AgentExited(AgentExit {
+                        code: None,
+                        signal: None,
+                        reason: ExitReason::WriteFailed,
+                    }),
+                    AcpError::AgentExited,
+                ))
+            }
+            Err(_) => Err(AcpError::Timeout {
+                method: "write to agent stdin".into(),
+                after: self.write_timeout,
+            }),
+        }
+    }
+
+    /// Sends a frame from a context that must not wait for the write (the
+    /// reader task, `Drop`).
+    fn write_detached(self: &Arc<Self>, frame: String) {
+        let conn = Arc::clone(self);
+        tokio::spawn(async move {
+            if let Err(error) = conn.write(frame).await {
+                tracing::debug!(agent = %conn.agent, %error, "detached write failed");
+            }
+        });
+    }
+
+    /// Marks the connection dead and fails everything waiting on it. Every
+    /// waiter's sender is dropped, so each caller wakes with an error rather
+    /// than hanging; live turns lose their event senders the same way.
+    pub fn close(&self, exit: AgentExit) {
+        if self.exit.set(exit.clone()).is_err() {
+            return;
+        }
+        tracing::warn!(agent = %self.agent, %exit, "agent connection closed");
+        let (pending, sessions) = {
+            let mut state = self.lock();
+            (
+                std::mem::take(&mut state.pending),
+                std::mem::take(&mut state.sessions),
+            )
+        };
+        drop(pending);
+        drop(sessions);
+        self.closed.send_replace(true);
+    }
+
+    /// Routes one line from the agent.
+    pub fn route_line(self: &Arc<Self>, line: &str) {
+        match Incoming::parse(line) {
+            Ok(Incoming::Response { id, result }) => self.on_response(id, result),
+            Ok(Incoming::Notification { method, params }) => self.on_notification(&method, params),
+            Ok(Incoming::Request { id, method, params }) => self.on_request(id, &method, params),
+            Err(Malformed::NotJson(error)) => tracing::warn!(
+                agent = %self.agent, %error, line = %excerpt(line),
+                "skipped a line from the agent that is not JSON"
+            ),
+            Err(malformed) => tracing::warn!(
+                agent = %self.agent, ?malformed, line = %excerpt(line),
+                "skipped a JSON line that is not a JSON-RPC message"
+            ),
+        }
+    }
+
+    fn on_response(&self, id: u64, result: Result<Value, RpcError>) {
+        let mut state = self.lock();
+        let Some(waiter) = state.pending.remove(&id) else {
+            // Late answers to requests we stopped waiting for (timeouts).
+            tracing::debug!(agent = %self.agent, id, "response to a request nobody waits for");
+            return;
+        };
+        match waiter {
+            Waiter::Plain(tx) => {
+                let _ = tx.send(result);
+            }
+            Waiter::Prompt { session, tx } => {
+                let steers = match state.sessions.get_mut(&session) {
+                    Some(session_state) => finish_turn(session_state, id),
+                    None => Vec::new(),
+                };
+                let _ = tx.send(PromptCompletion { result, steers });
+            }
+            Waiter::Steer {
+                session,
+                turn_seq,
+                tx,
+            } => {
+                let live = state
+                    .sessions
+                    .get_mut(&session)
+                    .and_then(|session_state| session_state.turn.as_mut())
+                    .filter(|turn| turn.seq == turn_seq);
+                let reply = match (result, live) {
+                    (Err(error), _) => SteerReply::Refused(error),
+                    (Ok(value), live) => match SteerAccepted::parse(&value) {
+                        None => SteerReply::Malformed(value),
+                        Some(accepted) => match live {
+                            Some(turn) => {
+                                turn.accepted_steers.push(accepted.clone());
+                                SteerReply::Accepted(accepted)
+                            }
+                            None => SteerReply::AcceptedAfterTurn,
+                        },
+                    },
+                };
+                let _ = tx.send(reply);
+            }
+        }
+    }
+
+    fn on_notification(self: &Arc<Self>, method: &str, params: Value) {
+        if method != methods::SESSION_UPDATE {
+            tracing::debug!(agent = %self.agent, method, "ignored notification");
+            return;
+        }
+        let Some(session) = params.get("sessionId").and_then(Value::as_str) else {
+            tracing::warn!(agent = %self.agent, "session/update without a sessionId");
+            return;
+        };
+        let session = SessionId(session.to_owned());
+        let Some(update) = params.get("update") else {
+            tracing::warn!(agent = %self.agent, %session, "session/update without an update");
+            return;
+        };
+        let marker = protocol::run_marker(update);
+        let event = protocol::turn_event(update.clone());
+        let mut state = self.lock();
+        let session_state = state.sessions.entry(session.clone()).or_default();
+        match marker {
+            Some(RunMarker::Started(run_id)) => session_state.active_run_id = Some(run_id),
+            Some(RunMarker::Cleared) => session_state.active_run_id = None,
+            None => {}
+        }
+        if let Some(turn) = session_state.turn.as_mut() {
+            if let TurnEvent::UserMessageChunk {
+                steer_message_id: Some(message_id),
+                ..
+            } = &event
+            {
+                turn.folded_steers.insert(message_id.clone());
+            }
+            // A caller that dropped its turn handle no longer listens; the
+            // turn still ends (and is accounted) when the prompt is answered.
+            let _ = turn.events.send(event);
+            return;
+        }
+        tracing::debug!(agent = %self.agent, %session, ?event, "update outside a turn kept in the session backlog");
+        if session_state.backlog.len() == SESSION_BACKLOG_LIMIT {
+            session_state.backlog.pop_front();
+            tracing::warn!(
+                agent = %self.agent, %session, limit = SESSION_BACKLOG_LIMIT,
+                "session backlog full: dropped its oldest update"
+            );
+        }
+        session_state.backlog.push_back(event);
+    }
+
+    fn on_request(self: &Arc<Self>, id: Value, method: &str, params: Value) {
+        if method == methods::REQUEST_PERMISSION {
+            return self.on_permission_request(id, params);
+        }
+        tracing::debug!(agent = %self.agent, method, "answered an unknown agent request with -32601");
+        self.write_detached(jsonrpc::error_response(
+            &id,
+            codes::METHOD_NOT_FOUND,
+            "Method not found",
+        ));
+    }
+
+    fn on_permission_request(self: &Arc<Self>, id: Value, params: Value) {
+        let request = match PermissionRequest::parse(params) {
+            Ok(request) => request,
+            Err(error) => {
+                tracing::warn!(agent = %self.agent, %error, "malformed permission request");
+                self.write_detached(jsonrpc::error_response(
+                    &id,
+                    codes::INVALID_PARAMS,
+                    "Invalid params",
+                ));
+                return;
+            }
+        };
+        let mut state = self.lock();
+        let session_state = state.sessions.entry(request.session_id.clone()).or_default();
+        let Some(turn) = session_state.turn.as_ref() else {
+            tracing::warn!(
+                agent = %self.agent, session = %request.session_id,
+                "permission asked outside a turn: answered cancelled"
+            );
+            self.write_detached(jsonrpc::response(&id, &permission::outcome(None)));
+            return;
+        };
+        let event = match turn.policy {
+            PermissionPolicy::AskCaller => {
+                session_state.pending_permissions.push(id.clone());
+                TurnEvent::PermissionAsked(PermissionQuestion::new(
+                    request,
+                    id,
+                    Arc::clone(self),
+                    Arc::clone(&turn.open_questions),
+                ))
+            }
+            policy => {
+                let chosen = policy.choose(&request);
+                self.write_detached(jsonrpc::response(&id, &permission::outcome(chosen.as_ref())));
+                TurnEvent::PermissionAnswered { request, chosen }
+            }
+        };
+        let _ = turn.events.send(event);
+    }
+
+    /// Answers an open permission question, unless it was already answered
+    /// (for example `cancelled` by a cancel of its turn). Returns whether
+    /// this call answered it.
+    pub async fn answer_permission(
+        &self,
+        session: &SessionId,
+        rpc_id: &Value,
+        outcome: Value,
+    ) -> Result<bool, AcpError> {
+        let was_open = {
+            let mut state = self.lock();
+            state.sessions.get_mut(session).is_some_and(|session_state| {
+                let before = session_state.pending_permissions.len();
+                session_state.pending_permissions.retain(|open| open != rpc_id);
+                session_state.pending_permissions.len() != before
+            })
+        };
+        if !was_open {
+            return Ok(false);
+        }
+        self.write(jsonrpc::response(rpc_id, &outcome)).await?;
+        Ok(true)
+    }
+
+    /// Takes the session's open permission questions (to answer them
+    /// `cancelled` when the turn is cancelled).
+    pub fn take_pending_permissions(&self, session: &SessionId) -> Vec<Value> {
+        let mut state = self.lock();
+        state
+            .sessions
+            .get_mut(session)
+            .map(|session_state| std::mem::take(&mut session_state.pending_permissions))
+            .unwrap_or_default()
+    }
+
+    pub fn take_backlog(&self, session: &SessionId) -> Vec<TurnEvent> {
+        let mut state = self.lock();
+        state
+            .sessions
+            .get_mut(session)
+            .map(|session_state| session_state.backlog.drain(..).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Ends the session's turn whose prompt had request id `prompt_id`: drops its
+/// open questions (the agent stopped waiting), wakes `cancel`, and returns
+/// the steer ledger.
+fn finish_turn(session_state: &mut SessionState, prompt_id: u64) -> Vec<SteerDelivery> {
+    if session_state.turn.as_ref().map(|turn| turn.prompt_id) != Some(prompt_id) {
+        return Vec::new();
+    }
+    let Some(turn) = session_state.turn.take() else {
+        return Vec::new();
+    };
+    session_state.pending_permissions.clear();
+    // The run is over even if the agent never said so: a stale run id
+    // must not be offered to the next steer.
+    session_state.active_run_id = None;
+    turn.done.send_replace(true);
+    turn.steer_report()
+}
+
+fn excerpt(line: &str) -> String {
+    if line.chars().count() <= LOG_EXCERPT_CHARS {
+        return line.to_owned();
+    }
+    let head: String = line.chars().take(LOG_EXCERPT_CHARS).collect();
+    format!("{head}… ({} bytes)", line.len())
+}

@@ -1,0 +1,43 @@
+//! ACP (Agent Client Protocol) over stdio, and nothing else.
+//!
+//! One [`AgentClient`] owns one agent process (or any pair of byte streams)
+//! and speaks newline-delimited JSON-RPC 2.0 to it: `initialize`,
+//! `session/new`, `session/prompt` with its streamed `session/update`s,
+//! `session/cancel`, `session/request_permission`, and goose's mid-turn
+//! steer extension (`_goose/unstable/session/steer`). Many sessions share one
+//! process; each may have one turn in flight, and a steer can be written
+//! while that turn streams.
+//!
+//! What this crate does not know: Nostr, queues, conversations, CLIs. The
+//! daemon reaches it only through the items re-exported here.
+//!
+//! Tests against a real agent process live in `crates/scripted-agent/tests`:
+//! Cargo hands a test the path of a binary only inside the binary's own
+//! package.
+
+mod client;
+mod connection;
+mod error;
+mod framing;
+mod jsonrpc;
+mod permission;
+mod process;
+mod protocol;
+mod steer;
+mod turn;
+
+pub use client::{
+    AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT,
+};
+pub use error::{AcpError, AgentExit, ExitReason, RpcError, TurnError, codes};
+pub use framing::DEFAULT_MAX_LINE_BYTES;
+pub use permission::{
+    AnswerError, PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
+};
+pub use process::AgentCommand;
+pub use protocol::{AgentInfo, ContentBlock, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent};
+pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal};
+pub use turn::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions, TurnOutcome, TurnProgress,
+};

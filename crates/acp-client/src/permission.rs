@@ -1,0 +1,305 @@
+//! `session/request_permission`: the agent stops before a risky tool call
+//! and asks.
+//!
+//! Owns the question's types, the choice of an option by policy, and the
+//! handle a caller answers through. Options are always chosen by their
+//! `kind`: option ids are the agent's own strings and mean nothing to us.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::connection::Connection;
+use crate::error::AcpError;
+use crate::protocol::SessionId;
+
+/// The four option kinds ACP defines, plus any other kept verbatim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermissionKind {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+    Other(String),
+}
+
+impl PermissionKind {
+    fn parse(text: &str) -> Self {
+        match text {
+            "allow_once" => PermissionKind::AllowOnce,
+            "allow_always" => PermissionKind::AllowAlways,
+            "reject_once" => PermissionKind::RejectOnce,
+            "reject_always" => PermissionKind::RejectAlways,
+            other => PermissionKind::Other(other.to_owned()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            PermissionKind::AllowOnce => "allow_once",
+            PermissionKind::AllowAlways => "allow_always",
+            PermissionKind::RejectOnce => "reject_once",
+            PermissionKind::RejectAlways => "reject_always",
+            PermissionKind::Other(other) => other,
+        }
+    }
+
+    pub fn is_allow(&self) -> bool {
+        matches!(self, PermissionKind::AllowOnce | PermissionKind::AllowAlways)
+    }
+
+    pub fn is_reject(&self) -> bool {
+        matches!(self, PermissionKind::RejectOnce | PermissionKind::RejectAlways)
+    }
+}
+
+impl fmt::Display for PermissionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One option the agent offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionOption {
+    pub id: String,
+    pub name: String,
+    pub kind: PermissionKind,
+}
+
+/// The agent's question, as it asked it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionRequest {
+    pub session_id: SessionId,
+    /// The tool call the agent wants to make (an ACP `ToolCallUpdate`), raw.
+    pub tool_call: Value,
+    pub options: Vec<PermissionOption>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawRequest {
+    session_id: SessionId,
+    #[serde(default)]
+    tool_call: Value,
+    #[serde(default)]
+    options: Vec<RawOption>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawOption {
+    option_id: String,
+    #[serde(default)]
+    name: String,
+    kind: String,
+}
+
+impl PermissionRequest {
+    pub(crate) fn parse(params: Value) -> Result<Self, serde_json::Error> {
+        let raw: RawRequest = serde_json::from_value(params)?;
+        Ok(PermissionRequest {
+            session_id: raw.session_id,
+            tool_call: raw.tool_call,
+            options: raw
+                .options
+                .into_iter()
+                .map(|option| PermissionOption {
+                    id: option.option_id,
+                    name: option.name,
+                    kind: PermissionKind::parse(&option.kind),
+                })
+                .collect(),
+        })
+    }
+
+    /// The tool call's title, when the agent gave one.
+    pub fn title(&self) -> Option<&str> {
+        self.tool_call.get("title").and_then(Value::as_str)
+    }
+
+    /// The first offered option of the first kind in `preference` that the
+    /// agent offered at all.
+    pub fn option_of_kind(&self, preference: &[PermissionKind]) -> Option<&PermissionOption> {
+        preference
+            .iter()
+            .find_map(|kind| self.options.iter().find(|option| &option.kind == kind))
+    }
+}
+
+/// How a turn answers permission questions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PermissionPolicy {
+    /// Allow: `allow_once`, else `allow_always`; cancelled when neither is offered.
+    #[default]
+    AllowOnce,
+    /// Reject: `reject_once`, else `reject_always`; cancelled when neither is offered.
+    RejectOnce,
+    /// Hand the question to the caller as [`crate::TurnEvent::PermissionAsked`]
+    /// and wait for its answer.
+    AskCaller,
+}
+
+impl PermissionPolicy {
+    /// The option an automatic policy picks; `None` means "answer cancelled".
+    pub(crate) fn choose(self, request: &PermissionRequest) -> Option<PermissionOption> {
+        let preference = match self {
+            PermissionPolicy::AllowOnce => [PermissionKind::AllowOnce, PermissionKind::AllowAlways],
+            PermissionPolicy::RejectOnce => [PermissionKind::RejectOnce, PermissionKind::RejectAlways],
+            PermissionPolicy::AskCaller => return None,
+        };
+        request.option_of_kind(&preference).cloned()
+    }
+}
+
+/// The `result` of our answer to `session/request_permission`.
+pub(crate) fn outcome(chosen: Option<&PermissionOption>) -> Value {
+    match chosen {
+        Some(option) => json!({"outcome": {"outcome": "selected", "optionId": option.id}}),
+        None => json!({"outcome": {"outcome": "cancelled"}}),
+    }
+}
+
+/// An open question the caller must answer. Dropping it unanswered answers
+/// `cancelled`, so an agent is never left waiting on a forgotten handle.
+#[derive(Debug)]
+pub struct PermissionQuestion {
+    request: PermissionRequest,
+    pub(crate) rpc_id: Value,
+    pub(crate) conn: Arc<Connection>,
+    /// Count of open questions of the turn: the turn suspends its idle timer
+    /// while the agent is waiting on us.
+    pub(crate) open_questions: Arc<watch::Sender<usize>>,
+    answered: bool,
+}
+
+/// Why an answer did not reach the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("the agent offered no option `{0}`")]
+    UnknownOption(String),
+    #[error("the question was already answered (cancelled with its turn)")]
+    AlreadyAnswered,
+    #[error(transparent)]
+    Transport(#[from] AcpError),
+}
+
+impl PermissionQuestion {
+    pub(crate) fn new(
+        request: PermissionRequest,
+        rpc_id: Value,
+        conn: Arc<Connection>,
+        open_questions: Arc<watch::Sender<usize>>,
+    ) -> Self {
+        open_questions.send_modify(|open| *open += 1);
+        PermissionQuestion {
+            request,
+            rpc_id,
+            conn,
+            open_questions,
+            answered: false,
+        }
+    }
+
+    pub fn request(&self) -> &PermissionRequest {
+        &self.request
+    }
+
+    /// Answers with the offered option whose id is `option_id`.
+    pub async fn answer(mut self, option_id: &str) -> Result<(), AnswerError> {
+        let option = self
+            .request
+            .options
+            .iter()
+            .find(|option| option.id == option_id)
+            .cloned()
+            .ok_or_else(|| AnswerError::UnknownOption(option_id.to_owned()))?;
+        self.send(Some(&option)).await
+    }
+
+    /// Answers `cancelled`.
+    pub async fn cancel(mut self) -> Result<(), AnswerError> {
+        self.send(None).await
+    }
+
+    async fn send(&mut self, chosen: Option<&PermissionOption>) -> Result<(), AnswerError> {
+        self.mark_answered();
+        let sent = self
+            .conn
+            .answer_permission(&self.request.session_id, &self.rpc_id, outcome(chosen))
+            .await?;
+        if sent {
+            Ok(())
+        } else {
+            Err(AnswerError::AlreadyAnswered)
+        }
+    }
+
+    fn mark_answered(&mut self) {
+        if !self.answered {
+            self.answered = true;
+            self.open_questions
+                .send_modify(|open| *open = open.saturating_sub(1));
+        }
+    }
+}
+
+impl Drop for PermissionQuestion {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        self.mark_answered();
+        let conn = Arc::clone(&self.conn);
+        let session = self.request.session_id.clone();
+        let rpc_id = self.rpc_id.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = conn.answer_permission(&session, &rpc_id, outcome(None)).await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(kinds: &[&str]) -> PermissionRequest {
+        let options: Vec<Value> = kinds
+            .iter()
+            .enumerate()
+            .map(|(index, kind)| json!({"optionId": format!("opt-{index}"), "name": kind, "kind": kind}))
+            .collect();
+        PermissionRequest::parse(json!({"sessionId": "s", "toolCall": {"title": "rm"}, "options": options}))
+            .expect("valid request")
+    }
+
+    #[test]
+    fn policies_choose_by_kind_not_by_id_or_position() {
+        let request = request(&["reject_always", "allow_always", "reject_once", "allow_once"]);
+        assert_eq!(
+            PermissionPolicy::AllowOnce.choose(&request).map(|o| o.id),
+            Some("opt-3".into())
+        );
+        assert_eq!(
+            PermissionPolicy::RejectOnce.choose(&request).map(|o| o.id),
+            Some("opt-2".into())
+        );
+    }
+
+    #[test]
+    fn policies_fall_back_to_the_always_kind_then_to_cancelled() {
+        let only_always = request(&["allow_always", "reject_always"]);
+        assert_eq!(
+            PermissionPolicy::AllowOnce.choose(&only_always).map(|o| o.kind),
+            Some(PermissionKind::AllowAlways)
+        );
+        let no_reject = request(&["allow_once"]);
+        assert_eq!(PermissionPolicy::RejectOnce.choose(&no_reject), None);
+        assert_eq!(outcome(None), json!({"outcome": {"outcome": "cancelled"}}));
+    }
+}

@@ -1,0 +1,212 @@
+//! The agent as an operating-system process.
+//!
+//! Owns spawning (own process group, explicit environment, piped stdio),
+//! forwarding stderr into `tracing`, observing the exit status, and killing
+//! the whole group. Agents start helpers (MCP servers, shells, language
+//! servers); killing only the direct child would orphan them, so every kill
+//! here targets the process group.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::sync::watch;
+use tokio_util::codec::FramedRead;
+
+use crate::error::AcpError;
+use crate::framing::{Frame, FrameCodec};
+
+/// Longest stderr line forwarded whole; longer ones are cut (agents dump
+/// stack traces and JSON blobs on stderr).
+const MAX_STDERR_LINE_BYTES: usize = 64 * 1024;
+
+/// How to start an agent.
+#[derive(Debug, Clone)]
+pub struct AgentCommand {
+    /// Name used in logs and errors (for example `goose#1`).
+    pub name: String,
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// Working directory of the agent process; inherited when `None`.
+    pub cwd: Option<PathBuf>,
+    /// The agent's COMPLETE environment: nothing is inherited, so the
+    /// daemon's own secrets never reach the agent or the tools it runs.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl AgentCommand {
+    pub fn new(name: impl Into<String>, program: impl Into<PathBuf>) -> Self {
+        AgentCommand {
+            name: name.into(),
+            program: program.into(),
+            args: Vec::new(),
+            cwd: None,
+            env: Vec::new(),
+        }
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+}
+
+/// A running agent process. Dropping it kills the process group.
+#[derive(Debug)]
+pub(crate) struct AgentProcess {
+    probe: ProcessProbe,
+}
+
+/// Observes and kills the process without owning it: the reader task holds
+/// one, so that only the client handles keep the agent alive.
+#[derive(Debug, Clone)]
+pub(crate) struct ProcessProbe {
+    name: String,
+    pid: u32,
+    exit_status: watch::Receiver<Option<ExitStatus>>,
+}
+
+pub(crate) struct SpawnedAgent {
+    pub process: AgentProcess,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+}
+
+impl AgentProcess {
+    pub fn spawn(command: &AgentCommand) -> Result<SpawnedAgent, AcpError> {
+        let mut child = Command::new(&command.program);
+        child
+            .args(&command.args)
+            .env_clear()
+            .envs(command.env.iter().map(|(key, value)| (key, value)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own group, so a kill reaches everything it started and a
+            // Ctrl-C in the daemon's terminal does not hit the agent first.
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(cwd) = &command.cwd {
+            child.current_dir(cwd);
+        }
+        let mut child = child.spawn().map_err(|source| AcpError::Spawn {
+            program: command.program.display().to_string(),
+            source,
+        })?;
+        let pid = child.id().ok_or_else(|| AcpError::Spawn {
+            program: command.program.display().to_string(),
+            source: std::io::Error::other("the process exited before it could be observed"),
+        })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(AcpError::Spawn {
+                program: command.program.display().to_string(),
+                source: std::io::Error::other("stdio was not piped"),
+            });
+        };
+        tokio::spawn(forward_stderr(command.name.clone(), stderr));
+        let (status_tx, status_rx) = watch::channel(None);
+        tokio::spawn(watch_exit(child, status_tx));
+        tracing::info!(agent = %command.name, pid, program = %command.program.display(), "agent process started");
+        Ok(SpawnedAgent {
+            process: AgentProcess {
+                probe: ProcessProbe {
+                    name: command.name.clone(),
+                    pid,
+                    exit_status: status_rx,
+                },
+            },
+            stdin,
+            stdout,
+        })
+    }
+
+    pub fn probe(&self) -> &ProcessProbe {
+        &self.probe
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        self.probe.kill();
+    }
+}
+
+impl ProcessProbe {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// SIGKILL to the whole process group. Harmless when it already exited.
+    pub fn kill(&self) {
+        let Ok(pid) = i32::try_from(self.pid) else {
+            return;
+        };
+        match killpg(Pid::from_raw(pid), Signal::SIGKILL) {
+            Ok(()) => tracing::debug!(agent = %self.name, pid, "killed agent process group"),
+            Err(nix::errno::Errno::ESRCH) => {}
+            Err(error) => {
+                tracing::warn!(agent = %self.name, pid, %error, "could not kill agent process group")
+            }
+        }
+    }
+
+    /// The exit status, waiting up to `grace` for it: stdout can close a
+    /// moment before the kernel reports the exit.
+    pub async fn exit_status(&self, grace: Duration) -> Option<ExitStatus> {
+        let mut status = self.exit_status.clone();
+        let waited = tokio::time::timeout(grace, status.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(status)) => *status,
+            _ => None,
+        }
+    }
+}
+
+async fn watch_exit(mut child: Child, status_tx: watch::Sender<Option<ExitStatus>>) {
+    match child.wait().await {
+        Ok(status) => {
+            status_tx.send_replace(Some(status));
+        }
+        Err(error) => tracing::warn!(%error, "could not wait for the agent process"),
+    }
+}
+
+/// Forwards the agent's stderr line by line into `tracing`. tracing targets
+/// are static, so the agent is named in the `agent` field of target
+/// `agent_stderr` (filter it with `RUST_LOG=agent_stderr=warn`). Bad lines are
+/// noted and skipped like on stdout.
+async fn forward_stderr(agent: String, stderr: ChildStderr) {
+    let mut lines = FramedRead::new(stderr, FrameCodec::new(MAX_STDERR_LINE_BYTES));
+    while let Some(Ok(frame)) = lines.next().await {
+        match frame {
+            Frame::Line(line) => tracing::info!(target: "agent_stderr", agent = %agent, "{line}"),
+            Frame::Oversized => {
+                tracing::info!(target: "agent_stderr", agent = %agent, "(stderr line over {MAX_STDERR_LINE_BYTES} bytes skipped)")
+            }
+            Frame::NotUtf8 => {
+                tracing::info!(target: "agent_stderr", agent = %agent, "(non-UTF-8 stderr line skipped)")
+            }
+        }
+    }
+}

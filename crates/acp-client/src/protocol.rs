@@ -1,0 +1,323 @@
+//! ACP payloads: the typed view of what the agent says.
+//!
+//! Owns the mapping between ACP JSON and Rust types; knows nothing about
+//! routing or processes. Parsing is lenient by design: a missing optional
+//! field or an unknown update kind never fails a turn, it is kept raw.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The ACP protocol version this client speaks (sent as an integer: some
+/// agents reject a string).
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// Method names on the wire.
+pub mod methods {
+    pub const INITIALIZE: &str = "initialize";
+    pub const SESSION_NEW: &str = "session/new";
+    pub const SESSION_PROMPT: &str = "session/prompt";
+    pub const SESSION_CANCEL: &str = "session/cancel";
+    pub const SESSION_UPDATE: &str = "session/update";
+    pub const REQUEST_PERMISSION: &str = "session/request_permission";
+    /// goose's non-standard mid-turn steer.
+    pub const GOOSE_STEER: &str = "_goose/unstable/session/steer";
+}
+
+/// An ACP session id, as the agent issued it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(pub String);
+
+impl SessionId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A prompt content block. Only text is built by this client; anything else
+/// can be passed through raw.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ContentBlock {
+    Text(TextBlock),
+    Raw(Value),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TextBlock {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    pub text: String,
+}
+
+impl ContentBlock {
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text(TextBlock {
+            kind: "text",
+            text: text.into(),
+        })
+    }
+}
+
+/// Why a prompt turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+    /// A reason this client does not know, kept verbatim.
+    Other(String),
+}
+
+impl StopReason {
+    pub fn parse(text: &str) -> Self {
+        match text {
+            "end_turn" => StopReason::EndTurn,
+            "max_tokens" => StopReason::MaxTokens,
+            "max_turn_requests" => StopReason::MaxTurnRequests,
+            "refusal" => StopReason::Refusal,
+            "cancelled" => StopReason::Cancelled,
+            other => StopReason::Other(other.to_owned()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Refusal => "refusal",
+            StopReason::Cancelled => "cancelled",
+            StopReason::Other(other) => other,
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the agent said about itself in `initialize`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentInfo {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub protocol_version: u64,
+    /// `agentCapabilities`, raw: capabilities grow faster than this client.
+    pub capabilities: Value,
+    /// `_meta.steering`, when the agent advertises a steering capability.
+    /// Advisory only: steer support is detected by trying.
+    pub steering_hint: Option<Value>,
+    /// The whole `_meta` object, for hints this client does not interpret.
+    pub meta: Option<Value>,
+}
+
+/// The params of our `initialize` request.
+pub fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        // We expose no file system and no terminal to agents.
+        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+        "clientInfo": {"name": "acp-bridge", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+/// One typed event of a turn, in the order the agent streamed it.
+#[derive(Debug)]
+pub enum TurnEvent {
+    /// A piece of the assistant's answer.
+    MessageChunk {
+        text: String,
+    },
+    /// A piece of the agent's visible reasoning.
+    ThoughtChunk {
+        text: String,
+    },
+    /// User text echoed by the agent. goose streams a steer it folded into
+    /// the turn this way, with `_meta.goose.steer: true` and its `messageId`.
+    UserMessageChunk {
+        text: String,
+        steer_message_id: Option<String>,
+    },
+    ToolCall(ToolCall),
+    ToolCallUpdate(ToolCall),
+    Plan {
+        entries: Value,
+    },
+    /// The agent advertised a live run (`_meta.goose.activeRunId`).
+    RunStarted {
+        run_id: String,
+    },
+    /// The agent cleared its live run (`activeRunId: null`).
+    RunCleared,
+    /// The agent asked for permission and the turn's policy answered it.
+    PermissionAnswered {
+        request: crate::permission::PermissionRequest,
+        chosen: Option<crate::permission::PermissionOption>,
+    },
+    /// The agent asked for permission and waits for the caller's answer.
+    PermissionAsked(crate::permission::PermissionQuestion),
+    /// Any other update (unknown kinds included), kept raw.
+    Other(Value),
+}
+
+/// A tool call or an update to one; the raw update keeps everything else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub title: Option<String>,
+    pub status: Option<String>,
+    pub raw: Value,
+}
+
+/// What a `session_info_update` says about the live run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunMarker {
+    Started(String),
+    Cleared,
+}
+
+/// Reads `update._meta.goose.activeRunId`: a string sets the run, `null`
+/// clears it, anything else (missing, not a string) leaves it unchanged.
+pub fn run_marker(update: &Value) -> Option<RunMarker> {
+    let goose = update.get("_meta")?.get("goose")?;
+    match goose.get("activeRunId")? {
+        Value::String(run_id) => Some(RunMarker::Started(run_id.clone())),
+        Value::Null => Some(RunMarker::Cleared),
+        _ => None,
+    }
+}
+
+/// Classifies one `session/update` payload (`params.update`).
+pub fn turn_event(update: Value) -> TurnEvent {
+    let kind = update
+        .get("sessionUpdate")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match kind {
+        "agent_message_chunk" => match chunk_text(&update) {
+            Some(text) => TurnEvent::MessageChunk { text },
+            None => TurnEvent::Other(update),
+        },
+        "agent_thought_chunk" => match chunk_text(&update) {
+            Some(text) => TurnEvent::ThoughtChunk { text },
+            None => TurnEvent::Other(update),
+        },
+        "user_message_chunk" => match chunk_text(&update) {
+            Some(text) => TurnEvent::UserMessageChunk {
+                steer_message_id: steer_message_id(&update),
+                text,
+            },
+            None => TurnEvent::Other(update),
+        },
+        "tool_call" => tool_call(update).map_or_else(TurnEvent::Other, TurnEvent::ToolCall),
+        "tool_call_update" => tool_call(update).map_or_else(TurnEvent::Other, TurnEvent::ToolCallUpdate),
+        "plan" => TurnEvent::Plan {
+            entries: update.get("entries").cloned().unwrap_or(Value::Null),
+        },
+        "session_info_update" => match run_marker(&update) {
+            Some(RunMarker::Started(run_id)) => TurnEvent::RunStarted { run_id },
+            Some(RunMarker::Cleared) => TurnEvent::RunCleared,
+            None => TurnEvent::Other(update),
+        },
+        _ => TurnEvent::Other(update),
+    }
+}
+
+fn chunk_text(update: &Value) -> Option<String> {
+    let content = update.get("content")?;
+    if content.get("type")?.as_str()? != "text" {
+        return None;
+    }
+    Some(content.get("text")?.as_str()?.to_owned())
+}
+
+/// `Some(messageId)` when the chunk is a folded steer (`_meta.goose.steer`).
+fn steer_message_id(update: &Value) -> Option<String> {
+    let goose = update.get("_meta")?.get("goose")?;
+    if goose.get("steer")?.as_bool()? {
+        Some(goose.get("messageId")?.as_str()?.to_owned())
+    } else {
+        None
+    }
+}
+
+fn tool_call(update: Value) -> Result<ToolCall, Value> {
+    let Some(id) = update
+        .get("toolCallId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return Err(update);
+    };
+    let text = |key: &str| update.get(key).and_then(Value::as_str).map(str::to_owned);
+    Ok(ToolCall {
+        id,
+        title: text("title"),
+        status: text("status"),
+        raw: update,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_marker_follows_goose_rules() {
+        let set =
+            json!({"sessionUpdate": "session_info_update", "_meta": {"goose": {"activeRunId": "run_1"}}});
+        let clear =
+            json!({"sessionUpdate": "session_info_update", "_meta": {"goose": {"activeRunId": null}}});
+        let other = json!({"sessionUpdate": "session_info_update", "_meta": {"goose": {"activeRunId": 5}}});
+        let queued = json!({"sessionUpdate": "session_info_update", "_meta": {"goose": {"queuedSteer": {}}}});
+        assert_eq!(run_marker(&set), Some(RunMarker::Started("run_1".into())));
+        assert_eq!(run_marker(&clear), Some(RunMarker::Cleared));
+        assert_eq!(run_marker(&other), None);
+        assert_eq!(run_marker(&queued), None);
+    }
+
+    #[test]
+    fn folded_steer_chunk_carries_its_message_id() {
+        let update = json!({
+            "sessionUpdate": "user_message_chunk",
+            "content": {"type": "text", "text": "also do X"},
+            "_meta": {"goose": {"steer": true, "messageId": "steer_9", "created": 1}}
+        });
+        let TurnEvent::UserMessageChunk {
+            text,
+            steer_message_id,
+        } = turn_event(update)
+        else {
+            panic!("expected a user message chunk");
+        };
+        assert_eq!(text, "also do X");
+        assert_eq!(steer_message_id.as_deref(), Some("steer_9"));
+    }
+
+    #[test]
+    fn unknown_kinds_and_non_text_chunks_are_kept_raw() {
+        let unknown = json!({"sessionUpdate": "brand_new_kind", "x": 1});
+        assert!(matches!(turn_event(unknown.clone()), TurnEvent::Other(raw) if raw == unknown));
+        let image = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "image"}});
+        assert!(matches!(turn_event(image), TurnEvent::Other(_)));
+    }
+
+    #[test]
+    fn prompt_text_block_serializes_as_acp_text_content() {
+        let block = serde_json::to_value(ContentBlock::text("hi")).expect("serializable");
+        assert_eq!(block, json!({"type": "text", "text": "hi"}));
+    }
+}

@@ -1,0 +1,214 @@
+//! One prompt turn as the caller sees it: a stream of typed events that ends
+//! in an outcome or a typed error.
+//!
+//! The turn enforces its own time limits while the caller reads it:
+//! - the idle timeout restarts with every event of the turn, and is
+//!   suspended while a permission question is open (the agent is waiting on
+//!   us then, not the other way round);
+//! - the hard deadline counts from the prompt and is checked before anything
+//!   else on every poll, so an agent that streams without pause cannot
+//!   starve it.
+//!
+//! A timed-out turn is still running on the agent: the caller decides
+//! whether to cancel it or to kill the agent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::{Instant, sleep_until};
+
+use crate::connection::{Connection, PromptCompletion};
+use crate::error::TurnError;
+use crate::permission::PermissionPolicy;
+use crate::protocol::{SessionId, StopReason, TurnEvent};
+use crate::steer::SteerDelivery;
+
+/// Default idle timeout of a turn.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
+/// Default hard deadline of a turn.
+pub const DEFAULT_MAX_TURN_DURATION: Duration = Duration::from_secs(7200);
+
+/// Limits and policy of one turn.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnOptions {
+    pub idle_timeout: Duration,
+    pub max_duration: Duration,
+    pub permission: PermissionPolicy,
+}
+
+impl Default for TurnOptions {
+    fn default() -> Self {
+        TurnOptions {
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_duration: DEFAULT_MAX_TURN_DURATION,
+            permission: PermissionPolicy::default(),
+        }
+    }
+}
+
+/// How a turn ended when the agent answered the prompt.
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    pub stop_reason: StopReason,
+    /// The assistant's message chunks of this turn, concatenated.
+    pub message: String,
+    /// The last run id the agent advertised during the turn.
+    pub run_id: Option<String>,
+    /// Every steer the agent accepted during this turn, with whether the
+    /// turn folded it in.
+    pub steers: Vec<SteerDelivery>,
+    /// The raw prompt result (usage and other extensions).
+    pub result: Value,
+    pub duration: Duration,
+}
+
+impl TurnOutcome {
+    /// Accepted steers the run never folded in; they must be delivered again.
+    pub fn unconfirmed_steers(&self) -> impl Iterator<Item = &SteerDelivery> {
+        self.steers.iter().filter(|steer| !steer.folded)
+    }
+}
+
+/// One step of a turn.
+#[derive(Debug)]
+pub enum TurnProgress {
+    Event(TurnEvent),
+    Finished(TurnOutcome),
+}
+
+/// A prompt in flight. Read it with [`Turn::next`] until it finishes.
+#[derive(Debug)]
+pub struct Turn {
+    session: SessionId,
+    conn: Arc<Connection>,
+    events: mpsc::UnboundedReceiver<TurnEvent>,
+    events_open: bool,
+    completion: oneshot::Receiver<PromptCompletion>,
+    open_questions: watch::Receiver<usize>,
+    questions_open: bool,
+    options: TurnOptions,
+    started: Instant,
+    last_activity: Instant,
+    message: String,
+    run_id: Option<String>,
+    finished: bool,
+}
+
+impl Turn {
+    pub(crate) fn new(
+        session: SessionId,
+        conn: Arc<Connection>,
+        events: mpsc::UnboundedReceiver<TurnEvent>,
+        completion: oneshot::Receiver<PromptCompletion>,
+        open_questions: watch::Receiver<usize>,
+        options: TurnOptions,
+    ) -> Self {
+        let now = Instant::now();
+        Turn {
+            session,
+            conn,
+            events,
+            events_open: true,
+            completion,
+            open_questions,
+            questions_open: true,
+            options,
+            started: now,
+            last_activity: now,
+            message: String::new(),
+            run_id: None,
+            finished: false,
+        }
+    }
+
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// The assistant text streamed so far.
+    pub fn message_so_far(&self) -> &str {
+        &self.message
+    }
+
+    /// The next event, or the outcome once the agent answered the prompt.
+    /// Events streamed before the answer are always delivered before it.
+    pub async fn next(&mut self) -> Result<TurnProgress, TurnError> {
+        if self.finished {
+            return Err(TurnError::AlreadyFinished);
+        }
+        let deadline = self.started + self.options.max_duration;
+        loop {
+            let waiting_on_us = *self.open_questions.borrow() > 0;
+            let idle_at = self.last_activity + self.options.idle_timeout;
+            tokio::select! {
+                biased;
+                () = sleep_until(deadline) => {
+                    self.finished = true;
+                    return Err(TurnError::DeadlineExceeded(self.options.max_duration));
+                }
+                event = self.events.recv(), if self.events_open => match event {
+                    Some(event) => {
+                        self.last_activity = Instant::now();
+                        self.observe(&event);
+                        return Ok(TurnProgress::Event(event));
+                    }
+                    None => self.events_open = false,
+                },
+                completion = &mut self.completion => {
+                    self.finished = true;
+                    return self.finish(completion.ok());
+                }
+                changed = self.open_questions.changed(), if self.questions_open => {
+                    self.last_activity = Instant::now();
+                    if changed.is_err() {
+                        self.questions_open = false;
+                    }
+                }
+                () = sleep_until(idle_at), if !waiting_on_us => {
+                    self.finished = true;
+                    return Err(TurnError::IdleTimeout(self.options.idle_timeout));
+                }
+            }
+        }
+    }
+
+    /// Reads the turn to its end, discarding the events.
+    pub async fn finish_quietly(mut self) -> Result<TurnOutcome, TurnError> {
+        loop {
+            if let TurnProgress::Finished(outcome) = self.next().await? {
+                return Ok(outcome);
+            }
+        }
+    }
+
+    fn observe(&mut self, event: &TurnEvent) {
+        match event {
+            TurnEvent::MessageChunk { text } => self.message.push_str(text),
+            TurnEvent::RunStarted { run_id } => self.run_id = Some(run_id.clone()),
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, completion: Option<PromptCompletion>) -> Result<TurnProgress, TurnError> {
+        // No completion means the connection closed under the turn.
+        let Some(completion) = completion else {
+            return Err(TurnError::AgentExited(self.conn.exit_info()));
+        };
+        let result = completion.result.map_err(TurnError::Rpc)?;
+        let stop_reason = result
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .map(StopReason::parse)
+            .ok_or_else(|| TurnError::MalformedResult(format!("no stopReason in {result}")))?;
+        Ok(TurnProgress::Finished(TurnOutcome {
+            stop_reason,
+            message: std::mem::take(&mut self.message),
+            run_id: self.run_id.take(),
+            steers: completion.steers,
+            result,
+            duration: self.started.elapsed(),
+        }))
+    }
+}

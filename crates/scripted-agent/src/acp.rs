@@ -1,0 +1,158 @@
+//! ACP vocabulary the agent speaks: method names, the `initialize` answer,
+//! text of content blocks, and the `session/update` payloads (including
+//! goose's `_meta.goose` run and steer markers).
+
+use serde_json::{Value, json};
+
+use crate::options::Options;
+use crate::wire::{ClientGone, Outbox};
+
+pub(crate) const INITIALIZE: &str = "initialize";
+pub(crate) const SESSION_NEW: &str = "session/new";
+pub(crate) const SESSION_PROMPT: &str = "session/prompt";
+pub(crate) const SESSION_CANCEL: &str = "session/cancel";
+pub(crate) const SESSION_UPDATE: &str = "session/update";
+/// goose's mid-turn steer extension.
+pub(crate) const SESSION_STEER: &str = "_goose/unstable/session/steer";
+
+/// The `initialize` result. The steering hint in `_meta` tells a client it
+/// may try the steer method; clients must still tolerate a refusal.
+pub(crate) fn initialize_result(options: &Options) -> Value {
+    let mut result = json!({
+        "protocolVersion": options.protocol_version,
+        "agentCapabilities": {
+            "loadSession": false,
+            "promptCapabilities": { "image": false, "audio": false, "embeddedContext": false },
+        },
+        "agentInfo": { "name": options.name, "version": env!("CARGO_PKG_VERSION") },
+        "authMethods": [],
+    });
+    if !options.no_steer
+        && let Some(object) = result.as_object_mut()
+    {
+        object.insert(
+            "_meta".to_owned(),
+            json!({ "steering": { "supported": true, "method": SESSION_STEER } }),
+        );
+    }
+    result
+}
+
+/// The concatenated text of the `text` blocks; other blocks are ignored.
+pub(crate) fn text_of(blocks: &[Value]) -> String {
+    blocks
+        .iter()
+        .filter(|block| block["type"] == "text")
+        .filter_map(|block| block["text"].as_str())
+        .collect()
+}
+
+/// The pending tool call the script pretends to run, as a permission
+/// request shows it.
+pub(crate) fn tool_call(tool_call_id: &str) -> Value {
+    json!({
+        "toolCallId": tool_call_id,
+        "title": "scripted tool",
+        "kind": "execute",
+        "status": "pending",
+    })
+}
+
+/// Sends one `session/update` notification for `session_id`.
+pub(crate) async fn send_update(outbox: &Outbox, session_id: &str, update: Value) -> Result<(), ClientGone> {
+    outbox
+        .notify(
+            SESSION_UPDATE,
+            json!({ "sessionId": session_id, "update": update }),
+        )
+        .await
+}
+
+/// The builders of `update` payloads.
+pub(crate) mod update {
+    use serde_json::{Value, json};
+
+    /// Advertises the live run (`Some`) or its end (`None`, sent as JSON null).
+    pub(crate) fn active_run(run_id: Option<&str>) -> Value {
+        json!({
+            "sessionUpdate": "session_info_update",
+            "_meta": { "goose": { "activeRunId": run_id } },
+        })
+    }
+
+    /// Tells the client a steer was queued on a run, before it is folded.
+    pub(crate) fn queued_steer(message_id: &str, run_id: &str) -> Value {
+        json!({
+            "sessionUpdate": "session_info_update",
+            "_meta": { "goose": { "queuedSteer": { "messageId": message_id, "runId": run_id } } },
+        })
+    }
+
+    /// A steer folded into the turn: the proof that it was delivered.
+    pub(crate) fn steer_folded(text: &str, message_id: &str) -> Value {
+        json!({
+            "sessionUpdate": "user_message_chunk",
+            "content": { "type": "text", "text": text },
+            "_meta": { "goose": { "steer": true, "messageId": message_id } },
+        })
+    }
+
+    pub(crate) fn agent_text(text: &str) -> Value {
+        chunk("agent_message_chunk", text)
+    }
+
+    pub(crate) fn thought(text: &str) -> Value {
+        chunk("agent_thought_chunk", text)
+    }
+
+    /// The tool call as first reported.
+    pub(crate) fn tool_call(tool_call_id: &str) -> Value {
+        let mut update = super::tool_call(tool_call_id);
+        update["sessionUpdate"] = json!("tool_call");
+        update
+    }
+
+    pub(crate) fn tool_call_update(tool_call_id: &str, status: &str) -> Value {
+        json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool_call_id,
+            "status": status,
+        })
+    }
+
+    fn chunk(kind: &str, text: &str) -> Value {
+        json!({ "sessionUpdate": kind, "content": { "type": "text", "text": text } })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_of_joins_text_blocks_only() {
+        let blocks = [
+            json!({"type": "text", "text": "a"}),
+            json!({"type": "image", "data": "x"}),
+            json!({"type": "text", "text": "b"}),
+        ];
+        assert_eq!(text_of(&blocks), "ab");
+    }
+
+    #[test]
+    fn steering_hint_follows_no_steer() {
+        let with = initialize_result(&Options::default());
+        assert_eq!(with["_meta"]["steering"]["method"], SESSION_STEER);
+        assert_eq!(with["protocolVersion"], 1);
+        let without = initialize_result(&Options {
+            no_steer: true,
+            ..Options::default()
+        });
+        assert!(without.get("_meta").is_none());
+    }
+
+    #[test]
+    fn run_end_is_json_null() {
+        assert!(update::active_run(None)["_meta"]["goose"]["activeRunId"].is_null());
+    }
+}

@@ -1,0 +1,192 @@
+//! The agent's shared state and its dispatcher: one frame from the client in,
+//! the right handler run. Requests that finish at once are answered here;
+//! a prompt starts and advertises its run here (so a second prompt or a
+//! steer sent right after it already sees the live run) and is then played
+//! by its own task.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::acp::{self, update};
+use crate::directives::TurnScript;
+use crate::ids::Ids;
+use crate::options::Options;
+use crate::permission::PendingRequests;
+use crate::rpc::{self, Incoming, RpcError};
+use crate::session::{Sessions, StartRunError};
+use crate::steer;
+use crate::turn::{self, Turn};
+use crate::wire::{ClientGone, Outbox};
+
+/// Everything the dispatcher and the turns share.
+#[derive(Debug)]
+pub(crate) struct Agent {
+    pub(crate) options: Options,
+    pub(crate) outbox: Outbox,
+    pub(crate) sessions: Sessions,
+    pub(crate) ids: Ids,
+    /// The agent's own requests (permission) awaiting the client's answer.
+    pub(crate) pending: PendingRequests,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptParams {
+    session_id: String,
+    prompt: Vec<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelParams {
+    session_id: String,
+}
+
+impl Agent {
+    pub(crate) fn new(options: Options, outbox: Outbox) -> Self {
+        Self {
+            options,
+            outbox,
+            sessions: Sessions::default(),
+            ids: Ids::new(),
+            pending: PendingRequests::default(),
+        }
+    }
+
+    /// Acts on one parsed frame. Turns are spawned into `turns`, which the
+    /// caller owns so it can drop them all when the input ends.
+    pub(crate) async fn dispatch(
+        self: &Arc<Self>,
+        frame: Value,
+        turns: &mut JoinSet<()>,
+    ) -> Result<(), ClientGone> {
+        match rpc::classify(frame) {
+            Err((id, error)) => {
+                log!("invalid frame: {error}");
+                self.outbox.respond_error(id, error).await
+            }
+            Ok(Incoming::Request { id, method, params }) => self.request(id, &method, params, turns).await,
+            Ok(Incoming::Notification { method, params }) => {
+                self.notification(&method, params);
+                Ok(())
+            }
+            Ok(Incoming::Response { id, outcome }) => {
+                if !self.pending.resolve(&id, outcome) {
+                    log!("ignored a response to no pending request (id {id})");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn request(
+        self: &Arc<Self>,
+        id: Value,
+        method: &str,
+        params: Value,
+        turns: &mut JoinSet<()>,
+    ) -> Result<(), ClientGone> {
+        match method {
+            acp::INITIALIZE => {
+                if let Some(ms) = self.options.init_delay_ms {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                }
+                let result = acp::initialize_result(&self.options);
+                self.outbox.respond(id, result).await
+            }
+            acp::SESSION_NEW => {
+                let outcome = self.new_session(&params);
+                self.outbox.reply(id, outcome).await
+            }
+            acp::SESSION_PROMPT => self.prompt(id, params, turns).await,
+            acp::SESSION_STEER if !self.options.no_steer => steer::handle(self, id, params).await,
+            _ => {
+                log!("unknown method `{method}`");
+                let error = RpcError::method_not_found();
+                self.outbox.respond_error(id, error).await
+            }
+        }
+    }
+
+    fn notification(&self, method: &str, params: Value) {
+        if method != acp::SESSION_CANCEL {
+            return;
+        }
+        let Ok(CancelParams { session_id }) = serde_json::from_value(params) else {
+            log!("ignored a session/cancel without a sessionId");
+            return;
+        };
+        if self.options.ignore_cancel {
+            log!("session {session_id}: cancel ignored (--ignore-cancel)");
+        } else if self.sessions.cancel(&session_id) {
+            log!("session {session_id}: cancel requested");
+        } else {
+            log!("session {session_id}: cancel with no live run, ignored");
+        }
+    }
+
+    fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
+        let cwd = params["cwd"]
+            .as_str()
+            .filter(|cwd| cwd.starts_with('/'))
+            .ok_or_else(|| RpcError::invalid_params("cwd must be an absolute path"))?;
+        let session_id = self.ids.session();
+        log!("session {session_id}: created (cwd {cwd})");
+        self.sessions.insert(session_id.clone());
+        Ok(json!({ "sessionId": session_id }))
+    }
+
+    async fn prompt(
+        self: &Arc<Self>,
+        id: Value,
+        params: Value,
+        turns: &mut JoinSet<()>,
+    ) -> Result<(), ClientGone> {
+        let params: PromptParams = match serde_json::from_value(params) {
+            Ok(params) => params,
+            Err(error) => {
+                let error = RpcError::invalid_params(error.to_string());
+                return self.outbox.respond_error(id, error).await;
+            }
+        };
+        let session_id = params.session_id;
+        let prompt_text = acp::text_of(&params.prompt);
+        let script = TurnScript::new(&self.options, &prompt_text);
+        let run = match self.sessions.start_run(&session_id, self.ids.run()) {
+            Ok(run) => run,
+            Err(StartRunError::UnknownSession) => {
+                let data = format!("Session not found: {session_id}");
+                let error = RpcError::resource_not_found(data);
+                return self.outbox.respond_error(id, error).await;
+            }
+            Err(StartRunError::AlreadyLive(run_id)) => {
+                log!("session {session_id}: prompt refused, run {run_id} is live");
+                let error = RpcError::invalid_params(format!(
+                    "session already has active run `{run_id}`; use {}",
+                    acp::SESSION_STEER
+                ));
+                return self.outbox.respond_error(id, error).await;
+            }
+        };
+        if !script.no_run_id {
+            let started = update::active_run(Some(run.run_id()));
+            acp::send_update(&self.outbox, &session_id, started).await?;
+        }
+        if script.advertise_wrong_run {
+            let wrong = update::active_run(Some(&self.ids.run()));
+            acp::send_update(&self.outbox, &session_id, wrong).await?;
+        }
+        log!("session {session_id}: run {} started: {script:?}", run.run_id());
+        let turn = Turn {
+            request_id: id,
+            run,
+            prompt_text,
+            script,
+        };
+        turns.spawn(turn::play(Arc::clone(self), turn));
+        Ok(())
+    }
+}

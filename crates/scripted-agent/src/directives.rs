@@ -1,0 +1,173 @@
+//! Per-turn directives written in the prompt text, and the script of one turn
+//! that results from them and the command-line options.
+//!
+//! A directive is a bracketed word anywhere in the prompt (`[rounds=2]`,
+//! `[hang]`). Tests steer one turn without restarting the agent this way.
+//! Bracketed text that is not a directive, or has a value that does not
+//! parse, is just text. When a directive repeats, the last one wins.
+
+use std::time::Duration;
+
+use crate::options::Options;
+
+/// Stop reason of a turn that plays to its end and says nothing else.
+pub(crate) const DEFAULT_STOP_REASON: &str = "end_turn";
+
+/// What the prompt text asked of this turn; `None`/`false` defers to the
+/// options.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Directives {
+    rounds: Option<u32>,
+    delay_ms: Option<u64>,
+    tool: bool,
+    permission: bool,
+    stop_reason: Option<String>,
+    crash_after_rounds: Option<u32>,
+    hang: bool,
+    fail: bool,
+    chatter: bool,
+    no_run_id: bool,
+    advertise_wrong_run: bool,
+}
+
+impl Directives {
+    fn parse(text: &str) -> Self {
+        let mut directives = Self::default();
+        // Splitting at `[` means a candidate never holds a `[` itself, so
+        // `[[tool]` still finds `[tool]`.
+        for candidate in text.split('[').skip(1) {
+            if let Some((inner, _)) = candidate.split_once(']') {
+                directives.apply(inner);
+            }
+        }
+        directives
+    }
+
+    fn apply(&mut self, inner: &str) {
+        match inner.split_once('=') {
+            None => match inner {
+                "tool" => self.tool = true,
+                "permission" => self.permission = true,
+                "hang" => self.hang = true,
+                "fail" => self.fail = true,
+                "chatter" => self.chatter = true,
+                "no-run-id" => self.no_run_id = true,
+                "advertise-wrong-run" => self.advertise_wrong_run = true,
+                _ => {}
+            },
+            Some(("rounds", value)) => self.rounds = value.parse().ok().or(self.rounds),
+            Some(("delay", value)) => self.delay_ms = value.parse().ok().or(self.delay_ms),
+            Some(("crash-after", value)) => {
+                self.crash_after_rounds = value.parse().ok().or(self.crash_after_rounds);
+            }
+            Some(("stop", value)) if !value.is_empty() => {
+                self.stop_reason = Some(value.to_owned());
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// How one turn plays: options overridden by the prompt's directives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TurnScript {
+    pub(crate) rounds: u32,
+    pub(crate) round_delay: Duration,
+    /// Report a tool call in round 1 (always true when `permission` is).
+    pub(crate) tool: bool,
+    /// Ask the client's permission before the round-1 tool call.
+    pub(crate) permission: bool,
+    pub(crate) stop_reason: String,
+    pub(crate) crash_after_rounds: Option<u32>,
+    pub(crate) hang: bool,
+    pub(crate) fail: bool,
+    pub(crate) chatter: bool,
+    /// Never advertise the run (neither its start nor its end), like an agent
+    /// without run ids: a client cannot steer it.
+    pub(crate) no_run_id: bool,
+    /// After advertising the real run, advertise a run id that is not live,
+    /// so a client's steer names the wrong run.
+    pub(crate) advertise_wrong_run: bool,
+}
+
+impl TurnScript {
+    pub(crate) fn new(options: &Options, prompt_text: &str) -> Self {
+        let directives = Directives::parse(prompt_text);
+        let permission = directives.permission || options.ask_permission;
+        Self {
+            rounds: directives.rounds.unwrap_or(options.rounds),
+            round_delay: Duration::from_millis(directives.delay_ms.unwrap_or(options.round_delay_ms)),
+            tool: permission || directives.tool || options.tool_calls,
+            permission,
+            stop_reason: directives
+                .stop_reason
+                .unwrap_or_else(|| DEFAULT_STOP_REASON.to_owned()),
+            crash_after_rounds: directives.crash_after_rounds.or(options.crash_after_rounds),
+            hang: directives.hang || options.hang,
+            fail: directives.fail,
+            chatter: directives.chatter || options.chatter,
+            no_run_id: directives.no_run_id,
+            advertise_wrong_run: directives.advertise_wrong_run,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_leaves_the_options_in_charge() {
+        let script = TurnScript::new(&Options::default(), "hello [world] [rounds=] [x=1]");
+        assert_eq!(script.rounds, Options::default().rounds);
+        assert_eq!(
+            script.round_delay,
+            Duration::from_millis(Options::default().round_delay_ms)
+        );
+        assert_eq!(script.stop_reason, DEFAULT_STOP_REASON);
+        assert!(!script.tool && !script.permission && !script.hang && !script.fail);
+        assert_eq!(script.crash_after_rounds, None);
+    }
+
+    #[test]
+    fn directives_anywhere_override_the_options() {
+        let script = TurnScript::new(
+            &Options::default(),
+            "do [rounds=7] this [delay=15][stop=max_tokens] now [crash-after=2] [chatter]",
+        );
+        assert_eq!(script.rounds, 7);
+        assert_eq!(script.round_delay, Duration::from_millis(15));
+        assert_eq!(script.stop_reason, "max_tokens");
+        assert_eq!(script.crash_after_rounds, Some(2));
+        assert!(script.chatter);
+    }
+
+    #[test]
+    fn permission_implies_a_tool_call() {
+        let script = TurnScript::new(&Options::default(), "[permission]");
+        assert!(script.permission && script.tool);
+    }
+
+    #[test]
+    fn last_directive_wins_and_bad_values_are_text() {
+        let directives = Directives::parse("[rounds=2] [rounds=x] [rounds=4] [[fail] [hang");
+        assert_eq!(directives.rounds, Some(4));
+        assert!(directives.fail);
+        assert!(!directives.hang);
+        let directives = Directives::parse("[no-run-id] [advertise-wrong-run]");
+        assert!(directives.no_run_id && directives.advertise_wrong_run);
+    }
+
+    #[test]
+    fn flags_apply_when_the_prompt_is_silent() {
+        let options = Options {
+            tool_calls: true,
+            crash_after_rounds: Some(1),
+            hang: true,
+            ..Options::default()
+        };
+        let script = TurnScript::new(&options, "hi");
+        assert!(script.tool && !script.permission && script.hang);
+        assert_eq!(script.crash_after_rounds, Some(1));
+    }
+}

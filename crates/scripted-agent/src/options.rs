@@ -1,0 +1,213 @@
+//! Command-line options: the default script of every turn and the
+//! misbehaviours that fault tests ask for.
+//!
+//! `Options` derives `clap::Args` rather than `Parser` so that another binary
+//! (the bridge's demo) can embed the agent as a subcommand with
+//! `#[command(flatten)]`. Per-turn directives in the prompt text override the
+//! script flags for one turn; they live in `directives`.
+
+use std::path::PathBuf;
+
+/// The agent's name in `initialize`'s `agentInfo`.
+pub const DEFAULT_AGENT_NAME: &str = "scripted-agent";
+/// The ACP protocol version answered to `initialize`.
+pub const DEFAULT_PROTOCOL_VERSION: u64 = 1;
+/// Rounds played by a turn that does not say otherwise.
+pub const DEFAULT_ROUNDS: u32 = 3;
+/// Pause before each round: long enough for a client to steer mid-turn.
+pub const DEFAULT_ROUND_DELAY_MS: u64 = 200;
+/// Pause between two thought chunks of a chattering turn.
+pub const DEFAULT_CHATTER_INTERVAL_MS: u64 = 1;
+
+/// How the agent plays its turns and how it misbehaves.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct Options {
+    /// Name announced in `initialize` (`agentInfo.name`).
+    #[arg(long, env = "SCRIPTED_AGENT_NAME", default_value = DEFAULT_AGENT_NAME)]
+    pub name: String,
+
+    /// Protocol version answered to `initialize`, whatever the client asked.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PROTOCOL_VERSION)]
+    pub protocol_version: u64,
+
+    /// Rounds per turn (directive `[rounds=N]`).
+    #[arg(long, value_name = "N", env = "SCRIPTED_AGENT_ROUNDS", default_value_t = DEFAULT_ROUNDS)]
+    pub rounds: u32,
+
+    /// Pause before each round, in milliseconds (directive `[delay=MS]`).
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "SCRIPTED_AGENT_ROUND_DELAY_MS",
+        default_value_t = DEFAULT_ROUND_DELAY_MS
+    )]
+    pub round_delay_ms: u64,
+
+    /// Report a tool call in round 1 of every turn (directive `[tool]`).
+    #[arg(long)]
+    pub tool_calls: bool,
+
+    /// Ask `session/request_permission` before the round-1 tool call of every
+    /// turn (directive `[permission]`; implies a tool call).
+    #[arg(long)]
+    pub ask_permission: bool,
+
+    /// Every turn streams thought chunks forever and never answers
+    /// (directive `[chatter]`); a cancel stops it.
+    #[arg(long)]
+    pub chatter: bool,
+
+    /// Pause between two thought chunks of a chattering turn, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CHATTER_INTERVAL_MS)]
+    pub chatter_interval_ms: u64,
+
+    /// Sleep this long before answering `initialize` (a slow starter).
+    #[arg(long, value_name = "MS")]
+    pub init_delay_ms: Option<u64>,
+
+    /// Lack goose's steer extension: no `_meta.steering` hint, and the steer
+    /// method answers -32601.
+    #[arg(long)]
+    pub no_steer: bool,
+
+    /// An accepted steer ends its run at once, before the next round boundary,
+    /// so the steer is discarded unfolded (goose's end-of-run race).
+    #[arg(long)]
+    pub end_run_after_steer: bool,
+
+    /// Exit abruptly with code 3 after this many rounds of any turn
+    /// (directive `[crash-after=N]`).
+    #[arg(long, value_name = "N")]
+    pub crash_after_rounds: Option<u32>,
+
+    /// Never answer any `session/prompt` (directive `[hang]`).
+    #[arg(long)]
+    pub hang: bool,
+
+    /// Ignore `session/cancel` entirely: turns run to their normal end.
+    #[arg(long)]
+    pub ignore_cancel: bool,
+
+    /// Print a non-JSON line to stdout before every round.
+    #[arg(long)]
+    pub garbage_stdout: bool,
+
+    /// Print one stdout line of this many bytes at the start of every turn.
+    #[arg(long, value_name = "N")]
+    pub huge_line_bytes: Option<usize>,
+
+    /// Exit with code 2 at start-up, before reading anything.
+    #[arg(long)]
+    pub exit_immediately: bool,
+
+    /// Append every frame received from the client, one JSON line each, to
+    /// `DIR/<pid>.jsonl`.
+    #[arg(long, value_name = "DIR", env = "SCRIPTED_AGENT_FRAME_LOG_DIR")]
+    pub frame_log_dir: Option<PathBuf>,
+}
+
+impl Default for Options {
+    /// The options of a bare `scripted-agent` command line.
+    fn default() -> Self {
+        Self {
+            name: DEFAULT_AGENT_NAME.to_owned(),
+            protocol_version: DEFAULT_PROTOCOL_VERSION,
+            rounds: DEFAULT_ROUNDS,
+            round_delay_ms: DEFAULT_ROUND_DELAY_MS,
+            tool_calls: false,
+            ask_permission: false,
+            chatter: false,
+            chatter_interval_ms: DEFAULT_CHATTER_INTERVAL_MS,
+            init_delay_ms: None,
+            no_steer: false,
+            end_run_after_steer: false,
+            crash_after_rounds: None,
+            hang: false,
+            ignore_cancel: false,
+            garbage_stdout: false,
+            huge_line_bytes: None,
+            exit_immediately: false,
+            frame_log_dir: None,
+        }
+    }
+}
+
+impl Options {
+    /// One-line summary for the start-up log: the script, then every flag
+    /// that changes behaviour, so a test log shows what the peer was told.
+    pub fn summary(&self) -> String {
+        let mut summary = format!(
+            "name={} protocol_version={} rounds={} round_delay_ms={}",
+            self.name, self.protocol_version, self.rounds, self.round_delay_ms
+        );
+        let switches = [
+            (self.tool_calls, "--tool-calls"),
+            (self.ask_permission, "--ask-permission"),
+            (self.chatter, "--chatter"),
+            (self.no_steer, "--no-steer"),
+            (self.end_run_after_steer, "--end-run-after-steer"),
+            (self.hang, "--hang"),
+            (self.ignore_cancel, "--ignore-cancel"),
+            (self.garbage_stdout, "--garbage-stdout"),
+        ];
+        for (_, flag) in switches.iter().filter(|(on, _)| *on) {
+            summary.push(' ');
+            summary.push_str(flag);
+        }
+        if let Some(ms) = self.init_delay_ms {
+            summary.push_str(&format!(" --init-delay-ms {ms}"));
+        }
+        if let Some(rounds) = self.crash_after_rounds {
+            summary.push_str(&format!(" --crash-after-rounds {rounds}"));
+        }
+        if let Some(bytes) = self.huge_line_bytes {
+            summary.push_str(&format!(" --huge-line-bytes {bytes}"));
+        }
+        if let Some(dir) = &self.frame_log_dir {
+            summary.push_str(&format!(" --frame-log-dir {}", dir.display()));
+        }
+        summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: Options,
+    }
+
+    #[test]
+    fn default_matches_a_bare_command_line() {
+        // Environment overrides would make the comparison meaningless.
+        if std::env::vars().any(|(key, _)| key.starts_with("SCRIPTED_AGENT_")) {
+            return;
+        }
+        let parsed = Cli::try_parse_from(["scripted-agent"]).expect("empty command line parses");
+        assert_eq!(parsed.options, Options::default());
+    }
+
+    #[test]
+    fn flags_parse_into_options() {
+        let options = Cli::try_parse_from([
+            "scripted-agent",
+            "--rounds",
+            "5",
+            "--no-steer",
+            "--crash-after-rounds",
+            "2",
+            "--huge-line-bytes",
+            "1024",
+        ])
+        .expect("flags parse")
+        .options;
+        assert_eq!(options.rounds, 5);
+        assert!(options.no_steer);
+        assert_eq!(options.crash_after_rounds, Some(2));
+        assert_eq!(options.huge_line_bytes, Some(1024));
+    }
+}

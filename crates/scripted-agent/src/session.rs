@@ -1,0 +1,305 @@
+//! Sessions and their live runs: which run is live, its steer queue, and the
+//! signal that stops it early (a cancel, or the end-of-run race).
+//!
+//! One lock guards every session, held only for short synchronous steps and
+//! never across an await, so "check the live run, then queue the steer" is
+//! atomic against the turn draining or clearing it. No I/O happens here:
+//! callers send the frames that tell the client what changed.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::watch;
+
+/// Why a live run must stop before its script ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Interrupt {
+    /// The client sent `session/cancel`: the turn answers `cancelled`.
+    Cancel,
+    /// An accepted steer ends the run at once (`--end-run-after-steer`): the
+    /// turn ends normally and the queued steer is discarded.
+    EndNow,
+}
+
+/// A steer accepted into a run and not yet folded into its turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueuedSteer {
+    pub(crate) message_id: String,
+    pub(crate) text: String,
+}
+
+/// Why `session/prompt` cannot start a run.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StartRunError {
+    UnknownSession,
+    /// The session already has this live run.
+    AlreadyLive(String),
+}
+
+/// Why a steer cannot be queued.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SteerRefusal {
+    UnknownSession,
+    NoLiveRun,
+    /// The client's `expectedRunId` is not the live run, which is `actual`.
+    RunMismatch {
+        actual: String,
+    },
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    by_id: Mutex<HashMap<String, Session>>,
+}
+
+#[derive(Debug, Default)]
+struct Session {
+    live: Option<LiveRun>,
+}
+
+#[derive(Debug)]
+struct LiveRun {
+    run_id: String,
+    steers: Vec<QueuedSteer>,
+    /// Set when the run is about to end early: steers stay queued (and are
+    /// discarded) even if the turn reaches a round boundary first.
+    folding_closed: bool,
+    interrupt: watch::Sender<Option<Interrupt>>,
+}
+
+/// The turn's hold on its live run.
+#[derive(Debug)]
+pub(crate) struct RunHandle {
+    session_id: String,
+    run_id: String,
+    interrupt: watch::Receiver<Option<Interrupt>>,
+}
+
+impl RunHandle {
+    pub(crate) fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub(crate) fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Runs `work` unless the run is interrupted first (or already was).
+    pub(crate) async fn interruptible<F: Future>(&mut self, work: F) -> Result<F::Output, Interrupt> {
+        tokio::select! {
+            biased;
+            interrupt = self.interrupt.wait_for(Option::is_some) => {
+                // The sender lives in the registry until this turn clears
+                // the run, so it cannot be gone; if it were, stopping is safe.
+                Err(interrupt.ok().and_then(|signal| *signal).unwrap_or(Interrupt::Cancel))
+            }
+            output = work => Ok(output),
+        }
+    }
+}
+
+impl Sessions {
+    pub(crate) fn insert(&self, session_id: String) {
+        self.lock().insert(session_id, Session::default());
+    }
+
+    /// Makes `run_id` the session's live run.
+    pub(crate) fn start_run(&self, session_id: &str, run_id: String) -> Result<RunHandle, StartRunError> {
+        let mut sessions = self.lock();
+        let session = sessions
+            .get_mut(session_id)
+            .ok_or(StartRunError::UnknownSession)?;
+        if let Some(live) = &session.live {
+            return Err(StartRunError::AlreadyLive(live.run_id.clone()));
+        }
+        let (interrupt, watcher) = watch::channel(None);
+        session.live = Some(LiveRun {
+            run_id: run_id.clone(),
+            steers: Vec::new(),
+            folding_closed: false,
+            interrupt,
+        });
+        Ok(RunHandle {
+            session_id: session_id.to_owned(),
+            run_id,
+            interrupt: watcher,
+        })
+    }
+
+    /// Cancels the session's live run, if any; says whether there was one.
+    pub(crate) fn cancel(&self, session_id: &str) -> bool {
+        let sessions = self.lock();
+        let Some(live) = sessions.get(session_id).and_then(|s| s.live.as_ref()) else {
+            return false;
+        };
+        live.interrupt.send_replace(Some(Interrupt::Cancel));
+        true
+    }
+
+    /// Ends `run_id` at once if it is still live and not already stopping.
+    pub(crate) fn end_run_now(&self, session_id: &str, run_id: &str) {
+        let sessions = self.lock();
+        if let Some(live) = sessions.get(session_id).and_then(|s| s.live.as_ref())
+            && live.run_id == run_id
+        {
+            live.interrupt.send_if_modified(|signal| {
+                let idle = signal.is_none();
+                if idle {
+                    *signal = Some(Interrupt::EndNow);
+                }
+                idle
+            });
+        }
+    }
+
+    /// Queues `steer` on the live run if it is `expected_run_id`, and returns
+    /// that run id. With `close_folding`, the run will fold no more steers:
+    /// the caller is about to end it.
+    pub(crate) fn queue_steer(
+        &self,
+        session_id: &str,
+        expected_run_id: &str,
+        steer: QueuedSteer,
+        close_folding: bool,
+    ) -> Result<String, SteerRefusal> {
+        let mut sessions = self.lock();
+        let session = sessions.get_mut(session_id).ok_or(SteerRefusal::UnknownSession)?;
+        let live = session.live.as_mut().ok_or(SteerRefusal::NoLiveRun)?;
+        if live.run_id != expected_run_id {
+            return Err(SteerRefusal::RunMismatch {
+                actual: live.run_id.clone(),
+            });
+        }
+        live.steers.push(steer);
+        live.folding_closed |= close_folding;
+        Ok(live.run_id.clone())
+    }
+
+    /// Takes the steers queued on the run, in order, at a round boundary.
+    pub(crate) fn take_steers(&self, run: &RunHandle) -> Vec<QueuedSteer> {
+        let mut sessions = self.lock();
+        match Self::live_mut(&mut sessions, run) {
+            Some(live) if !live.folding_closed => std::mem::take(&mut live.steers),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Ends the run: the session has no live run any more. Returns the steers
+    /// still queued, which are discarded unfolded.
+    pub(crate) fn clear_run(&self, run: &RunHandle) -> Vec<QueuedSteer> {
+        let mut sessions = self.lock();
+        let Some(session) = sessions.get_mut(&run.session_id) else {
+            return Vec::new();
+        };
+        match session.live.take() {
+            Some(live) if live.run_id == run.run_id => live.steers,
+            other => {
+                session.live = other;
+                Vec::new()
+            }
+        }
+    }
+
+    fn live_mut<'a>(sessions: &'a mut HashMap<String, Session>, run: &RunHandle) -> Option<&'a mut LiveRun> {
+        sessions
+            .get_mut(&run.session_id)?
+            .live
+            .as_mut()
+            .filter(|live| live.run_id == run.run_id)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
+        // Every step under the lock leaves the map consistent, so a panic
+        // elsewhere does not make it unusable.
+        self.by_id.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steer(text: &str) -> QueuedSteer {
+        QueuedSteer {
+            message_id: format!("m-{text}"),
+            text: text.to_owned(),
+        }
+    }
+
+    fn registry_with_run() -> (Sessions, RunHandle) {
+        let sessions = Sessions::default();
+        sessions.insert("s".to_owned());
+        let run = sessions.start_run("s", "r1".to_owned()).expect("run starts");
+        (sessions, run)
+    }
+
+    #[test]
+    fn one_live_run_per_session() {
+        let (sessions, run) = registry_with_run();
+        assert_eq!(
+            sessions.start_run("s", "r2".to_owned()).map(|_| ()),
+            Err(StartRunError::AlreadyLive("r1".to_owned()))
+        );
+        sessions.clear_run(&run);
+        assert!(sessions.start_run("s", "r2".to_owned()).is_ok());
+        assert_eq!(
+            sessions.start_run("nope", "r3".to_owned()).map(|_| ()),
+            Err(StartRunError::UnknownSession)
+        );
+    }
+
+    #[test]
+    fn steers_fold_in_order_and_leftovers_are_discarded() {
+        let (sessions, run) = registry_with_run();
+        for text in ["a", "b"] {
+            assert_eq!(
+                sessions.queue_steer("s", "r1", steer(text), false),
+                Ok("r1".to_owned())
+            );
+        }
+        assert_eq!(sessions.take_steers(&run), [steer("a"), steer("b")]);
+        sessions
+            .queue_steer("s", "r1", steer("c"), false)
+            .expect("queued");
+        assert_eq!(sessions.clear_run(&run), [steer("c")]);
+        assert_eq!(
+            sessions.queue_steer("s", "r1", steer("d"), false),
+            Err(SteerRefusal::NoLiveRun)
+        );
+    }
+
+    #[test]
+    fn a_steer_for_another_run_is_refused() {
+        let (sessions, _run) = registry_with_run();
+        assert_eq!(
+            sessions.queue_steer("s", "old", steer("x"), false),
+            Err(SteerRefusal::RunMismatch {
+                actual: "r1".to_owned()
+            })
+        );
+        assert_eq!(
+            sessions.queue_steer("t", "r1", steer("x"), false),
+            Err(SteerRefusal::UnknownSession)
+        );
+    }
+
+    #[test]
+    fn closed_folding_keeps_the_steer_queued() {
+        let (sessions, run) = registry_with_run();
+        sessions
+            .queue_steer("s", "r1", steer("late"), true)
+            .expect("queued");
+        assert!(sessions.take_steers(&run).is_empty());
+        assert_eq!(sessions.clear_run(&run), [steer("late")]);
+    }
+
+    #[tokio::test]
+    async fn cancel_interrupts_and_wins_over_end_now() {
+        let (sessions, mut run) = registry_with_run();
+        assert!(sessions.cancel("s"));
+        sessions.end_run_now("s", "r1");
+        let outcome = run.interruptible(std::future::pending::<()>()).await;
+        assert_eq!(outcome, Err(Interrupt::Cancel));
+        assert!(!sessions.cancel("unknown"));
+    }
+}

@@ -1,0 +1,269 @@
+//! One turn: from the live run the dispatcher started to the answer of its
+//! `session/prompt`.
+//!
+//! The turn plays its rounds; each round waits its delay, then at the round
+//! boundary folds the queued steers into the turn (as goose does), then
+//! streams its message chunk; round 1 may report a tool call behind a
+//! permission request. At the end it streams the final message, clears the
+//! run and only then answers, so the run-cleared update is on the wire
+//! before the response. A cancel (or the end-of-run race) interrupts any
+//! wait. A turn whose client is gone just stops.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::acp::{self, update};
+use crate::agent::Agent;
+use crate::directives::TurnScript;
+use crate::misbehaviour;
+use crate::permission::{self, Verdict};
+use crate::rpc::RpcError;
+use crate::session::{Interrupt, RunHandle};
+use crate::wire::ClientGone;
+
+/// A prompt accepted with a live run, ready to play.
+#[derive(Debug)]
+pub(crate) struct Turn {
+    pub(crate) request_id: Value,
+    pub(crate) run: RunHandle,
+    pub(crate) prompt_text: String,
+    pub(crate) script: TurnScript,
+}
+
+/// What happened during the turn that the final message reports.
+#[derive(Debug, Default)]
+struct Transcript {
+    /// Texts of the steers folded into this turn, in order.
+    folded_steers: Vec<String>,
+    /// The tool's line of the final message, once the tool ran.
+    tool_line: Option<String>,
+}
+
+/// Why the rounds stopped before their end.
+#[derive(Debug)]
+enum Halt {
+    Cancelled,
+    /// The run ends now but the turn ends normally (`--end-run-after-steer`).
+    EndedEarly,
+    ClientGone,
+}
+
+impl From<ClientGone> for Halt {
+    fn from(_: ClientGone) -> Self {
+        Halt::ClientGone
+    }
+}
+
+impl From<Interrupt> for Halt {
+    fn from(interrupt: Interrupt) -> Self {
+        match interrupt {
+            Interrupt::Cancel => Halt::Cancelled,
+            Interrupt::EndNow => Halt::EndedEarly,
+        }
+    }
+}
+
+/// Plays `turn` to its answer. Spawned once per prompt.
+pub(crate) async fn play(agent: Arc<Agent>, turn: Turn) {
+    let session_id = turn.run.session_id().to_owned();
+    if play_turn(&agent, turn).await.is_err() {
+        log!("session {session_id}: client gone mid-turn, turn dropped");
+    }
+}
+
+async fn play_turn(agent: &Agent, mut turn: Turn) -> Result<(), ClientGone> {
+    if let Some(bytes) = agent.options.huge_line_bytes {
+        agent.outbox.send_line(misbehaviour::huge_line(bytes)).await?;
+    }
+    if turn.script.hang {
+        log!(
+            "session {}: run {} hangs as scripted",
+            turn.run.session_id(),
+            turn.run.run_id()
+        );
+        return std::future::pending().await;
+    }
+    let mut transcript = Transcript::default();
+    let halt = if turn.script.chatter {
+        chatter(agent, &mut turn).await
+    } else {
+        play_rounds(agent, &mut turn, &mut transcript).await
+    };
+    let cancelled = match halt {
+        Ok(()) | Err(Halt::EndedEarly) => false,
+        Err(Halt::Cancelled) => true,
+        Err(Halt::ClientGone) => return Err(ClientGone),
+    };
+    finish(agent, turn, transcript, cancelled).await
+}
+
+/// Streams a thought chunk every interval until interrupted.
+async fn chatter(agent: &Agent, turn: &mut Turn) -> Result<(), Halt> {
+    let interval = std::time::Duration::from_millis(agent.options.chatter_interval_ms);
+    loop {
+        turn.run.interruptible(tokio::time::sleep(interval)).await?;
+        let session_id = turn.run.session_id();
+        acp::send_update(&agent.outbox, session_id, update::thought(".")).await?;
+    }
+}
+
+async fn play_rounds(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
+    let total = turn.script.rounds;
+    crash_if_due(turn, 0);
+    for round in 1..=total {
+        if agent.options.garbage_stdout {
+            let garbage = misbehaviour::GARBAGE_LINE.to_owned();
+            agent.outbox.send_line(garbage).await?;
+        }
+        let delay = turn.script.round_delay;
+        turn.run.interruptible(tokio::time::sleep(delay)).await?;
+        fold_steers(agent, turn, transcript).await?;
+        let text = format!("round {round}/{total}\n");
+        acp::send_update(&agent.outbox, turn.run.session_id(), update::agent_text(&text)).await?;
+        if round == 1 && turn.script.tool {
+            run_tool(agent, turn, transcript).await?;
+        }
+        crash_if_due(turn, round);
+    }
+    Ok(())
+}
+
+/// The round boundary: every queued steer joins the turn, in order.
+async fn fold_steers(agent: &Agent, turn: &Turn, transcript: &mut Transcript) -> Result<(), ClientGone> {
+    for steer in agent.sessions.take_steers(&turn.run) {
+        let folded = update::steer_folded(&steer.text, &steer.message_id);
+        acp::send_update(&agent.outbox, turn.run.session_id(), folded).await?;
+        log!(
+            "session {}: folded steer {} into run {}",
+            turn.run.session_id(),
+            steer.message_id,
+            turn.run.run_id()
+        );
+        transcript.folded_steers.push(steer.text);
+    }
+    Ok(())
+}
+
+/// Reports the tool call, asking permission first if the script says so.
+async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
+    let tool_call_id = agent.ids.tool_call();
+    let session_id = turn.run.session_id().to_owned();
+    acp::send_update(&agent.outbox, &session_id, update::tool_call(&tool_call_id)).await?;
+    let (status, line) = if turn.script.permission {
+        match ask_permission(agent, turn, &tool_call_id).await? {
+            Verdict::Allowed(kind) => ("completed", format!("tool: allowed ({kind})")),
+            Verdict::Rejected(kind) => ("failed", format!("tool: rejected ({kind})")),
+            Verdict::Cancelled => return Err(Halt::Cancelled),
+        }
+    } else {
+        ("completed", "tool: completed".to_owned())
+    };
+    let done = update::tool_call_update(&tool_call_id, status);
+    acp::send_update(&agent.outbox, &session_id, done).await?;
+    transcript.tool_line = Some(line);
+    Ok(())
+}
+
+/// Sends `session/request_permission` and waits for the answer, or for the
+/// run to be interrupted (the answer, if it comes later, is then ignored).
+async fn ask_permission(agent: &Agent, turn: &mut Turn, tool_call_id: &str) -> Result<Verdict, Halt> {
+    let request_id = agent.ids.request();
+    let answer = agent.pending.expect(request_id);
+    let params = permission::request_params(turn.run.session_id(), acp::tool_call(tool_call_id));
+    agent
+        .outbox
+        .request(request_id, permission::METHOD, params)
+        .await?;
+    let answer = turn.run.interruptible(answer).await;
+    agent.pending.forget(request_id);
+    // A dropped sender means nobody will answer: treat it as cancelled.
+    let verdict = answer?.map_or(Verdict::Cancelled, permission::verdict);
+    log!(
+        "session {}: permission for {tool_call_id}: {verdict:?}",
+        turn.run.session_id()
+    );
+    Ok(verdict)
+}
+
+fn crash_if_due(turn: &Turn, rounds_played: u32) {
+    if turn.script.crash_after_rounds == Some(rounds_played) {
+        misbehaviour::crash(turn.run.session_id(), rounds_played);
+    }
+}
+
+/// Final message, run cleared, then the answer: in that order on the wire.
+async fn finish(
+    agent: &Agent,
+    turn: Turn,
+    transcript: Transcript,
+    cancelled: bool,
+) -> Result<(), ClientGone> {
+    let session_id = turn.run.session_id();
+    let fail = turn.script.fail && !cancelled;
+    if !cancelled && !fail {
+        let message = final_message(&turn.prompt_text, &transcript);
+        acp::send_update(&agent.outbox, session_id, update::agent_text(&message)).await?;
+    }
+    let discarded = agent.sessions.clear_run(&turn.run);
+    if !turn.script.no_run_id {
+        acp::send_update(&agent.outbox, session_id, update::active_run(None)).await?;
+    }
+    if !discarded.is_empty() {
+        log!(
+            "session {session_id}: run {} ended with {} queued steer(s) discarded",
+            turn.run.run_id(),
+            discarded.len()
+        );
+    }
+    let answer = if fail {
+        Err(RpcError::internal_error("scripted failure ([fail] directive)"))
+    } else {
+        let stop_reason = if cancelled {
+            "cancelled"
+        } else {
+            turn.script.stop_reason.as_str()
+        };
+        Ok(json!({ "stopReason": stop_reason }))
+    };
+    log!(
+        "session {session_id}: run {} answered {}",
+        turn.run.run_id(),
+        match &answer {
+            Ok(result) => result["stopReason"].to_string(),
+            Err(error) => error.to_string(),
+        }
+    );
+    agent.outbox.reply(turn.request_id, answer).await
+}
+
+fn final_message(prompt_text: &str, transcript: &Transcript) -> String {
+    let mut message = format!("done: {prompt_text}");
+    for steer in &transcript.folded_steers {
+        message.push_str("\nsteer: ");
+        message.push_str(steer);
+    }
+    if let Some(line) = &transcript.tool_line {
+        message.push('\n');
+        message.push_str(line);
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_message_lists_steers_then_the_tool() {
+        let transcript = Transcript {
+            folded_steers: vec!["one".into(), "two".into()],
+            tool_line: Some("tool: allowed (allow_once)".into()),
+        };
+        assert_eq!(
+            final_message("hi", &transcript),
+            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)"
+        );
+        assert_eq!(final_message("hi", &Transcript::default()), "done: hi");
+    }
+}
