@@ -1,1 +1,29 @@
-//! The acp-bridge daemon (under construction).
+//! acp-bridge: turns Nostr @mentions of a bot key into turns of supervised
+//! ACP agents.
+//!
+//! One module per stage of the flow (see DESIGN.md): `intake` (relay links,
+//! screening) → `gate` (who is heard) → `heart` with `queue` and `mode_gate`
+//! (which turn a mention joins) → `turn_runner` and `pool` (agents and
+//! sessions) → `reply` (answers, notices, the outbox). `store` keeps what
+//! must survive a restart; `daemon` wires the stages and owns no logic.
+
+pub mod backoff;
+pub mod commands;
+pub mod config;
+pub mod daemon;
+pub mod embedded_relay;
+pub mod framing;
+pub mod gate;
+pub mod heart;
+pub mod intake;
+pub mod loop_guard;
+pub mod mention;
+pub mod mode_gate;
+pub mod pool;
+pub mod queue;
+pub mod rate_limit;
+pub mod reply;
+pub mod shutdown;
+pub mod store;
+pub mod telemetry;
+pub mod turn_runner;

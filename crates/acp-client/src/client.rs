@@ -66,6 +66,21 @@ pub enum CancelOutcome {
     Ended,
 }
 
+/// Observes how an agent connection ends.
+#[derive(Debug, Clone)]
+pub struct ExitWatch {
+    conn: Arc<Connection>,
+}
+
+impl ExitWatch {
+    /// Resolves once the connection is closed, with how it ended.
+    pub async fn wait(self) -> AgentExit {
+        let mut closed = self.conn.subscribe_closed();
+        let _ = closed.wait_for(|closed| *closed).await;
+        self.conn.exit_info()
+    }
+}
+
 /// One agent connection: a spawned process, or any pair of byte streams.
 /// Cheap to clone; the process is killed when the last clone is dropped.
 #[derive(Debug, Clone)]
@@ -137,9 +152,16 @@ impl AgentClient {
 
     /// Resolves once the connection is closed, with how it ended.
     pub async fn closed(&self) -> AgentExit {
-        let mut closed = self.conn.subscribe_closed();
-        let _ = closed.wait_for(|closed| *closed).await;
-        self.conn.exit_info()
+        self.exit_watch().wait().await
+    }
+
+    /// A handle that observes the agent's exit without keeping it alive
+    /// (the process is killed when the last [`AgentClient`] is dropped,
+    /// whatever watchers remain).
+    pub fn exit_watch(&self) -> ExitWatch {
+        ExitWatch {
+            conn: Arc::clone(&self.conn),
+        }
     }
 
     /// Kills the agent's process group. Every waiting call then fails with

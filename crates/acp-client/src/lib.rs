@@ -28,7 +28,7 @@ mod turn;
 
 pub use client::{
     AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,
-    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT, ExitWatch,
 };
 pub use error::{AcpError, AgentExit, ExitReason, RpcError, TurnError, codes};
 pub use framing::DEFAULT_MAX_LINE_BYTES;

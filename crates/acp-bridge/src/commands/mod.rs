@@ -1,0 +1,61 @@
+//! Owner commands: `!cancel`, `!status`, `!rotate`.
+//!
+//! A command is a mention whose whole text, once references to people
+//! (`nostr:npub…`, `@name`) are set aside, is the command word. Only the
+//! owner's signed mentions are parsed as commands; from anyone else the
+//! same text is an ordinary message. What each command does lives with the
+//! heart, which owns the state they act on.
+
+/// A command the owner can give in any conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerCommand {
+    /// Cancel this conversation's turn in flight.
+    Cancel,
+    /// Reply with turns in flight, queue depths, agents alive, steer counts.
+    Status,
+    /// Start a fresh agent session for this conversation.
+    Rotate,
+}
+
+impl OwnerCommand {
+    /// Parses `content`; `None` when it is not exactly a command.
+    pub fn parse(content: &str) -> Option<Self> {
+        let mut words = content
+            .split_whitespace()
+            .filter(|word| !word.starts_with("nostr:") && !word.starts_with('@'));
+        let command = match words.next()? {
+            "!cancel" => OwnerCommand::Cancel,
+            "!status" => OwnerCommand::Status,
+            "!rotate" => OwnerCommand::Rotate,
+            _ => return None,
+        };
+        words.next().is_none().then_some(command)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerCommand::Cancel => "!cancel",
+            OwnerCommand::Status => "!status",
+            OwnerCommand::Rotate => "!rotate",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_the_whole_text_besides_mentions() {
+        assert_eq!(OwnerCommand::parse("!cancel"), Some(OwnerCommand::Cancel));
+        assert_eq!(
+            OwnerCommand::parse("nostr:npub1xyz  !status "),
+            Some(OwnerCommand::Status)
+        );
+        assert_eq!(OwnerCommand::parse("@bot !rotate"), Some(OwnerCommand::Rotate));
+        assert_eq!(OwnerCommand::parse("please !cancel"), None);
+        assert_eq!(OwnerCommand::parse("!cancel now"), None);
+        assert_eq!(OwnerCommand::parse("!cancelled"), None);
+        assert_eq!(OwnerCommand::parse(""), None);
+    }
+}

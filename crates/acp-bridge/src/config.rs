@@ -1,0 +1,784 @@
+//! Configuration: the command line (every flag also an `ACP_BRIDGE_…`
+//! environment variable) and its validation into [`Settings`].
+//!
+//! Owns turning strings into typed, checked values; knows nothing about
+//! what the values drive. Validation happens before any connection is made,
+//! and every refusal is one line that names the flag, so an operator reading
+//! `journalctl` sees at once what to fix. Secrets are read only from a file
+//! or the environment (a command-line value would show in `ps`) and are never
+//! echoed back, not even in an error.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
+
+/// Environment variable that may hold the bot's secret key (nsec or hex).
+pub const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
+/// Set by systemd's `StateDirectory=`; our default state dir when present.
+const SYSTEMD_STATE_ENV: &str = "STATE_DIRECTORY";
+const DEFAULT_STATE_DIR: &str = "acp-bridge-state";
+/// Environment variables every agent gets (when set), beside `--agent-env`.
+/// Nothing else of the daemon's environment reaches an agent.
+pub const AGENT_ENV_BASELINE: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+];
+
+/// Who may be heard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RespondTo {
+    /// The owner and verified sibling bots.
+    OwnerOnly,
+    /// The owner, verified siblings and the allowlist.
+    Allowlist,
+    /// Every author (DMs still only from the owner and siblings).
+    Anyone,
+    /// No one (the daemon still runs, e.g. for owner commands).
+    Nobody,
+}
+
+/// Who publishes the agent's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplyMode {
+    /// The daemon publishes the collected answer as a threaded reply.
+    Daemon,
+    /// The agent posts through its own tools; the daemon publishes only notices.
+    Agent,
+}
+
+/// What happens to a mention that arrives while its conversation's turn runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MultipleEventHandling {
+    /// Wait for the next turn.
+    Queue,
+    /// Fold it into the live turn (native steer, else cancel + merge).
+    Steer,
+    /// Cancel the live turn and re-prompt with both, the new request superseding.
+    Interrupt,
+    /// Interrupt when the owner wrote it, else queue.
+    OwnerInterrupt,
+}
+
+/// What happens to mid-turn events the mode gate does not take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Dedup {
+    /// Keep them for the next turn.
+    Queue,
+    /// Drop them (with a notice).
+    Drop,
+}
+
+/// Which conversations share an agent session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SessionPolicy {
+    /// One session per channel, note thread or DM peer.
+    Conversation,
+    /// Threads inside a channel get sessions of their own.
+    Thread,
+}
+
+/// How permission questions of agents are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PermissionPolicyArg {
+    Allow,
+    Reject,
+    AskOwner,
+}
+
+/// The daemon's flags. Shared by `run` and `check`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Relay URL (repeatable or comma-separated). `embedded` starts an
+    /// in-process relay on loopback and uses it.
+    #[arg(
+        long = "relay",
+        env = "ACP_BRIDGE_RELAY",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    pub relays: Vec<String>,
+
+    /// File holding the bot's secret key (nsec or hex). Alternatively set
+    /// ACP_BRIDGE_SECRET_KEY. Never pass a key as a plain flag value.
+    #[arg(long, env = "ACP_BRIDGE_SECRET_KEY_FILE", value_name = "PATH")]
+    pub secret_key_file: Option<PathBuf>,
+
+    /// The owner's public key (npub or hex).
+    #[arg(long, env = "ACP_BRIDGE_OWNER", value_name = "NPUB")]
+    pub owner: Option<String>,
+
+    /// Who is heard.
+    #[arg(long, env = "ACP_BRIDGE_RESPOND_TO", value_enum, default_value = "owner-only")]
+    pub respond_to: RespondTo,
+
+    /// Public keys heard in allowlist mode (npub or hex; repeatable or comma-separated).
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_ALLOWLIST",
+        value_delimiter = ',',
+        value_name = "NPUB"
+    )]
+    pub allowlist: Vec<String>,
+
+    /// Event kinds to listen to: 9 (NIP-29 group chat), 1 (notes), 1059 (NIP-17 DMs).
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_KINDS",
+        value_delimiter = ',',
+        default_value = "9,1,1059"
+    )]
+    pub kinds: Vec<u16>,
+
+    /// Durable state (SQLite). Default: $STATE_DIRECTORY under systemd, else ./acp-bridge-state.
+    #[arg(long, env = "ACP_BRIDGE_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Who publishes answers.
+    #[arg(long, env = "ACP_BRIDGE_REPLY_MODE", value_enum, default_value = "daemon")]
+    pub reply_mode: ReplyMode,
+
+    /// Do not react (NIP-25) to accepted mentions.
+    #[arg(long, env = "ACP_BRIDGE_NO_REACTIONS")]
+    pub no_reactions: bool,
+
+    /// Largest mention content accepted for a turn; bigger ones get a notice.
+    #[arg(long, env = "ACP_BRIDGE_MAX_CONTENT_BYTES", default_value_t = 64 * 1024)]
+    pub max_content_bytes: usize,
+
+    /// Mentions an author may send in a burst before being rate-limited (the owner is exempt).
+    #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_BURST", default_value_t = 10)]
+    pub rate_limit_burst: u32,
+
+    /// One more mention is allowed per this interval once the burst is spent.
+    #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_REFILL", default_value = "6s", value_parser = parse_duration)]
+    pub rate_limit_refill: Duration,
+
+    /// Sibling bots may chain replies to our replies at most this deep.
+    #[arg(long, env = "ACP_BRIDGE_MAX_BOT_HOPS", default_value_t = 3)]
+    pub max_bot_hops: u32,
+
+    /// The ACP agent to run.
+    #[arg(long, env = "ACP_BRIDGE_AGENT_COMMAND", default_value = "goose")]
+    pub agent_command: String,
+
+    /// Arguments of the agent (space-separated in the environment variable).
+    /// Default: `acp` for goose, none for other agents.
+    #[arg(long, env = "ACP_BRIDGE_AGENT_ARGS", value_delimiter = ' ', allow_hyphen_values = true, num_args = 1..)]
+    pub agent_args: Option<Vec<String>>,
+
+    /// Names of environment variables passed through to agents (comma-separated),
+    /// beside a small baseline (PATH, HOME, locale, XDG dirs). Provider keys go here.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_AGENT_ENV",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub agent_env: Vec<String>,
+
+    /// Agent processes (each hosts many sessions).
+    #[arg(long, env = "ACP_BRIDGE_AGENTS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub agents: u32,
+
+    /// Working directory of the agents.
+    #[arg(long, env = "ACP_BRIDGE_CWD", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// A turn with no sign of life from the agent for this long fails.
+    #[arg(long, env = "ACP_BRIDGE_IDLE_TIMEOUT", default_value = "900s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Hard limit of one turn.
+    #[arg(long, env = "ACP_BRIDGE_MAX_TURN_DURATION", default_value = "7200s", value_parser = parse_duration)]
+    pub max_turn_duration: Duration,
+
+    /// What a mention arriving mid-turn does.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_MULTIPLE_EVENT_HANDLING",
+        value_enum,
+        default_value = "steer"
+    )]
+    pub multiple_event_handling: MultipleEventHandling,
+
+    /// What happens to mid-turn mentions the mode gate does not take.
+    #[arg(long, env = "ACP_BRIDGE_DEDUP", value_enum, default_value = "queue")]
+    pub dedup: Dedup,
+
+    /// Which conversations share an agent session.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_SESSION_POLICY",
+        value_enum,
+        default_value = "conversation"
+    )]
+    pub session_policy: SessionPolicy,
+
+    /// How agents' permission questions are answered. `allow` runs every tool
+    /// the agent asks for; `ask-owner` asks you in the thread.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_PERMISSION_POLICY",
+        value_enum,
+        default_value = "allow"
+    )]
+    pub permission_policy: PermissionPolicyArg,
+
+    /// A permission question unanswered this long is rejected (0 = wait forever).
+    #[arg(long, env = "ACP_BRIDGE_PERMISSION_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
+    pub permission_timeout: Duration,
+
+    /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
+    #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// Serve Prometheus metrics and /healthz here (off by default).
+    #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Where to find the relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelaySpec {
+    Embedded,
+    Url(RelayUrl),
+}
+
+/// Validated configuration. `Debug` shows no secret: `Keys` prints only the
+/// public key.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub relays: Vec<RelaySpec>,
+    pub keys: Keys,
+    pub owner: Option<PublicKey>,
+    pub respond_to: RespondTo,
+    pub allowlist: BTreeSet<PublicKey>,
+    pub kinds: Vec<Kind>,
+    pub state_dir: PathBuf,
+    pub reply_mode: ReplyMode,
+    pub reactions: bool,
+    pub max_content_bytes: usize,
+    pub rate_limit_burst: u32,
+    pub rate_limit_refill: Duration,
+    pub max_bot_hops: u32,
+    pub agent: AgentSettings,
+    pub multiple_event_handling: MultipleEventHandling,
+    pub dedup: Dedup,
+    pub session_policy: SessionPolicy,
+    pub permission_policy: PermissionPolicyArg,
+    pub permission_timeout: Option<Duration>,
+    pub shutdown_grace: Duration,
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// How to run agents.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    pub command: String,
+    pub args: Vec<String>,
+    /// The agents' complete environment (baseline + pass-through, as found
+    /// in the daemon's environment at start-up).
+    pub env: Vec<(String, String)>,
+    pub processes: u32,
+    pub cwd: PathBuf,
+    pub idle_timeout: Duration,
+    pub max_turn_duration: Duration,
+}
+
+/// A refusal of the configuration: one line, naming the flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub flag: &'static str,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.flag, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn refuse(flag: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        flag,
+        problem: problem.into(),
+    }
+}
+
+impl RunArgs {
+    /// Validates every value. `env` reads the process environment (a
+    /// parameter so tests need not mutate the real one).
+    pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
+        let relays = parse_relays(&self.relays)?;
+        let keys = load_secret_key(self.secret_key_file.as_deref(), env)?;
+        let owner = self
+            .owner
+            .as_deref()
+            .map(|owner| parse_public_key(owner).map_err(|problem| refuse("--owner", problem)))
+            .transpose()?;
+        if owner.is_none() && matches!(self.respond_to, RespondTo::OwnerOnly | RespondTo::Allowlist) {
+            return Err(refuse(
+                "--owner",
+                "required with --respond-to owner-only or allowlist (set ACP_BRIDGE_OWNER)",
+            ));
+        }
+        if owner == Some(keys.public_key()) {
+            return Err(refuse(
+                "--owner",
+                "is the bot's own key; the owner must be a different key",
+            ));
+        }
+        let allowlist = self
+            .allowlist
+            .iter()
+            .filter(|entry| !entry.trim().is_empty())
+            .map(|entry| {
+                parse_public_key(entry.trim())
+                    .map_err(|problem| refuse("--allowlist", format!("`{entry}`: {problem}")))
+            })
+            .collect::<Result<BTreeSet<_>, _>>()?;
+        if self.respond_to == RespondTo::Allowlist && allowlist.is_empty() {
+            return Err(refuse(
+                "--allowlist",
+                "is empty, but --respond-to allowlist needs at least one key",
+            ));
+        }
+        let kinds = parse_kinds(&self.kinds)?;
+        if self.multiple_event_handling != MultipleEventHandling::Queue && self.dedup != Dedup::Queue {
+            return Err(refuse(
+                "--dedup",
+                "must be `queue` unless --multiple-event-handling is `queue`: steering and interrupting merge mid-turn mentions into a turn, which needs them kept",
+            ));
+        }
+        if self.rate_limit_burst == 0 {
+            return Err(refuse("--rate-limit-burst", "must be at least 1"));
+        }
+        if self.max_content_bytes == 0 {
+            return Err(refuse("--max-content-bytes", "must be at least 1"));
+        }
+        for (flag, value) in [
+            ("--idle-timeout", self.idle_timeout),
+            ("--max-turn-duration", self.max_turn_duration),
+            ("--rate-limit-refill", self.rate_limit_refill),
+        ] {
+            if value.is_zero() {
+                return Err(refuse(flag, "must be longer than zero"));
+            }
+        }
+        let cwd = match &self.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir()
+                .map_err(|error| refuse("--cwd", format!("cannot read the current directory: {error}")))?,
+        };
+        if !cwd.is_dir() {
+            return Err(refuse("--cwd", format!("`{}` is not a directory", cwd.display())));
+        }
+        let cwd = std::fs::canonicalize(&cwd)
+            .map_err(|error| refuse("--cwd", format!("`{}`: {error}", cwd.display())))?;
+        Ok(Settings {
+            relays,
+            owner,
+            respond_to: self.respond_to,
+            allowlist,
+            kinds,
+            state_dir: self
+                .state_dir
+                .clone()
+                .or_else(|| env(SYSTEMD_STATE_ENV).map(PathBuf::from))
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            reply_mode: self.reply_mode,
+            reactions: !self.no_reactions,
+            max_content_bytes: self.max_content_bytes,
+            rate_limit_burst: self.rate_limit_burst,
+            rate_limit_refill: self.rate_limit_refill,
+            max_bot_hops: self.max_bot_hops,
+            agent: AgentSettings {
+                args: self
+                    .agent_args
+                    .clone()
+                    .map(|args| args.into_iter().filter(|arg| !arg.is_empty()).collect())
+                    .unwrap_or_else(|| default_agent_args(&self.agent_command)),
+                command: self.agent_command.clone(),
+                env: agent_environment(&self.agent_env, env),
+                processes: self.agents,
+                cwd,
+                idle_timeout: self.idle_timeout,
+                max_turn_duration: self.max_turn_duration,
+            },
+            multiple_event_handling: self.multiple_event_handling,
+            dedup: self.dedup,
+            session_policy: self.session_policy,
+            permission_policy: self.permission_policy,
+            permission_timeout: (!self.permission_timeout.is_zero()).then_some(self.permission_timeout),
+            shutdown_grace: self.shutdown_grace,
+            metrics_addr: self.metrics_addr,
+            keys,
+        })
+    }
+}
+
+impl Settings {
+    /// One line describing the effective configuration, for the start-up
+    /// log. Public keys only; no secret, no agent environment values.
+    pub fn summary(&self) -> String {
+        let relays: Vec<String> = self
+            .relays
+            .iter()
+            .map(|relay| match relay {
+                RelaySpec::Embedded => "embedded".to_owned(),
+                RelaySpec::Url(url) => url.to_string(),
+            })
+            .collect();
+        let kinds: Vec<String> = self.kinds.iter().map(|kind| kind.as_u16().to_string()).collect();
+        let env_names: Vec<&str> = self.agent.env.iter().map(|(name, _)| name.as_str()).collect();
+        format!(
+            "bot={} owner={} respond_to={:?} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={:?} dedup={:?} session_policy={:?} permission={:?} reply_mode={:?} reactions={}",
+            npub(&self.keys.public_key()),
+            self.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
+            self.respond_to,
+            self.allowlist.len(),
+            relays.join(","),
+            kinds.join(","),
+            self.state_dir.display(),
+            self.agent.command,
+            self.agent.args.join(" "),
+            self.agent.processes,
+            env_names.join(","),
+            self.multiple_event_handling,
+            self.dedup,
+            self.session_policy,
+            self.permission_policy,
+            self.reply_mode,
+            self.reactions,
+        )
+    }
+}
+
+/// A public key as npub (hex if encoding fails, which it cannot for a valid key).
+pub fn npub(key: &PublicKey) -> String {
+    key.to_bech32().unwrap_or_else(|_| key.to_hex())
+}
+
+/// goose speaks ACP only as `goose acp`; the other known agents take no
+/// arguments.
+fn default_agent_args(command: &str) -> Vec<String> {
+    let program = Path::new(command)
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or(command);
+    if program == "goose" {
+        vec!["acp".to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
+fn agent_environment(pass_through: &[String], env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let mut names: Vec<&str> = AGENT_ENV_BASELINE.to_vec();
+    names.extend(
+        pass_through
+            .iter()
+            .map(|name| name.trim())
+            .filter(|name| !name.is_empty()),
+    );
+    let mut seen = BTreeSet::new();
+    names
+        .into_iter()
+        // The bot's key never reaches an agent, even if listed by mistake.
+        .filter(|name| !name.starts_with("ACP_BRIDGE_"))
+        .filter(|name| seen.insert(*name))
+        .filter_map(|name| env(name).map(|value| (name.to_owned(), value)))
+        .collect()
+}
+
+fn parse_relays(values: &[String]) -> Result<Vec<RelaySpec>, ConfigError> {
+    let mut relays = Vec::new();
+    for value in values
+        .iter()
+        .map(|value| value.trim())
+        .filter(|value| !value.is_empty())
+    {
+        let relay = if value == "embedded" {
+            RelaySpec::Embedded
+        } else {
+            RelaySpec::Url(
+                RelayUrl::parse(value)
+                    .map_err(|error| refuse("--relay", format!("`{value}` is not a relay URL ({error})")))?,
+            )
+        };
+        if !relays.contains(&relay) {
+            relays.push(relay);
+        }
+    }
+    if relays.is_empty() {
+        return Err(refuse(
+            "--relay",
+            "at least one relay is required (a ws:// or wss:// URL, or `embedded`)",
+        ));
+    }
+    Ok(relays)
+}
+
+fn parse_kinds(values: &[u16]) -> Result<Vec<Kind>, ConfigError> {
+    const SUPPORTED: [u16; 3] = [9, 1, 1059];
+    let mut kinds = Vec::new();
+    for &value in values {
+        if !SUPPORTED.contains(&value) {
+            return Err(refuse(
+                "--kinds",
+                format!("kind {value} is not supported (supported: 9 group chat, 1 notes, 1059 DMs)"),
+            ));
+        }
+        if !kinds.contains(&Kind::from(value)) {
+            kinds.push(Kind::from(value));
+        }
+    }
+    if kinds.is_empty() {
+        return Err(refuse("--kinds", "at least one kind is required"));
+    }
+    Ok(kinds)
+}
+
+fn parse_public_key(value: &str) -> Result<PublicKey, String> {
+    PublicKey::parse(value).map_err(|_| format!("`{value}` is not a valid npub or hex public key"))
+}
+
+/// Reads the bot's key from `--secret-key-file` or `ACP_BRIDGE_SECRET_KEY`.
+/// Errors never contain the key material.
+fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Result<Keys, ConfigError> {
+    match (file, env(SECRET_KEY_ENV)) {
+        (Some(_), Some(_)) => Err(refuse(
+            "--secret-key-file",
+            format!("both a key file and {SECRET_KEY_ENV} are set; set only one"),
+        )),
+        (Some(path), None) => {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                refuse(
+                    "--secret-key-file",
+                    format!("cannot read `{}`: {}", path.display(), error.kind()),
+                )
+            })?;
+            warn_if_readable_by_others(path);
+            Keys::parse(text.trim()).map_err(|_| {
+                refuse(
+                    "--secret-key-file",
+                    format!(
+                        "`{}` does not hold a valid nsec or hex secret key",
+                        path.display()
+                    ),
+                )
+            })
+        }
+        (None, Some(text)) => Keys::parse(text.trim()).map_err(|_| {
+            refuse(
+                "--secret-key-file",
+                format!("{SECRET_KEY_ENV} is not a valid nsec or hex secret key"),
+            )
+        }),
+        (None, None) => Err(refuse(
+            "--secret-key-file",
+            format!(
+                "no secret key: pass --secret-key-file PATH or set {SECRET_KEY_ENV} (create one with `acp-bridge keygen`)"
+            ),
+        )),
+    }
+}
+
+fn warn_if_readable_by_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(path)
+        && metadata.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(path = %path.display(), "the secret key file is readable by group or others; chmod 600 it");
+    }
+}
+
+/// Parses `90`, `90s`, `15m`, `2h` or `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (examples: 90s, 15m, 2h)"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(number)),
+        "ms" => Ok(Duration::from_millis(number)),
+        "m" => Ok(Duration::from_secs(number * 60)),
+        "h" => Ok(Duration::from_secs(number * 3600)),
+        _ => Err(format!("`{text}` has an unknown unit (use ms, s, m or h)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn validate(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        let cli = Cli::try_parse_from(std::iter::once("acp-bridge").chain(args.iter().copied()))
+            .expect("flags parse");
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        cli.run
+            .validate(&|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    fn key_env() -> (String, String) {
+        (
+            SECRET_KEY_ENV.to_owned(),
+            Keys::generate().secret_key().to_secret_hex(),
+        )
+    }
+
+    #[test]
+    fn a_minimal_valid_configuration() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        let settings = validate(
+            &["--relay", "embedded", "--owner", &owner],
+            &[(&name, &secret), ("PATH", "/bin")],
+        )
+        .expect("valid");
+        assert_eq!(settings.relays, vec![RelaySpec::Embedded]);
+        assert_eq!(settings.agent.args, vec!["acp"], "goose needs `acp`");
+        assert_eq!(settings.agent.env, vec![("PATH".to_owned(), "/bin".to_owned())]);
+        assert!(
+            !settings.summary().contains(&secret),
+            "the summary never shows the key"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_flag_and_never_echo_the_key() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        /// Flags, environment, and the flag the refusal must name.
+        type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+        let cases: Vec<Case> = vec![
+            (
+                vec!["--relay", "embedded", "--owner", "npub1nope"],
+                vec![(&name, &secret)],
+                "--owner",
+            ),
+            (
+                vec!["--relay", "embedded", "--owner", &owner],
+                vec![(&name, "nsec1garbage")],
+                "--secret-key-file",
+            ),
+            (
+                vec!["--relay", "embedded", "--owner", &owner],
+                vec![],
+                "--secret-key-file",
+            ),
+            (
+                vec!["--relay", "not a url", "--owner", &owner],
+                vec![(&name, &secret)],
+                "--relay",
+            ),
+            (vec!["--owner", &owner], vec![(&name, &secret)], "--relay"),
+            (
+                vec![
+                    "--relay",
+                    "embedded",
+                    "--owner",
+                    &owner,
+                    "--respond-to",
+                    "allowlist",
+                ],
+                vec![(&name, &secret)],
+                "--allowlist",
+            ),
+            (
+                vec!["--relay", "embedded", "--owner", &owner, "--dedup", "drop"],
+                vec![(&name, &secret)],
+                "--dedup",
+            ),
+            (
+                vec!["--relay", "embedded", "--owner", &owner, "--kinds", "4"],
+                vec![(&name, &secret)],
+                "--kinds",
+            ),
+            (vec!["--relay", "embedded"], vec![(&name, &secret)], "--owner"),
+        ];
+        for (args, env, flag) in cases {
+            let error = validate(&args, &env).expect_err("must be refused");
+            assert_eq!(error.flag, flag, "{args:?}: {error}");
+            assert!(!error.to_string().contains(&secret));
+            assert!(!error.to_string().contains('\n'), "one line: {error}");
+        }
+    }
+
+    #[test]
+    fn unreadable_key_file_is_refused_with_the_flag() {
+        let owner = Keys::generate().public_key().to_hex();
+        let error = validate(
+            &[
+                "--relay",
+                "embedded",
+                "--owner",
+                &owner,
+                "--secret-key-file",
+                "/nonexistent/key",
+            ],
+            &[],
+        )
+        .expect_err("unreadable");
+        assert_eq!(error.flag, "--secret-key-file");
+        assert!(error.problem.contains("/nonexistent/key"));
+    }
+
+    #[test]
+    fn agent_environment_is_an_explicit_list_without_our_own_variables() {
+        let env = |name: &str| match name {
+            "PATH" => Some("/usr/bin".to_owned()),
+            "OPENAI_API_KEY" => Some("sk-test".to_owned()),
+            "ACP_BRIDGE_SECRET_KEY" => Some("secret".to_owned()),
+            "UNRELATED_TOKEN" => Some("x".to_owned()),
+            _ => None,
+        };
+        let passed = agent_environment(&["OPENAI_API_KEY".into(), "ACP_BRIDGE_SECRET_KEY".into()], &env);
+        let names: Vec<&str> = passed.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, vec!["PATH", "OPENAI_API_KEY"]);
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+}

@@ -1,0 +1,414 @@
+//! Intake: from raw relay events to accepted mentions.
+//!
+//! Owns the screening of every event, cheapest check first, so that floods
+//! from strangers cost next to nothing: kind and mention → own event →
+//! already seen → time window → author gate (on the claimed author; only
+//! refusals are decided before the signature is checked) → signature →
+//! loop bound → size → rate limit → journal. Only an event that passes all
+//! of them becomes a [`Mention`], journaled (seen set + durable queue in one
+//! transaction) before it is handed on, so a crash after acceptance loses
+//! nothing. Gift-wrapped DMs are unwrapped (seal signature verified) before
+//! the author is known.
+//!
+//! Intake never runs a turn; it hands mentions to the heart through a
+//! channel. Every drop is logged at debug with its reason and counted.
+
+pub mod relay_link;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nostr_sdk::prelude::{
+    Event, EventId, Keys, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnwrappedGift,
+};
+use tokio::sync::mpsc;
+
+use crate::commands::OwnerCommand;
+use crate::gate::{AuthorFacts, AuthorGate, Standing};
+use crate::loop_guard::LoopGuard;
+use crate::mention::{self, Mention, Thread};
+use crate::rate_limit::{Admission, RateLimiter};
+use crate::reply::Replier;
+use crate::store::{NewMention, Store};
+use crate::telemetry::metrics;
+
+/// Events dated further ahead than this are refused (the SDK does not).
+pub const MAX_FUTURE_SKEW_SECS: u64 = 120;
+/// Authors tracked by the rate limiter at most.
+const RATE_LIMIT_TRACKED_AUTHORS: usize = 10_000;
+
+/// What a relay link hands to the intake, in arrival order.
+#[derive(Debug)]
+pub enum Arrival {
+    /// A (re)subscription from `floor`: older events are refused from now on.
+    Subscribed {
+        relay: RelayUrl,
+        floor: Timestamp,
+    },
+    Event {
+        relay: RelayUrl,
+        event: Box<Event>,
+    },
+    /// Everything up to `at` has been delivered: the watermark may move.
+    CaughtUp {
+        relay: RelayUrl,
+        at: Timestamp,
+    },
+}
+
+/// What the intake hands to the heart.
+#[derive(Debug)]
+pub enum Inbound {
+    Mention(Mention),
+    /// An owner command (checked before the author gate, owner only).
+    Command {
+        mention: Mention,
+        command: OwnerCommand,
+    },
+}
+
+/// Why an event was not accepted (label of the `events_dropped` metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    OwnEvent,
+    NotAMention,
+    Duplicate,
+    TooOld,
+    FromTheFuture,
+    Malformed,
+    Undecryptable,
+    BadSignature,
+    Gate(crate::gate::Refusal),
+    LoopBound,
+    RateLimited,
+}
+
+impl DropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::OwnEvent => "own_event",
+            DropReason::NotAMention => "not_a_mention",
+            DropReason::Duplicate => "duplicate",
+            DropReason::TooOld => "too_old",
+            DropReason::FromTheFuture => "from_the_future",
+            DropReason::Malformed => "malformed",
+            DropReason::Undecryptable => "undecryptable",
+            DropReason::BadSignature => "bad_signature",
+            DropReason::Gate(refusal) => refusal.as_str(),
+            DropReason::LoopBound => "loop_bound",
+            DropReason::RateLimited => "rate_limited",
+        }
+    }
+}
+
+/// Limits the intake enforces.
+#[derive(Debug, Clone)]
+pub struct IntakeLimits {
+    pub kinds: Vec<Kind>,
+    pub max_content_bytes: usize,
+    pub rate_limit_burst: u32,
+    pub rate_limit_refill: std::time::Duration,
+    pub max_bot_hops: u32,
+    pub session_policy: crate::config::SessionPolicy,
+}
+
+/// A message of one author, before it is a mention: the fields shared by
+/// public events and unwrapped DMs.
+struct Candidate<'a> {
+    dedup_id: EventId,
+    author: PublicKey,
+    kind: Kind,
+    created_at: Timestamp,
+    content: &'a str,
+    tags: &'a [Tag],
+    thread: Thread,
+    replies_to: Option<EventId>,
+    signature: Signature<'a>,
+}
+
+/// Whether the author's signature still needs checking.
+enum Signature<'a> {
+    /// A public event: verified only once the gate would hear its author.
+    Unchecked(&'a Event),
+    /// A DM: the seal's signature was verified while unwrapping.
+    Verified,
+}
+
+#[derive(Debug)]
+pub struct Intake {
+    keys: Keys,
+    store: Arc<Store>,
+    gate: AuthorGate,
+    replier: Replier,
+    loop_guard: Arc<LoopGuard>,
+    limits: IntakeLimits,
+    limiter: RateLimiter<PublicKey>,
+    floors: HashMap<RelayUrl, Timestamp>,
+    inbound: mpsc::Sender<Inbound>,
+}
+
+impl Intake {
+    pub fn new(
+        keys: Keys,
+        store: Arc<Store>,
+        gate: AuthorGate,
+        replier: Replier,
+        loop_guard: Arc<LoopGuard>,
+        limits: IntakeLimits,
+        inbound: mpsc::Sender<Inbound>,
+    ) -> Self {
+        Intake {
+            limiter: RateLimiter::new(
+                limits.rate_limit_burst,
+                limits.rate_limit_refill,
+                RATE_LIMIT_TRACKED_AUTHORS,
+            ),
+            keys,
+            store,
+            gate,
+            replier,
+            loop_guard,
+            limits,
+            floors: HashMap::new(),
+            inbound,
+        }
+    }
+
+    /// Runs until every relay link is gone (the arrivals channel closes).
+    pub async fn run(mut self, mut arrivals: mpsc::Receiver<Arrival>) {
+        while let Some(arrival) = arrivals.recv().await {
+            match arrival {
+                Arrival::Subscribed { relay, floor } => {
+                    self.floors.insert(relay, floor);
+                }
+                Arrival::CaughtUp { relay, at } => {
+                    let at = i64::try_from(at.as_secs()).unwrap_or(i64::MAX);
+                    if let Err(error) = self.store.advance_watermark(relay.as_str(), at) {
+                        tracing::error!(%relay, %error, "cannot store the watermark");
+                    }
+                }
+                Arrival::Event { relay, event } => {
+                    metrics::event_received();
+                    if let Err(reason) = self.screen(&relay, &event).await {
+                        metrics::event_dropped(reason.as_str());
+                        tracing::debug!(%relay, event_id = %event.id, author = %event.pubkey, reason = reason.as_str(), "event dropped");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one event through every check; `Ok` when it was handled
+    /// (accepted, a command, or answered with a notice).
+    pub async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<(), DropReason> {
+        if !self.limits.kinds.contains(&event.kind) {
+            return Err(DropReason::NotAMention);
+        }
+        if event.pubkey == self.keys.public_key() {
+            return Err(DropReason::OwnEvent);
+        }
+        if !mentions(&event.tags, &self.keys.public_key()) {
+            return Err(DropReason::NotAMention);
+        }
+        if self.store.seen_contains(&event.id.to_hex()).unwrap_or(false) {
+            return Err(DropReason::Duplicate);
+        }
+        if event.kind == Kind::GiftWrap {
+            // The wrap's own date is randomized into the past (NIP-59): only
+            // the future is checked here, the rumor's date below.
+            if event.created_at.as_secs() > Timestamp::now().as_secs() + MAX_FUTURE_SKEW_SECS {
+                return Err(DropReason::FromTheFuture);
+            }
+            if event.verify().is_err() {
+                return Err(DropReason::BadSignature);
+            }
+            let gift = UnwrappedGift::from_gift_wrap(&self.keys, event)
+                .await
+                .map_err(|_| DropReason::Undecryptable)?;
+            if gift.rumor.kind != Kind::PrivateDirectMessage || gift.sender == self.keys.public_key() {
+                return Err(DropReason::NotAMention);
+            }
+            let mut rumor = gift.rumor;
+            let rumor_id = rumor.id();
+            let (thread, replies_to) = mention::direct_thread(gift.sender, &rumor, rumor_id);
+            let candidate = Candidate {
+                dedup_id: event.id,
+                author: gift.sender,
+                kind: rumor.kind,
+                created_at: rumor.created_at,
+                content: &rumor.content,
+                tags: rumor.tags.as_slice(),
+                thread,
+                replies_to,
+                signature: Signature::Verified,
+            };
+            return self.judge(relay, candidate).await;
+        }
+        let (thread, replies_to) = mention::public_thread(event).ok_or(DropReason::Malformed)?;
+        let candidate = Candidate {
+            dedup_id: event.id,
+            author: event.pubkey,
+            kind: event.kind,
+            created_at: event.created_at,
+            content: &event.content,
+            tags: event.tags.as_slice(),
+            thread,
+            replies_to,
+            signature: Signature::Unchecked(event),
+        };
+        self.judge(relay, candidate).await
+    }
+
+    async fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<(), DropReason> {
+        self.check_time_window(relay, candidate.created_at)?;
+        let from_owner = Some(candidate.author) == self.gate.owner();
+        // Owner commands come before the author gate (they work even with
+        // `--respond-to nobody`); anyone else's `!cancel` is plain text.
+        let command = if from_owner {
+            OwnerCommand::parse(candidate.content)
+        } else {
+            None
+        };
+        let standing = match command {
+            Some(_) => Standing::Owner,
+            None => self
+                .gate
+                .admit(AuthorFacts {
+                    author: candidate.author,
+                    kind: candidate.kind,
+                    created_at: candidate.created_at,
+                    tags: candidate.tags,
+                    direct_message: candidate.thread.is_direct(),
+                })
+                .await
+                .map_err(DropReason::Gate)?,
+        };
+        // Refusals above were decided on the claimed author, which costs
+        // nothing; hearing someone needs their signature.
+        if let Signature::Unchecked(event) = candidate.signature {
+            event.verify().map_err(|_| DropReason::BadSignature)?;
+        }
+        let chain_depth = self.loop_guard.depth_of(candidate.replies_to);
+        if standing == Standing::Sibling && chain_depth >= self.limits.max_bot_hops {
+            tracing::info!(
+                author = %mention::short_npub(&candidate.author), depth = chain_depth, limit = self.limits.max_bot_hops,
+                "bot-to-bot reply chain cut: not answering"
+            );
+            return Err(DropReason::LoopBound);
+        }
+        let mention = Mention {
+            event_id: candidate.dedup_id,
+            author: candidate.author,
+            kind: candidate.kind,
+            created_at: candidate.created_at,
+            content: candidate.content.to_owned(),
+            conversation: candidate.thread.conversation(self.limits.session_policy),
+            thread: candidate.thread,
+            replies_to: candidate.replies_to,
+            from_owner,
+            from_sibling: standing == Standing::Sibling,
+            chain_depth,
+            accepted_at: Timestamp::now().as_secs(),
+        };
+        self.accept(mention, command).await
+    }
+
+    /// The last checks that answer rather than drop (size, rate), then the
+    /// journal and the hand-off.
+    async fn accept(&mut self, mention: Mention, command: Option<OwnerCommand>) -> Result<(), DropReason> {
+        if let Some(command) = command {
+            self.journal(&mention)?;
+            self.hand_on(Inbound::Command { mention, command }).await;
+            return Ok(());
+        }
+        if mention.content.len() > self.limits.max_content_bytes {
+            self.journal(&mention)?;
+            let notice = format!(
+                "Your message is too long for me ({} bytes; the limit is {}). Please shorten it.",
+                mention.content.len(),
+                self.limits.max_content_bytes
+            );
+            self.send_notice(&mention, &notice).await;
+            return Ok(());
+        }
+        if !mention.from_owner {
+            match self.limiter.admit(&mention.author, Instant::now()) {
+                Admission::Admitted => {}
+                Admission::LimitedFirst => {
+                    self.journal(&mention)?;
+                    self.send_notice(
+                        &mention,
+                        "You are sending mentions faster than I can take them; I will ignore new ones for a little while.",
+                    )
+                    .await;
+                    return Ok(());
+                }
+                Admission::Limited => return Err(DropReason::RateLimited),
+            }
+        }
+        self.journal(&mention)?;
+        metrics::event_accepted();
+        tracing::info!(
+            conversation = %mention.conversation, event_id = %mention.event_id, author = %mention.author_short(),
+            "mention accepted"
+        );
+        self.replier.react(&mention).await;
+        self.hand_on(Inbound::Mention(mention)).await;
+        Ok(())
+    }
+
+    fn check_time_window(&self, relay: &RelayUrl, created_at: Timestamp) -> Result<(), DropReason> {
+        let created = created_at.as_secs();
+        if created > Timestamp::now().as_secs() + MAX_FUTURE_SKEW_SECS {
+            return Err(DropReason::FromTheFuture);
+        }
+        match self.floors.get(relay) {
+            Some(floor) if created < floor.as_secs() => Err(DropReason::TooOld),
+            _ => Ok(()),
+        }
+    }
+
+    /// Journals the mention (seen set + durable queue, one transaction).
+    /// A mention already journaled is a duplicate: another relay, or a replay.
+    fn journal(&self, mention: &Mention) -> Result<(), DropReason> {
+        let payload = serde_json::to_string(mention).map_err(|_| DropReason::Malformed)?;
+        let accepted_at = i64::try_from(mention.accepted_at).unwrap_or(i64::MAX);
+        let record = NewMention {
+            event_id: &mention.event_id.to_hex(),
+            conversation: mention.conversation.as_str(),
+            payload: &payload,
+            accepted_at,
+        };
+        match self.store.journal_accept(&record) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(DropReason::Duplicate),
+            Err(error) => {
+                // Without the journal nothing could be promised: refuse now,
+                // the relay will offer the event again after a resubscribe.
+                tracing::error!(event_id = %mention.event_id, %error, "cannot journal a mention");
+                Err(DropReason::Malformed)
+            }
+        }
+    }
+
+    async fn send_notice(&self, mention: &Mention, text: &str) {
+        if let Err(error) = self.replier.notify(std::slice::from_ref(mention), text).await {
+            tracing::error!(event_id = %mention.event_id, %error, "cannot store a notice");
+        }
+    }
+
+    async fn hand_on(&self, inbound: Inbound) {
+        if self.inbound.send(inbound).await.is_err() {
+            // Shutting down: the mention is journaled and resumes at next start.
+            tracing::debug!("heart gone; mention stays in the journal");
+        }
+    }
+}
+
+/// True when a `p` tag names `bot`.
+fn mentions(tags: &nostr_sdk::prelude::Tags, bot: &PublicKey) -> bool {
+    let bot = bot.to_hex();
+    tags.iter()
+        .any(|tag| tag.kind() == TagKind::p() && tag.content() == Some(bot.as_str()))
+}

@@ -1,0 +1,247 @@
+//! One relay connection: connect, subscribe from the durable watermark,
+//! pump events to the intake, reconnect with backoff and jitter.
+//!
+//! Owns the connection state of one relay and nothing else; it never looks
+//! at what an event says. The SDK's own reconnect is off: it would re-send
+//! the original `since` and keep its de-duplication in memory only. Here,
+//! every (re)subscribe uses `since = watermark − skew`, so mentions posted
+//! while we were cut off are fetched once we are back, and the seen set in
+//! `store` drops the ones already handled.
+//!
+//! The SDK's broadcast channel drops messages when we lag behind; a lag is a
+//! gap, and a gap is closed by subscribing again from the watermark.
+//! Nothing slow runs here: events are handed to the intake task through a
+//! bounded channel, which is where backpressure belongs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nostr_sdk::prelude::{
+    Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl, SubscribeOptions,
+    SubscriptionId, Timestamp,
+};
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::Arrival;
+use crate::backoff::Backoff;
+use crate::store::Store;
+
+/// Subscriptions start this far before the watermark, for clock skew and
+/// delivery delay.
+pub const SINCE_SKEW: Duration = Duration::from_secs(300);
+/// NIP-59 gift wraps carry a `created_at` randomized up to two days into
+/// the past; their subscription reaches back that much further.
+const GIFT_WRAP_BACKDATE: Duration = Duration::from_secs(2 * 24 * 3600);
+/// Without a watermark (first start), only this much history is fetched.
+const FIRST_START_LOOKBACK: Duration = SINCE_SKEW;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const RECONNECT_MIN: Duration = Duration::from_millis(500);
+const RECONNECT_MAX: Duration = Duration::from_secs(60);
+/// A connection that lived this long resets the backoff.
+const STABLE_CONNECTION: Duration = Duration::from_secs(30);
+/// While connected, tell the intake this often that we are caught up, so
+/// the watermark moves forward on a quiet relay too.
+const CAUGHT_UP_INTERVAL: Duration = Duration::from_secs(30);
+
+const SUBSCRIPTION_ID: &str = "acp-bridge-mentions";
+
+/// What to subscribe to.
+#[derive(Debug, Clone)]
+pub struct Interest {
+    pub bot: PublicKey,
+    pub kinds: Vec<Kind>,
+}
+
+impl Interest {
+    fn filters(&self, since: Timestamp) -> Vec<Filter> {
+        let public: Vec<Kind> = self
+            .kinds
+            .iter()
+            .copied()
+            .filter(|kind| *kind != Kind::GiftWrap)
+            .collect();
+        let mut filters = Vec::new();
+        if !public.is_empty() {
+            filters.push(Filter::new().kinds(public).pubkey(self.bot).since(since));
+        }
+        if self.kinds.contains(&Kind::GiftWrap) {
+            let wrapped_since =
+                Timestamp::from_secs(since.as_secs().saturating_sub(GIFT_WRAP_BACKDATE.as_secs()));
+            filters.push(
+                Filter::new()
+                    .kind(Kind::GiftWrap)
+                    .pubkey(self.bot)
+                    .since(wrapped_since),
+            );
+        }
+        filters
+    }
+}
+
+/// Keeps one relay connected and subscribed.
+#[derive(Debug)]
+pub struct RelayLink {
+    relay: Relay,
+    url: RelayUrl,
+    interest: Interest,
+    store: Arc<Store>,
+    arrivals: mpsc::Sender<Arrival>,
+    connected: watch::Sender<bool>,
+}
+
+impl RelayLink {
+    pub fn new(
+        relay: Relay,
+        interest: Interest,
+        store: Arc<Store>,
+        arrivals: mpsc::Sender<Arrival>,
+        connected: watch::Sender<bool>,
+    ) -> Self {
+        RelayLink {
+            url: relay.url().clone(),
+            relay,
+            interest,
+            store,
+            arrivals,
+            connected,
+        }
+    }
+
+    /// Runs until `stop` is cancelled.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
+        while !stop.is_cancelled() {
+            // Subscribe to notifications before connecting: nothing between
+            // the connect and the first recv may be missed.
+            let mut notifications = self.relay.notifications();
+            match self.relay.try_connect(CONNECT_TIMEOUT).await {
+                Ok(()) => {
+                    let connected_at = Instant::now();
+                    self.connected.send_replace(true);
+                    self.serve(&mut notifications, &stop).await;
+                    self.connected.send_replace(false);
+                    if connected_at.elapsed() >= STABLE_CONNECTION {
+                        backoff.reset();
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(relay = %self.url, %error, "relay unreachable");
+                }
+            }
+            if stop.is_cancelled() {
+                break;
+            }
+            let delay = backoff.next_delay();
+            tracing::info!(relay = %self.url, retry_in_ms = delay.as_millis() as u64, attempt = backoff.failures(), "reconnecting to relay");
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        self.relay.disconnect();
+    }
+
+    /// Pumps one live connection until it drops or we stop.
+    async fn serve(
+        &self,
+        notifications: &mut broadcast::Receiver<RelayNotification>,
+        stop: &CancellationToken,
+    ) {
+        if !self.subscribe().await {
+            self.relay.disconnect();
+            return;
+        }
+        let mut caught_up = tokio::time::interval(CAUGHT_UP_INTERVAL);
+        caught_up.tick().await;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = caught_up.tick() => self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await,
+                notification = notifications.recv() => match notification {
+                    Ok(RelayNotification::Event { subscription_id, event }) => {
+                        if subscription_id.as_str() == SUBSCRIPTION_ID {
+                            self.forward(Arrival::Event { relay: self.url.clone(), event }).await;
+                        }
+                    }
+                    Ok(RelayNotification::Message { message: RelayMessage::EndOfStoredEvents(id) }) => {
+                        if id.as_str() == SUBSCRIPTION_ID {
+                            self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await;
+                        }
+                    }
+                    Ok(RelayNotification::Message { message: RelayMessage::Closed { subscription_id, message } }) => {
+                        if subscription_id.as_str() == SUBSCRIPTION_ID {
+                            tracing::warn!(relay = %self.url, %message, "relay closed our subscription; reconnecting");
+                            self.relay.disconnect();
+                            return;
+                        }
+                    }
+                    Ok(RelayNotification::RelayStatus { status }) => {
+                        if matches!(status, RelayStatus::Disconnected | RelayStatus::Terminated | RelayStatus::Banned) {
+                            tracing::warn!(relay = %self.url, %status, "relay connection lost");
+                            return;
+                        }
+                    }
+                    Ok(RelayNotification::Shutdown) => return,
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(relay = %self.url, missed, "fell behind the relay's notifications; re-subscribing from the watermark");
+                        if !self.subscribe().await {
+                            self.relay.disconnect();
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    }
+
+    /// (Re)subscribes from the watermark. The same subscription id replaces
+    /// the previous REQ on the relay.
+    async fn subscribe(&self) -> bool {
+        let since = self.since();
+        let filters = self.interest.filters(since);
+        self.forward(Arrival::Subscribed {
+            relay: self.url.clone(),
+            floor: since,
+        })
+        .await;
+        match self
+            .relay
+            .subscribe_with_id(
+                SubscriptionId::new(SUBSCRIPTION_ID),
+                filters,
+                SubscribeOptions::default(),
+            )
+            .await
+        {
+            Ok(()) => {
+                tracing::info!(relay = %self.url, since = since.as_secs(), "subscribed to mentions");
+                true
+            }
+            Err(error) => {
+                tracing::warn!(relay = %self.url, %error, "subscribing failed");
+                false
+            }
+        }
+    }
+
+    fn since(&self) -> Timestamp {
+        let now = Timestamp::now().as_secs();
+        let watermark = match self.store.watermark(self.url.as_str()) {
+            Ok(Some(watermark)) => u64::try_from(watermark).unwrap_or(0),
+            Ok(None) => now.saturating_sub(FIRST_START_LOOKBACK.as_secs()),
+            Err(error) => {
+                tracing::error!(relay = %self.url, %error, "cannot read the watermark; using the first-start window");
+                now.saturating_sub(FIRST_START_LOOKBACK.as_secs())
+            }
+        };
+        Timestamp::from_secs(watermark.min(now).saturating_sub(SINCE_SKEW.as_secs()))
+    }
+
+    async fn forward(&self, arrival: Arrival) {
+        // The intake only stops at shutdown; a send error then is expected.
+        let _ = self.arrivals.send(arrival).await;
+    }
+}

@@ -1,0 +1,269 @@
+//! An accepted mention: who said what, in which conversation, and where an
+//! answer must go.
+//!
+//! Owns the reading of Nostr threading (NIP-29 `h`, NIP-10 `e` markers,
+//! NIP-17 peers) into a [`Thread`] and a [`ConversationKey`]. A mention is
+//! journaled as JSON at acceptance and rebuilt from it after a restart, so
+//! everything here is plain serializable data.
+
+use std::fmt;
+
+use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, TagKind, TagStandard, Timestamp, UnsignedEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::config::SessionPolicy;
+
+/// Which conversation a mention belongs to; one agent session per key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConversationKey(String);
+
+impl ConversationKey {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn from_journal(text: &str) -> Self {
+        ConversationKey(text.to_owned())
+    }
+}
+
+impl fmt::Display for ConversationKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where the answer goes, and how it threads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Thread {
+    /// NIP-29 group chat (kind 9) in channel `channel`.
+    Group {
+        channel: String,
+        root: EventId,
+        mention: EventId,
+    },
+    /// A public note thread (kind 1).
+    Note { root: EventId, mention: EventId },
+    /// A NIP-17 private conversation with `peer`; `message` is the rumor answered.
+    Direct { peer: PublicKey, message: EventId },
+}
+
+impl Thread {
+    /// The conversation this thread belongs to under `policy`.
+    pub fn conversation(&self, policy: SessionPolicy) -> ConversationKey {
+        ConversationKey(match (self, policy) {
+            (Thread::Group { channel, .. }, SessionPolicy::Conversation) => format!("group:{channel}"),
+            (Thread::Group { channel, root, .. }, SessionPolicy::Thread) => {
+                format!("group:{channel}/{}", root.to_hex())
+            }
+            (Thread::Note { root, .. }, _) => format!("note:{}", root.to_hex()),
+            (Thread::Direct { peer, .. }, _) => format!("dm:{}", peer.to_hex()),
+        })
+    }
+
+    /// The event a reply answers.
+    pub fn answered_event(&self) -> EventId {
+        match self {
+            Thread::Group { mention, .. } | Thread::Note { mention, .. } => *mention,
+            Thread::Direct { message, .. } => *message,
+        }
+    }
+
+    pub fn is_direct(&self) -> bool {
+        matches!(self, Thread::Direct { .. })
+    }
+}
+
+/// One accepted mention.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mention {
+    /// The event deduplicated on (for DMs: the gift wrap).
+    pub event_id: EventId,
+    pub author: PublicKey,
+    pub kind: Kind,
+    pub created_at: Timestamp,
+    pub content: String,
+    pub thread: Thread,
+    pub conversation: ConversationKey,
+    /// The event this mention replies to (NIP-10 `reply` marker), if any.
+    pub replies_to: Option<EventId>,
+    pub from_owner: bool,
+    pub from_sibling: bool,
+    /// How many of our replies precede this mention in a reply chain (see
+    /// `loop_guard`): 0 unless it answers one of our replies.
+    pub chain_depth: u32,
+    /// Unix seconds when the daemon accepted it (for queue wait and latency).
+    pub accepted_at: u64,
+}
+
+impl Mention {
+    /// The author as a short npub for logs (`npub1abcd…wxyz`).
+    pub fn author_short(&self) -> String {
+        short_npub(&self.author)
+    }
+}
+
+/// `npub1abcd…wxyz`: enough to tell people apart in a log line.
+pub fn short_npub(key: &PublicKey) -> String {
+    let full = crate::config::npub(key);
+    if full.len() <= 16 {
+        return full;
+    }
+    format!("{}…{}", &full[..10], &full[full.len() - 4..])
+}
+
+/// NIP-10 threading read off an event's tags: (root, reply target).
+/// Marked `e` tags win; otherwise the deprecated positional form (first `e`
+/// is the root, last is the reply).
+pub fn nip10_threading(tags: &nostr_sdk::prelude::Tags) -> (Option<EventId>, Option<EventId>) {
+    let mut root = None;
+    let mut reply = None;
+    let mut positional = Vec::new();
+    for tag in tags.iter() {
+        if let Some(TagStandard::Event { event_id, marker, .. }) = tag.as_standardized() {
+            match marker {
+                Some(nostr_sdk::prelude::Marker::Root) => root = Some(*event_id),
+                Some(nostr_sdk::prelude::Marker::Reply) => reply = Some(*event_id),
+                None => positional.push(*event_id),
+            }
+        }
+    }
+    if root.is_none() && reply.is_none() && !positional.is_empty() {
+        root = positional.first().copied();
+        reply = positional.last().copied();
+    }
+    (root, reply)
+}
+
+/// The `h` tag (NIP-29 group id) of an event.
+pub fn group_id(tags: &nostr_sdk::prelude::Tags) -> Option<String> {
+    tags.iter()
+        .find(|tag| tag.kind() == TagKind::h())
+        .and_then(|tag| tag.content())
+        .map(str::to_owned)
+}
+
+/// Threading of a public event (kind 9 or 1) mentioning the bot; `None`
+/// when a group message lacks its `h` tag.
+pub fn public_thread(event: &Event) -> Option<(Thread, Option<EventId>)> {
+    let (root, reply) = nip10_threading(&event.tags);
+    let root = root.or(reply).unwrap_or(event.id);
+    let thread = if event.kind == Kind::Custom(9) {
+        Thread::Group {
+            channel: group_id(&event.tags)?,
+            root,
+            mention: event.id,
+        }
+    } else {
+        Thread::Note {
+            root,
+            mention: event.id,
+        }
+    };
+    Some((thread, reply))
+}
+
+/// Threading of a NIP-17 message (the unwrapped rumor).
+pub fn direct_thread(
+    sender: PublicKey,
+    rumor: &UnsignedEvent,
+    rumor_id: EventId,
+) -> (Thread, Option<EventId>) {
+    let (_, reply) = nip10_threading(&rumor.tags);
+    (
+        Thread::Direct {
+            peer: sender,
+            message: rumor_id,
+        },
+        reply,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use nostr_sdk::prelude::{EventBuilder, Keys, Tag};
+
+    use super::*;
+
+    fn group_event(keys: &Keys, tags: Vec<Tag>) -> Event {
+        EventBuilder::new(Kind::Custom(9), "hi")
+            .tags(tags)
+            .sign_with_keys(keys)
+            .expect("sign")
+    }
+
+    #[test]
+    fn top_level_group_mention_is_its_own_root() {
+        let keys = Keys::generate();
+        let event = group_event(&keys, vec![Tag::parse(["h", "room"]).expect("tag")]);
+        let (thread, reply) = public_thread(&event).expect("has h");
+        assert_eq!(
+            thread,
+            Thread::Group {
+                channel: "room".into(),
+                root: event.id,
+                mention: event.id
+            }
+        );
+        assert_eq!(reply, None);
+        assert_eq!(
+            thread.conversation(SessionPolicy::Conversation).as_str(),
+            "group:room"
+        );
+    }
+
+    #[test]
+    fn threaded_group_mention_keeps_its_root_and_thread_policy_splits_threads() {
+        let keys = Keys::generate();
+        let root = EventId::all_zeros();
+        let parent = EventId::from_slice(&[1; 32]).expect("id");
+        let event = group_event(
+            &keys,
+            vec![
+                Tag::parse(["h", "room"]).expect("tag"),
+                Tag::parse(["e", &root.to_hex(), "", "root"]).expect("tag"),
+                Tag::parse(["e", &parent.to_hex(), "", "reply"]).expect("tag"),
+            ],
+        );
+        let (thread, reply) = public_thread(&event).expect("has h");
+        assert!(matches!(thread, Thread::Group { root: r, .. } if r == root));
+        assert_eq!(reply, Some(parent));
+        assert_eq!(
+            thread.conversation(SessionPolicy::Thread).as_str(),
+            format!("group:room/{}", root.to_hex())
+        );
+    }
+
+    #[test]
+    fn group_message_without_h_tag_has_no_thread() {
+        let keys = Keys::generate();
+        assert!(public_thread(&group_event(&keys, Vec::new())).is_none());
+    }
+
+    #[test]
+    fn mention_round_trips_through_the_journal_format() {
+        let keys = Keys::generate();
+        let event = EventBuilder::text_note("hello")
+            .sign_with_keys(&keys)
+            .expect("sign");
+        let (thread, replies_to) = public_thread(&event).expect("note");
+        let mention = Mention {
+            event_id: event.id,
+            author: keys.public_key(),
+            kind: event.kind,
+            created_at: event.created_at,
+            content: event.content.clone(),
+            conversation: thread.conversation(SessionPolicy::Conversation),
+            thread,
+            replies_to,
+            from_owner: true,
+            from_sibling: false,
+            chain_depth: 0,
+            accepted_at: 1,
+        };
+        let json = serde_json::to_string(&mention).expect("serialize");
+        assert_eq!(serde_json::from_str::<Mention>(&json).expect("parse"), mention);
+    }
+}

@@ -1,0 +1,104 @@
+//! The mode gate: what a mention does when its conversation already has a
+//! turn in flight (`--multiple-event-handling`, `--dedup`).
+//!
+//! Owns only the decision; carrying it out (steer, cancel + merge, queue)
+//! belongs to the turn runner and the queue.
+
+use crate::config::{Dedup, MultipleEventHandling};
+use crate::framing::Framing;
+use crate::mention::Mention;
+
+/// What to do with a mention that arrived mid-turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Wait for the next turn.
+    Queue,
+    /// Fold into the live turn under this framing.
+    Absorb(Framing),
+    /// Not kept (`--dedup drop`): the person is told.
+    Drop,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ModeGate {
+    mode: MultipleEventHandling,
+    dedup: Dedup,
+}
+
+impl ModeGate {
+    /// `dedup` must be `queue` unless `mode` is `queue` (checked at start-up).
+    pub fn new(mode: MultipleEventHandling, dedup: Dedup) -> Self {
+        ModeGate { mode, dedup }
+    }
+
+    pub fn decide(&self, mention: &Mention) -> Decision {
+        match self.mode {
+            MultipleEventHandling::Steer => Decision::Absorb(Framing::Steer),
+            MultipleEventHandling::Interrupt => Decision::Absorb(Framing::Interrupt),
+            MultipleEventHandling::OwnerInterrupt if mention.from_owner => {
+                Decision::Absorb(Framing::Interrupt)
+            }
+            MultipleEventHandling::OwnerInterrupt | MultipleEventHandling::Queue => match self.dedup {
+                Dedup::Queue => Decision::Queue,
+                Dedup::Drop => Decision::Drop,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nostr_sdk::prelude::{EventId, Keys, Kind, Timestamp};
+
+    use super::*;
+    use crate::config::SessionPolicy;
+    use crate::mention::Thread;
+
+    fn mention(from_owner: bool) -> Mention {
+        let thread = Thread::Note {
+            root: EventId::all_zeros(),
+            mention: EventId::all_zeros(),
+        };
+        Mention {
+            event_id: EventId::all_zeros(),
+            author: Keys::generate().public_key(),
+            kind: Kind::TextNote,
+            created_at: Timestamp::from_secs(1),
+            content: String::new(),
+            conversation: thread.conversation(SessionPolicy::Conversation),
+            thread,
+            replies_to: None,
+            from_owner,
+            from_sibling: false,
+            chain_depth: 0,
+            accepted_at: 1,
+        }
+    }
+
+    #[test]
+    fn each_mode_decides_as_documented() {
+        let (owner, other) = (mention(true), mention(false));
+        let gate = |mode| ModeGate::new(mode, Dedup::Queue);
+        assert_eq!(gate(MultipleEventHandling::Queue).decide(&owner), Decision::Queue);
+        assert_eq!(
+            gate(MultipleEventHandling::Steer).decide(&other),
+            Decision::Absorb(Framing::Steer)
+        );
+        assert_eq!(
+            gate(MultipleEventHandling::Interrupt).decide(&other),
+            Decision::Absorb(Framing::Interrupt)
+        );
+        assert_eq!(
+            gate(MultipleEventHandling::OwnerInterrupt).decide(&owner),
+            Decision::Absorb(Framing::Interrupt)
+        );
+        assert_eq!(
+            gate(MultipleEventHandling::OwnerInterrupt).decide(&other),
+            Decision::Queue
+        );
+        assert_eq!(
+            ModeGate::new(MultipleEventHandling::Queue, Dedup::Drop).decide(&owner),
+            Decision::Drop
+        );
+    }
+}

@@ -1,0 +1,372 @@
+//! The supervisor pool: agent processes and their sessions.
+//!
+//! Owns `--agents` process slots, each lazily spawned on first work and
+//! reaped after sitting idle, so an idle daemon holds no agents. One process
+//! hosts many sessions; a conversation keeps its session (affinity) while
+//! its process lives. Crashed agents are respawned on the next lease; when
+//! several crash within a minute, a circuit breaker stops respawns for a
+//! cool-down and says so, so a broken agent binary cannot spin the machine.
+//!
+//! Turns run on their own tasks and lease from here concurrently: each slot
+//! has its own async lock (spawning and `initialize` take seconds and must
+//! not hold up other slots), and the session table a plain mutex.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig, ExitReason, SessionId};
+
+use crate::config::AgentSettings;
+use crate::mention::ConversationKey;
+use crate::telemetry::metrics;
+
+/// Crashes within [`CRASH_WINDOW`] that open the circuit breaker.
+const CRASHES_TO_OPEN: usize = 5;
+const CRASH_WINDOW: Duration = Duration::from_secs(60);
+/// How long an open breaker refuses to spawn.
+const BREAKER_COOL_DOWN: Duration = Duration::from_secs(60);
+/// An agent with no turn in flight for this long is stopped.
+pub const IDLE_AGENT_REAP: Duration = Duration::from_secs(600);
+
+/// Why no agent could be leased.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PoolError {
+    #[error("the agent could not be started: {0}")]
+    Spawn(String),
+    #[error("the agent failed to start up: {0}")]
+    Initialize(String),
+    #[error("the agent could not open a session: {0}")]
+    Session(String),
+    #[error("agents crashed {CRASHES_TO_OPEN} times within a minute; not restarting them for {0}s")]
+    CircuitOpen(u64),
+}
+
+/// An agent and a session, leased for one turn.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub client: AgentClient,
+    pub session: SessionId,
+    pub slot: usize,
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct LiveAgent {
+    client: AgentClient,
+    generation: u64,
+    busy: usize,
+    last_used: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    agent: Option<LiveAgent>,
+}
+
+#[derive(Debug, Clone)]
+struct SessionRef {
+    slot: usize,
+    generation: u64,
+    session: SessionId,
+}
+
+#[derive(Debug, Default)]
+struct Breaker {
+    crashes: VecDeque<Instant>,
+    open_until: Option<Instant>,
+}
+
+impl Breaker {
+    fn record_crash(&mut self, now: Instant) {
+        self.crashes.push_back(now);
+        while self
+            .crashes
+            .front()
+            .is_some_and(|at| now.duration_since(*at) > CRASH_WINDOW)
+        {
+            self.crashes.pop_front();
+        }
+        if self.crashes.len() >= CRASHES_TO_OPEN && self.open_until.is_none() {
+            self.open_until = Some(now + BREAKER_COOL_DOWN);
+            tracing::error!(
+                crashes = self.crashes.len(),
+                window_s = CRASH_WINDOW.as_secs(),
+                cool_down_s = BREAKER_COOL_DOWN.as_secs(),
+                "agents keep crashing: circuit breaker open, no respawns during the cool-down"
+            );
+        }
+    }
+
+    /// Seconds left while open.
+    fn open_for(&mut self, now: Instant) -> Option<u64> {
+        match self.open_until {
+            Some(until) if now < until => Some((until - now).as_secs().max(1)),
+            Some(_) => {
+                self.open_until = None;
+                self.crashes.clear();
+                tracing::info!("circuit breaker closed: agents may be started again");
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Pool {
+    settings: AgentSettings,
+    client_config: ClientConfig,
+    slots: Vec<tokio::sync::Mutex<Slot>>,
+    sessions: Mutex<HashMap<ConversationKey, SessionRef>>,
+    /// Busy turns per slot, readable without the slot's async lock.
+    load: Mutex<Vec<usize>>,
+    breaker: Arc<Mutex<Breaker>>,
+    next_generation: Mutex<u64>,
+}
+
+impl Pool {
+    pub fn new(settings: AgentSettings, client_config: ClientConfig) -> Self {
+        let processes = settings.processes as usize;
+        Pool {
+            slots: (0..processes)
+                .map(|_| tokio::sync::Mutex::new(Slot::default()))
+                .collect(),
+            load: Mutex::new(vec![0; processes]),
+            settings,
+            client_config,
+            sessions: Mutex::new(HashMap::new()),
+            breaker: Arc::new(Mutex::new(Breaker::default())),
+            next_generation: Mutex::new(0),
+        }
+    }
+
+    /// Whether the circuit breaker currently refuses to start agents.
+    pub fn circuit_open(&self) -> bool {
+        lock(&self.breaker).open_for(Instant::now()).is_some()
+    }
+
+    /// An agent and the conversation's session, starting either as needed.
+    pub async fn lease(&self, conversation: &ConversationKey) -> Result<Lease, PoolError> {
+        let known = lock(&self.sessions).get(conversation).cloned();
+        let slot_index = known
+            .as_ref()
+            .map_or_else(|| self.least_loaded_slot(), |known| known.slot);
+        let mut slot = self.slots[slot_index].lock().await;
+        let (client, generation) = self.live_agent(&mut slot, slot_index).await?;
+        let session = match known.filter(|known| known.generation == generation) {
+            Some(known) => known.session,
+            None => {
+                let session = client
+                    .new_session(&self.settings.cwd, Vec::new())
+                    .await
+                    .map_err(|error| PoolError::Session(error.to_string()))?;
+                tracing::info!(%conversation, session = %session, agent = client.name(), "session opened");
+                lock(&self.sessions).insert(
+                    conversation.clone(),
+                    SessionRef {
+                        slot: slot_index,
+                        generation,
+                        session: session.clone(),
+                    },
+                );
+                session
+            }
+        };
+        if let Some(agent) = slot.agent.as_mut() {
+            agent.busy += 1;
+            agent.last_used = Instant::now();
+        }
+        lock(&self.load)[slot_index] += 1;
+        Ok(Lease {
+            client,
+            session,
+            slot: slot_index,
+            generation,
+        })
+    }
+
+    /// Ends a lease.
+    pub async fn release(&self, lease: &Lease) {
+        let mut slot = self.slots[lease.slot].lock().await;
+        if let Some(agent) = slot
+            .agent
+            .as_mut()
+            .filter(|agent| agent.generation == lease.generation)
+        {
+            agent.busy = agent.busy.saturating_sub(1);
+            agent.last_used = Instant::now();
+        }
+        let mut load = lock(&self.load);
+        load[lease.slot] = load[lease.slot].saturating_sub(1);
+    }
+
+    /// Forgets the conversation's session: the next turn opens a fresh one.
+    pub fn rotate(&self, conversation: &ConversationKey) -> bool {
+        lock(&self.sessions).remove(conversation).is_some()
+    }
+
+    /// Kills a leased agent that stopped honouring the protocol (ignored a
+    /// cancel); the next lease starts a fresh one.
+    pub async fn discard(&self, lease: &Lease) {
+        tracing::warn!(agent = lease.client.name(), "discarding an unresponsive agent");
+        lease.client.kill();
+        let mut slot = self.slots[lease.slot].lock().await;
+        if slot
+            .agent
+            .as_ref()
+            .is_some_and(|agent| agent.generation == lease.generation)
+        {
+            slot.agent = None;
+        }
+    }
+
+    /// Agents currently alive.
+    pub async fn alive(&self) -> usize {
+        let mut alive = 0;
+        for slot in &self.slots {
+            if slot
+                .lock()
+                .await
+                .agent
+                .as_ref()
+                .is_some_and(|agent| agent.client.exit().is_none())
+            {
+                alive += 1;
+            }
+        }
+        alive
+    }
+
+    /// Stops agents idle for `idle_for`; their sessions are forgotten.
+    pub async fn reap_idle(&self, idle_for: Duration) {
+        for (index, slot) in self.slots.iter().enumerate() {
+            let mut slot = slot.lock().await;
+            let idle = slot
+                .agent
+                .as_ref()
+                .is_some_and(|agent| agent.busy == 0 && agent.last_used.elapsed() >= idle_for);
+            if idle {
+                if let Some(agent) = slot.agent.take() {
+                    tracing::info!(agent = agent.client.name(), "stopping idle agent");
+                    agent.client.kill();
+                }
+                lock(&self.sessions).retain(|_, session| session.slot != index);
+            }
+        }
+        metrics::agents_alive(self.alive().await);
+    }
+
+    /// Kills every agent (shutdown).
+    pub async fn shutdown(&self) {
+        for slot in &self.slots {
+            if let Some(agent) = slot.lock().await.agent.take() {
+                agent.client.kill();
+            }
+        }
+        lock(&self.sessions).clear();
+    }
+
+    fn least_loaded_slot(&self) -> usize {
+        let load = lock(&self.load);
+        (0..load.len()).min_by_key(|index| load[*index]).unwrap_or(0)
+    }
+
+    /// The slot's agent, spawned and initialized if it has none or it died.
+    async fn live_agent(&self, slot: &mut Slot, index: usize) -> Result<(AgentClient, u64), PoolError> {
+        if let Some(agent) = &slot.agent {
+            if agent.client.exit().is_none() {
+                return Ok((agent.client.clone(), agent.generation));
+            }
+            slot.agent = None;
+            lock(&self.sessions).retain(|_, session| session.slot != index);
+            metrics::agent_respawned();
+        }
+        if let Some(seconds) = lock(&self.breaker).open_for(Instant::now()) {
+            return Err(PoolError::CircuitOpen(seconds));
+        }
+        let generation = {
+            let mut next = lock(&self.next_generation);
+            *next += 1;
+            *next
+        };
+        let name = format!("{}#{}.{}", self.agent_name(), index + 1, generation);
+        let command = AgentCommand {
+            name: name.clone(),
+            program: self.settings.command.clone().into(),
+            args: self.settings.args.iter().map(Into::into).collect(),
+            cwd: Some(self.settings.cwd.clone()),
+            env: self
+                .settings
+                .env
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        };
+        let client = AgentClient::spawn(&command, self.client_config.clone()).map_err(|error| {
+            lock(&self.breaker).record_crash(Instant::now());
+            PoolError::Spawn(spawn_hint(&error, &self.settings.command))
+        })?;
+        let info = match client.initialize().await {
+            Ok(info) => info,
+            Err(error) => {
+                client.kill();
+                lock(&self.breaker).record_crash(Instant::now());
+                return Err(PoolError::Initialize(error.to_string()));
+            }
+        };
+        log_started(&name, &info);
+        self.watch_exit(&client);
+        slot.agent = Some(LiveAgent {
+            client: client.clone(),
+            generation,
+            busy: 0,
+            last_used: Instant::now(),
+        });
+        Ok((client, generation))
+    }
+
+    /// Counts the agent's exit as a crash unless we killed it.
+    fn watch_exit(&self, client: &AgentClient) {
+        let exit = client.exit_watch();
+        let breaker = Arc::clone(&self.breaker);
+        let name = client.name().to_owned();
+        tokio::spawn(async move {
+            let exit = exit.wait().await;
+            if exit.reason != ExitReason::Killed {
+                tracing::warn!(agent = %name, %exit, "agent exited unexpectedly");
+                lock(&breaker).record_crash(Instant::now());
+            }
+        });
+    }
+
+    fn agent_name(&self) -> &str {
+        std::path::Path::new(&self.settings.command)
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("agent")
+    }
+}
+
+fn log_started(name: &str, info: &AgentInfo) {
+    tracing::info!(
+        agent = name,
+        agent_name = info.name.as_deref().unwrap_or("?"),
+        agent_version = info.version.as_deref().unwrap_or("?"),
+        steering_hint = info.steering_hint.is_some(),
+        "agent initialized"
+    );
+}
+
+fn spawn_hint(error: &AcpError, command: &str) -> String {
+    match error {
+        AcpError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            format!("`{command}` was not found (install it, or point --agent-command at it)")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,236 @@
+//! What goes out: answers, notices and reactions, threaded where the
+//! mention was.
+//!
+//! Owns building and signing outgoing events and handing them to the outbox.
+//! Every answer and notice is signed once and stored in the same transaction
+//! that marks the mentions it answers (see `store`); only then is it
+//! published, by [`publisher`]. A crash can therefore neither lose an answer
+//! nor post it twice. Reactions are courtesy, not state: they are published
+//! directly and a lost one is not retried.
+//!
+//! Threading (NIP-10 markers, read the same by common clients and by buzz):
+//! a reply to a top-level mention carries the mention as both `root` and
+//! `reply`; a reply inside a thread carries the thread root and the mention.
+//! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift wraps.
+
+pub mod publisher;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use nostr_sdk::prelude::{
+    Client, Event, EventBuilder, EventId, JsonUtil, Keys, Kind, PublicKey, Tag, TagKind, TagStandard,
+};
+use tokio::sync::Notify;
+
+use crate::config::ReplyMode;
+use crate::loop_guard::LoopGuard;
+use crate::mention::{Mention, Thread};
+use crate::store::{Finish, OutgoingEvent, Store, StoreError};
+
+/// The reaction that tells a person "heard you, working on it".
+pub const ACCEPTED_REACTION: &str = "👀";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplyError {
+    #[error("could not sign the reply: {0}")]
+    Sign(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Signs outgoing events and puts them in the outbox.
+#[derive(Debug, Clone)]
+pub struct Replier {
+    keys: Keys,
+    client: Client,
+    store: Arc<Store>,
+    reply_mode: ReplyMode,
+    reactions: bool,
+    loop_guard: Arc<LoopGuard>,
+    publish: Arc<Notify>,
+}
+
+impl Replier {
+    pub fn new(
+        keys: Keys,
+        client: Client,
+        store: Arc<Store>,
+        reply_mode: ReplyMode,
+        reactions: bool,
+        loop_guard: Arc<LoopGuard>,
+    ) -> Self {
+        Replier {
+            keys,
+            client,
+            store,
+            reply_mode,
+            reactions,
+            loop_guard,
+            publish: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The signal the publisher waits on.
+    pub fn publish_signal(&self) -> Arc<Notify> {
+        Arc::clone(&self.publish)
+    }
+
+    /// Marks a mention as heard (NIP-25). Not for DMs: a public reaction
+    /// would reveal a private conversation.
+    pub async fn react(&self, mention: &Mention) {
+        if !self.reactions || mention.thread.is_direct() {
+            return;
+        }
+        let mut tags = vec![
+            Tag::event(mention.event_id),
+            Tag::public_key(mention.author),
+            Tag::custom(TagKind::k(), [mention.kind.as_u16().to_string()]),
+        ];
+        if let Thread::Group { channel, .. } = &mention.thread {
+            tags.push(group_tag(channel));
+        }
+        let event = match EventBuilder::new(Kind::Reaction, ACCEPTED_REACTION)
+            .tags(tags)
+            .sign_with_keys(&self.keys)
+        {
+            Ok(event) => event,
+            Err(error) => return tracing::warn!(%error, "could not sign a reaction"),
+        };
+        if let Err(error) = self.client.send_event(&event).await {
+            tracing::debug!(event_id = %mention.event_id, %error, "reaction not published");
+        }
+    }
+
+    /// Publishes the agent's answer to `mentions` (one turn's batch; the
+    /// reply threads under the newest) and marks them all answered. With
+    /// `--reply-mode agent` the agent posted for itself: nothing is
+    /// published and the mentions are only marked answered.
+    pub async fn answer(&self, mentions: &[Mention], text: &str) -> Result<Option<EventId>, ReplyError> {
+        if self.reply_mode == ReplyMode::Agent {
+            let ids = event_ids(mentions);
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            self.store.journal_finish(&ids, Finish::Answered, now())?;
+            return Ok(None);
+        }
+        self.store_and_publish(mentions, text, Finish::Answered)
+            .await
+            .map(Some)
+    }
+
+    /// Tells the people behind `mentions` why they get no answer, and marks
+    /// the mentions finished.
+    pub async fn notify(&self, mentions: &[Mention], text: &str) -> Result<EventId, ReplyError> {
+        self.store_and_publish(mentions, text, Finish::Notified).await
+    }
+
+    /// Says something in the thread of `mention` without finishing it (for
+    /// example that a steer waits behind a permission question).
+    pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
+        let event = self.build(std::slice::from_ref(mention), text).await?;
+        self.put_in_outbox(&event, &[], Finish::Notified)?;
+        Ok(event.id)
+    }
+
+    async fn store_and_publish(
+        &self,
+        mentions: &[Mention],
+        text: &str,
+        finish: Finish,
+    ) -> Result<EventId, ReplyError> {
+        let event = self.build(mentions, text).await?;
+        self.put_in_outbox(&event, mentions, finish)?;
+        if let Some(newest) = mentions.last() {
+            self.loop_guard.record_reply(event.id, newest.chain_depth);
+        }
+        Ok(event.id)
+    }
+
+    /// Stores the signed event and finishes `answered` in one transaction,
+    /// then wakes the publisher.
+    fn put_in_outbox(&self, event: &Event, answered: &[Mention], finish: Finish) -> Result<(), StoreError> {
+        let json = event.as_json();
+        let event_id = event.id.to_hex();
+        let answered = event_ids(answered);
+        let answered: Vec<&str> = answered.iter().map(String::as_str).collect();
+        let outgoing = OutgoingEvent {
+            event_id: &event_id,
+            relay_hint: None,
+            json: &json,
+        };
+        self.store.outbox_put(&outgoing, &answered, finish, now())?;
+        self.publish.notify_one();
+        Ok(())
+    }
+
+    /// Signs the event answering `mentions` in the thread of the newest one.
+    async fn build(&self, mentions: &[Mention], text: &str) -> Result<Event, ReplyError> {
+        let newest = mentions
+            .last()
+            .ok_or_else(|| ReplyError::Sign("no mention to answer".into()))?;
+        let authors: BTreeSet<PublicKey> = mentions.iter().map(|mention| mention.author).collect();
+        let sign_error =
+            |error: nostr_sdk::prelude::event::builder::Error| ReplyError::Sign(error.to_string());
+        match &newest.thread {
+            Thread::Group {
+                channel,
+                root,
+                mention,
+            } => {
+                let mut tags = vec![group_tag(channel)];
+                tags.extend(thread_tags(*root, *mention, &authors));
+                EventBuilder::new(Kind::Custom(9), text)
+                    .tags(tags)
+                    .sign_with_keys(&self.keys)
+                    .map_err(sign_error)
+            }
+            Thread::Note { root, mention } => EventBuilder::new(Kind::TextNote, text)
+                .tags(thread_tags(*root, *mention, &authors))
+                .sign_with_keys(&self.keys)
+                .map_err(sign_error),
+            Thread::Direct { peer, message } => {
+                EventBuilder::private_msg(&self.keys, *peer, text, [reply_marker(*message)])
+                    .await
+                    .map_err(sign_error)
+            }
+        }
+    }
+}
+
+fn event_ids(mentions: &[Mention]) -> Vec<String> {
+    mentions.iter().map(|mention| mention.event_id.to_hex()).collect()
+}
+
+fn group_tag(channel: &str) -> Tag {
+    Tag::custom(TagKind::h(), [channel.to_owned()])
+}
+
+fn reply_marker(event_id: EventId) -> Tag {
+    Tag::from_standardized_without_cell(TagStandard::Event {
+        event_id,
+        relay_url: None,
+        marker: Some(nostr_sdk::prelude::Marker::Reply),
+        public_key: None,
+        uppercase: false,
+    })
+}
+
+/// NIP-10 `root` and `reply` markers plus a `p` tag per author answered.
+fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -> Vec<Tag> {
+    let mut tags = vec![
+        Tag::from_standardized_without_cell(TagStandard::Event {
+            event_id: root,
+            relay_url: None,
+            marker: Some(nostr_sdk::prelude::Marker::Root),
+            public_key: None,
+            uppercase: false,
+        }),
+        reply_marker(mention),
+    ];
+    tags.extend(authors.iter().map(|author| Tag::public_key(*author)));
+    tags
+}
+
+fn now() -> i64 {
+    i64::try_from(nostr_sdk::prelude::Timestamp::now().as_secs()).unwrap_or(i64::MAX)
+}

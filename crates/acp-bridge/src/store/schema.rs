@@ -1,0 +1,123 @@
+//! The database schema and its forward-only migrations.
+//!
+//! `PRAGMA user_version` holds the number of migrations applied. Opening runs
+//! the missing ones in order, all in one transaction with the version bump,
+//! so a crash mid-migration leaves the file as it was. A migration is never
+//! edited once released: change the schema by appending one. A file whose
+//! version is above [`SUPPORTED_VERSION`] was written by a newer build and is
+//! refused without being touched, since this build cannot know what its
+//! tables mean.
+//!
+//! Tables are STRICT (SQLite checks the column types) and states are TEXT
+//! with a CHECK, so a bad write fails loudly instead of being read back as
+//! something else.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{Result, StoreError};
+
+/// Version 1: seen set, watermarks, mention journal, outbox.
+const V1: &str = "
+CREATE TABLE seen (
+    event_id TEXT PRIMARY KEY NOT NULL,
+    seen_at  INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+CREATE INDEX seen_by_age ON seen (seen_at);
+
+CREATE TABLE watermark (
+    relay      TEXT PRIMARY KEY NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+
+CREATE TABLE outbox (
+    seq        INTEGER PRIMARY KEY,
+    event_id   TEXT NOT NULL UNIQUE,
+    relay_hint TEXT,
+    json       TEXT NOT NULL,
+    stored_at  INTEGER NOT NULL,
+    sent_at    INTEGER
+) STRICT;
+CREATE INDEX outbox_unsent ON outbox (seq) WHERE sent_at IS NULL;
+CREATE INDEX outbox_sent_by_age ON outbox (sent_at) WHERE sent_at IS NOT NULL;
+
+CREATE TABLE mention (
+    seq          INTEGER PRIMARY KEY,
+    event_id     TEXT NOT NULL UNIQUE,
+    conversation TEXT NOT NULL,
+    payload      TEXT NOT NULL,
+    accepted_at  INTEGER NOT NULL,
+    attempts     INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    state        TEXT NOT NULL DEFAULT 'pending'
+                 CHECK (state IN ('pending', 'answered', 'notified', 'dropped')),
+    finished_at  INTEGER,
+    reply_id     TEXT REFERENCES outbox (event_id) ON DELETE SET NULL,
+    CHECK ((state = 'pending') = (finished_at IS NULL))
+) STRICT;
+CREATE INDEX mention_pending ON mention (accepted_at, seq) WHERE state = 'pending';
+CREATE INDEX mention_finished_by_age ON mention (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX mention_reply ON mention (reply_id) WHERE reply_id IS NOT NULL;
+";
+
+/// Every migration, oldest first; `user_version` N means the first N ran.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this build writes.
+pub(super) const SUPPORTED_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the database up to [`SUPPORTED_VERSION`].
+pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if found > SUPPORTED_VERSION {
+        return Err(StoreError::NewerSchema {
+            found,
+            supported: SUPPORTED_VERSION,
+        });
+    }
+    if found == SUPPORTED_VERSION {
+        return Ok(());
+    }
+    let applied = usize::try_from(found).unwrap_or(0);
+    for sql in &MIGRATIONS[applied..] {
+        tx.execute_batch(sql)?;
+    }
+    tx.pragma_update(None, "user_version", SUPPORTED_VERSION)?;
+    tx.commit()?;
+    tracing::info!(from = found, to = SUPPORTED_VERSION, "store: schema migrated");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Store;
+    use super::super::scratch::ScratchDir;
+    use super::*;
+
+    #[test]
+    fn fresh_database_reaches_supported_version_and_reopens_without_migrating() {
+        let dir = ScratchDir::new("schema");
+        drop(Store::open(dir.path()).unwrap());
+        // A second open would fail with "table already exists" if it re-ran V1.
+        let store = Store::open(dir.path()).unwrap();
+        let version: i64 = store
+            .conn()
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, SUPPORTED_VERSION);
+    }
+
+    #[test]
+    fn unknown_mention_state_is_rejected_by_the_schema() {
+        let dir = ScratchDir::new("check");
+        let store = Store::open(dir.path()).unwrap();
+        let err = store
+            .conn()
+            .execute(
+                "INSERT INTO mention (event_id, conversation, payload, accepted_at, state, finished_at)
+                 VALUES ('aa', 'c', '{}', 1, 'lost', 2)",
+                [],
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("CHECK"), "{err}");
+    }
+}

@@ -1,0 +1,43 @@
+//! The daemon's metrics, named in one place.
+//!
+//! Recorded through the `metrics` facade: with no exporter installed every
+//! call is a no-op, so the pipeline records unconditionally and
+//! `--metrics-addr` decides whether anyone reads them.
+
+use metrics::{counter, gauge, histogram};
+
+pub fn event_received() {
+    counter!("acp_bridge_events_received_total").increment(1);
+}
+
+pub fn event_accepted() {
+    counter!("acp_bridge_events_accepted_total").increment(1);
+}
+
+pub fn event_dropped(reason: &'static str) {
+    counter!("acp_bridge_events_dropped_total", "reason" => reason).increment(1);
+}
+
+pub fn turn_finished(outcome: &'static str) {
+    counter!("acp_bridge_turns_total", "outcome" => outcome).increment(1);
+}
+
+pub fn steer(path: &'static str) {
+    counter!("acp_bridge_steers_total", "path" => path).increment(1);
+}
+
+pub fn queue_depth(depth: usize) {
+    gauge!("acp_bridge_queue_depth").set(depth as f64);
+}
+
+pub fn agents_alive(alive: usize) {
+    gauge!("acp_bridge_agents_alive").set(alive as f64);
+}
+
+pub fn agent_respawned() {
+    counter!("acp_bridge_agent_respawns_total").increment(1);
+}
+
+pub fn mention_to_reply(seconds: f64) {
+    histogram!("acp_bridge_mention_to_reply_seconds").record(seconds);
+}

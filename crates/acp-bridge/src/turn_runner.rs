@@ -1,0 +1,519 @@
+//! One turn of one conversation, from lease to reply.
+//!
+//! Owns everything that happens while a turn is live: the prompt, the
+//! stream of the agent's events, and mentions that arrive mid-turn, which
+//! the heart hands over as [`Control::Absorb`]. Absorbing tries goose's
+//! native steer first (steer framing); when the agent refuses or cannot, it
+//! falls back to cancel + merge: cancel the live prompt, keep its batch, and
+//! re-prompt once with the batch and the new messages under one framing.
+//! While that cancel is under way, later mentions join the pending merge, so
+//! a burst costs exactly one cancel.
+//!
+//! Delivery is confirmed, not assumed: a native steer counts as delivered
+//! only when the turn's outcome shows it folded in. Unconfirmed steers, and
+//! steers refused because the turn had just ended, go back to the heart for
+//! the next turn. Every mention handed to a runner comes back in its report,
+//! answered or not: nothing is dropped here.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use acp_client::{
+    AcpError, CancelOutcome, ContentBlock, StopReason, TurnError, TurnEvent, TurnOptions, TurnOutcome,
+    TurnProgress,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::framing::{self, Framing};
+use crate::mention::{ConversationKey, Mention};
+use crate::pool::{Lease, Pool, PoolError};
+use crate::reply::Replier;
+use crate::telemetry::metrics;
+
+/// What the heart tells a live turn.
+#[derive(Debug)]
+pub enum Control {
+    /// Mentions that arrived mid-turn, to be folded in under `framing`.
+    Absorb {
+        mentions: Vec<Mention>,
+        framing: Framing,
+    },
+    /// The owner's `!cancel`.
+    CancelByOwner,
+    /// Shutdown past the grace period: stop, leaving the mentions journaled
+    /// for the next start.
+    Abandon,
+}
+
+/// How a turn ended, with every mention it was given.
+#[derive(Debug)]
+pub struct TurnReport {
+    pub conversation: ConversationKey,
+    pub turn_id: u64,
+    pub end: TurnEnd,
+    /// Mentions for the next turn: unconfirmed steers, steers refused
+    /// because the turn had ended, merges that missed their turn.
+    pub returned: Vec<Mention>,
+}
+
+#[derive(Debug)]
+pub enum TurnEnd {
+    /// The answer is stored in the outbox; the mentions are finished.
+    Answered { mentions: Vec<Mention> },
+    /// The people were told why there is no answer; the mentions are finished.
+    Notified { mentions: Vec<Mention> },
+    /// Nothing was answered; the heart retries or gives up.
+    Failed {
+        mentions: Vec<Mention>,
+        failure: TurnFailure,
+    },
+    /// Cancelled by the owner; the heart tells them.
+    CancelledByOwner { mentions: Vec<Mention> },
+    /// Stopped at shutdown; the mentions stay pending in the journal.
+    Abandoned { mentions: Vec<Mention> },
+}
+
+/// Why a turn failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TurnFailure {
+    #[error("{0}")]
+    Pool(#[from] PoolError),
+    #[error("the agent stopped: {0}")]
+    Agent(String),
+    #[error("the agent went silent")]
+    IdleTimeout,
+    #[error("the turn ran past its time limit")]
+    Deadline,
+    #[error("the reply could not be stored: {0}")]
+    Store(String),
+}
+
+impl TurnFailure {
+    /// Worth another attempt (the next may land on a healthy agent).
+    pub fn retryable(&self) -> bool {
+        !matches!(self, TurnFailure::Deadline)
+    }
+}
+
+/// Which steer path a turn took (for its closing log line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SteerPath {
+    None,
+    Native,
+    Fallback,
+}
+
+impl SteerPath {
+    fn as_str(self) -> &'static str {
+        match self {
+            SteerPath::None => "none",
+            SteerPath::Native => "native",
+            SteerPath::Fallback => "fallback",
+        }
+    }
+}
+
+/// A merge waiting for the live prompt to end.
+#[derive(Debug)]
+struct PendingMerge {
+    framing: Framing,
+    mentions: Vec<Mention>,
+}
+
+#[derive(Debug)]
+pub struct TurnRunner {
+    pub turn_id: u64,
+    pub conversation: ConversationKey,
+    pub batch: Vec<Mention>,
+    pub pool: Arc<Pool>,
+    pub replier: Replier,
+    pub options: TurnOptions,
+    pub control: mpsc::Receiver<Control>,
+    pub reports: mpsc::Sender<TurnReport>,
+}
+
+/// The state of one prompt in flight.
+#[derive(Debug, Default)]
+struct PromptState {
+    /// Accepted native steers, with the `messageId` that proves their fold.
+    steered: Vec<(Vec<Mention>, String)>,
+    merge: Option<PendingMerge>,
+    cancel: Option<JoinHandle<Result<CancelOutcome, AcpError>>>,
+    owner_cancelled: bool,
+    abandoned: bool,
+}
+
+impl TurnRunner {
+    pub async fn run(mut self) {
+        let newest = self.batch.last();
+        let span = tracing::info_span!(
+            "turn",
+            turn_id = self.turn_id,
+            conversation = %self.conversation,
+            event_id = newest.map(|m| m.event_id.to_hex()).unwrap_or_default(),
+            author = newest.map(Mention::author_short).unwrap_or_default(),
+            session = tracing::field::Empty,
+            run_id = tracing::field::Empty,
+        );
+        let report = self.execute().instrument(span).await;
+        if self.reports.send(report).await.is_err() {
+            tracing::debug!("heart gone before the turn report; mentions stay journaled");
+        }
+    }
+
+    async fn execute(&mut self) -> TurnReport {
+        let batch = std::mem::take(&mut self.batch);
+        let queue_wait_ms = batch
+            .first()
+            .map(|m| {
+                nostr_sdk::prelude::Timestamp::now()
+                    .as_secs()
+                    .saturating_sub(m.accepted_at)
+                    * 1000
+            })
+            .unwrap_or_default();
+        let started = Instant::now();
+        let lease = match self.pool.lease(&self.conversation).await {
+            Ok(lease) => lease,
+            Err(error) => {
+                tracing::warn!(%error, "no agent for the turn");
+                return self.report(
+                    TurnEnd::Failed {
+                        mentions: batch,
+                        failure: error.into(),
+                    },
+                    Vec::new(),
+                );
+            }
+        };
+        tracing::Span::current().record("session", lease.session.as_str());
+        let mut returned = Vec::new();
+        let (end, path, stop) = self.drive(&lease, batch, &mut returned).await;
+        self.pool.release(&lease).await;
+        let outcome = end_label(&end);
+        metrics::turn_finished(outcome);
+        tracing::info!(
+            outcome,
+            stop_reason = stop.as_ref().map(StopReason::as_str).unwrap_or("none"),
+            steer_path = path.as_str(),
+            queue_wait_ms,
+            agent_ms = started.elapsed().as_millis() as u64,
+            returned = returned.len(),
+            "turn finished"
+        );
+        self.report(end, returned)
+    }
+
+    fn report(&self, end: TurnEnd, returned: Vec<Mention>) -> TurnReport {
+        TurnReport {
+            conversation: self.conversation.clone(),
+            turn_id: self.turn_id,
+            end,
+            returned,
+        }
+    }
+
+    /// Prompts, absorbs mid-turn mentions, re-prompts after fallback
+    /// merges, and answers.
+    async fn drive(
+        &mut self,
+        lease: &Lease,
+        batch: Vec<Mention>,
+        returned: &mut Vec<Mention>,
+    ) -> (TurnEnd, SteerPath, Option<StopReason>) {
+        let mut working_on = batch;
+        let mut prompt_text = framing::fresh_prompt(&working_on);
+        let mut path = SteerPath::None;
+        loop {
+            tracing::info!(mentions = working_on.len(), "prompting the agent");
+            let turn = self.lease_prompt(lease, &prompt_text).await;
+            let mut turn = match turn {
+                Ok(turn) => turn,
+                Err(failure) => {
+                    return (
+                        TurnEnd::Failed {
+                            mentions: working_on,
+                            failure,
+                        },
+                        path,
+                        None,
+                    );
+                }
+            };
+            let mut state = PromptState::default();
+            let ended = self.pump(lease, &mut turn, &mut state, returned, &mut path).await;
+            if let Some(cancel) = state.cancel.take() {
+                cancel.abort();
+            }
+            // Steers the run folded in are part of this turn's work; the
+            // others go back to the queue.
+            let folded_ids: Vec<String> = match &ended {
+                Ok(outcome) => outcome
+                    .steers
+                    .iter()
+                    .filter(|steer| steer.folded)
+                    .map(|steer| steer.accepted.message_id.clone())
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            for (mentions, message_id) in state.steered.drain(..) {
+                if folded_ids.contains(&message_id) {
+                    working_on.extend(mentions);
+                } else {
+                    tracing::info!(%message_id, "steer acknowledged but not folded in; it goes to the next turn");
+                    returned.extend(mentions);
+                }
+            }
+            if state.abandoned {
+                returned.extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
+                return (TurnEnd::Abandoned { mentions: working_on }, path, None);
+            }
+            if state.owner_cancelled {
+                returned.extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
+                return (TurnEnd::CancelledByOwner { mentions: working_on }, path, None);
+            }
+            let outcome = match ended {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    returned.extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
+                    return (
+                        TurnEnd::Failed {
+                            mentions: working_on,
+                            failure: failure_of(&error),
+                        },
+                        path,
+                        None,
+                    );
+                }
+            };
+            match state.merge.take() {
+                Some(merge) if outcome.stop_reason == StopReason::Cancelled => {
+                    tracing::info!(
+                        framing = merge.framing.as_str(),
+                        new = merge.mentions.len(),
+                        "re-prompting with the merged messages"
+                    );
+                    prompt_text = framing::merged_prompt(&working_on, &merge.mentions, merge.framing);
+                    working_on.extend(merge.mentions);
+                    continue;
+                }
+                Some(merge) => {
+                    // The turn ended on its own before the cancel landed: it
+                    // answers its batch, the merge becomes the next turn.
+                    returned.extend(merge.mentions);
+                }
+                None => {}
+            }
+            let stop = outcome.stop_reason.clone();
+            return (self.conclude(working_on, outcome).await, path, Some(stop));
+        }
+    }
+
+    async fn lease_prompt(&self, lease: &Lease, text: &str) -> Result<acp_client::Turn, TurnFailure> {
+        lease
+            .client
+            .prompt(&lease.session, vec![ContentBlock::text(text)], self.options)
+            .await
+            .map_err(|error| TurnFailure::Agent(error.to_string()))
+    }
+
+    /// Reads one prompt to its end while serving control messages.
+    async fn pump(
+        &mut self,
+        lease: &Lease,
+        turn: &mut acp_client::Turn,
+        state: &mut PromptState,
+        returned: &mut Vec<Mention>,
+        path: &mut SteerPath,
+    ) -> Result<TurnOutcome, TurnError> {
+        let mut control_open = true;
+        loop {
+            tokio::select! {
+                progress = turn.next() => match progress? {
+                    TurnProgress::Finished(outcome) => return Ok(outcome),
+                    TurnProgress::Event(event) => observe(&event),
+                },
+                control = self.control.recv(), if control_open => match control {
+                    Some(Control::Absorb { mentions, framing }) => {
+                        self.absorb(lease, state, mentions, framing, returned, path).await;
+                    }
+                    Some(Control::CancelByOwner) => {
+                        state.owner_cancelled = true;
+                        start_cancel(lease, state);
+                    }
+                    Some(Control::Abandon) => {
+                        state.abandoned = true;
+                        start_cancel(lease, state);
+                    }
+                    None => control_open = false,
+                },
+                cancelled = async { state.cancel.as_mut().expect("guarded").await }, if state.cancel.is_some() => {
+                    state.cancel = None;
+                    match cancelled {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(AcpError::CancelTimedOut(..))) => {
+                            // The agent ignores cancels: only a kill ends this
+                            // prompt (the turn then fails and is retried).
+                            self.pool.discard(lease).await;
+                        }
+                        Ok(Err(error)) => tracing::warn!(%error, "cancel failed"),
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Folds mid-turn mentions into the live prompt.
+    async fn absorb(
+        &self,
+        lease: &Lease,
+        state: &mut PromptState,
+        mentions: Vec<Mention>,
+        framing: Framing,
+        returned: &mut Vec<Mention>,
+        path: &mut SteerPath,
+    ) {
+        if let Some(merge) = state.merge.as_mut() {
+            // A cancel for a merge is already under way: join it (one burst,
+            // one cancel).
+            merge.mentions.extend(mentions);
+            return;
+        }
+        if state.owner_cancelled || state.abandoned {
+            returned.extend(mentions);
+            return;
+        }
+        if framing == Framing::Steer {
+            match lease
+                .client
+                .steer(&lease.session, &framing::steer_text(&mentions))
+                .await
+            {
+                Ok(accepted) => {
+                    metrics::steer("native");
+                    *path = SteerPath::Native;
+                    tracing::info!(message_id = %accepted.message_id, mentions = mentions.len(), "steered into the live turn");
+                    state.steered.push((mentions, accepted.message_id));
+                    return;
+                }
+                Err(refusal) if refusal.turn_already_over() => {
+                    metrics::steer("refused");
+                    tracing::info!(%refusal, "steer refused because the turn was ending; queued for the next turn");
+                    returned.extend(mentions);
+                    return;
+                }
+                Err(refusal) => {
+                    tracing::info!(%refusal, "native steer not possible; falling back to cancel + merge");
+                }
+            }
+        }
+        metrics::steer("fallback");
+        *path = SteerPath::Fallback;
+        state.merge = Some(PendingMerge { framing, mentions });
+        start_cancel(lease, state);
+    }
+
+    /// Turns a finished prompt into an answer or a notice.
+    async fn conclude(&self, mentions: Vec<Mention>, outcome: TurnOutcome) -> TurnEnd {
+        if let Some(run_id) = &outcome.run_id {
+            tracing::Span::current().record("run_id", run_id.as_str());
+        }
+        let stored = match outcome.stop_reason {
+            StopReason::Refusal => self
+                .replier
+                .notify(&mentions, "The agent declined to answer this.")
+                .await
+                .map(|_| TurnEnd::Notified {
+                    mentions: mentions.clone(),
+                }),
+            StopReason::Cancelled => {
+                return TurnEnd::Failed {
+                    mentions,
+                    failure: TurnFailure::Agent("the agent cancelled the turn by itself".into()),
+                };
+            }
+            ref reason => {
+                if matches!(reason, StopReason::MaxTokens | StopReason::MaxTurnRequests) {
+                    // The session is full or stuck: the next turn starts fresh.
+                    self.pool.rotate(&self.conversation);
+                }
+                let text = if outcome.message.trim().is_empty() {
+                    "(The agent finished without writing an answer.)".to_owned()
+                } else {
+                    outcome.message.clone()
+                };
+                self.replier
+                    .answer(&mentions, &text)
+                    .await
+                    .map(|_| TurnEnd::Answered {
+                        mentions: mentions.clone(),
+                    })
+            }
+        };
+        match stored {
+            Ok(end) => {
+                for mention in &mentions {
+                    let waited = nostr_sdk::prelude::Timestamp::now()
+                        .as_secs()
+                        .saturating_sub(mention.created_at.as_secs());
+                    metrics::mention_to_reply(waited as f64);
+                }
+                end
+            }
+            Err(error) => TurnEnd::Failed {
+                mentions,
+                failure: TurnFailure::Store(error.to_string()),
+            },
+        }
+    }
+}
+
+fn start_cancel(lease: &Lease, state: &mut PromptState) {
+    if state.cancel.is_none() {
+        let client = lease.client.clone();
+        let session = lease.session.clone();
+        state.cancel = Some(tokio::spawn(async move { client.cancel(&session).await }));
+    }
+}
+
+fn observe(event: &TurnEvent) {
+    match event {
+        TurnEvent::RunStarted { run_id } => {
+            tracing::Span::current().record("run_id", run_id.as_str());
+            tracing::debug!(%run_id, "agent run started");
+        }
+        TurnEvent::ToolCall(call) => {
+            tracing::debug!(tool = call.title.as_deref().unwrap_or("?"), "tool call")
+        }
+        TurnEvent::PermissionAnswered { request, chosen } => tracing::info!(
+            tool = request.title().unwrap_or("?"),
+            chosen = chosen
+                .as_ref()
+                .map(|option| option.kind.as_str())
+                .unwrap_or("cancelled"),
+            "permission answered by policy"
+        ),
+        _ => {}
+    }
+}
+
+fn failure_of(error: &TurnError) -> TurnFailure {
+    match error {
+        TurnError::IdleTimeout(_) => TurnFailure::IdleTimeout,
+        TurnError::DeadlineExceeded(_) => TurnFailure::Deadline,
+        other => TurnFailure::Agent(other.to_string()),
+    }
+}
+
+fn end_label(end: &TurnEnd) -> &'static str {
+    match end {
+        TurnEnd::Answered { .. } => "answered",
+        TurnEnd::Notified { .. } => "notified",
+        TurnEnd::Failed { .. } => "failed",
+        TurnEnd::CancelledByOwner { .. } => "cancelled_by_owner",
+        TurnEnd::Abandoned { .. } => "abandoned",
+    }
+}

@@ -1,0 +1,410 @@
+//! The end-to-end harness: a real relay in the test process, the real
+//! `acp-bridge` binary as a child process, the scripted agent (run through
+//! the binary's hidden `scripted-agent` subcommand), and people with keys of
+//! their own who mention the bot and read its replies.
+
+#![allow(dead_code)] // each test file uses a different part of the harness
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use acp_bridge::embedded_relay::EmbeddedRelay;
+use nostr_sdk::prelude::*;
+
+/// How long a test waits for something the daemon should do.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The daemon binary under test.
+pub fn bridge_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_acp-bridge")
+}
+
+/// A fresh directory under the system temp dir.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "acp-bridge-e2e-{name}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
+
+/// A relay in the test process, restartable on the same port.
+pub struct TestRelay {
+    pub port: u16,
+    relay: Option<EmbeddedRelay>,
+}
+
+impl TestRelay {
+    pub async fn start() -> Self {
+        let port = free_port();
+        let relay = EmbeddedRelay::start(Some(port)).await.expect("relay starts");
+        TestRelay {
+            port,
+            relay: Some(relay),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the relay (its events are gone: it keeps them in memory).
+    pub fn stop(&mut self) {
+        if let Some(relay) = self.relay.take() {
+            relay.shutdown();
+        }
+    }
+
+    /// Starts it again on the same port.
+    pub async fn restart(&mut self) {
+        self.stop();
+        for _ in 0..50 {
+            if let Ok(relay) = EmbeddedRelay::start(Some(self.port)).await {
+                self.relay = Some(relay);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("relay did not restart on port {}", self.port);
+    }
+}
+
+/// Options of a bridge under test.
+#[derive(Clone)]
+pub struct BridgeSpec {
+    pub relay_url: String,
+    pub bot: Keys,
+    pub owner: PublicKey,
+    pub state_dir: PathBuf,
+    /// Flags of the scripted agent.
+    pub agent_flags: Vec<String>,
+    /// Further daemon flags.
+    pub flags: Vec<String>,
+}
+
+impl BridgeSpec {
+    pub fn new(relay_url: &str, owner: PublicKey) -> Self {
+        BridgeSpec {
+            relay_url: relay_url.to_owned(),
+            bot: Keys::generate(),
+            owner,
+            state_dir: temp_dir("state"),
+            agent_flags: vec![
+                "--round-delay-ms".into(),
+                "20".into(),
+                "--rounds".into(),
+                "2".into(),
+            ],
+            flags: Vec::new(),
+        }
+    }
+
+    pub fn agent(mut self, flags: &[&str]) -> Self {
+        self.agent_flags = flags.iter().map(|flag| (*flag).to_owned()).collect();
+        self
+    }
+
+    pub fn flags(mut self, flags: &[&str]) -> Self {
+        self.flags.extend(flags.iter().map(|flag| (*flag).to_owned()));
+        self
+    }
+}
+
+/// The daemon as a child process; killed when dropped.
+pub struct Bridge {
+    child: Child,
+    pub log_path: PathBuf,
+    pub spec: BridgeSpec,
+}
+
+impl Bridge {
+    pub fn start(spec: &BridgeSpec) -> Self {
+        let log_path = spec
+            .state_dir
+            .with_extension(format!("log-{}", COUNTER.fetch_add(1, Ordering::Relaxed)));
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let mut agent_args = vec!["scripted-agent".to_owned()];
+        agent_args.extend(spec.agent_flags.iter().cloned());
+        let child = Command::new(bridge_binary())
+            .arg("--relay")
+            .arg(&spec.relay_url)
+            .arg("--owner")
+            .arg(spec.owner.to_hex())
+            .arg("--state-dir")
+            .arg(&spec.state_dir)
+            .arg("--agent-command")
+            .arg(bridge_binary())
+            .arg("--log-format")
+            .arg("json")
+            .args(&spec.flags)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("ACP_BRIDGE_SECRET_KEY", spec.bot.secret_key().to_secret_hex())
+            .env("ACP_BRIDGE_AGENT_ARGS", agent_args.join(" "))
+            .env("RUST_LOG", "info,acp_bridge=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn acp-bridge");
+        Bridge {
+            child,
+            log_path,
+            spec: spec.clone(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Waits until the log has a line containing `needle`.
+    pub async fn wait_for_log(&self, needle: &str) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while tokio::time::Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "no log line with `{needle}` within {PATIENCE:?}; log:\n{}",
+            self.log()
+        );
+    }
+
+    /// Waits for readiness (subscribed to mentions).
+    pub async fn ready(self) -> Self {
+        self.wait_for_log("ready: subscribed to mentions").await;
+        self
+    }
+
+    /// SIGTERM, then the exit status (within `within`).
+    pub async fn terminate(mut self, within: Duration) -> ExitStatus {
+        signal(self.child.id(), libc_sigterm());
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "acp-bridge did not exit within {within:?} of SIGTERM; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILL, no grace.
+    pub fn kill_hard(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn libc_sigterm() -> &'static str {
+    "-TERM"
+}
+
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(signal)
+        .arg(pid.to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+/// Someone with a key, connected to the relay.
+pub struct Person {
+    pub keys: Keys,
+    pub client: Client,
+}
+
+impl Person {
+    pub async fn join(relay_url: &str) -> Self {
+        Self::join_as(Keys::generate(), relay_url).await
+    }
+
+    pub async fn join_as(keys: Keys, relay_url: &str) -> Self {
+        let client = Client::builder().signer(keys.clone()).build();
+        client.add_relay(relay_url).await.expect("add relay");
+        client.connect().await;
+        client.wait_for_connection(Duration::from_secs(5)).await;
+        Person { keys, client }
+    }
+
+    pub fn public_key(&self) -> PublicKey {
+        self.keys.public_key()
+    }
+
+    /// Publishes a signed event built from `builder`.
+    pub async fn publish(&self, builder: EventBuilder) -> Event {
+        let event = builder.sign_with_keys(&self.keys).expect("sign");
+        self.send(&event).await;
+        event
+    }
+
+    pub async fn send(&self, event: &Event) {
+        let output = self.client.send_event(event).await.expect("send");
+        assert!(
+            !output.success.is_empty(),
+            "relay refused the event: {:?}",
+            output.failed
+        );
+    }
+
+    /// A top-level group-chat (kind 9) mention of `bot` in `channel`.
+    pub async fn mention_in_group(&self, bot: &PublicKey, channel: &str, text: &str) -> Event {
+        self.publish(group_message(bot, channel, text, &[])).await
+    }
+
+    /// A kind-1 note mentioning `bot`.
+    pub async fn mention_in_note(&self, bot: &PublicKey, text: &str) -> Event {
+        self.publish(EventBuilder::text_note(text).tag(Tag::public_key(*bot)))
+            .await
+    }
+
+    /// A NIP-17 DM to `bot`.
+    pub async fn dm(&self, bot: &PublicKey, text: &str) {
+        let wrap = EventBuilder::private_msg(&self.keys, *bot, text, [])
+            .await
+            .expect("gift wrap");
+        self.send(&wrap).await;
+    }
+
+    /// Events by `author` that reference `event_id` in an `e` tag, waiting
+    /// until `count` have arrived.
+    pub async fn replies_from(&self, author: &PublicKey, event_id: &EventId, count: usize) -> Vec<Event> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let found = self.events_referencing(author, event_id).await;
+            if found.len() >= count {
+                return found;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "expected {count} event(s) from {author} referencing {event_id}, found {}",
+                found.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Events by `author` referencing `event_id`, as stored on the relay now.
+    pub async fn events_referencing(&self, author: &PublicKey, event_id: &EventId) -> Vec<Event> {
+        let filter = Filter::new().author(*author).event(*event_id);
+        let mut events: Vec<Event> = self
+            .client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .expect("fetch")
+            .into_iter()
+            .filter(|event| event.kind != Kind::Reaction)
+            .collect();
+        events.sort_by_key(|event| event.created_at);
+        events
+    }
+
+    /// NIP-17 messages to this person from `sender`, unwrapped.
+    pub async fn direct_messages_from(&self, sender: &PublicKey, count: usize) -> Vec<UnsignedEvent> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let filter = Filter::new().kind(Kind::GiftWrap).pubkey(self.public_key());
+            let wraps = self
+                .client
+                .fetch_events(filter, Duration::from_secs(5))
+                .await
+                .expect("fetch");
+            let mut messages = Vec::new();
+            for wrap in wraps.iter() {
+                if let Ok(gift) = UnwrappedGift::from_gift_wrap(&self.keys, wrap).await
+                    && gift.sender == *sender
+                {
+                    messages.push(gift.rumor);
+                }
+            }
+            if messages.len() >= count {
+                return messages;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "expected {count} DM(s), found {}",
+                messages.len()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// A kind-9 message in `channel` mentioning `bot`, with extra tags.
+pub fn group_message(bot: &PublicKey, channel: &str, text: &str, extra: &[Tag]) -> EventBuilder {
+    EventBuilder::new(Kind::Custom(9), text)
+        .tag(Tag::custom(TagKind::h(), [channel.to_owned()]))
+        .tag(Tag::public_key(*bot))
+        .tags(extra.iter().cloned())
+}
+
+/// The `e` tags of `event` as (id, marker).
+pub fn e_tags(event: &Event) -> BTreeSet<(String, String)> {
+    event
+        .tags
+        .iter()
+        .filter(|tag| tag.kind() == TagKind::e())
+        .map(|tag| {
+            let fields = tag.as_slice();
+            (
+                fields.get(1).cloned().unwrap_or_default(),
+                fields.get(3).cloned().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Whether `event` p-tags `key`.
+pub fn p_tags(event: &Event, key: &PublicKey) -> bool {
+    event
+        .tags
+        .iter()
+        .any(|tag| tag.kind() == TagKind::p() && tag.content() == Some(key.to_hex().as_str()))
+}
+
+/// Lines of the JSON log whose fields match.
+pub fn log_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+pub fn file_exists(path: &Path) -> bool {
+    path.exists()
+}
