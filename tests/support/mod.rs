@@ -408,3 +408,99 @@ pub fn log_lines(log: &str) -> Vec<serde_json::Value> {
 pub fn file_exists(path: &Path) -> bool {
     path.exists()
 }
+
+impl Bridge {
+    /// Waits for the daemon's log to show `event_id` dropped for `reason`.
+    pub async fn wait_for_drop(&self, event_id: &EventId, reason: &str) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let id = event_id.to_hex();
+        loop {
+            let dropped = log_lines(&self.log()).iter().any(|line| {
+                line["message"] == "event dropped"
+                    && line["event_id"] == id.as_str()
+                    && line["reason"] == reason
+            });
+            if dropped {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "event {id} was not dropped for `{reason}`; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Log lines with `message` equal to `text`.
+    pub fn log_events(&self, text: &str) -> Vec<serde_json::Value> {
+        log_lines(&self.log())
+            .into_iter()
+            .filter(|line| line["message"] == text)
+            .collect()
+    }
+}
+
+/// A TCP forwarder between the daemon and a relay that a test can cut, to
+/// take the daemon off the relay while everyone else stays on it.
+pub struct Proxy {
+    pub port: u16,
+    target: u16,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Proxy {
+    pub async fn start(target: u16) -> Self {
+        let mut proxy = Proxy {
+            port: free_port(),
+            target,
+            stop: tokio_util::sync::CancellationToken::new(),
+        };
+        proxy.open().await;
+        proxy
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every forwarded connection and refuses new ones.
+    pub fn cut(&mut self) {
+        self.stop.cancel();
+    }
+
+    /// Accepts and forwards again.
+    pub async fn restore(&mut self) {
+        self.open().await;
+    }
+
+    async fn open(&mut self) {
+        self.stop = tokio_util::sync::CancellationToken::new();
+        let listener = loop {
+            match tokio::net::TcpListener::bind(("127.0.0.1", self.port)).await {
+                Ok(listener) => break listener,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        let (stop, target) = (self.stop.clone(), self.target);
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    () = stop.cancelled() => return,
+                    accepted = listener.accept() => accepted,
+                };
+                let Ok((mut inbound, _)) = accepted else { continue };
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    }
+                });
+            }
+        });
+    }
+}

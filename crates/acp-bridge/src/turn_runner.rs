@@ -244,9 +244,9 @@ impl TurnRunner {
             };
             let mut state = PromptState::default();
             let ended = self.pump(lease, &mut turn, &mut state, returned, &mut path).await;
-            if let Some(cancel) = state.cancel.take() {
-                cancel.abort();
-            }
+            // A cancel still under way is left to finish on its own (it ends
+            // with the prompt, or writes its notification at shutdown).
+            drop(state.cancel.take());
             // Steers the run folded in are part of this turn's work; the
             // others go back to the queue.
             let folded_ids: Vec<String> = match &ended {
@@ -344,8 +344,12 @@ impl TurnRunner {
                         start_cancel(lease, state);
                     }
                     Some(Control::Abandon) => {
+                        // Shutdown: ask the agent to stop, but do not wait
+                        // for it; the pool kills every agent next.
                         state.abandoned = true;
                         start_cancel(lease, state);
+                        // The caller checks `abandoned` before the result.
+                        return Err(TurnError::AlreadyFinished);
                     }
                     None => control_open = false,
                 },

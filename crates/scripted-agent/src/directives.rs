@@ -92,7 +92,11 @@ pub(crate) struct TurnScript {
 
 impl TurnScript {
     pub(crate) fn new(options: &Options, prompt_text: &str) -> Self {
-        let directives = Directives::parse(prompt_text);
+        let directives = if options.ignore_directives {
+            Directives::default()
+        } else {
+            Directives::parse(prompt_text)
+        };
         let permission = directives.permission || options.ask_permission;
         Self {
             rounds: directives.rounds.unwrap_or(options.rounds),

@@ -100,6 +100,12 @@ pub struct Options {
     #[arg(long)]
     pub exit_immediately: bool,
 
+    /// Treat bracketed directives in prompts as plain text: the flags alone
+    /// script every turn (a restarted test agent must not obey a `[hang]`
+    /// it was given before the restart).
+    #[arg(long)]
+    pub ignore_directives: bool,
+
     /// Append every frame received from the client, one JSON line each, to
     /// `DIR/<pid>.jsonl`.
     #[arg(long, value_name = "DIR", env = "SCRIPTED_AGENT_FRAME_LOG_DIR")]
@@ -127,6 +133,7 @@ impl Default for Options {
             garbage_stdout: false,
             huge_line_bytes: None,
             exit_immediately: false,
+            ignore_directives: false,
             frame_log_dir: None,
         }
     }

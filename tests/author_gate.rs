@@ -1,0 +1,182 @@
+//! Who is heard, end to end: owner, strangers, allowlist, sibling bots with
+//! owner attestations (and forgeries of them), DMs.
+
+mod support;
+
+use acp_bridge::gate::attestation::Attestation;
+use nostr_sdk::prelude::*;
+use support::*;
+
+/// Publishes `builder` as `person` and expects one threaded answer.
+async fn expect_answer(person: &Person, bot: &PublicKey, event: &Event) -> Event {
+    person.replies_from(bot, &event.id, 1).await.remove(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stranger_is_ignored_in_owner_only_mode_and_answered_in_anyone_mode() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let stranger = Person::join(&relay.url()).await;
+
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    let ignored = stranger
+        .mention_in_group(&bot, "room", "hi from a stranger")
+        .await;
+    bridge.wait_for_drop(&ignored.id, "not_heard").await;
+    let heard = owner.mention_in_group(&bot, "room", "hi from the owner").await;
+    expect_answer(&owner, &bot, &heard).await;
+    assert!(
+        stranger.events_referencing(&bot, &ignored.id).await.is_empty(),
+        "no reply, no reaction"
+    );
+    drop(bridge);
+
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--respond-to", "anyone"]);
+    let bot = spec.bot.public_key();
+    let _bridge = Bridge::start(&spec).ready().await;
+    let welcome = stranger.mention_in_note(&bot, "hi again").await;
+    let reply = expect_answer(&stranger, &bot, &welcome).await;
+    assert_eq!(reply.kind, Kind::TextNote);
+    assert!(p_tags(&reply, &stranger.public_key()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowlist_mode_hears_the_list_and_the_owner_only() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let friend = Person::join(&relay.url()).await;
+    let stranger = Person::join(&relay.url()).await;
+    let friend_npub = friend.public_key().to_bech32().expect("npub");
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&[
+        "--respond-to",
+        "allowlist",
+        "--allowlist",
+        &friend_npub,
+    ]);
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+
+    let refused = stranger.mention_in_group(&bot, "room", "let me in").await;
+    bridge.wait_for_drop(&refused.id, "not_heard").await;
+    let from_friend = friend.mention_in_group(&bot, "room", "hello from a friend").await;
+    expect_answer(&friend, &bot, &from_friend).await;
+    let from_owner = owner.mention_in_group(&bot, "room", "hello from the owner").await;
+    expect_answer(&owner, &bot, &from_owner).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibling_with_a_valid_attestation_is_heard_and_forgeries_are_not() {
+    let relay = TestRelay::start().await;
+    let owner_keys = Keys::generate();
+    let owner = Person::join_as(owner_keys.clone(), &relay.url()).await;
+    let sibling = Person::join(&relay.url()).await;
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    let now = Timestamp::now().as_secs();
+
+    let mention_with = |attestation: Attestation, text: &'static str| {
+        group_message(&bot, "bots", text, &[attestation.to_tag()])
+    };
+    let impostor_owner = Keys::generate();
+    let other_bot = Keys::generate().public_key();
+    let forgeries = [
+        (
+            "signed by someone else",
+            Attestation::sign(&impostor_owner, &sibling.public_key(), "").expect("sign"),
+        ),
+        (
+            "minted for another bot",
+            Attestation::sign(&owner_keys, &other_bot, "").expect("sign"),
+        ),
+        (
+            "expired",
+            Attestation::sign(
+                &owner_keys,
+                &sibling.public_key(),
+                &format!("created_at<{}", now - 60),
+            )
+            .expect("sign"),
+        ),
+        (
+            "self-attested",
+            Attestation::sign(&sibling.keys, &sibling.public_key(), "").expect("sign"),
+        ),
+    ];
+    for (what, attestation) in forgeries {
+        let event = sibling.publish(mention_with(attestation, "forged")).await;
+        bridge.wait_for_drop(&event.id, "not_heard").await;
+        assert!(
+            sibling.events_referencing(&bot, &event.id).await.is_empty(),
+            "{what}: must not be answered"
+        );
+    }
+
+    let valid = Attestation::sign(
+        &owner_keys,
+        &sibling.public_key(),
+        &format!("kind=9&created_at>{}", now - 60),
+    )
+    .expect("sign");
+    let event = sibling.publish(mention_with(valid, "hello sibling")).await;
+    let reply = expect_answer(&sibling, &bot, &event).await;
+    assert!(
+        reply.content.contains("a sibling bot of your owner"),
+        "{}",
+        reply.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibling_attested_on_its_profile_is_heard() {
+    let relay = TestRelay::start().await;
+    let owner_keys = Keys::generate();
+    let owner = Person::join_as(owner_keys.clone(), &relay.url()).await;
+    let sibling = Person::join(&relay.url()).await;
+    let attestation = Attestation::sign(&owner_keys, &sibling.public_key(), "kind=9").expect("sign");
+    sibling
+        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
+        .await;
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
+    let bot = spec.bot.public_key();
+    let _bridge = Bridge::start(&spec).ready().await;
+    let event = sibling
+        .mention_in_group(&bot, "bots", "profile says I am family")
+        .await;
+    expect_answer(&sibling, &bot, &event).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_message_round_trip_and_strangers_dms_are_refused_even_in_anyone_mode() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let stranger = Person::join(&relay.url()).await;
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--respond-to", "anyone"]);
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+
+    stranger.dm(&bot, "psst, stranger here").await;
+    bridge.wait_for_log("dm_from_stranger").await;
+    owner.dm(&bot, "a private question").await;
+    let replies = owner.direct_messages_from(&bot, 1).await;
+    assert!(
+        replies[0].content.contains("> a private question"),
+        "{}",
+        replies[0].content
+    );
+    assert!(
+        replies[0].content.contains("private conversation"),
+        "{}",
+        replies[0].content
+    );
+    let none = stranger.client.fetch_events(
+        Filter::new().kind(Kind::GiftWrap).pubkey(stranger.public_key()),
+        std::time::Duration::from_secs(2),
+    );
+    assert!(
+        none.await.expect("fetch").is_empty(),
+        "no DM back to the stranger"
+    );
+}

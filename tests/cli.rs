@@ -1,0 +1,99 @@
+//! The command line: bad values stop start-up with one clear line naming
+//! the flag, before any connection is made, and never echo a secret.
+
+mod support;
+
+use std::process::Command;
+
+use nostr_sdk::prelude::*;
+use support::bridge_binary;
+
+fn start_with(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let output = Command::new(bridge_binary())
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .expect("run acp-bridge");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_flags_fail_with_one_line_naming_the_flag() {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    let key_env = [("ACP_BRIDGE_SECRET_KEY", secret.as_str())];
+    let cases: [(&[&str], &[(&str, &str)], &str); 6] = [
+        (
+            &["--relay", "ws://127.0.0.1:1", "--owner", "npub1broken"],
+            &key_env,
+            "--owner",
+        ),
+        (
+            &["--relay", "ws://127.0.0.1:1", "--owner", &owner],
+            &[("ACP_BRIDGE_SECRET_KEY", "nsec1notakey")],
+            "--secret-key-file",
+        ),
+        (
+            &[
+                "--relay",
+                "ws://127.0.0.1:1",
+                "--owner",
+                &owner,
+                "--secret-key-file",
+                "/nonexistent/bot.key",
+            ],
+            &[],
+            "--secret-key-file",
+        ),
+        (
+            &[
+                "--relay",
+                "ws://127.0.0.1:1",
+                "--owner",
+                &owner,
+                "--respond-to",
+                "allowlist",
+            ],
+            &key_env,
+            "--allowlist",
+        ),
+        (
+            &[
+                "--relay",
+                "ws://127.0.0.1:1",
+                "--owner",
+                &owner,
+                "--multiple-event-handling",
+                "steer",
+                "--dedup",
+                "drop",
+            ],
+            &key_env,
+            "--dedup",
+        ),
+        (
+            &[
+                "--relay",
+                "ws://127.0.0.1:1",
+                "--owner",
+                &owner,
+                "--respond-to",
+                "everybody",
+            ],
+            &key_env,
+            "--respond-to",
+        ),
+    ];
+    for (args, env, flag) in cases {
+        let (code, stderr) = start_with(args, env);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|line| !line.trim().is_empty()).collect();
+        assert!(lines.iter().any(|line| line.contains(flag)), "{args:?}: {stderr}");
+        assert!(!stderr.contains(&secret), "the key never appears");
+        assert!(!stderr.contains("nsec1notakey"), "the bad key never appears");
+    }
+}
