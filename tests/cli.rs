@@ -26,7 +26,9 @@ fn bad_flags_fail_with_one_line_naming_the_flag() {
     let secret = Keys::generate().secret_key().to_secret_hex();
     let owner = Keys::generate().public_key().to_hex();
     let key_env = [("ACP_BRIDGE_SECRET_KEY", secret.as_str())];
-    let cases: [(&[&str], &[(&str, &str)], &str); 6] = [
+    /// Flags, environment, and the flag the refusal must name.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 6] = [
         (
             &["--relay", "ws://127.0.0.1:1", "--owner", "npub1broken"],
             &key_env,
