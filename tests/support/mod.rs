@@ -504,3 +504,71 @@ impl Proxy {
         });
     }
 }
+
+impl Bridge {
+    /// Process ids of the agents the daemon runs right now.
+    pub fn agent_pids(&self) -> Vec<u32> {
+        let output = Command::new("pgrep")
+            .arg("-P")
+            .arg(self.pid().to_string())
+            .output()
+            .expect("pgrep");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    }
+
+    /// Waits until the daemon runs at least one agent; returns their pids.
+    pub async fn wait_for_agents(&self) -> Vec<u32> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let pids = self.agent_pids();
+            if !pids.is_empty() {
+                return pids;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no agent process appeared"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Methods the agents received (from `--frame-log-dir` files), in order per process.
+pub fn agent_methods(frame_log_dir: &Path) -> Vec<String> {
+    let mut methods = Vec::new();
+    let Ok(entries) = std::fs::read_dir(frame_log_dir) else {
+        return methods;
+    };
+    for entry in entries.flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for line in text.lines() {
+            if let Ok(frame) = serde_json::from_str::<serde_json::Value>(line)
+                && let Some(method) = frame.get("method").and_then(|method| method.as_str())
+            {
+                methods.push(method.to_owned());
+            }
+        }
+    }
+    methods
+}
+
+/// Events by `author` that quote (`q`) or reference (`e`) `event_id`.
+pub async fn answers_to(person: &Person, author: &PublicKey, event_id: &EventId) -> Vec<Event> {
+    let quoted = Filter::new()
+        .author(*author)
+        .custom_tag(SingleLetterTag::lowercase(Alphabet::Q), event_id.to_hex());
+    let mut events: Vec<Event> = person
+        .client
+        .fetch_events(quoted, Duration::from_secs(5))
+        .await
+        .expect("fetch")
+        .into_iter()
+        .collect();
+    events.extend(person.events_referencing(author, event_id).await);
+    events.sort_by_key(|event| event.id);
+    events.dedup_by_key(|event| event.id);
+    events
+}

@@ -133,31 +133,11 @@ fn quote_message(text: &mut String, mention: &Mention) {
 
 #[cfg(test)]
 mod tests {
-    use nostr_sdk::prelude::{EventId, Keys, Kind, Timestamp};
-
     use super::*;
-    use crate::config::SessionPolicy;
+    use crate::mention::test_mention;
 
     fn mention(content: &str, from_owner: bool) -> Mention {
-        let thread = Thread::Group {
-            channel: "room".into(),
-            root: EventId::all_zeros(),
-            mention: EventId::all_zeros(),
-        };
-        Mention {
-            event_id: EventId::all_zeros(),
-            author: Keys::generate().public_key(),
-            kind: Kind::Custom(9),
-            created_at: Timestamp::from_secs(1),
-            content: content.into(),
-            conversation: thread.conversation(SessionPolicy::Conversation),
-            thread,
-            replies_to: None,
-            from_owner,
-            from_sibling: false,
-            chain_depth: 0,
-            accepted_at: 1,
-        }
+        test_mention("room", 1, content, from_owner)
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::queue::Queue;
 use crate::reply::Replier;
 use crate::store::Store;
 use crate::telemetry::metrics;
-use crate::turn_runner::{Control, TurnEnd, TurnReport, TurnRunner};
+use crate::turn_runner::{Control, TurnChannels, TurnEnd, TurnReport, TurnRunner};
 
 /// Attempts of one mention before it is given up with a notice.
 pub const MAX_TURN_ATTEMPTS: u32 = 3;
@@ -289,16 +289,18 @@ impl Heart {
                     control: control_tx,
                 },
             );
-            let runner = TurnRunner {
-                turn_id: self.next_turn_id,
-                conversation: key,
+            let runner = TurnRunner::new(
+                self.next_turn_id,
+                key,
                 batch,
-                pool: Arc::clone(&self.pool),
-                replier: self.replier.clone(),
-                options: self.turn_options,
-                control: control_rx,
-                reports: self.reports_tx.clone(),
-            };
+                Arc::clone(&self.pool),
+                self.replier.clone(),
+                self.turn_options,
+                TurnChannels {
+                    control: control_rx,
+                    reports: self.reports_tx.clone(),
+                },
+            );
             tokio::spawn(runner.run());
         }
         metrics::queue_depth(self.queue.depth());

@@ -181,6 +181,35 @@ pub fn direct_thread(
     )
 }
 
+/// A mention for unit tests: a top-level group message in `channel`, with
+/// an id made from `seed`.
+#[cfg(test)]
+pub(crate) fn test_mention(channel: &str, seed: u64, content: &str, from_owner: bool) -> Mention {
+    let mut id = [0u8; 32];
+    id[..8].copy_from_slice(&seed.to_be_bytes());
+    id[8..8 + channel.len().min(24)].copy_from_slice(&channel.as_bytes()[..channel.len().min(24)]);
+    let event_id = EventId::from_slice(&id).expect("32 bytes");
+    let thread = Thread::Group {
+        channel: channel.into(),
+        root: event_id,
+        mention: event_id,
+    };
+    Mention {
+        event_id,
+        author: nostr_sdk::prelude::Keys::generate().public_key(),
+        kind: Kind::Custom(9),
+        created_at: Timestamp::from_secs(1),
+        content: content.into(),
+        conversation: thread.conversation(SessionPolicy::Conversation),
+        thread,
+        replies_to: None,
+        from_owner,
+        from_sibling: false,
+        chain_depth: 0,
+        accepted_at: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use nostr_sdk::prelude::{EventBuilder, Keys, Tag};

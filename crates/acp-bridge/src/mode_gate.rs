@@ -48,31 +48,11 @@ impl ModeGate {
 
 #[cfg(test)]
 mod tests {
-    use nostr_sdk::prelude::{EventId, Keys, Kind, Timestamp};
-
     use super::*;
-    use crate::config::SessionPolicy;
-    use crate::mention::Thread;
+    use crate::mention::test_mention;
 
     fn mention(from_owner: bool) -> Mention {
-        let thread = Thread::Note {
-            root: EventId::all_zeros(),
-            mention: EventId::all_zeros(),
-        };
-        Mention {
-            event_id: EventId::all_zeros(),
-            author: Keys::generate().public_key(),
-            kind: Kind::TextNote,
-            created_at: Timestamp::from_secs(1),
-            content: String::new(),
-            conversation: thread.conversation(SessionPolicy::Conversation),
-            thread,
-            replies_to: None,
-            from_owner,
-            from_sibling: false,
-            chain_depth: 0,
-            accepted_at: 1,
-        }
+        test_mention("room", 1, "", from_owner)
     }
 
     #[test]

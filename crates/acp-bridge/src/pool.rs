@@ -149,9 +149,22 @@ impl Pool {
     /// An agent and the conversation's session, starting either as needed.
     pub async fn lease(&self, conversation: &ConversationKey) -> Result<Lease, PoolError> {
         let known = lock(&self.sessions).get(conversation).cloned();
-        let slot_index = known
-            .as_ref()
-            .map_or_else(|| self.least_loaded_slot(), |known| known.slot);
+        // The slot is counted as loaded before its (slow) spawn, so that
+        // leases arriving meanwhile spread over the other slots.
+        let slot_index = self.reserve_slot(known.as_ref().map(|known| known.slot));
+        let leased = self.lease_in(slot_index, conversation, known).await;
+        if leased.is_err() {
+            self.unreserve_slot(slot_index);
+        }
+        leased
+    }
+
+    async fn lease_in(
+        &self,
+        slot_index: usize,
+        conversation: &ConversationKey,
+        known: Option<SessionRef>,
+    ) -> Result<Lease, PoolError> {
         let mut slot = self.slots[slot_index].lock().await;
         let (client, generation) = self.live_agent(&mut slot, slot_index).await?;
         let session = match known.filter(|known| known.generation == generation) {
@@ -177,7 +190,6 @@ impl Pool {
             agent.busy += 1;
             agent.last_used = Instant::now();
         }
-        lock(&self.load)[slot_index] += 1;
         Ok(Lease {
             client,
             session,
@@ -197,8 +209,7 @@ impl Pool {
             agent.busy = agent.busy.saturating_sub(1);
             agent.last_used = Instant::now();
         }
-        let mut load = lock(&self.load);
-        load[lease.slot] = load[lease.slot].saturating_sub(1);
+        self.unreserve_slot(lease.slot);
     }
 
     /// Forgets the conversation's session: the next turn opens a fresh one.
@@ -267,9 +278,19 @@ impl Pool {
         lock(&self.sessions).clear();
     }
 
-    fn least_loaded_slot(&self) -> usize {
-        let load = lock(&self.load);
-        (0..load.len()).min_by_key(|index| load[*index]).unwrap_or(0)
+    /// Counts one more turn on `preferred` (the conversation's session),
+    /// or else on the least loaded slot; returns the slot.
+    fn reserve_slot(&self, preferred: Option<usize>) -> usize {
+        let mut load = lock(&self.load);
+        let index =
+            preferred.unwrap_or_else(|| (0..load.len()).min_by_key(|index| load[*index]).unwrap_or(0));
+        load[index] += 1;
+        index
+    }
+
+    fn unreserve_slot(&self, index: usize) {
+        let mut load = lock(&self.load);
+        load[index] = load[index].saturating_sub(1);
     }
 
     /// The slot's agent, spawned and initialized if it has none or it died.

@@ -193,35 +193,11 @@ impl Queue {
 mod tests {
     use std::time::Duration;
 
-    use nostr_sdk::prelude::{Keys, Kind, Timestamp};
-
     use super::*;
-    use crate::config::SessionPolicy;
-    use crate::mention::Thread;
+    use crate::mention::test_mention;
 
-    fn mention(conversation: &str, n: u8) -> Mention {
-        let thread = Thread::Group {
-            channel: conversation.into(),
-            root: EventId::all_zeros(),
-            mention: EventId::all_zeros(),
-        };
-        let mut id = [0u8; 32];
-        id[0] = n;
-        id[1] = conversation.as_bytes()[0];
-        Mention {
-            event_id: EventId::from_slice(&id).expect("id"),
-            author: Keys::generate().public_key(),
-            kind: Kind::Custom(9),
-            created_at: Timestamp::from_secs(1),
-            content: format!("{conversation}-{n}"),
-            conversation: thread.conversation(SessionPolicy::Conversation),
-            thread,
-            replies_to: None,
-            from_owner: true,
-            from_sibling: false,
-            chain_depth: 0,
-            accepted_at: 1,
-        }
+    fn mention(conversation: &str, n: u64) -> Mention {
+        test_mention(conversation, n, &format!("{conversation}-{n}"), true)
     }
 
     fn contents(batch: &[Mention]) -> Vec<&str> {
@@ -271,11 +247,8 @@ mod tests {
     fn a_full_lane_drops_its_oldest() {
         let mut queue = Queue::default();
         let mut dropped = Vec::new();
-        for n in 0..=CONVERSATION_QUEUE_CAP {
-            let mut m = mention("a", 0);
-            let mut id = [0u8; 32];
-            id[..8].copy_from_slice(&(n as u64).to_be_bytes());
-            m.event_id = EventId::from_slice(&id).expect("id");
+        for n in 0..=CONVERSATION_QUEUE_CAP as u64 {
+            let mut m = mention("a", n);
             m.content = format!("{n}");
             dropped.extend(queue.push_back(m));
         }

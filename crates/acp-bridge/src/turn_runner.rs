@@ -32,6 +32,12 @@ use crate::pool::{Lease, Pool, PoolError};
 use crate::reply::Replier;
 use crate::telemetry::metrics;
 
+/// A merged re-prompt waits this long without new mentions before it goes
+/// out, so that a burst of mentions is merged into one prompt.
+const MERGE_QUIET_PERIOD: std::time::Duration = std::time::Duration::from_millis(250);
+/// ... but never longer than this in total.
+const MERGE_GATHER_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the heart tells a live turn.
 #[derive(Debug)]
 pub enum Control {
@@ -124,12 +130,22 @@ struct PendingMerge {
 
 #[derive(Debug)]
 pub struct TurnRunner {
-    pub turn_id: u64,
-    pub conversation: ConversationKey,
-    pub batch: Vec<Mention>,
-    pub pool: Arc<Pool>,
-    pub replier: Replier,
-    pub options: TurnOptions,
+    turn_id: u64,
+    conversation: ConversationKey,
+    batch: Vec<Mention>,
+    pool: Arc<Pool>,
+    replier: Replier,
+    options: TurnOptions,
+    control: mpsc::Receiver<Control>,
+    reports: mpsc::Sender<TurnReport>,
+    /// Set once the agent answered a steer with -32601: later mid-turn
+    /// mentions of this turn go straight to cancel + merge.
+    native_steer_unsupported: bool,
+}
+
+/// Where a turn reports to and takes orders from.
+#[derive(Debug)]
+pub struct TurnChannels {
     pub control: mpsc::Receiver<Control>,
     pub reports: mpsc::Sender<TurnReport>,
 }
@@ -146,6 +162,28 @@ struct PromptState {
 }
 
 impl TurnRunner {
+    pub fn new(
+        turn_id: u64,
+        conversation: ConversationKey,
+        batch: Vec<Mention>,
+        pool: Arc<Pool>,
+        replier: Replier,
+        options: TurnOptions,
+        channels: TurnChannels,
+    ) -> Self {
+        TurnRunner {
+            turn_id,
+            conversation,
+            batch,
+            pool,
+            replier,
+            options,
+            control: channels.control,
+            reports: channels.reports,
+            native_steer_unsupported: false,
+        }
+    }
+
     pub async fn run(mut self) {
         let newest = self.batch.last();
         let span = tracing::info_span!(
@@ -289,7 +327,11 @@ impl TurnRunner {
                 }
             };
             match state.merge.take() {
-                Some(merge) if outcome.stop_reason == StopReason::Cancelled => {
+                Some(mut merge) if outcome.stop_reason == StopReason::Cancelled => {
+                    if self.gather_burst(&mut merge).await {
+                        returned.extend(merge.mentions);
+                        return (TurnEnd::Abandoned { mentions: working_on }, path, None);
+                    }
                     tracing::info!(
                         framing = merge.framing.as_str(),
                         new = merge.mentions.len(),
@@ -308,6 +350,24 @@ impl TurnRunner {
             }
             let stop = outcome.stop_reason.clone();
             return (self.conclude(working_on, outcome).await, path, Some(stop));
+        }
+    }
+
+    /// Before a merged re-prompt, lets the rest of a burst arrive: mentions
+    /// keep joining the merge until none came for [`MERGE_QUIET_PERIOD`]
+    /// (at most [`MERGE_GATHER_MAX`]), so a burst costs one cancel and one
+    /// re-prompt. Returns true when shutdown abandoned the turn meanwhile.
+    async fn gather_burst(&mut self, merge: &mut PendingMerge) -> bool {
+        let give_up = tokio::time::Instant::now() + MERGE_GATHER_MAX;
+        loop {
+            let quiet_until = (tokio::time::Instant::now() + MERGE_QUIET_PERIOD).min(give_up);
+            match tokio::time::timeout_at(quiet_until, self.control.recv()).await {
+                Ok(Some(Control::Absorb { mentions, .. })) => merge.mentions.extend(mentions),
+                Ok(Some(Control::Abandon)) => return true,
+                // The owner cancelled what is being merged: the merged
+                // prompt is still owed to the people who wrote it.
+                Ok(Some(Control::CancelByOwner)) | Ok(None) | Err(_) => return false,
+            }
         }
     }
 
@@ -372,7 +432,7 @@ impl TurnRunner {
 
     /// Folds mid-turn mentions into the live prompt.
     async fn absorb(
-        &self,
+        &mut self,
         lease: &Lease,
         state: &mut PromptState,
         mentions: Vec<Mention>,
@@ -411,6 +471,7 @@ impl TurnRunner {
                 }
                 Err(refusal) => {
                     tracing::info!(%refusal, "native steer not possible; falling back to cancel + merge");
+                    self.native_steer_unsupported = refusal == acp_client::SteerRefusal::MethodNotFound;
                 }
             }
         }

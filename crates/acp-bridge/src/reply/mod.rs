@@ -11,6 +11,8 @@
 //! Threading (NIP-10 markers, read the same by common clients and by buzz):
 //! a reply to a top-level mention carries the mention as both `root` and
 //! `reply`; a reply inside a thread carries the thread root and the mention.
+//! A turn that answered several mentions (a batch, a steer) threads under
+//! the newest and cites the others with NIP-18 `q` tags.
 //! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift wraps.
 
 pub mod publisher;
@@ -179,6 +181,7 @@ impl Replier {
             } => {
                 let mut tags = vec![group_tag(channel)];
                 tags.extend(thread_tags(*root, *mention, &authors));
+                tags.extend(quote_tags(mentions, *mention));
                 EventBuilder::new(Kind::Custom(9), text)
                     .tags(tags)
                     .sign_with_keys(&self.keys)
@@ -186,6 +189,7 @@ impl Replier {
             }
             Thread::Note { root, mention } => EventBuilder::new(Kind::TextNote, text)
                 .tags(thread_tags(*root, *mention, &authors))
+                .tags(quote_tags(mentions, *mention))
                 .sign_with_keys(&self.keys)
                 .map_err(sign_error),
             Thread::Direct { peer, message } => {
@@ -199,6 +203,16 @@ impl Replier {
 
 fn event_ids(mentions: &[Mention]) -> Vec<String> {
     mentions.iter().map(|mention| mention.event_id.to_hex()).collect()
+}
+
+/// NIP-18 `q` tags citing the batch's other mentions: one reply answers
+/// them all, threaded under the newest.
+fn quote_tags(mentions: &[Mention], threaded_under: EventId) -> Vec<Tag> {
+    mentions
+        .iter()
+        .filter(|mention| mention.thread.answered_event() != threaded_under)
+        .map(|mention| Tag::custom(TagKind::q(), [mention.thread.answered_event().to_hex()]))
+        .collect()
 }
 
 fn group_tag(channel: &str) -> Tag {
