@@ -180,3 +180,78 @@ async fn direct_message_round_trip_and_strangers_dms_are_refused_even_in_anyone_
         "no DM back to the stranger"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_author_is_rate_limited_and_told_once() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let chatty = Person::join(&relay.url()).await;
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&[
+        "--respond-to",
+        "anyone",
+        "--rate-limit-burst",
+        "2",
+        "--rate-limit-refill",
+        "1h",
+    ]);
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    let mut mentions = Vec::new();
+    for n in 0..5 {
+        mentions.push(
+            chatty
+                .mention_in_group(&bot, &format!("room-{n}"), "hello?")
+                .await,
+        );
+    }
+    bridge.wait_for_drop(&mentions[4].id, "rate_limited").await;
+    owner.replies_from(&bot, &mentions[0].id, 1).await;
+    owner.replies_from(&bot, &mentions[1].id, 1).await;
+    let notice = owner.replies_from(&bot, &mentions[2].id, 1).await.remove(0);
+    assert!(
+        notice.content.contains("faster than I can take"),
+        "{}",
+        notice.content
+    );
+    bridge.wait_for_drop(&mentions[3].id, "rate_limited").await;
+    assert!(
+        owner.events_referencing(&bot, &mentions[3].id).await.is_empty(),
+        "told once, not twice"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sibling_reply_chain_is_cut_at_the_hop_bound() {
+    let relay = TestRelay::start().await;
+    let owner_keys = Keys::generate();
+    let owner = Person::join_as(owner_keys.clone(), &relay.url()).await;
+    let sibling = Person::join(&relay.url()).await;
+    let attestation = Attestation::sign(&owner_keys, &sibling.public_key(), "")
+        .expect("sign")
+        .to_tag();
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--max-bot-hops", "1"]);
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+
+    let opener = sibling
+        .publish(group_message(
+            &bot,
+            "bots",
+            "ping",
+            std::slice::from_ref(&attestation),
+        ))
+        .await;
+    let reply = sibling.replies_from(&bot, &opener.id, 1).await.remove(0);
+    // The sibling answers our reply: one hop deep, at the bound.
+    let thread = [
+        Tag::parse(["e", &opener.id.to_hex(), "", "root"]).expect("tag"),
+        Tag::parse(["e", &reply.id.to_hex(), "", "reply"]).expect("tag"),
+        attestation,
+    ];
+    let pong = sibling
+        .publish(group_message(&bot, "bots", "pong", &thread))
+        .await;
+    bridge.wait_for_drop(&pong.id, "loop_bound").await;
+    bridge.wait_for_log("bot-to-bot reply chain cut").await;
+    assert!(sibling.events_referencing(&bot, &pong.id).await.is_empty());
+}

@@ -351,3 +351,126 @@ async fn sigterm_mid_turn_exits_cleanly_within_the_grace_and_the_mention_resumes
     assert!(reply.content.contains("> a long job"));
     drop(restarted);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_steer_the_run_dropped_is_answered_in_the_next_turn() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let (spec, frames) = spec_with_frame_log(
+        &relay,
+        &owner,
+        &[
+            "--end-run-after-steer",
+            "--rounds",
+            "20",
+            "--round-delay-ms",
+            "200",
+        ],
+        &[],
+    );
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    let first = owner.mention_in_group(&bot, "room", "first [rounds=20]").await;
+    bridge.wait_for_log("agent run started").await;
+    let late = owner
+        .mention_in_group(&bot, "room", "the late one [rounds=1]")
+        .await;
+    let first_reply = owner.replies_from(&bot, &first.id, 1).await.remove(0);
+    assert!(
+        !first_reply.content.contains("the late one"),
+        "not folded: {}",
+        first_reply.content
+    );
+    let late_reply = owner.replies_from(&bot, &late.id, 1).await.remove(0);
+    assert!(
+        late_reply.content.contains("> the late one"),
+        "{}",
+        late_reply.content
+    );
+    bridge.wait_for_log("steer acknowledged but not folded in").await;
+    let methods = agent_methods(&frames);
+    assert_eq!(
+        count(&methods, "session/prompt"),
+        2,
+        "the late one got its own turn: {methods:?}"
+    );
+    assert_eq!(count(&methods, "session/cancel"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_commands_cancel_status_and_rotate() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let guest = Person::join(&relay.url()).await;
+    let (spec, frames) = spec_with_frame_log(
+        &relay,
+        &owner,
+        &["--rounds", "100", "--round-delay-ms", "100"],
+        &["--respond-to", "anyone", "--multiple-event-handling", "queue"],
+    );
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    let work = owner.mention_in_group(&bot, "room", "endless work").await;
+    bridge.wait_for_log("agent run started").await;
+
+    // A guest's `!cancel` is plain text: it waits in the queue like any message.
+    let guest_cancel = guest.mention_in_group(&bot, "room", "!cancel").await;
+    let status = owner.mention_in_group(&bot, "room", "!status").await;
+    let status_reply = owner.replies_from(&bot, &status.id, 1).await.remove(0);
+    assert!(
+        status_reply.content.contains("Turns in flight: 1"),
+        "{}",
+        status_reply.content
+    );
+    assert!(
+        status_reply.content.contains("Mentions waiting: 1"),
+        "{}",
+        status_reply.content
+    );
+
+    let cancel = owner.mention_in_group(&bot, "room", "!cancel").await;
+    owner.replies_from(&bot, &cancel.id, 1).await;
+    let notice = owner.replies_from(&bot, &work.id, 1).await.remove(0);
+    assert!(
+        notice.content.contains("Cancelled by the owner"),
+        "{}",
+        notice.content
+    );
+    // The guest's text then runs as an ordinary turn.
+    let guest_reply = owner.replies_from(&bot, &guest_cancel.id, 1).await.remove(0);
+    assert!(
+        guest_reply.content.contains("> !cancel"),
+        "{}",
+        guest_reply.content
+    );
+
+    let rotate = owner.mention_in_group(&bot, "room", "!rotate").await;
+    owner.replies_from(&bot, &rotate.id, 1).await;
+    let after = owner
+        .mention_in_group(&bot, "room", "fresh start [rounds=1]")
+        .await;
+    owner.replies_from(&bot, &after.id, 1).await;
+    assert_eq!(
+        count(&agent_methods(&frames), "session/new"),
+        2,
+        "rotate opened a new session"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_that_keeps_failing_ends_in_a_notice() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).agent(&["--crash-after-rounds", "0"]);
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    let mention = owner.mention_in_group(&bot, "room", "doomed").await;
+    let notice = owner.replies_from(&bot, &mention.id, 1).await.remove(0);
+    assert!(notice.content.contains("could not answer"), "{}", notice.content);
+    assert!(!notice.content.contains("done:"));
+    assert_eq!(
+        bridge.log_events("turn failed; will retry").len(),
+        2,
+        "three attempts in all"
+    );
+}

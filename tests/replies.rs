@@ -120,3 +120,26 @@ async fn accepted_mentions_get_a_reaction_unless_disabled() {
             .any(|tag| tag.kind() == TagKind::h() && tag.content() == Some("room"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_reply_mode_publishes_no_answer_of_its_own() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let spec =
+        BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--reply-mode", "agent", "--no-reactions"]);
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    owner.mention_in_group(&bot, "room", "post it yourself").await;
+    bridge.wait_for_log("turn finished").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let everything = owner
+        .client
+        .fetch_events(Filter::new().author(bot), Duration::from_secs(5))
+        .await
+        .expect("fetch");
+    assert!(
+        everything.is_empty(),
+        "the daemon published nothing: {everything:?}"
+    );
+    assert_eq!(bridge.log_events("turn finished")[0]["outcome"], "answered");
+}
