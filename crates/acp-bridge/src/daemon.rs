@@ -26,6 +26,8 @@ use crate::pool::Pool;
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::store::{Finish, Store, StoreError};
+use crate::telemetry::http::{self, Health};
+use sd_notify::NotifyState;
 
 /// Events waiting between the relay links and the intake.
 const ARRIVAL_QUEUE: usize = 4096;
@@ -42,6 +44,8 @@ pub enum DaemonError {
     EmbeddedRelay(String),
     #[error("relay {url}: {reason}")]
     Relay { url: RelayUrl, reason: String },
+    #[error("--metrics-addr: {0}")]
+    Metrics(String),
 }
 
 /// Handles a running daemon exposes (for health checks, tests, the demo).
@@ -188,6 +192,17 @@ pub async fn run(
     );
     let intake_task = tokio::spawn(intake.run(arrivals_rx));
 
+    let metrics_stop = CancellationToken::new();
+    if let Some(addr) = settings.metrics_addr {
+        let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
+        let health = Health {
+            relays_connected: relays_connected.clone(),
+            pool: Arc::clone(&pool),
+        };
+        http::bind(addr, recorder, health, metrics_stop.clone())
+            .await
+            .map_err(|error| DaemonError::Metrics(format!("cannot listen on {addr}: {error}")))?;
+    }
     let handle = DaemonHandle {
         relays_connected: relays_connected.clone(),
         pool: Arc::clone(&pool),
@@ -196,6 +211,7 @@ pub async fn run(
     on_ready(handle);
 
     heart.run(inbound_rx, stop.clone(), settings.shutdown_grace).await;
+    notify_systemd(&[NotifyState::Stopping]);
 
     // The heart returned: stop was requested and the turns are settled.
     intake_stop.cancel();
@@ -209,6 +225,7 @@ pub async fn run(
         tracing::warn!("some replies are still unsent; they are published at the next start");
     }
     client.shutdown().await;
+    metrics_stop.cancel();
     if let Some(relay) = embedded {
         relay.shutdown();
     }
@@ -227,6 +244,7 @@ async fn announce_ready(relays: Vec<watch::Receiver<bool>>, stop: CancellationTo
         () = stop.cancelled() => {}
         _ = futures_util::future::select_all(waits) => {
             tracing::info!("ready: subscribed to mentions");
+            notify_systemd(&[NotifyState::Ready]);
         }
     }
 }
@@ -253,6 +271,14 @@ fn pending_mentions(store: &Store) -> Vec<Mention> {
             }
         })
         .collect()
+}
+
+/// Tells systemd (`Type=notify`) about readiness and stopping; a no-op
+/// outside systemd (no `$NOTIFY_SOCKET`).
+fn notify_systemd(states: &[NotifyState]) {
+    if let Err(error) = sd_notify::notify(states) {
+        tracing::debug!(%error, "sd_notify failed");
+    }
 }
 
 fn relay_error(url: &RelayUrl, error: impl std::fmt::Display) -> DaemonError {

@@ -213,7 +213,7 @@ impl Heart {
             "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}.",
             self.live.len(),
             self.queue.depth(),
-            self.pool.alive().await,
+            self.pool.alive(),
             if self.pool.circuit_open() {
                 " (restarts paused after repeated crashes)"
             } else {

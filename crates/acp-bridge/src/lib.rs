@@ -8,6 +8,7 @@
 //! must survive a restart; `daemon` wires the stages and owns no logic.
 
 pub mod backoff;
+pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod daemon;

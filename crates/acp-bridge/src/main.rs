@@ -1,9 +1,10 @@
 //! The `acp-bridge` binary: parses the command line, sets up logging, and
 //! runs the daemon or one of its tools.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use acp_bridge::config::RunArgs;
+use acp_bridge::config::{RunArgs, Settings};
 use acp_bridge::shutdown::Shutdown;
 use acp_bridge::telemetry::{self, LogFormat};
 use clap::{Parser, Subcommand};
@@ -32,6 +33,18 @@ struct Cli {
 enum Command {
     /// Run the daemon (the default when no subcommand is given).
     Run(Box<RunArgs>),
+    /// Show the whole path on embedded defaults: relay, bridge, scripted
+    /// agent, and an owner who steers a live turn. No network, no API key.
+    Demo,
+    /// Write a fresh bot key: the nsec to a new 0600 file, the npub to stdout.
+    Keygen {
+        /// Where to write the secret key (must not exist).
+        #[arg(long, value_name = "PATH")]
+        out: PathBuf,
+    },
+    /// Validate the configuration, try the agent's `initialize` and every
+    /// relay, and print a verdict (exit 0 when ready).
+    Check(Box<RunArgs>),
     /// Run the scripted ACP agent (tests and the demo use it).
     #[command(hide = true)]
     ScriptedAgent(scripted_agent::Options),
@@ -42,37 +55,70 @@ fn main() -> ExitCode {
     let command = cli.command.unwrap_or(Command::Run(Box::new(cli.run)));
     match command {
         Command::ScriptedAgent(options) => scripted_agent::run_stdio(options),
+        Command::Keygen { out } => match acp_bridge::cli::keygen::write_new_key(&out) {
+            Ok(npub) => {
+                println!("{npub}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(&error),
+        },
+        Command::Demo => block_on(async {
+            match acp_bridge::cli::demo::run().await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => fail(&format!("demo failed: {error}")),
+            }
+        }),
+        Command::Check(args) => {
+            telemetry::init_logging(cli.log_format, "warn");
+            let Some(settings) = settings(&args) else {
+                return ExitCode::from(2);
+            };
+            block_on(async move {
+                if acp_bridge::cli::check::run(&settings).await {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            })
+        }
         Command::Run(args) => {
             telemetry::init_logging(cli.log_format, &cli.log_level);
-            run_daemon(&args)
+            let Some(settings) = settings(&args) else {
+                return ExitCode::from(2);
+            };
+            block_on(async move {
+                let shutdown = Shutdown::listen();
+                match acp_bridge::daemon::run(settings, shutdown.token(), |_| {}).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(error) => {
+                        tracing::error!(%error, "acp-bridge failed");
+                        fail(&error.to_string())
+                    }
+                }
+            })
         }
     }
 }
 
-fn run_daemon(args: &RunArgs) -> ExitCode {
-    let settings = match args.validate(&|name| std::env::var(name).ok()) {
-        Ok(settings) => settings,
+/// Validated settings, or `None` after printing the one-line refusal.
+fn settings(args: &RunArgs) -> Option<Settings> {
+    match args.validate(&|name| std::env::var(name).ok()) {
+        Ok(settings) => Some(settings),
         Err(error) => {
             eprintln!("acp-bridge: {error}");
-            return ExitCode::from(2);
+            None
         }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("acp-bridge: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async move {
-        let shutdown = Shutdown::listen();
-        match acp_bridge::daemon::run(settings, shutdown.token(), |_| {}).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                tracing::error!(%error, "acp-bridge failed");
-                eprintln!("acp-bridge: {error}");
-                ExitCode::FAILURE
-            }
-        }
-    })
+    }
+}
+
+fn block_on(future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(future),
+        Err(error) => fail(&format!("cannot start the async runtime: {error}")),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("acp-bridge: {message}");
+    ExitCode::FAILURE
 }

@@ -12,6 +12,7 @@
 //! not hold up other slots), and the session table a plain mutex.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -123,6 +124,8 @@ pub struct Pool {
     load: Mutex<Vec<usize>>,
     breaker: Arc<Mutex<Breaker>>,
     next_generation: Mutex<u64>,
+    /// Agents alive, kept by the exit watchers.
+    alive: Arc<AtomicUsize>,
 }
 
 impl Pool {
@@ -138,6 +141,7 @@ impl Pool {
             sessions: Mutex::new(HashMap::new()),
             breaker: Arc::new(Mutex::new(Breaker::default())),
             next_generation: Mutex::new(0),
+            alive: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -233,20 +237,8 @@ impl Pool {
     }
 
     /// Agents currently alive.
-    pub async fn alive(&self) -> usize {
-        let mut alive = 0;
-        for slot in &self.slots {
-            if slot
-                .lock()
-                .await
-                .agent
-                .as_ref()
-                .is_some_and(|agent| agent.client.exit().is_none())
-            {
-                alive += 1;
-            }
-        }
-        alive
+    pub fn alive(&self) -> usize {
+        self.alive.load(Ordering::Relaxed)
     }
 
     /// Stops agents idle for `idle_for`; their sessions are forgotten.
@@ -265,7 +257,6 @@ impl Pool {
                 lock(&self.sessions).retain(|_, session| session.slot != index);
             }
         }
-        metrics::agents_alive(self.alive().await);
     }
 
     /// Kills every agent (shutdown).
@@ -347,13 +338,17 @@ impl Pool {
         Ok((client, generation))
     }
 
-    /// Counts the agent's exit as a crash unless we killed it.
+    /// Keeps the alive count, and counts the agent's exit as a crash
+    /// unless we killed it.
     fn watch_exit(&self, client: &AgentClient) {
         let exit = client.exit_watch();
         let breaker = Arc::clone(&self.breaker);
+        let alive = Arc::clone(&self.alive);
+        metrics::agents_alive(alive.fetch_add(1, Ordering::Relaxed) + 1);
         let name = client.name().to_owned();
         tokio::spawn(async move {
             let exit = exit.wait().await;
+            metrics::agents_alive(alive.fetch_sub(1, Ordering::Relaxed).saturating_sub(1));
             if exit.reason != ExitReason::Killed {
                 tracing::warn!(agent = %name, %exit, "agent exited unexpectedly");
                 lock(&breaker).record_crash(Instant::now());

@@ -5,6 +5,7 @@
 //! per line), filtered like `RUST_LOG`. Span fields (conversation, event id,
 //! author, session, run id, turn id) ride along on every line of a turn.
 
+pub mod http;
 pub mod metrics;
 
 use std::io::IsTerminal;

@@ -1,0 +1,136 @@
+//! `acp-bridge check`: is this configuration going to work?
+//!
+//! Validates the flags (the caller already did, with the daemon's own
+//! rules), starts the agent once and asks for `initialize`, and connects to
+//! every relay; prints one line per check and a verdict. Nothing is
+//! published and no state is written.
+
+use std::time::{Duration, Instant};
+
+use acp_client::{AgentClient, AgentCommand, ClientConfig};
+use nostr_sdk::prelude::{Client, RelayOptions};
+
+use crate::config::{RelaySpec, Settings, npub};
+
+/// A relay that does not answer within this is reported unreachable.
+const RELAY_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+/// Agents may resolve providers and start extensions before answering.
+const AGENT_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs every check, printing as it goes; true when all passed.
+pub async fn run(settings: &Settings) -> bool {
+    println!(
+        "config: ok (bot {}, owner {}, respond-to {:?})",
+        npub(&settings.keys.public_key()),
+        settings.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
+        settings.respond_to
+    );
+    let agent_ok = check_agent(settings).await;
+    let mut relays_ok = true;
+    for relay in &settings.relays {
+        relays_ok &= check_relay(relay).await;
+    }
+    let ok = agent_ok && relays_ok;
+    println!(
+        "verdict: {}",
+        if ok {
+            "ready to run"
+        } else {
+            "NOT ready (see above)"
+        }
+    );
+    ok
+}
+
+async fn check_agent(settings: &Settings) -> bool {
+    let command = AgentCommand {
+        name: "check".into(),
+        program: settings.agent.command.clone().into(),
+        args: settings.agent.args.iter().map(Into::into).collect(),
+        cwd: Some(settings.agent.cwd.clone()),
+        env: settings
+            .agent
+            .env
+            .iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
+    };
+    let shown = format!("`{} {}`", settings.agent.command, settings.agent.args.join(" "));
+    let config = ClientConfig {
+        initialize_timeout: AGENT_CHECK_TIMEOUT,
+        ..ClientConfig::default()
+    };
+    let client = match AgentClient::spawn(&command, config) {
+        Ok(client) => client,
+        Err(error) => {
+            println!("agent: FAILED to start {shown}: {error}");
+            println!("  hint: install the agent or point --agent-command at it (PATH is the daemon's PATH)");
+            return false;
+        }
+    };
+    let started = Instant::now();
+    let verdict = match client.initialize().await {
+        Ok(info) => {
+            println!(
+                "agent: ok {shown} answers ACP v{} as {} {} in {} ms (steering hint: {})",
+                info.protocol_version,
+                info.name.as_deref().unwrap_or("(unnamed)"),
+                info.version.as_deref().unwrap_or(""),
+                started.elapsed().as_millis(),
+                if info.steering_hint.is_some() {
+                    "yes"
+                } else {
+                    "no; steer support is detected by trying"
+                }
+            );
+            true
+        }
+        Err(error) => {
+            println!("agent: FAILED {shown}: {error}");
+            false
+        }
+    };
+    client.kill();
+    verdict
+}
+
+async fn check_relay(relay: &RelaySpec) -> bool {
+    let url = match relay {
+        RelaySpec::Embedded => {
+            println!("relay embedded: ok (started in-process when the daemon runs)");
+            return true;
+        }
+        RelaySpec::Url(url) => url.clone(),
+    };
+    let client = Client::default();
+    let started = Instant::now();
+    let connected = async {
+        client
+            .pool()
+            .add_relay(url.clone(), RelayOptions::new().reconnect(false))
+            .await
+            .map_err(|error| error.to_string())?;
+        client
+            .relay(url.clone())
+            .await
+            .map_err(|error| error.to_string())?
+            .try_connect(RELAY_CHECK_TIMEOUT)
+            .await
+            .map_err(|error| error.to_string())
+    };
+    let verdict = match connected.await {
+        Ok(()) => {
+            println!(
+                "relay {url}: ok (connected in {} ms)",
+                started.elapsed().as_millis()
+            );
+            true
+        }
+        Err(error) => {
+            println!("relay {url}: FAILED to connect: {error}");
+            false
+        }
+    };
+    client.shutdown().await;
+    verdict
+}

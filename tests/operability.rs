@@ -1,0 +1,201 @@
+//! Operability: the demo, JSON logs with turn fields, /metrics and /healthz,
+//! `check` and `keygen`.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::*;
+
+#[test]
+fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn() {
+    let output = Command::new(bridge_binary())
+        .arg("demo")
+        .output()
+        .expect("run the demo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "demo failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("steered into the live turn (native steer"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("stop reason end_turn, steer path native"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("│ steer: "),
+        "the reply shows the folded steer: {stdout}"
+    );
+    assert_eq!(
+        stdout.matches("bridge → prompting the agent").count(),
+        1,
+        "one turn: {stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_the_turn_fields_and_metrics_count_the_turn() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--metrics-addr", &addr]);
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    let mention = owner.mention_in_group(&bot, "room", "measure me").await;
+    owner.replies_from(&bot, &mention.id, 1).await;
+
+    let lines = log_lines(&bridge.log());
+    assert!(!lines.is_empty());
+    for line in bridge.log().lines().filter(|line| !line.trim().is_empty()) {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+    }
+    let finished = bridge.log_events("turn finished").remove(0);
+    let span = &finished["span"];
+    assert_eq!(span["conversation"], "group:room");
+    assert_eq!(span["event_id"], mention.id.to_hex());
+    assert!(
+        span["author"]
+            .as_str()
+            .is_some_and(|author| author.starts_with("npub1")),
+        "{finished}"
+    );
+    assert!(
+        span["session"]
+            .as_str()
+            .is_some_and(|session| !session.is_empty()),
+        "{finished}"
+    );
+    assert!(
+        span["run_id"].as_str().is_some_and(|run| run.starts_with("run_")),
+        "{finished}"
+    );
+    assert!(span["turn_id"].as_u64().is_some(), "{finished}");
+    for field in [
+        "outcome",
+        "stop_reason",
+        "steer_path",
+        "queue_wait_ms",
+        "agent_ms",
+    ] {
+        assert!(!finished[field].is_null(), "`{field}` missing: {finished}");
+    }
+    let secret = spec.bot.secret_key().to_secret_hex();
+    assert!(!bridge.log().contains(&secret), "the key never appears in logs");
+
+    let metrics = http_get(port, "/metrics").await;
+    assert!(
+        metrics.contains("acp_bridge_events_accepted_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("acp_bridge_turns_total{outcome=\"answered\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("acp_bridge_mention_to_reply_seconds_bucket"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("acp_bridge_agents_alive 1"), "{metrics}");
+    let health = http_get(port, "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+}
+
+#[test]
+fn check_fails_clearly_on_a_missing_agent_binary() {
+    let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let output = Command::new(bridge_binary())
+        .args([
+            "check",
+            "--relay",
+            "embedded",
+            "--owner",
+            &owner,
+            "--agent-command",
+            "/nonexistent/agent-binary",
+        ])
+        .env_clear()
+        .env("ACP_BRIDGE_SECRET_KEY", &secret)
+        .output()
+        .expect("run check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("agent: FAILED to start `/nonexistent/agent-binary"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
+    assert!(!stdout.contains(&secret));
+}
+
+#[test]
+fn check_passes_with_the_built_in_agent() {
+    let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let output = Command::new(bridge_binary())
+        .args([
+            "check",
+            "--relay",
+            "embedded",
+            "--owner",
+            &owner,
+            "--agent-command",
+            bridge_binary(),
+            "--agent-args",
+            "scripted-agent",
+        ])
+        .env_clear()
+        .env("ACP_BRIDGE_SECRET_KEY", &secret)
+        .output()
+        .expect("run check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("agent: ok"), "{stdout}");
+    assert!(stdout.contains("verdict: ready"), "{stdout}");
+}
+
+#[test]
+fn keygen_writes_a_0600_key_file_and_prints_the_npub() {
+    use std::os::unix::fs::PermissionsExt;
+    let path = temp_dir("keygen").join("bot.nsec");
+    let output = Command::new(bridge_binary())
+        .args(["keygen", "--out"])
+        .arg(&path)
+        .output()
+        .expect("keygen");
+    assert!(output.status.success());
+    let npub = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(npub.starts_with("npub1"), "{npub}");
+    let mode = std::fs::metadata(&path).expect("written").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let nsec = std::fs::read_to_string(&path).expect("read");
+    assert!(nsec.starts_with("nsec1"));
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains(nsec.trim()),
+        "the secret is not printed"
+    );
+}
+
+/// A plain HTTP/1.1 GET, returning the whole response.
+async fn http_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
+        .await
+        .expect("response in time")
+        .expect("read");
+    response
+}
