@@ -572,3 +572,42 @@ pub async fn answers_to(person: &Person, author: &PublicKey, event_id: &EventId)
     events.dedup_by_key(|event| event.id);
     events
 }
+
+impl Person {
+    /// A kind-9 reply in `channel` to `parent` (thread `root`), p-tagging `bot`.
+    pub async fn reply_in_group(
+        &self,
+        bot: &PublicKey,
+        channel: &str,
+        root: &EventId,
+        parent: &EventId,
+        text: &str,
+    ) -> Event {
+        let thread = [
+            Tag::parse(["e", &root.to_hex(), "", "root"]).expect("tag"),
+            Tag::parse(["e", &parent.to_hex(), "", "reply"]).expect("tag"),
+        ];
+        self.publish(group_message(bot, channel, text, &thread)).await
+    }
+
+    /// Waits for an event by `author` referencing `event_id` whose content
+    /// contains `needle`.
+    pub async fn reply_containing(&self, author: &PublicKey, event_id: &EventId, needle: &str) -> Event {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(found) = self
+                .events_referencing(author, event_id)
+                .await
+                .into_iter()
+                .find(|event| event.content.contains(needle))
+            {
+                return found;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no event from {author} referencing {event_id} containing `{needle}`"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

@@ -343,6 +343,12 @@ impl RunArgs {
                 "required with --respond-to owner-only or allowlist (set ACP_BRIDGE_OWNER)",
             ));
         }
+        if owner.is_none() && self.permission_policy == PermissionPolicyArg::AskOwner {
+            return Err(refuse(
+                "--owner",
+                "required with --permission-policy ask-owner (the owner answers the questions)",
+            ));
+        }
         if owner == Some(keys.public_key()) {
             return Err(refuse(
                 "--owner",
@@ -607,10 +613,12 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
 
 fn warn_if_readable_by_others(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
+    // Group read is how orchestrators hand secrets to non-root users
+    // (Kubernetes `fsGroup`); access for everyone else is a mistake.
     if let Ok(metadata) = std::fs::metadata(path)
-        && metadata.permissions().mode() & 0o077 != 0
+        && metadata.permissions().mode() & 0o007 != 0
     {
-        tracing::warn!(path = %path.display(), "the secret key file is readable by group or others; chmod 600 it");
+        tracing::warn!(path = %path.display(), "the secret key file is accessible to other users; chmod 600 it");
     }
 }
 

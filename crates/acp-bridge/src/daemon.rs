@@ -13,6 +13,7 @@ use nostr_sdk::prelude::{Client, ClientOptions, RelayOptions, RelayUrl};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::ask_owner::AskOwnerDesk;
 use crate::config::{PermissionPolicyArg, RelaySpec, Settings};
 use crate::embedded_relay::EmbeddedRelay;
 use crate::gate::AuthorGate;
@@ -27,6 +28,7 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::store::{Finish, Store, StoreError};
 use crate::telemetry::http::{self, Health};
+use crate::turn_runner::{AskOwner, TurnContext};
 use sd_notify::NotifyState;
 
 /// Events waiting between the relay links and the intake.
@@ -124,14 +126,28 @@ pub async fn run(
             PermissionPolicyArg::AskOwner => PermissionPolicy::AskCaller,
         },
     };
+    let ask = match (settings.permission_policy, settings.owner) {
+        (PermissionPolicyArg::AskOwner, Some(owner)) => Some(AskOwner {
+            desk: Arc::new(AskOwnerDesk::default()),
+            owner,
+            timeout: settings.permission_timeout,
+            store: Arc::clone(&store),
+        }),
+        _ => None,
+    };
+    let turns = TurnContext {
+        pool: Arc::clone(&pool),
+        replier: replier.clone(),
+        options: turn_options,
+        ask,
+    };
     let mut heart = Heart::new(
-        Arc::clone(&pool),
-        replier.clone(),
+        turns,
         Arc::clone(&store),
         ModeGate::new(settings.multiple_event_handling, settings.dedup),
-        turn_options,
         settings.agent.processes as usize,
     );
+    expire_stale_questions(&store, &replier).await;
     heart.resume(pending_mentions(&store));
 
     let intake_stop = stop.child_token();
@@ -246,6 +262,26 @@ async fn announce_ready(relays: Vec<watch::Receiver<bool>>, stop: CancellationTo
             tracing::info!("ready: subscribed to mentions");
             notify_systemd(&[NotifyState::Ready]);
         }
+    }
+}
+
+/// Questions posted before a crash died with their turns: their threads are
+/// told so (the resumed mention will ask again) and they are forgotten.
+async fn expire_stale_questions(store: &Store, replier: &Replier) {
+    let stale = match store.questions_open() {
+        Ok(stale) => stale,
+        Err(error) => return tracing::error!(%error, "cannot read the open questions"),
+    };
+    for (event_id, payload) in stale {
+        if let Ok(mention) = serde_json::from_str::<Mention>(&payload) {
+            let text = "This permission question expired: the bridge restarted. If the agent still needs it, it will ask again.";
+            if let Err(error) = replier.inform(&mention, text).await {
+                tracing::error!(%error, "cannot mark a stale question expired");
+                continue;
+            }
+            tracing::info!(question = %event_id, "marked a stale permission question expired");
+        }
+        let _ = store.question_close(&event_id);
     }
 }
 

@@ -18,21 +18,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_client::TurnOptions;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::ask_owner::Routed;
 use crate::backoff::Backoff;
 use crate::commands::OwnerCommand;
 use crate::intake::Inbound;
 use crate::mention::{ConversationKey, Mention};
 use crate::mode_gate::{Decision, ModeGate};
-use crate::pool::{IDLE_AGENT_REAP, Pool};
+use crate::pool::IDLE_AGENT_REAP;
 use crate::queue::Queue;
 use crate::reply::Replier;
+use crate::store::Finish;
 use crate::store::Store;
 use crate::telemetry::metrics;
-use crate::turn_runner::{Control, TurnChannels, TurnEnd, TurnReport, TurnRunner};
+use crate::turn_runner::{Control, TurnChannels, TurnContext, TurnEnd, TurnReport, TurnRunner};
 
 /// Attempts of one mention before it is given up with a notice.
 pub const MAX_TURN_ATTEMPTS: u32 = 3;
@@ -61,11 +62,10 @@ struct Counters {
 pub struct Heart {
     queue: Queue,
     live: HashMap<ConversationKey, LiveTurn>,
-    pool: Arc<Pool>,
-    replier: Replier,
+    /// What turns share; the heart uses its pool, replier and desk too.
+    turns: TurnContext,
     store: Arc<Store>,
     mode_gate: ModeGate,
-    turn_options: TurnOptions,
     capacity: usize,
     next_turn_id: u64,
     counters: Counters,
@@ -85,23 +85,14 @@ impl std::fmt::Debug for Heart {
 }
 
 impl Heart {
-    pub fn new(
-        pool: Arc<Pool>,
-        replier: Replier,
-        store: Arc<Store>,
-        mode_gate: ModeGate,
-        turn_options: TurnOptions,
-        agents: usize,
-    ) -> Self {
+    pub fn new(turns: TurnContext, store: Arc<Store>, mode_gate: ModeGate, agents: usize) -> Self {
         let (reports_tx, reports_rx) = mpsc::channel(64);
         Heart {
             queue: Queue::default(),
             live: HashMap::new(),
-            pool,
-            replier,
+            turns,
             store,
             mode_gate,
-            turn_options,
             capacity: agents * TURNS_PER_AGENT,
             next_turn_id: 0,
             counters: Counters::default(),
@@ -145,13 +136,21 @@ impl Heart {
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report).await,
                 () = sleep_until_opt(wake) => {}
-                _ = reap.tick() => self.pool.reap_idle(IDLE_AGENT_REAP).await,
+                _ = reap.tick() => self.turns.pool.reap_idle(IDLE_AGENT_REAP).await,
             }
         }
         self.shut_down(grace).await;
     }
 
     async fn on_mention(&mut self, mention: Mention) {
+        if self
+            .turns
+            .ask
+            .as_ref()
+            .is_some_and(|ask| ask.desk.is_answer(&mention))
+        {
+            return self.on_answer(mention).await;
+        }
         let key = mention.conversation.clone();
         let Some(live) = self.live.get(&key) else {
             self.enqueue(mention);
@@ -184,6 +183,37 @@ impl Heart {
         }
     }
 
+    /// A reply to an open permission question. Only the owner answers;
+    /// anyone else's reply is ignored (logged, and not prompted either).
+    async fn on_answer(&mut self, reply: Mention) {
+        let Some(ask) = &self.turns.ask else { return };
+        if !reply.from_owner {
+            tracing::info!(
+                conversation = %reply.conversation, event_id = %reply.event_id, author = %reply.author_short(),
+                "ignored a reply to a permission question from someone other than the owner"
+            );
+            let now = i64::try_from(nostr_sdk::prelude::Timestamp::now().as_secs()).unwrap_or(i64::MAX);
+            if let Err(error) = self
+                .store
+                .journal_finish(&[&reply.event_id.to_hex()], Finish::Dropped, now)
+            {
+                tracing::error!(%error, "cannot finish the ignored reply");
+            }
+            return;
+        }
+        let text = match ask.desk.answer(&reply) {
+            Routed::Answered(option) => format!("Answered the agent: {}.", option.name),
+            Routed::Unrecognized { options } => {
+                format!(
+                    "I did not understand that answer. Reply with the number or the name of one of:\n{options}"
+                )
+            }
+            // Closed between the check and now (timed out): an ordinary mention.
+            Routed::NotAnAnswer => return self.enqueue(reply),
+        };
+        self.notify(&[reply], &text).await;
+    }
+
     async fn on_command(&mut self, mention: Mention, command: OwnerCommand) {
         tracing::info!(conversation = %mention.conversation, command = command.as_str(), "owner command");
         let key = mention.conversation.clone();
@@ -199,7 +229,7 @@ impl Heart {
                     self.rotate_after_turn.push(key.clone());
                     "This conversation gets a fresh agent session after the turn in flight.".to_owned()
                 } else {
-                    self.pool.rotate(&key);
+                    self.turns.pool.rotate(&key);
                     "This conversation gets a fresh agent session from its next turn.".to_owned()
                 }
             }
@@ -209,12 +239,22 @@ impl Heart {
     }
 
     async fn status_text(&self) -> String {
+        let blocked: Vec<String> = self
+            .live
+            .keys()
+            .filter_map(|key| {
+                let question = self.turns.ask.as_ref()?.desk.waiting_in(key)?;
+                Some(format!(
+                    " {key} is waiting for the owner to answer a permission question ({question})."
+                ))
+            })
+            .collect();
         format!(
-            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}.",
+            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}.{}",
             self.live.len(),
             self.queue.depth(),
-            self.pool.alive(),
-            if self.pool.circuit_open() {
+            self.turns.pool.alive(),
+            if self.turns.pool.circuit_open() {
                 " (restarts paused after repeated crashes)"
             } else {
                 ""
@@ -222,6 +262,7 @@ impl Heart {
             self.counters.turns_started,
             self.counters.absorbed,
             self.counters.queued_mid_turn,
+            blocked.concat(),
         )
     }
 
@@ -236,7 +277,7 @@ impl Heart {
         }
         if let Some(position) = self.rotate_after_turn.iter().position(|pending| *pending == key) {
             self.rotate_after_turn.swap_remove(position);
-            self.pool.rotate(&key);
+            self.turns.pool.rotate(&key);
         }
         for dropped in self.queue.push_front(report.returned) {
             self.queue_overflow(dropped).await;
@@ -293,9 +334,7 @@ impl Heart {
                 self.next_turn_id,
                 key,
                 batch,
-                Arc::clone(&self.pool),
-                self.replier.clone(),
-                self.turn_options,
+                self.turns.clone(),
                 TurnChannels {
                     control: control_rx,
                     reports: self.reports_tx.clone(),
@@ -309,13 +348,13 @@ impl Heart {
     fn enqueue(&mut self, mention: Mention) {
         if let Some(dropped) = self.queue.push_back(mention) {
             // Synchronous callers: the notice is sent on its own task.
-            let replier = self.replier.clone();
+            let replier = self.turns.replier.clone();
             tokio::spawn(async move { notify_overflow(&replier, dropped).await });
         }
     }
 
     async fn queue_overflow(&self, dropped: Mention) {
-        notify_overflow(&self.replier, dropped).await;
+        notify_overflow(&self.turns.replier, dropped).await;
     }
 
     fn record_attempts(&self, mentions: &[Mention]) -> u32 {
@@ -327,7 +366,7 @@ impl Heart {
     }
 
     async fn notify(&self, mentions: &[Mention], text: &str) {
-        if let Err(error) = self.replier.notify(mentions, text).await {
+        if let Err(error) = self.turns.replier.notify(mentions, text).await {
             tracing::error!(%error, "cannot store a notice");
         }
     }
@@ -363,7 +402,7 @@ impl Heart {
                 }
             }
         }
-        self.pool.shutdown().await;
+        self.turns.pool.shutdown().await;
     }
 
     /// During the grace period turns still end normally; nothing new starts.

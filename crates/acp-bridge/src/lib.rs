@@ -7,6 +7,7 @@
 //! sessions) → `reply` (answers, notices, the outbox). `store` keeps what
 //! must survive a restart; `daemon` wires the stages and owns no logic.
 
+pub mod ask_owner;
 pub mod backoff;
 pub mod cli;
 pub mod commands;

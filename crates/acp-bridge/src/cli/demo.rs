@@ -7,7 +7,7 @@
 //! steered, reply); the demo exits 0 only when the second mention was folded
 //! into the live turn and one reply answered both. No API key, no network.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -20,7 +20,10 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::config::RunArgs;
+use crate::config::{
+    AgentSettings, Dedup, MultipleEventHandling, PermissionPolicyArg, RelaySpec, ReplyMode, RespondTo,
+    SessionPolicy, Settings,
+};
 use crate::embedded_relay::EmbeddedRelay;
 
 /// The whole demo must finish within this.
@@ -69,45 +72,58 @@ pub async fn run() -> Result<(), String> {
     }
 }
 
+/// The demo's configuration, built directly rather than from flags: the
+/// demo must not pick up an operator's `ACP_BRIDGE_*` environment (a
+/// container sets a key file and a state dir, for instance).
 fn demo_settings(
     relay: &EmbeddedRelay,
     bot: &Keys,
     owner: &Keys,
     state_dir: &std::path::Path,
-) -> Result<crate::config::Settings, String> {
-    #[derive(clap::Parser)]
-    struct Flags {
-        #[command(flatten)]
-        run: RunArgs,
-    }
+) -> Result<Settings, String> {
     let program = std::env::current_exe().map_err(|error| format!("cannot find this program: {error}"))?;
-    let agent_args =
-        format!("scripted-agent --rounds {AGENT_ROUNDS} --round-delay-ms {AGENT_ROUND_DELAY_MS}");
-    let args = [
-        "demo".to_owned(),
-        "--relay".into(),
-        relay.url().to_string(),
-        "--owner".into(),
-        owner.public_key().to_hex(),
-        "--agent-command".into(),
-        program.display().to_string(),
-        "--state-dir".into(),
-        state_dir.display().to_string(),
-    ];
-    let flags = <Flags as clap::Parser>::try_parse_from(args).map_err(|error| error.to_string())?;
-    let secret = bot.secret_key().to_secret_hex();
-    flags
-        .run
-        .validate(&|name| match name {
-            crate::config::SECRET_KEY_ENV => Some(secret.clone()),
-            "ACP_BRIDGE_AGENT_ARGS" => None,
-            other => std::env::var(other).ok(),
-        })
-        .map(|mut settings| {
-            settings.agent.args = agent_args.split(' ').map(str::to_owned).collect();
-            settings
-        })
-        .map_err(|error| error.to_string())
+    let cwd = std::env::temp_dir();
+    Ok(Settings {
+        relays: vec![RelaySpec::Url(relay.url().clone())],
+        keys: bot.clone(),
+        owner: Some(owner.public_key()),
+        respond_to: RespondTo::OwnerOnly,
+        allowlist: BTreeSet::new(),
+        kinds: vec![Kind::Custom(9)],
+        state_dir: state_dir.to_path_buf(),
+        reply_mode: ReplyMode::Daemon,
+        reactions: true,
+        max_content_bytes: 64 * 1024,
+        rate_limit_burst: 10,
+        rate_limit_refill: Duration::from_secs(6),
+        max_bot_hops: 3,
+        agent: AgentSettings {
+            command: program.display().to_string(),
+            args: [
+                "scripted-agent",
+                "--rounds",
+                AGENT_ROUNDS,
+                "--round-delay-ms",
+                AGENT_ROUND_DELAY_MS,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            env: std::env::var("PATH")
+                .map(|path| vec![("PATH".to_owned(), path)])
+                .unwrap_or_default(),
+            processes: 1,
+            cwd,
+            idle_timeout: DEMO_TIMEOUT,
+            max_turn_duration: DEMO_TIMEOUT,
+        },
+        multiple_event_handling: MultipleEventHandling::Steer,
+        dedup: Dedup::Queue,
+        session_policy: SessionPolicy::Conversation,
+        permission_policy: PermissionPolicyArg::Allow,
+        permission_timeout: None,
+        shutdown_grace: Duration::from_secs(5),
+        metrics_addr: None,
+    })
 }
 
 /// The simulated owner's side: two mentions, then the reply.

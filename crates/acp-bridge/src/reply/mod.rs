@@ -129,7 +129,18 @@ impl Replier {
     /// Says something in the thread of `mention` without finishing it (for
     /// example that a steer waits behind a permission question).
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let event = self.build(std::slice::from_ref(mention), text).await?;
+        let event = self.build(std::slice::from_ref(mention), text, None).await?;
+        self.put_in_outbox(&event, &[], Finish::Notified)?;
+        Ok(event.id)
+    }
+
+    /// Asks `owner` something in the thread of `mention` (mentioning them),
+    /// without finishing the mention. Returns the question's event id, which
+    /// the owner's answer replies to.
+    pub async fn ask(&self, mention: &Mention, owner: PublicKey, text: &str) -> Result<EventId, ReplyError> {
+        let event = self
+            .build(std::slice::from_ref(mention), text, Some(owner))
+            .await?;
         self.put_in_outbox(&event, &[], Finish::Notified)?;
         Ok(event.id)
     }
@@ -140,7 +151,7 @@ impl Replier {
         text: &str,
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
-        let event = self.build(mentions, text).await?;
+        let event = self.build(mentions, text, None).await?;
         self.put_in_outbox(&event, mentions, finish)?;
         if let Some(newest) = mentions.last() {
             self.loop_guard.record_reply(event.id, newest.chain_depth);
@@ -166,11 +177,21 @@ impl Replier {
     }
 
     /// Signs the event answering `mentions` in the thread of the newest one.
-    async fn build(&self, mentions: &[Mention], text: &str) -> Result<Event, ReplyError> {
+    /// `also_notify` is p-tagged beside the authors (the owner, for questions).
+    async fn build(
+        &self,
+        mentions: &[Mention],
+        text: &str,
+        also_notify: Option<PublicKey>,
+    ) -> Result<Event, ReplyError> {
         let newest = mentions
             .last()
             .ok_or_else(|| ReplyError::Sign("no mention to answer".into()))?;
-        let authors: BTreeSet<PublicKey> = mentions.iter().map(|mention| mention.author).collect();
+        let authors: BTreeSet<PublicKey> = mentions
+            .iter()
+            .map(|mention| mention.author)
+            .chain(also_notify)
+            .collect();
         let sign_error =
             |error: nostr_sdk::prelude::event::builder::Error| ReplyError::Sign(error.to_string());
         match &newest.thread {

@@ -33,6 +33,7 @@
 
 mod journal;
 mod outbox;
+mod questions;
 mod schema;
 mod seen;
 mod watermark;

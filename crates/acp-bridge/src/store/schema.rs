@@ -58,8 +58,18 @@ CREATE INDEX mention_finished_by_age ON mention (finished_at) WHERE finished_at 
 CREATE INDEX mention_reply ON mention (reply_id) WHERE reply_id IS NOT NULL;
 ";
 
+/// Version 2: permission questions posted to the owner and not yet closed,
+/// so that after a crash their threads can be told they expired.
+const V2: &str = "
+CREATE TABLE question (
+    event_id TEXT PRIMARY KEY NOT NULL,
+    payload  TEXT NOT NULL,
+    asked_at INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes.
 pub(super) const SUPPORTED_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -26,6 +26,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+mod questions;
+
+pub use questions::AskOwner;
+use questions::OwnerQuestions;
+
 use crate::framing::{self, Framing};
 use crate::mention::{ConversationKey, Mention};
 use crate::pool::{Lease, Pool, PoolError};
@@ -128,6 +133,16 @@ struct PendingMerge {
     mentions: Vec<Mention>,
 }
 
+/// What every turn of the daemon shares.
+#[derive(Debug, Clone)]
+pub struct TurnContext {
+    pub pool: Arc<Pool>,
+    pub replier: Replier,
+    pub options: TurnOptions,
+    /// Set with `--permission-policy ask-owner`.
+    pub ask: Option<AskOwner>,
+}
+
 #[derive(Debug)]
 pub struct TurnRunner {
     turn_id: u64,
@@ -136,11 +151,15 @@ pub struct TurnRunner {
     pool: Arc<Pool>,
     replier: Replier,
     options: TurnOptions,
+    ask: Option<AskOwner>,
     control: mpsc::Receiver<Control>,
     reports: mpsc::Sender<TurnReport>,
     /// Set once the agent answered a steer with -32601: later mid-turn
     /// mentions of this turn go straight to cancel + merge.
     native_steer_unsupported: bool,
+    /// Mentions for the next turn, gathered as the turn goes.
+    returned: Vec<Mention>,
+    path: SteerPath,
 }
 
 /// Where a turn reports to and takes orders from.
@@ -159,6 +178,7 @@ struct PromptState {
     cancel: Option<JoinHandle<Result<CancelOutcome, AcpError>>>,
     owner_cancelled: bool,
     abandoned: bool,
+    questions: OwnerQuestions,
 }
 
 impl TurnRunner {
@@ -166,21 +186,22 @@ impl TurnRunner {
         turn_id: u64,
         conversation: ConversationKey,
         batch: Vec<Mention>,
-        pool: Arc<Pool>,
-        replier: Replier,
-        options: TurnOptions,
+        context: TurnContext,
         channels: TurnChannels,
     ) -> Self {
         TurnRunner {
             turn_id,
             conversation,
             batch,
-            pool,
-            replier,
-            options,
+            pool: context.pool,
+            replier: context.replier,
+            options: context.options,
+            ask: context.ask,
             control: channels.control,
             reports: channels.reports,
             native_steer_unsupported: false,
+            returned: Vec::new(),
+            path: SteerPath::None,
         }
     }
 
@@ -227,15 +248,15 @@ impl TurnRunner {
             }
         };
         tracing::Span::current().record("session", lease.session.as_str());
-        let mut returned = Vec::new();
-        let (end, path, stop) = self.drive(&lease, batch, &mut returned).await;
+        let (end, stop) = self.drive(&lease, batch).await;
+        let returned = std::mem::take(&mut self.returned);
         self.pool.release(&lease).await;
         let outcome = end_label(&end);
         metrics::turn_finished(outcome);
         tracing::info!(
             outcome,
             stop_reason = stop.as_ref().map(StopReason::as_str).unwrap_or("none"),
-            steer_path = path.as_str(),
+            steer_path = self.path.as_str(),
             queue_wait_ms,
             agent_ms = started.elapsed().as_millis() as u64,
             returned = returned.len(),
@@ -255,15 +276,9 @@ impl TurnRunner {
 
     /// Prompts, absorbs mid-turn mentions, re-prompts after fallback
     /// merges, and answers.
-    async fn drive(
-        &mut self,
-        lease: &Lease,
-        batch: Vec<Mention>,
-        returned: &mut Vec<Mention>,
-    ) -> (TurnEnd, SteerPath, Option<StopReason>) {
+    async fn drive(&mut self, lease: &Lease, batch: Vec<Mention>) -> (TurnEnd, Option<StopReason>) {
         let mut working_on = batch;
         let mut prompt_text = framing::fresh_prompt(&working_on);
-        let mut path = SteerPath::None;
         loop {
             tracing::info!(mentions = working_on.len(), "prompting the agent");
             let turn = self.lease_prompt(lease, &prompt_text).await;
@@ -275,13 +290,19 @@ impl TurnRunner {
                             mentions: working_on,
                             failure,
                         },
-                        path,
                         None,
                     );
                 }
             };
             let mut state = PromptState::default();
-            let ended = self.pump(lease, &mut turn, &mut state, returned, &mut path).await;
+            let under = working_on
+                .last()
+                .cloned()
+                .expect("a turn has at least one mention");
+            let ended = self.pump(lease, &mut turn, &mut state, &under).await;
+            // Questions die with their prompt; held mentions go to the next turn.
+            state.questions.cancel_all(self.ask.as_ref()).await;
+            self.returned.extend(state.questions.take_held());
             // A cancel still under way is left to finish on its own (it ends
             // with the prompt, or writes its notification at shutdown).
             drop(state.cancel.take());
@@ -301,27 +322,29 @@ impl TurnRunner {
                     working_on.extend(mentions);
                 } else {
                     tracing::info!(%message_id, "steer acknowledged but not folded in; it goes to the next turn");
-                    returned.extend(mentions);
+                    self.returned.extend(mentions);
                 }
             }
             if state.abandoned {
-                returned.extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
-                return (TurnEnd::Abandoned { mentions: working_on }, path, None);
+                self.returned
+                    .extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
+                return (TurnEnd::Abandoned { mentions: working_on }, None);
             }
             if state.owner_cancelled {
-                returned.extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
-                return (TurnEnd::CancelledByOwner { mentions: working_on }, path, None);
+                self.returned
+                    .extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
+                return (TurnEnd::CancelledByOwner { mentions: working_on }, None);
             }
             let outcome = match ended {
                 Ok(outcome) => outcome,
                 Err(error) => {
-                    returned.extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
+                    self.returned
+                        .extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
                     return (
                         TurnEnd::Failed {
                             mentions: working_on,
                             failure: failure_of(&error),
                         },
-                        path,
                         None,
                     );
                 }
@@ -329,8 +352,8 @@ impl TurnRunner {
             match state.merge.take() {
                 Some(mut merge) if outcome.stop_reason == StopReason::Cancelled => {
                     if self.gather_burst(&mut merge).await {
-                        returned.extend(merge.mentions);
-                        return (TurnEnd::Abandoned { mentions: working_on }, path, None);
+                        self.returned.extend(merge.mentions);
+                        return (TurnEnd::Abandoned { mentions: working_on }, None);
                     }
                     tracing::info!(
                         framing = merge.framing.as_str(),
@@ -344,12 +367,12 @@ impl TurnRunner {
                 Some(merge) => {
                     // The turn ended on its own before the cancel landed: it
                     // answers its batch, the merge becomes the next turn.
-                    returned.extend(merge.mentions);
+                    self.returned.extend(merge.mentions);
                 }
                 None => {}
             }
             let stop = outcome.stop_reason.clone();
-            return (self.conclude(working_on, outcome).await, path, Some(stop));
+            return (self.conclude(working_on, outcome).await, Some(stop));
         }
     }
 
@@ -385,22 +408,37 @@ impl TurnRunner {
         lease: &Lease,
         turn: &mut acp_client::Turn,
         state: &mut PromptState,
-        returned: &mut Vec<Mention>,
-        path: &mut SteerPath,
+        under: &Mention,
     ) -> Result<TurnOutcome, TurnError> {
         let mut control_open = true;
         loop {
             tokio::select! {
                 progress = turn.next() => match progress? {
                     TurnProgress::Finished(outcome) => return Ok(outcome),
+                    TurnProgress::Event(TurnEvent::PermissionAsked(question)) => match &self.ask {
+                        Some(ask) => state.questions.asked(question, under, ask, &self.replier).await,
+                        // Not asking the owner: dropping the question answers it `cancelled`.
+                        None => drop(question),
+                    },
                     TurnProgress::Event(event) => observe(&event),
                 },
+                resolution = state.questions.resolution() => {
+                    if let Some(ask) = &self.ask {
+                        state.questions.resolve(resolution, under, ask, &self.replier).await;
+                    }
+                    let held = state.questions.take_held();
+                    if !held.is_empty() {
+                        tracing::info!(mentions = held.len(), "delivering the mentions held while the owner was asked");
+                        self.absorb(lease, state, held, Framing::Steer).await;
+                    }
+                }
                 control = self.control.recv(), if control_open => match control {
                     Some(Control::Absorb { mentions, framing }) => {
-                        self.absorb(lease, state, mentions, framing, returned, path).await;
+                        self.absorb(lease, state, mentions, framing).await;
                     }
                     Some(Control::CancelByOwner) => {
                         state.owner_cancelled = true;
+                        state.questions.cancel_all(self.ask.as_ref()).await;
                         start_cancel(lease, state);
                     }
                     Some(Control::Abandon) => {
@@ -437,8 +475,6 @@ impl TurnRunner {
         state: &mut PromptState,
         mentions: Vec<Mention>,
         framing: Framing,
-        returned: &mut Vec<Mention>,
-        path: &mut SteerPath,
     ) {
         if let Some(merge) = state.merge.as_mut() {
             // A cancel for a merge is already under way: join it (one burst,
@@ -447,7 +483,25 @@ impl TurnRunner {
             return;
         }
         if state.owner_cancelled || state.abandoned {
-            returned.extend(mentions);
+            self.returned.extend(mentions);
+            return;
+        }
+        if let Some(question) = state.questions.waiting_on() {
+            // A steer cannot reach an agent parked on a question: say so
+            // honestly, and deliver it once the owner answered.
+            let text = format!(
+                "The agent is waiting for the owner to answer a permission question ({question}). It will see your message once that is answered."
+            );
+            for mention in &mentions {
+                if let Err(error) = self.replier.inform(mention, &text).await {
+                    tracing::error!(%error, "cannot store the notice");
+                }
+            }
+            tracing::info!(
+                mentions = mentions.len(),
+                "mid-turn mentions held until the owner answers"
+            );
+            state.questions.hold(mentions);
             return;
         }
         if framing == Framing::Steer {
@@ -458,7 +512,7 @@ impl TurnRunner {
             {
                 Ok(accepted) => {
                     metrics::steer("native");
-                    *path = SteerPath::Native;
+                    self.path = SteerPath::Native;
                     tracing::info!(message_id = %accepted.message_id, mentions = mentions.len(), "steered into the live turn");
                     state.steered.push((mentions, accepted.message_id));
                     return;
@@ -466,7 +520,7 @@ impl TurnRunner {
                 Err(refusal) if refusal.turn_already_over() => {
                     metrics::steer("refused");
                     tracing::info!(%refusal, "steer refused because the turn was ending; queued for the next turn");
-                    returned.extend(mentions);
+                    self.returned.extend(mentions);
                     return;
                 }
                 Err(refusal) => {
@@ -476,7 +530,7 @@ impl TurnRunner {
             }
         }
         metrics::steer("fallback");
-        *path = SteerPath::Fallback;
+        self.path = SteerPath::Fallback;
         state.merge = Some(PendingMerge { framing, mentions });
         start_cancel(lease, state);
     }

@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# Checks the deployment files against the binary they deploy.
+#
+#   cargo build -p acp-bridge && bash deploy/verify.sh target/debug/acp-bridge
+#
+# - every ACP_BRIDGE_* name used under deploy/ is one the binary knows, the
+#   env example lists every one of them with the binary's default, and every
+#   example / ConfigMap value is accepted by the binary's parser;
+# - the systemd unit passes `systemd-analyze verify` (with ExecStart pointed at
+#   the binary given, since /usr/local/bin/acp-bridge need not exist here) and
+#   keeps its hardening score; stop timeouts exceed the shutdown grace;
+# - the kustomizations render, every YAML file parses, and the rendered
+#   StatefulSets keep the properties the deployment relies on.
+# A check whose tool is missing is skipped with a message; anything else that
+# fails makes the script exit 1.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+    echo "usage: $0 PATH/TO/acp-bridge" >&2
+    exit 64
+fi
+bin=$(realpath -- "$1")
+[[ -x $bin ]] || { echo "$bin is not an executable" >&2; exit 64; }
+
+deploy=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+unit=$deploy/systemd/acp-bridge.service
+env_example=$deploy/env/acp-bridge.env.example
+kube=$deploy/kubernetes
+configmap=$kube/base/configmap.yaml
+
+work=$(mktemp -d)
+trap 'rm -rf -- "$work"' EXIT
+
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+pass() { echo "ok:   $*"; }
+skip() { echo "skip: $*"; }
+
+# Seconds of `30`, `30s`, `500ms`, `15m`, `1min`, `2h` (systemd and daemon syntax).
+seconds() {
+    local text=$1 number unit
+    number=${text%%[!0-9]*}
+    unit=${text#"$number"}
+    [[ -n $number ]] || { echo "not a duration: $text" >&2; return 1; }
+    case $unit in
+        ""|s|sec) echo "$number" ;;
+        ms) echo $((number / 1000)) ;;
+        m|min) echo $((number * 60)) ;;
+        h) echo $((number * 3600)) ;;
+        *) echo "unknown duration unit: $text" >&2; return 1 ;;
+    esac
+}
+
+# ------------------------------------------------------------------ flags --
+help=$("$bin" --help)
+# Every ACP_BRIDGE_* the binary mentions: the [env: …] of each flag plus
+# ACP_BRIDGE_SECRET_KEY, which exists only as a variable and is named in the
+# help of --secret-key-file.
+mapfile -t known < <(grep -oE 'ACP_BRIDGE_[A-Z0-9_]+' <<<"$help" | sort -u)
+declare -A is_known_name=()
+for name in "${known[@]}"; do is_known_name[$name]=1; done
+mapfile -t flag_envs < <(grep -oE '\[env: ACP_BRIDGE_[A-Z0-9_]+=' <<<"$help" \
+    | sed -E 's/^\[env: //; s/=$//' | sort -u)
+[[ ${#flag_envs[@]} -gt 0 ]] || fail "no [env: ACP_BRIDGE_…] in \`$bin --help\`: wrong binary?"
+is_known() { [[ -n ${is_known_name[$1]:-} ]]; }
+
+# 1. Names used anywhere under deploy/ exist.
+while IFS=: read -r file name; do
+    is_known "$name" || fail "${file#"$deploy"/} uses $name, which \`acp-bridge --help\` does not know"
+done < <(grep -roE 'ACP_BRIDGE_[A-Z0-9_]+' "$deploy" --exclude=verify.sh | sort -u)
+
+# 2. The env example lists every option, at its default when it has one.
+# `[default: X]` follows the `[env: NAME=]` line of the same flag.
+declare -A defaults=()
+while IFS='=' read -r name value; do
+    defaults[$name]=$value
+done < <(awk '
+    /^ +-/ { env = "" }
+    match($0, /\[env: ACP_BRIDGE_[A-Z0-9_]+=/) { env = substr($0, RSTART + 6, RLENGTH - 7) }
+    env != "" && match($0, /\[default: [^]]*\]/) { print env "=" substr($0, RSTART + 10, RLENGTH - 11); env = "" }
+' <<<"$help")
+for name in "${known[@]}" RUST_LOG; do
+    grep -qE "^#?$name=" "$env_example" \
+        || fail "env example has no line for $name"
+done
+for name in "${!defaults[@]}"; do
+    grep -qxF -- "#$name=${defaults[$name]}" "$env_example" \
+        || fail "env example: expected the default line #$name=${defaults[$name]}"
+done
+[[ ${#defaults[@]} -gt 0 ]] || fail "found no [default: …] in --help: the parser above is out of date"
+
+# 3. Values in the env example and the ConfigMap get past the binary's own
+# parser. The binary runs with only that one variable set and no key, so
+# validation stops it before it connects anywhere; clap's parse errors start
+# with `error:`, the daemon's refusals with `acp-bridge:`.
+check_value() { # source name value
+    local source=$1 name=$2 value=$3 out rc=0
+    out=$(cd "$work" && env -i PATH="$PATH" "$name=$value" timeout 10 "$bin" 2>&1 >/dev/null) || rc=$?
+    if [[ $rc -eq 0 || $rc -eq 124 ]]; then
+        fail "$source: with only $name=$value set the daemon did not refuse to start (rc $rc)"
+    elif grep -q '^error:' <<<"$out"; then
+        fail "$source: $name=$value is rejected: $(head -n1 <<<"$out")"
+    fi
+}
+checked=0
+while IFS='=' read -r name value; do
+    case $name in ACP_BRIDGE_SECRET_KEY|ACP_BRIDGE_SECRET_KEY_FILE) continue ;; esac
+    [[ -n $value ]] || fail "env example: $name= has an empty value (empty is not unset)"
+    check_value "env example" "$name" "$value"
+    checked=$((checked + 1))
+done < <(sed -nE 's/^#?(ACP_BRIDGE_[A-Z0-9_]+)=(.*)$/\1=\2/p' "$env_example")
+while IFS='=' read -r name value; do
+    check_value "configmap.yaml" "$name" "$value"
+    checked=$((checked + 1))
+done < <(sed -nE 's/^  (ACP_BRIDGE_[A-Z0-9_]+): *"?([^"]*)"?$/\1=\2/p' "$configmap")
+[[ $failures -eq 0 ]] && pass "${#known[@]} ACP_BRIDGE_* names, ${#defaults[@]} defaults, $checked values match the binary"
+
+grace=$(seconds "${defaults[ACP_BRIDGE_SHUTDOWN_GRACE]:-30s}")
+configured_grace=$(sed -nE 's/^  ACP_BRIDGE_SHUTDOWN_GRACE: *"?([^"]*)"?$/\1/p' "$configmap")
+[[ -z $configured_grace ]] || grace=$(seconds "$configured_grace")
+
+# ---------------------------------------------------------------- systemd --
+stop_timeout=$(sed -nE 's/^TimeoutStopSec=(.*)$/\1/p' "$unit")
+if [[ -z $stop_timeout ]]; then
+    fail "acp-bridge.service sets no TimeoutStopSec"
+elif (( $(seconds "$stop_timeout") <= grace )); then
+    fail "acp-bridge.service: TimeoutStopSec=$stop_timeout does not exceed the shutdown grace (${grace}s)"
+fi
+
+if command -v systemd-analyze >/dev/null; then
+    mkdir -p "$work/systemd"
+    tmp_unit=$work/systemd/acp-bridge.service
+    sed -E "s|^ExecStart=/usr/local/bin/acp-bridge|ExecStart=$bin|" "$unit" >"$tmp_unit"
+    grep -q "^ExecStart=$bin" "$tmp_unit" || fail "acp-bridge.service: ExecStart is not /usr/local/bin/acp-bridge"
+    rc=0
+    out=$(systemd-analyze verify "$tmp_unit" 2>&1) || rc=$?
+    # Unknown keys and unparsable values are only warnings to systemd (exit
+    # 0); any line about our unit is a failure here. Lines about other units
+    # of this machine are shown but not held against us.
+    ours=$(grep -F -e "$tmp_unit" -e 'acp-bridge.service' <<<"$out" || true)
+    if [[ $rc -ne 0 || -n $ours ]]; then
+        fail "systemd-analyze verify (rc $rc):"$'\n'"$out"
+    else
+        [[ -z $out ]] || echo "$out"
+        pass "systemd-analyze verify acp-bridge.service"
+    fi
+    # Exposure 3.0 ("OK") at most; the unit as shipped scores about 1.6.
+    if systemd-analyze security --help 2>/dev/null | grep -q -- '--offline'; then
+        rc=0
+        out=$(systemd-analyze security --offline=true --threshold=30 "$tmp_unit" 2>&1) || rc=$?
+        score=$(grep -oE 'Overall exposure level for [^:]+: [0-9.]+' <<<"$out" | grep -oE '[0-9.]+$' || true)
+        if [[ $rc -ne 0 ]]; then
+            fail "systemd-analyze security: exposure ${score:-?} is above 3.0 (hardening was lost)"
+        else
+            pass "systemd-analyze security: exposure $score"
+        fi
+    else
+        skip "systemd-analyze security --offline (needs systemd >= 250)"
+    fi
+else
+    skip "systemd-analyze not found: acp-bridge.service not verified"
+fi
+
+# ------------------------------------------------------------- kubernetes --
+if python3 -c 'import yaml' 2>/dev/null; then
+    if python3 - "$kube" <<'PY'
+import pathlib, sys, yaml
+bad = 0
+for path in sorted(pathlib.Path(sys.argv[1]).rglob("*.y*ml")):
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        if not docs:
+            raise ValueError("no document")
+        for doc in docs:
+            if not isinstance(doc, dict) or "apiVersion" not in doc or "kind" not in doc:
+                raise ValueError("a document without apiVersion/kind")
+    except Exception as error:
+        print(f"FAIL: {path}: {error}", file=sys.stderr)
+        bad += 1
+sys.exit(1 if bad else 0)
+PY
+    then pass "every YAML file under deploy/kubernetes parses"
+    else fail "YAML under deploy/kubernetes does not parse"
+    fi
+else
+    skip "python3 yaml module missing: YAML files checked only through kubectl kustomize"
+fi
+
+if command -v kubectl >/dev/null; then
+    rendered=()
+    for dir in "$kube" "$kube"/overlays/*/; do
+        dir=${dir%/}
+        name=${dir#"$deploy"/}
+        out=$work/$(tr / _ <<<"$name").yaml
+        if kubectl kustomize "$dir" >"$out" 2>"$work/err"; then
+            pass "kubectl kustomize $name"
+            rendered+=("$out")
+        else
+            fail "kubectl kustomize $name: $(cat "$work/err")"
+        fi
+    done
+    # Files no kustomization includes (the Secret example) still have to be
+    # valid resources: render each through a throwaway kustomization.
+    for file in "$kube"/*.yaml; do
+        [[ $(basename "$file") == kustomization.yaml ]] && continue
+        mkdir -p "$work/single" && rm -f "$work/single"/*
+        cp "$file" "$work/single/resource.yaml"
+        printf 'resources:\n  - resource.yaml\n' >"$work/single/kustomization.yaml"
+        if kubectl kustomize "$work/single" >/dev/null 2>"$work/err"; then
+            pass "kubectl kustomize ${file#"$deploy"/}"
+        else
+            fail "${file#"$deploy"/}: $(cat "$work/err")"
+        fi
+    done
+
+    if [[ ${#rendered[@]} -gt 0 ]] && python3 -c 'import yaml' 2>/dev/null; then
+        if python3 - "$grace" "${rendered[@]}" <<'PY'
+import sys, yaml
+grace = int(sys.argv[1])
+problems, keys, names = [], {}, {}
+for path in sys.argv[2:]:
+    for doc in yaml.safe_load_all(open(path)):
+        if not doc or doc.get("kind") != "StatefulSet":
+            continue
+        name = doc["metadata"]["name"]
+        where = f"{path.rsplit('/', 1)[-1]}: StatefulSet {name}"
+        spec = doc["spec"]
+        pod = spec["template"]["spec"]
+        def need(ok, what):
+            if not ok:
+                problems.append(f"{where}: {what}")
+        need(spec.get("replicas") == 1, "replicas must be 1 (one daemon per bot identity)")
+        need(pod.get("terminationGracePeriodSeconds", 30) > grace,
+             f"terminationGracePeriodSeconds must exceed the shutdown grace ({grace}s)")
+        psc = pod.get("securityContext", {})
+        need(psc.get("runAsNonRoot") is True and psc.get("runAsUser") == 10001, "runAsNonRoot, runAsUser 10001")
+        need(psc.get("fsGroup") == 10001, "fsGroup 10001 (the key file is readable through it)")
+        need(psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", "seccompProfile RuntimeDefault")
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        volumes.update({t["metadata"]["name"]: t for t in spec.get("volumeClaimTemplates", [])})
+        main = [c for c in pod["containers"] if c["name"] == "acp-bridge"]
+        need(len(main) == 1, "a container named acp-bridge")
+        for c in pod["containers"] + pod.get("initContainers", []):
+            sc = c.get("securityContext", {})
+            cw = f"container {c['name']}"
+            need(sc.get("allowPrivilegeEscalation") is False, f"{cw}: allowPrivilegeEscalation false")
+            need(sc.get("readOnlyRootFilesystem") is True, f"{cw}: readOnlyRootFilesystem true")
+            need(sc.get("capabilities", {}).get("drop") == ["ALL"], f"{cw}: capabilities drop ALL")
+            for m in c.get("volumeMounts", []):
+                need(m["name"] in volumes, f"{cw}: mounts unknown volume {m['name']}")
+        for c in main:
+            ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            for probe in ("readinessProbe", "livenessProbe"):
+                get = c.get(probe, {}).get("httpGet", {})
+                need(get.get("path") == "/healthz" and get.get("port") in ports, f"{probe}: httpGet /healthz on a declared port")
+            metrics = env.get("ACP_BRIDGE_METRICS_ADDR", "")
+            need(metrics.rsplit(":", 1)[-1] == str(ports.get("metrics")), "ACP_BRIDGE_METRICS_ADDR matches the metrics port")
+            r, l = c.get("readinessProbe", {}), c.get("livenessProbe", {})
+            need(l.get("periodSeconds", 10) * l.get("failureThreshold", 3)
+                 > 3 * r.get("periodSeconds", 10) * r.get("failureThreshold", 3),
+                 "liveness must be far more lenient than readiness (relay outages must not restart-loop)")
+            mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+            key_file = env.get("ACP_BRIDGE_SECRET_KEY_FILE")
+            key_mount = mounts.get(key_file)
+            need(key_mount is not None and key_mount.get("readOnly") is True, f"the key file {key_file} is mounted read-only")
+            if key_mount:
+                secret = volumes.get(key_mount["name"], {}).get("secret", {})
+                need(secret.get("defaultMode") == 0o400, "the key Secret's defaultMode is 0400")
+                key = secret.get("secretName")
+                if key in keys:
+                    problems.append(f"{where} and {keys[key]} both use the key Secret {key}: both bots would answer")
+                keys[key] = where
+            need(any(p == env.get("ACP_BRIDGE_STATE_DIR") for p in mounts), "ACP_BRIDGE_STATE_DIR is a mounted volume")
+            need("/tmp" in mounts, "/tmp is mounted (the root file system is read-only)")
+            need("limits" in c.get("resources", {}) and "memory" in c["resources"]["limits"], "a memory limit")
+        if name in names:
+            problems.append(f"{where} and {names[name]} share a name")
+        names[name] = where
+for p in problems:
+    print(f"FAIL: {p}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+        then pass "rendered StatefulSets: one replica, own key, hardened, probes on /healthz"
+        else fail "rendered StatefulSets (see above)"
+        fi
+    fi
+else
+    skip "kubectl not found: kustomizations not rendered"
+fi
+
+# -------------------------------------------------------------- container --
+dockerfile=$deploy/container/Dockerfile
+for line in "ENV ACP_BRIDGE_STATE_DIR=/var/lib/acp-bridge" "ACP_BRIDGE_SECRET_KEY_FILE=/run/secrets/nostr-key" \
+    "EXPOSE 9464" 'VOLUME ["/var/lib/acp-bridge"]' "USER 10001:10001"; do
+    grep -qF -- "$line" "$dockerfile" || fail "Dockerfile lacks: $line"
+done
+grep -qx 'target/' "$deploy/container/Dockerfile.dockerignore" 2>/dev/null \
+    || fail "container/Dockerfile.dockerignore must exclude target/ from the build context"
+toolchain=$(sed -nE 's/^channel *= *"([^"]+)".*/\1/p' "$deploy/../rust-toolchain.toml" 2>/dev/null || true)
+if [[ -n $toolchain ]]; then
+    grep -qE "^FROM rust:$toolchain-" "$dockerfile" \
+        || fail "Dockerfile's rust image is not the rust-toolchain.toml release ($toolchain)"
+    grep -qF "RUSTUP_TOOLCHAIN=$toolchain" "$dockerfile" \
+        || fail "Dockerfile's RUSTUP_TOOLCHAIN is not the rust-toolchain.toml release ($toolchain)"
+fi
+skip "docker build (needs a docker engine; the Dockerfile is checked only for the lines above)"
+
+echo
+if [[ $failures -gt 0 ]]; then
+    echo "$failures problem(s)" >&2
+    exit 1
+fi
+echo "deploy/ is consistent with $bin"
