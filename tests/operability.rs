@@ -4,7 +4,6 @@
 mod support;
 
 use std::process::Command;
-use std::time::Duration;
 
 use support::*;
 
@@ -182,20 +181,4 @@ fn keygen_writes_a_0600_key_file_and_prints_the_npub() {
         !String::from_utf8_lossy(&output.stdout).contains(nsec.trim()),
         "the secret is not printed"
     );
-}
-
-/// A plain HTTP/1.1 GET, returning the whole response.
-async fn http_get(port: u16, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
-        .await
-        .expect("response in time")
-        .expect("read");
-    response
 }

@@ -51,7 +51,10 @@ pub struct TestRelay {
 
 impl TestRelay {
     pub async fn start() -> Self {
-        let port = free_port();
+        Self::start_on(free_port()).await
+    }
+
+    pub async fn start_on(port: u16) -> Self {
         let relay = EmbeddedRelay::start(Some(port)).await.expect("relay starts");
         TestRelay {
             port,
@@ -95,6 +98,8 @@ pub struct BridgeSpec {
     pub agent_flags: Vec<String>,
     /// Further daemon flags.
     pub flags: Vec<String>,
+    /// Another agent than the built-in scripted one.
+    pub agent_command: Option<String>,
 }
 
 impl BridgeSpec {
@@ -111,11 +116,17 @@ impl BridgeSpec {
                 "2".into(),
             ],
             flags: Vec::new(),
+            agent_command: None,
         }
     }
 
     pub fn agent(mut self, flags: &[&str]) -> Self {
         self.agent_flags = flags.iter().map(|flag| (*flag).to_owned()).collect();
+        self
+    }
+
+    pub fn agent_command(mut self, command: &str) -> Self {
+        self.agent_command = Some(command.to_owned());
         self
     }
 
@@ -148,7 +159,7 @@ impl Bridge {
             .arg("--state-dir")
             .arg(&spec.state_dir)
             .arg("--agent-command")
-            .arg(bridge_binary())
+            .arg(spec.agent_command.as_deref().unwrap_or(bridge_binary()))
             .arg("--log-format")
             .arg("json")
             .args(&spec.flags)
@@ -610,4 +621,90 @@ impl Person {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// How a set of accepted mentions ended, as the people see it on the relay.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub accepted: usize,
+    pub answered: usize,
+    pub answered_twice: usize,
+    pub lost: usize,
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "accepted {} · answered {} · answered twice {} · lost {}",
+            self.accepted, self.answered, self.answered_twice, self.lost
+        )
+    }
+}
+
+/// Counts, per mention, the bot's answers (replies or notices, by `e` or
+/// `q` reference). Waits until every mention has one (or PATIENCE ends),
+/// then a little longer to catch duplicates; prints the tally under `label`.
+pub async fn tally(label: &str, person: &Person, bot: &PublicKey, mentions: &[EventId]) -> Tally {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let mut all = true;
+        for mention in mentions {
+            if answers_to(person, bot, mention).await.is_empty() {
+                all = false;
+                break;
+            }
+        }
+        if all || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut tally = Tally {
+        accepted: mentions.len(),
+        ..Tally::default()
+    };
+    for mention in mentions {
+        match answers_to(person, bot, mention).await.len() {
+            0 => tally.lost += 1,
+            1 => tally.answered += 1,
+            _ => {
+                tally.answered += 1;
+                tally.answered_twice += 1;
+            }
+        }
+    }
+    println!("{label}: {tally}");
+    tally
+}
+
+/// Asserts nothing was lost and nothing answered twice.
+pub fn assert_exactly_once(tally: Tally) {
+    assert_eq!(tally.lost, 0, "{tally}");
+    assert_eq!(tally.answered_twice, 0, "{tally}");
+    assert_eq!(tally.answered, tally.accepted, "{tally}");
+}
+
+impl Bridge {
+    /// Whether the daemon process is still running.
+    pub fn child_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// A plain HTTP/1.1 GET, returning the whole response.
+pub async fn http_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
+        .await
+        .expect("response in time")
+        .expect("read");
+    response
 }

@@ -199,6 +199,10 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_AGENTS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub agents: u32,
 
+    /// Turns one agent process may run at once (each on its own session).
+    #[arg(long, env = "ACP_BRIDGE_TURNS_PER_AGENT", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub turns_per_agent: u32,
+
     /// Working directory of the agents.
     #[arg(long, env = "ACP_BRIDGE_CWD", value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -210,6 +214,11 @@ pub struct RunArgs {
     /// Hard limit of one turn.
     #[arg(long, env = "ACP_BRIDGE_MAX_TURN_DURATION", default_value = "7200s", value_parser = parse_duration)]
     pub max_turn_duration: Duration,
+
+    /// An agent that has not ended a cancelled turn after this long is
+    /// killed and replaced (its turn is retried).
+    #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub cancel_timeout: Duration,
 
     /// What a mention arriving mid-turn does.
     #[arg(
@@ -299,9 +308,11 @@ pub struct AgentSettings {
     /// in the daemon's environment at start-up).
     pub env: Vec<(String, String)>,
     pub processes: u32,
+    pub turns_per_agent: u32,
     pub cwd: PathBuf,
     pub idle_timeout: Duration,
     pub max_turn_duration: Duration,
+    pub cancel_timeout: Duration,
 }
 
 /// A refusal of the configuration: one line, naming the flag.
@@ -386,6 +397,7 @@ impl RunArgs {
         for (flag, value) in [
             ("--idle-timeout", self.idle_timeout),
             ("--max-turn-duration", self.max_turn_duration),
+            ("--cancel-timeout", self.cancel_timeout),
             ("--rate-limit-refill", self.rate_limit_refill),
         ] {
             if value.is_zero() {
@@ -428,9 +440,11 @@ impl RunArgs {
                 command: self.agent_command.clone(),
                 env: agent_environment(&self.agent_env, env),
                 processes: self.agents,
+                turns_per_agent: self.turns_per_agent,
                 cwd,
                 idle_timeout: self.idle_timeout,
                 max_turn_duration: self.max_turn_duration,
+                cancel_timeout: self.cancel_timeout,
             },
             multiple_event_handling: self.multiple_event_handling,
             dedup: self.dedup,
@@ -445,6 +459,55 @@ impl RunArgs {
 }
 
 impl Settings {
+    /// Defaults for a bridge run on one machine by a program rather than an
+    /// operator (the demo, the benchmarks): one relay, the given keys and
+    /// agent, owner-only, steer mode. Nothing is read from the environment
+    /// but `PATH`, so an operator's `ACP_BRIDGE_*` cannot change it.
+    pub fn local(
+        relay: RelayUrl,
+        bot: Keys,
+        owner: PublicKey,
+        state_dir: PathBuf,
+        agent: (String, Vec<String>),
+    ) -> Self {
+        let (command, args) = agent;
+        Settings {
+            relays: vec![RelaySpec::Url(relay)],
+            keys: bot,
+            owner: Some(owner),
+            respond_to: RespondTo::OwnerOnly,
+            allowlist: BTreeSet::new(),
+            kinds: vec![Kind::Custom(9)],
+            state_dir,
+            reply_mode: ReplyMode::Daemon,
+            reactions: true,
+            max_content_bytes: 64 * 1024,
+            rate_limit_burst: 10,
+            rate_limit_refill: Duration::from_secs(6),
+            max_bot_hops: 3,
+            agent: AgentSettings {
+                command,
+                args,
+                env: std::env::var("PATH")
+                    .map(|path| vec![("PATH".to_owned(), path)])
+                    .unwrap_or_default(),
+                processes: 1,
+                turns_per_agent: 4,
+                cwd: std::env::temp_dir(),
+                idle_timeout: Duration::from_secs(900),
+                max_turn_duration: Duration::from_secs(7200),
+                cancel_timeout: acp_client::DEFAULT_CANCEL_TIMEOUT,
+            },
+            multiple_event_handling: MultipleEventHandling::Steer,
+            dedup: Dedup::Queue,
+            session_policy: SessionPolicy::Conversation,
+            permission_policy: PermissionPolicyArg::Allow,
+            permission_timeout: None,
+            shutdown_grace: Duration::from_secs(5),
+            metrics_addr: None,
+        }
+    }
+
     /// One line describing the effective configuration, for the start-up
     /// log. Public keys only; no secret, no agent environment values.
     pub fn summary(&self) -> String {

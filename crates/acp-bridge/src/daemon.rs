@@ -116,7 +116,11 @@ pub async fn run(
         settings.reactions,
         Arc::clone(&loop_guard),
     );
-    let pool = Arc::new(Pool::new(settings.agent.clone(), ClientConfig::default()));
+    let client_config = ClientConfig {
+        cancel_timeout: settings.agent.cancel_timeout,
+        ..ClientConfig::default()
+    };
+    let pool = Arc::new(Pool::new(settings.agent.clone(), client_config));
     let turn_options = TurnOptions {
         idle_timeout: settings.agent.idle_timeout,
         max_duration: settings.agent.max_turn_duration,
@@ -145,7 +149,7 @@ pub async fn run(
         turns,
         Arc::clone(&store),
         ModeGate::new(settings.multiple_event_handling, settings.dedup),
-        settings.agent.processes as usize,
+        (settings.agent.processes * settings.agent.turns_per_agent) as usize,
     );
     expire_stale_questions(&store, &replier).await;
     heart.resume(pending_mentions(&store));

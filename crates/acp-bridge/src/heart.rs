@@ -39,8 +39,6 @@ use crate::turn_runner::{Control, TurnChannels, TurnContext, TurnEnd, TurnReport
 pub const MAX_TURN_ATTEMPTS: u32 = 3;
 const RETRY_BACKOFF_MIN: Duration = Duration::from_secs(1);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(60);
-/// Concurrent turns one agent process is given.
-pub const TURNS_PER_AGENT: usize = 4;
 /// How often idle agents are looked for.
 const REAP_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -85,7 +83,8 @@ impl std::fmt::Debug for Heart {
 }
 
 impl Heart {
-    pub fn new(turns: TurnContext, store: Arc<Store>, mode_gate: ModeGate, agents: usize) -> Self {
+    /// `capacity`: turns in flight at most (agents × turns per agent).
+    pub fn new(turns: TurnContext, store: Arc<Store>, mode_gate: ModeGate, capacity: usize) -> Self {
         let (reports_tx, reports_rx) = mpsc::channel(64);
         Heart {
             queue: Queue::default(),
@@ -93,7 +92,7 @@ impl Heart {
             turns,
             store,
             mode_gate,
-            capacity: agents * TURNS_PER_AGENT,
+            capacity,
             next_turn_id: 0,
             counters: Counters::default(),
             reports_tx,

@@ -6,6 +6,10 @@
 //! frame is written as one compact JSON line before it is acted on, so the
 //! record is complete by the time the client sees any effect of the frame.
 //! Lines that are not JSON are not frames and are not recorded.
+//!
+//! Each record also carries `receivedAtUnixNs`, the wall-clock time the frame
+//! was read: benchmarks compare it with the time a bridge received the
+//! mention that caused the frame (same machine, same clock).
 
 use std::io;
 use std::path::Path;
@@ -29,7 +33,14 @@ impl FrameLog {
     }
 
     pub(crate) async fn record(&mut self, frame: &Value) -> io::Result<()> {
-        let mut line = frame.to_string();
+        let received_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos());
+        let mut stamped = frame.clone();
+        if let Some(object) = stamped.as_object_mut() {
+            object.insert("receivedAtUnixNs".to_owned(), Value::from(received_at as u64));
+        }
+        let mut line = stamped.to_string();
         line.push('\n');
         self.file.write_all(line.as_bytes()).await?;
         self.file.flush().await

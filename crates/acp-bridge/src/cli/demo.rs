@@ -7,7 +7,7 @@
 //! steered, reply); the demo exits 0 only when the second mention was folded
 //! into the live turn and one reply answered both. No API key, no network.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -20,10 +20,7 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::config::{
-    AgentSettings, Dedup, MultipleEventHandling, PermissionPolicyArg, RelaySpec, ReplyMode, RespondTo,
-    SessionPolicy, Settings,
-};
+use crate::config::Settings;
 use crate::embedded_relay::EmbeddedRelay;
 
 /// The whole demo must finish within this.
@@ -72,9 +69,9 @@ pub async fn run() -> Result<(), String> {
     }
 }
 
-/// The demo's configuration, built directly rather than from flags: the
-/// demo must not pick up an operator's `ACP_BRIDGE_*` environment (a
-/// container sets a key file and a state dir, for instance).
+/// The demo's configuration: built directly rather than from flags, so an
+/// operator's `ACP_BRIDGE_*` environment (a container's key file and state
+/// dir, say) cannot change it.
 fn demo_settings(
     relay: &EmbeddedRelay,
     bot: &Keys,
@@ -82,48 +79,23 @@ fn demo_settings(
     state_dir: &std::path::Path,
 ) -> Result<Settings, String> {
     let program = std::env::current_exe().map_err(|error| format!("cannot find this program: {error}"))?;
-    let cwd = std::env::temp_dir();
-    Ok(Settings {
-        relays: vec![RelaySpec::Url(relay.url().clone())],
-        keys: bot.clone(),
-        owner: Some(owner.public_key()),
-        respond_to: RespondTo::OwnerOnly,
-        allowlist: BTreeSet::new(),
-        kinds: vec![Kind::Custom(9)],
-        state_dir: state_dir.to_path_buf(),
-        reply_mode: ReplyMode::Daemon,
-        reactions: true,
-        max_content_bytes: 64 * 1024,
-        rate_limit_burst: 10,
-        rate_limit_refill: Duration::from_secs(6),
-        max_bot_hops: 3,
-        agent: AgentSettings {
-            command: program.display().to_string(),
-            args: [
-                "scripted-agent",
-                "--rounds",
-                AGENT_ROUNDS,
-                "--round-delay-ms",
-                AGENT_ROUND_DELAY_MS,
-            ]
-            .map(str::to_owned)
-            .to_vec(),
-            env: std::env::var("PATH")
-                .map(|path| vec![("PATH".to_owned(), path)])
-                .unwrap_or_default(),
-            processes: 1,
-            cwd,
-            idle_timeout: DEMO_TIMEOUT,
-            max_turn_duration: DEMO_TIMEOUT,
-        },
-        multiple_event_handling: MultipleEventHandling::Steer,
-        dedup: Dedup::Queue,
-        session_policy: SessionPolicy::Conversation,
-        permission_policy: PermissionPolicyArg::Allow,
-        permission_timeout: None,
-        shutdown_grace: Duration::from_secs(5),
-        metrics_addr: None,
-    })
+    let args = [
+        "scripted-agent",
+        "--rounds",
+        AGENT_ROUNDS,
+        "--round-delay-ms",
+        AGENT_ROUND_DELAY_MS,
+    ];
+    let mut settings = Settings::local(
+        relay.url().clone(),
+        bot.clone(),
+        owner.public_key(),
+        state_dir.to_path_buf(),
+        (program.display().to_string(), args.map(str::to_owned).to_vec()),
+    );
+    settings.agent.idle_timeout = DEMO_TIMEOUT;
+    settings.agent.max_turn_duration = DEMO_TIMEOUT;
+    Ok(settings)
 }
 
 /// The simulated owner's side: two mentions, then the reply.

@@ -189,6 +189,9 @@ impl Intake {
                     }
                 }
                 Arrival::Event { relay, event } => {
+                    // The moment a mention reaches the bridge (benchmarks
+                    // measure steer latency from here).
+                    tracing::trace!(target: "acp_bridge::arrival", event_id = %event.id, "event arrived");
                     metrics::event_received();
                     if let Err(reason) = self.screen(&relay, &event).await {
                         metrics::event_dropped(reason.as_str());

@@ -335,6 +335,13 @@ impl TurnRunner {
                     .extend(state.merge.take().map(|merge| merge.mentions).unwrap_or_default());
                 return (TurnEnd::CancelledByOwner { mentions: working_on }, None);
             }
+            if let Err(TurnError::IdleTimeout(_) | TurnError::DeadlineExceeded(_)) = &ended {
+                // The prompt is still running on the agent: stop it, or stop
+                // the agent, before the session is used again.
+                if lease.client.cancel(&lease.session).await.is_err() {
+                    self.pool.discard(lease).await;
+                }
+            }
             let outcome = match ended {
                 Ok(outcome) => outcome,
                 Err(error) => {

@@ -1,0 +1,125 @@
+//! The intake's cost against its floor, as one table (no criterion).
+//!
+//! Times N signed kind-9 owner mentions (default 20 000) through
+//! `Event::verify` alone and through the whole intake path of a real
+//! `Intake` (see `common`), on a single-threaded runtime, best of 5 runs,
+//! and prints events per second and their ratio; the issue's target is an
+//! intake at least 0.8 times the verification-only rate. Two more rows help
+//! to read it: the store's share of an accepted mention (the dedup lookup
+//! and the journal transaction alone) and a stranger's refusal.
+//!
+//! ```sh
+//! cargo bench -p acp-bridge --bench intake_ratio
+//! ACP_BRIDGE_BENCH_N=2000 target/release/deps/intake_ratio-<hash>   # e.g. under callgrind
+//! ```
+//!
+//! `ACP_BRIDGE_BENCH_DIR` puts the scratch stores elsewhere than the
+//! system temp dir (bench on the file system of the real `--state-dir`).
+
+#[allow(dead_code)] // the benches share this set-up, each uses its own part
+mod common;
+
+use std::time::Duration;
+
+use common::{Cast, IntakeRig};
+
+/// Events per run unless `ACP_BRIDGE_BENCH_N` says otherwise.
+const DEFAULT_EVENTS: usize = 20_000;
+/// Runs per path; the fastest counts (the others met more noise).
+const RUNS: usize = 5;
+/// The issue's target for intake / verification-only.
+const TARGET_RATIO: f64 = 0.8;
+/// Keys the strangers' mentions come from.
+const STRANGER_KEYS: usize = 64;
+
+fn main() {
+    let events_per_run = std::env::var("ACP_BRIDGE_BENCH_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_EVENTS);
+    let runtime = common::one_core_runtime();
+    let cast = Cast::generate();
+    let owner_events = common::signed_mentions(&cast, &cast.owner, events_per_run);
+    let stranger_events = common::strangers_mentions(&cast, STRANGER_KEYS, events_per_run.min(4096));
+    let mut stranger_rig = runtime.block_on(async {
+        let mut rig = IntakeRig::new(&cast);
+        rig.refuse(&stranger_events, common::STRANGER_WARM_UP_EVENTS)
+            .await;
+        rig
+    });
+
+    let mut best = Best::default();
+    // Runs interleave the paths so that drift of the machine hits them alike.
+    for _ in 0..RUNS {
+        best.verify = best.verify.min(common::verify_all(&owner_events));
+        let (accept, payload_bytes) = runtime.block_on(async {
+            let mut rig = IntakeRig::new(&cast);
+            let elapsed = rig.accept_all(&owner_events).await;
+            (elapsed, rig.journaled_payload_bytes())
+        });
+        best.accept = best.accept.min(accept);
+        let journal =
+            runtime.block_on(async { IntakeRig::new(&cast).journal_only(&owner_events, payload_bytes) });
+        best.journal = best.journal.min(journal);
+        let refuse = runtime.block_on(stranger_rig.refuse(&stranger_events, events_per_run as u64));
+        best.refuse = best.refuse.min(refuse);
+    }
+    runtime.block_on(async move { drop(stranger_rig) });
+
+    let rate = |elapsed: Duration| events_per_run as f64 / elapsed.as_secs_f64();
+    let micros = |elapsed: Duration| elapsed.as_secs_f64() * 1e6 / events_per_run as f64;
+    let verify_rate = rate(best.verify);
+    let row = |name: &str, elapsed: Duration, note: &str| {
+        println!(
+            "{name:<34} {:>12.0} {:>10.2} {:>10.2}  {note}",
+            rate(elapsed),
+            micros(elapsed),
+            rate(elapsed) / verify_rate
+        );
+    };
+    println!(
+        "intake on one core: {events_per_run} kind-9 mentions per run, best of {RUNS} runs, stores under {}",
+        std::env::var_os("ACP_BRIDGE_BENCH_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir)
+            .display()
+    );
+    println!(
+        "{:<34} {:>12} {:>10} {:>10}",
+        "path", "events/s", "µs/event", "x verify"
+    );
+    row("verify_only (floor)", best.verify, "");
+    let ratio = rate(best.accept) / verify_rate;
+    let verdict = if ratio >= TARGET_RATIO { "meets" } else { "MISSES" };
+    row(
+        "intake_accept",
+        best.accept,
+        &format!("{verdict} the target of {TARGET_RATIO:.2}"),
+    );
+    row(
+        "  of which: seen lookup + journal",
+        best.journal,
+        "(store alone, same ids and payload size)",
+    );
+    row("intake_reject_stranger", best.refuse, "(no signature checked)");
+}
+
+/// The fastest run of each path.
+#[derive(Debug)]
+struct Best {
+    verify: Duration,
+    accept: Duration,
+    journal: Duration,
+    refuse: Duration,
+}
+
+impl Default for Best {
+    fn default() -> Self {
+        Best {
+            verify: Duration::MAX,
+            accept: Duration::MAX,
+            journal: Duration::MAX,
+            refuse: Duration::MAX,
+        }
+    }
+}

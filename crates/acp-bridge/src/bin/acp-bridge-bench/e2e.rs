@@ -1,0 +1,97 @@
+//! End to end: a mention published to the relay → the reply received by
+//! the mentioning client, with a zero-think-time agent, at several numbers of
+//! concurrent conversations; and as the yardstick the same turns driven by a
+//! bare ACP client (no relay, no bridge).
+
+use std::time::{Duration, Instant};
+
+use acp_bridge::embedded_relay::EmbeddedRelay;
+use acp_client::{AgentClient, AgentCommand, ClientConfig, ContentBlock, TurnOptions};
+use nostr_sdk::prelude::*;
+
+use crate::harness::{DaemonProcess, Owner, bridge_binary};
+
+const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
+
+/// Round trips through relay + bridge: `conversations` owners' threads at
+/// once, `turns` sequential mentions each (after one warm-up turn).
+pub async fn through_bridge(conversations: usize, turns: usize) -> Vec<Duration> {
+    let relay = EmbeddedRelay::start(None).await.expect("relay");
+    let owner_keys = Keys::generate();
+    let capacity = conversations.to_string();
+    let daemon = DaemonProcess::spawn(
+        &relay,
+        &owner_keys,
+        ZERO_THINK_TIME,
+        &["--turns-per-agent", &capacity],
+    );
+    daemon.ready().await;
+    let bot = daemon.bot.public_key();
+    let owner = std::sync::Arc::new(Owner::connect(&relay, owner_keys, bot).await);
+    let mut tasks = Vec::new();
+    for conversation in 0..conversations {
+        let owner = std::sync::Arc::clone(&owner);
+        tasks.push(tokio::spawn(async move {
+            let channel = format!("c{conversation}");
+            owner.round_trip(&bot, &channel, "warm up").await;
+            let mut samples = Vec::with_capacity(turns);
+            for turn in 0..turns {
+                samples.push(owner.round_trip(&bot, &channel, &format!("turn {turn}")).await);
+            }
+            samples
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("a conversation task"));
+    }
+    drop(daemon);
+    relay.shutdown();
+    all
+}
+
+/// The same turns through a bare ACP client on the same agent.
+pub async fn bare_client(conversations: usize, turns: usize) -> Vec<Duration> {
+    let command = AgentCommand::new("bare", bridge_binary())
+        .args(std::iter::once("scripted-agent").chain(ZERO_THINK_TIME.split(' ')))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let client = AgentClient::spawn(&command, ClientConfig::default()).expect("spawn the agent");
+    client.initialize().await.expect("initialize");
+    let mut tasks = Vec::new();
+    for _ in 0..conversations {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let session = client
+                .new_session(&std::env::temp_dir(), Vec::new())
+                .await
+                .expect("session");
+            let prompt = |text: &str| {
+                let (client, session) = (client.clone(), session.clone());
+                let text = text.to_owned();
+                async move {
+                    let started = Instant::now();
+                    client
+                        .prompt(&session, vec![ContentBlock::text(text)], TurnOptions::default())
+                        .await
+                        .expect("prompt")
+                        .finish_quietly()
+                        .await
+                        .expect("outcome");
+                    started.elapsed()
+                }
+            };
+            prompt("warm up").await;
+            let mut samples = Vec::with_capacity(turns);
+            for turn in 0..turns {
+                samples.push(prompt(&format!("turn {turn}")).await);
+            }
+            samples
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("a session task"));
+    }
+    client.kill();
+    all
+}

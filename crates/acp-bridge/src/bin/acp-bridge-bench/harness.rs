@@ -1,0 +1,217 @@
+//! What every measurement needs: a relay in this process, the daemon (as
+//! the real binary, or in process), owners who mention the bot and time the
+//! replies, and percentiles.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use acp_bridge::embedded_relay::EmbeddedRelay;
+use nostr_sdk::prelude::*;
+use tokio::sync::oneshot;
+
+/// How long any single wait of the bench may take.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// The `acp-bridge` binary next to this one (built by the same cargo run).
+pub fn bridge_binary() -> PathBuf {
+    let here = std::env::current_exe().expect("own path");
+    let sibling = here.with_file_name("acp-bridge");
+    assert!(
+        sibling.exists(),
+        "{} not found: run with `cargo run --release -p acp-bridge --bin acp-bridge-bench`",
+        sibling.display()
+    );
+    sibling
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("acp-bridge-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Nanoseconds since the Unix epoch (comparable across processes).
+pub fn unix_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos())
+}
+
+/// The daemon as a child process.
+pub struct DaemonProcess {
+    pub child: Child,
+    pub bot: Keys,
+    pub log: PathBuf,
+}
+
+impl DaemonProcess {
+    pub fn spawn(relay: &EmbeddedRelay, owner: &Keys, agent_args: &str, flags: &[&str]) -> Self {
+        let bot = Keys::generate();
+        let state = temp_dir(&format!("state-{}", bot.public_key().to_hex()[..8].to_owned()));
+        let log = state.with_extension("log");
+        let binary = bridge_binary();
+        let child = Command::new(&binary)
+            .arg("--relay")
+            .arg(relay.url().to_string())
+            .arg("--owner")
+            .arg(owner.public_key().to_hex())
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--agent-command")
+            .arg(&binary)
+            .arg("--no-reactions")
+            .arg("--log-format")
+            .arg("json")
+            .args(flags)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
+            .env("ACP_BRIDGE_AGENT_ARGS", format!("scripted-agent {agent_args}"))
+            .env("RUST_LOG", "warn,acp_bridge=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn acp-bridge");
+        DaemonProcess { child, bot, log }
+    }
+
+    pub async fn ready(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        while !std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .contains("ready: subscribed")
+        {
+            assert!(Instant::now() < deadline, "the daemon did not get ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Resident memory of the daemon process (not its agents), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib(self.child.id())
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0)
+}
+
+/// An owner who mentions the bot and waits for replies, routed by the
+/// mention each reply answers.
+pub struct Owner {
+    pub keys: Keys,
+    client: Client,
+    waiting: Arc<Mutex<HashMap<EventId, oneshot::Sender<Instant>>>>,
+}
+
+impl Owner {
+    pub async fn connect(relay: &EmbeddedRelay, keys: Keys, bot: PublicKey) -> Self {
+        let client = Client::builder().signer(keys.clone()).build();
+        client.add_relay(relay.url().clone()).await.expect("relay");
+        client.connect().await;
+        client.wait_for_connection(Duration::from_secs(5)).await;
+        let waiting: Arc<Mutex<HashMap<EventId, oneshot::Sender<Instant>>>> = Arc::default();
+        let replies = Filter::new()
+            .author(bot)
+            .kind(Kind::Custom(9))
+            .since(Timestamp::now());
+        client.subscribe(replies, None).await.expect("subscribe");
+        let mut notifications = client.notifications();
+        let routes = Arc::clone(&waiting);
+        tokio::spawn(async move {
+            while let Ok(notification) = notifications.recv().await {
+                let RelayPoolNotification::Event { event, .. } = notification else {
+                    continue;
+                };
+                let received = Instant::now();
+                for tag in event.tags.iter() {
+                    let fields = tag.as_slice();
+                    if fields.first().map(String::as_str) == Some("e")
+                        && fields.get(3).map(String::as_str) == Some("reply")
+                        && let Some(id) = fields.get(1).and_then(|id| EventId::from_hex(id).ok())
+                        && let Some(waiter) = routes.lock().expect("routes").remove(&id)
+                    {
+                        let _ = waiter.send(received);
+                    }
+                }
+            }
+        });
+        Owner {
+            keys,
+            client,
+            waiting,
+        }
+    }
+
+    /// Mentions the bot in `channel`; the receiver yields when the reply lands.
+    pub async fn mention(
+        &self,
+        bot: &PublicKey,
+        channel: &str,
+        text: &str,
+    ) -> (EventId, Instant, oneshot::Receiver<Instant>) {
+        let event = EventBuilder::new(Kind::Custom(9), text)
+            .tag(Tag::custom(TagKind::h(), [channel.to_owned()]))
+            .tag(Tag::public_key(*bot))
+            .sign_with_keys(&self.keys)
+            .expect("sign");
+        let (tx, rx) = oneshot::channel();
+        self.waiting.lock().expect("routes").insert(event.id, tx);
+        let sent = Instant::now();
+        self.client.send_event(&event).await.expect("publish");
+        (event.id, sent, rx)
+    }
+
+    /// Mentions the bot and waits for the reply; the round-trip time.
+    pub async fn round_trip(&self, bot: &PublicKey, channel: &str, text: &str) -> Duration {
+        let (_, sent, reply) = self.mention(bot, channel, text).await;
+        let received = tokio::time::timeout(PATIENCE, reply)
+            .await
+            .expect("a reply in time")
+            .expect("routed");
+        received - sent
+    }
+}
+
+/// p50 and p99 (nearest rank) of `samples`.
+pub fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
+    assert!(!samples.is_empty(), "no samples");
+    samples.sort();
+    let rank = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
+    (rank(0.50), rank(0.99))
+}
+
+pub fn ms(duration: Duration) -> String {
+    format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
+}
+
+/// Frames an agent received, from its `--frame-log-dir` files.
+pub fn frames(dir: &Path) -> Vec<serde_json::Value> {
+    let mut frames = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        for line in std::fs::read_to_string(entry.path()).unwrap_or_default().lines() {
+            if let Ok(frame) = serde_json::from_str(line) {
+                frames.push(frame);
+            }
+        }
+    }
+    frames
+}
