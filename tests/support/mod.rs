@@ -145,6 +145,20 @@ pub struct Bridge {
 
 impl Bridge {
     pub fn start(spec: &BridgeSpec) -> Self {
+        Self::start_full(spec, &[], "info,acp_bridge=debug")
+    }
+
+    /// With `RUST_LOG` set to `filter`.
+    pub fn start_with_log_filter(spec: &BridgeSpec, filter: &str) -> Self {
+        Self::start_full(spec, &[], filter)
+    }
+
+    /// With extra variables in the daemon's environment.
+    pub fn start_with_env(spec: &BridgeSpec, env: &[(&str, &str)]) -> Self {
+        Self::start_full(spec, env, "info,acp_bridge=debug")
+    }
+
+    fn start_full(spec: &BridgeSpec, env: &[(&str, &str)], rust_log: &str) -> Self {
         let log_path = spec
             .state_dir
             .with_extension(format!("log-{}", COUNTER.fetch_add(1, Ordering::Relaxed)));
@@ -167,7 +181,8 @@ impl Bridge {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("ACP_BRIDGE_SECRET_KEY", spec.bot.secret_key().to_secret_hex())
             .env("ACP_BRIDGE_AGENT_ARGS", agent_args.join(" "))
-            .env("RUST_LOG", "info,acp_bridge=debug")
+            .env("RUST_LOG", rust_log)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -648,25 +663,19 @@ impl std::fmt::Display for Tally {
 pub async fn tally(label: &str, person: &Person, bot: &PublicKey, mentions: &[EventId]) -> Tally {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let mut all = true;
-        for mention in mentions {
-            if answers_to(person, bot, mention).await.is_empty() {
-                all = false;
-                break;
-            }
-        }
-        if all || tokio::time::Instant::now() >= deadline {
+        let answers = answer_counts(person, bot, mentions).await;
+        if answers.iter().all(|count| *count > 0) || tokio::time::Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut tally = Tally {
         accepted: mentions.len(),
         ..Tally::default()
     };
-    for mention in mentions {
-        match answers_to(person, bot, mention).await.len() {
+    for count in answer_counts(person, bot, mentions).await {
+        match count {
             0 => tally.lost += 1,
             1 => tally.answered += 1,
             _ => {
@@ -677,6 +686,32 @@ pub async fn tally(label: &str, person: &Person, bot: &PublicKey, mentions: &[Ev
     }
     println!("{label}: {tally}");
     tally
+}
+
+/// For each mention, how many of the bot's events (reactions aside) refer
+/// to it by an `e` or `q` tag; one fetch of everything the bot published.
+async fn answer_counts(person: &Person, bot: &PublicKey, mentions: &[EventId]) -> Vec<usize> {
+    let published = person
+        .client
+        .fetch_events(Filter::new().author(*bot).limit(50_000), Duration::from_secs(10))
+        .await
+        .expect("fetch");
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for event in published.iter().filter(|event| event.kind != Kind::Reaction) {
+        let referenced: BTreeSet<String> = event
+            .tags
+            .iter()
+            .filter(|tag| tag.kind() == TagKind::e() || tag.kind() == TagKind::q())
+            .filter_map(|tag| tag.content().map(str::to_owned))
+            .collect();
+        for id in referenced {
+            *counts.entry(id).or_default() += 1;
+        }
+    }
+    mentions
+        .iter()
+        .map(|mention| counts.get(&mention.to_hex()).copied().unwrap_or(0))
+        .collect()
 }
 
 /// Asserts nothing was lost and nothing answered twice.
@@ -707,4 +742,15 @@ pub async fn http_get(port: u16, path: &str) -> String {
         .expect("response in time")
         .expect("read");
     response
+}
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0)
 }
