@@ -415,3 +415,116 @@ fn mentions(tags: &nostr_sdk::prelude::Tags, bot: &PublicKey) -> bool {
     tags.iter()
         .any(|tag| tag.kind() == TagKind::p() && tag.content() == Some(bot.as_str()))
 }
+
+#[cfg(test)]
+mod tests {
+    use nostr_sdk::prelude::{Client, EventBuilder, Keys};
+
+    use super::*;
+    use crate::config::{ReplyMode, RespondTo, SessionPolicy};
+    use crate::store::scratch::ScratchDir;
+
+    struct Rig {
+        intake: Intake,
+        inbound: mpsc::Receiver<Inbound>,
+        bot: Keys,
+        owner: Keys,
+        relay: RelayUrl,
+        _dir: ScratchDir,
+    }
+
+    fn rig() -> Rig {
+        let dir = ScratchDir::new("intake");
+        let store = Arc::new(Store::open(dir.path()).expect("store"));
+        let (bot, owner) = (Keys::generate(), Keys::generate());
+        let client = Client::builder().signer(bot.clone()).build();
+        let loop_guard = Arc::new(LoopGuard::default());
+        let replier = Replier::new(
+            bot.clone(),
+            client.clone(),
+            Arc::clone(&store),
+            ReplyMode::Daemon,
+            false,
+            Arc::clone(&loop_guard),
+        );
+        let gate = AuthorGate::new(
+            Some(owner.public_key()),
+            RespondTo::OwnerOnly,
+            Default::default(),
+            client,
+        );
+        let (inbound_tx, inbound) = mpsc::channel(16);
+        let limits = IntakeLimits {
+            kinds: vec![Kind::Custom(9)],
+            max_content_bytes: 1024,
+            rate_limit_burst: 10,
+            rate_limit_refill: std::time::Duration::from_secs(6),
+            max_bot_hops: 3,
+            session_policy: SessionPolicy::Conversation,
+        };
+        Rig {
+            intake: Intake::new(bot.clone(), store, gate, replier, loop_guard, limits, inbound_tx),
+            inbound,
+            bot,
+            owner,
+            relay: RelayUrl::parse("ws://127.0.0.1:1").expect("url"),
+            _dir: dir,
+        }
+    }
+
+    fn mention(rig: &Rig, author: &Keys, text: &str) -> Event {
+        EventBuilder::new(Kind::Custom(9), text)
+            .tag(Tag::public_key(rig.bot.public_key()))
+            .tag(Tag::custom(TagKind::h(), ["room"]))
+            .sign_with_keys(author)
+            .expect("sign")
+    }
+
+    #[tokio::test]
+    async fn forged_events_are_refused_even_when_they_claim_the_owner() {
+        let mut rig = rig();
+        let stranger = Keys::generate();
+
+        // Signed by a stranger, with the owner's key pasted in as author.
+        let mut impersonation = mention(&rig, &stranger, "I am the owner");
+        impersonation.pubkey = rig.owner.public_key();
+        // The owner's event with its content changed after signing.
+        let mut tampered = mention(&rig, &rig.owner.clone(), "harmless");
+        tampered.content = "delete everything".into();
+        // The owner's event with another event's signature.
+        let mut resigned = mention(&rig, &rig.owner.clone(), "mine");
+        resigned.sig = mention(&rig, &rig.owner.clone(), "other").sig;
+
+        for forged in [impersonation, tampered, resigned] {
+            assert_eq!(
+                rig.intake.screen(&rig.relay.clone(), &forged).await,
+                Err(DropReason::BadSignature)
+            );
+        }
+        assert!(rig.inbound.try_recv().is_err(), "nothing forged was handed on");
+
+        let genuine = mention(&rig, &rig.owner.clone(), "hello");
+        assert_eq!(rig.intake.screen(&rig.relay.clone(), &genuine).await, Ok(()));
+        assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.event_id == genuine.id));
+        // The forgeries did not poison the seen set: a replay of the genuine one is the duplicate.
+        assert_eq!(
+            rig.intake.screen(&rig.relay.clone(), &genuine).await,
+            Err(DropReason::Duplicate)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_forged_copy_of_a_genuine_event_cannot_shadow_it() {
+        let mut rig = rig();
+        let genuine = mention(&rig, &rig.owner.clone(), "the real one");
+        let mut forged_copy = genuine.clone();
+        forged_copy.sig = mention(&rig, &rig.owner.clone(), "x").sig;
+        // The forgery arrives first, with the genuine event's id.
+        assert_eq!(
+            rig.intake.screen(&rig.relay.clone(), &forged_copy).await,
+            Err(DropReason::BadSignature)
+        );
+        assert_eq!(rig.intake.screen(&rig.relay.clone(), &genuine).await, Ok(()));
+        assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(_))));
+    }
+}
