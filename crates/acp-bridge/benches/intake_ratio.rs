@@ -14,7 +14,10 @@
 //! ```
 //!
 //! `ACP_BRIDGE_BENCH_DIR` puts the scratch stores elsewhere than the
-//! system temp dir (bench on the file system of the real `--state-dir`).
+//! system temp dir (bench on the file system of the real `--state-dir`);
+//! `ACP_BRIDGE_BENCH_ONLY=intake_accept` (or `verify_only`, `journal`,
+//! `intake_reject_stranger`, comma-separated) runs only those rows, e.g.
+//! under a profiler.
 
 #[allow(dead_code)] // the benches share this set-up, each uses its own part
 mod common;
@@ -31,16 +34,34 @@ const RUNS: usize = 5;
 const TARGET_RATIO: f64 = 0.8;
 /// Keys the strangers' mentions come from.
 const STRANGER_KEYS: usize = 64;
+/// The paths, as named in `ACP_BRIDGE_BENCH_ONLY` (comma-separated; all
+/// when unset), e.g. to profile one of them alone.
+const VERIFY: &str = "verify_only";
+const ACCEPT: &str = "intake_accept";
+const JOURNAL: &str = "journal";
+const STRANGER: &str = "intake_reject_stranger";
 
 fn main() {
     let events_per_run = std::env::var("ACP_BRIDGE_BENCH_N")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(DEFAULT_EVENTS);
+    let only = std::env::var("ACP_BRIDGE_BENCH_ONLY").ok();
+    let runs = |path: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|name| name.trim() == path))
+    };
     let runtime = common::one_core_runtime();
     let cast = Cast::generate();
     let owner_events = common::signed_mentions(&cast, &cast.owner, events_per_run);
     let stranger_events = common::strangers_mentions(&cast, STRANGER_KEYS, events_per_run.min(4096));
+    // The size of a journaled mention, for the journal-only row.
+    let payload_bytes = runtime.block_on(async {
+        let mut rig = IntakeRig::new(&cast);
+        rig.accept_all(&common::signed_mentions(&cast, &cast.owner, 1))
+            .await;
+        rig.journaled_payload_bytes()
+    });
     let mut stranger_rig = runtime.block_on(async {
         let mut rig = IntakeRig::new(&cast);
         rig.refuse(&stranger_events, common::STRANGER_WARM_UP_EVENTS)
@@ -51,30 +72,39 @@ fn main() {
     let mut best = Best::default();
     // Runs interleave the paths so that drift of the machine hits them alike.
     for _ in 0..RUNS {
-        best.verify = best.verify.min(common::verify_all(&owner_events));
-        let (accept, payload_bytes) = runtime.block_on(async {
-            let mut rig = IntakeRig::new(&cast);
-            let elapsed = rig.accept_all(&owner_events).await;
-            (elapsed, rig.journaled_payload_bytes())
-        });
-        best.accept = best.accept.min(accept);
-        let journal =
-            runtime.block_on(async { IntakeRig::new(&cast).journal_only(&owner_events, payload_bytes) });
-        best.journal = best.journal.min(journal);
-        let refuse = runtime.block_on(stranger_rig.refuse(&stranger_events, events_per_run as u64));
-        best.refuse = best.refuse.min(refuse);
+        if runs(VERIFY) {
+            best.verify = best.verify.min(common::verify_all(&owner_events));
+        }
+        if runs(ACCEPT) {
+            let accept = runtime.block_on(async { IntakeRig::new(&cast).accept_all(&owner_events).await });
+            best.accept = best.accept.min(accept);
+        }
+        if runs(JOURNAL) {
+            let journal =
+                runtime.block_on(async { IntakeRig::new(&cast).journal_only(&owner_events, payload_bytes) });
+            best.journal = best.journal.min(journal);
+        }
+        if runs(STRANGER) {
+            let refuse = runtime.block_on(stranger_rig.refuse(&stranger_events, events_per_run as u64));
+            best.refuse = best.refuse.min(refuse);
+        }
     }
     runtime.block_on(async move { drop(stranger_rig) });
 
     let rate = |elapsed: Duration| events_per_run as f64 / elapsed.as_secs_f64();
     let micros = |elapsed: Duration| elapsed.as_secs_f64() * 1e6 / events_per_run as f64;
-    let verify_rate = rate(best.verify);
+    let measured = |elapsed: Duration| (elapsed != Duration::MAX).then_some(elapsed);
+    let verify_rate = measured(best.verify).map(rate);
     let row = |name: &str, elapsed: Duration, note: &str| {
+        let Some(elapsed) = measured(elapsed) else {
+            return println!("{name:<34} {:>12}", "skipped");
+        };
+        let versus =
+            verify_rate.map_or_else(|| "-".to_owned(), |floor| format!("{:.2}", rate(elapsed) / floor));
         println!(
-            "{name:<34} {:>12.0} {:>10.2} {:>10.2}  {note}",
+            "{name:<34} {:>12.0} {:>10.2} {versus:>10}  {note}",
             rate(elapsed),
             micros(elapsed),
-            rate(elapsed) / verify_rate
         );
     };
     println!(
@@ -89,17 +119,18 @@ fn main() {
         "path", "events/s", "µs/event", "x verify"
     );
     row("verify_only (floor)", best.verify, "");
-    let ratio = rate(best.accept) / verify_rate;
-    let verdict = if ratio >= TARGET_RATIO { "meets" } else { "MISSES" };
-    row(
-        "intake_accept",
-        best.accept,
-        &format!("{verdict} the target of {TARGET_RATIO:.2}"),
-    );
+    let verdict = match (verify_rate, measured(best.accept)) {
+        (Some(floor), Some(accept)) if rate(accept) / floor >= TARGET_RATIO => {
+            format!("meets the target of {TARGET_RATIO:.2}")
+        }
+        (Some(_), Some(_)) => format!("MISSES the target of {TARGET_RATIO:.2}"),
+        _ => String::new(),
+    };
+    row("intake_accept", best.accept, &verdict);
     row(
         "  of which: seen lookup + journal",
         best.journal,
-        "(store alone, same ids and payload size)",
+        &format!("(store alone, same ids, {payload_bytes}-byte payloads)"),
     );
     row("intake_reject_stranger", best.refuse, "(no signature checked)");
 }

@@ -28,6 +28,7 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::store::{Finish, Store, StoreError};
 use crate::telemetry::http::{self, Health};
+use crate::transport::NoDelayTransport;
 use crate::turn_runner::{AskOwner, TurnContext};
 use sd_notify::NotifyState;
 
@@ -90,6 +91,7 @@ pub async fn run(
 
     let client = Client::builder()
         .signer(settings.keys.clone())
+        .websocket_transport(NoDelayTransport)
         .opts(ClientOptions::new().autoconnect(false))
         .build();
     let mut relays = Vec::new();

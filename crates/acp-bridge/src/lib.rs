@@ -28,4 +28,5 @@ pub mod reply;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;
+pub mod transport;
 pub mod turn_runner;

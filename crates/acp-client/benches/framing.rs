@@ -20,7 +20,7 @@ mod common;
 
 use std::time::Duration;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 
 use common::ClientRig;
 
@@ -33,6 +33,8 @@ fn framing(c: &mut Criterion) {
     let yardstick = common::yardstick_bytes(&updates);
     let mut group = c.benchmark_group("framing");
     group.throughput(Throughput::Elements(FRAMES_PER_TURN as u64));
+    // An iteration is a whole turn (milliseconds): same count per sample.
+    group.sampling_mode(SamplingMode::Flat);
 
     let mut rig = runtime.block_on(async { ClientRig::new() });
     group.bench_function("client_route", |b| {

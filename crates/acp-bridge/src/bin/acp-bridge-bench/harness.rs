@@ -21,7 +21,7 @@ pub fn bridge_binary() -> PathBuf {
     let sibling = here.with_file_name("acp-bridge");
     assert!(
         sibling.exists(),
-        "{} not found: run with `cargo run --release -p acp-bridge --bin acp-bridge-bench`",
+        "{} not found: build both binaries first: `cargo build --release -p acp-bridge --bins`",
         sibling.display()
     );
     sibling
@@ -71,7 +71,12 @@ impl DaemonProcess {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
             .env("ACP_BRIDGE_AGENT_ARGS", format!("scripted-agent {agent_args}"))
-            .env("RUST_LOG", "warn,acp_bridge=info")
+            // Override to profile: ACP_BRIDGE_BENCH_RUST_LOG=debug.
+            .env(
+                "RUST_LOG",
+                std::env::var("ACP_BRIDGE_BENCH_RUST_LOG")
+                    .unwrap_or_else(|_| "warn,acp_bridge=info".to_owned()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
@@ -124,7 +129,11 @@ pub struct Owner {
 
 impl Owner {
     pub async fn connect(relay: &EmbeddedRelay, keys: Keys, bot: PublicKey) -> Self {
-        let client = Client::builder().signer(keys.clone()).build();
+        // The bridge's own transport, so the client adds no Nagle delays of its own.
+        let client = Client::builder()
+            .signer(keys.clone())
+            .websocket_transport(acp_bridge::transport::NoDelayTransport)
+            .build();
         client.add_relay(relay.url().clone()).await.expect("relay");
         client.connect().await;
         client.wait_for_connection(Duration::from_secs(5)).await;

@@ -2,7 +2,7 @@
 //! one table (the in-process parts are criterion benches: `cargo bench`).
 //!
 //! ```sh
-//! cargo run --release -p acp-bridge --bin acp-bridge-bench
+//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory]
 //! ```
 //!
 //! Everything runs on loopback with the built-in scripted agent; nothing is
@@ -22,6 +22,16 @@ const STEER_SAMPLES: usize = 200;
 const FALLBACK_SAMPLES: usize = 20;
 /// Sequential turns per conversation, by concurrency.
 const E2E_RUNS: [(usize, usize); 3] = [(1, 200), (10, 40), (100, 8)];
+/// Override the e2e runs: `ACP_BRIDGE_BENCH_E2E=1x5` (conversations x turns).
+fn e2e_runs() -> Vec<(usize, usize)> {
+    std::env::var("ACP_BRIDGE_BENCH_E2E")
+        .ok()
+        .and_then(|spec| {
+            let (conversations, turns) = spec.split_once('x')?;
+            Some(vec![(conversations.parse().ok()?, turns.parse().ok()?)])
+        })
+        .unwrap_or_else(|| E2E_RUNS.to_vec())
+}
 const SESSION_CONVERSATIONS: usize = 1_000;
 const QUEUED_EVENTS: usize = 10_000;
 const QUEUED_CONVERSATIONS: usize = 100;
@@ -36,39 +46,44 @@ fn main() {
 
 async fn run() {
     let arrivals = steer::Arrivals::install();
+    let sections: Vec<String> = std::env::args().skip(1).collect();
+    let wanted = |section: &str| sections.is_empty() || sections.iter().any(|wanted| wanted == section);
     println!(
         "acp-bridge-bench on {} CPU(s)\n",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    if wanted("steer") {
+        steer_section(&arrivals).await;
+    }
+    if wanted("e2e") {
+        e2e_section().await;
+    }
+    if wanted("memory") {
+        memory_section().await;
+    }
+}
 
+async fn steer_section(arrivals: &steer::Arrivals) {
     println!("## Steer latency (mention arrives at the bridge → the agent reads it)");
-    let mut native = steer::measure(
-        &arrivals,
-        steer::SteerPath::Native,
-        STEER_SAMPLES,
-        Duration::from_millis(25),
-    )
-    .await;
+    let spacing = Duration::from_millis(25);
+    let mut native = steer::measure(arrivals, steer::SteerPath::Native, STEER_SAMPLES, spacing).await;
     println!(
         "| native steer (`_goose/unstable/session/steer`) | {} |",
         steer::summary(&mut native)
     );
-    let mut fallback = steer::measure(
-        &arrivals,
-        steer::SteerPath::Fallback,
-        FALLBACK_SAMPLES,
-        Duration::from_millis(700),
-    )
-    .await;
+    let spacing = Duration::from_millis(700);
+    let mut fallback = steer::measure(arrivals, steer::SteerPath::Fallback, FALLBACK_SAMPLES, spacing).await;
     println!(
-        "| cancel + merge (re-prompt written) | {} |",
+        "| cancel + merge (re-prompt written) | {} |\n",
         steer::summary(&mut fallback)
     );
+}
 
-    println!("\n## Mention → reply (zero think time), through the bridge vs a bare ACP client");
+async fn e2e_section() {
+    println!("## Mention → reply (zero think time), through the bridge vs a bare ACP client");
     println!("| conversations | bridge p50 | bridge p99 | bare p50 | bare p99 | added p50 | added p99 |");
     println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (conversations, turns) in E2E_RUNS {
+    for (conversations, turns) in e2e_runs() {
         let mut bridge = e2e::through_bridge(conversations, turns).await;
         let mut bare = e2e::bare_client(conversations, turns).await;
         let (bridge_p50, bridge_p99) = percentiles(&mut bridge);
@@ -83,22 +98,22 @@ async fn run() {
             ms(bridge_p99.saturating_sub(bare_p99)),
         );
     }
+    println!();
+}
 
-    println!("\n## Resident memory of the daemon (agents excluded)");
+async fn memory_section() {
+    println!("## Resident memory of the daemon (agents excluded)");
     let (idle, loaded) = memory::sessions(SESSION_CONVERSATIONS).await;
-    let queued = memory::queued(QUEUED_EVENTS, QUEUED_CONVERSATIONS).await;
-    let per_conversation = (loaded.saturating_sub(idle) as f64) * 1024.0 / SESSION_CONVERSATIONS as f64;
     println!("| idle | {:.1} MB |", idle as f64 / 1024.0);
     println!(
         "| {SESSION_CONVERSATIONS} conversations holding sessions | {:.1} MB |",
         loaded as f64 / 1024.0
     );
+    let per_conversation_kb = loaded.saturating_sub(idle) as f64 * 1.024 / SESSION_CONVERSATIONS as f64;
+    println!("| growth per conversation | {per_conversation_kb:.1} KB |");
+    let queued = memory::queued(QUEUED_EVENTS, QUEUED_CONVERSATIONS).await;
     println!(
         "| {QUEUED_EVENTS} queued events | {:.1} MB |",
         queued as f64 / 1024.0
-    );
-    println!(
-        "| growth per conversation | {:.1} KB |",
-        per_conversation / 1000.0
     );
 }

@@ -1,0 +1,96 @@
+//! The websocket transport to relays, with `TCP_NODELAY`.
+//!
+//! The SDK's default transport leaves Nagle's algorithm on. Nostr traffic is
+//! small messages in quick succession (an `EVENT` right after an `OK`), the
+//! pattern where Nagle holds a segment back until the peer's delayed ACK
+//! arrives, up to 40 ms on Linux, on every hop. Measured end to end on
+//! loopback that was most of the bridge's added latency (BENCHMARKS.md). This
+//! transport is the SDK's own, but for one socket option.
+//!
+//! Only direct connections: proxies and Tor are not offered by this daemon.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_wsocket::futures_util::stream::SplitSink;
+use async_wsocket::futures_util::{Sink, SinkExt, StreamExt, TryStreamExt};
+use async_wsocket::{Message, WebSocket};
+use nostr_sdk::pool::ConnectionMode;
+use nostr_sdk::pool::transport::error::TransportError;
+use nostr_sdk::pool::transport::websocket::{WebSocketSink, WebSocketStream, WebSocketTransport};
+use nostr_sdk::prelude::{BoxedFuture, Url};
+use tokio::net::TcpStream;
+
+/// Direct websocket connections with `TCP_NODELAY` set.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDelayTransport;
+
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error("relay URL has no host or port")]
+    Address,
+    #[error("connecting timed out")]
+    Timeout,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Websocket(#[from] tokio_tungstenite::tungstenite::Error),
+}
+
+impl WebSocketTransport for NoDelayTransport {
+    fn support_ping(&self) -> bool {
+        true
+    }
+
+    fn connect<'a>(
+        &'a self,
+        url: &'a Url,
+        _mode: &'a ConnectionMode,
+        timeout: Duration,
+    ) -> BoxedFuture<'a, Result<(WebSocketSink, WebSocketStream), TransportError>> {
+        Box::pin(async move {
+            let socket = tokio::time::timeout(timeout, connect(url))
+                .await
+                .map_err(|_| TransportError::backend(ConnectError::Timeout))?
+                .map_err(TransportError::backend)?;
+            let (sink, stream) = socket.split();
+            let sink: WebSocketSink = Box::new(Outgoing(sink));
+            let stream: WebSocketStream = Box::pin(stream.map_err(TransportError::backend));
+            Ok((sink, stream))
+        })
+    }
+}
+
+async fn connect(url: &Url) -> Result<WebSocket, ConnectError> {
+    let host = url.host_str().ok_or(ConnectError::Address)?;
+    let port = url.port_or_known_default().ok_or(ConnectError::Address)?;
+    let tcp = TcpStream::connect((host, port)).await?;
+    tcp.set_nodelay(true)?;
+    // Boxed: the handshake future is large.
+    let (socket, _) = Box::pin(tokio_tungstenite::client_async_tls(url.as_str(), tcp)).await?;
+    Ok(WebSocket::Tokio(socket))
+}
+
+/// The sink half, with the SDK's error type.
+struct Outgoing(SplitSink<WebSocket, Message>);
+
+impl Sink<Message> for Outgoing {
+    type Error = TransportError;
+
+    fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready_unpin(cx).map_err(TransportError::backend)
+    }
+
+    fn start_send(mut self: Pin<&mut Self>, item: Message) -> Result<(), Self::Error> {
+        self.0.start_send_unpin(item).map_err(TransportError::backend)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_flush_unpin(cx).map_err(TransportError::backend)
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_close_unpin(cx).map_err(TransportError::backend)
+    }
+}

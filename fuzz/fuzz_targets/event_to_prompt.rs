@@ -1,0 +1,284 @@
+//! `event_to_prompt`: mentions as people can shape them (content, group
+//! channel, tags) from a signed event, through the threading
+//! (`mention::public_thread`, `mention::direct_thread`) into every text the
+//! agent reads (`framing::fresh_prompt`, `steer_text`, `merged_prompt`).
+//!
+//! Must hold for every input:
+//! - the framing invariant: every line of a prompt is either the bridge's
+//!   (it starts with `BRIDGE_MARK`) or quoted (it starts with `>`), and the
+//!   bridge's lines are exactly the ones the bridge means to write, in order:
+//!   the context line, one header per message ("Message from …, event
+//!   <id>:"), the framing lines. A person can never produce a bridge line;
+//! - each message arrives whole: its quoted lines under its own header are
+//!   its content's lines (with the mark defused when it holds one);
+//! - the fallback's steer framing ends with exactly the native steer text;
+//! - two mentions share a conversation key exactly when they belong to the
+//!   same conversation (same channel, note thread or DM peer).
+
+#![no_main]
+
+use acp_bridge::config::SessionPolicy;
+use acp_bridge::framing::{
+    BRIDGE_MARK, Framing, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt, steer_text,
+};
+use acp_bridge::mention::{Mention, Thread, direct_thread, public_thread};
+use acp_bridge_fuzz::{MentionInput, Place, PromptInput};
+use libfuzzer_sys::fuzz_target;
+use nostr_sdk::{EventBuilder, Kind, Tag, TagKind, Timestamp};
+
+fuzz_target!(|input: PromptInput| {
+    let policy = if input.thread_sessions {
+        SessionPolicy::Thread
+    } else {
+        SessionPolicy::Conversation
+    };
+    let framing = if input.interrupt {
+        Framing::Interrupt
+    } else {
+        Framing::Steer
+    };
+    // Mentions the intake would drop (a group message without a plausible
+    // `h` group id) never reach the framing.
+    let working_on: Vec<Mention> = input.working_on.0.iter().filter_map(|m| mention(m, policy)).collect();
+    let new: Vec<Mention> = input.new.0.iter().filter_map(|m| mention(m, policy)).collect();
+    let all: Vec<Mention> = working_on.iter().chain(&new).cloned().collect();
+    check_conversations(&all, policy);
+
+    let mut fresh = Vec::new();
+    if !all.is_empty() {
+        fresh.push(Slot::Context);
+    }
+    fresh.extend(all.iter().map(Slot::Message));
+    check_framing("fresh_prompt", &fresh_prompt(&all), &fresh);
+
+    let steer = steer_text(&new);
+    let mut slots = vec![Slot::Fixed(STEER_HEADER)];
+    slots.extend(new.iter().map(Slot::Message));
+    slots.push(Slot::Fixed(STEER_CLOSING));
+    check_framing("steer_text", &steer, &slots);
+
+    // The framing lines of a merged prompt, from the function itself: with
+    // no messages it is exactly preamble, header and closing.
+    let bare = merged_prompt(&[], &[], framing);
+    let fixed: Vec<&str> = bare
+        .lines()
+        .map(|line| bridge_text(line).unwrap_or_else(|| panic!("a framing line is the bridge's: {bare:?}")))
+        .collect();
+    let [preamble, header, closing] = fixed[..] else {
+        panic!("a bare merged prompt is preamble, header and closing: {bare:?}");
+    };
+    let merged = merged_prompt(&working_on, &new, framing);
+    let mut slots = Vec::new();
+    if !all.is_empty() {
+        slots.push(Slot::Context);
+    }
+    slots.push(Slot::Fixed(preamble));
+    slots.extend(working_on.iter().map(Slot::Message));
+    slots.push(Slot::Fixed(header));
+    slots.extend(new.iter().map(Slot::Message));
+    slots.push(Slot::Fixed(closing));
+    check_framing("merged_prompt", &merged, &slots);
+    if framing == Framing::Steer {
+        assert_eq!((header, closing), (STEER_HEADER, STEER_CLOSING));
+        assert!(
+            merged.ends_with(&steer),
+            "the fallback's steer framing ends with the native steer text:\n{merged}"
+        );
+    }
+});
+
+/// The mention the intake would build from this input's event.
+fn mention(input: &MentionInput, policy: SessionPolicy) -> Option<Mention> {
+    let keys = input.author.keys();
+    let created_at = Timestamp::from_secs(u64::from(input.created_at));
+    let content = input.content.as_str();
+    let mut tags = Vec::new();
+    if let Place::Group { channel } = &input.place {
+        tags.push(Tag::custom(TagKind::h(), [channel.as_str()]));
+    }
+    tags.extend(
+        input
+            .tags
+            .0
+            .iter()
+            .filter_map(|fields| Tag::parse(fields.0.iter().map(|field| field.as_str())).ok()),
+    );
+    let (event_id, kind, (thread, replies_to)) = match &input.place {
+        Place::Group { .. } | Place::Note => {
+            let kind = match input.place {
+                Place::Group { .. } => Kind::Custom(9),
+                _ => Kind::TextNote,
+            };
+            let event = EventBuilder::new(kind, content)
+                .tags(tags)
+                .custom_created_at(created_at)
+                .sign_with_keys(keys)
+                .expect("signing with a fixed key");
+            let threading = public_thread(&event)?;
+            (event.id, kind, threading)
+        }
+        Place::Direct => {
+            let mut rumor = EventBuilder::new(Kind::PrivateDirectMessage, content)
+                .tags(tags)
+                .custom_created_at(created_at)
+                .build(keys.public_key());
+            let rumor_id = rumor.id();
+            let threading = direct_thread(keys.public_key(), &rumor, rumor_id);
+            (rumor_id, Kind::PrivateDirectMessage, threading)
+        }
+    };
+    match (&input.place, &thread) {
+        (
+            Place::Group { channel },
+            Thread::Group {
+                channel: read,
+                mention,
+                ..
+            },
+        ) => {
+            assert_eq!(read, channel.as_str(), "the channel is the first h tag");
+            assert_eq!(*mention, event_id);
+        }
+        (Place::Note, Thread::Note { mention, .. }) => assert_eq!(*mention, event_id),
+        (Place::Direct, Thread::Direct { peer, message }) => {
+            assert_eq!(*peer, keys.public_key());
+            assert_eq!(*message, event_id);
+        }
+        (place, thread) => panic!("a {place:?} mention threaded as {thread:?}"),
+    }
+    Some(Mention {
+        event_id,
+        author: keys.public_key(),
+        kind,
+        created_at,
+        content: content.to_owned(),
+        conversation: thread.conversation(policy),
+        thread,
+        replies_to,
+        from_owner: input.from_owner,
+        from_sibling: input.from_sibling,
+        chain_depth: 0,
+        accepted_at: 0,
+    })
+}
+
+/// Conversation keys are equal exactly when the conversations are.
+fn check_conversations(mentions: &[Mention], policy: SessionPolicy) {
+    for (index, a) in mentions.iter().enumerate() {
+        for b in &mentions[index + 1..] {
+            let same = match (&a.thread, &b.thread) {
+                (
+                    Thread::Group {
+                        channel: a_channel,
+                        root: a_root,
+                        ..
+                    },
+                    Thread::Group {
+                        channel: b_channel,
+                        root: b_root,
+                        ..
+                    },
+                ) => a_channel == b_channel && (policy == SessionPolicy::Conversation || a_root == b_root),
+                (Thread::Note { root: a_root, .. }, Thread::Note { root: b_root, .. }) => a_root == b_root,
+                (Thread::Direct { peer: a_peer, .. }, Thread::Direct { peer: b_peer, .. }) => {
+                    a_peer == b_peer
+                }
+                _ => false,
+            };
+            assert_eq!(
+                a.conversation == b.conversation,
+                same,
+                "conversation keys {:?} and {:?} for {:?} and {:?}",
+                a.conversation,
+                b.conversation,
+                a.thread,
+                b.thread
+            );
+        }
+    }
+}
+
+/// One line the bridge writes, in the order it writes them.
+#[derive(Debug)]
+enum Slot<'a> {
+    /// Where the conversation takes place (its wording is not checked).
+    Context,
+    /// A framing line, exactly this text after the mark.
+    Fixed(&'a str),
+    /// A message's header, then its quoted content.
+    Message(&'a Mention),
+}
+
+/// The text after `BRIDGE_MARK` and one space, when `line` is the bridge's.
+fn bridge_text(line: &str) -> Option<&str> {
+    line.strip_prefix(BRIDGE_MARK)?.strip_prefix(' ')
+}
+
+fn check_framing(what: &str, prompt: &str, slots: &[Slot<'_>]) {
+    let lines: Vec<&str> = prompt.lines().collect();
+    for line in &lines {
+        assert!(
+            line.starts_with(BRIDGE_MARK) || line.starts_with('>'),
+            "{what}: a line that is neither the bridge's nor quoted: {line:?}\n--- prompt ---\n{prompt}"
+        );
+    }
+    let mut next = lines.iter().copied().peekable();
+    for slot in slots {
+        let line = next.next().unwrap_or_else(|| {
+            panic!("{what}: missing the bridge line for {slot:?}\n--- prompt ---\n{prompt}")
+        });
+        let said = bridge_text(line).unwrap_or_else(|| {
+            panic!(
+                "{what}: {line:?} stands where the bridge line for {slot:?} belongs\n--- prompt ---\n{prompt}"
+            )
+        });
+        match slot {
+            Slot::Context => {}
+            Slot::Fixed(text) => assert_eq!(said, *text, "{what}: a framing line\n--- prompt ---\n{prompt}"),
+            Slot::Message(mention) => {
+                assert!(
+                    said.contains("Message from") && said.contains(&mention.event_id.to_hex()),
+                    "{what}: {line:?} stands where the header of {} belongs\n--- prompt ---\n{prompt}",
+                    mention.event_id
+                );
+                let mut quoted = Vec::new();
+                while let Some(line) = next.next_if(|line| line.starts_with('>')) {
+                    quoted.push(line.strip_prefix("> ").unwrap_or(&line[1..]));
+                }
+                check_quoted(what, prompt, &mention.content, &quoted);
+            }
+        }
+    }
+    if let Some(extra) = next.next() {
+        panic!("{what}: {extra:?} follows the bridge's last line\n--- prompt ---\n{prompt}");
+    }
+}
+
+/// A message's quoted lines carry its content, line for line.
+fn check_quoted(what: &str, prompt: &str, content: &str, quoted: &[&str]) {
+    for line in quoted {
+        assert!(
+            !line.contains(BRIDGE_MARK),
+            "{what}: the mark is not defused in {line:?}\n--- prompt ---\n{prompt}"
+        );
+    }
+    if content.contains(BRIDGE_MARK) {
+        // Defusing rewrites the mark; the line count still holds.
+        assert_eq!(quoted.len(), content.lines().count().max(1), "{what}\n{prompt}");
+        return;
+    }
+    // A line's final CR is taken with the prompt's line ending when read back.
+    let expected: Vec<&str> = if content.is_empty() {
+        vec![""]
+    } else {
+        content
+            .lines()
+            .map(|line| line.strip_suffix('\r').unwrap_or(line))
+            .collect()
+    };
+    assert_eq!(
+        quoted,
+        &expected[..],
+        "{what}: a message arrives whole\n--- prompt ---\n{prompt}"
+    );
+}
