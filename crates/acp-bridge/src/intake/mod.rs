@@ -146,6 +146,9 @@ pub struct Intake {
     limiter: RateLimiter<PublicKey>,
     floors: HashMap<RelayUrl, Timestamp>,
     inbound: mpsc::Sender<Inbound>,
+    /// The bot's key as `p` tags carry it, computed once: every event is
+    /// checked against it.
+    bot_hex: String,
 }
 
 impl Intake {
@@ -164,6 +167,7 @@ impl Intake {
                 limits.rate_limit_refill,
                 RATE_LIMIT_TRACKED_AUTHORS,
             ),
+            bot_hex: keys.public_key().to_hex(),
             keys,
             store,
             gate,
@@ -211,7 +215,7 @@ impl Intake {
         if event.pubkey == self.keys.public_key() {
             return Err(DropReason::OwnEvent);
         }
-        if !mentions(&event.tags, &self.keys.public_key()) {
+        if !mentions(&event.tags, &self.bot_hex) {
             return Err(DropReason::NotAMention);
         }
         if self.store.seen_contains(&event.id.to_hex()).unwrap_or(false) {
@@ -409,11 +413,10 @@ impl Intake {
     }
 }
 
-/// True when a `p` tag names `bot`.
-fn mentions(tags: &nostr_sdk::prelude::Tags, bot: &PublicKey) -> bool {
-    let bot = bot.to_hex();
+/// True when a `p` tag names the bot (`bot_hex`, lowercase hex).
+fn mentions(tags: &nostr_sdk::prelude::Tags, bot_hex: &str) -> bool {
     tags.iter()
-        .any(|tag| tag.kind() == TagKind::p() && tag.content() == Some(bot.as_str()))
+        .any(|tag| tag.kind() == TagKind::p() && tag.content() == Some(bot_hex))
 }
 
 #[cfg(test)]

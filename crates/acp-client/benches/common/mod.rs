@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use acp_client::{AgentClient, ClientConfig, ContentBlock, SessionId, StopReason, TurnOptions};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::runtime::Runtime;
 
-/// Capacity of each direction of the in-memory pipe: a Linux pipe's buffer.
+/// Capacity of each in-memory pipe: a Linux pipe's buffer.
 const PIPE_BYTES: usize = 64 * 1024;
 /// The session the turns run on (no `session/new` needed: a prompt on any
 /// id starts a turn).
@@ -90,24 +90,20 @@ pub struct ClientRig {
     client: AgentClient,
     session: SessionId,
     /// What the client writes (its prompts); read to learn their ids.
-    from_client: BufReader<ReadHalf<DuplexStream>>,
-    to_client: WriteHalf<DuplexStream>,
+    from_client: BufReader<DuplexStream>,
+    to_client: DuplexStream,
 }
 
 impl ClientRig {
     /// Connects a client with the default configuration. Must be called
     /// inside the runtime (the client spawns its reader task).
     pub fn new() -> ClientRig {
-        let (client_end, agent_end) = tokio::io::duplex(PIPE_BYTES);
-        let (client_reads, client_writes) = tokio::io::split(client_end);
-        let (from_client, to_client) = tokio::io::split(agent_end);
+        // One pipe per direction, as a child's stdout and stdin are (no
+        // split halves sharing a lock).
+        let (agent_stdout, to_client) = tokio::io::duplex(PIPE_BYTES);
+        let (agent_stdin, from_client) = tokio::io::duplex(PIPE_BYTES);
         ClientRig {
-            client: AgentClient::connect(
-                "bench-agent",
-                client_reads,
-                client_writes,
-                ClientConfig::default(),
-            ),
+            client: AgentClient::connect("bench-agent", agent_stdout, agent_stdin, ClientConfig::default()),
             session: SessionId(SESSION.to_owned()),
             from_client: BufReader::new(from_client),
             to_client,
