@@ -474,3 +474,55 @@ async fn a_mention_that_keeps_failing_ends_in_a_notice() {
         "three attempts in all"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_sent_the_moment_a_reply_lands_are_never_lost() {
+    // A reply is out before its turn's report reaches the heart: a follow-up
+    // sent the moment the reply lands is handed to a turn that is already
+    // over. It must come back for the next turn (this raced and lost
+    // mentions before).
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let spec =
+        BridgeSpec::new(&relay.url(), owner.public_key()).agent(&["--rounds", "1", "--round-delay-ms", "0"]);
+    let bot = spec.bot.public_key();
+    let _bridge = Bridge::start(&spec).ready().await;
+    let mut conversations = Vec::new();
+    for room in 0..6 {
+        let owner = Person::join_as(owner.keys.clone(), &relay.url()).await;
+        conversations.push(tokio::spawn(async move {
+            let replies = Filter::new()
+                .author(bot)
+                .kind(Kind::Custom(9))
+                .since(Timestamp::now());
+            owner.client.subscribe(replies, None).await.expect("subscribe");
+            let mut pushed = owner.client.notifications();
+            let mut ids = Vec::new();
+            for turn in 0..30 {
+                let mention = owner
+                    .mention_in_group(&bot, &format!("rapid-{room}"), &format!("turn {turn}"))
+                    .await;
+                ids.push(mention.id);
+                // React to the reply as it is pushed, not after polling for it.
+                let wait = async {
+                    while let Ok(notification) = pushed.recv().await {
+                        if let RelayPoolNotification::Event { event, .. } = notification
+                            && e_tags(&event).contains(&(mention.id.to_hex(), "reply".to_owned()))
+                        {
+                            return;
+                        }
+                    }
+                };
+                if tokio::time::timeout(Duration::from_secs(10), wait).await.is_err() {
+                    break; // lost: the tally below says so
+                }
+            }
+            ids
+        }));
+    }
+    let mut ids = Vec::new();
+    for conversation in conversations {
+        ids.extend(conversation.await.expect("conversation"));
+    }
+    assert_exactly_once(tally("rapid follow-ups", &owner, &bot, &ids).await);
+}

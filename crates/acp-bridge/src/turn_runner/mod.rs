@@ -216,10 +216,31 @@ impl TurnRunner {
             session = tracing::field::Empty,
             run_id = tracing::field::Empty,
         );
-        let report = self.execute().instrument(span).await;
+        let mut report = self.execute().instrument(span).await;
+        report.returned.extend(self.drain_control());
         if self.reports.send(report).await.is_err() {
             tracing::debug!("heart gone before the turn report; mentions stay journaled");
         }
+    }
+
+    /// Mentions the heart handed over after the last prompt ended (its
+    /// reply can be out before this report is in). Closing first makes later
+    /// sends fail, so the heart queues those itself: none is dropped here.
+    fn drain_control(&mut self) -> Vec<Mention> {
+        self.control.close();
+        let mut late = Vec::new();
+        while let Ok(control) = self.control.try_recv() {
+            if let Control::Absorb { mentions, .. } = control {
+                late.extend(mentions);
+            }
+        }
+        if !late.is_empty() {
+            tracing::info!(
+                mentions = late.len(),
+                "mentions arrived as the turn ended; they go to the next turn"
+            );
+        }
+        late
     }
 
     async fn execute(&mut self) -> TurnReport {
