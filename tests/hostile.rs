@@ -6,14 +6,39 @@ mod support;
 use nostr_sdk::prelude::*;
 use support::*;
 
-/// Publishes `events` concurrently, a batch at a time.
-async fn publish_all(person: &Person, events: Vec<Event>) {
+/// Publishes `events` concurrently, a batch at a time, letting the daemon
+/// catch up between batches when its metrics port is given: the embedded
+/// relay drops events for a subscriber more than 1024 behind, and the point
+/// is to prove the daemon handled every one.
+async fn publish_all(person: &Person, events: Vec<Event>, metrics_port: Option<u16>) {
+    let mut sent = 0usize;
     for batch in events.chunks(200) {
         let sends = batch.iter().map(|event| person.client.send_event(event));
-        for sent in futures_util::future::join_all(sends).await {
-            sent.expect("publish");
+        for result in futures_util::future::join_all(sends).await {
+            result.expect("publish");
+        }
+        sent += batch.len();
+        if let Some(port) = metrics_port {
+            let deadline = tokio::time::Instant::now() + PATIENCE;
+            while metric(port, "acp_bridge_events_received_total").await < sent as f64 {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the daemon stopped receiving at {sent}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
         }
     }
+}
+
+/// One sample of the daemon's /metrics.
+async fn metric(port: u16, name: &str) -> f64 {
+    let body = http_get(port, "/metrics").await;
+    let prefix = format!("{name} ");
+    body.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,7 +46,9 @@ async fn ten_thousand_mentions_from_a_stranger_cost_no_turn_no_log_flood_and_bou
     let relay = TestRelay::start().await;
     let owner = Person::join(&relay.url()).await;
     let stranger = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--log-level", "info"]);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--metrics-addr", &addr]);
     let bot = spec.bot.public_key();
     let mut bridge = Bridge::start_with_log_filter(&spec, "info").ready().await;
     let rss_before = rss_kib(bridge.pid());
@@ -32,7 +59,9 @@ async fn ten_thousand_mentions_from_a_stranger_cost_no_turn_no_log_flood_and_bou
                 .expect("sign")
         })
         .collect();
-    publish_all(&stranger, flood).await;
+    publish_all(&stranger, flood, Some(port)).await;
+    let refused = metric(port, "acp_bridge_events_dropped_total{reason=\"not_heard\"}").await;
+    assert_eq!(refused, 10_000.0, "the daemon saw and refused every one");
     // After the flood, the owner is still answered promptly.
     let mention = owner.mention_in_group(&bot, "room", "still there?").await;
     owner.replies_from(&bot, &mention.id, 1).await;
@@ -78,7 +107,7 @@ async fn a_thousand_mentions_from_the_owner_all_end_in_an_answer_or_a_notice() {
         })
         .collect();
     let ids: Vec<EventId> = events.iter().map(|event| event.id).collect();
-    publish_all(&owner, events).await;
+    publish_all(&owner, events, None).await;
     let result = tally(
         "owner flood (1000 mentions, one conversation)",
         &owner,

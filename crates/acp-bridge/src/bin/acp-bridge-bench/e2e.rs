@@ -14,8 +14,9 @@ use crate::harness::{DaemonProcess, Owner, bridge_binary};
 const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 
 /// Round trips through relay + bridge: `conversations` owners' threads at
-/// once, `turns` sequential mentions each (after one warm-up turn).
-pub async fn through_bridge(conversations: usize, turns: usize) -> Vec<Duration> {
+/// once, `turns` sequential mentions each (after one warm-up turn); with the
+/// daemon's CPU time per mention over the whole run.
+pub async fn through_bridge(conversations: usize, turns: usize) -> (Vec<Duration>, Duration) {
     let relay = EmbeddedRelay::start(None).await.expect("relay");
     let owner_keys = Keys::generate();
     let capacity = conversations.to_string();
@@ -45,9 +46,11 @@ pub async fn through_bridge(conversations: usize, turns: usize) -> Vec<Duration>
     for task in tasks {
         all.extend(task.await.expect("a conversation task"));
     }
+    let mentions = (conversations * (turns + 1)) as u32;
+    let cpu_per_mention = crate::harness::cpu_time(daemon.child.id()) / mentions.max(1);
     drop(daemon);
     relay.shutdown();
-    all
+    (all, cpu_per_mention)
 }
 
 /// The same turns through a bare ACP client on the same agent.

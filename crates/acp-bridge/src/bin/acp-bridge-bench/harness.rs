@@ -109,6 +109,25 @@ impl Drop for DaemonProcess {
     }
 }
 
+/// CPU time (user + system) a process has used so far. Linux reports it in
+/// clock ticks, 100 per second on every kernel this runs on.
+pub fn cpu_time(pid: u32) -> Duration {
+    const TICKS_PER_SECOND: u64 = 100;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at `)`.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|field| field.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after `)`.
+    Duration::from_millis((ticks(11) + ticks(12)) * 1000 / TICKS_PER_SECOND)
+}
+
 pub fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status

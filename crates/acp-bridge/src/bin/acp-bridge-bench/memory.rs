@@ -68,15 +68,33 @@ pub async fn queued(events: usize, conversations: usize) -> u64 {
     daemon.ready().await;
     let bot = daemon.bot.public_key();
     let owner = Owner::connect(&relay, owner_keys, bot).await;
-    for event in 0..events {
-        let _ = owner
-            .mention(&bot, &format!("q{}", event % conversations), "wait your turn")
-            .await;
+    // In chunks the daemon catches up with: the embedded relay drops events
+    // for a subscriber that falls more than 1024 behind.
+    let mut sent = 0;
+    while sent < events {
+        for event in sent..(sent + RELAY_BACKLOG_SAFE).min(events) {
+            let _ = owner
+                .mention(
+                    &bot,
+                    &format!("q{}", event % conversations),
+                    &format!("wait your turn ({event})"),
+                )
+                .await;
+        }
+        sent = (sent + RELAY_BACKLOG_SAFE).min(events);
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while metric(metrics_port, "acp_bridge_events_received_total").await < sent as f64 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the daemon stopped receiving"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
     // Until the heart holds them all (one batch of the first conversation is in flight).
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let floor = events.saturating_sub(acp_bridge::queue::BATCH_CAP) as f64;
-    while queue_depth(metrics_port).await < floor {
+    while metric(metrics_port, "acp_bridge_queue_depth").await < floor {
         assert!(tokio::time::Instant::now() < deadline, "the queue never filled");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -87,7 +105,10 @@ pub async fn queued(events: usize, conversations: usize) -> u64 {
     rss
 }
 
-async fn queue_depth(port: u16) -> f64 {
+/// Events published before waiting for the daemon to catch up.
+const RELAY_BACKLOG_SAFE: usize = 500;
+
+async fn metric(port: u16, name: &str) -> f64 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return 0.0;
@@ -97,8 +118,9 @@ async fn queue_depth(port: u16) -> f64 {
         .await;
     let mut body = String::new();
     let _ = stream.read_to_string(&mut body).await;
+    let prefix = format!("{name} ");
     body.lines()
-        .find_map(|line| line.strip_prefix("acp_bridge_queue_depth "))
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or(0.0)
 }
