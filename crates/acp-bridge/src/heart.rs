@@ -228,7 +228,7 @@ impl Heart {
                     self.rotate_after_turn.push(key.clone());
                     "This conversation gets a fresh agent session after the turn in flight.".to_owned()
                 } else {
-                    self.turns.pool.rotate(&key);
+                    self.turns.pool.rotate(&key).await;
                     "This conversation gets a fresh agent session from its next turn.".to_owned()
                 }
             }
@@ -276,7 +276,7 @@ impl Heart {
         }
         if let Some(position) = self.rotate_after_turn.iter().position(|pending| *pending == key) {
             self.rotate_after_turn.swap_remove(position);
-            self.turns.pool.rotate(&key);
+            self.turns.pool.rotate(&key).await;
         }
         for dropped in self.queue.push_front(report.returned) {
             self.queue_overflow(dropped).await;

@@ -217,8 +217,20 @@ impl Pool {
     }
 
     /// Forgets the conversation's session: the next turn opens a fresh one.
-    pub fn rotate(&self, conversation: &ConversationKey) -> bool {
-        lock(&self.sessions).remove(conversation).is_some()
+    /// The agent's side of the old session is left to the agent (ACP has no
+    /// stable way to close one); the client forgets its bookkeeping for it.
+    pub async fn rotate(&self, conversation: &ConversationKey) {
+        let Some(old) = lock(&self.sessions).remove(conversation) else {
+            return;
+        };
+        let slot = self.slots[old.slot].lock().await;
+        if let Some(agent) = slot
+            .agent
+            .as_ref()
+            .filter(|agent| agent.generation == old.generation)
+        {
+            agent.client.forget_session(&old.session);
+        }
     }
 
     /// Kills a leased agent that stopped honouring the protocol (ignored a

@@ -585,7 +585,7 @@ impl TurnRunner {
             ref reason => {
                 if matches!(reason, StopReason::MaxTokens | StopReason::MaxTurnRequests) {
                     // The session is full or stuck: the next turn starts fresh.
-                    self.pool.rotate(&self.conversation);
+                    self.pool.rotate(&self.conversation).await;
                 }
                 let text = if outcome.message.trim().is_empty() {
                     "(The agent finished without writing an answer.)".to_owned()
