@@ -39,8 +39,13 @@ pub enum PoolError {
     Initialize(String),
     #[error("the agent could not open a session: {0}")]
     Session(String),
-    #[error("agents crashed {CRASHES_TO_OPEN} times within a minute; not restarting them for {0}s")]
-    CircuitOpen(u64),
+    /// Carries the last failure, so the person and the operator learn why
+    /// the agents keep failing and not only that they do.
+    #[error(
+        "agents failed {CRASHES_TO_OPEN} times within a minute (last: {last_failure}); \
+         not restarting them for {seconds}s"
+    )]
+    CircuitOpen { seconds: u64, last_failure: String },
 }
 
 /// An agent and a session, leased for one turn.
@@ -76,11 +81,13 @@ struct SessionRef {
 struct Breaker {
     crashes: VecDeque<Instant>,
     open_until: Option<Instant>,
+    last_failure: String,
 }
 
 impl Breaker {
-    fn record_crash(&mut self, now: Instant) {
+    fn record_crash(&mut self, now: Instant, failure: String) {
         self.crashes.push_back(now);
+        self.last_failure = failure;
         while self
             .crashes
             .front()
@@ -94,6 +101,7 @@ impl Breaker {
                 crashes = self.crashes.len(),
                 window_s = CRASH_WINDOW.as_secs(),
                 cool_down_s = BREAKER_COOL_DOWN.as_secs(),
+                last_failure = %self.last_failure,
                 "agents keep crashing: circuit breaker open, no respawns during the cool-down"
             );
         }
@@ -306,8 +314,14 @@ impl Pool {
             lock(&self.sessions).retain(|_, session| session.slot != index);
             metrics::agent_respawned();
         }
-        if let Some(seconds) = lock(&self.breaker).open_for(Instant::now()) {
-            return Err(PoolError::CircuitOpen(seconds));
+        {
+            let mut breaker = lock(&self.breaker);
+            if let Some(seconds) = breaker.open_for(Instant::now()) {
+                return Err(PoolError::CircuitOpen {
+                    seconds,
+                    last_failure: breaker.last_failure.clone(),
+                });
+            }
         }
         let generation = {
             let mut next = lock(&self.next_generation);
@@ -328,14 +342,16 @@ impl Pool {
                 .collect(),
         };
         let client = AgentClient::spawn(&command, self.client_config.clone()).map_err(|error| {
-            lock(&self.breaker).record_crash(Instant::now());
-            PoolError::Spawn(spawn_hint(&error, &self.settings.command))
+            let hint = spawn_hint(&error, &self.settings.command);
+            lock(&self.breaker).record_crash(Instant::now(), hint.clone());
+            PoolError::Spawn(hint)
         })?;
         let info = match client.initialize().await {
             Ok(info) => info,
             Err(error) => {
                 client.kill();
-                lock(&self.breaker).record_crash(Instant::now());
+                let failure = format!("initialize failed: {error}");
+                lock(&self.breaker).record_crash(Instant::now(), failure);
                 return Err(PoolError::Initialize(error.to_string()));
             }
         };
@@ -363,7 +379,7 @@ impl Pool {
             metrics::agents_alive(alive.fetch_sub(1, Ordering::Relaxed).saturating_sub(1));
             if exit.reason != ExitReason::Killed {
                 tracing::warn!(agent = %name, %exit, "agent exited unexpectedly");
-                lock(&breaker).record_crash(Instant::now());
+                lock(&breaker).record_crash(Instant::now(), format!("{name}: {exit}"));
             }
         });
     }
@@ -397,4 +413,38 @@ fn spawn_hint(error: &AcpError, command: &str) -> String {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn breaker_opens_after_repeated_failures_and_remembers_the_last_one() {
+        let mut breaker = Breaker::default();
+        let start = Instant::now();
+        for attempt in 0..CRASHES_TO_OPEN - 1 {
+            breaker.record_crash(start, format!("failure {attempt}"));
+            assert_eq!(breaker.open_for(start), None, "opened early at {attempt}");
+        }
+        breaker.record_crash(start, "`agent` was not found".into());
+        assert!(breaker.open_for(start).is_some());
+        assert_eq!(breaker.last_failure, "`agent` was not found");
+        assert_eq!(
+            breaker.open_for(start + BREAKER_COOL_DOWN),
+            None,
+            "closes after the cool-down"
+        );
+    }
+
+    #[test]
+    fn failures_spread_beyond_the_window_do_not_open_the_breaker() {
+        let mut breaker = Breaker::default();
+        let start = Instant::now();
+        for attempt in 0..CRASHES_TO_OPEN * 2 {
+            let at = start + (CRASH_WINDOW / 2 + Duration::from_secs(1)) * attempt as u32;
+            breaker.record_crash(at, "crash".into());
+            assert_eq!(breaker.open_for(at), None);
+        }
+    }
 }
