@@ -127,3 +127,37 @@ async fn mentions_posted_while_disconnected_are_answered_after_reconnect() {
     );
     assert_eq!(owner.events_referencing(&bot, &during.id).await.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_the_state_dir_keeps_what_dedup_needs() {
+    let relay = TestRelay::start().await;
+    let owner = Person::join(&relay.url()).await;
+    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--retention", "1s"]);
+    let bot = spec.bot.public_key();
+    let bridge = Bridge::start(&spec).ready().await;
+    let answered = owner.mention_in_group(&bot, "room", "answer me once").await;
+    owner.replies_from(&bot, &answered.id, 1).await;
+    assert!(bridge.terminate(Duration::from_secs(30)).await.success());
+    // Everything of the first life is now past the retention.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+
+    let second = Bridge::start(&spec).ready().await;
+    second.wait_for_log("state dir pruned").await;
+    let pruned = second.log_events("state dir pruned").remove(0);
+    assert_eq!(pruned["mentions"], 1, "the finished journal row went: {pruned}");
+    assert!(
+        pruned["replies"].as_u64() >= Some(1),
+        "sent replies went: {pruned}"
+    );
+    assert_eq!(
+        pruned["seen"], 0,
+        "the seen entry stays while the relay can replay its event: {pruned}"
+    );
+    second.wait_for_drop(&answered.id, "duplicate").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        owner.events_referencing(&bot, &answered.id).await.len(),
+        1,
+        "not answered twice"
+    );
+}

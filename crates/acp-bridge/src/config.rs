@@ -260,6 +260,11 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// Finished mentions, sent replies and seen event ids are kept this long
+    /// in the state dir, then pruned (hourly). Pending work is never pruned.
+    #[arg(long, env = "ACP_BRIDGE_RETENTION", default_value = "7d", value_parser = parse_duration)]
+    pub retention: Duration,
+
     /// Serve Prometheus metrics and /healthz here (off by default).
     #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
@@ -296,6 +301,7 @@ pub struct Settings {
     pub permission_policy: PermissionPolicyArg,
     pub permission_timeout: Option<Duration>,
     pub shutdown_grace: Duration,
+    pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
 }
 
@@ -399,6 +405,7 @@ impl RunArgs {
             ("--max-turn-duration", self.max_turn_duration),
             ("--cancel-timeout", self.cancel_timeout),
             ("--rate-limit-refill", self.rate_limit_refill),
+            ("--retention", self.retention),
         ] {
             if value.is_zero() {
                 return Err(refuse(flag, "must be longer than zero"));
@@ -452,6 +459,7 @@ impl RunArgs {
             permission_policy: self.permission_policy,
             permission_timeout: (!self.permission_timeout.is_zero()).then_some(self.permission_timeout),
             shutdown_grace: self.shutdown_grace,
+            retention: self.retention,
             metrics_addr: self.metrics_addr,
             keys,
         })
@@ -504,6 +512,7 @@ impl Settings {
             permission_policy: PermissionPolicyArg::Allow,
             permission_timeout: None,
             shutdown_grace: Duration::from_secs(5),
+            retention: Duration::from_secs(7 * 24 * 3600),
             metrics_addr: None,
         }
     }
@@ -522,7 +531,7 @@ impl Settings {
         let kinds: Vec<String> = self.kinds.iter().map(|kind| kind.as_u16().to_string()).collect();
         let env_names: Vec<&str> = self.agent.env.iter().map(|(name, _)| name.as_str()).collect();
         format!(
-            "bot={} owner={} respond_to={:?} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={:?} dedup={:?} session_policy={:?} permission={:?} reply_mode={:?} reactions={}",
+            "bot={} owner={} respond_to={:?} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={:?} dedup={:?} session_policy={:?} permission={:?} reply_mode={:?} reactions={} retention={}s",
             npub(&self.keys.public_key()),
             self.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
             self.respond_to,
@@ -540,6 +549,7 @@ impl Settings {
             self.permission_policy,
             self.reply_mode,
             self.reactions,
+            self.retention.as_secs(),
         )
     }
 }
@@ -685,7 +695,7 @@ fn warn_if_readable_by_others(path: &Path) {
     }
 }
 
-/// Parses `90`, `90s`, `15m`, `2h` or `500ms`.
+/// Parses `90`, `90s`, `15m`, `2h`, `7d` or `500ms`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
@@ -698,7 +708,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "ms" => Ok(Duration::from_millis(number)),
         "m" => Ok(Duration::from_secs(number * 60)),
         "h" => Ok(Duration::from_secs(number * 3600)),
-        _ => Err(format!("`{text}` has an unknown unit (use ms, s, m or h)")),
+        "d" => Ok(Duration::from_secs(number * 24 * 3600)),
+        _ => Err(format!("`{text}` has an unknown unit (use ms, s, m, h or d)")),
     }
 }
 
@@ -848,8 +859,9 @@ mod tests {
         assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 24 * 3600)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("5w").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! Wires the stages together and owns their lifetimes; no business logic.
 //!
-//! relay links → intake → heart → turn runners → replier → outbox publisher.
+//! relay links → intake → heart → turn runners → replier → outbox publisher,
+//! with housekeeping pruning the state dir beside them.
 //! Shutdown runs in that order too: stop listening, let turns finish within
 //! the grace, abandon the rest (they stay journaled), kill the agents, flush
 //! the outbox.
@@ -18,6 +19,7 @@ use crate::config::{PermissionPolicyArg, RelaySpec, Settings};
 use crate::embedded_relay::EmbeddedRelay;
 use crate::gate::AuthorGate;
 use crate::heart::Heart;
+use crate::housekeeping::Housekeeping;
 use crate::intake::relay_link::{Interest, RelayLink};
 use crate::intake::{Intake, IntakeLimits};
 use crate::loop_guard::LoopGuard;
@@ -212,7 +214,14 @@ pub async fn run(
         },
         inbound_tx,
     );
+    let housekeeping = Housekeeping {
+        store: Arc::clone(&store),
+        relays: relay_urls.clone(),
+        floors: intake.floors(),
+        retention: settings.retention,
+    };
     let intake_task = tokio::spawn(intake.run(arrivals_rx));
+    let housekeeping_task = tokio::spawn(housekeeping.run(intake_stop.clone()));
 
     let metrics_stop = CancellationToken::new();
     if let Some(addr) = settings.metrics_addr {
@@ -241,6 +250,7 @@ pub async fn run(
         let _ = task.await;
     }
     let _ = intake_task.await;
+    let _ = housekeeping_task.await;
     publisher_stop.cancel();
     let _ = publisher_task.await;
     if tokio::time::timeout(OUTBOX_FLUSH_TIMEOUT, publisher.flush()).await != Ok(true) {

@@ -5,7 +5,8 @@
 //! screening) → `gate` (who is heard) → `heart` with `queue` and `mode_gate`
 //! (which turn a mention joins) → `turn_runner` and `pool` (agents and
 //! sessions) → `reply` (answers, notices, the outbox). `store` keeps what
-//! must survive a restart; `daemon` wires the stages and owns no logic.
+//! must survive a restart and `housekeeping` keeps it bounded; `daemon`
+//! wires the stages and owns no logic.
 
 pub mod ask_owner;
 pub mod backoff;
@@ -17,6 +18,7 @@ pub mod embedded_relay;
 pub mod framing;
 pub mod gate;
 pub mod heart;
+pub mod housekeeping;
 pub mod intake;
 pub mod loop_guard;
 pub mod mention;

@@ -16,7 +16,7 @@
 pub mod relay_link;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use nostr_sdk::prelude::{
@@ -55,6 +55,27 @@ pub enum Arrival {
         relay: RelayUrl,
         at: Timestamp,
     },
+}
+
+/// Per relay, the floor of its live subscription: events dated before it
+/// are refused. Written by the intake as subscriptions are made; read by
+/// housekeeping, which may forget a seen event only once every relay would
+/// refuse it by its date.
+#[derive(Debug, Clone, Default)]
+pub struct SubscriptionFloors(Arc<Mutex<HashMap<RelayUrl, Timestamp>>>);
+
+impl SubscriptionFloors {
+    pub fn set(&self, relay: RelayUrl, floor: Timestamp) {
+        self.lock().insert(relay, floor);
+    }
+
+    pub fn get(&self, relay: &RelayUrl) -> Option<Timestamp> {
+        self.lock().get(relay).copied()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RelayUrl, Timestamp>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// What the intake hands to the heart.
@@ -144,7 +165,7 @@ pub struct Intake {
     loop_guard: Arc<LoopGuard>,
     limits: IntakeLimits,
     limiter: RateLimiter<PublicKey>,
-    floors: HashMap<RelayUrl, Timestamp>,
+    floors: SubscriptionFloors,
     inbound: mpsc::Sender<Inbound>,
     /// The bot's key as `p` tags carry it, computed once: every event is
     /// checked against it.
@@ -174,9 +195,14 @@ impl Intake {
             replier,
             loop_guard,
             limits,
-            floors: HashMap::new(),
+            floors: SubscriptionFloors::default(),
             inbound,
         }
+    }
+
+    /// The floors of the live subscriptions, for housekeeping.
+    pub fn floors(&self) -> SubscriptionFloors {
+        self.floors.clone()
     }
 
     /// Runs until every relay link is gone (the arrivals channel closes).
@@ -184,7 +210,7 @@ impl Intake {
         while let Some(arrival) = arrivals.recv().await {
             match arrival {
                 Arrival::Subscribed { relay, floor } => {
-                    self.floors.insert(relay, floor);
+                    self.floors.set(relay, floor);
                 }
                 Arrival::CaughtUp { relay, at } => {
                     let at = i64::try_from(at.as_secs()).unwrap_or(i64::MAX);

@@ -228,20 +228,25 @@ impl RelayLink {
     }
 
     fn since(&self) -> Timestamp {
-        let now = Timestamp::now().as_secs();
-        let watermark = match self.store.watermark(self.url.as_str()) {
-            Ok(Some(watermark)) => u64::try_from(watermark).unwrap_or(0),
-            Ok(None) => now.saturating_sub(FIRST_START_LOOKBACK.as_secs()),
-            Err(error) => {
-                tracing::error!(relay = %self.url, %error, "cannot read the watermark; using the first-start window");
-                now.saturating_sub(FIRST_START_LOOKBACK.as_secs())
-            }
-        };
-        Timestamp::from_secs(watermark.min(now).saturating_sub(SINCE_SKEW.as_secs()))
+        let watermark = self.store.watermark(self.url.as_str()).unwrap_or_else(|error| {
+            tracing::error!(relay = %self.url, %error, "cannot read the watermark; using the first-start window");
+            None
+        });
+        Timestamp::from_secs(subscription_since(watermark, Timestamp::now().as_secs()))
     }
 
     async fn forward(&self, arrival: Arrival) {
         // The intake only stops at shutdown; a send error then is expected.
         let _ = self.arrivals.send(arrival).await;
     }
+}
+
+/// The `since` of a subscription made at `now` on a relay with this stored
+/// watermark: the oldest `created_at` it can deliver.
+pub fn subscription_since(watermark: Option<i64>, now: u64) -> u64 {
+    let watermark = watermark.map_or_else(
+        || now.saturating_sub(FIRST_START_LOOKBACK.as_secs()),
+        |watermark| u64::try_from(watermark).unwrap_or(0),
+    );
+    watermark.min(now).saturating_sub(SINCE_SKEW.as_secs())
 }

@@ -1,0 +1,267 @@
+//! Housekeeping: keeps the state dir from growing without bound.
+//!
+//! Every accepted mention leaves a seen entry, a journal row and usually a
+//! reply in the outbox. Once finished, the journal row and the sent reply
+//! are only diagnostics, and they go after `--retention`. Pending mentions
+//! and unsent replies are work, and are never pruned.
+//!
+//! The seen set is different: it is what keeps a replayed event from being
+//! answered twice, so an entry may go only when the date check alone would
+//! refuse its event on every relay. The intake refuses events dated before
+//! the floor of the subscription that delivers them and events dated more
+//! than [`MAX_FUTURE_SKEW_SECS`] ahead of their arrival; so an entry
+//! recorded before `floor − MAX_FUTURE_SKEW_SECS` belongs to an event dated
+//! before the floor. The floor that counts is the lowest of each configured
+//! relay's live subscription and of the subscription it would make next from
+//! its stored watermark (a relay that has been unreachable for a month
+//! replays a month when it comes back). Entries are kept for `--retention`
+//! even when that bound would allow less, so a short outage costs nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr_sdk::prelude::{RelayUrl, Timestamp};
+use tokio_util::sync::CancellationToken;
+
+use crate::intake::relay_link::subscription_since;
+use crate::intake::{MAX_FUTURE_SKEW_SECS, SubscriptionFloors};
+use crate::store::{Store, StoreError};
+
+/// How often the state dir is pruned. The first pass runs at start-up.
+pub const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Rows removed by one pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub seen: usize,
+    pub mentions: usize,
+    pub replies: usize,
+}
+
+#[derive(Debug)]
+pub struct Housekeeping {
+    pub store: Arc<Store>,
+    /// The configured relays (their watermarks bound the seen set).
+    pub relays: Vec<RelayUrl>,
+    pub floors: SubscriptionFloors,
+    pub retention: Duration,
+}
+
+impl Housekeeping {
+    /// Prunes every [`PRUNE_INTERVAL`] until `stop`.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(PRUNE_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match self.prune(Timestamp::now().as_secs()) {
+                Ok(pruned) if pruned == Pruned::default() => {}
+                Ok(pruned) => tracing::info!(
+                    seen = pruned.seen,
+                    mentions = pruned.mentions,
+                    replies = pruned.replies,
+                    "state dir pruned"
+                ),
+                Err(error) => tracing::error!(%error, "cannot prune the state dir"),
+            }
+        }
+    }
+
+    /// One pass, as of `now` (unix seconds).
+    pub fn prune(&self, now: u64) -> Result<Pruned, StoreError> {
+        let retained_since = to_sql(now.saturating_sub(self.retention.as_secs()));
+        let seen_before = self.lowest_floor(now)?.saturating_sub(MAX_FUTURE_SKEW_SECS);
+        Ok(Pruned {
+            seen: self.store.seen_prune(retained_since.min(to_sql(seen_before)))?,
+            mentions: self.store.journal_prune_finished(retained_since)?,
+            replies: self.store.outbox_prune_sent(retained_since)?,
+        })
+    }
+
+    /// The oldest `created_at` any configured relay may still deliver, now
+    /// or after its next (re)subscription.
+    fn lowest_floor(&self, now: u64) -> Result<u64, StoreError> {
+        let mut lowest = now;
+        for relay in &self.relays {
+            let next = subscription_since(self.store.watermark(relay.as_str())?, now);
+            let live = self.floors.get(relay).map_or(next, |floor| floor.as_secs());
+            lowest = lowest.min(next).min(live);
+        }
+        Ok(lowest)
+    }
+}
+
+fn to_sql(seconds: u64) -> i64 {
+    i64::try_from(seconds).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intake::relay_link::SINCE_SKEW;
+    use crate::store::scratch::ScratchDir;
+    use crate::store::{Finish, NewMention, OutgoingEvent};
+
+    const DAY: u64 = 24 * 3600;
+    const NOW: u64 = 100 * DAY;
+
+    struct Rig {
+        housekeeping: Housekeeping,
+        relay: RelayUrl,
+        _dir: ScratchDir,
+    }
+
+    fn rig() -> Rig {
+        let dir = ScratchDir::new("housekeeping");
+        let relay = RelayUrl::parse("ws://127.0.0.1:7777").unwrap();
+        Rig {
+            housekeeping: Housekeeping {
+                store: Arc::new(Store::open(dir.path()).unwrap()),
+                relays: vec![relay.clone()],
+                floors: SubscriptionFloors::default(),
+                retention: Duration::from_secs(7 * DAY),
+            },
+            relay,
+            _dir: dir,
+        }
+    }
+
+    impl Rig {
+        fn store(&self) -> &Store {
+            &self.housekeeping.store
+        }
+
+        fn journal(&self, event_id: &str, at: u64) -> bool {
+            let mention = NewMention {
+                event_id,
+                conversation: "room",
+                payload: "{}",
+                accepted_at: to_sql(at),
+            };
+            self.store().journal_accept(&mention).unwrap()
+        }
+
+        fn accept(&self, event_id: &str, at: u64) {
+            assert!(self.journal(event_id, at), "{event_id} is new");
+        }
+
+        fn answer(&self, event_id: &str, reply_id: &str, at: u64, sent: bool) {
+            let reply = OutgoingEvent {
+                event_id: reply_id,
+                relay_hint: None,
+                json: "{}",
+            };
+            self.store()
+                .outbox_put(&reply, &[event_id], Finish::Answered, to_sql(at))
+                .unwrap();
+            if sent {
+                self.store().outbox_mark_sent(reply_id, to_sql(at)).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn finished_work_older_than_the_retention_goes_and_pending_work_stays() {
+        let rig = rig();
+        rig.store()
+            .advance_watermark(rig.relay.as_str(), to_sql(NOW))
+            .unwrap();
+        let old = NOW - 8 * DAY;
+        rig.accept("answered-old", old);
+        rig.answer("answered-old", "reply-old", old, true);
+        rig.accept("unsent-old", old);
+        rig.answer("unsent-old", "reply-unsent", old, false);
+        rig.accept("pending-old", old);
+        rig.accept("notified-old", old);
+        rig.store()
+            .journal_finish(&["notified-old"], Finish::Notified, to_sql(old))
+            .unwrap();
+        rig.accept("answered-recent", NOW - DAY);
+        rig.answer("answered-recent", "reply-recent", NOW - DAY, true);
+
+        let pruned = rig.housekeeping.prune(NOW).unwrap();
+
+        assert_eq!(
+            pruned,
+            Pruned {
+                seen: 4,
+                mentions: 3,
+                replies: 1
+            }
+        );
+        let ids: Vec<String> = rig
+            .store()
+            .journal_pending()
+            .unwrap()
+            .into_iter()
+            .map(|mention| mention.event_id)
+            .collect();
+        assert_eq!(ids, ["pending-old"], "pending work is never pruned");
+        let unsent: Vec<String> = rig
+            .store()
+            .outbox_unsent()
+            .unwrap()
+            .into_iter()
+            .map(|entry| entry.event_id)
+            .collect();
+        assert_eq!(unsent, ["reply-unsent"], "unsent replies are never pruned");
+        assert!(rig.store().seen_contains("answered-recent").unwrap());
+        assert!(!rig.store().seen_contains("answered-old").unwrap());
+        assert!(
+            !rig.journal("pending-old", NOW),
+            "a pending mention whose seen entry went is still not journalled twice"
+        );
+        assert_eq!(
+            rig.housekeeping.prune(NOW).unwrap(),
+            Pruned::default(),
+            "idempotent"
+        );
+    }
+
+    #[test]
+    fn seen_entries_stay_while_a_stale_watermark_would_replay_their_events() {
+        let rig = rig();
+        // The relay has been unreachable for a month: when it comes back it
+        // delivers everything since its watermark.
+        let watermark = NOW - 30 * DAY;
+        rig.store()
+            .advance_watermark(rig.relay.as_str(), to_sql(watermark))
+            .unwrap();
+        rig.accept("inside-the-replay", NOW - 20 * DAY);
+        rig.accept(
+            "before-the-replay",
+            watermark - SINCE_SKEW.as_secs() - MAX_FUTURE_SKEW_SECS - 1,
+        );
+
+        assert_eq!(rig.housekeeping.prune(NOW).unwrap().seen, 1);
+        assert!(rig.store().seen_contains("inside-the-replay").unwrap());
+        assert!(!rig.store().seen_contains("before-the-replay").unwrap());
+    }
+
+    #[test]
+    fn seen_entries_stay_while_a_live_subscription_reaches_back_to_them() {
+        let rig = rig();
+        rig.store()
+            .advance_watermark(rig.relay.as_str(), to_sql(NOW))
+            .unwrap();
+        // Subscribed three weeks ago and never reconnected since: that
+        // subscription still delivers events dated after its floor.
+        rig.housekeeping
+            .floors
+            .set(rig.relay.clone(), Timestamp::from_secs(NOW - 21 * DAY));
+        rig.accept("covered", NOW - 14 * DAY);
+
+        assert_eq!(rig.housekeeping.prune(NOW).unwrap().seen, 0);
+        assert!(rig.store().seen_contains("covered").unwrap());
+    }
+
+    #[test]
+    fn a_relay_without_a_watermark_bounds_nothing_beyond_the_first_start_window() {
+        let rig = rig();
+        rig.accept("old", NOW - 8 * DAY);
+        assert_eq!(rig.housekeeping.prune(NOW).unwrap().seen, 1);
+    }
+}
