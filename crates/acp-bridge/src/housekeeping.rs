@@ -1,21 +1,21 @@
 //! Housekeeping: keeps the state dir from growing without bound.
 //!
-//! Every accepted mention leaves a seen entry, a journal row and usually a
-//! reply in the outbox. Once finished, the journal row and the sent reply
-//! are only diagnostics, and they go after `--retention`. Pending mentions
-//! and unsent replies are work, and are never pruned.
+//! Every accepted mention leaves a journal row and usually a reply in the
+//! outbox. A sent reply is only a diagnostic once the relay took it, and it
+//! goes after `--retention`. Pending mentions and unsent replies are work,
+//! and are never pruned.
 //!
-//! The seen set is different: it is what keeps a replayed event from being
-//! answered twice, so an entry may go only when the date check alone would
-//! refuse its event on every relay. The intake refuses events dated before
-//! the floor of the subscription that delivers them and events dated more
-//! than [`MAX_FUTURE_SKEW_SECS`] ahead of their arrival; so an entry
-//! recorded before `floor − MAX_FUTURE_SKEW_SECS` belongs to an event dated
-//! before the floor. The floor that counts is the lowest of each configured
-//! relay's live subscription and of the subscription it would make next from
-//! its stored watermark (a relay that has been unreachable for a month
-//! replays a month when it comes back). Entries are kept for `--retention`
-//! even when that bound would allow less, so a short outage costs nothing.
+//! A finished journal row is also the mention's seen entry: it keeps a
+//! replayed event from being answered twice, so it may go only once the
+//! date check alone would refuse its event on every relay. The intake
+//! refuses events dated before the floor of the subscription that delivers
+//! them and events dated more than [`MAX_FUTURE_SKEW_SECS`] ahead of their
+//! arrival; so a mention accepted before `floor − MAX_FUTURE_SKEW_SECS` is
+//! dated before the floor. The floor that counts is the lowest of each
+//! configured relay's live subscription and of the subscription it would
+//! make next from its stored watermark (a relay that has been unreachable
+//! for a month replays a month when it comes back). Rows are kept for
+//! `--retention` even when that bound would allow less.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +33,6 @@ pub const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 /// Rows removed by one pass.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pruned {
-    pub seen: usize,
     pub mentions: usize,
     pub replies: usize,
 }
@@ -60,7 +59,6 @@ impl Housekeeping {
             match self.prune(Timestamp::now().as_secs()) {
                 Ok(pruned) if pruned == Pruned::default() => {}
                 Ok(pruned) => tracing::info!(
-                    seen = pruned.seen,
                     mentions = pruned.mentions,
                     replies = pruned.replies,
                     "state dir pruned"
@@ -73,10 +71,10 @@ impl Housekeeping {
     /// One pass, as of `now` (unix seconds).
     pub fn prune(&self, now: u64) -> Result<Pruned, StoreError> {
         let retained_since = to_sql(now.saturating_sub(self.retention.as_secs()));
-        let seen_before = self.lowest_floor(now)?.saturating_sub(MAX_FUTURE_SKEW_SECS);
+        let undated_before = self.lowest_floor(now)?.saturating_sub(MAX_FUTURE_SKEW_SECS);
+        let accepted_before = retained_since.min(to_sql(undated_before));
         Ok(Pruned {
-            seen: self.store.seen_prune(retained_since.min(to_sql(seen_before)))?,
-            mentions: self.store.journal_prune_finished(retained_since)?,
+            mentions: self.store.journal_prune(retained_since, accepted_before)?,
             replies: self.store.outbox_prune_sent(retained_since)?,
         })
     }
@@ -134,18 +132,23 @@ mod tests {
             &self.housekeeping.store
         }
 
-        fn journal(&self, event_id: &str, at: u64) -> bool {
+        fn accept(&self, event_id: &str, at: u64) {
             let mention = NewMention {
                 event_id,
                 conversation: "room",
                 payload: "{}",
                 accepted_at: to_sql(at),
             };
-            self.store().journal_accept(&mention).unwrap()
+            assert!(
+                self.store().journal_accept(&mention).unwrap(),
+                "{event_id} is new"
+            );
         }
 
-        fn accept(&self, event_id: &str, at: u64) {
-            assert!(self.journal(event_id, at), "{event_id} is new");
+        fn finish(&self, event_id: &str, at: u64) {
+            self.store()
+                .journal_finish(&[event_id], Finish::Dropped, to_sql(at))
+                .unwrap();
         }
 
         fn answer(&self, event_id: &str, reply_id: &str, at: u64, sent: bool) {
@@ -176,9 +179,7 @@ mod tests {
         rig.answer("unsent-old", "reply-unsent", old, false);
         rig.accept("pending-old", old);
         rig.accept("notified-old", old);
-        rig.store()
-            .journal_finish(&["notified-old"], Finish::Notified, to_sql(old))
-            .unwrap();
+        rig.finish("notified-old", old);
         rig.accept("answered-recent", NOW - DAY);
         rig.answer("answered-recent", "reply-recent", NOW - DAY, true);
 
@@ -187,7 +188,6 @@ mod tests {
         assert_eq!(
             pruned,
             Pruned {
-                seen: 4,
                 mentions: 3,
                 replies: 1
             }
@@ -208,12 +208,8 @@ mod tests {
             .map(|entry| entry.event_id)
             .collect();
         assert_eq!(unsent, ["reply-unsent"], "unsent replies are never pruned");
-        assert!(rig.store().seen_contains("answered-recent").unwrap());
-        assert!(!rig.store().seen_contains("answered-old").unwrap());
-        assert!(
-            !rig.journal("pending-old", NOW),
-            "a pending mention whose seen entry went is still not journalled twice"
-        );
+        assert!(rig.store().journal_contains("answered-recent").unwrap());
+        assert!(!rig.store().journal_contains("answered-old").unwrap());
         assert_eq!(
             rig.housekeeping.prune(NOW).unwrap(),
             Pruned::default(),
@@ -222,7 +218,7 @@ mod tests {
     }
 
     #[test]
-    fn seen_entries_stay_while_a_stale_watermark_would_replay_their_events() {
+    fn finished_mentions_stay_while_a_stale_watermark_would_replay_them() {
         let rig = rig();
         // The relay has been unreachable for a month: when it comes back it
         // delivers everything since its watermark.
@@ -230,19 +226,19 @@ mod tests {
         rig.store()
             .advance_watermark(rig.relay.as_str(), to_sql(watermark))
             .unwrap();
+        let before_the_replay = watermark - SINCE_SKEW.as_secs() - MAX_FUTURE_SKEW_SECS - 1;
         rig.accept("inside-the-replay", NOW - 20 * DAY);
-        rig.accept(
-            "before-the-replay",
-            watermark - SINCE_SKEW.as_secs() - MAX_FUTURE_SKEW_SECS - 1,
-        );
+        rig.finish("inside-the-replay", NOW - 20 * DAY);
+        rig.accept("before-the-replay", before_the_replay);
+        rig.finish("before-the-replay", before_the_replay);
 
-        assert_eq!(rig.housekeeping.prune(NOW).unwrap().seen, 1);
-        assert!(rig.store().seen_contains("inside-the-replay").unwrap());
-        assert!(!rig.store().seen_contains("before-the-replay").unwrap());
+        assert_eq!(rig.housekeeping.prune(NOW).unwrap().mentions, 1);
+        assert!(rig.store().journal_contains("inside-the-replay").unwrap());
+        assert!(!rig.store().journal_contains("before-the-replay").unwrap());
     }
 
     #[test]
-    fn seen_entries_stay_while_a_live_subscription_reaches_back_to_them() {
+    fn finished_mentions_stay_while_a_live_subscription_reaches_back_to_them() {
         let rig = rig();
         rig.store()
             .advance_watermark(rig.relay.as_str(), to_sql(NOW))
@@ -253,15 +249,17 @@ mod tests {
             .floors
             .set(rig.relay.clone(), Timestamp::from_secs(NOW - 21 * DAY));
         rig.accept("covered", NOW - 14 * DAY);
+        rig.finish("covered", NOW - 14 * DAY);
 
-        assert_eq!(rig.housekeeping.prune(NOW).unwrap().seen, 0);
-        assert!(rig.store().seen_contains("covered").unwrap());
+        assert_eq!(rig.housekeeping.prune(NOW).unwrap().mentions, 0);
+        assert!(rig.store().journal_contains("covered").unwrap());
     }
 
     #[test]
     fn a_relay_without_a_watermark_bounds_nothing_beyond_the_first_start_window() {
         let rig = rig();
         rig.accept("old", NOW - 8 * DAY);
-        assert_eq!(rig.housekeeping.prune(NOW).unwrap().seen, 1);
+        rig.finish("old", NOW - 8 * DAY);
+        assert_eq!(rig.housekeeping.prune(NOW).unwrap().mentions, 1);
     }
 }

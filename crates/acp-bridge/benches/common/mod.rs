@@ -222,7 +222,7 @@ impl IntakeRig {
         let start = Instant::now();
         for event in events {
             let event_id = event.id.to_hex();
-            assert!(!self.store.seen_contains(&event_id).expect("seen lookup"));
+            assert!(!self.store.journal_contains(&event_id).expect("seen lookup"));
             let record = NewMention {
                 event_id: &event_id,
                 conversation: "group:bench-group",

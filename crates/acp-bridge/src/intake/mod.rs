@@ -5,9 +5,9 @@
 //! already seen → time window → author gate (on the claimed author; only
 //! refusals are decided before the signature is checked) → signature →
 //! loop bound → size → rate limit → journal. Only an event that passes all
-//! of them becomes a [`Mention`], journaled (seen set + durable queue in one
-//! transaction) before it is handed on, so a crash after acceptance loses
-//! nothing. Gift-wrapped DMs are unwrapped (seal signature verified) before
+//! of them becomes a [`Mention`], journaled (the durable queue, which is
+//! also the seen set) before it is handed on, so a crash after acceptance
+//! loses nothing. Gift-wrapped DMs are unwrapped (seal signature verified) before
 //! the author is known.
 //!
 //! Intake never runs a turn; it hands mentions to the heart through a
@@ -244,7 +244,7 @@ impl Intake {
         if !mentions(&event.tags, &self.bot_hex) {
             return Err(DropReason::NotAMention);
         }
-        if self.store.seen_contains(&event.id.to_hex()).unwrap_or(false) {
+        if self.store.journal_contains(&event.id.to_hex()).unwrap_or(false) {
             return Err(DropReason::Duplicate);
         }
         if event.kind == Kind::GiftWrap {
@@ -402,7 +402,7 @@ impl Intake {
         }
     }
 
-    /// Journals the mention (seen set + durable queue, one transaction).
+    /// Journals the mention (the durable queue, which is also the seen set).
     /// A mention already journaled is a duplicate: another relay, or a replay.
     fn journal(&self, mention: &Mention) -> Result<(), DropReason> {
         let payload = serde_json::to_string(mention).map_err(|_| DropReason::Malformed)?;

@@ -1,37 +1,32 @@
 //! The mention journal: one row per accepted mention, owned from acceptance
 //! to its outcome. It is the durable side of the queue: a mention is written
-//! here (together with its seen entry) before any turn runs, and at start-up
-//! every mention still `pending` is queued again, with the number of turns
-//! already tried for it.
+//! here before any turn runs, and at start-up every mention still `pending`
+//! is queued again, with the number of turns already tried for it.
+//!
+//! It is also the seen set: an event id with a row here was taken in, and a
+//! relay offering it again (after a reconnect, or from a second relay) is a
+//! duplicate. The SDK only de-duplicates in memory; this survives restarts.
+//! One table rather than a journal beside a seen set: each mention costs
+//! one row and one unique index entry, about half the write of two tables
+//! (`BENCHMARKS.md`), and the two could never disagree.
 //!
 //! States: `pending` → `answered` (a reply in the outbox answers it, see
 //! [`Store::outbox_put`]) | `notified` (a notice instead of an answer) |
-//! `dropped` (given up without any event). Finished states are final; a
-//! finished row stays until [`Store::journal_prune_finished`] for
-//! diagnostics. The journal does not own the seen set: pruning a mention
-//! keeps its seen entry.
+//! `dropped` (given up without any event). Finished states are final. A
+//! finished row stays for diagnostics and for dedup until
+//! [`Store::journal_prune`], whose caller decides how long dedup needs it.
 
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::seen::insert_seen;
 use super::{Finish, MentionState, NewMention, PendingMention, Result, Store};
 
 impl Store {
-    /// Takes a mention in: in one transaction, adds its id to the seen set
-    /// and journals it as pending. Returns false and changes nothing when the
-    /// id is already in the seen set.
-    ///
-    /// An id that left the seen set by pruning while its mention is still
-    /// journalled is not journalled twice: its seen entry is recorded again
-    /// and this returns false.
+    /// Takes a mention in: journals it as pending. Returns false and
+    /// changes nothing when the id was taken in before.
     pub fn journal_accept(&self, mention: &NewMention<'_>) -> Result<bool> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        if !insert_seen(&tx, mention.event_id, mention.accepted_at)? {
-            return Ok(false); // dropping `tx` rolls back: nothing was written
-        }
-        let inserted = tx
+        let inserted = self
+            .conn()
             .prepare_cached(
                 "INSERT INTO mention (event_id, conversation, payload, accepted_at)
                  VALUES (?1, ?2, ?3, ?4)
@@ -43,8 +38,17 @@ impl Store {
                 mention.payload,
                 mention.accepted_at
             ])?;
-        tx.commit()?;
         Ok(inserted == 1)
+    }
+
+    /// Whether `event_id` was taken in (and not pruned since).
+    pub fn journal_contains(&self, event_id: &str) -> Result<bool> {
+        let found = self
+            .conn()
+            .prepare_cached("SELECT 1 FROM mention WHERE event_id = ?1")?
+            .query_row(params![event_id], |_| Ok(()))
+            .optional()?;
+        Ok(found.is_some())
     }
 
     /// Every pending mention, oldest accepted first (ties in the order they
@@ -127,13 +131,14 @@ impl Store {
         Ok(state)
     }
 
-    /// Removes mentions finished before `older_than` (their seen entries
-    /// stay); returns how many. Pending mentions are never removed.
-    pub fn journal_prune_finished(&self, older_than: i64) -> Result<usize> {
-        let conn = self.conn();
-        let deleted = conn
-            .prepare_cached("DELETE FROM mention WHERE finished_at < ?1")?
-            .execute(params![older_than])?;
+    /// Removes mentions finished before `finished_before` and accepted
+    /// before `accepted_before`; returns how many. Pending mentions are
+    /// never removed. A removed id is no longer a duplicate.
+    pub fn journal_prune(&self, finished_before: i64, accepted_before: i64) -> Result<usize> {
+        let deleted = self
+            .conn()
+            .prepare_cached("DELETE FROM mention WHERE finished_at < ?1 AND accepted_at < ?2")?
+            .execute(params![finished_before, accepted_before])?;
         Ok(deleted)
     }
 }
@@ -188,7 +193,8 @@ pub(super) mod tests {
         assert!(accept(&store, "early", 100));
         assert!(accept(&store, "early-tie", 100));
         assert!(!accept(&store, "late", 300));
-        assert!(store.seen_contains("late").unwrap());
+        assert!(store.journal_contains("late").unwrap());
+        assert!(!store.journal_contains("never").unwrap());
 
         drop(store);
         let store = Store::open(dir.path()).unwrap();
@@ -220,29 +226,6 @@ pub(super) mod tests {
                 },
             ]
         );
-    }
-
-    #[test]
-    fn journal_accept_of_an_already_seen_id_changes_nothing() {
-        let dir = ScratchDir::new("accept-seen");
-        let store = Store::open(dir.path()).unwrap();
-        assert!(store.seen_insert("aa", 50).unwrap());
-        assert!(!accept(&store, "aa", 100));
-        assert_eq!(store.journal_state("aa").unwrap(), None);
-        assert_eq!(store.journal_pending_count().unwrap(), 0);
-        // The seen entry keeps its own time: pruning at 60 removes it.
-        assert_eq!(store.seen_prune(60).unwrap(), 1);
-    }
-
-    #[test]
-    fn journal_accept_after_seen_prune_does_not_journal_twice() {
-        let dir = ScratchDir::new("accept-pruned");
-        let store = Store::open(dir.path()).unwrap();
-        assert!(accept(&store, "aa", 100));
-        assert_eq!(store.seen_prune(200).unwrap(), 1);
-        assert!(!accept(&store, "aa", 300));
-        assert_eq!(pending_ids(&store), ["aa"]);
-        assert!(store.seen_contains("aa").unwrap());
     }
 
     #[test]
@@ -283,23 +266,35 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn journal_prune_finished_keeps_pending_and_seen_entries() {
+    fn journal_prune_needs_both_cut_offs_and_spares_pending_mentions() {
         let dir = ScratchDir::new("journal-prune");
         let store = Store::open(dir.path()).unwrap();
-        for (id, at) in [("old", 1), ("recent", 2), ("pending", 3)] {
+        for (id, at) in [
+            ("old", 1),
+            ("finished-late", 2),
+            ("accepted-late", 150),
+            ("pending", 3),
+        ] {
             accept(&store, id, at);
         }
-        store.journal_finish(&["old"], Finish::Dropped, 100).unwrap();
-        store.journal_finish(&["recent"], Finish::Notified, 300).unwrap();
+        store
+            .journal_finish(&["old", "accepted-late"], Finish::Dropped, 100)
+            .unwrap();
+        store
+            .journal_finish(&["finished-late"], Finish::Notified, 300)
+            .unwrap();
 
-        assert_eq!(store.journal_prune_finished(200).unwrap(), 1);
+        assert_eq!(store.journal_prune(200, 100).unwrap(), 1);
         assert_eq!(store.journal_state("old").unwrap(), None);
         assert_eq!(
-            store.journal_state("recent").unwrap(),
+            store.journal_state("finished-late").unwrap(),
             Some(MentionState::Notified)
         );
+        assert_eq!(
+            store.journal_state("accepted-late").unwrap(),
+            Some(MentionState::Dropped)
+        );
         assert_eq!(pending_ids(&store), ["pending"]);
-        assert!(store.seen_contains("old").unwrap());
-        assert!(!accept(&store, "old", 400));
+        assert!(accept(&store, "old", 400), "a pruned id is taken in again");
     }
 }

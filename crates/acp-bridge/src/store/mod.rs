@@ -2,11 +2,10 @@
 //! embedded SQLite file under `--state-dir`.
 //!
 //! What lives here, one submodule per table:
-//! - `seen`: the set of event ids already taken in (dedup), pruned by age;
 //! - `watermark`: per relay URL, the newest `created_at` processed, which
 //!   never moves backwards;
 //! - `journal`: every accepted mention from acceptance to its outcome, the
-//!   durable queue that is re-read at start-up;
+//!   durable queue that is re-read at start-up, and the seen set (dedup);
 //! - `outbox`: signed reply events, stored once before they are published
 //!   and published again (same event id) until the relay says OK.
 //!
@@ -35,7 +34,6 @@ mod journal;
 mod outbox;
 mod questions;
 mod schema;
-mod seen;
 mod watermark;
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -89,7 +87,7 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// A mention to take into the journal ([`Store::journal_accept`]).
 #[derive(Debug, Clone, Copy)]
 pub struct NewMention<'a> {
-    /// Id of the mention event; also its key in the seen set.
+    /// Id of the mention event; also its dedup key.
     pub event_id: &'a str,
     /// Key of the conversation the mention belongs to (caller's choice).
     pub conversation: &'a str,
@@ -324,16 +322,20 @@ mod tests {
                 .spawn(|| {
                     let mut conn = store.conn();
                     let tx = conn.transaction().unwrap();
-                    tx.execute("INSERT INTO seen (event_id, seen_at) VALUES ('half', 1)", [])
-                        .unwrap();
+                    tx.execute(
+                        "INSERT INTO mention (event_id, conversation, payload, accepted_at)
+                         VALUES ('half', 'c', '{}', 1)",
+                        [],
+                    )
+                    .unwrap();
                     panic!("caller panics mid-transaction");
                 })
                 .join();
             assert!(crashed.is_err());
         });
         assert!(store.conn.is_poisoned());
-        assert!(!store.seen_contains("half").unwrap());
-        assert!(store.seen_insert("after", 2).unwrap());
+        assert!(!store.journal_contains("half").unwrap());
+        assert!(journal::tests::accept(&store, "after", 2));
     }
 
     #[test]

@@ -68,8 +68,18 @@ CREATE TABLE question (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 3: the journal is the seen set. An id seen but no longer
+/// journalled (its row was pruned before the seen entry) is kept for dedup
+/// as a finished `dropped` row with an empty payload.
+const V3: &str = "
+INSERT INTO mention (event_id, conversation, payload, accepted_at, state, finished_at)
+SELECT event_id, '', '{}', seen_at, 'dropped', seen_at FROM seen
+WHERE event_id NOT IN (SELECT event_id FROM mention);
+DROP TABLE seen;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes.
 pub(super) const SUPPORTED_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -114,6 +124,44 @@ mod tests {
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .unwrap();
         assert_eq!(version, SUPPORTED_VERSION);
+    }
+
+    #[test]
+    fn version_2_seen_entries_stay_duplicates_after_the_seen_table_goes() {
+        let dir = ScratchDir::new("v3");
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let db = dir.path().join(super::super::DB_FILE_NAME);
+        {
+            let conn = Connection::open(&db).unwrap();
+            conn.execute_batch(V1).unwrap();
+            conn.execute_batch(V2).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            conn.execute_batch(
+                "INSERT INTO seen VALUES ('journalled', 10), ('pruned-from-journal', 20);
+                 INSERT INTO mention (event_id, conversation, payload, accepted_at)
+                 VALUES ('journalled', 'room', '{\"id\":1}', 10);",
+            )
+            .unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.journal_contains("journalled").unwrap());
+        assert!(store.journal_contains("pruned-from-journal").unwrap());
+        assert_eq!(
+            store.journal_state("pruned-from-journal").unwrap(),
+            Some(super::super::MentionState::Dropped)
+        );
+        let pending = store.journal_pending().unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].payload, r#"{"id":1}"#, "journalled rows are untouched");
+        let seen_tables: i64 = store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'seen'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(seen_tables, 0);
     }
 
     #[test]
