@@ -4,8 +4,9 @@
 //! gate, no reactions), each reported in events per second:
 //! - `intake/verify_only`: `Event::verify` (id hash + Schnorr) alone, the
 //!   floor every heard mention pays;
-//! - `intake/intake_accept`: an owner's kind-9 mention through every check,
-//!   the signature, the journal transaction and the hand-off to the heart;
+//! - `intake/intake_accept`: owners' kind-9 mentions through every check,
+//!   the signature, the journal transaction and the hand-off to the heart,
+//!   taken in as the daemon drains a flood (`INTAKE_BATCH` at a time);
 //! - `intake/intake_reject_stranger`: a stranger's mention, refused by the
 //!   gate on the claimed author before any signature work (steady state of
 //!   a flood: the gate's profile-lookup budget already spent).
@@ -22,6 +23,7 @@ mod common;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
+use acp_bridge::intake::INTAKE_BATCH;
 use common::{Cast, IntakeRig};
 
 /// Distinct events `verify_only` cycles through.
@@ -49,7 +51,7 @@ fn intake(c: &mut Criterion) {
     group.bench_function("intake_accept", |b| {
         b.iter_custom(|iters| {
             let events = common::signed_mentions(&cast, &cast.owner, iters as usize);
-            runtime.block_on(accept_rig.accept_all(&events))
+            runtime.block_on(accept_rig.accept_all(&events, INTAKE_BATCH))
         })
     });
 

@@ -4,9 +4,12 @@
 //! `Event::verify` alone and through the whole intake path of a real
 //! `Intake` (see `common`), on a single-threaded runtime, best of 5 runs,
 //! and prints events per second and their ratio; the issue's target is an
-//! intake at least 0.8 times the verification-only rate. Two more rows help
-//! to read it: the store's share of an accepted mention (the dedup lookup
-//! and the journal transaction alone) and a stranger's refusal.
+//! intake at least 0.8 times the verification-only rate. The intake takes
+//! the mentions in as the daemon drains a flood (`INTAKE_BATCH` at a time,
+//! one journal commit per batch). More rows help to read it: the same one
+//! at a time (a trickle), the store's share of an accepted mention (the
+//! dedup lookup and the journal transactions alone) and a stranger's
+//! refusal.
 //!
 //! ```sh
 //! cargo bench -p acp-bridge --bench intake_ratio
@@ -15,8 +18,9 @@
 //!
 //! `ACP_BRIDGE_BENCH_DIR` puts the scratch stores elsewhere than the
 //! system temp dir (bench on the file system of the real `--state-dir`);
-//! `ACP_BRIDGE_BENCH_ONLY=intake_accept` (or `verify_only`, `journal`,
-//! `intake_reject_stranger`, comma-separated) runs only those rows, e.g.
+//! `ACP_BRIDGE_BENCH_ONLY=intake_accept` (or `verify_only`,
+//! `intake_accept_one_at_a_time`, `journal`, `intake_reject_stranger`,
+//! comma-separated) runs only those rows, e.g.
 //! under a profiler.
 
 #[allow(dead_code)] // the benches share this set-up, each uses its own part
@@ -24,6 +28,7 @@ mod common;
 
 use std::time::Duration;
 
+use acp_bridge::intake::INTAKE_BATCH;
 use common::{Cast, IntakeRig};
 
 /// Events per run unless `ACP_BRIDGE_BENCH_N` says otherwise.
@@ -38,6 +43,7 @@ const STRANGER_KEYS: usize = 64;
 /// when unset), e.g. to profile one of them alone.
 const VERIFY: &str = "verify_only";
 const ACCEPT: &str = "intake_accept";
+const ACCEPT_ONE: &str = "intake_accept_one_at_a_time";
 const JOURNAL: &str = "journal";
 const STRANGER: &str = "intake_reject_stranger";
 
@@ -58,7 +64,7 @@ fn main() {
     // The size of a journaled mention, for the journal-only row.
     let payload_bytes = runtime.block_on(async {
         let mut rig = IntakeRig::new(&cast);
-        rig.accept_all(&common::signed_mentions(&cast, &cast.owner, 1))
+        rig.accept_all(&common::signed_mentions(&cast, &cast.owner, 1), 1)
             .await;
         rig.journaled_payload_bytes()
     });
@@ -76,8 +82,16 @@ fn main() {
             best.verify = best.verify.min(common::verify_all(&owner_events));
         }
         if runs(ACCEPT) {
-            let accept = runtime.block_on(async { IntakeRig::new(&cast).accept_all(&owner_events).await });
+            let accept = runtime.block_on(async {
+                IntakeRig::new(&cast)
+                    .accept_all(&owner_events, INTAKE_BATCH)
+                    .await
+            });
             best.accept = best.accept.min(accept);
+        }
+        if runs(ACCEPT_ONE) {
+            let accept = runtime.block_on(async { IntakeRig::new(&cast).accept_all(&owner_events, 1).await });
+            best.accept_one = best.accept_one.min(accept);
         }
         if runs(JOURNAL) {
             let journal =
@@ -128,6 +142,11 @@ fn main() {
     };
     row("intake_accept", best.accept, &verdict);
     row(
+        "  one at a time",
+        best.accept_one,
+        "(a trickle: one commit per mention)",
+    );
+    row(
         "  of which: seen lookup + journal",
         best.journal,
         &format!("(store alone, same ids, {payload_bytes}-byte payloads)"),
@@ -140,6 +159,7 @@ fn main() {
 struct Best {
     verify: Duration,
     accept: Duration,
+    accept_one: Duration,
     journal: Duration,
     refuse: Duration,
 }
@@ -149,6 +169,7 @@ impl Default for Best {
         Best {
             verify: Duration::MAX,
             accept: Duration::MAX,
+            accept_one: Duration::MAX,
             journal: Duration::MAX,
             refuse: Duration::MAX,
         }

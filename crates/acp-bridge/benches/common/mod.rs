@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use acp_bridge::config::{ReplyMode, RespondTo, SessionPolicy};
 use acp_bridge::gate::AuthorGate;
-use acp_bridge::intake::{Inbound, Intake, IntakeLimits};
+use acp_bridge::intake::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
 use acp_bridge::loop_guard::LoopGuard;
 use acp_bridge::reply::Replier;
 use acp_bridge::store::{NewMention, Store};
@@ -174,19 +174,24 @@ impl IntakeRig {
         }
     }
 
-    /// Screens every event, timed; each must be accepted and handed on
-    /// (what is handed on is received and dropped, as the heart would take
-    /// it off the queue).
-    pub async fn accept_all(&mut self, events: &[Event]) -> Duration {
+    /// Takes every event in, timed, `batch` at a time (the daemon drains a
+    /// flood [`INTAKE_BATCH`] at a time, a trickle one at a time); each must
+    /// be accepted and handed on (what is handed on is received and
+    /// dropped, as the heart would take it off the queue). The arrivals are
+    /// built before the clock starts.
+    pub async fn accept_all(&mut self, events: &[Event], batch: usize) -> Duration {
+        let batches = self.arrivals(events.iter(), batch);
         let mut last = None;
         let start = Instant::now();
-        for event in events {
-            if let Err(reason) = self.intake.screen(&self.relay, event).await {
-                panic!("an owner mention was dropped: {}", reason.as_str());
-            }
-            match self.inbound.try_recv() {
-                Ok(Inbound::Mention(mention)) => last = Some(std::hint::black_box(mention)),
-                other => panic!("expected a mention handed on, got {other:?}"),
+        for batch in batches {
+            for outcome in self.intake.take_in(batch).await {
+                if let Err(reason) = outcome {
+                    panic!("an owner mention was dropped: {}", reason.as_str());
+                }
+                match self.inbound.try_recv() {
+                    Ok(Inbound::Mention(mention)) => last = Some(std::hint::black_box(mention)),
+                    other => panic!("expected a mention handed on, got {other:?}"),
+                }
             }
         }
         let elapsed = start.elapsed();
@@ -201,35 +206,63 @@ impl IntakeRig {
         self.payload_bytes
     }
 
-    /// Screens `count` events taken round-robin from `pool`, timed; each
-    /// must be refused. Refused events leave no trace in the store, so a
-    /// pool can be screened again and again.
+    /// Takes `count` events in, taken round-robin from `pool`, timed, in
+    /// batches of [`INTAKE_BATCH`]; each must be refused. Refused
+    /// events leave no trace in the store, so a pool can be screened again
+    /// and again.
     pub async fn refuse(&mut self, pool: &[Event], count: u64) -> Duration {
+        let batches = self.arrivals(pool.iter().cycle().take(count as usize), INTAKE_BATCH);
         let start = Instant::now();
-        for event in pool.iter().cycle().take(count as usize) {
-            let refused = self.intake.screen(&self.relay, event).await;
-            assert!(refused.is_err(), "a stranger's mention was heard");
+        for batch in batches {
+            let outcomes = self.intake.take_in(batch).await;
+            assert!(
+                outcomes.iter().all(Result::is_err),
+                "a stranger's mention was heard"
+            );
         }
         start.elapsed()
     }
 
-    /// The store's share of an accepted mention, alone: the dedup lookup
-    /// and the journal transaction the intake runs, with a payload of the
+    /// The events as the relay link would queue them, in batches.
+    fn arrivals<'a>(&self, events: impl Iterator<Item = &'a Event>, batch: usize) -> Vec<Vec<Arrival>> {
+        let arrivals: Vec<Arrival> = events
+            .map(|event| Arrival::Event {
+                relay: self.relay.clone(),
+                event: Box::new(event.clone()),
+            })
+            .collect();
+        let mut batches = Vec::new();
+        let mut arrivals = arrivals.into_iter().peekable();
+        while arrivals.peek().is_some() {
+            batches.push(arrivals.by_ref().take(batch).collect());
+        }
+        batches
+    }
+
+    /// The store's share of an accepted mention in a flood, alone: the
+    /// dedup lookup and the journal transaction of each [`INTAKE_BATCH`]
+    /// the intake runs, with a payload of the
     /// size the last [`IntakeRig::accept_all`] journaled. Not a bench of its
     /// own: a breakdown row. Use a fresh rig (the ids must be unseen).
     pub fn journal_only(&self, events: &[Event], payload_bytes: usize) -> Duration {
         let payload = "x".repeat(payload_bytes);
         let start = Instant::now();
-        for event in events {
-            let event_id = event.id.to_hex();
-            assert!(!self.store.journal_contains(&event_id).expect("seen lookup"));
-            let record = NewMention {
-                event_id: &event_id,
-                conversation: "group:bench-group",
-                payload: &payload,
-                accepted_at: 1,
-            };
-            assert!(self.store.journal_accept(&record).expect("journal insert"));
+        for batch in events.chunks(INTAKE_BATCH) {
+            let ids: Vec<String> = batch.iter().map(|event| event.id.to_hex()).collect();
+            for event_id in &ids {
+                assert!(!self.store.journal_contains(event_id).expect("seen lookup"));
+            }
+            let records: Vec<NewMention<'_>> = ids
+                .iter()
+                .map(|event_id| NewMention {
+                    event_id,
+                    conversation: "group:bench-group",
+                    payload: &payload,
+                    accepted_at: 1,
+                })
+                .collect();
+            let fresh = self.store.journal_accept_all(&records).expect("journal insert");
+            assert!(fresh.into_iter().all(|fresh| fresh));
         }
         start.elapsed()
     }

@@ -13,7 +13,11 @@
 //! Intake never runs a turn; it hands mentions to the heart through a
 //! channel. Every drop is logged at debug with its reason and counted.
 
+mod admission;
 pub mod relay_link;
+
+pub use admission::INTAKE_BATCH;
+use admission::{Admitted, NextStep};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,8 +34,7 @@ use crate::loop_guard::LoopGuard;
 use crate::mention::{self, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
-use crate::store::{NewMention, Store};
-use crate::telemetry::metrics;
+use crate::store::Store;
 
 /// Events dated further ahead than this are refused (the SDK does not).
 pub const MAX_FUTURE_SKEW_SECS: u64 = 120;
@@ -207,34 +210,15 @@ impl Intake {
 
     /// Runs until every relay link is gone (the arrivals channel closes).
     pub async fn run(mut self, mut arrivals: mpsc::Receiver<Arrival>) {
-        while let Some(arrival) = arrivals.recv().await {
-            match arrival {
-                Arrival::Subscribed { relay, floor } => {
-                    self.floors.set(relay, floor);
-                }
-                Arrival::CaughtUp { relay, at } => {
-                    let at = i64::try_from(at.as_secs()).unwrap_or(i64::MAX);
-                    if let Err(error) = self.store.advance_watermark(relay.as_str(), at) {
-                        tracing::error!(%relay, %error, "cannot store the watermark");
-                    }
-                }
-                Arrival::Event { relay, event } => {
-                    // The moment a mention reaches the bridge (benchmarks
-                    // measure steer latency from here).
-                    tracing::trace!(target: "acp_bridge::arrival", event_id = %event.id, "event arrived");
-                    metrics::event_received();
-                    if let Err(reason) = self.screen(&relay, &event).await {
-                        metrics::event_dropped(reason.as_str());
-                        tracing::debug!(%relay, event_id = %event.id, author = %event.pubkey, reason = reason.as_str(), "event dropped");
-                    }
-                }
-            }
+        let mut batch = Vec::with_capacity(INTAKE_BATCH);
+        while arrivals.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
+            self.take_in(batch.drain(..)).await;
         }
     }
 
-    /// Runs one event through every check; `Ok` when it was handled
-    /// (accepted, a command, or answered with a notice).
-    pub async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<(), DropReason> {
+    /// Runs one event through every check but the journal's: what it is
+    /// to become, or why it is dropped.
+    async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<Admitted, DropReason> {
         if !self.limits.kinds.contains(&event.kind) {
             return Err(DropReason::NotAMention);
         }
@@ -293,7 +277,7 @@ impl Intake {
         self.judge(relay, candidate).await
     }
 
-    async fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<(), DropReason> {
+    async fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<Admitted, DropReason> {
         self.check_time_window(relay, candidate.created_at)?;
         let from_owner = Some(candidate.author) == self.gate.owner();
         // Owner commands come before the author gate (they work even with
@@ -344,51 +328,33 @@ impl Intake {
             chain_depth,
             accepted_at: Timestamp::now().as_secs(),
         };
-        self.accept(mention, command).await
+        self.admit(mention, command)
     }
 
-    /// The last checks that answer rather than drop (size, rate), then the
-    /// journal and the hand-off.
-    async fn accept(&mut self, mention: Mention, command: Option<OwnerCommand>) -> Result<(), DropReason> {
-        if let Some(command) = command {
-            self.journal(&mention)?;
-            self.hand_on(Inbound::Command { mention, command }).await;
-            return Ok(());
-        }
-        if mention.content.len() > self.limits.max_content_bytes {
-            self.journal(&mention)?;
-            let notice = format!(
+    /// The last checks, which answer rather than drop (size, rate): what
+    /// the mention becomes once journaled.
+    fn admit(&mut self, mention: Mention, command: Option<OwnerCommand>) -> Result<Admitted, DropReason> {
+        let next = if let Some(command) = command {
+            NextStep::Command(command)
+        } else if mention.content.len() > self.limits.max_content_bytes {
+            NextStep::Notice(format!(
                 "Your message is too long for me ({} bytes; the limit is {}). Please shorten it.",
                 mention.content.len(),
                 self.limits.max_content_bytes
-            );
-            self.send_notice(&mention, &notice).await;
-            return Ok(());
-        }
-        if !mention.from_owner {
+            ))
+        } else if mention.from_owner {
+            NextStep::Turn
+        } else {
             match self.limiter.admit(&mention.author, Instant::now()) {
-                Admission::Admitted => {}
-                Admission::LimitedFirst => {
-                    self.journal(&mention)?;
-                    self.send_notice(
-                        &mention,
-                        "You are sending mentions faster than I can take them; I will ignore new ones for a little while.",
-                    )
-                    .await;
-                    return Ok(());
-                }
+                Admission::Admitted => NextStep::Turn,
+                Admission::LimitedFirst => NextStep::Notice(
+                    "You are sending mentions faster than I can take them; I will ignore new ones for a little while."
+                        .to_owned(),
+                ),
                 Admission::Limited => return Err(DropReason::RateLimited),
             }
-        }
-        self.journal(&mention)?;
-        metrics::event_accepted();
-        tracing::info!(
-            conversation = %mention.conversation, event_id = %mention.event_id, author = %mention.author_short(),
-            "mention accepted"
-        );
-        self.replier.react(&mention).await;
-        self.hand_on(Inbound::Mention(mention)).await;
-        Ok(())
+        };
+        Ok(Admitted { mention, next })
     }
 
     fn check_time_window(&self, relay: &RelayUrl, created_at: Timestamp) -> Result<(), DropReason> {
@@ -399,42 +365,6 @@ impl Intake {
         match self.floors.get(relay) {
             Some(floor) if created < floor.as_secs() => Err(DropReason::TooOld),
             _ => Ok(()),
-        }
-    }
-
-    /// Journals the mention (the durable queue, which is also the seen set).
-    /// A mention already journaled is a duplicate: another relay, or a replay.
-    fn journal(&self, mention: &Mention) -> Result<(), DropReason> {
-        let payload = serde_json::to_string(mention).map_err(|_| DropReason::Malformed)?;
-        let accepted_at = i64::try_from(mention.accepted_at).unwrap_or(i64::MAX);
-        let record = NewMention {
-            event_id: &mention.event_id.to_hex(),
-            conversation: mention.conversation.as_str(),
-            payload: &payload,
-            accepted_at,
-        };
-        match self.store.journal_accept(&record) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(DropReason::Duplicate),
-            Err(error) => {
-                // Without the journal nothing could be promised: refuse now,
-                // the relay will offer the event again after a resubscribe.
-                tracing::error!(event_id = %mention.event_id, %error, "cannot journal a mention");
-                Err(DropReason::Malformed)
-            }
-        }
-    }
-
-    async fn send_notice(&self, mention: &Mention, text: &str) {
-        if let Err(error) = self.replier.notify(std::slice::from_ref(mention), text).await {
-            tracing::error!(event_id = %mention.event_id, %error, "cannot store a notice");
-        }
-    }
-
-    async fn hand_on(&self, inbound: Inbound) {
-        if self.inbound.send(inbound).await.is_err() {
-            // Shutting down: the mention is journaled and resumes at next start.
-            tracing::debug!("heart gone; mention stays in the journal");
         }
     }
 }
@@ -501,6 +431,19 @@ mod tests {
         }
     }
 
+    impl Rig {
+        /// One event through the whole intake, as a batch of its own.
+        async fn screen(&mut self, event: &Event) -> Result<(), DropReason> {
+            let arrival = Arrival::Event {
+                relay: self.relay.clone(),
+                event: Box::new(event.clone()),
+            };
+            let mut outcomes = self.intake.take_in([arrival]).await;
+            assert_eq!(outcomes.len(), 1, "one outcome per event");
+            outcomes.remove(0)
+        }
+    }
+
     fn mention(rig: &Rig, author: &Keys, text: &str) -> Event {
         EventBuilder::new(Kind::Custom(9), text)
             .tag(Tag::public_key(rig.bot.public_key()))
@@ -525,21 +468,15 @@ mod tests {
         resigned.sig = mention(&rig, &rig.owner.clone(), "other").sig;
 
         for forged in [impersonation, tampered, resigned] {
-            assert_eq!(
-                rig.intake.screen(&rig.relay.clone(), &forged).await,
-                Err(DropReason::BadSignature)
-            );
+            assert_eq!(rig.screen(&forged).await, Err(DropReason::BadSignature));
         }
         assert!(rig.inbound.try_recv().is_err(), "nothing forged was handed on");
 
         let genuine = mention(&rig, &rig.owner.clone(), "hello");
-        assert_eq!(rig.intake.screen(&rig.relay.clone(), &genuine).await, Ok(()));
+        assert_eq!(rig.screen(&genuine).await, Ok(()));
         assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.event_id == genuine.id));
         // The forgeries did not poison the seen set: a replay of the genuine one is the duplicate.
-        assert_eq!(
-            rig.intake.screen(&rig.relay.clone(), &genuine).await,
-            Err(DropReason::Duplicate)
-        );
+        assert_eq!(rig.screen(&genuine).await, Err(DropReason::Duplicate));
     }
 
     #[tokio::test]
@@ -549,11 +486,45 @@ mod tests {
         let mut forged_copy = genuine.clone();
         forged_copy.sig = mention(&rig, &rig.owner.clone(), "x").sig;
         // The forgery arrives first, with the genuine event's id.
-        assert_eq!(
-            rig.intake.screen(&rig.relay.clone(), &forged_copy).await,
-            Err(DropReason::BadSignature)
-        );
-        assert_eq!(rig.intake.screen(&rig.relay.clone(), &genuine).await, Ok(()));
+        assert_eq!(rig.screen(&forged_copy).await, Err(DropReason::BadSignature));
+        assert_eq!(rig.screen(&genuine).await, Ok(()));
         assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(_))));
+    }
+
+    #[tokio::test]
+    async fn a_batch_journals_each_mention_once_and_hands_them_on_in_order() {
+        let mut rig = rig();
+        let owner = rig.owner.clone();
+        let (first, second) = (mention(&rig, &owner, "first"), mention(&rig, &owner, "second"));
+        let other_relay = RelayUrl::parse("ws://127.0.0.1:2").expect("url");
+        let event = |relay: &RelayUrl, event: &Event| Arrival::Event {
+            relay: relay.clone(),
+            event: Box::new(event.clone()),
+        };
+        let arrivals = vec![
+            event(&rig.relay, &first),
+            event(&other_relay, &first),
+            Arrival::CaughtUp {
+                relay: rig.relay.clone(),
+                at: Timestamp::from_secs(1_000),
+            },
+            event(&other_relay, &second),
+        ];
+
+        let outcomes = rig.intake.take_in(arrivals).await;
+
+        assert_eq!(outcomes, [Ok(()), Err(DropReason::Duplicate), Ok(())]);
+        for expected in [&first, &second] {
+            assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.event_id == expected.id));
+        }
+        assert!(
+            rig.inbound.try_recv().is_err(),
+            "the copy from the second relay was not handed on"
+        );
+        assert_eq!(
+            rig.intake.store.watermark(rig.relay.as_str()).unwrap(),
+            Some(1_000)
+        );
+        assert_eq!(rig.intake.store.journal_pending_count().unwrap(), 2);
     }
 }
