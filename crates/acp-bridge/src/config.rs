@@ -260,8 +260,9 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
-    /// Finished mentions, sent replies and seen event ids are kept this long
-    /// in the state dir, then pruned (hourly). Pending work is never pruned.
+    /// Sent replies and finished mentions are kept this long in the state
+    /// dir, then pruned (hourly); a finished mention also stays while a
+    /// relay could replay it. Pending work is never pruned.
     #[arg(long, env = "ACP_BRIDGE_RETENTION", default_value = "7d", value_parser = parse_duration)]
     pub retention: Duration,
 
