@@ -192,22 +192,16 @@ mod tests {
                 replies: 1
             }
         );
-        let ids: Vec<String> = rig
-            .store()
-            .journal_pending()
-            .unwrap()
-            .into_iter()
-            .map(|mention| mention.event_id)
-            .collect();
-        assert_eq!(ids, ["pending-old"], "pending work is never pruned");
-        let unsent: Vec<String> = rig
-            .store()
-            .outbox_unsent()
-            .unwrap()
-            .into_iter()
-            .map(|entry| entry.event_id)
-            .collect();
-        assert_eq!(unsent, ["reply-unsent"], "unsent replies are never pruned");
+        let pending = rig.store().journal_pending().unwrap();
+        assert!(
+            pending.len() == 1 && pending[0].event_id == "pending-old",
+            "pending work is never pruned: {pending:?}"
+        );
+        let unsent = rig.store().outbox_unsent().unwrap();
+        assert!(
+            unsent.len() == 1 && unsent[0].event_id == "reply-unsent",
+            "unsent replies are never pruned: {unsent:?}"
+        );
         assert!(rig.store().journal_contains("answered-recent").unwrap());
         assert!(!rig.store().journal_contains("answered-old").unwrap());
         assert_eq!(
