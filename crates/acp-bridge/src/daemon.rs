@@ -28,7 +28,7 @@ use crate::mode_gate::ModeGate;
 use crate::pool::Pool;
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
-use crate::store::{Finish, Store, StoreError};
+use crate::store::{Finish, Store, StoreError, sql_now};
 use crate::telemetry::http::{self, Health};
 use crate::transport::NoDelayTransport;
 use crate::turn_runner::{AskOwner, TurnContext};
@@ -317,8 +317,7 @@ fn pending_mentions(store: &Store) -> Vec<Mention> {
             Ok(mention) => Some(mention),
             Err(error) => {
                 tracing::error!(event_id = %entry.event_id, %error, "unreadable journal entry dropped");
-                let now = i64::try_from(nostr_sdk::prelude::Timestamp::now().as_secs()).unwrap_or(i64::MAX);
-                let _ = store.journal_finish(&[&entry.event_id], Finish::Dropped, now);
+                let _ = store.journal_finish(&[&entry.event_id], Finish::Dropped, sql_now());
                 None
             }
         })

@@ -30,8 +30,8 @@ use crate::mode_gate::{Decision, ModeGate};
 use crate::pool::IDLE_AGENT_REAP;
 use crate::queue::Queue;
 use crate::reply::Replier;
-use crate::store::Finish;
 use crate::store::Store;
+use crate::store::{Finish, sql_now};
 use crate::telemetry::metrics;
 use crate::turn_runner::{Control, TurnChannels, TurnContext, TurnEnd, TurnReport, TurnRunner};
 
@@ -191,10 +191,9 @@ impl Heart {
                 conversation = %reply.conversation, event_id = %reply.event_id, author = %reply.author_short(),
                 "ignored a reply to a permission question from someone other than the owner"
             );
-            let now = i64::try_from(nostr_sdk::prelude::Timestamp::now().as_secs()).unwrap_or(i64::MAX);
-            if let Err(error) = self
-                .store
-                .journal_finish(&[&reply.event_id.to_hex()], Finish::Dropped, now)
+            if let Err(error) =
+                self.store
+                    .journal_finish(&[&reply.event_id.to_hex()], Finish::Dropped, sql_now())
             {
                 tracing::error!(%error, "cannot finish the ignored reply");
             }

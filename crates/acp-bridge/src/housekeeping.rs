@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::intake::relay_link::subscription_since;
 use crate::intake::{MAX_FUTURE_SKEW_SECS, SubscriptionFloors};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -40,7 +40,8 @@ pub struct Pruned {
 #[derive(Debug)]
 pub struct Housekeeping {
     pub store: Arc<Store>,
-    /// The configured relays (their watermarks bound the seen set).
+    /// The configured relays: their floors decide how long a finished
+    /// mention must stay for dedup.
     pub relays: Vec<RelayUrl>,
     pub floors: SubscriptionFloors,
     pub retention: Duration,
@@ -70,9 +71,9 @@ impl Housekeeping {
 
     /// One pass, as of `now` (unix seconds).
     pub fn prune(&self, now: u64) -> Result<Pruned, StoreError> {
-        let retained_since = to_sql(now.saturating_sub(self.retention.as_secs()));
+        let retained_since = sql_seconds(now.saturating_sub(self.retention.as_secs()));
         let undated_before = self.lowest_floor(now)?.saturating_sub(MAX_FUTURE_SKEW_SECS);
-        let accepted_before = retained_since.min(to_sql(undated_before));
+        let accepted_before = retained_since.min(sql_seconds(undated_before));
         Ok(Pruned {
             mentions: self.store.journal_prune(retained_since, accepted_before)?,
             replies: self.store.outbox_prune_sent(retained_since)?,
@@ -90,10 +91,6 @@ impl Housekeeping {
         }
         Ok(lowest)
     }
-}
-
-fn to_sql(seconds: u64) -> i64 {
-    i64::try_from(seconds).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -137,17 +134,24 @@ mod tests {
                 event_id,
                 conversation: "room",
                 payload: "{}",
-                accepted_at: to_sql(at),
+                accepted_at: sql_seconds(at),
             };
-            assert!(
-                self.store().journal_accept(&mention).unwrap(),
+            assert_eq!(
+                self.store().journal_accept_all(&[mention]).unwrap(),
+                [true],
                 "{event_id} is new"
             );
         }
 
+        fn watermark(&self, at: u64) {
+            self.store()
+                .advance_watermark(self.relay.as_str(), sql_seconds(at))
+                .unwrap();
+        }
+
         fn finish(&self, event_id: &str, at: u64) {
             self.store()
-                .journal_finish(&[event_id], Finish::Dropped, to_sql(at))
+                .journal_finish(&[event_id], Finish::Dropped, sql_seconds(at))
                 .unwrap();
         }
 
@@ -158,10 +162,10 @@ mod tests {
                 json: "{}",
             };
             self.store()
-                .outbox_put(&reply, &[event_id], Finish::Answered, to_sql(at))
+                .outbox_put(&reply, &[event_id], Finish::Answered, sql_seconds(at))
                 .unwrap();
             if sent {
-                self.store().outbox_mark_sent(reply_id, to_sql(at)).unwrap();
+                self.store().outbox_mark_sent(reply_id, sql_seconds(at)).unwrap();
             }
         }
     }
@@ -169,9 +173,7 @@ mod tests {
     #[test]
     fn finished_work_older_than_the_retention_goes_and_pending_work_stays() {
         let rig = rig();
-        rig.store()
-            .advance_watermark(rig.relay.as_str(), to_sql(NOW))
-            .unwrap();
+        rig.watermark(NOW);
         let old = NOW - 8 * DAY;
         rig.accept("answered-old", old);
         rig.answer("answered-old", "reply-old", old, true);
@@ -217,9 +219,7 @@ mod tests {
         // The relay has been unreachable for a month: when it comes back it
         // delivers everything since its watermark.
         let watermark = NOW - 30 * DAY;
-        rig.store()
-            .advance_watermark(rig.relay.as_str(), to_sql(watermark))
-            .unwrap();
+        rig.watermark(watermark);
         let before_the_replay = watermark - SINCE_SKEW.as_secs() - MAX_FUTURE_SKEW_SECS - 1;
         rig.accept("inside-the-replay", NOW - 20 * DAY);
         rig.finish("inside-the-replay", NOW - 20 * DAY);
@@ -234,9 +234,7 @@ mod tests {
     #[test]
     fn finished_mentions_stay_while_a_live_subscription_reaches_back_to_them() {
         let rig = rig();
-        rig.store()
-            .advance_watermark(rig.relay.as_str(), to_sql(NOW))
-            .unwrap();
+        rig.watermark(NOW);
         // Subscribed three weeks ago and never reconnected since: that
         // subscription still delivers events dated after its floor.
         rig.housekeeping

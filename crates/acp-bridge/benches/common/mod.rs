@@ -225,18 +225,19 @@ impl IntakeRig {
 
     /// The events as the relay link would queue them, in batches.
     fn arrivals<'a>(&self, events: impl Iterator<Item = &'a Event>, batch: usize) -> Vec<Vec<Arrival>> {
-        let arrivals: Vec<Arrival> = events
-            .map(|event| Arrival::Event {
-                relay: self.relay.clone(),
-                event: Box::new(event.clone()),
+        let events: Vec<&Event> = events.collect();
+        events
+            .chunks(batch)
+            .map(|chunk| {
+                chunk
+                    .iter()
+                    .map(|event| Arrival::Event {
+                        relay: self.relay.clone(),
+                        event: Box::new((*event).clone()),
+                    })
+                    .collect()
             })
-            .collect();
-        let mut batches = Vec::new();
-        let mut arrivals = arrivals.into_iter().peekable();
-        while arrivals.peek().is_some() {
-            batches.push(arrivals.by_ref().take(batch).collect());
-        }
-        batches
+            .collect()
     }
 
     /// The store's share of an accepted mention in a flood, alone: the

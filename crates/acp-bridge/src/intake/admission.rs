@@ -14,7 +14,7 @@ use nostr_sdk::prelude::{EventId, PublicKey, RelayUrl};
 use super::{Arrival, DropReason, Inbound, Intake};
 use crate::commands::OwnerCommand;
 use crate::mention::Mention;
-use crate::store::NewMention;
+use crate::store::{NewMention, sql_seconds};
 use crate::telemetry::metrics;
 
 /// Arrivals taken in one go at most. A batch's first mention waits for the
@@ -63,8 +63,10 @@ impl Intake {
                 Arrival::Subscribed { relay, floor } => self.floors.set(relay, floor),
                 Arrival::CaughtUp { relay, at } => {
                     self.commit(&mut pending, &mut outcomes).await;
-                    let at = i64::try_from(at.as_secs()).unwrap_or(i64::MAX);
-                    if let Err(error) = self.store.advance_watermark(relay.as_str(), at) {
+                    if let Err(error) = self
+                        .store
+                        .advance_watermark(relay.as_str(), sql_seconds(at.as_secs()))
+                    {
                         tracing::error!(%relay, %error, "cannot store the watermark");
                     }
                 }
@@ -143,7 +145,7 @@ impl Intake {
                 event_id,
                 conversation: entry.admitted.mention.conversation.as_str(),
                 payload,
-                accepted_at: i64::try_from(entry.admitted.mention.accepted_at).unwrap_or(i64::MAX),
+                accepted_at: sql_seconds(entry.admitted.mention.accepted_at),
             })
             .collect();
         match self.store.journal_accept_all(&records) {

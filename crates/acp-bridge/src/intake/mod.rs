@@ -7,8 +7,8 @@
 //! loop bound → size → rate limit → journal. Only an event that passes all
 //! of them becomes a [`Mention`], journaled (the durable queue, which is
 //! also the seen set) before it is handed on, so a crash after acceptance
-//! loses nothing. Gift-wrapped DMs are unwrapped (seal signature verified) before
-//! the author is known.
+//! loses nothing. Gift-wrapped DMs are unwrapped (seal signature verified)
+//! before the author is known.
 //!
 //! Intake never runs a turn; it hands mentions to the heart through a
 //! channel. Every drop is logged at debug with its reason and counted.

@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use crate::config::ReplyMode;
 use crate::loop_guard::LoopGuard;
 use crate::mention::{Mention, Thread};
-use crate::store::{Finish, OutgoingEvent, Store, StoreError};
+use crate::store::{Finish, OutgoingEvent, Store, StoreError, sql_now};
 
 /// The reaction that tells a person "heard you, working on it".
 pub const ACCEPTED_REACTION: &str = "👀";
@@ -112,7 +112,7 @@ impl Replier {
         if self.reply_mode == ReplyMode::Agent {
             let ids = event_ids(mentions);
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-            self.store.journal_finish(&ids, Finish::Answered, now())?;
+            self.store.journal_finish(&ids, Finish::Answered, sql_now())?;
             return Ok(None);
         }
         self.store_and_publish(mentions, text, Finish::Answered)
@@ -171,7 +171,7 @@ impl Replier {
             relay_hint: None,
             json: &json,
         };
-        self.store.outbox_put(&outgoing, &answered, finish, now())?;
+        self.store.outbox_put(&outgoing, &answered, finish, sql_now())?;
         self.publish.notify_one();
         Ok(())
     }
@@ -264,8 +264,4 @@ fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -
     ];
     tags.extend(authors.iter().map(|author| Tag::public_key(*author)));
     tags
-}
-
-fn now() -> i64 {
-    i64::try_from(nostr_sdk::prelude::Timestamp::now().as_secs()).unwrap_or(i64::MAX)
 }

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
-use crate::store::Store;
+use crate::store::{Store, sql_now};
 
 /// Re-check the outbox this often even without a wake-up (a relay that
 /// came back, an entry that failed before).
@@ -93,8 +93,7 @@ impl Publisher {
     }
 
     fn mark_sent(&self, event_id: &str) {
-        let now = i64::try_from(nostr_sdk::prelude::Timestamp::now().as_secs()).unwrap_or(i64::MAX);
-        if let Err(error) = self.store.outbox_mark_sent(event_id, now) {
+        if let Err(error) = self.store.outbox_mark_sent(event_id, sql_now()) {
             tracing::error!(%event_id, %error, "cannot mark a reply sent (it may be published again, same id)");
         }
     }

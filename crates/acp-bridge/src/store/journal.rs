@@ -22,16 +22,10 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::{Finish, MentionState, NewMention, PendingMention, Result, Store};
 
 impl Store {
-    /// Takes a mention in: journals it as pending. Returns false and
-    /// changes nothing when the id was taken in before.
-    pub fn journal_accept(&self, mention: &NewMention<'_>) -> Result<bool> {
-        let fresh = self.journal_accept_all(std::slice::from_ref(mention))?;
-        Ok(fresh.first().copied().unwrap_or(false))
-    }
-
-    /// Takes mentions in, in one transaction: one commit for the lot is
-    /// what makes a burst cheap. One flag per mention, in order: false for
-    /// an id taken in before (also earlier in the same slice).
+    /// Takes mentions in as pending, in one transaction: one commit for the
+    /// lot is what makes a burst cheap. One flag per mention, in order:
+    /// false, and nothing written, for an id taken in before (also earlier
+    /// in the same slice).
     pub fn journal_accept_all(&self, mentions: &[NewMention<'_>]) -> Result<Vec<bool>> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -188,14 +182,13 @@ pub(super) mod tests {
     /// A mention whose payload names its id, so tests can check it round-trips.
     pub(in super::super) fn accept(store: &Store, event_id: &str, accepted_at: i64) -> bool {
         let payload = format!(r#"{{"id":"{event_id}"}}"#);
-        store
-            .journal_accept(&NewMention {
-                event_id,
-                conversation: "channel-1",
-                payload: &payload,
-                accepted_at,
-            })
-            .unwrap()
+        let mention = NewMention {
+            event_id,
+            conversation: "channel-1",
+            payload: &payload,
+            accepted_at,
+        };
+        store.journal_accept_all(&[mention]).unwrap() == [true]
     }
 
     fn pending_ids(store: &Store) -> Vec<String> {

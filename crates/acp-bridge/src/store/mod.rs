@@ -84,6 +84,21 @@ pub enum StoreError {
 /// Result of every store operation.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// Unix seconds as the store keeps them (SQLite INTEGER): a `u64` past
+/// `i64::MAX` saturates instead of wrapping into the past.
+pub fn sql_seconds(seconds: u64) -> i64 {
+    i64::try_from(seconds).unwrap_or(i64::MAX)
+}
+
+/// The current time in the store's unit, for callers to pass in: the
+/// store's methods read no clock, so its tests choose the time.
+pub fn sql_now() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    sql_seconds(since_epoch.as_secs())
+}
+
 /// A mention to take into the journal ([`Store::journal_accept`]).
 #[derive(Debug, Clone, Copy)]
 pub struct NewMention<'a> {

@@ -13,14 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acp_client::{PermissionKind, PermissionOption, PermissionQuestion};
-use nostr_sdk::prelude::{EventId, PublicKey, Timestamp};
+use nostr_sdk::prelude::{EventId, PublicKey};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::ask_owner::{AskOwnerDesk, numbered_options};
 use crate::mention::Mention;
 use crate::reply::Replier;
-use crate::store::Store;
+use crate::store::{Store, sql_now};
 
 /// What a turn needs to ask the owner.
 #[derive(Debug, Clone)]
@@ -199,11 +199,10 @@ impl OwnerQuestions {
         let answer = ask
             .desk
             .open(event, under, summary.clone(), request.options.clone());
-        if let Ok(payload) = serde_json::to_string(under) {
-            let now = i64::try_from(Timestamp::now().as_secs()).unwrap_or(i64::MAX);
-            if let Err(error) = ask.store.question_open(&event.to_hex(), &payload, now) {
-                tracing::warn!(%error, "cannot record the open question");
-            }
+        if let Ok(payload) = serde_json::to_string(under)
+            && let Err(error) = ask.store.question_open(&event.to_hex(), &payload, sql_now())
+        {
+            tracing::warn!(%error, "cannot record the open question");
         }
         self.open = Some(Open {
             question,
