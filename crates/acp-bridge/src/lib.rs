@@ -20,6 +20,7 @@ pub mod gate;
 pub mod heart;
 pub mod housekeeping;
 pub mod intake;
+pub mod ledger;
 pub mod loop_guard;
 pub mod mention;
 pub mod mode_gate;

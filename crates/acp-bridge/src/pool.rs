@@ -31,7 +31,7 @@ const BREAKER_COOL_DOWN: Duration = Duration::from_secs(60);
 pub const IDLE_AGENT_REAP: Duration = Duration::from_secs(600);
 
 /// Why no agent could be leased.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
     #[error("the agent could not be started: {0}")]
     Spawn(String),

@@ -1,0 +1,7 @@
+//! The heart (being rebuilt): see `turn` and `conversations`.
+
+mod conversations;
+mod legacy;
+mod turn;
+
+pub use legacy::*;

@@ -1,0 +1,815 @@
+//! One turn of one conversation, as a synchronous state machine.
+//!
+//! Owns every mention the turn holds, each with its role (in the prompt,
+//! steering, steered and awaiting proof of delivery, waiting for a merge,
+//! held behind an owner question, or deferred to the next turn), and the
+//! turn's phase. Inputs are what happened (the lease, the agent's answers,
+//! mid-turn mentions, the owner's controls, the clock); outputs are
+//! [`Action`]s: what to write to the agent, what to publish, which mentions
+//! go back to the conversation. It performs no I/O and reads no clock
+//! (`now` comes in), so every path is a plain unit test; the driver
+//! (`super::driver`) performs the actions and the heart feeds it inputs.
+//!
+//! The invariant that matters: every mention handed to a turn leaves it in
+//! exactly one [`Action::Finished`] (as the turn's work or returned for the
+//! next turn) or in an [`Action::Requeue`]. The end of a turn partitions
+//! the entries by role in one place ([`TurnMachine::finish`]), so no exit
+//! can forget one.
+//!
+//! Steering is behavioural and method-agnostic: the machine asks for a
+//! steer and learns whether it was delivered, will be proven by a fold, the
+//! turn was already over, or the agent cannot steer. How the steer is
+//! written (goose's method today) is the driver's per-agent strategy. When
+//! the agent cannot steer, the fallback is cancel + merge: cancel the live
+//! prompt and re-prompt once with its work and the new messages under one
+//! framing; mentions that arrive while that cancel is under way join the
+//! merge, and a short quiet period gathers the rest of a burst, so a burst
+//! costs one cancel.
+
+mod questions;
+
+use std::time::{Duration, Instant};
+
+use acp_client::{PermissionOption, StopReason};
+use nostr_sdk::prelude::EventId;
+
+pub(crate) use questions::{Asked, QuestionTicket, Routed, answers};
+use questions::Questions;
+
+use crate::framing::{self, Framing};
+use crate::mention::Mention;
+use crate::pool::PoolError;
+use crate::telemetry::metrics;
+
+/// A merged re-prompt waits this long without new mentions before it goes
+/// out, so that a burst of mentions is merged into one prompt.
+pub(crate) const MERGE_QUIET_PERIOD: Duration = Duration::from_millis(250);
+/// ... but never longer than this in total.
+pub(crate) const MERGE_GATHER_MAX: Duration = Duration::from_secs(2);
+
+/// Names one steer request within its turn.
+pub(crate) type SteerTicket = u64;
+
+/// What happened, as the machine learns it.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// An agent and the conversation's session are ready.
+    Leased,
+    LeaseFailed(PoolError),
+    /// Mentions that arrived mid-turn, to be folded in under `framing`.
+    Absorb {
+        mentions: Vec<Mention>,
+        framing: Framing,
+    },
+    SteerAnswered {
+        ticket: SteerTicket,
+        answer: SteerAnswer,
+    },
+    /// The cancel of the live prompt settled (the prompt's own end comes
+    /// as [`Input::PromptEnded`]).
+    CancelSettled(CancelSettled),
+    PromptEnded(Result<PromptEnd, TurnFailure>),
+    /// The agent asked a permission question (the driver holds its handle).
+    QuestionAsked(Asked),
+    /// The question is posted as `event`; `None`: it could not be posted
+    /// (the driver answered the agent `cancelled`).
+    QuestionPosted {
+        ticket: QuestionTicket,
+        event: Option<EventId>,
+    },
+    /// The owner's reply to the open question (the heart checked it is the
+    /// owner's and that it answers this turn's question).
+    OwnerReply(String),
+    /// The owner's `!cancel`.
+    OwnerCancel,
+    /// Shutdown past the grace period: stop, leaving the mentions journaled
+    /// for the next start.
+    Abandon,
+    /// The answer or notice is stored (or could not be).
+    Published(Result<(), String>),
+    /// The timer set by [`Action::SetTimer`] fired.
+    Timer,
+}
+
+/// How the agent took a steer, whatever the method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SteerAnswer {
+    /// Queued for the live run; delivered once the turn shows this
+    /// `message_id` folded in (goose).
+    AwaitingFold { message_id: String },
+    /// The turn ended before the steer could land: it belongs to the next turn.
+    TurnOver(String),
+    /// The agent cannot steer this turn: fall back to cancel + merge.
+    Unsupported(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CancelSettled {
+    Done,
+    /// The agent ignores cancels: only a kill ends the prompt.
+    TimedOut,
+    Failed(String),
+}
+
+/// How a prompt ended when the agent answered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PromptEnd {
+    pub stop_reason: StopReason,
+    pub message: String,
+    /// `messageId`s of the steers the run folded in.
+    pub folded: Vec<String>,
+}
+
+/// Why a turn failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum TurnFailure {
+    #[error("{0}")]
+    Pool(#[from] PoolError),
+    #[error("the agent stopped: {0}")]
+    Agent(String),
+    #[error("the agent went silent")]
+    IdleTimeout,
+    #[error("the turn ran past its time limit")]
+    Deadline,
+    #[error("the reply could not be stored: {0}")]
+    Store(String),
+}
+
+impl TurnFailure {
+    /// Worth another attempt (the next may land on a healthy agent).
+    pub fn retryable(&self) -> bool {
+        !matches!(self, TurnFailure::Deadline)
+    }
+}
+
+/// What the turn's answer is published as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Publication {
+    Answer,
+    Notice,
+}
+
+/// What the machine asks for. The driver performs the agent and publishing
+/// actions; the heart handles [`Action::Inform`], [`Action::Requeue`] and
+/// [`Action::Finished`].
+#[derive(Debug, PartialEq)]
+pub(crate) enum Action {
+    Lease,
+    Prompt(String),
+    Steer {
+        ticket: SteerTicket,
+        text: String,
+    },
+    /// Cancel the live prompt (once per prompt).
+    Cancel,
+    /// A timed-out prompt still runs on the agent: cancel it, or discard
+    /// the agent, before the session is used again.
+    StopRunaway,
+    /// Kill the agent (it ignored a cancel).
+    Discard,
+    /// The session is full or stuck: the next turn starts a fresh one.
+    RotateSession,
+    PostQuestion {
+        ticket: QuestionTicket,
+        under: Mention,
+        text: String,
+    },
+    AnswerQuestion {
+        ticket: QuestionTicket,
+        option: PermissionOption,
+    },
+    /// Timed out: reject (never allow).
+    RejectQuestion { ticket: QuestionTicket },
+    /// Every question of the prompt is answered `cancelled`.
+    CancelQuestions,
+    Publish {
+        mentions: Vec<Mention>,
+        text: String,
+        publication: Publication,
+    },
+    SetTimer(Option<Instant>),
+    /// Shutdown: ask the agent to stop without waiting, release, stop.
+    Abandon,
+    /// The turn is over for the driver: release the agent and stop.
+    Release,
+    /// Tell the author of `mention` something, without finishing it.
+    Inform { mention: Mention, text: String },
+    /// Mentions the turn cannot take (it is concluding): back to the
+    /// conversation's queue.
+    Requeue(Vec<Mention>),
+    Finished(TurnEnd),
+}
+
+/// How a turn ended, with every mention it held.
+#[derive(Debug, PartialEq)]
+pub(crate) struct TurnEnd {
+    pub outcome: Outcome,
+    /// The mentions the turn worked on (answered, notified, failed, cancelled).
+    pub work: Vec<Mention>,
+    /// Mentions for the next turn: unconfirmed steers, steers the ended
+    /// turn refused, merges that missed their turn, held mentions.
+    pub returned: Vec<Mention>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    /// The answer is stored in the outbox; the work is finished.
+    Answered,
+    /// The people were told why there is no answer; the work is finished.
+    Notified,
+    /// Nothing was answered; the heart retries or gives up.
+    Failed(TurnFailure),
+    /// Cancelled by the owner; the heart tells them.
+    CancelledByOwner,
+    /// Stopped at shutdown; the mentions stay pending in the journal.
+    Abandoned,
+}
+
+impl Outcome {
+    fn label(&self) -> &'static str {
+        match self {
+            Outcome::Answered => "answered",
+            Outcome::Notified => "notified",
+            Outcome::Failed(_) => "failed",
+            Outcome::CancelledByOwner => "cancelled_by_owner",
+            Outcome::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// A mention's place in the turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    /// In the prompt the agent is working on.
+    Prompted,
+    /// A steer carrying it was written; the agent has not answered.
+    Steering(SteerTicket),
+    /// The agent queued the steer; delivered once the turn folds `message_id`.
+    Steered { message_id: String },
+    /// Waiting for the cancel that lets it join a merged re-prompt.
+    Merging,
+    /// Held while the owner answers a question; steered in after.
+    Held,
+    /// For the next turn.
+    Deferred,
+}
+
+#[derive(Debug)]
+struct Entry {
+    mention: Mention,
+    role: Role,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Leasing,
+    Prompting,
+    /// The cancelled prompt ended; the merge gathers the rest of its burst.
+    Gathering {
+        quiet_until: Instant,
+        give_up_at: Instant,
+    },
+    Publishing(Publication),
+    Done,
+}
+
+/// What the turn was told to do beside its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Intent {
+    Work,
+    OwnerCancelled,
+}
+
+/// Which steer path a turn took (for its closing log line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SteerPath {
+    None,
+    Native,
+    Fallback,
+}
+
+impl SteerPath {
+    fn as_str(self) -> &'static str {
+        match self {
+            SteerPath::None => "none",
+            SteerPath::Native => "native",
+            SteerPath::Fallback => "fallback",
+        }
+    }
+}
+
+/// What a turn starts from.
+#[derive(Debug)]
+pub(crate) struct TurnStart {
+    pub batch: Vec<Mention>,
+    /// How long the oldest mention waited for this turn (for the log).
+    pub queue_wait_ms: u64,
+    /// `--permission-timeout` (`None`: wait forever).
+    pub question_timeout: Option<Duration>,
+}
+
+#[derive(Debug)]
+pub(crate) struct TurnMachine {
+    entries: Vec<Entry>,
+    phase: Phase,
+    intent: Intent,
+    /// A cancel was asked for the live prompt.
+    cancel_asked: bool,
+    /// The framing of the pending merge, once a fallback began.
+    merge: Option<Framing>,
+    questions: Questions,
+    timer: Option<Instant>,
+    next_ticket: u64,
+    path: SteerPath,
+    stop_reason: Option<StopReason>,
+    started: Instant,
+    /// The `now` of the input being handled.
+    now: Instant,
+    queue_wait_ms: u64,
+}
+
+impl TurnMachine {
+    /// A turn for `start.batch` (oldest first, at least one mention); the
+    /// first action is the lease.
+    pub fn start(start: TurnStart, now: Instant) -> (Self, Vec<Action>) {
+        debug_assert!(!start.batch.is_empty(), "a turn has at least one mention");
+        let machine = TurnMachine {
+            entries: start
+                .batch
+                .into_iter()
+                .map(|mention| Entry {
+                    mention,
+                    role: Role::Prompted,
+                })
+                .collect(),
+            phase: Phase::Leasing,
+            intent: Intent::Work,
+            cancel_asked: false,
+            merge: None,
+            questions: Questions::new(start.question_timeout),
+            timer: None,
+            next_ticket: 0,
+            path: SteerPath::None,
+            stop_reason: None,
+            started: now,
+            now,
+            queue_wait_ms: start.queue_wait_ms,
+        };
+        (machine, vec![Action::Lease])
+    }
+
+    /// Feeds one input; returns what to do, in order.
+    pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
+        self.now = now;
+        let mut out = Vec::new();
+        if self.phase == Phase::Done {
+            // A finished turn holds nothing; mentions sent its way go back.
+            if let Input::Absorb { mentions, .. } = input {
+                out.push(Action::Requeue(mentions));
+            }
+            return out;
+        }
+        match input {
+            Input::Leased => self.on_leased(&mut out),
+            Input::LeaseFailed(error) => {
+                tracing::warn!(%error, "no agent for the turn");
+                self.finish(Outcome::Failed(error.into()), &mut out);
+            }
+            Input::Absorb { mentions, framing } => self.absorb(mentions, framing, now, &mut out),
+            Input::SteerAnswered { ticket, answer } => self.on_steer_answered(ticket, answer, &mut out),
+            Input::CancelSettled(settled) => match settled {
+                CancelSettled::Done => {}
+                CancelSettled::TimedOut => out.push(Action::Discard),
+                CancelSettled::Failed(error) => tracing::warn!(%error, "cancel failed"),
+            },
+            Input::PromptEnded(ended) => self.on_prompt_ended(ended, now, &mut out),
+            Input::QuestionAsked(asked) => self.on_question_asked(asked, &mut out),
+            Input::QuestionPosted { ticket, event } => match event {
+                Some(event) => self.questions.posted(ticket, event, now),
+                None => self.close_question(ticket, &mut out),
+            },
+            Input::OwnerReply(text) => self.on_owner_reply(&text, &mut out),
+            Input::OwnerCancel => self.on_owner_cancel(&mut out),
+            Input::Abandon => self.finish(Outcome::Abandoned, &mut out),
+            Input::Published(stored) => {
+                let Phase::Publishing(publication) = self.phase else {
+                    return out;
+                };
+                let outcome = match (stored, publication) {
+                    (Ok(()), Publication::Answer) => Outcome::Answered,
+                    (Ok(()), Publication::Notice) => Outcome::Notified,
+                    (Err(error), _) => Outcome::Failed(TurnFailure::Store(error)),
+                };
+                self.finish(outcome, &mut out);
+            }
+            Input::Timer => self.on_timer(now, &mut out),
+        }
+        self.keep_timer(&mut out);
+        out
+    }
+
+    /// The question this turn waits on, for `!status` and steer notices.
+    pub fn waiting_on(&self) -> Option<&str> {
+        self.questions.waiting_on()
+    }
+
+    /// Whether `reply` answers this turn's posted question.
+    pub fn is_answered_by(&self, reply: &Mention) -> bool {
+        self.questions
+            .open_event()
+            .is_some_and(|event| answers(reply, event))
+    }
+
+    /// Maps the owner's reply onto the open question without acting on it
+    /// (the heart tells the owner what it understood).
+    pub fn route(&self, text: &str) -> Option<Routed> {
+        self.questions.route(text).map(|(_, routed)| routed)
+    }
+
+    fn on_leased(&mut self, out: &mut Vec<Action>) {
+        if self.phase != Phase::Leasing {
+            return;
+        }
+        if self.intent == Intent::OwnerCancelled {
+            // Cancelled before anything was asked of the agent.
+            return self.finish(Outcome::CancelledByOwner, out);
+        }
+        self.prompt(framing::fresh_prompt(&self.mentions_in(&Role::Prompted)), out);
+    }
+
+    fn prompt(&mut self, text: String, out: &mut Vec<Action>) {
+        tracing::info!(mentions = self.count(&Role::Prompted), "prompting the agent");
+        self.phase = Phase::Prompting;
+        self.cancel_asked = false;
+        out.push(Action::Prompt(text));
+    }
+
+    fn absorb(&mut self, mentions: Vec<Mention>, framing: Framing, now: Instant, out: &mut Vec<Action>) {
+        match self.phase {
+            // Nothing was asked of the agent yet: they join the first prompt.
+            Phase::Leasing => self.add(mentions, Role::Prompted),
+            Phase::Prompting => self.absorb_live(mentions, framing, out),
+            Phase::Gathering { give_up_at, .. } => {
+                self.add(mentions, Role::Merging);
+                self.phase = Phase::Gathering {
+                    quiet_until: (now + MERGE_QUIET_PERIOD).min(give_up_at),
+                    give_up_at,
+                };
+            }
+            Phase::Publishing(_) | Phase::Done => out.push(Action::Requeue(mentions)),
+        }
+    }
+
+    /// Folds mid-turn mentions into the live prompt.
+    fn absorb_live(&mut self, mentions: Vec<Mention>, framing: Framing, out: &mut Vec<Action>) {
+        if self.intent == Intent::OwnerCancelled {
+            return self.add(mentions, Role::Deferred);
+        }
+        if self.merge.is_some() {
+            // A cancel for a merge is already under way: join it (one
+            // burst, one cancel).
+            return self.add(mentions, Role::Merging);
+        }
+        if let Some(question) = self.questions.waiting_on() {
+            // A steer cannot reach an agent parked on a question: say so
+            // honestly, and deliver it once the owner answered.
+            let text = format!(
+                "The agent is waiting for the owner to answer a permission question ({question}). It will see your message once that is answered."
+            );
+            tracing::info!(
+                mentions = mentions.len(),
+                "mid-turn mentions held until the owner answers"
+            );
+            for mention in &mentions {
+                out.push(Action::Inform {
+                    mention: mention.clone(),
+                    text: text.clone(),
+                });
+            }
+            return self.add(mentions, Role::Held);
+        }
+        match framing {
+            Framing::Steer => {
+                self.next_ticket += 1;
+                let ticket = self.next_ticket;
+                out.push(Action::Steer {
+                    ticket,
+                    text: framing::steer_text(&mentions),
+                });
+                self.add(mentions, Role::Steering(ticket));
+            }
+            Framing::Interrupt => self.fall_back(mentions, framing, out),
+        }
+    }
+
+    /// Cancel + merge: the mentions wait for the live prompt's cancel.
+    fn fall_back(&mut self, mentions: Vec<Mention>, framing: Framing, out: &mut Vec<Action>) {
+        metrics::steer("fallback");
+        self.path = SteerPath::Fallback;
+        self.merge.get_or_insert(framing);
+        self.add(mentions, Role::Merging);
+        self.cancel(out);
+    }
+
+    fn cancel(&mut self, out: &mut Vec<Action>) {
+        if !self.cancel_asked {
+            self.cancel_asked = true;
+            out.push(Action::Cancel);
+        }
+    }
+
+    fn on_steer_answered(&mut self, ticket: SteerTicket, answer: SteerAnswer, out: &mut Vec<Action>) {
+        let steering = Role::Steering(ticket);
+        if self.count(&steering) == 0 {
+            return; // the prompt ended first; its end deferred them
+        }
+        match answer {
+            SteerAnswer::AwaitingFold { message_id } => {
+                metrics::steer("native");
+                self.path = SteerPath::Native;
+                tracing::info!(%message_id, mentions = self.count(&steering), "steered into the live turn");
+                self.relabel(&steering, Role::Steered { message_id });
+            }
+            SteerAnswer::TurnOver(refusal) => {
+                metrics::steer("refused");
+                tracing::info!(%refusal, "steer refused because the turn was ending; queued for the next turn");
+                self.relabel(&steering, Role::Deferred);
+            }
+            SteerAnswer::Unsupported(refusal) => {
+                tracing::info!(%refusal, "native steer not possible; falling back to cancel + merge");
+                let mentions = self.take(&steering);
+                if self.intent == Intent::OwnerCancelled {
+                    self.add(mentions, Role::Deferred);
+                } else {
+                    self.fall_back(mentions, Framing::Steer, out);
+                }
+            }
+        }
+    }
+
+    fn on_prompt_ended(&mut self, ended: Result<PromptEnd, TurnFailure>, now: Instant, out: &mut Vec<Action>) {
+        if self.phase != Phase::Prompting {
+            return;
+        }
+        // Questions die with their prompt; held mentions go to the next turn.
+        if self.questions.clear() {
+            out.push(Action::CancelQuestions);
+        }
+        self.relabel(&Role::Held, Role::Deferred);
+        // Steers the run folded in are part of this turn's work; the others
+        // go to the next turn.
+        let folded: &[String] = ended.as_ref().map_or(&[], |end| end.folded.as_slice());
+        for entry in &mut self.entries {
+            match &entry.role {
+                Role::Steered { message_id } if folded.contains(message_id) => entry.role = Role::Prompted,
+                Role::Steered { message_id } => {
+                    tracing::info!(%message_id, "steer acknowledged but not folded in; it goes to the next turn");
+                    entry.role = Role::Deferred;
+                }
+                Role::Steering(_) => entry.role = Role::Deferred,
+                _ => {}
+            }
+        }
+        if self.intent == Intent::OwnerCancelled {
+            return self.finish(Outcome::CancelledByOwner, out);
+        }
+        let end = match ended {
+            Ok(end) => end,
+            Err(failure) => {
+                if matches!(failure, TurnFailure::IdleTimeout | TurnFailure::Deadline) {
+                    out.push(Action::StopRunaway);
+                }
+                return self.finish(Outcome::Failed(failure), out);
+            }
+        };
+        self.stop_reason = Some(end.stop_reason.clone());
+        if self.merge.is_some() {
+            if end.stop_reason == StopReason::Cancelled {
+                self.phase = Phase::Gathering {
+                    quiet_until: now + MERGE_QUIET_PERIOD,
+                    give_up_at: now + MERGE_GATHER_MAX,
+                };
+                return;
+            }
+            // The prompt ended on its own before the cancel landed: it
+            // answers its work, the merge becomes the next turn.
+            self.merge = None;
+            self.relabel(&Role::Merging, Role::Deferred);
+        }
+        self.conclude(end, out);
+    }
+
+    /// Turns a finished prompt into an answer or a notice.
+    fn conclude(&mut self, end: PromptEnd, out: &mut Vec<Action>) {
+        let (text, publication) = match end.stop_reason {
+            StopReason::Refusal => ("The agent declined to answer this.".to_owned(), Publication::Notice),
+            StopReason::Cancelled => {
+                let failure = TurnFailure::Agent("the agent cancelled the turn by itself".into());
+                return self.finish(Outcome::Failed(failure), out);
+            }
+            reason => {
+                if matches!(reason, StopReason::MaxTokens | StopReason::MaxTurnRequests) {
+                    out.push(Action::RotateSession);
+                }
+                let text = if end.message.trim().is_empty() {
+                    "(The agent finished without writing an answer.)".to_owned()
+                } else {
+                    end.message
+                };
+                (text, Publication::Answer)
+            }
+        };
+        self.phase = Phase::Publishing(publication);
+        out.push(Action::Publish {
+            mentions: self.mentions_in(&Role::Prompted),
+            text,
+            publication,
+        });
+    }
+
+    fn on_timer(&mut self, now: Instant, out: &mut Vec<Action>) {
+        if let Some(asked) = self.questions.expired(now) {
+            let (ticket, text) = (asked.ticket, self.questions.timeout_text(&asked.summary));
+            tracing::warn!(ticket, "no answer from the owner in time: rejected");
+            out.push(Action::RejectQuestion { ticket });
+            if let Some(under) = self.under() {
+                out.push(Action::Inform { mention: under, text });
+            }
+            self.close_question(ticket, out);
+        }
+        if let Phase::Gathering {
+            quiet_until,
+            give_up_at,
+        } = self.phase
+            && now >= quiet_until.min(give_up_at)
+        {
+            self.reprompt_merged(out);
+        }
+    }
+
+    fn reprompt_merged(&mut self, out: &mut Vec<Action>) {
+        let framing = self.merge.take().unwrap_or(Framing::Steer);
+        let new = self.mentions_in(&Role::Merging);
+        tracing::info!(framing = framing.as_str(), new = new.len(), "re-prompting with the merged messages");
+        let text = framing::merged_prompt(&self.mentions_in(&Role::Prompted), &new, framing);
+        self.relabel(&Role::Merging, Role::Prompted);
+        self.prompt(text, out);
+    }
+
+    fn on_question_asked(&mut self, asked: Asked, out: &mut Vec<Action>) {
+        if self.phase != Phase::Prompting || self.intent == Intent::OwnerCancelled {
+            // Nobody will answer it: the driver answers it `cancelled`.
+            out.push(Action::CancelQuestions);
+            return;
+        }
+        if let Some((asked, text)) = self.questions.asked(asked)
+            && let Some(under) = self.under()
+        {
+            out.push(Action::PostQuestion {
+                ticket: asked.ticket,
+                under,
+                text,
+            });
+        }
+    }
+
+    fn on_owner_reply(&mut self, text: &str, out: &mut Vec<Action>) {
+        if let Some((ticket, Routed::Answered(option))) = self.questions.route(text) {
+            tracing::info!(ticket, kind = option.kind.as_str(), "the owner answered the agent's question");
+            out.push(Action::AnswerQuestion { ticket, option });
+            self.close_question(ticket, out);
+        }
+    }
+
+    /// Closes a question; posts the next, or delivers the held mentions
+    /// once nothing is open.
+    fn close_question(&mut self, ticket: QuestionTicket, out: &mut Vec<Action>) {
+        if let Some((next, text)) = self.questions.close(ticket) {
+            if let Some(under) = self.under() {
+                out.push(Action::PostQuestion {
+                    ticket: next.ticket,
+                    under,
+                    text,
+                });
+            }
+            return;
+        }
+        let held = self.take(&Role::Held);
+        if !held.is_empty() {
+            tracing::info!(mentions = held.len(), "delivering the mentions held while the owner was asked");
+            self.absorb_live(held, Framing::Steer, out);
+        }
+    }
+
+    fn on_owner_cancel(&mut self, out: &mut Vec<Action>) {
+        match self.phase {
+            Phase::Leasing => self.intent = Intent::OwnerCancelled,
+            Phase::Prompting => {
+                self.intent = Intent::OwnerCancelled;
+                if self.questions.clear() {
+                    out.push(Action::CancelQuestions);
+                }
+                self.cancel(out);
+            }
+            // The owner cancelled what is being merged: the merged prompt
+            // is still owed to the people who wrote it.
+            Phase::Gathering { .. } => self.reprompt_merged(out),
+            Phase::Publishing(_) | Phase::Done => {}
+        }
+    }
+
+    /// Ends the turn: the entries in the prompt are its work, every other
+    /// entry goes back for the next turn.
+    fn finish(&mut self, outcome: Outcome, out: &mut Vec<Action>) {
+        self.phase = Phase::Done;
+        let (work, returned): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut self.entries)
+            .into_iter()
+            .partition(|entry| entry.role == Role::Prompted);
+        let work: Vec<Mention> = work.into_iter().map(|entry| entry.mention).collect();
+        let returned: Vec<Mention> = returned.into_iter().map(|entry| entry.mention).collect();
+        // A turn that never got an agent never ran: only the lease failure is logged.
+        if !matches!(outcome, Outcome::Failed(TurnFailure::Pool(_))) {
+            metrics::turn_finished(outcome.label());
+            tracing::info!(
+                outcome = outcome.label(),
+                stop_reason = self.stop_reason.as_ref().map(StopReason::as_str).unwrap_or("none"),
+                steer_path = self.path.as_str(),
+                queue_wait_ms = self.queue_wait_ms,
+                agent_ms = self.now.duration_since(self.started).as_millis() as u64,
+                returned = returned.len(),
+                "turn finished"
+            );
+        }
+        out.push(if outcome == Outcome::Abandoned {
+            Action::Abandon
+        } else {
+            Action::Release
+        });
+        out.push(Action::Finished(TurnEnd {
+            outcome,
+            work,
+            returned,
+        }));
+    }
+
+    /// Keeps the driver's timer on the machine's next deadline.
+    fn keep_timer(&mut self, out: &mut Vec<Action>) {
+        let deadline = match self.phase {
+            Phase::Gathering {
+                quiet_until,
+                give_up_at,
+            } => Some(quiet_until.min(give_up_at)),
+            Phase::Prompting => self.questions.deadline(),
+            _ => None,
+        };
+        if deadline != self.timer && self.phase != Phase::Done {
+            self.timer = deadline;
+            out.push(Action::SetTimer(deadline));
+        }
+    }
+
+    /// The newest mention of the work: questions and notices thread under it.
+    fn under(&self) -> Option<Mention> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|entry| entry.role == Role::Prompted)
+            .map(|entry| entry.mention.clone())
+    }
+
+    fn add(&mut self, mentions: Vec<Mention>, role: Role) {
+        self.entries.extend(mentions.into_iter().map(|mention| Entry {
+            mention,
+            role: role.clone(),
+        }));
+    }
+
+    fn count(&self, role: &Role) -> usize {
+        self.entries.iter().filter(|entry| entry.role == *role).count()
+    }
+
+    fn mentions_in(&self, role: &Role) -> Vec<Mention> {
+        self.entries
+            .iter()
+            .filter(|entry| entry.role == *role)
+            .map(|entry| entry.mention.clone())
+            .collect()
+    }
+
+    fn relabel(&mut self, from: &Role, to: Role) {
+        for entry in self.entries.iter_mut().filter(|entry| entry.role == *from) {
+            entry.role = to.clone();
+        }
+    }
+
+    fn take(&mut self, role: &Role) -> Vec<Mention> {
+        let (taken, kept): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut self.entries)
+            .into_iter()
+            .partition(|entry| entry.role == *role);
+        self.entries = kept;
+        taken.into_iter().map(|entry| entry.mention).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,312 @@
+//! A live turn's permission questions under `--permission-policy ask-owner`,
+//! as state: which question is open, which wait behind it, and what the
+//! owner's reply means.
+//!
+//! Owns no I/O: the driver posts the question and answers the agent; the
+//! heart routes the owner's replies here through the turn that asked. One
+//! question is open at a time; while it is open (also while it is being
+//! posted) the turn is blocked on the owner. Only the owner's replies reach
+//! this module: the heart refuses anyone else's first.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use acp_client::{PermissionKind, PermissionOption};
+use nostr_sdk::prelude::EventId;
+
+use crate::mention::Mention;
+
+/// Names one question of the agent within its turn.
+pub(crate) type QuestionTicket = u64;
+
+/// A question the agent asked, as the turn keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Asked {
+    pub ticket: QuestionTicket,
+    pub summary: String,
+    pub options: Vec<PermissionOption>,
+}
+
+#[derive(Debug)]
+struct Open {
+    asked: Asked,
+    /// Set once the question is posted: its event (what answers reply to)
+    /// and when it times out (`None`: never).
+    posted: Option<(EventId, Option<Instant>)>,
+}
+
+/// What became of an owner's reply to the open question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Routed {
+    /// The agent gets this option.
+    Answered(PermissionOption),
+    /// A reply to the open question that names no option; the options, numbered.
+    Unrecognized { options: String },
+}
+
+#[derive(Debug)]
+pub(super) struct Questions {
+    /// `None`: wait for the owner forever.
+    timeout: Option<Duration>,
+    open: Option<Open>,
+    queued: VecDeque<Asked>,
+}
+
+impl Questions {
+    pub fn new(timeout: Option<Duration>) -> Self {
+        Questions {
+            timeout,
+            open: None,
+            queued: VecDeque::new(),
+        }
+    }
+
+    /// The agent asked: returns the question to post now, or `None` when
+    /// it waits behind the open one.
+    pub fn asked(&mut self, asked: Asked) -> Option<(Asked, String)> {
+        if self.open.is_some() {
+            self.queued.push_back(asked);
+            return None;
+        }
+        Some(self.open_next(asked))
+    }
+
+    /// The question is posted as `event` at `now`: its clock starts.
+    pub fn posted(&mut self, ticket: QuestionTicket, event: EventId, now: Instant) {
+        let timeout = self.timeout;
+        if let Some(open) = self.open.as_mut().filter(|open| open.asked.ticket == ticket) {
+            open.posted = Some((event, timeout.map(|timeout| now + timeout)));
+        }
+    }
+
+    /// Closes the open question (answered, timed out, or not postable) and
+    /// returns the next one to post, if any.
+    pub fn close(&mut self, ticket: QuestionTicket) -> Option<(Asked, String)> {
+        if self.open.as_ref().is_some_and(|open| open.asked.ticket == ticket) {
+            self.open = None;
+        }
+        if self.open.is_some() {
+            return None;
+        }
+        let next = self.queued.pop_front()?;
+        Some(self.open_next(next))
+    }
+
+    /// What the turn waits for, while a question is open.
+    pub fn waiting_on(&self) -> Option<&str> {
+        self.open.as_ref().map(|open| open.asked.summary.as_str())
+    }
+
+    /// The posted question's event, for routing replies.
+    pub fn open_event(&self) -> Option<EventId> {
+        self.open.as_ref()?.posted.map(|(event, _)| event)
+    }
+
+    /// When the open question times out.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.open.as_ref()?.posted?.1
+    }
+
+    /// The open question, when it has timed out by `now`.
+    pub fn expired(&self, now: Instant) -> Option<&Asked> {
+        let open = self.open.as_ref()?;
+        let deadline = open.posted?.1?;
+        (now >= deadline).then_some(&open.asked)
+    }
+
+    /// Maps the owner's `text` onto the open question; `None` when no
+    /// question is posted.
+    pub fn route(&self, text: &str) -> Option<(QuestionTicket, Routed)> {
+        let open = self.open.as_ref().filter(|open| open.posted.is_some())?;
+        let routed = match choose(&open.asked.options, text) {
+            Some(option) => Routed::Answered(option),
+            None => Routed::Unrecognized {
+                options: numbered_options(&open.asked.options),
+            },
+        };
+        Some((open.asked.ticket, routed))
+    }
+
+    /// Forgets every question (the prompt ended or is being cancelled);
+    /// true when there was any.
+    pub fn clear(&mut self) -> bool {
+        let had_any = self.open.is_some() || !self.queued.is_empty();
+        self.open = None;
+        self.queued.clear();
+        had_any
+    }
+
+    /// A summary line of the open one, for the notice to steer authors.
+    pub fn timeout_text(&self, summary: &str) -> String {
+        format!(
+            "No answer within {}: the agent's request ({summary}) was rejected.",
+            describe(self.timeout)
+        )
+    }
+
+    fn open_next(&mut self, asked: Asked) -> (Asked, String) {
+        let text = format!(
+            "The agent asks for permission: {}\n{}\nReply to this message with the number or the name of an option{}.",
+            asked.summary,
+            numbered_options(&asked.options),
+            match self.timeout {
+                Some(timeout) => format!(" (no answer within {} means reject)", describe(Some(timeout))),
+                None => String::new(),
+            }
+        );
+        self.open = Some(Open {
+            asked: asked.clone(),
+            posted: None,
+        });
+        (asked, text)
+    }
+}
+
+/// Whether `reply` answers the question posted as `event` in its
+/// conversation: it replies to the question, or it is a DM (a private
+/// conversation has one thread).
+pub(crate) fn answers(reply: &Mention, event: EventId) -> bool {
+    reply.replies_to == Some(event) || reply.thread.is_direct()
+}
+
+/// The option an answer names: its number (1-based), its name, or its kind
+/// (`allow once`, `reject_always`), case and punctuation aside.
+pub(crate) fn choose(options: &[PermissionOption], answer: &str) -> Option<PermissionOption> {
+    let words: Vec<&str> = answer
+        .split_whitespace()
+        .filter(|word| !word.starts_with("nostr:") && !word.starts_with('@'))
+        .collect();
+    let answer = normalize(&words.join(" "));
+    if let Ok(number) = answer.parse::<usize>() {
+        return number
+            .checked_sub(1)
+            .and_then(|index| options.get(index))
+            .cloned();
+    }
+    options
+        .iter()
+        .find(|option| normalize(&option.name) == answer || normalize(option.kind.as_str()) == answer)
+        .cloned()
+}
+
+/// Options as the question lists them: `1. Allow once (allow once)`.
+pub(crate) fn numbered_options(options: &[PermissionOption]) -> String {
+    options
+        .iter()
+        .enumerate()
+        .map(|(index, option)| format!("{}. {} ({})", index + 1, option.name, kind_label(&option.kind)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn kind_label(kind: &PermissionKind) -> String {
+    kind.as_str().replace('_', " ")
+}
+
+fn normalize(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c == '_' || c == '-' {
+                ' '
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .filter(|c| c.is_alphanumeric() || *c == ' ')
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn describe(timeout: Option<Duration>) -> String {
+    match timeout {
+        Some(timeout) if timeout.as_secs() >= 60 && timeout.as_secs() % 60 == 0 => {
+            format!("{} min", timeout.as_secs() / 60)
+        }
+        Some(timeout) => format!("{} s", timeout.as_secs().max(1)),
+        None => "forever".to_owned(),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::mention::test_mention;
+
+    pub(crate) fn options() -> Vec<PermissionOption> {
+        [
+            ("a", "Allow once", PermissionKind::AllowOnce),
+            ("b", "Always allow", PermissionKind::AllowAlways),
+            ("c", "Reject once", PermissionKind::RejectOnce),
+        ]
+        .into_iter()
+        .map(|(id, name, kind)| PermissionOption {
+            id: id.into(),
+            name: name.into(),
+            kind,
+        })
+        .collect()
+    }
+
+    fn asked(ticket: QuestionTicket, summary: &str) -> Asked {
+        Asked {
+            ticket,
+            summary: summary.into(),
+            options: options(),
+        }
+    }
+
+    #[test]
+    fn answers_by_number_name_or_kind() {
+        let options = options();
+        assert_eq!(choose(&options, "2").map(|o| o.id), Some("b".into()));
+        assert_eq!(
+            choose(&options, "nostr:npub1bot  1.").map(|o| o.id),
+            Some("a".into())
+        );
+        assert_eq!(choose(&options, "reject ONCE").map(|o| o.id), Some("c".into()));
+        assert_eq!(choose(&options, "allow_always").map(|o| o.id), Some("b".into()));
+        assert_eq!(choose(&options, "4"), None);
+        assert_eq!(choose(&options, "sure, go ahead"), None);
+    }
+
+    #[test]
+    fn one_question_is_open_at_a_time_and_the_next_opens_when_it_closes() {
+        let mut questions = Questions::new(Some(Duration::from_secs(60)));
+        let (first, text) = questions.asked(asked(1, "rm -rf")).expect("posted at once");
+        assert!(text.contains("rm -rf") && text.contains("1. Allow once (allow once)"));
+        assert!(text.contains("no answer within 1 min means reject"), "{text}");
+        assert!(questions.asked(asked(2, "curl")).is_none(), "waits behind the first");
+        assert_eq!(questions.waiting_on(), Some("rm -rf"), "blocked while posting");
+        assert_eq!(questions.route("1"), None, "nothing to answer before it is posted");
+
+        let now = Instant::now();
+        let event = EventId::from_slice(&[7; 32]).expect("id");
+        questions.posted(first.ticket, event, now);
+        assert_eq!(questions.open_event(), Some(event));
+        assert_eq!(questions.deadline(), Some(now + Duration::from_secs(60)));
+        assert!(questions.expired(now).is_none());
+        assert_eq!(questions.expired(now + Duration::from_secs(60)).map(|q| q.ticket), Some(1));
+        assert!(matches!(questions.route("hmm"), Some((1, Routed::Unrecognized { .. }))));
+        assert!(
+            matches!(questions.route("3"), Some((1, Routed::Answered(option))) if option.id == "c")
+        );
+
+        let (next, _) = questions.close(1).expect("the queued one opens");
+        assert_eq!(next.summary, "curl");
+        assert!(questions.close(2).is_none());
+        assert_eq!(questions.waiting_on(), None);
+    }
+
+    #[test]
+    fn only_replies_to_the_question_or_dms_answer_it() {
+        let question = EventId::from_slice(&[7; 32]).expect("id");
+        let mut reply = test_mention("room", 1, "1", true);
+        assert!(!answers(&reply, question), "a fresh mention in the room");
+        reply.replies_to = Some(EventId::from_slice(&[8; 32]).expect("id"));
+        assert!(!answers(&reply, question), "a reply to something else");
+        reply.replies_to = Some(question);
+        assert!(answers(&reply, question));
+    }
+}

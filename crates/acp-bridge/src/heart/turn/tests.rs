@@ -1,0 +1,526 @@
+//! The turn machine as tables: inputs in, the actions that must come out.
+
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::mention::test_mention;
+
+const QUESTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn mention(seed: u64, text: &str) -> Mention {
+    test_mention("room", seed, text, true)
+}
+
+fn texts(mentions: &[Mention]) -> Vec<&str> {
+    mentions.iter().map(|m| m.content.as_str()).collect()
+}
+
+/// A turn under test, and the clock it is fed.
+struct Rig {
+    machine: TurnMachine,
+    now: Instant,
+    /// Every mention handed to the turn, for the conservation check.
+    given: Vec<Mention>,
+}
+
+impl Rig {
+    /// A turn for `batch` whose lease succeeded: its first prompt is out.
+    fn prompting(batch: &[&str]) -> Self {
+        let mut rig = Self::leasing(batch);
+        let actions = rig.feed(Input::Leased);
+        assert!(matches!(actions.as_slice(), [Action::Prompt(_)]), "{actions:?}");
+        rig
+    }
+
+    fn leasing(batch: &[&str]) -> Self {
+        let batch: Vec<Mention> = batch
+            .iter()
+            .enumerate()
+            .map(|(n, text)| mention(n as u64 + 1, text))
+            .collect();
+        let now = Instant::now();
+        let start = TurnStart {
+            batch: batch.clone(),
+            queue_wait_ms: 0,
+            question_timeout: Some(QUESTION_TIMEOUT),
+        };
+        let (machine, actions) = TurnMachine::start(start, now);
+        assert_eq!(actions, [Action::Lease]);
+        Rig {
+            machine,
+            now,
+            given: batch,
+        }
+    }
+
+    fn feed(&mut self, input: Input) -> Vec<Action> {
+        self.machine.handle(input, self.now)
+    }
+
+    fn absorb(&mut self, seed: u64, text: &str, framing: Framing) -> Vec<Action> {
+        let new = mention(seed, text);
+        self.given.push(new.clone());
+        self.feed(Input::Absorb {
+            mentions: vec![new],
+            framing,
+        })
+    }
+
+    fn ended(&mut self, stop_reason: StopReason, folded: &[&str]) -> Vec<Action> {
+        self.feed(Input::PromptEnded(Ok(PromptEnd {
+            stop_reason,
+            message: "the answer".into(),
+            folded: folded.iter().map(|id| (*id).to_owned()).collect(),
+        })))
+    }
+
+    fn advance(&mut self, by: Duration) -> Vec<Action> {
+        self.now += by;
+        self.feed(Input::Timer)
+    }
+
+    /// Checks that every mention given is in the end exactly once (work,
+    /// returned or requeued along the way) and returns the end.
+    fn end(&self, actions: &[Action], requeued: &[Mention]) -> (Outcome, Vec<Mention>, Vec<Mention>) {
+        let Some(Action::Finished(end)) = actions.last() else {
+            panic!("the turn did not finish: {actions:?}");
+        };
+        let mut seen = BTreeSet::new();
+        for mention in end.work.iter().chain(&end.returned).chain(requeued) {
+            assert!(seen.insert(mention.event_id), "{} is out twice", mention.content);
+        }
+        let given: BTreeSet<_> = self.given.iter().map(|m| m.event_id).collect();
+        assert_eq!(seen, given, "every mention given leaves the turn");
+        (end.outcome.clone(), end.work.clone(), end.returned.clone())
+    }
+}
+
+fn published(actions: &[Action]) -> (Vec<Mention>, String, Publication) {
+    match actions.iter().find(|action| matches!(action, Action::Publish { .. })) {
+        Some(Action::Publish {
+            mentions,
+            text,
+            publication,
+        }) => (mentions.clone(), text.clone(), *publication),
+        _ => panic!("nothing published: {actions:?}"),
+    }
+}
+
+fn count(actions: &[Action], predicate: impl Fn(&Action) -> bool) -> usize {
+    actions.iter().filter(|action| predicate(action)).count()
+}
+
+#[test]
+fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
+    let mut rig = Rig::prompting(&["write the report"]);
+    let actions = rig.absorb(10, "also the budget", Framing::Steer);
+    let [Action::Steer { ticket, text }] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert!(text.contains(framing::STEER_HEADER) && text.contains("> also the budget"));
+    let answer = SteerAnswer::AwaitingFold {
+        message_id: "msg_1".into(),
+    };
+    assert_eq!(rig.feed(Input::SteerAnswered { ticket: *ticket, answer }), []);
+
+    let actions = rig.ended(StopReason::EndTurn, &["msg_1"]);
+    let (mentions, text, publication) = published(&actions);
+    assert_eq!(texts(&mentions), ["write the report", "also the budget"]);
+    assert_eq!((text.as_str(), publication), ("the answer", Publication::Answer));
+
+    let actions = rig.feed(Input::Published(Ok(())));
+    assert_eq!(actions[0], Action::Release);
+    let (outcome, work, returned) = rig.end(&actions, &[]);
+    assert_eq!(outcome, Outcome::Answered);
+    assert_eq!(work.len(), 2);
+    assert!(returned.is_empty());
+}
+
+#[test]
+fn an_acknowledged_steer_the_run_never_folded_goes_to_the_next_turn() {
+    let mut rig = Rig::prompting(&["first"]);
+    let actions = rig.absorb(10, "late", Framing::Steer);
+    let [Action::Steer { ticket, .. }] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    let answer = SteerAnswer::AwaitingFold {
+        message_id: "msg_1".into(),
+    };
+    rig.feed(Input::SteerAnswered { ticket: *ticket, answer });
+    let actions = rig.ended(StopReason::EndTurn, &[]);
+    assert_eq!(texts(&published(&actions).0), ["first"]);
+    let actions = rig.feed(Input::Published(Ok(())));
+    let (outcome, work, returned) = rig.end(&actions, &[]);
+    assert_eq!(outcome, Outcome::Answered);
+    assert_eq!((texts(&work), texts(&returned)), (vec!["first"], vec!["late"]));
+}
+
+#[test]
+fn an_agent_that_cannot_steer_gets_cancel_and_one_merged_reprompt() {
+    let mut rig = Rig::prompting(&["long task"]);
+    let actions = rig.absorb(10, "addendum", Framing::Steer);
+    let [Action::Steer { ticket, .. }] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    let refusal = SteerAnswer::Unsupported("the agent does not implement steering".into());
+    let actions = rig.feed(Input::SteerAnswered {
+        ticket: *ticket,
+        answer: refusal,
+    });
+    assert_eq!(actions, [Action::Cancel]);
+    assert_eq!(rig.feed(Input::CancelSettled(CancelSettled::Done)), []);
+
+    let actions = rig.ended(StopReason::Cancelled, &[]);
+    let quiet = rig.now + MERGE_QUIET_PERIOD;
+    assert_eq!(actions, [Action::SetTimer(Some(quiet))]);
+    let actions = rig.advance(MERGE_QUIET_PERIOD);
+    let [Action::Prompt(merged), Action::SetTimer(None)] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert!(merged.contains("> long task") && merged.contains("> addendum"));
+    assert!(merged.contains(framing::STEER_HEADER), "steer framing: {merged}");
+    assert!(merged.trim_end().ends_with(framing::STEER_CLOSING), "{merged}");
+
+    let actions = rig.ended(StopReason::EndTurn, &[]);
+    assert_eq!(texts(&published(&actions).0), ["long task", "addendum"]);
+    let actions = rig.feed(Input::Published(Ok(())));
+    let (outcome, work, _) = rig.end(&actions, &[]);
+    assert_eq!((outcome, work.len()), (Outcome::Answered, 2));
+}
+
+#[test]
+fn a_burst_during_a_cancel_costs_one_cancel_and_one_reprompt() {
+    let mut rig = Rig::prompting(&["long task"]);
+    let mut actions = rig.absorb(10, "new plan", Framing::Interrupt);
+    for n in 11..15 {
+        actions.extend(rig.absorb(n, &format!("more {n}"), Framing::Interrupt));
+    }
+    assert_eq!(actions, [Action::Cancel], "one burst, one cancel");
+
+    rig.ended(StopReason::Cancelled, &[]);
+    // One more arrives while the merge gathers: the quiet period restarts.
+    rig.advance(MERGE_QUIET_PERIOD / 2);
+    let actions = rig.absorb(15, "last", Framing::Interrupt);
+    assert_eq!(actions, [Action::SetTimer(Some(rig.now + MERGE_QUIET_PERIOD))]);
+    assert_eq!(rig.advance(MERGE_QUIET_PERIOD / 2), [], "still gathering");
+    let actions = rig.advance(MERGE_QUIET_PERIOD / 2);
+    let prompts: Vec<&String> = actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::Prompt(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prompts.len(), 1);
+    assert!(prompts[0].contains("supersedes"), "interrupt framing: {}", prompts[0]);
+    for n in 11..15 {
+        assert!(prompts[0].contains(&format!("> more {n}")));
+    }
+    assert!(prompts[0].contains("> last"));
+}
+
+#[test]
+fn a_burst_that_never_goes_quiet_is_reprompted_at_the_gather_bound() {
+    let mut rig = Rig::prompting(&["task"]);
+    rig.absorb(10, "a", Framing::Interrupt);
+    rig.ended(StopReason::Cancelled, &[]);
+    let step = MERGE_QUIET_PERIOD / 2;
+    let mut elapsed = Duration::ZERO;
+    let mut seed = 11;
+    while elapsed + step < MERGE_GATHER_MAX {
+        rig.now += step;
+        elapsed += step;
+        let actions = rig.absorb(seed, "more", Framing::Interrupt);
+        assert!(!actions.iter().any(|a| matches!(a, Action::Prompt(_))), "{actions:?}");
+        seed += 1;
+    }
+    let actions = rig.advance(MERGE_GATHER_MAX - elapsed);
+    assert_eq!(count(&actions, |a| matches!(a, Action::Prompt(_))), 1, "{actions:?}");
+}
+
+#[test]
+fn a_steer_refused_because_the_turn_ended_goes_to_the_next_turn() {
+    let mut rig = Rig::prompting(&["first"]);
+    let actions = rig.absorb(10, "second", Framing::Steer);
+    let [Action::Steer { ticket, .. }] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    let answer = SteerAnswer::TurnOver("no active run".into());
+    assert_eq!(rig.feed(Input::SteerAnswered { ticket: *ticket, answer }), []);
+    rig.ended(StopReason::EndTurn, &[]);
+    let actions = rig.feed(Input::Published(Ok(())));
+    let (_, work, returned) = rig.end(&actions, &[]);
+    assert_eq!((texts(&work), texts(&returned)), (vec!["first"], vec!["second"]));
+}
+
+#[test]
+fn a_prompt_that_ends_before_its_cancel_lands_answers_its_work_and_returns_the_merge() {
+    let mut rig = Rig::prompting(&["first"]);
+    assert_eq!(rig.absorb(10, "second", Framing::Interrupt), [Action::Cancel]);
+    let actions = rig.ended(StopReason::EndTurn, &[]);
+    assert_eq!(texts(&published(&actions).0), ["first"]);
+    let actions = rig.feed(Input::Published(Ok(())));
+    let (_, work, returned) = rig.end(&actions, &[]);
+    assert_eq!((texts(&work), texts(&returned)), (vec!["first"], vec!["second"]));
+}
+
+#[test]
+fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
+    let mut rig = Rig::prompting(&["deploy it"]);
+    let asked = Asked {
+        ticket: 1,
+        summary: "rm -rf build".into(),
+        options: questions::tests::options(),
+    };
+    let actions = rig.feed(Input::QuestionAsked(asked));
+    let [Action::PostQuestion { ticket: 1, under, text }] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert_eq!(under.content, "deploy it");
+    assert!(text.contains("rm -rf build"));
+    let event = EventId::from_slice(&[9; 32]).expect("id");
+    let actions = rig.feed(Input::QuestionPosted {
+        ticket: 1,
+        event: Some(event),
+    });
+    assert_eq!(actions, [Action::SetTimer(Some(rig.now + QUESTION_TIMEOUT))]);
+    assert_eq!(rig.machine.waiting_on(), Some("rm -rf build"));
+
+    let actions = rig.absorb(10, "status?", Framing::Steer);
+    let [Action::Inform { mention, text }] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert_eq!(mention.content, "status?");
+    assert!(text.contains("waiting for the owner") && text.contains("rm -rf build"));
+
+    let mut reply = mention_reply(20, "2", event);
+    assert!(rig.machine.is_answered_by(&reply));
+    assert!(matches!(rig.machine.route(&reply.content), Some(Routed::Answered(o)) if o.id == "b"));
+    reply.content = "2".into();
+    let actions = rig.feed(Input::OwnerReply(reply.content.clone()));
+    assert!(matches!(&actions[0], Action::AnswerQuestion { ticket: 1, option } if option.id == "b"));
+    assert!(
+        matches!(&actions[1], Action::Steer { text, .. } if text.contains("> status?")),
+        "the held mention is steered in: {actions:?}"
+    );
+    assert_eq!(actions[2], Action::SetTimer(None));
+    assert_eq!(rig.machine.waiting_on(), None);
+}
+
+fn mention_reply(seed: u64, text: &str, to: EventId) -> Mention {
+    let mut reply = mention(seed, text);
+    reply.replies_to = Some(to);
+    reply
+}
+
+#[test]
+fn an_unanswered_question_is_rejected_at_its_deadline_and_the_thread_told() {
+    let mut rig = Rig::prompting(&["deploy it"]);
+    let asked = Asked {
+        ticket: 1,
+        summary: "rm -rf build".into(),
+        options: questions::tests::options(),
+    };
+    rig.feed(Input::QuestionAsked(asked));
+    let event = EventId::from_slice(&[9; 32]).expect("id");
+    rig.feed(Input::QuestionPosted {
+        ticket: 1,
+        event: Some(event),
+    });
+    assert_eq!(rig.advance(QUESTION_TIMEOUT / 2), [], "not yet");
+    let actions = rig.advance(QUESTION_TIMEOUT / 2);
+    assert_eq!(actions[0], Action::RejectQuestion { ticket: 1 });
+    assert!(
+        matches!(&actions[1], Action::Inform { mention, text } if mention.content == "deploy it" && text.contains("was rejected"))
+    );
+    assert_eq!(actions[2], Action::SetTimer(None));
+}
+
+#[test]
+fn an_owner_reply_that_names_no_option_changes_nothing() {
+    let mut rig = Rig::prompting(&["deploy it"]);
+    let asked = Asked {
+        ticket: 1,
+        summary: "rm".into(),
+        options: questions::tests::options(),
+    };
+    rig.feed(Input::QuestionAsked(asked));
+    rig.feed(Input::QuestionPosted {
+        ticket: 1,
+        event: Some(EventId::from_slice(&[9; 32]).expect("id")),
+    });
+    assert!(matches!(rig.machine.route("maybe"), Some(Routed::Unrecognized { .. })));
+    assert_eq!(rig.feed(Input::OwnerReply("maybe".into())), []);
+    assert_eq!(rig.machine.waiting_on(), Some("rm"));
+}
+
+#[test]
+fn mentions_absorbed_before_the_first_prompt_join_it() {
+    let mut rig = Rig::leasing(&["first"]);
+    assert_eq!(rig.absorb(10, "second", Framing::Steer), []);
+    let actions = rig.feed(Input::Leased);
+    let [Action::Prompt(text)] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert!(text.contains("> first") && text.contains("> second"));
+}
+
+#[test]
+fn mentions_for_a_concluding_turn_go_back_to_the_queue() {
+    let mut rig = Rig::prompting(&["first"]);
+    rig.ended(StopReason::EndTurn, &[]);
+    let late = mention(10, "late");
+    let actions = rig.feed(Input::Absorb {
+        mentions: vec![late.clone()],
+        framing: Framing::Steer,
+    });
+    assert_eq!(actions, [Action::Requeue(vec![late.clone()])]);
+    rig.given.push(late.clone());
+    let actions = rig.feed(Input::Published(Ok(())));
+    rig.end(&actions, &[late]);
+}
+
+#[test]
+fn timeouts_stop_the_runaway_prompt_before_the_turn_fails() {
+    for failure in [TurnFailure::IdleTimeout, TurnFailure::Deadline] {
+        let mut rig = Rig::prompting(&["slow"]);
+        let actions = rig.feed(Input::PromptEnded(Err(failure.clone())));
+        assert_eq!(actions[0], Action::StopRunaway);
+        assert_eq!(actions[1], Action::Release);
+        let (outcome, work, _) = rig.end(&actions, &[]);
+        assert_eq!(outcome, Outcome::Failed(failure));
+        assert_eq!(texts(&work), ["slow"]);
+    }
+}
+
+#[test]
+fn an_agent_that_ignores_its_cancel_is_discarded() {
+    let mut rig = Rig::prompting(&["first"]);
+    rig.absorb(10, "second", Framing::Interrupt);
+    assert_eq!(rig.feed(Input::CancelSettled(CancelSettled::TimedOut)), [Action::Discard]);
+}
+
+#[test]
+fn the_owner_cancel_before_the_agent_is_ready_never_prompts() {
+    let mut rig = Rig::leasing(&["first"]);
+    assert_eq!(rig.feed(Input::OwnerCancel), []);
+    let actions = rig.feed(Input::Leased);
+    assert!(!actions.iter().any(|a| matches!(a, Action::Prompt(_))), "{actions:?}");
+    let (outcome, work, _) = rig.end(&actions, &[]);
+    assert_eq!((outcome, texts(&work)), (Outcome::CancelledByOwner, vec!["first"]));
+}
+
+#[test]
+fn the_owner_cancel_during_a_merge_gather_still_reprompts_the_merge() {
+    let mut rig = Rig::prompting(&["first"]);
+    rig.absorb(10, "second", Framing::Interrupt);
+    rig.ended(StopReason::Cancelled, &[]);
+    let actions = rig.feed(Input::OwnerCancel);
+    assert_eq!(count(&actions, |a| matches!(a, Action::Prompt(_))), 1, "{actions:?}");
+}
+
+/// Puts a mention in every role a live prompt can give, beside the
+/// prompted one: a steer acknowledged but not folded, a steer not yet
+/// answered, and one held behind an owner question or one waiting for a
+/// merge (a turn never has both: a pending merge takes everything).
+fn crowd(rig: &mut Rig, with_merge: bool) {
+    let actions = rig.absorb(10, "steered", Framing::Steer);
+    let [Action::Steer { ticket, .. }] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    let answer = SteerAnswer::AwaitingFold {
+        message_id: "m".into(),
+    };
+    rig.feed(Input::SteerAnswered { ticket: *ticket, answer });
+    rig.absorb(11, "steering", Framing::Steer);
+    if with_merge {
+        assert_eq!(rig.absorb(12, "merging", Framing::Interrupt), [Action::Cancel]);
+    } else {
+        rig.feed(Input::QuestionAsked(Asked {
+            ticket: 1,
+            summary: "q".into(),
+            options: questions::tests::options(),
+        }));
+        let event = EventId::from_slice(&[9; 32]).expect("id");
+        rig.feed(Input::QuestionPosted {
+            ticket: 1,
+            event: Some(event),
+        });
+        let actions = rig.absorb(12, "held", Framing::Steer);
+        assert!(matches!(actions.as_slice(), [Action::Inform { .. }]), "{actions:?}");
+    }
+}
+
+/// Every way a turn can end, from a crowded turn: every mention leaves in
+/// the end, exactly once, and the driver is released last.
+#[test]
+fn every_exit_answers_or_returns_every_mention() {
+    type Exit = fn(&mut Rig) -> Vec<Action>;
+    let exits: [(&str, Exit, Outcome); 7] = [
+        ("answered", |rig| {
+            rig.ended(StopReason::EndTurn, &[]);
+            rig.feed(Input::Published(Ok(())))
+        }, Outcome::Answered),
+        ("refused by the agent", |rig| {
+            let actions = rig.ended(StopReason::Refusal, &[]);
+            assert_eq!(published(&actions).2, Publication::Notice);
+            rig.feed(Input::Published(Ok(())))
+        }, Outcome::Notified),
+        ("reply not stored", |rig| {
+            rig.ended(StopReason::MaxTokens, &[]);
+            rig.feed(Input::Published(Err("disk full".into())))
+        }, Outcome::Failed(TurnFailure::Store("disk full".into()))),
+        ("agent crashed", |rig| {
+            rig.feed(Input::PromptEnded(Err(TurnFailure::Agent("exit 3".into()))))
+        }, Outcome::Failed(TurnFailure::Agent("exit 3".into()))),
+        ("owner cancel", |rig| {
+            rig.feed(Input::OwnerCancel);
+            rig.ended(StopReason::Cancelled, &[])
+        }, Outcome::CancelledByOwner),
+        ("abandoned at shutdown", |rig| rig.feed(Input::Abandon), Outcome::Abandoned),
+        ("abandoned while gathering a merge or cancelled by the agent", |rig| {
+            let actions = rig.ended(StopReason::Cancelled, &[]);
+            if actions.iter().any(|action| matches!(action, Action::Finished(_))) {
+                return actions;
+            }
+            rig.feed(Input::Abandon)
+        }, Outcome::Abandoned),
+    ];
+    for with_merge in [false, true] {
+        for (name, exit, expected) in &exits {
+            let mut rig = Rig::prompting(&["prompted"]);
+            crowd(&mut rig, with_merge);
+            let actions = exit(&mut rig);
+            let (outcome, work, returned) = rig.end(&actions, &[]);
+            let expected = match (name.starts_with("abandoned while"), with_merge) {
+                (true, false) => Outcome::Failed(TurnFailure::Agent(
+                    "the agent cancelled the turn by itself".into(),
+                )),
+                _ => expected.clone(),
+            };
+            assert_eq!(outcome, expected, "{name}, merge {with_merge}");
+            assert!(texts(&work).contains(&"prompted"), "{name}: {work:?}");
+            assert!(
+                ["steered", "steering"].iter().all(|text| texts(&returned).contains(text)),
+                "{name}: unconfirmed steers go to the next turn: {returned:?}"
+            );
+            assert!(
+                matches!(actions.iter().rev().nth(1), Some(Action::Release | Action::Abandon)),
+                "{name}: the driver is released last: {actions:?}"
+            );
+            assert_eq!(
+                rig.absorb(99, "after", Framing::Steer).len(),
+                1,
+                "{name}: requeued once the turn is over"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_full_session_is_rotated_after_its_answer() {
+    let mut rig = Rig::prompting(&["big"]);
+    let actions = rig.ended(StopReason::MaxTokens, &[]);
+    assert_eq!(actions[0], Action::RotateSession);
+    assert_eq!(published(&actions).2, Publication::Answer);
+}

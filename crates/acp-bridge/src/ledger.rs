@@ -1,0 +1,194 @@
+//! The ledger: every journal transition of a mention, in one type.
+//!
+//! A mention is journaled at acceptance (the intake), counted per attempt
+//! (the heart), and finished exactly once: answered or notified together
+//! with the event that says so (the replier stores the event and finishes
+//! the mentions in one transaction), or dropped without an event. Nothing
+//! else writes a mention's state, so "every accepted mention ends in a
+//! reply, a merge into a reply, or a notice" is a property of this type's
+//! callers, which hand it the mentions they end, and of the store's
+//! transactions underneath.
+//!
+//! The ledger owns the mapping of [`Mention`] onto the store's rows (hex ids
+//! and JSON payloads). It owns no queue and decides nothing.
+
+use std::sync::Arc;
+
+use crate::mention::Mention;
+use crate::store::{Finish, NewMention, OutgoingEvent, Store, StoreError, sql_now, sql_seconds};
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LedgerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot serialize a mention: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Ledger {
+    store: Arc<Store>,
+}
+
+impl Ledger {
+    pub fn new(store: Arc<Store>) -> Self {
+        Ledger { store }
+    }
+
+    /// Journals `mentions` as pending, in one transaction. One flag per
+    /// mention, in order: false for a mention taken in before (a duplicate).
+    pub fn accept(&self, mentions: &[&Mention]) -> Result<Vec<bool>, LedgerError> {
+        let ids: Vec<String> = mentions.iter().map(|mention| mention.event_id.to_hex()).collect();
+        let payloads = mentions
+            .iter()
+            .map(|mention| serde_json::to_string(mention))
+            .collect::<Result<Vec<String>, _>>()?;
+        let records: Vec<NewMention<'_>> = mentions
+            .iter()
+            .zip(&ids)
+            .zip(&payloads)
+            .map(|((mention, event_id), payload)| NewMention {
+                event_id,
+                conversation: mention.conversation.as_str(),
+                payload,
+                accepted_at: sql_seconds(mention.accepted_at),
+            })
+            .collect();
+        Ok(self.store.journal_accept_all(&records)?)
+    }
+
+    /// Whether the event was taken in before (the seen set).
+    pub fn seen(&self, event_id: &str) -> bool {
+        self.store.journal_contains(event_id).unwrap_or(false)
+    }
+
+    /// The mentions accepted but not finished (after a restart), oldest
+    /// first. An unreadable entry is finished as dropped (and logged)
+    /// rather than blocking the rest.
+    pub fn pending(&self) -> Vec<Mention> {
+        let pending = match self.store.journal_pending() {
+            Ok(pending) => pending,
+            Err(error) => {
+                tracing::error!(%error, "cannot read the journal");
+                return Vec::new();
+            }
+        };
+        pending
+            .into_iter()
+            .filter_map(|entry| match serde_json::from_str::<Mention>(&entry.payload) {
+                Ok(mention) => Some(mention),
+                Err(error) => {
+                    tracing::error!(event_id = %entry.event_id, %error, "unreadable journal entry dropped");
+                    self.finish(&[entry.event_id.as_str()], Finish::Dropped);
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// Counts one more failed turn for `mentions`; returns the most any of
+    /// them has had (so a retry bound holds across restarts).
+    pub fn attempted(&self, mentions: &[Mention], unknown: u32) -> u32 {
+        mentions
+            .iter()
+            .filter_map(|mention| self.store.journal_record_attempt(&mention.event_id.to_hex()).ok())
+            .max()
+            .unwrap_or(unknown)
+    }
+
+    /// Stores a signed outgoing event and finishes `settles` with it in one
+    /// transaction. `settles` may be empty (a question, a courtesy notice).
+    pub fn record_outgoing(
+        &self,
+        event_id: &str,
+        json: &str,
+        settles: &[Mention],
+        finish: Finish,
+    ) -> Result<(), StoreError> {
+        let ids = hex_ids(settles);
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let outgoing = OutgoingEvent {
+            event_id,
+            relay_hint: None,
+            json,
+        };
+        self.store.outbox_put(&outgoing, &ids, finish, sql_now())
+    }
+
+    /// Finishes `mentions` without an event of ours (`--reply-mode agent`:
+    /// the agent answered for itself).
+    pub fn settle_without_event(&self, mentions: &[Mention], finish: Finish) -> Result<(), StoreError> {
+        let ids = hex_ids(mentions);
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.store.journal_finish(&ids, finish, sql_now())
+    }
+
+    /// Gives a mention up without any event (a reply nobody may give).
+    pub fn drop_unanswered(&self, mention: &Mention) {
+        self.finish(&[mention.event_id.to_hex().as_str()], Finish::Dropped);
+    }
+
+    fn finish(&self, event_ids: &[&str], finish: Finish) {
+        if let Err(error) = self.store.journal_finish(event_ids, finish, sql_now()) {
+            tracing::error!(%error, "cannot finish a journal entry");
+        }
+    }
+}
+
+fn hex_ids(mentions: &[Mention]) -> Vec<String> {
+    mentions.iter().map(|mention| mention.event_id.to_hex()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mention::test_mention;
+    use crate::store::MentionState;
+    use crate::store::scratch::ScratchDir;
+
+    fn ledger(dir: &ScratchDir) -> Ledger {
+        Ledger::new(Arc::new(Store::open(dir.path()).expect("store")))
+    }
+
+    #[test]
+    fn a_mention_is_pending_from_acceptance_until_an_event_settles_it() {
+        let dir = ScratchDir::new("ledger");
+        let ledger = ledger(&dir);
+        let (first, second) = (test_mention("room", 1, "a", true), test_mention("room", 2, "b", true));
+        assert_eq!(ledger.accept(&[&first, &second, &first]).unwrap(), [true, true, false]);
+        assert!(ledger.seen(&first.event_id.to_hex()));
+        assert_eq!(ledger.pending(), [first.clone(), second.clone()]);
+
+        assert_eq!(ledger.attempted(std::slice::from_ref(&first), 9), 1);
+        assert_eq!(ledger.attempted(&[first.clone(), second.clone()], 9), 2);
+
+        ledger
+            .record_outgoing("reply", "{}", std::slice::from_ref(&first), Finish::Answered)
+            .unwrap();
+        ledger.drop_unanswered(&second);
+        assert!(ledger.pending().is_empty());
+        let state = |mention: &Mention| ledger.store.journal_state(&mention.event_id.to_hex()).unwrap();
+        assert_eq!(state(&first), Some(MentionState::Answered));
+        assert_eq!(state(&second), Some(MentionState::Dropped));
+    }
+
+    #[test]
+    fn an_unreadable_entry_is_dropped_and_the_rest_resume() {
+        let dir = ScratchDir::new("ledger-unreadable");
+        let ledger = ledger(&dir);
+        let good = test_mention("room", 1, "fine", true);
+        ledger.accept(&[&good]).unwrap();
+        let broken = NewMention {
+            event_id: "broken",
+            conversation: "room",
+            payload: "{not json",
+            accepted_at: 0,
+        };
+        ledger.store.journal_accept_all(&[broken]).unwrap();
+        assert_eq!(ledger.pending(), [good]);
+        assert_eq!(
+            ledger.store.journal_state("broken").unwrap(),
+            Some(MentionState::Dropped)
+        );
+    }
+}
