@@ -3,7 +3,7 @@
 
 mod support;
 
-use acp_bridge::gate::attestation::Attestation;
+use acp_bridge::Attestation;
 use nostr_sdk::prelude::*;
 use support::*;
 

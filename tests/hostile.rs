@@ -222,7 +222,7 @@ async fn the_key_is_not_in_ps_and_agents_get_only_the_documented_environment() {
     );
     assert!(!names.contains(&"UNRELATED_TOKEN".to_owned()), "{names:?}");
     assert!(!String::from_utf8_lossy(&environ).contains(&secret));
-    let allowed = acp_bridge::config::AGENT_ENV_BASELINE;
+    let allowed = acp_bridge::AGENT_ENV_BASELINE;
     for name in &names {
         assert!(
             allowed.contains(&name.as_str()) || name == "PROVIDER_KEY",

@@ -12,7 +12,7 @@ use std::fmt::Debug;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use acp_bridge::gate::attestation::Attestation;
+use acp_bridge::Attestation;
 use acp_bridge_fuzz::{
     AttestationInput, AuthTag, Encode, List, MentionInput, Party, Place, PromptInput, Tamper, Text, decode,
 };

@@ -21,7 +21,7 @@
 
 use std::iter;
 
-use acp_bridge::gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
+use acp_bridge::{Attestation, AttestationError, Conditions, verify_tags};
 use acp_bridge_fuzz::{AttestationInput, AuthTag, Party, Tamper, Text};
 use libfuzzer_sys::fuzz_target;
 use nostr_sdk::{Kind, PublicKey, Tag, Timestamp};

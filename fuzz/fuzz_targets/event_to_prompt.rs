@@ -17,11 +17,11 @@
 
 #![no_main]
 
-use acp_bridge::config::SessionPolicy;
-use acp_bridge::framing::{
+use acp_bridge::SessionPolicy;
+use acp_bridge::{
     BRIDGE_MARK, Framing, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt, steer_text,
 };
-use acp_bridge::mention::{Mention, Thread, direct_thread, public_thread};
+use acp_bridge::{Mention, Thread, direct_thread, public_thread};
 use acp_bridge_fuzz::{MentionInput, Place, PromptInput};
 use libfuzzer_sys::fuzz_target;
 use nostr_sdk::{EventBuilder, Kind, Tag, TagKind, Timestamp};

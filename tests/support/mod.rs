@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use acp_bridge::embedded_relay::EmbeddedRelay;
+use acp_bridge::EmbeddedRelay;
 use nostr_sdk::prelude::*;
 
 /// How long a test waits for something the daemon should do.

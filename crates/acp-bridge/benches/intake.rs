@@ -23,7 +23,7 @@ mod common;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
-use acp_bridge::intake::INTAKE_BATCH;
+use acp_bridge::INTAKE_BATCH;
 use common::{Cast, IntakeRig};
 
 /// Distinct events `verify_only` cycles through.

@@ -28,7 +28,7 @@ mod common;
 
 use std::time::Duration;
 
-use acp_bridge::intake::INTAKE_BATCH;
+use acp_bridge::INTAKE_BATCH;
 use common::{Cast, IntakeRig};
 
 /// Events per run unless `ACP_BRIDGE_BENCH_N` says otherwise.

@@ -1,38 +1,39 @@
 //! Wires the stages together and owns their lifetimes; no business logic.
 //!
-//! relay links → intake → heart → turn runners → replier → outbox publisher,
-//! with housekeeping pruning the state dir beside them.
-//! Shutdown runs in that order too: stop listening, let turns finish within
-//! the grace, abandon the rest (they stay journaled), kill the agents, flush
-//! the outbox.
+//! The data flow, as [`Stages::wire`] connects it: relay links → intake →
+//! heart (turn drivers → agent pool) → replier → outbox publisher, with
+//! housekeeping pruning the state dir beside them. [`Stages::run`] runs
+//! them until stop, and [`Stopping`] then stops what is left in order:
+//! stop listening (the links and the intake stop with the stop signal), let
+//! the heart drain its turns within the grace, stop the agents, flush the
+//! outbox, close the relays.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use acp_client::{ClientConfig, PermissionPolicy, TurnOptions};
-use nostr_sdk::prelude::{Client, ClientOptions, RelayOptions, RelayUrl};
+use nostr_sdk::prelude::{Client, ClientOptions, Relay, RelayOptions, RelayUrl};
+use sd_notify::NotifyState;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::ask_owner::AskOwnerDesk;
 use crate::config::{PermissionPolicyArg, RelaySpec, Settings};
 use crate::embedded_relay::EmbeddedRelay;
 use crate::gate::AuthorGate;
-use crate::heart::Heart;
+use crate::heart::{Heart, HeartSettings, TurnServices};
 use crate::housekeeping::Housekeeping;
 use crate::intake::relay_link::{Interest, RelayLink};
-use crate::intake::{Intake, IntakeLimits};
-use crate::loop_guard::LoopGuard;
-use crate::mention::Mention;
+use crate::intake::{Inbound, Intake, IntakeLimits};
+use crate::ledger::Ledger;
+use crate::loop_guard;
 use crate::mode_gate::ModeGate;
 use crate::pool::Pool;
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
-use crate::store::{Finish, Store, StoreError, sql_now};
+use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::transport::NoDelayTransport;
-use crate::turn_runner::{AskOwner, TurnContext};
-use sd_notify::NotifyState;
 
 /// Events waiting between the relay links and the intake.
 const ARRIVAL_QUEUE: usize = 4096;
@@ -53,216 +54,300 @@ pub enum DaemonError {
     Metrics(String),
 }
 
-/// Handles a running daemon exposes (for health checks, tests, the demo).
-#[derive(Debug, Clone)]
-pub struct DaemonHandle {
-    /// One flag per relay: connected and subscribed.
-    pub relays_connected: Vec<watch::Receiver<bool>>,
-    pub pool: Arc<Pool>,
+/// Runs the daemon until `stop` is cancelled, then stops it cleanly.
+pub async fn run(settings: Settings, stop: CancellationToken) -> Result<(), DaemonError> {
+    tracing::info!(config = %settings.summary(), "starting acp-bridge");
+    Stages::wire(settings).await?.run(stop).await;
+    tracing::info!("acp-bridge stopped");
+    Ok(())
 }
 
-impl DaemonHandle {
-    pub fn any_relay_connected(&self) -> bool {
-        self.relays_connected.iter().any(|connected| *connected.borrow())
+/// Every stage, built and connected, not yet running.
+#[derive(Debug)]
+struct Stages {
+    links: Vec<RelayLink>,
+    relays_connected: Vec<watch::Receiver<bool>>,
+    intake: Intake,
+    arrivals: mpsc::Receiver<crate::intake::Arrival>,
+    heart: Heart,
+    inbound: mpsc::Receiver<Inbound>,
+    housekeeping: Housekeeping,
+    publisher: Arc<Publisher>,
+    pool: Pool,
+    client: Client,
+    embedded: Option<EmbeddedRelay>,
+    metrics_stop: CancellationToken,
+    shutdown_grace: Duration,
+}
+
+impl Stages {
+    /// Builds the stages and connects them. Fails (before anything runs)
+    /// when the state dir, a relay or the metrics address is unusable.
+    async fn wire(settings: Settings) -> Result<Stages, DaemonError> {
+        let store = Arc::new(Store::open(&settings.state_dir)?);
+        let (embedded, relay_urls) = relay_urls(&settings.relays).await?;
+        let (client, relays) = relay_client(&settings, &relay_urls).await?;
+
+        let (reply_recorder, loop_guard) = loop_guard::loop_guard();
+        let replier = Replier::new(
+            settings.keys.clone(),
+            client.clone(),
+            Arc::clone(&store),
+            settings.reply_mode,
+            settings.reactions,
+            reply_recorder,
+        );
+        let pool = Pool::start(
+            settings.agent.clone(),
+            ClientConfig {
+                cancel_timeout: settings.agent.cancel_timeout,
+                ..ClientConfig::default()
+            },
+        );
+        let heart = Heart::new(
+            turn_services(&settings, &pool, &replier, &store),
+            Ledger::new(Arc::clone(&store)),
+            HeartSettings {
+                mode_gate: ModeGate::new(settings.multiple_event_handling, settings.dedup),
+                capacity: (settings.agent.processes * settings.agent.turns_per_agent) as usize,
+                question_timeout: settings.permission_timeout,
+                cancel_timeout: settings.agent.cancel_timeout,
+            },
+        );
+
+        let (arrivals_tx, arrivals) = mpsc::channel(ARRIVAL_QUEUE);
+        let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
+        let interest = Interest {
+            bot: settings.keys.public_key(),
+            kinds: settings.kinds.clone(),
+        };
+        let (links, relays_connected): (Vec<RelayLink>, Vec<watch::Receiver<bool>>) = relays
+            .into_iter()
+            .map(|relay| {
+                let (connected_tx, connected_rx) = watch::channel(false);
+                let link = RelayLink::new(
+                    relay,
+                    interest.clone(),
+                    Arc::clone(&store),
+                    arrivals_tx.clone(),
+                    connected_tx,
+                );
+                (link, connected_rx)
+            })
+            .unzip();
+        let gate = AuthorGate::new(
+            settings.owner,
+            settings.respond_to,
+            settings.allowlist.clone(),
+            client.clone(),
+        );
+        let intake = Intake::new(
+            settings.keys.clone(),
+            Arc::clone(&store),
+            gate,
+            replier.clone(),
+            loop_guard,
+            IntakeLimits {
+                kinds: settings.kinds.clone(),
+                max_content_bytes: settings.max_content_bytes,
+                rate_limit_burst: settings.rate_limit_burst,
+                rate_limit_refill: settings.rate_limit_refill,
+                max_bot_hops: settings.max_bot_hops,
+                session_policy: settings.session_policy,
+            },
+            inbound_tx,
+        );
+        let housekeeping = Housekeeping {
+            store: Arc::clone(&store),
+            relays: relay_urls,
+            floors: intake.floors(),
+            retention: settings.retention,
+        };
+        let publisher = Arc::new(Publisher::new(
+            client.clone(),
+            Arc::clone(&store),
+            replier.publish_signal(),
+        ));
+
+        let metrics_stop = CancellationToken::new();
+        if let Some(addr) = settings.metrics_addr {
+            let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
+            let health = Health {
+                relays_connected: relays_connected.clone(),
+                pool: pool.clone(),
+            };
+            http::bind(addr, recorder, health, metrics_stop.clone())
+                .await
+                .map_err(|error| DaemonError::Metrics(format!("cannot listen on {addr}: {error}")))?;
+        }
+        Ok(Stages {
+            links,
+            relays_connected,
+            intake,
+            arrivals,
+            heart,
+            inbound,
+            housekeeping,
+            publisher,
+            pool,
+            client,
+            embedded,
+            metrics_stop,
+            shutdown_grace: settings.shutdown_grace,
+        })
+    }
+
+    /// Runs every stage until `stop`, then stops them in order.
+    async fn run(self, stop: CancellationToken) {
+        let Stages {
+            links,
+            relays_connected,
+            intake,
+            arrivals,
+            mut heart,
+            inbound,
+            housekeeping,
+            publisher,
+            pool,
+            client,
+            embedded,
+            metrics_stop,
+            shutdown_grace,
+        } = self;
+        // Listening stops with `stop` itself: the links end, the intake
+        // drains what they queued, housekeeping ends.
+        let mut listening: Vec<JoinHandle<()>> = links
+            .into_iter()
+            .map(|link| tokio::spawn(link.run(stop.clone())))
+            .collect();
+        listening.push(tokio::spawn(intake.run(arrivals)));
+        listening.push(tokio::spawn(housekeeping.run(stop.clone())));
+        let publisher_stop = CancellationToken::new();
+        let publishing = tokio::spawn({
+            let (publisher, publisher_stop) = (Arc::clone(&publisher), publisher_stop.clone());
+            async move { publisher.run(publisher_stop).await }
+        });
+        tokio::spawn(announce_ready(relays_connected, stop.clone()));
+
+        heart.resume();
+        heart.run(inbound, stop, shutdown_grace).await;
+        notify_systemd(&[NotifyState::Stopping]);
+
+        Stopping {
+            listening,
+            pool,
+            publisher,
+            publisher_stop,
+            publishing,
+            client,
+            metrics_stop,
+            embedded,
+        }
+        .finish()
+        .await;
     }
 }
 
-/// Runs the daemon until `stop` is cancelled. `on_ready` receives the
-/// handle once the stages are wired.
-pub async fn run(
-    settings: Settings,
-    stop: CancellationToken,
-    on_ready: impl FnOnce(DaemonHandle),
-) -> Result<(), DaemonError> {
-    tracing::info!(config = %settings.summary(), "starting acp-bridge");
-    let store = Arc::new(Store::open(&settings.state_dir)?);
+/// What runs after the heart drained its turns, stopped in order: the
+/// listening tasks (told to stop already), the agents, the outbox, the
+/// relay connections, the metrics endpoint, the embedded relay.
+#[derive(Debug)]
+struct Stopping {
+    listening: Vec<JoinHandle<()>>,
+    pool: Pool,
+    publisher: Arc<Publisher>,
+    publisher_stop: CancellationToken,
+    publishing: JoinHandle<()>,
+    client: Client,
+    metrics_stop: CancellationToken,
+    embedded: Option<EmbeddedRelay>,
+}
+
+impl Stopping {
+    async fn finish(self) {
+        for task in self.listening {
+            let _ = task.await;
+        }
+        self.pool.shutdown().await;
+        self.publisher_stop.cancel();
+        let _ = self.publishing.await;
+        if tokio::time::timeout(OUTBOX_FLUSH_TIMEOUT, self.publisher.flush()).await != Ok(true) {
+            tracing::warn!("some replies are still unsent; they are published at the next start");
+        }
+        self.client.shutdown().await;
+        self.metrics_stop.cancel();
+        if let Some(relay) = self.embedded {
+            relay.shutdown();
+        }
+    }
+}
+
+/// What every turn needs from the other stages.
+fn turn_services(settings: &Settings, pool: &Pool, replier: &Replier, store: &Arc<Store>) -> TurnServices {
+    let asks_owner = settings.permission_policy == PermissionPolicyArg::AskOwner;
+    TurnServices {
+        pool: pool.clone(),
+        replier: replier.clone(),
+        options: TurnOptions {
+            idle_timeout: settings.agent.idle_timeout,
+            max_duration: settings.agent.max_turn_duration,
+            permission: match settings.permission_policy {
+                PermissionPolicyArg::Allow => PermissionPolicy::AllowOnce,
+                PermissionPolicyArg::Reject => PermissionPolicy::RejectOnce,
+                PermissionPolicyArg::AskOwner => PermissionPolicy::AskCaller,
+            },
+        },
+        owner: settings.owner.filter(|_| asks_owner),
+        store: Arc::clone(store),
+    }
+}
+
+/// The relays to listen on, starting the embedded one if configured.
+async fn relay_urls(specs: &[RelaySpec]) -> Result<(Option<EmbeddedRelay>, Vec<RelayUrl>), DaemonError> {
     let mut embedded = None;
-    let mut relay_urls = Vec::new();
-    for relay in &settings.relays {
-        match relay {
+    let mut urls = Vec::new();
+    for spec in specs {
+        match spec {
             RelaySpec::Embedded => {
                 let relay = EmbeddedRelay::start(None)
                     .await
                     .map_err(|error| DaemonError::EmbeddedRelay(error.to_string()))?;
-                relay_urls.push(relay.url().clone());
+                urls.push(relay.url().clone());
                 embedded = Some(relay);
             }
-            RelaySpec::Url(url) => relay_urls.push(url.clone()),
+            RelaySpec::Url(url) => urls.push(url.clone()),
         }
     }
+    Ok((embedded, urls))
+}
 
+/// The signing client, with each relay added but not connected: the relay
+/// links connect (and reconnect) them.
+async fn relay_client(settings: &Settings, urls: &[RelayUrl]) -> Result<(Client, Vec<Relay>), DaemonError> {
     let client = Client::builder()
         .signer(settings.keys.clone())
         .websocket_transport(NoDelayTransport)
         .opts(ClientOptions::new().autoconnect(false))
         .build();
     let mut relays = Vec::new();
-    for url in &relay_urls {
+    for url in urls {
+        let relay_error = |error: &dyn std::fmt::Display| DaemonError::Relay {
+            url: url.clone(),
+            reason: error.to_string(),
+        };
         client
             .pool()
             .add_relay(url.clone(), RelayOptions::new().reconnect(false))
             .await
-            .map_err(|error| relay_error(url, error))?;
+            .map_err(|error| relay_error(&error))?;
         relays.push(
             client
                 .relay(url.clone())
                 .await
-                .map_err(|error| relay_error(url, error))?,
+                .map_err(|error| relay_error(&error))?,
         );
     }
-
-    let loop_guard = Arc::new(LoopGuard::default());
-    let replier = Replier::new(
-        settings.keys.clone(),
-        client.clone(),
-        Arc::clone(&store),
-        settings.reply_mode,
-        settings.reactions,
-        Arc::clone(&loop_guard),
-    );
-    let client_config = ClientConfig {
-        cancel_timeout: settings.agent.cancel_timeout,
-        ..ClientConfig::default()
-    };
-    let pool = Arc::new(Pool::new(settings.agent.clone(), client_config));
-    let turn_options = TurnOptions {
-        idle_timeout: settings.agent.idle_timeout,
-        max_duration: settings.agent.max_turn_duration,
-        permission: match settings.permission_policy {
-            PermissionPolicyArg::Allow => PermissionPolicy::AllowOnce,
-            PermissionPolicyArg::Reject => PermissionPolicy::RejectOnce,
-            PermissionPolicyArg::AskOwner => PermissionPolicy::AskCaller,
-        },
-    };
-    let ask = match (settings.permission_policy, settings.owner) {
-        (PermissionPolicyArg::AskOwner, Some(owner)) => Some(AskOwner {
-            desk: Arc::new(AskOwnerDesk::default()),
-            owner,
-            timeout: settings.permission_timeout,
-            store: Arc::clone(&store),
-        }),
-        _ => None,
-    };
-    let turns = TurnContext {
-        pool: Arc::clone(&pool),
-        replier: replier.clone(),
-        options: turn_options,
-        ask,
-    };
-    let mut heart = Heart::new(
-        turns,
-        Arc::clone(&store),
-        ModeGate::new(settings.multiple_event_handling, settings.dedup),
-        (settings.agent.processes * settings.agent.turns_per_agent) as usize,
-    );
-    expire_stale_questions(&store, &replier).await;
-    heart.resume(pending_mentions(&store));
-
-    let intake_stop = stop.child_token();
-    let publisher_stop = CancellationToken::new();
-    let publisher = Arc::new(Publisher::new(
-        client.clone(),
-        Arc::clone(&store),
-        replier.publish_signal(),
-    ));
-    let publisher_task = tokio::spawn({
-        let publisher = Arc::clone(&publisher);
-        let publisher_stop = publisher_stop.clone();
-        async move { publisher.run(publisher_stop).await }
-    });
-
-    let (arrivals_tx, arrivals_rx) = mpsc::channel(ARRIVAL_QUEUE);
-    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE);
-    let interest = Interest {
-        bot: settings.keys.public_key(),
-        kinds: settings.kinds.clone(),
-    };
-    let mut relays_connected = Vec::new();
-    let mut link_tasks = Vec::new();
-    for relay in relays {
-        let (connected_tx, connected_rx) = watch::channel(false);
-        relays_connected.push(connected_rx);
-        let link = RelayLink::new(
-            relay,
-            interest.clone(),
-            Arc::clone(&store),
-            arrivals_tx.clone(),
-            connected_tx,
-        );
-        link_tasks.push(tokio::spawn(link.run(intake_stop.clone())));
-    }
-    drop(arrivals_tx);
-    let gate = AuthorGate::new(
-        settings.owner,
-        settings.respond_to,
-        settings.allowlist.clone(),
-        client.clone(),
-    );
-    let intake = Intake::new(
-        settings.keys.clone(),
-        Arc::clone(&store),
-        gate,
-        replier.clone(),
-        loop_guard,
-        IntakeLimits {
-            kinds: settings.kinds.clone(),
-            max_content_bytes: settings.max_content_bytes,
-            rate_limit_burst: settings.rate_limit_burst,
-            rate_limit_refill: settings.rate_limit_refill,
-            max_bot_hops: settings.max_bot_hops,
-            session_policy: settings.session_policy,
-        },
-        inbound_tx,
-    );
-    let housekeeping = Housekeeping {
-        store: Arc::clone(&store),
-        relays: relay_urls.clone(),
-        floors: intake.floors(),
-        retention: settings.retention,
-    };
-    let intake_task = tokio::spawn(intake.run(arrivals_rx));
-    let housekeeping_task = tokio::spawn(housekeeping.run(intake_stop.clone()));
-
-    let metrics_stop = CancellationToken::new();
-    if let Some(addr) = settings.metrics_addr {
-        let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
-        let health = Health {
-            relays_connected: relays_connected.clone(),
-            pool: Arc::clone(&pool),
-        };
-        http::bind(addr, recorder, health, metrics_stop.clone())
-            .await
-            .map_err(|error| DaemonError::Metrics(format!("cannot listen on {addr}: {error}")))?;
-    }
-    let handle = DaemonHandle {
-        relays_connected: relays_connected.clone(),
-        pool: Arc::clone(&pool),
-    };
-    tokio::spawn(announce_ready(relays_connected, stop.clone()));
-    on_ready(handle);
-
-    heart.run(inbound_rx, stop.clone(), settings.shutdown_grace).await;
-    notify_systemd(&[NotifyState::Stopping]);
-
-    // The heart returned: stop was requested and the turns are settled.
-    intake_stop.cancel();
-    for task in link_tasks {
-        let _ = task.await;
-    }
-    let _ = intake_task.await;
-    let _ = housekeeping_task.await;
-    publisher_stop.cancel();
-    let _ = publisher_task.await;
-    if tokio::time::timeout(OUTBOX_FLUSH_TIMEOUT, publisher.flush()).await != Ok(true) {
-        tracing::warn!("some replies are still unsent; they are published at the next start");
-    }
-    client.shutdown().await;
-    metrics_stop.cancel();
-    if let Some(relay) = embedded {
-        relay.shutdown();
-    }
-    tracing::info!("acp-bridge stopped");
-    Ok(())
+    Ok((client, relays))
 }
 
 /// Logs once, when the first relay is connected and subscribed.
@@ -281,60 +366,10 @@ async fn announce_ready(relays: Vec<watch::Receiver<bool>>, stop: CancellationTo
     }
 }
 
-/// Questions posted before a crash died with their turns: their threads are
-/// told so (the resumed mention will ask again) and they are forgotten.
-async fn expire_stale_questions(store: &Store, replier: &Replier) {
-    let stale = match store.questions_open() {
-        Ok(stale) => stale,
-        Err(error) => return tracing::error!(%error, "cannot read the open questions"),
-    };
-    for (event_id, payload) in stale {
-        if let Ok(mention) = serde_json::from_str::<Mention>(&payload) {
-            let text = "This permission question expired: the bridge restarted. If the agent still needs it, it will ask again.";
-            if let Err(error) = replier.inform(&mention, text).await {
-                tracing::error!(%error, "cannot mark a stale question expired");
-                continue;
-            }
-            tracing::info!(question = %event_id, "marked a stale permission question expired");
-        }
-        let _ = store.question_close(&event_id);
-    }
-}
-
-/// The journal's unfinished mentions; an unreadable entry is finished as
-/// dropped (and logged) rather than blocking the rest.
-fn pending_mentions(store: &Store) -> Vec<Mention> {
-    let pending = match store.journal_pending() {
-        Ok(pending) => pending,
-        Err(error) => {
-            tracing::error!(%error, "cannot read the journal");
-            return Vec::new();
-        }
-    };
-    pending
-        .into_iter()
-        .filter_map(|entry| match serde_json::from_str::<Mention>(&entry.payload) {
-            Ok(mention) => Some(mention),
-            Err(error) => {
-                tracing::error!(event_id = %entry.event_id, %error, "unreadable journal entry dropped");
-                let _ = store.journal_finish(&[&entry.event_id], Finish::Dropped, sql_now());
-                None
-            }
-        })
-        .collect()
-}
-
 /// Tells systemd (`Type=notify`) about readiness and stopping; a no-op
 /// outside systemd (no `$NOTIFY_SOCKET`).
 fn notify_systemd(states: &[NotifyState]) {
     if let Err(error) = sd_notify::notify(states) {
         tracing::debug!(%error, "sd_notify failed");
-    }
-}
-
-fn relay_error(url: &RelayUrl, error: impl std::fmt::Display) -> DaemonError {
-    DaemonError::Relay {
-        url: url.clone(),
-        reason: error.to_string(),
     }
 }

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{RelayUrl, Timestamp};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::intake::relay_link::subscription_since;
@@ -43,7 +44,8 @@ pub struct Housekeeping {
     /// The configured relays: their floors decide how long a finished
     /// mention must stay for dedup.
     pub relays: Vec<RelayUrl>,
-    pub floors: SubscriptionFloors,
+    /// The intake's live subscription floors.
+    pub floors: watch::Receiver<SubscriptionFloors>,
     pub retention: Duration,
 }
 
@@ -84,9 +86,10 @@ impl Housekeeping {
     /// or after its next (re)subscription.
     fn lowest_floor(&self, now: u64) -> Result<u64, StoreError> {
         let mut lowest = now;
+        let floors = self.floors.borrow();
         for relay in &self.relays {
             let next = subscription_since(self.store.watermark(relay.as_str())?, now);
-            let live = self.floors.get(relay).map_or(next, |floor| floor.as_secs());
+            let live = floors.get(relay).map_or(next, |floor| floor.as_secs());
             lowest = lowest.min(next).min(live);
         }
         Ok(lowest)
@@ -116,7 +119,7 @@ mod tests {
             housekeeping: Housekeeping {
                 store: Arc::new(Store::open(dir.path()).unwrap()),
                 relays: vec![relay.clone()],
-                floors: SubscriptionFloors::default(),
+                floors: watch::Sender::new(SubscriptionFloors::default()).subscribe(),
                 retention: Duration::from_secs(7 * DAY),
             },
             relay,
@@ -233,13 +236,15 @@ mod tests {
 
     #[test]
     fn finished_mentions_stay_while_a_live_subscription_reaches_back_to_them() {
-        let rig = rig();
+        let mut rig = rig();
         rig.watermark(NOW);
         // Subscribed three weeks ago and never reconnected since: that
         // subscription still delivers events dated after its floor.
-        rig.housekeeping
-            .floors
-            .set(rig.relay.clone(), Timestamp::from_secs(NOW - 21 * DAY));
+        let floors = watch::Sender::new(SubscriptionFloors::default());
+        floors.send_modify(|floors| {
+            floors.insert(rig.relay.clone(), Timestamp::from_secs(NOW - 21 * DAY));
+        });
+        rig.housekeeping.floors = floors.subscribe();
         rig.accept("covered", NOW - 14 * DAY);
         rig.finish("covered", NOW - 14 * DAY);
 

@@ -41,7 +41,7 @@ impl Ledger {
         let ids: Vec<String> = mentions.iter().map(|mention| mention.event_id.to_hex()).collect();
         let payloads = mentions
             .iter()
-            .map(|mention| serde_json::to_string(mention))
+            .map(serde_json::to_string)
             .collect::<Result<Vec<String>, _>>()?;
         let records: Vec<NewMention<'_>> = mentions
             .iter()
@@ -154,8 +154,14 @@ mod tests {
     fn a_mention_is_pending_from_acceptance_until_an_event_settles_it() {
         let dir = ScratchDir::new("ledger");
         let ledger = ledger(&dir);
-        let (first, second) = (test_mention("room", 1, "a", true), test_mention("room", 2, "b", true));
-        assert_eq!(ledger.accept(&[&first, &second, &first]).unwrap(), [true, true, false]);
+        let (first, second) = (
+            test_mention("room", 1, "a", true),
+            test_mention("room", 2, "b", true),
+        );
+        assert_eq!(
+            ledger.accept(&[&first, &second, &first]).unwrap(),
+            [true, true, false]
+        );
         assert!(ledger.seen(&first.event_id.to_hex()));
         assert_eq!(ledger.pending(), [first.clone(), second.clone()]);
 

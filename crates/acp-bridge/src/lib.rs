@@ -2,34 +2,54 @@
 //! ACP agents.
 //!
 //! One module per stage of the flow (see DESIGN.md): `intake` (relay links,
-//! screening) → `gate` (who is heard) → `heart` with `queue` and `mode_gate`
-//! (which turn a mention joins) → `turn_runner` and `pool` (agents and
-//! sessions) → `reply` (answers, notices, the outbox). `store` keeps what
-//! must survive a restart and `housekeeping` keeps it bounded; `daemon`
-//! wires the stages and owns no logic.
+//! screening) → `gate` (who is heard) → `heart` (one owner per
+//! conversation: its queue, the mode gate, the turn machines and their
+//! drivers) → `pool` (agents and sessions) → `reply` (answers, notices, the
+//! outbox). `ledger` moves a mention's journal row, `store` keeps what must
+//! survive a restart and `housekeeping` keeps it bounded; `daemon` wires the
+//! stages and owns no logic.
+//!
+//! Every module is private to the crate; the items below are the public
+//! face, for the binaries, the benches, the fuzzers and the tests.
 
-pub mod ask_owner;
-pub mod backoff;
+mod backoff;
 pub mod cli;
-pub mod commands;
-pub mod config;
-pub mod daemon;
-pub mod embedded_relay;
-pub mod framing;
-pub mod gate;
-pub mod heart;
-pub mod housekeeping;
-pub mod intake;
-pub mod ledger;
-pub mod loop_guard;
-pub mod mention;
-pub mod mode_gate;
-pub mod pool;
-pub mod queue;
-pub mod rate_limit;
-pub mod reply;
-pub mod shutdown;
-pub mod store;
-pub mod telemetry;
-pub mod transport;
-pub mod turn_runner;
+mod commands;
+mod config;
+mod daemon;
+mod embedded_relay;
+mod framing;
+mod gate;
+mod heart;
+mod housekeeping;
+mod intake;
+mod ledger;
+mod loop_guard;
+mod mention;
+mod mode_gate;
+mod pool;
+mod rate_limit;
+mod reply;
+mod shutdown;
+mod store;
+mod telemetry;
+mod transport;
+
+pub use commands::OwnerCommand;
+pub use config::{AGENT_ENV_BASELINE, ReplyMode, RespondTo, RunArgs, SessionPolicy, Settings};
+pub use daemon::{DaemonError, run};
+pub use embedded_relay::EmbeddedRelay;
+pub use framing::{
+    BRIDGE_MARK, Framing, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt, steer_text,
+};
+pub use gate::AuthorGate;
+pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
+pub use heart::BATCH_CAP;
+pub use intake::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
+pub use loop_guard::{LoopGuard, ReplyRecorder, loop_guard};
+pub use mention::{Mention, Thread, direct_thread, public_thread};
+pub use reply::Replier;
+pub use shutdown::Shutdown;
+pub use store::{NewMention, Store};
+pub use telemetry::{LogFormat, init_logging};
+pub use transport::NoDelayTransport;

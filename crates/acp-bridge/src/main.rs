@@ -4,10 +4,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use acp_bridge::config::{RunArgs, Settings};
-use acp_bridge::shutdown::Shutdown;
-use acp_bridge::telemetry::{self, LogFormat};
+use acp_bridge::Shutdown;
+use acp_bridge::{LogFormat, init_logging};
+use acp_bridge::{RunArgs, Settings};
 use clap::{Parser, Subcommand};
+
+/// Exit code after a second SIGTERM/SIGINT (128 + SIGINT, as shells do).
+const FORCED_EXIT: u8 = 130;
 
 /// Turns Nostr @mentions of a bot key into turns of supervised ACP agents.
 #[derive(Debug, Parser)]
@@ -69,7 +72,7 @@ fn main() -> ExitCode {
             }
         }),
         Command::Check(args) => {
-            telemetry::init_logging(cli.log_format, "warn");
+            init_logging(cli.log_format, "warn");
             let Some(settings) = settings(&args) else {
                 return ExitCode::from(2);
             };
@@ -82,18 +85,21 @@ fn main() -> ExitCode {
             })
         }
         Command::Run(args) => {
-            telemetry::init_logging(cli.log_format, &cli.log_level);
+            init_logging(cli.log_format, &cli.log_level);
             let Some(settings) = settings(&args) else {
                 return ExitCode::from(2);
             };
             block_on(async move {
                 let shutdown = Shutdown::listen();
-                match acp_bridge::daemon::run(settings, shutdown.token(), |_| {}).await {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(error) => {
-                        tracing::error!(%error, "acp-bridge failed");
-                        fail(&error.to_string())
-                    }
+                tokio::select! {
+                    ran = acp_bridge::run(settings, shutdown.token()) => match ran {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(error) => {
+                            tracing::error!(%error, "acp-bridge failed");
+                            fail(&error.to_string())
+                        }
+                    },
+                    () = shutdown.forced() => ExitCode::from(FORCED_EXIT),
                 }
             })
         }
@@ -111,9 +117,15 @@ fn settings(args: &RunArgs) -> Option<Settings> {
     }
 }
 
+/// Runs `future` to its end on a fresh runtime; tasks still running then
+/// (after a forced exit) are not waited for.
 fn block_on(future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime.block_on(future),
+        Ok(runtime) => {
+            let code = runtime.block_on(future);
+            runtime.shutdown_background();
+            code
+        }
         Err(error) => fail(&format!("cannot start the async runtime: {error}")),
     }
 }

@@ -81,7 +81,8 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
     }
 
     /// Keys with a bucket right now (never more than `max_tracked`).
-    pub fn tracked(&self) -> usize {
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
         self.buckets.len()
     }
 

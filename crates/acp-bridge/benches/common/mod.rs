@@ -16,12 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use acp_bridge::config::{ReplyMode, RespondTo, SessionPolicy};
-use acp_bridge::gate::AuthorGate;
-use acp_bridge::intake::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
-use acp_bridge::loop_guard::LoopGuard;
-use acp_bridge::reply::Replier;
-use acp_bridge::store::{NewMention, Store};
+use acp_bridge::AuthorGate;
+use acp_bridge::Replier;
+use acp_bridge::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
+use acp_bridge::{NewMention, Store};
+use acp_bridge::{ReplyMode, RespondTo, SessionPolicy};
 use nostr_sdk::prelude::{Client, Event, EventBuilder, Keys, Kind, RelayUrl, Tag, TagKind, Timestamp};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -130,14 +129,14 @@ impl IntakeRig {
         let dir = ScratchDir::new();
         let store = Arc::new(Store::open(&dir.0).expect("opening the store"));
         let client = Client::builder().signer(cast.bot.clone()).build();
-        let loop_guard = Arc::new(LoopGuard::default());
+        let (reply_recorder, loop_guard) = acp_bridge::loop_guard();
         let replier = Replier::new(
             cast.bot.clone(),
             client.clone(),
             Arc::clone(&store),
             ReplyMode::Daemon,
             false, // --no-reactions: an accepted mention publishes nothing
-            Arc::clone(&loop_guard),
+            reply_recorder,
         );
         let gate = AuthorGate::new(
             Some(cast.owner.public_key()),

@@ -56,7 +56,7 @@ pub async fn run() -> Result<(), String> {
 
     let settings = demo_settings(&relay, &bot, &owner, &state_dir)?;
     let stop = CancellationToken::new();
-    let daemon = tokio::spawn(crate::daemon::run(settings, stop.clone(), |_| {}));
+    let daemon = tokio::spawn(crate::daemon::run(settings, stop.clone()));
 
     let outcome = tokio::time::timeout(DEMO_TIMEOUT, converse(&relay, &bot, &owner, &mut narration)).await;
     stop.cancel();

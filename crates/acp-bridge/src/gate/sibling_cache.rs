@@ -93,11 +93,13 @@ impl SiblingCache {
     }
 
     /// Authors currently remembered (expired ones included until touched or evicted).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 

@@ -24,7 +24,7 @@ use crate::mention::{ConversationKey, Mention};
 /// Mentions one conversation may hold waiting.
 pub(crate) const CONVERSATION_QUEUE_CAP: usize = 500;
 /// Mentions one prompt may carry.
-pub(crate) const BATCH_CAP: usize = 20;
+pub const BATCH_CAP: usize = 20;
 
 /// A turn in flight, as its conversation holds it.
 #[derive(Debug)]
@@ -41,7 +41,9 @@ pub(crate) struct Running<Link> {
 enum State<Link> {
     Idle,
     /// A failed turn waits before its retry.
-    BackingOff { until: Instant },
+    BackingOff {
+        until: Instant,
+    },
     Running(Box<Running<Link>>),
 }
 
@@ -130,7 +132,7 @@ impl<Link> Conversations<Link> {
         let key = mention.conversation.clone();
         self.next_seq += 1;
         let next_seq = self.next_seq;
-        let dropped = self.update(&key, |conversation| {
+        self.update(&key, |conversation| {
             if !conversation.ids.insert(mention.event_id) {
                 return (None, 0);
             }
@@ -155,8 +157,7 @@ impl<Link> Conversations<Link> {
                 conversation.ids.remove(&oldest.event_id);
             }
             (oldest, 0)
-        });
-        dropped
+        })
     }
 
     /// Takes the next batch, from the ready conversation waiting longest,
@@ -353,7 +354,11 @@ mod tests {
         assert!(start(&mut conversations).is_none(), "a turn is in flight");
         let key = mention("a", 1).conversation;
         let now = Instant::now();
-        assert!(conversations.end_turn(&key, Some(now + Duration::from_secs(5))).is_some());
+        assert!(
+            conversations
+                .end_turn(&key, Some(now + Duration::from_secs(5)))
+                .is_some()
+        );
         assert!(start(&mut conversations).is_none(), "backing off");
         assert_eq!(conversations.next_wake(), Some(now + Duration::from_secs(5)));
         conversations.wake(now);

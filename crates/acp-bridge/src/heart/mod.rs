@@ -1,7 +1,476 @@
-//! The heart (being rebuilt): see `turn` and `conversations`.
+//! The heart: accepted mentions become agent turns.
+//!
+//! Owns every conversation's live state on one task, without locks: one
+//! [`Conversation`](conversations) per key holds its waiting mentions and
+//! its state (idle, backing off, running a turn); a running turn is a
+//! synchronous [`TurnMachine`](turn) that holds the turn's mentions with
+//! their roles. The heart feeds each machine its inputs (mid-turn mentions
+//! through the mode gate, owner commands and answers, and what the turn's
+//! driver reports) and routes the actions that come out: agent work to the
+//! turn's [`driver`], mentions back to their conversation, notices to
+//! [`notices`]. It never waits on anything slow: sends to drivers and the
+//! pool never block, notices go out on tasks of their own.
+//!
+//! Every mention the heart takes ends in a reply, a merge into a reply, or a
+//! notice; a failed turn is retried with backoff, then given up with a
+//! notice. Shutdown: the intake stops first; turns in flight get the grace
+//! period, then are abandoned (their mentions stay pending in the journal
+//! and resume at the next start).
 
 mod conversations;
-mod legacy;
+mod driver;
+mod notices;
+mod steer;
 mod turn;
 
-pub use legacy::*;
+use std::time::{Duration, Instant};
+
+use nostr_sdk::prelude::Timestamp;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use conversations::BATCH_CAP;
+pub(crate) use driver::TurnServices;
+
+use crate::backoff::Backoff;
+use crate::commands::OwnerCommand;
+use crate::intake::Inbound;
+use crate::ledger::Ledger;
+use crate::mention::{ConversationKey, Mention};
+use crate::mode_gate::{Decision, ModeGate};
+use crate::telemetry::metrics;
+use conversations::{Conversations, Running};
+use driver::{DriverLink, Report};
+use notices::Notices;
+use turn::{Action, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
+
+/// Attempts of one mention before it is given up with a notice.
+pub(crate) const MAX_TURN_ATTEMPTS: u32 = 3;
+const RETRY_BACKOFF_MIN: Duration = Duration::from_secs(1);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Reports waiting from turn drivers; a driver waits when it is full.
+const REPORT_QUEUE: usize = 1024;
+
+/// Steer counters for `!status`.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    turns_started: u64,
+    absorbed: u64,
+    queued_mid_turn: u64,
+}
+
+/// What the heart is configured with.
+#[derive(Debug, Clone)]
+pub(crate) struct HeartSettings {
+    pub mode_gate: ModeGate,
+    /// Turns in flight at most (agents × turns per agent).
+    pub capacity: usize,
+    /// `--permission-timeout` (`None`: wait forever).
+    pub question_timeout: Option<Duration>,
+    /// `--cancel-timeout`: how long an abandoned turn may take to stop.
+    pub cancel_timeout: Duration,
+}
+
+#[derive(Debug)]
+pub(crate) struct Heart {
+    conversations: Conversations<DriverLink>,
+    services: TurnServices,
+    ledger: Ledger,
+    notices: Notices,
+    settings: HeartSettings,
+    next_turn_id: u64,
+    counters: Counters,
+    reports_tx: mpsc::Sender<Report>,
+    reports_rx: mpsc::Receiver<Report>,
+    /// Shutting down: nothing new starts, nothing is retried.
+    draining: bool,
+    /// Drivers of turns abandoned at shutdown, to be waited for.
+    abandoned: Vec<DriverLink>,
+}
+
+impl Heart {
+    pub fn new(services: TurnServices, ledger: Ledger, settings: HeartSettings) -> Self {
+        let (reports_tx, reports_rx) = mpsc::channel(REPORT_QUEUE);
+        Heart {
+            conversations: Conversations::default(),
+            notices: Notices::new(services.replier.clone()),
+            services,
+            ledger,
+            settings,
+            next_turn_id: 0,
+            counters: Counters::default(),
+            reports_tx,
+            reports_rx,
+            draining: false,
+            abandoned: Vec::new(),
+        }
+    }
+
+    /// Takes up what the last run left: permission questions it posted died
+    /// with their turns (their threads are told so; the resumed mention will
+    /// ask again), and the journal's unfinished mentions are queued again.
+    pub fn resume(&mut self) {
+        self.expire_stale_questions();
+        let pending = self.ledger.pending();
+        if !pending.is_empty() {
+            tracing::info!(
+                mentions = pending.len(),
+                "resuming mentions accepted before the last stop"
+            );
+        }
+        for mention in pending {
+            self.enqueue(mention);
+        }
+    }
+
+    /// Runs until `stop` is cancelled, then drains (see the module doc).
+    pub async fn run(
+        mut self,
+        mut inbound: mpsc::Receiver<Inbound>,
+        stop: CancellationToken,
+        grace: Duration,
+    ) {
+        let mut inbound_open = true;
+        loop {
+            self.dispatch();
+            tokio::select! {
+                () = stop.cancelled() => break,
+                received = inbound.recv(), if inbound_open => match received {
+                    Some(Inbound::Mention(mention)) => self.on_mention(mention),
+                    Some(Inbound::Command { mention, command }) => self.on_command(mention, command),
+                    None => inbound_open = false,
+                },
+                Some(report) = self.reports_rx.recv() => self.on_report(report),
+                () = sleep_until(self.conversations.next_wake()) => self.conversations.wake(Instant::now()),
+            }
+        }
+        self.drain(grace).await;
+    }
+
+    fn on_mention(&mut self, mention: Mention) {
+        let key = mention.conversation.clone();
+        let Some(running) = self.conversations.running(&key) else {
+            return self.enqueue(mention);
+        };
+        if running.turn.is_answered_by(&mention) {
+            return self.on_answer(mention);
+        }
+        match self.settings.mode_gate.decide(&mention) {
+            Decision::Queue => {
+                self.counters.queued_mid_turn += 1;
+                self.enqueue(mention);
+            }
+            Decision::Drop => self.notices.notify(
+                vec![mention],
+                "I am busy with this conversation and set to drop messages that arrive meanwhile; please send it again when I have answered.",
+            ),
+            Decision::Absorb(framing) => {
+                self.counters.absorbed += 1;
+                let mentions = vec![mention];
+                self.step(&key, Input::Absorb { mentions, framing });
+            }
+        }
+    }
+
+    /// A reply to the open permission question of the conversation's turn.
+    /// Only the owner answers; anyone else's reply is ignored (logged, and
+    /// not prompted either).
+    fn on_answer(&mut self, reply: Mention) {
+        if !reply.from_owner {
+            tracing::info!(
+                conversation = %reply.conversation, event_id = %reply.event_id, author = %reply.author_short(),
+                "ignored a reply to a permission question from someone other than the owner"
+            );
+            return self.ledger.drop_unanswered(&reply);
+        }
+        let key = reply.conversation.clone();
+        let routed = self
+            .conversations
+            .running(&key)
+            .and_then(|running| running.turn.route(&reply.content));
+        let text = match routed {
+            Some(Routed::Answered(option)) => format!("Answered the agent: {}.", option.name),
+            Some(Routed::Unrecognized { options }) => format!(
+                "I did not understand that answer. Reply with the number or the name of one of:\n{options}"
+            ),
+            None => return self.enqueue(reply),
+        };
+        self.step(&key, Input::OwnerReply(reply.content.clone()));
+        self.notices.notify(vec![reply], text);
+    }
+
+    fn on_command(&mut self, mention: Mention, command: OwnerCommand) {
+        tracing::info!(conversation = %mention.conversation, command = command.as_str(), "owner command");
+        let key = mention.conversation.clone();
+        let running = self.conversations.running_mut(&key);
+        let answer = match (command, running) {
+            (OwnerCommand::Cancel, Some(_)) => {
+                self.step(&key, Input::OwnerCancel);
+                "Cancelling the turn in flight.".to_owned()
+            }
+            (OwnerCommand::Cancel, None) => {
+                "Nothing to cancel: no turn is running in this conversation.".to_owned()
+            }
+            (OwnerCommand::Rotate, Some(running)) => {
+                running.rotate_after = true;
+                "This conversation gets a fresh agent session after the turn in flight.".to_owned()
+            }
+            (OwnerCommand::Rotate, None) => {
+                self.services.pool.rotate(&key);
+                "This conversation gets a fresh agent session from its next turn.".to_owned()
+            }
+            (OwnerCommand::Status, _) => self.status_text(),
+        };
+        self.notices.notify(vec![mention], answer);
+    }
+
+    fn status_text(&self) -> String {
+        let blocked: Vec<String> = self
+            .conversations
+            .running_turns()
+            .filter_map(|(key, running)| {
+                let question = running.turn.waiting_on()?;
+                Some(format!(
+                    " {key} is waiting for the owner to answer a permission question ({question})."
+                ))
+            })
+            .collect();
+        let pool = &self.services.pool;
+        format!(
+            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}.{}",
+            self.conversations.running_count(),
+            self.conversations.waiting(),
+            pool.alive(),
+            if pool.circuit_open() {
+                " (restarts paused after repeated crashes)"
+            } else {
+                ""
+            },
+            self.counters.turns_started,
+            self.counters.absorbed,
+            self.counters.queued_mid_turn,
+            blocked.concat(),
+        )
+    }
+
+    fn on_report(&mut self, report: Report) {
+        let current = self
+            .conversations
+            .running(&report.conversation)
+            .is_some_and(|running| running.turn_id == report.turn_id);
+        if current {
+            self.step(&report.conversation, report.input);
+        }
+    }
+
+    /// Feeds the conversation's turn one input, inside the turn's span, and
+    /// routes what comes out.
+    fn step(&mut self, key: &ConversationKey, input: Input) {
+        let Some(running) = self.conversations.running_mut(key) else {
+            return;
+        };
+        let actions = {
+            let _span = running.link.span().clone().entered();
+            running.turn.handle(input, Instant::now())
+        };
+        self.apply(key, actions);
+    }
+
+    fn apply(&mut self, key: &ConversationKey, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Inform { mention, text } => self.notices.inform(mention, text),
+                Action::Requeue(mentions) => mentions.into_iter().for_each(|mention| self.enqueue(mention)),
+                Action::Finished(end) => self.on_turn_end(key, end),
+                for_driver => {
+                    if let Some(running) = self.conversations.running(key) {
+                        running.link.send(for_driver);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_turn_end(&mut self, key: &ConversationKey, end: TurnEnd) {
+        let TurnEnd {
+            outcome,
+            work,
+            returned,
+        } = end;
+        let retry = match &outcome {
+            Outcome::Failed(failure) if !self.draining => {
+                let attempts = self.ledger.attempted(&work, MAX_TURN_ATTEMPTS);
+                if failure.retryable() && attempts < MAX_TURN_ATTEMPTS {
+                    let delay = retry_delay(attempts);
+                    tracing::warn!(conversation = %key, attempts, retry_in_ms = delay.as_millis() as u64, %failure, "turn failed; will retry");
+                    Some(Ok(Instant::now() + delay))
+                } else {
+                    tracing::error!(conversation = %key, attempts, %failure, "turn failed; giving up");
+                    let text = format!(
+                        "Sorry, I could not answer this: {failure}. Giving up after {attempts} attempt(s)."
+                    );
+                    Some(Err(text))
+                }
+            }
+            _ => None,
+        };
+        let not_before = retry.as_ref().and_then(|retry| retry.as_ref().ok().copied());
+        let Some(ended) = self.conversations.end_turn(key, not_before) else {
+            return;
+        };
+        if ended.rotate_after {
+            self.services.pool.rotate(key);
+        }
+        if outcome == Outcome::CancelledByOwner {
+            self.notices.notify(work.clone(), "Cancelled by the owner.");
+        }
+        if self.draining {
+            // Failed and returned mentions stay pending in the journal.
+            if outcome == Outcome::Abandoned {
+                self.abandoned.push(ended.link);
+            }
+            return;
+        }
+        for dropped in self.conversations.push_front(returned) {
+            self.notices.overflowed(dropped);
+        }
+        match retry {
+            Some(Ok(_)) => {
+                for dropped in self.conversations.push_front(work) {
+                    self.notices.overflowed(dropped);
+                }
+            }
+            Some(Err(text)) => self.notices.notify(work, text),
+            None => {}
+        }
+        metrics::queue_depth(self.conversations.waiting());
+    }
+
+    /// Starts turns while there is capacity and work.
+    fn dispatch(&mut self) {
+        if self.draining {
+            return;
+        }
+        while self.conversations.running_count() < self.settings.capacity {
+            let started = self.conversations.start_next(|key, batch| {
+                self.next_turn_id += 1;
+                self.counters.turns_started += 1;
+                let turn_id = self.next_turn_id;
+                let link = driver::spawn(
+                    self.services.clone(),
+                    key.clone(),
+                    turn_id,
+                    &batch,
+                    self.reports_tx.clone(),
+                );
+                let start = TurnStart {
+                    queue_wait_ms: queue_wait_ms(&batch),
+                    batch,
+                    question_timeout: self.settings.question_timeout,
+                };
+                let (turn, actions) = TurnMachine::start(start, Instant::now());
+                for action in actions {
+                    link.send(action);
+                }
+                Running {
+                    turn_id,
+                    turn,
+                    link,
+                    rotate_after: false,
+                }
+            });
+            if started.is_none() {
+                break;
+            }
+        }
+        metrics::queue_depth(self.conversations.waiting());
+    }
+
+    fn enqueue(&mut self, mention: Mention) {
+        if let Some(dropped) = self.conversations.push_back(mention) {
+            self.notices.overflowed(dropped);
+        }
+    }
+
+    /// Questions posted before a crash died with their turns: their threads
+    /// are told so and they are forgotten.
+    fn expire_stale_questions(&self) {
+        let store = &self.services.store;
+        let stale = match store.questions_open() {
+            Ok(stale) => stale,
+            Err(error) => return tracing::error!(%error, "cannot read the open questions"),
+        };
+        for (event_id, payload) in stale {
+            if let Ok(mention) = serde_json::from_str::<Mention>(&payload) {
+                tracing::info!(question = %event_id, "marking a stale permission question expired");
+                let text = "This permission question expired: the bridge restarted. If the agent still needs it, it will ask again.";
+                self.notices.inform(mention, text.to_owned());
+            }
+            let _ = store.question_close(&event_id);
+        }
+    }
+
+    /// Shutdown: turns in flight get `grace` to end on their own (nothing
+    /// new starts), then are abandoned; their drivers get the cancel
+    /// timeout to stop. The agents are stopped after this, by the daemon.
+    async fn drain(mut self, grace: Duration) {
+        self.draining = true;
+        tracing::info!(
+            in_flight = self.conversations.running_count(),
+            grace_s = grace.as_secs(),
+            "shutting down: letting turns in flight finish"
+        );
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.conversations.running_count() > 0 {
+            match tokio::time::timeout_at(deadline, self.reports_rx.recv()).await {
+                Ok(Some(report)) => self.on_report(report),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if self.conversations.running_count() > 0 {
+            tracing::warn!(
+                in_flight = self.conversations.running_count(),
+                "grace period over: cancelling the remaining turns (their mentions resume at the next start)"
+            );
+            let keys: Vec<ConversationKey> = self
+                .conversations
+                .running_turns()
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in keys {
+                self.step(&key, Input::Abandon);
+            }
+        }
+        let stopped = futures_util::future::join_all(self.abandoned.drain(..).map(DriverLink::ended));
+        if tokio::time::timeout(self.settings.cancel_timeout, stopped)
+            .await
+            .is_err()
+        {
+            tracing::warn!("some abandoned turns did not stop within the cancel timeout");
+        }
+    }
+}
+
+/// The backoff before retry number `attempts`.
+fn retry_delay(attempts: u32) -> Duration {
+    let mut backoff = Backoff::new(RETRY_BACKOFF_MIN, RETRY_BACKOFF_MAX);
+    (0..attempts)
+        .map(|_| backoff.next_delay())
+        .last()
+        .unwrap_or(RETRY_BACKOFF_MIN)
+}
+
+/// How long the oldest mention of a batch waited, in milliseconds.
+fn queue_wait_ms(batch: &[Mention]) -> u64 {
+    batch
+        .first()
+        .map(|m| Timestamp::now().as_secs().saturating_sub(m.accepted_at) * 1000)
+        .unwrap_or_default()
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}

@@ -14,7 +14,7 @@ use nostr_sdk::prelude::{EventId, PublicKey, RelayUrl};
 use super::{Arrival, DropReason, Inbound, Intake};
 use crate::commands::OwnerCommand;
 use crate::mention::Mention;
-use crate::store::{NewMention, sql_seconds};
+use crate::store::sql_seconds;
 use crate::telemetry::metrics;
 
 /// Arrivals taken in one go at most. A batch's first mention waits for the
@@ -60,7 +60,7 @@ impl Intake {
         let mut pending = Vec::new();
         for arrival in arrivals {
             match arrival {
-                Arrival::Subscribed { relay, floor } => self.floors.set(relay, floor),
+                Arrival::Subscribed { relay, floor } => self.set_floor(relay, floor),
                 Arrival::CaughtUp { relay, at } => {
                     self.commit(&mut pending, &mut outcomes).await;
                     if let Err(error) = self
@@ -121,41 +121,15 @@ impl Intake {
     /// be promised: a failed write refuses the batch, and the relay offers
     /// the events again after a resubscribe.
     fn journal(&self, pending: &[Pending]) -> Vec<Result<(), DropReason>> {
-        let refuse_all = || vec![Err(DropReason::Malformed); pending.len()];
-        let ids: Vec<String> = pending
-            .iter()
-            .map(|entry| entry.admitted.mention.event_id.to_hex())
-            .collect();
-        let payloads = match pending
-            .iter()
-            .map(|entry| serde_json::to_string(&entry.admitted.mention))
-            .collect::<Result<Vec<String>, _>>()
-        {
-            Ok(payloads) => payloads,
-            Err(error) => {
-                tracing::error!(%error, "cannot serialize a mention for the journal");
-                return refuse_all();
-            }
-        };
-        let records: Vec<NewMention<'_>> = pending
-            .iter()
-            .zip(&ids)
-            .zip(&payloads)
-            .map(|((entry, event_id), payload)| NewMention {
-                event_id,
-                conversation: entry.admitted.mention.conversation.as_str(),
-                payload,
-                accepted_at: sql_seconds(entry.admitted.mention.accepted_at),
-            })
-            .collect();
-        match self.store.journal_accept_all(&records) {
+        let mentions: Vec<&Mention> = pending.iter().map(|entry| &entry.admitted.mention).collect();
+        match self.ledger.accept(&mentions) {
             Ok(fresh) => fresh
                 .into_iter()
                 .map(|fresh| if fresh { Ok(()) } else { Err(DropReason::Duplicate) })
                 .collect(),
             Err(error) => {
                 tracing::error!(mentions = pending.len(), %error, "cannot journal mentions");
-                refuse_all()
+                vec![Err(DropReason::Malformed); pending.len()]
             }
         }
     }

@@ -20,16 +20,17 @@ pub use admission::INTAKE_BATCH;
 use admission::{Admitted, NextStep};
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use nostr_sdk::prelude::{
     Event, EventId, Keys, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnwrappedGift,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, AuthorGate, Standing};
+use crate::ledger::Ledger;
 use crate::loop_guard::LoopGuard;
 use crate::mention::{self, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
@@ -61,25 +62,10 @@ pub enum Arrival {
 }
 
 /// Per relay, the floor of its live subscription: events dated before it
-/// are refused. Written by the intake as subscriptions are made; read by
-/// housekeeping, which may forget a seen event only once every relay would
-/// refuse it by its date.
-#[derive(Debug, Clone, Default)]
-pub struct SubscriptionFloors(Arc<Mutex<HashMap<RelayUrl, Timestamp>>>);
-
-impl SubscriptionFloors {
-    pub fn set(&self, relay: RelayUrl, floor: Timestamp) {
-        self.lock().insert(relay, floor);
-    }
-
-    pub fn get(&self, relay: &RelayUrl) -> Option<Timestamp> {
-        self.lock().get(relay).copied()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RelayUrl, Timestamp>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
+/// are refused. The intake owns them and publishes each change; housekeeping
+/// reads the latest, since it may forget a seen event only once every relay
+/// would refuse it by its date.
+pub type SubscriptionFloors = HashMap<RelayUrl, Timestamp>;
 
 /// What the intake hands to the heart.
 #[derive(Debug)]
@@ -163,12 +149,14 @@ enum Signature<'a> {
 pub struct Intake {
     keys: Keys,
     store: Arc<Store>,
+    ledger: Ledger,
     gate: AuthorGate,
     replier: Replier,
-    loop_guard: Arc<LoopGuard>,
+    loop_guard: LoopGuard,
     limits: IntakeLimits,
     limiter: RateLimiter<PublicKey>,
     floors: SubscriptionFloors,
+    floors_published: watch::Sender<SubscriptionFloors>,
     inbound: mpsc::Sender<Inbound>,
     /// The bot's key as `p` tags carry it, computed once: every event is
     /// checked against it.
@@ -181,7 +169,7 @@ impl Intake {
         store: Arc<Store>,
         gate: AuthorGate,
         replier: Replier,
-        loop_guard: Arc<LoopGuard>,
+        loop_guard: LoopGuard,
         limits: IntakeLimits,
         inbound: mpsc::Sender<Inbound>,
     ) -> Self {
@@ -193,19 +181,29 @@ impl Intake {
             ),
             bot_hex: keys.public_key().to_hex(),
             keys,
+            ledger: Ledger::new(Arc::clone(&store)),
             store,
             gate,
             replier,
             loop_guard,
             limits,
             floors: SubscriptionFloors::default(),
+            floors_published: watch::Sender::new(SubscriptionFloors::default()),
             inbound,
         }
     }
 
-    /// The floors of the live subscriptions, for housekeeping.
-    pub fn floors(&self) -> SubscriptionFloors {
-        self.floors.clone()
+    /// The floors of the live subscriptions as they change, for housekeeping.
+    pub fn floors(&self) -> watch::Receiver<SubscriptionFloors> {
+        self.floors_published.subscribe()
+    }
+
+    /// A (re)subscription from `floor`: older events are refused from now on.
+    fn set_floor(&mut self, relay: RelayUrl, floor: Timestamp) {
+        self.floors.insert(relay.clone(), floor);
+        self.floors_published.send_modify(|floors| {
+            floors.insert(relay, floor);
+        });
     }
 
     /// Runs until every relay link is gone (the arrivals channel closes).
@@ -228,7 +226,7 @@ impl Intake {
         if !mentions(&event.tags, &self.bot_hex) {
             return Err(DropReason::NotAMention);
         }
-        if self.store.journal_contains(&event.id.to_hex()).unwrap_or(false) {
+        if self.ledger.seen(&event.id.to_hex()) {
             return Err(DropReason::Duplicate);
         }
         if event.kind == Kind::GiftWrap {
@@ -362,7 +360,7 @@ impl Intake {
         if created > Timestamp::now().as_secs() + MAX_FUTURE_SKEW_SECS {
             return Err(DropReason::FromTheFuture);
         }
-        match self.floors.get(relay) {
+        match self.floors.get(relay).copied() {
             Some(floor) if created < floor.as_secs() => Err(DropReason::TooOld),
             _ => Ok(()),
         }
@@ -397,14 +395,14 @@ mod tests {
         let store = Arc::new(Store::open(dir.path()).expect("store"));
         let (bot, owner) = (Keys::generate(), Keys::generate());
         let client = Client::builder().signer(bot.clone()).build();
-        let loop_guard = Arc::new(LoopGuard::default());
+        let (recorder, loop_guard) = crate::loop_guard::loop_guard();
         let replier = Replier::new(
             bot.clone(),
             client.clone(),
             Arc::clone(&store),
             ReplyMode::Daemon,
             false,
-            Arc::clone(&loop_guard),
+            recorder,
         );
         let gate = AuthorGate::new(
             Some(owner.public_key()),

@@ -26,9 +26,10 @@ use nostr_sdk::prelude::{
 use tokio::sync::Notify;
 
 use crate::config::ReplyMode;
-use crate::loop_guard::LoopGuard;
+use crate::ledger::Ledger;
+use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
-use crate::store::{Finish, OutgoingEvent, Store, StoreError, sql_now};
+use crate::store::{Finish, Store, StoreError};
 
 /// The reaction that tells a person "heard you, working on it".
 pub const ACCEPTED_REACTION: &str = "👀";
@@ -46,10 +47,10 @@ pub enum ReplyError {
 pub struct Replier {
     keys: Keys,
     client: Client,
-    store: Arc<Store>,
+    ledger: Ledger,
     reply_mode: ReplyMode,
     reactions: bool,
-    loop_guard: Arc<LoopGuard>,
+    chains: ReplyRecorder,
     publish: Arc<Notify>,
 }
 
@@ -60,15 +61,15 @@ impl Replier {
         store: Arc<Store>,
         reply_mode: ReplyMode,
         reactions: bool,
-        loop_guard: Arc<LoopGuard>,
+        chains: ReplyRecorder,
     ) -> Self {
         Replier {
             keys,
             client,
-            store,
+            ledger: Ledger::new(store),
             reply_mode,
             reactions,
-            loop_guard,
+            chains,
             publish: Arc::new(Notify::new()),
         }
     }
@@ -110,9 +111,7 @@ impl Replier {
     /// published and the mentions are only marked answered.
     pub async fn answer(&self, mentions: &[Mention], text: &str) -> Result<Option<EventId>, ReplyError> {
         if self.reply_mode == ReplyMode::Agent {
-            let ids = event_ids(mentions);
-            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-            self.store.journal_finish(&ids, Finish::Answered, sql_now())?;
+            self.ledger.settle_without_event(mentions, Finish::Answered)?;
             return Ok(None);
         }
         self.store_and_publish(mentions, text, Finish::Answered)
@@ -154,7 +153,7 @@ impl Replier {
         let event = self.build(mentions, text, None).await?;
         self.put_in_outbox(&event, mentions, finish)?;
         if let Some(newest) = mentions.last() {
-            self.loop_guard.record_reply(event.id, newest.chain_depth);
+            self.chains.record_reply(event.id, newest.chain_depth);
         }
         Ok(event.id)
     }
@@ -162,16 +161,8 @@ impl Replier {
     /// Stores the signed event and finishes `answered` in one transaction,
     /// then wakes the publisher.
     fn put_in_outbox(&self, event: &Event, answered: &[Mention], finish: Finish) -> Result<(), StoreError> {
-        let json = event.as_json();
-        let event_id = event.id.to_hex();
-        let answered = event_ids(answered);
-        let answered: Vec<&str> = answered.iter().map(String::as_str).collect();
-        let outgoing = OutgoingEvent {
-            event_id: &event_id,
-            relay_hint: None,
-            json: &json,
-        };
-        self.store.outbox_put(&outgoing, &answered, finish, sql_now())?;
+        self.ledger
+            .record_outgoing(&event.id.to_hex(), &event.as_json(), answered, finish)?;
         self.publish.notify_one();
         Ok(())
     }
@@ -220,10 +211,6 @@ impl Replier {
             }
         }
     }
-}
-
-fn event_ids(mentions: &[Mention]) -> Vec<String> {
-    mentions.iter().map(|mention| mention.event_id.to_hex()).collect()
 }
 
 /// NIP-18 `q` tags citing the batch's other mentions: one reply answers

@@ -7,7 +7,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -33,7 +32,7 @@ const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct Health {
     pub relays_connected: Vec<watch::Receiver<bool>>,
-    pub pool: Arc<Pool>,
+    pub pool: Pool,
 }
 
 impl Health {

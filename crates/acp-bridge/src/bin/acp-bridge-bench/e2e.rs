@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use acp_bridge::embedded_relay::EmbeddedRelay;
+use acp_bridge::EmbeddedRelay;
 use acp_client::{AgentClient, AgentCommand, ClientConfig, ContentBlock, TurnOptions};
 use nostr_sdk::prelude::*;
 

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acp_bridge::embedded_relay::EmbeddedRelay;
+use acp_bridge::EmbeddedRelay;
 use nostr_sdk::prelude::*;
 use tokio::sync::oneshot;
 
@@ -151,7 +151,7 @@ impl Owner {
         // The bridge's own transport, so the client adds no Nagle delays of its own.
         let client = Client::builder()
             .signer(keys.clone())
-            .websocket_transport(acp_bridge::transport::NoDelayTransport)
+            .websocket_transport(acp_bridge::NoDelayTransport)
             .build();
         client.add_relay(relay.url().clone()).await.expect("relay");
         client.connect().await;

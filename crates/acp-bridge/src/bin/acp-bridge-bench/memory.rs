@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use acp_bridge::embedded_relay::EmbeddedRelay;
+use acp_bridge::EmbeddedRelay;
 use nostr_sdk::prelude::*;
 
 use crate::harness::{DaemonProcess, Owner, PATIENCE};
@@ -93,7 +93,7 @@ pub async fn queued(events: usize, conversations: usize) -> u64 {
     }
     // Until the heart holds them all (one batch of the first conversation is in flight).
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    let floor = events.saturating_sub(acp_bridge::queue::BATCH_CAP) as f64;
+    let floor = events.saturating_sub(acp_bridge::BATCH_CAP) as f64;
     while metric(metrics_port, "acp_bridge_queue_depth").await < floor {
         assert!(tokio::time::Instant::now() < deadline, "the queue never filled");
         tokio::time::sleep(Duration::from_millis(200)).await;

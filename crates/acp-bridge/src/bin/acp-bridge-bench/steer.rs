@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use acp_bridge::config::Settings;
-use acp_bridge::embedded_relay::EmbeddedRelay;
+use acp_bridge::EmbeddedRelay;
+use acp_bridge::Settings;
 use nostr_sdk::prelude::*;
 use tokio_util::sync::CancellationToken;
 use tracing::field::{Field, Visit};
@@ -105,7 +105,7 @@ pub async fn measure(
     );
     settings.reactions = false;
     let stop = CancellationToken::new();
-    let daemon = tokio::spawn(acp_bridge::daemon::run(settings, stop.clone(), |_| {}));
+    let daemon = tokio::spawn(acp_bridge::run(settings, stop.clone()));
     let owner = Owner::connect(&relay, owner_keys, bot.public_key()).await;
 
     // A turn that runs for the whole measurement.

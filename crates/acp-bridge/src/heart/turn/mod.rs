@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 use acp_client::{PermissionOption, StopReason};
 use nostr_sdk::prelude::EventId;
 
-pub(crate) use questions::{Asked, QuestionTicket, Routed, answers};
 use questions::Questions;
+pub(crate) use questions::{Asked, QuestionTicket, Routed, answers};
 
 use crate::framing::{self, Framing};
 use crate::mention::Mention;
@@ -179,7 +179,9 @@ pub(crate) enum Action {
         option: PermissionOption,
     },
     /// Timed out: reject (never allow).
-    RejectQuestion { ticket: QuestionTicket },
+    RejectQuestion {
+        ticket: QuestionTicket,
+    },
     /// Every question of the prompt is answered `cancelled`.
     CancelQuestions,
     Publish {
@@ -193,7 +195,10 @@ pub(crate) enum Action {
     /// The turn is over for the driver: release the agent and stop.
     Release,
     /// Tell the author of `mention` something, without finishing it.
-    Inform { mention: Mention, text: String },
+    Inform {
+        mention: Mention,
+        text: String,
+    },
     /// Mentions the turn cannot take (it is concluding): back to the
     /// conversation's queue.
     Requeue(Vec<Mention>),
@@ -547,7 +552,12 @@ impl TurnMachine {
         }
     }
 
-    fn on_prompt_ended(&mut self, ended: Result<PromptEnd, TurnFailure>, now: Instant, out: &mut Vec<Action>) {
+    fn on_prompt_ended(
+        &mut self,
+        ended: Result<PromptEnd, TurnFailure>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
         if self.phase != Phase::Prompting {
             return;
         }
@@ -602,7 +612,10 @@ impl TurnMachine {
     /// Turns a finished prompt into an answer or a notice.
     fn conclude(&mut self, end: PromptEnd, out: &mut Vec<Action>) {
         let (text, publication) = match end.stop_reason {
-            StopReason::Refusal => ("The agent declined to answer this.".to_owned(), Publication::Notice),
+            StopReason::Refusal => (
+                "The agent declined to answer this.".to_owned(),
+                Publication::Notice,
+            ),
             StopReason::Cancelled => {
                 let failure = TurnFailure::Agent("the agent cancelled the turn by itself".into());
                 return self.finish(Outcome::Failed(failure), out);
@@ -650,7 +663,11 @@ impl TurnMachine {
     fn reprompt_merged(&mut self, out: &mut Vec<Action>) {
         let framing = self.merge.take().unwrap_or(Framing::Steer);
         let new = self.mentions_in(&Role::Merging);
-        tracing::info!(framing = framing.as_str(), new = new.len(), "re-prompting with the merged messages");
+        tracing::info!(
+            framing = framing.as_str(),
+            new = new.len(),
+            "re-prompting with the merged messages"
+        );
         let text = framing::merged_prompt(&self.mentions_in(&Role::Prompted), &new, framing);
         self.relabel(&Role::Merging, Role::Prompted);
         self.prompt(text, out);
@@ -675,7 +692,11 @@ impl TurnMachine {
 
     fn on_owner_reply(&mut self, text: &str, out: &mut Vec<Action>) {
         if let Some((ticket, Routed::Answered(option))) = self.questions.route(text) {
-            tracing::info!(ticket, kind = option.kind.as_str(), "the owner answered the agent's question");
+            tracing::info!(
+                ticket,
+                kind = option.kind.as_str(),
+                "the owner answered the agent's question"
+            );
             out.push(Action::AnswerQuestion { ticket, option });
             self.close_question(ticket, out);
         }
@@ -696,7 +717,10 @@ impl TurnMachine {
         }
         let held = self.take(&Role::Held);
         if !held.is_empty() {
-            tracing::info!(mentions = held.len(), "delivering the mentions held while the owner was asked");
+            tracing::info!(
+                mentions = held.len(),
+                "delivering the mentions held while the owner was asked"
+            );
             self.absorb_live(held, Framing::Steer, out);
         }
     }
@@ -732,7 +756,11 @@ impl TurnMachine {
             metrics::turn_finished(outcome.label());
             tracing::info!(
                 outcome = outcome.label(),
-                stop_reason = self.stop_reason.as_ref().map(StopReason::as_str).unwrap_or("none"),
+                stop_reason = self
+                    .stop_reason
+                    .as_ref()
+                    .map(StopReason::as_str)
+                    .unwrap_or("none"),
                 steer_path = self.path.as_str(),
                 queue_wait_ms = self.queue_wait_ms,
                 agent_ms = self.now.duration_since(self.started).as_millis() as u64,

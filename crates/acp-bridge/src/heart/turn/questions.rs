@@ -277,9 +277,16 @@ pub(crate) mod tests {
         let (first, text) = questions.asked(asked(1, "rm -rf")).expect("posted at once");
         assert!(text.contains("rm -rf") && text.contains("1. Allow once (allow once)"));
         assert!(text.contains("no answer within 1 min means reject"), "{text}");
-        assert!(questions.asked(asked(2, "curl")).is_none(), "waits behind the first");
+        assert!(
+            questions.asked(asked(2, "curl")).is_none(),
+            "waits behind the first"
+        );
         assert_eq!(questions.waiting_on(), Some("rm -rf"), "blocked while posting");
-        assert_eq!(questions.route("1"), None, "nothing to answer before it is posted");
+        assert_eq!(
+            questions.route("1"),
+            None,
+            "nothing to answer before it is posted"
+        );
 
         let now = Instant::now();
         let event = EventId::from_slice(&[7; 32]).expect("id");
@@ -287,11 +294,15 @@ pub(crate) mod tests {
         assert_eq!(questions.open_event(), Some(event));
         assert_eq!(questions.deadline(), Some(now + Duration::from_secs(60)));
         assert!(questions.expired(now).is_none());
-        assert_eq!(questions.expired(now + Duration::from_secs(60)).map(|q| q.ticket), Some(1));
-        assert!(matches!(questions.route("hmm"), Some((1, Routed::Unrecognized { .. }))));
-        assert!(
-            matches!(questions.route("3"), Some((1, Routed::Answered(option))) if option.id == "c")
+        assert_eq!(
+            questions.expired(now + Duration::from_secs(60)).map(|q| q.ticket),
+            Some(1)
         );
+        assert!(matches!(
+            questions.route("hmm"),
+            Some((1, Routed::Unrecognized { .. }))
+        ));
+        assert!(matches!(questions.route("3"), Some((1, Routed::Answered(option))) if option.id == "c"));
 
         let (next, _) = questions.close(1).expect("the queued one opens");
         assert_eq!(next.summary, "curl");

@@ -96,7 +96,10 @@ impl Rig {
 }
 
 fn published(actions: &[Action]) -> (Vec<Mention>, String, Publication) {
-    match actions.iter().find(|action| matches!(action, Action::Publish { .. })) {
+    match actions
+        .iter()
+        .find(|action| matches!(action, Action::Publish { .. }))
+    {
         Some(Action::Publish {
             mentions,
             text,
@@ -121,7 +124,13 @@ fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
     let answer = SteerAnswer::AwaitingFold {
         message_id: "msg_1".into(),
     };
-    assert_eq!(rig.feed(Input::SteerAnswered { ticket: *ticket, answer }), []);
+    assert_eq!(
+        rig.feed(Input::SteerAnswered {
+            ticket: *ticket,
+            answer
+        }),
+        []
+    );
 
     let actions = rig.ended(StopReason::EndTurn, &["msg_1"]);
     let (mentions, text, publication) = published(&actions);
@@ -146,7 +155,10 @@ fn an_acknowledged_steer_the_run_never_folded_goes_to_the_next_turn() {
     let answer = SteerAnswer::AwaitingFold {
         message_id: "msg_1".into(),
     };
-    rig.feed(Input::SteerAnswered { ticket: *ticket, answer });
+    rig.feed(Input::SteerAnswered {
+        ticket: *ticket,
+        answer,
+    });
     let actions = rig.ended(StopReason::EndTurn, &[]);
     assert_eq!(texts(&published(&actions).0), ["first"]);
     let actions = rig.feed(Input::Published(Ok(())));
@@ -212,7 +224,11 @@ fn a_burst_during_a_cancel_costs_one_cancel_and_one_reprompt() {
         })
         .collect();
     assert_eq!(prompts.len(), 1);
-    assert!(prompts[0].contains("supersedes"), "interrupt framing: {}", prompts[0]);
+    assert!(
+        prompts[0].contains("supersedes"),
+        "interrupt framing: {}",
+        prompts[0]
+    );
     for n in 11..15 {
         assert!(prompts[0].contains(&format!("> more {n}")));
     }
@@ -231,11 +247,18 @@ fn a_burst_that_never_goes_quiet_is_reprompted_at_the_gather_bound() {
         rig.now += step;
         elapsed += step;
         let actions = rig.absorb(seed, "more", Framing::Interrupt);
-        assert!(!actions.iter().any(|a| matches!(a, Action::Prompt(_))), "{actions:?}");
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::Prompt(_))),
+            "{actions:?}"
+        );
         seed += 1;
     }
     let actions = rig.advance(MERGE_GATHER_MAX - elapsed);
-    assert_eq!(count(&actions, |a| matches!(a, Action::Prompt(_))), 1, "{actions:?}");
+    assert_eq!(
+        count(&actions, |a| matches!(a, Action::Prompt(_))),
+        1,
+        "{actions:?}"
+    );
 }
 
 #[test]
@@ -246,7 +269,13 @@ fn a_steer_refused_because_the_turn_ended_goes_to_the_next_turn() {
         panic!("{actions:?}");
     };
     let answer = SteerAnswer::TurnOver("no active run".into());
-    assert_eq!(rig.feed(Input::SteerAnswered { ticket: *ticket, answer }), []);
+    assert_eq!(
+        rig.feed(Input::SteerAnswered {
+            ticket: *ticket,
+            answer
+        }),
+        []
+    );
     rig.ended(StopReason::EndTurn, &[]);
     let actions = rig.feed(Input::Published(Ok(())));
     let (_, work, returned) = rig.end(&actions, &[]);
@@ -273,7 +302,14 @@ fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
         options: questions::tests::options(),
     };
     let actions = rig.feed(Input::QuestionAsked(asked));
-    let [Action::PostQuestion { ticket: 1, under, text }] = actions.as_slice() else {
+    let [
+        Action::PostQuestion {
+            ticket: 1,
+            under,
+            text,
+        },
+    ] = actions.as_slice()
+    else {
         panic!("{actions:?}");
     };
     assert_eq!(under.content, "deploy it");
@@ -349,7 +385,10 @@ fn an_owner_reply_that_names_no_option_changes_nothing() {
         ticket: 1,
         event: Some(EventId::from_slice(&[9; 32]).expect("id")),
     });
-    assert!(matches!(rig.machine.route("maybe"), Some(Routed::Unrecognized { .. })));
+    assert!(matches!(
+        rig.machine.route("maybe"),
+        Some(Routed::Unrecognized { .. })
+    ));
     assert_eq!(rig.feed(Input::OwnerReply("maybe".into())), []);
     assert_eq!(rig.machine.waiting_on(), Some("rm"));
 }
@@ -397,7 +436,10 @@ fn timeouts_stop_the_runaway_prompt_before_the_turn_fails() {
 fn an_agent_that_ignores_its_cancel_is_discarded() {
     let mut rig = Rig::prompting(&["first"]);
     rig.absorb(10, "second", Framing::Interrupt);
-    assert_eq!(rig.feed(Input::CancelSettled(CancelSettled::TimedOut)), [Action::Discard]);
+    assert_eq!(
+        rig.feed(Input::CancelSettled(CancelSettled::TimedOut)),
+        [Action::Discard]
+    );
 }
 
 #[test]
@@ -405,9 +447,15 @@ fn the_owner_cancel_before_the_agent_is_ready_never_prompts() {
     let mut rig = Rig::leasing(&["first"]);
     assert_eq!(rig.feed(Input::OwnerCancel), []);
     let actions = rig.feed(Input::Leased);
-    assert!(!actions.iter().any(|a| matches!(a, Action::Prompt(_))), "{actions:?}");
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Prompt(_))),
+        "{actions:?}"
+    );
     let (outcome, work, _) = rig.end(&actions, &[]);
-    assert_eq!((outcome, texts(&work)), (Outcome::CancelledByOwner, vec!["first"]));
+    assert_eq!(
+        (outcome, texts(&work)),
+        (Outcome::CancelledByOwner, vec!["first"])
+    );
 }
 
 #[test]
@@ -416,7 +464,11 @@ fn the_owner_cancel_during_a_merge_gather_still_reprompts_the_merge() {
     rig.absorb(10, "second", Framing::Interrupt);
     rig.ended(StopReason::Cancelled, &[]);
     let actions = rig.feed(Input::OwnerCancel);
-    assert_eq!(count(&actions, |a| matches!(a, Action::Prompt(_))), 1, "{actions:?}");
+    assert_eq!(
+        count(&actions, |a| matches!(a, Action::Prompt(_))),
+        1,
+        "{actions:?}"
+    );
 }
 
 /// Puts a mention in every role a live prompt can give, beside the
@@ -431,7 +483,10 @@ fn crowd(rig: &mut Rig, with_merge: bool) {
     let answer = SteerAnswer::AwaitingFold {
         message_id: "m".into(),
     };
-    rig.feed(Input::SteerAnswered { ticket: *ticket, answer });
+    rig.feed(Input::SteerAnswered {
+        ticket: *ticket,
+        answer,
+    });
     rig.absorb(11, "steering", Framing::Steer);
     if with_merge {
         assert_eq!(rig.absorb(12, "merging", Framing::Interrupt), [Action::Cancel]);
@@ -447,7 +502,10 @@ fn crowd(rig: &mut Rig, with_merge: bool) {
             event: Some(event),
         });
         let actions = rig.absorb(12, "held", Framing::Steer);
-        assert!(matches!(actions.as_slice(), [Action::Inform { .. }]), "{actions:?}");
+        assert!(
+            matches!(actions.as_slice(), [Action::Inform { .. }]),
+            "{actions:?}"
+        );
     }
 }
 
@@ -457,34 +515,60 @@ fn crowd(rig: &mut Rig, with_merge: bool) {
 fn every_exit_answers_or_returns_every_mention() {
     type Exit = fn(&mut Rig) -> Vec<Action>;
     let exits: [(&str, Exit, Outcome); 7] = [
-        ("answered", |rig| {
-            rig.ended(StopReason::EndTurn, &[]);
-            rig.feed(Input::Published(Ok(())))
-        }, Outcome::Answered),
-        ("refused by the agent", |rig| {
-            let actions = rig.ended(StopReason::Refusal, &[]);
-            assert_eq!(published(&actions).2, Publication::Notice);
-            rig.feed(Input::Published(Ok(())))
-        }, Outcome::Notified),
-        ("reply not stored", |rig| {
-            rig.ended(StopReason::MaxTokens, &[]);
-            rig.feed(Input::Published(Err("disk full".into())))
-        }, Outcome::Failed(TurnFailure::Store("disk full".into()))),
-        ("agent crashed", |rig| {
-            rig.feed(Input::PromptEnded(Err(TurnFailure::Agent("exit 3".into()))))
-        }, Outcome::Failed(TurnFailure::Agent("exit 3".into()))),
-        ("owner cancel", |rig| {
-            rig.feed(Input::OwnerCancel);
-            rig.ended(StopReason::Cancelled, &[])
-        }, Outcome::CancelledByOwner),
-        ("abandoned at shutdown", |rig| rig.feed(Input::Abandon), Outcome::Abandoned),
-        ("abandoned while gathering a merge or cancelled by the agent", |rig| {
-            let actions = rig.ended(StopReason::Cancelled, &[]);
-            if actions.iter().any(|action| matches!(action, Action::Finished(_))) {
-                return actions;
-            }
-            rig.feed(Input::Abandon)
-        }, Outcome::Abandoned),
+        (
+            "answered",
+            |rig| {
+                rig.ended(StopReason::EndTurn, &[]);
+                rig.feed(Input::Published(Ok(())))
+            },
+            Outcome::Answered,
+        ),
+        (
+            "refused by the agent",
+            |rig| {
+                let actions = rig.ended(StopReason::Refusal, &[]);
+                assert_eq!(published(&actions).2, Publication::Notice);
+                rig.feed(Input::Published(Ok(())))
+            },
+            Outcome::Notified,
+        ),
+        (
+            "reply not stored",
+            |rig| {
+                rig.ended(StopReason::MaxTokens, &[]);
+                rig.feed(Input::Published(Err("disk full".into())))
+            },
+            Outcome::Failed(TurnFailure::Store("disk full".into())),
+        ),
+        (
+            "agent crashed",
+            |rig| rig.feed(Input::PromptEnded(Err(TurnFailure::Agent("exit 3".into())))),
+            Outcome::Failed(TurnFailure::Agent("exit 3".into())),
+        ),
+        (
+            "owner cancel",
+            |rig| {
+                rig.feed(Input::OwnerCancel);
+                rig.ended(StopReason::Cancelled, &[])
+            },
+            Outcome::CancelledByOwner,
+        ),
+        (
+            "abandoned at shutdown",
+            |rig| rig.feed(Input::Abandon),
+            Outcome::Abandoned,
+        ),
+        (
+            "abandoned while gathering a merge or cancelled by the agent",
+            |rig| {
+                let actions = rig.ended(StopReason::Cancelled, &[]);
+                if actions.iter().any(|action| matches!(action, Action::Finished(_))) {
+                    return actions;
+                }
+                rig.feed(Input::Abandon)
+            },
+            Outcome::Abandoned,
+        ),
     ];
     for with_merge in [false, true] {
         for (name, exit, expected) in &exits {
@@ -501,11 +585,16 @@ fn every_exit_answers_or_returns_every_mention() {
             assert_eq!(outcome, expected, "{name}, merge {with_merge}");
             assert!(texts(&work).contains(&"prompted"), "{name}: {work:?}");
             assert!(
-                ["steered", "steering"].iter().all(|text| texts(&returned).contains(text)),
+                ["steered", "steering"]
+                    .iter()
+                    .all(|text| texts(&returned).contains(text)),
                 "{name}: unconfirmed steers go to the next turn: {returned:?}"
             );
             assert!(
-                matches!(actions.iter().rev().nth(1), Some(Action::Release | Action::Abandon)),
+                matches!(
+                    actions.iter().rev().nth(1),
+                    Some(Action::Release | Action::Abandon)
+                ),
                 "{name}: the driver is released last: {actions:?}"
             );
             assert_eq!(

@@ -1,0 +1,496 @@
+//! The async shell around one turn: performs the turn machine's actions
+//! against the agent and the replier, and reports what happened.
+//!
+//! Owns the I/O of a turn and nothing of its logic: the lease, the live
+//! prompt's event stream, a cancel under way, the permission questions'
+//! handles (the agent waits on those), and the machine's timer. It decides
+//! nothing: every outcome goes back to the heart as an [`Input`], and the
+//! heart answers with actions. Actions run one at a time, in order; while
+//! one awaits the agent (a steer's answer), the prompt's events wait in
+//! their channel, so a steer's answer always reaches the machine before the
+//! end of the prompt it steered.
+//!
+//! The driver ends with the machine's [`Action::Release`] or
+//! [`Action::Abandon`], or when the heart drops its end of the channel.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use acp_client::{
+    AcpError, CancelOutcome, ContentBlock, PermissionKind, PermissionQuestion, TurnError, TurnEvent,
+    TurnOptions, TurnProgress,
+};
+use nostr_sdk::prelude::{EventId, PublicKey, Timestamp};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::steer::SteerMethod;
+use super::turn::{Action, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure};
+use crate::mention::{ConversationKey, Mention};
+use crate::pool::{Lease, Pool};
+use crate::reply::Replier;
+use crate::store::{Store, sql_now};
+use crate::telemetry::metrics;
+
+/// What every turn's driver shares.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnServices {
+    pub pool: Pool,
+    pub replier: Replier,
+    pub options: TurnOptions,
+    /// With `--permission-policy ask-owner`: the owner, who answers the
+    /// agent's questions. Without, questions are answered `cancelled`.
+    pub owner: Option<PublicKey>,
+    /// Open questions are recorded, so a restart can mark them expired.
+    pub store: Arc<Store>,
+}
+
+/// What a driver tells the heart.
+#[derive(Debug)]
+pub(crate) struct Report {
+    pub conversation: ConversationKey,
+    pub turn_id: u64,
+    pub input: Input,
+}
+
+/// How the heart reaches a driver.
+#[derive(Debug)]
+pub(crate) struct DriverLink {
+    actions: mpsc::UnboundedSender<Action>,
+    task: JoinHandle<()>,
+    span: tracing::Span,
+}
+
+impl DriverLink {
+    /// Hands actions to the driver; never waits. A driver that is gone
+    /// (its turn ended) needs none.
+    pub fn send(&self, action: Action) {
+        let _ = self.actions.send(action);
+    }
+
+    /// The turn's span: the heart logs the turn's steps inside it.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Waits for the driver to end (shutdown).
+    pub async fn ended(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Starts the driver of turn `turn_id` for `batch`'s conversation.
+pub(crate) fn spawn(
+    services: TurnServices,
+    conversation: ConversationKey,
+    turn_id: u64,
+    batch: &[Mention],
+    reports: mpsc::Sender<Report>,
+) -> DriverLink {
+    let newest = batch.last();
+    let span = tracing::info_span!(
+        "turn",
+        turn_id,
+        conversation = %conversation,
+        event_id = newest.map(|m| m.event_id.to_hex()).unwrap_or_default(),
+        author = newest.map(Mention::author_short).unwrap_or_default(),
+        session = tracing::field::Empty,
+        run_id = tracing::field::Empty,
+    );
+    let (actions_tx, actions) = mpsc::unbounded_channel();
+    let driver = Driver {
+        services,
+        conversation,
+        turn_id,
+        actions,
+        reports,
+        lease: None,
+        turn: None,
+        cancel: None,
+        timer: None,
+        questions: HashMap::new(),
+        next_question: 0,
+        steer: SteerMethod::default(),
+    };
+    let task = tokio::spawn(driver.run().instrument(span.clone()));
+    DriverLink {
+        actions: actions_tx,
+        task,
+        span,
+    }
+}
+
+/// Whether the driver goes on after an action.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
+/// A question of the agent's, waiting for the owner.
+#[derive(Debug)]
+struct Question {
+    handle: PermissionQuestion,
+    /// Set once posted.
+    event: Option<EventId>,
+}
+
+#[derive(Debug)]
+struct Driver {
+    services: TurnServices,
+    conversation: ConversationKey,
+    turn_id: u64,
+    actions: mpsc::UnboundedReceiver<Action>,
+    reports: mpsc::Sender<Report>,
+    lease: Option<Lease>,
+    turn: Option<acp_client::Turn>,
+    cancel: Option<JoinHandle<Result<CancelOutcome, AcpError>>>,
+    timer: Option<Instant>,
+    questions: HashMap<QuestionTicket, Question>,
+    next_question: QuestionTicket,
+    steer: SteerMethod,
+}
+
+impl Driver {
+    async fn run(mut self) {
+        loop {
+            tokio::select! {
+                action = self.actions.recv() => match action {
+                    Some(action) => {
+                        if self.perform(action).await == Flow::Stop {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                progress = next_progress(&mut self.turn) => self.on_progress(progress).await,
+                settled = join_cancel(&mut self.cancel) => {
+                    self.cancel = None;
+                    self.report(Input::CancelSettled(settled)).await;
+                }
+                () = sleep_until(self.timer) => {
+                    self.timer = None;
+                    self.report(Input::Timer).await;
+                }
+            }
+        }
+    }
+
+    async fn report(&self, input: Input) {
+        let report = Report {
+            conversation: self.conversation.clone(),
+            turn_id: self.turn_id,
+            input,
+        };
+        if self.reports.send(report).await.is_err() {
+            tracing::debug!("heart gone; the turn's mentions stay journaled");
+        }
+    }
+
+    async fn perform(&mut self, action: Action) -> Flow {
+        match action {
+            Action::Lease => match self.services.pool.lease(&self.conversation).await {
+                Ok(lease) => {
+                    tracing::Span::current().record("session", lease.session.as_str());
+                    self.lease = Some(lease);
+                    self.report(Input::Leased).await;
+                }
+                Err(error) => self.report(Input::LeaseFailed(error)).await,
+            },
+            Action::Prompt(text) => self.prompt(text).await,
+            Action::Steer { ticket, text } => {
+                if let Some(lease) = &self.lease {
+                    let answer = self.steer.steer(&lease.client, &lease.session, &text).await;
+                    self.report(Input::SteerAnswered { ticket, answer }).await;
+                }
+            }
+            Action::Cancel => self.start_cancel(),
+            Action::StopRunaway => {
+                if let Some(lease) = &self.lease
+                    && lease.client.cancel(&lease.session).await.is_err()
+                {
+                    self.services.pool.discard(lease);
+                }
+            }
+            Action::Discard => {
+                if let Some(lease) = &self.lease {
+                    self.services.pool.discard(lease);
+                }
+            }
+            Action::RotateSession => self.services.pool.rotate(&self.conversation),
+            Action::PostQuestion { ticket, under, text } => self.post_question(ticket, &under, &text).await,
+            Action::AnswerQuestion { ticket, option } => self.answer_question(ticket, Some(&option.id)).await,
+            Action::RejectQuestion { ticket } => self.answer_question(ticket, None).await,
+            Action::CancelQuestions => {
+                for (_, question) in self.questions.drain() {
+                    close_question(&self.services.store, question.event);
+                    let _ = question.handle.cancel().await;
+                }
+            }
+            Action::Publish {
+                mentions,
+                text,
+                publication,
+            } => {
+                let stored = self.publish(&mentions, &text, publication).await;
+                self.report(Input::Published(stored)).await;
+            }
+            Action::SetTimer(at) => self.timer = at.map(Instant::from_std),
+            Action::Abandon => {
+                // Shutdown: ask the agent to stop, but do not wait for it;
+                // the pool kills every agent next.
+                self.start_cancel();
+                self.cancel = None;
+                self.release();
+                return Flow::Stop;
+            }
+            Action::Release => {
+                self.release();
+                return Flow::Stop;
+            }
+            // The heart's own actions never reach a driver.
+            Action::Inform { .. } | Action::Requeue(_) | Action::Finished(_) => {}
+        }
+        Flow::Continue
+    }
+
+    async fn prompt(&mut self, text: String) {
+        let Some(lease) = &self.lease else { return };
+        let prompt = lease
+            .client
+            .prompt(
+                &lease.session,
+                vec![ContentBlock::text(text)],
+                self.services.options,
+            )
+            .await;
+        match prompt {
+            Ok(turn) => self.turn = Some(turn),
+            Err(error) => {
+                let failure = TurnFailure::Agent(error.to_string());
+                self.report(Input::PromptEnded(Err(failure))).await;
+            }
+        }
+    }
+
+    fn start_cancel(&mut self) {
+        if self.cancel.is_none()
+            && let Some(lease) = &self.lease
+        {
+            let (client, session) = (lease.client.clone(), lease.session.clone());
+            self.cancel = Some(tokio::spawn(async move { client.cancel(&session).await }));
+        }
+    }
+
+    fn release(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.services.pool.release(&lease);
+        }
+    }
+
+    async fn on_progress(&mut self, progress: Result<TurnProgress, TurnError>) {
+        match progress {
+            Ok(TurnProgress::Event(TurnEvent::PermissionAsked(question))) => self.asked(question).await,
+            Ok(TurnProgress::Event(event)) => observe(&event),
+            Ok(TurnProgress::Finished(outcome)) => {
+                self.prompt_over();
+                if let Some(run_id) = &outcome.run_id {
+                    tracing::Span::current().record("run_id", run_id.as_str());
+                }
+                let end = PromptEnd {
+                    folded: outcome
+                        .steers
+                        .iter()
+                        .filter(|steer| steer.folded)
+                        .map(|steer| steer.accepted.message_id.clone())
+                        .collect(),
+                    stop_reason: outcome.stop_reason,
+                    message: outcome.message,
+                };
+                self.report(Input::PromptEnded(Ok(end))).await;
+            }
+            Err(error) => {
+                self.prompt_over();
+                self.report(Input::PromptEnded(Err(failure_of(&error)))).await;
+            }
+        }
+    }
+
+    /// The prompt answered: a cancel still under way is left to finish on
+    /// its own (it ends with the prompt).
+    fn prompt_over(&mut self) {
+        self.turn = None;
+        self.cancel = None;
+    }
+
+    /// The agent asked a question the policy hands to us.
+    async fn asked(&mut self, question: PermissionQuestion) {
+        if self.services.owner.is_none() {
+            // Not asking the owner: dropping the question answers it `cancelled`.
+            return drop(question);
+        }
+        self.next_question += 1;
+        let ticket = self.next_question;
+        let request = question.request();
+        let asked = Asked {
+            ticket,
+            summary: request.title().unwrap_or("a tool call").to_owned(),
+            options: request.options.clone(),
+        };
+        self.questions.insert(
+            ticket,
+            Question {
+                handle: question,
+                event: None,
+            },
+        );
+        self.report(Input::QuestionAsked(asked)).await;
+    }
+
+    async fn post_question(&mut self, ticket: QuestionTicket, under: &Mention, text: &str) {
+        let (Some(owner), Some(question)) = (self.services.owner, self.questions.get_mut(&ticket)) else {
+            return;
+        };
+        let tool = question
+            .handle
+            .request()
+            .title()
+            .unwrap_or("a tool call")
+            .to_owned();
+        let event = match self.services.replier.ask(under, owner, text).await {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::error!(%error, "cannot post the permission question; rejecting it");
+                if let Some(question) = self.questions.remove(&ticket) {
+                    let _ = question.handle.cancel().await;
+                }
+                return self.report(Input::QuestionPosted { ticket, event: None }).await;
+            }
+        };
+        tracing::info!(question = %event, %tool, "asked the owner for permission");
+        question.event = Some(event);
+        if let Ok(payload) = serde_json::to_string(under)
+            && let Err(error) = self
+                .services
+                .store
+                .question_open(&event.to_hex(), &payload, sql_now())
+        {
+            tracing::warn!(%error, "cannot record the open question");
+        }
+        self.report(Input::QuestionPosted {
+            ticket,
+            event: Some(event),
+        })
+        .await;
+    }
+
+    /// Answers a question with the owner's option, or (`None`, timed out)
+    /// rejects it: reject once or always, else `cancelled`. Never allows.
+    async fn answer_question(&mut self, ticket: QuestionTicket, option_id: Option<&str>) {
+        let Some(question) = self.questions.remove(&ticket) else {
+            return;
+        };
+        close_question(&self.services.store, question.event);
+        let reject = question
+            .handle
+            .request()
+            .option_of_kind(&[PermissionKind::RejectOnce, PermissionKind::RejectAlways])
+            .map(|option| option.id.clone());
+        let answered = match option_id.map(str::to_owned).or(reject) {
+            Some(option_id) => question.handle.answer(&option_id).await,
+            None => question.handle.cancel().await,
+        };
+        if let Err(error) = answered {
+            tracing::warn!(%error, "the answer did not reach the agent");
+        }
+    }
+
+    async fn publish(
+        &self,
+        mentions: &[Mention],
+        text: &str,
+        publication: Publication,
+    ) -> Result<(), String> {
+        let replier = &self.services.replier;
+        let stored = match publication {
+            Publication::Answer => replier.answer(mentions, text).await.map(|_| ()),
+            Publication::Notice => replier.notify(mentions, text).await.map(|_| ()),
+        };
+        match stored {
+            Ok(()) => {
+                let now = Timestamp::now().as_secs();
+                for mention in mentions {
+                    metrics::mention_to_reply(now.saturating_sub(mention.created_at.as_secs()) as f64);
+                }
+                Ok(())
+            }
+            Err(error) => Err(error.to_string()),
+        }
+    }
+}
+
+fn close_question(store: &Store, event: Option<EventId>) {
+    if let Some(event) = event
+        && let Err(error) = store.question_close(&event.to_hex())
+    {
+        tracing::warn!(%error, "cannot forget the closed question");
+    }
+}
+
+/// The live prompt's next step; never resolves without one.
+async fn next_progress(turn: &mut Option<acp_client::Turn>) -> Result<TurnProgress, TurnError> {
+    match turn {
+        Some(turn) => turn.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How the cancel under way settled; never resolves without one.
+async fn join_cancel(cancel: &mut Option<JoinHandle<Result<CancelOutcome, AcpError>>>) -> CancelSettled {
+    let Some(task) = cancel else {
+        return std::future::pending().await;
+    };
+    match task.await {
+        Ok(Ok(_)) | Err(_) => CancelSettled::Done,
+        Ok(Err(AcpError::CancelTimedOut(..))) => CancelSettled::TimedOut,
+        Ok(Err(error)) => CancelSettled::Failed(error.to_string()),
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn observe(event: &TurnEvent) {
+    match event {
+        TurnEvent::RunStarted { run_id } => {
+            tracing::Span::current().record("run_id", run_id.as_str());
+            tracing::debug!(%run_id, "agent run started");
+        }
+        TurnEvent::ToolCall(call) => {
+            tracing::debug!(tool = call.title.as_deref().unwrap_or("?"), "tool call")
+        }
+        TurnEvent::PermissionAnswered { request, chosen } => tracing::info!(
+            tool = request.title().unwrap_or("?"),
+            chosen = chosen
+                .as_ref()
+                .map(|option| option.kind.as_str())
+                .unwrap_or("cancelled"),
+            "permission answered by policy"
+        ),
+        _ => {}
+    }
+}
+
+fn failure_of(error: &TurnError) -> TurnFailure {
+    match error {
+        TurnError::IdleTimeout(_) => TurnFailure::IdleTimeout,
+        TurnError::DeadlineExceeded(_) => TurnFailure::Deadline,
+        other => TurnFailure::Agent(other.to_string()),
+    }
+}

@@ -1,0 +1,52 @@
+//! The heart's own messages to people (owner command answers, give-up and
+//! overflow notices, "held behind a question"), sent without holding up the
+//! heart: each is signed and stored on a task of its own.
+//!
+//! A notice that finishes mentions finishes them in the same transaction
+//! that stores it (see `reply`); one that is never stored (the process
+//! stopped first) leaves its mentions pending, and they resume at the next
+//! start. Nothing is lost either way.
+
+use crate::mention::Mention;
+use crate::reply::Replier;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Notices {
+    replier: Replier,
+}
+
+impl Notices {
+    pub fn new(replier: Replier) -> Self {
+        Notices { replier }
+    }
+
+    /// Tells the authors of `mentions` why there is no answer, and finishes
+    /// the mentions.
+    pub fn notify(&self, mentions: Vec<Mention>, text: impl Into<String>) {
+        let (replier, text) = (self.replier.clone(), text.into());
+        tokio::spawn(async move {
+            if let Err(error) = replier.notify(&mentions, &text).await {
+                tracing::error!(%error, "cannot store a notice");
+            }
+        });
+    }
+
+    /// Says something in the thread of `mention` without finishing it.
+    pub fn inform(&self, mention: Mention, text: String) {
+        let replier = self.replier.clone();
+        tokio::spawn(async move {
+            if let Err(error) = replier.inform(&mention, &text).await {
+                tracing::error!(%error, "cannot store the notice");
+            }
+        });
+    }
+
+    /// A conversation's queue overflowed: its oldest mention was dropped.
+    pub fn overflowed(&self, dropped: Mention) {
+        tracing::warn!(conversation = %dropped.conversation, event_id = %dropped.event_id, "conversation queue full: dropped its oldest mention");
+        self.notify(
+            vec![dropped],
+            "Too many messages are waiting in this conversation; this one was dropped. Please send it again later.",
+        );
+    }
+}
