@@ -140,11 +140,6 @@ impl AgentClient {
         &self.conn.agent
     }
 
-    /// The agent's process id, for spawned agents.
-    pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().map(|process| process.probe().pid())
-    }
-
     /// How the agent went away, once it has.
     pub fn exit(&self) -> Option<AgentExit> {
         self.conn.exit()
@@ -273,7 +268,6 @@ impl AgentClient {
             return Err(error);
         }
         Ok(Turn::new(
-            session.clone(),
             Arc::clone(&self.conn),
             events_rx,
             completion_rx,

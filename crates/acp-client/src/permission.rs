@@ -46,14 +46,6 @@ impl PermissionKind {
             PermissionKind::Other(other) => other,
         }
     }
-
-    pub fn is_allow(&self) -> bool {
-        matches!(self, PermissionKind::AllowOnce | PermissionKind::AllowAlways)
-    }
-
-    pub fn is_reject(&self) -> bool {
-        matches!(self, PermissionKind::RejectOnce | PermissionKind::RejectAlways)
-    }
 }
 
 impl fmt::Display for PermissionKind {

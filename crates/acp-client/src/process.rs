@@ -153,10 +153,6 @@ impl Drop for AgentProcess {
 }
 
 impl ProcessProbe {
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
     /// SIGKILL to the whole process group. Harmless when it already exited.
     pub fn kill(&self) {
         let Ok(pid) = i32::try_from(self.pid) else {

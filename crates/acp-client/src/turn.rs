@@ -22,7 +22,7 @@ use tokio::time::{Instant, sleep_until};
 use crate::connection::{Connection, PromptCompletion};
 use crate::error::TurnError;
 use crate::permission::PermissionPolicy;
-use crate::protocol::{SessionId, StopReason, TurnEvent};
+use crate::protocol::{StopReason, TurnEvent};
 use crate::steer::SteerDelivery;
 
 /// Default idle timeout of a turn.
@@ -81,7 +81,6 @@ pub enum TurnProgress {
 /// A prompt in flight. Read it with [`Turn::next`] until it finishes.
 #[derive(Debug)]
 pub struct Turn {
-    session: SessionId,
     conn: Arc<Connection>,
     events: mpsc::UnboundedReceiver<TurnEvent>,
     events_open: bool,
@@ -98,7 +97,6 @@ pub struct Turn {
 
 impl Turn {
     pub(crate) fn new(
-        session: SessionId,
         conn: Arc<Connection>,
         events: mpsc::UnboundedReceiver<TurnEvent>,
         completion: oneshot::Receiver<PromptCompletion>,
@@ -107,7 +105,6 @@ impl Turn {
     ) -> Self {
         let now = Instant::now();
         Turn {
-            session,
             conn,
             events,
             events_open: true,
@@ -121,15 +118,6 @@ impl Turn {
             run_id: None,
             finished: false,
         }
-    }
-
-    pub fn session(&self) -> &SessionId {
-        &self.session
-    }
-
-    /// The assistant text streamed so far.
-    pub fn message_so_far(&self) -> &str {
-        &self.message
     }
 
     /// The next event, or the outcome once the agent answered the prompt.
