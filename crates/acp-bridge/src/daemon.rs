@@ -124,7 +124,7 @@ pub async fn run(
         cancel_timeout: settings.agent.cancel_timeout,
         ..ClientConfig::default()
     };
-    let pool = Arc::new(Pool::new(settings.agent.clone(), client_config));
+    let pool = Arc::new(Pool::start(settings.agent.clone(), client_config));
     let turn_options = TurnOptions {
         idle_timeout: settings.agent.idle_timeout,
         max_duration: settings.agent.max_turn_duration,

@@ -27,7 +27,6 @@ use crate::commands::OwnerCommand;
 use crate::intake::Inbound;
 use crate::mention::{ConversationKey, Mention};
 use crate::mode_gate::{Decision, ModeGate};
-use crate::pool::IDLE_AGENT_REAP;
 use crate::queue::Queue;
 use crate::reply::Replier;
 use crate::store::Store;
@@ -39,8 +38,6 @@ use crate::turn_runner::{Control, TurnChannels, TurnContext, TurnEnd, TurnReport
 pub const MAX_TURN_ATTEMPTS: u32 = 3;
 const RETRY_BACKOFF_MIN: Duration = Duration::from_secs(1);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(60);
-/// How often idle agents are looked for.
-const REAP_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A turn in flight, as the heart reaches it.
 #[derive(Debug)]
@@ -121,7 +118,6 @@ impl Heart {
         stop: CancellationToken,
         grace: Duration,
     ) {
-        let mut reap = tokio::time::interval(REAP_INTERVAL);
         let mut inbound_open = true;
         loop {
             self.dispatch().await;
@@ -135,7 +131,6 @@ impl Heart {
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report).await,
                 () = sleep_until_opt(wake) => {}
-                _ = reap.tick() => self.turns.pool.reap_idle(IDLE_AGENT_REAP).await,
             }
         }
         self.shut_down(grace).await;
@@ -227,7 +222,7 @@ impl Heart {
                     self.rotate_after_turn.push(key.clone());
                     "This conversation gets a fresh agent session after the turn in flight.".to_owned()
                 } else {
-                    self.turns.pool.rotate(&key).await;
+                    self.turns.pool.rotate(&key);
                     "This conversation gets a fresh agent session from its next turn.".to_owned()
                 }
             }
@@ -275,7 +270,7 @@ impl Heart {
         }
         if let Some(position) = self.rotate_after_turn.iter().position(|pending| *pending == key) {
             self.rotate_after_turn.swap_remove(position);
-            self.turns.pool.rotate(&key).await;
+            self.turns.pool.rotate(&key);
         }
         for dropped in self.queue.push_front(report.returned) {
             self.queue_overflow(dropped).await;

@@ -271,7 +271,7 @@ impl TurnRunner {
         tracing::Span::current().record("session", lease.session.as_str());
         let (end, stop) = self.drive(&lease, batch).await;
         let returned = std::mem::take(&mut self.returned);
-        self.pool.release(&lease).await;
+        self.pool.release(&lease);
         let outcome = end_label(&end);
         metrics::turn_finished(outcome);
         tracing::info!(
@@ -360,7 +360,7 @@ impl TurnRunner {
                 // The prompt is still running on the agent: stop it, or stop
                 // the agent, before the session is used again.
                 if lease.client.cancel(&lease.session).await.is_err() {
-                    self.pool.discard(lease).await;
+                    self.pool.discard(lease);
                 }
             }
             let outcome = match ended {
@@ -486,7 +486,7 @@ impl TurnRunner {
                         Ok(Err(AcpError::CancelTimedOut(..))) => {
                             // The agent ignores cancels: only a kill ends this
                             // prompt (the turn then fails and is retried).
-                            self.pool.discard(lease).await;
+                            self.pool.discard(lease);
                         }
                         Ok(Err(error)) => tracing::warn!(%error, "cancel failed"),
                         Err(_) => {}
@@ -585,7 +585,7 @@ impl TurnRunner {
             ref reason => {
                 if matches!(reason, StopReason::MaxTokens | StopReason::MaxTurnRequests) {
                     // The session is full or stuck: the next turn starts fresh.
-                    self.pool.rotate(&self.conversation).await;
+                    self.pool.rotate(&self.conversation);
                 }
                 let text = if outcome.message.trim().is_empty() {
                     "(The agent finished without writing an answer.)".to_owned()

@@ -1,0 +1,551 @@
+//! The pool's actor: the one task that owns the slots, the sessions and the
+//! circuit breaker, and answers the [`Pool`](super::Pool) handles' requests.
+//!
+//! It never awaits an agent. Starting one (spawn + `initialize`, up to the
+//! start timeout) runs on a task of its own that reports back; leases that
+//! arrive meanwhile wait, parked on the starting slot, while every other
+//! request is answered at once. `session/new` is the lessee's to await: the
+//! actor grants an agent and is told later which session was opened on it.
+//! Owns reaping idle agents too. Does not own how many turns run at once:
+//! the heart's capacity (agents × turns per agent) bounds that.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use acp_client::{AgentClient, ClientConfig, ExitReason, SessionId};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use super::breaker::Breaker;
+use super::launcher::{Launcher, StartFailure};
+use super::{PoolError, PoolStatus};
+use crate::mention::ConversationKey;
+use crate::telemetry::metrics;
+
+/// An agent with no lease for this long is stopped.
+pub(super) const IDLE_AGENT_REAP: Duration = Duration::from_secs(600);
+/// How often idle agents are looked for.
+pub(super) const REAP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// What the handles (and the pool's own helper tasks) ask of the actor.
+#[derive(Debug)]
+pub(super) enum Request {
+    /// An agent for a turn of `conversation`, answered once one is live.
+    Lease {
+        conversation: ConversationKey,
+        reply: oneshot::Sender<Result<Grant, PoolError>>,
+    },
+    /// A lessee opened `session` for `conversation` on the agent it was
+    /// granted; ignored unless that agent is still the slot's.
+    SessionOpened {
+        conversation: ConversationKey,
+        slot: usize,
+        generation: u64,
+        session: SessionId,
+    },
+    /// A lease ended (or a grant was never taken up).
+    Release { slot: usize, generation: u64 },
+    /// The lessee killed its agent; the slot starts a fresh one when next leased.
+    Discard { slot: usize, generation: u64 },
+    /// The conversation's next turn opens a fresh session.
+    Rotate { conversation: ConversationKey },
+    /// An agent exited without being killed (from its exit watcher).
+    Crashed { failure: String },
+    /// Kill every agent, then answer and stop.
+    Shutdown { done: oneshot::Sender<()> },
+}
+
+/// A live agent granted to a lessee, with the conversation's session on it
+/// when it has one. Dropped without becoming a lease, it gives its slot back.
+#[derive(Debug)]
+pub(super) struct Grant {
+    pub(super) client: AgentClient,
+    pub(super) session: Option<SessionId>,
+    pub(super) hold: Hold,
+}
+
+/// A lease counted on a slot; sends the release if dropped before
+/// [`Hold::keep`] (a lessee cancelled mid-`lease`, a failed `session/new`).
+#[derive(Debug)]
+pub(super) struct Hold {
+    requests: mpsc::WeakUnboundedSender<Request>,
+    pub(super) slot: usize,
+    pub(super) generation: u64,
+    kept: bool,
+}
+
+impl Hold {
+    /// The hold becomes a lease, released by [`Pool::release`](super::Pool::release).
+    pub(super) fn keep(mut self) -> (usize, u64) {
+        self.kept = true;
+        (self.slot, self.generation)
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if !self.kept
+            && let Some(requests) = self.requests.upgrade()
+        {
+            let _ = requests.send(Request::Release {
+                slot: self.slot,
+                generation: self.generation,
+            });
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Slot {
+    state: SlotState,
+    /// Leases asked for, granted or parked, and not yet released: the load
+    /// by which new conversations pick a slot, and what keeps it from the reaper.
+    leases: usize,
+}
+
+#[derive(Debug)]
+enum SlotState {
+    Empty,
+    Starting {
+        generation: u64,
+        /// The start task, to find the slot again if that task panics.
+        task: tokio::task::Id,
+        waiters: Vec<Waiter>,
+    },
+    Live(LiveAgent),
+}
+
+#[derive(Debug)]
+struct Waiter {
+    conversation: ConversationKey,
+    reply: oneshot::Sender<Result<Grant, PoolError>>,
+}
+
+#[derive(Debug)]
+struct LiveAgent {
+    client: AgentClient,
+    generation: u64,
+    last_used: Instant,
+}
+
+impl LiveAgent {
+    /// Answers a lease with this agent, in `slot`. If the lessee is gone,
+    /// the dropped grant's hold releases the slot again.
+    fn grant(
+        &self,
+        slot: usize,
+        sessions: &HashMap<ConversationKey, SessionRef>,
+        requests: &mpsc::WeakUnboundedSender<Request>,
+        waiter: Waiter,
+    ) {
+        let session = sessions
+            .get(&waiter.conversation)
+            .filter(|known| known.slot == slot && known.generation == self.generation)
+            .map(|known| known.session.clone());
+        let grant = Grant {
+            client: self.client.clone(),
+            session,
+            hold: Hold {
+                requests: requests.clone(),
+                slot,
+                generation: self.generation,
+                kept: false,
+            },
+        };
+        let _ = waiter.reply.send(Ok(grant));
+    }
+}
+
+/// A conversation's session: valid while `generation` lives in `slot`.
+#[derive(Debug)]
+struct SessionRef {
+    slot: usize,
+    generation: u64,
+    session: SessionId,
+}
+
+/// How a start task ended.
+#[derive(Debug)]
+struct Started {
+    slot: usize,
+    generation: u64,
+    result: Result<AgentClient, StartFailure>,
+}
+
+#[derive(Debug)]
+pub(super) struct Actor {
+    launcher: Launcher,
+    client_config: ClientConfig,
+    slots: Vec<Slot>,
+    sessions: HashMap<ConversationKey, SessionRef>,
+    breaker: Breaker,
+    next_generation: u64,
+    requests: mpsc::UnboundedReceiver<Request>,
+    /// For holds and exit watchers: weak, so the actor ends once every
+    /// handle is gone.
+    myself: mpsc::WeakUnboundedSender<Request>,
+    status: watch::Sender<PoolStatus>,
+    starts: JoinSet<Started>,
+    /// Cancels the starts under way (shutdown).
+    stop: CancellationToken,
+}
+
+impl Actor {
+    pub(super) fn new(
+        launcher: Launcher,
+        processes: usize,
+        client_config: ClientConfig,
+        requests: (
+            mpsc::WeakUnboundedSender<Request>,
+            mpsc::UnboundedReceiver<Request>,
+        ),
+        status: watch::Sender<PoolStatus>,
+    ) -> Self {
+        Actor {
+            launcher,
+            client_config,
+            slots: (0..processes)
+                .map(|_| Slot {
+                    state: SlotState::Empty,
+                    leases: 0,
+                })
+                .collect(),
+            sessions: HashMap::new(),
+            breaker: Breaker::default(),
+            next_generation: 0,
+            myself: requests.0,
+            requests: requests.1,
+            status,
+            starts: JoinSet::new(),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// Serves requests until a shutdown, or until every handle is dropped.
+    pub(super) async fn run(mut self) {
+        let mut reap = tokio::time::interval_at(Instant::now() + REAP_INTERVAL, REAP_INTERVAL);
+        reap.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            // Timers first: a reap that is due happens before the requests
+            // that arrived with it (deterministic under a paused clock).
+            tokio::select! {
+                biased;
+                _ = reap.tick() => self.reap_idle(),
+                () = sleep_until(self.breaker.open_until) => self.close_breaker_when_due(),
+                Some(joined) = self.starts.join_next() => self.on_started(joined),
+                request = self.requests.recv() => {
+                    let Some(request) = request else {
+                        return self.shut_down().await;
+                    };
+                    if let Some(done) = self.on_request(request) {
+                        self.shut_down().await;
+                        let _ = done.send(());
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answers a request; a shutdown is handed back to the loop.
+    fn on_request(&mut self, request: Request) -> Option<oneshot::Sender<()>> {
+        match request {
+            Request::Lease { conversation, reply } => self.lease(conversation, reply),
+            Request::SessionOpened {
+                conversation,
+                slot,
+                generation,
+                session,
+            } => {
+                // A report for an agent that is gone is stale: its session
+                // went with it.
+                if self.live(slot, generation).is_some() {
+                    let session = SessionRef {
+                        slot,
+                        generation,
+                        session,
+                    };
+                    self.sessions.insert(conversation, session);
+                }
+            }
+            Request::Release { slot, generation } => {
+                self.slots[slot].leases = self.slots[slot].leases.saturating_sub(1);
+                if let Some(agent) = self.live(slot, generation) {
+                    agent.last_used = Instant::now();
+                }
+            }
+            Request::Discard { slot, generation } => {
+                if self.live(slot, generation).is_some() {
+                    self.vacate(slot);
+                }
+            }
+            Request::Rotate { conversation } => {
+                // The agent's side of the old session is left to the agent
+                // (ACP has no stable way to close one); the client forgets it.
+                if let Some(old) = self.sessions.remove(&conversation)
+                    && let Some(agent) = self.live(old.slot, old.generation)
+                {
+                    agent.client.forget_session(&old.session);
+                }
+            }
+            Request::Crashed { failure } => {
+                self.breaker.record_crash(Instant::now(), failure);
+                self.publish_breaker();
+            }
+            Request::Shutdown { done } => return Some(done),
+        }
+        None
+    }
+
+    /// Grants the slot's live agent at once, or parks the lease on the
+    /// slot's start (beginning one if the slot has no agent).
+    fn lease(&mut self, conversation: ConversationKey, reply: oneshot::Sender<Result<Grant, PoolError>>) {
+        // Affinity: a conversation goes back to its session's slot, even if
+        // that agent died (its replacement starts there). Others go to the
+        // least loaded slot, counting leases still waiting for a start.
+        let index = match self.sessions.get(&conversation) {
+            Some(known) => known.slot,
+            None => self.least_loaded(),
+        };
+        self.slots[index].leases += 1;
+        if let SlotState::Live(agent) = &self.slots[index].state
+            && agent.client.exit().is_some()
+        {
+            self.vacate(index);
+            metrics::agent_respawned();
+        }
+        let waiter = Waiter { conversation, reply };
+        match &mut self.slots[index].state {
+            SlotState::Live(agent) => {
+                agent.last_used = Instant::now();
+                agent.grant(index, &self.sessions, &self.myself, waiter);
+            }
+            SlotState::Starting { waiters, .. } => waiters.push(waiter),
+            SlotState::Empty => match self.breaker.open_for(Instant::now()) {
+                Some(seconds) => {
+                    self.slots[index].leases -= 1;
+                    let _ = waiter.reply.send(Err(PoolError::CircuitOpen {
+                        seconds,
+                        last_failure: self.breaker.last_failure.clone().unwrap_or_default(),
+                    }));
+                }
+                None => self.begin_start(index, waiter),
+            },
+        }
+    }
+
+    fn least_loaded(&self) -> usize {
+        (0..self.slots.len())
+            .min_by_key(|index| self.slots[*index].leases)
+            .unwrap_or(0)
+    }
+
+    /// Starts the slot's next agent on a task of its own; `first` waits for it.
+    fn begin_start(&mut self, index: usize, first: Waiter) {
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        let start =
+            self.launcher
+                .clone()
+                .start(index, generation, self.client_config.clone(), self.stop.clone());
+        let task = self.starts.spawn(async move {
+            Started {
+                slot: index,
+                generation,
+                result: start.await,
+            }
+        });
+        self.slots[index].state = SlotState::Starting {
+            generation,
+            task: task.id(),
+            waiters: vec![first],
+        };
+    }
+
+    fn on_started(&mut self, joined: Result<Started, JoinError>) {
+        let started = match joined {
+            Ok(started) => started,
+            Err(error) => {
+                // A bug in the start step: fail its waiters rather than
+                // leave them parked forever.
+                let Some((slot, generation)) = self.start_of_task(error.id()) else {
+                    return;
+                };
+                Started {
+                    slot,
+                    generation,
+                    result: Err(StartFailure {
+                        error: PoolError::Initialize(error.to_string()),
+                        note: format!("the start task failed: {error}"),
+                    }),
+                }
+            }
+        };
+        let index = started.slot;
+        let waiters = match &mut self.slots[index].state {
+            SlotState::Starting {
+                generation, waiters, ..
+            } if *generation == started.generation => std::mem::take(waiters),
+            // Only its own start ends a Starting slot; were that ever not
+            // so, nothing would wait for this agent.
+            _ => {
+                if let Ok(client) = started.result {
+                    client.kill();
+                }
+                return;
+            }
+        };
+        match started.result {
+            Ok(client) => {
+                self.watch_exit(&client);
+                let agent = LiveAgent {
+                    client,
+                    generation: started.generation,
+                    last_used: Instant::now(),
+                };
+                for waiter in waiters {
+                    agent.grant(index, &self.sessions, &self.myself, waiter);
+                }
+                self.slots[index].state = SlotState::Live(agent);
+            }
+            Err(failure) => {
+                let slot = &mut self.slots[index];
+                slot.state = SlotState::Empty;
+                slot.leases = slot.leases.saturating_sub(waiters.len());
+                self.breaker.record_crash(Instant::now(), failure.note);
+                self.publish_breaker();
+                for waiter in waiters {
+                    let _ = waiter.reply.send(Err(failure.error.clone()));
+                }
+            }
+        }
+    }
+
+    fn start_of_task(&self, task: tokio::task::Id) -> Option<(usize, u64)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .find_map(|(index, slot)| match &slot.state {
+                SlotState::Starting {
+                    generation,
+                    task: started_by,
+                    ..
+                } if *started_by == task => Some((index, *generation)),
+                _ => None,
+            })
+    }
+
+    /// The slot's agent, if it is `generation`.
+    fn live(&mut self, slot: usize, generation: u64) -> Option<&mut LiveAgent> {
+        match &mut self.slots[slot].state {
+            SlotState::Live(agent) if agent.generation == generation => Some(agent),
+            _ => None,
+        }
+    }
+
+    /// Takes the slot's live agent out (the caller kills it if need be)
+    /// and forgets the sessions it hosted.
+    fn vacate(&mut self, index: usize) -> Option<LiveAgent> {
+        let state = std::mem::replace(&mut self.slots[index].state, SlotState::Empty);
+        let SlotState::Live(agent) = state else {
+            self.slots[index].state = state;
+            return None;
+        };
+        self.sessions.retain(|_, session| session.slot != index);
+        Some(agent)
+    }
+
+    fn reap_idle(&mut self) {
+        for index in 0..self.slots.len() {
+            let slot = &self.slots[index];
+            let idle = slot.leases == 0
+                && matches!(&slot.state, SlotState::Live(agent) if agent.last_used.elapsed() >= IDLE_AGENT_REAP);
+            if idle && let Some(agent) = self.vacate(index) {
+                tracing::info!(agent = agent.client.name(), "stopping idle agent");
+                agent.client.kill();
+            }
+        }
+    }
+
+    fn close_breaker_when_due(&mut self) {
+        self.breaker.open_for(Instant::now());
+        self.publish_breaker();
+    }
+
+    fn publish_breaker(&self) {
+        let open = self.breaker.open_until.is_some();
+        let last_failure = self.breaker.last_failure.clone();
+        self.status.send_modify(|status| {
+            status.circuit_open = open;
+            status.last_failure = last_failure;
+        });
+    }
+
+    /// Counts the agent alive until it exits, and reports its exit as a
+    /// crash unless it was killed. Outlives the actor: agents killed at
+    /// shutdown are still counted out.
+    fn watch_exit(&self, client: &AgentClient) {
+        let exit = client.exit_watch();
+        let name = client.name().to_owned();
+        let status = self.status.clone();
+        let crashes = self.myself.clone();
+        count_alive(&status, 1);
+        tokio::spawn(async move {
+            let exit = exit.wait().await;
+            count_alive(&status, -1);
+            if exit.reason != ExitReason::Killed {
+                tracing::warn!(agent = %name, %exit, "agent exited unexpectedly");
+                if let Some(crashes) = crashes.upgrade() {
+                    let _ = crashes.send(Request::Crashed {
+                        failure: format!("{name}: {exit}"),
+                    });
+                }
+            }
+        });
+    }
+
+    /// Kills every agent, live or still starting; parked leases fail.
+    async fn shut_down(&mut self) {
+        self.stop.cancel();
+        for slot in &mut self.slots {
+            match std::mem::replace(&mut slot.state, SlotState::Empty) {
+                SlotState::Live(agent) => agent.client.kill(),
+                SlotState::Starting { waiters, .. } => {
+                    for waiter in waiters {
+                        let _ = waiter.reply.send(Err(PoolError::ShutDown));
+                    }
+                }
+                SlotState::Empty => {}
+            }
+        }
+        // Each start kills its agent when stopped; one that finished just
+        // before is killed here.
+        while let Some(joined) = self.starts.join_next().await {
+            if let Ok(Started {
+                result: Ok(client), ..
+            }) = joined
+            {
+                client.kill();
+            }
+        }
+        self.sessions.clear();
+    }
+}
+
+fn count_alive(status: &watch::Sender<PoolStatus>, change: isize) {
+    let mut alive = 0;
+    status.send_modify(|status| {
+        status.alive = status.alive.saturating_add_signed(change);
+        alive = status.alive;
+    });
+    metrics::agents_alive(alive);
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,140 @@
+//! Bringing one agent up: spawn it and negotiate `initialize`.
+//!
+//! Owns how an agent comes to be (the configured command; in tests, the
+//! scripted agent on in-process pipes) and the start step, which runs on a
+//! task of its own so that the pool's actor never waits for an agent that
+//! is slow to start. Deciding when to start one, and what a failure means
+//! for the breaker, is the actor's.
+
+use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig};
+use tokio_util::sync::CancellationToken;
+
+use super::PoolError;
+use crate::config::AgentSettings;
+
+/// How the pool makes an agent.
+#[derive(Debug, Clone)]
+pub(super) enum Launcher {
+    /// The operator's `--agent-command`, as a process of its own.
+    Command(AgentSettings),
+    /// The scripted agent served on in-process pipes, with one script per
+    /// slot: unit tests of the pool without processes.
+    #[cfg(test)]
+    InProcess(Vec<scripted_agent::Options>),
+}
+
+/// Why an agent did not come up: what its waiting leases are told, and
+/// what the breaker remembers.
+#[derive(Debug)]
+pub(super) struct StartFailure {
+    pub(super) error: PoolError,
+    pub(super) note: String,
+}
+
+impl Launcher {
+    /// Spawns and initializes generation `generation` of the agent of
+    /// `slot`. Runs on its own task; when `stop` fires first (shutdown), the
+    /// half-started agent is killed.
+    pub(super) async fn start(
+        self,
+        slot: usize,
+        generation: u64,
+        config: ClientConfig,
+        stop: CancellationToken,
+    ) -> Result<AgentClient, StartFailure> {
+        let name = format!("{}#{}.{generation}", self.program(), slot + 1);
+        let client = match self {
+            Launcher::Command(settings) => spawn(&settings, &name, config)?,
+            #[cfg(test)]
+            Launcher::InProcess(scripts) => in_process(scripts[slot].clone(), &name, config),
+        };
+        let initialized = tokio::select! {
+            () = stop.cancelled() => {
+                client.kill();
+                return Err(StartFailure {
+                    error: PoolError::ShutDown,
+                    note: format!("{name}: stopped while starting"),
+                });
+            }
+            initialized = client.initialize() => initialized,
+        };
+        match initialized {
+            Ok(info) => {
+                log_started(&name, &info);
+                Ok(client)
+            }
+            Err(error) => {
+                client.kill();
+                Err(StartFailure {
+                    note: format!("initialize failed: {error}"),
+                    error: PoolError::Initialize(error.to_string()),
+                })
+            }
+        }
+    }
+
+    /// What agents are called in logs (`<program>#<slot>.<generation>`).
+    fn program(&self) -> &str {
+        match self {
+            Launcher::Command(settings) => std::path::Path::new(&settings.command)
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("agent"),
+            #[cfg(test)]
+            Launcher::InProcess(_) => scripted_agent::DEFAULT_AGENT_NAME,
+        }
+    }
+}
+
+/// The configured command as a process of its own; a failure says what an
+/// operator can do about it.
+fn spawn(settings: &AgentSettings, name: &str, config: ClientConfig) -> Result<AgentClient, StartFailure> {
+    let command = AgentCommand {
+        name: name.to_owned(),
+        program: settings.command.clone().into(),
+        args: settings.args.iter().map(Into::into).collect(),
+        cwd: Some(settings.cwd.clone()),
+        env: settings
+            .env
+            .iter()
+            .map(|(key, value)| (key.into(), value.into()))
+            .collect(),
+    };
+    AgentClient::spawn(&command, config).map_err(|error| {
+        let hint = spawn_hint(&error, &settings.command);
+        StartFailure {
+            error: PoolError::Spawn(hint.clone()),
+            note: hint,
+        }
+    })
+}
+
+/// The scripted agent served on in-process pipes.
+#[cfg(test)]
+fn in_process(script: scripted_agent::Options, name: &str, config: ClientConfig) -> AgentClient {
+    /// Bytes buffered in each direction of the pipes.
+    const PIPE_BYTES: usize = 64 * 1024;
+    let (to_agent, agent_input) = tokio::io::duplex(PIPE_BYTES);
+    let (agent_output, from_agent) = tokio::io::duplex(PIPE_BYTES);
+    tokio::spawn(scripted_agent::serve(script, agent_input, agent_output));
+    AgentClient::connect(name, from_agent, to_agent, config)
+}
+
+fn log_started(name: &str, info: &AgentInfo) {
+    tracing::info!(
+        agent = name,
+        agent_name = info.name.as_deref().unwrap_or("?"),
+        agent_version = info.version.as_deref().unwrap_or("?"),
+        steering_hint = info.steering_hint.is_some(),
+        "agent initialized"
+    );
+}
+
+fn spawn_hint(error: &AcpError, command: &str) -> String {
+    match error {
+        AcpError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            format!("`{command}` was not found (install it, or point --agent-command at it)")
+        }
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,199 @@
+//! The supervisor pool: agent processes and their sessions.
+//!
+//! Owns `--agents` process slots, each lazily started on first work and
+//! reaped after sitting idle, so an idle daemon holds no agents. One process
+//! hosts many sessions; a conversation keeps its session (affinity) while
+//! its process lives. Crashed agents are respawned on the next lease; when
+//! several fail within a minute, a circuit breaker stops respawns for a
+//! cool-down and says so, so a broken agent binary cannot spin the machine.
+//!
+//! The pool is an actor ([`actor`]) behind a cheap [`Pool`] handle, so that
+//! one agent slow to start never freezes another conversation, the heart's
+//! commands or its status: only `lease` waits (for its own slot's agent),
+//! and everything else returns at once. Does not own how many turns run:
+//! the heart's capacity does.
+
+mod actor;
+mod breaker;
+mod launcher;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use acp_client::{AgentClient, ClientConfig, SessionId};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::config::AgentSettings;
+use crate::mention::ConversationKey;
+use actor::{Actor, Request};
+use breaker::CRASHES_TO_OPEN;
+use launcher::Launcher;
+
+/// Why no agent could be leased.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PoolError {
+    #[error("the agent could not be started: {0}")]
+    Spawn(String),
+    #[error("the agent failed to start up: {0}")]
+    Initialize(String),
+    #[error("the agent could not open a session: {0}")]
+    Session(String),
+    /// Carries the last failure, so the person and the operator learn why
+    /// the agents keep failing and not only that they do.
+    #[error(
+        "agents failed {CRASHES_TO_OPEN} times within a minute (last: {last_failure}); \
+         not restarting them for {seconds}s"
+    )]
+    CircuitOpen { seconds: u64, last_failure: String },
+    #[error("the daemon is shutting down")]
+    ShutDown,
+}
+
+/// An agent and a session, leased for one turn.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub client: AgentClient,
+    pub session: SessionId,
+    slot: usize,
+    generation: u64,
+}
+
+/// What the pool looks like now, for `!status` and `/healthz`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Agents initialized and not yet exited.
+    pub alive: usize,
+    /// The breaker refuses to start agents.
+    pub circuit_open: bool,
+    /// The breaker's last recorded failure, kept after it closes.
+    pub last_failure: Option<String>,
+}
+
+/// A handle to the pool; cheap to clone. Requests go over an unbounded
+/// channel, so no call waits to be heard.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    requests: mpsc::UnboundedSender<Request>,
+    status: watch::Receiver<PoolStatus>,
+    /// Where sessions are opened.
+    cwd: Arc<Path>,
+}
+
+impl Pool {
+    /// Starts the pool's actor on the current runtime.
+    pub fn start(settings: AgentSettings, client_config: ClientConfig) -> Pool {
+        let processes = settings.processes as usize;
+        let cwd = settings.cwd.clone();
+        Pool::with_launcher(Launcher::Command(settings), processes, &cwd, client_config)
+    }
+
+    fn with_launcher(launcher: Launcher, processes: usize, cwd: &Path, client_config: ClientConfig) -> Pool {
+        let (requests, inbox) = mpsc::unbounded_channel();
+        let (status_tx, status) = watch::channel(PoolStatus::default());
+        let actor = Actor::new(
+            launcher,
+            processes,
+            client_config,
+            (requests.downgrade(), inbox),
+            status_tx,
+        );
+        tokio::spawn(actor.run());
+        Pool {
+            requests,
+            status,
+            cwd: cwd.into(),
+        }
+    }
+
+    /// An agent and the conversation's session, starting either as needed.
+    /// Waits only for this lease's own slot: its agent's start, then
+    /// `session/new` on this task.
+    pub async fn lease(&self, conversation: &ConversationKey) -> Result<Lease, PoolError> {
+        let (reply, granted) = oneshot::channel();
+        let request = Request::Lease {
+            conversation: conversation.clone(),
+            reply,
+        };
+        self.requests.send(request).map_err(|_| PoolError::ShutDown)?;
+        let grant = granted.await.map_err(|_| PoolError::ShutDown)??;
+        let session = match grant.session {
+            Some(session) => session,
+            None => {
+                // A failure here drops the grant, whose hold releases the slot.
+                let session = grant
+                    .client
+                    .new_session(&self.cwd, Vec::new())
+                    .await
+                    .map_err(|error| PoolError::Session(error.to_string()))?;
+                tracing::info!(%conversation, session = %session, agent = grant.client.name(), "session opened");
+                let _ = self.requests.send(Request::SessionOpened {
+                    conversation: conversation.clone(),
+                    slot: grant.hold.slot,
+                    generation: grant.hold.generation,
+                    session: session.clone(),
+                });
+                session
+            }
+        };
+        let (slot, generation) = grant.hold.keep();
+        Ok(Lease {
+            client: grant.client,
+            session,
+            slot,
+            generation,
+        })
+    }
+
+    /// Ends a lease.
+    pub fn release(&self, lease: &Lease) {
+        let _ = self.requests.send(Request::Release {
+            slot: lease.slot,
+            generation: lease.generation,
+        });
+    }
+
+    /// Kills a leased agent that stopped honouring the protocol (ignored a
+    /// cancel), now; the next lease starts a fresh one. The lease is still
+    /// to be released.
+    pub fn discard(&self, lease: &Lease) {
+        tracing::warn!(agent = lease.client.name(), "discarding an unresponsive agent");
+        lease.client.kill();
+        let _ = self.requests.send(Request::Discard {
+            slot: lease.slot,
+            generation: lease.generation,
+        });
+    }
+
+    /// Forgets the conversation's session: its next turn opens a fresh one.
+    pub fn rotate(&self, conversation: &ConversationKey) {
+        let _ = self.requests.send(Request::Rotate {
+            conversation: conversation.clone(),
+        });
+    }
+
+    /// The pool as the actor last published it; never waits for the actor.
+    pub fn status(&self) -> PoolStatus {
+        self.status.borrow().clone()
+    }
+
+    /// Whether the circuit breaker currently refuses to start agents.
+    pub fn circuit_open(&self) -> bool {
+        self.status.borrow().circuit_open
+    }
+
+    /// Agents currently alive.
+    pub fn alive(&self) -> usize {
+        self.status.borrow().alive
+    }
+
+    /// Kills every agent, those still starting too, and ends the actor;
+    /// leases still waiting fail with [`PoolError::ShutDown`].
+    pub async fn shutdown(&self) {
+        let (done, finished) = oneshot::channel();
+        if self.requests.send(Request::Shutdown { done }).is_ok() {
+            let _ = finished.await;
+        }
+    }
+}
