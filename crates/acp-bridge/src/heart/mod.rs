@@ -235,16 +235,17 @@ impl Heart {
                 ))
             })
             .collect();
-        let pool = &self.services.pool;
+        let pool = self.services.pool.status();
         format!(
             "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}.{}",
             self.conversations.running_count(),
             self.conversations.waiting(),
-            pool.alive(),
-            if pool.circuit_open() {
-                " (restarts paused after repeated crashes)"
-            } else {
-                ""
+            pool.alive,
+            match (pool.circuit_open, &pool.last_failure) {
+                (true, Some(failure)) =>
+                    format!(" (restarts paused after repeated crashes; last: {failure})"),
+                (true, None) => " (restarts paused after repeated crashes)".to_owned(),
+                (false, _) => String::new(),
             },
             self.counters.turns_started,
             self.counters.absorbed,

@@ -173,6 +173,7 @@ impl Pool {
         });
     }
 
+    /// The pool as the actor last published it; never waits for the actor.
     pub fn status(&self) -> PoolStatus {
         self.status.borrow().clone()
     }
@@ -180,11 +181,6 @@ impl Pool {
     /// Whether the circuit breaker currently refuses to start agents.
     pub fn circuit_open(&self) -> bool {
         self.status.borrow().circuit_open
-    }
-
-    /// Agents currently alive.
-    pub fn alive(&self) -> usize {
-        self.status.borrow().alive
     }
 
     /// Kills every agent, those still starting too, and ends the actor;
