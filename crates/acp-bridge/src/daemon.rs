@@ -198,50 +198,36 @@ impl Stages {
     }
 
     /// Runs every stage until `stop`, then stops them in order.
-    async fn run(self, stop: CancellationToken) {
-        let Stages {
-            links,
-            relays_connected,
-            intake,
-            arrivals,
-            mut heart,
-            inbound,
-            housekeeping,
-            publisher,
-            pool,
-            client,
-            embedded,
-            metrics_stop,
-            shutdown_grace,
-        } = self;
+    async fn run(mut self, stop: CancellationToken) {
         // Listening stops with `stop` itself: the links end, the intake
         // drains what they queued, housekeeping ends.
-        let mut listening: Vec<JoinHandle<()>> = links
+        let mut listening: Vec<JoinHandle<()>> = self
+            .links
             .into_iter()
             .map(|link| tokio::spawn(link.run(stop.clone())))
             .collect();
-        listening.push(tokio::spawn(intake.run(arrivals)));
-        listening.push(tokio::spawn(housekeeping.run(stop.clone())));
+        listening.push(tokio::spawn(self.intake.run(self.arrivals)));
+        listening.push(tokio::spawn(self.housekeeping.run(stop.clone())));
         let publisher_stop = CancellationToken::new();
         let publishing = tokio::spawn({
-            let (publisher, publisher_stop) = (Arc::clone(&publisher), publisher_stop.clone());
+            let (publisher, publisher_stop) = (Arc::clone(&self.publisher), publisher_stop.clone());
             async move { publisher.run(publisher_stop).await }
         });
-        tokio::spawn(announce_ready(relays_connected, stop.clone()));
+        tokio::spawn(announce_ready(self.relays_connected, stop.clone()));
 
-        heart.resume();
-        heart.run(inbound, stop, shutdown_grace).await;
+        self.heart.resume();
+        self.heart.run(self.inbound, stop, self.shutdown_grace).await;
         notify_systemd(&[NotifyState::Stopping]);
 
         Stopping {
             listening,
-            pool,
-            publisher,
+            pool: self.pool,
+            publisher: self.publisher,
             publisher_stop,
             publishing,
-            client,
-            metrics_stop,
-            embedded,
+            client: self.client,
+            metrics_stop: self.metrics_stop,
+            embedded: self.embedded,
         }
         .finish()
         .await;

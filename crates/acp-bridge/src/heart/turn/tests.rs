@@ -66,6 +66,39 @@ impl Rig {
         })
     }
 
+    /// Absorbs a mention the machine steers; returns the steer's ticket.
+    fn steer(&mut self, seed: u64, text: &str) -> SteerTicket {
+        let actions = self.absorb(seed, text, Framing::Steer);
+        let [Action::Steer { ticket, .. }] = actions.as_slice() else {
+            panic!("{actions:?}");
+        };
+        *ticket
+    }
+
+    /// Steers a mention that the agent then queues as `message_id`.
+    fn steer_queued(&mut self, seed: u64, text: &str, message_id: &str) {
+        let ticket = self.steer(seed, text);
+        let answer = SteerAnswer::AwaitingFold {
+            message_id: message_id.into(),
+        };
+        assert_eq!(self.feed(Input::SteerAnswered { ticket, answer }), []);
+    }
+
+    /// The agent asks question 1 (`summary`) and it is posted as an event.
+    fn ask_posted(&mut self, summary: &str) -> EventId {
+        self.feed(Input::QuestionAsked(Asked {
+            ticket: 1,
+            summary: summary.into(),
+            options: questions::tests::options(),
+        }));
+        let event = EventId::from_slice(&[9; 32]).expect("id");
+        self.feed(Input::QuestionPosted {
+            ticket: 1,
+            event: Some(event),
+        });
+        event
+    }
+
     fn ended(&mut self, stop_reason: StopReason, folded: &[&str]) -> Vec<Action> {
         self.feed(Input::PromptEnded(Ok(PromptEnd {
             stop_reason,
@@ -124,13 +157,8 @@ fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
     let answer = SteerAnswer::AwaitingFold {
         message_id: "msg_1".into(),
     };
-    assert_eq!(
-        rig.feed(Input::SteerAnswered {
-            ticket: *ticket,
-            answer
-        }),
-        []
-    );
+    let ticket = *ticket;
+    assert_eq!(rig.feed(Input::SteerAnswered { ticket, answer }), []);
 
     let actions = rig.ended(StopReason::EndTurn, &["msg_1"]);
     let (mentions, text, publication) = published(&actions);
@@ -148,17 +176,7 @@ fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
 #[test]
 fn an_acknowledged_steer_the_run_never_folded_goes_to_the_next_turn() {
     let mut rig = Rig::prompting(&["first"]);
-    let actions = rig.absorb(10, "late", Framing::Steer);
-    let [Action::Steer { ticket, .. }] = actions.as_slice() else {
-        panic!("{actions:?}");
-    };
-    let answer = SteerAnswer::AwaitingFold {
-        message_id: "msg_1".into(),
-    };
-    rig.feed(Input::SteerAnswered {
-        ticket: *ticket,
-        answer,
-    });
+    rig.steer_queued(10, "late", "msg_1");
     let actions = rig.ended(StopReason::EndTurn, &[]);
     assert_eq!(texts(&published(&actions).0), ["first"]);
     let actions = rig.feed(Input::Published(Ok(())));
@@ -170,13 +188,10 @@ fn an_acknowledged_steer_the_run_never_folded_goes_to_the_next_turn() {
 #[test]
 fn an_agent_that_cannot_steer_gets_cancel_and_one_merged_reprompt() {
     let mut rig = Rig::prompting(&["long task"]);
-    let actions = rig.absorb(10, "addendum", Framing::Steer);
-    let [Action::Steer { ticket, .. }] = actions.as_slice() else {
-        panic!("{actions:?}");
-    };
+    let ticket = rig.steer(10, "addendum");
     let refusal = SteerAnswer::Unsupported("the agent does not implement steering".into());
     let actions = rig.feed(Input::SteerAnswered {
-        ticket: *ticket,
+        ticket,
         answer: refusal,
     });
     assert_eq!(actions, [Action::Cancel]);
@@ -264,18 +279,9 @@ fn a_burst_that_never_goes_quiet_is_reprompted_at_the_gather_bound() {
 #[test]
 fn a_steer_refused_because_the_turn_ended_goes_to_the_next_turn() {
     let mut rig = Rig::prompting(&["first"]);
-    let actions = rig.absorb(10, "second", Framing::Steer);
-    let [Action::Steer { ticket, .. }] = actions.as_slice() else {
-        panic!("{actions:?}");
-    };
+    let ticket = rig.steer(10, "second");
     let answer = SteerAnswer::TurnOver("no active run".into());
-    assert_eq!(
-        rig.feed(Input::SteerAnswered {
-            ticket: *ticket,
-            answer
-        }),
-        []
-    );
+    assert_eq!(rig.feed(Input::SteerAnswered { ticket, answer }), []);
     rig.ended(StopReason::EndTurn, &[]);
     let actions = rig.feed(Input::Published(Ok(())));
     let (_, work, returned) = rig.end(&actions, &[]);
@@ -352,17 +358,7 @@ fn mention_reply(seed: u64, text: &str, to: EventId) -> Mention {
 #[test]
 fn an_unanswered_question_is_rejected_at_its_deadline_and_the_thread_told() {
     let mut rig = Rig::prompting(&["deploy it"]);
-    let asked = Asked {
-        ticket: 1,
-        summary: "rm -rf build".into(),
-        options: questions::tests::options(),
-    };
-    rig.feed(Input::QuestionAsked(asked));
-    let event = EventId::from_slice(&[9; 32]).expect("id");
-    rig.feed(Input::QuestionPosted {
-        ticket: 1,
-        event: Some(event),
-    });
+    rig.ask_posted("rm -rf build");
     assert_eq!(rig.advance(QUESTION_TIMEOUT / 2), [], "not yet");
     let actions = rig.advance(QUESTION_TIMEOUT / 2);
     assert_eq!(actions[0], Action::RejectQuestion { ticket: 1 });
@@ -375,16 +371,7 @@ fn an_unanswered_question_is_rejected_at_its_deadline_and_the_thread_told() {
 #[test]
 fn an_owner_reply_that_names_no_option_changes_nothing() {
     let mut rig = Rig::prompting(&["deploy it"]);
-    let asked = Asked {
-        ticket: 1,
-        summary: "rm".into(),
-        options: questions::tests::options(),
-    };
-    rig.feed(Input::QuestionAsked(asked));
-    rig.feed(Input::QuestionPosted {
-        ticket: 1,
-        event: Some(EventId::from_slice(&[9; 32]).expect("id")),
-    });
+    rig.ask_posted("rm");
     assert!(matches!(
         rig.machine.route("maybe"),
         Some(Routed::Unrecognized { .. })
@@ -476,31 +463,12 @@ fn the_owner_cancel_during_a_merge_gather_still_reprompts_the_merge() {
 /// answered, and one held behind an owner question or one waiting for a
 /// merge (a turn never has both: a pending merge takes everything).
 fn crowd(rig: &mut Rig, with_merge: bool) {
-    let actions = rig.absorb(10, "steered", Framing::Steer);
-    let [Action::Steer { ticket, .. }] = actions.as_slice() else {
-        panic!("{actions:?}");
-    };
-    let answer = SteerAnswer::AwaitingFold {
-        message_id: "m".into(),
-    };
-    rig.feed(Input::SteerAnswered {
-        ticket: *ticket,
-        answer,
-    });
+    rig.steer_queued(10, "steered", "m");
     rig.absorb(11, "steering", Framing::Steer);
     if with_merge {
         assert_eq!(rig.absorb(12, "merging", Framing::Interrupt), [Action::Cancel]);
     } else {
-        rig.feed(Input::QuestionAsked(Asked {
-            ticket: 1,
-            summary: "q".into(),
-            options: questions::tests::options(),
-        }));
-        let event = EventId::from_slice(&[9; 32]).expect("id");
-        rig.feed(Input::QuestionPosted {
-            ticket: 1,
-            event: Some(event),
-        });
+        rig.ask_posted("q");
         let actions = rig.absorb(12, "held", Framing::Steer);
         assert!(
             matches!(actions.as_slice(), [Action::Inform { .. }]),
