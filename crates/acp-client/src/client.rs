@@ -7,7 +7,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -16,14 +16,15 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 
+use crate::agent_info::AgentInfo;
 use crate::connection::{Connection, LiveTurn, SteerReply, Waiter};
 use crate::error::{AcpError, AgentExit, ExitReason, RpcError};
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Frame, FrameCodec};
 use crate::jsonrpc;
 use crate::permission;
 use crate::process::{AgentCommand, AgentProcess, ProcessProbe};
-use crate::protocol::{self, AgentInfo, ContentBlock, PROTOCOL_VERSION, SessionId, TurnEvent, methods};
-use crate::steer::{SteerAccepted, SteerRefusal};
+use crate::protocol::{self, ContentBlock, PROTOCOL_VERSION, SessionId, TurnEvent, methods};
+use crate::steer::{SteerAccepted, SteerRefusal, SteeringOutcome};
 use crate::turn::{Turn, TurnOptions};
 
 /// Default timeout of ordinary requests (and of one write to the agent).
@@ -88,6 +89,8 @@ pub struct AgentClient {
     conn: Arc<Connection>,
     process: Option<Arc<AgentProcess>>,
     config: ClientConfig,
+    /// What the agent said in `initialize`, once it did.
+    info: Arc<OnceLock<AgentInfo>>,
 }
 
 impl AgentClient {
@@ -133,6 +136,7 @@ impl AgentClient {
             conn,
             process: None,
             config,
+            info: Arc::new(OnceLock::new()),
         }
     }
 
@@ -184,21 +188,14 @@ impl AgentClient {
                 answered,
             });
         }
-        let info = result.get("agentInfo");
-        let text = |key: &str| {
-            info.and_then(|info| info.get(key))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let meta = result.get("_meta").cloned();
-        Ok(AgentInfo {
-            name: text("name"),
-            version: text("version"),
-            protocol_version: PROTOCOL_VERSION,
-            capabilities: result.get("agentCapabilities").cloned().unwrap_or(Value::Null),
-            steering_hint: meta.as_ref().and_then(|meta| meta.get("steering")).cloned(),
-            meta,
-        })
+        let info = AgentInfo::parse(&result, PROTOCOL_VERSION);
+        let _ = self.info.set(info.clone());
+        Ok(info)
+    }
+
+    /// What the agent said in `initialize`; `None` before it answered.
+    pub fn info(&self) -> Option<&AgentInfo> {
+        self.info.get()
     }
 
     /// Opens a session. `mcp_servers` are ACP `McpServer` objects, passed through.
@@ -218,6 +215,93 @@ impl AgentClient {
         let session = SessionId(session.to_owned());
         self.conn.lock().sessions.entry(session.clone()).or_default();
         Ok(session)
+    }
+
+    /// Authenticates with one of the agent's `authMethods`.
+    pub async fn authenticate(&self, method_id: &str) -> Result<(), AcpError> {
+        let params = json!({"methodId": method_id});
+        self.request(methods::AUTHENTICATE, params, self.config.request_timeout)
+            .await
+            .map(drop)
+    }
+
+    /// Reopens a session of an earlier agent process without replaying it
+    /// (`sessionCapabilities.resume`).
+    pub async fn resume_session(
+        &self,
+        session: &SessionId,
+        cwd: &Path,
+        mcp_servers: Vec<Value>,
+    ) -> Result<(), AcpError> {
+        let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": mcp_servers});
+        self.request(methods::SESSION_RESUME, params, self.config.request_timeout)
+            .await?;
+        self.conn.lock().sessions.entry(session.clone()).or_default();
+        Ok(())
+    }
+
+    /// Reopens a session of an earlier agent process (`loadSession`). The
+    /// agent replays the session's history as updates before it answers;
+    /// they are history, not a turn's output, and are discarded.
+    pub async fn load_session(
+        &self,
+        session: &SessionId,
+        cwd: &Path,
+        mcp_servers: Vec<Value>,
+    ) -> Result<(), AcpError> {
+        self.conn.set_replaying(session, true);
+        let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": mcp_servers});
+        let loaded = self
+            .request(methods::SESSION_LOAD, params, self.config.request_timeout)
+            .await;
+        let replayed = self.conn.set_replaying(session, false);
+        tracing::debug!(agent = %self.conn.agent, %session, replayed, "session history replayed and discarded");
+        loaded.map(drop)
+    }
+
+    /// Ends a session on the agent (`sessionCapabilities.close`) and forgets it.
+    pub async fn close_session(&self, session: &SessionId) -> Result<(), AcpError> {
+        let params = json!({"sessionId": session});
+        let closed = self
+            .request(methods::SESSION_CLOSE, params, self.config.request_timeout)
+            .await;
+        self.forget_session(session);
+        closed.map(drop)
+    }
+
+    /// Steers the session's running turn with `text` through
+    /// `_session/steering`, asking the agent not to start a turn of its own
+    /// when none runs (`idleBehavior: promptRequired`).
+    pub async fn steer_session(
+        &self,
+        session: &SessionId,
+        text: &str,
+    ) -> Result<SteeringOutcome, SteerRefusal> {
+        let params = json!({
+            "sessionId": session,
+            "prompt": [ContentBlock::text(text)],
+            "_meta": {"steering": {"idleBehavior": "promptRequired"}},
+        });
+        let answer = self
+            .request(methods::SESSION_STEERING, params, self.config.request_timeout)
+            .await;
+        match answer {
+            Ok(result) => SteeringOutcome::parse(&result).ok_or(SteerRefusal::Malformed(result)),
+            Err(AcpError::Rpc { error, .. }) => Err(SteerRefusal::from_rpc(error)),
+            Err(AcpError::AgentExited(exit)) => Err(SteerRefusal::AgentExited(exit)),
+            Err(other) => Err(SteerRefusal::Transport(other.to_string())),
+        }
+    }
+
+    /// Sends `session/cancel` for a turn this client did not start (one an
+    /// agent started by itself); nothing waits for it to end.
+    pub async fn cancel_detached(&self, session: &SessionId) -> Result<(), AcpError> {
+        self.conn
+            .write(jsonrpc::notification(
+                methods::SESSION_CANCEL,
+                &json!({"sessionId": session}),
+            ))
+            .await
     }
 
     /// Sends a prompt; the returned [`Turn`] streams its events. One turn

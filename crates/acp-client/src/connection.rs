@@ -124,6 +124,8 @@ pub(crate) struct SessionState {
     backlog: VecDeque<TurnEvent>,
     /// Ids of the agent's permission requests waiting on the caller.
     pending_permissions: Vec<Value>,
+    /// `session/load` is replaying history: updates are dropped, counted.
+    replaying: Option<usize>,
 }
 
 #[derive(Default)]
@@ -351,6 +353,9 @@ impl Connection {
     }
 
     fn on_notification(self: &Arc<Self>, method: &str, params: Value) {
+        if method == methods::CANCEL_REQUEST {
+            return self.on_cancel_request(&params);
+        }
         if method != methods::SESSION_UPDATE {
             tracing::debug!(agent = %self.agent, method, "ignored notification");
             return;
@@ -368,6 +373,10 @@ impl Connection {
         let event = protocol::turn_event(update.clone());
         let mut state = self.lock();
         let session_state = state.sessions.entry(session.clone()).or_default();
+        if let Some(replayed) = session_state.replaying.as_mut() {
+            *replayed += 1;
+            return;
+        }
         match marker {
             Some(RunMarker::Started(run_id)) => session_state.active_run_id = Some(run_id),
             Some(RunMarker::Cleared) => session_state.active_run_id = None,
@@ -395,6 +404,40 @@ impl Connection {
             );
         }
         session_state.backlog.push_back(event);
+    }
+
+    /// The agent withdraws one of its requests. Only permission questions
+    /// wait on us for long: one still open is answered -32800 (request
+    /// cancelled) and its turn is told, so that no later answer is applied
+    /// to nothing.
+    fn on_cancel_request(self: &Arc<Self>, params: &Value) {
+        let Some(request_id) = params.get("requestId").or_else(|| params.get("id")).cloned() else {
+            tracing::warn!(agent = %self.agent, "$/cancel_request without a request id");
+            return;
+        };
+        let mut state = self.lock();
+        let withdrawn = state.sessions.values_mut().find_map(|session_state| {
+            let position = session_state
+                .pending_permissions
+                .iter()
+                .position(|open| *open == request_id)?;
+            session_state.pending_permissions.remove(position);
+            Some(session_state.turn.as_ref().map(|turn| turn.events.clone()))
+        });
+        let Some(turn_events) = withdrawn else {
+            tracing::debug!(agent = %self.agent, %request_id, "$/cancel_request for nothing pending");
+            return;
+        };
+        drop(state);
+        tracing::info!(agent = %self.agent, %request_id, "the agent withdrew its permission question");
+        self.write_detached(jsonrpc::error_response(
+            &request_id,
+            codes::REQUEST_CANCELLED,
+            "Request cancelled",
+        ));
+        if let Some(events) = turn_events {
+            let _ = events.send(TurnEvent::PermissionWithdrawn { request_id });
+        }
     }
 
     fn on_request(self: &Arc<Self>, id: Value, method: &str, params: Value) {
@@ -484,6 +527,18 @@ impl Connection {
             .get_mut(session)
             .map(|session_state| std::mem::take(&mut session_state.pending_permissions))
             .unwrap_or_default()
+    }
+
+    /// Starts (`true`) or ends the replay of a session's history; returns
+    /// how many updates the replay brought (dropped).
+    pub fn set_replaying(&self, session: &SessionId, replaying: bool) -> usize {
+        let mut state = self.lock();
+        let session_state = state.sessions.entry(session.clone()).or_default();
+        let replayed = session_state.replaying.take().unwrap_or(0);
+        if replaying {
+            session_state.replaying = Some(0);
+        }
+        replayed
     }
 
     pub fn take_backlog(&self, session: &SessionId) -> Vec<TurnEvent> {

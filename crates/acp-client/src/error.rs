@@ -18,6 +18,11 @@ pub mod codes {
     pub const INVALID_PARAMS: i64 = -32602;
     /// ACP's "resource not found", used for unknown sessions.
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// ACP's "authentication required" (answered by `session/new` and
+    /// friends until `authenticate` succeeded).
+    pub const AUTH_REQUIRED: i64 = -32000;
+    /// The request was withdrawn (`$/cancel_request`).
+    pub const REQUEST_CANCELLED: i64 = -32800;
 }
 
 /// An error object sent by the agent in a JSON-RPC response.

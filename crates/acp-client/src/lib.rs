@@ -15,6 +15,7 @@
 //! Cargo hands a test the path of a binary only inside the binary's own
 //! package.
 
+mod agent_info;
 mod client;
 mod connection;
 mod error;
@@ -26,6 +27,7 @@ mod protocol;
 mod steer;
 mod turn;
 
+pub use agent_info::{AgentInfo, AuthKind, AuthMethod};
 pub use client::{
     AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT, ExitWatch,
@@ -36,8 +38,9 @@ pub use permission::{
     AnswerError, PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
 };
 pub use process::AgentCommand;
-pub use protocol::{AgentInfo, ContentBlock, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent};
-pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal};
+pub use protocol::{ContentBlock, Cost, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent, Usage};
+pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};
 pub use turn::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions, TurnOutcome, TurnProgress,
+    AgentMessage, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions, TurnOutcome,
+    TurnProgress,
 };

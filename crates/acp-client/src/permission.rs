@@ -200,6 +200,12 @@ impl PermissionQuestion {
         &self.request
     }
 
+    /// The JSON-RPC id of the agent's request, as a withdrawal names it
+    /// ([`crate::TurnEvent::PermissionWithdrawn`]).
+    pub fn request_id(&self) -> &Value {
+        &self.rpc_id
+    }
+
     /// Answers with the offered option whose id is `option_id`.
     pub async fn answer(mut self, option_id: &str) -> Result<(), AnswerError> {
         let option = self

@@ -21,6 +21,14 @@ pub mod methods {
     pub const SESSION_CANCEL: &str = "session/cancel";
     pub const SESSION_UPDATE: &str = "session/update";
     pub const REQUEST_PERMISSION: &str = "session/request_permission";
+    pub const AUTHENTICATE: &str = "authenticate";
+    pub const SESSION_LOAD: &str = "session/load";
+    pub const SESSION_RESUME: &str = "session/resume";
+    pub const SESSION_CLOSE: &str = "session/close";
+    /// The cross-vendor steer into a running turn (claude-agent-acp, codex-acp).
+    pub const SESSION_STEERING: &str = "_session/steering";
+    /// The agent withdraws one of its own pending requests.
+    pub const CANCEL_REQUEST: &str = "$/cancel_request";
     /// goose's non-standard mid-turn steer.
     pub const GOOSE_STEER: &str = "_goose/unstable/session/steer";
 }
@@ -109,21 +117,6 @@ impl fmt::Display for StopReason {
     }
 }
 
-/// What the agent said about itself in `initialize`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentInfo {
-    pub name: Option<String>,
-    pub version: Option<String>,
-    pub protocol_version: u64,
-    /// `agentCapabilities`, raw: capabilities grow faster than this client.
-    pub capabilities: Value,
-    /// `_meta.steering`, when the agent advertises a steering capability.
-    /// Advisory only: steer support is detected by trying.
-    pub steering_hint: Option<Value>,
-    /// The whole `_meta` object, for hints this client does not interpret.
-    pub meta: Option<Value>,
-}
-
 /// The params of our `initialize` request.
 pub fn initialize_params() -> Value {
     json!({
@@ -137,9 +130,11 @@ pub fn initialize_params() -> Value {
 /// One typed event of a turn, in the order the agent streamed it.
 #[derive(Debug)]
 pub enum TurnEvent {
-    /// A piece of the assistant's answer.
+    /// A piece of the assistant's answer; `message_id` (when the agent
+    /// sends one) tells its messages apart.
     MessageChunk {
         text: String,
+        message_id: Option<String>,
     },
     /// A piece of the agent's visible reasoning.
     ThoughtChunk {
@@ -169,8 +164,52 @@ pub enum TurnEvent {
     },
     /// The agent asked for permission and waits for the caller's answer.
     PermissionAsked(crate::permission::PermissionQuestion),
+    /// The agent withdrew a question it asked (`$/cancel_request`); it was
+    /// answered -32800 and its handle no longer answers anything.
+    PermissionWithdrawn {
+        request_id: Value,
+    },
+    /// Context use and cost so far (`usage_update`).
+    Usage(Usage),
     /// Any other update (unknown kinds included), kept raw.
     Other(Value),
+}
+
+/// How much of its context window a session uses, and what it cost.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Usage {
+    /// Tokens in the context now.
+    pub used: Option<u64>,
+    /// The context window, in tokens.
+    pub size: Option<u64>,
+    /// Cost so far.
+    pub cost: Option<Cost>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cost {
+    pub amount: f64,
+    pub currency: String,
+}
+
+impl Usage {
+    fn parse(update: &Value) -> Self {
+        let cost = update.get("cost").and_then(|cost| {
+            Some(Cost {
+                amount: cost.get("amount")?.as_f64()?,
+                currency: cost
+                    .get("currency")
+                    .and_then(Value::as_str)
+                    .unwrap_or("USD")
+                    .to_owned(),
+            })
+        });
+        Usage {
+            used: update.get("used").and_then(Value::as_u64),
+            size: update.get("size").and_then(Value::as_u64),
+            cost,
+        }
+    }
 }
 
 /// A tool call or an update to one; the raw update keeps everything else.
@@ -208,7 +247,10 @@ pub fn turn_event(update: Value) -> TurnEvent {
         .unwrap_or_default();
     match kind {
         "agent_message_chunk" => match chunk_text(&update) {
-            Some(text) => TurnEvent::MessageChunk { text },
+            Some(text) => TurnEvent::MessageChunk {
+                message_id: update.get("messageId").and_then(Value::as_str).map(str::to_owned),
+                text,
+            },
             None => TurnEvent::Other(update),
         },
         "agent_thought_chunk" => match chunk_text(&update) {
@@ -224,6 +266,7 @@ pub fn turn_event(update: Value) -> TurnEvent {
         },
         "tool_call" => tool_call(update).map_or_else(TurnEvent::Other, TurnEvent::ToolCall),
         "tool_call_update" => tool_call(update).map_or_else(TurnEvent::Other, TurnEvent::ToolCallUpdate),
+        "usage_update" => TurnEvent::Usage(Usage::parse(&update)),
         "plan" => TurnEvent::Plan {
             entries: update.get("entries").cloned().unwrap_or(Value::Null),
         },
@@ -305,6 +348,22 @@ mod tests {
         };
         assert_eq!(text, "also do X");
         assert_eq!(steer_message_id.as_deref(), Some("steer_9"));
+    }
+
+    #[test]
+    fn usage_updates_and_message_ids_are_read() {
+        let update = json!({"sessionUpdate": "usage_update", "used": 1200, "size": 200000,
+            "cost": {"amount": 0.0125, "currency": "USD"}});
+        let TurnEvent::Usage(usage) = turn_event(update) else {
+            panic!("expected usage");
+        };
+        assert_eq!((usage.used, usage.size), (Some(1200), Some(200_000)));
+        assert_eq!(usage.cost.map(|cost| cost.currency), Some("USD".into()));
+        let chunk = json!({"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+            "content": {"type": "text", "text": "hi"}});
+        assert!(
+            matches!(turn_event(chunk), TurnEvent::MessageChunk { message_id: Some(id), .. } if id == "m1")
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! goose's mid-turn steer (`_goose/unstable/session/steer`): its answers and
-//! its refusals as types.
+//! Mid-turn steering, both ways agents offer it, as types: goose's
+//! `_goose/unstable/session/steer` (its answers and refusals) and the
+//! cross-vendor `_session/steering` (its outcomes; refusals are shared).
 //!
 //! A steer is only as good as its delivery: goose queues an accepted steer
 //! and folds it in at the next round boundary, streaming a
@@ -24,6 +25,30 @@ impl SteerAccepted {
             run_id: result.get("runId")?.as_str()?.to_owned(),
             message_id: result.get("messageId")?.as_str()?.to_owned(),
         })
+    }
+}
+
+/// How an agent took a `_session/steering` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteeringOutcome {
+    /// In the running turn; the agent settles that turn only after
+    /// answering it, so it is delivered.
+    Injected,
+    /// No turn was running: send it as a normal prompt.
+    PromptRequired,
+    /// No turn was running and the agent, ignoring `idleBehavior`, started
+    /// a turn of its own, which has no prompt answer.
+    StartedNewTurn,
+}
+
+impl SteeringOutcome {
+    pub(crate) fn parse(result: &Value) -> Option<Self> {
+        match result.get("outcome")?.as_str()? {
+            "injected" => Some(SteeringOutcome::Injected),
+            "promptRequired" => Some(SteeringOutcome::PromptRequired),
+            "startedNewTurn" => Some(SteeringOutcome::StartedNewTurn),
+            _ => None,
+        }
     }
 }
 

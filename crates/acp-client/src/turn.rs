@@ -48,12 +48,27 @@ impl Default for TurnOptions {
     }
 }
 
+/// One message of the agent's within a turn. Messages are told apart by
+/// the `messageId` of their chunks where the agent sends one, and by what
+/// comes between them (tool calls, plans, echoed user text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentMessage {
+    pub text: String,
+    /// A tool call or a plan followed it: the agent was narrating its work,
+    /// not answering.
+    pub narration: bool,
+}
+
 /// How a turn ended when the agent answered the prompt.
 #[derive(Debug, Clone)]
 pub struct TurnOutcome {
     pub stop_reason: StopReason,
     /// The assistant's message chunks of this turn, concatenated.
     pub message: String,
+    /// The same chunks, as the agent's messages.
+    pub messages: Vec<AgentMessage>,
+    /// The last usage the agent reported during the turn.
+    pub usage: Option<crate::protocol::Usage>,
     /// The last run id the agent advertised during the turn.
     pub run_id: Option<String>,
     /// Every steer the agent accepted during this turn, with whether the
@@ -65,6 +80,23 @@ pub struct TurnOutcome {
 }
 
 impl TurnOutcome {
+    /// What the agent answered: its messages that no tool call or plan
+    /// followed, a blank line between two; the whole text when every
+    /// message was narration (the turn ended on a tool's work).
+    pub fn answer(&self) -> String {
+        let answers: Vec<&str> = self
+            .messages
+            .iter()
+            .filter(|message| !message.narration)
+            .map(|message| message.text.trim_end_matches('\n'))
+            .filter(|text| !text.trim().is_empty())
+            .collect();
+        if answers.is_empty() {
+            return self.message.clone();
+        }
+        answers.join("\n\n")
+    }
+
     /// Accepted steers the run never folded in; they must be delivered again.
     pub fn unconfirmed_steers(&self) -> impl Iterator<Item = &SteerDelivery> {
         self.steers.iter().filter(|steer| !steer.folded)
@@ -91,6 +123,13 @@ pub struct Turn {
     started: Instant,
     last_activity: Instant,
     message: String,
+    messages: Vec<AgentMessage>,
+    /// The `messageId` of the message being streamed, when the agent sends ids.
+    message_id: Option<String>,
+    /// Something other than message text came since the last chunk: the
+    /// next chunk starts a new message.
+    message_boundary: bool,
+    usage: Option<crate::protocol::Usage>,
     run_id: Option<String>,
     finished: bool,
 }
@@ -115,6 +154,10 @@ impl Turn {
             started: now,
             last_activity: now,
             message: String::new(),
+            messages: Vec::new(),
+            message_id: None,
+            message_boundary: false,
+            usage: None,
             run_id: None,
             finished: false,
         }
@@ -173,10 +216,37 @@ impl Turn {
 
     fn observe(&mut self, event: &TurnEvent) {
         match event {
-            TurnEvent::MessageChunk { text } => self.message.push_str(text),
+            TurnEvent::MessageChunk { text, message_id } => self.message_chunk(text, message_id.as_deref()),
+            TurnEvent::ToolCall(_) | TurnEvent::Plan { .. } => {
+                if let Some(last) = self.messages.last_mut().filter(|_| !self.message_boundary) {
+                    last.narration = true;
+                }
+                self.message_boundary = true;
+            }
+            TurnEvent::ToolCallUpdate(_) | TurnEvent::UserMessageChunk { .. } => self.message_boundary = true,
+            TurnEvent::Usage(usage) => self.usage = Some(usage.clone()),
             TurnEvent::RunStarted { run_id } => self.run_id = Some(run_id.clone()),
             _ => {}
         }
+    }
+
+    fn message_chunk(&mut self, text: &str, message_id: Option<&str>) {
+        self.message.push_str(text);
+        let other_message = match (message_id, self.message_id.as_deref()) {
+            (Some(id), Some(current)) => id != current,
+            _ => false,
+        };
+        match self.messages.last_mut() {
+            Some(last) if !self.message_boundary && !other_message => last.text.push_str(text),
+            _ => self.messages.push(AgentMessage {
+                text: text.to_owned(),
+                narration: false,
+            }),
+        }
+        if let Some(id) = message_id {
+            self.message_id = Some(id.to_owned());
+        }
+        self.message_boundary = false;
     }
 
     fn finish(&mut self, completion: Option<PromptCompletion>) -> Result<TurnProgress, TurnError> {
@@ -193,6 +263,8 @@ impl Turn {
         Ok(TurnProgress::Finished(TurnOutcome {
             stop_reason,
             message: std::mem::take(&mut self.message),
+            messages: std::mem::take(&mut self.messages),
+            usage: self.usage.take(),
             run_id: self.run_id.take(),
             steers: completion.steers,
             result,

@@ -87,7 +87,7 @@ async fn sdk_agent_cancel_ends_the_turn_cancelled() {
             .expect("prompt");
         // Wait until the turn is visibly running before cancelling it.
         while let TurnProgress::Event(event) = turn.next().await.expect("event") {
-            if matches!(event, TurnEvent::MessageChunk { ref text } if text == ".") {
+            if matches!(event, TurnEvent::MessageChunk { ref text, .. } if text == ".") {
                 break;
             }
         }

@@ -1,11 +1,15 @@
 //! Routing edges no well-behaved agent produces on demand: updates before
 //! `session/new` answers and after a prompt answers, unknown agent requests,
-//! unknown update kinds. The peer here is the test itself, writing raw
-//! frames over an in-memory pipe.
+//! unknown update kinds, a session's history replayed by `session/load`, a
+//! question the agent withdraws, steering outcomes, message boundaries. The
+//! peer here is the test itself, writing raw frames over an in-memory pipe.
 
 use std::time::Duration;
 
-use acp_client::{AgentClient, ClientConfig, ContentBlock, TurnEvent, TurnOptions, TurnProgress};
+use acp_client::{
+    AgentClient, AnswerError, ClientConfig, ContentBlock, PermissionPolicy, SessionId, SteerRefusal,
+    SteeringOutcome, TurnEvent, TurnOptions, TurnProgress,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
 
@@ -109,8 +113,191 @@ async fn updates_outside_a_turn_are_kept_and_unknown_requests_get_method_not_fou
         let backlog = client.take_backlog(&session);
         assert_eq!(backlog.len(), 2, "{backlog:?}");
         assert!(matches!(&backlog[0], TurnEvent::Other(raw) if raw["sessionUpdate"] == "available_commands_update"));
-        assert!(matches!(&backlog[1], TurnEvent::MessageChunk { text } if text == "late"));
+        assert!(matches!(&backlog[1], TurnEvent::MessageChunk { text, .. } if text == "late"));
         assert!(client.take_backlog(&session).is_empty());
+    })
+    .await
+    .expect("test timed out");
+}
+
+fn chunk(text: &str, message_id: &str) -> Value {
+    json!({"sessionUpdate": "agent_message_chunk", "messageId": message_id,
+        "content": {"type": "text", "text": text}})
+}
+
+/// Answers the peer's next request (whose method must be `method`) with `result`.
+async fn answer_next(peer: &mut RawPeer, method: &str, result: Value) -> Value {
+    let request = peer.recv().await;
+    assert_eq!(request["method"], method, "{request}");
+    peer.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": result}))
+        .await;
+    request
+}
+
+#[tokio::test]
+async fn loaded_history_never_reaches_a_turn_and_a_withdrawn_question_answers_nothing() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (client, mut peer) = connected();
+        let session = SessionId("old".into());
+        let load = tokio::spawn({
+            let (client, session) = (client.clone(), session.clone());
+            async move {
+                client
+                    .load_session(&session, &std::env::temp_dir(), Vec::new())
+                    .await
+            }
+        });
+        let request = peer.recv().await;
+        assert_eq!(request["method"], "session/load");
+        assert_eq!(request["params"]["sessionId"], "old");
+        assert!(request["params"]["mcpServers"].is_array() && request["params"]["cwd"].is_string());
+        for old in ["first answer", "second answer"] {
+            peer.send(update("old", chunk(old, "history"))).await;
+        }
+        peer.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": {}}))
+            .await;
+        load.await.expect("join").expect("loaded");
+        assert!(client.take_backlog(&session).is_empty(), "history is not kept");
+
+        let options = TurnOptions {
+            permission: PermissionPolicy::AskCaller,
+            ..TurnOptions::default()
+        };
+        let mut turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], options)
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        peer.send(
+            json!({"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission",
+            "params": {"sessionId": "old", "toolCall": {"title": "rm"},
+                "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}]}}),
+        )
+        .await;
+        let TurnProgress::Event(TurnEvent::PermissionAsked(question)) = turn.next().await.expect("event")
+        else {
+            panic!("the question reaches the caller");
+        };
+        assert_eq!(question.request_id(), &json!("perm-1"));
+        peer.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "perm-1"}}))
+            .await;
+        let withdrawn = peer.recv().await;
+        assert_eq!(withdrawn["id"], "perm-1");
+        assert_eq!(withdrawn["error"]["code"], -32800);
+        let TurnProgress::Event(TurnEvent::PermissionWithdrawn { request_id }) =
+            turn.next().await.expect("event")
+        else {
+            panic!("the turn learns of the withdrawal");
+        };
+        assert_eq!(request_id, json!("perm-1"));
+        assert!(matches!(
+            question.answer("a").await,
+            Err(AnswerError::AlreadyAnswered)
+        ));
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        turn.finish_quietly().await.expect("outcome");
+        // Nothing else was written for the question: the next frame is ours.
+        let close = tokio::spawn({
+            let (client, session) = (client.clone(), session.clone());
+            async move { client.close_session(&session).await }
+        });
+        answer_next(&mut peer, "session/close", json!({})).await;
+        close.await.expect("join").expect("closed");
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn session_steering_outcomes_and_refusals_are_typed() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (client, mut peer) = connected();
+        let session = SessionId("s".into());
+        for (answer, expected) in [
+            (json!({"outcome": "injected"}), Ok(SteeringOutcome::Injected)),
+            (
+                json!({"outcome": "promptRequired"}),
+                Ok(SteeringOutcome::PromptRequired),
+            ),
+            (
+                json!({"outcome": "startedNewTurn"}),
+                Ok(SteeringOutcome::StartedNewTurn),
+            ),
+            (
+                json!({"outcome": "maybe"}),
+                Err(SteerRefusal::Malformed(json!({"outcome": "maybe"}))),
+            ),
+        ] {
+            let steer = tokio::spawn({
+                let (client, session) = (client.clone(), session.clone());
+                async move { client.steer_session(&session, "also this").await }
+            });
+            let request = answer_next(&mut peer, "_session/steering", answer).await;
+            assert_eq!(request["params"]["prompt"][0]["text"], "also this");
+            assert_eq!(
+                request["params"]["_meta"]["steering"]["idleBehavior"],
+                "promptRequired"
+            );
+            assert_eq!(steer.await.expect("join"), expected);
+        }
+        let steer = tokio::spawn({
+            let (client, session) = (client.clone(), session.clone());
+            async move { client.steer_session(&session, "x").await }
+        });
+        let request = peer.recv().await;
+        peer.send(json!({"jsonrpc": "2.0", "id": request["id"],
+            "error": {"code": -32601, "message": "Method not found"}}))
+            .await;
+        assert_eq!(steer.await.expect("join"), Err(SteerRefusal::MethodNotFound));
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn narration_between_tool_calls_is_told_apart_from_the_answer() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (client, mut peer) = connected();
+        let session = SessionId("s".into());
+        let turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], TurnOptions::default())
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        peer.send(update("s", chunk("Let me look at the files.", "m1")))
+            .await;
+        peer.send(update(
+            "s",
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "ls"}),
+        ))
+        .await;
+        peer.send(update(
+            "s",
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"}),
+        ))
+        .await;
+        peer.send(update("s", chunk("The answer ", "m2"))).await;
+        peer.send(update("s", chunk("is 42.", "m2"))).await;
+        // A second message (the answer to a steer) in the same turn.
+        peer.send(update("s", chunk("And the budget is fine.", "m3")))
+            .await;
+        peer.send(update(
+            "s",
+            json!({"sessionUpdate": "usage_update", "used": 10, "size": 100}),
+        ))
+        .await;
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        let outcome = turn.finish_quietly().await.expect("outcome");
+        assert_eq!(outcome.messages.len(), 3);
+        assert!(outcome.messages[0].narration && !outcome.messages[1].narration);
+        assert_eq!(outcome.answer(), "The answer is 42.\n\nAnd the budget is fine.");
+        assert!(
+            outcome.message.starts_with("Let me look at the files."),
+            "the full text keeps everything"
+        );
+        assert_eq!(outcome.usage.and_then(|usage| usage.size), Some(100));
     })
     .await
     .expect("test timed out");

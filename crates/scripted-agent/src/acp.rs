@@ -14,9 +14,12 @@ pub(crate) const SESSION_CANCEL: &str = "session/cancel";
 pub(crate) const SESSION_UPDATE: &str = "session/update";
 /// goose's mid-turn steer extension.
 pub(crate) const SESSION_STEER: &str = "_goose/unstable/session/steer";
+/// The cross-vendor mid-turn steer (`--session-steering`).
+pub(crate) const SESSION_STEERING: &str = "_session/steering";
 
-/// The `initialize` result. The steering hint in `_meta` tells a client it
-/// may try the steer method; clients must still tolerate a refusal.
+/// The `initialize` result. goose advertises nothing for its steer (clients
+/// try it and tolerate a refusal); `_meta.steering.supported` announces
+/// `_session/steering`, as claude-agent-acp and codex-acp do.
 pub(crate) fn initialize_result(options: &Options) -> Value {
     let mut result = json!({
         "protocolVersion": options.protocol_version,
@@ -27,13 +30,10 @@ pub(crate) fn initialize_result(options: &Options) -> Value {
         "agentInfo": { "name": options.name, "version": env!("CARGO_PKG_VERSION") },
         "authMethods": [],
     });
-    if !options.no_steer
+    if options.session_steering
         && let Some(object) = result.as_object_mut()
     {
-        object.insert(
-            "_meta".to_owned(),
-            json!({ "steering": { "supported": true, "method": SESSION_STEER } }),
-        );
+        object.insert("_meta".to_owned(), json!({ "steering": { "supported": true } }));
     }
     result
 }
@@ -140,15 +140,15 @@ mod tests {
     }
 
     #[test]
-    fn steering_hint_follows_no_steer() {
-        let with = initialize_result(&Options::default());
-        assert_eq!(with["_meta"]["steering"]["method"], SESSION_STEER);
-        assert_eq!(with["protocolVersion"], 1);
-        let without = initialize_result(&Options {
-            no_steer: true,
+    fn session_steering_is_advertised_only_when_served() {
+        let goose_style = initialize_result(&Options::default());
+        assert!(goose_style.get("_meta").is_none());
+        assert_eq!(goose_style["protocolVersion"], 1);
+        let steering = initialize_result(&Options {
+            session_steering: true,
             ..Options::default()
         });
-        assert!(without.get("_meta").is_none());
+        assert_eq!(steering["_meta"]["steering"]["supported"], true);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::permission::PendingRequests;
 use crate::rpc::{self, Incoming, RpcError};
 use crate::session::{Sessions, StartRunError};
 use crate::steer;
+use crate::steering::{self, Steering};
 use crate::turn::{self, Turn};
 use crate::wire::{ClientGone, Outbox};
 
@@ -103,6 +104,15 @@ impl Agent {
             }
             acp::SESSION_PROMPT => self.prompt(id, params, turns).await,
             acp::SESSION_STEER if !self.options.no_steer => steer::handle(self, id, params).await,
+            acp::SESSION_STEERING if self.options.session_steering => match steering::handle(self, params) {
+                Ok(Steering::Answered(result)) => self.outbox.respond(id, result).await,
+                Ok(Steering::StartTurn { session_id, text }) => {
+                    self.start_turn(&session_id, text, None, turns).await?;
+                    let result = json!({ "outcome": "startedNewTurn" });
+                    self.outbox.respond(id, result).await
+                }
+                Err(error) => self.outbox.respond_error(id, error).await,
+            },
             _ => {
                 log!("unknown method `{method}`");
                 let error = RpcError::method_not_found();
@@ -152,41 +162,56 @@ impl Agent {
                 return self.outbox.respond_error(id, error).await;
             }
         };
-        let session_id = params.session_id;
         let prompt_text = acp::text_of(&params.prompt);
+        self.start_turn(&params.session_id, prompt_text, Some(id), turns)
+            .await
+    }
+
+    /// Starts a run for `prompt_text` and plays it on its own task; the
+    /// prompt request `id` is answered when it ends (a turn the agent
+    /// started by itself has none).
+    async fn start_turn(
+        self: &Arc<Self>,
+        session_id: &str,
+        prompt_text: String,
+        id: Option<Value>,
+        turns: &mut JoinSet<()>,
+    ) -> Result<(), ClientGone> {
         let script = TurnScript::new(&self.options, &prompt_text);
-        let run = match self.sessions.start_run(&session_id, self.ids.run()) {
-            Ok(run) => run,
+        let refusal = match self.sessions.start_run(session_id, self.ids.run()) {
+            Ok(run) => {
+                if !script.no_run_id {
+                    let started = update::active_run(Some(run.run_id()));
+                    acp::send_update(&self.outbox, session_id, started).await?;
+                }
+                if script.advertise_wrong_run {
+                    let wrong = update::active_run(Some(&self.ids.run()));
+                    acp::send_update(&self.outbox, session_id, wrong).await?;
+                }
+                log!("session {session_id}: run {} started: {script:?}", run.run_id());
+                let turn = Turn {
+                    request_id: id,
+                    run,
+                    prompt_text,
+                    script,
+                };
+                turns.spawn(turn::play(Arc::clone(self), turn));
+                return Ok(());
+            }
             Err(StartRunError::UnknownSession) => {
-                let data = format!("Session not found: {session_id}");
-                let error = RpcError::resource_not_found(data);
-                return self.outbox.respond_error(id, error).await;
+                RpcError::resource_not_found(format!("Session not found: {session_id}"))
             }
             Err(StartRunError::AlreadyLive(run_id)) => {
                 log!("session {session_id}: prompt refused, run {run_id} is live");
-                let error = RpcError::invalid_params(format!(
+                RpcError::invalid_params(format!(
                     "session already has active run `{run_id}`; use {}",
                     acp::SESSION_STEER
-                ));
-                return self.outbox.respond_error(id, error).await;
+                ))
             }
         };
-        if !script.no_run_id {
-            let started = update::active_run(Some(run.run_id()));
-            acp::send_update(&self.outbox, &session_id, started).await?;
+        match id {
+            Some(id) => self.outbox.respond_error(id, refusal).await,
+            None => Ok(()),
         }
-        if script.advertise_wrong_run {
-            let wrong = update::active_run(Some(&self.ids.run()));
-            acp::send_update(&self.outbox, &session_id, wrong).await?;
-        }
-        log!("session {session_id}: run {} started: {script:?}", run.run_id());
-        let turn = Turn {
-            request_id: id,
-            run,
-            prompt_text,
-            script,
-        };
-        turns.spawn(turn::play(Arc::clone(self), turn));
-        Ok(())
     }
 }

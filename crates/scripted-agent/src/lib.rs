@@ -34,6 +34,7 @@ mod permission;
 mod rpc;
 mod session;
 mod steer;
+mod steering;
 mod turn;
 mod wire;
 

@@ -65,10 +65,22 @@ pub struct Options {
     #[arg(long, value_name = "MS")]
     pub init_delay_ms: Option<u64>,
 
-    /// Lack goose's steer extension: no `_meta.steering` hint, and the steer
-    /// method answers -32601.
+    /// Lack goose's steer extension: its method answers -32601.
     #[arg(long)]
     pub no_steer: bool,
+
+    /// Take the cross-vendor `_session/steering` (and advertise
+    /// `_meta.steering.supported`): a steer mid-turn is injected into the
+    /// live run and folded in at its next round boundary, at the latest
+    /// before the turn answers; with no live run it answers `promptRequired`.
+    #[arg(long)]
+    pub session_steering: bool,
+
+    /// Under `--session-steering`, ignore `idleBehavior`: a steer with no
+    /// live run starts a turn of its own (answered `startedNewTurn`), whose
+    /// output has no prompt answer.
+    #[arg(long)]
+    pub steering_starts_turns: bool,
 
     /// An accepted steer ends its run at once, before the next round boundary,
     /// so the steer is discarded unfolded (goose's end-of-run race).
@@ -126,6 +138,8 @@ impl Default for Options {
             chatter_interval_ms: DEFAULT_CHATTER_INTERVAL_MS,
             init_delay_ms: None,
             no_steer: false,
+            session_steering: false,
+            steering_starts_turns: false,
             end_run_after_steer: false,
             crash_after_rounds: None,
             hang: false,
@@ -152,6 +166,8 @@ impl Options {
             (self.ask_permission, "--ask-permission"),
             (self.chatter, "--chatter"),
             (self.no_steer, "--no-steer"),
+            (self.session_steering, "--session-steering"),
+            (self.steering_starts_turns, "--steering-starts-turns"),
             (self.end_run_after_steer, "--end-run-after-steer"),
             (self.hang, "--hang"),
             (self.ignore_cancel, "--ignore-cancel"),

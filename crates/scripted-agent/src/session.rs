@@ -26,6 +26,9 @@ pub(crate) enum Interrupt {
 pub(crate) struct QueuedSteer {
     pub(crate) message_id: String,
     pub(crate) text: String,
+    /// Taken through `_session/steering`: the turn must answer it before it
+    /// ends (goose's steers are discarded when the run ends first).
+    pub(crate) injected: bool,
 }
 
 /// Why `session/prompt` cannot start a run.
@@ -64,6 +67,8 @@ struct LiveRun {
     /// Set when the run is about to end early: steers stay queued (and are
     /// discarded) even if the turn reaches a round boundary first.
     folding_closed: bool,
+    /// Set when the turn composes its answer: nothing more is injected.
+    closing: bool,
     interrupt: watch::Sender<Option<Interrupt>>,
 }
 
@@ -117,6 +122,7 @@ impl Sessions {
             run_id: run_id.clone(),
             steers: Vec::new(),
             folding_closed: false,
+            closing: false,
             interrupt,
         });
         Ok(RunHandle {
@@ -175,6 +181,35 @@ impl Sessions {
         Ok(live.run_id.clone())
     }
 
+    /// Injects `steer` into the session's live run (`_session/steering`);
+    /// refused once the run composes its answer.
+    pub(crate) fn inject_steer(&self, session_id: &str, steer: QueuedSteer) -> Result<(), SteerRefusal> {
+        let mut sessions = self.lock();
+        let session = sessions.get_mut(session_id).ok_or(SteerRefusal::UnknownSession)?;
+        match session.live.as_mut() {
+            Some(live) if !live.closing => {
+                live.steers.push(steer);
+                Ok(())
+            }
+            _ => Err(SteerRefusal::NoLiveRun),
+        }
+    }
+
+    /// The turn composes its answer: takes the injected steers it has not
+    /// folded yet (it must answer them) and accepts no more.
+    pub(crate) fn close_injection(&self, run: &RunHandle) -> Vec<QueuedSteer> {
+        let mut sessions = self.lock();
+        let Some(live) = Self::live_mut(&mut sessions, run) else {
+            return Vec::new();
+        };
+        live.closing = true;
+        let (injected, queued) = std::mem::take(&mut live.steers)
+            .into_iter()
+            .partition(|steer| steer.injected);
+        live.steers = queued;
+        injected
+    }
+
     /// Takes the steers queued on the run, in order, at a round boundary.
     pub(crate) fn take_steers(&self, run: &RunHandle) -> Vec<QueuedSteer> {
         let mut sessions = self.lock();
@@ -223,7 +258,32 @@ mod tests {
         QueuedSteer {
             message_id: format!("m-{text}"),
             text: text.to_owned(),
+            injected: false,
         }
+    }
+
+    #[test]
+    fn injected_steers_are_answered_before_the_run_closes_and_refused_after() {
+        let (sessions, run) = registry_with_run();
+        let injected = QueuedSteer {
+            injected: true,
+            ..steer("in")
+        };
+        sessions.inject_steer("s", injected.clone()).expect("injected");
+        sessions
+            .queue_steer("s", "r1", steer("goose"), false)
+            .expect("queued");
+        assert_eq!(sessions.close_injection(&run), [injected]);
+        assert_eq!(
+            sessions.inject_steer("s", steer("late")),
+            Err(SteerRefusal::NoLiveRun),
+            "a closing run takes no more"
+        );
+        assert_eq!(
+            sessions.clear_run(&run),
+            [steer("goose")],
+            "goose's leftovers are discarded"
+        );
     }
 
     fn registry_with_run() -> (Sessions, RunHandle) {

@@ -71,6 +71,7 @@ fn accept(agent: &Agent, params: Value) -> Result<Accepted, RpcError> {
     let steer = QueuedSteer {
         message_id: message_id.clone(),
         text,
+        injected: false,
     };
     // Under `--end-run-after-steer` the run stops folding right here, so the
     // steer cannot slip in at a round boundary before the run ends.

@@ -25,7 +25,8 @@ use crate::wire::ClientGone;
 /// A prompt accepted with a live run, ready to play.
 #[derive(Debug)]
 pub(crate) struct Turn {
-    pub(crate) request_id: Value,
+    /// The prompt to answer; `None` for a turn the agent started by itself.
+    pub(crate) request_id: Option<Value>,
     pub(crate) run: RunHandle,
     pub(crate) prompt_text: String,
     pub(crate) script: TurnScript,
@@ -132,8 +133,11 @@ async fn play_rounds(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript
 /// The round boundary: every queued steer joins the turn, in order.
 async fn fold_steers(agent: &Agent, turn: &Turn, transcript: &mut Transcript) -> Result<(), ClientGone> {
     for steer in agent.sessions.take_steers(&turn.run) {
-        let folded = update::steer_folded(&steer.text, &steer.message_id);
-        acp::send_update(&agent.outbox, turn.run.session_id(), folded).await?;
+        if !steer.injected {
+            // goose's proof of delivery; `_session/steering` needs none.
+            let folded = update::steer_folded(&steer.text, &steer.message_id);
+            acp::send_update(&agent.outbox, turn.run.session_id(), folded).await?;
+        }
         log!(
             "session {}: folded steer {} into run {}",
             turn.run.session_id(),
@@ -201,6 +205,15 @@ async fn finish(
 ) -> Result<(), ClientGone> {
     let session_id = turn.run.session_id();
     let fail = turn.script.fail && !cancelled;
+    // Injected steers are answered by this turn, however late they came.
+    let mut transcript = transcript;
+    for steer in agent.sessions.close_injection(&turn.run) {
+        log!(
+            "session {session_id}: folded injected steer {} before answering",
+            steer.message_id
+        );
+        transcript.folded_steers.push(steer.text);
+    }
     if !cancelled && !fail {
         let message = final_message(&turn.prompt_text, &transcript);
         acp::send_update(&agent.outbox, session_id, update::agent_text(&message)).await?;
@@ -234,7 +247,10 @@ async fn finish(
             Err(error) => error.to_string(),
         }
     );
-    agent.outbox.reply(turn.request_id, answer).await
+    match turn.request_id {
+        Some(request_id) => agent.outbox.reply(request_id, answer).await,
+        None => Ok(()),
+    }
 }
 
 fn final_message(prompt_text: &str, transcript: &Transcript) -> String {

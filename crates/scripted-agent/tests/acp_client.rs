@@ -96,16 +96,15 @@ async fn within_timeout<F: std::future::Future<Output = ()>>(test: F) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn initialize_reports_agent_and_steering_hint() {
+async fn initialize_reports_agent_and_session_steering() {
     within_timeout(async {
         let client = agent_with(&["--name", "probe"], ClientConfig::default());
         let info = client.initialize().await.expect("initialize");
         assert_eq!(info.name.as_deref(), Some("probe"));
         assert_eq!(info.protocol_version, 1);
-        assert_eq!(
-            info.steering_hint.and_then(|hint| hint.get("supported").cloned()),
-            Some(Value::Bool(true))
-        );
+        assert!(!info.session_steering, "goose-style by default");
+        let steering = agent_with(&["--session-steering"], ClientConfig::default());
+        assert!(steering.initialize().await.expect("initialize").session_steering);
     })
     .await;
 }

@@ -102,6 +102,18 @@ impl Agent {
         .await
     }
 
+    async fn steering(&mut self, session_id: &str, text: &str) -> Value {
+        self.call(
+            "_session/steering",
+            json!({
+                "sessionId": session_id,
+                "prompt": [{ "type": "text", "text": text }],
+                "_meta": { "steering": { "idleBehavior": "promptRequired" } },
+            }),
+        )
+        .await
+    }
+
     async fn steer(&mut self, session_id: &str, run_id: &str, text: &str) -> Value {
         self.call(
             "_goose/unstable/session/steer",
@@ -202,10 +214,13 @@ async fn initialize_answers_integer_protocol_version_and_agent_info() {
     assert!(result["agentInfo"]["version"].is_string());
     assert_eq!(result["agentCapabilities"]["loadSession"], false);
     assert_eq!(result["authMethods"], json!([]));
-    assert_eq!(
-        result["_meta"]["steering"],
-        json!({ "supported": true, "method": "_goose/unstable/session/steer" })
+    assert!(
+        result.get("_meta").is_none(),
+        "like goose, nothing advertised for goose's steer: {result}"
     );
+    let mut steering = Agent::spawn(&["--session-steering"]);
+    let answer = steering.call("initialize", json!({ "protocolVersion": 1 })).await;
+    assert_eq!(answer["result"]["_meta"]["steering"]["supported"], true);
 }
 
 #[tokio::test]
@@ -260,6 +275,90 @@ async fn steer_mid_turn_folds_into_same_turn() {
     let last = texts.last().expect("final message");
     assert!(last.contains("\nsteer: also this"), "{last}");
     assert!(last.contains("tool: allowed (allow_once)"), "{last}");
+}
+
+#[tokio::test]
+async fn session_steering_injects_into_the_live_turn_which_answers_it() {
+    let (mut agent, session) = Agent::with_session(&["--session-steering"]).await;
+    let id = agent
+        .prompt(&session, "work [rounds=2] [delay=10] [permission]")
+        .await;
+    let ask = agent.until(|f| f["method"] == "session/request_permission").await;
+    let steered = agent.steering(&session, "also this").await;
+    assert_eq!(steered["result"], json!({ "outcome": "injected" }));
+    agent
+        .send(json!({
+            "jsonrpc": "2.0",
+            "id": ask["id"],
+            "result": { "outcome": { "outcome": "selected", "optionId": "opt-a1" } },
+        }))
+        .await;
+    let (frames, answer) = agent.until_response(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    assert!(
+        !frames.iter().any(|f| has_kind(f, "user_message_chunk")),
+        "no goose echo for an injected steer"
+    );
+    let texts = message_texts(&frames);
+    assert!(
+        texts.last().expect("final").contains("\nsteer: also this"),
+        "{texts:?}"
+    );
+
+    // After the turn: the client is told to prompt.
+    let idle = agent.steering(&session, "later").await;
+    assert_eq!(idle["result"], json!({ "outcome": "promptRequired" }));
+    let unknown = agent.steering("nope", "x").await;
+    assert_eq!(unknown["error"]["code"], -32002);
+}
+
+#[tokio::test]
+async fn a_steer_injected_in_the_last_round_is_still_answered() {
+    let (mut agent, session) = Agent::with_session(&["--session-steering"]).await;
+    // One round, held by its permission question past its only boundary.
+    let id = agent.prompt(&session, "work [rounds=1] [permission]").await;
+    let ask = agent.until(|f| f["method"] == "session/request_permission").await;
+    agent.steering(&session, "the last word").await;
+    agent
+        .send(json!({
+            "jsonrpc": "2.0",
+            "id": ask["id"],
+            "result": { "outcome": { "outcome": "selected", "optionId": "opt-a1" } },
+        }))
+        .await;
+    let (frames, _) = agent.until_response(id).await;
+    let texts = message_texts(&frames);
+    assert!(
+        texts.last().expect("final").contains("steer: the last word"),
+        "{texts:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_that_ignores_idle_behavior_starts_a_turn_with_no_answer() {
+    let (mut agent, session) = Agent::with_session(&[
+        "--session-steering",
+        "--steering-starts-turns",
+        "--round-delay-ms",
+        "10",
+    ])
+    .await;
+    let started = agent.steering(&session, "on my own").await;
+    assert_eq!(started["result"], json!({ "outcome": "startedNewTurn" }));
+    let done = agent
+        .until(|f| {
+            has_kind(f, "agent_message_chunk")
+                && f["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.starts_with("done: on my own"))
+        })
+        .await;
+    assert_eq!(done["params"]["sessionId"], json!(session));
+    // Its run ends without any response frame: the next frame answers our ping.
+    let ping = agent
+        .call("session/new", json!({ "cwd": "/tmp", "mcpServers": [] }))
+        .await;
+    assert!(ping["result"]["sessionId"].is_string());
 }
 
 #[tokio::test]

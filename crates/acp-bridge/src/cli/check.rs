@@ -72,15 +72,15 @@ async fn check_agent(settings: &Settings) -> bool {
     let verdict = match client.initialize().await {
         Ok(info) => {
             println!(
-                "agent: ok {shown} answers ACP v{} as {} {} in {} ms (steering hint: {})",
+                "agent: ok {shown} answers ACP v{} as {} {} in {} ms (steering: {})",
                 info.protocol_version,
                 info.name.as_deref().unwrap_or("(unnamed)"),
                 info.version.as_deref().unwrap_or(""),
                 started.elapsed().as_millis(),
-                if info.steering_hint.is_some() {
-                    "yes"
+                if info.session_steering {
+                    "`_session/steering`"
                 } else {
-                    "no; steer support is detected by trying"
+                    "goose's steer is tried, cancel + merge otherwise"
                 }
             );
             true

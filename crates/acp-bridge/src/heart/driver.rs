@@ -97,6 +97,7 @@ pub(crate) fn spawn(
         event_id = newest.map(|m| m.event_id.to_hex()).unwrap_or_default(),
         author = newest.map(Mention::author_short).unwrap_or_default(),
         session = tracing::field::Empty,
+        steer_method = tracing::field::Empty,
         run_id = tracing::field::Empty,
     );
     let (actions_tx, actions) = mpsc::unbounded_channel();
@@ -112,7 +113,7 @@ pub(crate) fn spawn(
         timer: None,
         questions: HashMap::new(),
         next_question: 0,
-        steer: SteerMethod::default(),
+        steer: SteerMethod::GooseRun,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -194,6 +195,8 @@ impl Driver {
             Action::Lease => match self.services.pool.lease(&self.conversation).await {
                 Ok(lease) => {
                     tracing::Span::current().record("session", lease.session.as_str());
+                    self.steer = SteerMethod::for_agent(&lease.client);
+                    tracing::Span::current().record("steer_method", self.steer.as_str());
                     self.lease = Some(lease);
                     self.report(Input::Leased).await;
                 }

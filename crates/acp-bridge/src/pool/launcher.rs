@@ -125,7 +125,10 @@ fn log_started(name: &str, info: &AgentInfo) {
         agent = name,
         agent_name = info.name.as_deref().unwrap_or("?"),
         agent_version = info.version.as_deref().unwrap_or("?"),
-        steering_hint = info.steering_hint.is_some(),
+        session_steering = info.session_steering,
+        load_session = info.load_session,
+        resume_session = info.resume_session,
+        auth_methods = info.auth_methods.len(),
         "agent initialized"
     );
 }

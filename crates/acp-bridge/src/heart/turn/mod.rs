@@ -94,6 +94,8 @@ pub(crate) enum Input {
 /// How the agent took a steer, whatever the method.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SteerAnswer {
+    /// In the live turn, which answers it before it ends (`_session/steering`).
+    Delivered,
     /// Queued for the live run; delivered once the turn shows this
     /// `message_id` folded in (goose).
     AwaitingFold { message_id: String },
@@ -529,6 +531,12 @@ impl TurnMachine {
             return; // the prompt ended first; its end deferred them
         }
         match answer {
+            SteerAnswer::Delivered => {
+                metrics::steer("native");
+                self.path = SteerPath::Native;
+                tracing::info!(mentions = self.count(&steering), "steered into the live turn");
+                self.relabel(&steering, Role::Prompted);
+            }
             SteerAnswer::AwaitingFold { message_id } => {
                 metrics::steer("native");
                 self.path = SteerPath::Native;

@@ -174,6 +174,25 @@ fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
 }
 
 #[test]
+fn a_steer_the_agent_took_into_its_turn_is_answered_by_that_turn() {
+    let mut rig = Rig::prompting(&["write the report"]);
+    let ticket = rig.steer(10, "also the budget");
+    assert_eq!(
+        rig.feed(Input::SteerAnswered {
+            ticket,
+            answer: SteerAnswer::Delivered
+        }),
+        []
+    );
+    // No fold to wait for: the turn answers it whatever it streams.
+    let actions = rig.ended(StopReason::EndTurn, &[]);
+    assert_eq!(
+        texts(&published(&actions).0),
+        ["write the report", "also the budget"]
+    );
+}
+
+#[test]
 fn an_acknowledged_steer_the_run_never_folded_goes_to_the_next_turn() {
     let mut rig = Rig::prompting(&["first"]);
     rig.steer_queued(10, "late", "msg_1");
