@@ -65,6 +65,16 @@ pub enum ReplyMode {
     Agent,
 }
 
+/// What of the agent's text a reply carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplyContent {
+    /// The agent's answer: its messages that no tool call or plan followed
+    /// (narration of its work between tool calls is left out).
+    Answer,
+    /// Everything the agent wrote during the turn, narration included.
+    Full,
+}
+
 /// What happens to a mention that arrives while its conversation's turn runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum MultipleEventHandling {
@@ -156,6 +166,11 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_REPLY_MODE", value_enum, default_value = "daemon")]
     pub reply_mode: ReplyMode,
 
+    /// What a reply carries: the agent's answer, or everything it wrote
+    /// (its narration between tool calls too).
+    #[arg(long, env = "ACP_BRIDGE_REPLY_CONTENT", value_enum, default_value = "answer")]
+    pub reply_content: ReplyContent,
+
     /// Do not react (NIP-25) to accepted mentions.
     #[arg(long, env = "ACP_BRIDGE_NO_REACTIONS")]
     pub no_reactions: bool,
@@ -194,6 +209,12 @@ pub struct RunArgs {
         value_name = "NAME"
     )]
     pub agent_env: Vec<String>,
+
+    /// The agent's authentication method (one of the `authMethods` its
+    /// `initialize` lists). Without it, the one `env_var` method whose
+    /// variables are all passed to the agent is used when the agent asks.
+    #[arg(long, env = "ACP_BRIDGE_AGENT_AUTH_METHOD", value_name = "ID")]
+    pub agent_auth_method: Option<String>,
 
     /// Agent processes (each hosts many sessions).
     #[arg(long, env = "ACP_BRIDGE_AGENTS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -296,6 +317,7 @@ pub struct Settings {
     pub rate_limit_refill: Duration,
     pub max_bot_hops: u32,
     pub agent: AgentSettings,
+    pub reply_content: ReplyContent,
     pub multiple_event_handling: MultipleEventHandling,
     pub dedup: Dedup,
     pub session_policy: SessionPolicy,
@@ -320,6 +342,8 @@ pub struct AgentSettings {
     pub idle_timeout: Duration,
     pub max_turn_duration: Duration,
     pub cancel_timeout: Duration,
+    /// `--agent-auth-method`.
+    pub auth_method: Option<String>,
 }
 
 /// A refusal of the configuration: one line, naming the flag.
@@ -453,7 +477,9 @@ impl RunArgs {
                 idle_timeout: self.idle_timeout,
                 max_turn_duration: self.max_turn_duration,
                 cancel_timeout: self.cancel_timeout,
+                auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
             },
+            reply_content: self.reply_content,
             multiple_event_handling: self.multiple_event_handling,
             dedup: self.dedup,
             session_policy: self.session_policy,
@@ -506,7 +532,9 @@ impl Settings {
                 idle_timeout: Duration::from_secs(900),
                 max_turn_duration: Duration::from_secs(7200),
                 cancel_timeout: acp_client::DEFAULT_CANCEL_TIMEOUT,
+                auth_method: None,
             },
+            reply_content: ReplyContent::Answer,
             multiple_event_handling: MultipleEventHandling::Steer,
             dedup: Dedup::Queue,
             session_policy: SessionPolicy::Conversation,
