@@ -48,9 +48,11 @@ impl PythonRelay {
         }
         PythonRelay { child, port }
     }
+}
 
-    fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}", self.port)
+impl RelayServer for PythonRelay {
+    fn port(&self) -> u16 {
+        self.port
     }
 }
 
@@ -63,11 +65,8 @@ impl Drop for PythonRelay {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mention_and_dm_round_trips_through_the_python_relay() {
-    let relay = PythonRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder().start_on(PythonRelay::start().await).await;
+    let (owner, bot) = (&scene.owner, scene.bot);
 
     let root = owner
         .publish(EventBuilder::text_note("a thread on a foreign relay"))
@@ -78,7 +77,7 @@ async fn mention_and_dm_round_trips_through_the_python_relay() {
                 .tag(Tag::public_key(bot)),
         )
         .await;
-    let reply = owner.replies_from(&bot, &mention.id, 1).await.remove(0);
+    let reply = scene.reply_to(&mention).await;
     assert!(reply.content.contains("> bot, your view?"), "{}", reply.content);
     let expected: std::collections::BTreeSet<_> = [
         (root.id.to_hex(), "root".to_owned()),
