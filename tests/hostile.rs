@@ -19,14 +19,12 @@ async fn publish_all(person: &Person, events: &[Event], metrics_port: Option<u16
         }
         sent += batch.len();
         if let Some(port) = metrics_port {
-            let deadline = tokio::time::Instant::now() + PATIENCE;
-            while metric(port, "acp_bridge_events_received_total").await < sent as f64 {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "the daemon stopped receiving at {sent}"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
+            let caught_up = async || {
+                let received = metric(port, "acp_bridge_events_received_total").await;
+                (received >= sent as f64).then_some(())
+            };
+            let describe = || format!("the daemon to receive {sent} events");
+            eventually(PATIENCE, caught_up, describe).await;
         }
     }
 }

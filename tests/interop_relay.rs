@@ -4,7 +4,6 @@
 mod support;
 
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use nostr_sdk::prelude::*;
 use support::*;
@@ -38,14 +37,9 @@ impl PythonRelay {
             .stderr(std::fs::File::create(dir.join("relay.log")).expect("log"))
             .spawn()
             .expect("start nostr-relay");
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "nostr-relay did not listen on {port}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let listening = async || tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok();
+        let describe = || format!("nostr-relay to listen on {port}");
+        eventually(PATIENCE, listening, describe).await;
         PythonRelay { child, port }
     }
 }

@@ -98,6 +98,7 @@ async fn accepted_mentions_get_a_reaction_unless_disabled() {
     let (owner, bot) = (&scene.owner, scene.bot);
     let mention = scene.mention("room", "react please").await;
     scene.reply_to(&mention).await;
+    scene.settle("room").await;
     let reactions = owner
         .client
         .fetch_events(

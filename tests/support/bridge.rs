@@ -8,7 +8,7 @@ use std::time::Duration;
 use nostr_sdk::prelude::*;
 
 use super::log::{Line, LogFile};
-use super::{PATIENCE, bridge_binary, owned, temp_dir};
+use super::{PATIENCE, bridge_binary, eventually, owned, temp_dir};
 
 /// What `RUST_LOG` is unless a test says otherwise: the waits need the
 /// daemon's debug lines ("agent run started", "event dropped").
@@ -147,18 +147,14 @@ impl Bridge {
             .status()
             .expect("kill");
         assert!(status.success());
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "acp-bridge did not exit within {within:?} of SIGTERM; log tail:\n{}",
+        let exited = async || self.child.try_wait().expect("wait");
+        let describe = || {
+            format!(
+                "acp-bridge to exit within {within:?} of SIGTERM; log tail:\n{}",
                 self.log.tail(40)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            )
+        };
+        eventually(within, exited, describe).await
     }
 
     /// SIGKILL, no grace.
@@ -182,18 +178,8 @@ impl Bridge {
 
     /// Waits until the daemon runs at least one agent; returns their pids.
     pub async fn wait_for_agents(&self) -> Vec<u32> {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let pids = self.agent_pids();
-            if !pids.is_empty() {
-                return pids;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no agent process appeared"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let probe = async || Some(self.agent_pids()).filter(|pids| !pids.is_empty());
+        eventually(PATIENCE, probe, || "an agent process".to_owned()).await
     }
 }
 

@@ -2,15 +2,15 @@
 //! point in it, and waits see only the lines printed after their cursor, so
 //! a wait never returns on something that happened before it started.
 
+use std::cell::Cell;
 use std::fmt;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use nostr_sdk::prelude::EventId;
 use serde_json::Value;
 
-use super::PATIENCE;
+use super::{PATIENCE, eventually};
 
 /// A point in one daemon's log: the end of the last complete line when it
 /// was taken. Take it *before* the action whose consequence you wait for.
@@ -144,28 +144,25 @@ impl LogFile {
     /// and returns it; panics with the log's tail after PATIENCE.
     pub async fn wait_nth(&self, from: Cursor, nth: usize, line: Line) -> Value {
         assert!(nth >= 1, "lines are counted from 1");
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        let (mut at, mut seen) = (from, 0);
-        loop {
+        let (mut at, seen) = (from, Cell::new(0));
+        let probe = async || {
             let (lines, next) = self.read_since(at);
-            for json in lines {
-                if line.matches(&json) {
-                    seen += 1;
-                    if seen == nth {
-                        return json;
-                    }
-                }
-            }
             at = next;
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "waited {PATIENCE:?} for log line #{nth} {line} after byte {} of {}, saw {seen}; log tail:\n{}",
+            lines.into_iter().filter(|json| line.matches(json)).find(|_| {
+                seen.set(seen.get() + 1);
+                seen.get() == nth
+            })
+        };
+        let describe = || {
+            format!(
+                "log line #{nth} {line} after byte {} of {} (saw {}); log tail:\n{}",
                 from.offset,
                 self.path.display(),
+                seen.get(),
                 self.tail(40)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            )
+        };
+        eventually(PATIENCE, probe, describe).await
     }
 
     /// The last `count` lines, for failure messages.

@@ -29,6 +29,29 @@ pub use scene::{Scene, SceneBuilder, Stage, Tally, assert_exactly_once};
 /// How long a test waits for something the daemon should do.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// How often a wait looks again.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Looks with `probe` until it finds something, and returns it. After
+/// `patience` it panics with `describe()`: what was awaited, and what was
+/// seen instead.
+pub async fn eventually<T>(
+    patience: Duration,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+    describe: impl FnOnce() -> String,
+) -> T {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        if let Some(found) = probe().await {
+            return found;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("waited {patience:?} in vain: {}", describe());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// The daemon binary under test.
 pub fn bridge_binary() -> &'static str {
     env!("CARGO_BIN_EXE_acp-bridge")

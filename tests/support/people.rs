@@ -1,11 +1,12 @@
 //! People with keys of their own who mention the bot and read its answers.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use nostr_sdk::prelude::*;
 
-use super::PATIENCE;
+use super::{PATIENCE, eventually};
 
 /// Someone with a key, connected to the relay.
 #[derive(Debug)]
@@ -88,40 +89,30 @@ impl Person {
     /// Events by `author` that reference `event_id` in an `e` tag, waiting
     /// until `count` have arrived.
     pub async fn replies_from(&self, author: &PublicKey, event_id: &EventId, count: usize) -> Vec<Event> {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let found = self.events_referencing(author, event_id).await;
-            if found.len() >= count {
-                return found;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "expected {count} event(s) from {author} referencing {event_id}, found {}",
-                found.len()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let found = Cell::new(0);
+        let probe = async || {
+            let events = self.events_referencing(author, event_id).await;
+            found.set(events.len());
+            (events.len() >= count).then_some(events)
+        };
+        let describe = || {
+            format!(
+                "{count} event(s) from {author} referencing {event_id}; found {}",
+                found.get()
+            )
+        };
+        eventually(PATIENCE, probe, describe).await
     }
 
     /// Waits for an event by `author` referencing `event_id` whose content
     /// contains `needle`.
     pub async fn reply_containing(&self, author: &PublicKey, event_id: &EventId, needle: &str) -> Event {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            if let Some(found) = self
-                .events_referencing(author, event_id)
-                .await
-                .into_iter()
-                .find(|event| event.content.contains(needle))
-            {
-                return found;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no event from {author} referencing {event_id} containing `{needle}`"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let probe = async || {
+            let events = self.events_referencing(author, event_id).await;
+            events.into_iter().find(|event| event.content.contains(needle))
+        };
+        let describe = || format!("an event from {author} referencing {event_id} containing `{needle}`");
+        eventually(PATIENCE, probe, describe).await
     }
 
     /// Events by `author` referencing `event_id` (reactions aside), as
@@ -162,8 +153,8 @@ impl Person {
     /// NIP-17 messages to this person from `sender`, unwrapped, waiting
     /// until `count` have arrived.
     pub async fn direct_messages_from(&self, sender: &PublicKey, count: usize) -> Vec<UnsignedEvent> {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
+        let found = Cell::new(0);
+        let probe = async || {
             let filter = Filter::new().kind(Kind::GiftWrap).pubkey(self.public_key());
             let wraps = self
                 .client
@@ -178,16 +169,11 @@ impl Person {
                     messages.push(gift.rumor);
                 }
             }
-            if messages.len() >= count {
-                return messages;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "expected {count} DM(s), found {}",
-                messages.len()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            found.set(messages.len());
+            (messages.len() >= count).then_some(messages)
+        };
+        let describe = || format!("{count} DM(s) from {sender}; found {}", found.get());
+        eventually(PATIENCE, probe, describe).await
     }
 }
 

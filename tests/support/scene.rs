@@ -5,13 +5,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use nostr_sdk::prelude::*;
 
 use super::bridge::{Bridge, BridgeSpec};
 use super::log::Line;
 use super::people::{Person, channel_of};
 use super::relay::{Proxy, RelayServer, TestRelay};
-use super::{PATIENCE, free_port, owned, temp_dir};
+use super::{PATIENCE, eventually, free_port, owned, temp_dir};
 
 /// How a test wants its scene. Everything is optional: by default the
 /// owner-only daemon runs the quick scripted agent on one embedded relay.
@@ -144,7 +145,7 @@ impl SceneBuilder {
             owner,
             bot: spec.bot.public_key(),
             spec,
-            rest: Rest {
+            extras: Extras {
                 proxy,
                 _mirror: mirror,
                 metrics_port,
@@ -161,12 +162,12 @@ pub struct Stage<R = TestRelay> {
     pub bot: PublicKey,
     /// The daemon it is going to start.
     pub spec: BridgeSpec,
-    rest: Rest,
+    extras: Extras,
 }
 
 /// What a scene keeps beyond its main actors.
 #[derive(Debug)]
-struct Rest {
+struct Extras {
     proxy: Option<Proxy>,
     /// Kept running for the scene's life.
     _mirror: Option<TestRelay>,
@@ -193,7 +194,7 @@ impl<R: RelayServer> Stage<R> {
             relay: self.relay,
             owner: self.owner,
             bot: self.bot,
-            rest: self.rest,
+            extras: self.extras,
         }
     }
 }
@@ -205,7 +206,7 @@ pub struct Scene<R = TestRelay> {
     pub owner: Person,
     pub bot: PublicKey,
     pub bridge: Bridge,
-    rest: Rest,
+    extras: Extras,
 }
 
 impl Scene {
@@ -246,7 +247,10 @@ impl<R: RelayServer> Scene<R> {
 
     /// The proxy between the daemon and the relay.
     pub fn proxy(&mut self) -> &mut Proxy {
-        self.rest.proxy.as_mut().expect("a scene built .through_proxy()")
+        self.extras
+            .proxy
+            .as_mut()
+            .expect("a scene built .through_proxy()")
     }
 
     /// Cuts the proxy and waits until the daemon has noticed that it is off
@@ -259,7 +263,7 @@ impl<R: RelayServer> Scene<R> {
     }
 
     pub fn metrics_port(&self) -> u16 {
-        self.rest.metrics_port.expect("a scene built .metrics()")
+        self.extras.metrics_port.expect("a scene built .metrics()")
     }
 
     /// Methods the agents received, in order per agent process.
@@ -276,7 +280,18 @@ impl<R: RelayServer> Scene<R> {
     /// Waits for the bot's first threaded answer (reply or notice) to
     /// `mention`.
     pub async fn reply_to(&self, mention: &Event) -> Event {
-        self.owner.replies_from(&self.bot, &mention.id, 1).await.remove(0)
+        let probe = async || {
+            let answers = self.owner.events_referencing(&self.bot, &mention.id).await;
+            answers.into_iter().next()
+        };
+        let describe = || {
+            format!(
+                "the bot's answer to {}; log tail:\n{}",
+                mention.id,
+                self.bridge.log.tail(40)
+            )
+        };
+        eventually(PATIENCE, probe, describe).await
     }
 
     /// The owner mentions the bot in `channel`, and the agent starts a run
@@ -314,9 +329,7 @@ impl<R: RelayServer> Scene<R> {
         // A lost mention fails the tally anyway; settling would only wait.
         if !counts.contains(&0) {
             let channels: BTreeSet<&str> = mentions.iter().filter_map(channel_of).collect();
-            for channel in channels {
-                self.settle(channel).await;
-            }
+            join_all(channels.into_iter().map(|channel| self.settle(channel))).await;
             counts = self.answer_counts(&ids).await;
         }
         let mut tally = Tally {
