@@ -59,11 +59,6 @@ impl BridgeSpec {
         self
     }
 
-    pub fn agent_command(mut self, command: &str) -> Self {
-        self.agent_command = Some(command.to_owned());
-        self
-    }
-
     /// Adds daemon flags.
     pub fn flags(mut self, flags: &[&str]) -> Self {
         self.flags.extend(owned(flags));

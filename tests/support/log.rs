@@ -118,7 +118,7 @@ impl LogFile {
 
     /// Now: only lines printed from here on are after it.
     pub fn cursor(&self) -> Cursor {
-        self.read_since(self.start()).1
+        self.complete_since(self.start()).1
     }
 
     /// The JSON lines printed after `from`, in order.
@@ -172,9 +172,19 @@ impl LogFile {
         lines[lines.len().saturating_sub(count)..].join("\n")
     }
 
-    /// The complete JSON lines after `from`, and a cursor after them (a
-    /// line still being written is left for the next read).
+    /// The complete JSON lines after `from`, and a cursor after them.
     fn read_since(&self, from: Cursor) -> (Vec<Value>, Cursor) {
+        let (bytes, next) = self.complete_since(from);
+        let lines = String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        (lines, next)
+    }
+
+    /// The bytes of the complete lines after `from`, and a cursor after
+    /// them: a line still being written is left for the next read.
+    fn complete_since(&self, from: Cursor) -> (Vec<u8>, Cursor) {
         assert_eq!(
             from.log,
             self.id,
@@ -190,14 +200,11 @@ impl LogFile {
             .iter()
             .rposition(|byte| *byte == b'\n')
             .map_or(0, |last| last + 1);
-        let lines = String::from_utf8_lossy(&bytes[..complete])
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect();
+        bytes.truncate(complete);
         let next = Cursor {
             log: self.id,
             offset: from.offset + complete as u64,
         };
-        (lines, next)
+        (bytes, next)
     }
 }

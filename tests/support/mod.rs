@@ -4,8 +4,8 @@
 //! their own who mention the bot and read its replies.
 //!
 //! Tests set up through [`Scene`] and synchronise on events: the daemon's
-//! JSON log lines after a [`Cursor`], and answers on the relay. None waits
-//! for time to pass.
+//! JSON log lines after a [`Cursor`], and answers on the relay, each looked
+//! for with bounded patience. No test sleeps to synchronise.
 
 // Each test file uses a different part of the harness.
 #![allow(dead_code, unused_imports)]
