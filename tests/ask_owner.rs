@@ -3,30 +3,23 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::*;
 
 const ASKED: &str = "asks for permission";
 
-fn ask_owner_spec(relay: &TestRelay, owner: &Person, extra: &[&str]) -> BridgeSpec {
-    let mut flags = vec!["--permission-policy", "ask-owner"];
-    flags.extend_from_slice(extra);
-    BridgeSpec::new(&relay.url(), owner.public_key())
+/// A daemon that asks the owner, with `extra` flags.
+fn ask_owner(extra: &[&str]) -> SceneBuilder {
+    Scene::builder()
         .agent(&["--rounds", "2", "--round-delay-ms", "50"])
-        .flags(&flags)
+        .flags(&["--permission-policy", "ask-owner"])
+        .flags(extra)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_allows_and_the_tool_runs() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = ask_owner_spec(&relay, &owner, &[]);
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
-    let mention = owner
-        .mention_in_group(&bot, "room", "delete the temp files [permission]")
-        .await;
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "delete the temp files [permission]").await;
     let question = owner.reply_containing(&bot, &mention.id, ASKED).await;
     assert!(
         p_tags(&question, &owner.public_key()),
@@ -55,21 +48,17 @@ async fn the_owner_allows_and_the_tool_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_rejects_by_name_and_a_strangers_reply_is_ignored() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let stranger = Person::join(&relay.url()).await;
-    let spec = ask_owner_spec(&relay, &owner, &["--respond-to", "anyone"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let mention = owner
-        .mention_in_group(&bot, "room", "wipe the disk [permission]")
-        .await;
+    let scene = ask_owner(&["--respond-to", "anyone"]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let stranger = scene.join().await;
+    let mention = scene.mention("room", "wipe the disk [permission]").await;
     let question = owner.reply_containing(&bot, &mention.id, ASKED).await;
     let meddling = stranger
         .reply_in_group(&bot, "room", &mention.id, &question.id, "1")
         .await;
-    bridge
-        .wait_for_log("ignored a reply to a permission question from someone other than the owner")
+    let ignored = Line::new("ignored a reply to a permission question from someone other than the owner");
+    let log = &scene.bridge.log;
+    log.wait(log.start(), ignored.with("event_id", meddling.id.to_hex()))
         .await;
     assert!(
         owner.events_referencing(&bot, &meddling.id).await.is_empty(),
@@ -88,12 +77,9 @@ async fn the_owner_rejects_by_name_and_a_strangers_reply_is_ignored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_question_times_out_as_reject() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = ask_owner_spec(&relay, &owner, &["--permission-timeout", "1s"]);
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
-    let mention = owner.mention_in_group(&bot, "room", "risky [permission]").await;
+    let scene = ask_owner(&["--permission-timeout", "1s"]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "risky [permission]").await;
     owner.reply_containing(&bot, &mention.id, ASKED).await;
     owner
         .reply_containing(&bot, &mention.id, "No answer within 1 s")
@@ -108,17 +94,12 @@ async fn an_unanswered_question_times_out_as_reject() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_while_waiting_cancels_the_question_and_the_turn() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = ask_owner_spec(&relay, &owner, &[]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let mention = owner
-        .mention_in_group(&bot, "room", "slow and risky [permission]")
-        .await;
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "slow and risky [permission]").await;
     owner.reply_containing(&bot, &mention.id, ASKED).await;
-    let status = owner.mention_in_group(&bot, "room", "!status").await;
-    let status = owner.replies_from(&bot, &status.id, 1).await.remove(0);
+    let status = scene.mention("room", "!status").await;
+    let status = scene.reply_to(&status).await;
     assert!(
         status
             .content
@@ -126,27 +107,31 @@ async fn cancel_while_waiting_cancels_the_question_and_the_turn() {
         "{}",
         status.content
     );
-    owner.mention_in_group(&bot, "room", "!cancel").await;
+    scene.mention("room", "!cancel").await;
     owner
         .reply_containing(&bot, &mention.id, "Cancelled by the owner")
         .await;
-    let finished = bridge.log_events("turn finished");
-    assert_eq!(finished.len(), 1);
+    // One turn for the mention, then only the later one's.
+    let later = scene.settle("room").await;
+    let log = &scene.bridge.log;
+    let finished = log.matching(log.start(), Line::new("turn finished"));
+    let turns: Vec<&serde_json::Value> = finished.iter().map(|line| &line["span"]["event_id"]).collect();
+    assert_eq!(turns, [&mention.id.to_hex(), &later.id.to_hex()], "{finished:?}");
     assert_eq!(finished[0]["outcome"], "cancelled_by_owner");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steer_while_waiting_gets_the_honest_notice_and_lands_after_the_answer() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = ask_owner_spec(&relay, &owner, &[]).agent(&["--rounds", "3", "--round-delay-ms", "200"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let mention = owner
-        .mention_in_group(&bot, "room", "deploy it [permission]")
+    let scene = ask_owner(&[])
+        .agent(&["--rounds", "3", "--round-delay-ms", "200"])
+        .start()
         .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "deploy it [permission]").await;
     let question = owner.reply_containing(&bot, &mention.id, ASKED).await;
-    let steer = owner.mention_in_group(&bot, "room", "and tag the release").await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    let steer = scene.mention("room", "and tag the release").await;
     let notice = owner
         .reply_containing(&bot, &steer.id, "waiting for the owner")
         .await;
@@ -155,10 +140,14 @@ async fn a_steer_while_waiting_gets_the_honest_notice_and_lands_after_the_answer
         "names the question: {}",
         notice.content
     );
+    log.wait(mark, Line::new("mid-turn mentions held until the owner answers"))
+        .await;
     assert!(
-        !bridge.log().contains("steered into the live turn"),
+        log.matching(log.start(), Line::new("steered into the live turn"))
+            .is_empty(),
         "nothing steered while parked"
     );
+    let mark = log.cursor();
     owner
         .reply_in_group(&bot, "room", &mention.id, &question.id, "allow once")
         .await;
@@ -173,28 +162,27 @@ async fn a_steer_while_waiting_gets_the_honest_notice_and_lands_after_the_answer
         "{}",
         answer.content
     );
-    bridge.wait_for_log("steered into the live turn").await;
+    log.wait(mark, Line::new("steered into the live turn")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_conversations_asking_at_once_are_answered_independently() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = ask_owner_spec(&relay, &owner, &[]);
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
-    let in_a = owner
-        .mention_in_group(&bot, "room-a", "task a [permission]")
-        .await;
-    let in_b = owner
-        .mention_in_group(&bot, "room-b", "task b [permission]")
-        .await;
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let in_a = scene.mention("room-a", "task a [permission]").await;
+    let in_b = scene.mention("room-b", "task b [permission]").await;
     let question_a = owner.reply_containing(&bot, &in_a.id, ASKED).await;
     let question_b = owner.reply_containing(&bot, &in_b.id, ASKED).await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
     owner
         .reply_in_group(&bot, "room-b", &in_b.id, &question_b.id, "4")
         .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // B has its answer before A's owner says anything.
+    let answered = Line::new("the owner answered the agent's question")
+        .with("question", question_b.id.to_hex())
+        .with("kind", "reject_always");
+    log.wait(mark, answered).await;
     owner
         .reply_in_group(&bot, "room-a", &in_a.id, &question_a.id, "2")
         .await;
@@ -214,21 +202,17 @@ async fn two_conversations_asking_at_once_are_answered_independently() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_crash_the_stale_question_is_marked_expired_and_the_mention_resumes() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = ask_owner_spec(&relay, &owner, &[]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let mention = owner
-        .mention_in_group(&bot, "room", "needs a yes [permission]")
-        .await;
-    owner.reply_containing(&bot, &mention.id, ASKED).await;
-    bridge.kill_hard();
+    let mut scene = ask_owner(&[]).start().await;
+    let bot = scene.bot;
+    let mention = scene.mention("room", "needs a yes [permission]").await;
+    scene.owner.reply_containing(&bot, &mention.id, ASKED).await;
+    scene.bridge.kill_hard();
 
-    let restarted = spec
-        .clone()
+    let restarted = scene
+        .spec()
         .agent(&["--rounds", "1", "--round-delay-ms", "10", "--ignore-directives"]);
-    let _bridge = Bridge::start(&restarted).ready().await;
+    scene.restart(restarted).await;
+    let owner = &scene.owner;
     owner
         .reply_containing(&bot, &mention.id, "question expired")
         .await;

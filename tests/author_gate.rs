@@ -14,28 +14,27 @@ async fn expect_answer(person: &Person, bot: &PublicKey, event: &Event) -> Event
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stranger_is_ignored_in_owner_only_mode_and_answered_in_anyone_mode() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let stranger = Person::join(&relay.url()).await;
-
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let mut scene = Scene::builder().start().await;
+    let stranger = scene.join().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
     let ignored = stranger
         .mention_in_group(&bot, "room", "hi from a stranger")
         .await;
-    bridge.wait_for_drop(&ignored.id, "not_heard").await;
-    let heard = owner.mention_in_group(&bot, "room", "hi from the owner").await;
-    expect_answer(&owner, &bot, &heard).await;
+    log.wait(log.start(), Line::dropped(&ignored.id, "not_heard"))
+        .await;
+    let heard = scene.mention("room", "hi from the owner").await;
+    expect_answer(owner, &bot, &heard).await;
     assert!(
         stranger.events_referencing(&bot, &ignored.id).await.is_empty(),
         "no reply, no reaction"
     );
-    drop(bridge);
+    scene.bridge.kill_hard();
 
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--respond-to", "anyone"]);
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
+    // Another bot on the same relay, for anyone.
+    let anyone =
+        BridgeSpec::new(&scene.relay.url(), scene.owner.public_key()).flags(&["--respond-to", "anyone"]);
+    scene.restart(anyone).await;
+    let bot = scene.bot;
     let welcome = stranger.mention_in_note(&bot, "hi again").await;
     let reply = expect_answer(&stranger, &bot, &welcome).await;
     assert_eq!(reply.kind, Kind::TextNote);
@@ -44,37 +43,30 @@ async fn stranger_is_ignored_in_owner_only_mode_and_answered_in_anyone_mode() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowlist_mode_hears_the_list_and_the_owner_only() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let friend = Person::join(&relay.url()).await;
-    let stranger = Person::join(&relay.url()).await;
+    let friend = Keys::generate();
     let friend_npub = friend.public_key().to_bech32().expect("npub");
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&[
-        "--respond-to",
-        "allowlist",
-        "--allowlist",
-        &friend_npub,
-    ]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder()
+        .flags(&["--respond-to", "allowlist", "--allowlist", &friend_npub])
+        .start()
+        .await;
+    let friend = Person::join_as(friend, &scene.relay.url()).await;
+    let stranger = scene.join().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
 
     let refused = stranger.mention_in_group(&bot, "room", "let me in").await;
-    bridge.wait_for_drop(&refused.id, "not_heard").await;
+    log.wait(log.start(), Line::dropped(&refused.id, "not_heard"))
+        .await;
     let from_friend = friend.mention_in_group(&bot, "room", "hello from a friend").await;
     expect_answer(&friend, &bot, &from_friend).await;
-    let from_owner = owner.mention_in_group(&bot, "room", "hello from the owner").await;
-    expect_answer(&owner, &bot, &from_owner).await;
+    let from_owner = scene.mention("room", "hello from the owner").await;
+    expect_answer(owner, &bot, &from_owner).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sibling_with_a_valid_attestation_is_heard_and_forgeries_are_not() {
-    let relay = TestRelay::start().await;
-    let owner_keys = Keys::generate();
-    let owner = Person::join_as(owner_keys.clone(), &relay.url()).await;
-    let sibling = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder().start().await;
+    let sibling = scene.join().await;
+    let (owner_keys, bot, log) = (&scene.owner.keys, scene.bot, &scene.bridge.log);
     let now = Timestamp::now().as_secs();
 
     let mention_with = |attestation: Attestation, text: &'static str| {
@@ -89,12 +81,12 @@ async fn sibling_with_a_valid_attestation_is_heard_and_forgeries_are_not() {
         ),
         (
             "minted for another bot",
-            Attestation::sign(&owner_keys, &other_bot, "").expect("sign"),
+            Attestation::sign(owner_keys, &other_bot, "").expect("sign"),
         ),
         (
             "expired",
             Attestation::sign(
-                &owner_keys,
+                owner_keys,
                 &sibling.public_key(),
                 &format!("created_at<{}", now - 60),
             )
@@ -107,7 +99,7 @@ async fn sibling_with_a_valid_attestation_is_heard_and_forgeries_are_not() {
     ];
     for (what, attestation) in forgeries {
         let event = sibling.publish(mention_with(attestation, "forged")).await;
-        bridge.wait_for_drop(&event.id, "not_heard").await;
+        log.wait(log.start(), Line::dropped(&event.id, "not_heard")).await;
         assert!(
             sibling.events_referencing(&bot, &event.id).await.is_empty(),
             "{what}: must not be answered"
@@ -115,7 +107,7 @@ async fn sibling_with_a_valid_attestation_is_heard_and_forgeries_are_not() {
     }
 
     let valid = Attestation::sign(
-        &owner_keys,
+        owner_keys,
         &sibling.public_key(),
         &format!("kind=9&created_at>{}", now - 60),
     )
@@ -131,17 +123,14 @@ async fn sibling_with_a_valid_attestation_is_heard_and_forgeries_are_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sibling_attested_on_its_profile_is_heard() {
-    let relay = TestRelay::start().await;
-    let owner_keys = Keys::generate();
-    let owner = Person::join_as(owner_keys.clone(), &relay.url()).await;
-    let sibling = Person::join(&relay.url()).await;
-    let attestation = Attestation::sign(&owner_keys, &sibling.public_key(), "kind=9").expect("sign");
+    let stage = Scene::builder().stage().await;
+    let sibling = stage.join().await;
+    let attestation = Attestation::sign(&stage.owner.keys, &sibling.public_key(), "kind=9").expect("sign");
     sibling
         .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
         .await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
+    let scene = stage.start().await;
+    let bot = scene.bot;
     let event = sibling
         .mention_in_group(&bot, "bots", "profile says I am family")
         .await;
@@ -150,15 +139,13 @@ async fn sibling_attested_on_its_profile_is_heard() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_message_round_trip_and_strangers_dms_are_refused_even_in_anyone_mode() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let stranger = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--respond-to", "anyone"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder().flags(&["--respond-to", "anyone"]).start().await;
+    let stranger = scene.join().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
 
-    stranger.dm(&bot, "psst, stranger here").await;
-    bridge.wait_for_log("dm_from_stranger").await;
+    let wrap = stranger.dm(&bot, "psst, stranger here").await;
+    log.wait(log.start(), Line::dropped(&wrap.id, "dm_from_stranger"))
+        .await;
     owner.dm(&bot, "a private question").await;
     let replies = owner.direct_messages_from(&bot, 1).await;
     assert!(
@@ -183,19 +170,19 @@ async fn direct_message_round_trip_and_strangers_dms_are_refused_even_in_anyone_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fast_author_is_rate_limited_and_told_once() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let chatty = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&[
-        "--respond-to",
-        "anyone",
-        "--rate-limit-burst",
-        "2",
-        "--rate-limit-refill",
-        "1h",
-    ]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder()
+        .flags(&[
+            "--respond-to",
+            "anyone",
+            "--rate-limit-burst",
+            "2",
+            "--rate-limit-refill",
+            "1h",
+        ])
+        .start()
+        .await;
+    let chatty = scene.join().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
     let mut mentions = Vec::new();
     for n in 0..5 {
         mentions.push(
@@ -204,7 +191,8 @@ async fn a_fast_author_is_rate_limited_and_told_once() {
                 .await,
         );
     }
-    bridge.wait_for_drop(&mentions[4].id, "rate_limited").await;
+    log.wait(log.start(), Line::dropped(&mentions[4].id, "rate_limited"))
+        .await;
     owner.replies_from(&bot, &mentions[0].id, 1).await;
     owner.replies_from(&bot, &mentions[1].id, 1).await;
     let notice = owner.replies_from(&bot, &mentions[2].id, 1).await.remove(0);
@@ -213,7 +201,8 @@ async fn a_fast_author_is_rate_limited_and_told_once() {
         "{}",
         notice.content
     );
-    bridge.wait_for_drop(&mentions[3].id, "rate_limited").await;
+    log.wait(log.start(), Line::dropped(&mentions[3].id, "rate_limited"))
+        .await;
     assert!(
         owner.events_referencing(&bot, &mentions[3].id).await.is_empty(),
         "told once, not twice"
@@ -222,16 +211,12 @@ async fn a_fast_author_is_rate_limited_and_told_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sibling_reply_chain_is_cut_at_the_hop_bound() {
-    let relay = TestRelay::start().await;
-    let owner_keys = Keys::generate();
-    let owner = Person::join_as(owner_keys.clone(), &relay.url()).await;
-    let sibling = Person::join(&relay.url()).await;
-    let attestation = Attestation::sign(&owner_keys, &sibling.public_key(), "")
+    let scene = Scene::builder().flags(&["--max-bot-hops", "1"]).start().await;
+    let sibling = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let attestation = Attestation::sign(&scene.owner.keys, &sibling.public_key(), "")
         .expect("sign")
         .to_tag();
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--max-bot-hops", "1"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
 
     let opener = sibling
         .publish(group_message(
@@ -248,10 +233,12 @@ async fn a_sibling_reply_chain_is_cut_at_the_hop_bound() {
         Tag::parse(["e", &reply.id.to_hex(), "", "reply"]).expect("tag"),
         attestation,
     ];
+    let mark = log.cursor();
     let pong = sibling
         .publish(group_message(&bot, "bots", "pong", &thread))
         .await;
-    bridge.wait_for_drop(&pong.id, "loop_bound").await;
-    bridge.wait_for_log("bot-to-bot reply chain cut").await;
+    log.wait(mark, Line::new("bot-to-bot reply chain cut: not answering"))
+        .await;
+    log.wait(mark, Line::dropped(&pong.id, "loop_bound")).await;
     assert!(sibling.events_referencing(&bot, &pong.id).await.is_empty());
 }

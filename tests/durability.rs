@@ -10,140 +10,132 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_mention_from_two_relays_is_answered_once() {
-    let relay_a = TestRelay::start().await;
-    let relay_b = TestRelay::start().await;
-    let owner = Person::join(&relay_a.url()).await;
-    owner.client.add_relay(relay_b.url()).await.expect("second relay");
-    owner.client.connect().await;
-    owner.client.wait_for_connection(Duration::from_secs(5)).await;
-    let spec = BridgeSpec::new(
-        &format!("{},{}", relay_a.url(), relay_b.url()),
-        owner.public_key(),
-    );
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder().mirrored().start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
 
-    let mention = owner.mention_in_group(&bot, "room", "say it once").await;
-    owner.replies_from(&bot, &mention.id, 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(owner.events_referencing(&bot, &mention.id).await.len(), 1);
-    assert_eq!(bridge.log_events("mention accepted").len(), 1);
+    let mention = scene.mention("room", "say it once").await;
+    scene.reply_to(&mention).await;
+    // Whichever copy came second, it came before this one's.
+    let later = scene.settle("room").await;
+    assert_eq!(owner.answers_from(&bot, &mention.id).await.len(), 1);
+    let accepted = log.matching(log.start(), Line::new("mention accepted"));
+    let accepted: Vec<&str> = accepted
+        .iter()
+        .filter_map(|line| line["event_id"].as_str())
+        .collect();
+    assert_eq!(
+        accepted,
+        [mention.id.to_hex(), later.id.to_hex()],
+        "accepted once, then the later one"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_before_the_watermark_or_far_in_the_future_are_ignored() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
+    let stage = Scene::builder().stage().await;
     let an_hour_ago = Timestamp::from_secs(Timestamp::now().as_secs() - 3600);
-    let old = owner
-        .publish(group_message(&bot, "room", "from the past", &[]).custom_created_at(an_hour_ago))
+    let old = stage
+        .owner
+        .publish(group_message(&stage.bot, "room", "from the past", &[]).custom_created_at(an_hour_ago))
         .await;
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = stage.start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
     let in_a_day = Timestamp::from_secs(Timestamp::now().as_secs() + 86_400);
     let future = owner
         .publish(group_message(&bot, "room", "from the future", &[]).custom_created_at(in_a_day))
         .await;
-    bridge.wait_for_drop(&future.id, "from_the_future").await;
+    log.wait(mark, Line::dropped(&future.id, "from_the_future")).await;
     // A mention after both: once it is answered, the intake has seen the others.
-    let now = owner.mention_in_group(&bot, "room", "from the present").await;
-    owner.replies_from(&bot, &now.id, 1).await;
+    let now = scene.mention("room", "from the present").await;
+    scene.reply_to(&now).await;
     assert!(owner.events_referencing(&bot, &old.id).await.is_empty());
     assert!(owner.events_referencing(&bot, &future.id).await.is_empty());
-    assert_eq!(bridge.log_events("mention accepted").len(), 1);
+    assert_eq!(log.matching(log.start(), Line::new("mention accepted")).len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_answers_nothing_twice_and_resumes_the_unanswered() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
     // First life: one mention answered, one left hanging at shutdown.
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--shutdown-grace", "1s"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let answered = owner.mention_in_group(&bot, "room-a", "answer me now").await;
-    owner.replies_from(&bot, &answered.id, 1).await;
-    let hanging = owner
-        .mention_in_group(&bot, "room-b", "[hang] answer me later")
+    let mut scene = Scene::builder().flags(&["--shutdown-grace", "1s"]).start().await;
+    let bot = scene.bot;
+    let answered = scene.mention("room-a", "answer me now").await;
+    scene.reply_to(&answered).await;
+    let mark = scene.bridge.log.cursor();
+    let hanging = scene.mention("room-b", "[hang] answer me later").await;
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("prompting the agent").in_turn(&hanging.id))
         .await;
-    bridge.wait_for_log("prompting the agent").await;
-    bridge
-        .wait_for_log(&format!("\"event_id\":\"{}\"", hanging.id.to_hex()))
-        .await;
-    let status = bridge.terminate(Duration::from_secs(30)).await;
+    let status = scene.bridge.terminate(Duration::from_secs(30)).await;
     assert!(status.success(), "clean exit: {status}");
-    assert!(owner.events_referencing(&bot, &hanging.id).await.is_empty());
+    assert!(scene.owner.events_referencing(&bot, &hanging.id).await.is_empty());
 
     // Second life, same state: the answered one stays answered once, the
     // hanging one is resumed (on an agent told to ignore the `[hang]`).
-    let second = Bridge::start(&spec.clone().agent(&[
-        "--round-delay-ms",
-        "20",
-        "--rounds",
-        "1",
-        "--ignore-directives",
-    ]))
-    .ready()
-    .await;
-    owner.replies_from(&bot, &hanging.id, 1).await;
-    second
-        .wait_for_log("resuming mentions accepted before the last stop")
+    let spec = scene
+        .spec()
+        .agent(&["--round-delay-ms", "20", "--rounds", "1", "--ignore-directives"]);
+    scene.restart(spec).await;
+    let (owner, log) = (&scene.owner, &scene.bridge.log);
+    scene.reply_to(&hanging).await;
+    let resumed = log
+        .wait(
+            log.start(),
+            Line::new("resuming mentions accepted before the last stop"),
+        )
         .await;
+    assert_eq!(resumed["mentions"], 1, "only the hanging one: {resumed}");
     // The relay offers the answered mention again (the subscription reaches
     // back past the watermark); the seen set drops it.
-    second.wait_for_drop(&answered.id, "duplicate").await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    log.wait(log.start(), Line::dropped(&answered.id, "duplicate"))
+        .await;
+    scene.settle("room-a").await;
+    scene.settle("room-b").await;
     assert_eq!(
-        owner.events_referencing(&bot, &answered.id).await.len(),
+        owner.answers_from(&bot, &answered.id).await.len(),
         1,
         "not answered twice"
     );
-    assert_eq!(owner.events_referencing(&bot, &hanging.id).await.len(), 1);
+    assert_eq!(owner.answers_from(&bot, &hanging.id).await.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mentions_posted_while_disconnected_are_answered_after_reconnect() {
-    let relay = TestRelay::start().await;
-    let mut proxy = Proxy::start(relay.port).await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&proxy.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let before = owner.mention_in_group(&bot, "room", "before the cut").await;
-    owner.replies_from(&bot, &before.id, 1).await;
+    let mut scene = Scene::builder().through_proxy().start().await;
+    let bot = scene.bot;
+    let before = scene.mention("room", "before the cut").await;
+    scene.reply_to(&before).await;
 
-    proxy.cut();
-    bridge.wait_for_log("relay connection lost").await;
-    let during = owner.mention_in_group(&bot, "room", "while you were away").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    proxy.restore().await;
-    owner.replies_from(&bot, &during.id, 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    scene.cut_proxy().await;
+    // The relay has stored it (it acknowledged) while the daemon is away.
+    let during = scene.mention("room", "while you were away").await;
+    scene.proxy().restore().await;
+    scene.reply_to(&during).await;
+    scene.settle("room").await;
     assert_eq!(
-        owner.events_referencing(&bot, &before.id).await.len(),
+        scene.owner.answers_from(&bot, &before.id).await.len(),
         1,
         "the old one is not answered again"
     );
-    assert_eq!(owner.events_referencing(&bot, &during.id).await.len(), 1);
+    assert_eq!(scene.owner.answers_from(&bot, &during.id).await.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pruning_the_state_dir_keeps_what_dedup_needs() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--retention", "1s"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let answered = owner.mention_in_group(&bot, "room", "answer me once").await;
-    owner.replies_from(&bot, &answered.id, 1).await;
-    assert!(bridge.terminate(Duration::from_secs(30)).await.success());
-    // Everything of the first life is now past the retention.
+    let mut scene = Scene::builder().flags(&["--retention", "1s"]).start().await;
+    let bot = scene.bot;
+    let answered = scene.mention("room", "answer me once").await;
+    scene.reply_to(&answered).await;
+    assert!(scene.bridge.terminate(Duration::from_secs(30)).await.success());
+    // The scenario needs time to pass, not an event: everything of the
+    // first life must be older than the retention.
     tokio::time::sleep(Duration::from_millis(2100)).await;
 
-    let second = Bridge::start(&spec).ready().await;
-    second.wait_for_log("state dir pruned").await;
-    let pruned = second.log_events("state dir pruned").remove(0);
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let pruned = log.wait(log.start(), Line::new("state dir pruned")).await;
     assert!(
         pruned["replies"].as_u64() >= Some(1),
         "sent replies went: {pruned}"
@@ -152,10 +144,11 @@ async fn pruning_the_state_dir_keeps_what_dedup_needs() {
         pruned["mentions"], 0,
         "the answered mention stays while the relay can replay it: {pruned}"
     );
-    second.wait_for_drop(&answered.id, "duplicate").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    log.wait(log.start(), Line::dropped(&answered.id, "duplicate"))
+        .await;
+    scene.settle("room").await;
     assert_eq!(
-        owner.events_referencing(&bot, &answered.id).await.len(),
+        scene.owner.answers_from(&bot, &answered.id).await.len(),
         1,
         "not answered twice"
     );

@@ -9,44 +9,36 @@ use std::time::Duration;
 use nostr_sdk::prelude::*;
 use support::*;
 
-/// A bridge whose scripted agent logs the frames it receives.
-fn spec_with_frame_log(
-    relay: &TestRelay,
-    owner: &Person,
-    agent: &[&str],
-    flags: &[&str],
-) -> (BridgeSpec, std::path::PathBuf) {
-    let frames = temp_dir("frames");
-    let mut agent_flags: Vec<&str> = agent.to_vec();
-    let frames_flag = frames.to_str().expect("utf-8 path").to_owned();
-    agent_flags.push("--frame-log-dir");
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(flags);
-    let mut spec = spec.agent(&agent_flags);
-    spec.agent_flags.push(frames_flag);
-    (spec, frames)
+/// A scene whose scripted agent logs the frames it receives.
+fn framed(agent: &[&str], flags: &[&str]) -> SceneBuilder {
+    Scene::builder().agent(agent).flags(flags).frame_log()
 }
 
 fn count(methods: &[String], method: &str) -> usize {
     methods.iter().filter(|m| m.as_str() == method).count()
 }
 
+/// The turn's last line, whose `returned` says how many mentions it hands
+/// back for a next turn: with none, the conversation has nothing left.
+async fn turn_finished(scene: &Scene, from: Cursor, newest: &EventId) -> serde_json::Value {
+    let line = Line::new("turn finished").in_turn(newest);
+    scene.bridge.log.wait(from, line).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steer_mid_turn_folds_into_the_same_turn() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let (spec, frames) =
-        spec_with_frame_log(&relay, &owner, &["--rounds", "6", "--round-delay-ms", "300"], &[]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-
-    let first = owner.mention_in_group(&bot, "room", "write the report").await;
-    bridge.wait_for_log("agent run started").await;
-    let second = owner
-        .mention_in_group(&bot, "room", "also cover the budget")
+    let scene = framed(&["--rounds", "6", "--round-delay-ms", "300"], &[])
+        .start()
         .await;
-    bridge.wait_for_log("steered into the live turn").await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
 
-    let reply = owner.replies_from(&bot, &second.id, 1).await.remove(0);
+    let start = log.cursor();
+    let first = scene.mention_mid_turn("room", "write the report").await;
+    let mark = log.cursor();
+    let second = scene.mention("room", "also cover the budget").await;
+    log.wait(mark, Line::new("steered into the live turn")).await;
+
+    let reply = scene.reply_to(&second).await;
     assert!(reply.content.contains("> write the report"), "{}", reply.content);
     assert!(
         reply.content.contains("steer: "),
@@ -66,17 +58,18 @@ async fn steer_mid_turn_folds_into_the_same_turn() {
         "{:?}",
         reply.tags
     );
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let methods = agent_methods(&frames);
+    let end = turn_finished(&scene, start, &first.id).await;
+    assert_eq!(end["returned"], 0, "nothing left for a next turn: {end}");
+    let methods = scene.agent_methods();
     assert_eq!(count(&methods, "session/prompt"), 1, "one turn: {methods:?}");
     assert_eq!(count(&methods, "session/cancel"), 0, "no cancel: {methods:?}");
     assert_eq!(count(&methods, "_goose/unstable/session/steer"), 1);
     assert_eq!(
-        answers_to(&owner, &bot, &first.id).await.len(),
+        owner.answers_from(&bot, &first.id).await.len(),
         1,
         "the first mention is answered by the same reply"
     );
-    let ends = bridge.log_events("turn finished");
+    let ends = log.matching(start, Line::new("turn finished"));
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0]["stop_reason"], "end_turn");
     assert_eq!(ends[0]["steer_path"], "native");
@@ -84,27 +77,17 @@ async fn steer_mid_turn_folds_into_the_same_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_native_steer_a_burst_is_merged_with_exactly_one_cancel() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let (spec, frames) = spec_with_frame_log(
-        &relay,
-        &owner,
-        &["--no-steer", "--rounds", "40", "--round-delay-ms", "100"],
-        &[],
-    );
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = framed(&["--no-steer", "--rounds", "40", "--round-delay-ms", "100"], &[])
+        .start()
+        .await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
 
-    let first = owner.mention_in_group(&bot, "room", "long task").await;
-    bridge.wait_for_log("agent run started").await;
+    let start = log.cursor();
+    let first = scene.mention_mid_turn("room", "long task").await;
     let mut burst = Vec::new();
     for n in 0..5 {
         // `[rounds=2]` makes the merged re-prompt short (the last directive wins).
-        burst.push(
-            owner
-                .mention_in_group(&bot, "room", &format!("addendum {n} [rounds=2]"))
-                .await,
-        );
+        burst.push(scene.mention("room", &format!("addendum {n} [rounds=2]")).await);
     }
     let newest = burst.last().expect("five").id;
     let reply = owner.replies_from(&bot, &newest, 1).await.remove(0);
@@ -123,8 +106,9 @@ async fn without_native_steer_a_burst_is_merged_with_exactly_one_cancel() {
         "steer framing: {}",
         reply.content
     );
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let methods = agent_methods(&frames);
+    let end = turn_finished(&scene, start, &first.id).await;
+    assert_eq!(end["returned"], 0, "nothing left for a next turn: {end}");
+    let methods = scene.agent_methods();
     assert_eq!(
         count(&methods, "session/cancel"),
         1,
@@ -137,7 +121,7 @@ async fn without_native_steer_a_burst_is_merged_with_exactly_one_cancel() {
     );
     for mention in std::iter::once(&first).chain(burst.iter()) {
         assert_eq!(
-            answers_to(&owner, &bot, &mention.id).await.len(),
+            owner.answers_from(&bot, &mention.id).await.len(),
             1,
             "answered once by the one reply"
         );
@@ -146,21 +130,18 @@ async fn without_native_steer_a_burst_is_merged_with_exactly_one_cancel() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_mode_answers_two_turns_in_order() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let (spec, frames) = spec_with_frame_log(
-        &relay,
-        &owner,
+    let scene = framed(
         &["--rounds", "4", "--round-delay-ms", "150"],
         &["--multiple-event-handling", "queue"],
-    );
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let first = owner.mention_in_group(&bot, "room", "first question").await;
-    bridge.wait_for_log("agent run started").await;
-    let second = owner.mention_in_group(&bot, "room", "second question").await;
-    let first_reply = owner.replies_from(&bot, &first.id, 1).await.remove(0);
-    let second_reply = owner.replies_from(&bot, &second.id, 1).await.remove(0);
+    )
+    .start()
+    .await;
+    let log = &scene.bridge.log;
+    let start = log.cursor();
+    let first = scene.mention_mid_turn("room", "first question").await;
+    let second = scene.mention("room", "second question").await;
+    let first_reply = scene.reply_to(&first).await;
+    let second_reply = scene.reply_to(&second).await;
     assert!(
         !first_reply.content.contains("second question"),
         "{}",
@@ -168,7 +149,9 @@ async fn queue_mode_answers_two_turns_in_order() {
     );
     assert!(second_reply.content.contains("> second question"));
     assert!(first_reply.created_at <= second_reply.created_at);
-    let methods = agent_methods(&frames);
+    let end = turn_finished(&scene, start, &second.id).await;
+    assert_eq!(end["returned"], 0, "nothing left for a next turn: {end}");
+    let methods = scene.agent_methods();
     assert_eq!(count(&methods, "session/prompt"), 2);
     assert_eq!(count(&methods, "session/cancel"), 0);
     assert_eq!(
@@ -180,25 +163,23 @@ async fn queue_mode_answers_two_turns_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_mode_cancels_and_reprompts_with_interrupt_framing() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let (spec, frames) = spec_with_frame_log(
-        &relay,
-        &owner,
+    let scene = framed(
         &["--rounds", "40", "--round-delay-ms", "100"],
         &["--multiple-event-handling", "interrupt"],
-    );
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    owner.mention_in_group(&bot, "room", "old plan").await;
-    bridge.wait_for_log("agent run started").await;
-    let new = owner
-        .mention_in_group(&bot, "room", "new plan instead [rounds=1]")
-        .await;
-    let reply = owner.replies_from(&bot, &new.id, 1).await.remove(0);
+    )
+    .start()
+    .await;
+    let log = &scene.bridge.log;
+    let start = log.cursor();
+    let old = scene.mention_mid_turn("room", "old plan").await;
+    let new = scene.mention("room", "new plan instead [rounds=1]").await;
+    let reply = scene.reply_to(&new).await;
     assert!(reply.content.contains("supersedes"), "{}", reply.content);
     assert!(reply.content.contains("> old plan") && reply.content.contains("> new plan instead"));
-    let methods = agent_methods(&frames);
+    // The interrupt re-prompts within the turn the old plan started.
+    let end = turn_finished(&scene, start, &old.id).await;
+    assert_eq!(end["returned"], 0, "nothing left for a next turn: {end}");
+    let methods = scene.agent_methods();
     assert_eq!(count(&methods, "session/cancel"), 1);
     assert_eq!(
         count(&methods, "_goose/unstable/session/steer"),
@@ -209,12 +190,7 @@ async fn interrupt_mode_cancels_and_reprompts_with_interrupt_framing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_interrupt_interrupts_for_the_owner_and_queues_others() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let guest = Person::join(&relay.url()).await;
-    let (spec, frames) = spec_with_frame_log(
-        &relay,
-        &owner,
+    let scene = framed(
         &["--rounds", "20", "--round-delay-ms", "100"],
         &[
             "--multiple-event-handling",
@@ -222,52 +198,48 @@ async fn owner_interrupt_interrupts_for_the_owner_and_queues_others() {
             "--respond-to",
             "anyone",
         ],
-    );
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let start = owner.mention_in_group(&bot, "room", "start [rounds=8]").await;
-    bridge.wait_for_log("agent run started").await;
+    )
+    .start()
+    .await;
+    let guest = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+    let start = scene.mention_mid_turn("room", "start [rounds=8]").await;
     let queued = guest
         .mention_in_group(&bot, "room", "guest asks [rounds=1]")
         .await;
-    let start_reply = owner.replies_from(&bot, &start.id, 1).await.remove(0);
+    let start_reply = scene.reply_to(&start).await;
     assert!(
         !start_reply.content.contains("supersedes"),
         "{}",
         start_reply.content
     );
-    owner.replies_from(&bot, &queued.id, 1).await;
+    scene.reply_to(&queued).await;
+    turn_finished(&scene, mark, &queued.id).await;
     assert_eq!(
-        count(&agent_methods(&frames), "session/cancel"),
+        count(&scene.agent_methods(), "session/cancel"),
         0,
         "a guest never interrupts"
     );
 
-    owner.mention_in_group(&bot, "room", "long one").await;
-    bridge.wait_for_log("agent run started").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let takeover = owner
-        .mention_in_group(&bot, "room", "owner takes over [rounds=1]")
-        .await;
-    let reply = owner.replies_from(&bot, &takeover.id, 1).await.remove(0);
+    let mark = log.cursor();
+    let long = scene.mention_mid_turn("room", "long one").await;
+    let takeover = scene.mention("room", "owner takes over [rounds=1]").await;
+    let reply = scene.reply_to(&takeover).await;
     assert!(reply.content.contains("supersedes"), "{}", reply.content);
-    assert_eq!(count(&agent_methods(&frames), "session/cancel"), 1);
+    turn_finished(&scene, mark, &long.id).await;
+    assert_eq!(count(&scene.agent_methods(), "session/cancel"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_killed_mid_turn_is_replaced_and_the_mention_answered_once() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).agent(&[
-        "--rounds",
-        "6",
-        "--round-delay-ms",
-        "200",
-    ]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let mention = owner.mention_in_group(&bot, "room", "survive a crash").await;
-    bridge.wait_for_log("agent run started").await;
+    let scene = Scene::builder()
+        .agent(&["--rounds", "6", "--round-delay-ms", "200"])
+        .start()
+        .await;
+    let (owner, bot, bridge) = (&scene.owner, scene.bot, &scene.bridge);
+    let mark = bridge.log.cursor();
+    let mention = scene.mention_mid_turn("room", "survive a crash").await;
     for pid in bridge.agent_pids() {
         std::process::Command::new("kill")
             .arg("-KILL")
@@ -275,12 +247,12 @@ async fn an_agent_killed_mid_turn_is_replaced_and_the_mention_answered_once() {
             .status()
             .expect("kill");
     }
-    let reply = owner.replies_from(&bot, &mention.id, 1).await.remove(0);
+    let reply = scene.reply_to(&mention).await;
     assert!(reply.content.contains("> survive a crash"), "{}", reply.content);
-    bridge.wait_for_log("turn failed; will retry").await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    bridge.log.wait(mark, Line::new("turn failed; will retry")).await;
+    scene.settle("room").await;
     assert_eq!(
-        owner.events_referencing(&bot, &mention.id).await.len(),
+        owner.answers_from(&bot, &mention.id).await.len(),
         1,
         "answered exactly once"
     );
@@ -288,26 +260,23 @@ async fn an_agent_killed_mid_turn_is_replaced_and_the_mention_answered_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_conversations_run_at_once_on_two_agents() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key())
+    let scene = Scene::builder()
         .agent(&["--rounds", "5", "--round-delay-ms", "200"])
-        .flags(&["--agents", "2"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+        .flags(&["--agents", "2"])
+        .start()
+        .await;
+    let bridge = &scene.bridge;
+    let start = bridge.log.cursor();
     let mut mentions = Vec::new();
     for room in ["one", "two", "three"] {
-        mentions.push(
-            owner
-                .mention_in_group(&bot, room, &format!("work in {room}"))
-                .await,
-        );
+        mentions.push(scene.mention(room, &format!("work in {room}")).await);
     }
     for mention in &mentions {
-        owner.replies_from(&bot, &mention.id, 1).await;
+        scene.reply_to(mention).await;
     }
     // All three were prompted before the first finished: none waited for another.
-    let log = log_lines(&bridge.log());
+    bridge.log.wait_nth(start, 3, Line::new("turn finished")).await;
+    let log = bridge.log.lines(start);
     let position = |message: &str, nth: usize| {
         log.iter()
             .enumerate()
@@ -326,39 +295,31 @@ async fn three_conversations_run_at_once_on_two_agents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_turn_exits_cleanly_within_the_grace_and_the_mention_resumes() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key())
+    let mut scene = Scene::builder()
         .agent(&["--rounds", "100", "--round-delay-ms", "100"])
-        .flags(&["--shutdown-grace", "2s"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let mention = owner.mention_in_group(&bot, "room", "a long job").await;
-    bridge.wait_for_log("agent run started").await;
+        .flags(&["--shutdown-grace", "2s"])
+        .start()
+        .await;
+    let bot = scene.bot;
+    let mention = scene.mention_mid_turn("room", "a long job").await;
     let stopping = std::time::Instant::now();
-    let status = bridge.terminate(Duration::from_secs(20)).await;
+    let status = scene.bridge.terminate(Duration::from_secs(20)).await;
     assert!(status.success(), "exit 0: {status}");
     assert!(
         stopping.elapsed() < Duration::from_secs(10),
         "within the grace (plus shutdown work)"
     );
-    assert!(owner.events_referencing(&bot, &mention.id).await.is_empty());
+    assert!(scene.owner.events_referencing(&bot, &mention.id).await.is_empty());
 
-    let restarted = Bridge::start(&spec.clone().agent(&["--rounds", "1", "--round-delay-ms", "10"]))
-        .ready()
-        .await;
-    let reply = owner.replies_from(&bot, &mention.id, 1).await.remove(0);
+    let restarted = scene.spec().agent(&["--rounds", "1", "--round-delay-ms", "10"]);
+    scene.restart(restarted).await;
+    let reply = scene.reply_to(&mention).await;
     assert!(reply.content.contains("> a long job"));
-    drop(restarted);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acknowledged_steer_the_run_dropped_is_answered_in_the_next_turn() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let (spec, frames) = spec_with_frame_log(
-        &relay,
-        &owner,
+    let scene = framed(
         &[
             "--end-run-after-steer",
             "--rounds",
@@ -367,28 +328,30 @@ async fn an_acknowledged_steer_the_run_dropped_is_answered_in_the_next_turn() {
             "200",
         ],
         &[],
-    );
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let first = owner.mention_in_group(&bot, "room", "first [rounds=20]").await;
-    bridge.wait_for_log("agent run started").await;
-    let late = owner
-        .mention_in_group(&bot, "room", "the late one [rounds=1]")
-        .await;
-    let first_reply = owner.replies_from(&bot, &first.id, 1).await.remove(0);
+    )
+    .start()
+    .await;
+    let log = &scene.bridge.log;
+    let first = scene.mention_mid_turn("room", "first [rounds=20]").await;
+    let mark = log.cursor();
+    let late = scene.mention("room", "the late one [rounds=1]").await;
+    let first_reply = scene.reply_to(&first).await;
     assert!(
         !first_reply.content.contains("the late one"),
         "not folded: {}",
         first_reply.content
     );
-    let late_reply = owner.replies_from(&bot, &late.id, 1).await.remove(0);
+    let late_reply = scene.reply_to(&late).await;
     assert!(
         late_reply.content.contains("> the late one"),
         "{}",
         late_reply.content
     );
-    bridge.wait_for_log("steer acknowledged but not folded in").await;
-    let methods = agent_methods(&frames);
+    let not_folded = Line::new("steer acknowledged but not folded in; it goes to the next turn");
+    log.wait(mark, not_folded.in_turn(&first.id)).await;
+    let end = turn_finished(&scene, mark, &late.id).await;
+    assert_eq!(end["returned"], 0, "nothing left for a next turn: {end}");
+    let methods = scene.agent_methods();
     assert_eq!(
         count(&methods, "session/prompt"),
         2,
@@ -399,24 +362,20 @@ async fn an_acknowledged_steer_the_run_dropped_is_answered_in_the_next_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_commands_cancel_status_and_rotate() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let guest = Person::join(&relay.url()).await;
-    let (spec, frames) = spec_with_frame_log(
-        &relay,
-        &owner,
+    let scene = framed(
         &["--rounds", "100", "--round-delay-ms", "100"],
         &["--respond-to", "anyone", "--multiple-event-handling", "queue"],
-    );
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let work = owner.mention_in_group(&bot, "room", "endless work").await;
-    bridge.wait_for_log("agent run started").await;
+    )
+    .start()
+    .await;
+    let guest = scene.join().await;
+    let bot = scene.bot;
+    let work = scene.mention_mid_turn("room", "endless work").await;
 
     // A guest's `!cancel` is plain text: it waits in the queue like any message.
     let guest_cancel = guest.mention_in_group(&bot, "room", "!cancel").await;
-    let status = owner.mention_in_group(&bot, "room", "!status").await;
-    let status_reply = owner.replies_from(&bot, &status.id, 1).await.remove(0);
+    let status = scene.mention("room", "!status").await;
+    let status_reply = scene.reply_to(&status).await;
     assert!(
         status_reply.content.contains("Turns in flight: 1"),
         "{}",
@@ -428,30 +387,28 @@ async fn owner_commands_cancel_status_and_rotate() {
         status_reply.content
     );
 
-    let cancel = owner.mention_in_group(&bot, "room", "!cancel").await;
-    owner.replies_from(&bot, &cancel.id, 1).await;
-    let notice = owner.replies_from(&bot, &work.id, 1).await.remove(0);
+    let cancel = scene.mention("room", "!cancel").await;
+    scene.reply_to(&cancel).await;
+    let notice = scene.reply_to(&work).await;
     assert!(
         notice.content.contains("Cancelled by the owner"),
         "{}",
         notice.content
     );
     // The guest's text then runs as an ordinary turn.
-    let guest_reply = owner.replies_from(&bot, &guest_cancel.id, 1).await.remove(0);
+    let guest_reply = scene.reply_to(&guest_cancel).await;
     assert!(
         guest_reply.content.contains("> !cancel"),
         "{}",
         guest_reply.content
     );
 
-    let rotate = owner.mention_in_group(&bot, "room", "!rotate").await;
-    owner.replies_from(&bot, &rotate.id, 1).await;
-    let after = owner
-        .mention_in_group(&bot, "room", "fresh start [rounds=1]")
-        .await;
-    owner.replies_from(&bot, &after.id, 1).await;
+    let rotate = scene.mention("room", "!rotate").await;
+    scene.reply_to(&rotate).await;
+    let after = scene.mention("room", "fresh start [rounds=1]").await;
+    scene.reply_to(&after).await;
     assert_eq!(
-        count(&agent_methods(&frames), "session/new"),
+        count(&scene.agent_methods(), "session/new"),
         2,
         "rotate opened a new session"
     );
@@ -459,17 +416,20 @@ async fn owner_commands_cancel_status_and_rotate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_that_keeps_failing_ends_in_a_notice() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).agent(&["--crash-after-rounds", "0"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let mention = owner.mention_in_group(&bot, "room", "doomed").await;
-    let notice = owner.replies_from(&bot, &mention.id, 1).await.remove(0);
+    let scene = Scene::builder()
+        .agent(&["--crash-after-rounds", "0"])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    let mention = scene.mention("room", "doomed").await;
+    let notice = scene.reply_to(&mention).await;
     assert!(notice.content.contains("could not answer"), "{}", notice.content);
     assert!(!notice.content.contains("done:"));
+    // After giving up, nothing is retried.
+    log.wait(mark, Line::new("turn failed; giving up")).await;
     assert_eq!(
-        bridge.log_events("turn failed; will retry").len(),
+        log.matching(mark, Line::new("turn failed; will retry")).len(),
         2,
         "three attempts in all"
     );
@@ -481,15 +441,14 @@ async fn follow_ups_sent_the_moment_a_reply_lands_are_never_lost() {
     // sent the moment the reply lands is handed to a turn that is already
     // over. It must come back for the next turn (this raced and lost
     // mentions before).
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec =
-        BridgeSpec::new(&relay.url(), owner.public_key()).agent(&["--rounds", "1", "--round-delay-ms", "0"]);
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder()
+        .agent(&["--rounds", "1", "--round-delay-ms", "0"])
+        .start()
+        .await;
+    let bot = scene.bot;
     let mut conversations = Vec::new();
     for room in 0..6 {
-        let owner = Person::join_as(owner.keys.clone(), &relay.url()).await;
+        let owner = Person::join_as(scene.owner.keys.clone(), &scene.relay.url()).await;
         conversations.push(tokio::spawn(async move {
             let replies = Filter::new()
                 .author(bot)
@@ -497,12 +456,12 @@ async fn follow_ups_sent_the_moment_a_reply_lands_are_never_lost() {
                 .since(Timestamp::now());
             owner.client.subscribe(replies, None).await.expect("subscribe");
             let mut pushed = owner.client.notifications();
-            let mut ids = Vec::new();
+            let mut mentions = Vec::new();
             for turn in 0..30 {
                 let mention = owner
                     .mention_in_group(&bot, &format!("rapid-{room}"), &format!("turn {turn}"))
                     .await;
-                ids.push(mention.id);
+                mentions.push(mention.clone());
                 // React to the reply as it is pushed, not after polling for it.
                 let wait = async {
                     while let Ok(notification) = pushed.recv().await {
@@ -517,12 +476,12 @@ async fn follow_ups_sent_the_moment_a_reply_lands_are_never_lost() {
                     break; // lost: the tally below says so
                 }
             }
-            ids
+            mentions
         }));
     }
-    let mut ids = Vec::new();
+    let mut mentions = Vec::new();
     for conversation in conversations {
-        ids.extend(conversation.await.expect("conversation"));
+        mentions.extend(conversation.await.expect("conversation"));
     }
-    assert_exactly_once(tally("rapid follow-ups", &owner, &bot, &ids).await);
+    assert_exactly_once(scene.tally("rapid follow-ups", &mentions).await);
 }

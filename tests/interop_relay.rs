@@ -4,7 +4,6 @@
 mod support;
 
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use nostr_sdk::prelude::*;
 use support::*;
@@ -38,19 +37,16 @@ impl PythonRelay {
             .stderr(std::fs::File::create(dir.join("relay.log")).expect("log"))
             .spawn()
             .expect("start nostr-relay");
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "nostr-relay did not listen on {port}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let listening = async || tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok();
+        let describe = || format!("nostr-relay to listen on {port}");
+        eventually(PATIENCE, listening, describe).await;
         PythonRelay { child, port }
     }
+}
 
-    fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}", self.port)
+impl RelayServer for PythonRelay {
+    fn port(&self) -> u16 {
+        self.port
     }
 }
 
@@ -63,11 +59,8 @@ impl Drop for PythonRelay {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mention_and_dm_round_trips_through_the_python_relay() {
-    let relay = PythonRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder().start_on(PythonRelay::start().await).await;
+    let (owner, bot) = (&scene.owner, scene.bot);
 
     let root = owner
         .publish(EventBuilder::text_note("a thread on a foreign relay"))
@@ -78,7 +71,7 @@ async fn mention_and_dm_round_trips_through_the_python_relay() {
                 .tag(Tag::public_key(bot)),
         )
         .await;
-    let reply = owner.replies_from(&bot, &mention.id, 1).await.remove(0);
+    let reply = scene.reply_to(&mention).await;
     assert!(reply.content.contains("> bot, your view?"), "{}", reply.content);
     let expected: std::collections::BTreeSet<_> = [
         (root.id.to_hex(), "root".to_owned()),

@@ -40,23 +40,20 @@ fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_the_turn_fields_and_metrics_count_the_turn() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--metrics-addr", &addr]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    let mention = owner.mention_in_group(&bot, "room", "measure me").await;
-    owner.replies_from(&bot, &mention.id, 1).await;
+    let scene = Scene::builder().metrics().start().await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    let mention = scene.mention("room", "measure me").await;
+    scene.reply_to(&mention).await;
+    let finished = log
+        .wait(mark, Line::new("turn finished").in_turn(&mention.id))
+        .await;
 
-    let lines = log_lines(&bridge.log());
-    assert!(!lines.is_empty());
-    for line in bridge.log().lines().filter(|line| !line.trim().is_empty()) {
+    assert!(!log.lines(log.start()).is_empty());
+    for line in log.text().lines().filter(|line| !line.trim().is_empty()) {
         serde_json::from_str::<serde_json::Value>(line)
             .unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
     }
-    let finished = bridge.log_events("turn finished").remove(0);
     let span = &finished["span"];
     assert_eq!(span["conversation"], "group:room");
     assert_eq!(span["event_id"], mention.id.to_hex());
@@ -86,9 +83,10 @@ async fn json_logs_carry_the_turn_fields_and_metrics_count_the_turn() {
     ] {
         assert!(!finished[field].is_null(), "`{field}` missing: {finished}");
     }
-    let secret = spec.bot.secret_key().to_secret_hex();
-    assert!(!bridge.log().contains(&secret), "the key never appears in logs");
+    let secret = scene.bridge.spec.bot.secret_key().to_secret_hex();
+    assert!(!log.text().contains(&secret), "the key never appears in logs");
 
+    let port = scene.metrics_port();
     let metrics = http_get(port, "/metrics").await;
     assert!(
         metrics.contains("acp_bridge_events_accepted_total 1"),

@@ -9,15 +9,11 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_mention_in_group_gets_a_threaded_reply() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
 
-    let mention = owner.mention_in_group(&bot, "room", "hello bot").await;
-    let replies = owner.replies_from(&bot, &mention.id, 1).await;
-    let reply = &replies[0];
+    let mention = scene.mention("room", "hello bot").await;
+    let reply = &scene.reply_to(&mention).await;
     assert_eq!(reply.kind, Kind::Custom(9));
     assert!(reply.content.contains("done: "), "{}", reply.content);
     assert!(
@@ -38,23 +34,20 @@ async fn owner_mention_in_group_gets_a_threaded_reply() {
             .iter()
             .any(|tag| tag.kind() == TagKind::h() && tag.content() == Some("room"))
     );
-    // One reply only.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // One reply only, also counting answers that merely quote it.
+    scene.settle("room").await;
     assert_eq!(
-        owner.events_referencing(&bot, &mention.id).await.len(),
+        owner.answers_from(&bot, &mention.id).await.len(),
         1,
         "{}",
-        bridge.log()
+        scene.bridge.log.text()
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reply_inside_a_note_thread_carries_the_root_and_the_mention() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
 
     let root = owner
         .publish(EventBuilder::text_note("a thread about turtles"))
@@ -65,7 +58,7 @@ async fn reply_inside_a_note_thread_carries_the_root_and_the_mention() {
                 .tag(Tag::public_key(bot)),
         )
         .await;
-    let reply = owner.replies_from(&bot, &mention.id, 1).await.remove(0);
+    let reply = scene.reply_to(&mention).await;
     let expected: std::collections::BTreeSet<_> = [
         (root.id.to_hex(), "root".to_owned()),
         (mention.id.to_hex(), "reply".to_owned()),
@@ -77,32 +70,35 @@ async fn reply_inside_a_note_thread_carries_the_root_and_the_mention() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_mention_gets_a_notice_instead_of_a_turn() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--max-content-bytes", "100"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
+    let scene = Scene::builder()
+        .flags(&["--max-content-bytes", "100"])
+        .start()
+        .await;
 
-    let mention = owner.mention_in_group(&bot, "room", &"x".repeat(500)).await;
-    let notice = owner.replies_from(&bot, &mention.id, 1).await.remove(0);
+    let mention = scene.mention("room", &"x".repeat(500)).await;
+    let notice = scene.reply_to(&mention).await;
     assert!(notice.content.contains("too long"), "{}", notice.content);
     assert!(
         !notice.content.contains("done:"),
         "no turn ran: {}",
         notice.content
     );
-    assert!(!bridge.log().contains("prompting the agent"));
+    // A later mention there is the only one the agent is prompted with.
+    let later = scene.settle("room").await;
+    let log = &scene.bridge.log;
+    let prompts = log.matching(log.start(), Line::new("prompting the agent"));
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert_eq!(prompts[0]["span"]["event_id"], later.id.to_hex());
+    assert_eq!(prompts[0]["mentions"], 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepted_mentions_get_a_reaction_unless_disabled() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key());
-    let bot = spec.bot.public_key();
-    let _bridge = Bridge::start(&spec).ready().await;
-    let mention = owner.mention_in_group(&bot, "room", "react please").await;
-    owner.replies_from(&bot, &mention.id, 1).await;
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "react please").await;
+    scene.reply_to(&mention).await;
+    scene.settle("room").await;
     let reactions = owner
         .client
         .fetch_events(
@@ -123,16 +119,27 @@ async fn accepted_mentions_get_a_reaction_unless_disabled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_reply_mode_publishes_no_answer_of_its_own() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
-    let spec =
-        BridgeSpec::new(&relay.url(), owner.public_key()).flags(&["--reply-mode", "agent", "--no-reactions"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-    owner.mention_in_group(&bot, "room", "post it yourself").await;
-    bridge.wait_for_log("turn finished").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let everything = owner
+    let mut scene = Scene::builder()
+        .flags(&["--reply-mode", "agent", "--no-reactions"])
+        .start()
+        .await;
+    let bot = scene.bot;
+    let mark = scene.bridge.log.cursor();
+    let mention = scene.mention("room", "post it yourself").await;
+    let finished = scene
+        .bridge
+        .log
+        .wait(mark, Line::new("turn finished").in_turn(&mention.id))
+        .await;
+    // Stopped, the daemon has published all it ever will: it flushes its
+    // outbox before it exits, and says so when it cannot.
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "clean exit: {status}");
+    let log = &scene.bridge.log;
+    let unsent = Line::new("some replies are still unsent; they are published at the next start");
+    assert!(log.matching(log.start(), unsent).is_empty());
+    let everything = scene
+        .owner
         .client
         .fetch_events(Filter::new().author(bot), Duration::from_secs(5))
         .await
@@ -141,5 +148,5 @@ async fn agent_reply_mode_publishes_no_answer_of_its_own() {
         everything.is_empty(),
         "the daemon published nothing: {everything:?}"
     );
-    assert_eq!(bridge.log_events("turn finished")[0]["outcome"], "answered");
+    assert_eq!(finished["outcome"], "answered");
 }

@@ -1,0 +1,185 @@
+//! The daemon under test: its options, and the running child process.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use nostr_sdk::prelude::*;
+
+use super::log::{Line, LogFile};
+use super::{PATIENCE, bridge_binary, eventually, owned, temp_dir};
+
+/// What `RUST_LOG` is unless a test says otherwise: the waits need the
+/// daemon's debug lines ("agent run started", "event dropped").
+const DEFAULT_LOG_FILTER: &str = "info,acp_bridge=debug";
+
+/// Options of a bridge under test. A restart reuses them (the same bot key
+/// and state dir), changing what the test changes.
+#[derive(Debug, Clone)]
+pub struct BridgeSpec {
+    /// Comma-separated, as `--relay` takes them.
+    pub relay_url: String,
+    pub bot: Keys,
+    pub owner: PublicKey,
+    pub state_dir: PathBuf,
+    /// Flags of the scripted agent.
+    pub agent_flags: Vec<String>,
+    /// Further daemon flags.
+    pub flags: Vec<String>,
+    /// Another agent than the built-in scripted one.
+    pub agent_command: Option<String>,
+    /// Where the scripted agent logs the frames it receives.
+    pub frame_log_dir: Option<PathBuf>,
+    /// Extra variables in the daemon's environment.
+    pub env: Vec<(String, String)>,
+    /// The daemon's `RUST_LOG`.
+    pub log_filter: String,
+}
+
+impl BridgeSpec {
+    pub fn new(relay_url: &str, owner: PublicKey) -> Self {
+        BridgeSpec {
+            relay_url: relay_url.to_owned(),
+            bot: Keys::generate(),
+            owner,
+            state_dir: temp_dir("state"),
+            agent_flags: owned(&["--round-delay-ms", "20", "--rounds", "2"]),
+            flags: Vec::new(),
+            agent_command: None,
+            frame_log_dir: None,
+            env: Vec::new(),
+            log_filter: DEFAULT_LOG_FILTER.to_owned(),
+        }
+    }
+
+    /// Replaces the scripted agent's flags.
+    pub fn agent(mut self, flags: &[&str]) -> Self {
+        self.agent_flags = owned(flags);
+        self
+    }
+
+    /// Adds daemon flags.
+    pub fn flags(mut self, flags: &[&str]) -> Self {
+        self.flags.extend(owned(flags));
+        self
+    }
+}
+
+/// The daemon as a child process, killed when dropped.
+#[derive(Debug)]
+pub struct Bridge {
+    child: Child,
+    pub log: LogFile,
+    pub spec: BridgeSpec,
+}
+
+impl Bridge {
+    /// Spawns the daemon with `--log-format json`, its stderr in a log file
+    /// of its own (a restart starts a new one).
+    pub fn start(spec: &BridgeSpec) -> Self {
+        static STARTS: AtomicU32 = AtomicU32::new(0);
+        let start = STARTS.fetch_add(1, Ordering::Relaxed);
+        let log_path = spec.state_dir.with_extension(format!("log-{start}"));
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let mut agent_args = vec!["scripted-agent".to_owned()];
+        agent_args.extend(spec.agent_flags.iter().cloned());
+        if let Some(dir) = &spec.frame_log_dir {
+            agent_args.push("--frame-log-dir".to_owned());
+            agent_args.push(dir.to_str().expect("utf-8 path").to_owned());
+        }
+        let child = Command::new(bridge_binary())
+            .arg("--relay")
+            .arg(&spec.relay_url)
+            .arg("--owner")
+            .arg(spec.owner.to_hex())
+            .arg("--state-dir")
+            .arg(&spec.state_dir)
+            .arg("--agent-command")
+            .arg(spec.agent_command.as_deref().unwrap_or(bridge_binary()))
+            .arg("--log-format")
+            .arg("json")
+            .args(&spec.flags)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("ACP_BRIDGE_SECRET_KEY", spec.bot.secret_key().to_secret_hex())
+            .env("ACP_BRIDGE_AGENT_ARGS", agent_args.join(" "))
+            .env("RUST_LOG", &spec.log_filter)
+            .envs(spec.env.iter().map(|(name, value)| (name, value)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn acp-bridge");
+        Bridge {
+            child,
+            log: LogFile::new(log_path, start),
+            spec: spec.clone(),
+        }
+    }
+
+    /// Waits until the daemon is subscribed to mentions.
+    pub async fn ready(&self) {
+        self.log
+            .wait(self.log.start(), Line::new("ready: subscribed to mentions"))
+            .await;
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the daemon process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, then the exit status (within `within`).
+    pub async fn terminate(&mut self, within: Duration) -> ExitStatus {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let exited = async || self.child.try_wait().expect("wait");
+        let describe = || {
+            format!(
+                "acp-bridge to exit within {within:?} of SIGTERM; log tail:\n{}",
+                self.log.tail(40)
+            )
+        };
+        eventually(within, exited, describe).await
+    }
+
+    /// SIGKILL, no grace.
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Process ids of the agents the daemon runs right now.
+    pub fn agent_pids(&self) -> Vec<u32> {
+        let output = Command::new("pgrep")
+            .arg("-P")
+            .arg(self.pid().to_string())
+            .output()
+            .expect("pgrep");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    }
+
+    /// Waits until the daemon runs at least one agent; returns their pids.
+    pub async fn wait_for_agents(&self) -> Vec<u32> {
+        let probe = async || Some(self.agent_pids()).filter(|pids| !pids.is_empty());
+        eventually(PATIENCE, probe, || "an agent process".to_owned()).await
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.kill_hard();
+    }
+}
