@@ -34,42 +34,40 @@ fn slow_first_agent(dir: &Path) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_slow_to_start_holds_up_only_its_own_conversation() {
-    let relay = TestRelay::start().await;
-    let owner = Person::join(&relay.url()).await;
     let script = slow_first_agent(&temp_dir("slow-agent"));
-    let spec = BridgeSpec::new(&relay.url(), owner.public_key())
+    let scene = Scene::builder()
         .agent_command(script.to_str().expect("UTF-8 path"))
-        .flags(&["--agents", "2"]);
-    let bot = spec.bot.public_key();
-    let bridge = Bridge::start(&spec).ready().await;
-
-    let slow = owner.mention_in_group(&bot, "room-a", "you start slowly").await;
-    // The slow agent serves (and the pool waits for its `initialize`).
-    bridge
-        .wait_for_log(&format!("--init-delay-ms {SLOW_INIT_MS}"))
+        .flags(&["--agents", "2"])
+        .start()
         .await;
-    let other = owner.mention_in_group(&bot, "room-b", "you do not").await;
-    let status = owner.mention_in_group(&bot, "room-c", "!status").await;
+    let log = &scene.bridge.log;
+    let initialized = Line::new("agent initialized");
 
-    let answer = owner.replies_from(&bot, &other.id, 1).await.remove(0);
+    let slow = scene.mention("room-a", "you start slowly").await;
+    // The first agent process is the slow one, and it is room-a's.
+    scene.bridge.wait_for_agents().await;
+    let other = scene.mention("room-b", "you do not").await;
+    let status = scene.mention("room-c", "!status").await;
+
+    let answer = scene.reply_to(&other).await;
     assert!(answer.content.contains("> you do not"), "{}", answer.content);
-    let status_reply = owner.replies_from(&bot, &status.id, 1).await.remove(0);
+    let status_reply = scene.reply_to(&status).await;
     assert!(
         status_reply.content.starts_with("Turns in flight:"),
         "{}",
         status_reply.content
     );
     assert_eq!(
-        bridge.log_events("agent initialized").len(),
+        log.matching(log.start(), initialized.clone()).len(),
         1,
         "answered while the slow agent was still starting"
     );
 
-    let answer = owner.replies_from(&bot, &slow.id, 1).await.remove(0);
+    let answer = scene.reply_to(&slow).await;
     assert!(
         answer.content.contains("> you start slowly"),
         "{}",
         answer.content
     );
-    assert_eq!(bridge.log_events("agent initialized").len(), 2);
+    assert_eq!(log.matching(log.start(), initialized).len(), 2);
 }

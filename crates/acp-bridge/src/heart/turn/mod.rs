@@ -700,8 +700,9 @@ impl TurnMachine {
 
     fn on_owner_reply(&mut self, text: &str, out: &mut Vec<Action>) {
         if let Some((ticket, Routed::Answered(option))) = self.questions.route(text) {
+            let question = self.questions.open_event().map(|event| event.to_hex());
             tracing::info!(
-                ticket,
+                question = question.unwrap_or_default(),
                 kind = option.kind.as_str(),
                 "the owner answered the agent's question"
             );
