@@ -102,6 +102,16 @@ impl Agent {
         .await
     }
 
+    /// Answers the permission request `ask` with its allow-once option.
+    async fn allow(&mut self, ask: &Value) {
+        self.send(json!({
+            "jsonrpc": "2.0",
+            "id": ask["id"],
+            "result": { "outcome": { "outcome": "selected", "optionId": "opt-a1" } },
+        }))
+        .await;
+    }
+
     async fn steering(&mut self, session_id: &str, text: &str) -> Value {
         self.call(
             "_session/steering",
@@ -256,13 +266,7 @@ async fn steer_mid_turn_folds_into_same_turn() {
         .as_str()
         .expect("messageId")
         .to_owned();
-    agent
-        .send(json!({
-            "jsonrpc": "2.0",
-            "id": ask["id"],
-            "result": { "outcome": { "outcome": "selected", "optionId": "opt-a1" } },
-        }))
-        .await;
+    agent.allow(&ask).await;
 
     let (frames, answer) = agent.until_response(id).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
@@ -286,13 +290,7 @@ async fn session_steering_injects_into_the_live_turn_which_answers_it() {
     let ask = agent.until(|f| f["method"] == "session/request_permission").await;
     let steered = agent.steering(&session, "also this").await;
     assert_eq!(steered["result"], json!({ "outcome": "injected" }));
-    agent
-        .send(json!({
-            "jsonrpc": "2.0",
-            "id": ask["id"],
-            "result": { "outcome": { "outcome": "selected", "optionId": "opt-a1" } },
-        }))
-        .await;
+    agent.allow(&ask).await;
     let (frames, answer) = agent.until_response(id).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
     assert!(
@@ -319,13 +317,7 @@ async fn a_steer_injected_in_the_last_round_is_still_answered() {
     let id = agent.prompt(&session, "work [rounds=1] [permission]").await;
     let ask = agent.until(|f| f["method"] == "session/request_permission").await;
     agent.steering(&session, "the last word").await;
-    agent
-        .send(json!({
-            "jsonrpc": "2.0",
-            "id": ask["id"],
-            "result": { "outcome": { "outcome": "selected", "optionId": "opt-a1" } },
-        }))
-        .await;
+    agent.allow(&ask).await;
     let (frames, _) = agent.until_response(id).await;
     let texts = message_texts(&frames);
     assert!(
