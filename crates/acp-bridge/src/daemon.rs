@@ -103,6 +103,7 @@ impl Stages {
                 cancel_timeout: settings.agent.cancel_timeout,
                 ..ClientConfig::default()
             },
+            Arc::clone(&store),
         );
         let heart = Heart::new(
             turn_services(&settings, &pool, &replier, &store),
@@ -285,6 +286,7 @@ fn turn_services(settings: &Settings, pool: &Pool, replier: &Replier, store: &Ar
         },
         owner: settings.owner.filter(|_| asks_owner),
         store: Arc::clone(store),
+        reply_content: settings.reply_content,
     }
 }
 

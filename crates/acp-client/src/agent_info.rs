@@ -113,8 +113,9 @@ pub struct AgentInfo {
 }
 
 impl AgentInfo {
-    /// Reads an `initialize` result whose protocol version was checked.
-    pub(crate) fn parse(result: &Value, protocol_version: u64) -> Self {
+    /// Reads an `initialize` result (whose protocol version the client
+    /// checks before it trusts the rest).
+    pub fn from_initialize_result(result: &Value) -> Self {
         let text = |value: Option<&Value>, key: &str| {
             value
                 .and_then(|value| value.get(key))
@@ -133,7 +134,10 @@ impl AgentInfo {
         AgentInfo {
             name: text(agent_info, "name"),
             version: text(agent_info, "version"),
-            protocol_version,
+            protocol_version: result
+                .get("protocolVersion")
+                .and_then(Value::as_u64)
+                .unwrap_or_default(),
             auth_methods: result
                 .get("authMethods")
                 .and_then(Value::as_array)
@@ -173,17 +177,17 @@ mod tests {
             },
             "_meta": {"steering": {"supported": true}, "claudeCode": {"promptQueueing": true}}
         });
-        let info = AgentInfo::parse(&claude, 1);
+        let info = AgentInfo::from_initialize_result(&claude);
         assert_eq!(info.name.as_deref(), Some("claude-agent-acp"));
         assert!(info.load_session && info.resume_session && info.close_session);
         assert!(info.session_steering && info.prompt_queueing);
         assert!(info.auth_methods.is_empty());
 
-        let bare = AgentInfo::parse(&json!({"protocolVersion": 1}), 1);
+        let bare = AgentInfo::from_initialize_result(&json!({"protocolVersion": 1}));
         assert!(!bare.load_session && !bare.resume_session && !bare.close_session);
         assert!(!bare.session_steering && !bare.prompt_queueing);
         let hinted_otherwise = json!({"_meta": {"steering": {"supported": "yes"}}});
-        assert!(!AgentInfo::parse(&hinted_otherwise, 1).session_steering);
+        assert!(!AgentInfo::from_initialize_result(&hinted_otherwise).session_steering);
     }
 
     #[test]
@@ -197,7 +201,7 @@ mod tests {
             {"id": "login", "type": "terminal"},
             {"name": "no id"}
         ]});
-        let methods = AgentInfo::parse(&result, 1).auth_methods;
+        let methods = AgentInfo::from_initialize_result(&result).auth_methods;
         assert_eq!(methods.len(), 4, "a method without an id is skipped");
         assert_eq!(
             methods[0].kind,

@@ -188,7 +188,7 @@ impl AgentClient {
                 answered,
             });
         }
-        let info = AgentInfo::parse(&result, PROTOCOL_VERSION);
+        let info = AgentInfo::from_initialize_result(&result);
         let _ = self.info.set(info.clone());
         Ok(info)
     }

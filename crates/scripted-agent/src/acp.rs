@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::options::Options;
+use crate::options::{Options, Reopen};
 use crate::wire::{ClientGone, Outbox};
 
 pub(crate) const INITIALIZE: &str = "initialize";
@@ -14,6 +14,9 @@ pub(crate) const SESSION_CANCEL: &str = "session/cancel";
 pub(crate) const SESSION_UPDATE: &str = "session/update";
 /// goose's mid-turn steer extension.
 pub(crate) const SESSION_STEER: &str = "_goose/unstable/session/steer";
+pub(crate) const SESSION_RESUME: &str = "session/resume";
+pub(crate) const SESSION_LOAD: &str = "session/load";
+pub(crate) const SESSION_CLOSE: &str = "session/close";
 /// The cross-vendor mid-turn steer (`--session-steering`).
 pub(crate) const SESSION_STEERING: &str = "_session/steering";
 
@@ -24,12 +27,15 @@ pub(crate) fn initialize_result(options: &Options) -> Value {
     let mut result = json!({
         "protocolVersion": options.protocol_version,
         "agentCapabilities": {
-            "loadSession": false,
+            "loadSession": options.reopen_sessions == Some(Reopen::Load),
             "promptCapabilities": { "image": false, "audio": false, "embeddedContext": false },
         },
         "agentInfo": { "name": options.name, "version": env!("CARGO_PKG_VERSION") },
         "authMethods": [],
     });
+    if options.reopen_sessions == Some(Reopen::Resume) {
+        result["agentCapabilities"]["sessionCapabilities"] = json!({ "resume": {}, "close": {} });
+    }
     if options.session_steering
         && let Some(object) = result.as_object_mut()
     {

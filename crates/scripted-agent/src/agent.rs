@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use crate::acp::{self, update};
 use crate::directives::TurnScript;
 use crate::ids::Ids;
-use crate::options::Options;
+use crate::options::{Options, Reopen};
 use crate::permission::PendingRequests;
 use crate::rpc::{self, Incoming, RpcError};
 use crate::session::{Sessions, StartRunError};
@@ -103,6 +103,27 @@ impl Agent {
                 self.outbox.reply(id, outcome).await
             }
             acp::SESSION_PROMPT => self.prompt(id, params, turns).await,
+            acp::SESSION_RESUME if self.options.reopen_sessions == Some(Reopen::Resume) => {
+                let outcome = self.reopen_session(&params);
+                self.outbox.reply(id, outcome.map(|_| json!({}))).await
+            }
+            acp::SESSION_LOAD if self.options.reopen_sessions == Some(Reopen::Load) => {
+                match self.reopen_session(&params) {
+                    Ok(session_id) => {
+                        // The history, replayed before the answer as agents do.
+                        let history = update::agent_text("(history of an earlier turn)");
+                        acp::send_update(&self.outbox, &session_id, history).await?;
+                        self.outbox.respond(id, json!({})).await
+                    }
+                    Err(error) => self.outbox.respond_error(id, error).await,
+                }
+            }
+            acp::SESSION_CLOSE if self.options.reopen_sessions == Some(Reopen::Resume) => {
+                let session_id = params["sessionId"].as_str().unwrap_or_default();
+                log!("session {session_id}: closed");
+                self.sessions.remove(session_id);
+                self.outbox.respond(id, json!({})).await
+            }
             acp::SESSION_STEER if !self.options.no_steer => steer::handle(self, id, params).await,
             acp::SESSION_STEERING if self.options.session_steering => match steering::handle(self, params) {
                 Ok(Steering::Answered(result)) => self.outbox.respond(id, result).await,
@@ -136,6 +157,20 @@ impl Agent {
         } else {
             log!("session {session_id}: cancel with no live run, ignored");
         }
+    }
+
+    /// Takes a session of an earlier process back: any id of the shape
+    /// this agent hands out is known.
+    fn reopen_session(&self, params: &Value) -> Result<String, RpcError> {
+        let session_id = params["sessionId"].as_str().unwrap_or_default();
+        if !session_id.starts_with("sess_") {
+            return Err(RpcError::resource_not_found(format!(
+                "Session not found: {session_id}"
+            )));
+        }
+        log!("session {session_id}: reopened");
+        self.sessions.insert(session_id.to_owned());
+        Ok(session_id.to_owned())
     }
 
     fn new_session(&self, params: &Value) -> Result<Value, RpcError> {

@@ -1,10 +1,10 @@
 //! Identifiers the agent hands out: sessions, runs, steers, tool calls and
 //! its own request ids.
 //!
-//! Sessions are numbered `sess_1`, `sess_2`, … so logs read easily. Run and
-//! steer ids also carry a per-process random salt, so that a client which
-//! respawns the agent never meets an old run id again (a stale
-//! `expectedRunId` must not match by accident). The salt comes from std's
+//! Session, run and steer ids carry a per-process random salt, then a
+//! number: a client which respawns the agent never meets an old run id again
+//! (a stale `expectedRunId` must not match by accident), and a session
+//! reopened from an earlier process never collides with a new one. The salt comes from std's
 //! randomly keyed hasher; no randomness crate is needed.
 
 use std::hash::{BuildHasher, RandomState};
@@ -29,7 +29,11 @@ impl Ids {
     }
 
     pub(crate) fn session(&self) -> String {
-        format!("sess_{}", self.sessions.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "sess_{:08x}_{}",
+            self.salt,
+            self.sessions.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     pub(crate) fn run(&self) -> String {
@@ -61,8 +65,10 @@ mod tests {
     #[test]
     fn ids_do_not_repeat() {
         let ids = Ids::new();
-        assert_eq!(ids.session(), "sess_1");
-        assert_eq!(ids.session(), "sess_2");
+        let (first, second) = (ids.session(), ids.session());
+        assert!(first.starts_with("sess_") && first.ends_with("_1"), "{first}");
+        assert!(second.ends_with("_2") && first != second);
+        assert_ne!(Ids::new().session(), first, "another process, another salt");
         assert_ne!(ids.run(), ids.run());
         assert!(ids.steer().starts_with("steer_"));
         assert!(ids.tool_call().starts_with("call_"));

@@ -49,7 +49,7 @@ use tokio_util::codec::FramedRead;
 
 pub use options::{
     DEFAULT_AGENT_NAME, DEFAULT_CHATTER_INTERVAL_MS, DEFAULT_PROTOCOL_VERSION, DEFAULT_ROUND_DELAY_MS,
-    DEFAULT_ROUNDS, Options,
+    DEFAULT_ROUNDS, Options, Reopen,
 };
 
 use agent::Agent;

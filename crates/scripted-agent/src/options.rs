@@ -19,6 +19,15 @@ pub const DEFAULT_ROUND_DELAY_MS: u64 = 200;
 /// Pause between two thought chunks of a chattering turn.
 pub const DEFAULT_CHATTER_INTERVAL_MS: u64 = 1;
 
+/// How sessions of earlier processes are reopened (`--reopen-sessions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reopen {
+    /// `session/resume`: no replay (also serves `session/close`).
+    Resume,
+    /// `session/load`: the history is replayed before the answer.
+    Load,
+}
+
 /// How the agent plays its turns and how it misbehaves.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct Options {
@@ -75,6 +84,12 @@ pub struct Options {
     /// before the turn answers; with no live run it answers `promptRequired`.
     #[arg(long)]
     pub session_steering: bool,
+
+    /// Reopen sessions of earlier processes: advertise and serve
+    /// `session/resume` (with `session/close`), or `session/load` (which
+    /// replays a line of history first). Any `sess_` id is taken as known.
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub reopen_sessions: Option<Reopen>,
 
     /// Under `--session-steering`, ignore `idleBehavior`: a steer with no
     /// live run starts a turn of its own (answered `startedNewTurn`), whose
@@ -139,6 +154,7 @@ impl Default for Options {
             init_delay_ms: None,
             no_steer: false,
             session_steering: false,
+            reopen_sessions: None,
             steering_starts_turns: false,
             end_run_after_steer: false,
             crash_after_rounds: None,
@@ -176,6 +192,9 @@ impl Options {
         for (_, flag) in switches.iter().filter(|(on, _)| *on) {
             summary.push(' ');
             summary.push_str(flag);
+        }
+        if let Some(reopen) = self.reopen_sessions {
+            summary.push_str(&format!(" --reopen-sessions {reopen:?}"));
         }
         if let Some(ms) = self.init_delay_ms {
             summary.push_str(&format!(" --init-delay-ms {ms}"));

@@ -104,8 +104,13 @@ impl RunHandle {
 }
 
 impl Sessions {
+    /// Registers a session; one already known keeps its live run.
     pub(crate) fn insert(&self, session_id: String) {
-        self.lock().insert(session_id, Session::default());
+        self.lock().entry(session_id).or_default();
+    }
+
+    pub(crate) fn remove(&self, session_id: &str) {
+        self.lock().remove(session_id);
     }
 
     /// Makes `run_id` the session's live run.

@@ -31,20 +31,26 @@ async fn serve_returns_at_input_eof_dropping_live_turns() {
             "params": {"cwd": "/", "mcpServers": []}})))
         .await
         .expect("write");
-    to_agent
-        .write_all(&line(
-            json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-            "params": {"sessionId": "sess_1", "prompt": [{"type": "text", "text": "[delay=60000]"}]}}),
-        ))
-        .await
-        .expect("write");
-    let mut frames = Vec::new();
+    let mut frames: Vec<Value> = Vec::new();
     while frames.len() < 2 {
+        if frames.len() == 1 {
+            let session = frames[0]["result"]["sessionId"].clone();
+            assert!(
+                session.as_str().is_some_and(|id| id.starts_with("sess_")),
+                "{session}"
+            );
+            to_agent
+                .write_all(&line(
+                    json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                    "params": {"sessionId": session, "prompt": [{"type": "text", "text": "[delay=60000]"}]}}),
+                ))
+                .await
+                .expect("write");
+        }
         let next = timeout(STEP_TIMEOUT, from_agent.next_line()).await;
         let text = next.expect("in time").expect("read").expect("a line");
         frames.push(serde_json::from_str::<Value>(&text).expect("JSON"));
     }
-    assert_eq!(frames[0]["result"]["sessionId"], "sess_1");
     assert!(frames[1]["params"]["update"]["_meta"]["goose"]["activeRunId"].is_string());
 
     drop(to_agent);

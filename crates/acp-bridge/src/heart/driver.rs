@@ -28,6 +28,8 @@ use tracing::Instrument;
 
 use super::steer::SteerMethod;
 use super::turn::{Action, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure};
+use super::usage;
+use crate::config::ReplyContent;
 use crate::mention::{ConversationKey, Mention};
 use crate::pool::{Lease, Pool};
 use crate::reply::Replier;
@@ -43,8 +45,11 @@ pub(crate) struct TurnServices {
     /// With `--permission-policy ask-owner`: the owner, who answers the
     /// agent's questions. Without, questions are answered `cancelled`.
     pub owner: Option<PublicKey>,
-    /// Open questions are recorded, so a restart can mark them expired.
+    /// Open questions are recorded, so a restart can mark them expired;
+    /// sessions' usage too, for `!status`.
     pub store: Arc<Store>,
+    /// `--reply-content`.
+    pub reply_content: ReplyContent,
 }
 
 /// What a driver tells the heart.
@@ -309,8 +314,12 @@ impl Driver {
                         .filter(|steer| steer.folded)
                         .map(|steer| steer.accepted.message_id.clone())
                         .collect(),
+                    usage: usage::record(&self.services.store, &self.conversation, &outcome),
+                    message: match self.services.reply_content {
+                        ReplyContent::Answer => outcome.answer(),
+                        ReplyContent::Full => outcome.message.clone(),
+                    },
                     stop_reason: outcome.stop_reason,
-                    message: outcome.message,
                 };
                 self.report(Input::PromptEnded(Ok(end))).await;
             }

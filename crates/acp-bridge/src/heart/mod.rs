@@ -22,6 +22,7 @@ mod driver;
 mod notices;
 mod steer;
 mod turn;
+mod usage;
 
 use std::time::{Duration, Instant};
 
@@ -219,12 +220,12 @@ impl Heart {
                 self.services.pool.rotate(&key);
                 "This conversation gets a fresh agent session from its next turn.".to_owned()
             }
-            (OwnerCommand::Status, _) => self.status_text(),
+            (OwnerCommand::Status, _) => self.status_text(&key),
         };
         self.notices.notify(vec![mention], answer);
     }
 
-    fn status_text(&self) -> String {
+    fn status_text(&self, key: &ConversationKey) -> String {
         let blocked: Vec<String> = self
             .conversations
             .running_turns()
@@ -251,7 +252,16 @@ impl Heart {
             self.counters.absorbed,
             self.counters.queued_mid_turn,
             blocked.concat(),
-        )
+        ) + &self.usage_text(key)
+    }
+
+    /// The conversation's session usage, as the agent last reported it.
+    fn usage_text(&self, key: &ConversationKey) -> String {
+        let reported = self.services.store.session_usage(key.as_str()).ok().flatten();
+        match reported.as_ref().and_then(usage::describe) {
+            Some(usage) => format!(" This conversation's session: {usage}."),
+            None => String::new(),
+        }
     }
 
     fn on_report(&mut self, report: Report) {
@@ -305,6 +315,12 @@ impl Heart {
                     let delay = retry_delay(attempts);
                     tracing::warn!(conversation = %key, attempts, retry_in_ms = delay.as_millis() as u64, %failure, "turn failed; will retry");
                     Some(Ok(Instant::now() + delay))
+                } else if failure.needs_operator() {
+                    tracing::error!(conversation = %key, %failure, "turn failed on the agent's setup; not retried");
+                    let text = format!(
+                        "Sorry, I cannot answer this: {failure}. The agent's setup needs the operator; trying again will not help until then."
+                    );
+                    Some(Err(text))
                 } else {
                     tracing::error!(conversation = %key, attempts, %failure, "turn failed; giving up");
                     let text = format!(

@@ -53,6 +53,9 @@ pub(super) enum Request {
     Rotate { conversation: ConversationKey },
     /// An agent exited without being killed (from its exit watcher).
     Crashed { failure: String },
+    /// A lessee met a misconfiguration (authentication): stop starting
+    /// agents for the cool-down.
+    Misconfigured { failure: String },
     /// Kill every agent, then answer and stop.
     Shutdown { done: oneshot::Sender<()> },
 }
@@ -282,16 +285,18 @@ impl Actor {
                 }
             }
             Request::Rotate { conversation } => {
-                // The agent's side of the old session is left to the agent
-                // (ACP has no stable way to close one); the client forgets it.
                 if let Some(old) = self.sessions.remove(&conversation)
                     && let Some(agent) = self.live(old.slot, old.generation)
                 {
-                    agent.client.forget_session(&old.session);
+                    close_session(&agent.client, old.session);
                 }
             }
             Request::Crashed { failure } => {
                 self.breaker.record_crash(Instant::now(), failure);
+                self.publish_breaker();
+            }
+            Request::Misconfigured { failure } => {
+                self.breaker.trip(Instant::now(), failure);
                 self.publish_breaker();
             }
             Request::Shutdown { done } => return Some(done),
@@ -414,7 +419,11 @@ impl Actor {
                 let slot = &mut self.slots[index];
                 slot.state = SlotState::Empty;
                 slot.leases = slot.leases.saturating_sub(waiters.len());
-                self.breaker.record_crash(Instant::now(), failure.note);
+                if failure.error.is_configuration() {
+                    self.breaker.trip(Instant::now(), failure.note);
+                } else {
+                    self.breaker.record_crash(Instant::now(), failure.note);
+                }
                 self.publish_breaker();
                 for waiter in waiters {
                     let _ = waiter.reply.send(Err(failure.error.clone()));
@@ -532,6 +541,21 @@ impl Actor {
         }
         self.sessions.clear();
     }
+}
+
+/// Ends a session the conversation no longer uses: closed on the agent when
+/// it offers `session/close` (on a task of its own: the actor never waits),
+/// else only forgotten by the client.
+fn close_session(client: &AgentClient, session: SessionId) {
+    if !client.info().is_some_and(|info| info.close_session) {
+        return client.forget_session(&session);
+    }
+    let client = client.clone();
+    tokio::spawn(async move {
+        if let Err(error) = client.close_session(&session).await {
+            tracing::debug!(%session, %error, "session/close failed; the session is forgotten all the same");
+        }
+    });
 }
 
 fn count_alive(status: &watch::Sender<PoolStatus>, change: isize) {

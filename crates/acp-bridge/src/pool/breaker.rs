@@ -49,6 +49,18 @@ impl Breaker {
         }
     }
 
+    /// Opens the breaker at once: the agent cannot work as configured, and
+    /// starting it again before the operator acts would only fail again.
+    pub(super) fn trip(&mut self, now: Instant, failure: String) {
+        tracing::error!(
+            failure = %failure,
+            cool_down_s = BREAKER_COOL_DOWN.as_secs(),
+            "the agent cannot work as configured: circuit breaker open, no restarts during the cool-down"
+        );
+        self.last_failure = Some(failure);
+        self.open_until = Some(now + BREAKER_COOL_DOWN);
+    }
+
     /// Seconds left while open; closes the breaker once the cool-down is over.
     pub(super) fn open_for(&mut self, now: Instant) -> Option<u64> {
         match self.open_until {
@@ -84,6 +96,15 @@ mod tests {
             None,
             "closes after the cool-down"
         );
+    }
+
+    #[test]
+    fn a_misconfiguration_opens_the_breaker_at_once() {
+        let mut breaker = Breaker::default();
+        let start = Instant::now();
+        breaker.trip(start, "`agent` was not found".into());
+        assert!(breaker.open_for(start).is_some());
+        assert_eq!(breaker.open_for(start + BREAKER_COOL_DOWN), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig};
 use tokio_util::sync::CancellationToken;
 
 use super::PoolError;
+use super::auth::{AuthChoice, AuthPolicy};
 use crate::config::AgentSettings;
 
 /// How the pool makes an agent.
@@ -43,6 +44,7 @@ impl Launcher {
         stop: CancellationToken,
     ) -> Result<AgentClient, StartFailure> {
         let name = format!("{}#{}.{generation}", self.program(), slot + 1);
+        let auth = self.auth();
         let client = match self {
             Launcher::Command(settings) => spawn(&settings, &name, config)?,
             #[cfg(test)]
@@ -58,18 +60,49 @@ impl Launcher {
             }
             initialized = client.initialize() => initialized,
         };
-        match initialized {
-            Ok(info) => {
-                log_started(&name, &info);
-                Ok(client)
-            }
+        let info = match initialized {
+            Ok(info) => info,
             Err(error) => {
                 client.kill();
-                Err(StartFailure {
+                // An answer that rules the agent out is a misconfiguration;
+                // an agent that died or stayed silent may do better next time.
+                let refused = matches!(
+                    error,
+                    AcpError::Rpc { .. }
+                        | AcpError::UnsupportedProtocolVersion { .. }
+                        | AcpError::MalformedResult { .. }
+                );
+                return Err(StartFailure {
                     note: format!("initialize failed: {error}"),
-                    error: PoolError::Initialize(error.to_string()),
-                })
+                    error: if refused {
+                        PoolError::Refused(error.to_string())
+                    } else {
+                        PoolError::Initialize(error.to_string())
+                    },
+                });
             }
+        };
+        log_started(&name, &info);
+        if let AuthChoice::Method(method) = auth.choose(&info) {
+            if let Err(error) = client.authenticate(&method).await {
+                client.kill();
+                let failure = format!("authentication with `{method}` failed: {error}");
+                return Err(StartFailure {
+                    note: failure.clone(),
+                    error: PoolError::Auth(failure),
+                });
+            }
+            tracing::info!(agent = %name, method = %method, "authenticated");
+        }
+        Ok(client)
+    }
+
+    /// How this launcher's agents authenticate.
+    fn auth(&self) -> AuthPolicy {
+        match self {
+            Launcher::Command(settings) => AuthPolicy::new(settings),
+            #[cfg(test)]
+            Launcher::InProcess(_) => AuthPolicy::default(),
         }
     }
 

@@ -14,12 +14,13 @@
 //! the heart's capacity does.
 
 mod actor;
+mod auth;
 mod breaker;
 mod launcher;
+mod sessions;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use acp_client::{AgentClient, ClientConfig, SessionId};
@@ -27,9 +28,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::AgentSettings;
 use crate::mention::ConversationKey;
+use crate::store::Store;
 use actor::{Actor, Request};
+use auth::AuthPolicy;
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
+use sessions::SessionBook;
 
 /// Why no agent could be leased.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,17 +42,39 @@ pub enum PoolError {
     Spawn(String),
     #[error("the agent failed to start up: {0}")]
     Initialize(String),
+    /// The agent answered `initialize`, and what it answered rules it out
+    /// (an error, another protocol version).
+    #[error("the agent refused to start: {0}")]
+    Refused(String),
+    #[error("the agent could not be authenticated: {0}")]
+    Auth(String),
     #[error("the agent could not open a session: {0}")]
     Session(String),
     /// Carries the last failure, so the person and the operator learn why
     /// the agents keep failing and not only that they do.
     #[error(
-        "agents failed {CRASHES_TO_OPEN} times within a minute (last: {last_failure}); \
-         not restarting them for {seconds}s"
+        "agents are not started for {seconds}s after a misconfiguration or {CRASHES_TO_OPEN} failures \
+         within a minute (last: {last_failure})"
     )]
     CircuitOpen { seconds: u64, last_failure: String },
     #[error("the daemon is shutting down")]
     ShutDown,
+}
+
+impl PoolError {
+    /// A misconfiguration (a missing binary, a refused `initialize`,
+    /// authentication): trying again cannot help until the operator acts.
+    pub fn is_configuration(&self) -> bool {
+        matches!(
+            self,
+            PoolError::Spawn(_) | PoolError::Refused(_) | PoolError::Auth(_)
+        )
+    }
+
+    /// Worth another attempt later: the next may land on a healthy agent.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, PoolError::Initialize(_) | PoolError::Session(_))
+    }
 }
 
 /// An agent and a session, leased for one turn.
@@ -77,21 +103,32 @@ pub struct PoolStatus {
 pub struct Pool {
     requests: mpsc::UnboundedSender<Request>,
     status: watch::Receiver<PoolStatus>,
-    /// Where sessions are opened.
-    cwd: Arc<Path>,
+    /// How leases open their conversation's session.
+    sessions: Arc<SessionBook>,
 }
 
 impl Pool {
-    /// Starts the pool's actor on the current runtime.
-    pub fn start(settings: AgentSettings, client_config: ClientConfig) -> Pool {
+    /// Starts the pool's actor on the current runtime; conversations'
+    /// sessions are kept in `store`.
+    pub fn start(settings: AgentSettings, client_config: ClientConfig, store: Arc<Store>) -> Pool {
         let processes = settings.processes as usize;
-        let cwd = settings.cwd.clone();
-        Pool::with_launcher(Launcher::Command(settings), processes, &cwd, client_config)
+        let agent = std::iter::once(settings.command.as_str())
+            .chain(settings.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let sessions = SessionBook::new(store, agent, &settings.cwd, AuthPolicy::new(&settings));
+        Pool::with_launcher(Launcher::Command(settings), processes, sessions, client_config)
     }
 
-    fn with_launcher(launcher: Launcher, processes: usize, cwd: &Path, client_config: ClientConfig) -> Pool {
+    fn with_launcher(
+        launcher: Launcher,
+        processes: usize,
+        sessions: SessionBook,
+        client_config: ClientConfig,
+    ) -> Pool {
         let (requests, inbox) = mpsc::unbounded_channel();
         let (status_tx, status) = watch::channel(PoolStatus::default());
+        let sessions = Arc::new(sessions);
         let actor = Actor::new(
             launcher,
             processes,
@@ -103,7 +140,7 @@ impl Pool {
         Pool {
             requests,
             status,
-            cwd: cwd.into(),
+            sessions,
         }
     }
 
@@ -122,12 +159,14 @@ impl Pool {
             Some(session) => session,
             None => {
                 // A failure here drops the grant, whose hold releases the slot.
-                let session = grant
-                    .client
-                    .new_session(&self.cwd, Vec::new())
-                    .await
-                    .map_err(|error| PoolError::Session(error.to_string()))?;
-                tracing::info!(%conversation, session = %session, agent = grant.client.name(), "session opened");
+                let opened = self.sessions.open(&grant.client, conversation).await;
+                let session = opened.inspect_err(|error| {
+                    if error.is_configuration() {
+                        let _ = self.requests.send(Request::Misconfigured {
+                            failure: error.to_string(),
+                        });
+                    }
+                })?;
                 let _ = self.requests.send(Request::SessionOpened {
                     conversation: conversation.clone(),
                     slot: grant.hold.slot,
@@ -166,8 +205,10 @@ impl Pool {
         });
     }
 
-    /// Forgets the conversation's session: its next turn opens a fresh one.
+    /// Forgets the conversation's session (and closes it on the agent when
+    /// the agent offers that): its next turn opens a fresh one.
     pub fn rotate(&self, conversation: &ConversationKey) {
+        self.sessions.forget(conversation);
         let _ = self.requests.send(Request::Rotate {
             conversation: conversation.clone(),
         });

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::actor::{IDLE_AGENT_REAP, REAP_INTERVAL, Request};
 use super::breaker::{BREAKER_COOL_DOWN, CRASHES_TO_OPEN};
 use super::*;
+use crate::store::scratch::ScratchDir;
 
 /// How long the slow agent of these tests takes to answer `initialize`.
 const SLOW_INIT: Duration = Duration::from_secs(10);
@@ -38,7 +39,7 @@ fn slow() -> Options {
 }
 
 /// Answers `initialize` after a second with a protocol version we refuse.
-fn failing() -> Options {
+fn refusing() -> Options {
     Options {
         protocol_version: 2,
         init_delay_ms: Some(1000),
@@ -46,14 +47,53 @@ fn failing() -> Options {
     }
 }
 
+/// A pool under test, with the state dir its sessions are kept in.
+struct TestPool {
+    pool: Pool,
+    _dir: ScratchDir,
+}
+
+impl std::ops::Deref for TestPool {
+    type Target = Pool;
+
+    fn deref(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+fn store() -> (Arc<Store>, ScratchDir) {
+    let dir = ScratchDir::new("pool");
+    let store = Arc::new(Store::open(dir.path()).expect("store"));
+    (store, dir)
+}
+
 /// A pool of in-process scripted agents, one script per slot.
-fn pool(scripts: &[Options]) -> Pool {
-    Pool::with_launcher(
+fn pool(scripts: &[Options]) -> TestPool {
+    pool_with(scripts, ClientConfig::default())
+}
+
+fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
+    let (store, dir) = store();
+    let sessions = SessionBook::new(
+        store,
+        "scripted".into(),
+        &std::env::temp_dir(),
+        AuthPolicy::default(),
+    );
+    let pool = Pool::with_launcher(
         Launcher::InProcess(scripts.to_vec()),
         scripts.len(),
-        &std::env::temp_dir(),
-        ClientConfig::default(),
-    )
+        sessions,
+        config,
+    );
+    TestPool { pool, _dir: dir }
+}
+
+/// A pool of the configured command, as the daemon starts it.
+fn command_pool(settings: AgentSettings) -> TestPool {
+    let (store, dir) = store();
+    let pool = Pool::start(settings, ClientConfig::default(), store);
+    TestPool { pool, _dir: dir }
 }
 
 fn command(program: &str, args: &[&str]) -> AgentSettings {
@@ -141,13 +181,23 @@ async fn while_a_slot_is_starting_status_release_rotate_and_discard_take_effect_
 
 #[tokio::test(start_paused = true)]
 async fn waiters_of_a_failed_start_all_get_its_error_and_the_breaker_counts_it_once() {
-    let pool = pool(&[failing()]);
+    // Silent past the initialize timeout: a failure that may pass.
+    let timeout = Duration::from_secs(1);
+    let silent = Options {
+        init_delay_ms: Some(2 * timeout.as_millis() as u64),
+        ..Options::default()
+    };
+    let config = ClientConfig {
+        initialize_timeout: timeout,
+        ..ClientConfig::default()
+    };
+    let pool = pool_with(&[silent], config);
     for attempt in 1..=CRASHES_TO_OPEN {
         let waiters = ["a", "b", "c"].map(|conversation| lease_in_background(&pool, conversation));
         for waiter in waiters {
             let error = waiter.await.expect("task").expect_err("the start failed");
             assert!(
-                matches!(&error, PoolError::Initialize(why) if why.contains("protocol version 2")),
+                matches!(&error, PoolError::Initialize(why) if why.contains("initialize")),
                 "{error}"
             );
         }
@@ -182,9 +232,23 @@ async fn waiters_of_a_failed_start_all_get_its_error_and_the_breaker_counts_it_o
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_refused_initialize_opens_the_breaker_at_once() {
+    let pool = pool(&[refusing()]);
+    let error = pool.lease(&key("a")).await.expect_err("refused");
+    assert!(
+        matches!(&error, PoolError::Refused(why) if why.contains("protocol version 2")),
+        "{error}"
+    );
+    assert!(error.is_configuration());
+    assert!(pool.circuit_open(), "a misconfiguration is not tried again");
+    let refused = pool.lease(&key("b")).await.expect_err("no start while open");
+    assert!(matches!(refused, PoolError::CircuitOpen { .. }), "{refused}");
+}
+
 #[tokio::test]
 async fn a_missing_agent_binary_is_named_with_a_hint() {
-    let pool = Pool::start(command("/nonexistent/agent", &[]), ClientConfig::default());
+    let pool = command_pool(command("/nonexistent/agent", &[]));
     let error = pool.lease(&key("a")).await.expect_err("no such binary");
     let hint = "`/nonexistent/agent` was not found (install it, or point --agent-command at it)";
     assert!(matches!(&error, PoolError::Spawn(why) if why == hint), "{error}");
@@ -279,7 +343,7 @@ async fn shutdown_kills_an_agent_still_starting() {
             fifo.to_str().expect("UTF-8"),
         ],
     );
-    let pool = Pool::start(agent, ClientConfig::default());
+    let pool = command_pool(agent);
     let parked = lease_in_background(&pool, "a");
     let (started, gone) = watch_fifo(&fifo);
     tokio::time::timeout(PATIENCE, started)
@@ -312,4 +376,32 @@ fn watch_fifo(fifo: &Path) -> (oneshot::Receiver<()>, oneshot::Receiver<()>) {
         let _ = gone_tx.send(());
     });
     (started, gone)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conversation_gets_its_session_back_from_a_fresh_agent() {
+    for (reopen, kept) in [
+        (Some(scripted_agent::Reopen::Resume), true),
+        (Some(scripted_agent::Reopen::Load), true),
+        (None, false),
+    ] {
+        let agent = Options {
+            reopen_sessions: reopen,
+            ..Options::default()
+        };
+        let pool = pool(&[agent]);
+        let first = leased(&pool, "a").await;
+        // The agent dies (a crash, a reap): its replacement is a fresh process.
+        pool.discard(&first);
+        pool.release(&first);
+        let again = leased(&pool, "a").await;
+        assert_ne!(again.generation, first.generation, "{reopen:?}: a fresh agent");
+        assert_eq!(again.session == first.session, kept, "{reopen:?}");
+        pool.release(&again);
+
+        // After `!rotate` the conversation starts afresh, whatever the agent can.
+        pool.rotate(&key("a"));
+        let rotated = leased(&pool, "a").await;
+        assert_ne!(rotated.session, first.session, "{reopen:?}: rotated");
+    }
 }

@@ -7,7 +7,9 @@
 //! - `journal`: every accepted mention from acceptance to its outcome, the
 //!   durable queue that is re-read at start-up, and the seen set (dedup);
 //! - `outbox`: signed reply events, stored once before they are published
-//!   and published again (same event id) until the relay says OK.
+//!   and published again (same event id) until the relay says OK;
+//! - `questions`: permission questions posted and still open;
+//! - `sessions`: each conversation's agent session, for resume and load.
 //!
 //! Storing a reply and finishing the mentions it answers is one transaction
 //! ([`Store::outbox_put`]): after a crash a mention is either still pending
@@ -34,6 +36,7 @@ mod journal;
 mod outbox;
 mod questions;
 mod schema;
+mod sessions;
 mod watermark;
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -42,6 +45,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::Connection;
+
+pub use sessions::SessionUsage;
 
 /// File name of the database inside the state dir.
 const DB_FILE_NAME: &str = "acp-bridge.sqlite3";

@@ -78,8 +78,24 @@ WHERE event_id NOT IN (SELECT event_id FROM mention);
 DROP TABLE seen;
 ";
 
+/// Version 4: each conversation's agent session (which agent command it
+/// belongs to), so a fresh agent process can resume or load it, and the
+/// usage the agent last reported for it.
+const V4: &str = "
+CREATE TABLE agent_session (
+    conversation TEXT PRIMARY KEY NOT NULL,
+    agent        TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    opened_at    INTEGER NOT NULL,
+    used_tokens  INTEGER,
+    size_tokens  INTEGER,
+    cost         REAL,
+    currency     TEXT
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes.
 pub(super) const SUPPORTED_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -41,3 +41,15 @@ pub fn agent_respawned() {
 pub fn mention_to_reply(seconds: f64) {
     histogram!("acp_bridge_mention_to_reply_seconds").record(seconds);
 }
+
+/// Tokens the agent reported spending on a prompt, by `kind` (`input`,
+/// `output`, `thought`, `cached_read`, `cached_write`).
+pub fn agent_tokens(kind: &'static str, tokens: u64) {
+    counter!("acp_bridge_agent_tokens_total", "kind" => kind).increment(tokens);
+}
+
+/// What the agent reported its sessions cost since the last report, in
+/// `currency` (a gauge that only grows: costs are fractional).
+pub fn agent_cost(currency: &str, amount: f64) {
+    gauge!("acp_bridge_agent_cost_total", "currency" => currency.to_owned()).increment(amount);
+}

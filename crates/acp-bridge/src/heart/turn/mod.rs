@@ -36,6 +36,7 @@ use nostr_sdk::prelude::EventId;
 use questions::Questions;
 pub(crate) use questions::{Asked, QuestionTicket, Routed, answers};
 
+use super::usage::TurnUsage;
 use crate::framing::{self, Framing};
 use crate::mention::Mention;
 use crate::pool::PoolError;
@@ -114,12 +115,14 @@ pub(crate) enum CancelSettled {
 }
 
 /// How a prompt ended when the agent answered it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PromptEnd {
     pub stop_reason: StopReason,
+    /// What the reply carries (per `--reply-content`).
     pub message: String,
     /// `messageId`s of the steers the run folded in.
     pub folded: Vec<String>,
+    pub usage: TurnUsage,
 }
 
 /// Why a turn failed.
@@ -140,7 +143,17 @@ pub(crate) enum TurnFailure {
 impl TurnFailure {
     /// Worth another attempt (the next may land on a healthy agent).
     pub fn retryable(&self) -> bool {
-        !matches!(self, TurnFailure::Deadline)
+        match self {
+            TurnFailure::Pool(error) => error.is_transient(),
+            TurnFailure::Deadline => false,
+            _ => true,
+        }
+    }
+
+    /// Only the operator can fix it (a misconfigured agent, or a breaker
+    /// that holds agents back): telling the person at once beats retrying.
+    pub fn needs_operator(&self) -> bool {
+        matches!(self, TurnFailure::Pool(error) if error.is_configuration() || matches!(error, PoolError::CircuitOpen { .. }))
     }
 }
 
@@ -329,6 +342,7 @@ pub(crate) struct TurnMachine {
     next_ticket: u64,
     path: SteerPath,
     stop_reason: Option<StopReason>,
+    usage: TurnUsage,
     started: Instant,
     /// The `now` of the input being handled.
     now: Instant,
@@ -358,6 +372,7 @@ impl TurnMachine {
             next_ticket: 0,
             path: SteerPath::None,
             stop_reason: None,
+            usage: TurnUsage::default(),
             started: now,
             now,
             queue_wait_ms: start.queue_wait_ms,
@@ -601,6 +616,7 @@ impl TurnMachine {
             }
         };
         self.stop_reason = Some(end.stop_reason.clone());
+        self.usage.add(end.usage.clone());
         if self.merge.is_some() {
             if end.stop_reason == StopReason::Cancelled {
                 self.phase = Phase::Gathering {
@@ -774,6 +790,11 @@ impl TurnMachine {
                 queue_wait_ms = self.queue_wait_ms,
                 agent_ms = self.now.duration_since(self.started).as_millis() as u64,
                 returned = returned.len(),
+                tokens_in = self.usage.input_tokens,
+                tokens_out = self.usage.output_tokens,
+                context_used = self.usage.context_used,
+                context_size = self.usage.context_size,
+                cost = self.usage.cost,
                 "turn finished"
             );
         }

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::heart::usage::TurnUsage;
 use crate::mention::test_mention;
 
 const QUESTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -104,6 +105,7 @@ impl Rig {
             stop_reason,
             message: "the answer".into(),
             folded: folded.iter().map(|id| (*id).to_owned()).collect(),
+            usage: TurnUsage::default(),
         })))
     }
 

@@ -1,0 +1,125 @@
+//! A conversation's session on a granted agent: the one it had, reopened,
+//! or a new one.
+//!
+//! Owns the choice and the bookkeeping that makes a conversation's memory
+//! outlive an agent process (a crash, an idle reap, a daemon restart): the
+//! session id is kept in the state dir with the agent command it belongs
+//! to, and a fresh process reopens it with `session/resume` when the agent
+//! advertises it (no replay), else `session/load` (the replayed history is
+//! dropped by the client), else a new session is opened. An agent that no
+//! longer knows the session gets a new one, and the log says so. A new
+//! session answered -32000 ("authentication required") is a configuration
+//! problem, explained by [`AuthPolicy`]. Runs on the lessee's task, never
+//! on the pool's actor.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use acp_client::{AcpError, AgentClient, AgentInfo, SessionId, codes};
+
+use super::PoolError;
+use super::auth::{AuthChoice, AuthPolicy};
+use crate::mention::ConversationKey;
+use crate::store::{Store, sql_now};
+
+/// Where conversations' sessions are kept, and how they are opened.
+#[derive(Debug)]
+pub(super) struct SessionBook {
+    store: Arc<Store>,
+    /// The agent command line: a session means something only to the
+    /// agent that made it.
+    agent: String,
+    cwd: Arc<Path>,
+    auth: AuthPolicy,
+}
+
+impl SessionBook {
+    pub fn new(store: Arc<Store>, agent: String, cwd: &Path, auth: AuthPolicy) -> Self {
+        SessionBook {
+            store,
+            agent,
+            cwd: cwd.into(),
+            auth,
+        }
+    }
+
+    /// The conversation's session on `client`'s agent: reopened if the
+    /// agent can and still knows it, else new (and kept).
+    pub async fn open(
+        &self,
+        client: &AgentClient,
+        conversation: &ConversationKey,
+    ) -> Result<SessionId, PoolError> {
+        if let Some(session) = self.reopen(client, conversation).await {
+            return Ok(session);
+        }
+        let session = client
+            .new_session(&self.cwd, Vec::new())
+            .await
+            .map_err(|error| self.new_session_failed(client.info(), error))?;
+        tracing::info!(%conversation, session = %session, agent = client.name(), "session opened");
+        if let Err(error) =
+            self.store
+                .session_keep(conversation.as_str(), &self.agent, session.as_str(), sql_now())
+        {
+            tracing::warn!(%conversation, %error, "cannot keep the session id; the next agent process starts afresh");
+        }
+        Ok(session)
+    }
+
+    /// The conversation's next turn starts a fresh session.
+    pub fn forget(&self, conversation: &ConversationKey) {
+        if let Err(error) = self.store.session_forget(conversation.as_str()) {
+            tracing::warn!(%conversation, %error, "cannot forget the session id");
+        }
+    }
+
+    async fn reopen(&self, client: &AgentClient, conversation: &ConversationKey) -> Option<SessionId> {
+        let kept = match self.store.session_of(conversation.as_str(), &self.agent) {
+            Ok(kept) => SessionId(kept?),
+            Err(error) => {
+                tracing::warn!(%conversation, %error, "cannot read the kept session id");
+                return None;
+            }
+        };
+        let info = client.info()?;
+        let (how, reopened) = if info.resume_session {
+            (
+                "resumed",
+                client.resume_session(&kept, &self.cwd, Vec::new()).await,
+            )
+        } else if info.load_session {
+            ("loaded", client.load_session(&kept, &self.cwd, Vec::new()).await)
+        } else {
+            tracing::info!(%conversation, session = %kept, "the agent cannot reopen sessions; opening a new one");
+            return None;
+        };
+        match reopened {
+            Ok(()) => {
+                tracing::info!(%conversation, session = %kept, agent = client.name(), how, "session reopened");
+                Some(kept)
+            }
+            Err(error) => {
+                tracing::info!(%conversation, session = %kept, %error, "the agent no longer knows the conversation's session; opening a new one");
+                None
+            }
+        }
+    }
+
+    fn new_session_failed(&self, info: Option<&AgentInfo>, error: AcpError) -> PoolError {
+        let auth_required =
+            matches!(&error, AcpError::Rpc { error, .. } if error.code == codes::AUTH_REQUIRED);
+        if !auth_required {
+            return PoolError::Session(error.to_string());
+        }
+        PoolError::Auth(match info.map(|info| self.auth.choose(info)) {
+            Some(AuthChoice::Unresolved(why)) => why,
+            Some(AuthChoice::Method(method)) => {
+                format!("the agent still requires authentication after `{method}` succeeded: {error}")
+            }
+            Some(AuthChoice::NotNeeded) | None => {
+                format!("the agent requires authentication but offers no method to use: {error}")
+            }
+        })
+    }
+}

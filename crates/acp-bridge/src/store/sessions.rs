@@ -1,0 +1,149 @@
+//! Each conversation's agent session, kept across agent processes.
+//!
+//! An agent process ends (a crash, an idle reap, a restart of the daemon)
+//! but its sessions can live on in the agent's own storage: agents that
+//! advertise `session/resume` or `session/load` reopen them in a fresh
+//! process. This table remembers which session a conversation had, and for
+//! which agent command (a session of another agent means nothing), and the
+//! context use and cost the agent last reported for it, for `!status`.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Result, Store};
+
+/// What the agent last reported about a session's size and cost.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionUsage {
+    pub used_tokens: Option<u64>,
+    pub size_tokens: Option<u64>,
+    pub cost: Option<f64>,
+    pub currency: Option<String>,
+}
+
+impl Store {
+    /// The session the conversation had with `agent`, if any.
+    pub fn session_of(&self, conversation: &str, agent: &str) -> Result<Option<String>> {
+        let found = self
+            .conn()
+            .prepare_cached("SELECT session_id FROM agent_session WHERE conversation = ?1 AND agent = ?2")?
+            .query_row(params![conversation, agent], |row| row.get(0))
+            .optional()?;
+        Ok(found)
+    }
+
+    /// Remembers the conversation's session; a new one replaces the old
+    /// (and its usage).
+    pub fn session_keep(&self, conversation: &str, agent: &str, session_id: &str, now: i64) -> Result<()> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO agent_session (conversation, agent, session_id, opened_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (conversation) DO UPDATE SET agent = ?2, session_id = ?3, opened_at = ?4,
+                   used_tokens = NULL, size_tokens = NULL, cost = NULL, currency = NULL
+                 WHERE session_id != ?3 OR agent != ?2",
+            )?
+            .execute(params![conversation, agent, session_id, now])?;
+        Ok(())
+    }
+
+    /// Forgets the conversation's session (`!rotate`).
+    pub fn session_forget(&self, conversation: &str) -> Result<()> {
+        self.conn()
+            .prepare_cached("DELETE FROM agent_session WHERE conversation = ?1")?
+            .execute(params![conversation])?;
+        Ok(())
+    }
+
+    /// Records what the agent reported; a field it did not report keeps
+    /// its last value.
+    pub fn session_usage_record(&self, conversation: &str, usage: &SessionUsage) -> Result<()> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE agent_session SET used_tokens = coalesce(?2, used_tokens),
+                   size_tokens = coalesce(?3, size_tokens), cost = coalesce(?4, cost),
+                   currency = coalesce(?5, currency)
+                 WHERE conversation = ?1",
+            )?
+            .execute(params![
+                conversation,
+                usage.used_tokens.map(sql_tokens),
+                usage.size_tokens.map(sql_tokens),
+                usage.cost,
+                usage.currency
+            ])?;
+        Ok(())
+    }
+
+    /// What the agent last reported for the conversation's session.
+    pub fn session_usage(&self, conversation: &str) -> Result<Option<SessionUsage>> {
+        let found = self
+            .conn()
+            .prepare_cached(
+                "SELECT used_tokens, size_tokens, cost, currency FROM agent_session WHERE conversation = ?1",
+            )?
+            .query_row(params![conversation], |row| {
+                Ok(SessionUsage {
+                    used_tokens: row.get::<_, Option<i64>>(0)?.map(|tokens| tokens.max(0) as u64),
+                    size_tokens: row.get::<_, Option<i64>>(1)?.map(|tokens| tokens.max(0) as u64),
+                    cost: row.get(2)?,
+                    currency: row.get(3)?,
+                })
+            })
+            .optional()?;
+        Ok(found)
+    }
+}
+
+fn sql_tokens(tokens: u64) -> i64 {
+    i64::try_from(tokens).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scratch::ScratchDir;
+    use super::*;
+
+    #[test]
+    fn a_conversation_keeps_one_session_per_agent_until_rotated() {
+        let dir = ScratchDir::new("sessions");
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.session_of("room", "goose acp").unwrap(), None);
+        store.session_keep("room", "goose acp", "s1", 1).unwrap();
+        assert_eq!(
+            store.session_of("room", "goose acp").unwrap().as_deref(),
+            Some("s1")
+        );
+        assert_eq!(
+            store.session_of("room", "claude").unwrap(),
+            None,
+            "another agent's session"
+        );
+
+        let usage = SessionUsage {
+            used_tokens: Some(1200),
+            size_tokens: Some(200_000),
+            cost: Some(0.25),
+            currency: Some("USD".into()),
+        };
+        store.session_usage_record("room", &usage).unwrap();
+        let partial = SessionUsage {
+            used_tokens: Some(1500),
+            ..SessionUsage::default()
+        };
+        store.session_usage_record("room", &partial).unwrap();
+        let kept = store.session_usage("room").unwrap().unwrap();
+        assert_eq!((kept.used_tokens, kept.cost), (Some(1500), Some(0.25)));
+
+        // The same session again keeps its usage; a new one starts afresh.
+        store.session_keep("room", "goose acp", "s1", 2).unwrap();
+        assert_eq!(store.session_usage("room").unwrap().unwrap().cost, Some(0.25));
+        store.session_keep("room", "goose acp", "s2", 3).unwrap();
+        assert_eq!(
+            store.session_usage("room").unwrap().unwrap(),
+            SessionUsage::default()
+        );
+
+        store.session_forget("room").unwrap();
+        assert_eq!(store.session_of("room", "goose acp").unwrap(), None);
+        assert_eq!(store.session_usage("room").unwrap(), None);
+    }
+}
