@@ -9,10 +9,13 @@
 //!   `/chat/completions`);
 //! - Anthropic messages: `POST /v1/messages` and `/v1/messages/count_tokens`;
 //! - OpenAI responses: `POST /v1/responses` (and `/responses`);
+//! - Gemini: `POST /v1beta/models/{model}:generateContent`,
+//!   `:streamGenerateContent` and `:countTokens` (for gemini-cli);
 //!
 //! plus `GET /v1/models` (and `/models`). Each answer is plain text, `reply
-//! to: ` followed by the first line of the last user message, streamed as
-//! server-sent events when the request asks for `"stream": true`. The stream
+//! to: ` followed by the first line of the last text part of the last user
+//! message (agents put their reminders first and the prompt last), streamed
+//! as server-sent events when the request asks for `"stream": true`. The stream
 //! can be slowed down ([`Streaming`]) so that a test lands a message while a
 //! turn is still running. Every request is recorded ([`RecordedRequest`]),
 //! secrets left out, so a test can assert what reached the model.
@@ -84,6 +87,11 @@ pub enum Api {
     CountTokens,
     /// OpenAI `POST /v1/responses`.
     Responses,
+    /// Gemini `POST /v1beta/models/{model}:generateContent`, or
+    /// `:streamGenerateContent` (streamed whatever the body says).
+    GenerateContent,
+    /// Gemini `POST /v1beta/models/{model}:countTokens`.
+    GeminiCountTokens,
     /// `GET /v1/models`.
     Models,
 }
@@ -91,6 +99,16 @@ pub enum Api {
 impl Api {
     /// The API served at `method` `path` (query string excluded).
     fn route(method: &Method, path: &str) -> Option<Api> {
+        if let Some((_, action)) = path
+            .strip_prefix("/v1beta/models/")
+            .and_then(|rest| rest.split_once(':'))
+        {
+            return match (method, action) {
+                (&Method::POST, "generateContent" | "streamGenerateContent") => Some(Api::GenerateContent),
+                (&Method::POST, "countTokens") => Some(Api::GeminiCountTokens),
+                _ => None,
+            };
+        }
         let path = path.strip_prefix("/v1").unwrap_or(path);
         match (method, path) {
             (&Method::POST, "/chat/completions") => Some(Api::ChatCompletions),
@@ -105,7 +123,10 @@ impl Api {
     /// Whether requests to this API generate text (and so carry a
     /// conversation and get a reply).
     pub fn generates(self) -> bool {
-        matches!(self, Api::ChatCompletions | Api::Messages | Api::Responses)
+        matches!(
+            self,
+            Api::ChatCompletions | Api::Messages | Api::Responses | Api::GenerateContent
+        )
     }
 }
 
@@ -122,18 +143,26 @@ pub enum Delivery {
 
 /// One message of the conversation a generation request carries, whatever
 /// the API: its role (`system`, `developer`, `user`, `assistant`, `tool`)
-/// and its text parts joined by newlines.
+/// and its text parts, in order (other parts, such as tool calls, left out).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub role: String,
-    pub text: String,
+    pub parts: Vec<String>,
+}
+
+impl Message {
+    /// The text parts joined by newlines.
+    pub fn text(&self) -> String {
+        self.parts.join("\n")
+    }
 }
 
 /// A request as the provider received it.
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
     pub method: String,
-    /// Path and query string, e.g. `/v1/messages?beta=true`.
+    /// Path and query string, e.g. `/v1/messages?beta=true` (the value of a
+    /// `key` parameter replaced by `<redacted>`).
     pub path: String,
     /// Names in lower case; the values of credentials replaced by
     /// `<redacted>`.
@@ -160,6 +189,7 @@ impl RecordedRequest {
     /// Whether the request asked for a streamed answer.
     pub fn streamed(&self) -> bool {
         self.body.get("stream").and_then(Value::as_bool) == Some(true)
+            || self.path.contains(":streamGenerateContent")
     }
 
     /// The conversation carried by a generation request, system prompt
@@ -169,6 +199,7 @@ impl RecordedRequest {
             Some(Api::ChatCompletions) => chat_conversation(&self.body),
             Some(Api::Messages | Api::CountTokens) => anthropic_conversation(&self.body),
             Some(Api::Responses) => responses_conversation(&self.body),
+            Some(Api::GenerateContent | Api::GeminiCountTokens) => gemini_conversation(&self.body),
             Some(Api::Models) | None => Vec::new(),
         }
     }
@@ -178,7 +209,7 @@ impl RecordedRequest {
         self.conversation()
             .into_iter()
             .filter(|message| message.role == "user")
-            .map(|message| message.text)
+            .map(|message| message.text())
             .collect()
     }
 }
@@ -348,10 +379,12 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Response<Respo
     let api = Api::route(&parts.method, parts.uri.path());
     let mut recorded = RecordedRequest {
         method: parts.method.to_string(),
-        path: parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| parts.uri.path().to_owned(), ToString::to_string),
+        path: redact_key(
+            parts
+                .uri
+                .path_and_query()
+                .map_or(parts.uri.path(), |path| path.as_str()),
+        ),
         headers: parts
             .headers
             .iter()
@@ -380,6 +413,7 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Response<Respo
     if !api.generates() {
         let answer = match api {
             Api::Models => models(),
+            Api::GeminiCountTokens => json!({"totalTokens": input_tokens(&raw)}),
             _ => json!({"input_tokens": input_tokens(&raw)}),
         };
         state.record(recorded);
@@ -392,6 +426,7 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Response<Respo
             .body
             .get("model")
             .and_then(Value::as_str)
+            .or_else(|| gemini_model(parts.uri.path()))
             .unwrap_or(DEFAULT_MODEL)
             .to_owned(),
         input_tokens: input_tokens(&raw),
@@ -404,6 +439,7 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Response<Respo
         let answer = match api {
             Api::ChatCompletions => exchange.chat_completion(),
             Api::Messages => exchange.anthropic_message(),
+            Api::GenerateContent => exchange.gemini_response(None),
             _ => exchange.response(),
         };
         return json_response(StatusCode::OK, &answer);
@@ -413,6 +449,7 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Response<Respo
     let events = match api {
         Api::ChatCompletions => exchange.chat_completion_events(streaming.chunks),
         Api::Messages => exchange.anthropic_message_events(streaming.chunks),
+        Api::GenerateContent => exchange.gemini_events(streaming.chunks),
         _ => exchange.response_events(streaming.chunks),
     };
     let index = state.record(recorded);
@@ -432,6 +469,28 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Response<Respo
         header::HeaderValue::from_static("no-cache"),
     );
     response
+}
+
+/// `path` with the value of a `key` query parameter (Gemini's API key)
+/// replaced by `<redacted>`.
+fn redact_key(path: &str) -> String {
+    let Some((path, query)) = path.split_once('?') else {
+        return path.to_owned();
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("key", _)) => "key=<redacted>".to_owned(),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{path}?{}", query.join("&"))
+}
+
+/// The model named in a Gemini path, `/v1beta/models/{model}:action`.
+fn gemini_model(path: &str) -> Option<&str> {
+    let (model, _) = path.strip_prefix("/v1beta/models/")?.split_once(':')?;
+    Some(model)
 }
 
 fn parse_body(raw: &[u8]) -> Value {
@@ -459,13 +518,14 @@ fn input_tokens(raw: &[u8]) -> u64 {
 }
 
 /// The answer to a conversation: `reply to: ` and the first line of the last
-/// user message that has text.
+/// text part of the last user message.
 fn reply_text(conversation: &[Message]) -> String {
     let prompt = conversation
         .iter()
         .rev()
-        .filter(|message| message.role == "user")
-        .find_map(|message| message.text.lines().find(|line| !line.trim().is_empty()))
+        .find(|message| message.role == "user")
+        .and_then(|message| message.parts.last())
+        .and_then(|part| part.lines().find(|line| !line.trim().is_empty()))
         .unwrap_or("");
     format!("reply to: {}", prompt.trim())
 }
@@ -489,27 +549,36 @@ fn models() -> Value {
     })
 }
 
-/// Collects the text of `content` in any of the APIs' shapes: a string, or
-/// an array of parts with a `text` field (`text`, `input_text`,
-/// `output_text`, and Anthropic's `tool_result` with nested content).
-fn content_text(content: &Value) -> Option<String> {
+/// The text parts of `content` in any of the APIs' shapes: a string, or an
+/// array of parts with a `text` field (`text`, `input_text`, `output_text`,
+/// and Anthropic's `tool_result` with nested content).
+fn content_parts(content: &Value) -> Vec<String> {
     match content {
-        Value::String(text) => Some(text.clone()),
-        Value::Array(parts) => {
-            let texts: Vec<String> = parts
-                .iter()
-                .filter_map(|part| match part.get("type").and_then(Value::as_str) {
-                    Some("text" | "input_text" | "output_text") | None => {
-                        part.get("text").and_then(Value::as_str).map(str::to_owned)
-                    }
-                    Some("tool_result") => part.get("content").and_then(content_text),
-                    Some(_) => None,
-                })
-                .collect();
-            (!texts.is_empty()).then(|| texts.join("\n"))
-        }
-        _ => None,
+        Value::String(text) => vec![text.clone()],
+        Value::Array(parts) => parts
+            .iter()
+            .flat_map(|part| match part.get("type").and_then(Value::as_str) {
+                Some("text" | "input_text" | "output_text") | None => part
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .into_iter()
+                    .collect(),
+                Some("tool_result") => part.get("content").map(content_parts).unwrap_or_default(),
+                Some(_) => Vec::new(),
+            })
+            .collect(),
+        _ => Vec::new(),
     }
+}
+
+/// A message of `role` made of the text parts of `content`, if it has any.
+fn message(role: &str, content: &Value) -> Option<Message> {
+    let parts = content_parts(content);
+    (!parts.is_empty()).then(|| Message {
+        role: role.to_owned(),
+        parts,
+    })
 }
 
 fn role_messages(messages: Option<&Value>) -> impl Iterator<Item = Message> + '_ {
@@ -517,12 +586,7 @@ fn role_messages(messages: Option<&Value>) -> impl Iterator<Item = Message> + '_
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|message| {
-            Some(Message {
-                role: message.get("role")?.as_str()?.to_owned(),
-                text: content_text(message.get("content")?)?,
-            })
-        })
+        .filter_map(|item| message(item.get("role")?.as_str()?, item.get("content")?))
 }
 
 fn chat_conversation(body: &Value) -> Vec<Message> {
@@ -530,10 +594,7 @@ fn chat_conversation(body: &Value) -> Vec<Message> {
 }
 
 fn anthropic_conversation(body: &Value) -> Vec<Message> {
-    let system = body.get("system").and_then(content_text).map(|text| Message {
-        role: "system".to_owned(),
-        text,
-    });
+    let system = body.get("system").and_then(|system| message("system", system));
     system
         .into_iter()
         .chain(role_messages(body.get("messages")))
@@ -543,21 +604,35 @@ fn anthropic_conversation(body: &Value) -> Vec<Message> {
 fn responses_conversation(body: &Value) -> Vec<Message> {
     let instructions = body
         .get("instructions")
-        .and_then(Value::as_str)
-        .map(|text| Message {
-            role: "system".to_owned(),
-            text: text.to_owned(),
-        });
-    let input = match body.get("input") {
-        Some(Value::String(text)) => vec![Message {
-            role: "user".to_owned(),
-            text: text.clone(),
-        }],
+        .and_then(|instructions| message("system", instructions));
+    let input: Vec<Message> = match body.get("input") {
+        Some(text @ Value::String(_)) => message("user", text).into_iter().collect(),
         // Items other than messages (function calls, reasoning) have no
         // role and are skipped.
         input => role_messages(input).collect(),
     };
     instructions.into_iter().chain(input).collect()
+}
+
+fn gemini_conversation(body: &Value) -> Vec<Message> {
+    let system = body
+        .get("systemInstruction")
+        .and_then(|instruction| message("system", instruction.get("parts")?));
+    let contents = body
+        .get("contents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|content| {
+            // Gemini calls the assistant `model`.
+            let role = match content.get("role").and_then(Value::as_str) {
+                Some("model") => "assistant",
+                Some(role) => role,
+                None => "user",
+            };
+            message(role, content.get("parts")?)
+        });
+    system.into_iter().chain(contents).collect()
 }
 
 /// One generated answer, rendered in each API's shape.
@@ -765,6 +840,43 @@ impl Exchange {
         let (kind, payload) = event("response.completed", json!({"response": self.response()}));
         events.push(Event::named(&kind, &payload));
         events
+    }
+}
+
+impl Exchange {
+    fn gemini_usage(&self) -> Value {
+        json!({
+            "promptTokenCount": self.input_tokens,
+            "candidatesTokenCount": self.output_tokens,
+            "totalTokenCount": self.input_tokens + self.output_tokens,
+        })
+    }
+
+    /// A whole answer, or with `piece` one chunk of a stream; the last
+    /// chunk of a stream carries the finish reason and the usage.
+    fn gemini_response(&self, piece: Option<(&str, bool)>) -> Value {
+        let (text, last) = piece.unwrap_or((&self.text, true));
+        let mut candidate = json!({
+            "content": {"role": "model", "parts": [{"text": text}]},
+            "index": 0,
+        });
+        let mut response = json!({"modelVersion": self.model, "responseId": format!("fake-{}", self.id)});
+        if last {
+            candidate["finishReason"] = json!("STOP");
+            response["usageMetadata"] = self.gemini_usage();
+        }
+        response["candidates"] = json!([candidate]);
+        response
+    }
+
+    fn gemini_events(&self, chunks: usize) -> Vec<Event> {
+        let pieces = split(&self.text, chunks);
+        let count = pieces.len();
+        pieces
+            .iter()
+            .enumerate()
+            .map(|(index, piece)| Event::delta(&self.gemini_response(Some((piece, index + 1 == count)))))
+            .collect()
     }
 }
 
@@ -999,7 +1111,7 @@ mod tests {
             ]
             .map(|(role, text)| Message {
                 role: role.to_owned(),
-                text: text.to_owned(),
+                parts: vec![text.to_owned()],
             })
         );
         assert_eq!(
@@ -1056,7 +1168,8 @@ mod tests {
                 {"role": "assistant", "content": [{"type": "text", "text": "reply to: hello there"}]},
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "t1", "content": "tool output"},
-                    {"type": "text", "text": "and now?"},
+                    {"type": "text", "text": "<system-reminder>be nice</system-reminder>"},
+                    {"type": "text", "text": "and now?\nsecond line"},
                 ]},
             ],
         })
@@ -1075,13 +1188,19 @@ mod tests {
         let answer = reply.json();
         assert_eq!(answer["type"], "message");
         assert_eq!(answer["role"], "assistant");
-        assert_eq!(answer["content"][0]["text"], "reply to: tool output");
+        assert_eq!(answer["content"][0]["text"], "reply to: and now?");
         assert_eq!(answer["stop_reason"], "end_turn");
         assert!(answer["usage"]["output_tokens"].as_u64() > Some(0));
         let request = &provider.requests()[0];
         assert_eq!(request.path, "/v1/messages?beta=true");
         assert_eq!(request.conversation()[0].role, "system");
-        assert_eq!(request.user_texts(), ["hello there", "tool output\nand now?"]);
+        assert_eq!(
+            request.user_texts(),
+            [
+                "hello there",
+                "tool output\n<system-reminder>be nice</system-reminder>\nand now?\nsecond line"
+            ]
+        );
     }
 
     #[test]
@@ -1114,7 +1233,7 @@ mod tests {
             .iter()
             .filter_map(|payload| payload["delta"]["text"].as_str())
             .collect();
-        assert_eq!(text, "reply to: tool output");
+        assert_eq!(text, "reply to: and now?");
         assert_eq!(payloads[6]["delta"]["stop_reason"], "end_turn");
         assert!(payloads[6]["usage"]["output_tokens"].as_u64() > Some(0));
     }
@@ -1202,6 +1321,83 @@ mod tests {
         for (sequence, payload) in payloads.iter().enumerate() {
             assert_eq!(payload["sequence_number"], sequence);
         }
+    }
+
+    fn gemini_request() -> Value {
+        json!({
+            "systemInstruction": {"parts": [{"text": "you are a test"}]},
+            "contents": [
+                {"role": "user", "parts": [{"text": "hi gemini"}]},
+                {"role": "model", "parts": [{"text": "reply to: hi gemini"}]},
+                {"role": "user", "parts": [{"text": "again"}]},
+            ],
+        })
+    }
+
+    #[test]
+    fn gemini_generate_content_answers_whole_and_hides_the_key() {
+        let provider = provider();
+        let reply = send(
+            &provider,
+            "POST",
+            "/v1beta/models/gemini-fake:generateContent?key=secret",
+            Some(&gemini_request()),
+        );
+        let answer = reply.json();
+        assert_eq!(
+            answer["candidates"][0]["content"]["parts"][0]["text"],
+            "reply to: again"
+        );
+        assert_eq!(answer["candidates"][0]["finishReason"], "STOP");
+        assert_eq!(answer["modelVersion"], "gemini-fake");
+        assert!(answer["usageMetadata"]["totalTokenCount"].as_u64() > Some(0));
+        let request = &provider.requests()[0];
+        assert_eq!(
+            request.path,
+            "/v1beta/models/gemini-fake:generateContent?key=<redacted>"
+        );
+        assert_eq!(
+            request
+                .conversation()
+                .iter()
+                .map(|message| message.role.as_str())
+                .collect::<Vec<_>>(),
+            ["system", "user", "assistant", "user"]
+        );
+        let count = send(
+            &provider,
+            "POST",
+            "/v1beta/models/gemini-fake:countTokens",
+            Some(&gemini_request()),
+        );
+        assert!(count.json()["totalTokens"].as_u64() > Some(0));
+    }
+
+    #[test]
+    fn gemini_stream_generate_content_streams_whatever_the_body_says() {
+        let provider = provider();
+        let reply = send(
+            &provider,
+            "POST",
+            "/v1beta/models/gemini-fake:streamGenerateContent?alt=sse",
+            Some(&gemini_request()),
+        );
+        let chunks: Vec<Value> = reply
+            .events()
+            .iter()
+            .map(|(_, data)| serde_json::from_str(data).expect("JSON chunks"))
+            .collect();
+        assert_eq!(chunks.len(), Streaming::default().chunks);
+        let text: String = chunks
+            .iter()
+            .filter_map(|chunk| chunk["candidates"][0]["content"]["parts"][0]["text"].as_str())
+            .collect();
+        assert_eq!(text, "reply to: again");
+        let last = chunks.last().expect("a last chunk");
+        assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+        assert!(last["usageMetadata"]["candidatesTokenCount"].as_u64() > Some(0));
+        assert!(chunks[0]["candidates"][0].get("finishReason").is_none());
+        assert!(provider.requests()[0].streamed());
     }
 
     #[test]
