@@ -5,10 +5,19 @@
 //! `tests/python-requirements.txt` on first use. `.ci/run` builds it up
 //! front; a plain `cargo test` builds it itself, so the suite needs nothing
 //! installed by hand beyond `python3`.
+//!
+//! The third-party ACP agents from npm (claude-agent-acp, codex-acp,
+//! qwen-code, gemini-cli) are pinned by `tests/agents/package-lock.json` and
+//! installed the same way, by `tests/agents/install.sh`, into
+//! `target/npm-agents`: see [`npm_agent`]. They talk to [`fake_provider`], a
+//! loopback stand-in for the model APIs, so they run with no key and no
+//! network.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+
+pub mod fake_provider;
 
 /// The workspace root (where `Cargo.toml` and `tests/` live).
 pub fn workspace_root() -> &'static Path {
@@ -46,6 +55,41 @@ pub fn venv_script(name: &str) -> PathBuf {
         .parent()
         .expect("the interpreter lives in bin/")
         .join(name)
+}
+
+/// An executable of the pinned npm agents, by its name in
+/// `node_modules/.bin` (`claude-agent-acp`, `codex-acp`, `qwen`, `gemini`),
+/// installed on first use. Override the install location with
+/// `ACP_BRIDGE_TEST_NPM_AGENTS`. Needs `node` and `npm` on `PATH`.
+pub fn npm_agent(bin_name: &str) -> PathBuf {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    let prefix = PREFIX.get_or_init(|| {
+        let prefix = std::env::var_os("ACP_BRIDGE_TEST_NPM_AGENTS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target").join("npm-agents"));
+        ensure_npm_agents(&prefix);
+        prefix
+    });
+    let path = prefix.join("node_modules").join(".bin").join(bin_name);
+    assert!(
+        path.exists(),
+        "no executable {bin_name} among the npm agents in {}",
+        prefix.display()
+    );
+    path
+}
+
+/// Runs `tests/agents/install.sh`, which installs unless `prefix` holds an
+/// install of the same lockfile. Test processes may race here; a file lock
+/// makes one install while the others wait and then reuse it.
+fn ensure_npm_agents(prefix: &Path) {
+    let parent = prefix.parent().expect("the npm prefix has a parent directory");
+    std::fs::create_dir_all(parent).expect("create the npm prefix's parent directory");
+    let lock = std::fs::File::create(prefix.with_extension("lock")).expect("create the npm lock file");
+    lock.lock().expect("lock the npm prefix");
+    run(Command::new("bash")
+        .arg(workspace_root().join("tests").join("agents").join("install.sh"))
+        .arg(prefix));
 }
 
 /// Builds the virtualenv unless one built from the same requirements
