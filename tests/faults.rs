@@ -126,7 +126,8 @@ async fn agent_binary_missing_opens_the_breaker_and_the_daemon_stays_up() {
         notice.content
     );
     // A missing binary is a misconfiguration: the breaker opens at once.
-    let breaker = "the agent cannot work as configured: circuit breaker open, no restarts during the cool-down";
+    let breaker =
+        "the agent cannot work as configured: circuit breaker open, no restarts during the cool-down";
     scene.bridge.log.wait(mark, Line::new(breaker)).await;
     assert!(scene.bridge.alive(), "the daemon stays up");
     let health = http_get(scene.metrics_port(), "/healthz").await;

@@ -21,6 +21,7 @@ struct Directives {
     delay_ms: Option<u64>,
     tool: bool,
     permission: bool,
+    withdraw_permission: bool,
     stop_reason: Option<String>,
     crash_after_rounds: Option<u32>,
     hang: bool,
@@ -48,6 +49,7 @@ impl Directives {
             None => match inner {
                 "tool" => self.tool = true,
                 "permission" => self.permission = true,
+                "withdraw-permission" => self.withdraw_permission = true,
                 "hang" => self.hang = true,
                 "fail" => self.fail = true,
                 "chatter" => self.chatter = true,
@@ -77,6 +79,9 @@ pub(crate) struct TurnScript {
     pub(crate) tool: bool,
     /// Ask the client's permission before the round-1 tool call.
     pub(crate) permission: bool,
+    /// Having asked, withdraw the question (`$/cancel_request`) after one
+    /// round delay and go on as if rejected.
+    pub(crate) withdraw_permission: bool,
     pub(crate) stop_reason: String,
     pub(crate) crash_after_rounds: Option<u32>,
     pub(crate) hang: bool,
@@ -97,12 +102,13 @@ impl TurnScript {
         } else {
             Directives::parse(prompt_text)
         };
-        let permission = directives.permission || options.ask_permission;
+        let permission = directives.permission || directives.withdraw_permission || options.ask_permission;
         Self {
             rounds: directives.rounds.unwrap_or(options.rounds),
             round_delay: Duration::from_millis(directives.delay_ms.unwrap_or(options.round_delay_ms)),
             tool: permission || directives.tool || options.tool_calls,
             permission,
+            withdraw_permission: directives.withdraw_permission,
             stop_reason: directives
                 .stop_reason
                 .unwrap_or_else(|| DEFAULT_STOP_REASON.to_owned()),

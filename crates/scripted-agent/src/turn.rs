@@ -179,7 +179,27 @@ async fn ask_permission(agent: &Agent, turn: &mut Turn, tool_call_id: &str) -> R
         .outbox
         .request(request_id, permission::METHOD, params)
         .await?;
-    let answer = turn.run.interruptible(answer).await;
+    let answer = if turn.script.withdraw_permission {
+        // Wait a round for an answer, then take the question back.
+        let waited = tokio::time::timeout(turn.script.round_delay, answer);
+        match turn.run.interruptible(waited).await? {
+            Ok(answered) => Ok(answered),
+            Err(_) => {
+                agent
+                    .outbox
+                    .notify("$/cancel_request", json!({ "requestId": request_id }))
+                    .await?;
+                log!(
+                    "session {}: permission request {request_id} withdrawn",
+                    turn.run.session_id()
+                );
+                agent.pending.forget(request_id);
+                return Ok(Verdict::Rejected("withdrawn".to_owned()));
+            }
+        }
+    } else {
+        turn.run.interruptible(answer).await
+    };
     agent.pending.forget(request_id);
     // A dropped sender means nobody will answer: treat it as cancelled.
     let verdict = answer?.map_or(Verdict::Cancelled, permission::verdict);

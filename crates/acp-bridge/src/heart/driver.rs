@@ -10,8 +10,9 @@
 //! their channel, so a steer's answer always reaches the machine before the
 //! end of the prompt it steered.
 //!
-//! The driver ends with the machine's [`Action::Release`] or
-//! [`Action::Abandon`], or when the heart drops its end of the channel.
+//! The driver ends with the machine's [`Action::Publish`] (which also frees
+//! the agent), [`Action::Release`] or [`Action::Abandon`], or when the heart
+//! drops its end of the channel.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -242,8 +243,12 @@ impl Driver {
                 text,
                 publication,
             } => {
+                // The agent's part is over: free it before the answer is
+                // even stored, then report and stop.
+                self.release();
                 let stored = self.publish(&mentions, &text, publication).await;
                 self.report(Input::Published(stored)).await;
+                return Flow::Stop;
             }
             Action::SetTimer(at) => self.timer = at.map(Instant::from_std),
             Action::Abandon => {
@@ -301,6 +306,20 @@ impl Driver {
     async fn on_progress(&mut self, progress: Result<TurnProgress, TurnError>) {
         match progress {
             Ok(TurnProgress::Event(TurnEvent::PermissionAsked(question))) => self.asked(question).await,
+            Ok(TurnProgress::Event(TurnEvent::PermissionWithdrawn { request_id })) => {
+                let ticket = self
+                    .questions
+                    .iter()
+                    .find(|(_, question)| *question.handle.request_id() == request_id)
+                    .map(|(ticket, _)| *ticket);
+                if let Some(question) = ticket.and_then(|ticket| self.questions.remove(&ticket)) {
+                    // Answered -32800 by the client already: nothing to send.
+                    close_question(&self.services.store, question.event);
+                }
+                if let Some(ticket) = ticket {
+                    self.report(Input::QuestionWithdrawn { ticket }).await;
+                }
+            }
             Ok(TurnProgress::Event(event)) => observe(&event),
             Ok(TurnProgress::Finished(outcome)) => {
                 self.prompt_over();

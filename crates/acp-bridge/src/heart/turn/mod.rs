@@ -78,6 +78,11 @@ pub(crate) enum Input {
         ticket: QuestionTicket,
         event: Option<EventId>,
     },
+    /// The agent withdrew its question (`$/cancel_request`); the driver has
+    /// already let go of it.
+    QuestionWithdrawn {
+        ticket: QuestionTicket,
+    },
     /// The owner's reply to the open question (the heart checked it is the
     /// owner's and that it answers this turn's question).
     OwnerReply(String),
@@ -199,6 +204,8 @@ pub(crate) enum Action {
     },
     /// Every question of the prompt is answered `cancelled`.
     CancelQuestions,
+    /// Store and publish the turn's answer or notice; the agent's part of
+    /// the turn is over, so the driver releases the agent and stops.
     Publish {
         mentions: Vec<Mention>,
         text: String,
@@ -207,7 +214,8 @@ pub(crate) enum Action {
     SetTimer(Option<Instant>),
     /// Shutdown: ask the agent to stop without waiting, release, stop.
     Abandon,
-    /// The turn is over for the driver: release the agent and stop.
+    /// The turn is over for the driver: release the agent and stop (a
+    /// turn that published has no driver left to tell).
     Release,
     /// Tell the author of `mention` something, without finishing it.
     Inform {
@@ -332,6 +340,8 @@ pub(crate) struct TurnStart {
 pub(crate) struct TurnMachine {
     entries: Vec<Entry>,
     phase: Phase,
+    /// The phase the turn ended from (a published turn's driver is gone).
+    phase_before_done: Option<Phase>,
     intent: Intent,
     /// A cancel was asked for the live prompt.
     cancel_asked: bool,
@@ -364,6 +374,7 @@ impl TurnMachine {
                 })
                 .collect(),
             phase: Phase::Leasing,
+            phase_before_done: None,
             intent: Intent::Work,
             cancel_asked: false,
             merge: None,
@@ -410,6 +421,19 @@ impl TurnMachine {
                 Some(event) => self.questions.posted(ticket, event, now),
                 None => self.close_question(ticket, &mut out),
             },
+            Input::QuestionWithdrawn { ticket } => {
+                if let Some(asked) = self.questions.withdraw(ticket) {
+                    tracing::info!(ticket, "the agent withdrew its question");
+                    if let Some(under) = self.under() {
+                        let text = format!(
+                            "The agent no longer needs an answer to its question ({}); no need to reply.",
+                            asked.summary
+                        );
+                        out.push(Action::Inform { mention: under, text });
+                    }
+                    self.close_question(ticket, &mut out);
+                }
+            }
             Input::OwnerReply(text) => self.on_owner_reply(&text, &mut out),
             Input::OwnerCancel => self.on_owner_cancel(&mut out),
             Input::Abandon => self.finish(Outcome::Abandoned, &mut out),
@@ -770,6 +794,7 @@ impl TurnMachine {
     /// Ends the turn: the entries in the prompt are its work, every other
     /// entry goes back for the next turn.
     fn finish(&mut self, outcome: Outcome, out: &mut Vec<Action>) {
+        self.phase_before_done = Some(self.phase);
         self.phase = Phase::Done;
         let (work, returned): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut self.entries)
             .into_iter()
@@ -798,11 +823,13 @@ impl TurnMachine {
                 "turn finished"
             );
         }
-        out.push(if outcome == Outcome::Abandoned {
-            Action::Abandon
-        } else {
-            Action::Release
-        });
+        if !matches!(self.phase_before_done, Some(Phase::Publishing(_))) {
+            out.push(if outcome == Outcome::Abandoned {
+                Action::Abandon
+            } else {
+                Action::Release
+            });
+        }
         out.push(Action::Finished(TurnEnd {
             outcome,
             work,

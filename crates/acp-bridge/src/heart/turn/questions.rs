@@ -92,6 +92,17 @@ impl Questions {
         Some(self.open_next(next))
     }
 
+    /// The agent withdrew question `ticket`: a queued one is dropped
+    /// quietly; the open one is returned, for the owner to be told (the
+    /// caller closes it).
+    pub fn withdraw(&mut self, ticket: QuestionTicket) -> Option<Asked> {
+        self.queued.retain(|asked| asked.ticket != ticket);
+        self.open
+            .as_ref()
+            .filter(|open| open.asked.ticket == ticket)
+            .map(|open| open.asked.clone())
+    }
+
     /// What the turn waits for, while a question is open.
     pub fn waiting_on(&self) -> Option<&str> {
         self.open.as_ref().map(|open| open.asked.summary.as_str())

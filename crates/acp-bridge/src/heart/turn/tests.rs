@@ -22,6 +22,8 @@ struct Rig {
     now: Instant,
     /// Every mention handed to the turn, for the conservation check.
     given: Vec<Mention>,
+    /// Every action out so far.
+    log: Vec<Action>,
 }
 
 impl Rig {
@@ -47,15 +49,26 @@ impl Rig {
         };
         let (machine, actions) = TurnMachine::start(start, now);
         assert_eq!(actions, [Action::Lease]);
+        let actions = vec![Action::Lease];
         Rig {
             machine,
             now,
             given: batch,
+            log: actions,
         }
     }
 
     fn feed(&mut self, input: Input) -> Vec<Action> {
-        self.machine.handle(input, self.now)
+        let actions = self.machine.handle(input, self.now);
+        self.log.extend(actions.iter().map(clone_action));
+        actions
+    }
+
+    /// How many times the driver was told to stop (publish, release, abandon).
+    fn driver_stops(&self) -> usize {
+        count(&self.log, |action| {
+            matches!(action, Action::Publish { .. } | Action::Release | Action::Abandon)
+        })
     }
 
     fn absorb(&mut self, seed: u64, text: &str, framing: Framing) -> Vec<Action> {
@@ -168,7 +181,10 @@ fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
     assert_eq!((text.as_str(), publication), ("the answer", Publication::Answer));
 
     let actions = rig.feed(Input::Published(Ok(())));
-    assert_eq!(actions[0], Action::Release);
+    assert!(
+        matches!(actions.as_slice(), [Action::Finished(_)]),
+        "the publishing driver freed the agent"
+    );
     let (outcome, work, returned) = rig.end(&actions, &[]);
     assert_eq!(outcome, Outcome::Answered);
     assert_eq!(work.len(), 2);
@@ -579,12 +595,11 @@ fn every_exit_answers_or_returns_every_mention() {
                     .all(|text| texts(&returned).contains(text)),
                 "{name}: unconfirmed steers go to the next turn: {returned:?}"
             );
-            assert!(
-                matches!(
-                    actions.iter().rev().nth(1),
-                    Some(Action::Release | Action::Abandon)
-                ),
-                "{name}: the driver is released last: {actions:?}"
+            assert_eq!(
+                rig.driver_stops(),
+                1,
+                "{name}: the driver is stopped once: {:?}",
+                rig.log
             );
             assert_eq!(
                 rig.absorb(99, "after", Framing::Steer).len(),
@@ -601,4 +616,46 @@ fn a_full_session_is_rotated_after_its_answer() {
     let actions = rig.ended(StopReason::MaxTokens, &[]);
     assert_eq!(actions[0], Action::RotateSession);
     assert_eq!(published(&actions).2, Publication::Answer);
+}
+
+#[test]
+fn a_question_the_agent_withdraws_is_closed_and_the_held_mentions_go_in() {
+    let mut rig = Rig::prompting(&["deploy it"]);
+    rig.ask_posted("rm -rf build");
+    let held = rig.absorb(10, "status?", Framing::Steer);
+    assert!(matches!(held.as_slice(), [Action::Inform { .. }]), "{held:?}");
+    let actions = rig.feed(Input::QuestionWithdrawn { ticket: 1 });
+    assert!(
+        matches!(&actions[0], Action::Inform { mention, text } if mention.content == "deploy it" && text.contains("no longer needs")),
+        "{actions:?}"
+    );
+    assert!(
+        matches!(&actions[1], Action::Steer { text, .. } if text.contains("> status?")),
+        "{actions:?}"
+    );
+    assert_eq!(rig.machine.waiting_on(), None);
+    assert!(!rig.machine.is_answered_by(&mention_reply(
+        20,
+        "1",
+        EventId::from_slice(&[9; 32]).expect("id")
+    )));
+}
+
+/// A copy of the parts of an action the log checks need.
+fn clone_action(action: &Action) -> Action {
+    match action {
+        Action::Publish {
+            mentions,
+            text,
+            publication,
+        } => Action::Publish {
+            mentions: mentions.clone(),
+            text: text.clone(),
+            publication: *publication,
+        },
+        Action::Release => Action::Release,
+        Action::Abandon => Action::Abandon,
+        Action::Lease => Action::Lease,
+        _ => Action::SetTimer(None),
+    }
 }

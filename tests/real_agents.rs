@@ -1,0 +1,348 @@
+//! The agents people run, installed from npm at pinned versions
+//! (`tests/agents/`), driven by the real daemon over a real relay against
+//! the loopback fake model provider: no key, no network. Each agent's
+//! offline recipe is in `tests/agents/FINDINGS.md`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use support::*;
+use test_support::fake_provider::{FakeProvider, RecordedRequest, Streaming};
+use test_support::npm_agent;
+
+/// A slow stream: a mid-turn mention lands while the model still answers.
+const SLOW: Streaming = Streaming {
+    chunks: 20,
+    chunk_delay: Duration::from_millis(300),
+};
+
+/// An agent's program, arguments, environment and home, as the daemon is
+/// to run it.
+struct RealAgent {
+    program: PathBuf,
+    args: &'static str,
+    env: Vec<(&'static str, String)>,
+    home: PathBuf,
+}
+
+impl RealAgent {
+    /// claude-agent-acp against the provider's Anthropic messages API.
+    fn claude(provider: &FakeProvider) -> Self {
+        let home = temp_dir("claude-home");
+        // The default `auto` mode adds a notice of its own to the first turn.
+        write(
+            &home.join(".claude/settings.json"),
+            r#"{"permissions":{"defaultMode":"default"}}"#,
+        );
+        RealAgent {
+            program: npm_agent("claude-agent-acp"),
+            args: "",
+            env: vec![
+                ("ANTHROPIC_BASE_URL", provider.base_url()),
+                ("ANTHROPIC_API_KEY", "dummy".into()),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+                ("DISABLE_AUTOUPDATER", "1".into()),
+                ("DISABLE_TELEMETRY", "1".into()),
+                ("DISABLE_ERROR_REPORTING", "1".into()),
+            ],
+            home,
+        }
+    }
+
+    /// qwen-code against the provider's chat completions API; `credentials`
+    /// says whether the OpenAI variables reach it.
+    fn qwen(provider: &FakeProvider, credentials: bool) -> Self {
+        let home = temp_dir("qwen-home");
+        write(
+            &home.join(".qwen/settings.json"),
+            r#"{"general":{"enableAutoUpdate":false},"ui":{"enableFollowupSuggestions":false},
+               "privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},
+               "memory":{"enableManagedAutoMemory":false,"enableManagedAutoDream":false,"enableAutoSkill":false}}"#,
+        );
+        let mut env = vec![
+            ("QWEN_USAGE_STATISTICS_ENABLED", "0".into()),
+            ("QWEN_TELEMETRY_ENABLED", "0".into()),
+            ("QWEN_CODE_NO_RELAUNCH", "1".into()),
+        ];
+        if credentials {
+            env.extend([
+                ("OPENAI_BASE_URL", format!("{}/v1", provider.base_url())),
+                ("OPENAI_API_KEY", "dummy".into()),
+                ("OPENAI_MODEL", "fake-model".into()),
+            ]);
+        }
+        RealAgent {
+            program: npm_agent("qwen"),
+            args: "--acp",
+            env,
+            home,
+        }
+    }
+
+    /// codex-acp against the provider's responses API, as a custom model
+    /// provider of its config.
+    fn codex(provider: &FakeProvider) -> Self {
+        let home = temp_dir("codex-home");
+        let codex_home = home.join(".codex");
+        write(
+            &codex_home.join("config.toml"),
+            &format!(
+                "model = \"gpt-6.1-sol\"\nmodel_provider = \"fake\"\ncheck_for_update_on_startup = false\n\n\
+                 [model_providers.fake]\nname = \"Fake provider\"\nbase_url = \"{}/v1\"\n\
+                 wire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n\n\
+                 [analytics]\nenabled = false\n\n[feedback]\nenabled = false\n",
+                provider.base_url()
+            ),
+        );
+        RealAgent {
+            program: npm_agent("codex-acp"),
+            args: "",
+            env: vec![
+                ("CODEX_HOME", codex_home.to_string_lossy().into_owned()),
+                ("OPENAI_API_KEY", "dummy".into()),
+            ],
+            home,
+        }
+    }
+
+    /// A scene running this agent; `flags` go to the daemon.
+    fn scene(&self, flags: &[&str]) -> SceneBuilder {
+        let names: Vec<&str> = self.env.iter().map(|(name, _)| *name).collect();
+        let agent_env = names.join(",");
+        let home = self.home.to_string_lossy().into_owned();
+        let mut env: Vec<(&str, &str)> = vec![("ACP_BRIDGE_AGENT_ARGS", self.args), ("HOME", &home)];
+        env.extend(self.env.iter().map(|(name, value)| (*name, value.as_str())));
+        let mut all_flags = vec!["--agent-env", agent_env.as_str(), "--cwd", home.as_str()];
+        all_flags.extend(flags);
+        Scene::builder()
+            .agent_command(self.program.to_str().expect("UTF-8 path"))
+            .env(&env)
+            .flags(&all_flags)
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().expect("a parent")).expect("a dir");
+    std::fs::write(path, text).expect("write");
+}
+
+fn provider(streaming: Streaming) -> FakeProvider {
+    FakeProvider::start(streaming).expect("the fake provider listens")
+}
+
+/// The generation requests whose user messages include `text`.
+fn asked_about(provider: &FakeProvider, text: &str) -> Vec<RecordedRequest> {
+    provider
+        .generations()
+        .into_iter()
+        .filter(|request| request.user_texts().iter().any(|user| user.contains(text)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_answers_a_mention_with_one_reply() {
+    let provider = provider(Streaming::default());
+    let scene = RealAgent::claude(&provider).scene(&[]).start().await;
+    let mark = scene.bridge.log.cursor();
+    let mention = scene.mention("room", "what is the capital of France?").await;
+    let reply = scene.reply_to(&mention).await;
+    assert!(reply.content.starts_with("reply to: "), "{}", reply.content);
+    assert_eq!(
+        asked_about(&provider, "> what is the capital of France?").len(),
+        1
+    );
+    let finished = scene.bridge.log.wait(mark, Line::new("turn finished")).await;
+    assert_eq!(finished["outcome"], "answered");
+    assert!(
+        finished["tokens_out"].as_u64().is_some(),
+        "usage recorded: {finished}"
+    );
+    scene.settle("room").await;
+    assert_eq!(
+        scene
+            .owner
+            .events_referencing(&scene.bot, &mention.id)
+            .await
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_takes_a_mid_turn_mention_into_the_running_turn() {
+    let provider = provider(SLOW);
+    let scene = RealAgent::claude(&provider).scene(&[]).start().await;
+    let mark = scene.bridge.log.cursor();
+    let first = scene.mention("room", "write the report").await;
+    tokio::time::timeout(
+        PATIENCE,
+        provider.wait_for(|requests| {
+            requests.iter().any(|request| {
+                request
+                    .user_texts()
+                    .iter()
+                    .any(|text| text.contains("> write the report"))
+            })
+        }),
+    )
+    .await
+    .expect("the model is asked");
+    let second = scene.mention("room", "also cover the budget").await;
+    let steered = scene
+        .bridge
+        .log
+        .wait(mark, Line::new("steered into the live turn"))
+        .await;
+    assert_eq!(steered["span"]["steer_method"], "_session/steering");
+
+    let reply = scene.reply_to(&second).await;
+    let finished = scene.bridge.log.wait(mark, Line::new("turn finished")).await;
+    assert_eq!(finished["steer_path"], "native", "{finished}");
+    assert_eq!(finished["returned"], 0);
+    assert_eq!(
+        scene
+            .bridge
+            .log
+            .matching(mark, Line::new("prompting the agent"))
+            .len(),
+        1,
+        "one turn, no re-prompt"
+    );
+    // The model saw the second message as a user message of its own, never
+    // a merged re-prompt.
+    let steered_requests = asked_about(&provider, "> also cover the budget");
+    assert!(!steered_requests.is_empty(), "the steer reached the model");
+    for request in provider.generations() {
+        for text in request.user_texts() {
+            assert!(
+                !(text.contains("> write the report") && text.contains("> also cover the budget")),
+                "merged: {text}"
+            );
+            assert!(
+                !text.contains("Your previous turn was stopped"),
+                "re-prompted: {text}"
+            );
+        }
+    }
+    assert!(
+        reply
+            .tags
+            .iter()
+            .any(|tag| tag.content() == Some(first.id.to_hex().as_str())),
+        "one reply answers both: {:?}",
+        reply.tags
+    );
+    scene.settle("room").await;
+    assert_eq!(
+        scene.owner.events_referencing(&scene.bot, &first.id).await.len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_remembers_the_conversation_across_a_daemon_restart() {
+    let provider = provider(Streaming::default());
+    let agent = RealAgent::claude(&provider);
+    let mut scene = agent.scene(&[]).start().await;
+    let first = scene.mention("room", "my name is Ada").await;
+    scene.reply_to(&first).await;
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "{status}");
+
+    scene.restart(scene.spec()).await;
+    let mark = scene.bridge.log.start();
+    let second = scene.mention("room", "what is my name?").await;
+    scene.reply_to(&second).await;
+    let reopened = scene.bridge.log.wait(mark, Line::new("session reopened")).await;
+    assert_eq!(reopened["how"], "resumed");
+    let asked = asked_about(&provider, "> what is my name?");
+    let history: Vec<String> = asked[0].user_texts();
+    assert!(
+        history.iter().any(|text| text.contains("> my name is Ada")),
+        "the second turn carries the first exchange: {history:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qwen_answers_with_the_auth_method_it_is_given() {
+    let provider = provider(Streaming::default());
+    let scene = RealAgent::qwen(&provider, true)
+        .scene(&["--agent-auth-method", "openai"])
+        .start()
+        .await;
+    let mark = scene.bridge.log.cursor();
+    let mention = scene.mention("room", "hello qwen").await;
+    let reply = scene.reply_to(&mention).await;
+    assert!(reply.content.contains("reply to: "), "{}", reply.content);
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("authenticated").with("method", "openai"))
+        .await;
+    assert_eq!(asked_about(&provider, "> hello qwen").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qwen_without_credentials_says_once_what_to_set_and_does_not_loop() {
+    let provider = provider(Streaming::default());
+    let scene = RealAgent::qwen(&provider, false).scene(&[]).start().await;
+    let mark = scene.bridge.log.cursor();
+    let first = scene.mention("room", "hello?").await;
+    let notice = scene.reply_to(&first).await;
+    assert!(
+        notice.content.contains("needs the operator"),
+        "{}",
+        notice.content
+    );
+    let line = scene
+        .bridge
+        .log
+        .wait(
+            mark,
+            Line::new(
+                "the agent cannot work as configured: circuit breaker open, no restarts during the cool-down",
+            ),
+        )
+        .await;
+    let failure = line["failure"].as_str().expect("failure");
+    assert!(
+        failure.contains("--agent-auth-method") && failure.contains("openai"),
+        "{failure}"
+    );
+    // A second mention is told at once: no agent is started again.
+    let second = scene.mention("room-2", "anyone?").await;
+    scene.reply_to(&second).await;
+    assert_eq!(
+        scene
+            .bridge
+            .log
+            .matching(mark, Line::new("agent initialized"))
+            .len(),
+        1
+    );
+    assert!(
+        provider.generations().is_empty(),
+        "no model call without credentials"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_authenticates_with_its_api_key_method_and_runs_a_turn() {
+    let provider = provider(Streaming::default());
+    let scene = RealAgent::codex(&provider)
+        .scene(&["--agent-auth-method", "api-key"])
+        .start()
+        .await;
+    let mark = scene.bridge.log.cursor();
+    let mention = scene.mention("room", "hello codex").await;
+    let reply = scene.reply_to(&mention).await;
+    assert!(reply.content.contains("reply to: "), "{}", reply.content);
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("authenticated").with("method", "api-key"))
+        .await;
+    assert_eq!(asked_about(&provider, "> hello codex").len(), 1);
+}
