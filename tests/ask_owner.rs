@@ -219,3 +219,21 @@ async fn after_a_crash_the_stale_question_is_marked_expired_and_the_mention_resu
     let answer = owner.reply_containing(&bot, &mention.id, "done:").await;
     assert!(answer.content.contains("> needs a yes"), "{}", answer.content);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_the_agent_withdraws_is_closed_in_the_thread() {
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene
+        .mention("room", "maybe delete the files [withdraw-permission] [delay=300]")
+        .await;
+    owner.reply_containing(&bot, &mention.id, ASKED).await;
+    let withdrawn = owner.reply_containing(&bot, &mention.id, "no longer needs an answer").await;
+    assert!(withdrawn.content.contains("scripted tool"), "{}", withdrawn.content);
+    let answer = owner.reply_containing(&bot, &mention.id, "done:").await;
+    assert!(
+        answer.content.contains("tool: rejected (withdrawn)"),
+        "{}",
+        answer.content
+    );
+}

@@ -153,3 +153,36 @@ async fn pruning_the_state_dir_keeps_what_dedup_needs() {
         "not answered twice"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_keeps_its_agent_session_across_a_restart() {
+    for how in ["resume", "load"] {
+        let mut scene = Scene::builder()
+            .agent(&["--rounds", "1", "--round-delay-ms", "10", "--reopen-sessions", how])
+            .frame_log()
+            .start()
+            .await;
+        let first = scene.mention("room", "remember this").await;
+        scene.reply_to(&first).await;
+        let status = scene.bridge.terminate(PATIENCE).await;
+        assert!(status.success(), "{status}");
+
+        scene.restart(scene.spec()).await;
+        let log = &scene.bridge.log;
+        let second = scene.mention("room", "and this").await;
+        let reply = scene.reply_to(&second).await;
+        assert!(reply.content.contains("> and this"), "{}", reply.content);
+        assert!(
+            !reply.content.contains("history of an earlier turn"),
+            "a replayed history is not the turn's answer: {}",
+            reply.content
+        );
+        let reopened = log.wait(log.start(), Line::new("session reopened")).await;
+        let expected = if how == "resume" { "resumed" } else { "loaded" };
+        assert_eq!(reopened["how"], expected);
+        let methods = scene.agent_methods();
+        let new_sessions = methods.iter().filter(|method| *method == "session/new").count();
+        assert_eq!(new_sessions, 1, "{how}: the second agent reopened the first session: {methods:?}");
+        assert!(methods.contains(&format!("session/{how}")), "{methods:?}");
+    }
+}

@@ -27,9 +27,20 @@ async fn turn_finished(scene: &Scene, from: Cursor, newest: &EventId) -> serde_j
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steer_mid_turn_folds_into_the_same_turn() {
-    let scene = framed(&["--rounds", "6", "--round-delay-ms", "300"], &[])
-        .start()
-        .await;
+    native_steer_folds_into_the_same_turn(&[], "_goose/unstable/session/steer").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_steering_folds_into_the_same_turn() {
+    native_steer_folds_into_the_same_turn(&["--session-steering"], "_session/steering").await;
+}
+
+/// A mid-turn mention steered natively, with an agent speaking `method`
+/// (scripted agent flags `agent`): one prompt, no cancel, one reply.
+async fn native_steer_folds_into_the_same_turn(agent: &[&str], method: &str) {
+    let mut flags = vec!["--rounds", "6", "--round-delay-ms", "300"];
+    flags.extend(agent);
+    let scene = framed(&flags, &[]).start().await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
 
     let start = log.cursor();
@@ -63,7 +74,12 @@ async fn steer_mid_turn_folds_into_the_same_turn() {
     let methods = scene.agent_methods();
     assert_eq!(count(&methods, "session/prompt"), 1, "one turn: {methods:?}");
     assert_eq!(count(&methods, "session/cancel"), 0, "no cancel: {methods:?}");
-    assert_eq!(count(&methods, "_goose/unstable/session/steer"), 1);
+    assert_eq!(count(&methods, method), 1, "{methods:?}");
+    assert_eq!(
+        count(&methods, "_goose/unstable/session/steer") + count(&methods, "_session/steering"),
+        1,
+        "one steer request: {methods:?}"
+    );
     assert_eq!(
         owner.answers_from(&bot, &first.id).await.len(),
         1,
@@ -73,6 +89,8 @@ async fn steer_mid_turn_folds_into_the_same_turn() {
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0]["stop_reason"], "end_turn");
     assert_eq!(ends[0]["steer_path"], "native");
+    let steer_method = if method == "_session/steering" { method } else { "goose" };
+    assert_eq!(ends[0]["span"]["steer_method"], steer_method);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
