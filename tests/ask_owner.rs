@@ -228,8 +228,14 @@ async fn a_question_the_agent_withdraws_is_closed_in_the_thread() {
         .mention("room", "maybe delete the files [withdraw-permission] [delay=300]")
         .await;
     owner.reply_containing(&bot, &mention.id, ASKED).await;
-    let withdrawn = owner.reply_containing(&bot, &mention.id, "no longer needs an answer").await;
-    assert!(withdrawn.content.contains("scripted tool"), "{}", withdrawn.content);
+    let withdrawn = owner
+        .reply_containing(&bot, &mention.id, "no longer needs an answer")
+        .await;
+    assert!(
+        withdrawn.content.contains("scripted tool"),
+        "{}",
+        withdrawn.content
+    );
     let answer = owner.reply_containing(&bot, &mention.id, "done:").await;
     assert!(
         answer.content.contains("tool: rejected (withdrawn)"),

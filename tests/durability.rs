@@ -158,7 +158,14 @@ async fn pruning_the_state_dir_keeps_what_dedup_needs() {
 async fn a_conversation_keeps_its_agent_session_across_a_restart() {
     for how in ["resume", "load"] {
         let mut scene = Scene::builder()
-            .agent(&["--rounds", "1", "--round-delay-ms", "10", "--reopen-sessions", how])
+            .agent(&[
+                "--rounds",
+                "1",
+                "--round-delay-ms",
+                "10",
+                "--reopen-sessions",
+                how,
+            ])
             .frame_log()
             .start()
             .await;
@@ -182,7 +189,10 @@ async fn a_conversation_keeps_its_agent_session_across_a_restart() {
         assert_eq!(reopened["how"], expected);
         let methods = scene.agent_methods();
         let new_sessions = methods.iter().filter(|method| *method == "session/new").count();
-        assert_eq!(new_sessions, 1, "{how}: the second agent reopened the first session: {methods:?}");
+        assert_eq!(
+            new_sessions, 1,
+            "{how}: the second agent reopened the first session: {methods:?}"
+        );
         assert!(methods.contains(&format!("session/{how}")), "{methods:?}");
     }
 }

@@ -89,7 +89,11 @@ async fn native_steer_folds_into_the_same_turn(agent: &[&str], method: &str) {
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0]["stop_reason"], "end_turn");
     assert_eq!(ends[0]["steer_path"], "native");
-    let steer_method = if method == "_session/steering" { method } else { "goose" };
+    let steer_method = if method == "_session/steering" {
+        method
+    } else {
+        "goose"
+    };
     assert_eq!(ends[0]["span"]["steer_method"], steer_method);
 }
 

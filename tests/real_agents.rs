@@ -107,6 +107,26 @@ impl RealAgent {
         }
     }
 
+    /// gemini-cli against the provider's Gemini API.
+    fn gemini(provider: &FakeProvider) -> Self {
+        let home = temp_dir("gemini-home");
+        write(
+            &home.join(".gemini/settings.json"),
+            r#"{"model":{"name":"gemini-2.5-flash"},"privacy":{"usageStatisticsEnabled":false},
+               "telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true},
+               "security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+        );
+        RealAgent {
+            program: npm_agent("gemini"),
+            args: "--experimental-acp",
+            env: vec![
+                ("GEMINI_API_KEY", "dummy".into()),
+                ("GOOGLE_GEMINI_BASE_URL", provider.base_url()),
+            ],
+            home,
+        }
+    }
+
     /// A scene running this agent; `flags` go to the daemon.
     fn scene(&self, flags: &[&str]) -> SceneBuilder {
         let names: Vec<&str> = self.env.iter().map(|(name, _)| *name).collect();
@@ -140,7 +160,8 @@ fn asked_about(provider: &FakeProvider, text: &str) -> Vec<RecordedRequest> {
         .into_iter()
         .filter(|request| {
             let users = request.user_texts();
-            users.iter().any(|user| user.contains(text)) && !users.iter().any(|user| user.starts_with("<session>"))
+            users.iter().any(|user| user.contains(text))
+                && !users.iter().any(|user| user.starts_with("<session>"))
         })
         .collect()
 }
@@ -188,7 +209,21 @@ async fn claude_answers_a_mention_with_one_reply() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_takes_a_mid_turn_mention_into_the_running_turn() {
     let provider = provider(SLOW);
-    let scene = RealAgent::claude(&provider).scene(&[]).start().await;
+    takes_a_mid_turn_mention_into_the_running_turn(&provider, RealAgent::claude(&provider)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_takes_a_mid_turn_mention_into_the_running_turn() {
+    let provider = provider(SLOW);
+    takes_a_mid_turn_mention_into_the_running_turn(&provider, RealAgent::codex(&provider)).await;
+}
+
+/// A mention that arrives while the model still streams is steered into the
+/// running turn through `_session/steering`: one prompt, one reply for both,
+/// the new message a steer of its own for the model (claude makes it a user
+/// message, or a part of the pending one), never a merged re-prompt.
+async fn takes_a_mid_turn_mention_into_the_running_turn(provider: &FakeProvider, agent: RealAgent) {
+    let scene = agent.scene(&[]).start().await;
     let mark = scene.bridge.log.cursor();
     let first = scene.mention("room", "write the report").await;
     tokio::time::timeout(
@@ -225,18 +260,19 @@ async fn claude_takes_a_mid_turn_mention_into_the_running_turn() {
         1,
         "one turn, no re-prompt"
     );
-    // The model saw the second message as a steer of its own (claude makes it
-    // a user message, or a part of the pending one), never a merged re-prompt.
     assert!(
-        !asked_about(&provider, "> also cover the budget").is_empty(),
+        !asked_about(provider, "> also cover the budget").is_empty(),
         "the steer reached the model"
     );
-    for part in user_parts(&provider) {
+    for part in user_parts(provider) {
         if part.contains("> also cover the budget") {
             assert!(part.contains(acp_bridge::STEER_HEADER), "steer framing: {part}");
             assert!(!part.contains("> write the report"), "merged: {part}");
         }
-        assert!(!part.contains("Your previous turn was stopped"), "re-prompted: {part}");
+        assert!(
+            !part.contains("Your previous turn was stopped"),
+            "re-prompted: {part}"
+        );
     }
     assert!(
         reply
@@ -246,13 +282,57 @@ async fn claude_takes_a_mid_turn_mention_into_the_running_turn() {
         "one reply answers both: {:?}",
         reply.tags
     );
-    assert_exactly_once(scene.tally("claude steered", &[first, second]).await);
+    assert_exactly_once(scene.tally("steered", &[first, second]).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_remembers_the_conversation_across_a_daemon_restart() {
     let provider = provider(Streaming::default());
-    let agent = RealAgent::claude(&provider);
+    remembers_across_a_daemon_restart(&provider, RealAgent::claude(&provider), "resumed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_remembers_the_conversation_across_a_daemon_restart() {
+    let provider = provider(Streaming::default());
+    remembers_across_a_daemon_restart(&provider, RealAgent::codex(&provider), "resumed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_answers_a_mention_and_a_mid_turn_one_by_cancel_and_merge() {
+    let provider = provider(SLOW);
+    let scene = RealAgent::gemini(&provider).scene(&[]).start().await;
+    let mark = scene.bridge.log.cursor();
+    let first = scene.mention("room", "write the report").await;
+    tokio::time::timeout(
+        PATIENCE,
+        provider.wait_for(|requests| {
+            requests.iter().any(|request| {
+                request
+                    .user_texts()
+                    .iter()
+                    .any(|text| text.contains("> write the report"))
+            })
+        }),
+    )
+    .await
+    .expect("the model is asked");
+    let second = scene.mention("room", "also cover the budget").await;
+    // gemini has no steering: the live turn is cancelled and re-prompted once.
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("re-prompting with the merged messages"))
+        .await;
+    let reply = scene.reply_to(&second).await;
+    assert!(reply.content.starts_with("reply to: "), "{}", reply.content);
+    let merged = asked_about(&provider, "Your previous turn was stopped");
+    assert!(!merged.is_empty(), "the merged re-prompt reached the model");
+    assert_exactly_once(scene.tally("gemini merged", &[first, second]).await);
+}
+
+/// A daemon restart between two mentions: the second turn's request to the
+/// model still carries the first exchange, the session reopened `how`.
+async fn remembers_across_a_daemon_restart(provider: &FakeProvider, agent: RealAgent, how: &str) {
     let mut scene = agent.scene(&[]).start().await;
     let first = scene.mention("room", "my name is Ada").await;
     scene.reply_to(&first).await;
@@ -264,8 +344,8 @@ async fn claude_remembers_the_conversation_across_a_daemon_restart() {
     let second = scene.mention("room", "what is my name?").await;
     scene.reply_to(&second).await;
     let reopened = scene.bridge.log.wait(mark, Line::new("session reopened")).await;
-    assert_eq!(reopened["how"], "resumed");
-    let asked = asked_about(&provider, "> what is my name?");
+    assert_eq!(reopened["how"], how);
+    let asked = asked_about(provider, "> what is my name?");
     let history: Vec<String> = asked
         .last()
         .expect("the second turn reached the model")

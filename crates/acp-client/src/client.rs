@@ -172,6 +172,19 @@ impl AgentClient {
         }
     }
 
+    /// Stops the agent the polite way: its stdin is closed (end of input,
+    /// which ACP agents take as the end of the conversation, and some need
+    /// to save their sessions), and it gets `grace` to exit before its
+    /// process group is killed.
+    pub async fn stop(&self, grace: Duration) {
+        self.conn.mark_killed();
+        self.conn.close_input().await;
+        if tokio::time::timeout(grace, self.closed()).await.is_err() {
+            tracing::debug!(agent = %self.conn.agent, "agent still running after its stdin closed: killed");
+        }
+        self.kill();
+    }
+
     /// Negotiates the protocol. Fails unless the agent answers version 1.
     pub async fn initialize(&self) -> Result<AgentInfo, AcpError> {
         let result = self

@@ -228,6 +228,14 @@ impl Connection {
         self.write_locked(&mut writer, frame).await
     }
 
+    /// Closes the agent's stdin (once no frame is being written).
+    pub async fn close_input(&self) {
+        let mut writer = self.writer.lock().await;
+        if let Err(error) = SinkExt::<String>::close(&mut *writer).await {
+            tracing::debug!(agent = %self.agent, %error, "closing the agent's stdin failed");
+        }
+    }
+
     pub async fn writer(&self) -> tokio::sync::MutexGuard<'_, FramedWrite<BoxWrite, LinesCodec>> {
         self.writer.lock().await
     }

@@ -26,6 +26,8 @@ use crate::telemetry::metrics;
 
 /// An agent with no lease for this long is stopped.
 pub(super) const IDLE_AGENT_REAP: Duration = Duration::from_secs(600);
+/// At shutdown, an agent whose stdin was closed gets this long to exit.
+pub(super) const AGENT_STOP_GRACE: Duration = Duration::from_secs(3);
 /// How often idle agents are looked for.
 pub(super) const REAP_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -518,9 +520,10 @@ impl Actor {
     /// Kills every agent, live or still starting; parked leases fail.
     async fn shut_down(&mut self) {
         self.stop.cancel();
+        let mut stopping = Vec::new();
         for slot in &mut self.slots {
             match std::mem::replace(&mut slot.state, SlotState::Empty) {
-                SlotState::Live(agent) => agent.client.kill(),
+                SlotState::Live(agent) => stopping.push(agent.client),
                 SlotState::Starting { waiters, .. } => {
                     for waiter in waiters {
                         let _ = waiter.reply.send(Err(PoolError::ShutDown));
@@ -529,6 +532,9 @@ impl Actor {
                 SlotState::Empty => {}
             }
         }
+        // Live agents get their stdin closed and a moment to save their
+        // sessions (some write them only on the way out), then are killed.
+        futures_util::future::join_all(stopping.iter().map(|client| client.stop(AGENT_STOP_GRACE))).await;
         // Each start kills its agent when stopped; one that finished just
         // before is killed here.
         while let Some(joined) = self.starts.join_next().await {

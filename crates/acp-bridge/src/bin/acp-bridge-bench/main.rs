@@ -71,6 +71,17 @@ async fn steer_section(arrivals: &steer::Arrivals) {
         "| native steer (`_goose/unstable/session/steer`) | {} |",
         steer::summary(&mut native)
     );
+    let mut session = steer::measure(
+        arrivals,
+        steer::SteerPath::SessionSteering,
+        STEER_SAMPLES,
+        spacing,
+    )
+    .await;
+    println!(
+        "| native steer (`_session/steering`) | {} |",
+        steer::summary(&mut session)
+    );
     let spacing = Duration::from_millis(700);
     let mut fallback = steer::measure(arrivals, steer::SteerPath::Fallback, FALLBACK_SAMPLES, spacing).await;
     println!(

@@ -66,7 +66,10 @@ impl Visit for EventIdField {
 /// Which path a run measures.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum SteerPath {
+    /// goose's `_goose/unstable/session/steer`.
     Native,
+    /// The cross-vendor `_session/steering` (claude-agent-acp, codex-acp).
+    SessionSteering,
     /// Cancel + merge (an agent without native steer).
     Fallback,
 }
@@ -93,8 +96,10 @@ pub async fn measure(
     .map(str::to_owned)
     .to_vec();
     agent_args.push(frame_dir.display().to_string());
-    if path == SteerPath::Fallback {
-        agent_args.push("--no-steer".to_owned());
+    match path {
+        SteerPath::Native => {}
+        SteerPath::SessionSteering => agent_args.push("--session-steering".to_owned()),
+        SteerPath::Fallback => agent_args.push("--no-steer".to_owned()),
     }
     let mut settings = Settings::local(
         relay.url().clone(),
@@ -113,6 +118,7 @@ pub async fn measure(
     wait_for_method(&frame_dir, "session/prompt", 1).await;
     let method = match path {
         SteerPath::Native => "_goose/unstable/session/steer",
+        SteerPath::SessionSteering => "_session/steering",
         SteerPath::Fallback => "session/prompt",
     };
     let already = if path == SteerPath::Fallback { 1 } else { 0 };
