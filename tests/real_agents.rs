@@ -166,6 +166,20 @@ fn asked_about(provider: &FakeProvider, text: &str) -> Vec<RecordedRequest> {
         .collect()
 }
 
+/// The owner mentions the bot, and the model is being asked about it: from
+/// here on the turn is live.
+async fn mention_the_model_answers(scene: &Scene, provider: &FakeProvider, text: &str) -> nostr_sdk::prelude::Event {
+    let mention = scene.mention("room", text).await;
+    let quoted = format!("> {text}");
+    let asked = provider.wait_for(|requests| {
+        requests
+            .iter()
+            .any(|request| request.user_texts().iter().any(|user| user.contains(&quoted)))
+    });
+    tokio::time::timeout(PATIENCE, asked).await.expect("the model is asked");
+    mention
+}
+
 /// Every text part of a user message the model was sent.
 fn user_parts(provider: &FakeProvider) -> Vec<String> {
     provider
@@ -225,20 +239,7 @@ async fn codex_takes_a_mid_turn_mention_into_the_running_turn() {
 async fn takes_a_mid_turn_mention_into_the_running_turn(provider: &FakeProvider, agent: RealAgent) {
     let scene = agent.scene(&[]).start().await;
     let mark = scene.bridge.log.cursor();
-    let first = scene.mention("room", "write the report").await;
-    tokio::time::timeout(
-        PATIENCE,
-        provider.wait_for(|requests| {
-            requests.iter().any(|request| {
-                request
-                    .user_texts()
-                    .iter()
-                    .any(|text| text.contains("> write the report"))
-            })
-        }),
-    )
-    .await
-    .expect("the model is asked");
+    let first = mention_the_model_answers(&scene, provider, "write the report").await;
     let second = scene.mention("room", "also cover the budget").await;
     let steered = scene
         .bridge
@@ -302,20 +303,7 @@ async fn gemini_answers_a_mention_and_a_mid_turn_one_by_cancel_and_merge() {
     let provider = provider(SLOW);
     let scene = RealAgent::gemini(&provider).scene(&[]).start().await;
     let mark = scene.bridge.log.cursor();
-    let first = scene.mention("room", "write the report").await;
-    tokio::time::timeout(
-        PATIENCE,
-        provider.wait_for(|requests| {
-            requests.iter().any(|request| {
-                request
-                    .user_texts()
-                    .iter()
-                    .any(|text| text.contains("> write the report"))
-            })
-        }),
-    )
-    .await
-    .expect("the model is asked");
+    let first = mention_the_model_answers(&scene, &provider, "write the report").await;
     let second = scene.mention("room", "also cover the budget").await;
     // gemini has no steering: the live turn is cancelled and re-prompted once.
     scene
