@@ -156,6 +156,8 @@ fn check_passes_with_the_built_in_agent() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("agent: ok"), "{stdout}");
+    assert!(stdout.contains("auth: the agent offers no method"), "{stdout}");
+    assert!(stdout.contains("agent: ok, a session opens"), "{stdout}");
     assert!(stdout.contains("verdict: ready"), "{stdout}");
 }
 

@@ -127,6 +127,38 @@ impl RealAgent {
         }
     }
 
+    /// `acp-bridge check` of this agent; its output and whether it passed.
+    fn check(&self, flags: &[&str]) -> (String, bool) {
+        let names: Vec<&str> = self.env.iter().map(|(name, _)| *name).collect();
+        let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+        let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
+        let output = std::process::Command::new(bridge_binary())
+            .args([
+                "check",
+                "--relay",
+                "embedded",
+                "--owner",
+                &owner,
+                "--agent-command",
+            ])
+            .arg(&self.program)
+            .args(["--agent-env", &names.join(","), "--cwd"])
+            .arg(&self.home)
+            .args(flags)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("ACP_BRIDGE_SECRET_KEY", secret)
+            .env("ACP_BRIDGE_AGENT_ARGS", self.args)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
+            .output()
+            .expect("run check");
+        (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            output.status.success(),
+        )
+    }
+
     /// A scene running this agent; `flags` go to the daemon.
     fn scene(&self, flags: &[&str]) -> SceneBuilder {
         let names: Vec<&str> = self.env.iter().map(|(name, _)| *name).collect();
@@ -168,7 +200,11 @@ fn asked_about(provider: &FakeProvider, text: &str) -> Vec<RecordedRequest> {
 
 /// The owner mentions the bot, and the model is being asked about it: from
 /// here on the turn is live.
-async fn mention_the_model_answers(scene: &Scene, provider: &FakeProvider, text: &str) -> nostr_sdk::prelude::Event {
+async fn mention_the_model_answers(
+    scene: &Scene,
+    provider: &FakeProvider,
+    text: &str,
+) -> nostr_sdk::prelude::Event {
     let mention = scene.mention("room", text).await;
     let quoted = format!("> {text}");
     let asked = provider.wait_for(|requests| {
@@ -176,7 +212,9 @@ async fn mention_the_model_answers(scene: &Scene, provider: &FakeProvider, text:
             .iter()
             .any(|request| request.user_texts().iter().any(|user| user.contains(&quoted)))
     });
-    tokio::time::timeout(PATIENCE, asked).await.expect("the model is asked");
+    tokio::time::timeout(PATIENCE, asked)
+        .await
+        .expect("the model is asked");
     mention
 }
 
@@ -424,4 +462,23 @@ async fn codex_authenticates_with_its_api_key_method_and_runs_a_turn() {
         .wait(mark, Line::new("authenticated").with("method", "api-key"))
         .await;
     assert_eq!(asked_about(&provider, "> hello codex").len(), 1);
+}
+
+#[test]
+fn check_says_what_qwen_needs_to_authenticate() {
+    let provider = provider(Streaming::default());
+    let (stdout, passed) = RealAgent::qwen(&provider, false).check(&[]);
+    assert!(!passed, "{stdout}");
+    assert!(stdout.contains("auth: the agent offers openai"), "{stdout}");
+    assert!(
+        stdout.contains("auth: FAILED") && stdout.contains("--agent-auth-method"),
+        "{stdout}"
+    );
+
+    let (stdout, passed) = RealAgent::qwen(&provider, true).check(&["--agent-auth-method", "openai"]);
+    assert!(passed, "{stdout}");
+    assert!(
+        stdout.contains("auth: ok, authenticated with `openai`"),
+        "{stdout}"
+    );
 }

@@ -1,16 +1,18 @@
 //! `acp-bridge check`: is this configuration going to work?
 //!
 //! Validates the flags (the caller already did, with the daemon's own
-//! rules), starts the agent once and asks for `initialize`, and connects to
-//! every relay; prints one line per check and a verdict. Nothing is
+//! rules), starts the agent once: `initialize`, authentication as the
+//! daemon would do it, and one `session/new`; and connects to every relay.
+//! Prints one line per check and a verdict. Nothing is
 //! published and no state is written.
 
 use std::time::{Duration, Instant};
 
-use acp_client::{AgentClient, AgentCommand, ClientConfig};
+use acp_client::{AcpError, AgentClient, AgentCommand, ClientConfig};
 use nostr_sdk::prelude::{Client, RelayOptions};
 
 use crate::config::{RelaySpec, Settings, npub};
+use crate::pool::{AuthChoice, AuthPolicy};
 
 /// A relay that does not answer within this is reported unreachable.
 const RELAY_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,7 +85,7 @@ async fn check_agent(settings: &Settings) -> bool {
                     "goose's steer is tried, cancel + merge otherwise"
                 }
             );
-            true
+            check_auth(settings, &client, &info).await
         }
         Err(error) => {
             println!("agent: FAILED {shown}: {error}");
@@ -92,6 +94,47 @@ async fn check_agent(settings: &Settings) -> bool {
     };
     client.kill();
     verdict
+}
+
+/// Lists the agent's auth methods, authenticates as the daemon would, and
+/// opens a session to prove the agent takes work.
+async fn check_auth(settings: &Settings, client: &AgentClient, info: &acp_client::AgentInfo) -> bool {
+    let offered: Vec<String> = info.auth_methods.iter().map(|method| method.describe()).collect();
+    println!(
+        "auth: the agent offers {}",
+        if offered.is_empty() {
+            "no method".to_owned()
+        } else {
+            offered.join(", ")
+        }
+    );
+    let choice = AuthPolicy::new(&settings.agent).choose(info);
+    if let AuthChoice::Method(method) = &choice {
+        match client.authenticate(method).await {
+            Ok(()) => println!("auth: ok, authenticated with `{method}`"),
+            Err(error) => {
+                println!("auth: FAILED with `{method}`: {error}");
+                return false;
+            }
+        }
+    }
+    match client.new_session(&settings.agent.cwd, Vec::new()).await {
+        Ok(_) => {
+            println!("agent: ok, a session opens");
+            true
+        }
+        Err(AcpError::Rpc { error, .. }) if error.code == acp_client::codes::AUTH_REQUIRED => {
+            match choice {
+                AuthChoice::Unresolved(why) => println!("auth: FAILED: {why}"),
+                _ => println!("auth: FAILED: the agent still asks for authentication: {error}"),
+            }
+            false
+        }
+        Err(error) => {
+            println!("agent: FAILED to open a session: {error}");
+            false
+        }
+    }
 }
 
 async fn check_relay(relay: &RelaySpec) -> bool {

@@ -16,7 +16,7 @@ use crate::config::AgentSettings;
 
 /// How the bridge authenticates with an agent.
 #[derive(Debug, Clone, Default)]
-pub(super) struct AuthPolicy {
+pub(crate) struct AuthPolicy {
     /// `--agent-auth-method`.
     method: Option<String>,
     /// Names of the variables set (not empty) in the agents' environment.
@@ -25,7 +25,7 @@ pub(super) struct AuthPolicy {
 
 /// What to do about authentication, for one agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum AuthChoice {
+pub(crate) enum AuthChoice {
     /// The agent offers nothing and the operator asked for nothing.
     NotNeeded,
     /// Authenticate with this method.

@@ -30,7 +30,7 @@ use crate::config::AgentSettings;
 use crate::mention::ConversationKey;
 use crate::store::Store;
 use actor::{Actor, Request};
-use auth::AuthPolicy;
+pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
 use sessions::SessionBook;
