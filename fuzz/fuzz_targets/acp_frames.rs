@@ -95,7 +95,7 @@ async fn one_turn(stdout: &[u8], policy: PermissionPolicy) {
     let ending = loop {
         match turn.next().await {
             Ok(TurnProgress::Event(event)) => {
-                if let TurnEvent::MessageChunk { text } = &event {
+                if let TurnEvent::MessageChunk { text, .. } = &event {
                     streamed_message.push_str(text);
                 }
                 react(&client, &session, event).await;
