@@ -26,20 +26,23 @@
 //! merge, and a short quiet period gathers the rest of a burst, so a burst
 //! costs one cancel.
 
+mod io;
 mod questions;
 
 use std::time::{Duration, Instant};
 
-use acp_client::{PermissionOption, StopReason};
-use nostr_sdk::prelude::EventId;
+use acp_client::StopReason;
 
+pub(crate) use io::{
+    Action, CancelSettled, Input, Outcome, PromptEnd, Publication, SteerAnswer, SteerTicket, TurnEnd,
+    TurnFailure,
+};
 use questions::Questions;
 pub(crate) use questions::{Asked, QuestionTicket, Routed, answers};
 
 use super::usage::TurnUsage;
 use crate::framing::{self, Framing};
 use crate::mention::Mention;
-use crate::pool::PoolError;
 use crate::telemetry::metrics;
 
 /// A merged re-prompt waits this long without new mentions before it goes
@@ -47,223 +50,6 @@ use crate::telemetry::metrics;
 pub(crate) const MERGE_QUIET_PERIOD: Duration = Duration::from_millis(250);
 /// ... but never longer than this in total.
 pub(crate) const MERGE_GATHER_MAX: Duration = Duration::from_secs(2);
-
-/// Names one steer request within its turn.
-pub(crate) type SteerTicket = u64;
-
-/// What happened, as the machine learns it.
-#[derive(Debug)]
-pub(crate) enum Input {
-    /// An agent and the conversation's session are ready.
-    Leased,
-    LeaseFailed(PoolError),
-    /// Mentions that arrived mid-turn, to be folded in under `framing`.
-    Absorb {
-        mentions: Vec<Mention>,
-        framing: Framing,
-    },
-    SteerAnswered {
-        ticket: SteerTicket,
-        answer: SteerAnswer,
-    },
-    /// The cancel of the live prompt settled (the prompt's own end comes
-    /// as [`Input::PromptEnded`]).
-    CancelSettled(CancelSettled),
-    PromptEnded(Result<PromptEnd, TurnFailure>),
-    /// The agent asked a permission question (the driver holds its handle).
-    QuestionAsked(Asked),
-    /// The question is posted as `event`; `None`: it could not be posted
-    /// (the driver answered the agent `cancelled`).
-    QuestionPosted {
-        ticket: QuestionTicket,
-        event: Option<EventId>,
-    },
-    /// The agent withdrew its question (`$/cancel_request`); the driver has
-    /// already let go of it.
-    QuestionWithdrawn {
-        ticket: QuestionTicket,
-    },
-    /// The owner's reply to the open question (the heart checked it is the
-    /// owner's and that it answers this turn's question).
-    OwnerReply(String),
-    /// The owner's `!cancel`.
-    OwnerCancel,
-    /// Shutdown past the grace period: stop, leaving the mentions journaled
-    /// for the next start.
-    Abandon,
-    /// The answer or notice is stored (or could not be).
-    Published(Result<(), String>),
-    /// The timer set by [`Action::SetTimer`] fired.
-    Timer,
-}
-
-/// How the agent took a steer, whatever the method.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SteerAnswer {
-    /// In the live turn, which answers it before it ends (`_session/steering`).
-    Delivered,
-    /// Queued for the live run; delivered once the turn shows this
-    /// `message_id` folded in (goose).
-    AwaitingFold { message_id: String },
-    /// The turn ended before the steer could land: it belongs to the next turn.
-    TurnOver(String),
-    /// The agent cannot steer this turn: fall back to cancel + merge.
-    Unsupported(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CancelSettled {
-    Done,
-    /// The agent ignores cancels: only a kill ends the prompt.
-    TimedOut,
-    Failed(String),
-}
-
-/// How a prompt ended when the agent answered it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct PromptEnd {
-    pub stop_reason: StopReason,
-    /// What the reply carries (per `--reply-content`).
-    pub message: String,
-    /// `messageId`s of the steers the run folded in.
-    pub folded: Vec<String>,
-    pub usage: TurnUsage,
-}
-
-/// Why a turn failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub(crate) enum TurnFailure {
-    #[error("{0}")]
-    Pool(#[from] PoolError),
-    #[error("the agent stopped: {0}")]
-    Agent(String),
-    #[error("the agent went silent")]
-    IdleTimeout,
-    #[error("the turn ran past its time limit")]
-    Deadline,
-    #[error("the reply could not be stored: {0}")]
-    Store(String),
-}
-
-impl TurnFailure {
-    /// Worth another attempt (the next may land on a healthy agent).
-    pub fn retryable(&self) -> bool {
-        match self {
-            TurnFailure::Pool(error) => error.is_transient(),
-            TurnFailure::Deadline => false,
-            _ => true,
-        }
-    }
-
-    /// Only the operator can fix it (a misconfigured agent, or a breaker
-    /// that holds agents back): telling the person at once beats retrying.
-    pub fn needs_operator(&self) -> bool {
-        matches!(self, TurnFailure::Pool(error) if error.is_configuration() || matches!(error, PoolError::CircuitOpen { .. }))
-    }
-}
-
-/// What the turn's answer is published as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Publication {
-    Answer,
-    Notice,
-}
-
-/// What the machine asks for. The driver performs the agent and publishing
-/// actions; the heart handles [`Action::Inform`], [`Action::Requeue`] and
-/// [`Action::Finished`].
-#[derive(Debug, PartialEq)]
-pub(crate) enum Action {
-    Lease,
-    Prompt(String),
-    Steer {
-        ticket: SteerTicket,
-        text: String,
-    },
-    /// Cancel the live prompt (once per prompt).
-    Cancel,
-    /// A timed-out prompt still runs on the agent: cancel it, or discard
-    /// the agent, before the session is used again.
-    StopRunaway,
-    /// Kill the agent (it ignored a cancel).
-    Discard,
-    /// The session is full or stuck: the next turn starts a fresh one.
-    RotateSession,
-    PostQuestion {
-        ticket: QuestionTicket,
-        under: Mention,
-        text: String,
-    },
-    AnswerQuestion {
-        ticket: QuestionTicket,
-        option: PermissionOption,
-    },
-    /// Timed out: reject (never allow).
-    RejectQuestion {
-        ticket: QuestionTicket,
-    },
-    /// Every question of the prompt is answered `cancelled`.
-    CancelQuestions,
-    /// Store and publish the turn's answer or notice; the agent's part of
-    /// the turn is over, so the driver releases the agent and stops.
-    Publish {
-        mentions: Vec<Mention>,
-        text: String,
-        publication: Publication,
-    },
-    SetTimer(Option<Instant>),
-    /// Shutdown: ask the agent to stop without waiting, release, stop.
-    Abandon,
-    /// The turn is over for the driver: release the agent and stop (a
-    /// turn that published has no driver left to tell).
-    Release,
-    /// Tell the author of `mention` something, without finishing it.
-    Inform {
-        mention: Mention,
-        text: String,
-    },
-    /// Mentions the turn cannot take (it is concluding): back to the
-    /// conversation's queue.
-    Requeue(Vec<Mention>),
-    Finished(TurnEnd),
-}
-
-/// How a turn ended, with every mention it held.
-#[derive(Debug, PartialEq)]
-pub(crate) struct TurnEnd {
-    pub outcome: Outcome,
-    /// The mentions the turn worked on (answered, notified, failed, cancelled).
-    pub work: Vec<Mention>,
-    /// Mentions for the next turn: unconfirmed steers, steers the ended
-    /// turn refused, merges that missed their turn, held mentions.
-    pub returned: Vec<Mention>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Outcome {
-    /// The answer is stored in the outbox; the work is finished.
-    Answered,
-    /// The people were told why there is no answer; the work is finished.
-    Notified,
-    /// Nothing was answered; the heart retries or gives up.
-    Failed(TurnFailure),
-    /// Cancelled by the owner; the heart tells them.
-    CancelledByOwner,
-    /// Stopped at shutdown; the mentions stay pending in the journal.
-    Abandoned,
-}
-
-impl Outcome {
-    fn label(&self) -> &'static str {
-        match self {
-            Outcome::Answered => "answered",
-            Outcome::Notified => "notified",
-            Outcome::Failed(_) => "failed",
-            Outcome::CancelledByOwner => "cancelled_by_owner",
-            Outcome::Abandoned => "abandoned",
-        }
-    }
-}
 
 /// A mention's place in the turn.
 #[derive(Debug, Clone, PartialEq, Eq)]

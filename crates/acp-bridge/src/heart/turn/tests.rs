@@ -2,6 +2,8 @@
 
 use std::collections::BTreeSet;
 
+use nostr_sdk::prelude::EventId;
+
 use super::*;
 use crate::heart::usage::TurnUsage;
 use crate::mention::test_mention;
