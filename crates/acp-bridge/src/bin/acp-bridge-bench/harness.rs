@@ -50,11 +50,31 @@ pub struct DaemonProcess {
 
 impl DaemonProcess {
     pub fn spawn(relay: &EmbeddedRelay, owner: &Keys, agent_args: &str, flags: &[&str]) -> Self {
+        Self::spawn_under(&[], relay, owner, agent_args, flags)
+    }
+
+    /// The same, with the daemon run under `wrapper` (e.g. valgrind and its
+    /// options); the agents it starts are not.
+    pub fn spawn_under(
+        wrapper: &[&str],
+        relay: &EmbeddedRelay,
+        owner: &Keys,
+        agent_args: &str,
+        flags: &[&str],
+    ) -> Self {
         let bot = Keys::generate();
         let state = temp_dir(&format!("state-{}", bot.public_key().to_hex()[..8].to_owned()));
         let log = state.with_extension("log");
         let binary = bridge_binary();
-        let child = Command::new(&binary)
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(&binary);
+                command
+            }
+            None => Command::new(&binary),
+        };
+        let child = command
             .arg("--relay")
             .arg(relay.url().to_string())
             .arg("--owner")

@@ -2,7 +2,7 @@
 //! one table (the in-process parts are criterion benches: `cargo bench`).
 //!
 //! ```sh
-//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory]
+//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [instructions]
 //! ```
 //!
 //! Everything runs on loopback with the built-in scripted agent; nothing is
@@ -10,6 +10,7 @@
 
 mod e2e;
 mod harness;
+mod instructions;
 mod memory;
 mod steer;
 
@@ -60,6 +61,18 @@ async fn run() {
     }
     if wanted("memory") {
         memory_section().await;
+    }
+    // Slow (the daemon runs under valgrind): only when asked for.
+    if sections.iter().any(|wanted| wanted == "instructions") {
+        instructions_section().await;
+    }
+}
+
+async fn instructions_section() {
+    println!("## Instructions per answered mention (callgrind; one conversation, sequential)");
+    match instructions::per_mention().await {
+        Ok(count) => println!("| daemon | {count} instructions |"),
+        Err(error) => println!("| daemon | not counted: {error} |"),
     }
 }
 
