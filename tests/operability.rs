@@ -55,7 +55,8 @@ async fn json_logs_carry_the_turn_fields_and_metrics_count_the_turn() {
             .unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
     }
     let span = &finished["span"];
-    assert_eq!(span["conversation"], "group:room");
+    let group_on_this_relay = format!("group:{}'room", scene.relay.url());
+    assert_eq!(span["conversation"], group_on_this_relay.as_str());
     assert_eq!(span["event_id"], mention.id.to_hex());
     assert!(
         span["author"]

@@ -8,7 +8,9 @@
 
 use std::fmt;
 
-use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, TagKind, TagStandard, Timestamp, UnsignedEvent};
+use nostr_sdk::prelude::{
+    Event, EventId, Kind, PublicKey, RelayUrl, TagKind, TagStandard, Timestamp, UnsignedEvent,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::config::SessionPolicy;
@@ -51,12 +53,22 @@ pub enum Thread {
 }
 
 impl Thread {
-    /// The conversation this thread belongs to under `policy`.
-    pub fn conversation(&self, policy: SessionPolicy) -> ConversationKey {
+    /// The conversation this thread belongs to under `policy`, for a
+    /// mention that came from `origin`.
+    ///
+    /// A NIP-29 group lives on one relay: the same `h` on another relay is
+    /// another group (perhaps a public one), so a group's key names its
+    /// relay as NIP-29 writes group identifiers, `<relay>'<group id>`.
+    /// Notes and DMs are the same conversation on every relay.
+    pub fn conversation(&self, policy: SessionPolicy, origin: Option<&RelayUrl>) -> ConversationKey {
+        let group = |channel: &str| match origin {
+            Some(relay) => format!("group:{}'{channel}", relay.as_str_without_trailing_slash()),
+            None => format!("group:{channel}"),
+        };
         ConversationKey(match (self, policy) {
-            (Thread::Group { channel, .. }, SessionPolicy::Conversation) => format!("group:{channel}"),
+            (Thread::Group { channel, .. }, SessionPolicy::Conversation) => group(channel),
             (Thread::Group { channel, root, .. }, SessionPolicy::Thread) => {
-                format!("group:{channel}/{}", root.to_hex())
+                format!("{}/{}", group(channel), root.to_hex())
             }
             (Thread::Note { root, .. }, _) => format!("note:{}", root.to_hex()),
             (Thread::Direct { peer, .. }, _) => format!("dm:{}", peer.to_hex()),
@@ -96,6 +108,11 @@ pub struct Mention {
     pub chain_depth: u32,
     /// Unix seconds when the daemon accepted it (for queue wait and latency).
     pub accepted_at: u64,
+    /// The relay it came from: answers, reactions and notices go back there
+    /// only. `None` for mentions journaled before the origin was kept (they
+    /// are answered on every relay, as then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RelayUrl>,
 }
 
 impl Mention {
@@ -209,13 +226,14 @@ pub(crate) fn test_mention(channel: &str, seed: u64, content: &str, from_owner: 
         kind: Kind::Custom(9),
         created_at: Timestamp::from_secs(1),
         content: content.into(),
-        conversation: thread.conversation(SessionPolicy::Conversation),
+        conversation: thread.conversation(SessionPolicy::Conversation, None),
         thread,
         replies_to: None,
         from_owner,
         from_sibling: false,
         chain_depth: 0,
         accepted_at: 1,
+        origin: None,
     }
 }
 
@@ -247,8 +265,28 @@ mod tests {
         );
         assert_eq!(reply, None);
         assert_eq!(
-            thread.conversation(SessionPolicy::Conversation).as_str(),
+            thread.conversation(SessionPolicy::Conversation, None).as_str(),
             "group:room"
+        );
+    }
+
+    #[test]
+    fn the_same_group_id_on_two_relays_is_two_conversations() {
+        let keys = Keys::generate();
+        let event = group_event(&keys, vec![Tag::parse(["h", "room"]).expect("tag")]);
+        let (thread, _) = public_thread(&event).expect("has h");
+        let private = RelayUrl::parse("wss://members.example").expect("url");
+        let public = RelayUrl::parse("wss://public.example/").expect("url");
+        let key = |relay| thread.conversation(SessionPolicy::Conversation, Some(relay));
+        assert_eq!(key(&private).as_str(), "group:wss://members.example'room");
+        assert_eq!(key(&public).as_str(), "group:wss://public.example'room");
+        let note = public_thread(&EventBuilder::text_note("hi").sign_with_keys(&keys).expect("sign"))
+            .expect("note")
+            .0;
+        assert_eq!(
+            note.conversation(SessionPolicy::Conversation, Some(&private)),
+            note.conversation(SessionPolicy::Conversation, Some(&public)),
+            "a note thread is one conversation wherever it is read"
         );
     }
 
@@ -269,7 +307,7 @@ mod tests {
         assert!(matches!(thread, Thread::Group { root: r, .. } if r == root));
         assert_eq!(reply, Some(parent));
         assert_eq!(
-            thread.conversation(SessionPolicy::Thread).as_str(),
+            thread.conversation(SessionPolicy::Thread, None).as_str(),
             format!("group:room/{}", root.to_hex())
         );
     }
@@ -306,13 +344,14 @@ mod tests {
             kind: event.kind,
             created_at: event.created_at,
             content: event.content.clone(),
-            conversation: thread.conversation(SessionPolicy::Conversation),
+            conversation: thread.conversation(SessionPolicy::Conversation, None),
             thread,
             replies_to,
             from_owner: true,
             from_sibling: false,
             chain_depth: 0,
             accepted_at: 1,
+            origin: Some(RelayUrl::parse("wss://relay.example").expect("url")),
         };
         let json = serde_json::to_string(&mention).expect("serialize");
         assert_eq!(serde_json::from_str::<Mention>(&json).expect("parse"), mention);

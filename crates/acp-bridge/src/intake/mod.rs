@@ -318,13 +318,16 @@ impl Intake {
             kind: candidate.kind,
             created_at: candidate.created_at,
             content: candidate.content.to_owned(),
-            conversation: candidate.thread.conversation(self.limits.session_policy),
+            conversation: candidate
+                .thread
+                .conversation(self.limits.session_policy, Some(relay)),
             thread: candidate.thread,
             replies_to: candidate.replies_to,
             from_owner,
             from_sibling: standing == Standing::Sibling,
             chain_depth,
             accepted_at: Timestamp::now().as_secs(),
+            origin: Some(relay.clone()),
         };
         self.admit(mention, command)
     }
