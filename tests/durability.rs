@@ -196,3 +196,37 @@ async fn a_conversation_keeps_its_agent_session_across_a_restart() {
         assert!(methods.contains(&format!("session/{how}")), "{methods:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_the_journal_could_not_take_is_fetched_again_and_answered() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    // An outside writer (an operator's sqlite3 shell, a backup) holds the
+    // database's write lock past the daemon's busy timeout.
+    let database = scene.bridge.spec.state_dir.join("acp-bridge.sqlite3");
+    let outsider = rusqlite::Connection::open(&database).expect("open the daemon's database");
+    outsider
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("take the write lock");
+
+    let mark = log.cursor();
+    let mention = scene.mention("room", "take me when you can").await;
+    log.wait(
+        mark,
+        Line::new("event not taken yet")
+            .with("event_id", mention.id.to_hex())
+            .with("reason", "not_journaled"),
+    )
+    .await;
+    outsider
+        .execute_batch("ROLLBACK")
+        .expect("release the write lock");
+
+    // The link fetches the untaken event again; it is taken and answered.
+    scene.reply_to(&mention).await;
+    log.wait(mark, Line::new("fetching untaken events again")).await;
+    scene.settle("room").await;
+    assert_eq!(owner.answers_from(&bot, &mention.id).await.len(), 1);
+    let accepted = log.matching(mark, Line::accepted(&mention.id));
+    assert_eq!(accepted.len(), 1, "taken once");
+}

@@ -4,7 +4,7 @@
 
 mod support;
 
-use nostr_sdk::Event;
+use nostr_sdk::prelude::Event;
 use support::*;
 
 /// `count` mentions by the owner, each in a room of its own.
@@ -240,4 +240,46 @@ async fn daemon_killed_with_sigkill_mid_turn_and_restarted() {
     scene.restart(restarted).await;
     sent.push(quick);
     assert_exactly_once(scene.tally("daemon SIGKILL mid-turn, restarted", &sent).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_link_that_falls_behind_fetches_again_and_loses_nothing() {
+    let scene = Scene::builder()
+        .flags(&["--relay-buffer", "8"])
+        .agent(&["--rounds", "1", "--round-delay-ms", "5"])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    // The intake stalls on a locked journal, so the link's buffers fill
+    // and the SDK drops what does not fit: the link is behind.
+    let database = scene.bridge.spec.state_dir.join("acp-bridge.sqlite3");
+    let outsider = rusqlite::Connection::open(&database).expect("open the daemon's database");
+    outsider
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("take the write lock");
+    let mark = log.cursor();
+    let events: Vec<Event> = (0..60)
+        .map(|n| {
+            group_message(&scene.bot, &format!("room-{}", n % 6), &format!("flood {n}"), &[])
+                .sign_with_keys(&scene.owner.keys)
+                .expect("sign")
+        })
+        .collect();
+    let sends = events.iter().map(|event| scene.owner.client.send_event(event));
+    for result in futures_util::future::join_all(sends).await {
+        result.expect("publish");
+    }
+    log.wait(
+        mark,
+        Line::new("fell behind the relay's notifications; re-subscribing from the watermark"),
+    )
+    .await;
+    outsider
+        .execute_batch("ROLLBACK")
+        .expect("release the write lock");
+
+    let result = scene
+        .tally("relay link behind (60 mentions, journal stalled)", &events)
+        .await;
+    assert_exactly_once(result);
 }

@@ -191,6 +191,18 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_MAX_BOT_HOPS", default_value_t = 3)]
     pub max_bot_hops: u32,
 
+    /// Mentions waiting for a turn, in all conversations, at most; past it
+    /// new mentions get a (rate-limited) notice instead (the owner's are
+    /// still taken).
+    #[arg(long, env = "ACP_BRIDGE_MAX_QUEUED", default_value_t = 10_000)]
+    pub max_queued: usize,
+
+    /// Relay messages buffered per relay, and events queued for the intake,
+    /// at most; past it the daemon is behind and fetches again from its
+    /// watermark.
+    #[arg(long, env = "ACP_BRIDGE_RELAY_BUFFER", default_value_t = 4096)]
+    pub relay_buffer: usize,
+
     /// The ACP agent to run.
     #[arg(long, env = "ACP_BRIDGE_AGENT_COMMAND", default_value = "goose")]
     pub agent_command: String,
@@ -316,6 +328,8 @@ pub struct Settings {
     pub rate_limit_burst: u32,
     pub rate_limit_refill: Duration,
     pub max_bot_hops: u32,
+    pub max_queued: usize,
+    pub relay_buffer: usize,
     pub agent: AgentSettings,
     pub reply_content: ReplyContent,
     pub multiple_event_handling: MultipleEventHandling,
@@ -425,6 +439,12 @@ impl RunArgs {
         if self.max_content_bytes == 0 {
             return Err(refuse("--max-content-bytes", "must be at least 1"));
         }
+        if self.max_queued == 0 {
+            return Err(refuse("--max-queued", "must be at least 1"));
+        }
+        if self.relay_buffer == 0 {
+            return Err(refuse("--relay-buffer", "must be at least 1"));
+        }
         for (flag, value) in [
             ("--idle-timeout", self.idle_timeout),
             ("--max-turn-duration", self.max_turn_duration),
@@ -463,6 +483,8 @@ impl RunArgs {
             rate_limit_burst: self.rate_limit_burst,
             rate_limit_refill: self.rate_limit_refill,
             max_bot_hops: self.max_bot_hops,
+            max_queued: self.max_queued,
+            relay_buffer: self.relay_buffer,
             agent: AgentSettings {
                 args: self
                     .agent_args
@@ -520,6 +542,8 @@ impl Settings {
             rate_limit_burst: 10,
             rate_limit_refill: Duration::from_secs(6),
             max_bot_hops: 3,
+            max_queued: 10_000,
+            relay_buffer: 4096,
             agent: AgentSettings {
                 command,
                 args,

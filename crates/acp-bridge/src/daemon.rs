@@ -35,8 +35,6 @@ use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::transport::NoDelayTransport;
 
-/// Events waiting between the relay links and the intake.
-const ARRIVAL_QUEUE: usize = 4096;
 /// Mentions waiting between the intake and the heart.
 const INBOUND_QUEUE: usize = 1024;
 /// At shutdown, the outbox gets this long to publish what is left.
@@ -116,33 +114,21 @@ impl Stages {
             },
         );
 
-        let (arrivals_tx, arrivals) = mpsc::channel(ARRIVAL_QUEUE);
+        // Events waiting between the relay links and the intake: as many
+        // as the SDK buffers per relay (`--relay-buffer`).
+        let (arrivals_tx, arrivals) = mpsc::channel(settings.relay_buffer);
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
         let interest = Interest {
             bot: settings.keys.public_key(),
             kinds: settings.kinds.clone(),
         };
-        let (links, relays_connected): (Vec<RelayLink>, Vec<watch::Receiver<bool>>) = relays
-            .into_iter()
-            .map(|relay| {
-                let (connected_tx, connected_rx) = watch::channel(false);
-                let link = RelayLink::new(
-                    relay,
-                    interest.clone(),
-                    Arc::clone(&store),
-                    arrivals_tx.clone(),
-                    connected_tx,
-                );
-                (link, connected_rx)
-            })
-            .unzip();
         let gate = AuthorGate::new(
             settings.owner,
             settings.respond_to,
             settings.allowlist.clone(),
             client.clone(),
         );
-        let intake = Intake::new(
+        let mut intake = Intake::new(
             settings.keys.clone(),
             Arc::clone(&store),
             gate,
@@ -158,6 +144,22 @@ impl Stages {
             },
             inbound_tx,
         );
+        let (links, relays_connected): (Vec<RelayLink>, Vec<watch::Receiver<bool>>) = relays
+            .into_iter()
+            .map(|relay| {
+                let (connected_tx, connected_rx) = watch::channel(false);
+                let refetch = intake.refetch_requests(relay.url().clone());
+                let link = RelayLink::new(
+                    relay,
+                    interest.clone(),
+                    Arc::clone(&store),
+                    arrivals_tx.clone(),
+                    connected_tx,
+                    refetch,
+                );
+                (link, connected_rx)
+            })
+            .unzip();
         let housekeeping = Housekeeping {
             store: Arc::clone(&store),
             relays: relay_urls,
@@ -325,7 +327,12 @@ async fn relay_client(settings: &Settings, urls: &[RelayUrl]) -> Result<(Client,
         };
         client
             .pool()
-            .add_relay(url.clone(), RelayOptions::new().reconnect(false))
+            .add_relay(
+                url.clone(),
+                RelayOptions::new()
+                    .reconnect(false)
+                    .notification_channel_size(settings.relay_buffer),
+            )
             .await
             .map_err(|error| relay_error(&error))?;
         relays.push(

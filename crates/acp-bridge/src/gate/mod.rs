@@ -8,27 +8,22 @@
 //!
 //! The gate never trusts what tags claim about authority: the author is the
 //! event's signed `pubkey`, and a sibling is proven only by the owner's
-//! signature. A profile fetch that fails is never cached as "not a sibling".
+//! signature. A profile fetch that fails is never cached as "not a sibling",
+//! and the gate never waits for one (see [`profile_lookup`]).
 
 pub mod attestation;
+pub mod profile_lookup;
 pub mod sibling_cache;
 
-use std::collections::BTreeSet;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::collections::{BTreeSet, HashSet};
+use std::time::Instant;
 
-use nostr_sdk::prelude::{Client, Filter, Kind, PublicKey, Tag, TagKind, Timestamp};
+use nostr_sdk::prelude::{Client, Kind, PublicKey, Tag, Timestamp};
+use tokio::sync::mpsc::error::TrySendError;
 
+use self::profile_lookup::{LookedUp, ProfileLookups};
 use self::sibling_cache::{SiblingCache, SiblingVerdict};
 use crate::config::RespondTo;
-use crate::rate_limit::{Admission, RateLimiter};
-
-/// How long one profile lookup may take.
-const PROFILE_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
-/// Profile lookups allowed in a burst, and the refill interval after it:
-/// a flood of strangers must not turn into a flood of relay queries.
-const PROFILE_FETCH_BURST: u32 = 30;
-const PROFILE_FETCH_REFILL: Duration = Duration::from_secs(2);
 
 /// Where an author stands with this bot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +39,23 @@ pub enum Standing {
 pub struct AuthorFacts<'a> {
     pub author: PublicKey,
     pub kind: Kind,
+    /// The date attestation conditions are checked against: the event's
+    /// own, or later for a live event (see the intake's time window).
     pub created_at: Timestamp,
     pub tags: &'a [Tag],
     pub direct_message: bool,
+}
+
+/// The gate's answer on one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hearing {
+    Heard(Standing),
+    Refused(Refusal),
+    /// Not decided yet: the author's profile is being looked up. The
+    /// verdict comes back through [`AuthorGate::looked_up`].
+    AwaitingProfile,
+    /// Not decided, and the lookup queue is full: try again later.
+    LookupsBusy,
 }
 
 /// Why the gate refused an author (for logs and metrics).
@@ -70,17 +79,21 @@ impl Refusal {
     }
 }
 
+/// Owned by the intake: one caller, so no locks.
 #[derive(Debug)]
 pub struct AuthorGate {
     owner: Option<PublicKey>,
     respond_to: RespondTo,
     allowlist: BTreeSet<PublicKey>,
-    siblings: Mutex<SiblingCache>,
-    profile_budget: Mutex<RateLimiter<()>>,
-    client: Client,
+    siblings: SiblingCache,
+    lookups: ProfileLookups,
+    /// Authors with a lookup queued or under way (requests are coalesced).
+    looking_up: HashSet<PublicKey>,
 }
 
 impl AuthorGate {
+    /// A gate whose profile lookups go through `client`. Starts the lookup
+    /// worker on the current runtime.
     pub fn new(
         owner: Option<PublicKey>,
         respond_to: RespondTo,
@@ -91,13 +104,13 @@ impl AuthorGate {
             owner,
             respond_to,
             allowlist,
-            siblings: Mutex::new(SiblingCache::new(
+            siblings: SiblingCache::new(
                 sibling_cache::DEFAULT_POSITIVE_TTL,
                 sibling_cache::DEFAULT_NEGATIVE_TTL,
                 sibling_cache::DEFAULT_CAPACITY,
-            )),
-            profile_budget: Mutex::new(RateLimiter::new(PROFILE_FETCH_BURST, PROFILE_FETCH_REFILL, 1)),
-            client,
+            ),
+            lookups: ProfileLookups::start(client),
+            looking_up: HashSet::new(),
         }
     }
 
@@ -105,106 +118,87 @@ impl AuthorGate {
         self.owner
     }
 
-    /// Decides whether `facts.author` is heard, and how they stand.
-    pub async fn admit(&self, facts: AuthorFacts<'_>) -> Result<Standing, Refusal> {
+    /// Decides whether `facts.author` is heard, and how they stand. Never
+    /// waits on the network: an author whose standing needs their profile
+    /// gets [`Hearing::AwaitingProfile`] and a lookup is requested.
+    pub fn admit(&mut self, facts: AuthorFacts<'_>) -> Hearing {
         if self.respond_to == RespondTo::Nobody {
-            return Err(Refusal::NobodyHeard);
+            return Hearing::Refused(Refusal::NobodyHeard);
         }
         if Some(facts.author) == self.owner {
-            return Ok(Standing::Owner);
+            return Hearing::Heard(Standing::Owner);
         }
         let allowlisted = self.respond_to == RespondTo::Allowlist && self.allowlist.contains(&facts.author);
         if allowlisted && !facts.direct_message {
-            return Ok(Standing::Allowlisted);
+            return Hearing::Heard(Standing::Allowlisted);
         }
-        if self.is_sibling(&facts).await {
-            return Ok(Standing::Sibling);
+        match self.is_sibling(&facts) {
+            Some(true) => return Hearing::Heard(Standing::Sibling),
+            Some(false) => {}
+            None if self.looking_up.contains(&facts.author) => return Hearing::AwaitingProfile,
+            None => return Hearing::LookupsBusy,
         }
         match (self.respond_to, facts.direct_message) {
-            (_, true) => Err(Refusal::DirectMessageFromStranger),
-            (RespondTo::Anyone, false) => Ok(Standing::Stranger),
-            _ => Err(Refusal::NotHeard),
+            (_, true) => Hearing::Refused(Refusal::DirectMessageFromStranger),
+            (RespondTo::Anyone, false) => Hearing::Heard(Standing::Stranger),
+            _ => Hearing::Refused(Refusal::NotHeard),
         }
     }
 
-    /// A sibling: attested by the owner, on the event or on its profile.
-    async fn is_sibling(&self, facts: &AuthorFacts<'_>) -> bool {
-        let Some(owner) = self.owner else {
-            return false;
+    /// The next finished lookup, once its verdict is cached: the caller
+    /// screens the author's waiting events again. Pending forever when no
+    /// lookup is under way.
+    pub async fn looked_up(&mut self) -> PublicKey {
+        let Some((author, verdict)): Option<LookedUp> = self.lookups.done.recv().await else {
+            return std::future::pending().await;
         };
+        self.looking_up.remove(&author);
+        self.siblings.put(author, verdict, Instant::now());
+        author
+    }
+
+    /// A sibling: attested by the owner, on the event or on its profile.
+    /// `None` when that is not known yet (a lookup is requested, or could
+    /// not be: see `looking_up`).
+    fn is_sibling(&mut self, facts: &AuthorFacts<'_>) -> Option<bool> {
+        let Some(owner) = self.owner else {
+            return Some(false);
+        };
+        let covers = |tags: &[Tag]| {
+            matches!(
+                attestation::verify_tags(tags.iter(), &facts.author, &owner, facts.kind, facts.created_at),
+                Some(Ok(()))
+            )
+        };
+        // The event's own attestation needs no lookup: preferred.
         match attestation::verify_tags(facts.tags, &facts.author, &owner, facts.kind, facts.created_at) {
-            Some(Ok(())) => return true,
+            Some(Ok(())) => return Some(true),
             Some(Err(error)) => {
                 tracing::debug!(author = %facts.author, %error, "attestation on the event refused");
             }
             None => {}
         }
-        let now = Instant::now();
-        let cached = self.lock_siblings().get(&facts.author, now);
-        let verdict = match cached {
-            Some(verdict) => verdict,
-            None => match self.fetch_profile_attestations(&facts.author, now).await {
-                Some(verdict) => verdict,
-                None => return false,
-            },
-        };
         // Conditions depend on the event: checked every time.
-        match verdict {
-            SiblingVerdict::Sibling(tags) => matches!(
-                attestation::verify_tags(tags.iter(), &facts.author, &owner, facts.kind, facts.created_at),
-                Some(Ok(()))
-            ),
-            SiblingVerdict::NotSibling => false,
+        match self.siblings.get(&facts.author, Instant::now()) {
+            Some(SiblingVerdict::Sibling(tags)) => return Some(covers(&tags)),
+            Some(SiblingVerdict::NotSibling) => return Some(false),
+            None => {}
         }
+        // Absent or expired: look the profile up again; a known sibling is
+        // heard on its stale attestations meanwhile.
+        self.request_lookup(facts.author);
+        self.siblings.stale_attestations(&facts.author).map(covers)
     }
 
-    /// The owner attestations on the author's signed kind:0 profile, cached.
-    /// `None` when the lookup could not be made (budget spent, relay error):
-    /// nothing is cached then.
-    async fn fetch_profile_attestations(&self, author: &PublicKey, now: Instant) -> Option<SiblingVerdict> {
-        let within_budget = matches!(
-            self.profile_budget
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .admit(&(), now),
-            Admission::Admitted
-        );
-        if !within_budget {
-            tracing::debug!(%author, "profile lookup budget spent: not treated as a sibling this time");
-            return None;
+    /// Queues a lookup of `author` unless one is under way; `looking_up`
+    /// says whether one is (it is not when the queue is full).
+    fn request_lookup(&mut self, author: PublicKey) {
+        if !self.looking_up.insert(author) {
+            return;
         }
-        let filter = Filter::new().author(*author).kind(Kind::Metadata).limit(1);
-        let profile = match self.client.fetch_events(filter, PROFILE_FETCH_TIMEOUT).await {
-            Ok(events) => events.first_owned(),
-            Err(error) => {
-                // Not cached: a relay hiccup must not turn a sibling away for minutes.
-                tracing::debug!(%author, %error, "profile lookup failed");
-                return None;
-            }
-        };
-        let auth_tags: Vec<Tag> = profile
-            .filter(|profile| profile.pubkey == *author && profile.verify().is_ok())
-            .map(|profile| {
-                profile
-                    .tags
-                    .iter()
-                    .filter(|tag| tag.kind() == TagKind::custom("auth"))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        let verdict = if auth_tags.is_empty() {
-            SiblingVerdict::NotSibling
-        } else {
-            SiblingVerdict::Sibling(auth_tags)
-        };
-        self.lock_siblings().put(*author, verdict.clone(), now);
-        Some(verdict)
-    }
-
-    fn lock_siblings(&self) -> std::sync::MutexGuard<'_, SiblingCache> {
-        self.siblings
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        if let Err(TrySendError::Full(_) | TrySendError::Closed(_)) = self.lookups.requests.try_send(author) {
+            self.looking_up.remove(&author);
+            tracing::debug!(%author, "profile lookup queue full");
+        }
     }
 }

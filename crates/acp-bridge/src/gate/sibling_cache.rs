@@ -4,11 +4,14 @@
 //! sibling check that needed a network fetch of the profile is not repeated
 //! for every mention. What is cached is the profile's attestation tags, not
 //! a yes/no: an attestation's conditions (`kind=`, `created_at<`) depend on
-//! the event being judged, so they are checked again for every event. Each verdict lives for a time limit of its
-//! own kind: a positive one long (an attestation is stable), a negative one
-//! short (a new sibling should not wait long to be heard). The cache is
-//! bounded: at capacity it drops expired entries first, then the entry closest
-//! to expiry.
+//! the event being judged, so they are checked again for every event. Each
+//! verdict lives for a time limit of its own kind: a positive one long (an
+//! attestation is stable), a negative one short (a new sibling should not
+//! wait long to be heard). An expired positive verdict is kept as *stale*
+//! until it is looked up again or evicted: a known sibling is heard on it
+//! while its profile is fetched anew, so a busy lookup budget never locks a
+//! sibling out. The cache is bounded: at capacity it drops expired entries
+//! (stale ones among them) first, then the entry closest to expiry.
 //!
 //! It does not decide verdicts and holds no errors: a failed profile fetch is
 //! never cached as "not a sibling", the caller simply does not `put`. Time is
@@ -65,14 +68,25 @@ impl SiblingCache {
     }
 
     /// The live verdict on `author`; None when absent or expired (an expired
-    /// entry is removed).
+    /// negative entry is removed, an expired positive one stays stale).
     pub fn get(&mut self, author: &PublicKey, now: Instant) -> Option<SiblingVerdict> {
         let entry = self.entries.get(author)?;
         if self.remaining(entry, now).is_zero() {
-            self.entries.remove(author);
+            if entry.verdict == SiblingVerdict::NotSibling {
+                self.entries.remove(author);
+            }
             return None;
         }
         Some(entry.verdict.clone())
+    }
+
+    /// The attestations of an expired "sibling" verdict, to hear the author
+    /// on while their profile is looked up again.
+    pub fn stale_attestations(&self, author: &PublicKey) -> Option<&[Tag]> {
+        match &self.entries.get(author)?.verdict {
+            SiblingVerdict::Sibling(tags) => Some(tags),
+            SiblingVerdict::NotSibling => None,
+        }
     }
 
     /// Records `verdict` on `author` as of `now`, replacing any earlier one.
@@ -190,7 +204,12 @@ mod tests {
             Some(SiblingVerdict::Sibling(Vec::new()))
         );
         assert_eq!(cache.get(&author(1), t0 + DEFAULT_POSITIVE_TTL), None);
-        assert!(cache.is_empty());
+        assert_eq!(
+            cache.stale_attestations(&author(1)),
+            Some(&[][..]),
+            "an expired sibling verdict stays, stale"
+        );
+        assert_eq!(cache.stale_attestations(&author(2)), None);
     }
 
     #[test]

@@ -7,9 +7,11 @@
 //! one and behaves as if there were no batching; a flood pays one commit
 //! per batch instead of one per mention, which is most of the journal's
 //! cost (BENCHMARKS.md). A watermark never moves past a mention that is not
-//! journaled yet: a `CaughtUp` arrival commits the batch so far first.
+//! journaled yet: a `CaughtUp` arrival commits the batch so far first, and
+//! an untaken event (a failed journal write, a lookup under way) holds it
+//! back until it is taken.
 
-use nostr_sdk::prelude::{EventId, PublicKey, RelayUrl};
+use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::{Arrival, DropReason, Inbound, Intake};
 use crate::commands::OwnerCommand;
@@ -45,6 +47,9 @@ pub(super) enum NextStep {
 struct Pending {
     index: usize,
     relay: RelayUrl,
+    /// The delivered event's date (a gift wrap's own), which the relay's
+    /// subscription filters on.
+    delivered_at: Timestamp,
     admitted: Admitted,
 }
 
@@ -63,12 +68,14 @@ impl Intake {
                 Arrival::Subscribed { relay, floor } => self.set_floor(relay, floor),
                 Arrival::CaughtUp { relay, at } => {
                     self.commit(&mut pending, &mut outcomes).await;
+                    let watermark = self.untaken.watermark(&relay, at);
                     if let Err(error) = self
                         .store
-                        .advance_watermark(relay.as_str(), sql_seconds(at.as_secs()))
+                        .advance_watermark(relay.as_str(), sql_seconds(watermark.as_secs()))
                     {
                         tracing::error!(%relay, %error, "cannot store the watermark");
                     }
+                    self.caught_up.insert(relay, at);
                 }
                 Arrival::Event { relay, event } => {
                     // The moment a mention reaches the bridge (benchmarks
@@ -80,12 +87,13 @@ impl Intake {
                             pending.push(Pending {
                                 index: outcomes.len(),
                                 relay,
+                                delivered_at: event.created_at,
                                 admitted,
                             });
                             Ok(())
                         }
                         Err(reason) => {
-                            dropped(&relay, event.id, &event.pubkey, reason);
+                            self.settle_untaken(&relay, &event, reason);
                             Err(reason)
                         }
                     };
@@ -106,20 +114,52 @@ impl Intake {
         }
         let fresh = self.journal(pending);
         for (entry, fresh) in pending.drain(..).zip(fresh) {
+            let mention = &entry.admitted.mention;
             match fresh {
-                Ok(()) => self.act(entry.admitted).await,
+                Ok(()) => {
+                    self.untaken.release(&mention.event_id);
+                    self.act(entry.admitted).await;
+                }
                 Err(reason) => {
-                    let mention = &entry.admitted.mention;
-                    dropped(&entry.relay, mention.event_id, &mention.author, reason);
+                    let (relay, event_id) = (&entry.relay, mention.event_id);
+                    self.book_untaken(relay, event_id, entry.delivered_at, reason);
+                    dropped(relay, event_id, &mention.author, reason);
                     outcomes[entry.index] = Err(reason);
                 }
             }
         }
     }
 
+    /// Books an event that was not admitted: refused on its merits, it
+    /// holds nothing back; untaken, it holds its relay's watermark and,
+    /// unless it waits in memory for a lookup, is fetched again.
+    fn settle_untaken(&mut self, relay: &RelayUrl, event: &Event, reason: DropReason) {
+        self.book_untaken(relay, event.id, event.created_at, reason);
+        dropped(relay, event.id, &event.pubkey, reason);
+    }
+
+    fn book_untaken(
+        &mut self,
+        relay: &RelayUrl,
+        event_id: EventId,
+        delivered_at: Timestamp,
+        reason: DropReason,
+    ) {
+        if !reason.is_passing() {
+            self.untaken.release(&event_id);
+            return;
+        }
+        let fetch_again = reason != DropReason::AwaitingProfile;
+        self.untaken.hold(relay, event_id, delivered_at, fetch_again);
+        tracing::info!(
+            %relay, %event_id, reason = reason.as_str(), untaken = self.untaken.len(), fetch_again,
+            "event not taken yet"
+        );
+    }
+
     /// One outcome per pending mention. Without the journal nothing could
-    /// be promised: a failed write refuses the batch, and the relay offers
-    /// the events again after a resubscribe.
+    /// be promised: a failed write leaves the batch untaken, and the relay
+    /// offers the events again when the link fetches them anew.
     fn journal(&self, pending: &[Pending]) -> Vec<Result<(), DropReason>> {
         let mentions: Vec<&Mention> = pending.iter().map(|entry| &entry.admitted.mention).collect();
         match self.ledger.accept(&mentions) {
@@ -128,8 +168,8 @@ impl Intake {
                 .map(|fresh| if fresh { Ok(()) } else { Err(DropReason::Duplicate) })
                 .collect(),
             Err(error) => {
-                tracing::error!(mentions = pending.len(), %error, "cannot journal mentions");
-                vec![Err(DropReason::Malformed); pending.len()]
+                tracing::error!(mentions = pending.len(), %error, "cannot journal mentions; they will be fetched again");
+                vec![Err(DropReason::NotJournaled); pending.len()]
             }
         }
     }

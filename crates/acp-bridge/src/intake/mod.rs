@@ -10,14 +10,20 @@
 //! loses nothing. Gift-wrapped DMs are unwrapped (seal signature verified)
 //! before the author is known.
 //!
-//! Intake never runs a turn; it hands mentions to the heart through a
-//! channel. Every drop is logged at debug with its reason and counted.
+//! Intake never runs a turn, and never waits on the network: it hands
+//! mentions to the heart through a channel, asks for profile lookups
+//! without waiting for them, and leaves reactions and notices to the
+//! publisher. Every drop is logged at debug with its reason and counted.
+//! An event that can be neither taken nor refused yet is *untaken* (see
+//! [`untaken`]): it holds its relay's watermark back until it is.
 
 mod admission;
 pub mod relay_link;
+mod untaken;
 
 pub use admission::INTAKE_BATCH;
 use admission::{Admitted, NextStep};
+use untaken::{Parked, Untaken};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,7 +35,7 @@ use nostr_sdk::prelude::{
 use tokio::sync::{mpsc, watch};
 
 use crate::commands::OwnerCommand;
-use crate::gate::{AuthorFacts, AuthorGate, Standing};
+use crate::gate::{AuthorFacts, AuthorGate, Hearing, Standing};
 use crate::ledger::Ledger;
 use crate::loop_guard::LoopGuard;
 use crate::mention::{self, Mention, Thread};
@@ -92,6 +98,12 @@ pub enum DropReason {
     Gate(crate::gate::Refusal),
     LoopBound,
     RateLimited,
+    /// Untaken: waits in memory for the author's profile lookup.
+    AwaitingProfile,
+    /// Untaken: the profile lookups are saturated; fetched again later.
+    LookupsBusy,
+    /// Untaken: the journal write failed; fetched again later.
+    NotJournaled,
 }
 
 impl DropReason {
@@ -108,7 +120,18 @@ impl DropReason {
             DropReason::Gate(refusal) => refusal.as_str(),
             DropReason::LoopBound => "loop_bound",
             DropReason::RateLimited => "rate_limited",
+            DropReason::AwaitingProfile => "awaiting_profile",
+            DropReason::LookupsBusy => "lookups_busy",
+            DropReason::NotJournaled => "not_journaled",
         }
+    }
+
+    /// Not a verdict on the event: it is to be taken later.
+    pub fn is_passing(self) -> bool {
+        matches!(
+            self,
+            DropReason::AwaitingProfile | DropReason::LookupsBusy | DropReason::NotJournaled
+        )
     }
 }
 
@@ -135,6 +158,9 @@ struct Candidate<'a> {
     thread: Thread,
     replies_to: Option<EventId>,
     signature: Signature<'a>,
+    /// The event as the relay delivered it (for DMs: the gift wrap), kept
+    /// if the candidate has to wait for a lookup.
+    delivered: &'a Event,
 }
 
 /// Whether the author's signature still needs checking.
@@ -157,6 +183,11 @@ pub struct Intake {
     limiter: RateLimiter<PublicKey>,
     floors: SubscriptionFloors,
     floors_published: watch::Sender<SubscriptionFloors>,
+    /// Per relay, how far it has delivered, once its stored events are
+    /// through: a live event is judged no earlier than that.
+    caught_up: HashMap<RelayUrl, Timestamp>,
+    untaken: Untaken,
+    parked: Parked,
     inbound: mpsc::Sender<Inbound>,
     /// The bot's key as `p` tags carry it, computed once: every event is
     /// checked against it.
@@ -189,6 +220,9 @@ impl Intake {
             limits,
             floors: SubscriptionFloors::default(),
             floors_published: watch::Sender::new(SubscriptionFloors::default()),
+            caught_up: HashMap::new(),
+            untaken: Untaken::default(),
+            parked: Parked::default(),
             inbound,
         }
     }
@@ -198,8 +232,16 @@ impl Intake {
         self.floors_published.subscribe()
     }
 
-    /// A (re)subscription from `floor`: older events are refused from now on.
+    /// What the link of `relay` watches for requests to fetch untaken
+    /// events again.
+    pub fn refetch_requests(&mut self, relay: RelayUrl) -> untaken::RefetchFrom {
+        self.untaken.link(relay)
+    }
+
+    /// A (re)subscription from `floor`: older events are refused from now
+    /// on, and the stored events come first (not live yet).
     fn set_floor(&mut self, relay: RelayUrl, floor: Timestamp) {
+        self.caught_up.remove(&relay);
         self.floors.insert(relay.clone(), floor);
         self.floors_published.send_modify(|floors| {
             floors.insert(relay, floor);
@@ -207,10 +249,23 @@ impl Intake {
     }
 
     /// Runs until every relay link is gone (the arrivals channel closes).
+    /// Finished profile lookups are taken between batches: the events that
+    /// waited for them are screened again.
     pub async fn run(mut self, mut arrivals: mpsc::Receiver<Arrival>) {
         let mut batch = Vec::with_capacity(INTAKE_BATCH);
-        while arrivals.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
-            self.take_in(batch.drain(..)).await;
+        loop {
+            tokio::select! {
+                received = arrivals.recv_many(&mut batch, INTAKE_BATCH) => {
+                    if received == 0 {
+                        return;
+                    }
+                    self.take_in(batch.drain(..)).await;
+                }
+                author = self.gate.looked_up() => {
+                    let waiting = self.parked.unpark(&author);
+                    self.take_in(waiting.into_iter().map(|(relay, event)| Arrival::Event { relay, event })).await;
+                }
+            }
         }
     }
 
@@ -257,8 +312,9 @@ impl Intake {
                 thread,
                 replies_to,
                 signature: Signature::Verified,
+                delivered: event,
             };
-            return self.judge(relay, candidate).await;
+            return self.judge(relay, candidate);
         }
         let (thread, replies_to) = mention::public_thread(event).ok_or(DropReason::Malformed)?;
         let candidate = Candidate {
@@ -271,11 +327,12 @@ impl Intake {
             thread,
             replies_to,
             signature: Signature::Unchecked(event),
+            delivered: event,
         };
-        self.judge(relay, candidate).await
+        self.judge(relay, candidate)
     }
 
-    async fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<Admitted, DropReason> {
+    fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<Admitted, DropReason> {
         self.check_time_window(relay, candidate.created_at)?;
         let from_owner = Some(candidate.author) == self.gate.owner();
         // Owner commands come before the author gate (they work even with
@@ -287,17 +344,22 @@ impl Intake {
         };
         let standing = match command {
             Some(_) => Standing::Owner,
-            None => self
-                .gate
-                .admit(AuthorFacts {
-                    author: candidate.author,
-                    kind: candidate.kind,
-                    created_at: candidate.created_at,
-                    tags: candidate.tags,
-                    direct_message: candidate.thread.is_direct(),
-                })
-                .await
-                .map_err(DropReason::Gate)?,
+            None => match self.gate.admit(AuthorFacts {
+                author: candidate.author,
+                kind: candidate.kind,
+                created_at: self.judged_date(relay, candidate.created_at),
+                tags: candidate.tags,
+                direct_message: candidate.thread.is_direct(),
+            }) {
+                Hearing::Heard(standing) => standing,
+                Hearing::Refused(refusal) => return Err(DropReason::Gate(refusal)),
+                Hearing::AwaitingProfile
+                    if self.parked.park(candidate.author, relay, candidate.delivered) =>
+                {
+                    return Err(DropReason::AwaitingProfile);
+                }
+                Hearing::AwaitingProfile | Hearing::LookupsBusy => return Err(DropReason::LookupsBusy),
+            },
         };
         // Refusals above were decided on the claimed author, which costs
         // nothing; hearing someone needs their signature.
@@ -356,6 +418,18 @@ impl Intake {
             }
         };
         Ok(Admitted { mention, next })
+    }
+
+    /// The date an author's attestation must cover for an event dated
+    /// `created_at`: its own while the relay replays stored events (they
+    /// are bounded below by the floor), but no earlier than what the relay
+    /// had delivered before it once it is live. A sibling whose attestation
+    /// expired cannot backdate a new message into its validity.
+    fn judged_date(&self, relay: &RelayUrl, created_at: Timestamp) -> Timestamp {
+        match self.caught_up.get(relay) {
+            Some(caught_up) => created_at.max(*caught_up),
+            None => created_at,
+        }
     }
 
     fn check_time_window(&self, relay: &RelayUrl, created_at: Timestamp) -> Result<(), DropReason> {

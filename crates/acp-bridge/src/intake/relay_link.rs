@@ -9,7 +9,17 @@
 //! `store` drops the ones already handled.
 //!
 //! The SDK's broadcast channel drops messages when we lag behind; a lag is a
-//! gap, and a gap is closed by subscribing again from the watermark.
+//! gap, and a gap is closed by subscribing again from the watermark. The
+//! intake may ask for the same ([`RefetchFrom`]): an event it could not
+//! take for a passing reason (the journal write failed, say) holds the
+//! watermark back and is fetched again a little later.
+//!
+//! Events are read from the relay's raw `EVENT` messages, not from the
+//! SDK's "new event" notifications: the SDK remembers every id it has
+//! seen and announces a re-sent event only as a raw message, so a
+//! re-subscription that reads only the notifications gets nothing back.
+//! De-duplication is the intake's (the journal).
+//!
 //! Nothing slow runs here: events are handed to the intake task through a
 //! bounded channel, which is where backpressure belongs.
 
@@ -24,6 +34,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Arrival;
+use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
 use crate::store::Store;
 
@@ -43,6 +54,11 @@ const STABLE_CONNECTION: Duration = Duration::from_secs(30);
 /// While connected, tell the intake this often that we are caught up, so
 /// the watermark moves forward on a quiet relay too.
 const CAUGHT_UP_INTERVAL: Duration = Duration::from_secs(30);
+/// The intake's first request to fetch an untaken event again waits this
+/// long (a locked journal, a lookup queue that was full); repeated
+/// requests back off to the maximum.
+const REFETCH_MIN: Duration = Duration::from_secs(1);
+const REFETCH_MAX: Duration = Duration::from_secs(30);
 
 const SUBSCRIPTION_ID: &str = "acp-bridge-mentions";
 
@@ -88,6 +104,7 @@ pub struct RelayLink {
     store: Arc<Store>,
     arrivals: mpsc::Sender<Arrival>,
     connected: watch::Sender<bool>,
+    refetch: RefetchFrom,
 }
 
 impl RelayLink {
@@ -97,6 +114,7 @@ impl RelayLink {
         store: Arc<Store>,
         arrivals: mpsc::Sender<Arrival>,
         connected: watch::Sender<bool>,
+        refetch: RefetchFrom,
     ) -> Self {
         RelayLink {
             url: relay.url().clone(),
@@ -105,11 +123,12 @@ impl RelayLink {
             store,
             arrivals,
             connected,
+            refetch,
         }
     }
 
     /// Runs until `stop` is cancelled.
-    pub async fn run(self, stop: CancellationToken) {
+    pub async fn run(mut self, stop: CancellationToken) {
         let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
         while !stop.is_cancelled() {
             // Subscribe to notifications before connecting: nothing between
@@ -143,25 +162,37 @@ impl RelayLink {
     }
 
     /// Pumps one live connection until it drops or we stop.
+    ///
+    /// The select is biased: pending notifications go before the caught-up
+    /// tick, so a tick never claims "delivered up to now" while events
+    /// delivered earlier still wait in the SDK's buffer.
     async fn serve(
-        &self,
+        &mut self,
         notifications: &mut broadcast::Receiver<RelayNotification>,
         stop: &CancellationToken,
     ) {
-        if !self.subscribe().await {
+        if !self.subscribe(None).await {
             self.relay.disconnect();
             return;
         }
         let mut caught_up = tokio::time::interval(CAUGHT_UP_INTERVAL);
         caught_up.tick().await;
+        let mut refetch_backoff = Backoff::new(REFETCH_MIN, REFETCH_MAX);
+        let mut refetch_at: Option<tokio::time::Instant> = None;
         loop {
+            let refetch_due = async {
+                match refetch_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                biased;
                 () = stop.cancelled() => return,
-                _ = caught_up.tick() => self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await,
                 notification = notifications.recv() => match notification {
-                    Ok(RelayNotification::Event { subscription_id, event }) => {
+                    Ok(RelayNotification::Message { message: RelayMessage::Event { subscription_id, event } }) => {
                         if subscription_id.as_str() == SUBSCRIPTION_ID {
-                            self.forward(Arrival::Event { relay: self.url.clone(), event }).await;
+                            self.forward(Arrival::Event { relay: self.url.clone(), event: Box::new(event.into_owned()) }).await;
                         }
                     }
                     Ok(RelayNotification::Message { message: RelayMessage::EndOfStoredEvents(id) }) => {
@@ -186,21 +217,48 @@ impl RelayLink {
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::warn!(relay = %self.url, missed, "fell behind the relay's notifications; re-subscribing from the watermark");
-                        if !self.subscribe().await {
+                        if !self.subscribe(None).await {
                             self.relay.disconnect();
                             return;
                         }
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
+                _ = caught_up.tick() => self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await,
+                changed = self.refetch.changed() => {
+                    if changed.is_err() {
+                        // The intake is gone: we are stopping.
+                        return;
+                    }
+                    refetch_at = match *self.refetch.borrow_and_update() {
+                        Some(_) => Some(tokio::time::Instant::now() + refetch_backoff.next_delay()),
+                        None => {
+                            refetch_backoff.reset();
+                            None
+                        }
+                    };
+                }
+                () = refetch_due => {
+                    refetch_at = None;
+                    let from = *self.refetch.borrow();
+                    tracing::info!(relay = %self.url, from = from.map(|at| at.as_secs()), "fetching untaken events again");
+                    if !self.subscribe(from).await {
+                        self.relay.disconnect();
+                        return;
+                    }
+                }
             }
         }
     }
 
-    /// (Re)subscribes from the watermark. The same subscription id replaces
-    /// the previous REQ on the relay.
-    async fn subscribe(&self) -> bool {
-        let since = self.since();
+    /// (Re)subscribes from the watermark, or from `oldest_untaken` when
+    /// that is earlier. The same subscription id replaces the previous REQ
+    /// on the relay.
+    async fn subscribe(&self, oldest_untaken: Option<Timestamp>) -> bool {
+        let since = match oldest_untaken {
+            Some(oldest) => self.since().min(oldest),
+            None => self.since(),
+        };
         let filters = self.interest.filters(since);
         self.forward(Arrival::Subscribed {
             relay: self.url.clone(),
