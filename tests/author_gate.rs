@@ -138,6 +138,58 @@ async fn sibling_attested_on_its_profile_is_heard() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_spending_the_lookup_budget_delay_a_profile_sibling_but_never_drop_it() {
+    let stage = Scene::builder().stage().await;
+    let sibling = stage.join().await;
+    let attestation = Attestation::sign(&stage.owner.keys, &sibling.public_key(), "kind=9").expect("sign");
+    sibling
+        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
+        .await;
+    let scene = stage.start().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+
+    // Strangers posting from fresh keys: each needs a profile lookup, and
+    // they outnumber the lookup budget's burst (30).
+    let strangers: Vec<Event> = (0..32)
+        .map(|n| {
+            group_message(&bot, "room", &format!("fresh key {n}"), &[])
+                .sign_with_keys(&Keys::generate())
+                .expect("sign")
+        })
+        .collect();
+    for stranger in &strangers {
+        scene.owner.send(stranger).await;
+    }
+    log.wait(mark, Line::new("profile lookup budget spent; the lookup waits"))
+        .await;
+    let mentions = [
+        sibling
+            .mention_in_group(&bot, "bots", "first, behind the strangers")
+            .await,
+        sibling.mention_in_group(&bot, "bots", "second").await,
+        sibling.mention_in_group(&bot, "bots", "third").await,
+    ];
+    let result = scene
+        .tally("profile sibling behind a spent lookup budget", &mentions)
+        .await;
+    assert_exactly_once(result);
+    let sibling_hex = sibling.public_key().to_hex();
+    let lookups = log.matching(
+        mark,
+        Line::new("profile looked up").with("author", sibling_hex.as_str()),
+    );
+    assert_eq!(
+        lookups.len(),
+        1,
+        "one lookup for the sibling's three mentions: {lookups:?}"
+    );
+    for stranger in &strangers {
+        log.wait(mark, Line::dropped(&stranger.id, "not_heard")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_message_round_trip_and_strangers_dms_are_refused_even_in_anyone_mode() {
     let scene = Scene::builder().flags(&["--respond-to", "anyone"]).start().await;
     let stranger = scene.join().await;

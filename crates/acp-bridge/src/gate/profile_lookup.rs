@@ -61,10 +61,15 @@ async fn run(client: Client, mut queue: mpsc::Receiver<PublicKey>, report: mpsc:
         let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
         let verdict = loop {
             while budget.admit(&(), Instant::now()) != Admission::Admitted {
+                tracing::debug!(%author, queued = queue.len(), "profile lookup budget spent; the lookup waits");
                 tokio::time::sleep(PROFILE_FETCH_REFILL).await;
             }
             match fetch(&client, &author).await {
-                Ok(verdict) => break verdict,
+                Ok(verdict) => {
+                    let sibling = matches!(verdict, SiblingVerdict::Sibling(_));
+                    tracing::debug!(%author, sibling, "profile looked up");
+                    break verdict;
+                }
                 Err(error) => {
                     let retry_in = backoff.next_delay();
                     tracing::debug!(%author, %error, retry_in_ms = retry_in.as_millis() as u64, "profile lookup failed; will retry");
