@@ -262,6 +262,89 @@ async fn a_fast_author_is_rate_limited_and_told_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_mentions_from_a_stranger_earn_notices_only_within_the_rate_limit() {
+    let scene = Scene::builder()
+        .flags(&[
+            "--respond-to",
+            "anyone",
+            "--max-content-bytes",
+            "16",
+            "--rate-limit-burst",
+            "2",
+            "--rate-limit-refill",
+            "1h",
+        ])
+        .start()
+        .await;
+    let stranger = scene.join().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let mut mentions = Vec::new();
+    for n in 0..5 {
+        let text = format!("far too long a message, number {n}");
+        mentions.push(stranger.mention_in_group(&bot, "room", &text).await);
+    }
+    for late in &mentions[3..] {
+        log.wait(log.start(), Line::dropped(&late.id, "rate_limited"))
+            .await;
+    }
+    for early in &mentions[..2] {
+        let notice = owner.replies_from(&bot, &early.id, 1).await.remove(0);
+        assert!(notice.content.contains("too long"), "{}", notice.content);
+    }
+    let told = owner.replies_from(&bot, &mentions[2].id, 1).await.remove(0);
+    assert!(
+        told.content.contains("faster than I can take"),
+        "{}",
+        told.content
+    );
+    for late in &mentions[3..] {
+        assert!(
+            owner.events_referencing(&bot, &late.id).await.is_empty(),
+            "no notice past the limit"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_queued_new_mentions_get_a_notice_and_the_owner_is_still_heard() {
+    let scene = Scene::builder()
+        .flags(&[
+            "--respond-to",
+            "anyone",
+            "--max-queued",
+            "2",
+            "--multiple-event-handling",
+            "queue",
+        ])
+        .agent(&["--rounds", "20", "--round-delay-ms", "100"])
+        .start()
+        .await;
+    let stranger = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let mut mentions = Vec::new();
+    for n in 0..4 {
+        mentions.push(stranger.mention_in_group(&bot, "room", &format!("job {n}")).await);
+    }
+    for queued in &mentions[..2] {
+        log.wait(log.start(), Line::accepted(&queued.id)).await;
+    }
+    for overflow in &mentions[2..] {
+        let notice = stranger.replies_from(&bot, &overflow.id, 1).await.remove(0);
+        assert!(notice.content.contains("Too many messages"), "{}", notice.content);
+    }
+    let from_owner = scene.mention("other-room", "the owner is exempt").await;
+    log.wait(log.start(), Line::accepted(&from_owner.id)).await;
+    mentions.push(from_owner);
+    let result = scene
+        .tally(
+            "max-queued 2: two queued, two noticed, the owner heard",
+            &mentions,
+        )
+        .await;
+    assert_exactly_once(result);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sibling_reply_chain_is_cut_at_the_hop_bound() {
     let scene = Scene::builder().flags(&["--max-bot-hops", "1"]).start().await;
     let sibling = scene.join().await;

@@ -230,3 +230,53 @@ async fn a_mention_the_journal_could_not_take_is_fetched_again_and_answered() {
     let accepted = log.matching(mark, Line::accepted(&mention.id));
     assert_eq!(accepted.len(), 1, "taken once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_command_journaled_before_a_crash_resumes_as_a_command_not_a_prompt() {
+    let mut scene = Scene::builder().start().await;
+    let status = scene.bridge.terminate(Duration::from_secs(30)).await;
+    assert!(status.success(), "clean exit: {status}");
+
+    // The crash left the owner's `!cancel` journaled and not yet handled:
+    // the state the intake writes before it hands a command on.
+    let cancel = scene.mention("room", "!cancel").await;
+    let relay = RelayUrl::parse(&scene.relay.url()).expect("relay url");
+    let (thread, replies_to) = acp_bridge::public_thread(&cancel).expect("a group message");
+    let mention = acp_bridge::Mention {
+        event_id: cancel.id,
+        author: cancel.pubkey,
+        kind: cancel.kind,
+        created_at: cancel.created_at,
+        content: cancel.content.clone(),
+        conversation: thread.conversation(acp_bridge::SessionPolicy::Conversation, Some(&relay)),
+        thread,
+        replies_to,
+        from_owner: true,
+        from_sibling: false,
+        chain_depth: 0,
+        accepted_at: Timestamp::now().as_secs(),
+        origin: Some(relay),
+        intent: acp_bridge::Intent::Command(acp_bridge::OwnerCommand::Cancel),
+    };
+    {
+        let store = acp_bridge::Store::open(&scene.bridge.spec.state_dir).expect("the daemon's store");
+        let (event_id, payload) = (cancel.id.to_hex(), serde_json::to_string(&mention).expect("json"));
+        let row = acp_bridge::NewMention {
+            event_id: &event_id,
+            conversation: mention.conversation.as_str(),
+            payload: &payload,
+            accepted_at: i64::try_from(mention.accepted_at).expect("seconds"),
+        };
+        assert_eq!(store.journal_accept_all(&[row]).expect("journal"), [true]);
+    }
+
+    scene.restart(scene.spec()).await;
+    let answer = scene.reply_to(&cancel).await;
+    assert!(answer.content.contains("Nothing to cancel"), "{}", answer.content);
+    let log = &scene.bridge.log;
+    assert!(
+        log.matching(log.start(), Line::new("prompting the agent"))
+            .is_empty(),
+        "the command was never prompted to the agent"
+    );
+}

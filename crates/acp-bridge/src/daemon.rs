@@ -141,6 +141,7 @@ impl Stages {
                 rate_limit_refill: settings.rate_limit_refill,
                 max_bot_hops: settings.max_bot_hops,
                 session_policy: settings.session_policy,
+                max_queued: settings.max_queued,
             },
             inbound_tx,
         );

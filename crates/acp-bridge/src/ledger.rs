@@ -15,7 +15,12 @@
 use std::sync::Arc;
 
 use crate::mention::Mention;
-use crate::store::{Finish, NewMention, OutgoingEvent, Store, StoreError, sql_now, sql_seconds};
+use crate::store::{
+    Finish, NewMention, OutgoingEvent, PendingCursor, Store, StoreError, sql_now, sql_seconds,
+};
+
+/// Pending mentions read from the journal in one go at start-up.
+const PENDING_PAGE: usize = 512;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LedgerError {
@@ -57,23 +62,37 @@ impl Ledger {
         Ok(self.store.journal_accept_all(&records)?)
     }
 
+    /// Journals what `mention` is now to become (its intent changed after
+    /// acceptance), so a restart resumes it as that.
+    pub fn reclassify(&self, mention: &Mention) -> Result<(), LedgerError> {
+        let payload = serde_json::to_string(mention)?;
+        Ok(self
+            .store
+            .journal_rewrite_pending(&mention.event_id.to_hex(), &payload)?)
+    }
+
     /// Whether the event was taken in before (the seen set).
     pub fn seen(&self, event_id: &str) -> bool {
         self.store.journal_contains(event_id).unwrap_or(false)
     }
 
     /// The mentions accepted but not finished (after a restart), oldest
-    /// first. An unreadable entry is finished as dropped (and logged)
-    /// rather than blocking the rest.
-    pub fn pending(&self) -> Vec<Mention> {
-        let pending = match self.store.journal_pending() {
-            Ok(pending) => pending,
+    /// first, a page of at most [`PENDING_PAGE`] after `after` at a time;
+    /// with the cursor of the next page, `None` after the last. An
+    /// unreadable entry is finished as dropped (and logged) rather than
+    /// blocking the rest.
+    pub fn pending_page(&self, after: Option<PendingCursor>) -> (Vec<Mention>, Option<PendingCursor>) {
+        let page = match self.store.journal_pending_page(after, PENDING_PAGE) {
+            Ok(page) => page,
             Err(error) => {
                 tracing::error!(%error, "cannot read the journal");
-                return Vec::new();
+                return (Vec::new(), None);
             }
         };
-        pending
+        let next = (page.len() == PENDING_PAGE)
+            .then(|| page.last().map(|entry| entry.cursor))
+            .flatten();
+        let mentions = page
             .into_iter()
             .filter_map(|entry| match serde_json::from_str::<Mention>(&entry.payload) {
                 Ok(mention) => Some(mention),
@@ -83,7 +102,8 @@ impl Ledger {
                     None
                 }
             })
-            .collect()
+            .collect();
+        (mentions, next)
     }
 
     /// Counts one more failed turn for `mentions`; returns the most any of
@@ -163,7 +183,7 @@ mod tests {
             [true, true, false]
         );
         assert!(ledger.seen(&first.event_id.to_hex()));
-        assert_eq!(ledger.pending(), [first.clone(), second.clone()]);
+        assert_eq!(ledger.pending_page(None).0, [first.clone(), second.clone()]);
 
         assert_eq!(ledger.attempted(std::slice::from_ref(&first), 9), 1);
         assert_eq!(ledger.attempted(&[first.clone(), second.clone()], 9), 2);
@@ -172,10 +192,28 @@ mod tests {
             .record_outgoing("reply", "{}", std::slice::from_ref(&first), Finish::Answered)
             .unwrap();
         ledger.drop_unanswered(&second);
-        assert!(ledger.pending().is_empty());
+        assert!(ledger.pending_page(None).0.is_empty());
         let state = |mention: &Mention| ledger.store.journal_state(&mention.event_id.to_hex()).unwrap();
         assert_eq!(state(&first), Some(MentionState::Answered));
         assert_eq!(state(&second), Some(MentionState::Dropped));
+    }
+
+    #[test]
+    fn pending_mentions_are_read_a_page_at_a_time_in_acceptance_order() {
+        let dir = ScratchDir::new("ledger-pages");
+        let ledger = ledger(&dir);
+        let total = PENDING_PAGE + 3;
+        let mentions: Vec<Mention> = (0..total as u64)
+            .map(|n| test_mention("room", n + 1, &n.to_string(), true))
+            .collect();
+        ledger.accept(&mentions.iter().collect::<Vec<_>>()).unwrap();
+
+        let (first, next) = ledger.pending_page(None);
+        assert_eq!(first.len(), PENDING_PAGE);
+        let (second, last) = ledger.pending_page(next);
+        assert_eq!(last, None, "the short page is the last");
+        let read: Vec<Mention> = first.into_iter().chain(second).collect();
+        assert_eq!(read, mentions);
     }
 
     #[test]
@@ -191,7 +229,7 @@ mod tests {
             accepted_at: 0,
         };
         ledger.store.journal_accept_all(&[broken]).unwrap();
-        assert_eq!(ledger.pending(), [good]);
+        assert_eq!(ledger.pending_page(None).0, [good]);
         assert_eq!(
             ledger.store.journal_state("broken").unwrap(),
             Some(MentionState::Dropped)

@@ -13,6 +13,7 @@ use nostr_sdk::prelude::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::commands::OwnerCommand;
 use crate::config::SessionPolicy;
 
 /// Which conversation a mention belongs to; one agent session per key.
@@ -88,6 +89,25 @@ impl Thread {
     }
 }
 
+/// What an accepted mention is to become. Journaled with it, so that after
+/// a crash it resumes as what it was: an owner's `!cancel` or answer to a
+/// question never turns into prompt text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Intent {
+    /// A prompt for the agent (mentions journaled before intents were
+    /// kept are turns too).
+    #[default]
+    Turn,
+    /// An owner command.
+    Command(OwnerCommand),
+    /// A notice instead of a turn (too long, rate-limited, overloaded).
+    Notice(String),
+    /// The owner's answer to a question of the turn in flight (set by the
+    /// heart when it routes the answer).
+    Answer,
+}
+
 /// One accepted mention.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mention {
@@ -113,6 +133,8 @@ pub struct Mention {
     /// are answered on every relay, as then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<RelayUrl>,
+    #[serde(default)]
+    pub intent: Intent,
 }
 
 impl Mention {
@@ -234,6 +256,7 @@ pub(crate) fn test_mention(channel: &str, seed: u64, content: &str, from_owner: 
         chain_depth: 0,
         accepted_at: 1,
         origin: None,
+        intent: Intent::Turn,
     }
 }
 
@@ -352,6 +375,7 @@ mod tests {
             chain_depth: 0,
             accepted_at: 1,
             origin: Some(RelayUrl::parse("wss://relay.example").expect("url")),
+            intent: Intent::Command(OwnerCommand::Cancel),
         };
         let json = serde_json::to_string(&mention).expect("serialize");
         assert_eq!(serde_json::from_str::<Mention>(&json).expect("parse"), mention);

@@ -153,6 +153,7 @@ impl IntakeRig {
             rate_limit_refill: Duration::from_secs(6),
             max_bot_hops: 3,
             session_policy: SessionPolicy::Conversation,
+            max_queued: 10_000,
         };
         let intake = Intake::new(
             cast.bot.clone(),

@@ -7,7 +7,8 @@
 //! heart, which owns the state they act on.
 
 /// A command the owner can give in any conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum OwnerCommand {
     /// Cancel this conversation's turn in flight.
     Cancel,

@@ -37,7 +37,7 @@ use crate::backoff::Backoff;
 use crate::commands::OwnerCommand;
 use crate::intake::Inbound;
 use crate::ledger::Ledger;
-use crate::mention::{ConversationKey, Mention};
+use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
 use crate::telemetry::metrics;
 use conversations::{Conversations, Running};
@@ -112,15 +112,40 @@ impl Heart {
     /// ask again), and the journal's unfinished mentions are queued again.
     pub fn resume(&mut self) {
         self.expire_stale_questions();
-        let pending = self.ledger.pending();
-        if !pending.is_empty() {
+        let mut resumed = 0;
+        let mut page = self.ledger.pending_page(None);
+        loop {
+            let (mentions, next) = page;
+            resumed += mentions.len();
+            for mention in mentions {
+                self.resume_one(mention);
+            }
+            match next {
+                Some(cursor) => page = self.ledger.pending_page(Some(cursor)),
+                None => break,
+            }
+        }
+        if resumed > 0 {
             tracing::info!(
-                mentions = pending.len(),
+                mentions = resumed,
                 "resuming mentions accepted before the last stop"
             );
         }
-        for mention in pending {
-            self.enqueue(mention);
+    }
+
+    /// A mention accepted before the last stop becomes what it was meant
+    /// to be: a command runs now (`!cancel` finds nothing to cancel and
+    /// says so), a notice is sent, an answer to a question that died with
+    /// the last run is told so; only a turn is queued.
+    fn resume_one(&mut self, mention: Mention) {
+        match mention.intent.clone() {
+            Intent::Turn => self.enqueue(mention),
+            Intent::Command(command) => self.on_command(mention, command),
+            Intent::Notice(text) => self.notices.notify(vec![mention], text),
+            Intent::Answer => self.notices.notify(
+                vec![mention],
+                "Your answer came for a question of a turn that the bridge's restart ended; if the agent still needs it, it will ask again.",
+            ),
         }
     }
 
@@ -196,6 +221,11 @@ impl Heart {
             ),
             None => return self.enqueue(reply),
         };
+        let mut reply = reply;
+        reply.intent = Intent::Answer;
+        if let Err(error) = self.ledger.reclassify(&reply) {
+            tracing::warn!(event_id = %reply.event_id, %error, "cannot journal that a mention is an answer");
+        }
         self.step(&key, Input::OwnerReply(reply.content.clone()));
         self.notices.notify(vec![reply], text);
     }

@@ -14,8 +14,7 @@
 use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::{Arrival, DropReason, Inbound, Intake};
-use crate::commands::OwnerCommand;
-use crate::mention::Mention;
+use crate::mention::{Intent, Mention};
 use crate::store::sql_seconds;
 use crate::telemetry::metrics;
 
@@ -25,24 +24,6 @@ use crate::telemetry::metrics;
 /// savings.
 pub const INTAKE_BATCH: usize = 32;
 
-/// A mention that passed every check and waits for the journal.
-#[derive(Debug)]
-pub(super) struct Admitted {
-    pub(super) mention: Mention,
-    pub(super) next: NextStep,
-}
-
-/// What an admitted mention does once it is journaled.
-#[derive(Debug)]
-pub(super) enum NextStep {
-    /// A turn: react, and hand it to the heart.
-    Turn,
-    /// An owner command for the heart.
-    Command(OwnerCommand),
-    /// A notice instead of a turn (too long, rate-limited).
-    Notice(String),
-}
-
 /// An admitted mention and where its outcome goes in the batch's results.
 struct Pending {
     index: usize,
@@ -50,7 +31,7 @@ struct Pending {
     /// The delivered event's date (a gift wrap's own), which the relay's
     /// subscription filters on.
     delivered_at: Timestamp,
-    admitted: Admitted,
+    admitted: Mention,
 }
 
 impl Intake {
@@ -114,7 +95,7 @@ impl Intake {
         }
         let fresh = self.journal(pending);
         for (entry, fresh) in pending.drain(..).zip(fresh) {
-            let mention = &entry.admitted.mention;
+            let mention = &entry.admitted;
             match fresh {
                 Ok(()) => {
                     self.untaken.release(&mention.event_id);
@@ -161,7 +142,7 @@ impl Intake {
     /// be promised: a failed write leaves the batch untaken, and the relay
     /// offers the events again when the link fetches them anew.
     fn journal(&self, pending: &[Pending]) -> Vec<Result<(), DropReason>> {
-        let mentions: Vec<&Mention> = pending.iter().map(|entry| &entry.admitted.mention).collect();
+        let mentions: Vec<&Mention> = pending.iter().map(|entry| &entry.admitted).collect();
         match self.ledger.accept(&mentions) {
             Ok(fresh) => fresh
                 .into_iter()
@@ -174,10 +155,9 @@ impl Intake {
         }
     }
 
-    async fn act(&self, admitted: Admitted) {
-        let Admitted { mention, next } = admitted;
-        match next {
-            NextStep::Turn => {
+    async fn act(&self, mention: Mention) {
+        match mention.intent.clone() {
+            Intent::Turn => {
                 metrics::event_accepted();
                 tracing::info!(
                     conversation = %mention.conversation, event_id = %mention.event_id, author = %mention.author_short(),
@@ -186,8 +166,10 @@ impl Intake {
                 self.replier.react(&mention).await;
                 self.hand_on(Inbound::Mention(mention)).await;
             }
-            NextStep::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,
-            NextStep::Notice(text) => {
+            Intent::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,
+            // The intake never makes answers: the heart tells them apart.
+            Intent::Answer => self.hand_on(Inbound::Mention(mention)).await,
+            Intent::Notice(text) => {
                 if let Err(error) = self.replier.notify(std::slice::from_ref(&mention), &text).await {
                     tracing::error!(event_id = %mention.event_id, %error, "cannot store a notice");
                 }

@@ -4,7 +4,7 @@
 //! from strangers cost next to nothing: kind and mention → own event →
 //! already seen → time window → author gate (on the claimed author; only
 //! refusals are decided before the signature is checked) → signature →
-//! loop bound → size → rate limit → journal. Only an event that passes all
+//! loop bound → rate limit → queue cap → size → journal. Only an event that passes all
 //! of them becomes a [`Mention`], journaled (the durable queue, which is
 //! also the seen set) before it is handed on, so a crash after acceptance
 //! loses nothing. Gift-wrapped DMs are unwrapped (seal signature verified)
@@ -22,7 +22,6 @@ pub mod relay_link;
 mod untaken;
 
 pub use admission::INTAKE_BATCH;
-use admission::{Admitted, NextStep};
 use untaken::{Parked, Untaken};
 
 use std::collections::HashMap;
@@ -38,7 +37,7 @@ use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, AuthorGate, Hearing, Standing};
 use crate::ledger::Ledger;
 use crate::loop_guard::LoopGuard;
-use crate::mention::{self, Mention, Thread};
+use crate::mention::{self, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
 use crate::store::Store;
@@ -47,6 +46,12 @@ use crate::store::Store;
 pub const MAX_FUTURE_SKEW_SECS: u64 = 120;
 /// Authors tracked by the rate limiter at most.
 const RATE_LIMIT_TRACKED_AUTHORS: usize = 10_000;
+/// Past `--max-queued`, this many overload notices in a burst, then one
+/// per interval: a flood from many senders gets a few, not one each.
+const OVERLOAD_NOTICE_BURST: u32 = 5;
+const OVERLOAD_NOTICE_REFILL: std::time::Duration = std::time::Duration::from_secs(30);
+/// The journal's count of queued mentions is read again at most this often.
+const QUEUED_COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a relay link hands to the intake, in arrival order.
 #[derive(Debug)]
@@ -98,6 +103,8 @@ pub enum DropReason {
     Gate(crate::gate::Refusal),
     LoopBound,
     RateLimited,
+    /// `--max-queued` mentions wait, and the overload notices are spent.
+    Overloaded,
     /// Untaken: waits in memory for the author's profile lookup.
     AwaitingProfile,
     /// Untaken: the profile lookups are saturated; fetched again later.
@@ -120,6 +127,7 @@ impl DropReason {
             DropReason::Gate(refusal) => refusal.as_str(),
             DropReason::LoopBound => "loop_bound",
             DropReason::RateLimited => "rate_limited",
+            DropReason::Overloaded => "overloaded",
             DropReason::AwaitingProfile => "awaiting_profile",
             DropReason::LookupsBusy => "lookups_busy",
             DropReason::NotJournaled => "not_journaled",
@@ -144,6 +152,8 @@ pub struct IntakeLimits {
     pub rate_limit_refill: std::time::Duration,
     pub max_bot_hops: u32,
     pub session_policy: crate::config::SessionPolicy,
+    /// `--max-queued`: mentions waiting in all conversations, at most.
+    pub max_queued: usize,
 }
 
 /// A message of one author, before it is a mention: the fields shared by
@@ -181,6 +191,8 @@ pub struct Intake {
     loop_guard: LoopGuard,
     limits: IntakeLimits,
     limiter: RateLimiter<PublicKey>,
+    overload_notices: RateLimiter<()>,
+    queued: QueuedCount,
     floors: SubscriptionFloors,
     floors_published: watch::Sender<SubscriptionFloors>,
     /// Per relay, how far it has delivered, once its stored events are
@@ -210,6 +222,8 @@ impl Intake {
                 limits.rate_limit_refill,
                 RATE_LIMIT_TRACKED_AUTHORS,
             ),
+            overload_notices: RateLimiter::new(OVERLOAD_NOTICE_BURST, OVERLOAD_NOTICE_REFILL, 1),
+            queued: QueuedCount::default(),
             bot_hex: keys.public_key().to_hex(),
             keys,
             ledger: Ledger::new(Arc::clone(&store)),
@@ -271,7 +285,7 @@ impl Intake {
 
     /// Runs one event through every check but the journal's: what it is
     /// to become, or why it is dropped.
-    async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<Admitted, DropReason> {
+    async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<Mention, DropReason> {
         if !self.limits.kinds.contains(&event.kind) {
             return Err(DropReason::NotAMention);
         }
@@ -332,7 +346,7 @@ impl Intake {
         self.judge(relay, candidate)
     }
 
-    fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<Admitted, DropReason> {
+    fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<Mention, DropReason> {
         self.check_time_window(relay, candidate.created_at)?;
         let from_owner = Some(candidate.author) == self.gate.owner();
         // Owner commands come before the author gate (they work even with
@@ -390,34 +404,66 @@ impl Intake {
             chain_depth,
             accepted_at: Timestamp::now().as_secs(),
             origin: Some(relay.clone()),
+            intent: Intent::Turn,
         };
         self.admit(mention, command)
     }
 
-    /// The last checks, which answer rather than drop (size, rate): what
-    /// the mention becomes once journaled.
-    fn admit(&mut self, mention: Mention, command: Option<OwnerCommand>) -> Result<Admitted, DropReason> {
-        let next = if let Some(command) = command {
-            NextStep::Command(command)
-        } else if mention.content.len() > self.limits.max_content_bytes {
-            NextStep::Notice(format!(
-                "Your message is too long for me ({} bytes; the limit is {}). Please shorten it.",
-                mention.content.len(),
-                self.limits.max_content_bytes
-            ))
+    /// The last checks, which answer rather than drop: what the mention is
+    /// to become once journaled. The rate limit comes first, so a stranger
+    /// sending what would each earn a notice (too long, no room) earns one
+    /// and then silence. The owner is exempt from the rate and the cap.
+    fn admit(&mut self, mut mention: Mention, command: Option<OwnerCommand>) -> Result<Mention, DropReason> {
+        mention.intent = if let Some(command) = command {
+            Intent::Command(command)
         } else if mention.from_owner {
-            NextStep::Turn
+            self.size_check(&mention)
         } else {
             match self.limiter.admit(&mention.author, Instant::now()) {
-                Admission::Admitted => NextStep::Turn,
-                Admission::LimitedFirst => NextStep::Notice(
+                Admission::Admitted if self.queue_is_full() => self.overload_notice()?,
+                Admission::Admitted => self.size_check(&mention),
+                Admission::LimitedFirst => Intent::Notice(
                     "You are sending mentions faster than I can take them; I will ignore new ones for a little while."
                         .to_owned(),
                 ),
                 Admission::Limited => return Err(DropReason::RateLimited),
             }
         };
-        Ok(Admitted { mention, next })
+        if mention.intent == Intent::Turn {
+            self.queued.add_one();
+        }
+        Ok(mention)
+    }
+
+    fn size_check(&self, mention: &Mention) -> Intent {
+        if mention.content.len() <= self.limits.max_content_bytes {
+            return Intent::Turn;
+        }
+        Intent::Notice(format!(
+            "Your message is too long for me ({} bytes; the limit is {}). Please shorten it.",
+            mention.content.len(),
+            self.limits.max_content_bytes
+        ))
+    }
+
+    /// Whether `--max-queued` mentions wait already, by the journal's count
+    /// (read at most once per [`QUEUED_COUNT_REFRESH`], plus what was
+    /// admitted since).
+    fn queue_is_full(&mut self) -> bool {
+        let store = &self.store;
+        self.queued.get(Instant::now(), || store.journal_pending_count()) >= self.limits.max_queued
+    }
+
+    /// A notice that the bot is overloaded, while the global budget for
+    /// them lasts; past it the mention is dropped unanswered.
+    fn overload_notice(&mut self) -> Result<Intent, DropReason> {
+        match self.overload_notices.admit(&(), Instant::now()) {
+            Admission::Admitted => Ok(Intent::Notice(
+                "Too many messages are waiting for me right now; please send yours again in a few minutes."
+                    .to_owned(),
+            )),
+            Admission::LimitedFirst | Admission::Limited => Err(DropReason::Overloaded),
+        }
     }
 
     /// The date an author's attestation must cover for an event dated
@@ -441,6 +487,35 @@ impl Intake {
             Some(floor) if created < floor.as_secs() => Err(DropReason::TooOld),
             _ => Ok(()),
         }
+    }
+}
+
+/// The number of mentions waiting for a turn, as the journal counts them,
+/// read again only once [`QUEUED_COUNT_REFRESH`] has passed; admissions in
+/// between are added to it.
+#[derive(Debug, Default)]
+struct QueuedCount {
+    known: usize,
+    read_at: Option<Instant>,
+}
+
+impl QueuedCount {
+    fn get(&mut self, now: Instant, read: impl FnOnce() -> Result<u64, crate::store::StoreError>) -> usize {
+        let fresh = self
+            .read_at
+            .is_some_and(|at| now.saturating_duration_since(at) < QUEUED_COUNT_REFRESH);
+        if !fresh {
+            match read() {
+                Ok(count) => self.known = usize::try_from(count).unwrap_or(usize::MAX),
+                Err(error) => tracing::warn!(%error, "cannot count the queued mentions"),
+            }
+            self.read_at = Some(now);
+        }
+        self.known
+    }
+
+    fn add_one(&mut self) {
+        self.known = self.known.saturating_add(1);
     }
 }
 
@@ -495,6 +570,7 @@ mod tests {
             rate_limit_refill: std::time::Duration::from_secs(6),
             max_bot_hops: 3,
             session_policy: SessionPolicy::Conversation,
+            max_queued: 10_000,
         };
         Rig {
             intake: Intake::new(bot.clone(), store, gate, replier, loop_guard, limits, inbound_tx),

@@ -19,7 +19,7 @@
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Finish, MentionState, NewMention, PendingMention, Result, Store};
+use super::{Finish, MentionState, NewMention, PendingCursor, PendingMention, Result, Store};
 
 impl Store {
     /// Takes mentions in as pending, in one transaction: one commit for the
@@ -63,27 +63,49 @@ impl Store {
         Ok(found.is_some())
     }
 
-    /// Every pending mention, oldest accepted first (ties in the order they
-    /// were accepted).
-    pub fn journal_pending(&self) -> Result<Vec<PendingMention>> {
+    /// Up to `limit` pending mentions after `after` (from the start when
+    /// `None`), oldest accepted first (ties in the order they were
+    /// accepted). Start-up reads them a page at a time, so a long journal
+    /// is never held in memory twice.
+    pub fn journal_pending_page(
+        &self,
+        after: Option<PendingCursor>,
+        limit: usize,
+    ) -> Result<Vec<PendingMention>> {
+        let after = after.unwrap_or(PendingCursor {
+            accepted_at: i64::MIN,
+            seq: i64::MIN,
+        });
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT event_id, conversation, payload, accepted_at, attempts
-             FROM mention WHERE state = 'pending'
-             ORDER BY accepted_at, seq",
+            "SELECT event_id, conversation, payload, accepted_at, attempts, seq
+             FROM mention WHERE state = 'pending' AND (accepted_at, seq) > (?1, ?2)
+             ORDER BY accepted_at, seq LIMIT ?3",
         )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let pending = stmt
-            .query_map([], |row| {
+            .query_map(params![after.accepted_at, after.seq, limit], |row| {
+                let accepted_at = row.get(3)?;
                 Ok(PendingMention {
+                    cursor: PendingCursor {
+                        accepted_at,
+                        seq: row.get(5)?,
+                    },
                     event_id: row.get(0)?,
                     conversation: row.get(1)?,
                     payload: row.get(2)?,
-                    accepted_at: row.get(3)?,
+                    accepted_at,
                     attempts: row.get(4)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(pending)
+    }
+
+    /// Every pending mention, in order (for tests).
+    #[cfg(test)]
+    pub fn journal_pending(&self) -> Result<Vec<PendingMention>> {
+        self.journal_pending_page(None, usize::MAX)
     }
 
     /// How many mentions are pending.
@@ -107,6 +129,15 @@ impl Store {
             )?
             .query_row(params![event_id], |row| row.get(0))?;
         Ok(attempts)
+    }
+
+    /// Rewrites the payload of a pending mention (what it is to become
+    /// changed); a finished or unknown one is left as it is.
+    pub fn journal_rewrite_pending(&self, event_id: &str, payload: &str) -> Result<()> {
+        self.conn()
+            .prepare_cached("UPDATE mention SET payload = ?2 WHERE event_id = ?1 AND state = 'pending'")?
+            .execute(params![event_id, payload])?;
+        Ok(())
     }
 
     /// Finishes pending mentions without a reply event (normally
@@ -191,6 +222,11 @@ pub(super) mod tests {
         store.journal_accept_all(&[mention]).unwrap() == [true]
     }
 
+    fn cursor_of(store: &Store, event_id: &str) -> PendingCursor {
+        let pending = store.journal_pending().unwrap();
+        pending.into_iter().find(|m| m.event_id == event_id).unwrap().cursor
+    }
+
     fn pending_ids(store: &Store) -> Vec<String> {
         let pending = store.journal_pending().unwrap();
         pending.into_iter().map(|m| m.event_id).collect()
@@ -215,6 +251,7 @@ pub(super) mod tests {
             store.journal_pending().unwrap(),
             vec![
                 PendingMention {
+                    cursor: cursor_of(&store, "early"),
                     event_id: "early".into(),
                     conversation: "channel-1".into(),
                     payload: r#"{"id":"early"}"#.into(),
@@ -222,6 +259,7 @@ pub(super) mod tests {
                     attempts: 0,
                 },
                 PendingMention {
+                    cursor: cursor_of(&store, "early-tie"),
                     event_id: "early-tie".into(),
                     conversation: "channel-1".into(),
                     payload: r#"{"id":"early-tie"}"#.into(),
@@ -229,6 +267,7 @@ pub(super) mod tests {
                     attempts: 0,
                 },
                 PendingMention {
+                    cursor: cursor_of(&store, "late"),
                     event_id: "late".into(),
                     conversation: "channel-1".into(),
                     payload: r#"{"id":"late"}"#.into(),

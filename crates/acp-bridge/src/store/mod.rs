@@ -120,12 +120,22 @@ pub struct NewMention<'a> {
 /// An accepted mention that has no outcome yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingMention {
+    /// Where the next page of pending mentions starts after this one.
+    pub cursor: PendingCursor,
     pub event_id: String,
     pub conversation: String,
     pub payload: String,
     pub accepted_at: i64,
     /// Turns started for this mention so far ([`Store::journal_record_attempt`]).
     pub attempts: u32,
+}
+
+/// A position in the pending mentions' order (accepted at, then accepted
+/// order), for reading them a page at a time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PendingCursor {
+    accepted_at: i64,
+    seq: i64,
 }
 
 /// A signed event to store in the outbox ([`Store::outbox_put`]).
