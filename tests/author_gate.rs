@@ -190,6 +190,45 @@ async fn strangers_spending_the_lookup_budget_delay_a_profile_sibling_but_never_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_sibling_cannot_backdate_a_live_message_but_its_stored_ones_count() {
+    let stage = Scene::builder().stage().await;
+    let sibling = stage.join().await;
+    let now = Timestamp::now().as_secs();
+    // Valid for messages written before a minute ago.
+    let expiry = now - 60;
+    let attestation = Attestation::sign(
+        &stage.owner.keys,
+        &sibling.public_key(),
+        &format!("created_at<{expiry}"),
+    )
+    .expect("sign")
+    .to_tag();
+    let bot = stage.bot;
+    let dated = |text: &str, at: u64| {
+        group_message(&bot, "bots", text, std::slice::from_ref(&attestation))
+            .custom_created_at(Timestamp::from_secs(at))
+    };
+    // Written while the attestation held, waiting on the relay while the
+    // daemon was down: the relay's replay is judged by its own date.
+    let stored = sibling.publish(dated("written in time", expiry - 30)).await;
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    sibling.replies_from(&scene.bot, &stored.id, 1).await;
+
+    // Live, after the relay delivered up to now: a date before the expiry
+    // is a lie, and the attestation no longer covers the message.
+    let backdated = sibling.publish(dated("backdated", expiry - 10)).await;
+    log.wait(log.start(), Line::dropped(&backdated.id, "not_heard"))
+        .await;
+    assert!(
+        sibling
+            .events_referencing(&scene.bot, &backdated.id)
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_message_round_trip_and_strangers_dms_are_refused_even_in_anyone_mode() {
     let scene = Scene::builder().flags(&["--respond-to", "anyone"]).start().await;
     let stranger = scene.join().await;

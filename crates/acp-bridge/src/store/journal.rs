@@ -224,7 +224,11 @@ pub(super) mod tests {
 
     fn cursor_of(store: &Store, event_id: &str) -> PendingCursor {
         let pending = store.journal_pending().unwrap();
-        pending.into_iter().find(|m| m.event_id == event_id).unwrap().cursor
+        pending
+            .into_iter()
+            .find(|m| m.event_id == event_id)
+            .unwrap()
+            .cursor
     }
 
     fn pending_ids(store: &Store) -> Vec<String> {
