@@ -280,3 +280,30 @@ async fn an_owner_command_journaled_before_a_crash_resumes_as_a_command_not_a_pr
         "the command was never prompted to the agent"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_group_id_on_two_relays_is_two_conversations() {
+    let scene = Scene::builder().mirrored().start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let relays: Vec<String> = scene.bridge.spec.relay_url.split(',').map(str::to_owned).collect();
+    assert_eq!(relays.len(), 2);
+    // A member-only group on one relay, and a message with the same `h` on
+    // the other (anyone can write one there).
+    let mut mentions = Vec::new();
+    for (relay, text) in relays.iter().zip(["in the members' group", "same h elsewhere"]) {
+        let event = group_message(&bot, "room", text, &[])
+            .sign_with_keys(&owner.keys)
+            .expect("sign");
+        let sent = owner.client.send_event_to([relay.as_str()], &event).await.expect("send");
+        assert!(!sent.success.is_empty(), "{:?}", sent.failed);
+        mentions.push(event);
+    }
+    let mut conversations = Vec::new();
+    for (mention, relay) in mentions.iter().zip(&relays) {
+        let accepted = log.wait(log.start(), Line::accepted(&mention.id)).await;
+        let conversation = accepted["conversation"].as_str().expect("a key").to_owned();
+        assert_eq!(conversation, format!("group:{relay}'room"));
+        conversations.push(conversation);
+    }
+    assert_ne!(conversations[0], conversations[1], "two groups, two sessions");
+}
