@@ -201,13 +201,9 @@ async fn a_conversation_keeps_its_agent_session_across_a_restart() {
 async fn a_mention_the_journal_could_not_take_is_fetched_again_and_answered() {
     let scene = Scene::builder().start().await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
-    // An outside writer (an operator's sqlite3 shell, a backup) holds the
-    // database's write lock past the daemon's busy timeout.
-    let database = scene.bridge.spec.state_dir.join("acp-bridge.sqlite3");
-    let outsider = rusqlite::Connection::open(&database).expect("open the daemon's database");
-    outsider
-        .execute_batch("BEGIN IMMEDIATE")
-        .expect("take the write lock");
+    // An outside writer holds the database's write lock past the daemon's
+    // busy timeout.
+    let journal_lock = scene.bridge.lock_journal();
 
     let mark = log.cursor();
     let mention = scene.mention("room", "take me when you can").await;
@@ -218,9 +214,7 @@ async fn a_mention_the_journal_could_not_take_is_fetched_again_and_answered() {
             .with("reason", "not_journaled"),
     )
     .await;
-    outsider
-        .execute_batch("ROLLBACK")
-        .expect("release the write lock");
+    journal_lock.release();
 
     // The link fetches the untaken event again; it is taken and answered.
     scene.reply_to(&mention).await;
@@ -285,7 +279,13 @@ async fn an_owner_command_journaled_before_a_crash_resumes_as_a_command_not_a_pr
 async fn the_same_group_id_on_two_relays_is_two_conversations() {
     let scene = Scene::builder().mirrored().start().await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
-    let relays: Vec<String> = scene.bridge.spec.relay_url.split(',').map(str::to_owned).collect();
+    let relays: Vec<String> = scene
+        .bridge
+        .spec
+        .relay_url
+        .split(',')
+        .map(str::to_owned)
+        .collect();
     assert_eq!(relays.len(), 2);
     // A member-only group on one relay, and a message with the same `h` on
     // the other (anyone can write one there).
@@ -294,7 +294,11 @@ async fn the_same_group_id_on_two_relays_is_two_conversations() {
         let event = group_message(&bot, "room", text, &[])
             .sign_with_keys(&owner.keys)
             .expect("sign");
-        let sent = owner.client.send_event_to([relay.as_str()], &event).await.expect("send");
+        let sent = owner
+            .client
+            .send_event_to([relay.as_str()], &event)
+            .await
+            .expect("send");
         assert!(!sent.success.is_empty(), "{:?}", sent.failed);
         mentions.push(event);
     }

@@ -252,11 +252,7 @@ async fn a_relay_link_that_falls_behind_fetches_again_and_loses_nothing() {
     let log = &scene.bridge.log;
     // The intake stalls on a locked journal, so the link's buffers fill
     // and the SDK drops what does not fit: the link is behind.
-    let database = scene.bridge.spec.state_dir.join("acp-bridge.sqlite3");
-    let outsider = rusqlite::Connection::open(&database).expect("open the daemon's database");
-    outsider
-        .execute_batch("BEGIN IMMEDIATE")
-        .expect("take the write lock");
+    let journal_lock = scene.bridge.lock_journal();
     let mark = log.cursor();
     let events: Vec<Event> = (0..60)
         .map(|n| {
@@ -274,9 +270,7 @@ async fn a_relay_link_that_falls_behind_fetches_again_and_loses_nothing() {
         Line::new("fell behind the relay's notifications; re-subscribing from the watermark"),
     )
     .await;
-    outsider
-        .execute_batch("ROLLBACK")
-        .expect("release the write lock");
+    journal_lock.release();
 
     let result = scene
         .tally("relay link behind (60 mentions, journal stalled)", &events)

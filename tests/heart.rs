@@ -394,8 +394,16 @@ async fn owner_commands_cancel_status_and_rotate() {
     let bot = scene.bot;
     let work = scene.mention_mid_turn("room", "endless work").await;
 
-    // A guest's `!cancel` is plain text: it waits in the queue like any message.
+    // A guest's `!cancel` is plain text: it waits in the queue like any
+    // message (once the guest's profile is looked up: strangers may be
+    // siblings).
+    let mark = scene.bridge.log.cursor();
     let guest_cancel = guest.mention_in_group(&bot, "room", "!cancel").await;
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::accepted(&guest_cancel.id))
+        .await;
     let status = scene.mention("room", "!status").await;
     let status_reply = scene.reply_to(&status).await;
     assert!(

@@ -176,6 +176,28 @@ impl Bridge {
         let probe = async || Some(self.agent_pids()).filter(|pids| !pids.is_empty());
         eventually(PATIENCE, probe, || "an agent process".to_owned()).await
     }
+
+    /// Takes the write lock of the daemon's database, as an outside writer
+    /// (an operator's `sqlite3` shell, a backup) would: its journal writes
+    /// fail once its busy timeout passes, until the lock is released.
+    pub fn lock_journal(&self) -> JournalLock {
+        let database = self.spec.state_dir.join("acp-bridge.sqlite3");
+        let outsider = rusqlite::Connection::open(&database).expect("open the daemon's database");
+        outsider
+            .execute_batch("BEGIN IMMEDIATE")
+            .expect("take the write lock");
+        JournalLock(outsider)
+    }
+}
+
+/// The write lock on a daemon's database, held until [`JournalLock::release`].
+#[derive(Debug)]
+pub struct JournalLock(rusqlite::Connection);
+
+impl JournalLock {
+    pub fn release(self) {
+        self.0.execute_batch("ROLLBACK").expect("release the write lock");
+    }
 }
 
 impl Drop for Bridge {

@@ -135,6 +135,10 @@ impl AuthorGate {
         match self.is_sibling(&facts) {
             Some(true) => return Hearing::Heard(Standing::Sibling),
             Some(false) => {}
+            // Heard either way: as a stranger now, and by its standing once
+            // the lookup (under way) is done. A busy public bot must not
+            // hold every new author for a lookup.
+            None if self.respond_to == RespondTo::Anyone && !facts.direct_message => {}
             None if self.looking_up.contains(&facts.author) => return Hearing::AwaitingProfile,
             None => return Hearing::LookupsBusy,
         }
