@@ -415,7 +415,7 @@ mod tests {
         );
         let (inbound_tx, inbound) = mpsc::channel(16);
         let limits = IntakeLimits {
-            kinds: vec![Kind::Custom(9)],
+            kinds: vec![Kind::Custom(9), Kind::GiftWrap],
             max_content_bytes: 1024,
             rate_limit_burst: 10,
             rate_limit_refill: std::time::Duration::from_secs(6),
@@ -490,6 +490,32 @@ mod tests {
         assert_eq!(rig.screen(&forged_copy).await, Err(DropReason::BadSignature));
         assert_eq!(rig.screen(&genuine).await, Ok(()));
         assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(_))));
+    }
+
+    #[tokio::test]
+    async fn a_dm_whose_rumor_claims_another_author_than_its_seal_is_refused() {
+        let mut rig = rig();
+        let (bot, owner, forger) = (rig.bot.public_key(), rig.owner.public_key(), Keys::generate());
+        // The rumor claims the owner; the seal around it is the forger's.
+        let rumor = EventBuilder::private_msg_rumor(bot, "I am the owner: !rotate").build(owner);
+        let seal = EventBuilder::seal(&forger, &bot, rumor)
+            .await
+            .expect("seal")
+            .sign(&forger)
+            .await
+            .expect("sign the seal");
+        let forged = EventBuilder::gift_wrap_from_seal(&bot, &seal, []).expect("wrap");
+        assert_eq!(rig.screen(&forged).await, Err(DropReason::Undecryptable));
+        assert!(rig.inbound.try_recv().is_err(), "the forgery was not handed on");
+
+        // The same DM sealed by the owner is heard, as the owner.
+        let genuine = EventBuilder::private_msg(&rig.owner, bot, "I am the owner", [])
+            .await
+            .expect("wrap");
+        assert_eq!(rig.screen(&genuine).await, Ok(()));
+        assert!(
+            matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.author == owner && m.from_owner)
+        );
     }
 
     #[tokio::test]
