@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, watch};
 use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, AuthorGate, Standing};
 use crate::ledger::Ledger;
-use crate::loop_guard::LoopGuard;
+use crate::loop_guard::{ChainBounds, Hop, LoopGuard};
 use crate::mention::{self, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
@@ -119,7 +119,7 @@ pub struct IntakeLimits {
     pub max_content_bytes: usize,
     pub rate_limit_burst: u32,
     pub rate_limit_refill: std::time::Duration,
-    pub max_bot_hops: u32,
+    pub chain_bounds: ChainBounds,
     pub session_policy: crate::config::SessionPolicy,
 }
 
@@ -305,9 +305,10 @@ impl Intake {
             event.verify().map_err(|_| DropReason::BadSignature)?;
         }
         let chain_depth = self.loop_guard.depth_of(candidate.replies_to);
-        if standing == Standing::Sibling && chain_depth >= self.limits.max_bot_hops {
+        let hop = self.limits.chain_bounds.hop(chain_depth, standing);
+        if hop == Hop::Cut {
             tracing::info!(
-                author = %mention::short_npub(&candidate.author), depth = chain_depth, limit = self.limits.max_bot_hops,
+                author = %mention::short_npub(&candidate.author), depth = chain_depth, sibling = standing == Standing::Sibling,
                 "bot-to-bot reply chain cut: not answering"
             );
             return Err(DropReason::LoopBound);
@@ -329,12 +330,17 @@ impl Intake {
             accepted_at: Timestamp::now().as_secs(),
             origin: Some(relay.clone()),
         };
-        self.admit(mention, command)
+        self.admit(mention, command, hop)
     }
 
     /// The last checks, which answer rather than drop (size, rate): what
     /// the mention becomes once journaled.
-    fn admit(&mut self, mention: Mention, command: Option<OwnerCommand>) -> Result<Admitted, DropReason> {
+    fn admit(
+        &mut self,
+        mention: Mention,
+        command: Option<OwnerCommand>,
+        hop: Hop,
+    ) -> Result<Admitted, DropReason> {
         let next = if let Some(command) = command {
             NextStep::Command(command)
         } else if mention.content.len() > self.limits.max_content_bytes {
@@ -347,6 +353,7 @@ impl Intake {
             NextStep::Turn
         } else {
             match self.limiter.admit(&mention.author, Instant::now()) {
+                Admission::Admitted if hop == Hop::Notice => NextStep::Notice(self.limits.chain_bounds.notice()),
                 Admission::Admitted => NextStep::Turn,
                 Admission::LimitedFirst => NextStep::Notice(
                     "You are sending mentions faster than I can take them; I will ignore new ones for a little while."
@@ -419,7 +426,10 @@ mod tests {
             max_content_bytes: 1024,
             rate_limit_burst: 10,
             rate_limit_refill: std::time::Duration::from_secs(6),
-            max_bot_hops: 3,
+            chain_bounds: ChainBounds {
+                max_bot_hops: 3,
+                max_reply_chain: 20,
+            },
             session_policy: SessionPolicy::Conversation,
         };
         Rig {
