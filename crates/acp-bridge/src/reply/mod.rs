@@ -134,12 +134,25 @@ impl Replier {
     }
 
     /// Asks `owner` something in the thread of `mention` (mentioning them),
-    /// without finishing the mention. Returns the question's id as the
-    /// owner's answer references it.
+    /// without finishing the mention; about a DM with someone else, in a DM
+    /// to the owner that names the conversation (the peer must not be asked,
+    /// and a DM's thread never reaches the owner). Returns the question's id
+    /// as the owner's answer references it.
     pub async fn ask(&self, mention: &Mention, owner: PublicKey, text: &str) -> Result<EventId, ReplyError> {
-        let (event, referenced) = self
-            .build(std::slice::from_ref(mention), text, Some(owner))
-            .await?;
+        let (event, referenced) = match mention.thread {
+            Thread::Direct { peer, .. } if peer != owner => {
+                let text = format!(
+                    "About the private conversation with {} ({}): {text}",
+                    mention.author_short(),
+                    mention.conversation
+                );
+                self.direct_message(owner, &text, None).await?
+            }
+            _ => {
+                self.build(std::slice::from_ref(mention), text, Some(owner))
+                    .await?
+            }
+        };
         self.put_in_outbox(&event, &[], Finish::Notified)?;
         Ok(referenced)
     }
@@ -208,19 +221,27 @@ impl Replier {
                 .sign_with_keys(&self.keys)
                 .map(with_own_id)
                 .map_err(sign_error),
-            Thread::Direct { peer, message } => {
-                // `EventBuilder::private_msg`, with the rumor kept: the
-                // peer's reply references the rumor, never the wrap.
-                let mut rumor = EventBuilder::private_msg_rumor(*peer, text)
-                    .tags([reply_marker(*message)])
-                    .build(self.keys.public_key());
-                let rumor_id = rumor.id();
-                EventBuilder::gift_wrap(&self.keys, peer, rumor, [])
-                    .await
-                    .map(|wrap| (wrap, rumor_id))
-                    .map_err(sign_error)
-            }
+            Thread::Direct { peer, message } => self.direct_message(*peer, text, Some(*message)).await,
         }
+    }
+
+    /// A NIP-17 DM to `peer` (replying to `replying_to`) and its rumor's id:
+    /// `EventBuilder::private_msg` with the rumor kept, as the peer's reply
+    /// references the rumor, never the gift wrap.
+    async fn direct_message(
+        &self,
+        peer: PublicKey,
+        text: &str,
+        replying_to: Option<EventId>,
+    ) -> Result<(Event, EventId), ReplyError> {
+        let mut rumor = EventBuilder::private_msg_rumor(peer, text)
+            .tags(replying_to.map(reply_marker))
+            .build(self.keys.public_key());
+        let rumor_id = rumor.id();
+        EventBuilder::gift_wrap(&self.keys, &peer, rumor, [])
+            .await
+            .map(|wrap| (wrap, rumor_id))
+            .map_err(|error| ReplyError::Sign(error.to_string()))
     }
 }
 
