@@ -1,8 +1,11 @@
 //! `--permission-policy ask-owner`: the agent's permission questions are
-//! asked in the thread, and only the owner's reply answers them.
+//! asked in the thread (in the owner's DM when the thread is a DM with
+//! someone else), and only the owner's reply answers them.
 
 mod support;
 
+use acp_bridge::Attestation;
+use nostr_sdk::prelude::*;
 use support::*;
 
 const ASKED: &str = "asks for permission";
@@ -101,9 +104,7 @@ async fn cancel_while_waiting_cancels_the_question_and_the_turn() {
     let status = scene.mention("room", "!status").await;
     let status = scene.reply_to(&status).await;
     assert!(
-        status
-            .content
-            .contains("waiting for the owner to answer a permission question"),
+        status.content.contains("Permission questions pending: 1."),
         "{}",
         status.content
     );
@@ -241,5 +242,91 @@ async fn a_question_the_agent_withdraws_is_closed_in_the_thread() {
         answer.content.contains("tool: rejected (withdrawn)"),
         "{}",
         answer.content
+    );
+}
+
+/// Waits for a DM from `from` to `person` containing `needle`.
+async fn dm_containing(person: &Person, from: &PublicKey, needle: &str) -> UnsignedEvent {
+    let probe = async || {
+        let messages = person.direct_messages_from(from, 0).await;
+        messages
+            .into_iter()
+            .find(|message| message.content.contains(needle))
+    };
+    eventually(PATIENCE, probe, || {
+        format!("a DM from {from} containing `{needle}`")
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_counts_only() {
+    let stage = ask_owner(&[]).stage().await;
+    let sibling = stage.join().await;
+    let attestation = Attestation::sign(&stage.owner.keys, &sibling.public_key(), "").expect("sign");
+    sibling
+        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
+        .await;
+    let scene = stage.start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let conversation = format!("dm:{}", sibling.public_key().to_hex());
+
+    sibling.dm(&bot, "clean the disk [permission]").await;
+    let mut question = dm_containing(owner, &bot, ASKED).await;
+    assert!(
+        question.content.contains(&conversation),
+        "names the conversation: {}",
+        question.content
+    );
+
+    // In public, counts only; in the owner's DM, which conversation waits on what.
+    let status = scene.mention("room", "!status").await;
+    let public = scene.reply_to(&status).await;
+    assert!(
+        public.content.contains("Permission questions pending: 1."),
+        "{}",
+        public.content
+    );
+    assert!(
+        !public.content.contains("dm:") && !public.content.contains("scripted tool"),
+        "no keys, no tool titles in public: {}",
+        public.content
+    );
+    owner.dm(&bot, "!status").await;
+    let private = dm_containing(owner, &bot, "Permission questions pending: 1.").await;
+    assert!(
+        private.content.contains(&format!(
+            "{conversation} is waiting for the owner to answer a permission question"
+        )),
+        "{}",
+        private.content
+    );
+
+    // The owner's DM answering the question (it references the question's rumor).
+    let answer = EventBuilder::private_msg(
+        &owner.keys,
+        bot,
+        "1",
+        [Tag::parse(["e", &question.id().to_hex(), "", "reply"]).expect("tag")],
+    )
+    .await
+    .expect("wrap");
+    owner.send(&answer).await;
+    dm_containing(owner, &bot, "Answered the agent: Allow once").await;
+    let done = dm_containing(&sibling, &bot, "done:").await;
+    assert!(
+        done.content.contains("tool: allowed (allow_once)"),
+        "{}",
+        done.content
+    );
+    let to_sibling = sibling.direct_messages_from(&bot, 1).await;
+    assert!(
+        to_sibling.iter().all(|message| !message.content.contains(ASKED)),
+        "the sibling is never asked: {to_sibling:?}"
+    );
+    println!(
+        "DMs to the sibling: {}; to the owner: {}",
+        to_sibling.len(),
+        owner.direct_messages_from(&bot, 3).await.len()
     );
 }

@@ -416,3 +416,81 @@ async fn a_sibling_reply_chain_is_cut_at_the_hop_bound() {
     log.wait(mark, Line::dropped(&pong.id, "loop_bound")).await;
     assert!(sibling.events_referencing(&bot, &pong.id).await.is_empty());
 }
+
+/// Publishes a profile for `keys` carrying the owner's attestation: a
+/// sibling by its profile.
+async fn attest_profile(relay_url: &str, owner: &Keys, keys: &Keys) {
+    let bot = Person::join_as(keys.clone(), relay_url).await;
+    let attestation = Attestation::sign(owner, &keys.public_key(), "").expect("sign");
+    bot.publish(EventBuilder::metadata(&Metadata::new().name("bot")).tag(attestation.to_tag()))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibling_bridges_dming_each_other_stop_at_the_hop_bound() {
+    let hops = ["--max-bot-hops", "2"];
+    let stage = Scene::builder().flags(&hops).stage().await;
+    let url = stage.relay.url();
+    let twin_spec = BridgeSpec::new(&url, stage.owner.public_key()).flags(&hops);
+    attest_profile(&url, &stage.owner.keys, &stage.spec.bot).await;
+    attest_profile(&url, &stage.owner.keys, &twin_spec.bot).await;
+    let as_bot = Person::join_as(stage.spec.bot.clone(), &url).await;
+    let scene = stage.start().await;
+    let twin = Bridge::start(&twin_spec);
+    twin.ready().await;
+    let (bot, twin_bot, log) = (scene.bot, twin_spec.bot.public_key(), &scene.bridge.log);
+
+    // As the twin, a first DM: from here on the two bridges answer each other.
+    let as_twin = Person::join_as(twin_spec.bot.clone(), &url).await;
+    let mark = log.start();
+    as_twin.dm(&bot, "ping").await;
+    log.wait(mark, Line::new("bot-to-bot reply chain cut: not answering"))
+        .await;
+
+    // The bot answered the opener (depth 0) and the twin's first answer
+    // (depth 1); the twin's second answer (depth 2) was cut.
+    let to_twin = as_twin.direct_messages_from(&bot, 2).await;
+    let to_bot = as_bot.direct_messages_from(&twin_bot, 3).await;
+    println!(
+        "DMs bot→twin: {}, twin→bot: {} (the opener included)",
+        to_twin.len(),
+        to_bot.len()
+    );
+    assert_eq!((to_twin.len(), to_bot.len()), (2, 3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_sibling_bot_in_anyone_mode_is_told_then_cut_at_the_reply_chain_bound() {
+    let anyone = ["--respond-to", "anyone", "--max-reply-chain", "2"];
+    let scene = Scene::builder().flags(&anyone).start().await;
+    let url = scene.relay.url();
+    let other_owner = scene.join().await;
+    let other_spec = BridgeSpec::new(&url, other_owner.public_key()).flags(&anyone);
+    let other = Bridge::start(&other_spec);
+    other.ready().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+
+    // As the other bot, a first mention: from here on the two bridges
+    // answer each other in the thread.
+    let as_other = Person::join_as(other_spec.bot.clone(), &url).await;
+    let mark = log.start();
+    let opener = as_other.publish(group_message(&bot, "bots", "ping", &[])).await;
+    log.wait(mark, Line::new("bot-to-bot reply chain cut: not answering"))
+        .await;
+
+    // Answers at depths 0 and 1, the notice at 2; the other's notice (3) is cut.
+    let ours = as_other.events_referencing(&bot, &opener.id).await;
+    let notices = ours
+        .iter()
+        .filter(|event| event.content.contains("This reply chain is 2 replies deep"))
+        .count();
+    let theirs = as_other
+        .events_referencing(&other_spec.bot.public_key(), &opener.id)
+        .await;
+    println!(
+        "thread events: ours {} (notices {notices}), the other bot's {}",
+        ours.len(),
+        theirs.len()
+    );
+    assert_eq!((ours.len(), notices), (3, 1));
+}

@@ -210,3 +210,68 @@ async fn the_key_is_not_in_ps_and_agents_get_only_the_documented_environment() {
     }
     assert!(!bridge.log.text().contains(&secret));
 }
+
+/// A relay that answers every subscription with an event the SDK cannot
+/// read: 5,000 tags and no valid id or signature, about 100 kB of JSON that
+/// the SDK logs, then the end of stored events.
+async fn junk_relay() -> u16 {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let tags: Vec<String> = (0..5000).map(|n| format!("[\"t\",\"junk{n}\"]")).collect();
+    let tags = tags.join(",");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let tags = tags.clone();
+            tokio::spawn(async move {
+                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(message)) = socket.next().await {
+                    let Message::Text(text) = message else { continue };
+                    let Ok(serde_json::Value::Array(fields)) = serde_json::from_str(&text) else {
+                        continue;
+                    };
+                    if fields.first().and_then(|field| field.as_str()) != Some("REQ") {
+                        continue;
+                    }
+                    let subscription = fields[1].as_str().unwrap_or_default().to_owned();
+                    let junk = format!(
+                        "[\"EVENT\",\"{subscription}\",{{\"id\":\"zz\",\"kind\":9,\"tags\":[{tags}],\"sig\":\"bad\"}}]"
+                    );
+                    let eose = format!("[\"EOSE\",\"{subscription}\"]");
+                    for reply in [junk, eose] {
+                        if socket.send(Message::Text(reply.into())).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_message_the_sdk_cannot_read_is_logged_bounded() {
+    let port = junk_relay().await;
+    let spec = BridgeSpec::new(&format!("ws://127.0.0.1:{port}"), Keys::generate().public_key());
+    let bridge = Bridge::start(&spec);
+    let message = "Impossible to handle relay message.";
+    bridge.log.wait(bridge.log.start(), Line::new(message)).await;
+    let text = bridge.log.text();
+    let line = text
+        .lines()
+        .find(|line| line.contains(message))
+        .expect("the line waited for");
+    let record: serde_json::Value = serde_json::from_str(line).expect("one JSON object");
+    println!(
+        "the SDK's record: {} bytes, of {} before bounding",
+        line.len() + 1,
+        record["truncated_from_bytes"]
+    );
+    assert!(line.len() < 2048, "{} bytes", line.len());
+    assert!(record["truncated_from_bytes"].as_u64().expect("says it was cut") > 50_000);
+}

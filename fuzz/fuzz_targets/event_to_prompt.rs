@@ -4,13 +4,19 @@
 //! agent reads (`framing::fresh_prompt`, `steer_text`, `merged_prompt`).
 //!
 //! Must hold for every input:
-//! - the framing invariant: every line of a prompt is either the bridge's
+//! - the framing invariant: the only line break in a prompt is the `\n`
+//!   the bridge writes (a person's `\r`, vertical tab, form feed, NEL,
+//!   U+2028 or U+2029 starts a quoted line of its own), and every line of a
+//!   prompt is either the bridge's
 //!   (it starts with `BRIDGE_MARK`) or quoted (it starts with `>`), and the
 //!   bridge's lines are exactly the ones the bridge means to write, in order:
 //!   the context line, one header per message ("Message from …, event
 //!   <id>:"), the framing lines. A person can never produce a bridge line;
 //! - each message arrives whole: its quoted lines under its own header are
-//!   its content's lines (with the mark defused when it holds one);
+//!   its content's lines, split at every Unicode line break (with the mark
+//!   defused when it holds one: no quoted line spells `acp` `bridge`, case
+//!   and everything but letters and digits aside, unless `(quoted)`
+//!   follows);
 //! - the fallback's steer framing ends with exactly the native steer text;
 //! - two mentions share a conversation key exactly when they belong to the
 //!   same conversation (same channel, note thread or DM peer).
@@ -152,13 +158,14 @@ fn mention(input: &MentionInput, policy: SessionPolicy) -> Option<Mention> {
         kind,
         created_at,
         content: content.to_owned(),
-        conversation: thread.conversation(policy),
+        conversation: thread.conversation(policy, None),
         thread,
         replies_to,
         from_owner: input.from_owner,
         from_sibling: input.from_sibling,
         chain_depth: 0,
         accepted_at: 0,
+        origin: None,
     })
 }
 
@@ -214,7 +221,51 @@ fn bridge_text(line: &str) -> Option<&str> {
     line.strip_prefix(BRIDGE_MARK)?.strip_prefix(' ')
 }
 
+/// Every Unicode mandatory line break (UAX #14: BK, CR, LF, NL).
+const LINE_BREAKS: [char; 7] = ['\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}'];
+
+/// `text` split at every Unicode line break (`\r\n` is one), a final
+/// break ending the last line.
+fn unicode_lines(text: &str) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if LINE_BREAKS.contains(&c) {
+            lines.push(&text[start..at]);
+            start = at + c.len_utf8();
+            if c == '\r' && chars.next_if(|(_, next)| *next == '\n').is_some() {
+                start += 1;
+            }
+        }
+    }
+    if start < text.len() {
+        lines.push(&text[start..]);
+    }
+    lines
+}
+
+/// The letters and digits of `line`, lowercase, everything else left out.
+fn letters(line: &str) -> String {
+    line.chars()
+        .flat_map(char::to_lowercase)
+        .filter(|c| c.is_alphanumeric())
+        .collect()
+}
+
+/// True when `line` spells the mark's name without `(quoted)` after it.
+fn holds_a_live_mark(line: &str) -> bool {
+    let letters = letters(line);
+    letters
+        .match_indices("acpbridge")
+        .any(|(at, name)| !letters[at + name.len()..].starts_with("quoted"))
+}
+
 fn check_framing(what: &str, prompt: &str, slots: &[Slot<'_>]) {
+    assert!(
+        !prompt.contains(|c: char| c != '\n' && LINE_BREAKS.contains(&c)),
+        "{what}: a line break the bridge did not write\n--- prompt ---\n{prompt:?}"
+    );
     let lines: Vec<&str> = prompt.lines().collect();
     for line in &lines {
         assert!(
@@ -258,27 +309,52 @@ fn check_framing(what: &str, prompt: &str, slots: &[Slot<'_>]) {
 fn check_quoted(what: &str, prompt: &str, content: &str, quoted: &[&str]) {
     for line in quoted {
         assert!(
-            !line.contains(BRIDGE_MARK),
+            !line.contains(BRIDGE_MARK) && !holds_a_live_mark(line),
             "{what}: the mark is not defused in {line:?}\n--- prompt ---\n{prompt}"
         );
     }
-    if content.contains(BRIDGE_MARK) {
-        // Defusing rewrites the mark; the line count still holds.
-        assert_eq!(quoted.len(), content.lines().count().max(1), "{what}\n{prompt}");
-        return;
-    }
-    // A line's final CR is taken with the prompt's line ending when read back.
     let expected: Vec<&str> = if content.is_empty() {
         vec![""]
     } else {
-        content
-            .lines()
-            .map(|line| line.strip_suffix('\r').unwrap_or(line))
-            .collect()
+        unicode_lines(content)
     };
     assert_eq!(
-        quoted,
-        &expected[..],
-        "{what}: a message arrives whole\n--- prompt ---\n{prompt}"
+        quoted.len(),
+        expected.len(),
+        "{what}: a message arrives whole, line for line\n--- prompt ---\n{prompt}"
     );
+    for (line, original) in quoted.iter().zip(&expected) {
+        assert!(
+            line == original || only_defused(line, original),
+            "{what}: {original:?} arrived as {line:?}\n--- prompt ---\n{prompt}"
+        );
+    }
+}
+
+/// What a look-alike of the mark's name becomes in quoted text.
+const DEFUSED_NAME: &str = "acp-bridge (quoted)";
+
+/// True when `line` is `original` with only some runs replaced by
+/// [`DEFUSED_NAME`]: everything else in it is `original`'s text, in order.
+fn only_defused(line: &str, original: &str) -> bool {
+    if !line.contains(DEFUSED_NAME) {
+        return false;
+    }
+    let mut rest = original;
+    let mut pieces = line.split(DEFUSED_NAME).peekable();
+    let first = pieces.next().unwrap_or_default();
+    let Some(after_first) = rest.strip_prefix(first) else {
+        return false;
+    };
+    rest = after_first;
+    while let Some(piece) = pieces.next() {
+        if pieces.peek().is_none() {
+            return rest.ends_with(piece);
+        }
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    true
 }

@@ -17,6 +17,8 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
 
+use crate::loop_guard::ChainBounds;
+
 /// Environment variable that may hold the bot's secret key (nsec or hex).
 pub const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
 /// Set by systemd's `StateDirectory=`; our default state dir when present.
@@ -203,6 +205,11 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_RELAY_BUFFER", default_value_t = 4096)]
     pub relay_buffer: usize,
 
+    /// Anyone else but the owner may chain replies to our replies this deep:
+    /// at this depth they are told to start afresh, past it they are not answered.
+    #[arg(long, env = "ACP_BRIDGE_MAX_REPLY_CHAIN", default_value_t = 20)]
+    pub max_reply_chain: u32,
+
     /// The ACP agent to run.
     #[arg(long, env = "ACP_BRIDGE_AGENT_COMMAND", default_value = "goose")]
     pub agent_command: String,
@@ -327,7 +334,7 @@ pub struct Settings {
     pub max_content_bytes: usize,
     pub rate_limit_burst: u32,
     pub rate_limit_refill: Duration,
-    pub max_bot_hops: u32,
+    pub chain_bounds: ChainBounds,
     pub max_queued: usize,
     pub relay_buffer: usize,
     pub agent: AgentSettings,
@@ -482,7 +489,10 @@ impl RunArgs {
             max_content_bytes: self.max_content_bytes,
             rate_limit_burst: self.rate_limit_burst,
             rate_limit_refill: self.rate_limit_refill,
-            max_bot_hops: self.max_bot_hops,
+            chain_bounds: ChainBounds {
+                max_bot_hops: self.max_bot_hops,
+                max_reply_chain: self.max_reply_chain,
+            },
             max_queued: self.max_queued,
             relay_buffer: self.relay_buffer,
             agent: AgentSettings {
@@ -541,7 +551,10 @@ impl Settings {
             max_content_bytes: 64 * 1024,
             rate_limit_burst: 10,
             rate_limit_refill: Duration::from_secs(6),
-            max_bot_hops: 3,
+            chain_bounds: ChainBounds {
+                max_bot_hops: 3,
+                max_reply_chain: 20,
+            },
             max_queued: 10_000,
             relay_buffer: 4096,
             agent: AgentSettings {

@@ -139,7 +139,7 @@ impl Stages {
                 max_content_bytes: settings.max_content_bytes,
                 rate_limit_burst: settings.rate_limit_burst,
                 rate_limit_refill: settings.rate_limit_refill,
-                max_bot_hops: settings.max_bot_hops,
+                chain_bounds: settings.chain_bounds,
                 session_policy: settings.session_policy,
                 max_queued: settings.max_queued,
             },

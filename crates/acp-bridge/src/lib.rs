@@ -46,7 +46,7 @@ pub use gate::AuthorGate;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
 pub use heart::BATCH_CAP;
 pub use intake::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
-pub use loop_guard::{LoopGuard, ReplyRecorder, loop_guard};
+pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use mention::{Intent, Mention, Thread, direct_thread, public_thread};
 pub use reply::Replier;
 pub use shutdown::Shutdown;

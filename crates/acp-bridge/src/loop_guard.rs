@@ -1,10 +1,29 @@
-//! Bounds bot-to-bot reply chains.
+//! Bounds reply chains, so that no two bots answer each other forever.
 //!
-//! Sibling bots that mention each other can ping-pong forever. Each of our
-//! replies remembers how deep in such a chain it sits; a sibling's mention
-//! that answers one of our replies inherits that depth, and past
-//! `--max-bot-hops` it is not answered (and the cut is logged). People are
-//! never cut: a person talking with the bot builds the same chains.
+//! Each of our replies remembers how deep in a chain it sits; a mention
+//! that answers one of our replies inherits that depth. A DM's reply is
+//! remembered by its rumor's id, the id the peer's reply references (the
+//! gift wrap's own id is never referenced).
+//!
+//! Who is a bot? By its replies to us, not by what it says it is: an author
+//! that keeps answering our replies, chain after chain, behaves as a bot in
+//! a loop whatever it is, and a bound on the chain's depth is the one
+//! signal that cannot be faked or missed. Reply latency (fast means bot)
+//! misjudges a busy host and a quick typist; the NIP-24 `bot` profile flag
+//! is set only by bots that already behave, and costs a profile fetch per
+//! author. So:
+//! - siblings (bots by the owner's attestation) are cut silently at
+//!   `--max-bot-hops` (default 3), as they are known to be bots;
+//! - everyone else but the owner (strangers in `anyone` mode, allowlisted
+//!   people, and the bots among them) is bounded at `--max-reply-chain`
+//!   (default 20, far deeper than a conversation usually goes in one
+//!   thread): the mention at the bound gets one notice saying why and how to
+//!   go on (a new message, not a reply to ours, starts a new chain and keeps
+//!   the conversation's session), and any mention deeper than that is cut
+//!   silently. A bot answering the notice is thus cut one hop later.
+//! - the owner is never cut: their commands and answers must always land.
+//!
+//! Every cut is logged and counted (`events_dropped{reason="loop_bound"}`).
 //!
 //! One owner, no lock: the intake owns the [`LoopGuard`]; the replier only
 //! reports each reply it stores through a [`ReplyRecorder`], and the guard
@@ -20,8 +39,53 @@ use std::collections::{HashMap, VecDeque};
 use nostr_sdk::prelude::EventId;
 use tokio::sync::mpsc;
 
+use crate::gate::Standing;
+
 /// Replies remembered; older ones are forgotten first.
 const REMEMBERED_REPLIES: usize = 4096;
+
+/// How deep reply chains may go (`--max-bot-hops`, `--max-reply-chain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainBounds {
+    /// Siblings are cut at this depth.
+    pub max_bot_hops: u32,
+    /// Everyone else but the owner is told at this depth, and cut past it.
+    pub max_reply_chain: u32,
+}
+
+/// What a mention's depth in a reply chain allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    Answer,
+    /// At the bound: a notice instead of an answer.
+    Notice,
+    /// Past the bound: nothing.
+    Cut,
+}
+
+impl ChainBounds {
+    /// What a mention `depth` deep from an author of `standing` gets.
+    pub fn hop(&self, depth: u32, standing: Standing) -> Hop {
+        match standing {
+            Standing::Owner => Hop::Answer,
+            Standing::Sibling if depth >= self.max_bot_hops => Hop::Cut,
+            Standing::Sibling => Hop::Answer,
+            Standing::Allowlisted | Standing::Stranger => match depth.cmp(&self.max_reply_chain) {
+                std::cmp::Ordering::Less => Hop::Answer,
+                std::cmp::Ordering::Equal => Hop::Notice,
+                std::cmp::Ordering::Greater => Hop::Cut,
+            },
+        }
+    }
+
+    /// The notice at the bound.
+    pub fn notice(&self) -> String {
+        format!(
+            "This reply chain is {} replies deep, so I stop answering in it: that is how I keep bots from answering each other forever. To go on, send a new message instead of a reply to mine.",
+            self.max_reply_chain
+        )
+    }
+}
 
 /// Our reply `reply` answered a mention `mention_depth` deep in a chain.
 #[derive(Debug)]
@@ -106,6 +170,31 @@ mod tests {
         let depth = guard.depth_of(Some(id(1)));
         recorder.record_reply(id(2), depth);
         assert_eq!(guard.depth_of(Some(id(2))), 2);
+    }
+
+    #[test]
+    fn siblings_are_cut_at_the_hop_bound_others_told_at_the_chain_bound_then_cut() {
+        let bounds = ChainBounds {
+            max_bot_hops: 2,
+            max_reply_chain: 5,
+        };
+        let hops = |standing| {
+            (0..8)
+                .map(|depth| bounds.hop(depth, standing))
+                .collect::<Vec<_>>()
+        };
+        use Hop::{Answer, Cut, Notice};
+        assert_eq!(
+            hops(Standing::Sibling),
+            [Answer, Answer, Cut, Cut, Cut, Cut, Cut, Cut]
+        );
+        for standing in [Standing::Stranger, Standing::Allowlisted] {
+            assert_eq!(
+                hops(standing),
+                [Answer, Answer, Answer, Answer, Answer, Notice, Cut, Cut]
+            );
+        }
+        assert_eq!(hops(Standing::Owner), [Answer; 8]);
     }
 
     #[test]

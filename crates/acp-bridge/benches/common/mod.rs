@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use acp_bridge::AuthorGate;
 use acp_bridge::Replier;
-use acp_bridge::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
+use acp_bridge::{Arrival, ChainBounds, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
 use acp_bridge::{NewMention, Store};
 use acp_bridge::{ReplyMode, RespondTo, SessionPolicy};
 use nostr_sdk::prelude::{Client, Event, EventBuilder, Keys, Kind, RelayUrl, Tag, TagKind, Timestamp};
@@ -151,7 +151,10 @@ impl IntakeRig {
             max_content_bytes: 64 * 1024,
             rate_limit_burst: 10,
             rate_limit_refill: Duration::from_secs(6),
-            max_bot_hops: 3,
+            chain_bounds: ChainBounds {
+                max_bot_hops: 3,
+                max_reply_chain: 20,
+            },
             session_policy: SessionPolicy::Conversation,
             max_queued: 10_000,
         };

@@ -174,12 +174,15 @@ impl Heart {
     }
 
     fn on_mention(&mut self, mention: Mention) {
+        if let Some(asking) = self.asked_elsewhere(&mention) {
+            return self.on_answer(asking, mention);
+        }
         let key = mention.conversation.clone();
         let Some(running) = self.conversations.running(&key) else {
             return self.enqueue(mention);
         };
         if running.turn.is_answered_by(&mention) {
-            return self.on_answer(mention);
+            return self.on_answer(key, mention);
         }
         match self.settings.mode_gate.decide(&mention) {
             Decision::Queue => {
@@ -198,10 +201,23 @@ impl Heart {
         }
     }
 
-    /// A reply to the open permission question of the conversation's turn.
+    /// The conversation whose open question `mention` replies to, when it
+    /// is another than the mention's own: a question about a DM with
+    /// someone else is asked in the owner's DM.
+    fn asked_elsewhere(&self, mention: &Mention) -> Option<ConversationKey> {
+        let replied = mention.replies_to?;
+        self.conversations
+            .running_turns()
+            .find(|(key, running)| {
+                **key != mention.conversation && running.turn.question_event() == Some(replied)
+            })
+            .map(|(key, _)| key.clone())
+    }
+
+    /// A reply to the open permission question of the turn of `key`.
     /// Only the owner answers; anyone else's reply is ignored (logged, and
     /// not prompted either).
-    fn on_answer(&mut self, reply: Mention) {
+    fn on_answer(&mut self, key: ConversationKey, reply: Mention) {
         if !reply.from_owner {
             tracing::info!(
                 conversation = %reply.conversation, event_id = %reply.event_id, author = %reply.author_short(),
@@ -209,7 +225,6 @@ impl Heart {
             );
             return self.ledger.drop_unanswered(&reply);
         }
-        let key = reply.conversation.clone();
         let routed = self
             .conversations
             .running(&key)
@@ -250,12 +265,16 @@ impl Heart {
                 self.services.pool.rotate(&key);
                 "This conversation gets a fresh agent session from its next turn.".to_owned()
             }
-            (OwnerCommand::Status, _) => self.status_text(&key),
+            // Commands come from the owner only: a DM is the owner's own.
+            (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
         };
         self.notices.notify(vec![mention], answer);
     }
 
-    fn status_text(&self, key: &ConversationKey) -> String {
+    /// `!status`: counts anywhere; which conversations wait on which
+    /// questions, the last crash and this conversation's usage only
+    /// `in_private` (the owner's DM), as a public thread is read by others.
+    fn status_text(&self, key: &ConversationKey, in_private: bool) -> String {
         let blocked: Vec<String> = self
             .conversations
             .running_turns()
@@ -267,22 +286,29 @@ impl Heart {
             })
             .collect();
         let pool = self.services.pool.status();
-        format!(
-            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}.{}",
+        let counts = format!(
+            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Permission questions pending: {}.",
             self.conversations.running_count(),
             self.conversations.waiting(),
             pool.alive,
-            match (pool.circuit_open, &pool.last_failure) {
-                (true, Some(failure)) =>
-                    format!(" (restarts paused after repeated crashes; last: {failure})"),
-                (true, None) => " (restarts paused after repeated crashes)".to_owned(),
-                (false, _) => String::new(),
+            if pool.circuit_open {
+                " (restarts paused after repeated crashes)"
+            } else {
+                ""
             },
             self.counters.turns_started,
             self.counters.absorbed,
             self.counters.queued_mid_turn,
-            blocked.concat(),
-        ) + &self.usage_text(key)
+            blocked.len(),
+        );
+        if !in_private {
+            return counts + " Details only in a DM: send !status there.";
+        }
+        let failure = match (pool.circuit_open, &pool.last_failure) {
+            (true, Some(failure)) => format!(" Last agent failure: {failure}."),
+            _ => String::new(),
+        };
+        counts + &failure + &blocked.concat() + &self.usage_text(key)
     }
 
     /// The conversation's session usage, as the agent last reported it.

@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, watch};
 use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, AuthorGate, Hearing, Standing};
 use crate::ledger::Ledger;
-use crate::loop_guard::LoopGuard;
+use crate::loop_guard::{ChainBounds, Hop, LoopGuard};
 use crate::mention::{self, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
@@ -150,7 +150,7 @@ pub struct IntakeLimits {
     pub max_content_bytes: usize,
     pub rate_limit_burst: u32,
     pub rate_limit_refill: std::time::Duration,
-    pub max_bot_hops: u32,
+    pub chain_bounds: ChainBounds,
     pub session_policy: crate::config::SessionPolicy,
     /// `--max-queued`: mentions waiting in all conversations, at most.
     pub max_queued: usize,
@@ -381,9 +381,10 @@ impl Intake {
             event.verify().map_err(|_| DropReason::BadSignature)?;
         }
         let chain_depth = self.loop_guard.depth_of(candidate.replies_to);
-        if standing == Standing::Sibling && chain_depth >= self.limits.max_bot_hops {
+        let hop = self.limits.chain_bounds.hop(chain_depth, standing);
+        if hop == Hop::Cut {
             tracing::info!(
-                author = %mention::short_npub(&candidate.author), depth = chain_depth, limit = self.limits.max_bot_hops,
+                author = %mention::short_npub(&candidate.author), depth = chain_depth, sibling = standing == Standing::Sibling,
                 "bot-to-bot reply chain cut: not answering"
             );
             return Err(DropReason::LoopBound);
@@ -406,14 +407,20 @@ impl Intake {
             origin: Some(relay.clone()),
             intent: Intent::Turn,
         };
-        self.admit(mention, command)
+        self.admit(mention, command, hop)
     }
 
     /// The last checks, which answer rather than drop: what the mention is
     /// to become once journaled. The rate limit comes first, so a stranger
-    /// sending what would each earn a notice (too long, no room) earns one
-    /// and then silence. The owner is exempt from the rate and the cap.
-    fn admit(&mut self, mut mention: Mention, command: Option<OwnerCommand>) -> Result<Mention, DropReason> {
+    /// sending what would each earn a notice (too long, no room, a chain
+    /// too deep) earns one and then silence. The owner is exempt from the
+    /// rate and the cap.
+    fn admit(
+        &mut self,
+        mut mention: Mention,
+        command: Option<OwnerCommand>,
+        hop: Hop,
+    ) -> Result<Mention, DropReason> {
         mention.intent = if let Some(command) = command {
             Intent::Command(command)
         } else if mention.from_owner {
@@ -421,6 +428,7 @@ impl Intake {
         } else {
             match self.limiter.admit(&mention.author, Instant::now()) {
                 Admission::Admitted if self.queue_is_full() => self.overload_notice()?,
+                Admission::Admitted if hop == Hop::Notice => Intent::Notice(self.limits.chain_bounds.notice()),
                 Admission::Admitted => self.size_check(&mention),
                 Admission::LimitedFirst => Intent::Notice(
                     "You are sending mentions faster than I can take them; I will ignore new ones for a little while."
@@ -564,11 +572,14 @@ mod tests {
         );
         let (inbound_tx, inbound) = mpsc::channel(16);
         let limits = IntakeLimits {
-            kinds: vec![Kind::Custom(9)],
+            kinds: vec![Kind::Custom(9), Kind::GiftWrap],
             max_content_bytes: 1024,
             rate_limit_burst: 10,
             rate_limit_refill: std::time::Duration::from_secs(6),
-            max_bot_hops: 3,
+            chain_bounds: ChainBounds {
+                max_bot_hops: 3,
+                max_reply_chain: 20,
+            },
             session_policy: SessionPolicy::Conversation,
             max_queued: 10_000,
         };
@@ -640,6 +651,32 @@ mod tests {
         assert_eq!(rig.screen(&forged_copy).await, Err(DropReason::BadSignature));
         assert_eq!(rig.screen(&genuine).await, Ok(()));
         assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(_))));
+    }
+
+    #[tokio::test]
+    async fn a_dm_whose_rumor_claims_another_author_than_its_seal_is_refused() {
+        let mut rig = rig();
+        let (bot, owner, forger) = (rig.bot.public_key(), rig.owner.public_key(), Keys::generate());
+        // The rumor claims the owner; the seal around it is the forger's.
+        let rumor = EventBuilder::private_msg_rumor(bot, "I am the owner: !rotate").build(owner);
+        let seal = EventBuilder::seal(&forger, &bot, rumor)
+            .await
+            .expect("seal")
+            .sign(&forger)
+            .await
+            .expect("sign the seal");
+        let forged = EventBuilder::gift_wrap_from_seal(&bot, &seal, []).expect("wrap");
+        assert_eq!(rig.screen(&forged).await, Err(DropReason::Undecryptable));
+        assert!(rig.inbound.try_recv().is_err(), "the forgery was not handed on");
+
+        // The same DM sealed by the owner is heard, as the owner.
+        let genuine = EventBuilder::private_msg(&rig.owner, bot, "I am the owner", [])
+            .await
+            .expect("wrap");
+        assert_eq!(rig.screen(&genuine).await, Ok(()));
+        assert!(
+            matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.author == owner && m.from_owner)
+        );
     }
 
     #[tokio::test]

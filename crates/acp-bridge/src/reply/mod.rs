@@ -128,20 +128,33 @@ impl Replier {
     /// Says something in the thread of `mention` without finishing it (for
     /// example that a steer waits behind a permission question).
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let event = self.build(std::slice::from_ref(mention), text, None).await?;
+        let (event, referenced) = self.build(std::slice::from_ref(mention), text, None).await?;
         self.put_in_outbox(&event, &[], Finish::Notified)?;
-        Ok(event.id)
+        Ok(referenced)
     }
 
     /// Asks `owner` something in the thread of `mention` (mentioning them),
-    /// without finishing the mention. Returns the question's event id, which
-    /// the owner's answer replies to.
+    /// without finishing the mention; about a DM with someone else, in a DM
+    /// to the owner that names the conversation (the peer must not be asked,
+    /// and a DM's thread never reaches the owner). Returns the question's id
+    /// as the owner's answer references it.
     pub async fn ask(&self, mention: &Mention, owner: PublicKey, text: &str) -> Result<EventId, ReplyError> {
-        let event = self
-            .build(std::slice::from_ref(mention), text, Some(owner))
-            .await?;
+        let (event, referenced) = match mention.thread {
+            Thread::Direct { peer, .. } if peer != owner => {
+                let text = format!(
+                    "About the private conversation with {} ({}): {text}",
+                    mention.author_short(),
+                    mention.conversation
+                );
+                self.direct_message(owner, &text, None).await?
+            }
+            _ => {
+                self.build(std::slice::from_ref(mention), text, Some(owner))
+                    .await?
+            }
+        };
         self.put_in_outbox(&event, &[], Finish::Notified)?;
-        Ok(event.id)
+        Ok(referenced)
     }
 
     async fn store_and_publish(
@@ -150,10 +163,10 @@ impl Replier {
         text: &str,
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
-        let event = self.build(mentions, text, None).await?;
+        let (event, referenced) = self.build(mentions, text, None).await?;
         self.put_in_outbox(&event, mentions, finish)?;
         if let Some(newest) = mentions.last() {
-            self.chains.record_reply(event.id, newest.chain_depth);
+            self.chains.record_reply(referenced, newest.chain_depth);
         }
         Ok(event.id)
     }
@@ -167,14 +180,16 @@ impl Replier {
         Ok(())
     }
 
-    /// Signs the event answering `mentions` in the thread of the newest one.
-    /// `also_notify` is p-tagged beside the authors (the owner, for questions).
+    /// Signs the event answering `mentions` in the thread of the newest one,
+    /// and returns it with the id a reply to it references: its own, or for
+    /// a DM the rumor's inside the gift wrap. `also_notify` is p-tagged
+    /// beside the authors (the owner, for questions).
     async fn build(
         &self,
         mentions: &[Mention],
         text: &str,
         also_notify: Option<PublicKey>,
-    ) -> Result<Event, ReplyError> {
+    ) -> Result<(Event, EventId), ReplyError> {
         let newest = mentions
             .last()
             .ok_or_else(|| ReplyError::Sign("no mention to answer".into()))?;
@@ -197,20 +212,42 @@ impl Replier {
                 EventBuilder::new(Kind::Custom(9), text)
                     .tags(tags)
                     .sign_with_keys(&self.keys)
+                    .map(with_own_id)
                     .map_err(sign_error)
             }
             Thread::Note { root, mention } => EventBuilder::new(Kind::TextNote, text)
                 .tags(thread_tags(*root, *mention, &authors))
                 .tags(quote_tags(mentions, *mention))
                 .sign_with_keys(&self.keys)
+                .map(with_own_id)
                 .map_err(sign_error),
-            Thread::Direct { peer, message } => {
-                EventBuilder::private_msg(&self.keys, *peer, text, [reply_marker(*message)])
-                    .await
-                    .map_err(sign_error)
-            }
+            Thread::Direct { peer, message } => self.direct_message(*peer, text, Some(*message)).await,
         }
     }
+
+    /// A NIP-17 DM to `peer` (replying to `replying_to`) and its rumor's id:
+    /// `EventBuilder::private_msg` with the rumor kept, as the peer's reply
+    /// references the rumor, never the gift wrap.
+    async fn direct_message(
+        &self,
+        peer: PublicKey,
+        text: &str,
+        replying_to: Option<EventId>,
+    ) -> Result<(Event, EventId), ReplyError> {
+        let mut rumor = EventBuilder::private_msg_rumor(peer, text)
+            .tags(replying_to.map(reply_marker))
+            .build(self.keys.public_key());
+        let rumor_id = rumor.id();
+        EventBuilder::gift_wrap(&self.keys, &peer, rumor, [])
+            .await
+            .map(|wrap| (wrap, rumor_id))
+            .map_err(|error| ReplyError::Sign(error.to_string()))
+    }
+}
+
+fn with_own_id(event: Event) -> (Event, EventId) {
+    let id = event.id;
+    (event, id)
 }
 
 /// NIP-18 `q` tags citing the batch's other mentions: one reply answers

@@ -32,6 +32,7 @@ mod questions;
 use std::time::{Duration, Instant};
 
 use acp_client::StopReason;
+use nostr_sdk::prelude::EventId;
 
 pub(crate) use io::{
     Action, CancelSettled, Input, Outcome, PromptEnd, Publication, SteerAnswer, SteerTicket, TurnEnd,
@@ -243,6 +244,11 @@ impl TurnMachine {
     /// The question this turn waits on, for `!status` and steer notices.
     pub fn waiting_on(&self) -> Option<&str> {
         self.questions.waiting_on()
+    }
+
+    /// The posted question's id, as the owner's answer references it.
+    pub fn question_event(&self) -> Option<EventId> {
+        self.questions.open_event()
     }
 
     /// Whether `reply` answers this turn's posted question.
