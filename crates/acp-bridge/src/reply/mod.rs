@@ -128,9 +128,9 @@ impl Replier {
     /// Says something in the thread of `mention` without finishing it (for
     /// example that a steer waits behind a permission question).
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let (event, referenced) = self.build(std::slice::from_ref(mention), text, None).await?;
+        let (event, _) = self.build(std::slice::from_ref(mention), text, None).await?;
         self.put_in_outbox(&event, &[], Finish::Notified)?;
-        Ok(referenced)
+        Ok(event.id)
     }
 
     /// Asks `owner` something in the thread of `mention` (mentioning them),
