@@ -27,7 +27,7 @@ use acp_bridge::SessionPolicy;
 use acp_bridge::{
     BRIDGE_MARK, Framing, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt, steer_text,
 };
-use acp_bridge::{Mention, Thread, direct_thread, public_thread};
+use acp_bridge::{Intent, Mention, Thread, direct_thread, public_thread};
 use acp_bridge_fuzz::{MentionInput, Place, PromptInput};
 use libfuzzer_sys::fuzz_target;
 use nostr_sdk::{EventBuilder, Kind, Tag, TagKind, Timestamp};
@@ -166,6 +166,7 @@ fn mention(input: &MentionInput, policy: SessionPolicy) -> Option<Mention> {
         chain_depth: 0,
         accepted_at: 0,
         origin: None,
+        intent: Intent::Turn,
     })
 }
 
