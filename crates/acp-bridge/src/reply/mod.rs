@@ -14,8 +14,12 @@
 //! A turn that answered several mentions (a batch, a steer) threads under
 //! the newest and cites the others with NIP-18 `q` tags.
 //! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift wraps.
+//! An answer too long for one event goes out as a numbered series (see
+//! [`series`]): the first part threads as above, each next one replies to
+//! the part before it.
 
 pub mod publisher;
+mod series;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -30,9 +34,14 @@ use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
 use crate::store::{Finish, Store, StoreError};
+use crate::telemetry::metrics;
 
 /// The reaction that tells a person "heard you, working on it".
 pub const ACCEPTED_REACTION: &str = "👀";
+
+/// What goes out instead of an answer that cannot be signed.
+const UNBUILDABLE_ANSWER_NOTICE: &str =
+    "The agent answered, but its answer could not be published (see the bridge's log).";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplyError {
@@ -144,18 +153,57 @@ impl Replier {
         Ok(event.id)
     }
 
+    /// Publishes `text` as the answer or notice that finishes `mentions`: a
+    /// numbered series when it is too long for one event (see [`series`]),
+    /// every part stored in one transaction with the mentions' finish, so a
+    /// crash can leave neither half a series nor a finished mention without
+    /// its parts. Returns the id of the first part.
+    ///
+    /// An answer that cannot be built goes out as a short notice instead:
+    /// building never fails a turn (a failed turn is run again, and paid
+    /// again, for a reply that would fail the same way).
     async fn store_and_publish(
         &self,
         mentions: &[Mention],
         text: &str,
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
-        let event = self.build(mentions, text, None).await?;
-        self.put_in_outbox(&event, mentions, finish)?;
-        if let Some(newest) = mentions.last() {
-            self.chains.record_reply(event.id, newest.chain_depth);
+        let (events, finish) = match self.build_series(mentions, text).await {
+            Ok(events) => (events, finish),
+            Err(error) if finish == Finish::Answered => {
+                tracing::error!(%error, "cannot build the answer; a notice goes instead");
+                let notice = self.build(mentions, UNBUILDABLE_ANSWER_NOTICE, None).await?;
+                (vec![notice], Finish::Notified)
+            }
+            Err(error) => return Err(error),
+        };
+        self.ledger.record_series(&events, mentions, finish)?;
+        self.publish.notify_one();
+        if events.len() > 1 {
+            tracing::info!(parts = events.len(), "the reply goes out as a series");
+            metrics::reply_parts(events.len());
         }
-        Ok(event.id)
+        // A sibling bot may answer any part: each counts as our reply.
+        if let Some(newest) = mentions.last() {
+            for event in &events {
+                self.chains.record_reply(event.id, newest.chain_depth);
+            }
+        }
+        Ok(events[0].id)
+    }
+
+    /// Signs `text` as the parts of a series answering `mentions`: the first
+    /// threads like any reply, each next one replies to the part before it
+    /// (NIP-10 `reply`, same root), so clients show them in order.
+    async fn build_series(&self, mentions: &[Mention], text: &str) -> Result<Vec<Event>, ReplyError> {
+        let mut events = Vec::new();
+        let mut previous = None;
+        for part in series::split(text) {
+            let signed = self.build_part(mentions, &part, None, previous).await?;
+            previous = Some(signed.seen_as);
+            events.push(signed.event);
+        }
+        Ok(events)
     }
 
     /// Stores the signed event and finishes `answered` in one transaction,
@@ -175,6 +223,19 @@ impl Replier {
         text: &str,
         also_notify: Option<PublicKey>,
     ) -> Result<Event, ReplyError> {
+        Ok(self.build_part(mentions, text, also_notify, None).await?.event)
+    }
+
+    /// [`build`](Self::build), or with `previous` (a part of the same
+    /// series, by the id clients see) the next part: it replies to
+    /// `previous` instead of the mention and cites no other mention.
+    async fn build_part(
+        &self,
+        mentions: &[Mention],
+        text: &str,
+        also_notify: Option<PublicKey>,
+        previous: Option<EventId>,
+    ) -> Result<Signed, ReplyError> {
         let newest = mentions
             .last()
             .ok_or_else(|| ReplyError::Sign("no mention to answer".into()))?;
@@ -185,32 +246,52 @@ impl Replier {
             .collect();
         let sign_error =
             |error: nostr_sdk::prelude::event::builder::Error| ReplyError::Sign(error.to_string());
-        match &newest.thread {
+        let quotes = |mention: EventId| match previous {
+            Some(_) => Vec::new(),
+            None => quote_tags(mentions, mention),
+        };
+        let event = match &newest.thread {
             Thread::Group {
                 channel,
                 root,
                 mention,
             } => {
                 let mut tags = vec![group_tag(channel)];
-                tags.extend(thread_tags(*root, *mention, &authors));
-                tags.extend(quote_tags(mentions, *mention));
+                tags.extend(thread_tags(*root, previous.unwrap_or(*mention), &authors));
+                tags.extend(quotes(*mention));
                 EventBuilder::new(Kind::Custom(9), text)
                     .tags(tags)
                     .sign_with_keys(&self.keys)
-                    .map_err(sign_error)
+                    .map_err(sign_error)?
             }
             Thread::Note { root, mention } => EventBuilder::new(Kind::TextNote, text)
-                .tags(thread_tags(*root, *mention, &authors))
-                .tags(quote_tags(mentions, *mention))
+                .tags(thread_tags(*root, previous.unwrap_or(*mention), &authors))
+                .tags(quotes(*mention))
                 .sign_with_keys(&self.keys)
-                .map_err(sign_error),
+                .map_err(sign_error)?,
             Thread::Direct { peer, message } => {
-                EventBuilder::private_msg(&self.keys, *peer, text, [reply_marker(*message)])
+                // Clients thread DMs by the rumor's id, not the gift wrap's.
+                let mut rumor = EventBuilder::private_msg_rumor(*peer, text)
+                    .tag(reply_marker(previous.unwrap_or(*message)))
+                    .build(self.keys.public_key());
+                let seen_as = rumor.id();
+                let event = EventBuilder::gift_wrap(&self.keys, peer, rumor, [])
                     .await
-                    .map_err(sign_error)
+                    .map_err(sign_error)?;
+                return Ok(Signed { event, seen_as });
             }
-        }
+        };
+        Ok(Signed {
+            seen_as: event.id,
+            event,
+        })
     }
+}
+
+/// A signed event, with the id clients know it by (a DM's rumor's).
+struct Signed {
+    event: Event,
+    seen_as: EventId,
 }
 
 /// NIP-18 `q` tags citing the batch's other mentions: one reply answers
