@@ -257,13 +257,8 @@ impl Turn {
         match event {
             TurnEvent::MessageChunk { text, message_id } => self.message_chunk(text, message_id.as_deref()),
             TurnEvent::ToolCall(_) | TurnEvent::Plan { .. } => {
-                if let Some(last) = self.messages.last_mut().filter(|_| !self.message_boundary) {
-                    last.narration = true;
-                    // Not the answer: its text lives on in `message` only,
-                    // and what it lost at the bound was narration too.
-                    self.messages_bytes -= last.text.len();
-                    last.text = String::new();
-                    self.messages_truncated = false;
+                if !self.message_boundary {
+                    self.last_was_narration();
                 }
                 self.message_boundary = true;
             }
@@ -271,6 +266,24 @@ impl Turn {
             TurnEvent::Usage(usage) => self.usage = Some(usage.clone()),
             TurnEvent::RunStarted { run_id } => self.run_id = Some(run_id.clone()),
             _ => {}
+        }
+    }
+
+    /// The message just streamed was narration, not the answer: its text
+    /// lives on in `message` only, and what it lost at the bound was
+    /// narration too. Narrations in a row are kept as one entry, so an
+    /// agent that narrates every tool call does not grow the list.
+    fn last_was_narration(&mut self) {
+        let Some(last) = self.messages.pop() else {
+            return;
+        };
+        self.messages_bytes -= last.text.len();
+        self.messages_truncated = false;
+        if !self.messages.last().is_some_and(|message| message.narration) {
+            self.messages.push(AgentMessage {
+                text: String::new(),
+                narration: true,
+            });
         }
     }
 

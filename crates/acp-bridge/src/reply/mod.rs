@@ -168,15 +168,8 @@ impl Replier {
         text: &str,
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
-        let (events, finish) = match self.build_series(mentions, text).await {
-            Ok(events) => (events, finish),
-            Err(error) if finish == Finish::Answered => {
-                tracing::error!(%error, "cannot build the answer; a notice goes instead");
-                let notice = self.build(mentions, UNBUILDABLE_ANSWER_NOTICE, None).await?;
-                (vec![notice], Finish::Notified)
-            }
-            Err(error) => return Err(error),
-        };
+        let built = self.build_series(mentions, text).await;
+        let (events, finish) = self.or_notice(built, mentions, finish).await?;
         self.ledger.record_series(&events, mentions, finish)?;
         self.publish.notify_one();
         if events.len() > 1 {
@@ -190,6 +183,25 @@ impl Replier {
             }
         }
         Ok(events[0].id)
+    }
+
+    /// The events `built`, or when an answer could not be built, the short
+    /// notice that goes out instead (and finishes the mentions notified).
+    async fn or_notice(
+        &self,
+        built: Result<Vec<Event>, ReplyError>,
+        mentions: &[Mention],
+        finish: Finish,
+    ) -> Result<(Vec<Event>, Finish), ReplyError> {
+        match built {
+            Ok(events) => Ok((events, finish)),
+            Err(error) if finish == Finish::Answered => {
+                tracing::error!(%error, "cannot build the answer; a notice goes instead");
+                let notice = self.build(mentions, UNBUILDABLE_ANSWER_NOTICE, None).await?;
+                Ok((vec![notice], Finish::Notified))
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// Signs `text` as the parts of a series answering `mentions`: the first
@@ -332,4 +344,94 @@ fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -
     ];
     tags.extend(authors.iter().map(|author| Tag::public_key(*author)));
     tags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mention::test_mention;
+    use crate::store::MentionState;
+    use crate::store::scratch::ScratchDir;
+
+    fn replier(store: &Arc<Store>) -> Replier {
+        let keys = Keys::generate();
+        let client = Client::builder().signer(keys.clone()).build();
+        let (chains, _guard) = crate::loop_guard::loop_guard();
+        Replier::new(keys, client, Arc::clone(store), ReplyMode::Daemon, false, chains)
+    }
+
+    fn state(store: &Store, mention: &Mention) -> Option<MentionState> {
+        store.journal_state(&mention.event_id.to_hex()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_long_answer_is_stored_as_one_threaded_series_that_finishes_the_mention() {
+        let dir = ScratchDir::new("reply-series");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let mention = test_mention("room", 1, "write a lot", true);
+        replier.ledger.accept(&[&mention]).unwrap();
+
+        let text = "a paragraph of the answer\n\n".repeat(4000);
+        let first = replier
+            .answer(std::slice::from_ref(&mention), &text)
+            .await
+            .unwrap()
+            .expect("published by the daemon");
+
+        let stored: Vec<Event> = store
+            .outbox_unsent()
+            .unwrap()
+            .iter()
+            .map(|entry| Event::from_json(&entry.json).unwrap())
+            .collect();
+        assert!(stored.len() > 2, "{} parts", stored.len());
+        assert_eq!(stored[0].id, first);
+        assert_eq!(state(&store, &mention), Some(MentionState::Answered));
+        for (index, pair) in stored.windows(2).enumerate() {
+            assert!(
+                pair[1]
+                    .content
+                    .starts_with(&format!("({}/{}) ", index + 2, stored.len()))
+            );
+            let replied: Vec<String> = pair[1]
+                .tags
+                .iter()
+                .filter(|tag| tag.as_slice().get(3).map(String::as_str) == Some("reply"))
+                .map(|tag| tag.as_slice()[1].clone())
+                .collect();
+            assert_eq!(
+                replied,
+                [pair[0].id.to_hex()],
+                "each part replies to the one before"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_cannot_be_built_becomes_a_notice_not_a_failed_turn() {
+        let dir = ScratchDir::new("reply-unbuildable");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let mention = test_mention("room", 2, "hi", true);
+        let mentions = std::slice::from_ref(&mention);
+
+        let failed = Err(ReplyError::Sign("message too long".into()));
+        let (events, finish) = replier
+            .or_notice(failed, mentions, Finish::Answered)
+            .await
+            .expect("a notice instead of an error");
+        assert_eq!(finish, Finish::Notified);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].content, UNBUILDABLE_ANSWER_NOTICE);
+
+        // A notice that cannot be built has nothing to fall back on.
+        let failed = Err(ReplyError::Sign("message too long".into()));
+        assert!(
+            replier
+                .or_notice(failed, mentions, Finish::Notified)
+                .await
+                .is_err()
+        );
+    }
 }
