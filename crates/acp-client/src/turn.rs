@@ -15,10 +15,11 @@
 //! The agent's text is bounded in memory by [`TurnOptions::max_text_bytes`]:
 //! past the bound chunks are still read (the turn ends normally) but their
 //! text is dropped from the first byte that does not fit on (cut on a UTF-8
-//! boundary), and the outcome says that it was truncated. The bound holds for the whole text and, separately, for
-//! the text of the messages that can still be the answer: a message that
-//! turns out to be narration gives its text back to that budget (it stays
-//! in the whole text), so a long narration cannot crowd out the answer.
+//! boundary), and the outcome says that it was truncated. The bound holds
+//! for the whole text and, separately, for the text of the messages that
+//! can still be the answer: a message that turns out to be narration gives
+//! its text back to that budget (it stays in the whole text), so a long
+//! narration cannot crowd out the answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -308,8 +309,12 @@ impl Turn {
         match self.messages.last_mut() {
             Some(last) if !self.message_boundary && !other_message => last.text.push_str(kept),
             // Past the bound no new message is started (their number stays
-            // bounded too); the boundary stays where it was.
-            _ if kept.is_empty() => return,
+            // bounded too), and a tool call after it must not make the
+            // last kept message narration.
+            _ if kept.is_empty() => {
+                self.message_boundary = true;
+                return;
+            }
             _ => self.messages.push(AgentMessage {
                 text: kept.to_owned(),
                 narration: false,
