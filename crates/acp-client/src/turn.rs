@@ -38,7 +38,9 @@ use crate::steer::SteerDelivery;
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
 /// Default hard deadline of a turn.
 pub const DEFAULT_MAX_TURN_DURATION: Duration = Duration::from_secs(7200);
-/// Default bound on the agent's text kept in memory per turn.
+/// Default bound on the agent's text kept in memory per turn: far more
+/// than a chat answer needs (some sixty pages), little memory (the whole
+/// text and the answer are bounded apart, so at most twice this per turn).
 pub const DEFAULT_MAX_TEXT_BYTES: usize = 256 * 1024;
 
 /// Limits and policy of one turn.
