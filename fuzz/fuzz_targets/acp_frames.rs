@@ -32,6 +32,8 @@ use tokio::runtime::Runtime;
 const MAX_LINE_BYTES: usize = 4096;
 /// Capacity of each in-memory pipe.
 const PIPE_BYTES: usize = 64 * 1024;
+/// The turn's text bound: small, so inputs reach it.
+const MAX_TEXT_BYTES: usize = 2048;
 /// Turn clocks: far above what a turn over an in-memory pipe takes, so
 /// reaching one means something waited for an agent that had already gone.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -74,6 +76,7 @@ async fn one_turn(stdout: &[u8], policy: PermissionPolicy) {
         idle_timeout: IDLE_TIMEOUT,
         max_duration: MAX_TURN_DURATION,
         permission: policy,
+        max_text_bytes: MAX_TEXT_BYTES,
     };
     let mut turn = client
         .prompt(&session, vec![ContentBlock::text("x")], options)
@@ -101,10 +104,19 @@ async fn one_turn(stdout: &[u8], policy: PermissionPolicy) {
                 react(&client, &session, event).await;
             }
             Ok(TurnProgress::Finished(outcome)) => {
-                assert_eq!(
-                    outcome.message, streamed_message,
-                    "the outcome's message is the streamed chunks, in order"
-                );
+                if outcome.message_truncated {
+                    assert!(
+                        streamed_message.starts_with(&outcome.message)
+                            && outcome.message.len() <= MAX_TEXT_BYTES
+                            && outcome.message.len() + 4 > MAX_TEXT_BYTES.min(streamed_message.len()),
+                        "a truncated message is the streamed chunks up to the bound"
+                    );
+                } else {
+                    assert_eq!(
+                        outcome.message, streamed_message,
+                        "the outcome's message is the streamed chunks, in order"
+                    );
+                }
                 break Ok(outcome);
             }
             Err(error) => break Err(error),

@@ -364,7 +364,11 @@ impl<R: RelayServer> Scene<R> {
             .await
             .expect("fetch");
         let mut counts: HashMap<String, usize> = HashMap::new();
-        for event in published.iter().filter(|event| event.kind != Kind::Reaction) {
+        // A reply sent as a numbered series counts once, by its first part.
+        let answers = published
+            .iter()
+            .filter(|event| event.kind != Kind::Reaction && !continues_a_series(event));
+        for event in answers {
             let referenced: BTreeSet<String> = event
                 .tags
                 .iter()
@@ -379,6 +383,20 @@ impl<R: RelayServer> Scene<R> {
             .iter()
             .map(|mention| counts.get(&mention.to_hex()).copied().unwrap_or(0))
             .collect()
+    }
+}
+
+/// A part after the first of a reply sent as a numbered series: its
+/// content starts `(k/n) ` with 1 < k <= n.
+fn continues_a_series(event: &Event) -> bool {
+    let label = event
+        .content
+        .strip_prefix('(')
+        .and_then(|rest| rest.split_once(") "))
+        .and_then(|(numbers, _)| numbers.split_once('/'));
+    match label.map(|(k, n)| (k.parse::<usize>(), n.parse::<usize>())) {
+        Some((Ok(k), Ok(n))) => 1 < k && k <= n,
+        _ => false,
     }
 }
 

@@ -181,6 +181,12 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_MAX_CONTENT_BYTES", default_value_t = 64 * 1024)]
     pub max_content_bytes: usize,
 
+    /// Most of the agent's text kept for one reply; past it the text is
+    /// dropped and the reply says it was truncated. Long replies go out as
+    /// a numbered series of events.
+    #[arg(long, env = "ACP_BRIDGE_MAX_REPLY_BYTES", default_value_t = acp_client::DEFAULT_MAX_TEXT_BYTES)]
+    pub max_reply_bytes: usize,
+
     /// Mentions an author may send in a burst before being rate-limited (the owner is exempt).
     #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_BURST", default_value_t = 10)]
     pub rate_limit_burst: u32,
@@ -332,6 +338,7 @@ pub struct Settings {
     pub reply_mode: ReplyMode,
     pub reactions: bool,
     pub max_content_bytes: usize,
+    pub max_reply_bytes: usize,
     pub rate_limit_burst: u32,
     pub rate_limit_refill: Duration,
     pub chain_bounds: ChainBounds,
@@ -452,6 +459,9 @@ impl RunArgs {
         if self.relay_buffer == 0 {
             return Err(refuse("--relay-buffer", "must be at least 1"));
         }
+        if self.max_reply_bytes == 0 {
+            return Err(refuse("--max-reply-bytes", "must be at least 1"));
+        }
         for (flag, value) in [
             ("--idle-timeout", self.idle_timeout),
             ("--max-turn-duration", self.max_turn_duration),
@@ -487,6 +497,7 @@ impl RunArgs {
             reply_mode: self.reply_mode,
             reactions: !self.no_reactions,
             max_content_bytes: self.max_content_bytes,
+            max_reply_bytes: self.max_reply_bytes,
             rate_limit_burst: self.rate_limit_burst,
             rate_limit_refill: self.rate_limit_refill,
             chain_bounds: ChainBounds {
@@ -549,6 +560,7 @@ impl Settings {
             reply_mode: ReplyMode::Daemon,
             reactions: true,
             max_content_bytes: 64 * 1024,
+            max_reply_bytes: acp_client::DEFAULT_MAX_TEXT_BYTES,
             rate_limit_burst: 10,
             rate_limit_refill: Duration::from_secs(6),
             chain_bounds: ChainBounds {

@@ -286,6 +286,7 @@ fn turn_services(settings: &Settings, pool: &Pool, replier: &Replier, store: &Ar
                 PermissionPolicyArg::Reject => PermissionPolicy::RejectOnce,
                 PermissionPolicyArg::AskOwner => PermissionPolicy::AskCaller,
             },
+            max_text_bytes: settings.max_reply_bytes,
         },
         owner: settings.owner.filter(|_| asks_owner),
         store: Arc::clone(store),

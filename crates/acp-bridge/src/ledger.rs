@@ -14,6 +14,8 @@
 
 use std::sync::Arc;
 
+use nostr_sdk::prelude::{Event, JsonUtil};
+
 use crate::mention::Mention;
 use crate::store::{
     Finish, NewMention, OutgoingEvent, PendingCursor, Store, StoreError, sql_now, sql_seconds,
@@ -133,6 +135,32 @@ impl Ledger {
             json,
         };
         self.store.outbox_put(&outgoing, &ids, finish, sql_now())
+    }
+
+    /// Stores the signed events of one answer (the parts of a series, in
+    /// order) and finishes `settles` with the first of them, in one
+    /// transaction.
+    pub fn record_series(
+        &self,
+        events: &[Event],
+        settles: &[Mention],
+        finish: Finish,
+    ) -> Result<(), StoreError> {
+        let rows: Vec<(String, String)> = events
+            .iter()
+            .map(|event| (event.id.to_hex(), event.as_json()))
+            .collect();
+        let outgoing: Vec<OutgoingEvent<'_>> = rows
+            .iter()
+            .map(|(event_id, json)| OutgoingEvent {
+                event_id,
+                relay_hint: None,
+                json,
+            })
+            .collect();
+        let ids = hex_ids(settles);
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.store.outbox_put_series(&outgoing, &ids, finish, sql_now())
     }
 
     /// Finishes `mentions` without an event of ours (`--reply-mode agent`:

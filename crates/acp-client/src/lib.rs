@@ -41,6 +41,6 @@ pub use process::AgentCommand;
 pub use protocol::{ContentBlock, Cost, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent, Usage};
 pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};
 pub use turn::{
-    AgentMessage, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions, TurnOutcome,
-    TurnProgress,
+    AgentMessage, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TEXT_BYTES, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions,
+    TurnOutcome, TurnProgress,
 };

@@ -11,6 +11,15 @@
 //!
 //! A timed-out turn is still running on the agent: the caller decides
 //! whether to cancel it or to kill the agent.
+//!
+//! The agent's text is bounded in memory by [`TurnOptions::max_text_bytes`]:
+//! past the bound chunks are still read (the turn ends normally) but their
+//! text is dropped from the first byte that does not fit on (cut on a UTF-8
+//! boundary), and the outcome says that it was truncated. The bound holds
+//! for the whole text and, separately, for the text of the messages that
+//! can still be the answer: a message that turns out to be narration gives
+//! its text back to that budget (it stays in the whole text), so a long
+//! narration cannot crowd out the answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +38,10 @@ use crate::steer::SteerDelivery;
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
 /// Default hard deadline of a turn.
 pub const DEFAULT_MAX_TURN_DURATION: Duration = Duration::from_secs(7200);
+/// Default bound on the agent's text kept in memory per turn: far more
+/// than a chat answer needs (some sixty pages), little memory (the whole
+/// text and the answer are bounded apart, so at most twice this per turn).
+pub const DEFAULT_MAX_TEXT_BYTES: usize = 256 * 1024;
 
 /// Limits and policy of one turn.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +49,8 @@ pub struct TurnOptions {
     pub idle_timeout: Duration,
     pub max_duration: Duration,
     pub permission: PermissionPolicy,
+    /// The most of the agent's text kept, in bytes (see the module doc).
+    pub max_text_bytes: usize,
 }
 
 impl Default for TurnOptions {
@@ -44,6 +59,7 @@ impl Default for TurnOptions {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_duration: DEFAULT_MAX_TURN_DURATION,
             permission: PermissionPolicy::default(),
+            max_text_bytes: DEFAULT_MAX_TEXT_BYTES,
         }
     }
 }
@@ -55,7 +71,7 @@ impl Default for TurnOptions {
 pub struct AgentMessage {
     pub text: String,
     /// A tool call or a plan followed it: the agent was narrating its work,
-    /// not answering.
+    /// not answering. Its text is then kept only in [`TurnOutcome::message`].
     pub narration: bool,
 }
 
@@ -63,8 +79,14 @@ pub struct AgentMessage {
 #[derive(Debug, Clone)]
 pub struct TurnOutcome {
     pub stop_reason: StopReason,
-    /// The assistant's message chunks of this turn, concatenated.
+    /// The assistant's message chunks of this turn, concatenated, up to
+    /// [`TurnOptions::max_text_bytes`].
     pub message: String,
+    /// `message` lost text at the bound.
+    pub message_truncated: bool,
+    /// `messages` lost text at the bound (text that could have been the
+    /// answer when it came).
+    pub messages_truncated: bool,
     /// The same chunks, as the agent's messages.
     pub messages: Vec<AgentMessage>,
     /// The last usage the agent reported during the turn.
@@ -97,6 +119,19 @@ impl TurnOutcome {
         answers.join("\n\n")
     }
 
+    /// Whether [`answer`](Self::answer) lost text at the turn's text bound.
+    pub fn answer_truncated(&self) -> bool {
+        let answered = self
+            .messages
+            .iter()
+            .any(|message| !message.narration && !message.text.trim().is_empty());
+        if answered {
+            self.messages_truncated
+        } else {
+            self.message_truncated
+        }
+    }
+
     /// Accepted steers the run never folded in; they must be delivered again.
     pub fn unconfirmed_steers(&self) -> impl Iterator<Item = &SteerDelivery> {
         self.steers.iter().filter(|steer| !steer.folded)
@@ -123,7 +158,11 @@ pub struct Turn {
     started: Instant,
     last_activity: Instant,
     message: String,
+    message_truncated: bool,
     messages: Vec<AgentMessage>,
+    /// Bytes of text held in `messages` (narration's text is let go).
+    messages_bytes: usize,
+    messages_truncated: bool,
     /// The `messageId` of the message being streamed, when the agent sends ids.
     message_id: Option<String>,
     /// Something other than message text came since the last chunk: the
@@ -154,7 +193,10 @@ impl Turn {
             started: now,
             last_activity: now,
             message: String::new(),
+            message_truncated: false,
             messages: Vec::new(),
+            messages_bytes: 0,
+            messages_truncated: false,
             message_id: None,
             message_boundary: false,
             usage: None,
@@ -218,8 +260,8 @@ impl Turn {
         match event {
             TurnEvent::MessageChunk { text, message_id } => self.message_chunk(text, message_id.as_deref()),
             TurnEvent::ToolCall(_) | TurnEvent::Plan { .. } => {
-                if let Some(last) = self.messages.last_mut().filter(|_| !self.message_boundary) {
-                    last.narration = true;
+                if !self.message_boundary {
+                    self.last_was_narration();
                 }
                 self.message_boundary = true;
             }
@@ -230,21 +272,55 @@ impl Turn {
         }
     }
 
+    /// The message just streamed was narration, not the answer: its text
+    /// lives on in `message` only, and what it lost at the bound was
+    /// narration too. Narrations in a row are kept as one entry, so an
+    /// agent that narrates every tool call does not grow the list.
+    fn last_was_narration(&mut self) {
+        let Some(last) = self.messages.pop() else {
+            return;
+        };
+        self.messages_bytes -= last.text.len();
+        self.messages_truncated = false;
+        if !self.messages.last().is_some_and(|message| message.narration) {
+            self.messages.push(AgentMessage {
+                text: String::new(),
+                narration: true,
+            });
+        }
+    }
+
     fn message_chunk(&mut self, text: &str, message_id: Option<&str>) {
-        self.message.push_str(text);
+        let limit = self.options.max_text_bytes;
+        // Once something was dropped nothing more is kept: the text never
+        // has a hole in the middle.
+        let room = |used: usize, truncated: bool| if truncated { 0 } else { limit.saturating_sub(used) };
+        let kept = within(text, room(self.message.len(), self.message_truncated));
+        self.message.push_str(kept);
+        self.message_truncated |= kept.len() < text.len();
         let other_message = match (message_id, self.message_id.as_deref()) {
             (Some(id), Some(current)) => id != current,
             _ => false,
         };
-        match self.messages.last_mut() {
-            Some(last) if !self.message_boundary && !other_message => last.text.push_str(text),
-            _ => self.messages.push(AgentMessage {
-                text: text.to_owned(),
-                narration: false,
-            }),
-        }
+        let kept = within(text, room(self.messages_bytes, self.messages_truncated));
+        self.messages_bytes += kept.len();
+        self.messages_truncated |= kept.len() < text.len();
         if let Some(id) = message_id {
             self.message_id = Some(id.to_owned());
+        }
+        match self.messages.last_mut() {
+            Some(last) if !self.message_boundary && !other_message => last.text.push_str(kept),
+            // Past the bound no new message is started (their number stays
+            // bounded too), and a tool call after it must not make the
+            // last kept message narration.
+            _ if kept.is_empty() => {
+                self.message_boundary = true;
+                return;
+            }
+            _ => self.messages.push(AgentMessage {
+                text: kept.to_owned(),
+                narration: false,
+            }),
         }
         self.message_boundary = false;
     }
@@ -263,6 +339,8 @@ impl Turn {
         Ok(TurnProgress::Finished(TurnOutcome {
             stop_reason,
             message: std::mem::take(&mut self.message),
+            message_truncated: self.message_truncated,
+            messages_truncated: self.messages_truncated,
             messages: std::mem::take(&mut self.messages),
             usage: self.usage.take(),
             run_id: self.run_id.take(),
@@ -270,5 +348,34 @@ impl Turn {
             result,
             duration: self.started.elapsed(),
         }))
+    }
+}
+
+/// The longest prefix of `text` of at most `max_bytes` that ends on a
+/// character boundary.
+fn within(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within;
+
+    #[test]
+    fn within_cuts_on_a_character_boundary() {
+        assert_eq!(within("abc", 5), "abc");
+        assert_eq!(within("abc", 2), "ab");
+        // 🦀 is four bytes: a cut inside it keeps nothing of it.
+        assert_eq!(within("a🦀b", 4), "a");
+        assert_eq!(within("a🦀b", 5), "a🦀");
+        assert_eq!(within("é", 1), "");
+        assert_eq!(within("x", 0), "");
     }
 }

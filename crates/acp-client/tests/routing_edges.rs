@@ -302,3 +302,79 @@ async fn narration_between_tool_calls_is_told_apart_from_the_answer() {
     .await
     .expect("test timed out");
 }
+
+#[tokio::test]
+async fn the_turns_text_is_bounded_and_the_turn_still_ends_normally() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (client, mut peer) = connected();
+        let session = SessionId("s".into());
+        let options = TurnOptions {
+            max_text_bytes: 9,
+            ..TurnOptions::default()
+        };
+        let turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], options)
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        // Narration past the bound gives its text back to the answer's budget.
+        peer.send(update("s", chunk("narrating!", "m1"))).await;
+        peer.send(update(
+            "s",
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "ls"}),
+        ))
+        .await;
+        // 🦀 is four bytes: the cut at 9 bytes falls inside the second one.
+        peer.send(update("s", chunk("ab🦀🦀", "m2"))).await;
+        peer.send(update("s", chunk("and much more that is dropped", "m2")))
+            .await;
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        let outcome = turn.finish_quietly().await.expect("the turn ends normally");
+        assert_eq!(outcome.message, "narrating", "the whole text stops at the bound");
+        assert!(outcome.message_truncated);
+        assert_eq!(
+            outcome.answer(),
+            "ab🦀",
+            "the answer stops at the bound, on a char boundary"
+        );
+        assert!(outcome.answer_truncated());
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn narration_in_a_row_is_kept_as_one_entry() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (client, mut peer) = connected();
+        let session = SessionId("s".into());
+        let turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], TurnOptions::default())
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        for step in 0..50 {
+            peer.send(update("s", chunk(&format!("step {step}. "), &format!("n{step}"))))
+                .await;
+            peer.send(update(
+                "s",
+                json!({"sessionUpdate": "tool_call", "toolCallId": format!("t{step}"), "title": "ls"}),
+            ))
+            .await;
+        }
+        peer.send(update("s", chunk("Done.", "answer"))).await;
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        let outcome = turn.finish_quietly().await.expect("outcome");
+        assert_eq!(outcome.messages.len(), 2, "{:?}", outcome.messages);
+        assert!(outcome.messages[0].narration);
+        assert_eq!(outcome.answer(), "Done.");
+        assert!(
+            outcome.message.starts_with("step 0. step 1. "),
+            "the whole text keeps it"
+        );
+    })
+    .await
+    .expect("test timed out");
+}

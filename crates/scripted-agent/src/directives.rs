@@ -29,6 +29,7 @@ struct Directives {
     chatter: bool,
     no_run_id: bool,
     advertise_wrong_run: bool,
+    say_bytes: Option<usize>,
 }
 
 impl Directives {
@@ -62,6 +63,7 @@ impl Directives {
             Some(("crash-after", value)) => {
                 self.crash_after_rounds = value.parse().ok().or(self.crash_after_rounds);
             }
+            Some(("say-bytes", value)) => self.say_bytes = value.parse().ok().or(self.say_bytes),
             Some(("stop", value)) if !value.is_empty() => {
                 self.stop_reason = Some(value.to_owned());
             }
@@ -93,6 +95,8 @@ pub(crate) struct TurnScript {
     /// After advertising the real run, advertise a run id that is not live,
     /// so a client's steer names the wrong run.
     pub(crate) advertise_wrong_run: bool,
+    /// The final message goes on with this many bytes of filler text.
+    pub(crate) say_bytes: Option<usize>,
 }
 
 impl TurnScript {
@@ -118,6 +122,7 @@ impl TurnScript {
             chatter: directives.chatter || options.chatter,
             no_run_id: directives.no_run_id,
             advertise_wrong_run: directives.advertise_wrong_run,
+            say_bytes: directives.say_bytes,
         }
     }
 }
@@ -166,6 +171,7 @@ mod tests {
         assert!(!directives.hang);
         let directives = Directives::parse("[no-run-id] [advertise-wrong-run]");
         assert!(directives.no_run_id && directives.advertise_wrong_run);
+        assert_eq!(Directives::parse("[say-bytes=200000]").say_bytes, Some(200_000));
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //! Directives, anywhere in a prompt's text, override the options for that
 //! turn: `[rounds=N]`, `[delay=MS]`, `[tool]`, `[permission]`,
 //! `[stop=REASON]`, `[crash-after=N]`, `[hang]`, `[fail]`, `[chatter]`,
-//! `[no-run-id]` (never advertise the run) and `[advertise-wrong-run]`
-//! (advertise a run id that is not live after the real one). Any other
-//! bracketed text is just text.
+//! `[no-run-id]` (never advertise the run), `[advertise-wrong-run]`
+//! (advertise a run id that is not live after the real one) and
+//! `[say-bytes=N]` (the final message goes on with N bytes of
+//! [`filler_text`]). Any other bracketed text is just text.
 //!
 //! stdout (or whatever [`serve`] writes to) carries only JSON-RPC frames,
 //! unless a misbehaviour flag says otherwise; human logs go to stderr, one
@@ -26,6 +27,7 @@ macro_rules! log {
 mod acp;
 mod agent;
 mod directives;
+mod filler;
 mod frame_log;
 mod ids;
 mod misbehaviour;
@@ -47,6 +49,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinSet;
 use tokio_util::codec::FramedRead;
 
+pub use filler::filler_text;
 pub use options::{
     DEFAULT_AGENT_NAME, DEFAULT_CHATTER_INTERVAL_MS, DEFAULT_PROTOCOL_VERSION, DEFAULT_ROUND_DELAY_MS,
     DEFAULT_ROUNDS, Options, Reopen,

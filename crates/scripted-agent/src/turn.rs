@@ -22,6 +22,9 @@ use crate::rpc::RpcError;
 use crate::session::{Interrupt, RunHandle};
 use crate::wire::ClientGone;
 
+/// The size of the chunks `[say-bytes=N]` streams its filler in.
+const FILLER_CHUNK_BYTES: usize = 8 * 1024;
+
 /// A prompt accepted with a live run, ready to play.
 #[derive(Debug)]
 pub(crate) struct Turn {
@@ -237,6 +240,9 @@ async fn finish(
     if !cancelled && !fail {
         let message = final_message(&turn.prompt_text, &transcript);
         acp::send_update(&agent.outbox, session_id, update::agent_text(&message)).await?;
+        if let Some(bytes) = turn.script.say_bytes {
+            say_filler(agent, session_id, bytes).await?;
+        }
     }
     let discarded = agent.sessions.clear_run(&turn.run);
     if !turn.script.no_run_id {
@@ -271,6 +277,21 @@ async fn finish(
         Some(request_id) => agent.outbox.reply(request_id, answer).await,
         None => Ok(()),
     }
+}
+
+/// Streams `bytes` of filler as more chunks of the final message.
+async fn say_filler(agent: &Agent, session_id: &str, bytes: usize) -> Result<(), ClientGone> {
+    let filler = crate::filler_text(bytes);
+    let mut rest = filler.as_str();
+    while !rest.is_empty() {
+        let mut end = rest.len().min(FILLER_CHUNK_BYTES);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        acp::send_update(&agent.outbox, session_id, update::agent_text(&rest[..end])).await?;
+        rest = &rest[end..];
+    }
+    Ok(())
 }
 
 fn final_message(prompt_text: &str, transcript: &Transcript) -> String {

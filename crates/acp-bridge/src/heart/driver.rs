@@ -334,10 +334,7 @@ impl Driver {
                         .map(|steer| steer.accepted.message_id.clone())
                         .collect(),
                     usage: usage::record(&self.services.store, &self.conversation, &outcome),
-                    message: match self.services.reply_content {
-                        ReplyContent::Answer => outcome.answer(),
-                        ReplyContent::Full => outcome.message.clone(),
-                    },
+                    message: self.reply_text(&outcome),
                     stop_reason: outcome.stop_reason,
                 };
                 self.report(Input::PromptEnded(Ok(end))).await;
@@ -347,6 +344,25 @@ impl Driver {
                 self.report(Input::PromptEnded(Err(failure_of(&error)))).await;
             }
         }
+    }
+
+    /// What of the agent's text the reply carries (`--reply-content`),
+    /// saying so at its end when it was cut at `--max-reply-bytes`.
+    fn reply_text(&self, outcome: &acp_client::TurnOutcome) -> String {
+        let (text, truncated) = match self.services.reply_content {
+            ReplyContent::Answer => (outcome.answer(), outcome.answer_truncated()),
+            ReplyContent::Full => (outcome.message.clone(), outcome.message_truncated),
+        };
+        if !truncated {
+            return text;
+        }
+        let max_reply_bytes = self.services.options.max_text_bytes;
+        tracing::warn!(
+            max_reply_bytes,
+            "the agent's answer was truncated at --max-reply-bytes"
+        );
+        metrics::reply_truncated();
+        format!("{text}\n\n{}", truncation_marker(max_reply_bytes))
     }
 
     /// The prompt answered: a cancel still under way is left to finish on
@@ -460,6 +476,11 @@ impl Driver {
             Err(error) => Err(error.to_string()),
         }
     }
+}
+
+/// The line that ends an answer cut at `max_reply_bytes`.
+fn truncation_marker(max_reply_bytes: usize) -> String {
+    format!("[answer truncated at {max_reply_bytes} bytes]")
 }
 
 fn close_question(store: &Store, event: Option<EventId>) {

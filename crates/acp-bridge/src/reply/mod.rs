@@ -14,8 +14,12 @@
 //! A turn that answered several mentions (a batch, a steer) threads under
 //! the newest and cites the others with NIP-18 `q` tags.
 //! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift wraps.
+//! An answer too long for one event goes out as a numbered series (see
+//! [`series`]): the first part threads as above, each next one replies to
+//! the part before it.
 
 pub mod publisher;
+mod series;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -30,9 +34,14 @@ use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
 use crate::store::{Finish, Store, StoreError};
+use crate::telemetry::metrics;
 
 /// The reaction that tells a person "heard you, working on it".
 pub const ACCEPTED_REACTION: &str = "👀";
+
+/// What goes out instead of an answer that cannot be signed.
+const UNBUILDABLE_ANSWER_NOTICE: &str =
+    "The agent answered, but its answer could not be published (see the bridge's log).";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplyError {
@@ -128,9 +137,9 @@ impl Replier {
     /// Says something in the thread of `mention` without finishing it (for
     /// example that a steer waits behind a permission question).
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let (event, _) = self.build(std::slice::from_ref(mention), text, None).await?;
-        self.put_in_outbox(&event, &[], Finish::Notified)?;
-        Ok(event.id)
+        let signed = self.build(std::slice::from_ref(mention), text, None).await?;
+        self.put_in_outbox(&signed.event, &[], Finish::Notified)?;
+        Ok(signed.event.id)
     }
 
     /// Asks `owner` something in the thread of `mention` (mentioning them),
@@ -139,7 +148,7 @@ impl Replier {
     /// and a DM's thread never reaches the owner). Returns the question's id
     /// as the owner's answer references it.
     pub async fn ask(&self, mention: &Mention, owner: PublicKey, text: &str) -> Result<EventId, ReplyError> {
-        let (event, referenced) = match mention.thread {
+        let signed = match mention.thread {
             Thread::Direct { peer, .. } if peer != owner => {
                 let text = format!(
                     "About the private conversation with {} ({}): {text}",
@@ -153,22 +162,75 @@ impl Replier {
                     .await?
             }
         };
-        self.put_in_outbox(&event, &[], Finish::Notified)?;
-        Ok(referenced)
+        self.put_in_outbox(&signed.event, &[], Finish::Notified)?;
+        Ok(signed.seen_as)
     }
 
+    /// Publishes `text` as the answer or notice that finishes `mentions`: a
+    /// numbered series when it is too long for one event (see [`series`]),
+    /// every part stored in one transaction with the mentions' finish, so a
+    /// crash can leave neither half a series nor a finished mention without
+    /// its parts. Returns the id of the first part.
+    ///
+    /// An answer that cannot be built goes out as a short notice instead:
+    /// building never fails a turn (a failed turn is run again, and paid
+    /// again, for a reply that would fail the same way).
     async fn store_and_publish(
         &self,
         mentions: &[Mention],
         text: &str,
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
-        let (event, referenced) = self.build(mentions, text, None).await?;
-        self.put_in_outbox(&event, mentions, finish)?;
-        if let Some(newest) = mentions.last() {
-            self.chains.record_reply(referenced, newest.chain_depth);
+        let built = self.build_series(mentions, text).await;
+        let (parts, finish) = self.or_notice(built, mentions, finish).await?;
+        let events: Vec<Event> = parts.iter().map(|part| part.event.clone()).collect();
+        self.ledger.record_series(&events, mentions, finish)?;
+        self.publish.notify_one();
+        if events.len() > 1 {
+            tracing::info!(parts = events.len(), "the reply goes out as a series");
+            metrics::reply_parts(events.len());
         }
-        Ok(event.id)
+        // A bot may answer any part, by the id it sees (a DM's rumor): each
+        // counts as our reply.
+        if let Some(newest) = mentions.last() {
+            for part in &parts {
+                self.chains.record_reply(part.seen_as, newest.chain_depth);
+            }
+        }
+        Ok(events[0].id)
+    }
+
+    /// The events `built`, or when an answer could not be built, the short
+    /// notice that goes out instead (and finishes the mentions notified).
+    async fn or_notice(
+        &self,
+        built: Result<Vec<Signed>, ReplyError>,
+        mentions: &[Mention],
+        finish: Finish,
+    ) -> Result<(Vec<Signed>, Finish), ReplyError> {
+        match built {
+            Ok(events) => Ok((events, finish)),
+            Err(error) if finish == Finish::Answered => {
+                tracing::error!(%error, "cannot build the answer; a notice goes instead");
+                let notice = self.build(mentions, UNBUILDABLE_ANSWER_NOTICE, None).await?;
+                Ok((vec![notice], Finish::Notified))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Signs `text` as the parts of a series answering `mentions`: the first
+    /// threads like any reply, each next one replies to the part before it
+    /// (NIP-10 `reply`, same root), so clients show them in order.
+    async fn build_series(&self, mentions: &[Mention], text: &str) -> Result<Vec<Signed>, ReplyError> {
+        let mut parts = Vec::new();
+        let mut previous = None;
+        for part in series::split(text) {
+            let signed = self.build_part(mentions, &part, None, previous).await?;
+            previous = Some(signed.seen_as);
+            parts.push(signed);
+        }
+        Ok(parts)
     }
 
     /// Stores the signed event and finishes `answered` in one transaction,
@@ -180,16 +242,27 @@ impl Replier {
         Ok(())
     }
 
-    /// Signs the event answering `mentions` in the thread of the newest one,
-    /// and returns it with the id a reply to it references: its own, or for
-    /// a DM the rumor's inside the gift wrap. `also_notify` is p-tagged
-    /// beside the authors (the owner, for questions).
+    /// Signs the event answering `mentions` in the thread of the newest one.
+    /// `also_notify` is p-tagged beside the authors (the owner, for questions).
     async fn build(
         &self,
         mentions: &[Mention],
         text: &str,
         also_notify: Option<PublicKey>,
-    ) -> Result<(Event, EventId), ReplyError> {
+    ) -> Result<Signed, ReplyError> {
+        self.build_part(mentions, text, also_notify, None).await
+    }
+
+    /// [`build`](Self::build), or with `previous` (a part of the same
+    /// series, by the id clients see) the next part: it replies to
+    /// `previous` instead of the mention and cites no other mention.
+    async fn build_part(
+        &self,
+        mentions: &[Mention],
+        text: &str,
+        also_notify: Option<PublicKey>,
+        previous: Option<EventId>,
+    ) -> Result<Signed, ReplyError> {
         let newest = mentions
             .last()
             .ok_or_else(|| ReplyError::Sign("no mention to answer".into()))?;
@@ -200,54 +273,64 @@ impl Replier {
             .collect();
         let sign_error =
             |error: nostr_sdk::prelude::event::builder::Error| ReplyError::Sign(error.to_string());
-        match &newest.thread {
+        let quotes = |mention: EventId| match previous {
+            Some(_) => Vec::new(),
+            None => quote_tags(mentions, mention),
+        };
+        let event = match &newest.thread {
             Thread::Group {
                 channel,
                 root,
                 mention,
             } => {
                 let mut tags = vec![group_tag(channel)];
-                tags.extend(thread_tags(*root, *mention, &authors));
-                tags.extend(quote_tags(mentions, *mention));
+                tags.extend(thread_tags(*root, previous.unwrap_or(*mention), &authors));
+                tags.extend(quotes(*mention));
                 EventBuilder::new(Kind::Custom(9), text)
                     .tags(tags)
                     .sign_with_keys(&self.keys)
-                    .map(with_own_id)
-                    .map_err(sign_error)
+                    .map_err(sign_error)?
             }
             Thread::Note { root, mention } => EventBuilder::new(Kind::TextNote, text)
-                .tags(thread_tags(*root, *mention, &authors))
-                .tags(quote_tags(mentions, *mention))
+                .tags(thread_tags(*root, previous.unwrap_or(*mention), &authors))
+                .tags(quotes(*mention))
                 .sign_with_keys(&self.keys)
-                .map(with_own_id)
-                .map_err(sign_error),
-            Thread::Direct { peer, message } => self.direct_message(*peer, text, Some(*message)).await,
-        }
+                .map_err(sign_error)?,
+            Thread::Direct { peer, message } => {
+                return self
+                    .direct_message(*peer, text, Some(previous.unwrap_or(*message)))
+                    .await;
+            }
+        };
+        Ok(Signed {
+            seen_as: event.id,
+            event,
+        })
     }
 
-    /// A NIP-17 DM to `peer` (replying to `replying_to`) and its rumor's id:
-    /// `EventBuilder::private_msg` with the rumor kept, as the peer's reply
-    /// references the rumor, never the gift wrap.
+    /// A NIP-17 DM to `peer`, replying to `replying_to`: seen as its rumor,
+    /// since clients thread DMs by the rumor's id, never the gift wrap's.
     async fn direct_message(
         &self,
         peer: PublicKey,
         text: &str,
         replying_to: Option<EventId>,
-    ) -> Result<(Event, EventId), ReplyError> {
+    ) -> Result<Signed, ReplyError> {
         let mut rumor = EventBuilder::private_msg_rumor(peer, text)
             .tags(replying_to.map(reply_marker))
             .build(self.keys.public_key());
-        let rumor_id = rumor.id();
-        EventBuilder::gift_wrap(&self.keys, &peer, rumor, [])
+        let seen_as = rumor.id();
+        let event = EventBuilder::gift_wrap(&self.keys, &peer, rumor, [])
             .await
-            .map(|wrap| (wrap, rumor_id))
-            .map_err(|error| ReplyError::Sign(error.to_string()))
+            .map_err(|error| ReplyError::Sign(error.to_string()))?;
+        Ok(Signed { event, seen_as })
     }
 }
 
-fn with_own_id(event: Event) -> (Event, EventId) {
-    let id = event.id;
-    (event, id)
+/// A signed event, with the id clients know it by (a DM's rumor's).
+struct Signed {
+    event: Event,
+    seen_as: EventId,
 }
 
 /// NIP-18 `q` tags citing the batch's other mentions: one reply answers
@@ -288,4 +371,94 @@ fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -
     ];
     tags.extend(authors.iter().map(|author| Tag::public_key(*author)));
     tags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mention::test_mention;
+    use crate::store::MentionState;
+    use crate::store::scratch::ScratchDir;
+
+    fn replier(store: &Arc<Store>) -> Replier {
+        let keys = Keys::generate();
+        let client = Client::builder().signer(keys.clone()).build();
+        let (chains, _guard) = crate::loop_guard::loop_guard();
+        Replier::new(keys, client, Arc::clone(store), ReplyMode::Daemon, false, chains)
+    }
+
+    fn state(store: &Store, mention: &Mention) -> Option<MentionState> {
+        store.journal_state(&mention.event_id.to_hex()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_long_answer_is_stored_as_one_threaded_series_that_finishes_the_mention() {
+        let dir = ScratchDir::new("reply-series");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let mention = test_mention("room", 1, "write a lot", true);
+        replier.ledger.accept(&[&mention]).unwrap();
+
+        let text = "a paragraph of the answer\n\n".repeat(4000);
+        let first = replier
+            .answer(std::slice::from_ref(&mention), &text)
+            .await
+            .unwrap()
+            .expect("published by the daemon");
+
+        let stored: Vec<Event> = store
+            .outbox_unsent()
+            .unwrap()
+            .iter()
+            .map(|entry| Event::from_json(&entry.json).unwrap())
+            .collect();
+        assert!(stored.len() > 2, "{} parts", stored.len());
+        assert_eq!(stored[0].id, first);
+        assert_eq!(state(&store, &mention), Some(MentionState::Answered));
+        for (index, pair) in stored.windows(2).enumerate() {
+            assert!(
+                pair[1]
+                    .content
+                    .starts_with(&format!("({}/{}) ", index + 2, stored.len()))
+            );
+            let replied: Vec<String> = pair[1]
+                .tags
+                .iter()
+                .filter(|tag| tag.as_slice().get(3).map(String::as_str) == Some("reply"))
+                .map(|tag| tag.as_slice()[1].clone())
+                .collect();
+            assert_eq!(
+                replied,
+                [pair[0].id.to_hex()],
+                "each part replies to the one before"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_cannot_be_built_becomes_a_notice_not_a_failed_turn() {
+        let dir = ScratchDir::new("reply-unbuildable");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let mention = test_mention("room", 2, "hi", true);
+        let mentions = std::slice::from_ref(&mention);
+
+        let failed = Err(ReplyError::Sign("message too long".into()));
+        let (events, finish) = replier
+            .or_notice(failed, mentions, Finish::Answered)
+            .await
+            .expect("a notice instead of an error");
+        assert_eq!(finish, Finish::Notified);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event.content, UNBUILDABLE_ANSWER_NOTICE);
+
+        // A notice that cannot be built has nothing to fall back on.
+        let failed = Err(ReplyError::Sign("message too long".into()));
+        assert!(
+            replier
+                .or_notice(failed, mentions, Finish::Notified)
+                .await
+                .is_err()
+        );
+    }
 }

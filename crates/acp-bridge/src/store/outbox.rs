@@ -33,14 +33,7 @@ impl Store {
     ) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let inserted = tx
-            .prepare_cached(
-                "INSERT INTO outbox (event_id, relay_hint, json, stored_at)
-                 VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (event_id) DO NOTHING",
-            )?
-            .execute(params![reply.event_id, reply.relay_hint, reply.json, now])?;
-        if inserted == 0 {
+        if !insert_event(&tx, reply, now)? {
             tracing::debug!(event_id = reply.event_id, "outbox: event already stored");
             return Ok(());
         }
@@ -59,6 +52,38 @@ impl Store {
                 "outbox: some answered mentions were no longer pending"
             );
         }
+        Ok(())
+    }
+
+    /// Stores the events of one answer sent as a series (in order) and
+    /// finishes the mentions in `answers` with the first, all in one
+    /// transaction: a crash leaves either every part stored and the
+    /// mentions finished, or nothing. Idempotent like
+    /// [`outbox_put`](Self::outbox_put): when the first part is already
+    /// stored, nothing changes.
+    pub fn outbox_put_series(
+        &self,
+        parts: &[OutgoingEvent<'_>],
+        answers: &[&str],
+        outcome: Finish,
+        now: i64,
+    ) -> Result<()> {
+        let Some(first) = parts.first() else {
+            return Ok(());
+        };
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if !insert_event(&tx, first, now)? {
+            tracing::debug!(event_id = first.event_id, "outbox: series already stored");
+            return Ok(());
+        }
+        for part in &parts[1..] {
+            insert_event(&tx, part, now)?;
+        }
+        for mention in answers {
+            finish_pending(&tx, mention, outcome, now, Some(first.event_id))?;
+        }
+        tx.commit()?;
         Ok(())
     }
 
@@ -99,6 +124,22 @@ impl Store {
             .execute(params![older_than])?;
         Ok(deleted)
     }
+}
+
+/// Stores `event` unless an event with its id is; says whether it did.
+fn insert_event(
+    tx: &rusqlite::Transaction<'_>,
+    event: &OutgoingEvent<'_>,
+    now: i64,
+) -> rusqlite::Result<bool> {
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO outbox (event_id, relay_hint, json, stored_at)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (event_id) DO NOTHING",
+        )?
+        .execute(params![event.event_id, event.relay_hint, event.json, now])?;
+    Ok(inserted == 1)
 }
 
 #[cfg(test)]
@@ -164,6 +205,26 @@ mod tests {
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert!(store.outbox_unsent().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_series_is_stored_whole_with_the_mentions_finish_and_only_once() {
+        let dir = ScratchDir::new("outbox-series");
+        let store = Store::open(dir.path()).unwrap();
+        accept(&store, "m1", 1);
+        accept(&store, "m2", 2);
+        let parts = [event("p1", "{}"), event("p2", "{}"), event("p3", "{}")];
+        store
+            .outbox_put_series(&parts, &["m1"], Finish::Answered, 10)
+            .unwrap();
+        assert_eq!(unsent_ids(&store), ["p1", "p2", "p3"]);
+        assert_eq!(store.journal_state("m1").unwrap(), Some(MentionState::Answered));
+        // Stored again (a retry after a crash): nothing changes, m2 neither.
+        store
+            .outbox_put_series(&parts, &["m2"], Finish::Answered, 20)
+            .unwrap();
+        assert_eq!(unsent_ids(&store), ["p1", "p2", "p3"]);
+        assert_eq!(store.journal_state("m2").unwrap(), Some(MentionState::Pending));
     }
 
     #[test]

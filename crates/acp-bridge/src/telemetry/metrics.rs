@@ -38,6 +38,16 @@ pub fn agent_respawned() {
     counter!("acp_bridge_agent_respawns_total").increment(1);
 }
 
+/// An answer cut at `--max-reply-bytes`.
+pub fn reply_truncated() {
+    counter!("acp_bridge_replies_truncated_total").increment(1);
+}
+
+/// An answer published as a series of `parts` events.
+pub fn reply_parts(parts: usize) {
+    histogram!("acp_bridge_reply_parts").record(parts as f64);
+}
+
 pub fn mention_to_reply(seconds: f64) {
     histogram!("acp_bridge_mention_to_reply_seconds").record(seconds);
 }
