@@ -23,6 +23,7 @@ mod gate;
 mod heart;
 mod housekeeping;
 mod intake;
+mod isolation;
 mod ledger;
 mod loop_guard;
 mod mention;

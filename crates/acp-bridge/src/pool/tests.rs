@@ -108,6 +108,7 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         max_turn_duration: Duration::from_secs(60),
         cancel_timeout: Duration::from_secs(1),
         auth_method: None,
+        user: None,
     }
 }
 
