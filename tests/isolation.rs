@@ -57,6 +57,19 @@ fn group_members(pgid: u32) -> Vec<u32> {
     members
 }
 
+/// How many of `paths` the agent's answer shows as read, not refused.
+fn reads_succeeded(answer: &str, paths: &[String]) -> usize {
+    paths
+        .iter()
+        .filter(|path| {
+            let (read, refused) = (format!("cat {path}: "), format!("cat {path}: error: "));
+            answer
+                .lines()
+                .any(|line| line.starts_with(&read) && !line.starts_with(&refused))
+        })
+        .count()
+}
+
 /// The agent's answer to a mention that asks it to read `paths`.
 async fn agent_reads(scene: &Scene, channel: &str, paths: &[String]) -> String {
     let directives: Vec<String> = paths.iter().map(|path| format!("[cat={path}]")).collect();
@@ -86,7 +99,8 @@ async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_envi
     };
 
     // As the daemon's user (today's only way), every read succeeds.
-    let answer = agent_reads(&scene, "shared-user", &secrets(scene.bridge.pid())).await;
+    let shared = secrets(scene.bridge.pid());
+    let answer = agent_reads(&scene, "shared-user", &shared).await;
     let key_hex = spec.bot.secret_key().to_secret_hex();
     assert!(
         answer.contains(&format!("{}: {key_hex}", key_file.display())),
@@ -97,7 +111,8 @@ async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_envi
         answer.contains(&format!("{}={}", DAEMON_ENV_MARKER.0, DAEMON_ENV_MARKER.1)),
         "{answer}"
     );
-    let readable = secrets(0).len();
+    let read_as_daemon_user = reads_succeeded(&answer, &shared);
+    assert_eq!(read_as_daemon_user, shared.len(), "{answer}");
 
     // As the agent user, each is refused by the kernel.
     scene.bridge.terminate(PATIENCE).await;
@@ -123,7 +138,9 @@ async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_envi
         "{answer}"
     );
     println!(
-        "agent tools reading the key file, the state dir and /proc/<daemon>/environ: as the daemon's user {readable} of {readable} read; as --agent-user {AGENT_USER} 0 of {} read",
+        "agent tools reading the key file, the state dir and /proc/<daemon>/environ: as the daemon's user {read_as_daemon_user} of {} read; as --agent-user {AGENT_USER} {} of {} read",
+        shared.len(),
+        reads_succeeded(&answer, &paths),
         paths.len()
     );
 }
