@@ -256,6 +256,31 @@ async fn a_missing_agent_binary_is_named_with_a_hint() {
     assert_eq!(pool.status().last_failure.as_deref(), Some(hint));
 }
 
+#[tokio::test]
+async fn a_cwd_the_agent_user_cannot_enter_is_named_with_a_hint() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("skipped: starting an agent as another user needs root (CI runs as root)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("acp-bridge-pool-closed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let mut agent = command("/bin/true", &[]);
+    agent.cwd = dir.clone();
+    agent.user = Some(acp_client::AgentUser::lookup("nobody").expect("nobody"));
+    let pool = command_pool(agent);
+    let error = pool.lease(&key("a")).await.expect_err("cwd closed to nobody");
+    let _ = std::fs::remove_dir_all(&dir);
+    let hint = format!(
+        "user `nobody` (--agent-user) may not enter --cwd `{}`",
+        dir.display()
+    );
+    assert!(
+        matches!(&error, PoolError::Spawn(why) if why.starts_with(&hint)),
+        "{error}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn conversations_keep_their_session_and_new_ones_go_to_the_least_loaded_slot() {
     let pool = pool(&[fast(), fast()]);
