@@ -25,7 +25,7 @@
 
 use acp_bridge::SessionPolicy;
 use acp_bridge::{
-    BRIDGE_MARK, Framing, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt, steer_text,
+    BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt, steer_text,
 };
 use acp_bridge::{Intent, Mention, Thread, direct_thread, public_thread};
 use acp_bridge_fuzz::{MentionInput, Place, PromptInput};
@@ -254,12 +254,16 @@ fn letters(line: &str) -> String {
         .collect()
 }
 
-/// True when `line` spells the mark's name without `(quoted)` after it.
+/// True when `line` spells the mark, an opening bracket then the mark's
+/// name (with anything but letters and digits between), without
+/// `(quoted)` after it.
 fn holds_a_live_mark(line: &str) -> bool {
-    let letters = letters(line);
-    letters
-        .match_indices("acpbridge")
-        .any(|(at, name)| !letters[at + name.len()..].starts_with("quoted"))
+    line.char_indices()
+        .filter(|(_, c)| OPENING_BRACKETS.contains(c))
+        .any(|(at, bracket)| {
+            let letters = letters(&line[at + bracket.len_utf8()..]);
+            letters.starts_with("acpbridge") && !letters["acpbridge".len()..].starts_with("quoted")
+        })
 }
 
 fn check_framing(what: &str, prompt: &str, slots: &[Slot<'_>]) {

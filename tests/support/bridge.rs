@@ -35,6 +35,9 @@ pub struct BridgeSpec {
     pub env: Vec<(String, String)>,
     /// The daemon's `RUST_LOG`.
     pub log_filter: String,
+    /// Where the bot's key is written (0600) for `--secret-key-file`;
+    /// `None` passes it in `ACP_BRIDGE_SECRET_KEY`.
+    pub key_file: Option<PathBuf>,
 }
 
 impl BridgeSpec {
@@ -50,6 +53,7 @@ impl BridgeSpec {
             frame_log_dir: None,
             env: Vec::new(),
             log_filter: DEFAULT_LOG_FILTER.to_owned(),
+            key_file: None,
         }
     }
 
@@ -88,7 +92,18 @@ impl Bridge {
             agent_args.push("--frame-log-dir".to_owned());
             agent_args.push(dir.to_str().expect("utf-8 path").to_owned());
         }
-        let child = Command::new(bridge_binary())
+        let mut command = Command::new(bridge_binary());
+        command.env_clear();
+        match &spec.key_file {
+            Some(path) => {
+                write_key_file(path, &spec.bot);
+                command.arg("--secret-key-file").arg(path);
+            }
+            None => {
+                command.env("ACP_BRIDGE_SECRET_KEY", spec.bot.secret_key().to_secret_hex());
+            }
+        }
+        let child = command
             .arg("--relay")
             .arg(&spec.relay_url)
             .arg("--owner")
@@ -100,9 +115,7 @@ impl Bridge {
             .arg("--log-format")
             .arg("json")
             .args(&spec.flags)
-            .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("ACP_BRIDGE_SECRET_KEY", spec.bot.secret_key().to_secret_hex())
             .env("ACP_BRIDGE_AGENT_ARGS", agent_args.join(" "))
             .env("RUST_LOG", &spec.log_filter)
             .envs(spec.env.iter().map(|(name, value)| (name, value)))
@@ -198,6 +211,21 @@ impl JournalLock {
     pub fn release(self) {
         self.0.execute_batch("ROLLBACK").expect("release the write lock");
     }
+}
+
+/// The bot's key as hex in a new 0600 file at `path`.
+fn write_key_file(path: &std::path::Path, bot: &Keys) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .expect("key file");
+    file.write_all(bot.secret_key().to_secret_hex().as_bytes())
+        .expect("write the key file");
 }
 
 impl Drop for Bridge {

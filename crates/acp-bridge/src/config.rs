@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use acp_client::AgentUser;
 use clap::{Args, ValueEnum};
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
 
@@ -38,6 +39,20 @@ pub const AGENT_ENV_BASELINE: &[&str] = &[
     "TERM",
     "TZ",
     "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+];
+/// Baseline variables that describe the daemon's own user. With
+/// `--agent-user` the agent gets that user's `HOME`, `USER` and `LOGNAME`
+/// instead, and the daemon's XDG dirs not at all (unless `--agent-env`
+/// lists them).
+const AGENT_USER_ENV: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
     "XDG_CACHE_HOME",
@@ -241,6 +256,12 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_AGENT_AUTH_METHOD", value_name = "ID")]
     pub agent_auth_method: Option<String>,
 
+    /// Run agents as this user (its uid, gid, groups and HOME), so the
+    /// tools they run cannot read the key file, the state dir or the
+    /// daemon's environment. The daemon must run as root.
+    #[arg(long, env = "ACP_BRIDGE_AGENT_USER", value_name = "USER")]
+    pub agent_user: Option<String>,
+
     /// Agent processes (each hosts many sessions).
     #[arg(long, env = "ACP_BRIDGE_AGENTS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub agents: u32,
@@ -372,6 +393,8 @@ pub struct AgentSettings {
     pub cancel_timeout: Duration,
     /// `--agent-auth-method`.
     pub auth_method: Option<String>,
+    /// `--agent-user`; agents run as the daemon's user when `None`.
+    pub user: Option<AgentUser>,
 }
 
 /// A refusal of the configuration: one line, naming the flag.
@@ -483,6 +506,19 @@ impl RunArgs {
         }
         let cwd = std::fs::canonicalize(&cwd)
             .map_err(|error| refuse("--cwd", format!("`{}`: {error}", cwd.display())))?;
+        let agent_user = self
+            .agent_user
+            .as_deref()
+            .filter(|name| !name.is_empty())
+            .map(agent_user)
+            .transpose()?;
+        let mut agent_env = agent_environment(&self.agent_env, env);
+        match &agent_user {
+            Some(user) => agent_env = as_agent_user(agent_env, user, &self.agent_env),
+            None => tracing::warn!(
+                "agents run as the daemon's user: the tools they run can read the key file, the state dir and the daemon's environment; run the daemon as root with --agent-user"
+            ),
+        }
         Ok(Settings {
             relays,
             owner,
@@ -513,7 +549,7 @@ impl RunArgs {
                     .map(|args| args.into_iter().filter(|arg| !arg.is_empty()).collect())
                     .unwrap_or_else(|| default_agent_args(&self.agent_command)),
                 command: self.agent_command.clone(),
-                env: agent_environment(&self.agent_env, env),
+                env: agent_env,
                 processes: self.agents,
                 turns_per_agent: self.turns_per_agent,
                 cwd,
@@ -521,6 +557,7 @@ impl RunArgs {
                 max_turn_duration: self.max_turn_duration,
                 cancel_timeout: self.cancel_timeout,
                 auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
+                user: agent_user,
             },
             reply_content: self.reply_content,
             multiple_event_handling: self.multiple_event_handling,
@@ -582,6 +619,7 @@ impl Settings {
                 max_turn_duration: Duration::from_secs(7200),
                 cancel_timeout: acp_client::DEFAULT_CANCEL_TIMEOUT,
                 auth_method: None,
+                user: None,
             },
             reply_content: ReplyContent::Answer,
             multiple_event_handling: MultipleEventHandling::Steer,
@@ -669,6 +707,50 @@ fn agent_environment(pass_through: &[String], env: &dyn Fn(&str) -> Option<Strin
         .collect()
 }
 
+/// `--agent-user`: an existing, unprivileged user, and a daemon that may
+/// switch to it.
+fn agent_user(name: &str) -> Result<AgentUser, ConfigError> {
+    let user = AgentUser::lookup(name).map_err(|error| refuse("--agent-user", error.to_string()))?;
+    if user.uid == 0 {
+        return Err(refuse(
+            "--agent-user",
+            format!("`{name}` is root; name an unprivileged user for the agents"),
+        ));
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err(refuse(
+            "--agent-user",
+            format!(
+                "the daemon must run as root to start agents as `{name}`; run it as root, or drop the flag and give the daemon a user of its own"
+            ),
+        ));
+    }
+    Ok(user)
+}
+
+/// The agent's environment as `user`: its identity in place of the
+/// daemon's (see [`AGENT_USER_ENV`]); names listed in `--agent-env` stay.
+fn as_agent_user(
+    mut env: Vec<(String, String)>,
+    user: &AgentUser,
+    pass_through: &[String],
+) -> Vec<(String, String)> {
+    env.retain(|(name, _)| {
+        !AGENT_USER_ENV.contains(&name.as_str()) || pass_through.iter().any(|listed| listed.trim() == name)
+    });
+    let home = user.home.to_string_lossy().into_owned();
+    for (name, value) in [
+        ("HOME", home),
+        ("USER", user.name.clone()),
+        ("LOGNAME", user.name.clone()),
+    ] {
+        if !env.iter().any(|(set, _)| set == name) {
+            env.push((name.to_owned(), value));
+        }
+    }
+    env
+}
+
 fn parse_relays(values: &[String]) -> Result<Vec<RelaySpec>, ConfigError> {
     let mut relays = Vec::new();
     for value in values
@@ -747,12 +829,18 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
                 )
             })
         }
-        (None, Some(text)) => Keys::parse(text.trim()).map_err(|_| {
-            refuse(
-                "--secret-key-file",
-                format!("{SECRET_KEY_ENV} is not a valid nsec or hex secret key"),
-            )
-        }),
+        (None, Some(text)) => {
+            let keys = Keys::parse(text.trim()).map_err(|_| {
+                refuse(
+                    "--secret-key-file",
+                    format!("{SECRET_KEY_ENV} is not a valid nsec or hex secret key"),
+                )
+            })?;
+            tracing::warn!(
+                "the secret key came from {SECRET_KEY_ENV}: it stays readable in /proc/<pid>/environ to every process of the daemon's user for the daemon's life; prefer --secret-key-file"
+            );
+            Ok(keys)
+        }
         (None, None) => Err(refuse(
             "--secret-key-file",
             format!(
@@ -930,6 +1018,57 @@ mod tests {
         let passed = agent_environment(&["OPENAI_API_KEY".into(), "ACP_BRIDGE_SECRET_KEY".into()], &env);
         let names: Vec<&str> = passed.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, vec!["PATH", "OPENAI_API_KEY"]);
+    }
+
+    #[test]
+    fn an_agent_user_must_exist_and_must_not_be_root() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        for (user, problem) in [
+            ("no-such-user-acp", "no user `no-such-user-acp` on this system"),
+            ("root", "`root` is root; name an unprivileged user for the agents"),
+        ] {
+            let args = ["--relay", "embedded", "--owner", &owner, "--agent-user", user];
+            let error = validate(&args, &[(&name, &secret)]).expect_err("refused");
+            assert_eq!((error.flag, error.problem.as_str()), ("--agent-user", problem));
+        }
+    }
+
+    #[test]
+    fn an_agent_user_gets_its_own_identity_in_the_environment() {
+        let user = AgentUser {
+            name: "agent".to_owned(),
+            uid: 1000,
+            gid: 1000,
+            groups: vec![1000],
+            home: PathBuf::from("/home/agent"),
+        };
+        let daemon_env: Vec<(String, String)> = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/root"),
+            ("USER", "root"),
+            ("XDG_RUNTIME_DIR", "/run/user/0"),
+            ("XDG_CONFIG_HOME", "/root/.config"),
+        ]
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+        let env = as_agent_user(daemon_env, &user, &["XDG_CONFIG_HOME".to_owned()]);
+        let env: Vec<(&str, &str)> = env
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        assert_eq!(
+            env,
+            vec![
+                ("PATH", "/usr/bin"),
+                ("XDG_CONFIG_HOME", "/root/.config"),
+                ("HOME", "/home/agent"),
+                ("USER", "agent"),
+                ("LOGNAME", "agent"),
+            ],
+            "the daemon's identity is replaced; what --agent-env lists stays"
+        );
     }
 
     #[test]

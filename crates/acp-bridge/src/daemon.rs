@@ -25,10 +25,11 @@ use crate::heart::{Heart, HeartSettings, TurnServices};
 use crate::housekeeping::Housekeeping;
 use crate::intake::relay_link::{Interest, RelayLink};
 use crate::intake::{Inbound, Intake, IntakeLimits};
+use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
 use crate::mode_gate::ModeGate;
-use crate::pool::Pool;
+use crate::pool::{Pool, reaper};
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::store::{Store, StoreError};
@@ -83,6 +84,8 @@ impl Stages {
     /// when the state dir, a relay or the metrics address is unusable.
     async fn wire(settings: Settings) -> Result<Stages, DaemonError> {
         let store = Arc::new(Store::open(&settings.state_dir)?);
+        isolation::prepare(&settings);
+        reaper::sweep(&store).await;
         let (embedded, relay_urls) = relay_urls(&settings.relays).await?;
         let (client, relays) = relay_client(&settings, &relay_urls).await?;
 

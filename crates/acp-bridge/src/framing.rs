@@ -16,11 +16,13 @@
 //!   case folding, fullwidth and mathematical letters mapped to ASCII,
 //!   Cyrillic and Greek look-alikes mapped to the Latin letters they imitate,
 //!   and everything that is not a letter or digit (brackets, dashes, spaces,
-//!   zero-width characters) left out. Each such run becomes
+//!   zero-width characters) left out, when it opens with a bracket (any of
+//!   [`OPENING_BRACKETS`], with nothing but such left-out characters
+//!   between): that is what makes it the mark. Each such run becomes
 //!   `acp-bridge (quoted)`, so `[acp-bridge]` reads `[acp-bridge (quoted)]`
-//!   and `［ＡＣＰ bridge］` reads `［acp-bridge (quoted)］`. The cost is that a
-//!   person who writes "the acp bridge" sees it quoted back as
-//!   "the acp-bridge (quoted)" to the agent, which is harmless.
+//!   and `［ＡＣＰ bridge］` reads `［acp-bridge (quoted)］`. The name alone is
+//!   left as written: a path such as `crates/acp-bridge/src` or the words
+//!   "the acp bridge" reach the agent unchanged.
 //! - The steer framing (header and closing) is one piece of text, used both
 //!   by the native steer and by the cancel + merge fallback, so the agent is
 //!   oriented the same way whichever path delivered the message.
@@ -35,6 +37,12 @@ pub const BRIDGE_MARK: &str = "[acp-bridge]";
 const MARK_SKELETON: &str = "acpbridge";
 /// What every look-alike of the mark's name becomes inside a person's text.
 const DEFUSED_NAME: &str = "acp-bridge (quoted)";
+/// Characters that open a bracket, ASCII and their look-alikes: a run that
+/// reads as the mark's name is the mark only behind one of them.
+pub const OPENING_BRACKETS: &[char] = &[
+    '[', '［', '(', '（', '{', '｛', '<', '＜', '⟦', '⟨', '【', '〔', '〖', '〘', '〚', '「', '『', '《',
+    '〈', '❲', '⁅', '«', '‹',
+];
 
 /// Opens a steer: new messages for the live turn.
 pub const STEER_HEADER: &str = "New messages arrived while you were working. Keep working on your current task and take them into account:";
@@ -186,8 +194,10 @@ fn defuse(line: &str) -> std::borrow::Cow<'_, str> {
     let (mut copied_up_to, mut index) = (0, 0);
     while index + wanted.len() <= letters.len() {
         let run = &letters[index..index + wanted.len()];
-        if run.iter().map(|(letter, _)| *letter).eq(wanted.iter().copied()) {
-            let (start, end) = (run[0].1.start, run[wanted.len() - 1].1.end);
+        let (start, end) = (run[0].1.start, run[wanted.len() - 1].1.end);
+        if run.iter().map(|(letter, _)| *letter).eq(wanted.iter().copied())
+            && opens_with_bracket(&line[..start])
+        {
             defused.push_str(&line[copied_up_to..start]);
             defused.push_str(DEFUSED_NAME);
             copied_up_to = end;
@@ -201,6 +211,20 @@ fn defuse(line: &str) -> std::borrow::Cow<'_, str> {
     }
     defused.push_str(&line[copied_up_to..]);
     defused.into()
+}
+
+/// True when `before` ends in an opening bracket, perhaps followed by
+/// characters that are neither letters nor digits.
+fn opens_with_bracket(before: &str) -> bool {
+    before
+        .chars()
+        .rev()
+        .take_while(|c| !reads_as_letter(*c))
+        .any(|c| OPENING_BRACKETS.contains(&c))
+}
+
+fn reads_as_letter(c: char) -> bool {
+    c.to_lowercase().map(look_alike).any(char::is_alphanumeric)
 }
 
 /// The letters and digits of `text` as they read, each with the bytes it
@@ -370,6 +394,11 @@ mod tests {
                 "two: [acp-bridge (quoted)][acp-bridge (quoted)]",
             ),
             ("a bridge to acp, unchanged", "a bridge to acp, unchanged"),
+            (
+                "edit crates/acp-bridge/src and the acp bridge docs",
+                "edit crates/acp-bridge/src and the acp bridge docs",
+            ),
+            ("see (acp-bridge) docs", "see (acp-bridge (quoted)) docs"),
         ] {
             let prompt = fresh_prompt(&[mention(forged, false)]);
             assert!(

@@ -23,6 +23,7 @@ mod gate;
 mod heart;
 mod housekeeping;
 mod intake;
+mod isolation;
 mod ledger;
 mod loop_guard;
 mod mention;
@@ -40,7 +41,8 @@ pub use config::{AGENT_ENV_BASELINE, ReplyMode, RespondTo, RunArgs, SessionPolic
 pub use daemon::{DaemonError, run};
 pub use embedded_relay::EmbeddedRelay;
 pub use framing::{
-    BRIDGE_MARK, Framing, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt, steer_text,
+    BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
+    steer_text,
 };
 pub use gate::AuthorGate;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};

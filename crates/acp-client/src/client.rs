@@ -144,6 +144,12 @@ impl AgentClient {
         &self.conn.agent
     }
 
+    /// The agent's process id (also its process group's), for a spawned
+    /// agent.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(|process| process.probe().pid())
+    }
+
     /// How the agent went away, once it has.
     pub fn exit(&self) -> Option<AgentExit> {
         self.conn.exit()

@@ -19,7 +19,9 @@ mod agent_info;
 mod client;
 mod connection;
 mod error;
+mod forker;
 mod framing;
+mod isolation;
 mod jsonrpc;
 mod permission;
 mod process;
@@ -34,6 +36,7 @@ pub use client::{
 };
 pub use error::{AcpError, AgentExit, ExitReason, RpcError, TurnError, codes};
 pub use framing::DEFAULT_MAX_LINE_BYTES;
+pub use isolation::{AgentUser, AgentUserError};
 pub use permission::{
     AnswerError, PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
 };

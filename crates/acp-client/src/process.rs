@@ -1,10 +1,17 @@
 //! The agent as an operating-system process.
 //!
-//! Owns spawning (own process group, explicit environment, piped stdio),
-//! forwarding stderr into `tracing`, observing the exit status, and killing
-//! the whole group. Agents start helpers (MCP servers, shells, language
-//! servers); killing only the direct child would orphan them, so every kill
-//! here targets the process group.
+//! Owns spawning (own process group, explicit environment, piped stdio,
+//! optionally another user), forwarding stderr into `tracing`, observing the
+//! exit status, and killing the whole group. Agents start helpers (MCP
+//! servers, shells, language servers); killing only the direct child would
+//! orphan them, so every kill here targets the process group.
+//!
+//! An agent also dies with the daemon: its parent-death signal is SIGKILL
+//! ([`crate::isolation`]), armed in the child and kept valid by forking
+//! every agent from one thread that lives as long as the process
+//! ([`crate::forker`]). The signal reaches the group leader only; helpers
+//! it started are left to whoever records the group (the daemon sweeps
+//! them at its next start).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -19,7 +26,9 @@ use tokio::sync::watch;
 use tokio_util::codec::FramedRead;
 
 use crate::error::AcpError;
+use crate::forker;
 use crate::framing::{Frame, FrameCodec};
+use crate::isolation::{self, AgentUser};
 
 /// Longest stderr line forwarded whole; longer ones are cut (agents dump
 /// stack traces and JSON blobs on stderr).
@@ -37,6 +46,8 @@ pub struct AgentCommand {
     /// The agent's COMPLETE environment: nothing is inherited, so the
     /// daemon's own secrets never reach the agent or the tools it runs.
     pub env: Vec<(OsString, OsString)>,
+    /// The account the agent runs as; the daemon's own when `None`.
+    pub user: Option<AgentUser>,
 }
 
 impl AgentCommand {
@@ -47,6 +58,7 @@ impl AgentCommand {
             args: Vec::new(),
             cwd: None,
             env: Vec::new(),
+            user: None,
         }
     }
 
@@ -105,13 +117,13 @@ impl AgentProcess {
             // Ctrl-C in the daemon's terminal does not hit the agent first.
             .process_group(0)
             .kill_on_drop(true);
-        if let Some(cwd) = &command.cwd {
-            child.current_dir(cwd);
-        }
-        let mut child = child.spawn().map_err(|source| AcpError::Spawn {
+        let spawn_failed = |source| AcpError::Spawn {
             program: command.program.display().to_string(),
             source,
-        })?;
+        };
+        isolation::prepare(&mut child, command.user.as_ref(), command.cwd.as_deref())
+            .map_err(spawn_failed)?;
+        let mut child = forker::spawn(child).map_err(spawn_failed)?;
         let pid = child.id().ok_or_else(|| AcpError::Spawn {
             program: command.program.display().to_string(),
             source: std::io::Error::other("the process exited before it could be observed"),
@@ -153,6 +165,11 @@ impl Drop for AgentProcess {
 }
 
 impl ProcessProbe {
+    /// The process id, which is also the id of the agent's process group.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// SIGKILL to the whole process group. Harmless when it already exited.
     pub fn kill(&self) {
         let Ok(pid) = i32::try_from(self.pid) else {
@@ -204,5 +221,56 @@ async fn forward_stderr(agent: String, stderr: ChildStderr) {
                 tracing::info!(target: "agent_stderr", agent = %agent, "(non-UTF-8 stderr line skipped)")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+
+    /// How long the test waits for the kernel to finish a thread's exit.
+    const THREAD_EXIT_PATIENCE: Duration = Duration::from_secs(10);
+
+    /// The parent-death signal follows the thread that forked: an agent
+    /// started from a thread that then ends must live on (it is forked by
+    /// the forking thread, which does not end).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn an_agent_outlives_the_thread_that_started_it() {
+        let runtime = tokio::runtime::Handle::current();
+        let command =
+            AgentCommand::new("cat", "cat").env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        let (spawned, thread) = std::thread::spawn(move || {
+            let _entered = runtime.enter();
+            (AgentProcess::spawn(&command), nix::unistd::gettid())
+        })
+        .join()
+        .expect("the spawning thread");
+        let mut spawned = spawned.expect("spawn cat");
+        // The kernel sends the parent-death signal before it removes the
+        // ended thread from /proc.
+        let task = format!("/proc/self/task/{thread}");
+        let deadline = tokio::time::Instant::now() + THREAD_EXIT_PATIENCE;
+        while Path::new(&task).exists() {
+            assert!(tokio::time::Instant::now() < deadline, "{task} still exists");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        spawned
+            .stdin
+            .write_all(b"still here\n")
+            .await
+            .expect("write to cat");
+        let mut echoed = String::new();
+        BufReader::new(spawned.stdout)
+            .read_line(&mut echoed)
+            .await
+            .expect("read from cat");
+        assert_eq!(
+            echoed, "still here\n",
+            "cat was killed with the thread that started it"
+        );
     }
 }

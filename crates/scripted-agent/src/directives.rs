@@ -4,7 +4,8 @@
 //! A directive is a bracketed word anywhere in the prompt (`[rounds=2]`,
 //! `[hang]`). Tests steer one turn without restarting the agent this way.
 //! Bracketed text that is not a directive, or has a value that does not
-//! parse, is just text. When a directive repeats, the last one wins.
+//! parse, is just text. When a directive repeats, the last one wins, except
+//! `[cat=PATH]`, which reads every path it is given.
 
 use std::time::Duration;
 
@@ -30,6 +31,8 @@ struct Directives {
     no_run_id: bool,
     advertise_wrong_run: bool,
     say_bytes: Option<usize>,
+    cat: Vec<String>,
+    child: bool,
 }
 
 impl Directives {
@@ -56,6 +59,7 @@ impl Directives {
                 "chatter" => self.chatter = true,
                 "no-run-id" => self.no_run_id = true,
                 "advertise-wrong-run" => self.advertise_wrong_run = true,
+                "child" => self.child = true,
                 _ => {}
             },
             Some(("rounds", value)) => self.rounds = value.parse().ok().or(self.rounds),
@@ -67,6 +71,7 @@ impl Directives {
             Some(("stop", value)) if !value.is_empty() => {
                 self.stop_reason = Some(value.to_owned());
             }
+            Some(("cat", path)) if !path.is_empty() => self.cat.push(path.to_owned()),
             Some(_) => {}
         }
     }
@@ -97,6 +102,12 @@ pub(crate) struct TurnScript {
     pub(crate) advertise_wrong_run: bool,
     /// The final message goes on with this many bytes of filler text.
     pub(crate) say_bytes: Option<usize>,
+    /// Files the agent reads as its own user, as a shell tool would; the
+    /// final message says what each held, or why it could not be read.
+    pub(crate) cat: Vec<String>,
+    /// Start a helper process (`sleep`) that outlives the turn, as a tool's
+    /// shell would.
+    pub(crate) child: bool,
 }
 
 impl TurnScript {
@@ -123,6 +134,8 @@ impl TurnScript {
             no_run_id: directives.no_run_id,
             advertise_wrong_run: directives.advertise_wrong_run,
             say_bytes: directives.say_bytes,
+            cat: directives.cat,
+            child: directives.child,
         }
     }
 }
@@ -172,6 +185,9 @@ mod tests {
         let directives = Directives::parse("[no-run-id] [advertise-wrong-run]");
         assert!(directives.no_run_id && directives.advertise_wrong_run);
         assert_eq!(Directives::parse("[say-bytes=200000]").say_bytes, Some(200_000));
+        let directives = Directives::parse("[cat=/a] [cat=] [child] [cat=/b c]");
+        assert_eq!(directives.cat, vec!["/a", "/b c"], "every path is read");
+        assert!(directives.child);
     }
 
     #[test]

@@ -9,19 +9,24 @@
 //! turn: `[rounds=N]`, `[delay=MS]`, `[tool]`, `[permission]`,
 //! `[stop=REASON]`, `[crash-after=N]`, `[hang]`, `[fail]`, `[chatter]`,
 //! `[no-run-id]` (never advertise the run), `[advertise-wrong-run]`
-//! (advertise a run id that is not live after the real one) and
+//! (advertise a run id that is not live after the real one),
 //! `[say-bytes=N]` (the final message goes on with N bytes of
-//! [`filler_text`]). Any other bracketed text is just text.
+//! [`filler_text`]), `[cat=PATH]` (read a file as the agent's user and tell
+//! what it held, or the error) and `[child]` (start a helper process that
+//! outlives the turn). Any other bracketed text is just text.
 //!
 //! stdout (or whatever [`serve`] writes to) carries only JSON-RPC frames,
 //! unless a misbehaviour flag says otherwise; human logs go to stderr, one
 //! line each, prefixed `scripted-agent:`.
 
-/// Logs one line to stderr. stdout belongs to the protocol.
+/// Logs one line to stderr. stdout belongs to the protocol. Best effort:
+/// a closed stderr (the client died) must not end the agent, which
+/// `eprintln!` would by panicking.
 macro_rules! log {
-    ($($arg:tt)*) => {
-        eprintln!("scripted-agent: {}", format_args!($($arg)*))
-    };
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "scripted-agent: {}", format_args!($($arg)*));
+    }};
 }
 
 mod acp;
@@ -83,6 +88,7 @@ where
         Some(dir) => Some(FrameLog::open(dir).await?),
         None => None,
     };
+    let linger = options.linger;
     let (outbox, mut writer) = wire::spawn_writer(output);
     let agent = Arc::new(Agent::new(options, outbox));
     let mut frames = FramedRead::new(input, LineDecoder::new(MAX_INBOUND_LINE_BYTES));
@@ -108,6 +114,10 @@ where
             written = &mut writer => break Stop::WriterEnded(flatten(written)),
         }
     };
+    if linger && !matches!(stopped, Stop::InputFailed(_)) {
+        log!("the client is gone; running on until killed (--linger)");
+        std::future::pending::<()>().await;
+    }
     turns.shutdown().await;
     drop(agent);
     match stopped {

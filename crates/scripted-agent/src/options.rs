@@ -127,6 +127,11 @@ pub struct Options {
     #[arg(long)]
     pub exit_immediately: bool,
 
+    /// Once the client is gone (input closed, output broken), keep running
+    /// until killed, like an agent stuck in a tool.
+    #[arg(long)]
+    pub linger: bool,
+
     /// Treat bracketed directives in prompts as plain text: the flags alone
     /// script every turn (a restarted test agent must not obey a `[hang]`
     /// it was given before the restart).
@@ -163,6 +168,7 @@ impl Default for Options {
             garbage_stdout: false,
             huge_line_bytes: None,
             exit_immediately: false,
+            linger: false,
             ignore_directives: false,
             frame_log_dir: None,
         }
@@ -188,6 +194,7 @@ impl Options {
             (self.hang, "--hang"),
             (self.ignore_cancel, "--ignore-cancel"),
             (self.garbage_stdout, "--garbage-stdout"),
+            (self.linger, "--linger"),
         ];
         for (_, flag) in switches.iter().filter(|(on, _)| *on) {
             summary.push(' ');

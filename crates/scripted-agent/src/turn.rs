@@ -42,6 +42,8 @@ struct Transcript {
     folded_steers: Vec<String>,
     /// The tool's line of the final message, once the tool ran.
     tool_line: Option<String>,
+    /// One line per `[cat=PATH]`: what the file held, or the error.
+    reads: Vec<String>,
 }
 
 /// Why the rounds stopped before their end.
@@ -87,6 +89,9 @@ async fn play_turn(agent: &Agent, mut turn: Turn) -> Result<(), ClientGone> {
             turn.run.run_id()
         );
         return std::future::pending().await;
+    }
+    if turn.script.child {
+        start_child(turn.run.session_id());
     }
     let mut transcript = Transcript::default();
     let halt = if turn.script.chatter {
@@ -238,6 +243,7 @@ async fn finish(
         transcript.folded_steers.push(steer.text);
     }
     if !cancelled && !fail {
+        transcript.reads = turn.script.cat.iter().map(|path| read_file(path)).collect();
         let message = final_message(&turn.prompt_text, &transcript);
         acp::send_update(&agent.outbox, session_id, update::agent_text(&message)).await?;
         if let Some(bytes) = turn.script.say_bytes {
@@ -304,7 +310,41 @@ fn final_message(prompt_text: &str, transcript: &Transcript) -> String {
         message.push('\n');
         message.push_str(line);
     }
+    for read in &transcript.reads {
+        message.push('\n');
+        message.push_str(read);
+    }
     message
+}
+
+/// `[cat=PATH]`: the file's text (NUL separators, as in
+/// `/proc/<pid>/environ`, shown as spaces), or why it could not be read.
+fn read_file(path: &str) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => format!(
+            "cat {path}: {}",
+            String::from_utf8_lossy(&bytes).replace('\0', " ")
+        ),
+        Err(error) => format!("cat {path}: error: {error}"),
+    }
+}
+
+/// `[child]`: a helper that runs on after the turn (and after the agent,
+/// unless something ends its process group). Its stdio is not the agent's,
+/// so it holds no pipe of the client open.
+fn start_child(session_id: &str) {
+    /// How long the helper sleeps: longer than any test.
+    const CHILD_SLEEP_SECONDS: &str = "3600";
+    let started = std::process::Command::new("sleep")
+        .arg(CHILD_SLEEP_SECONDS)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    match started {
+        Ok(child) => log!("session {session_id}: started child pid {}", child.id()),
+        Err(error) => log!("session {session_id}: could not start a child: {error}"),
+    }
 }
 
 #[cfg(test)]
@@ -316,10 +356,11 @@ mod tests {
         let transcript = Transcript {
             folded_steers: vec!["one".into(), "two".into()],
             tool_line: Some("tool: allowed (allow_once)".into()),
+            reads: vec!["cat /x: error: denied".into()],
         };
         assert_eq!(
             final_message("hi", &transcript),
-            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)"
+            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\ncat /x: error: denied"
         );
         assert_eq!(final_message("hi", &Transcript::default()), "done: hi");
     }

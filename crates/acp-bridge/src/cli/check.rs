@@ -56,6 +56,7 @@ async fn check_agent(settings: &Settings) -> bool {
             .iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect(),
+        user: settings.agent.user.clone(),
     };
     let shown = format!("`{} {}`", settings.agent.command, settings.agent.args.join(" "));
     let config = ClientConfig {

@@ -6,18 +6,22 @@
 //! is slow to start. Deciding when to start one, and what a failure means
 //! for the breaker, is the actor's.
 
+use std::sync::Arc;
+
 use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig};
 use tokio_util::sync::CancellationToken;
 
-use super::PoolError;
 use super::auth::{AuthChoice, AuthPolicy};
+use super::{PoolError, reaper};
 use crate::config::AgentSettings;
+use crate::store::Store;
 
 /// How the pool makes an agent.
 #[derive(Debug, Clone)]
 pub(super) enum Launcher {
-    /// The operator's `--agent-command`, as a process of its own.
-    Command(AgentSettings),
+    /// The operator's `--agent-command`, as a process of its own, its
+    /// process group recorded in the store while it runs.
+    Command(Box<AgentSettings>, Arc<Store>),
     /// The scripted agent served on in-process pipes, with one script per
     /// slot: unit tests of the pool without processes.
     #[cfg(test)]
@@ -46,7 +50,11 @@ impl Launcher {
         let name = format!("{}#{}.{generation}", self.program(), slot + 1);
         let auth = self.auth();
         let client = match self {
-            Launcher::Command(settings) => spawn(&settings, &name, config)?,
+            Launcher::Command(settings, store) => {
+                let client = spawn(&settings, &name, config)?;
+                reaper::track(&store, &client);
+                client
+            }
             #[cfg(test)]
             Launcher::InProcess(scripts) => in_process(scripts[slot].clone(), &name, config),
         };
@@ -100,7 +108,7 @@ impl Launcher {
     /// How this launcher's agents authenticate.
     fn auth(&self) -> AuthPolicy {
         match self {
-            Launcher::Command(settings) => AuthPolicy::new(settings),
+            Launcher::Command(settings, _) => AuthPolicy::new(settings),
             #[cfg(test)]
             Launcher::InProcess(_) => AuthPolicy::default(),
         }
@@ -109,7 +117,7 @@ impl Launcher {
     /// What agents are called in logs (`<program>#<slot>.<generation>`).
     fn program(&self) -> &str {
         match self {
-            Launcher::Command(settings) => std::path::Path::new(&settings.command)
+            Launcher::Command(settings, _) => std::path::Path::new(&settings.command)
                 .file_name()
                 .and_then(|name| name.to_str())
                 .unwrap_or("agent"),
@@ -132,9 +140,10 @@ fn spawn(settings: &AgentSettings, name: &str, config: ClientConfig) -> Result<A
             .iter()
             .map(|(key, value)| (key.into(), value.into()))
             .collect(),
+        user: settings.user.clone(),
     };
     AgentClient::spawn(&command, config).map_err(|error| {
-        let hint = spawn_hint(&error, &settings.command);
+        let hint = spawn_hint(&error, settings);
         StartFailure {
             error: PoolError::Spawn(hint.clone()),
             note: hint,
@@ -166,11 +175,21 @@ fn log_started(name: &str, info: &AgentInfo) {
     );
 }
 
-fn spawn_hint(error: &AcpError, command: &str) -> String {
-    match error {
-        AcpError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+fn spawn_hint(error: &AcpError, settings: &AgentSettings) -> String {
+    let command = &settings.command;
+    match (error, &settings.user) {
+        (AcpError::Spawn { source, .. }, _) if source.kind() == std::io::ErrorKind::NotFound => {
             format!("`{command}` was not found (install it, or point --agent-command at it)")
         }
-        other => other.to_string(),
+        (AcpError::Spawn { source, .. }, Some(user))
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            format!(
+                "user `{}` (--agent-user) may not enter --cwd `{}` or run `{command}`: {source}",
+                user.name,
+                settings.cwd.display()
+            )
+        }
+        (other, _) => other.to_string(),
     }
 }

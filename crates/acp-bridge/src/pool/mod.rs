@@ -17,6 +17,7 @@ mod actor;
 mod auth;
 mod breaker;
 mod launcher;
+pub(crate) mod reaper;
 mod sessions;
 #[cfg(test)]
 mod tests;
@@ -116,8 +117,14 @@ impl Pool {
             .chain(settings.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let sessions = SessionBook::new(store, agent, &settings.cwd, AuthPolicy::new(&settings));
-        Pool::with_launcher(Launcher::Command(settings), processes, sessions, client_config)
+        let sessions = SessionBook::new(
+            Arc::clone(&store),
+            agent,
+            &settings.cwd,
+            AuthPolicy::new(&settings),
+        );
+        let launcher = Launcher::Command(Box::new(settings), Arc::clone(&store));
+        Pool::with_launcher(launcher, processes, sessions, client_config)
     }
 
     fn with_launcher(

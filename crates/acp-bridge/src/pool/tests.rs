@@ -108,6 +108,7 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         max_turn_duration: Duration::from_secs(60),
         cancel_timeout: Duration::from_secs(1),
         auth_method: None,
+        user: None,
     }
 }
 
@@ -255,6 +256,31 @@ async fn a_missing_agent_binary_is_named_with_a_hint() {
     assert_eq!(pool.status().last_failure.as_deref(), Some(hint));
 }
 
+#[tokio::test]
+async fn a_cwd_the_agent_user_cannot_enter_is_named_with_a_hint() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("skipped: starting an agent as another user needs root (CI runs as root)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("acp-bridge-pool-closed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let mut agent = command("/bin/true", &[]);
+    agent.cwd = dir.clone();
+    agent.user = Some(acp_client::AgentUser::lookup("nobody").expect("nobody"));
+    let pool = command_pool(agent);
+    let error = pool.lease(&key("a")).await.expect_err("cwd closed to nobody");
+    let _ = std::fs::remove_dir_all(&dir);
+    let hint = format!(
+        "user `nobody` (--agent-user) may not enter --cwd `{}`",
+        dir.display()
+    );
+    assert!(
+        matches!(&error, PoolError::Spawn(why) if why.starts_with(&hint)),
+        "{error}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn conversations_keep_their_session_and_new_ones_go_to_the_least_loaded_slot() {
     let pool = pool(&[fast(), fast()]);
@@ -325,16 +351,14 @@ async fn a_lease_abandoned_while_waiting_gives_its_slot_back() {
     assert_eq!(b.slot, 0, "slot 0 carries no load");
 }
 
-#[tokio::test]
-async fn shutdown_kills_an_agent_still_starting() {
-    let dir = std::env::temp_dir().join(format!("acp-bridge-pool-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+/// An agent that never answers `initialize`, holding the write end of a
+/// FIFO in `dir` open while it lives; and that FIFO.
+fn fifo_agent(dir: &Path) -> (AgentSettings, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).expect("temp dir");
     let fifo = dir.join("agent-alive");
     let _ = std::fs::remove_file(&fifo);
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     assert!(made.is_ok_and(|status| status.success()), "mkfifo");
-    // An agent that never answers `initialize`, holding the FIFO's write
-    // end open while it lives.
     let agent = command(
         "/bin/sh",
         &[
@@ -343,6 +367,13 @@ async fn shutdown_kills_an_agent_still_starting() {
             fifo.to_str().expect("UTF-8"),
         ],
     );
+    (agent, fifo)
+}
+
+#[tokio::test]
+async fn shutdown_kills_an_agent_still_starting() {
+    let dir = std::env::temp_dir().join(format!("acp-bridge-pool-{}", std::process::id()));
+    let (agent, fifo) = fifo_agent(&dir);
     let pool = command_pool(agent);
     let parked = lease_in_background(&pool, "a");
     let (started, gone) = watch_fifo(&fifo);
@@ -358,6 +389,50 @@ async fn shutdown_kills_an_agent_still_starting() {
         .expect("watcher");
     let error = parked.await.expect("task").expect_err("no agent");
     assert!(matches!(error, PoolError::ShutDown), "{error}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn an_agent_s_process_group_is_recorded_while_it_runs() {
+    let dir = std::env::temp_dir().join(format!("acp-bridge-pool-groups-{}", std::process::id()));
+    let (agent, fifo) = fifo_agent(&dir);
+    let (store, _state) = store();
+    let pool = Pool::start(agent, ClientConfig::default(), Arc::clone(&store));
+    let _parked = lease_in_background(&pool, "a");
+    let (started, gone) = watch_fifo(&fifo);
+    tokio::time::timeout(PATIENCE, started)
+        .await
+        .expect("the agent runs")
+        .expect("watcher");
+    let recorded = || store.agent_groups().expect("groups");
+    let deadline = Instant::now() + PATIENCE;
+    while recorded().is_empty() {
+        assert!(Instant::now() < deadline, "the agent's group is recorded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let group = recorded().remove(0);
+    let leader = std::fs::read_to_string(format!("/proc/{}/stat", group.pgid)).expect("the leader runs");
+    let fields: Vec<&str> = leader
+        .rsplit_once(')')
+        .expect("stat")
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        fields[2],
+        group.pgid.to_string(),
+        "the agent leads its group: {leader}"
+    );
+
+    pool.shutdown().await;
+    tokio::time::timeout(PATIENCE, gone)
+        .await
+        .expect("the agent was killed")
+        .expect("watcher");
+    while !recorded().is_empty() {
+        assert!(Instant::now() < deadline, "an ended agent's group is forgotten");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,7 +9,8 @@
 //! - `outbox`: signed reply events, stored once before they are published
 //!   and published again (same event id) until the relay says OK;
 //! - `questions`: permission questions posted and still open;
-//! - `sessions`: each conversation's agent session, for resume and load.
+//! - `sessions`: each conversation's agent session, for resume and load;
+//! - `agent_groups`: process groups of the agents that run now.
 //!
 //! Storing a reply and finishing the mentions it answers is one transaction
 //! ([`Store::outbox_put`]): after a crash a mention is either still pending
@@ -32,6 +33,7 @@
 //! [`Store`]; a second daemon on the same dir fails with
 //! [`StoreError::Locked`] instead of sharing the seen set and the outbox.
 
+mod agent_groups;
 mod journal;
 mod outbox;
 mod questions;
@@ -46,6 +48,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+pub use agent_groups::AgentGroup;
 pub use sessions::SessionUsage;
 
 /// File name of the database inside the state dir.

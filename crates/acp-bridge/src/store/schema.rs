@@ -94,8 +94,19 @@ CREATE TABLE agent_session (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 5: process groups of running agents, so that a start after a
+/// crash can end the ones the crashed daemon left (`pool::reaper`).
+const V5_AGENT_GROUPS: &str = "
+CREATE TABLE agent_group (
+    pgid        INTEGER PRIMARY KEY NOT NULL,
+    boot_id     TEXT NOT NULL,
+    start_ticks INTEGER NOT NULL,
+    started_at  INTEGER NOT NULL
+) STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5_AGENT_GROUPS];
 
 /// The schema version this build writes.
 pub(super) const SUPPORTED_VERSION: i64 = MIGRATIONS.len() as i64;

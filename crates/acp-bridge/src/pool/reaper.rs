@@ -1,0 +1,231 @@
+//! Agent process groups across the daemon's lifetimes.
+//!
+//! Every agent runs in a process group of its own, and its parent-death
+//! signal ends the group's leader the moment the daemon dies, even by
+//! SIGKILL (`acp_client`'s process module). The helpers the agent started
+//! (shells, MCP servers) are not covered by that signal: under systemd
+//! (`KillMode=control-group`) or as a container's main process they go with
+//! the daemon's cgroup or namespace, but otherwise they live on. So each
+//! agent's group is recorded in the store while the agent runs
+//! ([`track`]), and at start-up, before any agent starts, the groups a
+//! previous run left are ended ([`sweep`]): SIGTERM, then SIGKILL after a
+//! grace.
+//!
+//! A recorded group is ended only while it is still ours: the boot must be
+//! the same, and a leader still alive must have the recorded start time (a
+//! pid reused by a stranger has another). A leader that is gone leaves its
+//! id to no one while members of its group live, since Linux does not hand
+//! out a pid still in use as a process group id.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use acp_client::AgentClient;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use crate::store::{AgentGroup, Store, sql_now};
+
+/// How long the sweep lets a leftover group end on SIGTERM before SIGKILL.
+const SWEEP_TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long the sweep waits for a group to be gone after SIGKILL.
+const SWEEP_KILL_GRACE: Duration = Duration::from_secs(1);
+/// How often the sweep looks whether a group is gone.
+const SWEEP_POLL: Duration = Duration::from_millis(20);
+/// Identifies the current boot (`proc(5)`).
+const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
+
+/// Records the process group of a spawned agent, and forgets it once the
+/// agent's connection closed (the agent's last handle kills its group).
+pub(super) fn track(store: &Arc<Store>, client: &AgentClient) {
+    let Some(pgid) = client.pid().and_then(|pid| i32::try_from(pid).ok()) else {
+        return;
+    };
+    let (Some(boot_id), Some(leader)) = (boot_id(), ProcStat::read(pgid)) else {
+        tracing::warn!(
+            agent = client.name(),
+            pgid,
+            "cannot identify the agent's process group; it is not recorded"
+        );
+        return;
+    };
+    let group = AgentGroup {
+        pgid,
+        boot_id,
+        start_ticks: leader.start_ticks,
+    };
+    if let Err(error) = store.agent_group_record(&group, sql_now()) {
+        tracing::warn!(agent = client.name(), pgid, %error, "cannot record the agent's process group");
+        return;
+    }
+    let (store, exit) = (Arc::clone(store), client.exit_watch());
+    tokio::spawn(async move {
+        exit.wait().await;
+        if let Err(error) = store.agent_group_forget(pgid) {
+            tracing::warn!(pgid, %error, "cannot forget an ended agent's process group");
+        }
+    });
+}
+
+/// Ends the agent process groups a previous run left, and forgets every
+/// recorded group. Call at start-up, before any agent starts.
+pub async fn sweep(store: &Store) {
+    let groups = match store.agent_groups() {
+        Ok(groups) => groups,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the agent process groups of the previous run");
+            return;
+        }
+    };
+    let boot = boot_id();
+    for group in groups {
+        if is_ours(&group, boot.as_deref()) {
+            end_group(group.pgid).await;
+        }
+        if let Err(error) = store.agent_group_forget(group.pgid) {
+            tracing::warn!(pgid = group.pgid, %error, "cannot forget a swept agent process group");
+        }
+    }
+}
+
+/// Whether the recorded group is still the one an agent of ours led.
+fn is_ours(group: &AgentGroup, boot: Option<&str>) -> bool {
+    if boot != Some(group.boot_id.as_str()) {
+        return false; // a reboot ended that run's processes
+    }
+    match ProcStat::read(group.pgid) {
+        Some(leader) => leader.start_ticks == group.start_ticks,
+        None => true,
+    }
+}
+
+/// SIGTERM to the group, SIGKILL if it outlives the grace; logged when
+/// anything was left.
+async fn end_group(pgid: i32) {
+    let left = live_members(pgid);
+    if left == 0 {
+        return;
+    }
+    signal_group(pgid, Signal::SIGTERM);
+    let ended_on_term = gone_within(pgid, SWEEP_TERM_GRACE).await;
+    if !ended_on_term {
+        signal_group(pgid, Signal::SIGKILL);
+    }
+    let gone = ended_on_term || gone_within(pgid, SWEEP_KILL_GRACE).await;
+    if gone {
+        tracing::warn!(
+            pgid,
+            processes = left,
+            killed = !ended_on_term,
+            "ended an agent process group left by the previous run"
+        );
+    } else {
+        tracing::error!(
+            pgid,
+            processes = live_members(pgid),
+            "an agent process group left by the previous run survived SIGKILL"
+        );
+    }
+}
+
+fn signal_group(pgid: i32, signal: Signal) {
+    match killpg(Pid::from_raw(pgid), signal) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+        Err(error) => tracing::warn!(pgid, %error, %signal, "cannot signal a leftover agent process group"),
+    }
+}
+
+async fn gone_within(pgid: i32, grace: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        if live_members(pgid) == 0 {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(SWEEP_POLL).await;
+    }
+}
+
+/// Processes of group `pgid` that still run (zombies do not: they wait for
+/// their new parent to reap them).
+fn live_members(pgid: i32) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(ProcStat::read)
+        .filter(|stat| stat.pgrp == pgid && !matches!(stat.state, 'Z' | 'X'))
+        .count()
+}
+
+fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string(BOOT_ID_PATH).ok()?;
+    Some(id.trim().to_owned()).filter(|id| !id.is_empty())
+}
+
+/// What the sweep reads of `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ProcStat {
+    state: char,
+    pgrp: i32,
+    start_ticks: u64,
+}
+
+impl ProcStat {
+    fn read(pid: i32) -> Option<ProcStat> {
+        Self::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// Fields after the command name, which is in parentheses and may hold
+    /// spaces and parentheses itself: state is field 3, the process group
+    /// field 5, the start time field 22 (`proc_pid_stat(5)`).
+    fn parse(stat: &str) -> Option<ProcStat> {
+        let (_, rest) = stat.rsplit_once(')')?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        Some(ProcStat {
+            state: fields.first()?.chars().next()?,
+            pgrp: fields.get(2)?.parse().ok()?,
+            start_ticks: fields.get(19)?.parse().ok()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_read_after_a_command_name_with_spaces_and_parentheses() {
+        let stat =
+            "4242 (we (ird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(
+            ProcStat::parse(stat),
+            Some(ProcStat {
+                state: 'S',
+                pgrp: 4242,
+                start_ticks: 987654,
+            })
+        );
+        assert_eq!(ProcStat::parse("4242 (cut"), None);
+    }
+
+    #[test]
+    fn a_group_is_ours_only_in_the_same_boot_and_with_the_same_leader() {
+        let own = ProcStat::read(std::process::id() as i32).expect("own stat");
+        let group = |start_ticks| AgentGroup {
+            pgid: std::process::id() as i32,
+            boot_id: "this boot".to_owned(),
+            start_ticks,
+        };
+        assert!(is_ours(&group(own.start_ticks), Some("this boot")));
+        assert!(
+            !is_ours(&group(own.start_ticks + 1), Some("this boot")),
+            "a reused pid"
+        );
+        assert!(!is_ours(&group(own.start_ticks), Some("another boot")));
+    }
+}

@@ -1,0 +1,238 @@
+//! Agents kept apart from the daemon: run as another user (`--agent-user`),
+//! their tools cannot read the bot's key file, the state dir or the
+//! daemon's environment; and they die with the daemon, even by SIGKILL,
+//! the helpers they started at the next start at the latest.
+
+mod support;
+
+use std::time::Instant;
+
+use support::*;
+
+/// The user agents run as in these tests: present on every Linux system.
+const AGENT_USER: &str = "nobody";
+/// A variable of the daemon's environment, to recognise it when read.
+const DAEMON_ENV_MARKER: (&str, &str) = ("ISOLATION_TEST_MARKER", "daemon-environment-was-read");
+
+fn running_as_root() -> bool {
+    effective_uid() == Some(0)
+}
+
+/// The effective uid, from `/proc/self/status` (`Uid: real effective …`).
+fn effective_uid() -> Option<u32> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// `/proc/<pid>/stat` as (state, process group), for a process that exists.
+fn stat(pid: u32) -> Option<(char, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let pgrp = fields.nth(1)?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// Runs: exists and is not a zombie waiting to be reaped.
+fn running(pid: u32) -> bool {
+    stat(pid).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X'))
+}
+
+/// The running processes of process group `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut members: Vec<u32> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|pid| running(*pid) && stat(*pid).is_some_and(|(_, pgrp)| pgrp == pgid))
+        .collect();
+    members.sort_unstable();
+    members
+}
+
+/// How many of `paths` the agent's answer shows as read, not refused.
+fn reads_succeeded(answer: &str, paths: &[String]) -> usize {
+    paths
+        .iter()
+        .filter(|path| {
+            let (read, refused) = (format!("cat {path}: "), format!("cat {path}: error: "));
+            answer
+                .lines()
+                .any(|line| line.starts_with(&read) && !line.starts_with(&refused))
+        })
+        .count()
+}
+
+/// The agent's answer to a mention that asks it to read `paths`.
+async fn agent_reads(scene: &Scene, channel: &str, paths: &[String]) -> String {
+    let directives: Vec<String> = paths.iter().map(|path| format!("[cat={path}]")).collect();
+    let mention = scene
+        .mention(channel, &format!("read these {}", directives.join(" ")))
+        .await;
+    scene.reply_to(&mention).await.content
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_environ() {
+    if !running_as_root() {
+        println!("skipped: starting agents as another user needs root (CI runs as root)");
+        return;
+    }
+    let mut stage = Scene::builder().env(&[DAEMON_ENV_MARKER]).stage().await;
+    stage.spec.key_file = Some(temp_dir("key").join("bot.key"));
+    let mut scene = stage.start().await;
+    let spec = scene.spec();
+    let key_file = spec.key_file.clone().expect("a key file");
+    let secrets = |daemon: u32| {
+        vec![
+            key_file.display().to_string(),
+            spec.state_dir.join("acp-bridge.sqlite3").display().to_string(),
+            format!("/proc/{daemon}/environ"),
+        ]
+    };
+
+    // As the daemon's user (today's only way), every read succeeds.
+    let shared = secrets(scene.bridge.pid());
+    let answer = agent_reads(&scene, "shared-user", &shared).await;
+    let key_hex = spec.bot.secret_key().to_secret_hex();
+    assert!(
+        answer.contains(&format!("{}: {key_hex}", key_file.display())),
+        "{answer}"
+    );
+    assert!(answer.contains("SQLite format 3"), "{answer}");
+    assert!(
+        answer.contains(&format!("{}={}", DAEMON_ENV_MARKER.0, DAEMON_ENV_MARKER.1)),
+        "{answer}"
+    );
+    let read_as_daemon_user = reads_succeeded(&answer, &shared);
+    assert_eq!(read_as_daemon_user, shared.len(), "{answer}");
+
+    // As the agent user, each is refused by the kernel.
+    scene.bridge.terminate(PATIENCE).await;
+    scene
+        .restart(spec.clone().flags(&["--agent-user", AGENT_USER]))
+        .await;
+    let log = &scene.bridge.log;
+    log.wait(
+        log.start(),
+        Line::new("agents run as another user").with("user", AGENT_USER),
+    )
+    .await;
+    let paths = secrets(scene.bridge.pid());
+    let answer = agent_reads(&scene, "own-user", &paths).await;
+    for path in &paths {
+        assert!(
+            answer.contains(&format!("cat {path}: error: Permission denied")),
+            "{path} must be out of reach: {answer}"
+        );
+    }
+    assert!(
+        !answer.contains(&key_hex) && !answer.contains(DAEMON_ENV_MARKER.1),
+        "{answer}"
+    );
+    println!(
+        "agent tools reading the key file, the state dir and /proc/<daemon>/environ: as the daemon's user {read_as_daemon_user} of {} read; as --agent-user {AGENT_USER} {} of {} read",
+        shared.len(),
+        reads_succeeded(&answer, &paths),
+        paths.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_sigkill_takes_its_agent_along_and_the_restart_ends_the_helpers() {
+    // An agent that outlives its client, as one stuck in a tool does.
+    let mut scene = Scene::builder()
+        .agent(&["--linger", "--rounds", "2", "--round-delay-ms", "20"])
+        .start()
+        .await;
+    let mention = scene
+        .mention_mid_turn("room", "long work with a helper [child] [rounds=300] [delay=100]")
+        .await;
+    let agents = scene.bridge.wait_for_agents().await;
+    let leader = agents[0];
+    let with_helper = async || Some(group_members(leader)).filter(|members| members.len() >= 2);
+    let members = eventually(PATIENCE, with_helper, || format!("the helper in group {leader}")).await;
+    let helpers: Vec<u32> = members.into_iter().filter(|pid| *pid != leader).collect();
+
+    let killed = Instant::now();
+    scene.bridge.kill_hard();
+    let leader_gone = async || (!running(leader)).then_some(());
+    eventually(PATIENCE, leader_gone, || {
+        format!("agent {leader} to die with the daemon")
+    })
+    .await;
+    let agent_died_after = killed.elapsed();
+    assert!(
+        helpers.iter().all(|helper| running(*helper)),
+        "helpers outlive the daemon until the next start: {helpers:?}"
+    );
+
+    // The restart ends the group the killed daemon left, then answers.
+    let restarted = scene
+        .spec()
+        .agent(&["--ignore-directives", "--rounds", "1", "--round-delay-ms", "10"]);
+    scene.restart(restarted).await;
+    let log = &scene.bridge.log;
+    let swept = Line::new("ended an agent process group left by the previous run").with("pgid", leader);
+    log.wait(log.start(), swept).await;
+    assert!(
+        helpers.iter().all(|helper| !running(*helper)),
+        "the sweep ends the helpers: {helpers:?}"
+    );
+    println!(
+        "daemon SIGKILL mid-turn: agent {leader} gone after {agent_died_after:?}; {} helper(s) ended by the restart's sweep",
+        helpers.len()
+    );
+    assert_exactly_once(
+        scene
+            .tally(
+                "daemon SIGKILL mid-turn, lingering agent with a helper, restarted",
+                &[mention],
+            )
+            .await,
+    );
+}
+
+#[test]
+fn an_agent_user_needs_a_daemon_running_as_root() {
+    if !running_as_root() {
+        println!("skipped: the test drops to an unprivileged user with setpriv, which needs root");
+        return;
+    }
+    let owner = nostr_sdk::Keys::generate().public_key().to_hex();
+    let bot = nostr_sdk::Keys::generate();
+    // The daemon as `nobody` (65534), asked to start agents as `nobody`.
+    let output = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bridge_binary(),
+        ])
+        .args([
+            "--relay",
+            "embedded",
+            "--owner",
+            &owner,
+            "--agent-user",
+            AGENT_USER,
+        ])
+        .env_clear()
+        .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
+        .output()
+        .expect("setpriv");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let refusal = stderr.lines().last().unwrap_or_default();
+    assert!(
+        refusal.starts_with("acp-bridge: --agent-user: the daemon must run as root"),
+        "{stderr}"
+    );
+}
