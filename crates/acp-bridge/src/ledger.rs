@@ -100,19 +100,13 @@ impl Ledger {
     /// transaction. `settles` may be empty (a question, a courtesy notice).
     pub fn record_outgoing(
         &self,
-        event_id: &str,
-        json: &str,
+        outgoing: &OutgoingEvent<'_>,
         settles: &[Mention],
         finish: Finish,
     ) -> Result<(), StoreError> {
         let ids = hex_ids(settles);
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let outgoing = OutgoingEvent {
-            event_id,
-            relay_hint: None,
-            json,
-        };
-        self.store.outbox_put(&outgoing, &ids, finish, sql_now())
+        self.store.outbox_put(outgoing, &ids, finish, sql_now())
     }
 
     /// Finishes `mentions` without an event of ours (`--reply-mode agent`:
@@ -169,7 +163,15 @@ mod tests {
         assert_eq!(ledger.attempted(&[first.clone(), second.clone()], 9), 2);
 
         ledger
-            .record_outgoing("reply", "{}", std::slice::from_ref(&first), Finish::Answered)
+            .record_outgoing(
+                &OutgoingEvent {
+                    event_id: "reply",
+                    relay_hint: None,
+                    json: "{}",
+                },
+                std::slice::from_ref(&first),
+                Finish::Answered,
+            )
             .unwrap();
         ledger.drop_unanswered(&second);
         assert!(ledger.pending().is_empty());

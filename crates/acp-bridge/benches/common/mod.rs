@@ -132,7 +132,6 @@ impl IntakeRig {
         let (reply_recorder, loop_guard) = acp_bridge::loop_guard();
         let replier = Replier::new(
             cast.bot.clone(),
-            client.clone(),
             Arc::clone(&store),
             ReplyMode::Daemon,
             false, // --no-reactions: an accepted mention publishes nothing

@@ -253,6 +253,7 @@ impl Heart {
             self.counters.queued_mid_turn,
             blocked.concat(),
         ) + &self.usage_text(key)
+            + &crate::reply::publisher::refusals_text(&self.services.store)
     }
 
     /// The conversation's session usage, as the agent last reported it.

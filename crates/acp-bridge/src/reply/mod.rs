@@ -4,9 +4,10 @@
 //! Owns building and signing outgoing events and handing them to the outbox.
 //! Every answer and notice is signed once and stored in the same transaction
 //! that marks the mentions it answers (see `store`); only then is it
-//! published, by [`publisher`]. A crash can therefore neither lose an answer
-//! nor post it twice. Reactions are courtesy, not state: they are published
-//! directly and a lost one is not retried.
+//! published, by [`publisher`], to the relay the mention came from. A crash
+//! can therefore neither lose an answer nor post it twice. Reactions are
+//! courtesy, not state: they are signed and handed to the publisher's
+//! in-memory queue without waiting, and a lost one is not retried.
 //!
 //! Threading (NIP-10 markers, read the same by common clients and by buzz):
 //! a reply to a top-level mention carries the mention as both `root` and
@@ -21,15 +22,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use nostr_sdk::prelude::{
-    Client, Event, EventBuilder, EventId, JsonUtil, Keys, Kind, PublicKey, Tag, TagKind, TagStandard,
+    Event, EventBuilder, EventId, JsonUtil, Keys, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
 };
-use tokio::sync::Notify;
 
 use crate::config::ReplyMode;
 use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
-use crate::store::{Finish, Store, StoreError};
+use crate::store::{Finish, OutgoingEvent, Store, StoreError};
+use publisher::Outlet;
 
 /// The reaction that tells a person "heard you, working on it".
 pub const ACCEPTED_REACTION: &str = "👀";
@@ -46,18 +47,16 @@ pub enum ReplyError {
 #[derive(Debug, Clone)]
 pub struct Replier {
     keys: Keys,
-    client: Client,
     ledger: Ledger,
     reply_mode: ReplyMode,
     reactions: bool,
     chains: ReplyRecorder,
-    publish: Arc<Notify>,
+    outlet: Outlet,
 }
 
 impl Replier {
     pub fn new(
         keys: Keys,
-        client: Client,
         store: Arc<Store>,
         reply_mode: ReplyMode,
         reactions: bool,
@@ -65,23 +64,23 @@ impl Replier {
     ) -> Self {
         Replier {
             keys,
-            client,
             ledger: Ledger::new(store),
             reply_mode,
             reactions,
             chains,
-            publish: Arc::new(Notify::new()),
+            outlet: Outlet::default(),
         }
     }
 
-    /// The signal the publisher waits on.
-    pub fn publish_signal(&self) -> Arc<Notify> {
-        Arc::clone(&self.publish)
+    /// What the publisher reads: the outbox wake-up and the reactions.
+    pub fn outlet(&self) -> Outlet {
+        self.outlet.clone()
     }
 
-    /// Marks a mention as heard (NIP-25). Not for DMs: a public reaction
-    /// would reveal a private conversation.
-    pub async fn react(&self, mention: &Mention) {
+    /// Marks a mention as heard (NIP-25), on the relay it came from. Not
+    /// for DMs: a public reaction would reveal a private conversation.
+    /// Returns at once: the publisher sends it.
+    pub fn react(&self, mention: &Mention) {
         if !self.reactions || mention.thread.is_direct() {
             return;
         }
@@ -100,9 +99,7 @@ impl Replier {
             Ok(event) => event,
             Err(error) => return tracing::warn!(%error, "could not sign a reaction"),
         };
-        if let Err(error) = self.client.send_event(&event).await {
-            tracing::debug!(event_id = %mention.event_id, %error, "reaction not published");
-        }
+        self.outlet.react(event, mention.origin.clone());
     }
 
     /// Publishes the agent's answer to `mentions` (one turn's batch; the
@@ -129,7 +126,7 @@ impl Replier {
     /// example that a steer waits behind a permission question).
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
         let event = self.build(std::slice::from_ref(mention), text, None).await?;
-        self.put_in_outbox(&event, &[], Finish::Notified)?;
+        self.put_in_outbox(&event, mention.origin.as_ref(), &[], Finish::Notified)?;
         Ok(event.id)
     }
 
@@ -140,7 +137,7 @@ impl Replier {
         let event = self
             .build(std::slice::from_ref(mention), text, Some(owner))
             .await?;
-        self.put_in_outbox(&event, &[], Finish::Notified)?;
+        self.put_in_outbox(&event, mention.origin.as_ref(), &[], Finish::Notified)?;
         Ok(event.id)
     }
 
@@ -151,19 +148,31 @@ impl Replier {
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
         let event = self.build(mentions, text, None).await?;
-        self.put_in_outbox(&event, mentions, finish)?;
+        let origin = mentions.last().and_then(|newest| newest.origin.as_ref());
+        self.put_in_outbox(&event, origin, mentions, finish)?;
         if let Some(newest) = mentions.last() {
             self.chains.record_reply(event.id, newest.chain_depth);
         }
         Ok(event.id)
     }
 
-    /// Stores the signed event and finishes `answered` in one transaction,
-    /// then wakes the publisher.
-    fn put_in_outbox(&self, event: &Event, answered: &[Mention], finish: Finish) -> Result<(), StoreError> {
-        self.ledger
-            .record_outgoing(&event.id.to_hex(), &event.as_json(), answered, finish)?;
-        self.publish.notify_one();
+    /// Stores the signed event for the relay `to` (where the mention came
+    /// from; `None`: every relay) and finishes `answered` in one
+    /// transaction, then wakes the publisher.
+    fn put_in_outbox(
+        &self,
+        event: &Event,
+        to: Option<&RelayUrl>,
+        answered: &[Mention],
+        finish: Finish,
+    ) -> Result<(), StoreError> {
+        let outgoing = OutgoingEvent {
+            event_id: &event.id.to_hex(),
+            relay_hint: to.map(RelayUrl::as_str),
+            json: &event.as_json(),
+        };
+        self.ledger.record_outgoing(&outgoing, answered, finish)?;
+        self.outlet.stored();
         Ok(())
     }
 
