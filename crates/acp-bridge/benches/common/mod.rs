@@ -101,6 +101,10 @@ impl ScratchDir {
         let _ = std::fs::remove_dir_all(&path);
         ScratchDir(path)
     }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
 }
 
 impl Drop for ScratchDir {
