@@ -39,6 +39,23 @@ impl Person {
         event
     }
 
+    /// Publishes a signed event built from `builder` to `relay_url` only
+    /// (one of this person's relays); returns once it accepted it.
+    pub async fn publish_to(&self, relay_url: &str, builder: EventBuilder) -> Event {
+        let event = builder.sign_with_keys(&self.keys).expect("sign");
+        let output = self
+            .client
+            .send_event_to([relay_url], &event)
+            .await
+            .expect("send");
+        assert!(
+            output.failed.is_empty(),
+            "relay refused the event: {:?}",
+            output.failed
+        );
+        event
+    }
+
     /// Sends `event`; returns once a relay has accepted it.
     pub async fn send(&self, event: &Event) {
         let output = self.client.send_event(event).await.expect("send");

@@ -147,7 +147,7 @@ impl SceneBuilder {
             spec,
             extras: Extras {
                 proxy,
-                _mirror: mirror,
+                mirror,
                 metrics_port,
             },
         }
@@ -170,7 +170,7 @@ pub struct Stage<R = TestRelay> {
 struct Extras {
     proxy: Option<Proxy>,
     /// Kept running for the scene's life.
-    _mirror: Option<TestRelay>,
+    mirror: Option<TestRelay>,
     metrics_port: Option<u16>,
 }
 
@@ -260,6 +260,12 @@ impl<R: RelayServer> Scene<R> {
         self.proxy().cut();
         let lost = Line::new("relay connection lost");
         self.bridge.log.wait(mark, lost).await;
+    }
+
+    /// The second relay of a scene built `.mirrored()`.
+    pub fn mirror_url(&self) -> String {
+        let mirror = self.extras.mirror.as_ref();
+        mirror.expect("a scene built .mirrored()").url()
     }
 
     pub fn metrics_port(&self) -> u16 {

@@ -31,6 +31,12 @@ impl Backoff {
         self.min + span.mul_f64(random_unit())
     }
 
+    /// A backoff that has already counted `failures` (kept elsewhere, for
+    /// example in the store across restarts).
+    pub fn after(min: Duration, max: Duration, failures: u32) -> Self {
+        Backoff { min, max, failures }
+    }
+
     pub fn reset(&mut self) {
         self.failures = 0;
     }

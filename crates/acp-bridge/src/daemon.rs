@@ -92,7 +92,6 @@ impl Stages {
         let (reply_recorder, loop_guard) = loop_guard::loop_guard();
         let replier = Replier::new(
             settings.keys.clone(),
-            client.clone(),
             Arc::clone(&store),
             settings.reply_mode,
             settings.reactions,
@@ -173,7 +172,7 @@ impl Stages {
         let publisher = Arc::new(Publisher::new(
             client.clone(),
             Arc::clone(&store),
-            replier.publish_signal(),
+            replier.outlet(),
         ));
 
         let metrics_stop = CancellationToken::new();

@@ -1,9 +1,9 @@
 //! Housekeeping: keeps the state dir from growing without bound.
 //!
 //! Every accepted mention leaves a journal row and usually a reply in the
-//! outbox. A sent reply is only a diagnostic once the relay took it, and it
-//! goes after `--retention`. Pending mentions and unsent replies are work,
-//! and are never pruned.
+//! outbox. A sent reply is only a diagnostic once the relay took it, and so
+//! is one a relay refused for good: both go after `--retention`. Pending
+//! mentions and replies still to publish are work, and are never pruned.
 //!
 //! A finished journal row is also the mention's seen entry: it keeps a
 //! replayed event from being answered twice, so it may go only once the
@@ -78,7 +78,7 @@ impl Housekeeping {
         let accepted_before = retained_since.min(sql_seconds(undated_before));
         Ok(Pruned {
             mentions: self.store.journal_prune(retained_since, accepted_before)?,
-            replies: self.store.outbox_prune_sent(retained_since)?,
+            replies: self.store.outbox_prune_settled(retained_since)?,
         })
     }
 
@@ -187,14 +187,19 @@ mod tests {
         rig.finish("notified-old", old);
         rig.accept("answered-recent", NOW - DAY);
         rig.answer("answered-recent", "reply-recent", NOW - DAY, true);
+        rig.accept("refused-old", old);
+        rig.answer("refused-old", "reply-refused", old, false);
+        rig.store()
+            .outbox_mark_refused("reply-refused", "blocked: no bots", sql_seconds(old))
+            .unwrap();
 
         let pruned = rig.housekeeping.prune(NOW).unwrap();
 
         assert_eq!(
             pruned,
             Pruned {
-                mentions: 3,
-                replies: 1
+                mentions: 4,
+                replies: 2
             }
         );
         let pending = rig.store().journal_pending().unwrap();
@@ -202,7 +207,7 @@ mod tests {
             pending.len() == 1 && pending[0].event_id == "pending-old",
             "pending work is never pruned: {pending:?}"
         );
-        let unsent = rig.store().outbox_unsent().unwrap();
+        let unsent = rig.store().outbox_due(i64::MAX).unwrap();
         assert!(
             unsent.len() == 1 && unsent[0].event_id == "reply-unsent",
             "unsent replies are never pruned: {unsent:?}"

@@ -122,27 +122,22 @@ impl Ledger {
     /// transaction. `settles` may be empty (a question, a courtesy notice).
     pub fn record_outgoing(
         &self,
-        event_id: &str,
-        json: &str,
+        outgoing: &OutgoingEvent<'_>,
         settles: &[Mention],
         finish: Finish,
     ) -> Result<(), StoreError> {
         let ids = hex_ids(settles);
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let outgoing = OutgoingEvent {
-            event_id,
-            relay_hint: None,
-            json,
-        };
-        self.store.outbox_put(&outgoing, &ids, finish, sql_now())
+        self.store.outbox_put(outgoing, &ids, finish, sql_now())
     }
 
     /// Stores the signed events of one answer (the parts of a series, in
-    /// order) and finishes `settles` with the first of them, in one
-    /// transaction.
+    /// order) for the relay `relay_hint` (`None`: every relay) and finishes
+    /// `settles` with the first of them, in one transaction.
     pub fn record_series(
         &self,
         events: &[Event],
+        relay_hint: Option<&str>,
         settles: &[Mention],
         finish: Finish,
     ) -> Result<(), StoreError> {
@@ -154,7 +149,7 @@ impl Ledger {
             .iter()
             .map(|(event_id, json)| OutgoingEvent {
                 event_id,
-                relay_hint: None,
+                relay_hint,
                 json,
             })
             .collect();
@@ -217,7 +212,15 @@ mod tests {
         assert_eq!(ledger.attempted(&[first.clone(), second.clone()], 9), 2);
 
         ledger
-            .record_outgoing("reply", "{}", std::slice::from_ref(&first), Finish::Answered)
+            .record_outgoing(
+                &OutgoingEvent {
+                    event_id: "reply",
+                    relay_hint: None,
+                    json: "{}",
+                },
+                std::slice::from_ref(&first),
+                Finish::Answered,
+            )
             .unwrap();
         ledger.drop_unanswered(&second);
         assert!(ledger.pending_page(None).0.is_empty());

@@ -52,6 +52,6 @@ pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use mention::{Intent, Mention, Thread, direct_thread, public_thread};
 pub use reply::Replier;
 pub use shutdown::Shutdown;
-pub use store::{NewMention, Store};
+pub use store::{Finish, NewMention, OutgoingEvent, Store};
 pub use telemetry::{LogFormat, init_logging};
 pub use transport::NoDelayTransport;

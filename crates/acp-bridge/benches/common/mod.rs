@@ -101,6 +101,10 @@ impl ScratchDir {
         let _ = std::fs::remove_dir_all(&path);
         ScratchDir(path)
     }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
 }
 
 impl Drop for ScratchDir {
@@ -132,7 +136,6 @@ impl IntakeRig {
         let (reply_recorder, loop_guard) = acp_bridge::loop_guard();
         let replier = Replier::new(
             cast.bot.clone(),
-            client.clone(),
             Arc::clone(&store),
             ReplyMode::Daemon,
             false, // --no-reactions: an accepted mention publishes nothing

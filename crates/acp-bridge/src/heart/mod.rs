@@ -308,7 +308,11 @@ impl Heart {
             (true, Some(failure)) => format!(" Last agent failure: {failure}."),
             _ => String::new(),
         };
-        counts + &failure + &blocked.concat() + &self.usage_text(key)
+        counts
+            + &failure
+            + &blocked.concat()
+            + &self.usage_text(key)
+            + &crate::reply::publisher::refusals_text(&self.services.store)
     }
 
     /// The conversation's session usage, as the agent last reported it.

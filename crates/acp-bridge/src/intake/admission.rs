@@ -163,7 +163,7 @@ impl Intake {
                     conversation = %mention.conversation, event_id = %mention.event_id, author = %mention.author_short(),
                     "mention accepted"
                 );
-                self.replier.react(&mention).await;
+                self.replier.react(&mention);
                 self.hand_on(Inbound::Mention(mention)).await;
             }
             Intent::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,

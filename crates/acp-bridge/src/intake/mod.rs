@@ -558,7 +558,6 @@ mod tests {
         let (recorder, loop_guard) = crate::loop_guard::loop_guard();
         let replier = Replier::new(
             bot.clone(),
-            client.clone(),
             Arc::clone(&store),
             ReplyMode::Daemon,
             false,

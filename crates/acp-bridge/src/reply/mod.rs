@@ -4,9 +4,10 @@
 //! Owns building and signing outgoing events and handing them to the outbox.
 //! Every answer and notice is signed once and stored in the same transaction
 //! that marks the mentions it answers (see `store`); only then is it
-//! published, by [`publisher`]. A crash can therefore neither lose an answer
-//! nor post it twice. Reactions are courtesy, not state: they are published
-//! directly and a lost one is not retried.
+//! published, by [`publisher`], to the relay the mention came from. A crash
+//! can therefore neither lose an answer nor post it twice. Reactions are
+//! courtesy, not state: they are signed and handed to the publisher's
+//! in-memory queue without waiting, and a lost one is not retried.
 //!
 //! Threading (NIP-10 markers, read the same by common clients and by buzz):
 //! a reply to a top-level mention carries the mention as both `root` and
@@ -25,16 +26,16 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use nostr_sdk::prelude::{
-    Client, Event, EventBuilder, EventId, JsonUtil, Keys, Kind, PublicKey, Tag, TagKind, TagStandard,
+    Event, EventBuilder, EventId, JsonUtil, Keys, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
 };
-use tokio::sync::Notify;
 
 use crate::config::ReplyMode;
 use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
-use crate::store::{Finish, Store, StoreError};
+use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
+use publisher::Outlet;
 
 /// The reaction that tells a person "heard you, working on it".
 pub const ACCEPTED_REACTION: &str = "👀";
@@ -55,18 +56,16 @@ pub enum ReplyError {
 #[derive(Debug, Clone)]
 pub struct Replier {
     keys: Keys,
-    client: Client,
     ledger: Ledger,
     reply_mode: ReplyMode,
     reactions: bool,
     chains: ReplyRecorder,
-    publish: Arc<Notify>,
+    outlet: Outlet,
 }
 
 impl Replier {
     pub fn new(
         keys: Keys,
-        client: Client,
         store: Arc<Store>,
         reply_mode: ReplyMode,
         reactions: bool,
@@ -74,23 +73,23 @@ impl Replier {
     ) -> Self {
         Replier {
             keys,
-            client,
             ledger: Ledger::new(store),
             reply_mode,
             reactions,
             chains,
-            publish: Arc::new(Notify::new()),
+            outlet: Outlet::default(),
         }
     }
 
-    /// The signal the publisher waits on.
-    pub fn publish_signal(&self) -> Arc<Notify> {
-        Arc::clone(&self.publish)
+    /// What the publisher reads: the outbox wake-up and the reactions.
+    pub fn outlet(&self) -> Outlet {
+        self.outlet.clone()
     }
 
-    /// Marks a mention as heard (NIP-25). Not for DMs: a public reaction
-    /// would reveal a private conversation.
-    pub async fn react(&self, mention: &Mention) {
+    /// Marks a mention as heard (NIP-25), on the relay it came from. Not
+    /// for DMs: a public reaction would reveal a private conversation.
+    /// Returns at once: the publisher sends it.
+    pub fn react(&self, mention: &Mention) {
         if !self.reactions || mention.thread.is_direct() {
             return;
         }
@@ -109,9 +108,7 @@ impl Replier {
             Ok(event) => event,
             Err(error) => return tracing::warn!(%error, "could not sign a reaction"),
         };
-        if let Err(error) = self.client.send_event(&event).await {
-            tracing::debug!(event_id = %mention.event_id, %error, "reaction not published");
-        }
+        self.outlet.react(event, mention.origin.clone());
     }
 
     /// Publishes the agent's answer to `mentions` (one turn's batch; the
@@ -138,7 +135,7 @@ impl Replier {
     /// example that a steer waits behind a permission question).
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
         let signed = self.build(std::slice::from_ref(mention), text, None).await?;
-        self.put_in_outbox(&signed.event, &[], Finish::Notified)?;
+        self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
         Ok(signed.event.id)
     }
 
@@ -162,7 +159,7 @@ impl Replier {
                     .await?
             }
         };
-        self.put_in_outbox(&signed.event, &[], Finish::Notified)?;
+        self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
         Ok(signed.seen_as)
     }
 
@@ -184,8 +181,10 @@ impl Replier {
         let built = self.build_series(mentions, text).await;
         let (parts, finish) = self.or_notice(built, mentions, finish).await?;
         let events: Vec<Event> = parts.iter().map(|part| part.event.clone()).collect();
-        self.ledger.record_series(&events, mentions, finish)?;
-        self.publish.notify_one();
+        let origin = mentions.last().and_then(|newest| newest.origin.as_ref());
+        self.ledger
+            .record_series(&events, origin.map(RelayUrl::as_str), mentions, finish)?;
+        self.outlet.stored();
         if events.len() > 1 {
             tracing::info!(parts = events.len(), "the reply goes out as a series");
             metrics::reply_parts(events.len());
@@ -233,12 +232,23 @@ impl Replier {
         Ok(parts)
     }
 
-    /// Stores the signed event and finishes `answered` in one transaction,
-    /// then wakes the publisher.
-    fn put_in_outbox(&self, event: &Event, answered: &[Mention], finish: Finish) -> Result<(), StoreError> {
-        self.ledger
-            .record_outgoing(&event.id.to_hex(), &event.as_json(), answered, finish)?;
-        self.publish.notify_one();
+    /// Stores the signed event for the relay `to` (where the mention came
+    /// from; `None`: every relay) and finishes `answered` in one
+    /// transaction, then wakes the publisher.
+    fn put_in_outbox(
+        &self,
+        event: &Event,
+        to: Option<&RelayUrl>,
+        answered: &[Mention],
+        finish: Finish,
+    ) -> Result<(), StoreError> {
+        let outgoing = OutgoingEvent {
+            event_id: &event.id.to_hex(),
+            relay_hint: to.map(RelayUrl::as_str),
+            json: &event.as_json(),
+        };
+        self.ledger.record_outgoing(&outgoing, answered, finish)?;
+        self.outlet.stored();
         Ok(())
     }
 
@@ -382,9 +392,8 @@ mod tests {
 
     fn replier(store: &Arc<Store>) -> Replier {
         let keys = Keys::generate();
-        let client = Client::builder().signer(keys.clone()).build();
         let (chains, _guard) = crate::loop_guard::loop_guard();
-        Replier::new(keys, client, Arc::clone(store), ReplyMode::Daemon, false, chains)
+        Replier::new(keys, Arc::clone(store), ReplyMode::Daemon, false, chains)
     }
 
     fn state(store: &Store, mention: &Mention) -> Option<MentionState> {
@@ -407,7 +416,7 @@ mod tests {
             .expect("published by the daemon");
 
         let stored: Vec<Event> = store
-            .outbox_unsent()
+            .outbox_due(i64::MAX)
             .unwrap()
             .iter()
             .map(|entry| Event::from_json(&entry.json).unwrap())

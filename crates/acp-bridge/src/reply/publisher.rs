@@ -1,100 +1,441 @@
-//! Publishes the outbox: every stored, signed reply goes to the relays until
-//! one of them accepts it (`OK true`), and only then is it marked sent.
+//! Publishes the outbox and the reactions: every stored, signed reply goes
+//! to the relay its mention came from (every relay for entries that do not
+//! know it) until a relay accepts it (`OK true`), and only then is it
+//! marked sent.
 //!
-//! An unsent entry is retried with backoff; after a restart the same signed
-//! event (same id) is published again, so relays deduplicate it and a reply
-//! is never posted twice. Publishing is idempotent by construction; the
-//! publisher can therefore run at any time, and runs once more at shutdown
-//! to flush what is left.
+//! A relay's `OK false` is read by its NIP-01 prefix ([`Verdict`]): a
+//! refusal that would hold on every attempt (`blocked:`, `invalid:`, `pow:`,
+//! `restricted:`, `unsupported:`) marks the entry refused, counted in
+//! `acp_bridge_replies_failed_total{reason}` and shown by `!status`, and it
+//! is never published again; anything else (`rate-limited:`, `error:`,
+//! `auth-required:`, no answer, a lost connection, a message with no prefix
+//! this build knows) is retried with backoff. Each entry keeps its own
+//! attempts and due time in the store and up to
+//! [`MAX_PUBLISHES_IN_FLIGHT`] are published at once, so an entry that
+//! keeps failing never holds back a newer one.
+//!
+//! After a restart the same signed event (same id) is published again, so
+//! relays deduplicate it (`duplicate:` counts as accepted) and a reply is
+//! never posted twice. Publishing is idempotent by construction; the
+//! publisher can therefore run at any time, and [`Publisher::flush`] runs
+//! once more at shutdown to send what is left.
+//!
+//! Reactions are courtesy, not state: [`Outlet::react`] queues them in
+//! memory (the oldest dropped and counted when the queue is full) so that
+//! whoever reacts never waits for a relay, and a lost one is not retried.
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nostr_sdk::prelude::{Client, Event, JsonUtil};
+use futures_util::StreamExt;
+use nostr_sdk::prelude::{Client, Event, EventId, JsonUtil, MachineReadablePrefix, Output, RelayUrl};
 use tokio::sync::Notify;
+use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
-use crate::store::{Store, sql_now};
+use crate::store::{OutboxEntry, Store, sql_now, sql_seconds};
+use crate::telemetry::metrics;
 
+/// Replies being published at once; a newer one starts while older ones
+/// wait for a slow relay, up to this many.
+pub const MAX_PUBLISHES_IN_FLIGHT: usize = 16;
+/// Reactions being published at once.
+const MAX_REACTIONS_IN_FLIGHT: usize = 8;
+/// Reactions waiting to be published; past this the oldest is dropped.
+pub const REACTION_QUEUE_CAPACITY: usize = 256;
 /// Re-check the outbox this often even without a wake-up (a relay that
 /// came back, an entry that failed before).
 const OUTBOX_POLL_INTERVAL: Duration = Duration::from_secs(5);
-const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(500);
+/// Backoff of one entry's retries (whole seconds: the store keeps seconds).
+const RETRY_BACKOFF_MIN: Duration = Duration::from_secs(1);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
+/// What the replier hands the publisher: the wake-up for stored events and
+/// the reactions to send. Cloned into both.
+#[derive(Debug, Clone, Default)]
+pub struct Outlet {
+    wake: Arc<Notify>,
+    reactions: Arc<Mutex<VecDeque<Reaction>>>,
+}
+
+/// A signed reaction and the relay it goes to (`None`: every relay).
 #[derive(Debug)]
+struct Reaction {
+    event: Event,
+    to: Option<RelayUrl>,
+}
+
+impl Outlet {
+    /// Tells the publisher that the outbox has a new entry.
+    pub fn stored(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Queues a signed reaction for `to` (`None`: every relay) and returns
+    /// at once. When the queue is full, the oldest reaction is dropped.
+    pub fn react(&self, event: Event, to: Option<RelayUrl>) {
+        {
+            let mut queue = self
+                .reactions
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if queue.len() >= REACTION_QUEUE_CAPACITY
+                && let Some(dropped) = queue.pop_front()
+            {
+                metrics::reaction_dropped();
+                tracing::debug!(event_id = %dropped.event.id, "reaction queue full; the oldest reaction dropped");
+            }
+            queue.push_back(Reaction { event, to });
+        }
+        self.wake.notify_one();
+    }
+
+    fn next_reaction(&self) -> Option<Reaction> {
+        let mut queue = self
+            .reactions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        queue.pop_front()
+    }
+}
+
+#[derive(Debug, Clone)]
 pub struct Publisher {
     client: Client,
     store: Arc<Store>,
-    wake: Arc<Notify>,
+    outlet: Outlet,
 }
 
 impl Publisher {
-    pub fn new(client: Client, store: Arc<Store>, wake: Arc<Notify>) -> Self {
-        Publisher { client, store, wake }
+    pub fn new(client: Client, store: Arc<Store>, outlet: Outlet) -> Self {
+        Publisher {
+            client,
+            store,
+            outlet,
+        }
     }
 
-    /// Runs until `stop` is cancelled.
+    /// Runs until `stop` is cancelled. Publishes still in flight then are
+    /// abandoned (their entries stay due) for [`Publisher::flush`].
     pub async fn run(&self, stop: CancellationToken) {
-        let mut backoff = Backoff::new(RETRY_BACKOFF_MIN, RETRY_BACKOFF_MAX);
+        let mut replies: JoinSet<()> = JoinSet::new();
+        let mut in_flight: HashMap<Id, String> = HashMap::new();
+        let mut reactions: JoinSet<()> = JoinSet::new();
         loop {
-            let pause = if self.flush().await {
-                backoff.reset();
-                OUTBOX_POLL_INTERVAL
-            } else {
-                backoff.next_delay()
-            };
+            self.start_due(&mut replies, &mut in_flight);
+            self.start_reactions(&mut reactions);
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = self.wake.notified() => {}
-                () = tokio::time::sleep(pause) => {}
+                () = self.outlet.wake.notified() => {}
+                Some(done) = replies.join_next_with_id() => {
+                    let id = done.map_or_else(|error| error.id(), |(id, ())| id);
+                    in_flight.remove(&id);
+                }
+                Some(_) = reactions.join_next() => {}
+                () = tokio::time::sleep(self.pause()) => {}
             }
         }
     }
 
-    /// Publishes every unsent entry once. Returns true when none is left.
+    /// Publishes every entry not yet sent or refused once, due or not, a
+    /// few at a time. Returns true when none is left to publish.
     pub async fn flush(&self) -> bool {
-        let entries = match self.store.outbox_unsent() {
+        let entries = match self.store.outbox_due(i64::MAX) {
             Ok(entries) => entries,
             Err(error) => {
                 tracing::error!(%error, "cannot read the outbox");
                 return false;
             }
         };
-        let mut all_sent = true;
-        for entry in entries {
-            let event = match Event::from_json(&entry.json) {
-                Ok(event) => event,
-                Err(error) => {
-                    // Cannot happen for what we stored; never retry it forever.
-                    tracing::error!(event_id = %entry.event_id, %error, "outbox entry is not an event; dropping it");
-                    self.mark_sent(&entry.event_id);
-                    continue;
-                }
+        futures_util::stream::iter(entries)
+            .for_each_concurrent(MAX_PUBLISHES_IN_FLIGHT, |entry| self.publish(entry))
+            .await;
+        matches!(self.store.outbox_next_due(), Ok(None))
+    }
+
+    /// Starts publishing the due entries not in flight yet, within the bound.
+    fn start_due(&self, replies: &mut JoinSet<()>, in_flight: &mut HashMap<Id, String>) {
+        let room = MAX_PUBLISHES_IN_FLIGHT.saturating_sub(replies.len());
+        if room == 0 {
+            return;
+        }
+        let due = match self.store.outbox_due(sql_now()) {
+            Ok(due) => due,
+            Err(error) => return tracing::error!(%error, "cannot read the outbox"),
+        };
+        let fresh: Vec<OutboxEntry> = due
+            .into_iter()
+            .filter(|entry| !in_flight.values().any(|id| *id == entry.event_id))
+            .take(room)
+            .collect();
+        for entry in fresh {
+            let event_id = entry.event_id.clone();
+            let publisher = self.clone();
+            let task = replies.spawn(async move { publisher.publish(entry).await });
+            in_flight.insert(task.id(), event_id);
+        }
+    }
+
+    fn start_reactions(&self, reactions: &mut JoinSet<()>) {
+        while reactions.len() < MAX_REACTIONS_IN_FLIGHT {
+            let Some(reaction) = self.outlet.next_reaction() else {
+                return;
             };
-            match self.client.send_event(&event).await {
-                Ok(output) if !output.success.is_empty() => {
-                    tracing::debug!(event_id = %entry.event_id, relays = output.success.len(), "published");
-                    self.mark_sent(&entry.event_id);
+            let publisher = self.clone();
+            reactions.spawn(async move {
+                let sent = publisher.send(&reaction.event, reaction.to.as_ref()).await;
+                match Verdict::of(&sent) {
+                    Verdict::Accepted => tracing::debug!(event_id = %reaction.event.id, "reaction published"),
+                    refused_or_failed => {
+                        tracing::debug!(event_id = %reaction.event.id, ?refused_or_failed, "reaction not published")
+                    }
                 }
-                Ok(output) => {
-                    all_sent = false;
-                    let reasons: Vec<String> = output.failed.values().cloned().collect();
-                    tracing::warn!(event_id = %entry.event_id, ?reasons, "no relay accepted a reply; will retry");
+            });
+        }
+    }
+
+    /// How long to wait before looking at the outbox again unwoken: until
+    /// the next entry is due, at most [`OUTBOX_POLL_INTERVAL`]. An entry
+    /// already due is in flight or waits for room, and a finished publish
+    /// wakes the loop.
+    fn pause(&self) -> Duration {
+        match self.store.outbox_next_due() {
+            Ok(Some(due)) if due > sql_now() => {
+                let wait = u64::try_from(due - sql_now()).unwrap_or(0);
+                Duration::from_secs(wait).min(OUTBOX_POLL_INTERVAL)
+            }
+            _ => OUTBOX_POLL_INTERVAL,
+        }
+    }
+
+    /// One attempt at one entry, and its outcome recorded in the store.
+    async fn publish(&self, entry: OutboxEntry) {
+        let event_id = entry.event_id.as_str();
+        let event = match Event::from_json(&entry.json) {
+            Ok(event) => event,
+            Err(error) => {
+                // Cannot happen for what we stored; never retry it forever.
+                tracing::error!(%event_id, %error, "outbox entry is not an event; it is not published");
+                return self.refused(event_id, "malformed", &error.to_string());
+            }
+        };
+        let to = entry
+            .relay_hint
+            .as_deref()
+            .and_then(|url| RelayUrl::parse(url).ok());
+        let relay = entry.relay_hint.as_deref().unwrap_or("every relay");
+        tracing::debug!(%event_id, attempt = entry.attempts + 1, relay, "publishing a reply");
+        let sent = self.send(&event, to.as_ref()).await;
+        match Verdict::of(&sent) {
+            Verdict::Accepted => {
+                tracing::debug!(%event_id, relay, "published");
+                if let Err(error) = self.store.outbox_mark_sent(event_id, sql_now()) {
+                    tracing::error!(%event_id, %error, "cannot mark a reply sent (it may be published again, same id)");
                 }
-                Err(error) => {
-                    all_sent = false;
-                    tracing::warn!(event_id = %entry.event_id, %error, "publishing a reply failed; will retry");
+            }
+            Verdict::Refused { reason, message } => self.refused(event_id, reason, &message),
+            Verdict::Retry(why) => {
+                let delay = Backoff::after(RETRY_BACKOFF_MIN, RETRY_BACKOFF_MAX, entry.attempts).next_delay();
+                let delay_secs = delay.as_secs().max(1);
+                tracing::warn!(%event_id, %why, retry_in_secs = delay_secs, "no relay accepted a reply; will retry");
+                let due = sql_now().saturating_add(sql_seconds(delay_secs));
+                if let Err(error) = self.store.outbox_retry_at(event_id, due) {
+                    tracing::error!(%event_id, %error, "cannot record a failed publish");
                 }
             }
         }
-        all_sent
     }
 
-    fn mark_sent(&self, event_id: &str) {
-        if let Err(error) = self.store.outbox_mark_sent(event_id, sql_now()) {
-            tracing::error!(%event_id, %error, "cannot mark a reply sent (it may be published again, same id)");
+    fn refused(&self, event_id: &str, reason: &'static str, message: &str) {
+        metrics::reply_failed(reason);
+        tracing::warn!(%event_id, reason, relay_said = %message, "a relay refused a reply for good; it is not published again");
+        if let Err(error) = self.store.outbox_mark_refused(event_id, message, sql_now()) {
+            tracing::error!(%event_id, %error, "cannot record a refused reply");
         }
+    }
+
+    /// Sends to `to` when it is one of the configured relays, otherwise
+    /// (no origin known, or a relay no longer configured) to every relay.
+    async fn send(
+        &self,
+        event: &Event,
+        to: Option<&RelayUrl>,
+    ) -> Result<Output<EventId>, nostr_sdk::client::Error> {
+        match to {
+            Some(url) if self.client.relay(url).await.is_ok() => {
+                self.client.send_event_to([url], event).await
+            }
+            Some(url) => {
+                tracing::debug!(event_id = %event.id, relay = %url, "the mention's relay is no longer configured; publishing to every relay");
+                self.client.send_event(event).await
+            }
+            None => self.client.send_event(event).await,
+        }
+    }
+}
+
+/// `!status`'s words for the replies relays refused, empty when none was.
+pub fn refusals_text(store: &Store) -> String {
+    match store.outbox_refusals() {
+        Ok(refusals) if refusals.count > 0 => format!(
+            " Replies refused by the relays (not sent, not retried): {} (last: {}).",
+            refusals.count,
+            refusals.last_reason.as_deref().unwrap_or("no reason given"),
+        ),
+        Ok(_) => String::new(),
+        Err(error) => {
+            tracing::error!(%error, "cannot read the outbox refusals");
+            String::new()
+        }
+    }
+}
+
+/// What one attempt at publishing an event came to.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// A relay said OK (or `duplicate:`: it has the event already).
+    Accepted,
+    /// Every relay that answered refused it for good: `reason` is the
+    /// NIP-01 prefix (the metric's label), `message` the relay's words.
+    Refused { reason: &'static str, message: String },
+    /// Nothing final: rate limits, relay errors, timeouts, lost
+    /// connections. Retried with backoff.
+    Retry(String),
+}
+
+impl Verdict {
+    fn of<E: std::fmt::Display>(sent: &Result<Output<EventId>, E>) -> Verdict {
+        match sent {
+            Ok(output) if !output.success.is_empty() => Verdict::Accepted,
+            Ok(output) => Verdict::of_failures(output.failed.values().map(String::as_str)),
+            Err(error) => Verdict::Retry(error.to_string()),
+        }
+    }
+
+    /// Reads the relays' messages (and the SDK's own, for relays that gave
+    /// no answer) when none accepted the event.
+    fn of_failures<'a>(messages: impl IntoIterator<Item = &'a str>) -> Verdict {
+        let mut refusal = None;
+        let mut transient = Vec::new();
+        for message in messages {
+            match MachineReadablePrefix::parse(message) {
+                Some(MachineReadablePrefix::Duplicate) => return Verdict::Accepted,
+                Some(prefix) => match permanent(prefix) {
+                    Some(reason) => refusal = refusal.or(Some((reason, message))),
+                    None => transient.push(message),
+                },
+                None => transient.push(message),
+            }
+        }
+        match refusal {
+            Some((reason, message)) if transient.is_empty() => Verdict::Refused {
+                reason,
+                message: message.to_owned(),
+            },
+            _ if transient.is_empty() => Verdict::Retry("no relay to publish to".to_owned()),
+            _ => Verdict::Retry(transient.join("; ")),
+        }
+    }
+}
+
+/// The metric label of a prefix that refuses an event for good, `None` for
+/// one that may pass later. `error:` is the relay's own trouble and
+/// `auth-required:` passes once the client authenticated (NIP-42), so both
+/// are retried.
+fn permanent(prefix: MachineReadablePrefix) -> Option<&'static str> {
+    match prefix {
+        MachineReadablePrefix::Blocked => Some("blocked"),
+        MachineReadablePrefix::Invalid => Some("invalid"),
+        MachineReadablePrefix::Pow => Some("pow"),
+        MachineReadablePrefix::Restricted => Some("restricted"),
+        MachineReadablePrefix::Unsupported => Some("unsupported"),
+        MachineReadablePrefix::Duplicate
+        | MachineReadablePrefix::RateLimited
+        | MachineReadablePrefix::Error
+        | MachineReadablePrefix::AuthRequired => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(reason: &'static str, message: &str) -> Verdict {
+        Verdict::Refused {
+            reason,
+            message: message.to_owned(),
+        }
+    }
+
+    #[test]
+    fn final_refusals_stop_and_everything_else_is_retried() {
+        let of = |messages: &[&str]| Verdict::of_failures(messages.iter().copied());
+        assert_eq!(of(&["blocked: no bots"]), refused("blocked", "blocked: no bots"));
+        assert_eq!(
+            of(&["invalid: too large"]),
+            refused("invalid", "invalid: too large")
+        );
+        assert_eq!(of(&["pow: difficulty 30"]), refused("pow", "pow: difficulty 30"));
+        assert_eq!(
+            of(&["restricted: members"]),
+            refused("restricted", "restricted: members")
+        );
+        assert_eq!(
+            of(&["unsupported: kind"]),
+            refused("unsupported", "unsupported: kind")
+        );
+        assert_eq!(of(&["duplicate: have it"]), Verdict::Accepted);
+        for transient in [
+            "rate-limited: slow down",
+            "error: database busy",
+            "auth-required: who are you",
+            "timeout",
+            "relay not connected",
+            "mute: prefix this build does not know",
+        ] {
+            assert_eq!(
+                of(&[transient]),
+                Verdict::Retry(transient.to_owned()),
+                "{transient}"
+            );
+        }
+        assert!(matches!(of(&[]), Verdict::Retry(_)));
+    }
+
+    #[test]
+    fn across_relays_one_acceptance_wins_and_one_transient_failure_keeps_it_alive() {
+        let of = |messages: &[&str]| Verdict::of_failures(messages.iter().copied());
+        assert_eq!(of(&["blocked: no", "duplicate: yes"]), Verdict::Accepted);
+        assert_eq!(
+            of(&["blocked: no", "timeout"]),
+            Verdict::Retry("timeout".to_owned())
+        );
+        assert_eq!(
+            of(&["restricted: a", "blocked: b"]),
+            refused("restricted", "restricted: a")
+        );
+    }
+
+    #[test]
+    fn a_full_reaction_queue_drops_its_oldest() {
+        let outlet = Outlet::default();
+        let keys = nostr_sdk::prelude::Keys::generate();
+        let reaction = |n: usize| {
+            nostr_sdk::prelude::EventBuilder::text_note(n.to_string())
+                .sign_with_keys(&keys)
+                .unwrap()
+        };
+        let first = reaction(0);
+        let second = reaction(1);
+        outlet.react(first, None);
+        outlet.react(second.clone(), None);
+        for n in 2..=REACTION_QUEUE_CAPACITY {
+            outlet.react(reaction(n), None);
+        }
+        assert_eq!(outlet.next_reaction().map(|r| r.event.id), Some(second.id));
+        let left = std::iter::from_fn(|| outlet.next_reaction()).count();
+        assert_eq!(left, REACTION_QUEUE_CAPACITY - 1);
     }
 }

@@ -7,7 +7,8 @@
 //! - `journal`: every accepted mention from acceptance to its outcome, the
 //!   durable queue that is re-read at start-up, and the seen set (dedup);
 //! - `outbox`: signed reply events, stored once before they are published
-//!   and published again (same event id) until the relay says OK;
+//!   and published again (same event id) until a relay says OK or refuses
+//!   them for good;
 //! - `questions`: permission questions posted and still open;
 //! - `sessions`: each conversation's agent session, for resume and load;
 //! - `agent_groups`: process groups of the agents that run now.
@@ -24,7 +25,8 @@
 //!
 //! Every method is synchronous and is one short transaction on one
 //! connection behind a mutex: in WAL mode with `synchronous=NORMAL` that is
-//! microseconds to about a millisecond, so async callers call it directly
+//! microseconds to about a millisecond (the outbox insert alone commits
+//! with `synchronous=FULL`, see [`Store::outbox_put`]), so async callers call it directly
 //! rather than through `spawn_blocking`. A poisoned mutex is recovered: a
 //! panic mid-call drops its open transaction, which rolls it back.
 //!
@@ -145,7 +147,8 @@ pub struct PendingCursor {
 #[derive(Debug, Clone, Copy)]
 pub struct OutgoingEvent<'a> {
     pub event_id: &'a str,
-    /// Relay the event is meant for; kept for diagnostics only.
+    /// The relay the event goes to (where the mention came from); `None`
+    /// for every configured relay.
     pub relay_hint: Option<&'a str>,
     /// The signed event, exactly as it will be published.
     pub json: &'a str,
@@ -155,9 +158,22 @@ pub struct OutgoingEvent<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxEntry {
     pub event_id: String,
+    /// See [`OutgoingEvent::relay_hint`].
+    pub relay_hint: Option<String>,
     pub json: String,
     /// Unix seconds.
     pub stored_at: i64,
+    /// Publishing attempts that ended without an OK so far.
+    pub attempts: u32,
+}
+
+/// The outbox entries relays refused for good, for `!status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutboxRefusals {
+    /// Entries refused and not yet pruned.
+    pub count: u64,
+    /// The newest refusal's reason, as the relay gave it.
+    pub last_reason: Option<String>,
 }
 
 /// How a pending mention ends.

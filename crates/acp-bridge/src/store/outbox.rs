@@ -6,21 +6,33 @@
 //! second, different one.
 //!
 //! [`Store::outbox_put`] stores the event and finishes the mentions it
-//! answers in one transaction; that is the exactly-once guarantee (see the
-//! module doc of [`store`](super)). A journalled mention keeps the id of
-//! the event that finished it (`mention.reply_id`) until that event is
-//! pruned from here.
+//! answers in one durable transaction; that is the exactly-once guarantee
+//! (see the module doc of [`store`](super)). A journalled mention keeps the
+//! id of the event that finished it (`mention.reply_id`) until that event
+//! is pruned from here.
+//!
+//! Each entry carries its own publishing state: attempts, when it is due
+//! again, and whether a relay refused it for good. One entry that keeps
+//! failing therefore never holds back another, and a refused one stays
+//! (for `!status` and forensics) without being published again until
+//! housekeeping prunes it.
 
-use rusqlite::{TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::journal::finish_pending;
-use super::{Finish, OutboxEntry, OutgoingEvent, Result, Store};
+use super::{Finish, OutboxEntry, OutboxRefusals, OutgoingEvent, Result, Store};
 
 impl Store {
     /// Stores a signed event and, in the same transaction, moves each
     /// mention in `answers` from pending to `outcome` (answered for a reply,
     /// notified for a notice) at `now`. Mentions that are not pending are
     /// left as they are.
+    ///
+    /// Durable when it returns: the commit is synced to disk
+    /// (`synchronous=FULL` for this transaction), because the event is
+    /// published right after, and a relay's OK for a row that a power loss
+    /// then rolls back would leave a published reply whose mentions run
+    /// again. The cost is in BENCHMARKS.md.
     ///
     /// Idempotent: when an event with this id is already stored, nothing
     /// changes (neither the stored event nor any mention).
@@ -32,35 +44,37 @@ impl Store {
         now: i64,
     ) -> Result<()> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        if !insert_event(&tx, reply, now)? {
-            tracing::debug!(event_id = reply.event_id, "outbox: event already stored");
-            return Ok(());
-        }
-        let mut finished = 0;
-        for mention in answers {
-            if finish_pending(&tx, mention, outcome, now, Some(reply.event_id))? {
-                finished += 1;
+        synced(&mut conn, |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !insert_event(&tx, reply, now)? {
+                tracing::debug!(event_id = reply.event_id, "outbox: event already stored");
+                return Ok(());
             }
-        }
-        tx.commit()?;
-        if finished < answers.len() {
-            tracing::debug!(
-                event_id = reply.event_id,
-                answers = answers.len(),
-                finished,
-                "outbox: some answered mentions were no longer pending"
-            );
-        }
-        Ok(())
+            let mut finished = 0;
+            for mention in answers {
+                if finish_pending(&tx, mention, outcome, now, Some(reply.event_id))? {
+                    finished += 1;
+                }
+            }
+            tx.commit()?;
+            if finished < answers.len() {
+                tracing::debug!(
+                    event_id = reply.event_id,
+                    answers = answers.len(),
+                    finished,
+                    "outbox: some answered mentions were no longer pending"
+                );
+            }
+            Ok(())
+        })
     }
 
     /// Stores the events of one answer sent as a series (in order) and
     /// finishes the mentions in `answers` with the first, all in one
-    /// transaction: a crash leaves either every part stored and the
-    /// mentions finished, or nothing. Idempotent like
-    /// [`outbox_put`](Self::outbox_put): when the first part is already
-    /// stored, nothing changes.
+    /// durable transaction (as [`outbox_put`](Self::outbox_put)): a crash
+    /// leaves either every part stored and the mentions finished, or
+    /// nothing. Idempotent: when the first part is already stored, nothing
+    /// changes.
     pub fn outbox_put_series(
         &self,
         parts: &[OutgoingEvent<'_>],
@@ -72,38 +86,57 @@ impl Store {
             return Ok(());
         };
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        if !insert_event(&tx, first, now)? {
-            tracing::debug!(event_id = first.event_id, "outbox: series already stored");
-            return Ok(());
-        }
-        for part in &parts[1..] {
-            insert_event(&tx, part, now)?;
-        }
-        for mention in answers {
-            finish_pending(&tx, mention, outcome, now, Some(first.event_id))?;
-        }
-        tx.commit()?;
-        Ok(())
+        synced(&mut conn, |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if !insert_event(&tx, first, now)? {
+                tracing::debug!(event_id = first.event_id, "outbox: series already stored");
+                return Ok(());
+            }
+            for part in &parts[1..] {
+                insert_event(&tx, part, now)?;
+            }
+            for mention in answers {
+                finish_pending(&tx, mention, outcome, now, Some(first.event_id))?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
     }
 
-    /// Every event not yet acknowledged by the relay, in the order stored.
-    pub fn outbox_unsent(&self) -> Result<Vec<OutboxEntry>> {
+    /// Entries neither sent nor refused that are due by `now` (unix
+    /// seconds; `i64::MAX` for all of them), in the order stored.
+    pub fn outbox_due(&self, now: i64) -> Result<Vec<OutboxEntry>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT event_id, json, stored_at FROM outbox
-             WHERE sent_at IS NULL ORDER BY seq",
+            "SELECT event_id, relay_hint, json, stored_at, attempts FROM outbox
+             WHERE sent_at IS NULL AND refused_at IS NULL AND next_attempt_at <= ?1
+             ORDER BY seq",
         )?;
-        let unsent = stmt
-            .query_map([], |row| {
+        let due = stmt
+            .query_map([now], |row| {
                 Ok(OutboxEntry {
                     event_id: row.get(0)?,
-                    json: row.get(1)?,
-                    stored_at: row.get(2)?,
+                    relay_hint: row.get(1)?,
+                    json: row.get(2)?,
+                    stored_at: row.get(3)?,
+                    attempts: row.get(4)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(unsent)
+        Ok(due)
+    }
+
+    /// When the next entry neither sent nor refused is due (unix seconds);
+    /// `None` when there is none.
+    pub fn outbox_next_due(&self) -> Result<Option<i64>> {
+        let conn = self.conn();
+        let next = conn
+            .prepare_cached(
+                "SELECT min(next_attempt_at) FROM outbox
+                 WHERE sent_at IS NULL AND refused_at IS NULL",
+            )?
+            .query_row([], |row| row.get(0))?;
+        Ok(next)
     }
 
     /// Records the relay's OK for the event. An event already marked keeps
@@ -115,12 +148,51 @@ impl Store {
         Ok(())
     }
 
-    /// Removes events sent before `older_than`; returns how many. Unsent
-    /// events are never removed.
-    pub fn outbox_prune_sent(&self, older_than: i64) -> Result<usize> {
+    /// Counts a failed attempt and sets when the entry is due again.
+    pub fn outbox_retry_at(&self, event_id: &str, next_attempt_at: i64) -> Result<()> {
+        let conn = self.conn();
+        conn.prepare_cached(
+            "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?2
+             WHERE event_id = ?1 AND sent_at IS NULL AND refused_at IS NULL",
+        )?
+        .execute(params![event_id, next_attempt_at])?;
+        Ok(())
+    }
+
+    /// Records that a relay refused the event for good (`reason` as the
+    /// relay gave it): it is never due again. A sent event stays sent.
+    pub fn outbox_mark_refused(&self, event_id: &str, reason: &str, now: i64) -> Result<()> {
+        let conn = self.conn();
+        conn.prepare_cached(
+            "UPDATE outbox SET attempts = attempts + 1, refused_at = ?2, refused_reason = ?3
+             WHERE event_id = ?1 AND sent_at IS NULL AND refused_at IS NULL",
+        )?
+        .execute(params![event_id, now, reason])?;
+        Ok(())
+    }
+
+    /// How many stored entries were refused for good, and the newest reason.
+    pub fn outbox_refusals(&self) -> Result<OutboxRefusals> {
+        let conn = self.conn();
+        let count: u64 = conn
+            .prepare_cached("SELECT count(*) FROM outbox WHERE refused_at IS NOT NULL")?
+            .query_row([], |row| row.get(0))?;
+        let last_reason = conn
+            .prepare_cached(
+                "SELECT refused_reason FROM outbox WHERE refused_at IS NOT NULL
+                 ORDER BY refused_at DESC, seq DESC LIMIT 1",
+            )?
+            .query_row([], |row| row.get(0))
+            .optional()?;
+        Ok(OutboxRefusals { count, last_reason })
+    }
+
+    /// Removes events sent or refused before `older_than`; returns how
+    /// many. Events still to publish are never removed.
+    pub fn outbox_prune_settled(&self, older_than: i64) -> Result<usize> {
         let conn = self.conn();
         let deleted = conn
-            .prepare_cached("DELETE FROM outbox WHERE sent_at < ?1")?
+            .prepare_cached("DELETE FROM outbox WHERE sent_at < ?1 OR refused_at < ?1")?
             .execute(params![older_than])?;
         Ok(deleted)
     }
@@ -142,6 +214,17 @@ fn insert_event(
     Ok(inserted == 1)
 }
 
+/// Runs `write` with `synchronous=FULL`, so that its commit is on disk when
+/// it returns, and puts the connection back to `NORMAL` (see `configure`)
+/// whatever `write` returned. SQLite refuses to change this setting inside a
+/// transaction, hence around it.
+fn synced<T>(conn: &mut Connection, write: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let written = write(conn);
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    written
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::MentionState;
@@ -158,7 +241,7 @@ mod tests {
     }
 
     fn unsent_ids(store: &Store) -> Vec<String> {
-        let unsent = store.outbox_unsent().unwrap();
+        let unsent = store.outbox_due(i64::MAX).unwrap();
         unsent.into_iter().map(|e| e.event_id).collect()
     }
 
@@ -187,24 +270,26 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let stored = OutboxEntry {
             event_id: "r1".into(),
+            relay_hint: Some("wss://relay.example".into()),
             json: r#"{"id":"r1"}"#.into(),
             stored_at: 50,
+            attempts: 0,
         };
-        assert_eq!(store.outbox_unsent().unwrap(), vec![stored.clone()]);
+        assert_eq!(store.outbox_due(i64::MAX).unwrap(), vec![stored.clone()]);
 
         // The same id again (say, a retry after a crash) changes nothing:
         // neither the stored event nor m3.
         store
             .outbox_put(&event("r1", r#"{"other":true}"#), &["m3"], Finish::Answered, 60)
             .unwrap();
-        assert_eq!(store.outbox_unsent().unwrap(), vec![stored]);
+        assert_eq!(store.outbox_due(i64::MAX).unwrap(), vec![stored]);
         assert_eq!(store.journal_state("m3").unwrap(), Some(MentionState::Pending));
 
         store.outbox_mark_sent("r1", 70).unwrap();
-        assert!(store.outbox_unsent().unwrap().is_empty());
+        assert!(store.outbox_due(i64::MAX).unwrap().is_empty());
         drop(store);
         let store = Store::open(dir.path()).unwrap();
-        assert!(store.outbox_unsent().unwrap().is_empty());
+        assert!(store.outbox_due(i64::MAX).unwrap().is_empty());
     }
 
     #[test]
@@ -243,7 +328,7 @@ mod tests {
     }
 
     #[test]
-    fn outbox_unsent_keeps_insertion_order_and_prune_removes_only_old_sent() {
+    fn outbox_due_keeps_insertion_order_and_prune_removes_only_old_sent() {
         let dir = ScratchDir::new("outbox-prune");
         let store = Store::open(dir.path()).unwrap();
         accept(&store, "m1", 1);
@@ -265,12 +350,81 @@ mod tests {
         assert_eq!(unsent_ids(&store), ["r-c"]);
 
         // r-b answered m1: pruning it must not break the journal row.
-        assert_eq!(store.outbox_prune_sent(200).unwrap(), 1);
-        assert_eq!(store.outbox_prune_sent(200).unwrap(), 0);
+        assert_eq!(store.outbox_prune_settled(200).unwrap(), 1);
+        assert_eq!(store.outbox_prune_settled(200).unwrap(), 0);
         assert_eq!(store.journal_state("m1").unwrap(), Some(MentionState::Answered));
         assert_eq!(unsent_ids(&store), ["r-c"]);
         // r-a (sent at 300) and unsent r-c remain.
-        assert_eq!(store.outbox_prune_sent(i64::MAX).unwrap(), 1);
+        assert_eq!(store.outbox_prune_settled(i64::MAX).unwrap(), 1);
         assert_eq!(unsent_ids(&store), ["r-c"]);
+    }
+
+    #[test]
+    fn a_retried_entry_waits_for_its_time_without_holding_back_the_others() {
+        let dir = ScratchDir::new("outbox-retry");
+        let store = Store::open(dir.path()).unwrap();
+        for id in ["failing", "fresh"] {
+            store
+                .outbox_put(&event(id, "{}"), &[], Finish::Answered, 10)
+                .unwrap();
+        }
+        store.outbox_retry_at("failing", 40).unwrap();
+        assert_eq!(store.outbox_due(20).unwrap().len(), 1);
+        assert_eq!(store.outbox_due(20).unwrap()[0].event_id, "fresh");
+        assert_eq!(store.outbox_next_due().unwrap(), Some(0));
+        store.outbox_mark_sent("fresh", 20).unwrap();
+        assert_eq!(store.outbox_next_due().unwrap(), Some(40));
+        let due = store.outbox_due(40).unwrap();
+        assert_eq!((due[0].event_id.as_str(), due[0].attempts), ("failing", 1));
+    }
+
+    #[test]
+    fn a_refused_entry_is_never_due_again_is_counted_and_pruned_after_retention() {
+        let dir = ScratchDir::new("outbox-refused");
+        let store = Store::open(dir.path()).unwrap();
+        accept(&store, "m1", 1);
+        store
+            .outbox_put(&event("refused", "{}"), &["m1"], Finish::Answered, 10)
+            .unwrap();
+        store
+            .outbox_put(&event("later", "{}"), &[], Finish::Answered, 11)
+            .unwrap();
+        store
+            .outbox_mark_refused("refused", "blocked: no bots", 12)
+            .unwrap();
+
+        assert_eq!(unsent_ids(&store), ["later"]);
+        assert_eq!(
+            store.outbox_refusals().unwrap(),
+            OutboxRefusals {
+                count: 1,
+                last_reason: Some("blocked: no bots".into())
+            }
+        );
+        // A late OK (another relay) does not make a refused entry sent twice.
+        store.outbox_retry_at("refused", 99).unwrap();
+        assert_eq!(unsent_ids(&store), ["later"]);
+
+        assert_eq!(store.outbox_prune_settled(12).unwrap(), 0);
+        assert_eq!(store.outbox_prune_settled(13).unwrap(), 1);
+        assert_eq!(store.outbox_refusals().unwrap(), OutboxRefusals::default());
+        assert_eq!(store.journal_state("m1").unwrap(), Some(MentionState::Answered));
+        assert_eq!(unsent_ids(&store), ["later"]);
+    }
+
+    #[test]
+    fn the_outbox_insert_commits_synced_and_leaves_the_connection_as_configured() {
+        let dir = ScratchDir::new("outbox-synced");
+        let store = Store::open(dir.path()).unwrap();
+        let level = |conn: &Connection| -> i64 {
+            conn.pragma_query_value(None, "synchronous", |row| row.get(0))
+                .unwrap()
+        };
+        let inside = synced(&mut store.conn(), |conn| Ok(level(conn))).unwrap();
+        assert_eq!(inside, 2, "FULL while the outbox insert commits");
+        store
+            .outbox_put(&event("r1", "{}"), &[], Finish::Answered, 1)
+            .unwrap();
+        assert_eq!(level(&store.conn()), 1, "NORMAL again afterwards");
     }
 }

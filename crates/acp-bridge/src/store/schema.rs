@@ -105,8 +105,25 @@ CREATE TABLE agent_group (
 ) STRICT;
 ";
 
+/// Version 6: each outbox entry's own publishing state, so that one entry
+/// a relay keeps refusing never delays the others: how often it was tried,
+/// when it is due again (unix seconds; 0 = at once), and, once a relay
+/// refused it for good (NIP-01 `blocked:`, `invalid:` …), when and why. A
+/// refused entry is never published again; housekeeping prunes it after the
+/// retention like a sent one.
+const V6_OUTBOX_STATE: &str = "
+ALTER TABLE outbox ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0);
+ALTER TABLE outbox ADD COLUMN next_attempt_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN refused_at INTEGER;
+ALTER TABLE outbox ADD COLUMN refused_reason TEXT;
+DROP INDEX outbox_unsent;
+CREATE INDEX outbox_due ON outbox (next_attempt_at, seq)
+    WHERE sent_at IS NULL AND refused_at IS NULL;
+CREATE INDEX outbox_refused_by_age ON outbox (refused_at) WHERE refused_at IS NOT NULL;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5_AGENT_GROUPS];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5_AGENT_GROUPS, V6_OUTBOX_STATE];
 
 /// The schema version this build writes.
 pub(super) const SUPPORTED_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -48,6 +48,18 @@ pub fn reply_parts(parts: usize) {
     histogram!("acp_bridge_reply_parts").record(parts as f64);
 }
 
+/// A reply or notice a relay refused for good, by NIP-01 prefix (`blocked`,
+/// `invalid`, `pow`, `restricted`, `unsupported`; `malformed` for an
+/// outbox entry that is not an event).
+pub fn reply_failed(reason: &'static str) {
+    counter!("acp_bridge_replies_failed_total", "reason" => reason).increment(1);
+}
+
+/// A reaction dropped unsent because too many were waiting.
+pub fn reaction_dropped() {
+    counter!("acp_bridge_reactions_dropped_total").increment(1);
+}
+
 pub fn mention_to_reply(seconds: f64) {
     histogram!("acp_bridge_mention_to_reply_seconds").record(seconds);
 }
