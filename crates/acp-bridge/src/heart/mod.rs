@@ -301,18 +301,15 @@ impl Heart {
             self.counters.queued_mid_turn,
             blocked.len(),
         );
+        let refusals = crate::reply::publisher::refusals_text(&self.services.store, in_private);
         if !in_private {
-            return counts + " Details only in a DM: send !status there.";
+            return counts + &refusals + " Details only in a DM: send !status there.";
         }
         let failure = match (pool.circuit_open, &pool.last_failure) {
             (true, Some(failure)) => format!(" Last agent failure: {failure}."),
             _ => String::new(),
         };
-        counts
-            + &failure
-            + &blocked.concat()
-            + &self.usage_text(key)
-            + &crate::reply::publisher::refusals_text(&self.services.store)
+        counts + &failure + &blocked.concat() + &self.usage_text(key) + &refusals
     }
 
     /// The conversation's session usage, as the agent last reported it.

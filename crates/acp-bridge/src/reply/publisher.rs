@@ -276,14 +276,20 @@ impl Publisher {
     }
 }
 
-/// `!status`'s words for the replies relays refused, empty when none was.
-pub fn refusals_text(store: &Store) -> String {
+/// `!status`'s words for the replies relays refused, empty when none was;
+/// the last relay's reason only `with_reason` (the owner's DM).
+pub fn refusals_text(store: &Store, with_reason: bool) -> String {
     match store.outbox_refusals() {
-        Ok(refusals) if refusals.count > 0 => format!(
-            " Replies refused by the relays (not sent, not retried): {} (last: {}).",
-            refusals.count,
-            refusals.last_reason.as_deref().unwrap_or("no reason given"),
-        ),
+        Ok(refusals) if refusals.count > 0 => {
+            let reason = match (with_reason, refusals.last_reason.as_deref()) {
+                (false, _) => String::new(),
+                (true, reason) => format!(" (last: {})", reason.unwrap_or("no reason given")),
+            };
+            format!(
+                " Replies refused by the relays (not sent, not retried): {}{reason}.",
+                refusals.count
+            )
+        }
         Ok(_) => String::new(),
         Err(error) => {
             tracing::error!(%error, "cannot read the outbox refusals");

@@ -342,10 +342,15 @@ impl TurnMachine {
 
     /// Cancel + merge: the mentions wait for the live prompt's cancel.
     fn fall_back(&mut self, mentions: Vec<Mention>, framing: Framing, out: &mut Vec<Action>) {
+        self.add(mentions, Role::Merging);
+        self.begin_merge(framing, out);
+    }
+
+    /// Starts (or joins) the cancel the merge waits for.
+    fn begin_merge(&mut self, framing: Framing, out: &mut Vec<Action>) {
         metrics::steer("fallback");
         self.path = SteerPath::Fallback;
         self.merge.get_or_insert(framing);
-        self.add(mentions, Role::Merging);
         self.cancel(out);
     }
 
@@ -381,11 +386,14 @@ impl TurnMachine {
             }
             SteerAnswer::Unsupported(refusal) => {
                 tracing::info!(%refusal, "native steer not possible; falling back to cancel + merge");
-                let mentions = self.take(&steering);
+                // Relabelled in place: mentions that joined the merge while
+                // this steer was under way came after them, and the merge
+                // keeps arrival order (the reply threads under the newest).
                 if self.intent == Intent::OwnerCancelled {
-                    self.add(mentions, Role::Deferred);
+                    self.relabel(&steering, Role::Deferred);
                 } else {
-                    self.fall_back(mentions, Framing::Steer, out);
+                    self.relabel(&steering, Role::Merging);
+                    self.begin_merge(Framing::Steer, out);
                 }
             }
         }

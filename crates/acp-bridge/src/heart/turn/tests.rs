@@ -255,6 +255,39 @@ fn an_agent_that_cannot_steer_gets_cancel_and_one_merged_reprompt() {
 }
 
 #[test]
+fn refused_steers_answered_late_keep_the_merge_in_arrival_order() {
+    let mut rig = Rig::prompting(&["long task"]);
+    let first = rig.steer(10, "first addendum");
+    let second = rig.steer(11, "second addendum");
+    let refusal = || SteerAnswer::Unsupported("the agent does not implement steering".into());
+    // The second refusal comes first: its mention joins the merge, then the
+    // first's, which arrived earlier.
+    assert_eq!(
+        rig.feed(Input::SteerAnswered {
+            ticket: second,
+            answer: refusal()
+        }),
+        [Action::Cancel]
+    );
+    assert_eq!(
+        rig.feed(Input::SteerAnswered {
+            ticket: first,
+            answer: refusal()
+        }),
+        []
+    );
+    rig.feed(Input::CancelSettled(CancelSettled::Done));
+    rig.ended(StopReason::Cancelled, &[]);
+    rig.advance(MERGE_QUIET_PERIOD);
+    let actions = rig.ended(StopReason::EndTurn, &[]);
+    assert_eq!(
+        texts(&published(&actions).0),
+        ["long task", "first addendum", "second addendum"],
+        "the reply threads under the newest"
+    );
+}
+
+#[test]
 fn a_burst_during_a_cancel_costs_one_cancel_and_one_reprompt() {
     let mut rig = Rig::prompting(&["long task"]);
     let mut actions = rig.absorb(10, "new plan", Framing::Interrupt);
