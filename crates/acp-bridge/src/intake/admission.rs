@@ -132,10 +132,14 @@ impl Intake {
         }
         let fetch_again = reason != DropReason::AwaitingProfile;
         self.untaken.hold(relay, event_id, delivered_at, fetch_again);
-        tracing::info!(
-            %relay, %event_id, reason = reason.as_str(), untaken = self.untaken.len(), fetch_again,
-            "event not taken yet"
-        );
+        // A failed journal write is the operator's business; waiting for a
+        // lookup is routine, and a stranger's flood must not flood the log.
+        let untaken = self.untaken.len();
+        if reason == DropReason::NotJournaled {
+            tracing::info!(%relay, %event_id, reason = reason.as_str(), untaken, fetch_again, "event not taken yet");
+        } else {
+            tracing::debug!(%relay, %event_id, reason = reason.as_str(), untaken, fetch_again, "event not taken yet");
+        }
     }
 
     /// One outcome per pending mention. Without the journal nothing could
