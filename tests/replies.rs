@@ -150,3 +150,50 @@ async fn agent_reply_mode_publishes_no_answer_of_its_own() {
     );
     assert_eq!(finished["outcome"], "answered");
 }
+
+/// The bot's reactions to `mention`, as emoji, waiting until `count` are there.
+async fn reactions(scene: &Scene, mention: &Event, count: usize) -> Vec<String> {
+    let probe = async || {
+        let filter = Filter::new()
+            .author(scene.bot)
+            .kind(Kind::Reaction)
+            .event(mention.id);
+        let found = scene
+            .owner
+            .client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .expect("fetch");
+        let emoji: Vec<String> = found.iter().map(|event| event.content.clone()).collect();
+        (emoji.len() >= count).then_some(emoji)
+    };
+    eventually(PATIENCE, probe, || format!("{count} reactions to {}", mention.id)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reactions_follow_a_mention_from_heard_to_answered_or_given_up() {
+    let scene = Scene::builder().start().await;
+    let answered = scene.mention("room", "answer me").await;
+    scene.reply_to(&answered).await;
+    let mut seen = reactions(&scene, &answered, 2).await;
+    seen.sort();
+    assert_eq!(seen, ["✅", "👀"]);
+
+    // An agent that fails every try: retried, then given up with a notice.
+    let doomed = scene.mention("other-room", "[fail] this cannot work").await;
+    let notice = scene.reply_to(&doomed).await;
+    assert!(notice.content.contains("Giving up"), "{}", notice.content);
+    let mut seen = reactions(&scene, &doomed, 2).await;
+    seen.sort();
+    assert_eq!(seen, ["⚠\u{fe0f}", "👀"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_lists_the_owner_commands() {
+    let scene = Scene::builder().start().await;
+    let help = scene.mention("room", "!help").await;
+    let reply = scene.reply_to(&help).await;
+    for command in ["!cancel", "!status", "!rotate", "!help"] {
+        assert!(reply.content.contains(command), "{}", reply.content);
+    }
+}

@@ -1,4 +1,4 @@
-//! Owner commands: `!cancel`, `!status`, `!rotate`.
+//! Owner commands: `!cancel`, `!status`, `!rotate`, `!help`.
 //!
 //! A command is a mention whose whole text, once references to people
 //! (`nostr:npub…`, `@name`) are set aside, is the command word. Only the
@@ -16,6 +16,8 @@ pub enum OwnerCommand {
     Status,
     /// Start a fresh agent session for this conversation.
     Rotate,
+    /// List the commands.
+    Help,
 }
 
 impl OwnerCommand {
@@ -28,6 +30,7 @@ impl OwnerCommand {
             "!cancel" => OwnerCommand::Cancel,
             "!status" => OwnerCommand::Status,
             "!rotate" => OwnerCommand::Rotate,
+            "!help" => OwnerCommand::Help,
             _ => return None,
         };
         words.next().is_none().then_some(command)
@@ -38,7 +41,20 @@ impl OwnerCommand {
             OwnerCommand::Cancel => "!cancel",
             OwnerCommand::Status => "!status",
             OwnerCommand::Rotate => "!rotate",
+            OwnerCommand::Help => "!help",
         }
+    }
+
+    /// What `!help` answers: every command, one line each.
+    pub fn help_text() -> String {
+        [
+            "Commands (the owner's, sent as the whole message):",
+            "!cancel: cancel this conversation's turn in flight.",
+            "!status: turns, queues, agents and steers; sent in a DM, the details too.",
+            "!rotate: a fresh agent session for this conversation.",
+            "!help: this list.",
+        ]
+        .join("\n")
     }
 }
 
@@ -54,6 +70,7 @@ mod tests {
             Some(OwnerCommand::Status)
         );
         assert_eq!(OwnerCommand::parse("@bot !rotate"), Some(OwnerCommand::Rotate));
+        assert_eq!(OwnerCommand::parse("!help"), Some(OwnerCommand::Help));
         assert_eq!(OwnerCommand::parse("please !cancel"), None);
         assert_eq!(OwnerCommand::parse("!cancel now"), None);
         assert_eq!(OwnerCommand::parse("!cancelled"), None);

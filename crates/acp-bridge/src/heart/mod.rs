@@ -266,6 +266,7 @@ impl Heart {
                 "This conversation gets a fresh agent session from its next turn.".to_owned()
             }
             // Commands come from the owner only: a DM is the owner's own.
+            (OwnerCommand::Help, _) => OwnerCommand::help_text(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
         };
         self.notices.notify(vec![mention], answer);
@@ -414,7 +415,7 @@ impl Heart {
                     self.notices.overflowed(dropped);
                 }
             }
-            Some(Err(text)) => self.notices.notify(work, text),
+            Some(Err(text)) => self.notices.give_up(work, text),
             None => {}
         }
         metrics::queue_depth(self.conversations.waiting());

@@ -8,7 +8,7 @@
 //! start. Nothing is lost either way.
 
 use crate::mention::Mention;
-use crate::reply::Replier;
+use crate::reply::{Reaction, Replier};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Notices {
@@ -27,6 +27,20 @@ impl Notices {
         tokio::spawn(async move {
             if let Err(error) = replier.notify(&mentions, &text).await {
                 tracing::error!(%error, "cannot store a notice");
+            }
+        });
+    }
+
+    /// Gives up on `mentions` with a notice saying why, and marks each with
+    /// the give-up reaction.
+    pub fn give_up(&self, mentions: Vec<Mention>, text: String) {
+        let replier = self.replier.clone();
+        tokio::spawn(async move {
+            match replier.notify(&mentions, &text).await {
+                Ok(_) => mentions
+                    .iter()
+                    .for_each(|mention| replier.react(mention, Reaction::GaveUp)),
+                Err(error) => tracing::error!(%error, "cannot store a notice"),
             }
         });
     }

@@ -15,6 +15,7 @@ use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::{Arrival, DropReason, Inbound, Intake};
 use crate::mention::{Intent, Mention};
+use crate::reply::Reaction;
 use crate::store::sql_seconds;
 use crate::telemetry::metrics;
 
@@ -167,7 +168,7 @@ impl Intake {
                     conversation = %mention.conversation, event_id = %mention.event_id, author = %mention.author_short(),
                     "mention accepted"
                 );
-                self.replier.react(&mention);
+                self.replier.react(&mention, Reaction::Heard);
                 self.hand_on(Inbound::Mention(mention)).await;
             }
             Intent::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,

@@ -37,8 +37,27 @@ use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 use publisher::Outlet;
 
-/// The reaction that tells a person "heard you, working on it".
-pub const ACCEPTED_REACTION: &str = "👀";
+/// The NIP-25 reactions that follow a mention's life, so a person sees
+/// where it stands without reading the thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reaction {
+    /// Accepted: "heard you, working on it".
+    Heard,
+    /// Its answer is stored and on its way.
+    Answered,
+    /// Given up on, with a notice saying why.
+    GaveUp,
+}
+
+impl Reaction {
+    pub fn emoji(self) -> &'static str {
+        match self {
+            Reaction::Heard => "👀",
+            Reaction::Answered => "✅",
+            Reaction::GaveUp => "⚠️",
+        }
+    }
+}
 
 /// What goes out instead of an answer that cannot be signed.
 const UNBUILDABLE_ANSWER_NOTICE: &str =
@@ -89,7 +108,7 @@ impl Replier {
     /// Marks a mention as heard (NIP-25), on the relay it came from. Not
     /// for DMs: a public reaction would reveal a private conversation.
     /// Returns at once: the publisher sends it.
-    pub fn react(&self, mention: &Mention) {
+    pub fn react(&self, mention: &Mention, reaction: Reaction) {
         if !self.reactions || mention.thread.is_direct() {
             return;
         }
@@ -101,7 +120,7 @@ impl Replier {
         if let Thread::Group { channel, .. } = &mention.thread {
             tags.push(group_tag(channel));
         }
-        let event = match EventBuilder::new(Kind::Reaction, ACCEPTED_REACTION)
+        let event = match EventBuilder::new(Kind::Reaction, reaction.emoji())
             .tags(tags)
             .sign_with_keys(&self.keys)
         {
@@ -116,13 +135,16 @@ impl Replier {
     /// `--reply-mode agent` the agent posted for itself: nothing is
     /// published and the mentions are only marked answered.
     pub async fn answer(&self, mentions: &[Mention], text: &str) -> Result<Option<EventId>, ReplyError> {
-        if self.reply_mode == ReplyMode::Agent {
+        let reply = if self.reply_mode == ReplyMode::Agent {
             self.ledger.settle_without_event(mentions, Finish::Answered)?;
-            return Ok(None);
+            None
+        } else {
+            Some(self.store_and_publish(mentions, text, Finish::Answered).await?)
+        };
+        for mention in mentions {
+            self.react(mention, Reaction::Answered);
         }
-        self.store_and_publish(mentions, text, Finish::Answered)
-            .await
-            .map(Some)
+        Ok(reply)
     }
 
     /// Tells the people behind `mentions` why they get no answer, and marks
