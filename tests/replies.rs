@@ -197,3 +197,85 @@ async fn help_lists_the_owner_commands() {
         assert!(reply.content.contains(command), "{}", reply.content);
     }
 }
+
+/// A kind 9 in group `channel`, replying to `parent` in the thread `root`,
+/// without tagging the bot.
+fn untagged_group_reply(channel: &str, root: &EventId, parent: &EventId, text: &str) -> EventBuilder {
+    EventBuilder::new(Kind::Custom(9), text).tags([
+        Tag::custom(TagKind::h(), [channel]),
+        Tag::parse(["e", &root.to_hex(), "", "root"]).expect("tag"),
+        Tag::parse(["e", &parent.to_hex(), "", "reply"]).expect("tag"),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_in_an_answered_thread_need_no_mention_and_only_the_heard_are_followed() {
+    let scene = Scene::builder().start().await;
+    let stranger = scene.join().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+    let first = scene.mention("room", "start a thread").await;
+    let answer = scene.reply_to(&first).await;
+    log.wait(mark, Line::new("following the answered threads")).await;
+
+    // The owner replies in the thread without tagging the bot: answered there.
+    let follow_up = owner
+        .publish(untagged_group_reply(
+            "room",
+            &first.id,
+            &answer.id,
+            "and one more thing",
+        ))
+        .await;
+    let second = scene.reply_to(&follow_up).await;
+    assert!(
+        e_tags(&second).contains(&(first.id.to_hex(), "root".to_owned())),
+        "{second:?}"
+    );
+
+    // A stranger's reply in the same thread is not heard (owner-only).
+    let stranger_reply = stranger
+        .publish(untagged_group_reply("room", &first.id, &answer.id, "me too"))
+        .await;
+    log.wait(mark, Line::dropped(&stranger_reply.id, "not_heard"))
+        .await;
+
+    // A reply in a thread the bot never answered is no mention.
+    let elsewhere = owner
+        .publish(
+            EventBuilder::new(Kind::Custom(9), "talking among ourselves")
+                .tag(Tag::custom(TagKind::h(), ["room"])),
+        )
+        .await;
+    let unrelated = owner
+        .publish(untagged_group_reply(
+            "room",
+            &elsewhere.id,
+            &elsewhere.id,
+            "right?",
+        ))
+        .await;
+    // Bounded by a later follow-up in the answered thread.
+    let later = owner
+        .publish(untagged_group_reply("room", &first.id, &second.id, "last one"))
+        .await;
+    scene.reply_to(&later).await;
+    assert!(owner.events_referencing(&bot, &unrelated.id).await.is_empty());
+    assert!(log.matching(mark, Line::accepted(&unrelated.id)).is_empty());
+    assert!(log.matching(mark, Line::accepted(&stranger_reply.id)).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_follow_threads_off_a_reply_must_tag_the_bot() {
+    let scene = Scene::builder().flags(&["--follow-threads", "off"]).start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let first = scene.mention("room", "start a thread").await;
+    let answer = scene.reply_to(&first).await;
+    let untagged = owner
+        .publish(untagged_group_reply("room", &first.id, &answer.id, "no tag"))
+        .await;
+    let tagged = scene.mention("room", "a tagged one after it").await;
+    scene.reply_to(&tagged).await;
+    assert!(owner.events_referencing(&bot, &untagged.id).await.is_empty());
+    assert!(log.matching(log.start(), Line::accepted(&untagged.id)).is_empty());
+}

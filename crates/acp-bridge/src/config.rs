@@ -123,6 +123,15 @@ pub enum SessionPolicy {
     Thread,
 }
 
+/// Which replies without the bot's `p` tag count as mentions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FollowThreads {
+    /// Replies in a thread the bot has answered in, by authors it hears.
+    Involved,
+    /// None: only events that tag the bot.
+    Off,
+}
+
 /// How permission questions of agents are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PermissionPolicyArg {
@@ -191,6 +200,16 @@ pub struct RunArgs {
     /// Do not react (NIP-25) to accepted mentions.
     #[arg(long, env = "ACP_BRIDGE_NO_REACTIONS")]
     pub no_reactions: bool,
+
+    /// Replies in a thread the bot has answered in count as mentions
+    /// (`involved`), without the bot's `p` tag; `off`: only tagged events.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_FOLLOW_THREADS",
+        value_enum,
+        default_value = "involved"
+    )]
+    pub follow_threads: FollowThreads,
 
     /// Largest mention content accepted for a turn; bigger ones get a notice.
     #[arg(long, env = "ACP_BRIDGE_MAX_CONTENT_BYTES", default_value_t = 64 * 1024)]
@@ -358,6 +377,7 @@ pub struct Settings {
     pub state_dir: PathBuf,
     pub reply_mode: ReplyMode,
     pub reactions: bool,
+    pub follow_threads: FollowThreads,
     pub max_content_bytes: usize,
     pub max_reply_bytes: usize,
     pub rate_limit_burst: u32,
@@ -532,6 +552,7 @@ impl RunArgs {
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
             reply_mode: self.reply_mode,
             reactions: !self.no_reactions,
+            follow_threads: self.follow_threads,
             max_content_bytes: self.max_content_bytes,
             max_reply_bytes: self.max_reply_bytes,
             rate_limit_burst: self.rate_limit_burst,
@@ -596,6 +617,7 @@ impl Settings {
             state_dir,
             reply_mode: ReplyMode::Daemon,
             reactions: true,
+            follow_threads: FollowThreads::Involved,
             max_content_bytes: 64 * 1024,
             max_reply_bytes: acp_client::DEFAULT_MAX_TEXT_BYTES,
             rate_limit_burst: 10,

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{PermissionPolicyArg, RelaySpec, Settings};
+use crate::config::{FollowThreads, PermissionPolicyArg, RelaySpec, Settings};
 use crate::embedded_relay::EmbeddedRelay;
 use crate::gate::AuthorGate;
 use crate::heart::{Heart, HeartSettings, TurnServices};
@@ -120,9 +120,11 @@ impl Stages {
         // as the SDK buffers per relay (`--relay-buffer`).
         let (arrivals_tx, arrivals) = mpsc::channel(settings.relay_buffer);
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
+        let follow_threads = settings.follow_threads == FollowThreads::Involved;
         let interest = Interest {
             bot: settings.keys.public_key(),
             kinds: settings.kinds.clone(),
+            follow_threads,
         };
         let gate = AuthorGate::new(
             settings.owner,
@@ -144,6 +146,7 @@ impl Stages {
                 chain_bounds: settings.chain_bounds,
                 session_policy: settings.session_policy,
                 max_queued: settings.max_queued,
+                follow_threads,
             },
             inbound_tx,
         );
@@ -159,6 +162,7 @@ impl Stages {
                     arrivals_tx.clone(),
                     connected_tx,
                     refetch,
+                    replier.threads_answered(),
                 );
                 (link, connected_rx)
             })

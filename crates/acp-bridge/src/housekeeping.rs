@@ -36,6 +36,8 @@ pub const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 pub struct Pruned {
     pub mentions: usize,
     pub replies: usize,
+    /// Threads no longer followed (`--follow-threads`).
+    pub threads: usize,
 }
 
 #[derive(Debug)]
@@ -64,6 +66,7 @@ impl Housekeeping {
                 Ok(pruned) => tracing::info!(
                     mentions = pruned.mentions,
                     replies = pruned.replies,
+                    threads = pruned.threads,
                     "state dir pruned"
                 ),
                 Err(error) => tracing::error!(%error, "cannot prune the state dir"),
@@ -79,6 +82,7 @@ impl Housekeeping {
         Ok(Pruned {
             mentions: self.store.journal_prune(retained_since, accepted_before)?,
             replies: self.store.outbox_prune_settled(retained_since)?,
+            threads: self.store.threads_prune(retained_since)?,
         })
     }
 
@@ -199,7 +203,8 @@ mod tests {
             pruned,
             Pruned {
                 mentions: 4,
-                replies: 2
+                replies: 2,
+                threads: 0
             }
         );
         let pending = rig.store().journal_pending().unwrap();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use nostr_sdk::prelude::{Event, JsonUtil};
 
-use crate::mention::Mention;
+use crate::mention::{Mention, Thread};
 use crate::store::{
     Finish, NewMention, OutgoingEvent, PendingCursor, Store, StoreError, sql_now, sql_seconds,
 };
@@ -71,6 +71,21 @@ impl Ledger {
         Ok(self
             .store
             .journal_rewrite_pending(&mention.event_id.to_hex(), &payload)?)
+    }
+
+    /// Remembers that the bot answered in the thread of `mention` (DMs have
+    /// none); true when the thread is new to it.
+    pub fn thread_answered(&self, mention: &Mention) -> bool {
+        let root = match &mention.thread {
+            Thread::Group { root, .. } | Thread::Note { root, .. } => root,
+            Thread::Direct { .. } => return false,
+        };
+        self.store
+            .thread_answered(&root.to_hex(), sql_now())
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "cannot remember an answered thread");
+                false
+            })
     }
 
     /// Whether the event was taken in before (the seen set).

@@ -37,7 +37,7 @@ mod telemetry;
 mod transport;
 
 pub use commands::OwnerCommand;
-pub use config::{AGENT_ENV_BASELINE, ReplyMode, RespondTo, RunArgs, SessionPolicy, Settings};
+pub use config::{AGENT_ENV_BASELINE, FollowThreads, ReplyMode, RespondTo, RunArgs, SessionPolicy, Settings};
 pub use daemon::{DaemonError, run};
 pub use embedded_relay::EmbeddedRelay;
 pub use framing::{

@@ -160,6 +160,7 @@ impl IntakeRig {
             },
             session_policy: SessionPolicy::Conversation,
             max_queued: 10_000,
+            follow_threads: true,
         };
         let intake = Intake::new(
             cast.bot.clone(),

@@ -154,6 +154,9 @@ pub struct IntakeLimits {
     pub session_policy: crate::config::SessionPolicy,
     /// `--max-queued`: mentions waiting in all conversations, at most.
     pub max_queued: usize,
+    /// `--follow-threads involved`: a reply in a thread the bot answered
+    /// in counts as a mention.
+    pub follow_threads: bool,
 }
 
 /// A message of one author, before it is a mention: the fields shared by
@@ -292,7 +295,7 @@ impl Intake {
         if event.pubkey == self.keys.public_key() {
             return Err(DropReason::OwnEvent);
         }
-        if !mentions(&event.tags, &self.bot_hex) {
+        if !mentions(&event.tags, &self.bot_hex) && !self.follows_up(event) {
             return Err(DropReason::NotAMention);
         }
         if self.ledger.seen(&event.id.to_hex()) {
@@ -527,6 +530,20 @@ impl QueuedCount {
     }
 }
 
+impl Intake {
+    /// A public reply in a thread the bot answered in, when it follows
+    /// threads: it counts as a mention (the gate still decides who is
+    /// heard).
+    fn follows_up(&self, event: &Event) -> bool {
+        if !self.limits.follow_threads || event.kind == Kind::GiftWrap {
+            return false;
+        }
+        let (root, reply) = mention::nip10_threading(&event.tags);
+        root.or(reply)
+            .is_some_and(|root| self.store.thread_is_answered(&root.to_hex()).unwrap_or(false))
+    }
+}
+
 /// True when a `p` tag names the bot (`bot_hex`, lowercase hex).
 fn mentions(tags: &nostr_sdk::prelude::Tags, bot_hex: &str) -> bool {
     tags.iter()
@@ -581,6 +598,7 @@ mod tests {
             },
             session_policy: SessionPolicy::Conversation,
             max_queued: 10_000,
+            follow_threads: true,
         };
         Rig {
             intake: Intake::new(bot.clone(), store, gate, replier, loop_guard, limits, inbound_tx),

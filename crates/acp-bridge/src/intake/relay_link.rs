@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
-    Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl, SubscribeOptions,
-    SubscriptionId, Timestamp,
+    EventId, Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
+    SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -61,22 +61,44 @@ const REFETCH_MIN: Duration = Duration::from_secs(1);
 const REFETCH_MAX: Duration = Duration::from_secs(30);
 
 const SUBSCRIPTION_ID: &str = "acp-bridge-mentions";
+/// The second subscription: replies in the threads the bot answered in
+/// (`--follow-threads`), whether they tag the bot or not.
+const THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads";
+/// Threads followed at most, the most recently answered: relays cap the
+/// values of a filter.
+const MAX_FOLLOWED_THREADS: usize = 500;
 
 /// What to subscribe to.
 #[derive(Debug, Clone)]
 pub struct Interest {
     pub bot: PublicKey,
     pub kinds: Vec<Kind>,
+    /// Follow the threads the bot answered in (`--follow-threads involved`).
+    pub follow_threads: bool,
 }
 
 impl Interest {
-    fn filters(&self, since: Timestamp) -> Vec<Filter> {
-        let public: Vec<Kind> = self
-            .kinds
+    fn public_kinds(&self) -> Vec<Kind> {
+        self.kinds
             .iter()
             .copied()
             .filter(|kind| *kind != Kind::GiftWrap)
-            .collect();
+            .collect()
+    }
+
+    /// Replies in the threads rooted at `roots` (none: nothing to follow).
+    fn thread_filter(&self, roots: &[EventId], since: Timestamp) -> Option<Filter> {
+        let public = self.public_kinds();
+        (self.follow_threads && !roots.is_empty() && !public.is_empty()).then(|| {
+            Filter::new()
+                .kinds(public)
+                .events(roots.iter().copied())
+                .since(since)
+        })
+    }
+
+    fn filters(&self, since: Timestamp) -> Vec<Filter> {
+        let public = self.public_kinds();
         let mut filters = Vec::new();
         if !public.is_empty() {
             filters.push(Filter::new().kinds(public).pubkey(self.bot).since(since));
@@ -105,6 +127,7 @@ pub struct RelayLink {
     arrivals: mpsc::Sender<Arrival>,
     connected: watch::Sender<bool>,
     refetch: RefetchFrom,
+    threads: watch::Receiver<()>,
 }
 
 impl RelayLink {
@@ -115,6 +138,7 @@ impl RelayLink {
         arrivals: mpsc::Sender<Arrival>,
         connected: watch::Sender<bool>,
         refetch: RefetchFrom,
+        threads: watch::Receiver<()>,
     ) -> Self {
         RelayLink {
             url: relay.url().clone(),
@@ -124,6 +148,7 @@ impl RelayLink {
             arrivals,
             connected,
             refetch,
+            threads,
         }
     }
 
@@ -191,7 +216,7 @@ impl RelayLink {
                 () = stop.cancelled() => return,
                 notification = notifications.recv() => match notification {
                     Ok(RelayNotification::Message { message: RelayMessage::Event { subscription_id, event } }) => {
-                        if subscription_id.as_str() == SUBSCRIPTION_ID {
+                        if [SUBSCRIPTION_ID, THREADS_SUBSCRIPTION_ID].contains(&subscription_id.as_str()) {
                             self.forward(Arrival::Event { relay: self.url.clone(), event: Box::new(event.into_owned()) }).await;
                         }
                     }
@@ -224,6 +249,12 @@ impl RelayLink {
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
+                changed = self.threads.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    self.subscribe_threads(self.since()).await;
+                }
                 _ = caught_up.tick() => self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await,
                 changed = self.refetch.changed() => {
                     if changed.is_err() {
@@ -276,12 +307,45 @@ impl RelayLink {
         {
             Ok(()) => {
                 tracing::info!(relay = %self.url, since = since.as_secs(), "subscribed to mentions");
+                self.subscribe_threads(since).await;
                 true
             }
             Err(error) => {
                 tracing::warn!(relay = %self.url, %error, "subscribing failed");
                 false
             }
+        }
+    }
+
+    /// (Re)subscribes to replies in the threads the bot answered in most
+    /// recently, from `since`. A failure is logged: mentions that tag the
+    /// bot still arrive.
+    async fn subscribe_threads(&self, since: Timestamp) {
+        let roots: Vec<EventId> = match self.store.threads_answered_recently(MAX_FOLLOWED_THREADS) {
+            Ok(roots) => roots
+                .iter()
+                .filter_map(|root| EventId::from_hex(root).ok())
+                .collect(),
+            Err(error) => {
+                return tracing::warn!(relay = %self.url, %error, "cannot read the answered threads");
+            }
+        };
+        let Some(filter) = self.interest.thread_filter(&roots, since) else {
+            return;
+        };
+        let subscribed = self
+            .relay
+            .subscribe_with_id(
+                SubscriptionId::new(THREADS_SUBSCRIPTION_ID),
+                vec![filter],
+                SubscribeOptions::default(),
+            )
+            .await;
+        match subscribed {
+            Ok(()) => {
+                tracing::debug!(relay = %self.url, threads = roots.len(), "following the answered threads")
+            }
+            Err(error) => tracing::warn!(relay = %self.url, %error, "cannot follow the answered threads"),
         }
     }
 

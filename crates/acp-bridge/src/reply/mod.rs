@@ -36,6 +36,7 @@ use crate::mention::{Mention, Thread};
 use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 use publisher::Outlet;
+use tokio::sync::watch;
 
 /// The NIP-25 reactions that follow a mention's life, so a person sees
 /// where it stands without reading the thread.
@@ -80,6 +81,7 @@ pub struct Replier {
     reactions: bool,
     chains: ReplyRecorder,
     outlet: Outlet,
+    threads: Arc<watch::Sender<()>>,
 }
 
 impl Replier {
@@ -97,7 +99,14 @@ impl Replier {
             reactions,
             chains,
             outlet: Outlet::default(),
+            threads: Arc::new(watch::Sender::new(())),
         }
+    }
+
+    /// Changes each time the bot answers in a thread new to it: the relay
+    /// links follow those threads (`--follow-threads`).
+    pub fn threads_answered(&self) -> watch::Receiver<()> {
+        self.threads.subscribe()
     }
 
     /// What the publisher reads: the outbox wake-up and the reactions.
@@ -143,6 +152,11 @@ impl Replier {
         };
         for mention in mentions {
             self.react(mention, Reaction::Answered);
+        }
+        if let Some(newest) = mentions.last()
+            && self.ledger.thread_answered(newest)
+        {
+            self.threads.send_replace(());
         }
         Ok(reply)
     }

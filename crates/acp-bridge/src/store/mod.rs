@@ -41,6 +41,7 @@ mod outbox;
 mod questions;
 mod schema;
 mod sessions;
+mod threads;
 mod watermark;
 
 use std::fs::{File, OpenOptions, TryLockError};

@@ -122,8 +122,25 @@ CREATE INDEX outbox_due ON outbox (next_attempt_at, seq)
 CREATE INDEX outbox_refused_by_age ON outbox (refused_at) WHERE refused_at IS NOT NULL;
 ";
 
+/// Version 7: threads the bot answered in (`--follow-threads`).
+const V7_ANSWERED_THREADS: &str = "
+CREATE TABLE answered_thread (
+    root        TEXT PRIMARY KEY NOT NULL,
+    answered_at INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+CREATE INDEX answered_thread_by_age ON answered_thread (answered_at);
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5_AGENT_GROUPS, V6_OUTBOX_STATE];
+const MIGRATIONS: &[&str] = &[
+    V1,
+    V2,
+    V3,
+    V4,
+    V5_AGENT_GROUPS,
+    V6_OUTBOX_STATE,
+    V7_ANSWERED_THREADS,
+];
 
 /// The schema version this build writes.
 pub(super) const SUPPORTED_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,79 @@
+//! Threads the bot has answered in: with `--follow-threads involved`, a
+//! reply there counts as a mention even without the bot's `p` tag, as
+//! people expect of a bot they are talking with.
+//!
+//! One row per thread root, stamped with the last answer; the relay links
+//! follow the most recent ones, and housekeeping forgets those past the
+//! retention.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Result, Store};
+
+impl Store {
+    /// Records that the bot answered in the thread rooted at `root` at `now`;
+    /// true when the thread is new to it.
+    pub fn thread_answered(&self, root: &str, now: i64) -> Result<bool> {
+        let new = !self.thread_is_answered(root)?;
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO answered_thread (root, answered_at) VALUES (?1, ?2)
+                 ON CONFLICT (root) DO UPDATE SET answered_at = max(answered_at, excluded.answered_at)",
+            )?
+            .execute(params![root, now])?;
+        Ok(new)
+    }
+
+    /// Whether the bot answered in the thread rooted at `root`.
+    pub fn thread_is_answered(&self, root: &str) -> Result<bool> {
+        let found = self
+            .conn()
+            .prepare_cached("SELECT 1 FROM answered_thread WHERE root = ?1")?
+            .query_row(params![root], |_| Ok(()))
+            .optional()?;
+        Ok(found.is_some())
+    }
+
+    /// The roots of the `limit` threads answered in most recently.
+    pub fn threads_answered_recently(&self, limit: usize) -> Result<Vec<String>> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached("SELECT root FROM answered_thread ORDER BY answered_at DESC LIMIT ?1")?;
+        let roots = stmt
+            .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
+                row.get(0)
+            })?
+            .collect::<rusqlite::Result<Vec<String>>>()?;
+        Ok(roots)
+    }
+
+    /// Forgets threads last answered in before `older_than`; returns how many.
+    pub fn threads_prune(&self, older_than: i64) -> Result<usize> {
+        let deleted = self
+            .conn()
+            .prepare_cached("DELETE FROM answered_thread WHERE answered_at < ?1")?
+            .execute(params![older_than])?;
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scratch::ScratchDir;
+    use super::*;
+
+    #[test]
+    fn answered_threads_are_remembered_newest_first_and_pruned_by_age() {
+        let dir = ScratchDir::new("threads");
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.thread_answered("a", 10).unwrap());
+        assert!(store.thread_answered("b", 20).unwrap());
+        assert!(!store.thread_answered("a", 30).unwrap(), "known already");
+        assert!(store.thread_is_answered("a").unwrap());
+        assert!(!store.thread_is_answered("c").unwrap());
+        assert_eq!(store.threads_answered_recently(10).unwrap(), ["a", "b"]);
+        assert_eq!(store.threads_answered_recently(1).unwrap(), ["a"]);
+        assert_eq!(store.threads_prune(25).unwrap(), 1);
+        assert_eq!(store.threads_answered_recently(10).unwrap(), ["a"]);
+    }
+}
