@@ -98,7 +98,8 @@ async fn accepted_mentions_get_a_reaction_unless_disabled() {
     let (owner, bot) = (&scene.owner, scene.bot);
     let mention = scene.mention("room", "react please").await;
     scene.reply_to(&mention).await;
-    scene.settle("room").await;
+    // Heard, then answered: two reactions, both in the group.
+    reactions(&scene, &mention, 2).await;
     let reactions = owner
         .client
         .fetch_events(
@@ -107,14 +108,15 @@ async fn accepted_mentions_get_a_reaction_unless_disabled() {
         )
         .await
         .expect("fetch");
-    assert_eq!(reactions.len(), 1);
-    let reaction = reactions.first().expect("one");
-    assert!(
-        reaction
-            .tags
-            .iter()
-            .any(|tag| tag.kind() == TagKind::h() && tag.content() == Some("room"))
-    );
+    assert_eq!(reactions.len(), 2);
+    for reaction in reactions.iter() {
+        assert!(
+            reaction
+                .tags
+                .iter()
+                .any(|tag| tag.kind() == TagKind::h() && tag.content() == Some("room"))
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
