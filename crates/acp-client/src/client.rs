@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 
 use crate::agent_info::AgentInfo;
+use crate::config_options::{ControlRoute, SessionControls};
 use crate::connection::{Connection, LiveTurn, SteerReply, Waiter};
 use crate::error::{AcpError, AgentExit, ExitReason, RpcError};
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Frame, FrameCodec};
@@ -232,7 +233,7 @@ impl AgentClient {
                     detail: format!("no sessionId in {result}"),
                 })?;
         let session = SessionId(session.to_owned());
-        self.conn.lock().sessions.entry(session.clone()).or_default();
+        self.keep_controls(&session, &result);
         Ok(session)
     }
 
@@ -253,9 +254,10 @@ impl AgentClient {
         mcp_servers: Vec<Value>,
     ) -> Result<(), AcpError> {
         let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": mcp_servers});
-        self.request(methods::SESSION_RESUME, params, self.config.request_timeout)
+        let result = self
+            .request(methods::SESSION_RESUME, params, self.config.request_timeout)
             .await?;
-        self.conn.lock().sessions.entry(session.clone()).or_default();
+        self.keep_controls(session, &result);
         Ok(())
     }
 
@@ -275,7 +277,42 @@ impl AgentClient {
             .await;
         let replayed = self.conn.set_replaying(session, false);
         tracing::debug!(agent = %self.conn.agent, %session, replayed, "session history replayed and discarded");
-        loaded.map(drop)
+        self.keep_controls(session, &loaded?);
+        Ok(())
+    }
+
+    /// The session's model and mode as the agent last described them
+    /// (empty for a session it described nothing of, or does not know).
+    pub fn session_controls(&self, session: &SessionId) -> SessionControls {
+        let state = self.conn.lock();
+        state
+            .sessions
+            .get(session)
+            .map(|session_state| session_state.controls.clone())
+            .unwrap_or_default()
+    }
+
+    /// Sets one of the session's controls to `value` through `route`
+    /// (ACP allows it while a turn runs; the caller decides when).
+    pub async fn set_control(
+        &self,
+        session: &SessionId,
+        route: &ControlRoute,
+        value: &str,
+    ) -> Result<(), AcpError> {
+        let (method, params) = route.request(session.as_str(), value);
+        let answer = self.request(method, params, self.config.request_timeout).await?;
+        let mut state = self.conn.lock();
+        let session_state = state.sessions.entry(session.clone()).or_default();
+        session_state.controls.applied(route, value, &answer);
+        Ok(())
+    }
+
+    /// Remembers what an opened session offers.
+    fn keep_controls(&self, session: &SessionId, result: &Value) {
+        let controls = SessionControls::from_result(result);
+        let mut state = self.conn.lock();
+        state.sessions.entry(session.clone()).or_default().controls = controls;
     }
 
     /// Ends a session on the agent (`sessionCapabilities.close`) and forgets it.

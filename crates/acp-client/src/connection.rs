@@ -26,6 +26,7 @@ use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::{FramedWrite, LinesCodec};
 
+use crate::config_options::SessionControls;
 use crate::error::{AcpError, AgentExit, ExitReason, RpcError, codes};
 use crate::jsonrpc::{self, Incoming, Malformed};
 use crate::permission::{self, PermissionPolicy, PermissionQuestion, PermissionRequest};
@@ -126,6 +127,8 @@ pub(crate) struct SessionState {
     pending_permissions: Vec<Value>,
     /// `session/load` is replaying history: updates are dropped, counted.
     replaying: Option<usize>,
+    /// The session's model and mode, as the agent last described them.
+    pub controls: SessionControls,
 }
 
 #[derive(Default)]
@@ -381,6 +384,8 @@ impl Connection {
         let event = protocol::turn_event(update.clone());
         let mut state = self.lock();
         let session_state = state.sessions.entry(session.clone()).or_default();
+        // State, not history: kept even while a load replays.
+        session_state.controls.apply_update(update);
         if let Some(replayed) = session_state.replaying.as_mut() {
             *replayed += 1;
             return;

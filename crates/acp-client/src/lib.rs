@@ -17,6 +17,7 @@
 
 mod agent_info;
 mod client;
+mod config_options;
 mod connection;
 mod error;
 mod forker;
@@ -34,6 +35,7 @@ pub use client::{
     AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT, ExitWatch,
 };
+pub use config_options::{Choice, Control, ControlKind, ControlRoute, SessionControls};
 pub use error::{AcpError, AgentExit, ExitReason, RpcError, TurnError, codes};
 pub use framing::DEFAULT_MAX_LINE_BYTES;
 pub use isolation::{AgentUser, AgentUserError};

@@ -31,6 +31,11 @@ pub mod methods {
     pub const CANCEL_REQUEST: &str = "$/cancel_request";
     /// goose's non-standard mid-turn steer.
     pub const GOOSE_STEER: &str = "_goose/unstable/session/steer";
+    pub const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
+    /// The older way to set a mode, for agents without config options.
+    pub const SESSION_SET_MODE: &str = "session/set_mode";
+    /// The unstable way to set a model, for agents without config options.
+    pub const SESSION_SET_MODEL: &str = "session/set_model";
 }
 
 /// An ACP session id, as the agent issued it.

@@ -17,6 +17,8 @@ pub(crate) const SESSION_STEER: &str = "_goose/unstable/session/steer";
 pub(crate) const SESSION_RESUME: &str = "session/resume";
 pub(crate) const SESSION_LOAD: &str = "session/load";
 pub(crate) const SESSION_CLOSE: &str = "session/close";
+pub(crate) const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
+pub(crate) const SESSION_SET_MODE: &str = "session/set_mode";
 /// The cross-vendor mid-turn steer (`--session-steering`).
 pub(crate) const SESSION_STEERING: &str = "_session/steering";
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::acp::{self, update};
+use crate::controls::SessionControls;
 use crate::directives::TurnScript;
 use crate::ids::Ids;
 use crate::options::{Options, Reopen};
@@ -31,6 +32,8 @@ pub(crate) struct Agent {
     pub(crate) ids: Ids,
     /// The agent's own requests (permission) awaiting the client's answer.
     pub(crate) pending: PendingRequests,
+    /// `--controls`: each session's model and mode.
+    pub(crate) controls: SessionControls,
 }
 
 #[derive(Debug, Deserialize)]
@@ -49,6 +52,7 @@ struct CancelParams {
 impl Agent {
     pub(crate) fn new(options: Options, outbox: Outbox) -> Self {
         Self {
+            controls: SessionControls::new(options.controls),
             options,
             outbox,
             sessions: Sessions::default(),
@@ -105,7 +109,8 @@ impl Agent {
             acp::SESSION_PROMPT => self.prompt(id, params, turns).await,
             acp::SESSION_RESUME if self.options.reopen_sessions == Some(Reopen::Resume) => {
                 let outcome = self.reopen_session(&params);
-                self.outbox.reply(id, outcome.map(|_| json!({}))).await
+                let outcome = outcome.map(|session_id| self.controls.open(&session_id));
+                self.outbox.reply(id, outcome).await
             }
             acp::SESSION_LOAD if self.options.reopen_sessions == Some(Reopen::Load) => {
                 match self.reopen_session(&params) {
@@ -113,7 +118,7 @@ impl Agent {
                         // The history, replayed before the answer as agents do.
                         let history = update::agent_text("(history of an earlier turn)");
                         acp::send_update(&self.outbox, &session_id, history).await?;
-                        self.outbox.respond(id, json!({})).await
+                        self.outbox.respond(id, self.controls.open(&session_id)).await
                     }
                     Err(error) => self.outbox.respond_error(id, error).await,
                 }
@@ -123,6 +128,14 @@ impl Agent {
                 log!("session {session_id}: closed");
                 self.sessions.remove(session_id);
                 self.outbox.respond(id, json!({})).await
+            }
+            acp::SESSION_SET_CONFIG_OPTION => {
+                let outcome = self.controls.set_config_option(&params);
+                self.outbox.reply(id, outcome).await
+            }
+            acp::SESSION_SET_MODE => {
+                let outcome = self.controls.set_mode(&params);
+                self.outbox.reply(id, outcome).await
             }
             acp::SESSION_STEER if !self.options.no_steer => steer::handle(self, id, params).await,
             acp::SESSION_STEERING if self.options.session_steering => match steering::handle(self, params) {
@@ -181,7 +194,9 @@ impl Agent {
         let session_id = self.ids.session();
         log!("session {session_id}: created (cwd {cwd})");
         self.sessions.insert(session_id.clone());
-        Ok(json!({ "sessionId": session_id }))
+        let mut result = self.controls.open(&session_id);
+        result["sessionId"] = json!(session_id);
+        Ok(result)
     }
 
     async fn prompt(

@@ -13,7 +13,8 @@
 //! `[say-bytes=N]` (the final message goes on with N bytes of
 //! [`filler_text`]), `[cat=PATH]` (read a file as the agent's user and tell
 //! what it held, or the error) and `[child]` (start a helper process that
-//! outlives the turn). Any other bracketed text is just text.
+//! outlives the turn). Any other bracketed text is just text. With
+//! `--controls`, sessions offer a model and a mode (see `controls`).
 //!
 //! stdout (or whatever [`serve`] writes to) carries only JSON-RPC frames,
 //! unless a misbehaviour flag says otherwise; human logs go to stderr, one
@@ -31,6 +32,7 @@ macro_rules! log {
 
 mod acp;
 mod agent;
+mod controls;
 mod directives;
 mod filler;
 mod frame_log;
@@ -56,8 +58,8 @@ use tokio_util::codec::FramedRead;
 
 pub use filler::filler_text;
 pub use options::{
-    DEFAULT_AGENT_NAME, DEFAULT_CHATTER_INTERVAL_MS, DEFAULT_PROTOCOL_VERSION, DEFAULT_ROUND_DELAY_MS,
-    DEFAULT_ROUNDS, Options, Reopen,
+    Controls, DEFAULT_AGENT_NAME, DEFAULT_CHATTER_INTERVAL_MS, DEFAULT_PROTOCOL_VERSION,
+    DEFAULT_ROUND_DELAY_MS, DEFAULT_ROUNDS, Options, Reopen,
 };
 
 use agent::Agent;

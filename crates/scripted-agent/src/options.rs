@@ -28,6 +28,16 @@ pub enum Reopen {
     Load,
 }
 
+/// How sessions offer a model and a mode (`--controls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Controls {
+    /// `configOptions` (categories `model` and `mode`), set with
+    /// `session/set_config_option`.
+    Config,
+    /// Only the older `modes`, set with `session/set_mode`.
+    Modes,
+}
+
 /// How the agent plays its turns and how it misbehaves.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct Options {
@@ -90,6 +100,11 @@ pub struct Options {
     /// replays a line of history first). Any `sess_` id is taken as known.
     #[arg(long, value_enum, value_name = "HOW")]
     pub reopen_sessions: Option<Reopen>,
+
+    /// Offer a model and a mode per session, and end every final message
+    /// with the session's `model: …, mode: …`.
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub controls: Option<Controls>,
 
     /// Under `--session-steering`, ignore `idleBehavior`: a steer with no
     /// live run starts a turn of its own (answered `startedNewTurn`), whose
@@ -160,6 +175,7 @@ impl Default for Options {
             no_steer: false,
             session_steering: false,
             reopen_sessions: None,
+            controls: None,
             steering_starts_turns: false,
             end_run_after_steer: false,
             crash_after_rounds: None,
@@ -202,6 +218,9 @@ impl Options {
         }
         if let Some(reopen) = self.reopen_sessions {
             summary.push_str(&format!(" --reopen-sessions {reopen:?}"));
+        }
+        if let Some(controls) = self.controls {
+            summary.push_str(&format!(" --controls {controls:?}"));
         }
         if let Some(ms) = self.init_delay_ms {
             summary.push_str(&format!(" --init-delay-ms {ms}"));

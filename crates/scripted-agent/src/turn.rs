@@ -44,6 +44,8 @@ struct Transcript {
     tool_line: Option<String>,
     /// One line per `[cat=PATH]`: what the file held, or the error.
     reads: Vec<String>,
+    /// `--controls`: the session's model and mode.
+    controls: Option<String>,
 }
 
 /// Why the rounds stopped before their end.
@@ -244,6 +246,7 @@ async fn finish(
     }
     if !cancelled && !fail {
         transcript.reads = turn.script.cat.iter().map(|path| read_file(path)).collect();
+        transcript.controls = agent.controls.status_line(session_id);
         let message = final_message(&turn.prompt_text, &transcript);
         acp::send_update(&agent.outbox, session_id, update::agent_text(&message)).await?;
         if let Some(bytes) = turn.script.say_bytes {
@@ -314,6 +317,10 @@ fn final_message(prompt_text: &str, transcript: &Transcript) -> String {
         message.push('\n');
         message.push_str(read);
     }
+    if let Some(line) = &transcript.controls {
+        message.push('\n');
+        message.push_str(line);
+    }
     message
 }
 
@@ -357,10 +364,11 @@ mod tests {
             folded_steers: vec!["one".into(), "two".into()],
             tool_line: Some("tool: allowed (allow_once)".into()),
             reads: vec!["cat /x: error: denied".into()],
+            controls: Some("model: fast, mode: ask".into()),
         };
         assert_eq!(
             final_message("hi", &transcript),
-            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\ncat /x: error: denied"
+            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\ncat /x: error: denied\nmodel: fast, mode: ask"
         );
         assert_eq!(final_message("hi", &Transcript::default()), "done: hi");
     }

@@ -1,0 +1,410 @@
+//! A session's model and mode: what the agent offers, and how to set them.
+//!
+//! Owns the typed view of ACP's session configuration, read from the
+//! results of `session/new`, `session/load` and `session/resume`, from the
+//! `config_option_update` and `current_mode_update` session updates, and
+//! from the answer of `session/set_config_option`. Does not own which value
+//! a conversation should have: the daemon decides and asks.
+//!
+//! The shapes, as the ACP schema (`@agentclientprotocol/sdk`,
+//! `zSessionConfigOption`) and the agents people run define them:
+//! - `configOptions: [{id, name, category?, type: "select", currentValue,
+//!   options: [{value, name}] | [{group, name, options: [{value, name}]}]}]`.
+//!   Categories are `"mode"`, `"model"`, `"model_config"`,
+//!   `"thought_level"` or any other string. claude-agent-acp offers `mode`
+//!   and `model` options (and `thought_level`); codex-acp offers `mode`,
+//!   `model` and many of its own categories. Set with
+//!   `session/set_config_option {sessionId, configId, value}`, whose answer
+//!   carries every option again (`{configOptions}`).
+//! - The older `modes: {currentModeId, availableModes: [{id, name}]}`, set
+//!   with `session/set_mode {sessionId, modeId}` (qwen-code and gemini-cli
+//!   still offer only this).
+//! - The unstable `models: {currentModelId, availableModels: [{modelId,
+//!   name}]}`, set with `session/set_model {sessionId, modelId}`.
+//!
+//! Parsing is lenient: an option that does not parse is skipped, unknown
+//! fields and boolean options are ignored. Config options win over the
+//! older fields when an agent sends both (claude-agent-acp does).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::protocol::methods;
+
+/// A session setting the owner can choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlKind {
+    Model,
+    Mode,
+}
+
+impl ControlKind {
+    pub const ALL: [ControlKind; 2] = [ControlKind::Model, ControlKind::Mode];
+
+    /// The config option `category` that carries this setting.
+    pub fn category(self) -> &'static str {
+        match self {
+            ControlKind::Model => "model",
+            ControlKind::Mode => "mode",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.category()
+    }
+}
+
+/// One value a control can take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    /// What is sent to set it.
+    pub id: String,
+    /// What people read.
+    pub name: String,
+}
+
+/// The request that sets a control.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "via", rename_all = "snake_case")]
+pub enum ControlRoute {
+    /// `session/set_config_option` with this `configId`.
+    ConfigOption { config_id: String },
+    /// `session/set_mode` (the older modes).
+    SetMode,
+    /// `session/set_model` (the unstable models).
+    SetModel,
+}
+
+impl ControlRoute {
+    /// The method and params that set `value` on `session`.
+    pub(crate) fn request(&self, session: &str, value: &str) -> (&'static str, Value) {
+        match self {
+            ControlRoute::ConfigOption { config_id } => (
+                methods::SESSION_SET_CONFIG_OPTION,
+                json!({"sessionId": session, "configId": config_id, "value": value}),
+            ),
+            ControlRoute::SetMode => (
+                methods::SESSION_SET_MODE,
+                json!({"sessionId": session, "modeId": value}),
+            ),
+            ControlRoute::SetModel => (
+                methods::SESSION_SET_MODEL,
+                json!({"sessionId": session, "modelId": value}),
+            ),
+        }
+    }
+}
+
+/// A control as the agent last described it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Control {
+    pub route: ControlRoute,
+    /// The value in effect, when the agent said.
+    pub current: Option<String>,
+    pub choices: Vec<Choice>,
+}
+
+impl Control {
+    /// Whether `id` is one of the choices.
+    pub fn offers(&self, id: &str) -> bool {
+        self.choices.iter().any(|choice| choice.id == id)
+    }
+}
+
+/// What a session offers, as the agent last said.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionControls {
+    config_options: Option<Vec<ConfigOption>>,
+    modes: Option<LegacyModes>,
+    models: Option<LegacyModels>,
+}
+
+impl SessionControls {
+    /// Reads a `session/new`, `session/load` or `session/resume` result.
+    pub fn from_result(result: &Value) -> Self {
+        let mut controls = SessionControls::default();
+        controls.read_config_options(result);
+        controls.modes = parse_field(result, "modes");
+        controls.models = parse_field(result, "models");
+        controls
+    }
+
+    /// Whether the agent described any control at all.
+    pub fn is_empty(&self) -> bool {
+        self.config_options.is_none() && self.modes.is_none() && self.models.is_none()
+    }
+
+    /// The control of `kind`: the first select option of its category, else
+    /// the older field.
+    pub fn control(&self, kind: ControlKind) -> Option<Control> {
+        let option = self.config_options.iter().flatten().find(|option| {
+            option.category.as_deref() == Some(kind.category()) && option.kind.as_deref() != Some("boolean")
+        });
+        if let Some(option) = option {
+            return Some(Control {
+                route: ControlRoute::ConfigOption {
+                    config_id: option.id.clone(),
+                },
+                current: option
+                    .current_value
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                choices: option.options.iter().flat_map(SelectEntry::choices).collect(),
+            });
+        }
+        match kind {
+            ControlKind::Mode => self.modes.as_ref().map(|modes| Control {
+                route: ControlRoute::SetMode,
+                current: modes.current_mode_id.clone(),
+                choices: modes
+                    .available_modes
+                    .iter()
+                    .map(|mode| choice(&mode.id, &mode.name))
+                    .collect(),
+            }),
+            ControlKind::Model => self.models.as_ref().map(|models| Control {
+                route: ControlRoute::SetModel,
+                current: models.current_model_id.clone(),
+                choices: models
+                    .available_models
+                    .iter()
+                    .map(|model| choice(&model.model_id, &model.name))
+                    .collect(),
+            }),
+        }
+    }
+
+    /// Takes in a `session/update` payload; `true` when it was about
+    /// controls (`config_option_update`, `current_mode_update`).
+    pub(crate) fn apply_update(&mut self, update: &Value) -> bool {
+        match update.get("sessionUpdate").and_then(Value::as_str) {
+            Some("config_option_update") => {
+                self.read_config_options(update);
+                true
+            }
+            Some("current_mode_update") => {
+                let current = update.get("currentModeId").and_then(Value::as_str);
+                if let (Some(modes), Some(current)) = (self.modes.as_mut(), current) {
+                    modes.current_mode_id = Some(current.to_owned());
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records that `route` now holds `value`: the answer of
+    /// `session/set_config_option` carries every option (read as they
+    /// are), the older methods answer nothing (their value is taken).
+    pub(crate) fn applied(&mut self, route: &ControlRoute, value: &str, answer: &Value) {
+        match route {
+            ControlRoute::ConfigOption { .. } => self.read_config_options(answer),
+            ControlRoute::SetMode => {
+                if let Some(modes) = self.modes.as_mut() {
+                    modes.current_mode_id = Some(value.to_owned());
+                }
+            }
+            ControlRoute::SetModel => {
+                if let Some(models) = self.models.as_mut() {
+                    models.current_model_id = Some(value.to_owned());
+                }
+            }
+        }
+    }
+
+    fn read_config_options(&mut self, holder: &Value) {
+        if let Some(Value::Array(options)) = holder.get("configOptions") {
+            let parsed = options
+                .iter()
+                .filter_map(|option| serde_json::from_value(option.clone()).ok())
+                .collect();
+            self.config_options = Some(parsed);
+        }
+    }
+}
+
+fn parse_field<T: for<'de> Deserialize<'de>>(result: &Value, field: &str) -> Option<T> {
+    serde_json::from_value(result.get(field)?.clone()).ok()
+}
+
+fn choice(id: &str, name: &str) -> Choice {
+    Choice {
+        id: id.to_owned(),
+        name: if name.is_empty() { id } else { name }.to_owned(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigOption {
+    id: String,
+    category: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    current_value: Option<Value>,
+    #[serde(default)]
+    options: Vec<SelectEntry>,
+}
+
+/// A select's entry: a value, or a named group of values.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+enum SelectEntry {
+    Value {
+        value: String,
+        #[serde(default)]
+        name: String,
+    },
+    Group {
+        #[serde(default)]
+        options: Vec<SelectEntry>,
+    },
+}
+
+impl SelectEntry {
+    fn choices(&self) -> Vec<Choice> {
+        match self {
+            SelectEntry::Value { value, name } => vec![choice(value, name)],
+            SelectEntry::Group { options } => options.iter().flat_map(SelectEntry::choices).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LegacyModes {
+    current_mode_id: Option<String>,
+    #[serde(default)]
+    available_modes: Vec<LegacyMode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct LegacyMode {
+    id: String,
+    #[serde(default)]
+    name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LegacyModels {
+    current_model_id: Option<String>,
+    #[serde(default)]
+    available_models: Vec<LegacyModel>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LegacyModel {
+    model_id: String,
+    #[serde(default)]
+    name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(control: &Control) -> Vec<&str> {
+        control.choices.iter().map(|choice| choice.id.as_str()).collect()
+    }
+
+    #[test]
+    fn config_options_are_read_by_category_groups_flattened() {
+        let result = json!({"sessionId": "s", "configOptions": [
+            {"id": "effort", "name": "Effort", "category": "thought_level", "type": "select",
+             "currentValue": "high", "options": [{"value": "high", "name": "High"}]},
+            {"id": "fast", "name": "Fast", "type": "boolean", "currentValue": false},
+            {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": "opus",
+             "options": [{"group": "a", "name": "A", "options": [{"value": "opus", "name": "Opus"}]},
+                         {"group": "b", "name": "B", "options": [{"value": "haiku", "name": "Haiku"}]}]},
+            {"id": "mode", "name": "Mode", "category": "mode", "type": "select", "currentValue": "ask",
+             "options": [{"value": "ask", "name": "Ask"}, {"value": "code"}], "extra": 1},
+            {"broken": true}
+        ], "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}]}});
+        let controls = SessionControls::from_result(&result);
+        let model = controls.control(ControlKind::Model).unwrap();
+        assert_eq!(
+            model.route,
+            ControlRoute::ConfigOption {
+                config_id: "model".into()
+            }
+        );
+        assert_eq!(model.current.as_deref(), Some("opus"));
+        assert_eq!(ids(&model), ["opus", "haiku"]);
+        let mode = controls.control(ControlKind::Mode).unwrap();
+        assert_eq!(
+            mode.route,
+            ControlRoute::ConfigOption {
+                config_id: "mode".into()
+            }
+        );
+        assert_eq!(mode.choices[1], choice("code", "code"));
+    }
+
+    #[test]
+    fn older_modes_and_models_are_the_fallback() {
+        let result = json!({"sessionId": "s",
+            "modes": {"currentModeId": "default", "availableModes": [{"id": "default", "name": "Default"}, {"id": "yolo", "name": "YOLO"}]},
+            "models": {"currentModelId": "m1", "availableModels": [{"modelId": "m1", "name": "One"}]}});
+        let mut controls = SessionControls::from_result(&result);
+        let mode = controls.control(ControlKind::Mode).unwrap();
+        assert_eq!(
+            (mode.route.clone(), ids(&mode)),
+            (ControlRoute::SetMode, vec!["default", "yolo"])
+        );
+        assert_eq!(
+            controls.control(ControlKind::Model).unwrap().route,
+            ControlRoute::SetModel
+        );
+        assert!(
+            controls.apply_update(&json!({"sessionUpdate": "current_mode_update", "currentModeId": "yolo"}))
+        );
+        assert_eq!(
+            controls.control(ControlKind::Mode).unwrap().current.as_deref(),
+            Some("yolo")
+        );
+        controls.applied(&ControlRoute::SetModel, "m2", &json!({}));
+        assert_eq!(
+            controls.control(ControlKind::Model).unwrap().current.as_deref(),
+            Some("m2")
+        );
+    }
+
+    #[test]
+    fn updates_and_answers_replace_the_options() {
+        let mut controls = SessionControls::default();
+        assert!(controls.is_empty() && controls.control(ControlKind::Model).is_none());
+        let options = |current: &str| {
+            json!([{"id": "m", "name": "Model", "category": "model", "type": "select", "currentValue": current,
+                    "options": [{"value": "a", "name": "A"}, {"value": "b", "name": "B"}]}])
+        };
+        assert!(
+            controls.apply_update(
+                &json!({"sessionUpdate": "config_option_update", "configOptions": options("a")})
+            )
+        );
+        assert_eq!(
+            controls.control(ControlKind::Model).unwrap().current.as_deref(),
+            Some("a")
+        );
+        let route = ControlRoute::ConfigOption {
+            config_id: "m".into(),
+        };
+        controls.applied(&route, "b", &json!({"configOptions": options("b")}));
+        assert_eq!(
+            controls.control(ControlKind::Model).unwrap().current.as_deref(),
+            Some("b")
+        );
+        assert!(!controls.apply_update(&json!({"sessionUpdate": "agent_message_chunk"})));
+        assert_eq!(
+            route.request("s", "b"),
+            (
+                methods::SESSION_SET_CONFIG_OPTION,
+                json!({"sessionId": "s", "configId": "m", "value": "b"})
+            )
+        );
+    }
+}
