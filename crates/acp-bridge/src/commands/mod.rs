@@ -1,13 +1,17 @@
-//! Owner commands: `!cancel`, `!status`, `!rotate`, `!help`.
+//! Owner commands: `!cancel`, `!status`, `!rotate`, `!model`, `!mode`,
+//! `!help`.
 //!
 //! A command is a mention whose whole text, once references to people
-//! (`nostr:npub…`, `@name`) are set aside, is the command word. Only the
+//! (`nostr:npub…`, `@name`) are set aside, is the command word; `!model`
+//! and `!mode` alone take one more word, the choice. Only the
 //! owner's signed mentions are parsed as commands; from anyone else the
 //! same text is an ordinary message. What each command does lives with the
 //! heart, which owns the state they act on.
 
+use acp_client::ControlKind;
+
 /// A command the owner can give in any conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OwnerCommand {
     /// Cancel this conversation's turn in flight.
@@ -16,6 +20,11 @@ pub enum OwnerCommand {
     Status,
     /// Start a fresh agent session for this conversation.
     Rotate,
+    /// List the conversation's models (or modes), or choose one.
+    Control {
+        kind: ControlKind,
+        choice: Option<String>,
+    },
     /// List the commands.
     Help,
 }
@@ -31,16 +40,33 @@ impl OwnerCommand {
             "!status" => OwnerCommand::Status,
             "!rotate" => OwnerCommand::Rotate,
             "!help" => OwnerCommand::Help,
+            "!model" => Self::control(ControlKind::Model, words.next()),
+            "!mode" => Self::control(ControlKind::Mode, words.next()),
             _ => return None,
         };
         words.next().is_none().then_some(command)
     }
 
-    pub fn as_str(self) -> &'static str {
+    fn control(kind: ControlKind, choice: Option<&str>) -> Self {
+        OwnerCommand::Control {
+            kind,
+            choice: choice.map(str::to_owned),
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
         match self {
             OwnerCommand::Cancel => "!cancel",
             OwnerCommand::Status => "!status",
             OwnerCommand::Rotate => "!rotate",
+            OwnerCommand::Control {
+                kind: ControlKind::Model,
+                ..
+            } => "!model",
+            OwnerCommand::Control {
+                kind: ControlKind::Mode,
+                ..
+            } => "!mode",
             OwnerCommand::Help => "!help",
         }
     }
@@ -51,7 +77,9 @@ impl OwnerCommand {
             "Commands (the owner's, sent as the whole message):",
             "!cancel: cancel this conversation's turn in flight.",
             "!status: turns, queues, agents and steers; sent in a DM, the details too.",
-            "!rotate: a fresh agent session for this conversation.",
+            "!rotate: a fresh agent session for this conversation (its model and mode stay).",
+            "!model [ID]: this conversation's models (the current one marked), or choose one for its next turns.",
+            "!mode [ID]: the same for the agent's modes.",
             "!help: this list.",
         ]
         .join("\n")
@@ -74,6 +102,16 @@ mod tests {
         assert_eq!(OwnerCommand::parse("please !cancel"), None);
         assert_eq!(OwnerCommand::parse("!cancel now"), None);
         assert_eq!(OwnerCommand::parse("!cancelled"), None);
+        assert_eq!(
+            OwnerCommand::parse("@bot !model"),
+            Some(OwnerCommand::control(ControlKind::Model, None))
+        );
+        assert_eq!(
+            OwnerCommand::parse("!mode code"),
+            Some(OwnerCommand::control(ControlKind::Mode, Some("code")))
+        );
+        assert_eq!(OwnerCommand::parse("!model deep please"), None);
+        assert_eq!(OwnerCommand::parse("!status now"), None);
         assert_eq!(OwnerCommand::parse(""), None);
     }
 }

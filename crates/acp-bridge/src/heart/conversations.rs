@@ -255,6 +255,13 @@ impl<Link> Conversations<Link> {
         self.waiting
     }
 
+    /// Mentions waiting in the conversation `key`.
+    pub fn waiting_in(&self, key: &ConversationKey) -> usize {
+        self.by_key
+            .get(key)
+            .map_or(0, |conversation| conversation.waiting.len())
+    }
+
     /// Conversations with a turn in flight.
     pub fn running_count(&self) -> usize {
         self.running

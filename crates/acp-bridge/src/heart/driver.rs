@@ -27,6 +27,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::controls;
+use super::notices::Notices;
 use super::steer::SteerMethod;
 use super::turn::{Action, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure};
 use super::usage;
@@ -120,6 +122,7 @@ pub(crate) fn spawn(
         questions: HashMap::new(),
         next_question: 0,
         steer: SteerMethod::GooseRun,
+        anchor: newest.cloned(),
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -158,6 +161,9 @@ struct Driver {
     questions: HashMap<QuestionTicket, Question>,
     next_question: QuestionTicket,
     steer: SteerMethod,
+    /// The batch's newest mention: where the owner is told that a choice
+    /// of theirs could not apply.
+    anchor: Option<Mention>,
 }
 
 impl Driver {
@@ -203,6 +209,21 @@ impl Driver {
                     tracing::Span::current().record("session", lease.session.as_str());
                     self.steer = SteerMethod::for_agent(&lease.client);
                     tracing::Span::current().record("steer_method", self.steer.as_str());
+                    let store = &self.services.store;
+                    let notes = controls::align(
+                        store,
+                        &self.conversation,
+                        &lease.client,
+                        &lease.session,
+                        self.steer,
+                    )
+                    .await;
+                    if let Some(anchor) = &self.anchor {
+                        let notices = Notices::new(self.services.replier.clone());
+                        notes
+                            .into_iter()
+                            .for_each(|note| notices.inform(anchor.clone(), note));
+                    }
                     self.lease = Some(lease);
                     self.report(Input::Leased).await;
                 }

@@ -17,6 +17,7 @@
 //! period, then are abandoned (their mentions stay pending in the journal
 //! and resume at the next start).
 
+mod controls;
 mod conversations;
 mod driver;
 mod notices;
@@ -268,6 +269,13 @@ impl Heart {
             // Commands come from the owner only: a DM is the owner's own.
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
+            (OwnerCommand::Control { kind, choice }, running) => controls::command(
+                &self.services.store,
+                &key,
+                kind,
+                choice.as_deref(),
+                running.is_some(),
+            ),
         };
         self.notices.notify(vec![mention], answer);
     }
@@ -303,6 +311,7 @@ impl Heart {
             blocked.len(),
         );
         let refusals = crate::reply::publisher::refusals_text(&self.services.store, in_private);
+        let counts = counts + &self.conversation_text(key);
         if !in_private {
             return counts + &refusals + " Details only in a DM: send !status there.";
         }
@@ -311,6 +320,24 @@ impl Heart {
             _ => String::new(),
         };
         counts + &failure + &blocked.concat() + &self.usage_text(key) + &refusals
+    }
+
+    /// `!status`'s words for the conversation it was sent in: its turn in
+    /// flight and for how long, its queue, its session's model, mode and
+    /// steer path. Counts and settings only: fit for a public thread.
+    fn conversation_text(&self, key: &ConversationKey) -> String {
+        let turn = match self.conversations.running(key) {
+            Some(running) => format!(
+                "a turn in flight for {} s",
+                running.turn.started().elapsed().as_secs()
+            ),
+            None => "no turn in flight".to_owned(),
+        };
+        format!(
+            " This conversation: {turn}, {} mention(s) waiting.{}",
+            self.conversations.waiting_in(key),
+            controls::describe(&self.services.store, key)
+        )
     }
 
     /// The conversation's session usage, as the agent last reported it.

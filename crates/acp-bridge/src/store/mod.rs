@@ -36,6 +36,7 @@
 //! [`StoreError::Locked`] instead of sharing the seen set and the outbox.
 
 mod agent_groups;
+mod controls;
 mod journal;
 mod outbox;
 mod questions;

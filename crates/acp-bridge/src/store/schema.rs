@@ -131,6 +131,24 @@ CREATE TABLE answered_thread (
 CREATE INDEX answered_thread_by_age ON answered_thread (answered_at);
 ";
 
+/// Version 8: the owner's model and mode per conversation, and what the
+/// agent last offered it (`!model`, `!mode`).
+const V8_CONTROLS: &str = "
+CREATE TABLE control_choice (
+    conversation TEXT NOT NULL,
+    kind         TEXT NOT NULL CHECK (kind IN ('model', 'mode')),
+    value        TEXT NOT NULL,
+    chosen_at    INTEGER NOT NULL,
+    PRIMARY KEY (conversation, kind)
+) WITHOUT ROWID, STRICT;
+CREATE TABLE agent_offer (
+    conversation TEXT PRIMARY KEY NOT NULL,
+    offer        TEXT NOT NULL,
+    seen_at      INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+CREATE INDEX agent_offer_by_age ON agent_offer (seen_at);
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -140,6 +158,7 @@ const MIGRATIONS: &[&str] = &[
     V5_AGENT_GROUPS,
     V6_OUTBOX_STATE,
     V7_ANSWERED_THREADS,
+    V8_CONTROLS,
 ];
 
 /// The schema version this build writes.

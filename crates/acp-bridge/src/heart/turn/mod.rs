@@ -241,6 +241,11 @@ impl TurnMachine {
         out
     }
 
+    /// When the turn started (its lease was asked for).
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
     /// The question this turn waits on, for `!status` and steer notices.
     pub fn waiting_on(&self) -> Option<&str> {
         self.questions.waiting_on()

@@ -1,0 +1,299 @@
+//! The owner's controls of a conversation's agent session: `!model` and
+//! `!mode`, and the session's side of `!status`.
+//!
+//! Owns what those commands answer and how the owner's choice reaches the
+//! agent; the choice itself is kept with the conversation in the store.
+//! When a choice takes effect:
+//! - At the start of the conversation's next turn, right after the lease,
+//!   wherever the session does not already hold it. A choice made while a
+//!   turn runs waits for that: ACP would let it change mid-turn, but the
+//!   turn in flight was asked of what the owner had chosen then, and only
+//!   its driver speaks to the agent.
+//! - Again on every session that does not hold it: a session resumed or
+//!   loaded by a fresh agent process (a crash, an idle reap, a daemon
+//!   restart), and the fresh session after `!rotate`. The choice belongs to
+//!   the conversation, not to one session.
+//! - Before a conversation's first turn no session exists: the agent's
+//!   choices are known only from what it offered another conversation
+//!   (said so), and a choice is kept and checked when the session starts.
+//!
+//! A choice the agent does not offer, or refuses, at a turn's start is
+//! dropped (logged), and the owner is told once, in the turn's thread; the
+//! agent's own value stays.
+
+use acp_client::{AgentClient, Control, ControlKind, SessionId};
+use serde::{Deserialize, Serialize};
+
+use super::steer::SteerMethod;
+use crate::mention::ConversationKey;
+use crate::store::{Store, sql_now};
+
+/// What the agent offered a conversation at its last turn's start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Offer {
+    model: Option<Control>,
+    mode: Option<Control>,
+    /// How mid-turn mentions reach its turns ([`SteerMethod::as_str`]).
+    steer: Option<String>,
+}
+
+impl Offer {
+    /// The conversation's own offer, or (`false`) another conversation's.
+    fn read(store: &Store, key: &ConversationKey) -> Option<(Offer, bool)> {
+        if let Some(own) = Self::parse(store.agent_offer(Some(key.as_str()))) {
+            return Some((own, true));
+        }
+        Self::parse(store.agent_offer(None)).map(|other| (other, false))
+    }
+
+    fn parse(stored: crate::store::Result<Option<String>>) -> Option<Offer> {
+        let text = stored
+            .inspect_err(|error| tracing::warn!(%error, "cannot read what the agent offered"))
+            .ok()??;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn keep(&self, store: &Store, key: &ConversationKey) {
+        let text = serde_json::to_string(self).expect("an offer serializes");
+        if let Err(error) = store.agent_offer_keep(key.as_str(), &text, sql_now()) {
+            tracing::warn!(conversation = %key, %error, "cannot keep what the agent offered");
+        }
+    }
+
+    fn control(&self, kind: ControlKind) -> Option<&Control> {
+        self.slot(kind).as_ref()
+    }
+
+    fn slot(&self, kind: ControlKind) -> &Option<Control> {
+        match kind {
+            ControlKind::Model => &self.model,
+            ControlKind::Mode => &self.mode,
+        }
+    }
+
+    fn slot_mut(&mut self, kind: ControlKind) -> &mut Option<Control> {
+        match kind {
+            ControlKind::Model => &mut self.model,
+            ControlKind::Mode => &mut self.mode,
+        }
+    }
+}
+
+/// `!model [ID]` / `!mode [ID]` in the conversation `key`: the answer.
+pub(crate) fn command(
+    store: &Store,
+    key: &ConversationKey,
+    kind: ControlKind,
+    choice: Option<&str>,
+    turn_running: bool,
+) -> String {
+    let offer = Offer::read(store, key);
+    match choice {
+        None => list(kind, offer, chosen(store, key, kind)),
+        Some(value) => choose(store, key, kind, value, offer, turn_running),
+    }
+}
+
+fn list(kind: ControlKind, offer: Option<(Offer, bool)>, chosen: Option<String>) -> String {
+    let name = kind.as_str();
+    let pending = |current: Option<&str>| match &chosen {
+        Some(chosen) if current != Some(chosen.as_str()) => {
+            format!("\nChosen: {chosen}; it applies from this conversation's next turn.")
+        }
+        _ => String::new(),
+    };
+    let Some((offer, own)) = offer else {
+        return format!(
+            "The agent has not told its {name}s yet: it does when this conversation's session starts (its first turn).{}",
+            pending(None)
+        );
+    };
+    let Some(control) = offer.control(kind) else {
+        return format!("This agent offers no {name} choice.");
+    };
+    let heading = if own {
+        format!(
+            "{}s of this conversation's session (current marked *):",
+            capitalized(name)
+        )
+    } else {
+        format!(
+            "{}s the agent offered another conversation (this one has no session yet; current marked *):",
+            capitalized(name)
+        )
+    };
+    let lines: Vec<String> = control
+        .choices
+        .iter()
+        .map(|choice| {
+            let mark = if control.current.as_ref() == Some(&choice.id) {
+                "* "
+            } else {
+                "- "
+            };
+            if choice.name == choice.id {
+                format!("{mark}{}", choice.id)
+            } else {
+                format!("{mark}{} ({})", choice.id, choice.name)
+            }
+        })
+        .collect();
+    format!(
+        "{heading}\n{}\nChoose with !{name} ID.{}",
+        lines.join("\n"),
+        pending(control.current.as_deref())
+    )
+}
+
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+fn choose(
+    store: &Store,
+    key: &ConversationKey,
+    kind: ControlKind,
+    value: &str,
+    offer: Option<(Offer, bool)>,
+    turn_running: bool,
+) -> String {
+    let name = kind.as_str();
+    if let Some((offer, _)) = &offer {
+        match offer.control(kind) {
+            None => return format!("This agent offers no {name} choice, so there is nothing to set."),
+            Some(control) if !control.offers(value) => {
+                return format!("Unknown {name} `{value}`. Valid: {}.", valid(control));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Err(error) = store.control_choose(key.as_str(), name, Some(value), sql_now()) {
+        tracing::error!(conversation = %key, %error, "cannot keep the owner's choice");
+        return format!("Sorry, I could not keep that {name} choice: {error}.");
+    }
+    tracing::info!(conversation = %key, kind = name, value, "the owner chose");
+    let when = match offer {
+        _ if turn_running => format!("from the next turn (the turn in flight keeps its {name})"),
+        Some((_, true)) => "from this conversation's next turn".to_owned(),
+        Some((_, false)) => "when this conversation's session starts".to_owned(),
+        None => format!(
+            "when this conversation's session starts (checked then: the agent has not told its {name}s yet)"
+        ),
+    };
+    format!("{} set to {value}; it will apply {when}.", capitalized(name))
+}
+
+fn valid(control: &Control) -> String {
+    let ids: Vec<&str> = control.choices.iter().map(|choice| choice.id.as_str()).collect();
+    ids.join(", ")
+}
+
+fn chosen(store: &Store, key: &ConversationKey, kind: ControlKind) -> Option<String> {
+    store
+        .control_chosen(key.as_str(), kind.as_str())
+        .inspect_err(|error| tracing::warn!(conversation = %key, %error, "cannot read the owner's choice"))
+        .ok()
+        .flatten()
+}
+
+/// At a turn's start, on its leased session: records what the agent
+/// offers, and applies the owner's choices the session does not hold.
+/// Returns what the owner must be told (a choice that could not apply).
+pub(crate) async fn align(
+    store: &Store,
+    key: &ConversationKey,
+    client: &AgentClient,
+    session: &SessionId,
+    steer: SteerMethod,
+) -> Vec<String> {
+    let described = client.session_controls(session);
+    let mut offer = Offer {
+        model: described.control(ControlKind::Model),
+        mode: described.control(ControlKind::Mode),
+        steer: Some(steer.as_str().to_owned()),
+    };
+    if described.is_empty()
+        && let Some((kept, true)) = Offer::read(store, key)
+    {
+        // A reopened session the agent described nothing of: what it
+        // offered before still names the choices and how to set them, but
+        // not what the session holds now.
+        for kind in ControlKind::ALL {
+            *offer.slot_mut(kind) = kept.slot(kind).clone().map(|control| Control {
+                current: None,
+                ..control
+            });
+        }
+    }
+    let mut notes = Vec::new();
+    for kind in ControlKind::ALL {
+        let Some(wanted) = chosen(store, key, kind) else {
+            continue;
+        };
+        let name = kind.as_str();
+        let applied = match offer.slot_mut(kind) {
+            None => Err(format!("this agent offers no {name} choice")),
+            Some(control) if !control.offers(&wanted) => {
+                Err(format!("the agent does not offer it (valid: {})", valid(control)))
+            }
+            Some(control) if control.current.as_deref() == Some(wanted.as_str()) => continue,
+            Some(control) => match client.set_control(session, &control.route, &wanted).await {
+                Ok(()) => {
+                    control.current = Some(wanted.clone());
+                    Ok(())
+                }
+                Err(error) => Err(format!("the agent refused it ({error})")),
+            },
+        };
+        match applied {
+            Ok(()) => {
+                tracing::info!(conversation = %key, session = %session, kind = name, value = %wanted, "applied the owner's choice to the session");
+            }
+            Err(why) => {
+                tracing::warn!(conversation = %key, session = %session, kind = name, value = %wanted, %why, "cannot apply the owner's choice; dropped it");
+                if let Err(error) = store.control_choose(key.as_str(), name, None, sql_now()) {
+                    tracing::warn!(conversation = %key, %error, "cannot drop the owner's choice");
+                }
+                notes.push(format!(
+                    "Your {name} choice `{wanted}` could not be applied: {why}. The agent's own {name} is used; choose again with !{name}."
+                ));
+            }
+        }
+    }
+    offer.keep(store, key);
+    notes
+}
+
+/// `!status`'s words for the conversation's model, mode and steer path.
+pub(crate) fn describe(store: &Store, key: &ConversationKey) -> String {
+    let Some((offer, true)) = Offer::read(store, key) else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    for kind in ControlKind::ALL {
+        let name = kind.as_str();
+        let current = offer.control(kind).and_then(|control| control.current.clone());
+        let part = match (current, chosen(store, key, kind)) {
+            (Some(current), Some(chosen)) if current != chosen => {
+                format!("{name} {current} (chosen: {chosen}, from the next turn)")
+            }
+            (Some(current), _) => format!("{name} {current}"),
+            (None, Some(chosen)) => format!("{name} {chosen} (chosen)"),
+            (None, None) => continue,
+        };
+        parts.push(part);
+    }
+    if let Some(steer) = &offer.steer {
+        parts.push(format!(
+            "mid-turn messages steer via {steer} (cancel + merge when refused)"
+        ));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(" Its session: {}.", parts.join(", "))
+}

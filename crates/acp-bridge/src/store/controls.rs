@@ -1,0 +1,115 @@
+//! The owner's model and mode per conversation, and what the agent offered.
+//!
+//! `!model ID` and `!mode ID` are kept here, so a choice outlives the
+//! agent process and the daemon: it is applied again at every turn's start
+//! where the session does not hold it (a resumed or fresh session).
+//! Beside it, the agent's last offer for the conversation (its choices, the
+//! current values, how it is steered), as an opaque JSON text the heart
+//! writes and reads, so that `!model` can list the choices between turns
+//! and after a restart. Neither is forgotten on `!rotate`: the owner's
+//! choice is the conversation's, not the session's.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Result, Store};
+
+impl Store {
+    /// The owner's choice of `kind` (`model`, `mode`) for the conversation.
+    pub fn control_chosen(&self, conversation: &str, kind: &str) -> Result<Option<String>> {
+        let found = self
+            .conn()
+            .prepare_cached("SELECT value FROM control_choice WHERE conversation = ?1 AND kind = ?2")?
+            .query_row(params![conversation, kind], |row| row.get(0))
+            .optional()?;
+        Ok(found)
+    }
+
+    /// Keeps the owner's choice of `kind`; `None` forgets it.
+    pub fn control_choose(
+        &self,
+        conversation: &str,
+        kind: &str,
+        value: Option<&str>,
+        now: i64,
+    ) -> Result<()> {
+        let conn = self.conn();
+        match value {
+            Some(value) => conn
+                .prepare_cached(
+                    "INSERT INTO control_choice (conversation, kind, value, chosen_at) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (conversation, kind) DO UPDATE SET value = ?3, chosen_at = ?4",
+                )?
+                .execute(params![conversation, kind, value, now])?,
+            None => conn
+                .prepare_cached("DELETE FROM control_choice WHERE conversation = ?1 AND kind = ?2")?
+                .execute(params![conversation, kind])?,
+        };
+        Ok(())
+    }
+
+    /// Keeps what the agent offered the conversation at its last turn.
+    pub fn agent_offer_keep(&self, conversation: &str, offer: &str, now: i64) -> Result<()> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO agent_offer (conversation, offer, seen_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (conversation) DO UPDATE SET offer = ?2, seen_at = ?3",
+            )?
+            .execute(params![conversation, offer, now])?;
+        Ok(())
+    }
+
+    /// What the agent last offered the conversation; with `None`, what it
+    /// last offered any conversation (a conversation before its first turn).
+    pub fn agent_offer(&self, conversation: Option<&str>) -> Result<Option<String>> {
+        let conn = self.conn();
+        let found = match conversation {
+            Some(conversation) => conn
+                .prepare_cached("SELECT offer FROM agent_offer WHERE conversation = ?1")?
+                .query_row(params![conversation], |row| row.get(0))
+                .optional()?,
+            None => conn
+                .prepare_cached("SELECT offer FROM agent_offer ORDER BY seen_at DESC LIMIT 1")?
+                .query_row([], |row| row.get(0))
+                .optional()?,
+        };
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::Store;
+    use crate::store::scratch::ScratchDir;
+
+    #[test]
+    fn choices_are_kept_replaced_and_forgotten_per_kind() {
+        let dir = ScratchDir::new("controls");
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.control_chosen("c", "model").unwrap(), None);
+        store.control_choose("c", "model", Some("fast"), 1).unwrap();
+        store.control_choose("c", "model", Some("deep"), 2).unwrap();
+        store.control_choose("c", "mode", Some("ask"), 2).unwrap();
+        assert_eq!(
+            store.control_chosen("c", "model").unwrap().as_deref(),
+            Some("deep")
+        );
+        store.control_choose("c", "model", None, 3).unwrap();
+        assert_eq!(store.control_chosen("c", "model").unwrap(), None);
+        assert_eq!(store.control_chosen("c", "mode").unwrap().as_deref(), Some("ask"));
+    }
+
+    #[test]
+    fn the_latest_offer_stands_in_for_a_new_conversation() {
+        let dir = ScratchDir::new("offers");
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.agent_offer(None).unwrap(), None);
+        store.agent_offer_keep("a", "{\"a\":1}", 1).unwrap();
+        store.agent_offer_keep("b", "{\"b\":1}", 2).unwrap();
+        store.agent_offer_keep("a", "{\"a\":2}", 1).unwrap();
+        assert_eq!(
+            store.agent_offer(Some("a")).unwrap().as_deref(),
+            Some("{\"a\":2}")
+        );
+        assert_eq!(store.agent_offer(None).unwrap().as_deref(), Some("{\"b\":1}"));
+    }
+}
