@@ -39,6 +39,10 @@ async fn model_lists_sets_and_the_next_turn_runs_on_it() {
 
     let listed = ask(&scene, "!model").await;
     assert!(
+        listed.contains("Models of this conversation's session"),
+        "{listed}"
+    );
+    assert!(
         listed.contains("* fast (Fast)"),
         "the current one is marked: {listed}"
     );
@@ -68,6 +72,14 @@ async fn model_lists_sets_and_the_next_turn_runs_on_it() {
         2,
         "a session that holds the choice is not asked again"
     );
+
+    // The choice is the conversation's: a fresh session gets it too.
+    ask(&scene, "!rotate").await;
+    let fresh = ask(&scene, "on a fresh session").await;
+    assert!(fresh.contains("model: deep, mode: code"), "{fresh}");
+    let methods = scene.agent_methods();
+    assert_eq!(count(&methods, "session/new"), 2, "{methods:?}");
+    assert_eq!(count(&methods, "session/set_config_option"), 4, "{methods:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

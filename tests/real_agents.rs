@@ -482,3 +482,45 @@ fn check_says_what_qwen_needs_to_authenticate() {
         "{stdout}"
     );
 }
+
+/// codex-acp offers its modes as a grouped config option: `!mode` lists
+/// them, and `!mode ID` reaches the session at the next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_lists_and_sets_its_mode_through_config_options() {
+    let provider = provider(Streaming::default());
+    let scene = RealAgent::codex(&provider).scene(&[]).start().await;
+    let first = scene.mention("room", "hello codex").await;
+    scene.reply_to(&first).await;
+    let listing = scene.mention("room", "!mode").await;
+    let listed = scene.reply_to(&listing).await.content;
+    assert!(
+        listed.contains("Modes of this conversation's session"),
+        "{listed}"
+    );
+    assert!(listed.lines().any(|line| line.starts_with("* ")), "{listed}");
+    let other = listed
+        .lines()
+        .find_map(|line| line.strip_prefix("- "))
+        .and_then(|line| line.split_whitespace().next())
+        .expect("another mode is offered")
+        .to_owned();
+    let choose = scene.mention("room", &format!("!mode {other}")).await;
+    let chosen = scene.reply_to(&choose).await.content;
+    assert!(chosen.contains(&format!("Mode set to {other}")), "{chosen}");
+
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    let next = scene.mention("room", "hello again codex").await;
+    scene.reply_to(&next).await;
+    let applied = Line::new("applied the owner's choice to the session").with("value", other.as_str());
+    log.wait(mark, applied).await;
+    let relisting = scene.mention("room", "@again !mode").await;
+    let relisted = scene.reply_to(&relisting).await.content;
+    assert!(relisted.contains(&format!("* {other}")), "{relisted}");
+    let models = scene.mention("room", "!model").await;
+    let models = scene.reply_to(&models).await.content;
+    assert!(
+        models.contains("Models of this conversation's session"),
+        "{models}"
+    );
+}
