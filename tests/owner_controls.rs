@@ -198,7 +198,7 @@ async fn a_strangers_model_command_is_an_ordinary_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_tells_the_conversations_turn_queue_steer_path_and_model() {
+async fn status_tells_the_conversation_and_a_mid_turn_choice_waits_for_the_next_turn() {
     let scene = Scene::builder()
         .agent(&[
             "--controls",
@@ -230,9 +230,13 @@ async fn status_tells_the_conversations_turn_queue_steer_path_and_model() {
         "{status}"
     );
 
+    // A choice made mid-turn waits for the next turn: the waiting mention's.
+    let set = ask(&scene, "!model deep").await;
+    assert!(set.contains("the turn in flight keeps its model"), "{set}");
     ask(&scene, "!cancel").await;
     scene.reply_to(&work).await;
-    scene.reply_to(&waiting).await;
+    let later = scene.reply_to(&waiting).await.content;
+    assert!(later.contains("model: deep"), "{later}");
     let idle = ask(&scene, "!status").await;
     assert!(
         idle.contains("This conversation: no turn in flight, 0 mention(s) waiting."),

@@ -297,3 +297,90 @@ pub(crate) fn describe(store: &Store, key: &ConversationKey) -> String {
     }
     format!(" Its session: {}.", parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use acp_client::{Choice, ControlRoute};
+
+    use super::*;
+    use crate::store::scratch::ScratchDir;
+
+    fn models(current: &str) -> Control {
+        Control {
+            route: ControlRoute::ConfigOption {
+                config_id: "model".into(),
+            },
+            current: Some(current.into()),
+            choices: ["fast", "deep"]
+                .map(|id| Choice {
+                    id: id.into(),
+                    name: id.into(),
+                })
+                .to_vec(),
+        }
+    }
+
+    fn offered(store: &Store, key: &ConversationKey, model: Option<Control>) {
+        let offer = Offer {
+            model,
+            mode: None,
+            steer: Some("goose".into()),
+        };
+        offer.keep(store, key);
+    }
+
+    #[test]
+    fn before_any_session_a_choice_is_kept_for_when_it_starts() {
+        let dir = ScratchDir::new("controls-before");
+        let store = Store::open(dir.path()).unwrap();
+        let key = ConversationKey::from_journal("dm:a");
+        let listed = command(&store, &key, ControlKind::Model, None, false);
+        assert!(listed.contains("has not told its models yet"), "{listed}");
+        let set = command(&store, &key, ControlKind::Model, Some("deep"), false);
+        assert!(
+            set.contains("when this conversation's session starts (checked then"),
+            "{set}"
+        );
+        assert_eq!(
+            store.control_chosen("dm:a", "model").unwrap().as_deref(),
+            Some("deep")
+        );
+        let listed = command(&store, &key, ControlKind::Model, None, false);
+        assert!(listed.contains("Chosen: deep"), "{listed}");
+    }
+
+    #[test]
+    fn another_conversations_offer_checks_a_new_one_and_says_so() {
+        let dir = ScratchDir::new("controls-other");
+        let store = Store::open(dir.path()).unwrap();
+        offered(
+            &store,
+            &ConversationKey::from_journal("dm:a"),
+            Some(models("fast")),
+        );
+        let key = ConversationKey::from_journal("dm:b");
+        let listed = command(&store, &key, ControlKind::Model, None, false);
+        assert!(listed.contains("offered another conversation"), "{listed}");
+        assert!(listed.contains("* fast\n- deep"), "{listed}");
+        let unknown = command(&store, &key, ControlKind::Model, Some("huge"), false);
+        assert_eq!(unknown, "Unknown model `huge`. Valid: fast, deep.");
+        assert_eq!(store.control_chosen("dm:b", "model").unwrap(), None);
+        let no_modes = command(&store, &key, ControlKind::Mode, Some("code"), false);
+        assert!(no_modes.contains("offers no mode choice"), "{no_modes}");
+    }
+
+    #[test]
+    fn a_choice_during_a_turn_waits_for_the_next_and_status_says_so() {
+        let dir = ScratchDir::new("controls-running");
+        let store = Store::open(dir.path()).unwrap();
+        let key = ConversationKey::from_journal("dm:a");
+        offered(&store, &key, Some(models("fast")));
+        let set = command(&store, &key, ControlKind::Model, Some("deep"), true);
+        assert!(set.contains("the turn in flight keeps its model"), "{set}");
+        assert_eq!(
+            describe(&store, &key),
+            " Its session: model fast (chosen: deep, from the next turn), \
+             mid-turn messages steer via goose (cancel + merge when refused)."
+        );
+    }
+}
