@@ -122,7 +122,7 @@ pub struct SessionControls {
 
 impl SessionControls {
     /// Reads a `session/new`, `session/load` or `session/resume` result.
-    pub fn from_result(result: &Value) -> Self {
+    pub(crate) fn from_result(result: &Value) -> Self {
         let mut controls = SessionControls::default();
         controls.read_config_options(result);
         controls.modes = parse_field(result, "modes");

@@ -3,7 +3,8 @@
 //! One [`AgentClient`] owns one agent process (or any pair of byte streams)
 //! and speaks newline-delimited JSON-RPC 2.0 to it: `initialize`,
 //! `session/new`, `session/prompt` with its streamed `session/update`s,
-//! `session/cancel`, `session/request_permission`, and goose's mid-turn
+//! `session/cancel`, `session/request_permission`, a session's model and
+//! mode (`configOptions`, `session/set_config_option`), and goose's mid-turn
 //! steer extension (`_goose/unstable/session/steer`). Many sessions share one
 //! process; each may have one turn in flight, and a steer can be written
 //! while that turn streams.

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use acp_client::{
-    AcpError, AgentClient, AgentCommand, CancelOutcome, ClientConfig, ContentBlock, ExitReason, InvalidSteer,
-    PermissionKind, PermissionPolicy, SessionId, SteerRefusal, StopReason, Turn, TurnError, TurnEvent,
-    TurnOptions, TurnOutcome, TurnProgress,
+    AcpError, AgentClient, AgentCommand, CancelOutcome, ClientConfig, ContentBlock, ControlKind,
+    ControlRoute, ExitReason, InvalidSteer, PermissionKind, PermissionPolicy, SessionId, SteerRefusal,
+    StopReason, Turn, TurnError, TurnEvent, TurnOptions, TurnOutcome, TurnProgress,
 };
 use serde_json::Value;
 
@@ -606,6 +606,63 @@ async fn automatic_policy_allows_by_kind() {
             "{}",
             outcome.message
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_options_are_read_set_and_kept_per_session() {
+    within_timeout(async {
+        let (client, session) =
+            ready_agent(&["--controls", "config", "--rounds", "1", "--round-delay-ms", "1"]).await;
+        let model = client
+            .session_controls(&session)
+            .control(ControlKind::Model)
+            .expect("a model option");
+        assert_eq!(model.current.as_deref(), Some("fast"));
+        assert!(model.offers("deep") && !model.offers("huge"));
+        client
+            .set_control(&session, &model.route, "deep")
+            .await
+            .expect("set");
+        let model = client
+            .session_controls(&session)
+            .control(ControlKind::Model)
+            .unwrap();
+        assert_eq!(
+            model.current.as_deref(),
+            Some("deep"),
+            "read from the answer's configOptions"
+        );
+        let refused = client.set_control(&session, &model.route, "huge").await;
+        assert!(matches!(refused, Err(AcpError::Rpc { .. })), "{refused:?}");
+        let (_, outcome) = events_and_outcome(prompt(&client, &session, "which model?").await).await;
+        assert!(
+            outcome.message.contains("model: deep, mode: ask"),
+            "{}",
+            outcome.message
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_modes_are_set_with_set_mode() {
+    within_timeout(async {
+        let (client, session) = ready_agent(&["--controls", "modes"]).await;
+        let controls = client.session_controls(&session);
+        assert!(controls.control(ControlKind::Model).is_none());
+        let mode = controls.control(ControlKind::Mode).expect("modes");
+        assert_eq!(mode.route, ControlRoute::SetMode);
+        client
+            .set_control(&session, &mode.route, "code")
+            .await
+            .expect("set");
+        let mode = client
+            .session_controls(&session)
+            .control(ControlKind::Mode)
+            .unwrap();
+        assert_eq!(mode.current.as_deref(), Some("code"));
     })
     .await;
 }
