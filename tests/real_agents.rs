@@ -524,3 +524,37 @@ async fn codex_lists_and_sets_its_mode_through_config_options() {
         "{models}"
     );
 }
+
+/// claude-agent-acp offers its models as a config option: `!model ID` is
+/// set on the session at the next turn, which asks the provider for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_lists_and_sets_its_model_through_config_options() {
+    let provider = provider(Streaming::default());
+    let scene = RealAgent::claude(&provider).scene(&[]).start().await;
+    let first = scene.mention("room", "hello claude").await;
+    scene.reply_to(&first).await;
+    let model_of = |text: &str| {
+        let asked = asked_about(&provider, text);
+        let request = asked.last().expect("the model was asked");
+        request.body["model"].as_str().unwrap_or_default().to_owned()
+    };
+    assert!(!model_of("> hello claude").contains("haiku"));
+    let listing = scene.mention("room", "!model").await;
+    let listed = scene.reply_to(&listing).await.content;
+    assert!(
+        listed.contains("Models of this conversation's session"),
+        "{listed}"
+    );
+    assert!(listed.contains("- haiku"), "{listed}");
+    let modes = scene.mention("room", "!mode").await;
+    let modes = scene.reply_to(&modes).await.content;
+    assert!(modes.contains("Modes of this conversation's session"), "{modes}");
+
+    let choose = scene.mention("room", "!model haiku").await;
+    let chosen = scene.reply_to(&choose).await.content;
+    assert!(chosen.contains("Model set to haiku"), "{chosen}");
+    let next = scene.mention("room", "hello again claude").await;
+    scene.reply_to(&next).await;
+    let asked = model_of("> hello again claude");
+    assert!(asked.contains("haiku"), "the next turn asked for {asked}");
+}
