@@ -216,8 +216,9 @@ pub(crate) async fn align(
         mode: described.control(ControlKind::Mode),
         steer: Some(steer.as_str().to_owned()),
     };
+    let kept = Offer::read(store, key).and_then(|(kept, own)| own.then_some(kept));
     if described.is_empty()
-        && let Some((kept, true)) = Offer::read(store, key)
+        && let Some(kept) = &kept
     {
         // A reopened session the agent described nothing of: what it
         // offered before still names the choices and how to set them, but
@@ -264,7 +265,9 @@ pub(crate) async fn align(
             }
         }
     }
-    offer.keep(store, key);
+    if kept.as_ref() != Some(&offer) {
+        offer.keep(store, key);
+    }
     notes
 }
 

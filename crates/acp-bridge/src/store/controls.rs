@@ -47,7 +47,8 @@ impl Store {
         Ok(())
     }
 
-    /// Keeps what the agent offered the conversation at its last turn.
+    /// Keeps what the agent offered the conversation at a turn's start
+    /// (written when it changed).
     pub fn agent_offer_keep(&self, conversation: &str, offer: &str, now: i64) -> Result<()> {
         self.conn()
             .prepare_cached(
@@ -58,8 +59,9 @@ impl Store {
         Ok(())
     }
 
-    /// What the agent last offered the conversation; with `None`, what it
-    /// last offered any conversation (a conversation before its first turn).
+    /// What the agent last offered the conversation; with `None`, the offer
+    /// recorded most recently for any conversation (for a conversation
+    /// before its first turn).
     pub fn agent_offer(&self, conversation: Option<&str>) -> Result<Option<String>> {
         let conn = self.conn();
         let found = match conversation {
