@@ -24,8 +24,11 @@
 use acp_client::{AgentClient, Control, ControlKind, SessionId};
 use serde::{Deserialize, Serialize};
 
+use super::driver::TurnServices;
+use super::notices::Notices;
 use super::steer::SteerMethod;
-use crate::mention::ConversationKey;
+use crate::mention::{ConversationKey, Mention};
+use crate::pool::Lease;
 use crate::store::{Store, sql_now};
 
 /// What the agent offered a conversation at its last turn's start.
@@ -200,10 +203,29 @@ fn chosen(store: &Store, key: &ConversationKey, kind: ControlKind) -> Option<Str
         .flatten()
 }
 
-/// At a turn's start, on its leased session: records what the agent
-/// offers, and applies the owner's choices the session does not hold.
-/// Returns what the owner must be told (a choice that could not apply).
-pub(crate) async fn align(
+/// At a turn's start, on its leased session: [`align`]s it, and tells the
+/// owner in the thread of `anchor` (the turn's newest mention) of each
+/// choice that could not apply.
+pub(crate) async fn on_lease(
+    services: &TurnServices,
+    key: &ConversationKey,
+    lease: &Lease,
+    steer: SteerMethod,
+    anchor: Option<&Mention>,
+) {
+    let notes = align(&services.store, key, &lease.client, &lease.session, steer).await;
+    if let Some(anchor) = anchor {
+        let notices = Notices::new(services.replier.clone());
+        for note in notes {
+            notices.inform(anchor.clone(), note);
+        }
+    }
+}
+
+/// Records what the agent offers the session, and applies the owner's
+/// choices the session does not hold. Returns what the owner must be told
+/// (a choice that could not apply).
+async fn align(
     store: &Store,
     key: &ConversationKey,
     client: &AgentClient,

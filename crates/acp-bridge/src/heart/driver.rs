@@ -28,7 +28,6 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::controls;
-use super::notices::Notices;
 use super::steer::SteerMethod;
 use super::turn::{Action, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure};
 use super::usage;
@@ -209,21 +208,8 @@ impl Driver {
                     tracing::Span::current().record("session", lease.session.as_str());
                     self.steer = SteerMethod::for_agent(&lease.client);
                     tracing::Span::current().record("steer_method", self.steer.as_str());
-                    let store = &self.services.store;
-                    let notes = controls::align(
-                        store,
-                        &self.conversation,
-                        &lease.client,
-                        &lease.session,
-                        self.steer,
-                    )
-                    .await;
-                    if let Some(anchor) = &self.anchor {
-                        let notices = Notices::new(self.services.replier.clone());
-                        notes
-                            .into_iter()
-                            .for_each(|note| notices.inform(anchor.clone(), note));
-                    }
+                    let anchor = self.anchor.as_ref();
+                    controls::on_lease(&self.services, &self.conversation, &lease, self.steer, anchor).await;
                     self.lease = Some(lease);
                     self.report(Input::Leased).await;
                 }
