@@ -40,13 +40,27 @@ struct Offer {
     steer: Option<String>,
 }
 
+/// An offer found for a conversation, and whose it is.
+#[derive(Debug)]
+struct Found {
+    offer: Offer,
+    /// The conversation's own; else another's, standing in before its
+    /// first turn.
+    own: bool,
+}
+
 impl Offer {
-    /// The conversation's own offer, or (`false`) another conversation's.
-    fn read(store: &Store, key: &ConversationKey) -> Option<(Offer, bool)> {
-        if let Some(own) = Self::parse(store.agent_offer(Some(key.as_str()))) {
-            return Some((own, true));
+    /// The conversation's own offer, else another conversation's.
+    fn read(store: &Store, key: &ConversationKey) -> Option<Found> {
+        if let Some(offer) = Self::parse(store.agent_offer(Some(key.as_str()))) {
+            return Some(Found { offer, own: true });
         }
-        Self::parse(store.agent_offer(None)).map(|other| (other, false))
+        Self::parse(store.agent_offer(None)).map(|offer| Found { offer, own: false })
+    }
+
+    /// The conversation's own offer only.
+    fn read_own(store: &Store, key: &ConversationKey) -> Option<Offer> {
+        Self::read(store, key).and_then(|found| found.own.then_some(found.offer))
     }
 
     fn parse(stored: crate::store::Result<Option<String>>) -> Option<Offer> {
@@ -90,14 +104,14 @@ pub(crate) fn command(
     choice: Option<&str>,
     turn_running: bool,
 ) -> String {
-    let offer = Offer::read(store, key);
+    let found = Offer::read(store, key);
     match choice {
-        None => list(kind, offer, chosen(store, key, kind)),
-        Some(value) => choose(store, key, kind, value, offer, turn_running),
+        None => list(kind, found, chosen(store, key, kind)),
+        Some(value) => choose(store, key, kind, value, found, turn_running),
     }
 }
 
-fn list(kind: ControlKind, offer: Option<(Offer, bool)>, chosen: Option<String>) -> String {
+fn list(kind: ControlKind, found: Option<Found>, chosen: Option<String>) -> String {
     let name = kind.as_str();
     let pending = |current: Option<&str>| match &chosen {
         Some(chosen) if current != Some(chosen.as_str()) => {
@@ -105,7 +119,7 @@ fn list(kind: ControlKind, offer: Option<(Offer, bool)>, chosen: Option<String>)
         }
         _ => String::new(),
     };
-    let Some((offer, own)) = offer else {
+    let Some(Found { offer, own }) = found else {
         return format!(
             "The agent has not told its {name}s yet: it does when this conversation's session starts (its first turn).{}",
             pending(None)
@@ -161,12 +175,12 @@ fn choose(
     key: &ConversationKey,
     kind: ControlKind,
     value: &str,
-    offer: Option<(Offer, bool)>,
+    found: Option<Found>,
     turn_running: bool,
 ) -> String {
     let name = kind.as_str();
-    if let Some((offer, _)) = &offer {
-        match offer.control(kind) {
+    if let Some(found) = &found {
+        match found.offer.control(kind) {
             None => return format!("This agent offers no {name} choice, so there is nothing to set."),
             Some(control) if !control.offers(value) => {
                 return format!("Unknown {name} `{value}`. Valid: {}.", valid(control));
@@ -179,10 +193,10 @@ fn choose(
         return format!("Sorry, I could not keep that {name} choice: {error}.");
     }
     tracing::info!(conversation = %key, kind = name, value, "the owner chose");
-    let when = match offer {
+    let when = match found {
         _ if turn_running => format!("from the next turn (the turn in flight keeps its {name})"),
-        Some((_, true)) => "from this conversation's next turn".to_owned(),
-        Some((_, false)) => "when this conversation's session starts".to_owned(),
+        Some(Found { own: true, .. }) => "from this conversation's next turn".to_owned(),
+        Some(Found { own: false, .. }) => "when this conversation's session starts".to_owned(),
         None => format!(
             "when this conversation's session starts (checked then: the agent has not told its {name}s yet)"
         ),
@@ -238,7 +252,7 @@ async fn align(
         mode: described.control(ControlKind::Mode),
         steer: Some(steer.as_str().to_owned()),
     };
-    let kept = Offer::read(store, key).and_then(|(kept, own)| own.then_some(kept));
+    let kept = Offer::read_own(store, key);
     if described.is_empty()
         && let Some(kept) = &kept
     {
@@ -295,7 +309,7 @@ async fn align(
 
 /// `!status`'s words for the conversation's model, mode and steer path.
 pub(crate) fn describe(store: &Store, key: &ConversationKey) -> String {
-    let Some((offer, true)) = Offer::read(store, key) else {
+    let Some(offer) = Offer::read_own(store, key) else {
         return String::new();
     };
     let mut parts = Vec::new();
