@@ -483,16 +483,20 @@ fn check_says_what_qwen_needs_to_authenticate() {
     );
 }
 
+/// The owner says `text` in `room`: the bot's answer's text.
+async fn answer(scene: &Scene, text: &str) -> String {
+    let mention = scene.mention("room", text).await;
+    scene.reply_to(&mention).await.content
+}
+
 /// codex-acp offers its modes as a grouped config option: `!mode` lists
 /// them, and `!mode ID` reaches the session at the next turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_lists_and_sets_its_mode_through_config_options() {
     let provider = provider(Streaming::default());
     let scene = RealAgent::codex(&provider).scene(&[]).start().await;
-    let first = scene.mention("room", "hello codex").await;
-    scene.reply_to(&first).await;
-    let listing = scene.mention("room", "!mode").await;
-    let listed = scene.reply_to(&listing).await.content;
+    answer(&scene, "hello codex").await;
+    let listed = answer(&scene, "!mode").await;
     assert!(
         listed.contains("Modes of this conversation's session"),
         "{listed}"
@@ -504,21 +508,17 @@ async fn codex_lists_and_sets_its_mode_through_config_options() {
         .and_then(|line| line.split_whitespace().next())
         .expect("another mode is offered")
         .to_owned();
-    let choose = scene.mention("room", &format!("!mode {other}")).await;
-    let chosen = scene.reply_to(&choose).await.content;
+    let chosen = answer(&scene, &format!("!mode {other}")).await;
     assert!(chosen.contains(&format!("Mode set to {other}")), "{chosen}");
 
     let log = &scene.bridge.log;
     let mark = log.cursor();
-    let next = scene.mention("room", "hello again codex").await;
-    scene.reply_to(&next).await;
+    answer(&scene, "hello again codex").await;
     let applied = Line::new("applied the owner's choice to the session").with("value", other.as_str());
     log.wait(mark, applied).await;
-    let relisting = scene.mention("room", "@again !mode").await;
-    let relisted = scene.reply_to(&relisting).await.content;
+    let relisted = answer(&scene, "@again !mode").await;
     assert!(relisted.contains(&format!("* {other}")), "{relisted}");
-    let models = scene.mention("room", "!model").await;
-    let models = scene.reply_to(&models).await.content;
+    let models = answer(&scene, "!model").await;
     assert!(
         models.contains("Models of this conversation's session"),
         "{models}"
@@ -531,30 +531,25 @@ async fn codex_lists_and_sets_its_mode_through_config_options() {
 async fn claude_lists_and_sets_its_model_through_config_options() {
     let provider = provider(Streaming::default());
     let scene = RealAgent::claude(&provider).scene(&[]).start().await;
-    let first = scene.mention("room", "hello claude").await;
-    scene.reply_to(&first).await;
+    answer(&scene, "hello claude").await;
     let model_of = |text: &str| {
         let asked = asked_about(&provider, text);
         let request = asked.last().expect("the model was asked");
         request.body["model"].as_str().unwrap_or_default().to_owned()
     };
     assert!(!model_of("> hello claude").contains("haiku"));
-    let listing = scene.mention("room", "!model").await;
-    let listed = scene.reply_to(&listing).await.content;
+    let listed = answer(&scene, "!model").await;
     assert!(
         listed.contains("Models of this conversation's session"),
         "{listed}"
     );
     assert!(listed.contains("- haiku"), "{listed}");
-    let modes = scene.mention("room", "!mode").await;
-    let modes = scene.reply_to(&modes).await.content;
+    let modes = answer(&scene, "!mode").await;
     assert!(modes.contains("Modes of this conversation's session"), "{modes}");
 
-    let choose = scene.mention("room", "!model haiku").await;
-    let chosen = scene.reply_to(&choose).await.content;
+    let chosen = answer(&scene, "!model haiku").await;
     assert!(chosen.contains("Model set to haiku"), "{chosen}");
-    let next = scene.mention("room", "hello again claude").await;
-    scene.reply_to(&next).await;
+    answer(&scene, "hello again claude").await;
     let asked = model_of("> hello again claude");
     assert!(asked.contains("haiku"), "the next turn asked for {asked}");
 }
