@@ -118,6 +118,9 @@ impl Bridge {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("ACP_BRIDGE_AGENT_ARGS", agent_args.join(" "))
             .env("RUST_LOG", &spec.log_filter)
+            // Waiting notices are no answers: off unless a test turns them
+            // on with the flag (tests/waiting.rs), so tallies count answers.
+            .env("ACP_BRIDGE_WAIT_NOTICE_AFTER", "0")
             .envs(spec.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

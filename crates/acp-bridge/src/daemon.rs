@@ -113,6 +113,7 @@ impl Stages {
                 capacity: (settings.agent.processes * settings.agent.turns_per_agent) as usize,
                 question_timeout: settings.permission_timeout,
                 cancel_timeout: settings.agent.cancel_timeout,
+                wait_notice_after: settings.wait_notice_after,
             },
         );
 
