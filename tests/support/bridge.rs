@@ -121,6 +121,9 @@ impl Bridge {
             // Waiting notices are no answers: off unless a test turns them
             // on with the flag (tests/waiting.rs), so tallies count answers.
             .env("ACP_BRIDGE_WAIT_NOTICE_AFTER", "0")
+            // Thread context changes every prompt: on where a test turns it
+            // on (tests/thread_context.rs).
+            .env("ACP_BRIDGE_THREAD_CONTEXT", "0")
             .envs(spec.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -131,6 +131,16 @@ CREATE TABLE answered_thread (
 CREATE INDEX answered_thread_by_age ON answered_thread (answered_at);
 ";
 
+/// Version 8: per conversation, the newest thread event its agent session
+/// was given as context (`--thread-context`).
+const V8_THREAD_CONTEXT: &str = "
+CREATE TABLE thread_context (
+    conversation TEXT PRIMARY KEY NOT NULL,
+    created_at   INTEGER NOT NULL,
+    event_id     TEXT NOT NULL
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -140,6 +150,7 @@ const MIGRATIONS: &[&str] = &[
     V5_AGENT_GROUPS,
     V6_OUTBOX_STATE,
     V7_ANSWERED_THREADS,
+    V8_THREAD_CONTEXT,
 ];
 
 /// The schema version this build writes.
