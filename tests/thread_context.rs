@@ -132,3 +132,34 @@ async fn thread_context_zero_sends_none() {
     assert!(!reply.content.contains(CONTEXT_HEADER), "{}", reply.content);
     assert!(!reply.content.contains("an earlier note"), "{}", reply.content);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_in_a_group_gets_the_chat_before_it() {
+    let scene = Scene::builder().flags(&["--thread-context", "10"]).start().await;
+    let stranger = scene.join().await;
+    let earlier = |text: &str, seconds_ago: u64| {
+        EventBuilder::new(Kind::Custom(9), text)
+            .tag(Tag::custom(TagKind::h(), ["room"]))
+            .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - seconds_ago))
+    };
+    stranger.publish(earlier("the build is red again", 20)).await;
+    scene.owner.publish(earlier("since the last merge", 10)).await;
+    let elsewhere =
+        EventBuilder::new(Kind::Custom(9), "another room entirely").tag(Tag::custom(TagKind::h(), ["lobby"]));
+    stranger.publish(elsewhere).await;
+    let mention = scene.mention("room", "can you look?").await;
+    let prompt = scene.reply_to(&mention).await.content;
+    println!("group prompt:\n{prompt}");
+    let order = [
+        at(&prompt, "(someone else), event"),
+        at(&prompt, "> the build is red again"),
+        at(&prompt, "(your owner), event"),
+        at(&prompt, "> since the last merge"),
+        at(&prompt, "> can you look?"),
+    ];
+    assert!(order.is_sorted(), "{order:?}");
+    assert!(
+        !prompt.contains("another room entirely"),
+        "only this group's chat"
+    );
+}
