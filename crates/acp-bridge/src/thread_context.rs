@@ -9,8 +9,10 @@
 //! codebase keys group conversations by). DMs get none: the relay holds
 //! only gift wraps. Left out: the turn's own mentions, every event the
 //! journal took in (mentions already prompted, or refused), and the bot's
-//! own messages (its session wrote them; a session made fresh by `!rotate`
-//! is given the people's side only, after the conversation's mark).
+//! own messages. A new session (after `!rotate`, or one the agent lost)
+//! gets the thread again from its last messages, still without the bot's
+//! exchange (the mentions it was prompted with and its answers): `!rotate`
+//! asks for a fresh start, and handing the old exchange back would undo it.
 //!
 //! Runs on the turn's driver task, never on the intake's or the heart's:
 //! the fetch is bounded by [`CONTEXT_FETCH_TIMEOUT`], and a timeout or a

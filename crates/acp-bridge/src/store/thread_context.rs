@@ -3,7 +3,9 @@
 //! so a session is never told the same earlier message twice.
 //!
 //! Does not know what a thread is or how context is fetched; only keeps the
-//! mark, which only moves forward.
+//! mark, which only moves forward until the conversation gets a new
+//! session (`!rotate`, a session the agent lost): then it is forgotten, and
+//! the new session is given the thread again.
 
 use rusqlite::{OptionalExtension, params};
 
@@ -19,6 +21,15 @@ impl Store {
             .query_row(params![conversation], |row| Ok((row.get(0)?, row.get(1)?)))
             .optional()?;
         Ok(mark)
+    }
+
+    /// Forgets the conversation's mark: its session is new and has seen
+    /// nothing of the thread.
+    pub fn forget_context_mark(&self, conversation: &str) -> Result<()> {
+        self.conn()
+            .prepare_cached("DELETE FROM thread_context WHERE conversation = ?1")?
+            .execute(params![conversation])?;
+        Ok(())
     }
 
     /// Moves the conversation's mark to (`created_at`, `event_id`) unless it
@@ -58,5 +69,21 @@ mod tests {
             Some((21, "00".to_owned()))
         );
         assert_eq!(store.context_mark("note:b").expect("read"), None);
+    }
+
+    #[test]
+    fn a_new_session_has_seen_nothing_of_the_thread() {
+        let dir = ScratchDir::new("context-mark-session");
+        let store = Store::open(dir.path()).expect("store");
+        store.session_keep("note:a", "agent", "s1", 1).expect("keep");
+        store.advance_context_mark("note:a", 20, "bb").expect("write");
+        store
+            .session_keep("note:a", "agent", "s1", 2)
+            .expect("the same session");
+        assert!(store.context_mark("note:a").expect("read").is_some());
+        store
+            .session_keep("note:a", "agent", "s2", 3)
+            .expect("a new session");
+        assert_eq!(store.context_mark("note:a").expect("read"), None);
     }
 }
