@@ -83,8 +83,11 @@ async fn a_mention_waiting_through_failed_starts_is_told_the_failure_and_the_ret
         .owner
         .reply_containing(&bot, &mention.id, "Waiting: the last attempt failed (")
         .await;
+    // Told during a backoff ("retrying in N s") or while the agent starts
+    // again ("trying again"), whichever the wait reached first.
     assert!(
-        told.content.contains("failed to start up") && told.content.contains("retrying in"),
+        told.content.contains("failed to start up")
+            && (told.content.contains("retrying in") || told.content.contains("trying again")),
         "names the failure and the retry: {}",
         told.content
     );
@@ -105,6 +108,8 @@ async fn a_mention_answered_without_waiting_gets_no_notice() {
         .flags(&["--wait-notice-after", WAIT_NOTICE_AFTER])
         .start()
         .await;
+    // The agent is up: the next mention's turn starts at once.
+    scene.settle("room").await;
     let mark = scene.bridge.log.cursor();
     let mention = scene.mention("room", "quick one").await;
     let answer = scene.reply_to(&mention).await;
@@ -132,4 +137,28 @@ async fn a_mention_answered_without_waiting_gets_no_notice() {
         "no waiting notice up to the answer of {}",
         settled.id
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_waiting_for_a_slow_agent_to_start_is_told_so_once() {
+    let scene = Scene::builder()
+        .agent(&[
+            "--init-delay-ms",
+            "3000",
+            "--rounds",
+            "1",
+            "--round-delay-ms",
+            "10",
+        ])
+        .flags(&["--wait-notice-after", WAIT_NOTICE_AFTER])
+        .start()
+        .await;
+    let bot = scene.bot;
+    let mention = scene.mention("room", "are you up?").await;
+    scene
+        .owner
+        .reply_containing(&bot, &mention.id, "Waiting: the agent is starting")
+        .await;
+    scene.owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert_eq!(waiting_notices(&scene, &mention, "Waiting:").await.len(), 1);
 }

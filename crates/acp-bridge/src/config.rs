@@ -344,7 +344,8 @@ pub struct RunArgs {
 
     /// A mention still waiting for its turn after this long gets one
     /// notice saying why (queued behind others, its conversation's turn in
-    /// flight, a retry's backoff) and for how long (0 = never).
+    /// flight, its agent still starting, a retry's backoff) and for how
+    /// long (0 = never).
     #[arg(long, env = "ACP_BRIDGE_WAIT_NOTICE_AFTER", default_value = "5s", value_parser = parse_duration)]
     pub wait_notice_after: Duration,
 

@@ -341,6 +341,9 @@ impl Heart {
             .running(&report.conversation)
             .is_some_and(|running| running.turn_id == report.turn_id);
         if current {
+            if matches!(report.input, Input::Leased | Input::LeaseFailed(_)) {
+                self.waiters.agent_up(&report.conversation);
+            }
             self.step(&report.conversation, report.input);
         }
     }
@@ -379,6 +382,7 @@ impl Heart {
             work,
             returned,
         } = end;
+        self.waiters.agent_up(key);
         let retry = match &outcome {
             Outcome::Failed(failure) if !self.draining => {
                 let attempts = self.ledger.attempted(&work, MAX_TURN_ATTEMPTS);
@@ -407,6 +411,8 @@ impl Heart {
             _ => None,
         };
         let not_before = retry.as_ref().and_then(|retry| retry.as_ref().ok().cloned());
+        let failure = not_before.as_ref().map(|retry| retry.after.clone());
+        self.waiters.retrying(key, failure);
         let Some(ended) = self.conversations.end_turn(key, not_before) else {
             return;
         };
@@ -451,7 +457,7 @@ impl Heart {
         }
         while self.conversations.running_count() < self.settings.capacity {
             let started = self.conversations.start_next(|key, batch| {
-                self.waiters.started(batch.iter().map(|mention| mention.event_id));
+                self.waiters.leasing(key, &batch);
                 self.next_turn_id += 1;
                 self.counters.turns_started += 1;
                 let turn_id = self.next_turn_id;
@@ -520,12 +526,16 @@ impl Heart {
             return;
         }
         for (key, id) in self.waiters.take_due(now) {
-            let capacity = self.settings.capacity;
-            let Some(holdup) = self.conversations.holdup(&key, now, capacity) else {
-                continue;
-            };
-            let Some(mention) = self.conversations.waiting_mention(&key, &id).cloned() else {
-                continue;
+            let (holdup, mention) = match self.waiters.starting(&key, &id) {
+                Some((holdup, mention)) => (holdup, mention.clone()),
+                None => {
+                    let capacity = self.settings.capacity;
+                    let holdup = self.conversations.holdup(&key, now, capacity);
+                    match (holdup, self.conversations.waiting_mention(&key, &id)) {
+                        (Some(holdup), Some(mention)) => (holdup, mention.clone()),
+                        _ => continue,
+                    }
+                }
             };
             if !self.waiters.admit(now) {
                 tracing::info!(conversation = %key, reason = holdup.label(), "waiting notice budget spent: not telling a waiting mention why");

@@ -7,10 +7,10 @@
 //! its conversations) or how the notice is sent. Has no clock: time is
 //! passed in, and the heart's one timer wakes it at [`Waiters::next_due`].
 //!
-//! What counts as waiting: being in a conversation's queue. A turn counts
-//! as started once it is dispatched (the agent's own start is the turn's
-//! business), and a mention is told at most once however many reasons it
-//! waits through (a failed attempt puts it back in the queue, still told).
+//! What counts as waiting: being in a conversation's queue, or in a turn
+//! whose agent is still starting (a real agent's first start can take a
+//! while). A mention is told at most once however many reasons it waits
+//! through (a failed attempt puts it back in the queue, still told).
 //! Mentions handed to a live turn as steers never wait here; the owner's
 //! mid-turn mentions that queue are steers too and are not tracked.
 
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::EventId;
 
-use crate::mention::ConversationKey;
+use crate::mention::{ConversationKey, Mention};
 use crate::rate_limit::{Admission, RateLimiter};
 
 /// Waiting notices the whole daemon may send at once: a stranger's flood
@@ -41,6 +41,9 @@ pub(crate) enum Holdup {
     TurnInFlight,
     /// The conversation's last attempt failed; it is retried after a backoff.
     BackingOff { retry_in: Duration, failure: String },
+    /// The mention's turn waits for its agent to start and open a session,
+    /// perhaps again after the conversation's last attempt failed.
+    AgentStarting { after_failure: Option<String> },
 }
 
 impl Holdup {
@@ -50,6 +53,7 @@ impl Holdup {
             Holdup::Capacity { .. } => "capacity",
             Holdup::TurnInFlight => "turn_in_flight",
             Holdup::BackingOff { .. } => "backing_off",
+            Holdup::AgentStarting { .. } => "agent_starting",
         }
     }
 
@@ -78,6 +82,12 @@ impl Holdup {
                 "Waiting: the last attempt failed ({failure}); retrying in {} s.",
                 retry_in.as_secs().max(1)
             ),
+            Holdup::AgentStarting { after_failure: None } => {
+                "Waiting: the agent is starting, which can take a while the first time; your message goes to it as soon as it is up.".to_owned()
+            }
+            Holdup::AgentStarting {
+                after_failure: Some(failure),
+            } => format!("Waiting: the last attempt failed ({failure}); trying again, the agent is starting."),
         }
     }
 }
@@ -101,6 +111,10 @@ pub(crate) struct Waiters {
     tracked: HashMap<EventId, Tracked>,
     /// (due, id) of every queued mention not told yet.
     due: BTreeSet<(Instant, EventId)>,
+    /// The batches of turns whose agent is still starting, by conversation.
+    leasing: HashMap<ConversationKey, Vec<Mention>>,
+    /// Why the conversation's last turn failed, while it is retried.
+    failures: HashMap<ConversationKey, String>,
     budget: RateLimiter<()>,
 }
 
@@ -110,6 +124,8 @@ impl Waiters {
             after,
             tracked: HashMap::new(),
             due: BTreeSet::new(),
+            leasing: HashMap::new(),
+            failures: HashMap::new(),
             budget: RateLimiter::new(WAIT_NOTICE_BURST, WAIT_NOTICE_REFILL, 1),
         }
     }
@@ -138,8 +154,48 @@ impl Waiters {
         }
     }
 
+    /// A turn took `batch` from the queue; they wait on until its agent is
+    /// up ([`Waiters::agent_up`]).
+    pub fn leasing(&mut self, conversation: &ConversationKey, batch: &[Mention]) {
+        if self.after.is_some() {
+            self.leasing.insert(conversation.clone(), batch.to_vec());
+        }
+    }
+
+    /// The agent of the conversation's turn is up (or could not be had):
+    /// its batch waits no more.
+    pub fn agent_up(&mut self, conversation: &ConversationKey) {
+        if let Some(batch) = self.leasing.remove(conversation) {
+            self.started(batch.iter().map(|mention| mention.event_id));
+        }
+    }
+
+    /// The conversation's turn ended: retried after `failure`, or not
+    /// (`None`).
+    pub fn retrying(&mut self, conversation: &ConversationKey, failure: Option<String>) {
+        match failure {
+            Some(failure) if self.after.is_some() => {
+                self.failures.insert(conversation.clone(), failure);
+            }
+            _ => {
+                self.failures.remove(conversation);
+            }
+        }
+    }
+
+    /// A mention of a turn whose agent is still starting, and why it waits.
+    pub fn starting(&self, conversation: &ConversationKey, id: &EventId) -> Option<(Holdup, &Mention)> {
+        let mention = self
+            .leasing
+            .get(conversation)?
+            .iter()
+            .find(|mention| mention.event_id == *id)?;
+        let after_failure = self.failures.get(conversation).cloned();
+        Some((Holdup::AgentStarting { after_failure }, mention))
+    }
+
     /// Mentions left the queue for a turn.
-    pub fn started(&mut self, ids: impl IntoIterator<Item = EventId>) {
+    fn started(&mut self, ids: impl IntoIterator<Item = EventId>) {
         for id in ids {
             if let Some(tracked) = self.tracked.get_mut(&id) {
                 if tracked.queued && !tracked.told {
@@ -245,6 +301,29 @@ mod tests {
             None,
             "told mentions wait silently after a retry"
         );
+    }
+
+    #[test]
+    fn a_mention_waits_on_while_its_agent_starts_and_the_reason_names_a_failure_retried() {
+        let mut waiters = Waiters::new(Some(AFTER));
+        let now = Instant::now();
+        let mention = test_mention("a", 1, "hi", false);
+        let (id, key) = (mention.event_id, mention.conversation.clone());
+        waiters.queued(id, &key, now);
+        waiters.leasing(&key, std::slice::from_ref(&mention));
+        assert_eq!(waiters.next_due(), Some(now + AFTER), "still waiting");
+        let (holdup, _) = waiters.starting(&key, &id).expect("starting");
+        assert_eq!(holdup, Holdup::AgentStarting { after_failure: None });
+        waiters.retrying(&key, Some("the agent failed to start up".to_owned()));
+        let (holdup, _) = waiters.starting(&key, &id).expect("starting");
+        assert!(
+            holdup
+                .describe()
+                .contains("the last attempt failed (the agent failed to start up)")
+        );
+        waiters.agent_up(&key);
+        assert!(waiters.starting(&key, &id).is_none());
+        assert_eq!(waiters.next_due(), None, "the agent is up: no more waiting");
     }
 
     #[test]
