@@ -85,15 +85,22 @@ impl ThreadContext {
         earlier.dedup_by_key(|event| event.id);
         let skip = earlier.len().saturating_sub(self.limit);
         let earlier = &earlier[skip..];
-        let Some(newest) = earlier.last() else {
-            return String::new();
-        };
-        if let Err(error) = self.store.advance_context_mark(
-            conversation,
-            newest.created_at.as_secs() as i64,
-            &newest.id.to_hex(),
-        ) {
+        // The session sees the batch too: the next turn's fetch starts at
+        // its newest mention (an id of "" keeps that second's other events
+        // new), so it reads only what came since, not the whole exchange.
+        let seen_batch = batch
+            .iter()
+            .map(|mention| (mention.created_at.as_secs() as i64, String::new()));
+        let seen_context = earlier
+            .iter()
+            .map(|event| (event.created_at.as_secs() as i64, event.id.to_hex()));
+        if let Some((at, id)) = seen_batch.chain(seen_context).max()
+            && let Err(error) = self.store.advance_context_mark(conversation, at, &id)
+        {
             tracing::warn!(%error, "cannot record the thread context given to the session");
+        }
+        if earlier.is_empty() {
+            return String::new();
         }
         tracing::info!(messages = earlier.len(), "thread context for the prompt");
         let quoted: Vec<Earlier<'_>> = earlier
