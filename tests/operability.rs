@@ -8,7 +8,7 @@ use std::process::Command;
 use support::*;
 
 #[test]
-fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn() {
+fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn_and_a_follow_up_without_a_mention() {
     let output = Command::new(bridge_binary())
         .arg("demo")
         .output()
@@ -33,8 +33,17 @@ fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn() {
     );
     assert_eq!(
         stdout.matches("bridge → prompting the agent").count(),
-        1,
-        "one turn: {stdout}"
+        2,
+        "one turn for both mentions, one for the follow-up: {stdout}"
+    );
+    let (_, follow_up) = stdout
+        .split_once("owner  → (a reply in the bot's thread, no mention)")
+        .expect("the demo follows up without a mention");
+    assert!(
+        follow_up.contains("bridge ✓ mention accepted")
+            && follow_up.contains("│ > Thanks! Keep them under ten lines, please.")
+            && follow_up.contains("the reply in the bot's thread, without a mention, was answered there"),
+        "the follow-up is heard and answered: {follow_up}"
     );
 }
 

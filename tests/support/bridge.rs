@@ -118,6 +118,12 @@ impl Bridge {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("ACP_BRIDGE_AGENT_ARGS", agent_args.join(" "))
             .env("RUST_LOG", &spec.log_filter)
+            // Waiting notices are no answers: off unless a test turns them
+            // on with the flag (tests/waiting.rs), so tallies count answers.
+            .env("ACP_BRIDGE_WAIT_NOTICE_AFTER", "0")
+            // Thread context changes every prompt: on where a test turns it
+            // on (tests/thread_context.rs).
+            .env("ACP_BRIDGE_THREAD_CONTEXT", "0")
             .envs(spec.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -342,6 +342,19 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_PERMISSION_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
     pub permission_timeout: Duration,
 
+    /// A mention still waiting for its turn after this long gets one
+    /// notice saying why (queued behind others, its conversation's turn in
+    /// flight, its agent still starting, a retry's backoff) and for how
+    /// long (0 = never).
+    #[arg(long, env = "ACP_BRIDGE_WAIT_NOTICE_AFTER", default_value = "5s", value_parser = parse_duration)]
+    pub wait_notice_after: Duration,
+
+    /// A turn's first prompt carries up to this many of its thread's
+    /// earlier messages that the session has not seen, fetched from the
+    /// relay, each with its author's standing (0 = none).
+    #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub thread_context: u32,
+
     /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
     #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -392,6 +405,8 @@ pub struct Settings {
     pub session_policy: SessionPolicy,
     pub permission_policy: PermissionPolicyArg,
     pub permission_timeout: Option<Duration>,
+    pub wait_notice_after: Option<Duration>,
+    pub thread_context: usize,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -586,6 +601,8 @@ impl RunArgs {
             session_policy: self.session_policy,
             permission_policy: self.permission_policy,
             permission_timeout: (!self.permission_timeout.is_zero()).then_some(self.permission_timeout),
+            wait_notice_after: (!self.wait_notice_after.is_zero()).then_some(self.wait_notice_after),
+            thread_context: self.thread_context as usize,
             shutdown_grace: self.shutdown_grace,
             retention: self.retention,
             metrics_addr: self.metrics_addr,
@@ -649,6 +666,8 @@ impl Settings {
             session_policy: SessionPolicy::Conversation,
             permission_policy: PermissionPolicyArg::Allow,
             permission_timeout: None,
+            wait_notice_after: None,
+            thread_context: 0,
             shutdown_grace: Duration::from_secs(5),
             retention: Duration::from_secs(7 * 24 * 3600),
             metrics_addr: None,

@@ -34,6 +34,7 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
+use crate::thread_context::ThreadContext;
 use crate::transport::NoDelayTransport;
 
 /// Mentions waiting between the intake and the heart.
@@ -105,14 +106,24 @@ impl Stages {
             },
             Arc::clone(&store),
         );
+        let mut services = turn_services(&settings, &pool, &replier, &store);
+        services.context = (settings.thread_context > 0).then(|| ThreadContext {
+            client: client.clone(),
+            store: Arc::clone(&store),
+            bot: settings.keys.public_key(),
+            owner: settings.owner,
+            allowlist: settings.allowlist.clone(),
+            limit: settings.thread_context,
+        });
         let heart = Heart::new(
-            turn_services(&settings, &pool, &replier, &store),
+            services,
             Ledger::new(Arc::clone(&store)),
             HeartSettings {
                 mode_gate: ModeGate::new(settings.multiple_event_handling, settings.dedup),
                 capacity: (settings.agent.processes * settings.agent.turns_per_agent) as usize,
                 question_timeout: settings.permission_timeout,
                 cancel_timeout: settings.agent.cancel_timeout,
+                wait_notice_after: settings.wait_notice_after,
             },
         );
 
@@ -297,6 +308,7 @@ fn turn_services(settings: &Settings, pool: &Pool, replier: &Replier, store: &Ar
         owner: settings.owner.filter(|_| asks_owner),
         store: Arc::clone(store),
         reply_content: settings.reply_content,
+        context: None,
     }
 }
 

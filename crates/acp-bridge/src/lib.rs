@@ -34,6 +34,7 @@ mod reply;
 mod shutdown;
 mod store;
 mod telemetry;
+mod thread_context;
 mod transport;
 
 pub use commands::OwnerCommand;

@@ -2,17 +2,20 @@
 //!
 //! Starts the embedded relay, a bridge with a generated bot key and owner
 //! key, the built-in scripted agent, and a simulated owner who mentions the
-//! bot and then mentions it again while the agent works. The daemon's own
-//! log events are narrated as the conversation happens (mention, accepted,
-//! steered, reply); the demo exits 0 only when the second mention was folded
-//! into the live turn and one reply answered both. No API key, no network.
+//! bot, mentions it again while the agent works, and then replies in the
+//! bot's thread without mentioning it. The daemon's own log events are
+//! narrated as the conversation happens (mention, accepted, steered, reply);
+//! the demo exits 0 only when the second mention was folded into the live
+//! turn, one reply answered both, and the follow-up was answered in the
+//! thread. No API key, no network.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{
-    Client, EventBuilder, Filter, JsonUtil, Keys, Kind, RelayPoolNotification, Tag, TagKind, Timestamp,
+    Client, Event, EventBuilder, EventId, Filter, JsonUtil, Keys, Kind, RelayPoolNotification, Tag, TagKind,
+    Timestamp,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -30,10 +33,13 @@ const AGENT_ROUNDS: &str = "4";
 const AGENT_ROUND_DELAY_MS: &str = "600";
 const FIRST_MENTION: &str = "Please draft the release notes for v1.2.";
 const SECOND_MENTION: &str = "Also mention the fixed crash on start-up.";
+/// A reply in the bot's thread that does not mention it.
+const FOLLOW_UP: &str = "Thanks! Keep them under ten lines, please.";
 
 /// Runs the demo; the exit status says whether the steer folded in.
 pub async fn run() -> Result<(), String> {
-    let (narration_tx, mut narration) = mpsc::unbounded_channel();
+    let (narration_tx, narration) = mpsc::unbounded_channel();
+    let mut narration = Narrative::new(narration);
     let subscriber = tracing_subscriber::registry().with(
         Narrator { events: narration_tx }
             .with_filter(EnvFilter::new("acp_bridge=debug,acp_client=off,nostr=off")),
@@ -98,14 +104,15 @@ fn demo_settings(
     Ok(settings)
 }
 
-/// The simulated owner's side: two mentions, then the reply.
+/// The simulated owner's side: two mentions, the reply, a follow-up
+/// without a mention, its reply.
 async fn converse(
     relay: &EmbeddedRelay,
     bot: &Keys,
     owner: &Keys,
-    narration: &mut mpsc::UnboundedReceiver<Narration>,
+    narration: &mut Narrative,
 ) -> Result<(), String> {
-    wait_for(narration, "ready: subscribed to mentions").await;
+    narration.wait_for("ready: subscribed to mentions").await;
     let client = Client::builder().signer(owner.clone()).build();
     client
         .add_relay(relay.url().clone())
@@ -123,14 +130,87 @@ async fn converse(
         .map_err(|error| error.to_string())?;
     let mut incoming = client.notifications();
 
-    say(&client, owner, bot, FIRST_MENTION).await?;
-    wait_for(narration, "agent run started").await;
-    say(&client, owner, bot, SECOND_MENTION).await?;
-    let turn = wait_for(narration, "turn finished").await;
+    say(&client, owner, Some(bot), FIRST_MENTION, &[]).await?;
+    narration.wait_for("agent run started").await;
+    let second = say(&client, owner, Some(bot), SECOND_MENTION, &[]).await?;
+    let turn = narration.wait_for("turn finished").await;
+    // The reply answers the batch in the thread of its newest mention.
+    let reply = reply_to(&mut incoming, second.id).await?;
+    let folded = reply.content.contains(&format!("> {SECOND_MENTION}")) && reply.content.contains("steer: ");
+    let native = turn.get("steer_path").map(String::as_str) == Some("native");
+    let same_turn = turn.get("stop_reason").map(String::as_str) == Some("end_turn");
+    if !(folded && native && same_turn) {
+        return Err(format!(
+            "the steer did not fold into the live turn (folded: {folded}, native: {native}, end_turn: {same_turn}); raw reply: {}",
+            reply.as_json()
+        ));
+    }
+    println!("\ndemo ok: the second mention was steered into the live turn, which ended end_turn");
+    println!("         and answered both mentions in one reply (no cancel, no second turn).\n");
 
+    // The bot now follows its thread: a reply there needs no mention.
+    narration.wait_for("following the answered threads").await;
+    let thread = [
+        Tag::parse(["e", &second.id.to_hex(), "", "root"]).map_err(|error| error.to_string())?,
+        Tag::parse(["e", &reply.id.to_hex(), "", "reply"]).map_err(|error| error.to_string())?,
+    ];
+    let follow_up = say(&client, owner, None, FOLLOW_UP, &thread).await?;
+    narration.wait_for("turn finished").await;
+    let answer = reply_to(&mut incoming, follow_up.id).await?;
+    client.shutdown().await;
+    if answer.content.contains(&format!("> {FOLLOW_UP}")) {
+        println!("\ndemo ok: the reply in the bot's thread, without a mention, was answered there.");
+        Ok(())
+    } else {
+        Err(format!(
+            "the follow-up was not answered in the thread; raw reply: {}",
+            answer.as_json()
+        ))
+    }
+}
+
+/// Sends the owner's group message, mentioning `bot` if given.
+async fn say(
+    client: &Client,
+    owner: &Keys,
+    bot: Option<&Keys>,
+    text: &str,
+    thread: &[Tag],
+) -> Result<Event, String> {
+    match bot {
+        Some(_) => println!("owner  → @bot: \"{text}\""),
+        None => println!("owner  → (a reply in the bot's thread, no mention): \"{text}\""),
+    }
+    let mut builder = EventBuilder::new(Kind::Custom(9), text)
+        .tag(Tag::custom(TagKind::h(), ["demo".to_owned()]))
+        .tags(thread.iter().cloned());
+    if let Some(bot) = bot {
+        builder = builder.tag(Tag::public_key(bot.public_key()));
+    }
+    let event = builder.sign_with_keys(owner).map_err(|error| error.to_string())?;
+    client
+        .send_event(&event)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(event)
+}
+
+/// Waits for the bot's group message replying to `mentioned`, and shows it.
+async fn reply_to(
+    incoming: &mut tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    mentioned: EventId,
+) -> Result<Event, String> {
+    let mentioned = mentioned.to_hex();
+    let replies = |event: &Event| {
+        event.kind == Kind::Custom(9)
+            && event
+                .tags
+                .iter()
+                .any(|tag| tag.kind() == TagKind::e() && tag.content() == Some(mentioned.as_str()))
+    };
     let reply = loop {
         match incoming.recv().await {
-            Ok(RelayPoolNotification::Event { event, .. }) if event.kind == Kind::Custom(9) => break event,
+            Ok(RelayPoolNotification::Event { event, .. }) if replies(&event) => break *event,
             Ok(_) => {}
             Err(error) => return Err(format!("lost the relay: {error}")),
         }
@@ -139,51 +219,42 @@ async fn converse(
     for line in reply.content.lines() {
         println!("         │ {line}");
     }
-    client.shutdown().await;
-
-    let folded = reply.content.contains(&format!("> {SECOND_MENTION}")) && reply.content.contains("steer: ");
-    let native = turn.get("steer_path").map(String::as_str) == Some("native");
-    let same_turn = turn.get("stop_reason").map(String::as_str) == Some("end_turn");
-    if folded && native && same_turn {
-        println!("\ndemo ok: the second mention was steered into the live turn, which ended end_turn");
-        println!("         and answered both mentions in one reply (no cancel, no second turn).");
-        Ok(())
-    } else {
-        Err(format!(
-            "the steer did not fold into the live turn (folded: {folded}, native: {native}, end_turn: {same_turn}); raw reply: {}",
-            reply.as_json()
-        ))
-    }
+    Ok(reply)
 }
 
-async fn say(client: &Client, owner: &Keys, bot: &Keys, text: &str) -> Result<(), String> {
-    println!("owner  → @bot: \"{text}\"");
-    let event = EventBuilder::new(Kind::Custom(9), text)
-        .tag(Tag::custom(TagKind::h(), ["demo".to_owned()]))
-        .tag(Tag::public_key(bot.public_key()))
-        .sign_with_keys(owner)
-        .map_err(|error| error.to_string())?;
-    client
-        .send_event(&event)
-        .await
-        .map_err(|error| error.to_string())?;
-    Ok(())
+/// The daemon's events as they come, printed as they are read.
+struct Narrative {
+    events: mpsc::UnboundedReceiver<Narration>,
+    /// Events read while waiting for another, by message (the last of
+    /// each), so that waiting for one that already came returns at once.
+    passed: HashMap<String, BTreeMap<String, String>>,
 }
 
-/// Prints narration until the event `message` appears; returns its fields.
-async fn wait_for(
-    narration: &mut mpsc::UnboundedReceiver<Narration>,
-    message: &str,
-) -> BTreeMap<String, String> {
-    while let Some(event) = narration.recv().await {
-        if let Some(line) = narrate(&event) {
-            println!("{line}");
-        }
-        if event.message == message {
-            return event.fields;
+impl Narrative {
+    fn new(events: mpsc::UnboundedReceiver<Narration>) -> Self {
+        Narrative {
+            events,
+            passed: HashMap::new(),
         }
     }
-    BTreeMap::new()
+
+    /// Prints narration until the event `message` appears (or returns at
+    /// once if it came while waiting for another); returns its fields.
+    async fn wait_for(&mut self, message: &str) -> BTreeMap<String, String> {
+        if let Some(fields) = self.passed.remove(message) {
+            return fields;
+        }
+        while let Some(event) = self.events.recv().await {
+            if let Some(line) = narrate(&event) {
+                println!("{line}");
+            }
+            if event.message == message {
+                return event.fields;
+            }
+            self.passed.insert(event.message, event.fields);
+        }
+        BTreeMap::new()
+    }
 }
 
 /// A friendly line for the daemon's events worth showing.

@@ -19,6 +19,7 @@ use std::time::Instant;
 use nostr_sdk::prelude::EventId;
 
 use super::turn::TurnMachine;
+use super::waiting::Holdup;
 use crate::mention::{ConversationKey, Mention};
 
 /// Mentions one conversation may hold waiting.
@@ -37,12 +38,21 @@ pub(crate) struct Running<Link> {
     pub rotate_after: bool,
 }
 
+/// When a failed turn's conversation may try again, and why it failed.
+#[derive(Debug, Clone)]
+pub(crate) struct Retry {
+    pub at: Instant,
+    /// The failure, as waiting authors are told it.
+    pub after: String,
+}
+
 #[derive(Debug)]
 enum State<Link> {
     Idle,
     /// A failed turn waits before its retry.
     BackingOff {
         until: Instant,
+        failure: String,
     },
     Running(Box<Running<Link>>),
 }
@@ -212,10 +222,13 @@ impl<Link> Conversations<Link> {
 
     /// Ends the conversation's turn; it may start another at once, or
     /// after `not_before` (a retry's backoff). Returns the ended turn.
-    pub fn end_turn(&mut self, key: &ConversationKey, not_before: Option<Instant>) -> Option<Running<Link>> {
+    pub fn end_turn(&mut self, key: &ConversationKey, not_before: Option<Retry>) -> Option<Running<Link>> {
         let ended = self.update(key, |conversation| {
             let next = match not_before {
-                Some(until) => State::BackingOff { until },
+                Some(retry) => State::BackingOff {
+                    until: retry.at,
+                    failure: retry.after,
+                },
                 None => State::Idle,
             };
             match std::mem::replace(&mut conversation.state, next) {
@@ -250,6 +263,36 @@ impl<Link> Conversations<Link> {
         self.wakeups.first().map(|(until, _)| *until)
     }
 
+    /// Why the mentions waiting in the conversation of `key` have no turn
+    /// yet; `None` when it has nothing waiting or may start now.
+    pub fn holdup(&self, key: &ConversationKey, now: Instant, capacity: usize) -> Option<Holdup> {
+        let conversation = self.by_key.get(key)?;
+        match &conversation.state {
+            _ if conversation.waiting.is_empty() => None,
+            State::Running(_) => Some(Holdup::TurnInFlight),
+            State::BackingOff { until, failure } => Some(Holdup::BackingOff {
+                retry_in: until.saturating_duration_since(now),
+                failure: failure.clone(),
+            }),
+            State::Idle if self.running < capacity => None,
+            State::Idle => Some(Holdup::Capacity {
+                ahead: self.ready.iter().take_while(|(_, ready)| ready != key).count(),
+                running: self.running,
+                capacity,
+            }),
+        }
+    }
+
+    /// A mention waiting in the conversation of `key`.
+    pub fn waiting_mention(&self, key: &ConversationKey, id: &EventId) -> Option<&Mention> {
+        let conversation = self.by_key.get(key)?;
+        conversation
+            .waiting
+            .iter()
+            .map(|waiting| &waiting.mention)
+            .find(|mention| mention.event_id == *id)
+    }
+
     /// Mentions waiting in total.
     pub fn waiting(&self) -> usize {
         self.waiting
@@ -280,7 +323,7 @@ impl<Link> Conversations<Link> {
         if let Some(seq) = conversation.head_seq().filter(|_| conversation.is_ready()) {
             self.ready.remove(&(seq, key.clone()));
         }
-        if let State::BackingOff { until } = conversation.state {
+        if let State::BackingOff { until, .. } = conversation.state {
             self.wakeups.remove(&(until, key.clone()));
         }
         let (result, waiting_delta) = change(conversation);
@@ -289,7 +332,7 @@ impl<Link> Conversations<Link> {
             self.ready.insert((seq, key.clone()));
         }
         match conversation.state {
-            State::BackingOff { until } => {
+            State::BackingOff { until, .. } => {
                 self.wakeups.insert((until, key.clone()));
             }
             State::Idle if conversation.waiting.is_empty() => {
@@ -361,11 +404,11 @@ mod tests {
         assert!(start(&mut conversations).is_none(), "a turn is in flight");
         let key = mention("a", 1).conversation;
         let now = Instant::now();
-        assert!(
-            conversations
-                .end_turn(&key, Some(now + Duration::from_secs(5)))
-                .is_some()
-        );
+        let retry = Retry {
+            at: now + Duration::from_secs(5),
+            after: "the agent stopped".to_owned(),
+        };
+        assert!(conversations.end_turn(&key, Some(retry)).is_some());
         assert!(start(&mut conversations).is_none(), "backing off");
         assert_eq!(conversations.next_wake(), Some(now + Duration::from_secs(5)));
         conversations.wake(now);
@@ -373,6 +416,46 @@ mod tests {
         conversations.wake(now + Duration::from_secs(5));
         assert_eq!(conversations.next_wake(), None);
         assert!(start(&mut conversations).is_some());
+    }
+
+    #[test]
+    fn the_holdup_names_the_real_reason_a_conversation_waits() {
+        let mut conversations = Conversations::default();
+        let now = Instant::now();
+        let key = |name: &str| mention(name, 1).conversation;
+        conversations.push_back(mention("a", 1));
+        start(&mut conversations).expect("a runs");
+        conversations.push_back(mention("a", 2));
+        conversations.push_back(mention("b", 1));
+        conversations.push_back(mention("c", 1));
+        assert_eq!(
+            conversations.holdup(&key("a"), now, 1),
+            Some(Holdup::TurnInFlight)
+        );
+        let capacity = |ahead| Holdup::Capacity {
+            ahead,
+            running: 1,
+            capacity: 1,
+        };
+        assert_eq!(conversations.holdup(&key("b"), now, 1), Some(capacity(0)));
+        assert_eq!(conversations.holdup(&key("c"), now, 1), Some(capacity(1)));
+        assert_eq!(conversations.holdup(&key("c"), now, 2), None, "a slot is free");
+        let retry = Retry {
+            at: now + Duration::from_secs(40),
+            after: "the agent failed to start up".to_owned(),
+        };
+        conversations.end_turn(&key("a"), Some(retry));
+        let backing_off = Holdup::BackingOff {
+            retry_in: Duration::from_secs(30),
+            failure: "the agent failed to start up".to_owned(),
+        };
+        let later = now + Duration::from_secs(10);
+        assert_eq!(conversations.holdup(&key("a"), later, 1), Some(backing_off));
+        assert_eq!(
+            conversations.holdup(&key("d"), now, 1),
+            None,
+            "nothing waits there"
+        );
     }
 
     #[test]

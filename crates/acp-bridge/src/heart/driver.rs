@@ -37,6 +37,7 @@ use crate::pool::{Lease, Pool};
 use crate::reply::Replier;
 use crate::store::{Store, sql_now};
 use crate::telemetry::metrics;
+use crate::thread_context::ThreadContext;
 
 /// What every turn's driver shares.
 #[derive(Debug, Clone)]
@@ -52,6 +53,8 @@ pub(crate) struct TurnServices {
     pub store: Arc<Store>,
     /// `--reply-content`.
     pub reply_content: ReplyContent,
+    /// `--thread-context` (`None`: off).
+    pub context: Option<ThreadContext>,
 }
 
 /// What a driver tells the heart.
@@ -108,6 +111,7 @@ pub(crate) fn spawn(
         run_id = tracing::field::Empty,
     );
     let (actions_tx, actions) = mpsc::unbounded_channel();
+    let context_for = services.context.is_some().then(|| batch.to_vec());
     let driver = Driver {
         services,
         conversation,
@@ -122,6 +126,7 @@ pub(crate) fn spawn(
         next_question: 0,
         steer: SteerMethod::GooseRun,
         anchor: newest.cloned(),
+        context_for,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -163,6 +168,8 @@ struct Driver {
     /// The batch's newest mention: where the owner is told that a choice
     /// of theirs could not apply.
     anchor: Option<Mention>,
+    /// The batch, until its first prompt is given the thread's context.
+    context_for: Option<Vec<Mention>>,
 }
 
 impl Driver {
@@ -277,6 +284,11 @@ impl Driver {
     }
 
     async fn prompt(&mut self, text: String) {
+        // The first prompt carries what the session has not seen of the thread.
+        let text = match (self.context_for.take(), &self.services.context) {
+            (Some(batch), Some(context)) => context.for_turn(&batch).await + &text,
+            _ => text,
+        };
         let Some(lease) = &self.lease else { return };
         let prompt = lease
             .client

@@ -24,6 +24,7 @@ mod notices;
 mod steer;
 mod turn;
 mod usage;
+mod waiting;
 
 use std::time::{Duration, Instant};
 
@@ -41,10 +42,11 @@ use crate::ledger::Ledger;
 use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
 use crate::telemetry::metrics;
-use conversations::{Conversations, Running};
+use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
 use notices::Notices;
 use turn::{Action, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
+use waiting::Waiters;
 
 /// Attempts of one mention before it is given up with a notice.
 pub(crate) const MAX_TURN_ATTEMPTS: u32 = 3;
@@ -71,6 +73,8 @@ pub(crate) struct HeartSettings {
     pub question_timeout: Option<Duration>,
     /// `--cancel-timeout`: how long an abandoned turn may take to stop.
     pub cancel_timeout: Duration,
+    /// `--wait-notice-after` (`None`: off).
+    pub wait_notice_after: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -88,6 +92,7 @@ pub(crate) struct Heart {
     draining: bool,
     /// Drivers of turns abandoned at shutdown, to be waited for.
     abandoned: Vec<DriverLink>,
+    waiters: Waiters,
 }
 
 impl Heart {
@@ -96,6 +101,7 @@ impl Heart {
         Heart {
             conversations: Conversations::default(),
             notices: Notices::new(services.replier.clone()),
+            waiters: Waiters::new(settings.wait_notice_after),
             services,
             ledger,
             settings,
@@ -160,6 +166,8 @@ impl Heart {
         let mut inbound_open = true;
         loop {
             self.dispatch();
+            self.tell_waiting(Instant::now());
+            let wake = self.next_wake();
             tokio::select! {
                 () = stop.cancelled() => break,
                 received = inbound.recv(), if inbound_open => match received {
@@ -168,7 +176,7 @@ impl Heart {
                     None => inbound_open = false,
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report),
-                () = sleep_until(self.conversations.next_wake()) => self.conversations.wake(Instant::now()),
+                () = sleep_until(wake) => self.conversations.wake(Instant::now()),
             }
         }
         self.drain(grace).await;
@@ -188,7 +196,12 @@ impl Heart {
         match self.settings.mode_gate.decide(&mention) {
             Decision::Queue => {
                 self.counters.queued_mid_turn += 1;
-                self.enqueue(mention);
+                // The owner's mid-turn mention is a steer: no waiting notice.
+                if mention.from_owner {
+                    self.requeue(mention);
+                } else {
+                    self.enqueue(mention);
+                }
             }
             Decision::Drop => self.notices.notify(
                 vec![mention],
@@ -355,6 +368,9 @@ impl Heart {
             .running(&report.conversation)
             .is_some_and(|running| running.turn_id == report.turn_id);
         if current {
+            if matches!(report.input, Input::Leased | Input::LeaseFailed(_)) {
+                self.waiters.agent_up(&report.conversation);
+            }
             self.step(&report.conversation, report.input);
         }
     }
@@ -376,7 +392,7 @@ impl Heart {
         for action in actions {
             match action {
                 Action::Inform { mention, text } => self.notices.inform(mention, text),
-                Action::Requeue(mentions) => mentions.into_iter().for_each(|mention| self.enqueue(mention)),
+                Action::Requeue(mentions) => mentions.into_iter().for_each(|mention| self.requeue(mention)),
                 Action::Finished(end) => self.on_turn_end(key, end),
                 for_driver => {
                     if let Some(running) = self.conversations.running(key) {
@@ -393,13 +409,18 @@ impl Heart {
             work,
             returned,
         } = end;
+        self.waiters.agent_up(key);
         let retry = match &outcome {
             Outcome::Failed(failure) if !self.draining => {
                 let attempts = self.ledger.attempted(&work, MAX_TURN_ATTEMPTS);
                 if failure.retryable() && attempts < MAX_TURN_ATTEMPTS {
                     let delay = retry_delay(attempts);
                     tracing::warn!(conversation = %key, attempts, retry_in_ms = delay.as_millis() as u64, %failure, "turn failed; will retry");
-                    Some(Ok(Instant::now() + delay))
+                    let at = Instant::now() + delay;
+                    Some(Ok(Retry {
+                        at,
+                        after: failure.to_string(),
+                    }))
                 } else if failure.needs_operator() {
                     tracing::error!(conversation = %key, %failure, "turn failed on the agent's setup; not retried");
                     let text = format!(
@@ -416,7 +437,9 @@ impl Heart {
             }
             _ => None,
         };
-        let not_before = retry.as_ref().and_then(|retry| retry.as_ref().ok().copied());
+        let not_before = retry.as_ref().and_then(|retry| retry.as_ref().ok().cloned());
+        let failure = not_before.as_ref().map(|retry| retry.after.clone());
+        self.waiters.retrying(key, failure);
         let Some(ended) = self.conversations.end_turn(key, not_before) else {
             return;
         };
@@ -434,16 +457,22 @@ impl Heart {
             return;
         }
         for dropped in self.conversations.push_front(returned) {
-            self.notices.overflowed(dropped);
+            self.overflowed(dropped);
         }
         match retry {
             Some(Ok(_)) => {
+                let now = Instant::now();
+                work.iter()
+                    .for_each(|mention| self.waiters.requeued(mention.event_id, now));
                 for dropped in self.conversations.push_front(work) {
-                    self.notices.overflowed(dropped);
+                    self.overflowed(dropped);
                 }
             }
-            Some(Err(text)) => self.notices.give_up(work, text),
-            None => {}
+            Some(Err(text)) => {
+                self.waiters.finished(work.iter().map(|mention| mention.event_id));
+                self.notices.give_up(work, text);
+            }
+            None => self.waiters.finished(work.iter().map(|mention| mention.event_id)),
         }
         metrics::queue_depth(self.conversations.waiting());
     }
@@ -455,6 +484,7 @@ impl Heart {
         }
         while self.conversations.running_count() < self.settings.capacity {
             let started = self.conversations.start_next(|key, batch| {
+                self.waiters.leasing(key, &batch);
                 self.next_turn_id += 1;
                 self.counters.turns_started += 1;
                 let turn_id = self.next_turn_id;
@@ -488,9 +518,58 @@ impl Heart {
         metrics::queue_depth(self.conversations.waiting());
     }
 
+    /// Queues a mention for a turn; its author is told if it waits long.
     fn enqueue(&mut self, mention: Mention) {
+        self.waiters
+            .queued(mention.event_id, &mention.conversation, Instant::now());
+        self.requeue(mention);
+    }
+
+    /// Queues a mention without a waiting notice (a steer given back).
+    fn requeue(&mut self, mention: Mention) {
         if let Some(dropped) = self.conversations.push_back(mention) {
-            self.notices.overflowed(dropped);
+            self.overflowed(dropped);
+        }
+    }
+
+    fn overflowed(&mut self, dropped: Mention) {
+        self.waiters.finished([dropped.event_id]);
+        self.notices.overflowed(dropped);
+    }
+
+    /// When the heart must look again without being told: a backoff ends or
+    /// a waiting mention is due its notice.
+    fn next_wake(&self) -> Option<Instant> {
+        [self.conversations.next_wake(), self.waiters.next_due()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Tells the authors of mentions waiting past `--wait-notice-after` why,
+    /// one notice per conversation's waiting batch, within the global budget.
+    fn tell_waiting(&mut self, now: Instant) {
+        if self.draining {
+            return;
+        }
+        for (key, id) in self.waiters.take_due(now) {
+            let (holdup, mention) = match self.waiters.starting(&key, &id) {
+                Some((holdup, mention)) => (holdup, mention.clone()),
+                None => {
+                    let capacity = self.settings.capacity;
+                    let holdup = self.conversations.holdup(&key, now, capacity);
+                    match (holdup, self.conversations.waiting_mention(&key, &id)) {
+                        (Some(holdup), Some(mention)) => (holdup, mention.clone()),
+                        _ => continue,
+                    }
+                }
+            };
+            if !self.waiters.admit(now) {
+                tracing::info!(conversation = %key, reason = holdup.label(), "waiting notice budget spent: not telling a waiting mention why");
+                continue;
+            }
+            tracing::info!(conversation = %key, event_id = %id, reason = holdup.label(), "telling a waiting mention why it waits");
+            self.notices.inform(mention, holdup.describe());
         }
     }
 

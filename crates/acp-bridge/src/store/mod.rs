@@ -42,6 +42,7 @@ mod outbox;
 mod questions;
 mod schema;
 mod sessions;
+mod thread_context;
 mod threads;
 mod watermark;
 

@@ -149,6 +149,16 @@ CREATE TABLE agent_offer (
 CREATE INDEX agent_offer_by_age ON agent_offer (seen_at);
 ";
 
+/// Version 9: per conversation, the newest thread event its agent session
+/// was given as context (`--thread-context`).
+const V9_THREAD_CONTEXT: &str = "
+CREATE TABLE thread_context (
+    conversation TEXT PRIMARY KEY NOT NULL,
+    created_at   INTEGER NOT NULL,
+    event_id     TEXT NOT NULL
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -159,6 +169,7 @@ const MIGRATIONS: &[&str] = &[
     V6_OUTBOX_STATE,
     V7_ANSWERED_THREADS,
     V8_CONTROLS,
+    V9_THREAD_CONTEXT,
 ];
 
 /// The schema version this build writes.

@@ -32,9 +32,10 @@ impl Store {
     }
 
     /// Remembers the conversation's session; a new one replaces the old
-    /// (and its usage).
+    /// (and its usage, and the thread context the old one was given).
     pub fn session_keep(&self, conversation: &str, agent: &str, session_id: &str, now: i64) -> Result<()> {
-        self.conn()
+        let replaced = self
+            .conn()
             .prepare_cached(
                 "INSERT INTO agent_session (conversation, agent, session_id, opened_at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (conversation) DO UPDATE SET agent = ?2, session_id = ?3, opened_at = ?4,
@@ -42,6 +43,9 @@ impl Store {
                  WHERE session_id != ?3 OR agent != ?2",
             )?
             .execute(params![conversation, agent, session_id, now])?;
+        if replaced > 0 {
+            self.forget_context_mark(conversation)?;
+        }
         Ok(())
     }
 

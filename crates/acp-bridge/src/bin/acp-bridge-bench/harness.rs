@@ -84,6 +84,8 @@ impl DaemonProcess {
             .arg("--agent-command")
             .arg(&binary)
             .arg("--no-reactions")
+            // A queued flood would otherwise add a waiting notice per batch.
+            .args(["--wait-notice-after", "0"])
             .arg("--log-format")
             .arg("json")
             .args(flags)

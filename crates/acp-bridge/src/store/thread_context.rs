@@ -1,0 +1,89 @@
+//! Per conversation, the newest thread event its agent session was given as
+//! context (`--thread-context`): the next turn's context starts after it,
+//! so a session is never told the same earlier message twice.
+//!
+//! Does not know what a thread is or how context is fetched; only keeps the
+//! mark, which only moves forward until the conversation gets a new
+//! session (`!rotate`, a session the agent lost): then it is forgotten, and
+//! the new session is given the thread again.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Result, Store};
+
+impl Store {
+    /// The newest context event given to the conversation's session, as
+    /// (`created_at`, event id hex).
+    pub fn context_mark(&self, conversation: &str) -> Result<Option<(i64, String)>> {
+        let mark = self
+            .conn()
+            .prepare_cached("SELECT created_at, event_id FROM thread_context WHERE conversation = ?1")?
+            .query_row(params![conversation], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
+        Ok(mark)
+    }
+
+    /// Forgets the conversation's mark: its session is new and has seen
+    /// nothing of the thread.
+    pub fn forget_context_mark(&self, conversation: &str) -> Result<()> {
+        self.conn()
+            .prepare_cached("DELETE FROM thread_context WHERE conversation = ?1")?
+            .execute(params![conversation])?;
+        Ok(())
+    }
+
+    /// Moves the conversation's mark to (`created_at`, `event_id`) unless it
+    /// is already past it.
+    pub fn advance_context_mark(&self, conversation: &str, created_at: i64, event_id: &str) -> Result<()> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO thread_context (conversation, created_at, event_id) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (conversation) DO UPDATE SET created_at = excluded.created_at, event_id = excluded.event_id
+                 WHERE (excluded.created_at, excluded.event_id) > (thread_context.created_at, thread_context.event_id)",
+            )?
+            .execute(params![conversation, created_at, event_id])?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::Store;
+    use crate::store::scratch::ScratchDir;
+
+    #[test]
+    fn the_context_mark_only_moves_forward() {
+        let dir = ScratchDir::new("context-mark");
+        let store = Store::open(dir.path()).expect("store");
+        assert_eq!(store.context_mark("note:a").expect("read"), None);
+        store.advance_context_mark("note:a", 20, "bb").expect("write");
+        store.advance_context_mark("note:a", 10, "ff").expect("write");
+        store.advance_context_mark("note:a", 20, "aa").expect("write");
+        assert_eq!(
+            store.context_mark("note:a").expect("read"),
+            Some((20, "bb".to_owned()))
+        );
+        store.advance_context_mark("note:a", 21, "00").expect("write");
+        assert_eq!(
+            store.context_mark("note:a").expect("read"),
+            Some((21, "00".to_owned()))
+        );
+        assert_eq!(store.context_mark("note:b").expect("read"), None);
+    }
+
+    #[test]
+    fn a_new_session_has_seen_nothing_of_the_thread() {
+        let dir = ScratchDir::new("context-mark-session");
+        let store = Store::open(dir.path()).expect("store");
+        store.session_keep("note:a", "agent", "s1", 1).expect("keep");
+        store.advance_context_mark("note:a", 20, "bb").expect("write");
+        store
+            .session_keep("note:a", "agent", "s1", 2)
+            .expect("the same session");
+        assert!(store.context_mark("note:a").expect("read").is_some());
+        store
+            .session_keep("note:a", "agent", "s2", 3)
+            .expect("a new session");
+        assert_eq!(store.context_mark("note:a").expect("read"), None);
+    }
+}
