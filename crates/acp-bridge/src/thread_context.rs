@@ -119,6 +119,9 @@ impl ThreadContext {
     /// (a note thread's root only the first time: it is never new later).
     fn filters(&self, thread: &Thread, since: Option<i64>) -> Vec<Filter> {
         let (replies, root) = match thread {
+            // A new top-level note is its own root: nothing came before it,
+            // so a first turn on it costs no round trip.
+            Thread::Note { root, mention } if root == mention && since.is_none() => return Vec::new(),
             Thread::Note { root, .. } => (
                 Filter::new().kind(Kind::TextNote).event(*root),
                 since.is_none().then(|| Filter::new().id(*root)),
