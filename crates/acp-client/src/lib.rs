@@ -3,7 +3,8 @@
 //! One [`AgentClient`] owns one agent process (or any pair of byte streams)
 //! and speaks newline-delimited JSON-RPC 2.0 to it: `initialize`,
 //! `session/new`, `session/prompt` with its streamed `session/update`s,
-//! `session/cancel`, `session/request_permission`, and goose's mid-turn
+//! `session/cancel`, `session/request_permission`, `elicitation/create`
+//! (form mode), and goose's mid-turn
 //! steer extension (`_goose/unstable/session/steer`). Many sessions share one
 //! process; each may have one turn in flight, and a steer can be written
 //! while that turn streams.
@@ -18,11 +19,13 @@
 mod agent_info;
 mod client;
 mod connection;
+mod elicitation;
 mod error;
 mod forker;
 mod framing;
 mod isolation;
 mod jsonrpc;
+mod pending;
 mod permission;
 mod process;
 mod protocol;
@@ -34,11 +37,15 @@ pub use client::{
     AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT, ExitWatch,
 };
+pub use elicitation::{
+    Choice, ElicitationAction, ElicitationQuestion, ElicitationRequest, FieldKind, FormField, Unsupported,
+};
 pub use error::{AcpError, AgentExit, ExitReason, RpcError, TurnError, codes};
 pub use framing::DEFAULT_MAX_LINE_BYTES;
 pub use isolation::{AgentUser, AgentUserError};
+pub use pending::AnswerError;
 pub use permission::{
-    AnswerError, PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
+    PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
 };
 pub use process::AgentCommand;
 pub use protocol::{ContentBlock, Cost, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent, Usage};

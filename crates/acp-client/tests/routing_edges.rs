@@ -184,7 +184,7 @@ async fn loaded_history_never_reaches_a_turn_and_a_withdrawn_question_answers_no
         let withdrawn = peer.recv().await;
         assert_eq!(withdrawn["id"], "perm-1");
         assert_eq!(withdrawn["error"]["code"], -32800);
-        let TurnProgress::Event(TurnEvent::PermissionWithdrawn { request_id }) =
+        let TurnProgress::Event(TurnEvent::QuestionWithdrawn { request_id }) =
             turn.next().await.expect("event")
         else {
             panic!("the turn learns of the withdrawal");

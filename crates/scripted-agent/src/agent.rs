@@ -5,6 +5,7 @@
 //! by its own task.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -29,8 +30,11 @@ pub(crate) struct Agent {
     pub(crate) outbox: Outbox,
     pub(crate) sessions: Sessions,
     pub(crate) ids: Ids,
-    /// The agent's own requests (permission) awaiting the client's answer.
+    /// The agent's own requests (permission, elicitation) awaiting the
+    /// client's answer.
     pub(crate) pending: PendingRequests,
+    /// The client advertised form elicitation in `initialize`.
+    pub(crate) client_elicits: AtomicBool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,6 +58,7 @@ impl Agent {
             sessions: Sessions::default(),
             ids: Ids::new(),
             pending: PendingRequests::default(),
+            client_elicits: AtomicBool::new(false),
         }
     }
 
@@ -95,6 +100,9 @@ impl Agent {
                 if let Some(ms) = self.options.init_delay_ms {
                     tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                 }
+                let elicits = crate::elicit::advertised(&params);
+                self.client_elicits
+                    .store(elicits, std::sync::atomic::Ordering::Relaxed);
                 let result = acp::initialize_result(&self.options);
                 self.outbox.respond(id, result).await
             }
