@@ -492,10 +492,8 @@ impl Connection {
         let event = match turn.policy {
             PermissionPolicy::AskCaller => {
                 let open = PermissionQuestion::open_request(id);
-                session_state.open_requests.push(open.clone());
-                let session = request.session_id.clone();
-                let pending =
-                    PendingAnswer::new(session, open, Arc::clone(self), Arc::clone(&turn.open_questions));
+                let open_requests = &mut session_state.open_requests;
+                let pending = self.pending_answer(open_requests, turn, &request.session_id, open);
                 TurnEvent::PermissionAsked(PermissionQuestion::new(request, pending))
             }
             policy => {
@@ -540,14 +538,30 @@ impl Connection {
             return decline(self);
         }
         let open = ElicitationQuestion::open_request(id);
-        session_state.open_requests.push(open.clone());
-        let session = request.session_id.clone();
-        let pending = PendingAnswer::new(session, open, Arc::clone(self), Arc::clone(&turn.open_questions));
+        let pending = self.pending_answer(&mut session_state.open_requests, turn, &request.session_id, open);
         let _ = turn
             .events
             .send(TurnEvent::ElicitationAsked(ElicitationQuestion::new(
                 request, pending,
             )));
+    }
+
+    /// Records `open` as waiting on the caller in `turn` and returns its
+    /// answering end.
+    fn pending_answer(
+        self: &Arc<Self>,
+        open_requests: &mut Vec<OpenRequest>,
+        turn: &LiveTurn,
+        session: &SessionId,
+        open: OpenRequest,
+    ) -> PendingAnswer {
+        open_requests.push(open.clone());
+        PendingAnswer::new(
+            session.clone(),
+            open,
+            Arc::clone(self),
+            Arc::clone(&turn.open_questions),
+        )
     }
 
     /// Answers an open question, unless it was already answered (for
