@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use support::*;
-use test_support::fake_provider::{FakeProvider, RecordedRequest, Streaming};
+use test_support::fake_provider::{FakeProvider, RecordedRequest, ScriptedToolUse, Streaming};
 use test_support::npm_agent;
 
 /// A slow stream: a mid-turn mention lands while the model still answers.
@@ -552,4 +552,43 @@ async fn claude_lists_and_sets_its_model_through_config_options() {
     answer(&scene, "hello again claude").await;
     let asked = model_of("> hello again claude");
     assert!(asked.contains("haiku"), "the next turn asked for {asked}");
+}
+
+/// claude's AskUserQuestion tool, which claude-agent-acp turns into a form
+/// elicitation when the client advertises one (here: ask-owner), reaches the
+/// owner in the thread; the owner's choice goes back to the model as the
+/// tool's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_asks_the_owner_with_its_question_tool() {
+    let provider = provider(Streaming::default());
+    provider.use_tool(ScriptedToolUse {
+        trigger: "which colour".into(),
+        name: "AskUserQuestion".into(),
+        input: serde_json::json!({"questions": [{
+            "question": "Which colour?", "header": "Colour", "multiSelect": false,
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Green", "description": "calm"}],
+        }]}),
+    });
+    let scene = RealAgent::claude(&provider)
+        .scene(&["--permission-policy", "ask-owner"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "ask me which colour").await;
+    let question = owner
+        .reply_containing(&bot, &mention.id, "The agent asks: Which colour?")
+        .await;
+    assert!(question.content.contains("2. Green"), "{}", question.content);
+    owner
+        .reply_in_group(&bot, "room", &mention.id, &question.id, "2")
+        .await;
+    let answer = owner.reply_containing(&bot, &mention.id, "reply to: ").await;
+    let parts = user_parts(&provider);
+    assert!(
+        parts
+            .iter()
+            .any(|part| part.contains("Which colour?") && part.contains("Green")),
+        "the tool's result carries the owner's choice: {parts:?}"
+    );
+    println!("claude's answer after the owner's choice: {}", answer.content);
 }

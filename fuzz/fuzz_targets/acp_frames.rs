@@ -6,7 +6,8 @@
 //! client's stdin side (yielding between lines, so the caller's reactions
 //! interleave with the agent's frames), then that side is closed. The turn is
 //! read to its end. Along the way the caller reacts as the daemon does: it
-//! steers when a run is advertised, answers permission questions, and
+//! steers when a run is advertised, answers permission questions and form
+//! elicitations (accept, decline or drop, by request id), and
 //! cancels when a plan arrives; so answers in the input (prompt id 1, then
 //! steers and cancels) meet requests that are really waiting.
 //!
@@ -21,8 +22,8 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use acp_client::{
-    AgentClient, ClientConfig, ContentBlock, PermissionPolicy, SessionId, TurnError, TurnEvent, TurnOptions,
-    TurnProgress,
+    AgentClient, ClientConfig, ContentBlock, ElicitationAction, PermissionPolicy, SessionId, TurnError, TurnEvent,
+    TurnOptions, TurnProgress,
 };
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
@@ -156,6 +157,15 @@ async fn react(client: &AgentClient, session: &SessionId, event: TurnEvent) {
             let _ = match first {
                 Some(option) => question.answer(&option).await,
                 None => question.cancel().await,
+            };
+        }
+        TurnEvent::ElicitationAsked(question) => {
+            // Accept (empty), decline, or drop (which answers `cancel`), as
+            // the request's id says.
+            let _ = match question.request_id().as_u64().unwrap_or(0) % 3 {
+                0 => question.answer(ElicitationAction::Accept(Default::default())).await,
+                1 => question.answer(ElicitationAction::Decline).await,
+                _ => Ok(drop(question)),
             };
         }
         TurnEvent::Plan { .. } => {

@@ -274,8 +274,16 @@ impl<R: RelayServer> Scene<R> {
 
     /// Methods the agents received, in order per agent process.
     pub fn agent_methods(&self) -> Vec<String> {
+        let frames = self.agent_frames();
+        let methods = frames.iter().filter_map(|frame| frame.get("method")?.as_str());
+        methods.map(str::to_owned).collect()
+    }
+
+    /// Every frame the agents received (requests, notifications, and the
+    /// bridge's answers to the agents' own requests), in order per process.
+    pub fn agent_frames(&self) -> Vec<serde_json::Value> {
         let dir = self.bridge.spec.frame_log_dir.as_deref();
-        agent_methods(dir.expect("a scene built .frame_log()"))
+        agent_frames(dir.expect("a scene built .frame_log()"))
     }
 
     /// The owner mentions the bot in the group `channel`.
@@ -406,23 +414,17 @@ fn continues_a_series(event: &Event) -> bool {
     }
 }
 
-/// Methods the agents received (from `--frame-log-dir` files), in order per process.
-fn agent_methods(frame_log_dir: &Path) -> Vec<String> {
-    let mut methods = Vec::new();
+/// Frames the agents received (from `--frame-log-dir` files), in order per process.
+fn agent_frames(frame_log_dir: &Path) -> Vec<serde_json::Value> {
+    let mut frames = Vec::new();
     let Ok(entries) = std::fs::read_dir(frame_log_dir) else {
-        return methods;
+        return frames;
     };
     for entry in entries.flatten() {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        for line in text.lines() {
-            if let Ok(frame) = serde_json::from_str::<serde_json::Value>(line)
-                && let Some(method) = frame.get("method").and_then(|method| method.as_str())
-            {
-                methods.push(method.to_owned());
-            }
-        }
+        frames.extend(text.lines().filter_map(|line| serde_json::from_str(line).ok()));
     }
-    methods
+    frames
 }
 
 /// How a set of accepted mentions ended, as the people see it on the relay.

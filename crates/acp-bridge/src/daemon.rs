@@ -102,6 +102,8 @@ impl Stages {
             settings.agent.clone(),
             ClientConfig {
                 cancel_timeout: settings.agent.cancel_timeout,
+                // Questions reach a person only with ask-owner (README).
+                elicitation: settings.permission_policy == PermissionPolicyArg::AskOwner,
                 ..ClientConfig::default()
             },
             Arc::clone(&store),

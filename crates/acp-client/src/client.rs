@@ -22,7 +22,6 @@ use crate::connection::{Connection, LiveTurn, SteerReply, Waiter};
 use crate::error::{AcpError, AgentExit, ExitReason, RpcError};
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Frame, FrameCodec};
 use crate::jsonrpc;
-use crate::permission;
 use crate::process::{AgentCommand, AgentProcess, ProcessProbe};
 use crate::protocol::{self, ContentBlock, PROTOCOL_VERSION, SessionId, TurnEvent, methods};
 use crate::steer::{SteerAccepted, SteerRefusal, SteeringOutcome};
@@ -45,6 +44,11 @@ pub struct ClientConfig {
     pub request_timeout: Duration,
     pub initialize_timeout: Duration,
     pub cancel_timeout: Duration,
+    /// Advertise form elicitation (`elicitation/create`) in `initialize`:
+    /// only when a person answers the agent's questions (the turn's
+    /// permission policy is [`crate::PermissionPolicy::AskCaller`]), so
+    /// agents never ask what nobody answers.
+    pub elicitation: bool,
 }
 
 impl Default for ClientConfig {
@@ -54,6 +58,7 @@ impl Default for ClientConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
             cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
+            elicitation: false,
         }
     }
 }
@@ -197,7 +202,7 @@ impl AgentClient {
         let result = self
             .request(
                 methods::INITIALIZE,
-                protocol::initialize_params(),
+                protocol::initialize_params(self.config.elicitation),
                 self.config.initialize_timeout,
             )
             .await?;
@@ -416,8 +421,8 @@ impl AgentClient {
         ))
     }
 
-    /// Cancels the session's turn: answers its open permission questions
-    /// `cancelled`, sends `session/cancel`, and waits (bounded by
+    /// Cancels the session's turn: answers its open questions `cancelled`
+    /// (permission) or `cancel` (elicitation), sends `session/cancel`, and waits (bounded by
     /// `cancel_timeout`) until the agent answers the prompt. Past the bound
     /// the agent is not honouring the cancel: respawn it.
     pub async fn cancel(&self, session: &SessionId) -> Result<CancelOutcome, AcpError> {
@@ -433,9 +438,9 @@ impl AgentClient {
                 None => return Ok(CancelOutcome::NoTurn),
             }
         };
-        for rpc_id in self.conn.take_pending_permissions(session) {
+        for open in self.conn.take_open_requests(session) {
             self.conn
-                .write(jsonrpc::response(&rpc_id, &permission::outcome(None)))
+                .write(jsonrpc::response(&open.rpc_id, &open.cancelled))
                 .await?;
         }
         self.conn

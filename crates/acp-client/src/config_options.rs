@@ -57,7 +57,7 @@ impl ControlKind {
 
 /// One value a control can take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Choice {
+pub struct ControlChoice {
     /// What is sent to set it.
     pub id: String,
     /// What people read.
@@ -102,7 +102,7 @@ pub struct Control {
     pub route: ControlRoute,
     /// The value in effect, when the agent said.
     pub current: Option<String>,
-    pub choices: Vec<Choice>,
+    pub choices: Vec<ControlChoice>,
 }
 
 impl Control {
@@ -229,8 +229,8 @@ fn parse_field<T: for<'de> Deserialize<'de>>(result: &Value, field: &str) -> Opt
     serde_json::from_value(result.get(field)?.clone()).ok()
 }
 
-fn choice(id: &str, name: &str) -> Choice {
-    Choice {
+fn choice(id: &str, name: &str) -> ControlChoice {
+    ControlChoice {
         id: id.to_owned(),
         name: if name.is_empty() { id } else { name }.to_owned(),
     }
@@ -264,7 +264,7 @@ enum SelectEntry {
 }
 
 impl SelectEntry {
-    fn choices(&self) -> Vec<Choice> {
+    fn choices(&self) -> Vec<ControlChoice> {
         match self {
             SelectEntry::Value { value, name } => vec![choice(value, name)],
             SelectEntry::Group { options } => options.iter().flat_map(SelectEntry::choices).collect(),

@@ -3,7 +3,8 @@
 //! Owns: the write half (one writer at a time, so frames never interleave),
 //! the table of requests waiting for an answer, the per-session state (live
 //! run id, the turn in flight, updates that arrived outside a turn, open
-//! permission questions), and the routing of every frame the agent sends.
+//! questions: permission and elicitation), and the routing of every frame
+//! the agent sends.
 //!
 //! Routing happens on the single reader task, under one lock, in the order
 //! frames arrived. That order is what makes the steer bookkeeping exact:
@@ -27,8 +28,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::{FramedWrite, LinesCodec};
 
 use crate::config_options::SessionControls;
+use crate::elicitation::{ElicitationAction, ElicitationQuestion, ElicitationRequest};
 use crate::error::{AcpError, AgentExit, ExitReason, RpcError, codes};
 use crate::jsonrpc::{self, Incoming, Malformed};
+use crate::pending::{OpenRequest, PendingAnswer};
 use crate::permission::{self, PermissionPolicy, PermissionQuestion, PermissionRequest};
 use crate::protocol::{self, RunMarker, SessionId, TurnEvent, methods};
 use crate::steer::{SteerAccepted, SteerDelivery};
@@ -123,8 +126,8 @@ pub(crate) struct SessionState {
     pub active_run_id: Option<String>,
     pub turn: Option<LiveTurn>,
     backlog: VecDeque<TurnEvent>,
-    /// Ids of the agent's permission requests waiting on the caller.
-    pending_permissions: Vec<Value>,
+    /// The agent's questions (permission, elicitation) waiting on the caller.
+    open_requests: Vec<OpenRequest>,
     /// `session/load` is replaying history: updates are dropped, counted.
     replaying: Option<usize>,
     /// The session's model and mode, as the agent last described them.
@@ -419,10 +422,10 @@ impl Connection {
         session_state.backlog.push_back(event);
     }
 
-    /// The agent withdraws one of its requests. Only permission questions
-    /// wait on us for long: one still open is answered -32800 (request
-    /// cancelled) and its turn is told, so that no later answer is applied
-    /// to nothing.
+    /// The agent withdraws one of its requests. Only questions (permission,
+    /// elicitation) wait on us for long: one still open is answered -32800
+    /// (request cancelled) and its turn is told, so that no later answer is
+    /// applied to nothing.
     fn on_cancel_request(self: &Arc<Self>, params: &Value) {
         let Some(request_id) = params.get("requestId").or_else(|| params.get("id")).cloned() else {
             tracing::warn!(agent = %self.agent, "$/cancel_request without a request id");
@@ -431,10 +434,10 @@ impl Connection {
         let mut state = self.lock();
         let withdrawn = state.sessions.values_mut().find_map(|session_state| {
             let position = session_state
-                .pending_permissions
+                .open_requests
                 .iter()
-                .position(|open| *open == request_id)?;
-            session_state.pending_permissions.remove(position);
+                .position(|open| open.rpc_id == request_id)?;
+            session_state.open_requests.remove(position);
             Some(session_state.turn.as_ref().map(|turn| turn.events.clone()))
         });
         let Some(turn_events) = withdrawn else {
@@ -442,20 +445,23 @@ impl Connection {
             return;
         };
         drop(state);
-        tracing::info!(agent = %self.agent, %request_id, "the agent withdrew its permission question");
+        tracing::info!(agent = %self.agent, %request_id, "the agent withdrew its question");
         self.write_detached(jsonrpc::error_response(
             &request_id,
             codes::REQUEST_CANCELLED,
             "Request cancelled",
         ));
         if let Some(events) = turn_events {
-            let _ = events.send(TurnEvent::PermissionWithdrawn { request_id });
+            let _ = events.send(TurnEvent::QuestionWithdrawn { request_id });
         }
     }
 
     fn on_request(self: &Arc<Self>, id: Value, method: &str, params: Value) {
         if method == methods::REQUEST_PERMISSION {
             return self.on_permission_request(id, params);
+        }
+        if method == methods::ELICITATION_CREATE {
+            return self.on_elicitation(id, params);
         }
         tracing::debug!(agent = %self.agent, method, "answered an unknown agent request with -32601");
         self.write_detached(jsonrpc::error_response(
@@ -490,13 +496,10 @@ impl Connection {
         };
         let event = match turn.policy {
             PermissionPolicy::AskCaller => {
-                session_state.pending_permissions.push(id.clone());
-                TurnEvent::PermissionAsked(PermissionQuestion::new(
-                    request,
-                    id,
-                    Arc::clone(self),
-                    Arc::clone(&turn.open_questions),
-                ))
+                let open = PermissionQuestion::open_request(id);
+                let open_requests = &mut session_state.open_requests;
+                let pending = self.pending_answer(open_requests, turn, &request.session_id, open);
+                TurnEvent::PermissionAsked(PermissionQuestion::new(request, pending))
             }
             policy => {
                 let chosen = policy.choose(&request);
@@ -507,10 +510,69 @@ impl Connection {
         let _ = turn.events.send(event);
     }
 
-    /// Answers an open permission question, unless it was already answered
-    /// (for example `cancelled` by a cancel of its turn). Returns whether
-    /// this call answered it.
-    pub async fn answer_permission(
+    /// `elicitation/create`: a form question for the caller when the turn
+    /// asks the caller ([`PermissionPolicy::AskCaller`], the only case in
+    /// which the client advertises elicitation); otherwise, and for forms
+    /// this client cannot ask, `decline` with a log line.
+    fn on_elicitation(self: &Arc<Self>, id: Value, params: Value) {
+        let decline = |conn: &Arc<Self>| {
+            conn.write_detached(jsonrpc::response(&id, &ElicitationAction::Decline.result()));
+        };
+        let request = match ElicitationRequest::parse(params) {
+            Ok(request) => request,
+            Err(unsupported) => {
+                tracing::warn!(agent = %self.agent, %unsupported, "elicitation answered decline");
+                return decline(self);
+            }
+        };
+        let mut state = self.lock();
+        let session_state = state.sessions.entry(request.session_id.clone()).or_default();
+        let Some(turn) = session_state.turn.as_ref() else {
+            tracing::warn!(
+                agent = %self.agent, session = %request.session_id,
+                "elicitation outside a turn: answered cancel"
+            );
+            self.write_detached(jsonrpc::response(&id, &ElicitationAction::Cancel.result()));
+            return;
+        };
+        if turn.policy != PermissionPolicy::AskCaller {
+            tracing::warn!(
+                agent = %self.agent, session = %request.session_id,
+                "elicitation although none was advertised (nobody answers questions): answered decline"
+            );
+            return decline(self);
+        }
+        let open = ElicitationQuestion::open_request(id);
+        let pending = self.pending_answer(&mut session_state.open_requests, turn, &request.session_id, open);
+        let _ = turn
+            .events
+            .send(TurnEvent::ElicitationAsked(ElicitationQuestion::new(
+                request, pending,
+            )));
+    }
+
+    /// Records `open` as waiting on the caller in `turn` and returns its
+    /// answering end.
+    fn pending_answer(
+        self: &Arc<Self>,
+        open_requests: &mut Vec<OpenRequest>,
+        turn: &LiveTurn,
+        session: &SessionId,
+        open: OpenRequest,
+    ) -> PendingAnswer {
+        open_requests.push(open.clone());
+        PendingAnswer::new(
+            session.clone(),
+            open,
+            Arc::clone(self),
+            Arc::clone(&turn.open_questions),
+        )
+    }
+
+    /// Answers an open question, unless it was already answered (for
+    /// example `cancelled` by a cancel of its turn, or withdrawn). Returns
+    /// whether this call answered it.
+    pub async fn answer_open_request(
         &self,
         session: &SessionId,
         rpc_id: &Value,
@@ -519,9 +581,9 @@ impl Connection {
         let was_open = {
             let mut state = self.lock();
             state.sessions.get_mut(session).is_some_and(|session_state| {
-                let before = session_state.pending_permissions.len();
-                session_state.pending_permissions.retain(|open| open != rpc_id);
-                session_state.pending_permissions.len() != before
+                let before = session_state.open_requests.len();
+                session_state.open_requests.retain(|open| open.rpc_id != *rpc_id);
+                session_state.open_requests.len() != before
             })
         };
         if !was_open {
@@ -531,14 +593,14 @@ impl Connection {
         Ok(true)
     }
 
-    /// Takes the session's open permission questions (to answer them
-    /// `cancelled` when the turn is cancelled).
-    pub fn take_pending_permissions(&self, session: &SessionId) -> Vec<Value> {
+    /// Takes the session's open questions (to answer them `cancelled` when
+    /// the turn is cancelled).
+    pub fn take_open_requests(&self, session: &SessionId) -> Vec<OpenRequest> {
         let mut state = self.lock();
         state
             .sessions
             .get_mut(session)
-            .map(|session_state| std::mem::take(&mut session_state.pending_permissions))
+            .map(|session_state| std::mem::take(&mut session_state.open_requests))
             .unwrap_or_default()
     }
 
@@ -574,7 +636,7 @@ fn finish_turn(session_state: &mut SessionState, prompt_id: u64) -> Vec<SteerDel
     let Some(turn) = session_state.turn.take() else {
         return Vec::new();
     };
-    session_state.pending_permissions.clear();
+    session_state.open_requests.clear();
     // The run is over even if the agent never said so: a stale run id
     // must not be offered to the next steer.
     session_state.active_run_id = None;

@@ -3,8 +3,9 @@
 //! One [`AgentClient`] owns one agent process (or any pair of byte streams)
 //! and speaks newline-delimited JSON-RPC 2.0 to it: `initialize`,
 //! `session/new`, `session/prompt` with its streamed `session/update`s,
-//! `session/cancel`, `session/request_permission`, a session's model and
-//! mode (`configOptions`, `session/set_config_option`), and goose's mid-turn
+//! `session/cancel`, `session/request_permission`, `elicitation/create`
+//! (form mode), a session's model and mode (`configOptions`,
+//! `session/set_config_option`), and goose's mid-turn
 //! steer extension (`_goose/unstable/session/steer`). Many sessions share one
 //! process; each may have one turn in flight, and a steer can be written
 //! while that turn streams.
@@ -20,11 +21,13 @@ mod agent_info;
 mod client;
 mod config_options;
 mod connection;
+mod elicitation;
 mod error;
 mod forker;
 mod framing;
 mod isolation;
 mod jsonrpc;
+mod pending;
 mod permission;
 mod process;
 mod protocol;
@@ -36,12 +39,16 @@ pub use client::{
     AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT, ExitWatch,
 };
-pub use config_options::{Choice, Control, ControlKind, ControlRoute, SessionControls};
+pub use config_options::{Control, ControlChoice, ControlKind, ControlRoute, SessionControls};
+pub use elicitation::{
+    Choice, ElicitationAction, ElicitationQuestion, ElicitationRequest, FieldKind, FormField, Unsupported,
+};
 pub use error::{AcpError, AgentExit, ExitReason, RpcError, TurnError, codes};
 pub use framing::DEFAULT_MAX_LINE_BYTES;
 pub use isolation::{AgentUser, AgentUserError};
+pub use pending::AnswerError;
 pub use permission::{
-    AnswerError, PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
+    PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
 };
 pub use process::AgentCommand;
 pub use protocol::{ContentBlock, Cost, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent, Usage};

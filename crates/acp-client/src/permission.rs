@@ -6,14 +6,11 @@
 //! `kind`: option ids are the agent's own strings and mean nothing to us.
 
 use std::fmt;
-use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
-use crate::connection::Connection;
-use crate::error::AcpError;
+use crate::pending::{AnswerError, OpenRequest, PendingAnswer};
 use crate::protocol::SessionId;
 
 /// The four option kinds ACP defines, plus any other kept verbatim.
@@ -156,43 +153,23 @@ pub(crate) fn outcome(chosen: Option<&PermissionOption>) -> Value {
 }
 
 /// An open question the caller must answer. Dropping it unanswered answers
-/// `cancelled`, so an agent is never left waiting on a forgotten handle.
+/// `cancelled` ([`crate::pending`]).
 #[derive(Debug)]
 pub struct PermissionQuestion {
     request: PermissionRequest,
-    pub(crate) rpc_id: Value,
-    pub(crate) conn: Arc<Connection>,
-    /// Count of open questions of the turn: the turn suspends its idle timer
-    /// while the agent is waiting on us.
-    pub(crate) open_questions: Arc<watch::Sender<usize>>,
-    answered: bool,
-}
-
-/// Why an answer did not reach the agent.
-#[derive(Debug, thiserror::Error)]
-pub enum AnswerError {
-    #[error("the agent offered no option `{0}`")]
-    UnknownOption(String),
-    #[error("the question was already answered (cancelled with its turn)")]
-    AlreadyAnswered,
-    #[error(transparent)]
-    Transport(#[from] AcpError),
+    pending: PendingAnswer,
 }
 
 impl PermissionQuestion {
-    pub(crate) fn new(
-        request: PermissionRequest,
-        rpc_id: Value,
-        conn: Arc<Connection>,
-        open_questions: Arc<watch::Sender<usize>>,
-    ) -> Self {
-        open_questions.send_modify(|open| *open += 1);
-        PermissionQuestion {
-            request,
+    pub(crate) fn new(request: PermissionRequest, pending: PendingAnswer) -> Self {
+        PermissionQuestion { request, pending }
+    }
+
+    /// How the connection tracks the question until it is answered.
+    pub(crate) fn open_request(rpc_id: Value) -> OpenRequest {
+        OpenRequest {
             rpc_id,
-            conn,
-            open_questions,
-            answered: false,
+            cancelled: outcome(None),
         }
     }
 
@@ -201,9 +178,9 @@ impl PermissionQuestion {
     }
 
     /// The JSON-RPC id of the agent's request, as a withdrawal names it
-    /// ([`crate::TurnEvent::PermissionWithdrawn`]).
+    /// ([`crate::TurnEvent::QuestionWithdrawn`]).
     pub fn request_id(&self) -> &Value {
-        &self.rpc_id
+        self.pending.request_id()
     }
 
     /// Answers with the offered option whose id is `option_id`.
@@ -215,50 +192,12 @@ impl PermissionQuestion {
             .find(|option| option.id == option_id)
             .cloned()
             .ok_or_else(|| AnswerError::UnknownOption(option_id.to_owned()))?;
-        self.send(Some(&option)).await
+        self.pending.send(outcome(Some(&option))).await
     }
 
     /// Answers `cancelled`.
     pub async fn cancel(mut self) -> Result<(), AnswerError> {
-        self.send(None).await
-    }
-
-    async fn send(&mut self, chosen: Option<&PermissionOption>) -> Result<(), AnswerError> {
-        self.mark_answered();
-        let sent = self
-            .conn
-            .answer_permission(&self.request.session_id, &self.rpc_id, outcome(chosen))
-            .await?;
-        if sent {
-            Ok(())
-        } else {
-            Err(AnswerError::AlreadyAnswered)
-        }
-    }
-
-    fn mark_answered(&mut self) {
-        if !self.answered {
-            self.answered = true;
-            self.open_questions
-                .send_modify(|open| *open = open.saturating_sub(1));
-        }
-    }
-}
-
-impl Drop for PermissionQuestion {
-    fn drop(&mut self) {
-        if self.answered {
-            return;
-        }
-        self.mark_answered();
-        let conn = Arc::clone(&self.conn);
-        let session = self.request.session_id.clone();
-        let rpc_id = self.rpc_id.clone();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = conn.answer_permission(&session, &rpc_id, outcome(None)).await;
-            });
-        }
+        self.pending.cancel().await
     }
 }
 

@@ -21,6 +21,8 @@ pub mod methods {
     pub const SESSION_CANCEL: &str = "session/cancel";
     pub const SESSION_UPDATE: &str = "session/update";
     pub const REQUEST_PERMISSION: &str = "session/request_permission";
+    /// The agent asks its user a structured question (form mode).
+    pub const ELICITATION_CREATE: &str = "elicitation/create";
     pub const AUTHENTICATE: &str = "authenticate";
     pub const SESSION_LOAD: &str = "session/load";
     pub const SESSION_RESUME: &str = "session/resume";
@@ -122,12 +124,18 @@ impl fmt::Display for StopReason {
     }
 }
 
-/// The params of our `initialize` request.
-pub fn initialize_params() -> Value {
+/// The params of our `initialize` request; `elicitation` advertises form
+/// elicitation as the ACP schema spells it (`elicitation: {form: {}}`, see
+/// [`crate::elicitation`]).
+pub fn initialize_params(elicitation: bool) -> Value {
+    // We expose no file system and no terminal to agents.
+    let mut capabilities = json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false});
+    if elicitation {
+        capabilities["elicitation"] = json!({"form": {}});
+    }
     json!({
         "protocolVersion": PROTOCOL_VERSION,
-        // We expose no file system and no terminal to agents.
-        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+        "clientCapabilities": capabilities,
         "clientInfo": {"name": "acp-bridge", "version": env!("CARGO_PKG_VERSION")},
     })
 }
@@ -169,9 +177,11 @@ pub enum TurnEvent {
     },
     /// The agent asked for permission and waits for the caller's answer.
     PermissionAsked(crate::permission::PermissionQuestion),
+    /// The agent asked a form question and waits for the caller's answer.
+    ElicitationAsked(crate::elicitation::ElicitationQuestion),
     /// The agent withdrew a question it asked (`$/cancel_request`); it was
     /// answered -32800 and its handle no longer answers anything.
-    PermissionWithdrawn {
+    QuestionWithdrawn {
         request_id: Value,
     },
     /// Context use and cost so far (`usage_update`).
@@ -377,6 +387,19 @@ mod tests {
         assert!(matches!(turn_event(unknown.clone()), TurnEvent::Other(raw) if raw == unknown));
         let image = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "image"}});
         assert!(matches!(turn_event(image), TurnEvent::Other(_)));
+    }
+
+    #[test]
+    fn form_elicitation_is_advertised_only_when_asked_for() {
+        assert_eq!(
+            initialize_params(true)["clientCapabilities"]["elicitation"],
+            json!({"form": {}})
+        );
+        assert!(
+            initialize_params(false)["clientCapabilities"]
+                .get("elicitation")
+                .is_none()
+        );
     }
 
     #[test]

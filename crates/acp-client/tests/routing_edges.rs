@@ -1,14 +1,15 @@
 //! Routing edges no well-behaved agent produces on demand: updates before
 //! `session/new` answers and after a prompt answers, unknown agent requests,
 //! unknown update kinds, a session's history replayed by `session/load`, a
-//! question the agent withdraws, steering outcomes, message boundaries. The
+//! question the agent withdraws, form elicitations under each policy and a
+//! cancel, steering outcomes, message boundaries. The
 //! peer here is the test itself, writing raw frames over an in-memory pipe.
 
 use std::time::Duration;
 
 use acp_client::{
-    AgentClient, AnswerError, ClientConfig, ContentBlock, PermissionPolicy, SessionId, SteerRefusal,
-    SteeringOutcome, TurnEvent, TurnOptions, TurnProgress,
+    AgentClient, AnswerError, ClientConfig, ContentBlock, ElicitationAction, PermissionPolicy, SessionId,
+    SteerRefusal, SteeringOutcome, TurnEvent, TurnOptions, TurnProgress,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
@@ -184,7 +185,7 @@ async fn loaded_history_never_reaches_a_turn_and_a_withdrawn_question_answers_no
         let withdrawn = peer.recv().await;
         assert_eq!(withdrawn["id"], "perm-1");
         assert_eq!(withdrawn["error"]["code"], -32800);
-        let TurnProgress::Event(TurnEvent::PermissionWithdrawn { request_id }) =
+        let TurnProgress::Event(TurnEvent::QuestionWithdrawn { request_id }) =
             turn.next().await.expect("event")
         else {
             panic!("the turn learns of the withdrawal");
@@ -204,6 +205,66 @@ async fn loaded_history_never_reaches_a_turn_and_a_withdrawn_question_answers_no
         });
         answer_next(&mut peer, "session/close", json!({})).await;
         close.await.expect("join").expect("closed");
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn elicitations_reach_only_a_caller_who_answers_and_a_cancel_answers_them_cancel() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (client, mut peer) = connected();
+        let session = SessionId("s".into());
+        let form = |id: &str| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+                "sessionId": "s", "mode": "form", "message": "Which?",
+                "requestedSchema": {"type": "object", "properties": {"pick": {"type": "string", "enum": ["a", "b"]}}}}})
+        };
+        // An automatic policy: nobody would answer, so the form is declined.
+        let turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], TurnOptions::default())
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        peer.send(form("e-1")).await;
+        let declined = peer.recv().await;
+        assert_eq!(declined["id"], "e-1");
+        assert_eq!(declined["result"], json!({"action": "decline"}));
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        turn.finish_quietly().await.expect("outcome");
+
+        let options = TurnOptions {
+            permission: PermissionPolicy::AskCaller,
+            ..TurnOptions::default()
+        };
+        let mut turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], options)
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        peer.send(form("e-2")).await;
+        let TurnProgress::Event(TurnEvent::ElicitationAsked(question)) = turn.next().await.expect("event")
+        else {
+            panic!("the form reaches the caller");
+        };
+        assert_eq!(question.request().fields[0].name, "pick");
+        let cancel = tokio::spawn({
+            let (client, session) = (client.clone(), session.clone());
+            async move { client.cancel(&session).await }
+        });
+        let cancelled = peer.recv().await;
+        assert_eq!(cancelled["id"], "e-2");
+        assert_eq!(cancelled["result"], json!({"action": "cancel"}), "answered before the cancel");
+        assert_eq!(peer.recv().await["method"], "session/cancel");
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "cancelled"}}))
+            .await;
+        cancel.await.expect("join").expect("cancelled");
+        assert!(matches!(
+            question.answer(ElicitationAction::Decline).await,
+            Err(AnswerError::AlreadyAnswered)
+        ));
+        turn.finish_quietly().await.expect("outcome");
     })
     .await
     .expect("test timed out");

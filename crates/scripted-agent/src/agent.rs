@@ -5,6 +5,7 @@
 //! by its own task.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -30,10 +31,13 @@ pub(crate) struct Agent {
     pub(crate) outbox: Outbox,
     pub(crate) sessions: Sessions,
     pub(crate) ids: Ids,
-    /// The agent's own requests (permission) awaiting the client's answer.
+    /// The agent's own requests (permission, elicitation) awaiting the
+    /// client's answer.
     pub(crate) pending: PendingRequests,
     /// `--controls`: each session's model and mode.
     pub(crate) controls: SessionControls,
+    /// The client advertised form elicitation in `initialize`.
+    pub(crate) client_elicits: AtomicBool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,6 +62,7 @@ impl Agent {
             sessions: Sessions::default(),
             ids: Ids::new(),
             pending: PendingRequests::default(),
+            client_elicits: AtomicBool::new(false),
         }
     }
 
@@ -99,6 +104,9 @@ impl Agent {
                 if let Some(ms) = self.options.init_delay_ms {
                     tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                 }
+                let elicits = crate::elicit::advertised(&params);
+                self.client_elicits
+                    .store(elicits, std::sync::atomic::Ordering::Relaxed);
                 let result = acp::initialize_result(&self.options);
                 self.outbox.respond(id, result).await
             }

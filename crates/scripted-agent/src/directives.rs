@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use crate::elicit::ElicitKind;
 use crate::options::Options;
 
 /// Stop reason of a turn that plays to its end and says nothing else.
@@ -33,6 +34,8 @@ struct Directives {
     say_bytes: Option<usize>,
     cat: Vec<String>,
     child: bool,
+    elicit: Option<ElicitKind>,
+    withdraw_elicit: bool,
 }
 
 impl Directives {
@@ -60,6 +63,7 @@ impl Directives {
                 "no-run-id" => self.no_run_id = true,
                 "advertise-wrong-run" => self.advertise_wrong_run = true,
                 "child" => self.child = true,
+                "withdraw-elicit" => self.withdraw_elicit = true,
                 _ => {}
             },
             Some(("rounds", value)) => self.rounds = value.parse().ok().or(self.rounds),
@@ -72,6 +76,7 @@ impl Directives {
                 self.stop_reason = Some(value.to_owned());
             }
             Some(("cat", path)) if !path.is_empty() => self.cat.push(path.to_owned()),
+            Some(("elicit", kind)) => self.elicit = ElicitKind::parse(kind).or(self.elicit),
             Some(_) => {}
         }
     }
@@ -108,6 +113,11 @@ pub(crate) struct TurnScript {
     /// Start a helper process (`sleep`) that outlives the turn, as a tool's
     /// shell would.
     pub(crate) child: bool,
+    /// Ask the client this form question in round 1 (after the tool call).
+    pub(crate) elicit: Option<ElicitKind>,
+    /// Having asked, withdraw the question (`$/cancel_request`) after one
+    /// round delay.
+    pub(crate) withdraw_elicit: bool,
 }
 
 impl TurnScript {
@@ -136,6 +146,10 @@ impl TurnScript {
             say_bytes: directives.say_bytes,
             cat: directives.cat,
             child: directives.child,
+            elicit: directives
+                .elicit
+                .or(directives.withdraw_elicit.then_some(ElicitKind::Choice)),
+            withdraw_elicit: directives.withdraw_elicit,
         }
     }
 }
@@ -188,6 +202,13 @@ mod tests {
         let directives = Directives::parse("[cat=/a] [cat=] [child] [cat=/b c]");
         assert_eq!(directives.cat, vec!["/a", "/b c"], "every path is read");
         assert!(directives.child);
+        let directives = Directives::parse("[elicit=form] [elicit=nonsense]");
+        assert_eq!(directives.elicit, Some(ElicitKind::Form), "a bad kind is text");
+        let script = TurnScript::new(&Options::default(), "[withdraw-elicit]");
+        assert_eq!(
+            (script.elicit, script.withdraw_elicit),
+            (Some(ElicitKind::Choice), true)
+        );
     }
 
     #[test]

@@ -13,8 +13,11 @@
 //! `[say-bytes=N]` (the final message goes on with N bytes of
 //! [`filler_text`]), `[cat=PATH]` (read a file as the agent's user and tell
 //! what it held, or the error) and `[child]` (start a helper process that
-//! outlives the turn). Any other bracketed text is just text. With
-//! `--controls`, sessions offer a model and a mode (see `controls`).
+//! outlives the turn), `[elicit=choice|text|form|url]` (ask the client an
+//! `elicitation/create` question, if it advertised form elicitation, and
+//! tell the answer) and `[withdraw-elicit]` (ask, then take it back). Any
+//! other bracketed text is just text. With `--controls`, sessions offer a
+//! model and a mode (see `controls`).
 //!
 //! stdout (or whatever [`serve`] writes to) carries only JSON-RPC frames,
 //! unless a misbehaviour flag says otherwise; human logs go to stderr, one
@@ -34,6 +37,7 @@ mod acp;
 mod agent;
 mod controls;
 mod directives;
+mod elicit;
 mod filler;
 mod frame_log;
 mod ids;

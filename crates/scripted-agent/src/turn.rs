@@ -4,7 +4,8 @@
 //! The turn plays its rounds; each round waits its delay, then at the round
 //! boundary folds the queued steers into the turn (as goose does), then
 //! streams its message chunk; round 1 may report a tool call behind a
-//! permission request. At the end it streams the final message, clears the
+//! permission request, and may ask the client a form question
+//! (`[elicit=KIND]`). At the end it streams the final message, clears the
 //! run and only then answers, so the run-cleared update is on the wire
 //! before the response. A cancel (or the end-of-run race) interrupts any
 //! wait. A turn whose client is gone just stops.
@@ -16,6 +17,7 @@ use serde_json::{Value, json};
 use crate::acp::{self, update};
 use crate::agent::Agent;
 use crate::directives::TurnScript;
+use crate::elicit::{self, ElicitKind};
 use crate::misbehaviour;
 use crate::permission::{self, Verdict};
 use crate::rpc::RpcError;
@@ -42,6 +44,8 @@ struct Transcript {
     folded_steers: Vec<String>,
     /// The tool's line of the final message, once the tool ran.
     tool_line: Option<String>,
+    /// What became of the form question, once asked.
+    elicit_line: Option<String>,
     /// One line per `[cat=PATH]`: what the file held, or the error.
     reads: Vec<String>,
     /// `--controls`: the session's model and mode.
@@ -135,6 +139,11 @@ async fn play_rounds(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript
         if round == 1 && turn.script.tool {
             run_tool(agent, turn, transcript).await?;
         }
+        if round == 1
+            && let Some(kind) = turn.script.elicit
+        {
+            transcript.elicit_line = Some(ask_form(agent, turn, kind).await?);
+        }
         crash_if_due(turn, round);
     }
     Ok(())
@@ -179,18 +188,29 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     Ok(())
 }
 
-/// Sends `session/request_permission` and waits for the answer, or for the
-/// run to be interrupted (the answer, if it comes later, is then ignored).
-async fn ask_permission(agent: &Agent, turn: &mut Turn, tool_call_id: &str) -> Result<Verdict, Halt> {
+/// What became of a request the agent sent the client.
+enum Asked {
+    Answered(Result<Value, Value>),
+    /// Nobody will answer (the sender was dropped).
+    Unanswered,
+    /// The agent took it back (`$/cancel_request`) after a round's delay.
+    Withdrawn,
+}
+
+/// Sends a request to the client and waits for the answer, or for the run
+/// to be interrupted (the answer, if it comes later, is then ignored).
+/// With `withdraw`, waits one round delay and then takes the request back.
+async fn ask_client(
+    agent: &Agent,
+    turn: &mut Turn,
+    method: &str,
+    params: Value,
+    withdraw: bool,
+) -> Result<Asked, Halt> {
     let request_id = agent.ids.request();
     let answer = agent.pending.expect(request_id);
-    let params = permission::request_params(turn.run.session_id(), acp::tool_call(tool_call_id));
-    agent
-        .outbox
-        .request(request_id, permission::METHOD, params)
-        .await?;
-    let answer = if turn.script.withdraw_permission {
-        // Wait a round for an answer, then take the question back.
+    agent.outbox.request(request_id, method, params).await?;
+    let answer = if withdraw {
         let waited = tokio::time::timeout(turn.script.round_delay, answer);
         match turn.run.interruptible(waited).await? {
             Ok(answered) => Ok(answered),
@@ -200,19 +220,47 @@ async fn ask_permission(agent: &Agent, turn: &mut Turn, tool_call_id: &str) -> R
                     .notify("$/cancel_request", json!({ "requestId": request_id }))
                     .await?;
                 log!(
-                    "session {}: permission request {request_id} withdrawn",
+                    "session {}: {method} request {request_id} withdrawn",
                     turn.run.session_id()
                 );
                 agent.pending.forget(request_id);
-                return Ok(Verdict::Rejected("withdrawn".to_owned()));
+                return Ok(Asked::Withdrawn);
             }
         }
     } else {
         turn.run.interruptible(answer).await
     };
     agent.pending.forget(request_id);
-    // A dropped sender means nobody will answer: treat it as cancelled.
-    let verdict = answer?.map_or(Verdict::Cancelled, permission::verdict);
+    Ok(answer?.map_or(Asked::Unanswered, Asked::Answered))
+}
+
+/// Asks the form question `[elicit=KIND]` names, if the client advertised
+/// form elicitation; returns the final message's line about it.
+async fn ask_form(agent: &Agent, turn: &mut Turn, kind: ElicitKind) -> Result<String, Halt> {
+    if !agent.client_elicits.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok("elicitation: not advertised by the client, not asked".to_owned());
+    }
+    let params = elicit::request_params(turn.run.session_id(), kind);
+    let withdraw = turn.script.withdraw_elicit;
+    let line = match ask_client(agent, turn, elicit::METHOD, params, withdraw).await? {
+        Asked::Answered(answer) => elicit::answer_line(answer),
+        Asked::Unanswered => "elicitation: unanswered".to_owned(),
+        Asked::Withdrawn => "elicitation: withdrawn".to_owned(),
+    };
+    log!("session {}: {line}", turn.run.session_id());
+    Ok(line)
+}
+
+/// Asks `session/request_permission` for the tool call.
+async fn ask_permission(agent: &Agent, turn: &mut Turn, tool_call_id: &str) -> Result<Verdict, Halt> {
+    let params = permission::request_params(turn.run.session_id(), acp::tool_call(tool_call_id));
+    let withdraw = turn.script.withdraw_permission;
+    let verdict = match ask_client(agent, turn, permission::METHOD, params, withdraw).await? {
+        Asked::Answered(answer) => permission::verdict(answer),
+        // Nobody will answer: treat it as cancelled.
+        Asked::Unanswered => Verdict::Cancelled,
+        Asked::Withdrawn => Verdict::Rejected("withdrawn".to_owned()),
+    };
     log!(
         "session {}: permission for {tool_call_id}: {verdict:?}",
         turn.run.session_id()
@@ -309,7 +357,10 @@ fn final_message(prompt_text: &str, transcript: &Transcript) -> String {
         message.push_str("\nsteer: ");
         message.push_str(steer);
     }
-    if let Some(line) = &transcript.tool_line {
+    for line in [&transcript.tool_line, &transcript.elicit_line]
+        .into_iter()
+        .flatten()
+    {
         message.push('\n');
         message.push_str(line);
     }
@@ -363,12 +414,13 @@ mod tests {
         let transcript = Transcript {
             folded_steers: vec!["one".into(), "two".into()],
             tool_line: Some("tool: allowed (allow_once)".into()),
+            elicit_line: Some("elicitation: decline".into()),
             reads: vec!["cat /x: error: denied".into()],
             controls: Some("model: fast, mode: ask".into()),
         };
         assert_eq!(
             final_message("hi", &transcript),
-            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\ncat /x: error: denied\nmodel: fast, mode: ask"
+            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\nelicitation: decline\ncat /x: error: denied\nmodel: fast, mode: ask"
         );
         assert_eq!(final_message("hi", &Transcript::default()), "done: hi");
     }

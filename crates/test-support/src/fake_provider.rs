@@ -20,6 +20,10 @@
 //! turn is still running. Every request is recorded ([`RecordedRequest`]),
 //! secrets left out, so a test can assert what reached the model.
 //!
+//! One scripted exception ([`FakeProvider::use_tool`]): the Anthropic
+//! messages API can answer a prompt with a tool call instead of text, so
+//! that a test drives an agent's own tools (claude's AskUserQuestion).
+//!
 //! The server runs on a thread and runtime of its own: it serves sync tests,
 //! async tests and tests with a paused clock alike, and stops when the
 //! [`FakeProvider`] is dropped.
@@ -214,12 +218,48 @@ impl RecordedRequest {
     }
 }
 
+/// A tool call the Anthropic messages API answers with, instead of text,
+/// when the last user message holds `trigger` (and no tool result yet) and
+/// the request offers a tool named `name`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptedToolUse {
+    pub trigger: String,
+    pub name: String,
+    pub input: Value,
+}
+
+impl ScriptedToolUse {
+    /// Whether `body` (a messages request) is to be answered with the call.
+    fn applies_to(&self, body: &Value) -> bool {
+        let offered = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .is_some_and(|tools| tools.iter().any(|tool| tool["name"] == self.name.as_str()));
+        // claude sends its environment as a trailing `system` message.
+        let Some(last) = body
+            .get("messages")
+            .and_then(Value::as_array)
+            .and_then(|messages| messages.iter().rev().find(|message| message["role"] == "user"))
+        else {
+            return false;
+        };
+        let answered = last["content"]
+            .as_array()
+            .is_some_and(|parts| parts.iter().any(|part| part["type"] == "tool_result"));
+        let asked = content_parts(&last["content"])
+            .iter()
+            .any(|part| part.contains(&self.trigger));
+        offered && asked && !answered
+    }
+}
+
 /// A running fake provider; stops when dropped.
 #[derive(Debug)]
 pub struct FakeProvider {
     addr: SocketAddr,
     log: watch::Receiver<Vec<RecordedRequest>>,
     streaming: Arc<Mutex<Streaming>>,
+    tool_use: Arc<Mutex<Option<ScriptedToolUse>>>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -236,10 +276,12 @@ impl FakeProvider {
             .build()?;
         let (log_sender, log) = watch::channel(Vec::new());
         let streaming = Arc::new(Mutex::new(streaming));
+        let tool_use = Arc::new(Mutex::new(None));
         let (stop, stopped) = oneshot::channel();
         let state = Arc::new(State {
             log: log_sender,
             streaming: Arc::clone(&streaming),
+            tool_use: Arc::clone(&tool_use),
             ids: AtomicU64::new(0),
         });
         let thread = std::thread::Builder::new()
@@ -260,6 +302,7 @@ impl FakeProvider {
             addr,
             log,
             streaming,
+            tool_use,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -278,6 +321,12 @@ impl FakeProvider {
     /// Changes the pace of the answers to come.
     pub fn set_streaming(&self, streaming: Streaming) {
         *self.streaming.lock().unwrap_or_else(PoisonError::into_inner) = streaming;
+    }
+
+    /// From now on, answers prompts that hold `tool.trigger` with a call of
+    /// `tool.name` (Anthropic messages API only; see [`ScriptedToolUse`]).
+    pub fn use_tool(&self, tool: ScriptedToolUse) {
+        *self.tool_use.lock().unwrap_or_else(PoisonError::into_inner) = Some(tool);
     }
 
     /// Every request received so far, oldest first.
@@ -322,6 +371,7 @@ impl Drop for FakeProvider {
 struct State {
     log: watch::Sender<Vec<RecordedRequest>>,
     streaming: Arc<Mutex<Streaming>>,
+    tool_use: Arc<Mutex<Option<ScriptedToolUse>>>,
     /// Numbers the ids of answers.
     ids: AtomicU64,
 }
@@ -342,6 +392,15 @@ impl State {
 
     fn streaming(&self) -> Streaming {
         *self.streaming.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The tool call `body` is answered with, if any.
+    fn tool_use_for(&self, api: Api, body: &Value) -> Option<ScriptedToolUse> {
+        let tool_use = self.tool_use.lock().unwrap_or_else(PoisonError::into_inner);
+        tool_use
+            .as_ref()
+            .filter(|tool| api == Api::Messages && tool.applies_to(body))
+            .cloned()
     }
 }
 
@@ -419,8 +478,13 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Response<Respo
         state.record(recorded);
         return json_response(StatusCode::OK, &answer);
     }
-    let text = reply_text(&recorded.conversation());
+    let tool_use = state.tool_use_for(api, &recorded.body);
+    let text = match &tool_use {
+        Some(tool) => format!("tool_use {}", tool.name),
+        None => reply_text(&recorded.conversation()),
+    };
     let exchange = Exchange {
+        tool_use,
         id: state.ids.fetch_add(1, Ordering::Relaxed) + 1,
         model: recorded
             .body
@@ -637,6 +701,8 @@ fn gemini_conversation(body: &Value) -> Vec<Message> {
 
 /// One generated answer, rendered in each API's shape.
 struct Exchange {
+    /// A tool call answered instead of `text` (Anthropic messages only).
+    tool_use: Option<ScriptedToolUse>,
     id: u64,
     model: String,
     text: String,
@@ -696,8 +762,13 @@ impl Exchange {
 
     fn anthropic_message(&self) -> Value {
         let mut message = self.anthropic_message_start();
-        message["content"] = json!([{"type": "text", "text": self.text}]);
-        message["stop_reason"] = json!("end_turn");
+        message["content"] = match &self.tool_use {
+            Some(tool) => {
+                json!([{"type": "tool_use", "id": self.tool_use_id(), "name": tool.name, "input": tool.input}])
+            }
+            None => json!([{"type": "text", "text": self.text}]),
+        };
+        message["stop_reason"] = json!(self.anthropic_stop_reason());
         message["usage"]["output_tokens"] = json!(self.output_tokens);
         message
     }
@@ -720,7 +791,25 @@ impl Exchange {
         })
     }
 
+    fn tool_use_id(&self) -> String {
+        format!("toolu_fake_{}", self.id)
+    }
+
+    fn anthropic_stop_reason(&self) -> &'static str {
+        if self.tool_use.is_some() {
+            "tool_use"
+        } else {
+            "end_turn"
+        }
+    }
+
     fn anthropic_message_events(&self, chunks: usize) -> Vec<Event> {
+        let block = match &self.tool_use {
+            Some(tool) => {
+                json!({"type": "tool_use", "id": self.tool_use_id(), "name": tool.name, "input": {}})
+            }
+            None => json!({"type": "text", "text": ""}),
+        };
         let mut events = vec![
             Event::named(
                 "message_start",
@@ -728,13 +817,21 @@ impl Exchange {
             ),
             Event::named(
                 "content_block_start",
-                &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                &json!({"type": "content_block_start", "index": 0, "content_block": block}),
             ),
         ];
-        events.extend(split(&self.text, chunks).into_iter().map(|piece| {
+        let delta = |piece: &str| match &self.tool_use {
+            Some(_) => json!({"type": "input_json_delta", "partial_json": piece}),
+            None => json!({"type": "text_delta", "text": piece}),
+        };
+        let body = match &self.tool_use {
+            Some(tool) => tool.input.to_string(),
+            None => self.text.clone(),
+        };
+        events.extend(split(&body, chunks).into_iter().map(|piece| {
             Event::named_delta(
                 "content_block_delta",
-                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}),
+                &json!({"type": "content_block_delta", "index": 0, "delta": delta(&piece)}),
             )
         }));
         events.extend([
@@ -746,7 +843,7 @@ impl Exchange {
                 "message_delta",
                 &json!({
                     "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+                    "delta": {"stop_reason": self.anthropic_stop_reason(), "stop_sequence": null},
                     "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
                 }),
             ),
@@ -1236,6 +1333,54 @@ mod tests {
         assert_eq!(text, "reply to: and now?");
         assert_eq!(payloads[6]["delta"]["stop_reason"], "end_turn");
         assert!(payloads[6]["usage"]["output_tokens"].as_u64() > Some(0));
+    }
+
+    #[test]
+    fn a_scripted_tool_call_answers_only_an_unanswered_prompt_that_offers_the_tool() {
+        let provider = provider();
+        let input = json!({"questions": [{"question": "Which?"}]});
+        provider.use_tool(ScriptedToolUse {
+            trigger: "pick one".into(),
+            name: "Ask".into(),
+            input: input.clone(),
+        });
+        let mut request = json!({"model": "claude-fake", "stream": false, "tools": [{"name": "Ask"}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "please pick one"}]},
+                         {"role": "system", "content": "trailing environment"}]});
+        let answer = send(&provider, "POST", "/v1/messages", Some(&request)).json();
+        assert_eq!(answer["stop_reason"], "tool_use");
+        assert_eq!(answer["content"][0]["name"], "Ask");
+        assert_eq!(answer["content"][0]["input"], input);
+        request["stream"] = json!(true);
+        let events = send(&provider, "POST", "/v1/messages", Some(&request)).events();
+        let payloads: Vec<Value> = events
+            .iter()
+            .map(|(_, data)| serde_json::from_str(data).expect("JSON data"))
+            .collect();
+        let streamed: String = payloads
+            .iter()
+            .filter_map(|payload| payload["delta"]["partial_json"].as_str())
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&streamed).expect("the input"),
+            input
+        );
+        assert_eq!(payloads[1]["content_block"]["type"], "tool_use");
+
+        request["stream"] = json!(false);
+        request["messages"][0]["content"] = json!([
+            {"type": "tool_result", "tool_use_id": "t", "content": "done"},
+            {"type": "text", "text": "please pick one"},
+        ]);
+        let after = send(&provider, "POST", "/v1/messages", Some(&request)).json();
+        assert_eq!(after["stop_reason"], "end_turn", "answered once the tool ran");
+        request["tools"] = json!([]);
+        request["messages"][0]["content"] = json!("please pick one");
+        let unoffered = send(&provider, "POST", "/v1/messages", Some(&request)).json();
+        assert_eq!(
+            unoffered["stop_reason"], "end_turn",
+            "no call of a tool not offered"
+        );
     }
 
     #[test]

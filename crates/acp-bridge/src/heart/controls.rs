@@ -339,7 +339,7 @@ pub(crate) fn describe(store: &Store, key: &ConversationKey) -> String {
 
 #[cfg(test)]
 mod tests {
-    use acp_client::{Choice, ControlRoute};
+    use acp_client::{ControlChoice, ControlRoute};
 
     use super::*;
     use crate::store::scratch::ScratchDir;
@@ -351,7 +351,7 @@ mod tests {
             },
             current: Some(current.into()),
             choices: ["fast", "deep"]
-                .map(|id| Choice {
+                .map(|id| ControlChoice {
                     id: id.into(),
                     name: id.into(),
                 })

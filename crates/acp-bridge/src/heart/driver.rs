@@ -2,8 +2,8 @@
 //! against the agent and the replier, and reports what happened.
 //!
 //! Owns the I/O of a turn and nothing of its logic: the lease, the live
-//! prompt's event stream, a cancel under way, the permission questions'
-//! handles (the agent waits on those), and the machine's timer. It decides
+//! prompt's event stream, a cancel under way, the handles of the agent's
+//! questions (permission and form; the agent waits on those), and the machine's timer. It decides
 //! nothing: every outcome goes back to the heart as an [`Input`], and the
 //! heart answers with actions. Actions run one at a time, in order; while
 //! one awaits the agent (a steer's answer), the prompt's events wait in
@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use acp_client::{
-    AcpError, CancelOutcome, ContentBlock, PermissionKind, PermissionQuestion, TurnError, TurnEvent,
-    TurnOptions, TurnProgress,
+    AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
+    PermissionKind, PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
 };
 use nostr_sdk::prelude::{EventId, PublicKey, Timestamp};
 use tokio::sync::mpsc;
@@ -29,7 +29,9 @@ use tracing::Instrument;
 
 use super::controls;
 use super::steer::SteerMethod;
-use super::turn::{Action, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure};
+use super::turn::{
+    Action, Answer, Ask, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure,
+};
 use super::usage;
 use crate::config::ReplyContent;
 use crate::mention::{ConversationKey, Mention};
@@ -146,9 +148,76 @@ enum Flow {
 /// A question of the agent's, waiting for the owner.
 #[derive(Debug)]
 struct Question {
-    handle: PermissionQuestion,
+    handle: Handle,
     /// Set once posted.
     event: Option<EventId>,
+}
+
+/// The answering end of a question, whatever it asks.
+#[derive(Debug)]
+enum Handle {
+    Permission(PermissionQuestion),
+    Form(ElicitationQuestion),
+}
+
+impl Handle {
+    fn request_id(&self) -> &serde_json::Value {
+        match self {
+            Handle::Permission(question) => question.request_id(),
+            Handle::Form(question) => question.request_id(),
+        }
+    }
+
+    /// What the turn keeps of the question.
+    fn asked(&self, ticket: QuestionTicket) -> Asked {
+        match self {
+            Handle::Permission(question) => Asked {
+                ticket,
+                summary: question.request().title().unwrap_or("a tool call").to_owned(),
+                ask: Ask::Permission(question.request().options.clone()),
+            },
+            Handle::Form(question) => Asked {
+                ticket,
+                summary: question.request().message.clone(),
+                ask: Ask::Form(question.request().fields.clone()),
+            },
+        }
+    }
+
+    /// Nobody answers any more: `cancelled` (a form: `cancel`).
+    async fn cancel(self) -> Result<(), AnswerError> {
+        match self {
+            Handle::Permission(question) => question.cancel().await,
+            Handle::Form(question) => question.answer(ElicitationAction::Cancel).await,
+        }
+    }
+
+    /// The owner's answer, or (`None`, timed out) a refusal: a permission
+    /// is rejected once or always, else `cancelled` (never allowed); a form
+    /// is declined.
+    async fn answer(self, answer: Option<Answer>) -> Result<(), AnswerError> {
+        match (self, answer) {
+            (Handle::Permission(question), Some(Answer::Option(option))) => question.answer(&option.id).await,
+            (Handle::Permission(question), None) => {
+                let reject = question
+                    .request()
+                    .option_of_kind(&[PermissionKind::RejectOnce, PermissionKind::RejectAlways])
+                    .map(|option| option.id.clone());
+                match reject {
+                    Some(option_id) => question.answer(&option_id).await,
+                    None => question.cancel().await,
+                }
+            }
+            (Handle::Form(question), Some(Answer::Form(content))) => {
+                question.answer(ElicitationAction::Accept(content)).await
+            }
+            (Handle::Form(question), None) => question.answer(ElicitationAction::Decline).await,
+            (handle, Some(_)) => {
+                tracing::error!("an answer of the wrong kind for the question: cancelled instead");
+                handle.cancel().await
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -244,7 +313,7 @@ impl Driver {
             }
             Action::RotateSession => self.services.pool.rotate(&self.conversation),
             Action::PostQuestion { ticket, under, text } => self.post_question(ticket, &under, &text).await,
-            Action::AnswerQuestion { ticket, option } => self.answer_question(ticket, Some(&option.id)).await,
+            Action::AnswerQuestion { ticket, answer } => self.answer_question(ticket, Some(answer)).await,
             Action::RejectQuestion { ticket } => self.answer_question(ticket, None).await,
             Action::CancelQuestions => {
                 for (_, question) in self.questions.drain() {
@@ -324,8 +393,13 @@ impl Driver {
 
     async fn on_progress(&mut self, progress: Result<TurnProgress, TurnError>) {
         match progress {
-            Ok(TurnProgress::Event(TurnEvent::PermissionAsked(question))) => self.asked(question).await,
-            Ok(TurnProgress::Event(TurnEvent::PermissionWithdrawn { request_id })) => {
+            Ok(TurnProgress::Event(TurnEvent::PermissionAsked(question))) => {
+                self.asked(Handle::Permission(question)).await
+            }
+            Ok(TurnProgress::Event(TurnEvent::ElicitationAsked(question))) => {
+                self.asked(Handle::Form(question)).await
+            }
+            Ok(TurnProgress::Event(TurnEvent::QuestionWithdrawn { request_id })) => {
                 let ticket = self
                     .questions
                     .iter()
@@ -392,19 +466,14 @@ impl Driver {
     }
 
     /// The agent asked a question the policy hands to us.
-    async fn asked(&mut self, question: PermissionQuestion) {
+    async fn asked(&mut self, question: Handle) {
         if self.services.owner.is_none() {
             // Not asking the owner: dropping the question answers it `cancelled`.
             return drop(question);
         }
         self.next_question += 1;
         let ticket = self.next_question;
-        let request = question.request();
-        let asked = Asked {
-            ticket,
-            summary: request.title().unwrap_or("a tool call").to_owned(),
-            options: request.options.clone(),
-        };
+        let asked = question.asked(ticket);
         self.questions.insert(
             ticket,
             Question {
@@ -419,23 +488,22 @@ impl Driver {
         let (Some(owner), Some(question)) = (self.services.owner, self.questions.get_mut(&ticket)) else {
             return;
         };
-        let tool = question
-            .handle
-            .request()
-            .title()
-            .unwrap_or("a tool call")
-            .to_owned();
+        let summary = question.handle.asked(ticket).summary;
         let event = match self.services.replier.ask(under, owner, text).await {
             Ok(event) => event,
             Err(error) => {
-                tracing::error!(%error, "cannot post the permission question; rejecting it");
+                tracing::error!(%error, "cannot post the agent's question; cancelling it");
                 if let Some(question) = self.questions.remove(&ticket) {
                     let _ = question.handle.cancel().await;
                 }
                 return self.report(Input::QuestionPosted { ticket, event: None }).await;
             }
         };
-        tracing::info!(question = %event, %tool, "asked the owner for permission");
+        let kind = match question.handle {
+            Handle::Permission(_) => "permission",
+            Handle::Form(_) => "form",
+        };
+        tracing::info!(question = %event, kind, %summary, "asked the owner");
         question.event = Some(event);
         if let Ok(payload) = serde_json::to_string(under)
             && let Err(error) = self
@@ -452,23 +520,14 @@ impl Driver {
         .await;
     }
 
-    /// Answers a question with the owner's option, or (`None`, timed out)
-    /// rejects it: reject once or always, else `cancelled`. Never allows.
-    async fn answer_question(&mut self, ticket: QuestionTicket, option_id: Option<&str>) {
+    /// Answers a question with the owner's answer, or (`None`, timed out)
+    /// refuses it ([`Handle::answer`]).
+    async fn answer_question(&mut self, ticket: QuestionTicket, answer: Option<Answer>) {
         let Some(question) = self.questions.remove(&ticket) else {
             return;
         };
         close_question(&self.services.store, question.event);
-        let reject = question
-            .handle
-            .request()
-            .option_of_kind(&[PermissionKind::RejectOnce, PermissionKind::RejectAlways])
-            .map(|option| option.id.clone());
-        let answered = match option_id.map(str::to_owned).or(reject) {
-            Some(option_id) => question.handle.answer(&option_id).await,
-            None => question.handle.cancel().await,
-        };
-        if let Err(error) = answered {
+        if let Err(error) = question.handle.answer(answer).await {
             tracing::warn!(%error, "the answer did not reach the agent");
         }
     }

@@ -244,10 +244,8 @@ impl Heart {
             .running(&key)
             .and_then(|running| running.turn.route(&reply.content));
         let text = match routed {
-            Some(Routed::Answered(option)) => format!("Answered the agent: {}.", option.name),
-            Some(Routed::Unrecognized { options }) => format!(
-                "I did not understand that answer. Reply with the number or the name of one of:\n{options}"
-            ),
+            Some(Routed::Answered(answer)) => format!("Answered the agent: {}.", answer.describe()),
+            Some(Routed::Unrecognized { correction }) => correction,
             None => return self.enqueue(reply),
         };
         let mut reply = reply;
@@ -302,9 +300,7 @@ impl Heart {
             .running_turns()
             .filter_map(|(key, running)| {
                 let question = running.turn.waiting_on()?;
-                Some(format!(
-                    " {key} is waiting for the owner to answer a permission question ({question})."
-                ))
+                Some(format!(" {key} is waiting for the owner to answer {question}."))
             })
             .collect();
         let pool = self.services.pool.status();

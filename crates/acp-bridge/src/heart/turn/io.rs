@@ -4,10 +4,10 @@
 
 use std::time::Instant;
 
-use acp_client::{PermissionOption, StopReason};
+use acp_client::StopReason;
 use nostr_sdk::prelude::EventId;
 
-use super::questions::{Asked, QuestionTicket};
+use super::questions::{Answer, Asked, QuestionTicket};
 use crate::framing::Framing;
 use crate::heart::usage::TurnUsage;
 use crate::mention::Mention;
@@ -35,7 +35,8 @@ pub(crate) enum Input {
     /// as [`Input::PromptEnded`]).
     CancelSettled(CancelSettled),
     PromptEnded(Result<PromptEnd, TurnFailure>),
-    /// The agent asked a permission question (the driver holds its handle).
+    /// The agent asked a question: permission or a form (the driver holds
+    /// its handle).
     QuestionAsked(Asked),
     /// The question is posted as `event`; `None`: it could not be posted
     /// (the driver answered the agent `cancelled`).
@@ -161,13 +162,13 @@ pub(crate) enum Action {
     },
     AnswerQuestion {
         ticket: QuestionTicket,
-        option: PermissionOption,
+        answer: Answer,
     },
-    /// Timed out: reject (never allow).
+    /// Timed out: reject a permission (never allow), decline a form.
     RejectQuestion {
         ticket: QuestionTicket,
     },
-    /// Every question of the prompt is answered `cancelled`.
+    /// Every question of the prompt is answered `cancelled` (a form: `cancel`).
     CancelQuestions,
     /// Store and publish the turn's answer or notice; the agent's part of
     /// the turn is over, so the driver releases the agent and stops.

@@ -26,6 +26,7 @@
 //! merge, and a short quiet period gathers the rest of a burst, so a burst
 //! costs one cancel.
 
+mod form;
 mod io;
 mod questions;
 
@@ -39,7 +40,7 @@ pub(crate) use io::{
     TurnFailure,
 };
 use questions::Questions;
-pub(crate) use questions::{Asked, QuestionTicket, Routed, answers};
+pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, answers};
 
 use super::usage::TurnUsage;
 use crate::framing::{self, Framing};
@@ -247,7 +248,7 @@ impl TurnMachine {
     }
 
     /// The question this turn waits on, for `!status` and steer notices.
-    pub fn waiting_on(&self) -> Option<&str> {
+    pub fn waiting_on(&self) -> Option<String> {
         self.questions.waiting_on()
     }
 
@@ -317,7 +318,7 @@ impl TurnMachine {
             // A steer cannot reach an agent parked on a question: say so
             // honestly, and deliver it once the owner answered.
             let text = format!(
-                "The agent is waiting for the owner to answer a permission question ({question}). It will see your message once that is answered."
+                "The agent is waiting for the owner to answer {question}. It will see your message once that is answered."
             );
             tracing::info!(
                 mentions = mentions.len(),
@@ -495,8 +496,11 @@ impl TurnMachine {
 
     fn on_timer(&mut self, now: Instant, out: &mut Vec<Action>) {
         if let Some(asked) = self.questions.expired(now) {
-            let (ticket, text) = (asked.ticket, self.questions.timeout_text(&asked.summary));
-            tracing::warn!(ticket, "no answer from the owner in time: rejected");
+            let (ticket, text) = (asked.ticket, self.questions.timeout_text(asked));
+            tracing::warn!(
+                ticket,
+                "no answer from the owner in time: rejected (permission) or declined (form)"
+            );
             out.push(Action::RejectQuestion { ticket });
             if let Some(under) = self.under() {
                 out.push(Action::Inform { mention: under, text });
@@ -544,14 +548,18 @@ impl TurnMachine {
     }
 
     fn on_owner_reply(&mut self, text: &str, out: &mut Vec<Action>) {
-        if let Some((ticket, Routed::Answered(option))) = self.questions.route(text) {
+        if let Some((ticket, Routed::Answered(answer))) = self.questions.route(text) {
             let question = self.questions.open_event().map(|event| event.to_hex());
+            let kind = match &answer {
+                Answer::Option(option) => option.kind.as_str().to_owned(),
+                Answer::Form(_) => "form".to_owned(),
+            };
             tracing::info!(
                 question = question.unwrap_or_default(),
-                kind = option.kind.as_str(),
+                kind,
                 "the owner answered the agent's question"
             );
-            out.push(Action::AnswerQuestion { ticket, option });
+            out.push(Action::AnswerQuestion { ticket, answer });
             self.close_question(ticket, out);
         }
     }

@@ -1,6 +1,7 @@
-//! A live turn's permission questions under `--permission-policy ask-owner`,
-//! as state: which question is open, which wait behind it, and what the
-//! owner's reply means.
+//! A live turn's questions to the owner under `--permission-policy
+//! ask-owner` (permission requests and form elicitations alike), as state:
+//! which question is open, which wait behind it, and what the owner's
+//! reply means.
 //!
 //! Owns no I/O: the driver posts the question and answers the agent; the
 //! heart routes the owner's replies here through the turn that asked. One
@@ -11,9 +12,11 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use acp_client::{PermissionKind, PermissionOption};
+use acp_client::{FormField, PermissionKind, PermissionOption};
 use nostr_sdk::prelude::EventId;
+use serde_json::{Map, Value};
 
+use super::form;
 use crate::mention::Mention;
 
 /// Names one question of the agent within its turn.
@@ -23,8 +26,45 @@ pub(crate) type QuestionTicket = u64;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Asked {
     pub ticket: QuestionTicket,
+    /// The tool call a permission is for, or the form's message.
     pub summary: String,
-    pub options: Vec<PermissionOption>,
+    pub ask: Ask,
+}
+
+/// What the agent asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Ask {
+    /// Permission for a tool call: one of these options.
+    Permission(Vec<PermissionOption>),
+    /// A form to fill in (ACP elicitation).
+    Form(Vec<FormField>),
+}
+
+/// The owner's answer, as the agent gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answer {
+    Option(PermissionOption),
+    Form(Map<String, Value>),
+}
+
+impl Answer {
+    /// What the owner is told was sent.
+    pub fn describe(&self) -> String {
+        match self {
+            Answer::Option(option) => option.name.clone(),
+            Answer::Form(content) => form::summarize(content),
+        }
+    }
+}
+
+impl Asked {
+    /// The question, as `!status` and notices name it.
+    fn described(&self) -> String {
+        match self.ask {
+            Ask::Permission(_) => format!("a permission question ({})", self.summary),
+            Ask::Form(_) => format!("a question ({})", self.summary),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -36,12 +76,13 @@ struct Open {
 }
 
 /// What became of an owner's reply to the open question.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Routed {
-    /// The agent gets this option.
-    Answered(PermissionOption),
-    /// A reply to the open question that names no option; the options, numbered.
-    Unrecognized { options: String },
+    /// The agent gets this answer.
+    Answered(Answer),
+    /// A reply to the open question that does not fit it; the correction
+    /// notice (the question stays open).
+    Unrecognized { correction: String },
 }
 
 #[derive(Debug)]
@@ -104,8 +145,8 @@ impl Questions {
     }
 
     /// What the turn waits for, while a question is open.
-    pub fn waiting_on(&self) -> Option<&str> {
-        self.open.as_ref().map(|open| open.asked.summary.as_str())
+    pub fn waiting_on(&self) -> Option<String> {
+        self.open.as_ref().map(|open| open.asked.described())
     }
 
     /// The posted question's event, for routing replies.
@@ -129,10 +170,24 @@ impl Questions {
     /// question is posted.
     pub fn route(&self, text: &str) -> Option<(QuestionTicket, Routed)> {
         let open = self.open.as_ref().filter(|open| open.posted.is_some())?;
-        let routed = match choose(&open.asked.options, text) {
-            Some(option) => Routed::Answered(option),
-            None => Routed::Unrecognized {
-                options: numbered_options(&open.asked.options),
+        let routed = match &open.asked.ask {
+            Ask::Permission(options) => match choose(options, text) {
+                Some(option) => Routed::Answered(Answer::Option(option)),
+                None => Routed::Unrecognized {
+                    correction: format!(
+                        "I did not understand that answer. Reply with the number or the name of one of:\n{}",
+                        numbered_options(options)
+                    ),
+                },
+            },
+            Ask::Form(fields) => match form::fill(fields, text) {
+                Ok(content) => Routed::Answered(Answer::Form(content)),
+                Err(problem) => Routed::Unrecognized {
+                    correction: format!(
+                        "That does not fit the question ({problem}). The question is still open. {}.",
+                        form::describe(fields).1
+                    ),
+                },
             },
         };
         Some((open.asked.ticket, routed))
@@ -147,24 +202,45 @@ impl Questions {
         had_any
     }
 
-    /// A summary line of the open one, for the notice to steer authors.
-    pub fn timeout_text(&self, summary: &str) -> String {
+    /// What the thread is told when `asked` timed out.
+    pub fn timeout_text(&self, asked: &Asked) -> String {
+        let (what, verdict) = match asked.ask {
+            Ask::Permission(_) => ("request", "rejected"),
+            Ask::Form(_) => ("question", "declined"),
+        };
         format!(
-            "No answer within {}: the agent's request ({summary}) was rejected.",
-            describe(self.timeout)
+            "No answer within {}: the agent's {what} ({}) was {verdict}.",
+            describe(self.timeout),
+            asked.summary
         )
     }
 
     fn open_next(&mut self, asked: Asked) -> (Asked, String) {
-        let text = format!(
-            "The agent asks for permission: {}\n{}\nReply to this message with the number or the name of an option{}.",
-            asked.summary,
-            numbered_options(&asked.options),
-            match self.timeout {
-                Some(timeout) => format!(" (no answer within {} means reject)", describe(Some(timeout))),
-                None => String::new(),
+        let within = |verdict: &str| match self.timeout {
+            Some(timeout) => format!(" (no answer within {} means {verdict})", describe(Some(timeout))),
+            None => String::new(),
+        };
+        let text = match &asked.ask {
+            Ask::Permission(options) => format!(
+                "The agent asks for permission: {}\n{}\nReply to this message with the number or the name of an option{}.",
+                asked.summary,
+                numbered_options(options),
+                within("reject")
+            ),
+            Ask::Form(fields) => {
+                let (listing, how) = form::describe(fields);
+                let listing = if listing.is_empty() {
+                    String::new()
+                } else {
+                    format!("{listing}\n")
+                };
+                format!(
+                    "The agent asks: {}\n{listing}{how}{}.",
+                    asked.summary,
+                    within("decline")
+                )
             }
-        );
+        };
         self.open = Some(Open {
             asked: asked.clone(),
             posted: None,
@@ -214,7 +290,8 @@ fn kind_label(kind: &PermissionKind) -> String {
     kind.as_str().replace('_', " ")
 }
 
-fn normalize(text: &str) -> String {
+/// Case, `_`/`-` and punctuation aside: how answers are compared to names.
+pub(super) fn normalize(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c == '_' || c == '-' {
@@ -264,7 +341,7 @@ pub(crate) mod tests {
         Asked {
             ticket,
             summary: summary.into(),
-            options: options(),
+            ask: Ask::Permission(options()),
         }
     }
 
@@ -292,7 +369,11 @@ pub(crate) mod tests {
             questions.asked(asked(2, "curl")).is_none(),
             "waits behind the first"
         );
-        assert_eq!(questions.waiting_on(), Some("rm -rf"), "blocked while posting");
+        assert_eq!(
+            questions.waiting_on().as_deref(),
+            Some("a permission question (rm -rf)"),
+            "blocked while posting"
+        );
         assert_eq!(
             questions.route("1"),
             None,
@@ -313,12 +394,47 @@ pub(crate) mod tests {
             questions.route("hmm"),
             Some((1, Routed::Unrecognized { .. }))
         ));
-        assert!(matches!(questions.route("3"), Some((1, Routed::Answered(option))) if option.id == "c"));
+        assert!(
+            matches!(questions.route("3"), Some((1, Routed::Answered(Answer::Option(option)))) if option.id == "c")
+        );
 
         let (next, _) = questions.close(1).expect("the queued one opens");
         assert_eq!(next.summary, "curl");
         assert!(questions.close(2).is_none());
         assert_eq!(questions.waiting_on(), None);
+    }
+
+    #[test]
+    fn a_form_question_lists_its_fields_and_takes_a_filled_reply() {
+        let mut questions = Questions::new(Some(Duration::from_secs(30)));
+        let form = Asked {
+            ticket: 1,
+            summary: "Which colour?".into(),
+            ask: Ask::Form(vec![form::tests::colours()]),
+        };
+        let (_, text) = questions.asked(form.clone()).expect("posted at once");
+        assert_eq!(
+            text,
+            "The agent asks: Which colour?\n1. Red\n2. Deep blue\nReply to this message with the number or the name of a choice (no answer within 30 s means decline)."
+        );
+        assert_eq!(
+            questions.waiting_on().as_deref(),
+            Some("a question (Which colour?)")
+        );
+        questions.posted(1, EventId::from_slice(&[7; 32]).expect("id"), Instant::now());
+        assert!(matches!(
+            questions.route("purple"),
+            Some((1, Routed::Unrecognized { correction })) if correction.contains("still open")
+        ));
+        let Some((1, Routed::Answered(answer))) = questions.route("2") else {
+            panic!("a choice by number fills the form");
+        };
+        assert_eq!(answer.describe(), "colour: b");
+        assert!(
+            questions
+                .timeout_text(&form)
+                .ends_with("(Which colour?) was declined.")
+        );
     }
 
     #[test]

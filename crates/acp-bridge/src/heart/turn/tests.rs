@@ -105,7 +105,7 @@ impl Rig {
         self.feed(Input::QuestionAsked(Asked {
             ticket: 1,
             summary: summary.into(),
-            options: questions::tests::options(),
+            ask: Ask::Permission(questions::tests::options()),
         }));
         let event = EventId::from_slice(&[9; 32]).expect("id");
         self.feed(Input::QuestionPosted {
@@ -377,7 +377,7 @@ fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
     let asked = Asked {
         ticket: 1,
         summary: "rm -rf build".into(),
-        options: questions::tests::options(),
+        ask: Ask::Permission(questions::tests::options()),
     };
     let actions = rig.feed(Input::QuestionAsked(asked));
     let [
@@ -398,7 +398,10 @@ fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
         event: Some(event),
     });
     assert_eq!(actions, [Action::SetTimer(Some(rig.now + QUESTION_TIMEOUT))]);
-    assert_eq!(rig.machine.waiting_on(), Some("rm -rf build"));
+    assert_eq!(
+        rig.machine.waiting_on().as_deref(),
+        Some("a permission question (rm -rf build)")
+    );
 
     let actions = rig.absorb(10, "status?", Framing::Steer);
     let [Action::Inform { mention, text }] = actions.as_slice() else {
@@ -409,10 +412,14 @@ fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
 
     let mut reply = mention_reply(20, "2", event);
     assert!(rig.machine.is_answered_by(&reply));
-    assert!(matches!(rig.machine.route(&reply.content), Some(Routed::Answered(o)) if o.id == "b"));
+    assert!(
+        matches!(rig.machine.route(&reply.content), Some(Routed::Answered(Answer::Option(o))) if o.id == "b")
+    );
     reply.content = "2".into();
     let actions = rig.feed(Input::OwnerReply(reply.content.clone()));
-    assert!(matches!(&actions[0], Action::AnswerQuestion { ticket: 1, option } if option.id == "b"));
+    assert!(
+        matches!(&actions[0], Action::AnswerQuestion { ticket: 1, answer: Answer::Option(option) } if option.id == "b")
+    );
     assert!(
         matches!(&actions[1], Action::Steer { text, .. } if text.contains("> status?")),
         "the held mention is steered in: {actions:?}"
@@ -449,7 +456,10 @@ fn an_owner_reply_that_names_no_option_changes_nothing() {
         Some(Routed::Unrecognized { .. })
     ));
     assert_eq!(rig.feed(Input::OwnerReply("maybe".into())), []);
-    assert_eq!(rig.machine.waiting_on(), Some("rm"));
+    assert_eq!(
+        rig.machine.waiting_on().as_deref(),
+        Some("a permission question (rm)")
+    );
 }
 
 #[test]

@@ -1,0 +1,116 @@
+//! An agent's request that waits on the caller (a permission question, a
+//! form elicitation): the handle the caller answers through, shared by
+//! every kind of question.
+//!
+//! Owns the lifecycle, not the content: exactly one answer reaches the
+//! agent, dropping the handle unanswered sends the kind's "cancelled"
+//! answer (so an agent is never left waiting on a forgotten handle), and
+//! the turn's count of open questions follows (the turn suspends its idle
+//! timer while the agent waits on us). What a question asks and what its
+//! answers look like belong to its own module.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::connection::Connection;
+use crate::error::AcpError;
+use crate::protocol::SessionId;
+
+/// Why an answer did not reach the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("the agent offered no option `{0}`")]
+    UnknownOption(String),
+    #[error("the question was already answered (cancelled with its turn, or withdrawn)")]
+    AlreadyAnswered,
+    #[error(transparent)]
+    Transport(#[from] AcpError),
+}
+
+/// One of the agent's requests as the connection tracks it until answered:
+/// its id and the `result` that answers it "cancelled" (what a cancel of
+/// the turn sends).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OpenRequest {
+    pub rpc_id: Value,
+    pub cancelled: Value,
+}
+
+/// The answering end of one open request.
+#[derive(Debug)]
+pub(crate) struct PendingAnswer {
+    session_id: SessionId,
+    request: OpenRequest,
+    conn: Arc<Connection>,
+    open_questions: Arc<watch::Sender<usize>>,
+    answered: bool,
+}
+
+impl PendingAnswer {
+    pub(crate) fn new(
+        session_id: SessionId,
+        request: OpenRequest,
+        conn: Arc<Connection>,
+        open_questions: Arc<watch::Sender<usize>>,
+    ) -> Self {
+        open_questions.send_modify(|open| *open += 1);
+        PendingAnswer {
+            session_id,
+            request,
+            conn,
+            open_questions,
+            answered: false,
+        }
+    }
+
+    pub(crate) fn request_id(&self) -> &Value {
+        &self.request.rpc_id
+    }
+
+    /// Sends `result`, unless the request was already answered.
+    pub(crate) async fn send(&mut self, result: Value) -> Result<(), AnswerError> {
+        self.mark_answered();
+        let sent = self
+            .conn
+            .answer_open_request(&self.session_id, &self.request.rpc_id, result)
+            .await?;
+        if sent {
+            Ok(())
+        } else {
+            Err(AnswerError::AlreadyAnswered)
+        }
+    }
+
+    /// Sends the kind's "cancelled" answer.
+    pub(crate) async fn cancel(&mut self) -> Result<(), AnswerError> {
+        let cancelled = self.request.cancelled.clone();
+        self.send(cancelled).await
+    }
+
+    fn mark_answered(&mut self) {
+        if !self.answered {
+            self.answered = true;
+            self.open_questions
+                .send_modify(|open| *open = open.saturating_sub(1));
+        }
+    }
+}
+
+impl Drop for PendingAnswer {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        self.mark_answered();
+        let conn = Arc::clone(&self.conn);
+        let session = self.session_id.clone();
+        let OpenRequest { rpc_id, cancelled } = self.request.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = conn.answer_open_request(&session, &rpc_id, cancelled).await;
+            });
+        }
+    }
+}
