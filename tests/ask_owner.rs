@@ -63,7 +63,7 @@ async fn the_owner_rejects_by_name_and_a_strangers_reply_is_ignored() {
     let meddling = stranger
         .reply_in_group(&bot, "room", &mention.id, &question.id, "1")
         .await;
-    let ignored = Line::new("ignored a reply to a permission question from someone other than the owner");
+    let ignored = Line::new("ignored a reply to an agent's question from someone other than the owner");
     let log = &scene.bridge.log;
     log.wait(log.start(), ignored.with("event_id", meddling.id.to_hex()))
         .await;
@@ -121,7 +121,7 @@ async fn cancel_while_waiting_cancels_the_question_and_the_turn() {
     let status = scene.mention("room", "!status").await;
     let status = scene.reply_to(&status).await;
     assert!(
-        status.content.contains("Permission questions pending: 1."),
+        status.content.contains("Agent questions pending: 1."),
         "{}",
         status.content
     );
@@ -303,7 +303,7 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
     let status = scene.mention("room", "!status").await;
     let public = scene.reply_to(&status).await;
     assert!(
-        public.content.contains("Permission questions pending: 1."),
+        public.content.contains("Agent questions pending: 1."),
         "{}",
         public.content
     );
@@ -313,7 +313,7 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
         public.content
     );
     owner.dm(&bot, "!status").await;
-    let private = dm_containing(owner, &bot, "Permission questions pending: 1.").await;
+    let private = dm_containing(owner, &bot, "Agent questions pending: 1.").await;
     assert!(
         private.content.contains(&format!(
             "{conversation} is waiting for the owner to answer a permission question"
@@ -370,7 +370,7 @@ async fn a_choice_is_answered_by_number_then_by_name_and_a_strangers_reply_is_ig
     let meddling = stranger
         .reply_in_group(&bot, "room", &mention.id, &question.id, "3")
         .await;
-    let ignored = Line::new("ignored a reply to a permission question from someone other than the owner");
+    let ignored = Line::new("ignored a reply to an agent's question from someone other than the owner");
     let log = &scene.bridge.log;
     log.wait(log.start(), ignored.with("event_id", meddling.id.to_hex()))
         .await;

@@ -228,14 +228,14 @@ impl Heart {
             .map(|(key, _)| key.clone())
     }
 
-    /// A reply to the open permission question of the turn of `key`.
+    /// A reply to the open question (permission or form) of the turn of `key`.
     /// Only the owner answers; anyone else's reply is ignored (logged, and
     /// not prompted either).
     fn on_answer(&mut self, key: ConversationKey, reply: Mention) {
         if !reply.from_owner {
             tracing::info!(
                 conversation = %reply.conversation, event_id = %reply.event_id, author = %reply.author_short(),
-                "ignored a reply to a permission question from someone other than the owner"
+                "ignored a reply to an agent's question from someone other than the owner"
             );
             return self.ledger.drop_unanswered(&reply);
         }
@@ -305,7 +305,7 @@ impl Heart {
             .collect();
         let pool = self.services.pool.status();
         let counts = format!(
-            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Permission questions pending: {}.",
+            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}.",
             self.conversations.running_count(),
             self.conversations.waiting(),
             pool.alive,
@@ -579,8 +579,8 @@ impl Heart {
         };
         for (event_id, payload) in stale {
             if let Ok(mention) = serde_json::from_str::<Mention>(&payload) {
-                tracing::info!(question = %event_id, "marking a stale permission question expired");
-                let text = "This permission question expired: the bridge restarted. If the agent still needs it, it will ask again.";
+                tracing::info!(question = %event_id, "marking a stale question expired");
+                let text = "This question expired: the bridge restarted. If the agent still needs it, it will ask again.";
                 self.notices.inform(mention, text.to_owned());
             }
             let _ = store.question_close(&event_id);
