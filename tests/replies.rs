@@ -281,3 +281,36 @@ async fn with_follow_threads_off_a_reply_must_tag_the_bot() {
     assert!(owner.events_referencing(&bot, &untagged.id).await.is_empty());
     assert!(log.matching(log.start(), Line::accepted(&untagged.id)).is_empty());
 }
+
+/// A reply dated before the bot's first answer in its thread was people
+/// talking among themselves (the thread's subscription delivers it again):
+/// not a follow-up, even from the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_older_than_the_first_answer_is_no_follow_up() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+    let first = scene.mention("room", "start a thread").await;
+    let answer = scene.reply_to(&first).await;
+    log.wait(mark, Line::new("following the answered threads")).await;
+
+    let before_the_answer = Timestamp::from(answer.created_at.as_secs() - 60);
+    let older = owner
+        .publish(
+            untagged_group_reply("room", &first.id, &first.id, "said before the bot answered")
+                .custom_created_at(before_the_answer),
+        )
+        .await;
+    // Bounded by a later follow-up in the same thread.
+    let later = owner
+        .publish(untagged_group_reply(
+            "room",
+            &first.id,
+            &answer.id,
+            "a real follow-up",
+        ))
+        .await;
+    scene.reply_to(&later).await;
+    assert!(owner.events_referencing(&bot, &older.id).await.is_empty());
+    assert!(log.matching(mark, Line::accepted(&older.id)).is_empty());
+}

@@ -52,6 +52,10 @@ const OVERLOAD_NOTICE_BURST: u32 = 5;
 const OVERLOAD_NOTICE_REFILL: std::time::Duration = std::time::Duration::from_secs(30);
 /// The journal's count of queued mentions is read again at most this often.
 const QUEUED_COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
+/// How much earlier than the bot's first answer in a thread a reply there
+/// may be dated and still follow up on it: people's clocks run a little
+/// behind the bot's, but a reply from before the answer was not to it.
+const FOLLOW_UP_CLOCK_SKEW_SECS: i64 = 5;
 
 /// What a relay link hands to the intake, in arrival order.
 #[derive(Debug)]
@@ -539,8 +543,14 @@ impl Intake {
             return false;
         }
         let (root, reply) = mention::nip10_threading(&event.tags);
-        root.or(reply)
-            .is_some_and(|root| self.store.thread_is_answered(&root.to_hex()).unwrap_or(false))
+        let first_answer = root
+            .or(reply)
+            .and_then(|root| self.store.thread_first_answered(&root.to_hex()).ok().flatten());
+        // Replies older than the bot's first answer were talk among people
+        // (the thread's subscription delivers them again): not addressed to it.
+        first_answer.is_some_and(|first| {
+            event.created_at.as_secs() as i64 >= first.saturating_sub(FOLLOW_UP_CLOCK_SKEW_SECS)
+        })
     }
 }
 

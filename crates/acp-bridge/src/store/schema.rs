@@ -159,6 +159,13 @@ CREATE TABLE thread_context (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 10: when the bot first answered in a thread, so that a reply
+/// older than that answer is not taken for a follow-up to it.
+const V10_THREAD_FIRST_ANSWER: &str = "
+ALTER TABLE answered_thread ADD COLUMN first_answered_at INTEGER;
+UPDATE answered_thread SET first_answered_at = answered_at;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -170,6 +177,7 @@ const MIGRATIONS: &[&str] = &[
     V7_ANSWERED_THREADS,
     V8_CONTROLS,
     V9_THREAD_CONTEXT,
+    V10_THREAD_FIRST_ANSWER,
 ];
 
 /// The schema version this build writes.

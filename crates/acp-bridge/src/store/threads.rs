@@ -2,9 +2,9 @@
 //! reply there counts as a mention even without the bot's `p` tag, as
 //! people expect of a bot they are talking with.
 //!
-//! One row per thread root, stamped with the last answer; the relay links
-//! follow the most recent ones, and housekeeping forgets those past the
-//! retention.
+//! One row per thread root, stamped with the first answer (a follow-up is
+//! a reply after it) and the last (the relay links follow the most recent
+//! threads, and housekeeping forgets those past the retention).
 
 use rusqlite::{OptionalExtension, params};
 
@@ -14,24 +14,25 @@ impl Store {
     /// Records that the bot answered in the thread rooted at `root` at `now`;
     /// true when the thread is new to it.
     pub fn thread_answered(&self, root: &str, now: i64) -> Result<bool> {
-        let new = !self.thread_is_answered(root)?;
+        let new = self.thread_first_answered(root)?.is_none();
         self.conn()
             .prepare_cached(
-                "INSERT INTO answered_thread (root, answered_at) VALUES (?1, ?2)
+                "INSERT INTO answered_thread (root, answered_at, first_answered_at) VALUES (?1, ?2, ?2)
                  ON CONFLICT (root) DO UPDATE SET answered_at = max(answered_at, excluded.answered_at)",
             )?
             .execute(params![root, now])?;
         Ok(new)
     }
 
-    /// Whether the bot answered in the thread rooted at `root`.
-    pub fn thread_is_answered(&self, root: &str) -> Result<bool> {
+    /// When the bot first answered in the thread rooted at `root`; `None`
+    /// when it never did.
+    pub fn thread_first_answered(&self, root: &str) -> Result<Option<i64>> {
         let found = self
             .conn()
-            .prepare_cached("SELECT 1 FROM answered_thread WHERE root = ?1")?
-            .query_row(params![root], |_| Ok(()))
+            .prepare_cached("SELECT first_answered_at FROM answered_thread WHERE root = ?1")?
+            .query_row(params![root], |row| row.get::<_, Option<i64>>(0))
             .optional()?;
-        Ok(found.is_some())
+        Ok(found.map(|first| first.unwrap_or(0)))
     }
 
     /// The roots of the `limit` threads answered in most recently.
@@ -69,8 +70,12 @@ mod tests {
         assert!(store.thread_answered("a", 10).unwrap());
         assert!(store.thread_answered("b", 20).unwrap());
         assert!(!store.thread_answered("a", 30).unwrap(), "known already");
-        assert!(store.thread_is_answered("a").unwrap());
-        assert!(!store.thread_is_answered("c").unwrap());
+        assert_eq!(
+            store.thread_first_answered("a").unwrap(),
+            Some(10),
+            "the first answer stays"
+        );
+        assert_eq!(store.thread_first_answered("c").unwrap(), None);
         assert_eq!(store.threads_answered_recently(10).unwrap(), ["a", "b"]);
         assert_eq!(store.threads_answered_recently(1).unwrap(), ["a"]);
         assert_eq!(store.threads_prune(25).unwrap(), 1);
