@@ -101,6 +101,7 @@ impl Stages {
             settings.agent.clone(),
             ClientConfig {
                 cancel_timeout: settings.agent.cancel_timeout,
+                initialize_timeout: settings.agent_start_timeout,
                 ..ClientConfig::default()
             },
             Arc::clone(&store),
@@ -113,6 +114,7 @@ impl Stages {
                 capacity: (settings.agent.processes * settings.agent.turns_per_agent) as usize,
                 question_timeout: settings.permission_timeout,
                 cancel_timeout: settings.agent.cancel_timeout,
+                shard: settings.shard,
             },
         );
 
@@ -149,7 +151,11 @@ impl Stages {
                 follow_threads,
             },
             inbound_tx,
-        );
+        )
+        .with_shard(settings.shard);
+        if settings.shard.count() > 1 {
+            tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
+        }
         let (links, relays_connected): (Vec<RelayLink>, Vec<watch::Receiver<bool>>) = relays
             .into_iter()
             .map(|relay| {

@@ -70,6 +70,8 @@ pub(crate) struct HeartSettings {
     pub question_timeout: Option<Duration>,
     /// `--cancel-timeout`: how long an abandoned turn may take to stop.
     pub cancel_timeout: Duration,
+    /// `--shard`: the conversations this replica answers.
+    pub shard: crate::shard::Shard,
 }
 
 #[derive(Debug)]
@@ -118,6 +120,7 @@ impl Heart {
             let (mentions, next) = page;
             resumed += mentions.len();
             for mention in mentions {
+                self.settings.shard.log_if_moved(mention.conversation.as_str());
                 self.resume_one(mention);
             }
             match next {
@@ -301,7 +304,7 @@ impl Heart {
             self.counters.absorbed,
             self.counters.queued_mid_turn,
             blocked.len(),
-        );
+        ) + &crate::shard::status_text(self.settings.shard);
         let refusals = crate::reply::publisher::refusals_text(&self.services.store, in_private);
         if !in_private {
             return counts + &refusals + " Details only in a DM: send !status there.";
