@@ -62,8 +62,32 @@ impl DaemonProcess {
         agent_args: &str,
         flags: &[&str],
     ) -> Self {
-        let bot = Keys::generate();
-        let state = temp_dir(&format!("state-{}", bot.public_key().to_hex()[..8].to_owned()));
+        Self::launch(Keys::generate(), wrapper, relay, owner, agent_args, flags)
+    }
+
+    /// Another daemon of the bot `bot` (a shard: `flags` say which), with a
+    /// state dir of its own.
+    pub fn spawn_replica(
+        bot: &Keys,
+        relay: &EmbeddedRelay,
+        owner: &Keys,
+        agent_args: &str,
+        flags: &[&str],
+    ) -> Self {
+        Self::launch(bot.clone(), &[], relay, owner, agent_args, flags)
+    }
+
+    fn launch(
+        bot: Keys,
+        wrapper: &[&str],
+        relay: &EmbeddedRelay,
+        owner: &Keys,
+        agent_args: &str,
+        flags: &[&str],
+    ) -> Self {
+        static LAUNCHES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let launch = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let state = temp_dir(&format!("state-{}-{launch}", &bot.public_key().to_hex()[..8]));
         let log = state.with_extension("log");
         let binary = bridge_binary();
         let mut command = match wrapper.split_first() {
