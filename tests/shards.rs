@@ -165,11 +165,8 @@ async fn a_killed_shards_conversations_wait_for_its_restart_and_nothing_is_answe
         .await;
     traffic.get_mut(&victims_channel).expect("channel").push(long);
     let mut victim = victim;
-    let agents = victim.agent_pids();
+    // Its agents go with it (SIGKILL is their parent-death signal).
     victim.kill_hard();
-    for pid in agents {
-        kill(pid);
-    }
 
     // While it is down, every conversation gets another mention: shard 0
     // takes its own and declines the others.
@@ -227,12 +224,4 @@ async fn a_killed_shards_conversations_wait_for_its_restart_and_nothing_is_answe
             .tally("2 shards, one SIGKILLed mid-turn and restarted", &all)
             .await,
     );
-}
-
-fn kill(pid: u32) {
-    std::process::Command::new("kill")
-        .arg("-KILL")
-        .arg(pid.to_string())
-        .status()
-        .expect("kill");
 }
