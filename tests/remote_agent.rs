@@ -125,3 +125,21 @@ async fn a_remote_agent_behind_a_slow_relaying_wrapper_runs_turns_steers_and_can
     let gone = async || (!running(agent)).then_some(());
     eventually(PATIENCE, gone, || format!("the remote agent {agent} to end")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_slower_to_start_than_the_start_timeout_gets_a_notice_not_a_hang() {
+    // The wrapper starts the agent after 2 s; the bound is 1 s.
+    let (scene, _pidfile) = remote_scene(&["--agent-start-timeout", "1s"]).await;
+    let mention = scene.mention("room", "hello from afar").await;
+    let notice = scene.reply_to(&mention).await;
+    assert!(
+        notice.content.contains("`initialize` got no answer within 1s"),
+        "{}",
+        notice.content
+    );
+    assert_exactly_once(
+        scene
+            .tally("agent slower than --agent-start-timeout", &[mention])
+            .await,
+    );
+}
