@@ -128,6 +128,21 @@ async fn check_one_owner_per_conversation(scene: &Scene, bridges: &[&Bridge], la
         owned.iter().all(|count| *count > 0),
         "every shard owns some: {owned:?}"
     );
+
+    // An owner command is a mention in a conversation: its shard answers,
+    // and says which it is; the others decline it.
+    let (channel, mentions) = traffic.iter().next().expect("a conversation");
+    let owner = takers(bridges, &mentions[0])[0];
+    let marks: Vec<Cursor> = bridges.iter().map(|bridge| bridge.log.cursor()).collect();
+    let status = scene.mention(channel, "!status").await;
+    let answer = scene.reply_to(&status).await;
+    let expected = format!("Answered by shard {owner} of {}.", bridges.len());
+    assert!(answer.content.contains(&expected), "{}", answer.content);
+    for (shard, bridge) in bridges.iter().enumerate().filter(|(shard, _)| *shard != owner) {
+        let declined = Line::dropped(&status.id, "other_shard");
+        bridge.log.wait(marks[shard], declined).await;
+    }
+    assert_exactly_once(scene.tally(&format!("{label}: !status"), &[status]).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,18 +167,23 @@ async fn a_killed_shards_conversations_wait_for_its_restart_and_nothing_is_answe
 
     // Turns run on both shards; then shard 1 dies mid-turn (SIGKILL).
     let mut traffic = mid_turn_traffic(&scene, &[&scene.bridge, &victim]).await;
-    let (victims_channel, _) = traffic
-        .iter()
-        .find(|(_, mentions)| takers(&[&scene.bridge, &victim], &mentions[0]) == [1])
-        .expect("a conversation of shard 1");
-    let victims_channel = victims_channel.clone();
+    // A long turn in a fresh conversation of shard 1 (the documented hash
+    // picks it; a busy one would fold the mention into its live turn).
+    let relay = scene.relay.url();
+    let victims_channel = (0..)
+        .map(|n| format!("long-{n}"))
+        .find(|channel| {
+            let key = format!("group:{}'{channel}", relay.trim_end_matches('/'));
+            acp_bridge::Shard::owner_index(&key, 2) == 1
+        })
+        .expect("a channel of shard 1");
     let mark = victim.log.cursor();
     let long = scene.mention(&victims_channel, "a long one [rounds=40]").await;
     victim
         .log
         .wait(mark, Line::new("agent run started").in_turn(&long.id))
         .await;
-    traffic.get_mut(&victims_channel).expect("channel").push(long);
+    traffic.insert(victims_channel, vec![long]);
     let mut victim = victim;
     // Its agents go with it (SIGKILL is their parent-death signal).
     victim.kill_hard();
