@@ -9,7 +9,9 @@
 //! cost (BENCHMARKS.md). A watermark never moves past a mention that is not
 //! journaled yet: a `CaughtUp` arrival commits the batch so far first, and
 //! an untaken event (a failed journal write, a lookup under way) holds it
-//! back until it is taken.
+//! back until it is taken. A mention of another shard's conversation
+//! (`--shard`) is journaled in the same transaction, finished at once: it
+//! is a duplicate when offered again, and nothing else.
 
 use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 

@@ -50,19 +50,7 @@ pub struct DaemonProcess {
 
 impl DaemonProcess {
     pub fn spawn(relay: &EmbeddedRelay, owner: &Keys, agent_args: &str, flags: &[&str]) -> Self {
-        Self::spawn_under(&[], relay, owner, agent_args, flags)
-    }
-
-    /// The same, with the daemon run under `wrapper` (e.g. valgrind and its
-    /// options); the agents it starts are not.
-    pub fn spawn_under(
-        wrapper: &[&str],
-        relay: &EmbeddedRelay,
-        owner: &Keys,
-        agent_args: &str,
-        flags: &[&str],
-    ) -> Self {
-        Self::launch(Keys::generate(), wrapper, relay, owner, agent_args, flags)
+        Self::spawn_under(Keys::generate(), &[], relay, owner, agent_args, flags)
     }
 
     /// Another daemon of the bot `bot` (a shard: `flags` say which), with a
@@ -74,10 +62,12 @@ impl DaemonProcess {
         agent_args: &str,
         flags: &[&str],
     ) -> Self {
-        Self::launch(bot.clone(), &[], relay, owner, agent_args, flags)
+        Self::spawn_under(bot.clone(), &[], relay, owner, agent_args, flags)
     }
 
-    fn launch(
+    /// The daemon of `bot`, run under `wrapper` (e.g. valgrind and its
+    /// options; the agents it starts are not), with a state dir of its own.
+    pub fn spawn_under(
         bot: Keys,
         wrapper: &[&str],
         relay: &EmbeddedRelay,
