@@ -163,6 +163,41 @@ else
     skip "systemd-analyze not found: acp-bridge.service not verified"
 fi
 
+# ----------------------------------------------------------------- remote --
+# The wrappers for agents elsewhere parse, and the kubectl one asks for the
+# pod it promises: rendered by a stand-in kubectl that prints --overrides.
+for script in "$deploy"/remote/*.sh; do
+    sh -n "$script" || fail "${script#"$deploy"/} does not parse"
+done
+mkdir -p "$work/stub"
+cat >"$work/stub/kubectl" <<'STUB'
+#!/bin/sh
+[ "$1" = run ] || exit 0
+for arg; do [ "${prev:-}" = --overrides ] && printf '%s' "$arg"; prev=$arg; done
+STUB
+chmod +x "$work/stub/kubectl"
+if pod=$(PATH="$work/stub:$PATH" AGENT_IMAGE=registry.example.com/agent:1 \
+        sh "$deploy/remote/kubectl-agent.sh" goose acp 'it''s "quoted"' 2>&1) \
+    && python3 - "$pod" <<'PY'
+import json, sys
+spec = json.loads(sys.argv[1])["spec"]
+(c,) = spec["containers"]
+problems = [what for ok, what in [
+    (c["args"] == ["goose", "acp", 'its "quoted"'], "the agent's arguments, quoted"),
+    (c["stdin"] and c["stdinOnce"] and not c["tty"], "stdin, stdinOnce, no tty"),
+    ("memory" in c["resources"]["limits"] and "cpu" in c["resources"]["limits"], "cpu and memory limits"),
+    ([list(e) for e in c["envFrom"]] == [["secretRef"]] and "env" not in c, "only the provider Secret"),
+    (spec["automountServiceAccountToken"] is False, "no service account token"),
+    (spec["restartPolicy"] == "Never", "restartPolicy Never"),
+] if not ok]
+for p in problems:
+    print(f"FAIL: kubectl-agent.sh pod: {p}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+then pass "deploy/remote: wrappers parse; the agent pod has limits, stdinOnce and only the provider's Secret"
+else fail "deploy/remote/kubectl-agent.sh: $pod"
+fi
+
 # ------------------------------------------------------------- kubernetes --
 if python3 -c 'import yaml' 2>/dev/null; then
     if python3 - "$kube" <<'PY'
@@ -221,8 +256,10 @@ import sys, yaml
 grace = int(sys.argv[1])
 problems, keys, names = [], {}, {}
 for path in sys.argv[2:]:
-    for doc in yaml.safe_load_all(open(path)):
-        if not doc or doc.get("kind") != "StatefulSet":
+    docs = [doc for doc in yaml.safe_load_all(open(path)) if doc]
+    pdbs = [doc for doc in docs if doc.get("kind") == "PodDisruptionBudget"]
+    for doc in docs:
+        if doc.get("kind") != "StatefulSet":
             continue
         name = doc["metadata"]["name"]
         where = f"{path.rsplit('/', 1)[-1]}: StatefulSet {name}"
@@ -231,7 +268,22 @@ for path in sys.argv[2:]:
         def need(ok, what):
             if not ok:
                 problems.append(f"{where}: {what}")
-        need(spec.get("replicas") == 1, "replicas must be 1 (one daemon per bot identity)")
+        main_env = {e["name"]: e.get("value") for c in pod["containers"] if c["name"] == "acp-bridge" for e in c.get("env", [])}
+        replicas, shard = spec.get("replicas", 1), main_env.get("ACP_BRIDGE_SHARD")
+        if shard is None:
+            need(replicas == 1, "replicas must be 1 (one daemon per bot identity), or shards: ACP_BRIDGE_SHARD=auto/<replicas>")
+        else:
+            # Shards of one bot: each pod's ordinal is its shard index, each
+            # has a volume claim of its own, and drains take one at a time.
+            need(shard == f"auto/{replicas}", f"ACP_BRIDGE_SHARD={shard} must be auto/{replicas} (replicas)")
+            claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
+            state_mounts = [m["name"] for c in pod["containers"] if c["name"] == "acp-bridge"
+                            for m in c.get("volumeMounts", []) if m["mountPath"] == main_env.get("ACP_BRIDGE_STATE_DIR")]
+            need(bool(state_mounts) and set(state_mounts) <= claims, "each shard's state dir is a volume claim of its own (volumeClaimTemplates)")
+            labels = spec["template"]["metadata"].get("labels", {})
+            covering = [p for p in pdbs if p["spec"].get("selector", {}).get("matchLabels", {}).items() <= labels.items()
+                        and (p["spec"].get("maxUnavailable") == 1 or p["spec"].get("minAvailable") == replicas - 1)]
+            need(bool(covering), "a PodDisruptionBudget selects the shards and lets at most one be down")
         need(pod.get("terminationGracePeriodSeconds", 30) > grace,
              f"terminationGracePeriodSeconds must exceed the shutdown grace ({grace}s)")
         psc = pod.get("securityContext", {})
@@ -291,7 +343,7 @@ for p in problems:
     print(f"FAIL: {p}", file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
-        then pass "rendered StatefulSets: one replica, own key, hardened, probes on /healthz"
+        then pass "rendered StatefulSets: one replica or auto shards with a PDB, own key, hardened, probes on /healthz"
         else fail "rendered StatefulSets (see above)"
         fi
     fi

@@ -99,3 +99,39 @@ fn bad_flags_fail_with_one_line_naming_the_flag() {
         assert!(!stderr.contains("nsec1notakey"), "the bad key never appears");
     }
 }
+
+#[test]
+fn shard_auto_refuses_a_hostname_without_an_ordinal_in_range() {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    let args = [
+        "--relay",
+        "ws://127.0.0.1:1",
+        "--owner",
+        &owner,
+        "--shard",
+        "auto/3",
+    ];
+    for (hostname, problem) in [("bot", "has none"), ("bot-7", "out of range for 3 shards")] {
+        let env = [("ACP_BRIDGE_SECRET_KEY", secret.as_str()), ("HOSTNAME", hostname)];
+        let (code, stderr) = start_with(&args, &env);
+        assert_eq!(code, 2, "{hostname}: {stderr}");
+        let refusal: Vec<&str> = stderr.lines().filter(|line| line.contains("--shard")).collect();
+        assert_eq!(refusal.len(), 1, "one line: {stderr}");
+        assert!(refusal[0].contains(&format!("`{hostname}`")), "{stderr}");
+        assert!(refusal[0].contains(problem), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_auto_takes_the_index_from_the_hostnames_ordinal() {
+    use support::{Line, Scene};
+    let scene = Scene::builder()
+        .flags(&["--shard", "auto/3"])
+        .env(&[("HOSTNAME", "bot-2")])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let sharded = Line::new("a shard of the bot: answering only the conversations that hash to this index");
+    log.wait(log.start(), sharded.with("shard", "2/3")).await;
+}

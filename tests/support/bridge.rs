@@ -68,6 +68,16 @@ impl BridgeSpec {
         self.flags.extend(owned(flags));
         self
     }
+
+    /// Another daemon of the same bot (key, owner, relays, agent) with a
+    /// state dir of its own and `flags` instead of these flags: a replica.
+    pub fn replica(&self, flags: &[&str]) -> Self {
+        BridgeSpec {
+            state_dir: temp_dir("state"),
+            flags: owned(flags),
+            ..self.clone()
+        }
+    }
 }
 
 /// The daemon as a child process, killed when dropped.

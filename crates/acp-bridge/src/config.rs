@@ -19,12 +19,15 @@ use clap::{Args, ValueEnum};
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
 
 use crate::loop_guard::ChainBounds;
+use crate::shard::{Shard, ShardSpec};
 
 /// Environment variable that may hold the bot's secret key (nsec or hex).
 pub const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
 /// Set by systemd's `StateDirectory=`; our default state dir when present.
 const SYSTEMD_STATE_ENV: &str = "STATE_DIRECTORY";
 const DEFAULT_STATE_DIR: &str = "acp-bridge-state";
+/// Set by container runtimes to the pod's name; `--shard auto/N` reads it.
+const HOSTNAME_ENV: &str = "HOSTNAME";
 /// Environment variables every agent gets (when set), beside `--agent-env`.
 /// Nothing else of the daemon's environment reaches an agent.
 pub const AGENT_ENV_BASELINE: &[&str] = &[
@@ -368,6 +371,18 @@ pub struct RunArgs {
     /// Serve Prometheus metrics and /healthz here (off by default).
     #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+
+    /// This replica's share of the bot: `INDEX/COUNT`, or `auto/COUNT` to
+    /// take the index from the hostname's trailing `-N` (a StatefulSet
+    /// pod's ordinal). Every replica runs with the same key, relays and
+    /// COUNT; each answers only the conversations that hash to its index.
+    #[arg(long, env = "ACP_BRIDGE_SHARD", value_name = "INDEX/COUNT")]
+    pub shard: Option<String>,
+
+    /// How long an agent may take to start and answer `initialize` (an
+    /// agent in a pod that is still being scheduled takes tens of seconds).
+    #[arg(long, env = "ACP_BRIDGE_AGENT_START_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    pub agent_start_timeout: Duration,
 }
 
 /// Where to find the relay.
@@ -410,6 +425,10 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
+    /// `--shard`: the conversations this replica answers.
+    pub shard: Shard,
+    /// `--agent-start-timeout`: the bound on an agent's `initialize`.
+    pub agent_start_timeout: Duration,
 }
 
 /// How to run agents.
@@ -526,11 +545,19 @@ impl RunArgs {
             ("--cancel-timeout", self.cancel_timeout),
             ("--rate-limit-refill", self.rate_limit_refill),
             ("--retention", self.retention),
+            ("--agent-start-timeout", self.agent_start_timeout),
         ] {
             if value.is_zero() {
                 return Err(refuse(flag, "must be longer than zero"));
             }
         }
+        let shard = match self.shard.as_deref().filter(|spec| !spec.trim().is_empty()) {
+            Some(spec) => spec
+                .parse::<ShardSpec>()
+                .and_then(|spec| spec.resolve(env(HOSTNAME_ENV)))
+                .map_err(|error| refuse("--shard", error.to_string()))?,
+            None => Shard::WHOLE,
+        };
         let cwd = match &self.cwd {
             Some(cwd) => cwd.clone(),
             None => std::env::current_dir()
@@ -606,6 +633,8 @@ impl RunArgs {
             shutdown_grace: self.shutdown_grace,
             retention: self.retention,
             metrics_addr: self.metrics_addr,
+            shard,
+            agent_start_timeout: self.agent_start_timeout,
             keys,
         })
     }
@@ -671,6 +700,8 @@ impl Settings {
             shutdown_grace: Duration::from_secs(5),
             retention: Duration::from_secs(7 * 24 * 3600),
             metrics_addr: None,
+            shard: Shard::WHOLE,
+            agent_start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
         }
     }
 

@@ -104,6 +104,7 @@ impl Stages {
                 cancel_timeout: settings.agent.cancel_timeout,
                 // Questions reach a person only with ask-owner (README).
                 elicitation: settings.permission_policy == PermissionPolicyArg::AskOwner,
+                initialize_timeout: settings.agent_start_timeout,
                 ..ClientConfig::default()
             },
             Arc::clone(&store),
@@ -126,6 +127,7 @@ impl Stages {
                 question_timeout: settings.permission_timeout,
                 cancel_timeout: settings.agent.cancel_timeout,
                 wait_notice_after: settings.wait_notice_after,
+                shard: settings.shard,
             },
         );
 
@@ -162,7 +164,11 @@ impl Stages {
                 follow_threads,
             },
             inbound_tx,
-        );
+        )
+        .with_shard(settings.shard);
+        if settings.shard.count() > 1 {
+            tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
+        }
         let (links, relays_connected): (Vec<RelayLink>, Vec<watch::Receiver<bool>>) = relays
             .into_iter()
             .map(|relay| {

@@ -14,9 +14,9 @@
 
 use std::sync::Arc;
 
-use nostr_sdk::prelude::{Event, JsonUtil};
+use nostr_sdk::prelude::{Event, EventId, JsonUtil, PublicKey};
 
-use crate::mention::{Mention, Thread};
+use crate::mention::{ConversationKey, Mention, Thread};
 use crate::store::{
     Finish, NewMention, OutgoingEvent, PendingCursor, Store, StoreError, sql_now, sql_seconds,
 };
@@ -32,6 +32,17 @@ pub(crate) enum LedgerError {
     Serialize(#[from] serde_json::Error),
 }
 
+/// A mention of a conversation another shard answers (`--shard`): what
+/// the journal keeps of it, only so that it is a duplicate when a relay
+/// offers it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OtherShards {
+    pub event_id: EventId,
+    pub author: PublicKey,
+    pub conversation: ConversationKey,
+    pub accepted_at: u64,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
     store: Arc<Store>,
@@ -44,13 +55,26 @@ impl Ledger {
 
     /// Journals `mentions` as pending, in one transaction. One flag per
     /// mention, in order: false for a mention taken in before (a duplicate).
+    #[cfg(test)]
     pub fn accept(&self, mentions: &[&Mention]) -> Result<Vec<bool>, LedgerError> {
-        let ids: Vec<String> = mentions.iter().map(|mention| mention.event_id.to_hex()).collect();
-        let payloads = mentions
+        self.take_in(mentions, &[]).map(|(fresh, _)| fresh)
+    }
+
+    /// [`Ledger::accept`] for `ours`, and in the same transaction `others`
+    /// (conversations another shard answers) journaled as finished at
+    /// once: seen, so never taken twice, and never resumed here. One flag
+    /// per mention of each slice, in order: false for a duplicate.
+    pub fn take_in(
+        &self,
+        ours: &[&Mention],
+        others: &[&OtherShards],
+    ) -> Result<(Vec<bool>, Vec<bool>), LedgerError> {
+        let ids: Vec<String> = ours.iter().map(|mention| mention.event_id.to_hex()).collect();
+        let payloads = ours
             .iter()
             .map(serde_json::to_string)
             .collect::<Result<Vec<String>, _>>()?;
-        let records: Vec<NewMention<'_>> = mentions
+        let records: Vec<NewMention<'_>> = ours
             .iter()
             .zip(&ids)
             .zip(&payloads)
@@ -61,7 +85,19 @@ impl Ledger {
                 accepted_at: sql_seconds(mention.accepted_at),
             })
             .collect();
-        Ok(self.store.journal_accept_all(&records)?)
+        let other_ids: Vec<String> = others.iter().map(|other| other.event_id.to_hex()).collect();
+        let other_records: Vec<NewMention<'_>> = others
+            .iter()
+            .zip(&other_ids)
+            .map(|(other, event_id)| NewMention {
+                event_id,
+                conversation: other.conversation.as_str(),
+                // Never read: the row is finished, kept only as a seen id.
+                payload: "{}",
+                accepted_at: sql_seconds(other.accepted_at),
+            })
+            .collect();
+        Ok(self.store.journal_take_in(&records, &other_records, sql_now())?)
     }
 
     /// Journals what `mention` is now to become (its intent changed after

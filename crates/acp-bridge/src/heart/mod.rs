@@ -75,6 +75,8 @@ pub(crate) struct HeartSettings {
     pub cancel_timeout: Duration,
     /// `--wait-notice-after` (`None`: off).
     pub wait_notice_after: Option<Duration>,
+    /// `--shard`: the conversations this replica answers.
+    pub shard: crate::shard::Shard,
 }
 
 #[derive(Debug)]
@@ -125,6 +127,7 @@ impl Heart {
             let (mentions, next) = page;
             resumed += mentions.len();
             for mention in mentions {
+                self.settings.shard.log_if_moved(mention.conversation.as_str());
                 self.resume_one(mention);
             }
             match next {
@@ -318,7 +321,7 @@ impl Heart {
             self.counters.absorbed,
             self.counters.queued_mid_turn,
             blocked.len(),
-        );
+        ) + &crate::shard::status_text(self.settings.shard);
         let refusals = crate::reply::publisher::refusals_text(&self.services.store, in_private);
         let counts = counts + &self.conversation_text(key);
         if !in_private {

@@ -9,11 +9,14 @@
 //! cost (BENCHMARKS.md). A watermark never moves past a mention that is not
 //! journaled yet: a `CaughtUp` arrival commits the batch so far first, and
 //! an untaken event (a failed journal write, a lookup under way) holds it
-//! back until it is taken.
+//! back until it is taken. A mention of another shard's conversation
+//! (`--shard`) is journaled in the same transaction, finished at once: it
+//! is a duplicate when offered again, and nothing else.
 
 use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
-use super::{Arrival, DropReason, Inbound, Intake};
+use super::{Arrival, DropReason, Inbound, Intake, Screened};
+use crate::ledger::OtherShards;
 use crate::mention::{Intent, Mention};
 use crate::reply::Reaction;
 use crate::store::sql_seconds;
@@ -32,7 +35,23 @@ struct Pending {
     /// The delivered event's date (a gift wrap's own), which the relay's
     /// subscription filters on.
     delivered_at: Timestamp,
-    admitted: Mention,
+    admitted: Screened,
+}
+
+impl Screened {
+    fn event_id(&self) -> EventId {
+        match self {
+            Screened::Ours(mention) => mention.event_id,
+            Screened::OtherShards(other) => other.event_id,
+        }
+    }
+
+    fn author(&self) -> &PublicKey {
+        match self {
+            Screened::Ours(mention) => &mention.author,
+            Screened::OtherShards(other) => &other.author,
+        }
+    }
 }
 
 impl Intake {
@@ -96,16 +115,20 @@ impl Intake {
         }
         let fresh = self.journal(pending);
         for (entry, fresh) in pending.drain(..).zip(fresh) {
-            let mention = &entry.admitted;
-            match fresh {
-                Ok(()) => {
-                    self.untaken.release(&mention.event_id);
-                    self.act(entry.admitted).await;
+            let (relay, event_id) = (&entry.relay, entry.admitted.event_id());
+            match (fresh, entry.admitted) {
+                (Ok(()), Screened::Ours(mention)) => {
+                    self.untaken.release(&event_id);
+                    self.act(mention).await;
                 }
-                Err(reason) => {
-                    let (relay, event_id) = (&entry.relay, mention.event_id);
+                (Ok(()), Screened::OtherShards(other)) => {
+                    self.book_untaken(relay, event_id, entry.delivered_at, DropReason::OtherShard);
+                    dropped(relay, event_id, &other.author, DropReason::OtherShard);
+                    outcomes[entry.index] = Err(DropReason::OtherShard);
+                }
+                (Err(reason), admitted) => {
                     self.book_untaken(relay, event_id, entry.delivered_at, reason);
-                    dropped(relay, event_id, &mention.author, reason);
+                    dropped(relay, event_id, admitted.author(), reason);
                     outcomes[entry.index] = Err(reason);
                 }
             }
@@ -147,12 +170,29 @@ impl Intake {
     /// be promised: a failed write leaves the batch untaken, and the relay
     /// offers the events again when the link fetches them anew.
     fn journal(&self, pending: &[Pending]) -> Vec<Result<(), DropReason>> {
-        let mentions: Vec<&Mention> = pending.iter().map(|entry| &entry.admitted).collect();
-        match self.ledger.accept(&mentions) {
-            Ok(fresh) => fresh
-                .into_iter()
-                .map(|fresh| if fresh { Ok(()) } else { Err(DropReason::Duplicate) })
-                .collect(),
+        let mut ours: Vec<&Mention> = Vec::new();
+        let mut others: Vec<&OtherShards> = Vec::new();
+        for entry in pending {
+            match &entry.admitted {
+                Screened::Ours(mention) => ours.push(mention),
+                Screened::OtherShards(other) => others.push(other),
+            }
+        }
+        match self.ledger.take_in(&ours, &others) {
+            Ok((ours, others)) => {
+                let (mut ours, mut others) = (ours.into_iter(), others.into_iter());
+                pending
+                    .iter()
+                    .map(|entry| match entry.admitted {
+                        Screened::Ours(_) => ours.next(),
+                        Screened::OtherShards(_) => others.next(),
+                    })
+                    .map(|fresh| match fresh {
+                        Some(true) => Ok(()),
+                        _ => Err(DropReason::Duplicate),
+                    })
+                    .collect()
+            }
             Err(error) => {
                 tracing::error!(mentions = pending.len(), %error, "cannot journal mentions; they will be fetched again");
                 vec![Err(DropReason::NotJournaled); pending.len()]

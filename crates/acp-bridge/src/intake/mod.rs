@@ -4,7 +4,9 @@
 //! from strangers cost next to nothing: kind and mention → own event →
 //! already seen → time window → author gate (on the claimed author; only
 //! refusals are decided before the signature is checked) → signature →
-//! loop bound → rate limit → queue cap → size → journal. Only an event that passes all
+//! shard (`--shard`: another replica's conversation is journaled as seen
+//! and goes no further, so it never costs this one a notice) → loop bound
+//! → rate limit → queue cap → size → journal. Only an event that passes all
 //! of them becomes a [`Mention`], journaled (the durable queue, which is
 //! also the seen set) before it is handed on, so a crash after acceptance
 //! loses nothing. Gift-wrapped DMs are unwrapped (seal signature verified)
@@ -35,11 +37,12 @@ use tokio::sync::{mpsc, watch};
 
 use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, AuthorGate, Hearing, Standing};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, OtherShards};
 use crate::loop_guard::{ChainBounds, Hop, LoopGuard};
 use crate::mention::{self, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
+use crate::shard::Shard;
 use crate::store::Store;
 
 /// Events dated further ahead than this are refused (the SDK does not).
@@ -115,6 +118,8 @@ pub enum DropReason {
     LookupsBusy,
     /// Untaken: the journal write failed; fetched again later.
     NotJournaled,
+    /// Another shard's conversation (`--shard`): journaled as seen only.
+    OtherShard,
 }
 
 impl DropReason {
@@ -135,6 +140,7 @@ impl DropReason {
             DropReason::AwaitingProfile => "awaiting_profile",
             DropReason::LookupsBusy => "lookups_busy",
             DropReason::NotJournaled => "not_journaled",
+            DropReason::OtherShard => "other_shard",
         }
     }
 
@@ -161,6 +167,18 @@ pub struct IntakeLimits {
     /// `--follow-threads involved`: a reply in a thread the bot answered
     /// in counts as a mention.
     pub follow_threads: bool,
+}
+
+/// An event that passed screening: a mention to act on, or one of a
+/// conversation another shard answers, to be journaled as seen only.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "lives for one batch; boxing would cost an allocation per mention"
+)]
+enum Screened {
+    Ours(Mention),
+    OtherShards(OtherShards),
 }
 
 /// A message of one author, before it is a mention: the fields shared by
@@ -211,6 +229,8 @@ pub struct Intake {
     /// The bot's key as `p` tags carry it, computed once: every event is
     /// checked against it.
     bot_hex: String,
+    /// The conversations this replica answers (`--shard`).
+    shard: Shard,
 }
 
 impl Intake {
@@ -245,7 +265,14 @@ impl Intake {
             untaken: Untaken::default(),
             parked: Parked::default(),
             inbound,
+            shard: Shard::WHOLE,
         }
+    }
+
+    /// Answers only the conversations of `shard`; without it, all of them.
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = shard;
+        self
     }
 
     /// The floors of the live subscriptions as they change, for housekeeping.
@@ -292,7 +319,7 @@ impl Intake {
 
     /// Runs one event through every check but the journal's: what it is
     /// to become, or why it is dropped.
-    async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<Mention, DropReason> {
+    async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<Screened, DropReason> {
         if !self.limits.kinds.contains(&event.kind) {
             return Err(DropReason::NotAMention);
         }
@@ -353,7 +380,7 @@ impl Intake {
         self.judge(relay, candidate)
     }
 
-    fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<Mention, DropReason> {
+    fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>) -> Result<Screened, DropReason> {
         self.check_time_window(relay, candidate.created_at)?;
         let from_owner = Some(candidate.author) == self.gate.owner();
         // Owner commands come before the author gate (they work even with
@@ -387,6 +414,17 @@ impl Intake {
         if let Signature::Unchecked(event) = candidate.signature {
             event.verify().map_err(|_| DropReason::BadSignature)?;
         }
+        let conversation = candidate
+            .thread
+            .conversation(self.limits.session_policy, Some(relay));
+        if !self.shard.owns(conversation.as_str()) {
+            return Ok(Screened::OtherShards(OtherShards {
+                event_id: candidate.dedup_id,
+                author: candidate.author,
+                conversation,
+                accepted_at: Timestamp::now().as_secs(),
+            }));
+        }
         let chain_depth = self.loop_guard.depth_of(candidate.replies_to);
         let hop = self.limits.chain_bounds.hop(chain_depth, standing);
         if hop == Hop::Cut {
@@ -402,9 +440,7 @@ impl Intake {
             kind: candidate.kind,
             created_at: candidate.created_at,
             content: candidate.content.to_owned(),
-            conversation: candidate
-                .thread
-                .conversation(self.limits.session_policy, Some(relay)),
+            conversation,
             thread: candidate.thread,
             replies_to: candidate.replies_to,
             from_owner,
@@ -414,7 +450,7 @@ impl Intake {
             origin: Some(relay.clone()),
             intent: Intent::Turn,
         };
-        self.admit(mention, command, hop)
+        self.admit(mention, command, hop).map(Screened::Ours)
     }
 
     /// The last checks, which answer rather than drop: what the mention is
@@ -704,6 +740,32 @@ mod tests {
         assert!(
             matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.author == owner && m.from_owner)
         );
+    }
+
+    #[tokio::test]
+    async fn another_shards_mention_is_journaled_as_seen_and_nothing_else() {
+        let mut rig = rig();
+        let conversation = "group:ws://127.0.0.1:1'room";
+        let owner_index = Shard::owner_index(conversation, 2);
+        rig.intake.shard = Shard::new(1 - owner_index, 2).unwrap();
+        let owner = rig.owner.clone();
+        // Even what would earn a notice here (too long) stays the owner shard's business.
+        for text in ["hello".to_owned(), "x".repeat(2048), "!status".to_owned()] {
+            let event = mention(&rig, &owner, &text);
+            assert_eq!(rig.screen(&event).await, Err(DropReason::OtherShard));
+            assert_eq!(rig.screen(&event).await, Err(DropReason::Duplicate), "seen");
+        }
+        assert!(rig.inbound.try_recv().is_err(), "nothing handed on");
+        assert_eq!(rig.intake.store.journal_pending_count().unwrap(), 0);
+        assert!(
+            rig.intake.store.outbox_due(i64::MAX).unwrap().is_empty(),
+            "no notice"
+        );
+
+        rig.intake.shard = Shard::new(owner_index, 2).unwrap();
+        let ours = mention(&rig, &owner, "mine");
+        assert_eq!(rig.screen(&ours).await, Ok(()));
+        assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.event_id == ours.id));
     }
 
     #[tokio::test]

@@ -27,27 +27,50 @@ impl Store {
     /// false, and nothing written, for an id taken in before (also earlier
     /// in the same slice).
     pub fn journal_accept_all(&self, mentions: &[NewMention<'_>]) -> Result<Vec<bool>> {
+        self.journal_take_in(mentions, &[], 0).map(|(fresh, _)| fresh)
+    }
+
+    /// [`Store::journal_accept_all`] for `ours`, and in the same
+    /// transaction `others` (another shard's mentions) taken in already
+    /// finished as `dropped` at `now`: they are kept only as seen ids, so a
+    /// relay offering them again is a duplicate, and never resume. One flag
+    /// per mention of each slice, in order: false for an id taken in before.
+    pub fn journal_take_in(
+        &self,
+        ours: &[NewMention<'_>],
+        others: &[NewMention<'_>],
+        now: i64,
+    ) -> Result<(Vec<bool>, Vec<bool>)> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let fresh = {
             let mut insert = tx.prepare_cached(
-                "INSERT INTO mention (event_id, conversation, payload, accepted_at)
-                 VALUES (?1, ?2, ?3, ?4)
+                "INSERT INTO mention (event_id, conversation, payload, accepted_at, state, finished_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (event_id) DO NOTHING",
             )?;
-            mentions
-                .iter()
-                .map(|mention| {
-                    insert
-                        .execute(params![
-                            mention.event_id,
-                            mention.conversation,
-                            mention.payload,
-                            mention.accepted_at
-                        ])
-                        .map(|inserted| inserted == 1)
-                })
-                .collect::<rusqlite::Result<Vec<bool>>>()?
+            let mut take = |mentions: &[NewMention<'_>], finished_at: Option<i64>| {
+                let state = match finished_at {
+                    Some(_) => MentionState::Dropped.as_sql(),
+                    None => MentionState::Pending.as_sql(),
+                };
+                mentions
+                    .iter()
+                    .map(|mention| {
+                        insert
+                            .execute(params![
+                                mention.event_id,
+                                mention.conversation,
+                                mention.payload,
+                                mention.accepted_at,
+                                state,
+                                finished_at
+                            ])
+                            .map(|inserted| inserted == 1)
+                    })
+                    .collect::<rusqlite::Result<Vec<bool>>>()
+            };
+            (take(ours, None)?, take(others, Some(now))?)
         };
         tx.commit()?;
         Ok(fresh)
@@ -234,6 +257,30 @@ pub(super) mod tests {
     fn pending_ids(store: &Store) -> Vec<String> {
         let pending = store.journal_pending().unwrap();
         pending.into_iter().map(|m| m.event_id).collect()
+    }
+
+    #[test]
+    fn another_shards_mentions_are_seen_but_never_pending() {
+        let dir = ScratchDir::new("journal-shards");
+        let store = Store::open(dir.path()).unwrap();
+        let entry = |event_id| NewMention {
+            event_id,
+            conversation: "channel-2",
+            payload: "{}",
+            accepted_at: 5,
+        };
+        let taken = store.journal_take_in(&[entry("ours")], &[entry("theirs"), entry("theirs")], 7);
+        assert_eq!(taken.unwrap(), (vec![true], vec![true, false]));
+        assert_eq!(pending_ids(&store), ["ours"]);
+        assert!(
+            store.journal_contains("theirs").unwrap(),
+            "a replay of it is a duplicate"
+        );
+        assert_eq!(
+            store.journal_state("theirs").unwrap(),
+            Some(MentionState::Dropped)
+        );
+        assert_eq!(store.journal_pending_count().unwrap(), 1);
     }
 
     #[test]

@@ -50,20 +50,34 @@ pub struct DaemonProcess {
 
 impl DaemonProcess {
     pub fn spawn(relay: &EmbeddedRelay, owner: &Keys, agent_args: &str, flags: &[&str]) -> Self {
-        Self::spawn_under(&[], relay, owner, agent_args, flags)
+        Self::spawn_under(Keys::generate(), &[], relay, owner, agent_args, flags)
     }
 
-    /// The same, with the daemon run under `wrapper` (e.g. valgrind and its
-    /// options); the agents it starts are not.
+    /// Another daemon of the bot `bot` (a shard: `flags` say which), with a
+    /// state dir of its own.
+    pub fn spawn_replica(
+        bot: &Keys,
+        relay: &EmbeddedRelay,
+        owner: &Keys,
+        agent_args: &str,
+        flags: &[&str],
+    ) -> Self {
+        Self::spawn_under(bot.clone(), &[], relay, owner, agent_args, flags)
+    }
+
+    /// The daemon of `bot`, run under `wrapper` (e.g. valgrind and its
+    /// options; the agents it starts are not), with a state dir of its own.
     pub fn spawn_under(
+        bot: Keys,
         wrapper: &[&str],
         relay: &EmbeddedRelay,
         owner: &Keys,
         agent_args: &str,
         flags: &[&str],
     ) -> Self {
-        let bot = Keys::generate();
-        let state = temp_dir(&format!("state-{}", bot.public_key().to_hex()[..8].to_owned()));
+        static LAUNCHES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let launch = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let state = temp_dir(&format!("state-{}-{launch}", &bot.public_key().to_hex()[..8]));
         let log = state.with_extension("log");
         let binary = bridge_binary();
         let mut command = match wrapper.split_first() {

@@ -40,7 +40,14 @@ async fn run(mentions: usize) -> Result<u64, String> {
         .await
         .map_err(|error| error.to_string())?;
     let owner_keys = Keys::generate();
-    let mut daemon = DaemonProcess::spawn_under(&wrapper, &relay, &owner_keys, ZERO_THINK_TIME, &[]);
+    let mut daemon = DaemonProcess::spawn_under(
+        Keys::generate(),
+        &wrapper,
+        &relay,
+        &owner_keys,
+        ZERO_THINK_TIME,
+        &[],
+    );
     daemon.ready().await;
     let bot = daemon.bot.public_key();
     let owner = Owner::connect(&relay, owner_keys, bot).await;

@@ -2,7 +2,7 @@
 //! one table (the in-process parts are criterion benches: `cargo bench`).
 //!
 //! ```sh
-//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [instructions]
+//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [shards] [instructions]
 //! ```
 //!
 //! Everything runs on loopback with the built-in scripted agent; nothing is
@@ -12,6 +12,7 @@ mod e2e;
 mod harness;
 mod instructions;
 mod memory;
+mod shards;
 mod steer;
 
 use std::time::Duration;
@@ -25,13 +26,19 @@ const FALLBACK_SAMPLES: usize = 20;
 const E2E_RUNS: [(usize, usize); 3] = [(1, 200), (10, 40), (100, 8)];
 /// Override the e2e runs: `ACP_BRIDGE_BENCH_E2E=1x5` (conversations x turns).
 fn e2e_runs() -> Vec<(usize, usize)> {
-    std::env::var("ACP_BRIDGE_BENCH_E2E")
-        .ok()
-        .and_then(|spec| {
-            let (conversations, turns) = spec.split_once('x')?;
-            Some(vec![(conversations.parse().ok()?, turns.parse().ok()?)])
-        })
-        .unwrap_or_else(|| E2E_RUNS.to_vec())
+    run_override("ACP_BRIDGE_BENCH_E2E").map_or_else(|| E2E_RUNS.to_vec(), |run| vec![run])
+}
+/// Conversations at once, and sequential mentions in each, per shards run.
+const SHARD_RUN: (usize, usize) = (30, 20);
+/// Override the shards runs: `ACP_BRIDGE_BENCH_SHARDS=2x5` (conversations x turns).
+fn shard_run() -> (usize, usize) {
+    run_override("ACP_BRIDGE_BENCH_SHARDS").unwrap_or(SHARD_RUN)
+}
+/// `CxT` (conversations x turns) from the variable `name`, when set.
+fn run_override(name: &str) -> Option<(usize, usize)> {
+    let spec = std::env::var(name).ok()?;
+    let (conversations, turns) = spec.split_once('x')?;
+    Some((conversations.parse().ok()?, turns.parse().ok()?))
 }
 const SESSION_CONVERSATIONS: usize = 1_000;
 const QUEUED_EVENTS: usize = 10_000;
@@ -61,6 +68,9 @@ async fn run() {
     }
     if wanted("memory") {
         memory_section().await;
+    }
+    if wanted("shards") {
+        shards_section().await;
     }
     // Slow (the daemon runs under valgrind): only when asked for.
     if sections.iter().any(|wanted| wanted == "instructions") {
@@ -143,4 +153,28 @@ async fn memory_section() {
         "| {QUEUED_EVENTS} queued events | {:.1} MB |",
         queued as f64 / 1024.0
     );
+}
+
+async fn shards_section() {
+    let (conversations, turns) = shard_run();
+    println!(
+        "## One bot as shards: mentions per second ({conversations} conversations at once, {turns} mentions each, zero think time)"
+    );
+    println!("| daemons | mentions | wall | mentions per second | daemons' CPU per mention |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for shards in [None, Some(1), Some(2), Some(3)] {
+        let result = shards::run(shards, conversations, turns).await;
+        let label = shards.map_or_else(
+            || "1, unsharded".to_owned(),
+            |count| format!("{count} × `--shard i/{count}`"),
+        );
+        println!(
+            "| {label} | {} | {:.2} s | {:.1} | {} |",
+            result.mentions,
+            result.wall.as_secs_f64(),
+            result.per_second(),
+            ms(result.cpu_per_mention),
+        );
+    }
+    println!();
 }

@@ -1,0 +1,247 @@
+//! Shards of one bot (`--shard INDEX/COUNT`): several daemons with the same
+//! key on one relay, each with a state dir of its own, answer every
+//! mention exactly once between them, each conversation from one shard.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures_util::future::join_all;
+use nostr_sdk::prelude::*;
+use support::*;
+
+/// Conversations each test spreads over its shards.
+const CONVERSATIONS: usize = 30;
+
+/// Turns long enough (5 rounds of 150 ms) for a second mention to land
+/// mid-turn, and room for many at once per shard.
+const AGENT: &[&str] = &["--rounds", "5", "--round-delay-ms", "150"];
+const CAPACITY: &[&str] = &["--agents", "2", "--turns-per-agent", "8"];
+
+/// The scene's daemon as shard 0 of `count`, and shards 1.. beside it.
+async fn sharded(count: usize) -> (Scene, Vec<Bridge>) {
+    let mut flags = vec!["--shard".to_owned(), format!("0/{count}")];
+    flags.extend(CAPACITY.iter().map(|flag| (*flag).to_owned()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let scene = Scene::builder().agent(AGENT).flags(&flags).start().await;
+    let mut replicas = Vec::new();
+    for index in 1..count {
+        replicas.push(start_shard(&scene.spec(), index, count).await);
+    }
+    (scene, replicas)
+}
+
+async fn start_shard(like: &BridgeSpec, index: usize, count: usize) -> Bridge {
+    let shard = format!("{index}/{count}");
+    let mut flags = vec!["--shard", shard.as_str()];
+    flags.extend(CAPACITY);
+    let bridge = Bridge::start(&like.replica(&flags));
+    bridge.ready().await;
+    bridge
+}
+
+/// Waits until one of `bridges` logs `line` after its cursor in `marks`;
+/// returns which.
+async fn wait_any(bridges: &[&Bridge], marks: &[Cursor], line: Line) -> usize {
+    let probe = async || {
+        bridges
+            .iter()
+            .zip(marks)
+            .position(|(bridge, mark)| !bridge.log.matching(*mark, line.clone()).is_empty())
+    };
+    eventually(PATIENCE, probe, || format!("{line} in any shard's log")).await
+}
+
+/// The shards that took `mention` as theirs (logged it accepted).
+fn takers(bridges: &[&Bridge], mention: &Event) -> Vec<usize> {
+    (0..bridges.len())
+        .filter(|shard| {
+            let log = &bridges[*shard].log;
+            !log.matching(log.start(), Line::accepted(&mention.id)).is_empty()
+        })
+        .collect()
+}
+
+/// Per shard, the conversations whose turns finished there.
+fn turn_conversations(bridges: &[&Bridge]) -> Vec<BTreeSet<String>> {
+    bridges
+        .iter()
+        .map(|bridge| {
+            let log = &bridge.log;
+            log.matching(log.start(), Line::new("turn finished"))
+                .iter()
+                .filter_map(|line| line["span"]["conversation"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .collect()
+}
+
+/// In each of [`CONVERSATIONS`] channels a mention, and once its turn
+/// runs (in whichever shard owns it) a second one, mid-turn. Returns the
+/// mentions by channel.
+async fn mid_turn_traffic(scene: &Scene, bridges: &[&Bridge]) -> BTreeMap<String, Vec<Event>> {
+    let marks: Vec<Cursor> = bridges.iter().map(|bridge| bridge.log.cursor()).collect();
+    let conversation = async |n: usize| {
+        let channel = format!("room-{n}");
+        let first = scene.mention(&channel, &format!("work in {channel}")).await;
+        let run = Line::new("agent run started").in_turn(&first.id);
+        wait_any(bridges, &marks, run).await;
+        let second = scene
+            .mention(&channel, &format!("also this, {channel} [rounds=1]"))
+            .await;
+        (channel, vec![first, second])
+    };
+    join_all((0..CONVERSATIONS).map(conversation))
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// Every mention answered once, each taken by exactly one shard, each
+/// conversation's mentions and turns all on one shard, and every shard
+/// owning some.
+async fn check_one_owner_per_conversation(scene: &Scene, bridges: &[&Bridge], label: &str) {
+    let traffic = mid_turn_traffic(scene, bridges).await;
+    let mentions: Vec<Event> = traffic.values().flatten().cloned().collect();
+    assert_exactly_once(scene.tally(label, &mentions).await);
+
+    let mut owned = vec![0; bridges.len()];
+    for (channel, mentions) in &traffic {
+        let shards: BTreeSet<Vec<usize>> = mentions.iter().map(|mention| takers(bridges, mention)).collect();
+        assert_eq!(shards.len(), 1, "{channel}: its mentions went to {shards:?}");
+        let shard = shards.into_iter().next().expect("one");
+        assert_eq!(shard.len(), 1, "{channel}: taken by {shard:?}");
+        owned[shard[0]] += 1;
+    }
+    let turns = turn_conversations(bridges);
+    for (shard, conversations) in turns.iter().enumerate() {
+        for (other, theirs) in turns.iter().enumerate().skip(shard + 1) {
+            let both: Vec<&String> = conversations.intersection(theirs).collect();
+            assert!(
+                both.is_empty(),
+                "shards {shard} and {other} both ran turns of {both:?}"
+            );
+        }
+    }
+    println!("{label}: conversations per shard {owned:?}");
+    assert!(
+        owned.iter().all(|count| *count > 0),
+        "every shard owns some: {owned:?}"
+    );
+
+    // An owner command is a mention in a conversation: its shard answers,
+    // and says which it is; the others decline it.
+    let (channel, mentions) = traffic.iter().next().expect("a conversation");
+    let owner = takers(bridges, &mentions[0])[0];
+    let marks: Vec<Cursor> = bridges.iter().map(|bridge| bridge.log.cursor()).collect();
+    let status = scene.mention(channel, "!status").await;
+    let answer = scene.reply_to(&status).await;
+    let expected = format!("Answered by shard {owner} of {}.", bridges.len());
+    assert!(answer.content.contains(&expected), "{}", answer.content);
+    for (shard, bridge) in bridges.iter().enumerate().filter(|(shard, _)| *shard != owner) {
+        let declined = Line::dropped(&status.id, "other_shard");
+        bridge.log.wait(marks[shard], declined).await;
+    }
+    assert_exactly_once(scene.tally(&format!("{label}: !status"), &[status]).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_answer_every_mention_once_each_conversation_from_one_shard() {
+    let (scene, replicas) = sharded(2).await;
+    let bridges: Vec<&Bridge> = std::iter::once(&scene.bridge).chain(&replicas).collect();
+    check_one_owner_per_conversation(&scene, &bridges, "2 shards, 30 conversations, mid-turn mentions").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_shards_answer_every_mention_once_each_conversation_from_one_shard() {
+    let (scene, replicas) = sharded(3).await;
+    let bridges: Vec<&Bridge> = std::iter::once(&scene.bridge).chain(&replicas).collect();
+    check_one_owner_per_conversation(&scene, &bridges, "3 shards, 30 conversations, mid-turn mentions").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_shards_conversations_wait_for_its_restart_and_nothing_is_answered_twice() {
+    let (scene, mut replicas) = sharded(2).await;
+    let victim = replicas.remove(0);
+    let spec = victim.spec.clone();
+
+    // Turns run on both shards; then shard 1 dies mid-turn (SIGKILL).
+    let mut traffic = mid_turn_traffic(&scene, &[&scene.bridge, &victim]).await;
+    // A long turn in a fresh conversation of shard 1 (the documented hash
+    // picks it; a busy one would fold the mention into its live turn).
+    let relay = scene.relay.url();
+    let victims_channel = (0..)
+        .map(|n| format!("long-{n}"))
+        .find(|channel| {
+            let key = format!("group:{}'{channel}", relay.trim_end_matches('/'));
+            acp_bridge::Shard::owner_index(&key, 2) == 1
+        })
+        .expect("a channel of shard 1");
+    let mark = victim.log.cursor();
+    let long = scene.mention(&victims_channel, "a long one [rounds=40]").await;
+    victim
+        .log
+        .wait(mark, Line::new("agent run started").in_turn(&long.id))
+        .await;
+    traffic.insert(victims_channel, vec![long]);
+    let mut victim = victim;
+    // Its agents go with it (SIGKILL is their parent-death signal).
+    victim.kill_hard();
+
+    // While it is down, every conversation gets another mention: shard 0
+    // takes its own and declines the others.
+    let mark = scene.bridge.log.cursor();
+    let later = join_all(
+        traffic
+            .keys()
+            .map(|channel| scene.mention(channel, "while one shard is down [rounds=1]")),
+    )
+    .await;
+    let mut waiting = Vec::new();
+    for mention in &later {
+        let ours = Line::accepted(&mention.id);
+        let theirs = Line::dropped(&mention.id, "other_shard");
+        let decided = async || {
+            let log = &scene.bridge.log;
+            if !log.matching(mark, ours.clone()).is_empty() {
+                Some(true)
+            } else {
+                (!log.matching(mark, theirs.clone()).is_empty()).then_some(false)
+            }
+        };
+        if !eventually(PATIENCE, decided, || {
+            format!("shard 0 to decide on {}", mention.id)
+        })
+        .await
+        {
+            waiting.push(mention.clone());
+        }
+    }
+    for mention in &later {
+        if !waiting.contains(mention) {
+            scene.reply_to(mention).await;
+        }
+    }
+    assert!(!waiting.is_empty(), "the killed shard owned some conversations");
+    // Shard 0 answered all of its own after it declined these: they wait.
+    for mention in &waiting {
+        let answers = scene.owner.events_referencing(&scene.bot, &mention.id).await;
+        assert!(
+            answers.is_empty(),
+            "answered while its shard was down: {answers:?}"
+        );
+    }
+
+    let restarted = Bridge::start(&spec);
+    restarted.ready().await;
+    let resumed = Line::new("resuming mentions accepted before the last stop");
+    restarted.log.wait(restarted.log.start(), resumed).await;
+    let mut all: Vec<Event> = traffic.into_values().flatten().collect();
+    all.extend(later);
+    println!("mentions waiting for the killed shard: {}", waiting.len());
+    assert_exactly_once(
+        scene
+            .tally("2 shards, one SIGKILLed mid-turn and restarted", &all)
+            .await,
+    );
+}
