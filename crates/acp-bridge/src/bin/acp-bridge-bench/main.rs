@@ -71,9 +71,22 @@ async fn run() {
 async fn instructions_section() {
     println!("## Instructions per answered mention (callgrind; one conversation, sequential)");
     match instructions::per_mention().await {
-        Ok(count) => println!("| daemon | {count} instructions |"),
+        Ok(counted) => {
+            println!("| daemon | {} instructions |", counted.instructions);
+            println!(
+                "\nTop functions, inclusive, per {} mentions ({}):\n```\n{}\n```",
+                instructions::MENTIONS,
+                counted.dump.display(),
+                counted.profile
+            );
+        }
         Err(error) => println!("| daemon | not counted: {error} |"),
     }
+    let (switches, cpu) = instructions::wakeups_per_mention().await;
+    println!(
+        "| daemon, natively | {switches:.1} context switches, {} CPU per mention |\n",
+        ms(cpu)
+    );
 }
 
 async fn steer_section(arrivals: &steer::Arrivals) {
