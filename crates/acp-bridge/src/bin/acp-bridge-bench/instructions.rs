@@ -79,9 +79,11 @@ pub async fn per_mention() -> Result<PerMention, String> {
     })
 }
 
-/// Context switches (voluntary and not, all threads) and CPU time per
-/// answered mention of a daemon run natively, after the same warm-up.
-pub async fn wakeups_per_mention() -> (f64, std::time::Duration) {
+/// Context switches of all threads, voluntary (a thread went to sleep and
+/// was woken: the wake-ups) and involuntary (preempted, which the machine's
+/// other load decides), and CPU time, per answered mention of a daemon run
+/// natively, after the same warm-up.
+pub async fn wakeups_per_mention() -> (f64, f64, std::time::Duration) {
     let relay = EmbeddedRelay::start(None).await.expect("relay");
     let owner_keys = Keys::generate();
     let daemon = DaemonProcess::spawn(&relay, &owner_keys, ZERO_THINK_TIME, &[]);
@@ -99,32 +101,36 @@ pub async fn wakeups_per_mention() -> (f64, std::time::Duration) {
     let (switches_after, cpu_after) = (context_switches(pid), cpu_time(pid));
     drop(daemon);
     relay.shutdown();
+    let per_mention = |after: u64, before: u64| after.saturating_sub(before) as f64 / NATIVE_MENTIONS as f64;
     (
-        switches_after.saturating_sub(switches_before) as f64 / NATIVE_MENTIONS as f64,
+        per_mention(switches_after.0, switches_before.0),
+        per_mention(switches_after.1, switches_before.1),
         cpu_after.saturating_sub(cpu_before) / NATIVE_MENTIONS as u32,
     )
 }
 
-/// Context switches of every thread of `pid` so far (a thread that ended
-/// takes its count with it: the daemon's threads live as long as it does).
-pub fn context_switches(pid: u32) -> u64 {
+/// Voluntary and involuntary context switches of every thread of `pid` so
+/// far (a thread that ended takes its count with it: the daemon's threads
+/// live as long as it does).
+pub fn context_switches(pid: u32) -> (u64, u64) {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
         .flatten();
-    tasks
-        .map(|task| {
-            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
-            status
-                .lines()
-                .filter_map(|line| {
-                    line.strip_prefix("voluntary_ctxt_switches:")
-                        .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
-                })
-                .filter_map(|count| count.trim().parse::<u64>().ok())
-                .sum::<u64>()
-        })
-        .sum()
+    let count = |status: &str, key: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|count| count.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    tasks.fold((0, 0), |(voluntary, involuntary), task| {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        (
+            voluntary + count(&status, "voluntary_ctxt_switches:"),
+            involuntary + count(&status, "nonvoluntary_ctxt_switches:"),
+        )
+    })
 }
 
 fn callgrind_control(option: &str, pid: &str) -> Result<(), String> {

@@ -22,7 +22,7 @@ use harness::{ms, percentiles};
 const STEER_SAMPLES: usize = 200;
 const FALLBACK_SAMPLES: usize = 20;
 /// Sequential turns per conversation, by concurrency.
-const E2E_RUNS: [(usize, usize); 3] = [(1, 200), (10, 40), (100, 8)];
+const E2E_RUNS: [(usize, usize); 4] = [(1, 200), (10, 40), (100, 8), (1_000, 2)];
 /// Override the e2e runs: `ACP_BRIDGE_BENCH_E2E=1x5` (conversations x turns).
 fn e2e_runs() -> Vec<(usize, usize)> {
     std::env::var("ACP_BRIDGE_BENCH_E2E")
@@ -82,9 +82,9 @@ async fn instructions_section() {
         }
         Err(error) => println!("| daemon | not counted: {error} |"),
     }
-    let (switches, cpu) = instructions::wakeups_per_mention().await;
+    let (voluntary, involuntary, cpu) = instructions::wakeups_per_mention().await;
     println!(
-        "| daemon, natively | {switches:.1} context switches, {} CPU per mention |\n",
+        "| daemon, natively | {voluntary:.1} wake-ups (voluntary context switches) + {involuntary:.1} preemptions, {} CPU per mention |\n",
         ms(cpu)
     );
 }
