@@ -112,12 +112,11 @@ impl Ledger {
     /// Remembers that the bot answered in the thread of `mention` (DMs have
     /// none); true when the thread is new to it.
     pub fn thread_answered(&self, mention: &Mention) -> bool {
-        let root = match &mention.thread {
-            Thread::Group { root, .. } | Thread::Note { root, .. } => root,
-            Thread::Direct { .. } => return false,
+        let Some(root) = thread_root(mention) else {
+            return false;
         };
         self.store
-            .thread_answered(&root.to_hex(), sql_now())
+            .thread_answered(&root, sql_now())
             .unwrap_or_else(|error| {
                 tracing::warn!(%error, "cannot remember an answered thread");
                 false
@@ -183,15 +182,18 @@ impl Ledger {
     }
 
     /// Stores the signed events of one answer (the parts of a series, in
-    /// order) for the relay `relay_hint` (`None`: every relay) and finishes
-    /// `settles` with the first of them, in one transaction.
+    /// order) for the relay `relay_hint` (`None`: every relay), finishes
+    /// `settles` with the first of them and remembers the thread of
+    /// `answers_in` as answered (see [`thread_answered`](Self::thread_answered)),
+    /// in one transaction. True when that thread is new to the bot.
     pub fn record_series(
         &self,
         events: &[Event],
         relay_hint: Option<&str>,
         settles: &[Mention],
         finish: Finish,
-    ) -> Result<(), StoreError> {
+        answers_in: Option<&Mention>,
+    ) -> Result<bool, StoreError> {
         let rows: Vec<(String, String)> = events
             .iter()
             .map(|event| (event.id.to_hex(), event.as_json()))
@@ -206,7 +208,9 @@ impl Ledger {
             .collect();
         let ids = hex_ids(settles);
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        self.store.outbox_put_series(&outgoing, &ids, finish, sql_now())
+        let root = answers_in.and_then(thread_root);
+        self.store
+            .outbox_put_series(&outgoing, &ids, finish, root.as_deref(), sql_now())
     }
 
     /// Finishes `mentions` without an event of ours (`--reply-mode agent`:
@@ -226,6 +230,15 @@ impl Ledger {
         if let Err(error) = self.store.journal_finish(event_ids, finish, sql_now()) {
             tracing::error!(%error, "cannot finish a journal entry");
         }
+    }
+}
+
+/// The root of the thread `mention` is in, as the store keeps it; DMs have
+/// none.
+fn thread_root(mention: &Mention) -> Option<String> {
+    match &mention.thread {
+        Thread::Group { root, .. } | Thread::Note { root, .. } => Some(root.to_hex()),
+        Thread::Direct { .. } => None,
     }
 }
 

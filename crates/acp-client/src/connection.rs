@@ -33,7 +33,7 @@ use crate::error::{AcpError, AgentExit, ExitReason, RpcError, codes};
 use crate::jsonrpc::{self, Incoming, Malformed};
 use crate::pending::{OpenRequest, PendingAnswer};
 use crate::permission::{self, PermissionPolicy, PermissionQuestion, PermissionRequest};
-use crate::protocol::{self, RunMarker, SessionId, TurnEvent, methods};
+use crate::protocol::{self, RunMarker, SessionId, TextChunk, TurnEvent, methods};
 use crate::steer::{SteerAccepted, SteerDelivery};
 
 pub(crate) type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
@@ -305,6 +305,9 @@ impl Connection {
 
     /// Routes one line from the agent.
     pub fn route_line(self: &Arc<Self>, line: &str) {
+        if let Some(chunk) = TextChunk::parse(line) {
+            return self.on_session_update(chunk.session, None, None, chunk.event);
+        }
         match Incoming::parse(line) {
             Ok(Incoming::Response { id, result }) => self.on_response(id, result),
             Ok(Incoming::Notification { method, params }) => self.on_notification(&method, params),
@@ -378,17 +381,33 @@ impl Connection {
             tracing::warn!(agent = %self.agent, "session/update without a sessionId");
             return;
         };
-        let session = SessionId(session.to_owned());
         let Some(update) = params.get("update") else {
             tracing::warn!(agent = %self.agent, %session, "session/update without an update");
             return;
         };
         let marker = protocol::run_marker(update);
         let event = protocol::turn_event(update.clone());
+        self.on_session_update(session, Some(update), marker, event);
+    }
+
+    /// One update for `session`, parsed: into its turn, or its backlog
+    /// when no turn runs. `raw` is the update as sent, where it may
+    /// describe the session's controls (a text chunk read borrowed never
+    /// does).
+    fn on_session_update(
+        &self,
+        session: &str,
+        raw: Option<&Value>,
+        marker: Option<RunMarker>,
+        event: TurnEvent,
+    ) {
+        let session = SessionId(session.to_owned());
         let mut state = self.lock();
         let session_state = state.sessions.entry(session.clone()).or_default();
         // State, not history: kept even while a load replays.
-        session_state.controls.apply_update(update);
+        if let Some(raw) = raw {
+            session_state.controls.apply_update(raw);
+        }
         if let Some(replayed) = session_state.replaying.as_mut() {
             *replayed += 1;
             return;

@@ -294,6 +294,92 @@ pub fn turn_event(update: Value) -> TurnEvent {
     }
 }
 
+/// A `session/update` notification that carries a plain text chunk (the
+/// bulk of what an agent sends), read straight from its line into borrowed
+/// fields: no `Value` tree is built, cloned and dropped for it, and its text
+/// is copied once, into the event. Anything else, including a chunk with
+/// `_meta` (a run marker, a folded steer) or a non-text content, is not one
+/// of these and goes through [`turn_event`].
+pub(crate) struct TextChunk<'a> {
+    pub session: &'a str,
+    pub event: TurnEvent,
+}
+
+#[derive(Deserialize)]
+struct ChunkLine<'a> {
+    #[serde(borrow)]
+    method: &'a str,
+    /// A notification has none (or `null`, as [`crate::jsonrpc`] reads it).
+    #[serde(default)]
+    id: Option<serde::de::IgnoredAny>,
+    #[serde(borrow)]
+    params: ChunkParams<'a>,
+}
+
+#[derive(Deserialize)]
+struct ChunkParams<'a> {
+    #[serde(rename = "sessionId", borrow)]
+    session_id: &'a str,
+    #[serde(borrow)]
+    update: ChunkUpdate<'a>,
+}
+
+#[derive(Deserialize)]
+struct ChunkUpdate<'a> {
+    #[serde(rename = "sessionUpdate", borrow)]
+    kind: &'a str,
+    #[serde(borrow)]
+    content: ChunkContent<'a>,
+    #[serde(rename = "messageId", default, borrow)]
+    message_id: Option<&'a str>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct ChunkContent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: &'a str,
+    #[serde(borrow)]
+    text: std::borrow::Cow<'a, str>,
+}
+
+impl<'a> TextChunk<'a> {
+    /// The chunk `line` carries, or `None` when it is anything else. Only a
+    /// line that names `session/update` is parsed here at all.
+    pub fn parse(line: &'a str) -> Option<Self> {
+        if !line.contains(methods::SESSION_UPDATE) {
+            return None;
+        }
+        let parsed: ChunkLine<'a> = serde_json::from_str(line).ok()?;
+        let update = parsed.params.update;
+        if parsed.method != methods::SESSION_UPDATE
+            || parsed.id.is_some()
+            || update.meta.is_some()
+            || update.content.kind != "text"
+        {
+            return None;
+        }
+        let text = update.content.text.into_owned();
+        let event = match update.kind {
+            "agent_message_chunk" => TurnEvent::MessageChunk {
+                message_id: update.message_id.map(str::to_owned),
+                text,
+            },
+            "agent_thought_chunk" => TurnEvent::ThoughtChunk { text },
+            "user_message_chunk" => TurnEvent::UserMessageChunk {
+                steer_message_id: None,
+                text,
+            },
+            _ => return None,
+        };
+        Some(TextChunk {
+            session: parsed.params.session_id,
+            event,
+        })
+    }
+}
+
 fn chunk_text(update: &Value) -> Option<String> {
     let content = update.get("content")?;
     if content.get("type")?.as_str()? != "text" {
@@ -379,6 +465,47 @@ mod tests {
         assert!(
             matches!(turn_event(chunk), TurnEvent::MessageChunk { message_id: Some(id), .. } if id == "m1")
         );
+    }
+
+    /// Every line the borrowed reader takes, it reads as the general path
+    /// does; every other line it leaves to the general path.
+    #[test]
+    fn text_chunks_read_borrowed_match_the_general_path_and_the_rest_is_declined() {
+        let general = |line: &str| {
+            let message: Value = serde_json::from_str(line).unwrap();
+            turn_event(message["params"]["update"].clone())
+        };
+        let taken = [
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"hi \"there\"\n"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"},"extra":[1,{"a":2}]}}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"u"},"_meta":null}}}"#,
+        ];
+        for line in taken {
+            let chunk = TextChunk::parse(line).unwrap_or_else(|| panic!("declined {line}"));
+            assert_eq!(chunk.session, "s1");
+            // TurnEvent has no PartialEq (a permission question holds a
+            // responder); its Debug form shows every field.
+            assert_eq!(
+                format!("{:?}", chunk.event),
+                format!("{:?}", general(line)),
+                "{line}"
+            );
+        }
+        let declined = [
+            // A folded steer and a run marker need `_meta`.
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"u"},"_meta":{"goose":{"steer":true,"messageId":"x"}}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"t"},"_meta":{"goose":{"activeRunId":"r"}}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"image","text":"t"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"t1","content":[]}}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","content":{"type":"text","text":"t"}}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"t"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"other","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"session/update"}}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}"#,
+            "session/update, not JSON",
+        ];
+        for line in declined {
+            assert!(TextChunk::parse(line).is_none(), "took {line}");
+        }
     }
 
     #[test]

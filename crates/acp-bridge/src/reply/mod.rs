@@ -146,6 +146,8 @@ impl Replier {
     pub async fn answer(&self, mentions: &[Mention], text: &str) -> Result<Option<EventId>, ReplyError> {
         let reply = if self.reply_mode == ReplyMode::Agent {
             self.ledger.settle_without_event(mentions, Finish::Answered)?;
+            let newest = mentions.last();
+            self.follow_thread(newest.is_some_and(|newest| self.ledger.thread_answered(newest)));
             None
         } else {
             Some(self.store_and_publish(mentions, text, Finish::Answered).await?)
@@ -153,12 +155,15 @@ impl Replier {
         for mention in mentions {
             self.react(mention, Reaction::Answered);
         }
-        if let Some(newest) = mentions.last()
-            && self.ledger.thread_answered(newest)
-        {
+        Ok(reply)
+    }
+
+    /// Tells the relay links to follow one more thread when answering in it
+    /// was new (`--follow-threads`).
+    fn follow_thread(&self, new: bool) {
+        if new {
             self.threads.send_replace(());
         }
-        Ok(reply)
     }
 
     /// Tells the people behind `mentions` why they get no answer, and marks
@@ -203,7 +208,8 @@ impl Replier {
     /// numbered series when it is too long for one event (see [`series`]),
     /// every part stored in one transaction with the mentions' finish, so a
     /// crash can leave neither half a series nor a finished mention without
-    /// its parts. Returns the id of the first part.
+    /// its parts. An answer (not a notice) also records its thread as
+    /// answered in that transaction. Returns the id of the first part.
     ///
     /// An answer that cannot be built goes out as a short notice instead:
     /// building never fails a turn (a failed turn is run again, and paid
@@ -214,13 +220,20 @@ impl Replier {
         text: &str,
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
+        let answers_in = mentions.last().filter(|_| finish == Finish::Answered);
         let built = self.build_series(mentions, text).await;
         let (parts, finish) = self.or_notice(built, mentions, finish).await?;
         let events: Vec<Event> = parts.iter().map(|part| part.event.clone()).collect();
         let origin = mentions.last().and_then(|newest| newest.origin.as_ref());
-        self.ledger
-            .record_series(&events, origin.map(RelayUrl::as_str), mentions, finish)?;
+        let new_thread = self.ledger.record_series(
+            &events,
+            origin.map(RelayUrl::as_str),
+            mentions,
+            finish,
+            answers_in,
+        )?;
         self.outlet.stored();
+        self.follow_thread(new_thread);
         if events.len() > 1 {
             tracing::info!(parts = events.len(), "the reply goes out as a series");
             metrics::reply_parts(events.len());

@@ -120,7 +120,7 @@ impl Publisher {
     /// Runs until `stop` is cancelled. Publishes still in flight then are
     /// abandoned (their entries stay due) for [`Publisher::flush`].
     pub async fn run(&self, stop: CancellationToken) {
-        let mut replies: JoinSet<()> = JoinSet::new();
+        let mut replies: JoinSet<Option<String>> = JoinSet::new();
         let mut in_flight: HashMap<Id, String> = HashMap::new();
         let mut reactions: JoinSet<()> = JoinSet::new();
         loop {
@@ -130,8 +130,17 @@ impl Publisher {
                 () = stop.cancelled() => return,
                 () = self.outlet.wake.notified() => {}
                 Some(done) = replies.join_next_with_id() => {
-                    let id = done.map_or_else(|error| error.id(), |(id, ())| id);
-                    in_flight.remove(&id);
+                    // Every publish that ended meanwhile, so their OKs are
+                    // marked in one transaction.
+                    let mut sent = Vec::new();
+                    let mut next = Some(done);
+                    while let Some(done) = next {
+                        let (id, accepted) = done.map_or_else(|error| (error.id(), None), |(id, accepted)| (id, accepted));
+                        in_flight.remove(&id);
+                        sent.extend(accepted);
+                        next = replies.try_join_next_with_id();
+                    }
+                    self.mark_sent(&sent);
                 }
                 Some(_) = reactions.join_next() => {}
                 () = tokio::time::sleep(self.pause()) => {}
@@ -149,14 +158,18 @@ impl Publisher {
                 return false;
             }
         };
-        futures_util::stream::iter(entries)
-            .for_each_concurrent(MAX_PUBLISHES_IN_FLIGHT, |entry| self.publish(entry))
+        let sent: Vec<String> = futures_util::stream::iter(entries)
+            .map(|entry| self.publish(entry))
+            .buffer_unordered(MAX_PUBLISHES_IN_FLIGHT)
+            .filter_map(std::future::ready)
+            .collect()
             .await;
+        self.mark_sent(&sent);
         matches!(self.store.outbox_next_due(), Ok(None))
     }
 
     /// Starts publishing the due entries not in flight yet, within the bound.
-    fn start_due(&self, replies: &mut JoinSet<()>, in_flight: &mut HashMap<Id, String>) {
+    fn start_due(&self, replies: &mut JoinSet<Option<String>>, in_flight: &mut HashMap<Id, String>) {
         let room = MAX_PUBLISHES_IN_FLIGHT.saturating_sub(replies.len());
         if room == 0 {
             return;
@@ -210,15 +223,29 @@ impl Publisher {
         }
     }
 
-    /// One attempt at one entry, and its outcome recorded in the store.
-    async fn publish(&self, entry: OutboxEntry) {
+    /// Records the relays' OKs for `sent` in one transaction.
+    fn mark_sent(&self, sent: &[String]) {
+        if sent.is_empty() {
+            return;
+        }
+        let ids: Vec<&str> = sent.iter().map(String::as_str).collect();
+        if let Err(error) = self.store.outbox_mark_all_sent(&ids, sql_now()) {
+            tracing::error!(%error, replies = sent.len(), "cannot mark replies sent (they may be published again, same ids)");
+        }
+    }
+
+    /// One attempt at one entry. A failure or refusal is recorded in the
+    /// store here; an acceptance is returned (the entry's id) for the caller
+    /// to mark with the others that end at the same time.
+    async fn publish(&self, entry: OutboxEntry) -> Option<String> {
         let event_id = entry.event_id.as_str();
         let event = match Event::from_json(&entry.json) {
             Ok(event) => event,
             Err(error) => {
                 // Cannot happen for what we stored; never retry it forever.
                 tracing::error!(%event_id, %error, "outbox entry is not an event; it is not published");
-                return self.refused(event_id, "malformed", &error.to_string());
+                self.refused(event_id, "malformed", &error.to_string());
+                return None;
             }
         };
         let to = entry
@@ -231,9 +258,7 @@ impl Publisher {
         match Verdict::of(&sent) {
             Verdict::Accepted => {
                 tracing::debug!(%event_id, relay, "published");
-                if let Err(error) = self.store.outbox_mark_sent(event_id, sql_now()) {
-                    tracing::error!(%event_id, %error, "cannot mark a reply sent (it may be published again, same id)");
-                }
+                return Some(entry.event_id);
             }
             Verdict::Refused { reason, message } => self.refused(event_id, reason, &message),
             Verdict::Retry(why) => {
@@ -246,6 +271,7 @@ impl Publisher {
                 }
             }
         }
+        None
     }
 
     fn refused(&self, event_id: &str, reason: &'static str, message: &str) {

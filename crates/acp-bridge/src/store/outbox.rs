@@ -20,6 +20,7 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::journal::finish_pending;
+use super::threads::record_answered;
 use super::{Finish, OutboxEntry, OutboxRefusals, OutgoingEvent, Result, Store};
 
 impl Store {
@@ -69,28 +70,32 @@ impl Store {
         })
     }
 
-    /// Stores the events of one answer sent as a series (in order) and
-    /// finishes the mentions in `answers` with the first, all in one
-    /// durable transaction (as [`outbox_put`](Self::outbox_put)): a crash
-    /// leaves either every part stored and the mentions finished, or
-    /// nothing. Idempotent: when the first part is already stored, nothing
-    /// changes.
+    /// Stores the events of one answer sent as a series (in order),
+    /// finishes the mentions in `answers` with the first and, when the
+    /// answer is in a thread (`answered_in`: its root), records that the bot
+    /// answered there, all in one durable transaction (as
+    /// [`outbox_put`](Self::outbox_put)): a crash leaves either every part
+    /// stored, the mentions finished and the thread known, or nothing; and
+    /// a reply costs one commit, not one per table. True when the thread is
+    /// new to the bot. Idempotent: when the first part is already stored,
+    /// nothing changes (and the thread is not new).
     pub fn outbox_put_series(
         &self,
         parts: &[OutgoingEvent<'_>],
         answers: &[&str],
         outcome: Finish,
+        answered_in: Option<&str>,
         now: i64,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let Some(first) = parts.first() else {
-            return Ok(());
+            return Ok(false);
         };
         let mut conn = self.conn();
         synced(&mut conn, |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             if !insert_event(&tx, first, now)? {
                 tracing::debug!(event_id = first.event_id, "outbox: series already stored");
-                return Ok(());
+                return Ok(false);
             }
             for part in &parts[1..] {
                 insert_event(&tx, part, now)?;
@@ -98,8 +103,12 @@ impl Store {
             for mention in answers {
                 finish_pending(&tx, mention, outcome, now, Some(first.event_id))?;
             }
+            let new_thread = match answered_in {
+                Some(root) => record_answered(&tx, root, now)?,
+                None => false,
+            };
             tx.commit()?;
-            Ok(())
+            Ok(new_thread)
         })
     }
 
@@ -142,9 +151,25 @@ impl Store {
     /// Records the relay's OK for the event. An event already marked keeps
     /// its first time; an unknown id changes nothing.
     pub fn outbox_mark_sent(&self, event_id: &str, now: i64) -> Result<()> {
-        let conn = self.conn();
-        conn.prepare_cached("UPDATE outbox SET sent_at = ?2 WHERE event_id = ?1 AND sent_at IS NULL")?
-            .execute(params![event_id, now])?;
+        self.outbox_mark_all_sent(&[event_id], now)
+    }
+
+    /// Records the relays' OKs for several events in one transaction (the
+    /// publisher collects those that arrive together), each as
+    /// [`outbox_mark_sent`](Self::outbox_mark_sent). `NORMAL` sync: a mark
+    /// lost to a power cut only publishes the same event once more, which
+    /// relays de-duplicate.
+    pub fn outbox_mark_all_sent(&self, event_ids: &[&str], now: i64) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        {
+            let mut mark =
+                tx.prepare_cached("UPDATE outbox SET sent_at = ?2 WHERE event_id = ?1 AND sent_at IS NULL")?;
+            for event_id in event_ids {
+                mark.execute(params![event_id, now])?;
+            }
+        }
+        tx.commit()?;
         Ok(())
     }
 
@@ -300,16 +325,74 @@ mod tests {
         accept(&store, "m2", 2);
         let parts = [event("p1", "{}"), event("p2", "{}"), event("p3", "{}")];
         store
-            .outbox_put_series(&parts, &["m1"], Finish::Answered, 10)
+            .outbox_put_series(&parts, &["m1"], Finish::Answered, None, 10)
             .unwrap();
         assert_eq!(unsent_ids(&store), ["p1", "p2", "p3"]);
         assert_eq!(store.journal_state("m1").unwrap(), Some(MentionState::Answered));
         // Stored again (a retry after a crash): nothing changes, m2 neither.
         store
-            .outbox_put_series(&parts, &["m2"], Finish::Answered, 20)
+            .outbox_put_series(&parts, &["m2"], Finish::Answered, None, 20)
             .unwrap();
         assert_eq!(unsent_ids(&store), ["p1", "p2", "p3"]);
         assert_eq!(store.journal_state("m2").unwrap(), Some(MentionState::Pending));
+    }
+
+    #[test]
+    fn a_reply_records_its_thread_in_the_same_commit_and_only_the_first_is_new() {
+        let dir = ScratchDir::new("outbox-thread");
+        let store = Store::open(dir.path()).unwrap();
+        accept(&store, "m1", 1);
+        accept(&store, "m2", 2);
+        let first = [event("r1", "{}")];
+        let put = |parts, answers, now| {
+            store
+                .outbox_put_series(parts, answers, Finish::Answered, Some("root"), now)
+                .unwrap()
+        };
+        assert!(put(&first, &["m1"], 10), "a thread new to the bot");
+        assert!(
+            !put(&first, &["m1"], 11),
+            "a retry of a stored reply changes nothing"
+        );
+        assert!(!put(&[event("r2", "{}")], &["m2"], 20), "known since r1");
+        assert!(
+            !store
+                .outbox_put_series(&[event("r3", "{}")], &[], Finish::Notified, None, 30)
+                .unwrap(),
+            "no thread to record"
+        );
+
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.thread_first_answered("root").unwrap().is_some());
+        assert_eq!(store.threads_answered_recently(10).unwrap(), ["root"]);
+        assert_eq!(store.journal_state("m1").unwrap(), Some(MentionState::Answered));
+        assert_eq!(store.journal_state("m2").unwrap(), Some(MentionState::Answered));
+        assert_eq!(unsent_ids(&store), ["r1", "r2", "r3"]);
+    }
+
+    #[test]
+    fn several_sent_marks_commit_together_keep_first_times_and_survive_reopen() {
+        let dir = ScratchDir::new("outbox-sent-all");
+        let store = Store::open(dir.path()).unwrap();
+        for id in ["a", "b", "c", "d"] {
+            store
+                .outbox_put(&event(id, "{}"), &[], Finish::Answered, 1)
+                .unwrap();
+        }
+        store.outbox_mark_sent("a", 5).unwrap();
+        store
+            .outbox_mark_all_sent(&["a", "c", "unknown", "d"], 50)
+            .unwrap();
+        store.outbox_mark_all_sent(&[], 60).unwrap();
+
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(unsent_ids(&store), ["b"]);
+        // "a" kept its first time (5): only it is older than 10.
+        assert_eq!(store.outbox_prune_settled(10).unwrap(), 1);
+        assert_eq!(store.outbox_prune_settled(i64::MAX).unwrap(), 2);
+        assert_eq!(unsent_ids(&store), ["b"]);
     }
 
     #[test]

@@ -6,22 +6,17 @@
 //! a reply after it) and the last (the relay links follow the most recent
 //! threads, and housekeeping forgets those past the retention).
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, Store};
 
 impl Store {
     /// Records that the bot answered in the thread rooted at `root` at `now`;
-    /// true when the thread is new to it.
+    /// true when the thread is new to it. (A reply stored by
+    /// [`Store::outbox_put_series`] records its thread in its own
+    /// transaction; this is for answers the bridge does not post.)
     pub fn thread_answered(&self, root: &str, now: i64) -> Result<bool> {
-        let new = self.thread_first_answered(root)?.is_none();
-        self.conn()
-            .prepare_cached(
-                "INSERT INTO answered_thread (root, answered_at, first_answered_at) VALUES (?1, ?2, ?2)
-                 ON CONFLICT (root) DO UPDATE SET answered_at = max(answered_at, excluded.answered_at)",
-            )?
-            .execute(params![root, now])?;
-        Ok(new)
+        Ok(record_answered(&self.conn(), root, now)?)
     }
 
     /// When the bot first answered in the thread rooted at `root`; `None`
@@ -56,6 +51,23 @@ impl Store {
             .execute(params![older_than])?;
         Ok(deleted)
     }
+}
+
+/// Records on `conn` (an open transaction, or autocommit) that the bot
+/// answered in the thread rooted at `root` at `now`; true when the thread
+/// is new to it.
+pub(super) fn record_answered(conn: &Connection, root: &str, now: i64) -> rusqlite::Result<bool> {
+    let known = conn
+        .prepare_cached("SELECT 1 FROM answered_thread WHERE root = ?1")?
+        .query_row(params![root], |_| Ok(()))
+        .optional()?
+        .is_some();
+    conn.prepare_cached(
+        "INSERT INTO answered_thread (root, answered_at, first_answered_at) VALUES (?1, ?2, ?2)
+         ON CONFLICT (root) DO UPDATE SET answered_at = max(answered_at, excluded.answered_at)",
+    )?
+    .execute(params![root, now])?;
+    Ok(!known)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 
 /// Round trips through relay + bridge: `conversations` owners' threads at
 /// once, `turns` sequential mentions each (after one warm-up turn); with the
-/// daemon's CPU time per mention over the whole run.
+/// daemon's CPU time per mention from the first mention on.
 pub async fn through_bridge(conversations: usize, turns: usize) -> (Vec<Duration>, Duration) {
     let relay = EmbeddedRelay::start(None).await.expect("relay");
     let owner_keys = Keys::generate();
@@ -29,6 +29,8 @@ pub async fn through_bridge(conversations: usize, turns: usize) -> (Vec<Duration
     daemon.ready().await;
     let bot = daemon.bot.public_key();
     let owner = std::sync::Arc::new(Owner::connect(&relay, owner_keys, bot).await);
+    // From here: the start-up is not a mention's cost.
+    let cpu_before = crate::harness::cpu_time(daemon.child.id());
     let mut tasks = Vec::new();
     for conversation in 0..conversations {
         let owner = std::sync::Arc::clone(&owner);
@@ -47,7 +49,8 @@ pub async fn through_bridge(conversations: usize, turns: usize) -> (Vec<Duration
         all.extend(task.await.expect("a conversation task"));
     }
     let mentions = (conversations * (turns + 1)) as u32;
-    let cpu_per_mention = crate::harness::cpu_time(daemon.child.id()) / mentions.max(1);
+    let cpu = crate::harness::cpu_time(daemon.child.id()).saturating_sub(cpu_before);
+    let cpu_per_mention = cpu / mentions.max(1);
     drop(daemon);
     relay.shutdown();
     (all, cpu_per_mention)

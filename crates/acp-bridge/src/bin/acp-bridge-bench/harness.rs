@@ -103,6 +103,13 @@ impl DaemonProcess {
             .arg("--log-format")
             .arg("json")
             .args(flags)
+            // More daemon flags to compare configurations:
+            // ACP_BRIDGE_BENCH_FLAGS="--follow-threads off".
+            .args(
+                std::env::var("ACP_BRIDGE_BENCH_FLAGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())

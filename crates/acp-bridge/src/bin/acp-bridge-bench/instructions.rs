@@ -1,34 +1,48 @@
 //! Instructions the daemon executes per answered mention, counted by
 //! valgrind's callgrind: a figure that does not swing with the machine's
-//! load, as wall-clock time on a shared two-core machine does.
+//! load, as wall-clock time on a shared two-core machine does. Beside it,
+//! from a run without valgrind (which serializes the daemon's threads and
+//! so changes how often they sleep), the context switches per mention: how
+//! often the daemon's threads go to sleep and are woken again.
 //!
-//! The daemon runs under callgrind (its agents and the relay do not) for
-//! two runs of one conversation, `SHORT` and `LONG` sequential mentions after
-//! the same warm-up; start-up, warm-up and shutdown cost the same in both,
-//! so the difference divided by the extra mentions is the cost of one.
+//! One conversation, sequential mentions, the agent at zero think time. The
+//! daemon runs under callgrind (its agents and the relay do not); after the
+//! warm-up its counters are zeroed (`callgrind_control -z`) and after
+//! [`MENTIONS`] answered mentions dumped (`callgrind_control -d`), so the
+//! dump holds exactly their path: start-up, warm-up and shutdown are not in
+//! it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use acp_bridge::EmbeddedRelay;
 use nostr_sdk::prelude::*;
 
-use crate::harness::{DaemonProcess, Owner, temp_dir};
+use crate::harness::{DaemonProcess, Owner, cpu_time, temp_dir};
 
 const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 const WARM_UP: usize = 5;
-const SHORT: usize = 10;
-const LONG: usize = 60;
+/// Answered mentions counted (under callgrind, about a second each).
+pub const MENTIONS: usize = 50;
+/// Answered mentions timed without valgrind.
+const NATIVE_MENTIONS: usize = 300;
+/// Functions listed from the profile, by inclusive cost.
+const PROFILE_LINES: usize = 30;
 
-/// Instructions per answered mention, or why they could not be counted.
-pub async fn per_mention() -> Result<u64, String> {
-    let short = run(SHORT).await?;
-    let long = run(LONG).await?;
-    Ok(long.saturating_sub(short) / (LONG - SHORT) as u64)
+/// What one answered mention costs the daemon.
+pub struct PerMention {
+    pub instructions: u64,
+    /// The top functions by inclusive instructions (callgrind_annotate).
+    pub profile: String,
+    /// The callgrind dump, for `callgrind_annotate` by hand.
+    pub dump: PathBuf,
 }
 
-/// Total instructions of a daemon that answered `mentions` (after the warm-up).
-async fn run(mentions: usize) -> Result<u64, String> {
-    let out = temp_dir(&format!("callgrind-{mentions}")).join("callgrind.out");
+/// Instructions per answered mention and where they go, or why they could
+/// not be counted.
+pub async fn per_mention() -> Result<PerMention, String> {
+    let dir = temp_dir("callgrind");
+    let out = dir.join("callgrind.out");
     let out_flag = format!("--callgrind-out-file={}", out.display());
     let wrapper = [
         "valgrind",
@@ -51,21 +65,106 @@ async fn run(mentions: usize) -> Result<u64, String> {
     daemon.ready().await;
     let bot = daemon.bot.public_key();
     let owner = Owner::connect(&relay, owner_keys, bot).await;
-    for turn in 0..WARM_UP + mentions {
+    let pid = daemon.child.id().to_string();
+    for turn in 0..WARM_UP {
+        owner.round_trip(&bot, "bench", &format!("warm up {turn}")).await;
+    }
+    callgrind_control("-z", &pid)?;
+    for turn in 0..MENTIONS {
         owner.round_trip(&bot, "bench", &format!("turn {turn}")).await;
     }
-    // SIGTERM: callgrind writes its counts when the daemon exits.
-    let terminated = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(daemon.child.id().to_string())
-        .status()
-        .map_err(|error| error.to_string())?;
-    if !terminated.success() {
-        return Err("cannot signal the daemon".into());
-    }
-    daemon.child.wait().map_err(|error| error.to_string())?;
+    callgrind_control("-d", &pid)?;
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
     relay.shutdown();
-    total_instructions(&out)
+    let dump = first_dump(&dir, &out)?;
+    let total = total_instructions(&dump)?;
+    Ok(PerMention {
+        instructions: total / MENTIONS as u64,
+        profile: profile(&dump)?,
+        dump,
+    })
+}
+
+/// Context switches of all threads, voluntary (a thread went to sleep and
+/// was woken: the wake-ups) and involuntary (preempted, which the machine's
+/// other load decides), and CPU time, per answered mention of a daemon run
+/// natively, after the same warm-up.
+pub async fn wakeups_per_mention() -> (f64, f64, std::time::Duration) {
+    let relay = EmbeddedRelay::start(None).await.expect("relay");
+    let owner_keys = Keys::generate();
+    let daemon = DaemonProcess::spawn(&relay, &owner_keys, ZERO_THINK_TIME, &[]);
+    daemon.ready().await;
+    let bot = daemon.bot.public_key();
+    let owner = Owner::connect(&relay, owner_keys, bot).await;
+    let pid = daemon.child.id();
+    for turn in 0..WARM_UP {
+        owner.round_trip(&bot, "bench", &format!("warm up {turn}")).await;
+    }
+    let (switches_before, cpu_before) = (context_switches(pid), cpu_time(pid));
+    for turn in 0..NATIVE_MENTIONS {
+        owner.round_trip(&bot, "bench", &format!("turn {turn}")).await;
+    }
+    let (switches_after, cpu_after) = (context_switches(pid), cpu_time(pid));
+    drop(daemon);
+    relay.shutdown();
+    let per_mention = |after: u64, before: u64| after.saturating_sub(before) as f64 / NATIVE_MENTIONS as f64;
+    (
+        per_mention(switches_after.0, switches_before.0),
+        per_mention(switches_after.1, switches_before.1),
+        cpu_after.saturating_sub(cpu_before) / NATIVE_MENTIONS as u32,
+    )
+}
+
+/// Voluntary and involuntary context switches of every thread of `pid` so
+/// far (a thread that ended takes its count with it: the daemon's threads
+/// live as long as it does).
+pub fn context_switches(pid: u32) -> (u64, u64) {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    let count = |status: &str, key: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|count| count.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    tasks.fold((0, 0), |(voluntary, involuntary), task| {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        (
+            voluntary + count(&status, "voluntary_ctxt_switches:"),
+            involuntary + count(&status, "nonvoluntary_ctxt_switches:"),
+        )
+    })
+}
+
+fn callgrind_control(option: &str, pid: &str) -> Result<(), String> {
+    let done = Command::new("callgrind_control")
+        .args([option, pid])
+        .output()
+        .map_err(|error| format!("callgrind_control: {error}"))?;
+    if done.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "callgrind_control {option}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        ))
+    }
+}
+
+/// The file of the first `callgrind_control -d` dump (`<out>.1`).
+fn first_dump(dir: &Path, out: &Path) -> Result<PathBuf, String> {
+    let name = format!(
+        "{}.1",
+        out.file_name().and_then(|name| name.to_str()).unwrap_or_default()
+    );
+    let dump = dir.join(name);
+    dump.exists()
+        .then_some(dump)
+        .ok_or_else(|| format!("no callgrind dump in {}", dir.display()))
 }
 
 /// The `summary:` (or `totals:`) line of a callgrind output file.
@@ -79,4 +178,21 @@ fn total_instructions(path: &Path) -> Result<u64, String> {
         .and_then(|counts| counts.split_whitespace().next())
         .and_then(|ir| ir.parse().ok())
         .ok_or_else(|| format!("no instruction total in {}", path.display()))
+}
+
+/// The functions with the highest inclusive cost in the dump.
+fn profile(dump: &Path) -> Result<String, String> {
+    let annotated = Command::new("callgrind_annotate")
+        .arg("--inclusive=yes")
+        .arg(dump)
+        .output()
+        .map_err(|error| format!("callgrind_annotate: {error}"))?;
+    let text = String::from_utf8_lossy(&annotated.stdout);
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|line| !line.contains("file:function"))
+        .skip(2)
+        .take(PROFILE_LINES)
+        .collect();
+    Ok(lines.join("\n"))
 }

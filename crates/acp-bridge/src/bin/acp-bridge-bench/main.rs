@@ -23,7 +23,7 @@ use harness::{ms, percentiles};
 const STEER_SAMPLES: usize = 200;
 const FALLBACK_SAMPLES: usize = 20;
 /// Sequential turns per conversation, by concurrency.
-const E2E_RUNS: [(usize, usize); 3] = [(1, 200), (10, 40), (100, 8)];
+const E2E_RUNS: [(usize, usize); 4] = [(1, 200), (10, 40), (100, 8), (1_000, 2)];
 /// Override the e2e runs: `ACP_BRIDGE_BENCH_E2E=1x5` (conversations x turns).
 fn e2e_runs() -> Vec<(usize, usize)> {
     run_override("ACP_BRIDGE_BENCH_E2E").map_or_else(|| E2E_RUNS.to_vec(), |run| vec![run])
@@ -81,9 +81,22 @@ async fn run() {
 async fn instructions_section() {
     println!("## Instructions per answered mention (callgrind; one conversation, sequential)");
     match instructions::per_mention().await {
-        Ok(count) => println!("| daemon | {count} instructions |"),
+        Ok(counted) => {
+            println!("| daemon | {} instructions |", counted.instructions);
+            println!(
+                "\nTop functions, inclusive, per {} mentions ({}):\n```\n{}\n```",
+                instructions::MENTIONS,
+                counted.dump.display(),
+                counted.profile
+            );
+        }
         Err(error) => println!("| daemon | not counted: {error} |"),
     }
+    let (voluntary, involuntary, cpu) = instructions::wakeups_per_mention().await;
+    println!(
+        "| daemon, natively | {voluntary:.1} wake-ups (voluntary context switches) + {involuntary:.1} preemptions, {} CPU per mention |\n",
+        ms(cpu)
+    );
 }
 
 async fn steer_section(arrivals: &steer::Arrivals) {
