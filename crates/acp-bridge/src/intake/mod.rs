@@ -58,7 +58,7 @@ const QUEUED_COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs
 /// How much earlier than the bot's first answer in a thread a reply there
 /// may be dated and still follow up on it: people's clocks run a little
 /// behind the bot's, but a reply from before the answer was not to it.
-pub(crate) const FOLLOW_UP_CLOCK_SKEW_SECS: i64 = 5;
+const FOLLOW_UP_CLOCK_SKEW_SECS: i64 = 5;
 
 /// What a relay link hands to the intake, in arrival order.
 #[derive(Debug)]

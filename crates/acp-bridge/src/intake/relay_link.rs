@@ -253,13 +253,7 @@ impl RelayLink {
                     if changed.is_err() {
                         return;
                     }
-                    // A new thread answered: a reply there dated before the
-                    // answer is no follow-up, so only the last moments are
-                    // asked for again; from the watermark, every renewal made
-                    // the relay replay all followed threads (and the SDK
-                    // verify each event) for the intake to drop as seen.
-                    let recent = Timestamp::now() - Duration::from_secs(super::FOLLOW_UP_CLOCK_SKEW_SECS as u64);
-                    self.subscribe_threads(self.since().max(recent)).await;
+                    self.subscribe_threads(self.since()).await;
                 }
                 _ = caught_up.tick() => self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await,
                 changed = self.refetch.changed() => {
