@@ -504,9 +504,9 @@ async fn two_sessions_turns_in_flight_on_one_process() {
         client.steer(&second, "only for B").await.expect("steer B");
         let (outcome_a, outcome_b) = tokio::join!(turn_a.finish_quietly(), turn_b.finish_quietly());
         let (outcome_a, outcome_b) = (outcome_a.expect("A"), outcome_b.expect("B"));
-        assert!(outcome_a.message.contains("done: task A"));
-        assert!(!outcome_a.message.contains("only for B"));
-        assert!(outcome_b.message.contains("done: task B"));
+        assert!(outcome_a.message.contains("done: task A"), "{outcome_a:?}");
+        assert!(!outcome_a.message.contains("only for B"), "{outcome_a:?}");
+        assert!(outcome_b.message.contains("done: task B"), "{outcome_b:?}");
         assert!(
             outcome_b.message.contains("steer: only for B"),
             "{}",
