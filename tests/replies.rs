@@ -314,3 +314,49 @@ async fn a_reply_older_than_the_first_answer_is_no_follow_up() {
     assert!(owner.events_referencing(&bot, &older.id).await.is_empty());
     assert!(log.matching(mark, Line::accepted(&older.id)).is_empty());
 }
+
+/// Answering in a new thread renews the thread subscription live only,
+/// plus a one-shot read of the new thread: the threads followed before are
+/// not replayed (each replayed event cost a parse, a signature check and a
+/// drop), and both threads keep being followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_answered_thread_does_not_replay_the_followed_ones() {
+    let scene = Scene::builder().start().await;
+    let (owner, log) = (&scene.owner, &scene.bridge.log);
+    let first = scene.mention("room", "thread one").await;
+    let first_answer = scene.reply_to(&first).await;
+    let mark = log.cursor();
+    let second = scene.mention("room", "thread two").await;
+    let second_answer = scene.reply_to(&second).await;
+    log.wait(
+        mark,
+        Line::new("following the answered threads").with("threads", 2),
+    )
+    .await;
+
+    // Live events of both threads still count as follow-ups; they come
+    // after whatever the renewal replayed, so they bound the check below.
+    let in_first = owner
+        .publish(untagged_group_reply(
+            "room",
+            &first.id,
+            &first_answer.id,
+            "more on one",
+        ))
+        .await;
+    scene.reply_to(&in_first).await;
+    let in_second = owner
+        .publish(untagged_group_reply(
+            "room",
+            &second.id,
+            &second_answer.id,
+            "more on two",
+        ))
+        .await;
+    scene.reply_to(&in_second).await;
+    assert!(
+        log.matching(mark, Line::dropped(&first_answer.id, "own_event"))
+            .is_empty(),
+        "the first thread's answer came back after the second thread was answered"
+    );
+}
