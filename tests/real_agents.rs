@@ -184,16 +184,21 @@ fn provider(streaming: Streaming) -> FakeProvider {
     FakeProvider::start(streaming).expect("the fake provider listens")
 }
 
-/// The turn requests (not the agents' own side requests, such as claude's
-/// session titles) whose user messages include `text`.
+/// The turn requests whose user messages include `text`: not the agents'
+/// own side requests, which quote the first message too and race the
+/// answer (claude's session summary opens with `<session>`; codex asks for
+/// a conversation title in the background after the first turn starts).
 fn asked_about(provider: &FakeProvider, text: &str) -> Vec<RecordedRequest> {
+    const SIDE_REQUESTS: [&str; 2] = ["<session>", "generate a very short title"];
     provider
         .generations()
         .into_iter()
         .filter(|request| {
             let users = request.user_texts();
-            users.iter().any(|user| user.contains(text))
-                && !users.iter().any(|user| user.starts_with("<session>"))
+            let side_request = users
+                .iter()
+                .any(|user| SIDE_REQUESTS.iter().any(|marker| user.contains(marker)));
+            users.iter().any(|user| user.contains(text)) && !side_request
         })
         .collect()
 }
