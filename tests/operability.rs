@@ -192,3 +192,26 @@ fn keygen_writes_a_0600_key_file_and_prints_the_npub() {
         "the secret is not printed"
     );
 }
+
+/// `--worker-threads 3`: the daemon's runtime has three worker threads
+/// (tokio names them `tokio-rt-worker`), and it
+/// answers. Three is not the default (one per CPU) on the machines here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_threads_sets_the_runtime_size() {
+    let scene = Scene::builder().flags(&["--worker-threads", "3"]).start().await;
+    let mention = scene.mention("room", "three threads").await;
+    scene.reply_to(&mention).await;
+    assert_eq!(runtime_workers(scene.bridge.pid()), 3);
+}
+
+/// The threads of `pid` named as tokio names its runtime's workers.
+fn runtime_workers(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the daemon's threads")
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.trim() == "tokio-rt-worker")
+        })
+        .count()
+}

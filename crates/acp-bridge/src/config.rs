@@ -383,6 +383,10 @@ pub struct RunArgs {
     /// agent in a pod that is still being scheduled takes tens of seconds).
     #[arg(long, env = "ACP_BRIDGE_AGENT_START_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
     pub agent_start_timeout: Duration,
+
+    /// Threads of the daemon's async runtime (default: one per CPU).
+    #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub worker_threads: Option<u16>,
 }
 
 /// Where to find the relay.

@@ -65,7 +65,7 @@ fn main() -> ExitCode {
             }
             Err(error) => fail(&error),
         },
-        Command::Demo => block_on(async {
+        Command::Demo => block_on(None, async {
             match acp_bridge::cli::demo::run().await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => fail(&format!("demo failed: {error}")),
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
             let Some(settings) = settings(&args) else {
                 return ExitCode::from(2);
             };
-            block_on(async move {
+            block_on(args.worker_threads, async move {
                 if acp_bridge::cli::check::run(&settings).await {
                     ExitCode::SUCCESS
                 } else {
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
             let Some(settings) = settings(&args) else {
                 return ExitCode::from(2);
             };
-            block_on(async move {
+            block_on(args.worker_threads, async move {
                 let shutdown = Shutdown::listen();
                 tokio::select! {
                     ran = acp_bridge::run(settings, shutdown.token()) => match ran {
@@ -117,10 +117,15 @@ fn settings(args: &RunArgs) -> Option<Settings> {
     }
 }
 
-/// Runs `future` to its end on a fresh runtime; tasks still running then
+/// Runs `future` to its end on a fresh runtime of `workers` threads
+/// (tokio's default, one per CPU, when `None`); tasks still running then
 /// (after a forced exit) are not waited for.
-fn block_on(future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+fn block_on(workers: Option<u16>, future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = workers {
+        builder.worker_threads(usize::from(workers));
+    }
+    match builder.enable_all().build() {
         Ok(runtime) => {
             let code = runtime.block_on(future);
             runtime.shutdown_background();
