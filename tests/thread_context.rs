@@ -74,7 +74,7 @@ async fn a_first_mention_gets_the_thread_so_far_and_the_next_only_what_is_new() 
     println!("first prompt:\n{prompt}");
     let order = [
         at(prompt, CONTEXT_HEADER),
-        at(prompt, "(someone else), event"),
+        at(prompt, "(someone), event"),
         at(prompt, "> what should we name the turtle?"),
         at(prompt, "(allowlisted), event"),
         at(prompt, "> Shelly, obviously"),
@@ -151,7 +151,7 @@ async fn a_mention_in_a_group_gets_the_chat_before_it() {
     let prompt = scene.reply_to(&mention).await.content;
     println!("group prompt:\n{prompt}");
     let order = [
-        at(&prompt, "(someone else), event"),
+        at(&prompt, "(someone), event"),
         at(&prompt, "> the build is red again"),
         at(&prompt, "(your owner), event"),
         at(&prompt, "> since the last merge"),

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::commands::OwnerCommand;
 use crate::config::SessionPolicy;
+use crate::gate::Standing;
 
 /// Which conversation a mention belongs to; one agent session per key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -141,6 +142,19 @@ impl Mention {
     /// The author as a short npub for logs (`npub1abcd…wxyz`).
     pub fn author_short(&self) -> String {
         short_npub(&self.author)
+    }
+
+    /// Where its author stood when it was accepted, as far as the journal
+    /// keeps it: the owner and sibling marks only, so an allowlisted
+    /// author's mention reads as [`Standing::Stranger`].
+    pub fn standing(&self) -> Standing {
+        if self.from_owner {
+            Standing::Owner
+        } else if self.from_sibling {
+            Standing::Sibling
+        } else {
+            Standing::Stranger
+        }
     }
 }
 

@@ -20,7 +20,7 @@
 //!
 //! Standing: the owner and the allowlist are known here; a sibling bot is
 //! known only to the intake's gate (its attestation), so a sibling's
-//! earlier message reads as from someone else.
+//! earlier message reads as from someone.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -29,6 +29,7 @@ use std::time::Duration;
 use nostr_sdk::prelude::{Alphabet, Client, Event, Filter, Kind, PublicKey, SingleLetterTag, Timestamp};
 
 use crate::framing::{self, Earlier};
+use crate::gate::Standing;
 use crate::mention::{Mention, Thread, short_npub};
 use crate::store::Store;
 
@@ -81,6 +82,7 @@ impl ThreadContext {
             }
         }
         earlier.retain(|event| self.is_new_context(event, batch, mark.as_ref()));
+        self.leave_out_journaled(&mut earlier);
         earlier.sort_by_key(|event| (event.created_at, event.id));
         earlier.dedup_by_key(|event| event.id);
         let skip = earlier.len().saturating_sub(self.limit);
@@ -147,19 +149,34 @@ impl ThreadContext {
         let after_mark = mark.is_none_or(|(at, id)| {
             (event.created_at.as_secs() as i64, event.id.to_hex()) > (*at, id.clone())
         });
-        after_mark
-            && event.pubkey != self.bot
-            && !batch.iter().any(|mention| mention.event_id == event.id)
-            && !self.store.journal_contains(&event.id.to_hex()).unwrap_or(false)
+        after_mark && event.pubkey != self.bot && !batch.iter().any(|mention| mention.event_id == event.id)
     }
 
-    fn standing(&self, author: &PublicKey) -> &'static str {
+    /// Leaves out the events the journal took in: mentions already
+    /// prompted, or refused. Kept when the journal cannot be read (the
+    /// agent sees a message twice rather than not at all).
+    fn leave_out_journaled(&self, events: &mut Vec<Event>) {
+        let ids: Vec<String> = events.iter().map(|event| event.id.to_hex()).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        match self.store.journal_contains_any(&ids) {
+            Ok(journaled) => {
+                // `retain` visits the events in order, as `ids` holds them.
+                let mut fresh = ids.iter().map(|id| !journaled.contains(id));
+                events.retain(|_| fresh.next().unwrap_or(true));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot check the thread context against the journal; keeping it all")
+            }
+        }
+    }
+
+    fn standing(&self, author: &PublicKey) -> Standing {
         if Some(*author) == self.owner {
-            "your owner"
+            Standing::Owner
         } else if self.allowlist.contains(author) {
-            "allowlisted"
+            Standing::Allowlisted
         } else {
-            "someone else"
+            Standing::Stranger
         }
     }
 }

@@ -34,6 +34,19 @@ pub enum Standing {
     Stranger,
 }
 
+impl Standing {
+    /// How the agent is told who wrote a message, in the words of every
+    /// prompt (a mention's header, an earlier message of the thread).
+    pub fn in_words(self) -> &'static str {
+        match self {
+            Standing::Owner => "your owner",
+            Standing::Sibling => "a sibling bot of your owner",
+            Standing::Allowlisted => "allowlisted",
+            Standing::Stranger => "someone",
+        }
+    }
+}
+
 /// What the gate needs to know about an event.
 #[derive(Debug, Clone, Copy)]
 pub struct AuthorFacts<'a> {

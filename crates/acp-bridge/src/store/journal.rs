@@ -16,6 +16,8 @@
 //! finished row stays for diagnostics and for dedup until
 //! [`Store::journal_prune`], whose caller decides how long dedup needs it.
 
+use std::collections::HashSet;
+
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -74,6 +76,29 @@ impl Store {
         };
         tx.commit()?;
         Ok(fresh)
+    }
+
+    /// Those of `event_ids` that were taken in (and not pruned since), in
+    /// one query: a thread's fetched messages are checked all at once.
+    pub fn journal_contains_any<'a>(&self, event_ids: &[&'a str]) -> Result<HashSet<&'a str>> {
+        if event_ids.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let placeholders = vec!["?"; event_ids.len()].join(",");
+        let conn = self.conn();
+        let mut select = conn.prepare(&format!(
+            "SELECT event_id FROM mention WHERE event_id IN ({placeholders})"
+        ))?;
+        let found = select
+            .query_map(rusqlite::params_from_iter(event_ids), |row| {
+                row.get::<_, String>(0)
+            })?
+            .collect::<rusqlite::Result<HashSet<String>>>()?;
+        Ok(event_ids
+            .iter()
+            .copied()
+            .filter(|id| found.contains(*id))
+            .collect())
     }
 
     /// Whether `event_id` was taken in (and not pruned since).
@@ -293,6 +318,11 @@ pub(super) mod tests {
         assert!(!accept(&store, "late", 300));
         assert!(store.journal_contains("late").unwrap());
         assert!(!store.journal_contains("never").unwrap());
+        let found = store
+            .journal_contains_any(&["never", "early", "late", "early"])
+            .unwrap();
+        assert_eq!(found, HashSet::from(["early", "late"]));
+        assert!(store.journal_contains_any(&[]).unwrap().is_empty());
 
         drop(store);
         let store = Store::open(dir.path()).unwrap();
