@@ -135,7 +135,11 @@ async fn thread_context_zero_sends_none() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_in_a_group_gets_the_chat_before_it() {
-    let scene = Scene::builder().flags(&["--thread-context", "10"]).start().await;
+    let scene = Scene::builder()
+        .flags(&["--thread-context", "10"])
+        .metrics()
+        .start()
+        .await;
     let stranger = scene.join().await;
     let earlier = |text: &str, seconds_ago: u64| {
         EventBuilder::new(Kind::Custom(9), text)
@@ -162,4 +166,14 @@ async fn a_mention_in_a_group_gets_the_chat_before_it() {
         !prompt.contains("another room entirely"),
         "only this group's chat"
     );
+
+    // Since the answer only the bot's exchange came: nothing new to quote.
+    let again = scene.mention("room", "and now?").await;
+    let prompt = scene.reply_to(&again).await.content;
+    assert!(!prompt.contains(CONTEXT_HEADER), "{prompt}");
+    let metrics = http_get(scene.metrics_port(), "/metrics").await;
+    for fetched in ["included", "nothing_new"] {
+        let line = format!("acp_bridge_thread_context_total{{result=\"{fetched}\"}} 1");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
 }

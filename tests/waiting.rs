@@ -30,6 +30,7 @@ async fn mentions_queued_behind_busy_agents_are_told_their_place_once() {
             "--wait-notice-after",
             WAIT_NOTICE_AFTER,
         ])
+        .metrics()
         .start()
         .await;
     let bot = scene.bot;
@@ -67,6 +68,11 @@ async fn mentions_queued_behind_busy_agents_are_told_their_place_once() {
     assert!(
         waiting_notices(&scene, &long, "Queued").await.is_empty(),
         "the mention that got its turn at once is not told to wait"
+    );
+    let metrics = http_get(scene.metrics_port(), "/metrics").await;
+    assert!(
+        metrics.contains("acp_bridge_wait_notices_total{reason=\"capacity\"} 2"),
+        "{metrics}"
     );
 }
 

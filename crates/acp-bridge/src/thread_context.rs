@@ -32,6 +32,7 @@ use crate::framing::{self, Earlier};
 use crate::gate::Standing;
 use crate::mention::{Mention, Thread, short_npub};
 use crate::store::Store;
+use crate::telemetry::metrics;
 
 /// How long the relay may take to return a thread's earlier messages.
 pub(crate) const CONTEXT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -61,6 +62,7 @@ impl ThreadContext {
         let conversation = first.conversation.as_str();
         let mark = self.store.context_mark(conversation).ok().flatten();
         let filters = self.filters(&first.thread, mark.as_ref().map(|(at, _)| *at));
+        let asked_the_relay = !filters.is_empty();
         let fetches = filters.into_iter().map(|filter| async {
             match &first.origin {
                 Some(relay) => {
@@ -76,6 +78,7 @@ impl ThreadContext {
             match fetched {
                 Ok(events) => earlier.extend(events),
                 Err(error) => {
+                    metrics::thread_context("failed");
                     tracing::warn!(%error, "no thread context: the relay did not answer; prompting without it");
                     return String::new();
                 }
@@ -100,6 +103,13 @@ impl ThreadContext {
             && let Err(error) = self.store.advance_context_mark(conversation, at, &id)
         {
             tracing::warn!(%error, "cannot record the thread context given to the session");
+        }
+        if asked_the_relay {
+            metrics::thread_context(if earlier.is_empty() {
+                "nothing_new"
+            } else {
+                "included"
+            });
         }
         if earlier.is_empty() {
             return String::new();

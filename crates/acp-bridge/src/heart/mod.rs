@@ -564,9 +564,11 @@ impl Heart {
                 }
             };
             if !self.waiters.admit(now) {
+                metrics::wait_notice(holdup.label(), false);
                 tracing::info!(conversation = %key, reason = holdup.label(), "waiting notice budget spent: not telling a waiting mention why");
                 continue;
             }
+            metrics::wait_notice(holdup.label(), true);
             tracing::info!(conversation = %key, event_id = %id, reason = holdup.label(), "telling a waiting mention why it waits");
             self.notices.inform(mention, holdup.describe());
         }

@@ -60,6 +60,24 @@ pub fn reaction_dropped() {
     counter!("acp_bridge_reactions_dropped_total").increment(1);
 }
 
+/// A waiting mention was told why it waits (`reason`: the holdup's label),
+/// or, with `sent` false, was not because the notice budget was spent.
+pub fn wait_notice(reason: &'static str, sent: bool) {
+    let name = if sent {
+        "acp_bridge_wait_notices_total"
+    } else {
+        "acp_bridge_wait_notices_withheld_total"
+    };
+    counter!(name, "reason" => reason).increment(1);
+}
+
+/// A turn's thread context fetch ended: `included` (earlier messages went
+/// into the prompt), `nothing_new`, or `failed` (the relay did not answer
+/// in time; the turn went on without).
+pub fn thread_context(result: &'static str) {
+    counter!("acp_bridge_thread_context_total", "result" => result).increment(1);
+}
+
 pub fn mention_to_reply(seconds: f64) {
     histogram!("acp_bridge_mention_to_reply_seconds").record(seconds);
 }
