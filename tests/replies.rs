@@ -315,6 +315,33 @@ async fn a_reply_older_than_the_first_answer_is_no_follow_up() {
     assert!(log.matching(mark, Line::accepted(&older.id)).is_empty());
 }
 
+/// Answering in more new threads than the recent thread subscription holds
+/// (32) folds them into the bulk subscription, sent once with every root;
+/// threads followed through either keep their follow-ups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_past_the_recent_subscription_are_folded_in_and_still_followed() {
+    const THREADS: usize = 33;
+    let scene = Scene::builder().start().await;
+    let (owner, log) = (&scene.owner, &scene.bridge.log);
+    let mark = log.cursor();
+    let mut answered = Vec::new();
+    for n in 0..THREADS {
+        let mention = scene.mention("room", &format!("thread {n}")).await;
+        let answer = scene.reply_to(&mention).await;
+        answered.push((mention, answer));
+    }
+    let folded = Line::new("following the answered threads")
+        .with("subscription", "acp-bridge-threads")
+        .with("threads", THREADS as u64);
+    log.wait(mark, folded).await;
+    for (mention, answer) in [&answered[0], &answered[THREADS - 1]] {
+        let follow_up = owner
+            .publish(untagged_group_reply("room", &mention.id, &answer.id, "and more"))
+            .await;
+        scene.reply_to(&follow_up).await;
+    }
+}
+
 /// Answering in a new thread renews the thread subscription live only,
 /// plus a one-shot read of the new thread: the threads followed before are
 /// not replayed (each replayed event cost a parse, a signature check and a

@@ -20,6 +20,7 @@
 //! [`untaken`]): it holds its relay's watermark back until it is.
 
 mod admission;
+mod followed_threads;
 pub mod relay_link;
 mod untaken;
 

@@ -23,7 +23,6 @@
 //! Nothing slow runs here: events are handed to the intake task through a
 //! bounded channel, which is where backpressure belongs.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +34,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Arrival;
+use super::followed_threads::{Answered, FollowedThreads, Renewal};
 use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
 use crate::store::Store;
@@ -65,15 +65,19 @@ const SUBSCRIPTION_ID: &str = "acp-bridge-mentions";
 /// The second subscription: replies in the threads the bot answered in
 /// (`--follow-threads`), whether they tag the bot or not.
 const THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads";
+/// The third: replies in the threads answered in since the second was last
+/// sent (see `followed_threads`).
+const RECENT_THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads-recent";
 /// A one-shot query, closed at EOSE: what the threads answered since the
 /// last renewal already hold (the live renewal asks for nothing stored).
 const NEW_THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads-new";
 /// How long the one-shot query of new threads may wait for its EOSE.
 const NEW_THREADS_QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Subscriptions whose events go to the intake.
-const FORWARDED_SUBSCRIPTIONS: [&str; 3] = [
+const FORWARDED_SUBSCRIPTIONS: [&str; 4] = [
     SUBSCRIPTION_ID,
     THREADS_SUBSCRIPTION_ID,
+    RECENT_THREADS_SUBSCRIPTION_ID,
     NEW_THREADS_SUBSCRIPTION_ID,
 ];
 /// Threads followed at most, the most recently answered: relays cap the
@@ -136,21 +140,8 @@ pub struct RelayLink {
     connected: watch::Sender<bool>,
     refetch: RefetchFrom,
     threads: watch::Receiver<()>,
-    /// The roots the live thread subscription covers.
-    followed: HashSet<EventId>,
-}
-
-/// How a thread subscription is renewed.
-#[derive(Debug, Clone, Copy)]
-enum ThreadRenewal {
-    /// After a (re)connection or a refetch: everything since `since`.
-    Replay { since: Timestamp },
-    /// After a thread was answered: the followed threads live only, and
-    /// what the new ones hold since `since` once. Replaying every followed
-    /// thread on each new one made the relay resend (and the SDK parse and
-    /// verify) all their recent events per answer, for the intake to drop
-    /// as seen: 2.4 M instructions per mention (BENCHMARKS §8).
-    NewThreads { since: Timestamp },
+    /// The roots the live thread subscriptions cover.
+    followed: FollowedThreads,
 }
 
 impl RelayLink {
@@ -172,7 +163,7 @@ impl RelayLink {
             connected,
             refetch,
             threads,
-            followed: HashSet::new(),
+            followed: FollowedThreads::default(),
         }
     }
 
@@ -277,7 +268,7 @@ impl RelayLink {
                     if changed.is_err() {
                         return;
                     }
-                    self.subscribe_threads(ThreadRenewal::NewThreads { since: self.since() }).await;
+                    self.follow_new_threads().await;
                 }
                 _ = caught_up.tick() => self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await,
                 changed = self.refetch.changed() => {
@@ -331,7 +322,7 @@ impl RelayLink {
         {
             Ok(()) => {
                 tracing::info!(relay = %self.url, since = since.as_secs(), "subscribed to mentions");
-                self.subscribe_threads(ThreadRenewal::Replay { since }).await;
+                self.follow_all_threads(since).await;
                 true
             }
             Err(error) => {
@@ -342,51 +333,59 @@ impl RelayLink {
     }
 
     /// (Re)subscribes to replies in the threads the bot answered in most
-    /// recently. A failure is logged: mentions that tag the bot still
+    /// recently, everything since `since` (after a (re)connection or a
+    /// refetch). A failure is logged: mentions that tag the bot still
     /// arrive.
-    async fn subscribe_threads(&mut self, renewal: ThreadRenewal) {
-        let roots: Vec<EventId> = match self.store.threads_answered_recently(MAX_FOLLOWED_THREADS) {
-            Ok(roots) => roots
-                .iter()
-                .filter_map(|root| EventId::from_hex(root).ok())
-                .collect(),
-            Err(error) => {
-                return tracing::warn!(relay = %self.url, %error, "cannot read the answered threads");
-            }
-        };
-        let Some(filter) = self.interest.thread_filter(&roots) else {
+    async fn follow_all_threads(&mut self, since: Timestamp) {
+        let Some(answered) = self.answered_threads(i64::MIN) else {
             return;
         };
-        let (live, catch_up) = match renewal {
-            ThreadRenewal::Replay { since } => (filter.since(since), None),
-            ThreadRenewal::NewThreads { since } => {
-                let new: Vec<EventId> = roots
-                    .iter()
-                    .filter(|root| !self.followed.contains(root))
-                    .copied()
-                    .collect();
-                if new.is_empty() {
-                    return;
-                }
-                // `limit: 0`: nothing stored, only what comes from now on.
-                let catch_up = self.interest.thread_filter(&new).map(|new| new.since(since));
-                (filter.limit(0), catch_up)
-            }
+        let had_recent = self.followed.has_recent();
+        let bulk = self.followed.reset(&answered);
+        if let Some(filter) = self.interest.thread_filter(&bulk) {
+            self.send_threads(THREADS_SUBSCRIPTION_ID, filter.since(since))
+                .await;
+        }
+        if had_recent {
+            self.close_recent_threads().await;
+        }
+    }
+
+    /// Follows the threads answered in since the last look, live only, and
+    /// reads what they hold once (`followed_threads` says through which
+    /// subscription). The threads followed already are not asked for again:
+    /// replaying them made the relay resend (and the SDK parse and verify)
+    /// all their recent events per answer, 2.4 M instructions per mention
+    /// (BENCHMARKS §8).
+    async fn follow_new_threads(&mut self) {
+        let Some(lately) = self.answered_threads(self.followed.checked_at()) else {
+            return;
         };
-        let subscribed = self
-            .relay
-            .subscribe_with_id(
-                SubscriptionId::new(THREADS_SUBSCRIPTION_ID),
-                vec![live],
-                SubscribeOptions::default(),
-            )
-            .await;
-        if let Err(error) = subscribed {
-            return tracing::warn!(relay = %self.url, %error, "cannot follow the answered threads");
+        let renewal = self.followed.renew(&lately, || {
+            self.store
+                .threads_answered_since(i64::MIN, MAX_FOLLOWED_THREADS)
+                .map(|threads| parse_roots(&threads))
+                .unwrap_or_else(|error| {
+                    tracing::warn!(relay = %self.url, %error, "cannot read the answered threads; following the new ones only");
+                    Vec::new()
+                })
+        });
+        let (subscription, roots, new) = match renewal {
+            Renewal::Unchanged => return,
+            Renewal::Recent { recent, new } => (RECENT_THREADS_SUBSCRIPTION_ID, recent, new),
+            Renewal::Folded { bulk, new } => (THREADS_SUBSCRIPTION_ID, bulk, new),
+        };
+        // `limit: 0`: nothing stored, only what comes from now on.
+        let Some(live) = self.interest.thread_filter(&roots) else {
+            return;
+        };
+        self.send_threads(subscription, live.limit(0)).await;
+        if subscription == THREADS_SUBSCRIPTION_ID {
+            self.close_recent_threads().await;
         }
         // Live first, then the catch-up: an event in a new thread
         // published in between comes by one of them (twice is a duplicate).
-        if let Some(catch_up) = catch_up {
+        if let Some(catch_up) = self.interest.thread_filter(&new) {
             let once = SubscribeOptions::default().close_on(Some(
                 SubscribeAutoCloseOptions::default().timeout(Some(NEW_THREADS_QUERY_TIMEOUT)),
             ));
@@ -394,7 +393,7 @@ impl RelayLink {
                 .relay
                 .subscribe_with_id(
                     SubscriptionId::new(NEW_THREADS_SUBSCRIPTION_ID),
-                    vec![catch_up],
+                    vec![catch_up.since(self.since())],
                     once,
                 )
                 .await;
@@ -402,8 +401,39 @@ impl RelayLink {
                 tracing::warn!(relay = %self.url, %error, "cannot read the newly answered threads");
             }
         }
-        self.followed = roots.into_iter().collect();
-        tracing::debug!(relay = %self.url, threads = self.followed.len(), "following the answered threads");
+        tracing::debug!(relay = %self.url, subscription, threads = roots.len(), "following the answered threads");
+    }
+
+    /// The threads answered in at `since` or later, most recent first, at
+    /// most [`MAX_FOLLOWED_THREADS`]; `None` (logged) when the store fails.
+    fn answered_threads(&self, since: i64) -> Option<Vec<Answered>> {
+        match self.store.threads_answered_since(since, MAX_FOLLOWED_THREADS) {
+            Ok(threads) => Some(parse_roots(&threads)),
+            Err(error) => {
+                tracing::warn!(relay = %self.url, %error, "cannot read the answered threads");
+                None
+            }
+        }
+    }
+
+    /// Closes the recent thread subscription once the bulk covers its
+    /// roots. A failure only leaves a duplicate subscription behind.
+    async fn close_recent_threads(&self) {
+        let id = SubscriptionId::new(RECENT_THREADS_SUBSCRIPTION_ID);
+        if let Err(error) = self.relay.unsubscribe(&id).await {
+            tracing::debug!(relay = %self.url, %error, "cannot close the recent thread subscription");
+        }
+    }
+
+    /// Sends (or replaces) the live thread subscription `id`.
+    async fn send_threads(&self, id: &str, filter: Filter) {
+        let subscribed = self
+            .relay
+            .subscribe_with_id(SubscriptionId::new(id), vec![filter], SubscribeOptions::default())
+            .await;
+        if let Err(error) = subscribed {
+            tracing::warn!(relay = %self.url, %error, "cannot follow the answered threads");
+        }
     }
 
     fn since(&self) -> Timestamp {
@@ -428,4 +458,13 @@ pub fn subscription_since(watermark: Option<i64>, now: u64) -> u64 {
         |watermark| u64::try_from(watermark).unwrap_or(0),
     );
     watermark.min(now).saturating_sub(SINCE_SKEW.as_secs())
+}
+
+/// The store's answered threads with their roots parsed (a root that is not
+/// an event id, which the bridge never stores, is skipped).
+fn parse_roots(threads: &[(String, i64)]) -> Vec<Answered> {
+    threads
+        .iter()
+        .filter_map(|(root, at)| EventId::from_hex(root).ok().map(|root| (root, *at)))
+        .collect()
 }

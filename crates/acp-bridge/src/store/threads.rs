@@ -30,17 +30,21 @@ impl Store {
         Ok(found.map(|first| first.unwrap_or(0)))
     }
 
-    /// The roots of the `limit` threads answered in most recently.
-    pub fn threads_answered_recently(&self, limit: usize) -> Result<Vec<String>> {
+    /// The `limit` threads answered in most recently, at `since` or later
+    /// (`i64::MIN`: any time), newest first: each root with when it was last
+    /// answered in.
+    pub fn threads_answered_since(&self, since: i64, limit: usize) -> Result<Vec<(String, i64)>> {
         let conn = self.conn();
-        let mut stmt =
-            conn.prepare_cached("SELECT root FROM answered_thread ORDER BY answered_at DESC LIMIT ?1")?;
-        let roots = stmt
-            .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
-                row.get(0)
+        let mut stmt = conn.prepare_cached(
+            "SELECT root, answered_at FROM answered_thread WHERE answered_at >= ?1
+             ORDER BY answered_at DESC LIMIT ?2",
+        )?;
+        let threads = stmt
+            .query_map(params![since, i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
+                Ok((row.get(0)?, row.get(1)?))
             })?
-            .collect::<rusqlite::Result<Vec<String>>>()?;
-        Ok(roots)
+            .collect::<rusqlite::Result<Vec<(String, i64)>>>()?;
+        Ok(threads)
     }
 
     /// Forgets threads last answered in before `older_than`; returns how many.
@@ -88,9 +92,12 @@ mod tests {
             "the first answer stays"
         );
         assert_eq!(store.thread_first_answered("c").unwrap(), None);
-        assert_eq!(store.threads_answered_recently(10).unwrap(), ["a", "b"]);
-        assert_eq!(store.threads_answered_recently(1).unwrap(), ["a"]);
+        let recent = |since, limit| store.threads_answered_since(since, limit).unwrap();
+        assert_eq!(recent(i64::MIN, 10), [("a".to_owned(), 30), ("b".to_owned(), 20)]);
+        assert_eq!(recent(i64::MIN, 1), [("a".to_owned(), 30)]);
+        assert_eq!(recent(20, 10).len(), 2, "from `since` on, inclusive");
+        assert_eq!(recent(21, 10), [("a".to_owned(), 30)]);
         assert_eq!(store.threads_prune(25).unwrap(), 1);
-        assert_eq!(store.threads_answered_recently(10).unwrap(), ["a"]);
+        assert_eq!(recent(i64::MIN, 10), [("a".to_owned(), 30)]);
     }
 }
