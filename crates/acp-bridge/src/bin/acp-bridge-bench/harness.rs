@@ -34,6 +34,25 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// With `ACP_BRIDGE_BENCH_FOLLOWED=N`, a daemon starts as one that has
+/// answered in N threads already (synthetic roots), so that a run measures
+/// what following that many threads costs; the daemon follows 500 at most.
+fn seed_followed_threads(state: &Path) {
+    let Some(threads) = std::env::var("ACP_BRIDGE_BENCH_FOLLOWED")
+        .ok()
+        .and_then(|n| n.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let store = acp_bridge::Store::open(state).expect("the bench's state dir");
+    let answered_at = Timestamp::now().as_secs() as i64 - 60;
+    for root in 1..=threads {
+        store
+            .thread_answered(&format!("{root:064x}"), answered_at)
+            .expect("seed a followed thread");
+    }
+}
+
 /// Nanoseconds since the Unix epoch (comparable across processes).
 pub fn unix_ns() -> u128 {
     std::time::SystemTime::now()
@@ -79,6 +98,7 @@ impl DaemonProcess {
         let launch = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let state = temp_dir(&format!("state-{}-{launch}", &bot.public_key().to_hex()[..8]));
         let log = state.with_extension("log");
+        seed_followed_threads(&state);
         let binary = bridge_binary();
         let mut command = match wrapper.split_first() {
             Some((program, args)) => {
