@@ -23,6 +23,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Finish, MentionState, NewMention, PendingCursor, PendingMention, Result, Store};
 
+/// A mention's row by its event id.
+const SELECT_JOURNALED: &str = "SELECT 1 FROM mention WHERE event_id = ?1";
+
 impl Store {
     /// Takes mentions in as pending, in one transaction: one commit for the
     /// lot is what makes a burst cheap. One flag per mention, in order:
@@ -78,37 +81,29 @@ impl Store {
         Ok(fresh)
     }
 
-    /// Those of `event_ids` that were taken in (and not pruned since), in
-    /// one query: a thread's fetched messages are checked all at once.
+    /// Those of `event_ids` that were taken in (and not pruned since).
+    ///
+    /// One cached point lookup per id: an `IN (?, …)` list is a new
+    /// statement for every length, and compiling it cost more than the few
+    /// lookups a thread context needs (BENCHMARKS §8).
     pub fn journal_contains_any<'a>(&self, event_ids: &[&'a str]) -> Result<HashSet<&'a str>> {
-        if event_ids.is_empty() {
-            return Ok(HashSet::new());
-        }
-        let placeholders = vec!["?"; event_ids.len()].join(",");
         let conn = self.conn();
-        let mut select = conn.prepare(&format!(
-            "SELECT event_id FROM mention WHERE event_id IN ({placeholders})"
-        ))?;
-        let found = select
-            .query_map(rusqlite::params_from_iter(event_ids), |row| {
-                row.get::<_, String>(0)
-            })?
-            .collect::<rusqlite::Result<HashSet<String>>>()?;
-        Ok(event_ids
-            .iter()
-            .copied()
-            .filter(|id| found.contains(*id))
-            .collect())
+        let mut select = conn.prepare_cached(SELECT_JOURNALED)?;
+        let mut found = HashSet::new();
+        for id in event_ids {
+            if select.exists(params![id])? {
+                found.insert(*id);
+            }
+        }
+        Ok(found)
     }
 
     /// Whether `event_id` was taken in (and not pruned since).
     pub fn journal_contains(&self, event_id: &str) -> Result<bool> {
-        let found = self
+        Ok(self
             .conn()
-            .prepare_cached("SELECT 1 FROM mention WHERE event_id = ?1")?
-            .query_row(params![event_id], |_| Ok(()))
-            .optional()?;
-        Ok(found.is_some())
+            .prepare_cached(SELECT_JOURNALED)?
+            .exists(params![event_id])?)
     }
 
     /// Up to `limit` pending mentions after `after` (from the start when
