@@ -92,6 +92,27 @@ async fn oversized_mention_gets_a_notice_instead_of_a_turn() {
     assert_eq!(prompts[0]["mentions"], 1);
 }
 
+/// The relay websocket reads into a 16 KiB buffer (`transport.rs`); a
+/// mention several times that size still arrives whole (its signature
+/// covers every byte) and is answered, its last words reaching the agent
+/// (whose echo comes back as a series of 3 parts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_larger_than_the_read_buffer_arrives_whole() {
+    let scene = Scene::builder().start().await;
+    let text = format!("{} the very end", "long words ".repeat(5_000));
+    assert!(text.len() > 3 * 16 * 1024);
+    let mention = scene.mention("room", &text).await;
+    let parts = scene.owner.replies_from(&scene.bot, &mention.id, 3).await;
+    assert!(
+        parts.iter().any(|part| part.content.ends_with(" the very end")),
+        "the mention's last words reached the agent"
+    );
+    let log = &scene.bridge.log;
+    let prompted = log.matching(log.start(), Line::new("prompting the agent"));
+    assert_eq!(prompted.len(), 1, "{prompted:?}");
+    assert_eq!(prompted[0]["span"]["event_id"], mention.id.to_hex());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepted_mentions_get_a_reaction_unless_disabled() {
     let scene = Scene::builder().start().await;

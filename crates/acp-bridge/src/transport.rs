@@ -7,6 +7,9 @@
 //! loopback that was most of the bridge's added latency (BENCHMARKS.md). This
 //! transport is the SDK's own, but for one socket option.
 //!
+//! The read buffer is smaller than tungstenite's default (see
+//! [`READ_BUFFER_BYTES`]).
+//!
 //! Only direct connections: proxies and Tor are not offered by this daemon.
 
 use std::pin::Pin;
@@ -21,6 +24,15 @@ use nostr_sdk::pool::transport::error::TransportError;
 use nostr_sdk::pool::transport::websocket::{WebSocketSink, WebSocketStream, WebSocketTransport};
 use nostr_sdk::prelude::{BoxedFuture, Url};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+/// The websocket's read buffer. tungstenite zero-fills the whole buffer
+/// before every read from the socket; at its default of 128 KiB that fill
+/// was a tenth of the daemon's instructions per answered mention (about
+/// 8 reads per mention, BENCHMARKS §8). Relay messages are a few hundred
+/// bytes to a few KiB, so 16 KiB still takes a burst of them in one read,
+/// and a larger frame grows the buffer for itself.
+const READ_BUFFER_BYTES: usize = 16 * 1024;
 
 /// Direct websocket connections with `TCP_NODELAY` set.
 #[derive(Debug, Clone, Copy, Default)]
@@ -68,7 +80,14 @@ async fn connect(url: &Url) -> Result<WebSocket, ConnectError> {
     let tcp = TcpStream::connect((host, port)).await?;
     tcp.set_nodelay(true)?;
     // Boxed: the handshake future is large.
-    let (socket, _) = Box::pin(tokio_tungstenite::client_async_tls(url.as_str(), tcp)).await?;
+    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
+    let (socket, _) = Box::pin(tokio_tungstenite::client_async_tls_with_config(
+        url.as_str(),
+        tcp,
+        Some(config),
+        None,
+    ))
+    .await?;
     Ok(WebSocket::Tokio(socket))
 }
 
