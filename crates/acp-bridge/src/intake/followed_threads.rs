@@ -26,6 +26,13 @@ use nostr_sdk::prelude::EventId;
 /// sends all of them (up to 500), so about 32 balances the two costs.
 pub(super) const RECENT_THREADS: usize = 32;
 
+/// How far before the newest `answered_at` seen the store is read again for
+/// new threads. A reply's `answered_at` is taken before its commit, and
+/// commits (or the wall clock) can land out of that order: a thread
+/// committed late with an earlier date must still be found. Known threads
+/// in the overlap cost a lookup each and change nothing.
+const REREAD_SLACK_SECS: i64 = 60;
+
 /// A thread as the store lists it: its root, and when it was last answered
 /// in (unix seconds).
 pub(super) type Answered = (EventId, i64);
@@ -35,8 +42,9 @@ pub(super) type Answered = (EventId, i64);
 pub(super) struct FollowedThreads {
     bulk: HashSet<EventId>,
     recent: Vec<EventId>,
-    /// The newest `answered_at` read so far: the store is asked only from
-    /// there on for threads that may be new.
+    /// The newest `answered_at` read so far: the store is asked from a
+    /// little before it ([`FollowedThreads::read_from`]) for threads that
+    /// may be new.
     checked_at: i64,
 }
 
@@ -64,8 +72,8 @@ impl FollowedThreads {
     }
 
     /// Where the store should be read from for threads that may be new.
-    pub fn checked_at(&self) -> i64 {
-        self.checked_at
+    pub fn read_from(&self) -> i64 {
+        self.checked_at.saturating_sub(REREAD_SLACK_SECS)
     }
 
     /// Whether a recent subscription is open on the relay.
@@ -74,9 +82,17 @@ impl FollowedThreads {
     }
 
     /// After threads were answered: `lately`, the threads answered since
-    /// [`Self::checked_at`] (known ones among them); `most_recent` lists
-    /// the threads to follow when the recent roots are folded into the bulk.
-    pub fn renew(&mut self, lately: &[Answered], most_recent: impl FnOnce() -> Vec<Answered>) -> Renewal {
+    /// [`Self::read_from`] (known ones among them); `most_recent` lists
+    /// the threads to follow when the recent roots are folded into the
+    /// bulk, or `None` when the store could not say: then nothing is
+    /// folded (that would follow only the new threads), the recent
+    /// subscription takes the new roots past its size, and the next new
+    /// thread tries the fold again.
+    pub fn renew(
+        &mut self,
+        lately: &[Answered],
+        most_recent: impl FnOnce() -> Option<Vec<Answered>>,
+    ) -> Renewal {
         self.note_checked(lately);
         let mut new: Vec<EventId> = Vec::new();
         for (root, _) in lately {
@@ -87,14 +103,19 @@ impl FollowedThreads {
         if new.is_empty() {
             return Renewal::Unchanged;
         }
-        if self.recent.len() + new.len() <= RECENT_THREADS {
+        let answered = if self.recent.len() + new.len() <= RECENT_THREADS {
+            None
+        } else {
+            most_recent()
+        };
+        let Some(answered) = answered else {
             self.recent.extend(new.iter().copied());
             return Renewal::Recent {
                 recent: self.recent.clone(),
                 new,
             };
-        }
-        let mut bulk = self.reset(&most_recent());
+        };
+        let mut bulk = self.reset(&answered);
         for root in &new {
             if self.bulk.insert(*root) {
                 bulk.push(*root);
@@ -126,7 +147,7 @@ mod tests {
     fn new_threads_go_to_the_recent_subscription_and_known_ones_change_nothing() {
         let mut followed = FollowedThreads::default();
         assert_eq!(followed.reset(&answered(1..=3, 10)), [root(1), root(2), root(3)]);
-        assert_eq!(followed.checked_at(), 10);
+        assert_eq!(followed.read_from(), 10 - REREAD_SLACK_SECS);
         assert!(!followed.has_recent());
 
         let unreachable = || panic!("no fold while the recent subscription has room");
@@ -138,7 +159,7 @@ mod tests {
                 new: vec![root(4)]
             }
         );
-        assert_eq!(followed.checked_at(), 11);
+        assert_eq!(followed.read_from(), 11 - REREAD_SLACK_SECS);
         let renewal = followed.renew(&[(root(5), 12), (root(4), 12)], unreachable);
         assert_eq!(
             renewal,
@@ -150,7 +171,7 @@ mod tests {
         assert!(followed.has_recent());
         assert_eq!(followed.renew(&[(root(1), 13)], unreachable), Renewal::Unchanged);
         assert_eq!(followed.renew(&[], unreachable), Renewal::Unchanged);
-        assert_eq!(followed.checked_at(), 13, "never moves back");
+        assert_eq!(followed.read_from(), 13 - REREAD_SLACK_SECS, "never moves back");
     }
 
     #[test]
@@ -165,7 +186,7 @@ mod tests {
         // One more: the store's most recent threads become the bulk, and
         // the new root is in it even when the store's list ends before it.
         let overflow = last_recent + 1;
-        let renewal = followed.renew(&[(root(overflow), 30)], || answered(2..=last_recent, 20));
+        let renewal = followed.renew(&[(root(overflow), 30)], || Some(answered(2..=last_recent, 20)));
         let Renewal::Folded { bulk, new } = renewal else {
             panic!("folded: {renewal:?}");
         };
@@ -174,8 +195,48 @@ mod tests {
         assert!(bulk.contains(&root(overflow)) && bulk.contains(&root(2)));
         assert!(!bulk.contains(&root(1)), "fell out of the store's most recent");
         assert!(!followed.has_recent());
-        assert_eq!(followed.checked_at(), 30);
+        assert_eq!(followed.read_from(), 30 - REREAD_SLACK_SECS);
         let renewal = followed.renew(&[(root(overflow + 1), 31)], || panic!("room again"));
         assert!(matches!(renewal, Renewal::Recent { recent, .. } if recent == [root(overflow + 1)]));
+    }
+
+    #[test]
+    fn a_store_that_cannot_list_the_threads_never_unfollows_them() {
+        let mut followed = FollowedThreads::default();
+        followed.reset(&answered(1..=2, 10));
+        for n in 3..=2 + RECENT_THREADS as u64 {
+            followed.renew(&[(root(n), 20)], || panic!("room left"));
+        }
+        let past = 3 + RECENT_THREADS as u64;
+        let renewal = followed.renew(&[(root(past), 21)], || None);
+        let Renewal::Recent { recent, new } = renewal else {
+            panic!("no fold without the store's list: {renewal:?}");
+        };
+        assert_eq!(new, [root(past)]);
+        assert_eq!(
+            recent.len(),
+            RECENT_THREADS + 1,
+            "the recent subscription takes it"
+        );
+        assert_eq!(followed.bulk.len(), 2, "the bulk is kept as it was");
+        // The store answers again: the next new thread folds them all in.
+        let renewal = followed.renew(&[(root(past + 1), 22)], || Some(answered(1..=past, 20)));
+        let Renewal::Folded { bulk, .. } = renewal else {
+            panic!("folded: {renewal:?}");
+        };
+        assert_eq!(bulk.len(), past as usize + 1);
+        assert!(!followed.has_recent());
+    }
+
+    #[test]
+    fn the_store_is_read_again_from_a_little_before_the_newest_date_seen() {
+        let mut followed = FollowedThreads::default();
+        followed.reset(&answered(1..=1, 100));
+        followed.renew(&[(root(2), 101)], || panic!("room left"));
+        // Thread 3 committed after thread 2 but dated a second earlier: it
+        // is in what the store returns from `read_from`, and it is new.
+        assert!(followed.read_from() <= 100);
+        let renewal = followed.renew(&[(root(2), 101), (root(3), 100)], || panic!("room left"));
+        assert!(matches!(renewal, Renewal::Recent { new, .. } if new == [root(3)]));
     }
 }

@@ -68,17 +68,20 @@ const THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads";
 /// The third: replies in the threads answered in since the second was last
 /// sent (see `followed_threads`).
 const RECENT_THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads-recent";
-/// A one-shot query, closed at EOSE: what the threads answered since the
+/// One-shot queries, closed at EOSE: what the threads answered since the
 /// last renewal already hold (the live renewal asks for nothing stored).
-const NEW_THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads-new";
+/// Each has an id of its own (this prefix and a number): a second one
+/// under the same id would replace the first on the relay, and the first
+/// one's close at its EOSE could cut the second short.
+const NEW_THREADS_SUBSCRIPTION_PREFIX: &str = "acp-bridge-threads-new-";
 /// How long the one-shot query of new threads may wait for its EOSE.
 const NEW_THREADS_QUERY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Subscriptions whose events go to the intake.
-const FORWARDED_SUBSCRIPTIONS: [&str; 4] = [
+/// Live subscriptions whose events go to the intake (with the one-shot
+/// reads of new threads: [`is_forwarded`]).
+const FORWARDED_SUBSCRIPTIONS: [&str; 3] = [
     SUBSCRIPTION_ID,
     THREADS_SUBSCRIPTION_ID,
     RECENT_THREADS_SUBSCRIPTION_ID,
-    NEW_THREADS_SUBSCRIPTION_ID,
 ];
 /// Threads followed at most, the most recently answered: relays cap the
 /// values of a filter.
@@ -142,6 +145,8 @@ pub struct RelayLink {
     threads: watch::Receiver<()>,
     /// The roots the live thread subscriptions cover.
     followed: FollowedThreads,
+    /// One-shot reads of new threads sent so far (their ids' numbers).
+    new_thread_reads: u64,
 }
 
 impl RelayLink {
@@ -164,6 +169,7 @@ impl RelayLink {
             refetch,
             threads,
             followed: FollowedThreads::default(),
+            new_thread_reads: 0,
         }
     }
 
@@ -231,7 +237,7 @@ impl RelayLink {
                 () = stop.cancelled() => return,
                 notification = notifications.recv() => match notification {
                     Ok(RelayNotification::Message { message: RelayMessage::Event { subscription_id, event } }) => {
-                        if FORWARDED_SUBSCRIPTIONS.contains(&subscription_id.as_str()) {
+                        if is_forwarded(subscription_id.as_str()) {
                             self.forward(Arrival::Event { relay: self.url.clone(), event: Box::new(event.into_owned()) }).await;
                         }
                     }
@@ -337,7 +343,7 @@ impl RelayLink {
     /// refetch). A failure is logged: mentions that tag the bot still
     /// arrive.
     async fn follow_all_threads(&mut self, since: Timestamp) {
-        let Some(answered) = self.answered_threads(i64::MIN) else {
+        let Some(answered) = answered_threads(&self.store, &self.url, i64::MIN) else {
             return;
         };
         let had_recent = self.followed.has_recent();
@@ -358,18 +364,12 @@ impl RelayLink {
     /// all their recent events per answer, 2.4 M instructions per mention
     /// (BENCHMARKS §8).
     async fn follow_new_threads(&mut self) {
-        let Some(lately) = self.answered_threads(self.followed.checked_at()) else {
+        let Some(lately) = answered_threads(&self.store, &self.url, self.followed.read_from()) else {
             return;
         };
-        let renewal = self.followed.renew(&lately, || {
-            self.store
-                .threads_answered_since(i64::MIN, MAX_FOLLOWED_THREADS)
-                .map(|threads| parse_roots(&threads))
-                .unwrap_or_else(|error| {
-                    tracing::warn!(relay = %self.url, %error, "cannot read the answered threads; following the new ones only");
-                    Vec::new()
-                })
-        });
+        let renewal = self
+            .followed
+            .renew(&lately, || answered_threads(&self.store, &self.url, i64::MIN));
         let (subscription, roots, new) = match renewal {
             Renewal::Unchanged => return,
             Renewal::Recent { recent, new } => (RECENT_THREADS_SUBSCRIPTION_ID, recent, new),
@@ -389,31 +389,17 @@ impl RelayLink {
             let once = SubscribeOptions::default().close_on(Some(
                 SubscribeAutoCloseOptions::default().timeout(Some(NEW_THREADS_QUERY_TIMEOUT)),
             ));
+            self.new_thread_reads += 1;
+            let id = format!("{NEW_THREADS_SUBSCRIPTION_PREFIX}{}", self.new_thread_reads);
             let fetched = self
                 .relay
-                .subscribe_with_id(
-                    SubscriptionId::new(NEW_THREADS_SUBSCRIPTION_ID),
-                    vec![catch_up.since(self.since())],
-                    once,
-                )
+                .subscribe_with_id(SubscriptionId::new(id), vec![catch_up.since(self.since())], once)
                 .await;
             if let Err(error) = fetched {
                 tracing::warn!(relay = %self.url, %error, "cannot read the newly answered threads");
             }
         }
         tracing::debug!(relay = %self.url, subscription, threads = roots.len(), "following the answered threads");
-    }
-
-    /// The threads answered in at `since` or later, most recent first, at
-    /// most [`MAX_FOLLOWED_THREADS`]; `None` (logged) when the store fails.
-    fn answered_threads(&self, since: i64) -> Option<Vec<Answered>> {
-        match self.store.threads_answered_since(since, MAX_FOLLOWED_THREADS) {
-            Ok(threads) => Some(parse_roots(&threads)),
-            Err(error) => {
-                tracing::warn!(relay = %self.url, %error, "cannot read the answered threads");
-                None
-            }
-        }
     }
 
     /// Closes the recent thread subscription once the bulk covers its
@@ -460,6 +446,24 @@ pub fn subscription_since(watermark: Option<i64>, now: u64) -> u64 {
     watermark.min(now).saturating_sub(SINCE_SKEW.as_secs())
 }
 
+/// Whether events of `subscription` go to the intake.
+fn is_forwarded(subscription: &str) -> bool {
+    FORWARDED_SUBSCRIPTIONS.contains(&subscription)
+        || subscription.starts_with(NEW_THREADS_SUBSCRIPTION_PREFIX)
+}
+
+/// The threads answered in at `since` or later, most recent first, at most
+/// [`MAX_FOLLOWED_THREADS`]; `None` (logged) when the store fails.
+fn answered_threads(store: &Store, relay: &RelayUrl, since: i64) -> Option<Vec<Answered>> {
+    match store.threads_answered_since(since, MAX_FOLLOWED_THREADS) {
+        Ok(threads) => Some(parse_roots(&threads)),
+        Err(error) => {
+            tracing::warn!(%relay, %error, "cannot read the answered threads");
+            None
+        }
+    }
+}
+
 /// The store's answered threads with their roots parsed (a root that is not
 /// an event id, which the bridge never stores, is skipped).
 fn parse_roots(threads: &[(String, i64)]) -> Vec<Answered> {
@@ -467,4 +471,25 @@ fn parse_roots(threads: &[(String, i64)]) -> Vec<Answered> {
         .iter()
         .filter_map(|(root, at)| EventId::from_hex(root).ok().map(|root| (root, *at)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_of_the_mention_thread_and_new_thread_subscriptions_are_forwarded_and_no_others() {
+        for id in [
+            SUBSCRIPTION_ID,
+            THREADS_SUBSCRIPTION_ID,
+            RECENT_THREADS_SUBSCRIPTION_ID,
+            "acp-bridge-threads-new-1",
+            "acp-bridge-threads-new-42",
+        ] {
+            assert!(is_forwarded(id), "{id}");
+        }
+        // The SDK's own ids: thread context fetches, profile lookups.
+        assert!(!is_forwarded("a1b2c3d4e5f60718"));
+        assert!(!is_forwarded("acp-bridge-threads-newer"));
+    }
 }
