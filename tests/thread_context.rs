@@ -119,6 +119,40 @@ async fn a_first_mention_gets_the_thread_so_far_and_the_next_only_what_is_new() 
     assert!(at(prompt, "> or maybe Speedy") < at(prompt, "> and now?"));
 }
 
+/// A reply dated a year ahead (anyone can post one) is no context, and it
+/// does not carry the session's mark into the future: a note posted after
+/// it still reaches the next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_future_dated_reply_is_left_out_and_does_not_silence_the_thread() {
+    let scene = Scene::builder()
+        .flags(&["--thread-context", "10", "--follow-threads", "off"])
+        .start()
+        .await;
+    let stranger = scene.join().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let root = owner.publish(EventBuilder::text_note("a thread")).await;
+    let a_year = 365 * 24 * 3600;
+    stranger
+        .publish(
+            EventBuilder::text_note_reply("from the future", &root, Some(&root), None)
+                .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() + a_year)),
+        )
+        .await;
+    owner.publish(note_in_thread(&root, "an earlier note", 5)).await;
+    let ask =
+        |text: &str| EventBuilder::text_note_reply(text, &root, Some(&root), None).tag(Tag::public_key(bot));
+    let first = owner.publish(ask("bot?")).await;
+    let prompt = scene.reply_to(&first).await.content;
+    assert!(prompt.contains("> an earlier note"), "{prompt}");
+    assert!(!prompt.contains("from the future"), "{prompt}");
+
+    owner.publish(note_in_thread(&root, "a later note", 0)).await;
+    let second = owner.publish(ask("and now?")).await;
+    let prompt = scene.reply_to(&second).await.content;
+    assert!(prompt.contains("> a later note"), "{prompt}");
+    assert!(!prompt.contains("from the future"), "{prompt}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thread_context_zero_sends_none() {
     let scene = Scene::builder().flags(&["--thread-context", "0"]).start().await;

@@ -30,6 +30,7 @@ use nostr_sdk::prelude::{Alphabet, Client, Event, Filter, Kind, PublicKey, Singl
 
 use crate::framing::{self, Earlier};
 use crate::gate::Standing;
+use crate::intake::MAX_FUTURE_SKEW_SECS;
 use crate::mention::{Mention, Thread, short_npub};
 use crate::store::Store;
 use crate::telemetry::metrics;
@@ -155,11 +156,19 @@ impl ThreadContext {
         std::iter::once(replies).chain(root).collect()
     }
 
+    /// Whether `event` is context the session has not seen. An event dated
+    /// further ahead than the intake accepts for a mention is left out: it
+    /// would carry the mark into the future, and every later fetch (from
+    /// the mark on) would come back empty.
     fn is_new_context(&self, event: &Event, batch: &[Mention], mark: Option<&(i64, String)>) -> bool {
         let after_mark = mark.is_none_or(|(at, id)| {
             (event.created_at.as_secs() as i64, event.id.to_hex()) > (*at, id.clone())
         });
-        after_mark && event.pubkey != self.bot && !batch.iter().any(|mention| mention.event_id == event.id)
+        let not_future = event.created_at.as_secs() <= Timestamp::now().as_secs() + MAX_FUTURE_SKEW_SECS;
+        after_mark
+            && not_future
+            && event.pubkey != self.bot
+            && !batch.iter().any(|mention| mention.event_id == event.id)
     }
 
     /// Leaves out the events the journal took in: mentions already
