@@ -188,7 +188,7 @@ fn choose(
             Some(_) => {}
         }
     }
-    if let Err(error) = store.control_choose(key.as_str(), name, Some(value), sql_now()) {
+    if let Err(error) = store.control_choose(key.as_str(), name, value, sql_now()) {
         tracing::error!(conversation = %key, %error, "cannot keep the owner's choice");
         return format!("Sorry, I could not keep that {name} choice: {error}.");
     }
@@ -292,12 +292,15 @@ async fn align(
             }
             Err(why) => {
                 tracing::warn!(conversation = %key, session = %session, kind = name, value = %wanted, %why, "cannot apply the owner's choice; dropped it");
-                if let Err(error) = store.control_choose(key.as_str(), name, None, sql_now()) {
-                    tracing::warn!(conversation = %key, %error, "cannot drop the owner's choice");
+                // The owner may have chosen again while this one was tried:
+                // that newer choice stays, and is what the next turn applies.
+                match store.control_drop(key.as_str(), name, &wanted) {
+                    Ok(true) => notes.push(format!(
+                        "Your {name} choice `{wanted}` could not be applied: {why}. The agent's own {name} is used; choose again with !{name}."
+                    )),
+                    Ok(false) => {}
+                    Err(error) => tracing::warn!(conversation = %key, %error, "cannot drop the owner's choice"),
                 }
-                notes.push(format!(
-                    "Your {name} choice `{wanted}` could not be applied: {why}. The agent's own {name} is used; choose again with !{name}."
-                ));
             }
         }
     }

@@ -24,27 +24,28 @@ impl Store {
         Ok(found)
     }
 
-    /// Keeps the owner's choice of `kind`; `None` forgets it.
-    pub fn control_choose(
-        &self,
-        conversation: &str,
-        kind: &str,
-        value: Option<&str>,
-        now: i64,
-    ) -> Result<()> {
-        let conn = self.conn();
-        match value {
-            Some(value) => conn
-                .prepare_cached(
-                    "INSERT INTO control_choice (conversation, kind, value, chosen_at) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (conversation, kind) DO UPDATE SET value = ?3, chosen_at = ?4",
-                )?
-                .execute(params![conversation, kind, value, now])?,
-            None => conn
-                .prepare_cached("DELETE FROM control_choice WHERE conversation = ?1 AND kind = ?2")?
-                .execute(params![conversation, kind])?,
-        };
+    /// Keeps the owner's choice of `kind`, replacing an earlier one.
+    pub fn control_choose(&self, conversation: &str, kind: &str, value: &str, now: i64) -> Result<()> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO control_choice (conversation, kind, value, chosen_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (conversation, kind) DO UPDATE SET value = ?3, chosen_at = ?4",
+            )?
+            .execute(params![conversation, kind, value, now])?;
         Ok(())
+    }
+
+    /// Forgets the owner's choice of `kind` if it is still `value`, and
+    /// says whether it did: a choice the owner made while `value` was
+    /// being applied (and refused) stays.
+    pub fn control_drop(&self, conversation: &str, kind: &str, value: &str) -> Result<bool> {
+        let dropped = self
+            .conn()
+            .prepare_cached(
+                "DELETE FROM control_choice WHERE conversation = ?1 AND kind = ?2 AND value = ?3",
+            )?
+            .execute(params![conversation, kind, value])?;
+        Ok(dropped > 0)
     }
 
     /// Keeps what the agent offered the conversation at a turn's start
@@ -88,14 +89,22 @@ mod tests {
         let dir = ScratchDir::new("controls");
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.control_chosen("c", "model").unwrap(), None);
-        store.control_choose("c", "model", Some("fast"), 1).unwrap();
-        store.control_choose("c", "model", Some("deep"), 2).unwrap();
-        store.control_choose("c", "mode", Some("ask"), 2).unwrap();
+        store.control_choose("c", "model", "fast", 1).unwrap();
+        store.control_choose("c", "model", "deep", 2).unwrap();
+        store.control_choose("c", "mode", "ask", 2).unwrap();
         assert_eq!(
             store.control_chosen("c", "model").unwrap().as_deref(),
             Some("deep")
         );
-        store.control_choose("c", "model", None, 3).unwrap();
+        assert!(
+            !store.control_drop("c", "model", "fast").unwrap(),
+            "a newer choice than the refused one stays"
+        );
+        assert_eq!(
+            store.control_chosen("c", "model").unwrap().as_deref(),
+            Some("deep")
+        );
+        assert!(store.control_drop("c", "model", "deep").unwrap());
         assert_eq!(store.control_chosen("c", "model").unwrap(), None);
         assert_eq!(store.control_chosen("c", "mode").unwrap().as_deref(), Some("ask"));
     }
