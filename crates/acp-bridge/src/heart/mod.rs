@@ -212,6 +212,8 @@ impl Heart {
             ),
             Decision::Absorb(framing) => {
                 self.counters.absorbed += 1;
+                // Joining a turn whose agent still starts is waiting too.
+                self.waiters.joined_starting(&mention, Instant::now());
                 let mentions = vec![mention];
                 self.step(&key, Input::Absorb { mentions, framing });
             }

@@ -9,10 +9,11 @@
 //!
 //! What counts as waiting: being in a conversation's queue, or in a turn
 //! whose agent is still starting (a real agent's first start can take a
-//! while). A mention is told at most once however many reasons it waits
-//! through (a failed attempt puts it back in the queue, still told).
-//! Mentions handed to a live turn as steers never wait here; the owner's
-//! mid-turn mentions that queue are steers too and are not tracked.
+//! while), having come with its batch or joined it while it starts. A
+//! mention is told at most once however many reasons it waits through (a
+//! failed attempt puts it back in the queue, still told). Mentions handed
+//! to a live turn as steers never wait here; the owner's mid-turn mentions
+//! that queue are steers too and are not tracked.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -162,6 +163,18 @@ impl Waiters {
         }
     }
 
+    /// `mention` joined the conversation's turn while its agent starts (it
+    /// goes with the first prompt): it waits with that batch. Returns
+    /// whether the turn is starting; a live turn's steers are not tracked.
+    pub fn joined_starting(&mut self, mention: &Mention, now: Instant) -> bool {
+        let Some(batch) = self.leasing.get_mut(&mention.conversation) else {
+            return false;
+        };
+        batch.push(mention.clone());
+        self.queued(mention.event_id, &mention.conversation, now);
+        true
+    }
+
     /// The agent of the conversation's turn is up (or could not be had):
     /// its batch waits no more.
     pub fn agent_up(&mut self, conversation: &ConversationKey) {
@@ -222,29 +235,39 @@ impl Waiters {
         self.due.first().map(|(at, _)| *at)
     }
 
-    /// The conversations with a mention due a notice by `now`, each once
-    /// with its newest due mention: every mention queued in such a
-    /// conversation counts as told (they will share one batch, so one
-    /// notice covers them).
+    /// The mentions due a notice by `now`: one per waiting group of a
+    /// conversation, its newest due mention. A conversation's mentions
+    /// wait in up to two groups, the batch of its turn whose agent is
+    /// starting and its queue behind that turn; every mention of a group
+    /// counts as told by its one notice (they share a batch, and the
+    /// reason), and the other group is told for itself when it is due.
     pub fn take_due(&mut self, now: Instant) -> Vec<(ConversationKey, EventId)> {
-        let mut conversations: HashMap<ConversationKey, EventId> = HashMap::new();
+        let mut groups: HashMap<(ConversationKey, bool), EventId> = HashMap::new();
         while let Some(&(at, id)) = self.due.first() {
             if at > now {
                 break;
             }
             self.due.pop_first();
             if let Some(tracked) = self.tracked.get(&id) {
-                conversations.insert(tracked.conversation.clone(), id);
+                let starting = in_starting_batch(&self.leasing, &tracked.conversation, &id);
+                groups.insert((tracked.conversation.clone(), starting), id);
             }
         }
         let after = self.after.unwrap_or_default();
         for (id, tracked) in &mut self.tracked {
-            if tracked.queued && !tracked.told && conversations.contains_key(&tracked.conversation) {
+            let starting = in_starting_batch(&self.leasing, &tracked.conversation, id);
+            if tracked.queued
+                && !tracked.told
+                && groups.contains_key(&(tracked.conversation.clone(), starting))
+            {
                 tracked.told = true;
                 self.due.remove(&(tracked.since + after, *id));
             }
         }
-        let mut due: Vec<_> = conversations.into_iter().collect();
+        let mut due: Vec<_> = groups
+            .into_iter()
+            .map(|((conversation, _), id)| (conversation, id))
+            .collect();
         due.sort();
         due
     }
@@ -253,6 +276,18 @@ impl Waiters {
     pub fn admit(&mut self, now: Instant) -> bool {
         self.budget.admit(&(), now) == Admission::Admitted
     }
+}
+
+/// Whether `id` is in the batch of the conversation's turn whose agent is
+/// starting.
+fn in_starting_batch(
+    leasing: &HashMap<ConversationKey, Vec<Mention>>,
+    conversation: &ConversationKey,
+    id: &EventId,
+) -> bool {
+    leasing
+        .get(conversation)
+        .is_some_and(|batch| batch.iter().any(|mention| mention.event_id == *id))
 }
 
 #[cfg(test)]
@@ -360,5 +395,63 @@ mod tests {
         let admitted = (0..WAIT_NOTICE_BURST * 3).filter(|_| waiters.admit(now)).count();
         assert_eq!(admitted, WAIT_NOTICE_BURST as usize);
         assert!(waiters.admit(now + WAIT_NOTICE_REFILL));
+    }
+
+    #[test]
+    fn a_mention_that_joins_a_starting_turn_waits_with_its_batch() {
+        let mut waiters = Waiters::new(Some(AFTER));
+        let now = Instant::now();
+        let first = test_mention("a", 1, "hi", false);
+        let joined = test_mention("a", 2, "me too", false);
+        let key = first.conversation.clone();
+        assert!(!waiters.joined_starting(&joined, now), "no turn is starting");
+        waiters.queued(first.event_id, &key, now);
+        waiters.leasing(&key, std::slice::from_ref(&first));
+        assert!(waiters.joined_starting(&joined, now + Duration::from_secs(1)));
+        let (holdup, _) = waiters
+            .starting(&key, &joined.event_id)
+            .expect("waits with the batch");
+        assert_eq!(holdup, Holdup::AgentStarting { after_failure: None });
+        assert_eq!(
+            waiters.take_due(now + AFTER * 2),
+            vec![(key.clone(), joined.event_id)]
+        );
+        assert_eq!(waiters.next_due(), None, "one notice for the batch");
+        waiters.agent_up(&key);
+        assert!(!waiters.joined_starting(&joined, now), "the turn is live now");
+    }
+
+    #[test]
+    fn the_queue_behind_a_starting_turn_is_told_for_itself() {
+        let mut waiters = Waiters::new(Some(AFTER));
+        let now = Instant::now();
+        let starting = test_mention("a", 1, "hi", false);
+        let key = starting.conversation.clone();
+        let (queued, _) = id_and_key("a", 2);
+        waiters.queued(starting.event_id, &key, now);
+        waiters.leasing(&key, std::slice::from_ref(&starting));
+        waiters.queued(queued, &key, now + Duration::from_secs(2));
+        assert_eq!(
+            waiters.take_due(now + AFTER),
+            vec![(key.clone(), starting.event_id)],
+            "the starting batch is due first"
+        );
+        assert_eq!(
+            waiters.next_due(),
+            Some(now + Duration::from_secs(2) + AFTER),
+            "the queued mention is not counted as told by the batch's notice"
+        );
+        assert_eq!(waiters.take_due(now + AFTER * 2), vec![(key.clone(), queued)]);
+        // Both due in one look: one notice for each group.
+        let mut waiters = Waiters::new(Some(AFTER));
+        waiters.queued(starting.event_id, &key, now);
+        waiters.leasing(&key, std::slice::from_ref(&starting));
+        waiters.queued(queued, &key, now);
+        let mut due = waiters.take_due(now + AFTER);
+        due.sort_by_key(|(_, id)| *id);
+        let mut expected = vec![(key.clone(), starting.event_id), (key, queued)];
+        expected.sort_by_key(|(_, id)| *id);
+        assert_eq!(due, expected);
+        assert_eq!(waiters.next_due(), None);
     }
 }
