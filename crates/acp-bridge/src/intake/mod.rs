@@ -418,7 +418,9 @@ impl Intake {
         let conversation = candidate
             .thread
             .conversation(self.limits.session_policy, Some(relay));
-        if !self.shard.owns(conversation.as_str()) {
+        if !self.shard.owns(conversation.as_str())
+            && !self.answers_a_question_asked_here(from_owner, candidate.replies_to)
+        {
             return Ok(Screened::OtherShards(OtherShards {
                 event_id: candidate.dedup_id,
                 author: candidate.author,
@@ -523,6 +525,22 @@ impl Intake {
     /// are bounded below by the floor), but no earlier than what the relay
     /// had delivered before it once it is live. A sibling whose attestation
     /// expired cannot backdate a new message into its validity.
+    /// Whether an owner's message replies to a question this shard posted
+    /// and still waits on. A question about someone else's DM is asked in
+    /// the owner's DM, a conversation that may hash to another shard: the
+    /// answer belongs to the shard that asked, whatever the hash says.
+    fn answers_a_question_asked_here(&self, from_owner: bool, replies_to: Option<EventId>) -> bool {
+        let Some(replied) = replies_to.filter(|_| from_owner && self.shard != Shard::WHOLE) else {
+            return false;
+        };
+        self.store
+            .question_is_open(&replied.to_hex())
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "cannot read the open questions; the owner's reply goes by the shard hash");
+                false
+            })
+    }
+
     fn judged_date(&self, relay: &RelayUrl, created_at: Timestamp) -> Timestamp {
         match self.caught_up.get(relay) {
             Some(caught_up) => created_at.max(*caught_up),
@@ -767,6 +785,43 @@ mod tests {
         let ours = mention(&rig, &owner, "mine");
         assert_eq!(rig.screen(&ours).await, Ok(()));
         assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.event_id == ours.id));
+    }
+
+    #[tokio::test]
+    async fn the_owners_answer_to_a_question_asked_here_is_taken_whatever_shard_its_dm_hashes_to() {
+        let mut rig = rig();
+        let owner = rig.owner.clone();
+        let bot = rig.bot.public_key();
+        let owners_dm = format!("dm:{}", owner.public_key().to_hex());
+        let index = 1 - Shard::owner_index(&owners_dm, 2);
+        rig.intake.shard = Shard::new(index, 2).unwrap();
+        let question = EventId::from_slice(&[7; 32]).expect("32 bytes");
+        let answer =
+            |text: &'static str| EventBuilder::private_msg(&owner, bot, text, [Tag::event(question)]);
+
+        let early = answer("allow").await.expect("wrap");
+        assert_eq!(
+            rig.screen(&early).await,
+            Err(DropReason::OtherShard),
+            "no question asked yet"
+        );
+        rig.intake
+            .store
+            .question_open(&question.to_hex(), "{}", 1)
+            .unwrap();
+        let allow = answer("allow, really").await.expect("wrap");
+        assert_eq!(rig.screen(&allow).await, Ok(()));
+        assert!(
+            matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.replies_to == Some(question) && m.from_owner)
+        );
+        let chat = EventBuilder::private_msg(&owner, bot, "just chatting", [])
+            .await
+            .expect("wrap");
+        assert_eq!(
+            rig.screen(&chat).await,
+            Err(DropReason::OtherShard),
+            "the rest of the DM goes by the hash"
+        );
     }
 
     #[tokio::test]

@@ -30,6 +30,14 @@ impl Store {
         Ok(())
     }
 
+    /// Whether `event_id` is a question this bridge posted and still waits on.
+    pub fn question_is_open(&self, event_id: &str) -> Result<bool> {
+        Ok(self
+            .conn()
+            .prepare_cached("SELECT 1 FROM question WHERE event_id = ?1")?
+            .exists(params![event_id])?)
+    }
+
     /// Questions still recorded open, oldest first: (event id, payload).
     pub fn questions_open(&self) -> Result<Vec<(String, String)>> {
         let conn = self.conn();
@@ -51,6 +59,8 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         store.question_open("q1", "{\"m\":1}", 10).unwrap();
         store.question_open("q2", "{\"m\":2}", 11).unwrap();
+        assert!(store.question_is_open("q1").unwrap());
+        assert!(!store.question_is_open("q3").unwrap());
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(
