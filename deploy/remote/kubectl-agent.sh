@@ -3,8 +3,14 @@
 #
 #   ACP_BRIDGE_AGENT_COMMAND=/usr/local/lib/acp-bridge/kubectl-agent.sh
 #   ACP_BRIDGE_AGENT_ARGS=goose acp
-#   ACP_BRIDGE_AGENT_ENV=AGENT_IMAGE,AGENT_NAMESPACE,AGENT_PROVIDER_SECRET,KUBECONFIG
-#   ACP_BRIDGE_AGENT_START_TIMEOUT=90s
+#   ACP_BRIDGE_AGENT_ENV=AGENT_IMAGE,AGENT_NAMESPACE,AGENT_PROVIDER_SECRET,AGENT_POD_TIMEOUT,KUBECONFIG,KUBERNETES_SERVICE_HOST,KUBERNETES_SERVICE_PORT
+#   ACP_BRIDGE_AGENT_START_TIMEOUT=180s
+#   AGENT_POD_TIMEOUT=150s
+#
+# The daemon passes an agent only the variables it lists: KUBECONFIG for a
+# kubeconfig file, or KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT
+# for the daemon pod's service account (without them in-cluster kubectl
+# tries localhost:8080).
 #
 # ACP is stdio, so `kubectl run -i` carries it: the daemon talks to this
 # script's stdin/stdout, kubectl attaches them to the pod's. The pod:
@@ -15,7 +21,13 @@
 #   account token (the bot's pod and volume are out of its reach);
 # - has resource limits (AGENT_CPU, AGENT_MEMORY), so a runaway tool hits
 #   its own limit, not the bot's;
-# - is labelled acp-bridge/agent=true for `kubectl get pods -l`.
+# - is labelled acp-bridge/agent=true for `kubectl get pods -l`, and
+#   acp-bridge/owner=<this host's name> (the daemon pod's name in a cluster).
+#
+# Starting: kubectl waits up to AGENT_POD_TIMEOUT (default 100s) for the pod
+# to run. Keep it below --agent-start-timeout (default 120 s), so that a pod
+# that cannot start (bad image, missing Secret) fails with kubectl's own
+# error on stderr, not as an agent slower to start.
 #
 # Ending: the daemon ends an agent by closing its stdin (then SIGKILL of
 # the process group after a few seconds; at once if the daemon itself was
@@ -23,9 +35,11 @@
 # ends the agent's stdin closes and the agent exits. `--rm` deletes the pod
 # when kubectl lives to see that; kubectl killed first cannot, so a watcher
 # in a session of its own (out of reach of the process-group kill) deletes
-# the pod once this process, whatever ended it, is gone.
+# the pod once this process, whatever ended it, is gone. SIGKILL of the
+# daemon can take the watcher down too (its container stops), so each start
+# also deletes, in the background, this owner's pods that already finished.
 #
-# Needs: kubectl with RBAC to create, attach to and delete pods in
+# Needs: kubectl with RBAC to create, attach to, list and delete pods in
 # AGENT_NAMESPACE (KUBECONFIG or the daemon pod's service account).
 set -eu
 
@@ -34,6 +48,7 @@ namespace=${AGENT_NAMESPACE:-default}
 provider_secret=${AGENT_PROVIDER_SECRET:-acp-agent-provider}
 cpu=${AGENT_CPU:-1}
 memory=${AGENT_MEMORY:-1Gi}
+pod_timeout=${AGENT_POD_TIMEOUT:-100s}
 [ $# -gt 0 ] || { echo "kubectl-agent.sh: give the agent's command line as arguments" >&2; exit 64; }
 
 # A pod name kubectl accepts (lowercase, digits, dashes), unique per start.
@@ -57,11 +72,27 @@ overrides=$(cat <<JSON
 JSON
 )
 
+# Who owns the pod, as a label value: at most 63 of [A-Za-z0-9._-], with an
+# alphanumeric at each end.
+owner=$(uname -n)
+owner=$(printf '%s' "$owner" | tr -c 'A-Za-z0-9._-' '-' | cut -c1-63 |
+    sed 's/^[^A-Za-z0-9]*//; s/[^A-Za-z0-9]*$//')
+owner=${owner:-unknown}
+labels=acp-bridge/agent=true,acp-bridge/owner=$owner
+
+# Finished pods of this owner (left behind when the daemon was SIGKILLed)
+# are deleted in the background; a failure here never affects the start.
+for phase in Succeeded Failed; do
+    kubectl delete pods --namespace "$namespace" --selector "$labels" \
+        --field-selector "status.phase=$phase" --wait=false || :
+done </dev/null >/dev/null 2>&1 &
+
+# shellcheck disable=SC2016 # expanded by the watcher, not here
 setsid sh -c '
     while kill -0 "$1" 2>/dev/null; do sleep 5; done
     kubectl delete pod "$2" --namespace "$3" --ignore-not-found --wait=false
 ' kubectl-agent-watcher $$ "$pod" "$namespace" </dev/null >/dev/null 2>&1 &
 
 exec kubectl run "$pod" --namespace "$namespace" --image "$AGENT_IMAGE" \
-    --labels acp-bridge/agent=true --restart=Never --rm -i --quiet \
-    --pod-running-timeout=5m --overrides "$overrides"
+    --labels "$labels" --restart=Never --rm -i --quiet \
+    --pod-running-timeout="$pod_timeout" --overrides "$overrides"
