@@ -52,6 +52,60 @@ pub(crate) struct ThreadContext {
     pub limit: usize,
 }
 
+/// What a session has seen of its thread: every event dated before `at`
+/// (unix seconds), and of those dated `at`, the ones in `ids`. Relays
+/// filter by whole seconds and event ids do not order events within one,
+/// so the second's other events stay new until they are seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Mark {
+    at: i64,
+    ids: BTreeSet<String>,
+}
+
+impl Mark {
+    /// From the store's row: the second and its ids, comma-separated (a
+    /// single id or none in rows written before ids were listed).
+    fn read(at: i64, ids: &str) -> Self {
+        let ids = ids
+            .split(',')
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Mark { at, ids }
+    }
+
+    fn ids_text(&self) -> String {
+        self.ids.iter().map(String::as_str).collect::<Vec<_>>().join(",")
+    }
+
+    fn has_seen(&self, at: i64, id: &str) -> bool {
+        at < self.at || (at == self.at && self.ids.contains(id))
+    }
+
+    /// The mark once `seen` (dates and ids) were seen as well.
+    fn advanced(mut self, seen: impl IntoIterator<Item = (i64, String)>) -> Self {
+        let seen: Vec<(i64, String)> = seen.into_iter().collect();
+        if let Some(newest) = seen
+            .iter()
+            .map(|(at, _)| *at)
+            .max()
+            .filter(|newest| *newest > self.at)
+        {
+            self = Mark {
+                at: newest,
+                ids: BTreeSet::new(),
+            };
+        }
+        let at = self.at;
+        self.ids.extend(
+            seen.into_iter()
+                .filter(|(seen_at, _)| *seen_at == at)
+                .map(|(_, id)| id),
+        );
+        self
+    }
+}
+
 impl ThreadContext {
     /// The context block for a turn answering `batch`, and marks the
     /// conversation's session as having seen it; empty when there is
@@ -61,8 +115,13 @@ impl ThreadContext {
             return String::new();
         };
         let conversation = first.conversation.as_str();
-        let mark = self.store.context_mark(conversation).ok().flatten();
-        let filters = self.filters(&first.thread, mark.as_ref().map(|(at, _)| *at));
+        let mark = self
+            .store
+            .context_mark(conversation)
+            .ok()
+            .flatten()
+            .map(|(at, ids)| Mark::read(at, &ids));
+        let filters = self.filters(&first.thread, mark.as_ref().map(|mark| mark.at));
         let asked_the_relay = !filters.is_empty();
         let fetches = filters.into_iter().map(|filter| async {
             match &first.origin {
@@ -92,16 +151,21 @@ impl ThreadContext {
         let skip = earlier.len().saturating_sub(self.limit);
         let earlier = &earlier[skip..];
         // The session sees the batch too: the next turn's fetch starts at
-        // its newest mention (an id of "" keeps that second's other events
-        // new), so it reads only what came since, not the whole exchange.
+        // the newest second it saw, so it reads only what came since.
         let seen_batch = batch
             .iter()
-            .map(|mention| (mention.created_at.as_secs() as i64, String::new()));
+            .map(|mention| (mention.created_at.as_secs() as i64, mention.event_id.to_hex()));
         let seen_context = earlier
             .iter()
             .map(|event| (event.created_at.as_secs() as i64, event.id.to_hex()));
-        if let Some((at, id)) = seen_batch.chain(seen_context).max()
-            && let Err(error) = self.store.advance_context_mark(conversation, at, &id)
+        let next = mark
+            .clone()
+            .unwrap_or_default()
+            .advanced(seen_batch.chain(seen_context));
+        if Some(&next) != mark.as_ref()
+            && let Err(error) = self
+                .store
+                .advance_context_mark(conversation, next.at, &next.ids_text())
         {
             tracing::warn!(%error, "cannot record the thread context given to the session");
         }
@@ -160,12 +224,11 @@ impl ThreadContext {
     /// further ahead than the intake accepts for a mention is left out: it
     /// would carry the mark into the future, and every later fetch (from
     /// the mark on) would come back empty.
-    fn is_new_context(&self, event: &Event, batch: &[Mention], mark: Option<&(i64, String)>) -> bool {
-        let after_mark = mark.is_none_or(|(at, id)| {
-            (event.created_at.as_secs() as i64, event.id.to_hex()) > (*at, id.clone())
-        });
-        let not_future = event.created_at.as_secs() <= Timestamp::now().as_secs() + MAX_FUTURE_SKEW_SECS;
-        after_mark
+    fn is_new_context(&self, event: &Event, batch: &[Mention], mark: Option<&Mark>) -> bool {
+        let created_at = event.created_at.as_secs();
+        let unseen = mark.is_none_or(|mark| !mark.has_seen(created_at as i64, &event.id.to_hex()));
+        let not_future = created_at <= Timestamp::now().as_secs() + MAX_FUTURE_SKEW_SECS;
+        unseen
             && not_future
             && event.pubkey != self.bot
             && !batch.iter().any(|mention| mention.event_id == event.id)
@@ -197,5 +260,48 @@ impl ThreadContext {
         } else {
             Standing::Stranger
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mark;
+
+    fn seen(events: &[(i64, &str)]) -> Vec<(i64, String)> {
+        events.iter().map(|(at, id)| (*at, (*id).to_owned())).collect()
+    }
+
+    #[test]
+    fn events_of_the_marks_second_stay_new_until_seen_whatever_their_ids() {
+        let mark = Mark::default().advanced(seen(&[(5, "aa"), (10, "ff"), (10, "cc")]));
+        assert_eq!(mark.at, 10);
+        assert!(mark.has_seen(9, "zz") && mark.has_seen(10, "ff") && mark.has_seen(10, "cc"));
+        assert!(
+            !mark.has_seen(10, "00"),
+            "a lower id in the same second is not seen"
+        );
+        assert!(!mark.has_seen(11, "00"));
+        let same_second = mark.clone().advanced(seen(&[(10, "00")]));
+        assert!(same_second.has_seen(10, "00") && same_second.has_seen(10, "ff"));
+        let later = same_second.clone().advanced(seen(&[(12, "bb"), (3, "ee")]));
+        assert_eq!(later, Mark::read(12, "bb"));
+        assert_eq!(Mark::read(later.at, &later.ids_text()), later);
+        assert_eq!(
+            later.clone().advanced(Vec::new()),
+            later,
+            "nothing seen: unchanged"
+        );
+    }
+
+    #[test]
+    fn marks_written_before_ids_were_listed_still_read() {
+        assert_eq!(
+            Mark::read(7, ""),
+            Mark {
+                at: 7,
+                ids: Default::default()
+            }
+        );
+        assert!(Mark::read(7, "abc").has_seen(7, "abc"));
     }
 }

@@ -1,6 +1,7 @@
-//! Per conversation, the newest thread event its agent session was given as
-//! context (`--thread-context`): the next turn's context starts after it,
-//! so a session is never told the same earlier message twice.
+//! Per conversation, how far its agent session was given its thread as
+//! context (`--thread-context`): the newest second, and which of that
+//! second's events; the next turn's context starts after them, so a
+//! session is never told the same earlier message twice.
 //!
 //! Does not know what a thread is or how context is fetched; only keeps the
 //! mark, which only moves forward until the conversation gets a new
@@ -12,8 +13,9 @@ use rusqlite::{OptionalExtension, params};
 use super::{Result, Store};
 
 impl Store {
-    /// The newest context event given to the conversation's session, as
-    /// (`created_at`, event id hex).
+    /// What the conversation's session was given of its thread: the
+    /// newest second, and the ids (hex, comma-separated) of that second's
+    /// events it saw.
     pub fn context_mark(&self, conversation: &str) -> Result<Option<(i64, String)>> {
         let mark = self
             .conn()
@@ -32,16 +34,17 @@ impl Store {
         Ok(())
     }
 
-    /// Moves the conversation's mark to (`created_at`, `event_id`) unless it
-    /// is already past it.
-    pub fn advance_context_mark(&self, conversation: &str, created_at: i64, event_id: &str) -> Result<()> {
+    /// Moves the conversation's mark to `created_at` with `event_ids` (all
+    /// the ids seen at that second, the caller's union) unless it is
+    /// already at a later second.
+    pub fn advance_context_mark(&self, conversation: &str, created_at: i64, event_ids: &str) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "INSERT INTO thread_context (conversation, created_at, event_id) VALUES (?1, ?2, ?3)
                  ON CONFLICT (conversation) DO UPDATE SET created_at = excluded.created_at, event_id = excluded.event_id
-                 WHERE (excluded.created_at, excluded.event_id) > (thread_context.created_at, thread_context.event_id)",
+                 WHERE excluded.created_at >= thread_context.created_at",
             )?
-            .execute(params![conversation, created_at, event_id])?;
+            .execute(params![conversation, created_at, event_ids])?;
         Ok(())
     }
 }
@@ -58,10 +61,16 @@ mod tests {
         assert_eq!(store.context_mark("note:a").expect("read"), None);
         store.advance_context_mark("note:a", 20, "bb").expect("write");
         store.advance_context_mark("note:a", 10, "ff").expect("write");
-        store.advance_context_mark("note:a", 20, "aa").expect("write");
         assert_eq!(
             store.context_mark("note:a").expect("read"),
-            Some((20, "bb".to_owned()))
+            Some((20, "bb".to_owned())),
+            "an earlier second does not move it back"
+        );
+        store.advance_context_mark("note:a", 20, "aa,bb").expect("write");
+        assert_eq!(
+            store.context_mark("note:a").expect("read"),
+            Some((20, "aa,bb".to_owned())),
+            "the same second takes the caller's ids"
         );
         store.advance_context_mark("note:a", 21, "00").expect("write");
         assert_eq!(
