@@ -31,9 +31,17 @@ impl RelayServer for TestRelay {
 }
 
 impl TestRelay {
+    /// Starts on a port the kernel picks as it binds (a port picked first
+    /// and bound later can be taken by another process in between).
     pub async fn start() -> Self {
-        let port = free_port();
-        let relay = EmbeddedRelay::start(Some(port)).await.expect("relay starts");
+        let relay = EmbeddedRelay::start(None).await.expect("relay starts");
+        let port = relay
+            .url()
+            .as_str_without_trailing_slash()
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.parse().ok())
+            .expect("the relay's port");
         TestRelay {
             port,
             relay: Some(relay),
