@@ -12,7 +12,7 @@ use super::bridge::{Bridge, BridgeSpec};
 use super::log::Line;
 use super::people::{Person, channel_of};
 use super::relay::{Proxy, RelayServer, TestRelay};
-use super::{PATIENCE, eventually, free_port, owned, temp_dir};
+use super::{PATIENCE, eventually, owned, temp_dir};
 
 /// How a test wants its scene. Everything is optional: by default the
 /// owner-only daemon runs the quick scripted agent on one embedded relay.
@@ -135,10 +135,11 @@ impl SceneBuilder {
             spec.log_filter = filter;
         }
         spec.frame_log_dir = self.frame_log.then(|| temp_dir("frames"));
-        let metrics_port = self.metrics.then(free_port);
-        if let Some(port) = metrics_port {
+        if self.metrics {
+            // Port 0: the daemon binds one the kernel picks and logs it (a
+            // port picked here and bound there can be taken in between).
             spec.flags.push("--metrics-addr".to_owned());
-            spec.flags.push(format!("127.0.0.1:{port}"));
+            spec.flags.push("127.0.0.1:0".to_owned());
         }
         Stage {
             relay,
@@ -148,7 +149,7 @@ impl SceneBuilder {
             extras: Extras {
                 proxy,
                 mirror,
-                metrics_port,
+                metrics: self.metrics,
             },
         }
     }
@@ -171,7 +172,7 @@ struct Extras {
     proxy: Option<Proxy>,
     /// Kept running for the scene's life.
     mirror: Option<TestRelay>,
-    metrics_port: Option<u16>,
+    metrics: bool,
 }
 
 impl<R: RelayServer> Stage<R> {
@@ -268,8 +269,19 @@ impl<R: RelayServer> Scene<R> {
         mirror.expect("a scene built .mirrored()").url()
     }
 
+    /// The port the running daemon serves /metrics and /healthz on, from
+    /// its start-up log line.
     pub fn metrics_port(&self) -> u16 {
-        self.extras.metrics_port.expect("a scene built .metrics()")
+        assert!(self.extras.metrics, "a scene built .metrics()");
+        let log = &self.bridge.log;
+        let serving = log.matching(log.start(), Line::new("serving /metrics and /healthz"));
+        let addr = serving
+            .last()
+            .and_then(|line| line["addr"].as_str())
+            .expect("the daemon logged its metrics address");
+        addr.parse::<std::net::SocketAddr>()
+            .expect("a socket address")
+            .port()
     }
 
     /// Methods the agents received, in order per agent process.

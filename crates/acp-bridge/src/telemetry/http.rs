@@ -74,6 +74,8 @@ pub async fn bind(
     stop: CancellationToken,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let listener = TcpListener::bind(addr).await?;
+    // The bound address: with port 0 the kernel picks one, and this says which.
+    let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving /metrics and /healthz");
     Ok(tokio::spawn(serve(listener, metrics, health, stop)))
 }
