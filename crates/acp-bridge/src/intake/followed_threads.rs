@@ -24,7 +24,7 @@ use nostr_sdk::prelude::EventId;
 /// Roots the recent subscription holds at most before they are folded into
 /// the bulk. Each new thread re-sends up to this many ids, and each fold
 /// sends all of them (up to 500), so about 32 balances the two costs.
-pub(super) const RECENT_THREADS: usize = 32;
+const RECENT_THREADS: usize = 32;
 
 /// How far before the newest `answered_at` seen the store is read again for
 /// new threads. A reply's `answered_at` is taken before its commit, and
@@ -65,10 +65,11 @@ impl FollowedThreads {
     /// After a (re)connection: `answered`, the most recently answered
     /// threads, all go into the bulk subscription; the roots to send in it.
     pub fn reset(&mut self, answered: &[Answered]) -> Vec<EventId> {
-        self.bulk = answered.iter().map(|(root, _)| *root).collect();
+        let roots: Vec<EventId> = answered.iter().map(|(root, _)| *root).collect();
+        self.bulk = roots.iter().copied().collect();
         self.recent.clear();
         self.note_checked(answered);
-        answered.iter().map(|(root, _)| *root).collect()
+        roots
     }
 
     /// Where the store should be read from for threads that may be new.
