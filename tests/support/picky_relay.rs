@@ -45,6 +45,8 @@ struct Shared {
     /// time it was offered).
     received: Mutex<Vec<Event>>,
     stored: Mutex<Vec<Event>>,
+    /// Returned for every query, whatever its filters (a lying relay).
+    smuggled: Mutex<Vec<Event>>,
     live: broadcast::Sender<Event>,
     released: CancellationToken,
 }
@@ -71,6 +73,7 @@ impl PickyRelay {
             rule: Mutex::new(Box::new(|_: &Event| Answer::Accept)),
             received: Mutex::new(Vec::new()),
             stored: Mutex::new(Vec::new()),
+            smuggled: Mutex::new(Vec::new()),
             live: broadcast::channel(1024).0,
             released: CancellationToken::new(),
         });
@@ -82,6 +85,14 @@ impl PickyRelay {
     /// How the relay answers from now on.
     pub fn answer_with(&self, rule: impl Fn(&Event) -> Answer + Send + Sync + 'static) {
         *self.shared.rule.lock().unwrap() = Box::new(rule);
+    }
+
+    /// From now on, answers every query that names no author (the
+    /// daemon's reads of a thread; the test's people ask for an author's
+    /// events) with `event` too, whether or not it matches the query's
+    /// filters: a relay passing off an event as something it is not.
+    pub fn smuggle(&self, event: Event) {
+        self.shared.smuggled.lock().unwrap().push(event);
     }
 
     /// Sends every held OK, and answers later held events at once.
@@ -199,6 +210,14 @@ fn handle(
                         .iter()
                         .any(|filter| filter.match_event(event, MatchEventOptions::new()))
                 })
+                .chain(
+                    shared
+                        .smuggled
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .filter(|_| filters.iter().all(|filter| filter.authors.is_none())),
+                )
                 .map(|event| RelayMessage::event(subscription_id.clone(), event.clone()))
                 .collect();
             messages.push(RelayMessage::eose(subscription_id.clone()));

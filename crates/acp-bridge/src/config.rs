@@ -20,6 +20,7 @@ use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
 
 use crate::loop_guard::ChainBounds;
 use crate::shard::{Shard, ShardSpec};
+use crate::thread_context::{ContextFrom, DEFAULT_CONTEXT_BYTES, MIN_CONTEXT_BYTES};
 
 /// Environment variable that may hold the bot's secret key (nsec or hex).
 pub const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
@@ -358,6 +359,24 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub thread_context: u32,
 
+    /// Whose earlier messages the thread context quotes: `heard` (only
+    /// authors the author gate hears in the conversation) or `anyone`
+    /// (every reader of the thread can then write into the agent's prompt:
+    /// a prompt-injection risk, see the README).
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_THREAD_CONTEXT_FROM",
+        value_enum,
+        default_value = "heard"
+    )]
+    pub thread_context_from: ContextFrom,
+
+    /// Most bytes of thread context one prompt carries, framing included
+    /// (each message is also cut at --max-content-bytes); the newest
+    /// messages are kept first.
+    #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT_BYTES", default_value_t = DEFAULT_CONTEXT_BYTES)]
+    pub thread_context_bytes: usize,
+
     /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
     #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -426,6 +445,8 @@ pub struct Settings {
     pub permission_timeout: Option<Duration>,
     pub wait_notice_after: Option<Duration>,
     pub thread_context: usize,
+    pub thread_context_from: ContextFrom,
+    pub thread_context_bytes: usize,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -534,6 +555,14 @@ impl RunArgs {
         if self.max_content_bytes == 0 {
             return Err(refuse("--max-content-bytes", "must be at least 1"));
         }
+        if self.thread_context_bytes < MIN_CONTEXT_BYTES {
+            return Err(refuse(
+                "--thread-context-bytes",
+                format!(
+                    "must be at least {MIN_CONTEXT_BYTES} (to turn thread context off, use --thread-context 0)"
+                ),
+            ));
+        }
         if self.max_queued == 0 {
             return Err(refuse("--max-queued", "must be at least 1"));
         }
@@ -634,6 +663,8 @@ impl RunArgs {
             permission_timeout: (!self.permission_timeout.is_zero()).then_some(self.permission_timeout),
             wait_notice_after: (!self.wait_notice_after.is_zero()).then_some(self.wait_notice_after),
             thread_context: self.thread_context as usize,
+            thread_context_from: self.thread_context_from,
+            thread_context_bytes: self.thread_context_bytes,
             shutdown_grace: self.shutdown_grace,
             retention: self.retention,
             metrics_addr: self.metrics_addr,
@@ -701,6 +732,8 @@ impl Settings {
             permission_timeout: None,
             wait_notice_after: None,
             thread_context: 0,
+            thread_context_from: ContextFrom::Heard,
+            thread_context_bytes: DEFAULT_CONTEXT_BYTES,
             shutdown_grace: Duration::from_secs(5),
             retention: Duration::from_secs(7 * 24 * 3600),
             metrics_addr: None,

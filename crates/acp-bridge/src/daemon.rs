@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{FollowThreads, PermissionPolicyArg, RelaySpec, Settings};
 use crate::embedded_relay::EmbeddedRelay;
-use crate::gate::AuthorGate;
+use crate::gate::{AuthorGate, GateRules};
 use crate::heart::{Heart, HeartSettings, TurnServices};
 use crate::housekeeping::Housekeeping;
 use crate::intake::relay_link::{Interest, RelayLink};
@@ -110,13 +110,16 @@ impl Stages {
             Arc::clone(&store),
         );
         let mut services = turn_services(&settings, &pool, &replier, &store);
+        let gate_rules = GateRules::new(settings.owner, settings.respond_to, settings.allowlist.clone());
         services.context = (settings.thread_context > 0).then(|| ThreadContext {
             client: client.clone(),
             store: Arc::clone(&store),
             bot: settings.keys.public_key(),
-            owner: settings.owner,
-            allowlist: settings.allowlist.clone(),
+            rules: gate_rules.clone(),
+            from: settings.thread_context_from,
             limit: settings.thread_context,
+            message_bytes: settings.max_content_bytes,
+            block_bytes: settings.thread_context_bytes,
         });
         let heart = Heart::new(
             services,
@@ -141,12 +144,7 @@ impl Stages {
             kinds: settings.kinds.clone(),
             follow_threads,
         };
-        let gate = AuthorGate::new(
-            settings.owner,
-            settings.respond_to,
-            settings.allowlist.clone(),
-            client.clone(),
-        );
+        let gate = AuthorGate::new(gate_rules.clone(), client.clone());
         let mut intake = Intake::new(
             settings.keys.clone(),
             Arc::clone(&store),

@@ -621,6 +621,7 @@ mod tests {
 
     use super::*;
     use crate::config::{ReplyMode, RespondTo, SessionPolicy};
+    use crate::gate::GateRules;
     use crate::store::scratch::ScratchDir;
 
     struct Rig {
@@ -646,9 +647,7 @@ mod tests {
             recorder,
         );
         let gate = AuthorGate::new(
-            Some(owner.public_key()),
-            RespondTo::OwnerOnly,
-            Default::default(),
+            GateRules::new(Some(owner.public_key()), RespondTo::OwnerOnly, Default::default()),
             client,
         );
         let (inbound_tx, inbound) = mpsc::channel(16);
