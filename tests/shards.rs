@@ -6,6 +6,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use acp_bridge::Shard;
 use futures_util::future::join_all;
 use nostr_sdk::prelude::*;
 use support::*;
@@ -244,4 +245,48 @@ async fn a_killed_shards_conversations_wait_for_its_restart_and_nothing_is_answe
             .tally("2 shards, one SIGKILLed mid-turn and restarted", &all)
             .await,
     );
+}
+
+/// Threads answered by one daemon are followed by whichever shard owns
+/// them after the bot is split in two: the new shard, whose state dir
+/// never saw them, learns from the bot's own replies on the relay which
+/// threads it answered in (the owner's untagged follow-up in each is
+/// answered exactly once, by the shard its conversation hashes to) and
+/// which mentions were answered (the relay offers them again, within the
+/// new shard's first look-back, and none is answered twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_answered_before_a_shard_count_change_are_followed_by_their_new_shard() {
+    /// Threads per shard after the split.
+    const EACH: usize = 2;
+    let mut scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let shard_of = |root: &Event| Shard::owner_index(&format!("note:{}", root.id.to_hex()), 2) as usize;
+    let mut roots: Vec<Event> = Vec::new();
+    let mut per_shard = [0; 2];
+    while per_shard.iter().any(|count| *count < EACH) {
+        let root = owner.mention_in_note(&bot, "hello").await;
+        if per_shard[shard_of(&root)] < EACH {
+            per_shard[shard_of(&root)] += 1;
+            scene.reply_to(&root).await;
+            roots.push(root);
+        }
+    }
+    scene.bridge.terminate(PATIENCE).await;
+    let spec = scene.spec();
+    scene.restart(spec.clone().flags(&["--shard", "0/2"])).await;
+    let fresh = start_shard(&spec, 1, 2).await;
+    let shards = [&scene.bridge, &fresh];
+
+    let mut follow_ups = Vec::new();
+    for root in &roots {
+        // A reply in the thread that does not tag the bot.
+        let untagged = EventBuilder::text_note_reply("and one more thing", root, Some(root), None);
+        follow_ups.push(scene.owner.publish(untagged).await);
+    }
+    assert_exactly_once(scene.tally("follow-ups after the split", &follow_ups).await);
+    for (root, follow_up) in roots.iter().zip(&follow_ups) {
+        assert_eq!(takers(&shards, follow_up), [shard_of(root)]);
+        // Their subscriptions re-read the roots before the follow-ups came.
+        assert_eq!(takers(&shards, root), [0; 0], "answered before the split");
+    }
 }

@@ -21,6 +21,7 @@
 
 mod admission;
 mod followed_threads;
+mod own_replies;
 pub mod relay_link;
 mod untaken;
 

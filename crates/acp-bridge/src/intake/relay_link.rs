@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Arrival;
 use super::followed_threads::{Answered, FollowedThreads, Renewal};
+use super::own_replies::OwnReplies;
 use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
 use crate::store::Store;
@@ -86,6 +87,10 @@ const FORWARDED_SUBSCRIPTIONS: [&str; 3] = [
 /// Threads followed at most, the most recently answered: relays cap the
 /// values of a filter.
 const MAX_FOLLOWED_THREADS: usize = 500;
+/// The bot's own replies read at the first connection (`own_replies`): a
+/// thread's answers and their series parts each count, so twice the
+/// threads followed.
+const MAX_OWN_REPLIES_READ: usize = 2 * MAX_FOLLOWED_THREADS;
 
 /// What to subscribe to.
 #[derive(Debug, Clone)]
@@ -147,6 +152,9 @@ pub struct RelayLink {
     followed: FollowedThreads,
     /// One-shot reads of new threads sent so far (their ids' numbers).
     new_thread_reads: u64,
+    /// What the bot's own replies on this relay say was read into the
+    /// store (once per link, before the first subscription: `own_replies`).
+    learned_own_replies: bool,
 }
 
 impl RelayLink {
@@ -170,6 +178,7 @@ impl RelayLink {
             threads,
             followed: FollowedThreads::default(),
             new_thread_reads: 0,
+            learned_own_replies: false,
         }
     }
 
@@ -307,6 +316,18 @@ impl RelayLink {
     /// that is earlier. The same subscription id replaces the previous REQ
     /// on the relay.
     async fn subscribe(&mut self, oldest_untaken: Option<Timestamp>) -> bool {
+        let kinds = self.interest.public_kinds();
+        if !self.learned_own_replies && !kinds.is_empty() {
+            self.learned_own_replies = true;
+            let own_replies = OwnReplies {
+                relay: &self.relay,
+                bot: self.interest.bot,
+                kinds,
+                limit: MAX_OWN_REPLIES_READ,
+                follow_threads: self.interest.follow_threads,
+            };
+            own_replies.learn(&self.store).await;
+        }
         let since = match oldest_untaken {
             Some(oldest) => self.since().min(oldest),
             None => self.since(),
