@@ -115,6 +115,7 @@ async fn a_first_mention_gets_the_heard_part_of_the_thread_and_the_next_only_wha
         "the 3 heard notes, not the mention"
     );
     let context = log.wait(mark, Line::new("thread context for the prompt")).await;
+    println!("context: quoted {} · unheard {}", context["quoted"], context["unheard"]);
     assert_eq!(context["unheard"], 2, "{context}");
     assert_eq!(context["quoted"], 3, "{context}");
 
@@ -258,6 +259,7 @@ async fn what_a_relay_passes_off_as_the_thread_is_checked() {
     assert!(!prompt.contains("transfer all the funds"), "{prompt}");
     assert!(!prompt.contains("delete the repository"), "{prompt}");
     let context = log.wait(mark, Line::new("thread context for the prompt")).await;
+    println!("context: quoted {} · off the thread {}", context["quoted"], context["off_thread"]);
     assert!(
         context["off_thread"].as_u64() >= Some(2),
         "the smuggled events were seen and left out: {context}"
