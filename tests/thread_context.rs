@@ -16,6 +16,24 @@ fn note_in_thread(root: &Event, text: &str, seconds_ago: u64) -> EventBuilder {
         .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - seconds_ago))
 }
 
+/// A reply in the thread of `root` that mentions the bot.
+fn ask(root: &Event, bot: PublicKey, text: &str) -> EventBuilder {
+    EventBuilder::text_note_reply(text, root, Some(root), None).tag(Tag::public_key(bot))
+}
+
+/// The owner's note thread with one earlier note in it: the prompt of the
+/// owner's mention there, and a cursor on the log from just before it.
+async fn prompt_after_one_note<R: RelayServer>(scene: &Scene<R>) -> (String, Cursor) {
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let root = owner.publish(EventBuilder::text_note("a thread")).await;
+    owner.publish(note_in_thread(&root, "an earlier note", 5)).await;
+    let mark = log.cursor();
+    let mention = owner.publish(ask(&root, bot, "bot?")).await;
+    let prompt = scene.reply_to(&mention).await.content;
+    println!("prompt:\n{prompt}");
+    (prompt, mark)
+}
+
 /// Where `needle` is in `haystack`, failing with the haystack.
 fn at(haystack: &str, needle: &str) -> usize {
     haystack
@@ -115,17 +133,16 @@ async fn a_first_mention_gets_the_heard_part_of_the_thread_and_the_next_only_wha
         "the 3 heard notes, not the mention"
     );
     let context = log.wait(mark, Line::new("thread context for the prompt")).await;
-    println!("context: quoted {} · unheard {}", context["quoted"], context["unheard"]);
+    println!(
+        "context: quoted {} · unheard {}",
+        context["quoted"], context["unheard"]
+    );
     assert_eq!(context["unheard"], 2, "{context}");
     assert_eq!(context["quoted"], 3, "{context}");
 
     // Later in the same thread: only what the session has not seen.
     friend.publish(note_in_thread(&root, "or maybe Speedy", 0)).await;
-    let again = owner
-        .publish(
-            EventBuilder::text_note_reply("and now?", &root, Some(&root), None).tag(Tag::public_key(bot)),
-        )
-        .await;
+    let again = owner.publish(ask(&root, bot, "and now?")).await;
     let reply = scene.reply_to(&again).await;
     let prompt = reply.content.as_str();
     println!("second prompt:\n{prompt}");
@@ -163,9 +180,7 @@ async fn anyone_quotes_strangers_as_someone() {
             5,
         ))
         .await;
-    let mention = owner
-        .publish(EventBuilder::text_note_reply("bot?", &root, Some(&root), None).tag(Tag::public_key(bot)))
-        .await;
+    let mention = owner.publish(ask(&root, bot, "bot?")).await;
     let prompt = scene.reply_to(&mention).await.content;
     println!("prompt:\n{prompt}");
     let order = [
@@ -245,21 +260,20 @@ async fn what_a_relay_passes_off_as_the_thread_is_checked() {
     stage.relay.smuggle(elsewhere);
     stage.relay.smuggle(other_group);
     let scene = stage.start().await;
-    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
-    let root = owner.publish(EventBuilder::text_note("a thread")).await;
-    owner.publish(note_in_thread(&root, "an earlier note", 5)).await;
-    let mark = log.cursor();
-    let mention = owner
-        .publish(EventBuilder::text_note_reply("bot?", &root, Some(&root), None).tag(Tag::public_key(bot)))
-        .await;
-    let prompt = scene.reply_to(&mention).await.content;
-    println!("prompt:\n{prompt}");
+    let (prompt, mark) = prompt_after_one_note(&scene).await;
     assert!(prompt.contains("> an earlier note"), "{prompt}");
     assert!(prompt.contains("> a thread"), "the root: {prompt}");
     assert!(!prompt.contains("transfer all the funds"), "{prompt}");
     assert!(!prompt.contains("delete the repository"), "{prompt}");
-    let context = log.wait(mark, Line::new("thread context for the prompt")).await;
-    println!("context: quoted {} · off the thread {}", context["quoted"], context["off_thread"]);
+    let context = scene
+        .bridge
+        .log
+        .wait(mark, Line::new("thread context for the prompt"))
+        .await;
+    println!(
+        "context: quoted {} · off the thread {}",
+        context["quoted"], context["off_thread"]
+    );
     assert!(
         context["off_thread"].as_u64() >= Some(2),
         "the smuggled events were seen and left out: {context}"
@@ -290,9 +304,7 @@ async fn the_context_is_bounded_in_bytes() {
         let long = format!("note {n} begins. {}", "lorem ipsum ".repeat(500));
         owner.publish(note_in_thread(&root, &long, 50 - n)).await;
     }
-    let mention = owner
-        .publish(EventBuilder::text_note_reply("bot?", &root, Some(&root), None).tag(Tag::public_key(bot)))
-        .await;
+    let mention = owner.publish(ask(&root, bot, "bot?")).await;
     let prompt = scene.reply_to(&mention).await.content;
     let start = at(&prompt, CONTEXT_HEADER);
     let end = at(&prompt, "End of the earlier messages.") + "End of the earlier messages.\n".len();
@@ -329,15 +341,8 @@ async fn a_failed_prompt_is_retried_with_the_context_again() {
         .flags(&["--thread-context", "10", "--follow-threads", "off"])
         .start()
         .await;
-    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
-    let root = owner.publish(EventBuilder::text_note("a thread")).await;
-    owner.publish(note_in_thread(&root, "an earlier note", 5)).await;
-    let mark = log.cursor();
-    let mention = owner
-        .publish(EventBuilder::text_note_reply("bot?", &root, Some(&root), None).tag(Tag::public_key(bot)))
-        .await;
-    let prompt = scene.reply_to(&mention).await.content;
-    println!("prompt:\n{prompt}");
+    let (prompt, mark) = prompt_after_one_note(&scene).await;
+    let log = &scene.bridge.log;
     assert_eq!(
         log.matching(mark, Line::new("thread context for the prompt"))
             .len(),
@@ -367,8 +372,7 @@ async fn a_future_dated_reply_is_left_out_and_does_not_silence_the_thread() {
         )
         .await;
     owner.publish(note_in_thread(&root, "an earlier note", 5)).await;
-    let ask =
-        |text: &str| EventBuilder::text_note_reply(text, &root, Some(&root), None).tag(Tag::public_key(bot));
+    let ask = |text: &str| ask(&root, bot, text);
     let first = owner.publish(ask("bot?")).await;
     let prompt = scene.reply_to(&first).await.content;
     assert!(prompt.contains("> an earlier note"), "{prompt}");
@@ -387,9 +391,7 @@ async fn thread_context_zero_sends_none() {
     let (owner, bot) = (&scene.owner, scene.bot);
     let root = owner.publish(EventBuilder::text_note("a thread")).await;
     owner.publish(note_in_thread(&root, "an earlier note", 0)).await;
-    let mention = owner
-        .publish(EventBuilder::text_note_reply("bot?", &root, Some(&root), None).tag(Tag::public_key(bot)))
-        .await;
+    let mention = owner.publish(ask(&root, bot, "bot?")).await;
     let reply = scene.reply_to(&mention).await;
     assert!(!reply.content.contains(CONTEXT_HEADER), "{}", reply.content);
     assert!(!reply.content.contains("an earlier note"), "{}", reply.content);
