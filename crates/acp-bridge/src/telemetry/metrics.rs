@@ -93,3 +93,9 @@ pub fn agent_tokens(kind: &'static str, tokens: u64) {
 pub fn agent_cost(currency: &str, amount: f64) {
     gauge!("acp_bridge_agent_cost_total", "currency" => currency.to_owned()).increment(amount);
 }
+
+/// A connection to `--metrics-addr` closed at once: the endpoint already
+/// served its cap of connections.
+pub fn metrics_connection_refused() {
+    counter!("acp_bridge_metrics_connections_refused_total").increment(1);
+}
