@@ -258,6 +258,8 @@ problems, keys, names = [], {}, {}
 for path in sys.argv[2:]:
     docs = [doc for doc in yaml.safe_load_all(open(path)) if doc]
     pdbs = [doc for doc in docs if doc.get("kind") == "PodDisruptionBudget"]
+    ingress_policies = [doc for doc in docs if doc.get("kind") == "NetworkPolicy"
+                        and "Ingress" in doc["spec"].get("policyTypes", [])]
     for doc in docs:
         if doc.get("kind") != "StatefulSet":
             continue
@@ -284,6 +286,14 @@ for path in sys.argv[2:]:
             covering = [p for p in pdbs if p["spec"].get("selector", {}).get("matchLabels", {}).items() <= labels.items()
                         and (p["spec"].get("maxUnavailable") == 1 or p["spec"].get("minAvailable") == replicas - 1)]
             need(bool(covering), "a PodDisruptionBudget selects the shards and lets at most one be down")
+        # /metrics is for the scraper only: a policy selects the pod and
+        # lets in only chosen peers, only on the metrics port.
+        pod_labels = spec["template"]["metadata"].get("labels", {})
+        fenced = [p for p in ingress_policies
+                  if p["spec"].get("podSelector", {}).get("matchLabels", {}).items() <= pod_labels.items()
+                  and all(rule.get("from") and [port.get("port") for port in rule.get("ports", [])] == ["metrics"]
+                          for rule in p["spec"].get("ingress", []))]
+        need(bool(fenced), "a NetworkPolicy selects the pod and admits only the scraper, only on port metrics")
         need(pod.get("terminationGracePeriodSeconds", 30) > grace,
              f"terminationGracePeriodSeconds must exceed the shutdown grace ({grace}s)")
         psc = pod.get("securityContext", {})
@@ -343,7 +353,7 @@ for p in problems:
     print(f"FAIL: {p}", file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
-        then pass "rendered StatefulSets: one replica or auto shards with a PDB, own key, hardened, probes on /healthz"
+        then pass "rendered StatefulSets: one replica or auto shards with a PDB, own key, hardened, probes on /healthz, metrics fenced by a NetworkPolicy"
         else fail "rendered StatefulSets (see above)"
         fi
     fi
