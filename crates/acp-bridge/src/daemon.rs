@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use acp_client::{ClientConfig, PermissionPolicy, TurnOptions};
+use acp_client::{ClientConfig, DropObserver, PermissionPolicy, TurnOptions};
 use nostr_sdk::prelude::{Client, ClientOptions, Relay, RelayOptions, RelayUrl};
 use sd_notify::NotifyState;
 use tokio::sync::{mpsc, watch};
@@ -34,6 +34,7 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
+use crate::telemetry::metrics;
 use crate::thread_context::ThreadContext;
 use crate::transport::NoDelayTransport;
 
@@ -105,6 +106,7 @@ impl Stages {
                 // Questions reach a person only with ask-owner (README).
                 elicitation: settings.permission_policy == PermissionPolicyArg::AskOwner,
                 initialize_timeout: settings.agent_start_timeout,
+                drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
                 ..ClientConfig::default()
             },
             Arc::clone(&store),

@@ -99,3 +99,11 @@ pub fn agent_cost(currency: &str, amount: f64) {
 pub fn metrics_connection_refused() {
     counter!("acp_bridge_metrics_connections_refused_total").increment(1);
 }
+
+/// An agent's update the ACP client dropped at one of its bounds, by
+/// `reason`: `unknown_session` (a session the bridge never opened),
+/// `backlog_full` (outside a turn), `turn_events_full` (a turn's unread
+/// events), `question_overflow` (a question answered cancelled unseen).
+pub fn agent_update_dropped(reason: &'static str) {
+    counter!("acp_bridge_agent_updates_dropped_total", "reason" => reason).increment(1);
+}
