@@ -29,16 +29,6 @@ async fn publish_all(person: &Person, events: &[Event], metrics_port: Option<u16
     }
 }
 
-/// One sample of the daemon's /metrics.
-async fn metric(port: u16, name: &str) -> f64 {
-    let body = http_get(port, "/metrics").await;
-    let prefix = format!("{name} ");
-    body.lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_mentions_from_a_stranger_cost_no_turn_no_log_flood_and_bounded_memory() {
     let mut scene = Scene::builder().metrics().log_filter("info").start().await;

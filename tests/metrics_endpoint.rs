@@ -44,14 +44,6 @@ async fn closed_by_server(mut stream: TcpStream, patience: Duration) -> Option<I
     }
 }
 
-/// A value of the daemon's /metrics (0 when absent).
-async fn metric(port: u16, name: &str) -> f64 {
-    let body = http_get(port, "/metrics").await;
-    body.lines()
-        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_past_the_cap_are_shed_and_the_endpoint_still_answers() {
     let scene = Scene::builder().metrics().start().await;

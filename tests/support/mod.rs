@@ -96,6 +96,17 @@ pub async fn http_get(port: u16, path: &str) -> String {
     response
 }
 
+/// One sample of the daemon's /metrics: the value of `name` (with its
+/// labels, as Prometheus prints them), 0 when absent.
+pub async fn metric(port: u16, name: &str) -> f64 {
+    let body = http_get(port, "/metrics").await;
+    let prefix = format!("{name} ");
+    body.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// Resident memory of a process, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

@@ -36,6 +36,7 @@ struct Directives {
     child: bool,
     elicit: Option<ElicitKind>,
     withdraw_elicit: bool,
+    foreign_updates: Option<u32>,
 }
 
 impl Directives {
@@ -77,6 +78,9 @@ impl Directives {
             }
             Some(("cat", path)) if !path.is_empty() => self.cat.push(path.to_owned()),
             Some(("elicit", kind)) => self.elicit = ElicitKind::parse(kind).or(self.elicit),
+            Some(("foreign-updates", value)) => {
+                self.foreign_updates = value.parse().ok().or(self.foreign_updates);
+            }
             Some(_) => {}
         }
     }
@@ -118,6 +122,9 @@ pub(crate) struct TurnScript {
     /// Having asked, withdraw the question (`$/cancel_request`) after one
     /// round delay.
     pub(crate) withdraw_elicit: bool,
+    /// Before the rounds, stream this many updates, each for a session of
+    /// its own that the client never opened.
+    pub(crate) foreign_updates: u32,
 }
 
 impl TurnScript {
@@ -150,6 +157,7 @@ impl TurnScript {
                 .elicit
                 .or(directives.withdraw_elicit.then_some(ElicitKind::Choice)),
             withdraw_elicit: directives.withdraw_elicit,
+            foreign_updates: directives.foreign_updates.unwrap_or(0),
         }
     }
 }
@@ -209,6 +217,8 @@ mod tests {
             (script.elicit, script.withdraw_elicit),
             (Some(ElicitKind::Choice), true)
         );
+        let script = TurnScript::new(&Options::default(), "[foreign-updates=1000]");
+        assert_eq!(script.foreign_updates, 1000);
     }
 
     #[test]

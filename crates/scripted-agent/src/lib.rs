@@ -15,7 +15,9 @@
 //! what it held, or the error) and `[child]` (start a helper process that
 //! outlives the turn), `[elicit=choice|text|form|url]` (ask the client an
 //! `elicitation/create` question, if it advertised form elicitation, and
-//! tell the answer) and `[withdraw-elicit]` (ask, then take it back). Any
+//! tell the answer), `[withdraw-elicit]` (ask, then take it back) and
+//! `[foreign-updates=N]` (first stream N updates for sessions the client
+//! never opened, each of its own: a misbehaving agent). Any
 //! other bracketed text is just text. With `--controls`, sessions offer a
 //! model and a mode (see `controls`).
 //!

@@ -99,6 +99,7 @@ async fn play_turn(agent: &Agent, mut turn: Turn) -> Result<(), ClientGone> {
     if turn.script.child {
         start_child(turn.run.session_id());
     }
+    misbehaviour::foreign_updates(&agent.outbox, turn.script.foreign_updates).await?;
     let mut transcript = Transcript::default();
     let halt = if turn.script.chatter {
         chatter(agent, &mut turn).await
