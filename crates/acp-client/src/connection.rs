@@ -617,9 +617,9 @@ impl Connection {
                 .iter()
                 .position(|open| open.rpc_id == request_id)?;
             session_state.open_requests.remove(position);
-            Some((session.clone(), session_state.turn.is_some()))
+            Some(session.clone())
         });
-        let Some((session, in_turn)) = withdrawn else {
+        let Some(session) = withdrawn else {
             tracing::debug!(agent = %self.agent, %request_id, "$/cancel_request for nothing pending");
             return;
         };
@@ -633,7 +633,7 @@ impl Connection {
             .sessions
             .get(&session)
             .and_then(|session_state| session_state.turn.as_ref());
-        if let (true, Some(turn)) = (in_turn, turn) {
+        if let Some(turn) = turn {
             self.deliver_question(turn, TurnEvent::QuestionWithdrawn { request_id });
         }
     }
