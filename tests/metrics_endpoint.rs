@@ -69,6 +69,8 @@ async fn idle_connections_past_the_cap_are_shed_and_the_endpoint_still_answers()
         let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
         idle.spawn(closed_by_server(stream, PATIENCE));
     }
+    // The daemon's own work goes on meanwhile.
+    let mention = scene.mention("room", "still there?").await;
     let mut closed = Vec::with_capacity(IDLE_SOCKETS);
     let mut fds_max = open_fds(pid);
     let mut sample = tokio::time::interval(Duration::from_millis(20));
@@ -114,6 +116,7 @@ async fn idle_connections_past_the_cap_are_shed_and_the_endpoint_still_answers()
         "a kept-alive connection is not cut right after its answer"
     );
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    scene.reply_to(&mention).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
