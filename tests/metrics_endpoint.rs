@@ -46,6 +46,7 @@ async fn closed_by_server(mut stream: TcpStream, patience: Duration) -> Option<I
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_past_the_cap_are_shed_and_the_endpoint_still_answers() {
+    room_for_the_strangers_sockets();
     let scene = Scene::builder().metrics().start().await;
     let (pid, port) = (scene.bridge.pid(), scene.metrics_port());
     let fds_before = open_fds(pid);
@@ -179,20 +180,40 @@ async fn out_of_descriptors_the_accept_loop_waits_instead_of_spinning() {
     assert!(scene.bridge.alive());
 }
 
-/// Sets the running daemon's (soft) descriptor limit; returns the one it had.
+/// Runs `prlimit` on process `pid` with `args`; returns what it printed.
+fn prlimit(pid: u32, args: &[&str]) -> String {
+    let output = std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string()])
+        .args(args)
+        .output()
+        .expect("prlimit (util-linux)");
+    assert!(output.status.success(), "prlimit failed: {output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// A process's descriptor limit, `SOFT` or `HARD`.
+fn fd_limit(pid: u32, which: &str) -> usize {
+    let limit = prlimit(pid, &["--nofile", &format!("--output={which}"), "--noheadings"]);
+    limit.parse().unwrap_or(usize::MAX)
+}
+
+/// Sets a process's (soft) descriptor limit; returns the one it had.
 fn set_fd_limit(pid: u32, limit: usize) -> usize {
-    let prlimit = |args: &[&str]| {
-        let output = std::process::Command::new("prlimit")
-            .args(["--pid", &pid.to_string()])
-            .args(args)
-            .output()
-            .expect("prlimit (util-linux)");
-        assert!(output.status.success(), "prlimit failed: {output:?}");
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
-    };
-    let before = prlimit(&["--nofile", "--output=SOFT", "--noheadings"]);
-    prlimit(&[&format!("--nofile={limit}:")]);
-    before.parse().expect("a number")
+    let before = fd_limit(pid, "SOFT");
+    prlimit(pid, &[&format!("--nofile={limit}:")]);
+    before
+}
+
+/// This test process holds the stranger's sockets (and, through the
+/// daemon it spawns after, so may the daemon): a soft limit of 1,024, the
+/// usual default, would not hold them all. Raised as far as the hard limit
+/// allows.
+fn room_for_the_strangers_sockets() {
+    let me = std::process::id();
+    let wanted = IDLE_SOCKETS * 2 + 1024;
+    if fd_limit(me, "SOFT") < wanted {
+        set_fd_limit(me, wanted.min(fd_limit(me, "HARD")));
+    }
 }
 
 /// The daemon's CPU time so far (user + system), in clock ticks.
