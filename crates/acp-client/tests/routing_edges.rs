@@ -13,7 +13,7 @@ use std::time::Duration;
 use acp_client::{
     AgentClient, AnswerError, ClientConfig, ContentBlock, DropObserver, DroppedUpdate, ElicitationAction,
     PermissionPolicy, SESSION_BACKLOG_LIMIT, SessionId, SteerRefusal, SteeringOutcome, TURN_EVENTS_CAPACITY,
-    TurnEvent, TurnOptions, TurnProgress,
+    TURN_QUESTIONS_RESERVED, TurnEvent, TurnOptions, TurnProgress,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
@@ -643,6 +643,64 @@ async fn a_chatty_idle_session_keeps_only_its_newest_updates() {
             "the newest is kept: {:?}",
             backlog.last()
         );
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_question_past_even_the_reserve_is_answered_cancelled_not_left_waiting() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let drops = Drops::default();
+        let (client, mut peer) = connected_with(drops.config());
+        let session = SessionId("s".into());
+        let options = TurnOptions {
+            permission: PermissionPolicy::AskCaller,
+            ..TurnOptions::default()
+        };
+        let mut turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], options)
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        let ask = |n: usize| {
+            json!({"jsonrpc": "2.0", "id": format!("perm-{n}"), "method": "session/request_permission",
+            "params": {"sessionId": "s", "toolCall": {"title": "write"},
+                "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}]}})
+        };
+        // Updates fill what is not reserved, questions the reserve, and one
+        // question more finds no place at all.
+        for _ in 0..TURN_EVENTS_CAPACITY {
+            peer.send(update("s", thought("hmm "))).await;
+        }
+        for n in 0..=TURN_QUESTIONS_RESERVED {
+            peer.send(ask(n)).await;
+        }
+        let last = format!("perm-{TURN_QUESTIONS_RESERVED}");
+        let answered = peer.recv().await;
+        assert_eq!(answered["id"], last.as_str(), "answered at once, unseen");
+        assert_eq!(answered["result"]["outcome"]["outcome"], "cancelled");
+        assert_eq!(drops.of(DroppedUpdate::QuestionOverflow), 1);
+
+        let mut asked = 0;
+        while asked < TURN_QUESTIONS_RESERVED {
+            if let TurnProgress::Event(TurnEvent::PermissionAsked(question)) = turn.next().await.expect("event") {
+                question.answer("a").await.expect("answered");
+                asked += 1;
+            }
+        }
+        for n in 0..TURN_QUESTIONS_RESERVED {
+            let answer = peer.recv().await;
+            assert_eq!(answer["id"], format!("perm-{n}").as_str());
+            assert_eq!(answer["result"]["outcome"]["optionId"], "a");
+        }
+        println!(
+            "{} questions with the turn's events full of updates: {asked} reached the caller, 1 answered cancelled unseen",
+            TURN_QUESTIONS_RESERVED + 1
+        );
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        turn.finish_quietly().await.expect("the turn ends normally");
     })
     .await
     .expect("test timed out");
