@@ -243,6 +243,12 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_MAX_QUEUED", default_value_t = 10_000)]
     pub max_queued: usize,
 
+    /// Bytes held at most by events that wait for their author's profile
+    /// lookup (one author: a sixteenth of it); past it an event is left to
+    /// the relay and fetched again later.
+    #[arg(long, env = "ACP_BRIDGE_MAX_PARKED_BYTES", default_value_t = crate::intake::DEFAULT_MAX_PARKED_BYTES)]
+    pub max_parked_bytes: usize,
+
     /// Relay messages buffered per relay, and events queued for the intake,
     /// at most; past it the daemon is behind and fetches again from its
     /// watermark.
@@ -435,6 +441,7 @@ pub struct Settings {
     pub rate_limit_refill: Duration,
     pub chain_bounds: ChainBounds,
     pub max_queued: usize,
+    pub max_parked_bytes: usize,
     pub relay_buffer: usize,
     pub agent: AgentSettings,
     pub reply_content: ReplyContent,
@@ -566,6 +573,9 @@ impl RunArgs {
         if self.max_queued == 0 {
             return Err(refuse("--max-queued", "must be at least 1"));
         }
+        if self.max_parked_bytes == 0 {
+            return Err(refuse("--max-parked-bytes", "must be at least 1"));
+        }
         if self.relay_buffer == 0 {
             return Err(refuse("--relay-buffer", "must be at least 1"));
         }
@@ -637,6 +647,7 @@ impl RunArgs {
                 max_reply_chain: self.max_reply_chain,
             },
             max_queued: self.max_queued,
+            max_parked_bytes: self.max_parked_bytes,
             relay_buffer: self.relay_buffer,
             agent: AgentSettings {
                 args: self
@@ -708,6 +719,7 @@ impl Settings {
                 max_reply_chain: 20,
             },
             max_queued: 10_000,
+            max_parked_bytes: crate::intake::DEFAULT_MAX_PARKED_BYTES,
             relay_buffer: 4096,
             agent: AgentSettings {
                 command,

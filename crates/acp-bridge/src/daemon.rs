@@ -162,6 +162,7 @@ impl Stages {
                 session_policy: settings.session_policy,
                 max_queued: settings.max_queued,
                 follow_threads,
+                max_parked_bytes: settings.max_parked_bytes,
             },
             inbound_tx,
         )

@@ -49,7 +49,7 @@ pub use framing::{
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
 pub use gate::{AuthorGate, GateRules};
 pub use heart::BATCH_CAP;
-pub use intake::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
+pub use intake::{Arrival, DEFAULT_MAX_PARKED_BYTES, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use mention::{Intent, Mention, Thread, direct_thread, public_thread};
 pub use reply::Replier;

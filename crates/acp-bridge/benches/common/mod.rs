@@ -163,6 +163,7 @@ impl IntakeRig {
             session_policy: SessionPolicy::Conversation,
             max_queued: 10_000,
             follow_threads: true,
+            max_parked_bytes: acp_bridge::DEFAULT_MAX_PARKED_BYTES,
         };
         let intake = Intake::new(
             cast.bot.clone(),

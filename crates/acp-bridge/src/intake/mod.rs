@@ -26,7 +26,8 @@ pub mod relay_link;
 mod untaken;
 
 pub use admission::INTAKE_BATCH;
-use untaken::{Parked, Untaken};
+pub use untaken::DEFAULT_MAX_PARKED_BYTES;
+use untaken::{Parked, Parking, Untaken};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -169,6 +170,9 @@ pub struct IntakeLimits {
     /// `--follow-threads involved`: a reply in a thread the bot answered
     /// in counts as a mention.
     pub follow_threads: bool,
+    /// `--max-parked-bytes`: events waiting for a profile lookup hold at
+    /// most this many bytes.
+    pub max_parked_bytes: usize,
 }
 
 /// An event that passed screening: a mention to act on, or one of a
@@ -252,6 +256,7 @@ impl Intake {
                 RATE_LIMIT_TRACKED_AUTHORS,
             ),
             overload_notices: RateLimiter::new(OVERLOAD_NOTICE_BURST, OVERLOAD_NOTICE_REFILL, 1),
+            parked: Parked::new(limits.max_parked_bytes),
             queued: QueuedCount::default(),
             bot_hex: keys.public_key().to_hex(),
             keys,
@@ -265,7 +270,6 @@ impl Intake {
             floors_published: watch::Sender::new(SubscriptionFloors::default()),
             caught_up: HashMap::new(),
             untaken: Untaken::default(),
-            parked: Parked::default(),
             inbound,
             shard: Shard::WHOLE,
         }
@@ -403,12 +407,8 @@ impl Intake {
             }) {
                 Hearing::Heard(standing) => standing,
                 Hearing::Refused(refusal) => return Err(DropReason::Gate(refusal)),
-                Hearing::AwaitingProfile
-                    if self.parked.park(candidate.author, relay, candidate.delivered) =>
-                {
-                    return Err(DropReason::AwaitingProfile);
-                }
-                Hearing::AwaitingProfile | Hearing::LookupsBusy => return Err(DropReason::LookupsBusy),
+                Hearing::AwaitingProfile => return Err(self.park(relay, &candidate)),
+                Hearing::LookupsBusy => return Err(DropReason::LookupsBusy),
             },
         };
         // Refusals above were decided on the claimed author, which costs
@@ -455,6 +455,23 @@ impl Intake {
             intent: Intent::Turn,
         };
         self.admit(mention, command, hop).map(Screened::Ours)
+    }
+
+    /// Parks a candidate whose author is being looked up, when there is
+    /// room; past the bounds it is left to its relay to deliver again
+    /// (the lookups are, in effect, busy for it).
+    fn park(&mut self, relay: &RelayUrl, candidate: &Candidate<'_>) -> DropReason {
+        let parking = self.parked.park(candidate.author, relay, candidate.delivered);
+        let (events, bytes, author_bytes) = self.parked.held(&candidate.author);
+        tracing::debug!(
+            event_id = %candidate.dedup_id, author = %candidate.author, outcome = parking.as_str(),
+            parked_events = events, parked_bytes = bytes, author_bytes, max_parked_bytes = self.limits.max_parked_bytes,
+            "parking an event for its author's profile lookup"
+        );
+        match parking {
+            Parking::Parked => DropReason::AwaitingProfile,
+            Parking::Full | Parking::TooManyBytes => DropReason::LookupsBusy,
+        }
     }
 
     /// The last checks, which answer rather than drop: what the mention is
@@ -664,6 +681,7 @@ mod tests {
             session_policy: SessionPolicy::Conversation,
             max_queued: 10_000,
             follow_threads: true,
+            max_parked_bytes: DEFAULT_MAX_PARKED_BYTES,
         };
         Rig {
             intake: Intake::new(bot.clone(), store, gate, replier, loop_guard, limits, inbound_tx),

@@ -26,6 +26,13 @@ pub fn steer(path: &'static str) {
     counter!("acp_bridge_steers_total", "path" => path).increment(1);
 }
 
+/// Events waiting in memory for their author's profile lookup, and the
+/// bytes they hold (bounded by `--max-parked-bytes`).
+pub fn parked_events(events: usize, bytes: usize) {
+    gauge!("acp_bridge_parked_events").set(events as f64);
+    gauge!("acp_bridge_parked_event_bytes").set(bytes as f64);
+}
+
 pub fn queue_depth(depth: usize) {
     gauge!("acp_bridge_queue_depth").set(depth as f64);
 }
