@@ -154,6 +154,98 @@ async fn pruning_the_state_dir_keeps_what_dedup_needs() {
     );
 }
 
+/// The owner's NIP-17 DM to `bot` with its gift wrap dated `wrapped_at`:
+/// NIP-59 dates a wrap up to two days back at random; here the test picks.
+async fn dm_wrapped_at(owner: &Keys, bot: &PublicKey, text: &str, wrapped_at: Timestamp) -> Event {
+    let rumor = EventBuilder::private_msg_rumor(*bot, text).build(owner.public_key());
+    let seal = EventBuilder::seal(owner, bot, rumor)
+        .await
+        .expect("seal")
+        .sign(owner)
+        .await
+        .expect("sign the seal");
+    let ephemeral = Keys::generate();
+    let content = nip44::encrypt(
+        ephemeral.secret_key(),
+        bot,
+        seal.as_json(),
+        nip44::Version::default(),
+    )
+    .expect("encrypt the seal");
+    EventBuilder::new(Kind::GiftWrap, content)
+        .tag(Tag::public_key(*bot))
+        .custom_created_at(wrapped_at)
+        .sign_with_keys(&ephemeral)
+        .expect("sign the wrap")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refetch_after_an_untaken_dm_never_reaches_below_what_housekeeping_pruned() {
+    let stage = Scene::builder().flags(&["--retention", "1s"]).stage().await;
+    let now = Timestamp::now().as_secs();
+    // A mention answered an hour ago: on the relay, and in the journal
+    // as a finished row (its seen entry), old enough to be pruned.
+    let answered_long_ago = stage
+        .owner
+        .publish(
+            group_message(&stage.bot, "room", "answered an hour ago", &[])
+                .custom_created_at(Timestamp::from_secs(now - 3_600)),
+        )
+        .await;
+    {
+        let store = acp_bridge::Store::open(&stage.spec.state_dir).expect("the daemon's store");
+        let (event_id, an_hour_ago) = (answered_long_ago.id.to_hex(), (now - 3_600) as i64);
+        let row = acp_bridge::NewMention {
+            event_id: &event_id,
+            conversation: "room",
+            payload: "{}",
+            accepted_at: an_hour_ago,
+        };
+        assert_eq!(store.journal_accept_all(&[row]).expect("journal"), [true]);
+        store
+            .journal_finish(&[&event_id], acp_bridge::Finish::Notified, an_hour_ago)
+            .expect("finish");
+    }
+    let scene = stage.start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let pruned = log.wait(log.start(), Line::new("state dir pruned")).await;
+    assert_eq!(pruned["mentions"], 1, "the old seen entry went: {pruned}");
+
+    // The owner's DM, its wrap dated two hours back, is not taken at once
+    // (the journal is locked): the link fetches it again.
+    let journal_lock = scene.bridge.lock_journal();
+    let mark = log.cursor();
+    let wrap = dm_wrapped_at(
+        &owner.keys,
+        &bot,
+        "a DM taken late",
+        Timestamp::from_secs(now - 7_200),
+    )
+    .await;
+    owner.send(&wrap).await;
+    log.wait(
+        mark,
+        Line::new("event not taken yet")
+            .with("event_id", wrap.id.to_hex())
+            .with("reason", "not_journaled"),
+    )
+    .await;
+    journal_lock.release();
+    log.wait(mark, Line::new("fetching untaken events again")).await;
+    log.wait(mark, Line::accepted(&wrap.id)).await;
+    owner.direct_messages_from(&bot, 1).await;
+    // Had the refetch re-read the pruned hour, the old mention would have
+    // been taken in before the DM, in the same room as this one.
+    scene.settle("room").await;
+
+    let accepted_again = log.matching(mark, Line::accepted(&answered_long_ago.id)).len();
+    let answers = owner.answers_from(&bot, &answered_long_ago.id).await.len();
+    println!(
+        "pruned mention after a refetch for a DM wrapped two hours back: accepted again {accepted_again}, answered again {answers}"
+    );
+    assert_eq!((accepted_again, answers), (0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_keeps_its_agent_session_across_a_restart() {
     for how in ["resume", "load"] {

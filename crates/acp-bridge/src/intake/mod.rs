@@ -82,10 +82,12 @@ pub enum Arrival {
     },
 }
 
-/// Per relay, the floor of its live subscription: events dated before it
-/// are refused. The intake owns them and publishes each change; housekeeping
-/// reads the latest, since it may forget a seen event only once every relay
-/// would refuse it by its date.
+/// Per relay, the oldest date it may deliver from now on: the floor of its
+/// live subscription (events dated before it are refused), or where the
+/// link is to fetch an untaken event again, when that is older. The intake
+/// owns them and publishes each change; housekeeping reads the latest,
+/// since it may forget a seen event only once every relay would refuse it
+/// by its date.
 pub type SubscriptionFloors = HashMap<RelayUrl, Timestamp>;
 
 /// What the intake hands to the heart.
@@ -296,9 +298,23 @@ impl Intake {
     /// on, and the stored events come first (not live yet).
     fn set_floor(&mut self, relay: RelayUrl, floor: Timestamp) {
         self.caught_up.remove(&relay);
-        self.floors.insert(relay.clone(), floor);
-        self.floors_published.send_modify(|floors| {
-            floors.insert(relay, floor);
+        self.floors.insert(relay, floor);
+        self.publish_floors();
+    }
+
+    /// Publishes each relay's floor, lowered to its oldest untaken event's
+    /// reach-back, when either changed.
+    fn publish_floors(&self) {
+        self.floors_published.send_if_modified(|published| {
+            let mut changed = false;
+            for (relay, floor) in &self.floors {
+                let reach = self
+                    .untaken
+                    .oldest(relay)
+                    .map_or(*floor, |oldest| oldest.min(*floor));
+                changed |= published.insert(relay.clone(), reach) != Some(reach);
+            }
+            changed
         });
     }
 
@@ -840,6 +856,36 @@ mod tests {
             Err(DropReason::OtherShard),
             "the rest of the DM goes by the hash"
         );
+    }
+
+    #[tokio::test]
+    async fn housekeeping_sees_the_floor_lowered_to_an_untaken_events_date() {
+        let mut rig = rig();
+        let floors = rig.intake.floors();
+        let now = Timestamp::now().as_secs();
+        let subscribed = |floor: u64| Arrival::Subscribed {
+            relay: rig.relay.clone(),
+            floor: Timestamp::from_secs(floor),
+        };
+        // A stranger's mention waits for the lookup of its profile.
+        let waiting = EventBuilder::new(Kind::Custom(9), "wait for my profile")
+            .tag(Tag::public_key(rig.bot.public_key()))
+            .tag(Tag::custom(TagKind::h(), ["room"]))
+            .custom_created_at(Timestamp::from_secs(now - 200))
+            .sign_with_keys(&Keys::generate())
+            .expect("sign");
+        let event = Arrival::Event {
+            relay: rig.relay.clone(),
+            event: Box::new(waiting.clone()),
+        };
+        let first = rig.intake.take_in([subscribed(now - 300), event]).await;
+        assert_eq!(first, [Err(DropReason::AwaitingProfile)]);
+        assert_eq!(floors.borrow()[&rig.relay].as_secs(), now - 300);
+
+        // A reconnection subscribes from later on: the untaken event still
+        // holds the floor housekeeping goes by.
+        rig.intake.take_in([subscribed(now - 100)]).await;
+        assert_eq!(floors.borrow()[&rig.relay].as_secs(), now - 200);
     }
 
     #[tokio::test]

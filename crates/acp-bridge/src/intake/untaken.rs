@@ -7,9 +7,12 @@
 //!
 //! - the relay's watermark never moves past it, so a restart fetches it
 //!   again (the watermark is where the next subscription starts);
-//! - its relay link fetches it again (a re-subscription from its date), so
-//!   the running daemon takes it once the passing fault is over, unless it
-//!   is waiting in memory for its lookup anyway.
+//! - its relay link fetches it again (a re-subscription from where the
+//!   filter reaches it: its date, or for a gift wrap two days later, see
+//!   `relay_link::refetch_since`), so the running daemon takes it once the
+//!   passing fault is over, unless it is waiting in memory for its lookup
+//!   anyway. The intake publishes that reach to housekeeping, which keeps
+//!   the seen entries it could replay.
 //!
 //! This type owns that bookkeeping per relay, and nothing else: it decides
 //! neither what is transient nor when to give up.
@@ -61,14 +64,16 @@ impl Untaken {
             .subscribe()
     }
 
-    /// `event` (dated `created_at`) came from `relay` and was not taken.
-    /// With `fetch_again`, the link is asked to fetch it (and everything
-    /// after it) once more; without, it waits in memory elsewhere.
-    pub fn hold(&mut self, relay: &RelayUrl, event: EventId, created_at: Timestamp, fetch_again: bool) {
+    /// `event` came from `relay` and was not taken; a subscription from
+    /// `refetch_from` delivers it again (its date, or for a gift wrap, see
+    /// `relay_link::refetch_since`). With `fetch_again`, the link is asked
+    /// to fetch it (and everything after it) once more; without, it waits
+    /// in memory elsewhere.
+    pub fn hold(&mut self, relay: &RelayUrl, event: EventId, refetch_from: Timestamp, fetch_again: bool) {
         self.held
             .entry(relay.clone())
             .or_default()
-            .insert(event, created_at);
+            .insert(event, refetch_from);
         if fetch_again {
             let oldest = self.oldest(relay);
             if let Some(sender) = self.refetch.get(relay) {
@@ -101,7 +106,9 @@ impl Untaken {
         self.held.values().map(HashMap::len).sum()
     }
 
-    fn oldest(&self, relay: &RelayUrl) -> Option<Timestamp> {
+    /// Where the link of `relay` is to fetch from again, if anything is
+    /// untaken there.
+    pub fn oldest(&self, relay: &RelayUrl) -> Option<Timestamp> {
         self.held.get(relay)?.values().min().copied()
     }
 }
