@@ -408,3 +408,63 @@ async fn a_new_answered_thread_does_not_replay_the_followed_ones() {
         "the first thread's answer came back after the second thread was answered"
     );
 }
+
+/// A sibling bot that follows up in a thread without tagging the bot and
+/// always replies to the thread's first message (as flat-threaded clients
+/// do) would start a new chain each time; counted as continuing the
+/// thread's exchange, it is cut at `--max-bot-hops` like a tagged chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_following_up_untagged_in_a_followed_thread_is_cut_at_the_hop_bound() {
+    const MAX_BOT_HOPS: u32 = 3;
+    /// Follow-ups the other bot sends at most: far past the bound.
+    const ROUNDS: usize = 8;
+    let hops = MAX_BOT_HOPS.to_string();
+    let scene = Scene::builder().flags(&["--max-bot-hops", &hops]).start().await;
+    let other_bot = scene.join().await;
+    let attestation = acp_bridge::Attestation::sign(&scene.owner.keys, &other_bot.public_key(), "")
+        .expect("sign")
+        .to_tag();
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+    let root = scene.mention("bots", "you two, talk it over").await;
+    scene.reply_to(&root).await;
+    log.wait(mark, Line::new("following the answered threads")).await;
+
+    let (mut answered, mut cut_at) = (0, None);
+    for round in 1..=ROUNDS {
+        let follow_up = other_bot
+            .publish(
+                untagged_group_reply("bots", &root.id, &root.id, &format!("my turn again ({round})"))
+                    .tag(attestation.clone()),
+            )
+            .await;
+        let (accepted, cut) = (
+            Line::accepted(&follow_up.id),
+            Line::dropped(&follow_up.id, "loop_bound"),
+        );
+        let probe = async || {
+            let lines = log.lines(mark);
+            if lines.iter().any(|line| cut.matches(line)) {
+                return Some(false);
+            }
+            lines.iter().any(|line| accepted.matches(line)).then_some(true)
+        };
+        let taken = eventually(PATIENCE, probe, || {
+            format!("follow-up {round} taken or cut; log tail:\n{}", log.tail(30))
+        })
+        .await;
+        if !taken {
+            cut_at = Some(round);
+            break;
+        }
+        other_bot.replies_from(&bot, &follow_up.id, 1).await;
+        answered += 1;
+    }
+    println!(
+        "untagged follow-ups of another bot, each replying to the thread's root: answered {answered}, cut at follow-up {cut_at:?} (--max-bot-hops {MAX_BOT_HOPS}; {ROUNDS} sent at most)"
+    );
+    assert_eq!(
+        (answered, cut_at),
+        (MAX_BOT_HOPS as usize - 1, Some(MAX_BOT_HOPS as usize))
+    );
+}

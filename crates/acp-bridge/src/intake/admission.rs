@@ -18,7 +18,7 @@ use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 use super::relay_link::refetch_since;
 use super::{Arrival, DropReason, Inbound, Intake, Screened};
 use crate::ledger::OtherShards;
-use crate::mention::{Intent, Mention};
+use crate::mention::{Intent, Mention, Thread};
 use crate::reply::Reaction;
 use crate::store::sql_seconds;
 use crate::telemetry::metrics;
@@ -121,6 +121,9 @@ impl Intake {
             match (fresh, entry.admitted) {
                 (Ok(()), Screened::Ours(mention)) => {
                     self.untaken.release(&event_id);
+                    if let Thread::Group { root, .. } | Thread::Note { root, .. } = mention.thread {
+                        self.loop_guard.taken_in_thread(root, mention.chain_depth);
+                    }
                     self.act(mention).await;
                 }
                 (Ok(()), Screened::OtherShards(other)) => {

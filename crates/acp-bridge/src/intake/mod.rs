@@ -204,6 +204,9 @@ struct Candidate<'a> {
     /// The event as the relay delivered it (for DMs: the gift wrap), kept
     /// if the candidate has to wait for a lookup.
     delivered: &'a Event,
+    /// Heard only as a reply in a thread the bot answered in (it does not
+    /// tag the bot): it continues the thread's exchange (see `loop_guard`).
+    follow_up: bool,
 }
 
 /// Whether the author's signature still needs checking.
@@ -348,7 +351,8 @@ impl Intake {
         if event.pubkey == self.keys.public_key() {
             return Err(DropReason::OwnEvent);
         }
-        if !mentions(&event.tags, &self.bot_hex) && !self.follows_up(event) {
+        let tagged = mentions(&event.tags, &self.bot_hex);
+        if !tagged && !self.follows_up(event) {
             return Err(DropReason::NotAMention);
         }
         if self.ledger.seen(&event.id.to_hex()) {
@@ -383,6 +387,7 @@ impl Intake {
                 replies_to,
                 signature: Signature::Verified,
                 delivered: event,
+                follow_up: false,
             };
             return self.judge(relay, candidate);
         }
@@ -398,6 +403,7 @@ impl Intake {
             replies_to,
             signature: Signature::Unchecked(event),
             delivered: event,
+            follow_up: !tagged,
         };
         self.judge(relay, candidate)
     }
@@ -445,7 +451,12 @@ impl Intake {
                 accepted_at: Timestamp::now().as_secs(),
             }));
         }
-        let chain_depth = self.loop_guard.depth_of(candidate.replies_to);
+        let chain_depth = match candidate.thread {
+            Thread::Group { root, .. } | Thread::Note { root, .. } if candidate.follow_up => {
+                self.loop_guard.follow_up_depth(root, candidate.replies_to)
+            }
+            _ => self.loop_guard.depth_of(candidate.replies_to),
+        };
         let hop = self.limits.chain_bounds.hop(chain_depth, standing);
         if hop == Hop::Cut {
             tracing::info!(
