@@ -154,29 +154,21 @@ async fn pruning_the_state_dir_keeps_what_dedup_needs() {
     );
 }
 
-/// The owner's NIP-17 DM to `bot` with its gift wrap dated `wrapped_at`:
-/// NIP-59 dates a wrap up to two days back at random; here the test picks.
-async fn dm_wrapped_at(owner: &Keys, bot: &PublicKey, text: &str, wrapped_at: Timestamp) -> Event {
-    let rumor = EventBuilder::private_msg_rumor(*bot, text).build(owner.public_key());
-    let seal = EventBuilder::seal(owner, bot, rumor)
-        .await
-        .expect("seal")
-        .sign(owner)
-        .await
-        .expect("sign the seal");
-    let ephemeral = Keys::generate();
-    let content = nip44::encrypt(
-        ephemeral.secret_key(),
-        bot,
-        seal.as_json(),
-        nip44::Version::default(),
-    )
-    .expect("encrypt the seal");
-    EventBuilder::new(Kind::GiftWrap, content)
-        .tag(Tag::public_key(*bot))
-        .custom_created_at(wrapped_at)
-        .sign_with_keys(&ephemeral)
-        .expect("sign the wrap")
+/// Writes the journal row a daemon would have left for `mention`, taken in
+/// and finished at `at`: its seen entry.
+fn journal_as_finished(state_dir: &std::path::Path, mention: &Event, at: u64) {
+    let store = acp_bridge::Store::open(state_dir).expect("the daemon's store");
+    let (event_id, at) = (mention.id.to_hex(), i64::try_from(at).expect("seconds"));
+    let row = acp_bridge::NewMention {
+        event_id: &event_id,
+        conversation: "room",
+        payload: "{}",
+        accepted_at: at,
+    };
+    assert_eq!(store.journal_accept_all(&[row]).expect("journal"), [true]);
+    store
+        .journal_finish(&[&event_id], acp_bridge::Finish::Notified, at)
+        .expect("finish");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,20 +184,7 @@ async fn a_refetch_after_an_untaken_dm_never_reaches_below_what_housekeeping_pru
                 .custom_created_at(Timestamp::from_secs(now - 3_600)),
         )
         .await;
-    {
-        let store = acp_bridge::Store::open(&stage.spec.state_dir).expect("the daemon's store");
-        let (event_id, an_hour_ago) = (answered_long_ago.id.to_hex(), (now - 3_600) as i64);
-        let row = acp_bridge::NewMention {
-            event_id: &event_id,
-            conversation: "room",
-            payload: "{}",
-            accepted_at: an_hour_ago,
-        };
-        assert_eq!(store.journal_accept_all(&[row]).expect("journal"), [true]);
-        store
-            .journal_finish(&[&event_id], acp_bridge::Finish::Notified, an_hour_ago)
-            .expect("finish");
-    }
+    journal_as_finished(&stage.spec.state_dir, &answered_long_ago, now - 3_600);
     let scene = stage.start().await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
     let pruned = log.wait(log.start(), Line::new("state dir pruned")).await;
@@ -215,14 +194,9 @@ async fn a_refetch_after_an_untaken_dm_never_reaches_below_what_housekeeping_pru
     // (the journal is locked): the link fetches it again.
     let journal_lock = scene.bridge.lock_journal();
     let mark = log.cursor();
-    let wrap = dm_wrapped_at(
-        &owner.keys,
-        &bot,
-        "a DM taken late",
-        Timestamp::from_secs(now - 7_200),
-    )
-    .await;
-    owner.send(&wrap).await;
+    let wrap = owner
+        .dm_wrapped_at(&bot, "a DM taken late", Timestamp::from_secs(now - 7_200))
+        .await;
     log.wait(
         mark,
         Line::new("event not taken yet")
@@ -242,6 +216,62 @@ async fn a_refetch_after_an_untaken_dm_never_reaches_below_what_housekeeping_pru
     let answers = owner.answers_from(&bot, &answered_long_ago.id).await.len();
     println!(
         "pruned mention after a refetch for a DM wrapped two hours back: accepted again {accepted_again}, answered again {answers}"
+    );
+    assert_eq!((accepted_again, answers), (0, 0));
+}
+
+/// The same, driven by a stranger: its DM, wrapped two hours back and too
+/// large to wait in memory for the lookup of its profile (which the relay
+/// sits on), is left to be fetched again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_dm_wrapped_days_back_cannot_make_a_pruned_mention_be_answered_again() {
+    let stage = Scene::builder()
+        .flags(&["--retention", "1s", "--max-parked-bytes", "16384"])
+        .stage_on(PickyRelay::start().await)
+        .await;
+    let now = Timestamp::now().as_secs();
+    let answered_long_ago = stage
+        .owner
+        .publish(
+            group_message(&stage.bot, "room", "answered an hour ago", &[])
+                .custom_created_at(Timestamp::from_secs(now - 3_600)),
+        )
+        .await;
+    journal_as_finished(&stage.spec.state_dir, &answered_long_ago, now - 3_600);
+    let stranger = stage.join().await;
+    let stranger_key = stranger.public_key();
+    stage.relay.hold_queries(move |filter| {
+        let profile = filter
+            .kinds
+            .as_ref()
+            .is_some_and(|kinds| kinds.contains(&Kind::Metadata));
+        profile
+            && filter
+                .authors
+                .as_ref()
+                .is_some_and(|authors| authors.contains(&stranger_key))
+    });
+    let scene = stage.start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let pruned = log.wait(log.start(), Line::new("state dir pruned")).await;
+    assert_eq!(pruned["mentions"], 1, "the old seen entry went: {pruned}");
+
+    let mark = log.cursor();
+    let wrap = stranger
+        .dm_wrapped_at(&bot, &"let me in ".repeat(200), Timestamp::from_secs(now - 7_200))
+        .await;
+    log.wait(mark, Line::dropped(&wrap.id, "lookups_busy")).await;
+    log.wait(mark, Line::new("fetching untaken events again")).await;
+    scene.relay.release_queries();
+    // Once looked up, the stranger's DM is refused on its merits; a refetch
+    // that re-read the pruned hour delivered the old mention before it.
+    log.wait(mark, Line::dropped(&wrap.id, "dm_from_stranger")).await;
+    scene.settle("room").await;
+
+    let accepted_again = log.matching(mark, Line::accepted(&answered_long_ago.id)).len();
+    let answers = owner.answers_from(&bot, &answered_long_ago.id).await.len();
+    println!(
+        "pruned mention after a stranger's DM wrapped two hours back was fetched again: accepted again {accepted_again}, answered again {answers}"
     );
     assert_eq!((accepted_again, answers), (0, 0));
 }

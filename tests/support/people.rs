@@ -103,6 +103,34 @@ impl Person {
         wrap
     }
 
+    /// A NIP-17 DM to `bot` whose gift wrap is dated `wrapped_at` (NIP-59
+    /// dates wraps up to two days back at random; here the test picks);
+    /// returns the wrap once the relay has it.
+    pub async fn dm_wrapped_at(&self, bot: &PublicKey, text: &str, wrapped_at: Timestamp) -> Event {
+        let rumor = EventBuilder::private_msg_rumor(*bot, text).build(self.public_key());
+        let seal = EventBuilder::seal(&self.keys, bot, rumor)
+            .await
+            .expect("seal")
+            .sign(&self.keys)
+            .await
+            .expect("sign the seal");
+        let ephemeral = Keys::generate();
+        let content = nip44::encrypt(
+            ephemeral.secret_key(),
+            bot,
+            seal.as_json(),
+            nip44::Version::default(),
+        )
+        .expect("encrypt the seal");
+        let wrap = EventBuilder::new(Kind::GiftWrap, content)
+            .tag(Tag::public_key(*bot))
+            .custom_created_at(wrapped_at)
+            .sign_with_keys(&ephemeral)
+            .expect("sign the wrap");
+        self.send(&wrap).await;
+        wrap
+    }
+
     /// Events by `author` that reference `event_id` in an `e` tag, waiting
     /// until `count` have arrived.
     pub async fn replies_from(&self, author: &PublicKey, event_id: &EventId, count: usize) -> Vec<Event> {
