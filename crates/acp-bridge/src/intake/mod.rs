@@ -119,7 +119,9 @@ pub enum DropReason {
     Overloaded,
     /// Untaken: waits in memory for the author's profile lookup.
     AwaitingProfile,
-    /// Untaken: the profile lookups are saturated; fetched again later.
+    /// Untaken: the profile lookups are saturated, or the events waiting
+    /// for one fill their bounds (count, `--max-parked-bytes`); fetched
+    /// again later.
     LookupsBusy,
     /// Untaken: the journal write failed; fetched again later.
     NotJournaled,

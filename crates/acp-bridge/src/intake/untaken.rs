@@ -208,10 +208,10 @@ impl Parked {
     }
 }
 
-/// The memory a parked event holds, counted from what a sender chooses:
-/// its content and tag values, plus the fixed size of the event and of
-/// each tag and value. Close to the heap it takes, never below it by more
-/// than the allocator's rounding.
+/// The memory a parked event holds, as far as its sender decides it: its
+/// content, its tag values twice (a tag the intake has read keeps a parsed
+/// copy beside its strings), and the fixed size of the event and of each
+/// tag and value. An estimate on the high side, cheap to compute.
 pub fn held_bytes(event: &Event) -> usize {
     let tags: usize = event
         .tags
@@ -221,7 +221,7 @@ pub fn held_bytes(event: &Event) -> usize {
             size_of::<Tag>()
                 + values
                     .iter()
-                    .map(|value| size_of::<String>() + value.len())
+                    .map(|value| size_of::<String>() + 2 * value.len())
                     .sum::<usize>()
         })
         .sum();
