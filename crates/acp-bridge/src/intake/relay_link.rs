@@ -459,11 +459,15 @@ impl RelayLink {
             tracing::error!(relay = %self.url, %error, "cannot read the watermark; using the first-start window");
             None
         });
-        let seen_horizon = self.store.seen_horizon().unwrap_or_else(|error| {
-            // Without it, nothing older than the watermark is asked for.
-            tracing::error!(relay = %self.url, %error, "cannot read the seen horizon; fetching nothing older than the watermark");
-            Some(watermark.unwrap_or(i64::MAX))
-        });
+        // Housekeeping keeps the horizon below the watermark's reach:
+        // without it, nothing older than that is asked for.
+        let (oldest_untaken, seen_horizon) = match self.store.seen_horizon() {
+            Ok(horizon) => (oldest_untaken, horizon),
+            Err(error) => {
+                tracing::error!(relay = %self.url, %error, "cannot read the seen horizon; fetching nothing older than the watermark");
+                (None, None)
+            }
+        };
         let since = subscription_since(
             watermark,
             oldest_untaken,
