@@ -468,3 +468,66 @@ async fn a_bot_following_up_untagged_in_a_followed_thread_is_cut_at_the_hop_boun
         (MAX_BOT_HOPS as usize - 1, Some(MAX_BOT_HOPS as usize))
     );
 }
+
+/// Two sibling bridges of one owner, both tagged at a thread's start: each
+/// follows the thread and hears the other's answers there untagged (each
+/// answer tags only the author it answers). The exchange stops at the hop
+/// bound: after both are settled, and settled again, nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bridges_following_one_thread_stop_at_the_hop_bound() {
+    const MAX_BOT_HOPS: usize = 2;
+    let hops = MAX_BOT_HOPS.to_string();
+    let stage = Scene::builder().flags(&["--max-bot-hops", &hops]).stage().await;
+    let url = stage.relay.url();
+    let twin_spec = BridgeSpec::new(&url, stage.owner.public_key()).flags(&["--max-bot-hops", &hops]);
+    attest_profile(&url, &stage.owner.keys, &stage.spec.bot).await;
+    attest_profile(&url, &stage.owner.keys, &twin_spec.bot).await;
+    let scene = stage.start().await;
+    let twin = Bridge::start(&twin_spec);
+    twin.ready().await;
+    let (owner, bot, twin_bot) = (&scene.owner, scene.bot, twin_spec.bot.public_key());
+    let logs = [&scene.bridge.log, &twin.log];
+    let marks = [logs[0].cursor(), logs[1].cursor()];
+
+    let root = owner
+        .publish(group_message(
+            &bot,
+            "bots",
+            "you two, talk it over",
+            &[Tag::public_key(twin_bot)],
+        ))
+        .await;
+    let cut = Line::new("bot-to-bot reply chain cut: not answering");
+    let cuts = || -> usize {
+        let per_log = logs.iter().zip(marks);
+        per_log
+            .map(|(log, mark)| log.matching(mark, cut.clone()).len())
+            .sum()
+    };
+    let describe = || format!("a cut; logs:\n{}\n---\n{}", logs[0].tail(30), logs[1].tail(30));
+    eventually(PATIENCE, async || (cuts() > 0).then_some(()), describe).await;
+
+    // Each bridge answers its group in order: once a later mention there is
+    // answered, everything it took in before was answered too.
+    let settle_both = async || {
+        scene.settle("bots").await;
+        let later = owner
+            .mention_in_group(&twin_bot, "bots", "settle [rounds=1]")
+            .await;
+        owner.replies_from(&twin_bot, &later.id, 1).await;
+        let ours = owner.events_referencing(&bot, &root.id).await.len();
+        let theirs = owner.events_referencing(&twin_bot, &root.id).await.len();
+        (ours, theirs)
+    };
+    let settled = settle_both().await;
+    let settled_again = settle_both().await;
+    println!(
+        "two sibling bridges in one followed thread (--max-bot-hops {MAX_BOT_HOPS}): answers in the thread {settled:?}, after settling again {settled_again:?}, chains cut {}",
+        cuts()
+    );
+    assert_eq!(settled, settled_again, "the exchange stopped");
+    assert!(
+        settled.0 <= MAX_BOT_HOPS + 1 && settled.1 <= MAX_BOT_HOPS + 1,
+        "each answers the root and at most {MAX_BOT_HOPS} hops: {settled:?}"
+    );
+}

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 pub use bridge::{Bridge, BridgeSpec};
 pub use log::{Cursor, Line, LogFile};
-pub use people::{Person, channel_of, e_tags, group_message, p_tags};
+pub use people::{Person, attest_profile, channel_of, e_tags, group_message, p_tags};
 pub use picky_relay::{Answer, PickyRelay};
 pub use relay::{Proxy, RelayServer, TestRelay};
 pub use scene::{Scene, SceneBuilder, Stage, Tally, assert_exactly_once};

@@ -222,6 +222,15 @@ impl Person {
     }
 }
 
+/// Publishes a profile for `keys` carrying `owner`'s attestation: a sibling
+/// by its profile.
+pub async fn attest_profile(relay_url: &str, owner: &Keys, keys: &Keys) {
+    let bot = Person::join_as(keys.clone(), relay_url).await;
+    let attestation = acp_bridge::Attestation::sign(owner, &keys.public_key(), "").expect("sign");
+    bot.publish(EventBuilder::metadata(&Metadata::new().name("bot")).tag(attestation.to_tag()))
+        .await;
+}
+
 /// A kind-9 message in `channel` mentioning `bot`, with extra tags.
 pub fn group_message(bot: &PublicKey, channel: &str, text: &str, extra: &[Tag]) -> EventBuilder {
     EventBuilder::new(Kind::Custom(9), text)
