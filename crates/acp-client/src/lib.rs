@@ -30,6 +30,7 @@ mod isolation;
 mod jsonrpc;
 mod pending;
 mod permission;
+mod pid_namespace;
 mod process;
 mod protocol;
 mod steer;

@@ -12,8 +12,9 @@
 //! (advertise a run id that is not live after the real one),
 //! `[say-bytes=N]` (the final message goes on with N bytes of
 //! [`filler_text`]), `[cat=PATH]` (read a file as the agent's user and tell
-//! what it held, or the error) and `[child]` (start a helper process that
-//! outlives the turn), `[elicit=choice|text|form|url]` (ask the client an
+//! what it held, or the error), `[child]` (start a helper process that
+//! outlives the turn), `[detached-child=MARK]` (one that leaves the agent's
+//! session and process group and is orphaned), `[elicit=choice|text|form|url]` (ask the client an
 //! `elicitation/create` question, if it advertised form elicitation, and
 //! tell the answer), `[withdraw-elicit]` (ask, then take it back) and
 //! `[foreign-updates=N]` (first stream N updates for sessions the client
