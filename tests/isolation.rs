@@ -6,12 +6,14 @@
 
 mod support;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use support::*;
 
 /// The user agents run as in these tests: present on every Linux system.
 const AGENT_USER: &str = "nobody";
+/// How often a test looks whether a refused daemon has exited.
+const EXIT_POLL: Duration = Duration::from_millis(20);
 /// A variable of the daemon's environment, to recognise it when read.
 const DAEMON_ENV_MARKER: (&str, &str) = ("ISOLATION_TEST_MARKER", "daemon-environment-was-read");
 
@@ -295,5 +297,78 @@ fn an_agent_user_needs_a_daemon_running_as_root() {
     assert!(
         refusal.starts_with("acp-bridge: --agent-user: the daemon must run as root"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn a_state_dir_the_agents_could_change_is_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    if !running_as_root() {
+        println!("skipped: --agent-user needs a daemon running as root (CI runs as root)");
+        return;
+    }
+    let owner = nostr_sdk::Keys::generate().public_key().to_hex();
+    let bot = nostr_sdk::Keys::generate();
+    let cwd = temp_dir("agent-cwd");
+    let open = temp_dir("open-state");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let cases = [
+        (
+            cwd.join("state"),
+            format!(
+                "lies inside the agents' working directory `{}` (--cwd)",
+                cwd.display()
+            ),
+        ),
+        (
+            open.clone(),
+            format!(
+                "can be changed by the agents' user `{AGENT_USER}` (--agent-user): it is writable by anyone (mode 777)"
+            ),
+        ),
+    ];
+    let mut refused = 0;
+    for (state_dir, reason) in &cases {
+        let mut daemon = std::process::Command::new(bridge_binary())
+            .args(["--relay", "embedded", "--owner", &owner])
+            .args(["--agent-user", AGENT_USER])
+            .arg("--cwd")
+            .arg(&cwd)
+            .arg("--state-dir")
+            .arg(state_dir)
+            .env_clear()
+            .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("acp-bridge");
+        // Its exit is the event; a daemon that starts instead is stopped.
+        let deadline = Instant::now() + PATIENCE;
+        while daemon.try_wait().expect("try_wait").is_none() {
+            if Instant::now() >= deadline {
+                let _ = daemon.kill();
+                let _ = daemon.wait();
+                panic!("the daemon started with state dir {}", state_dir.display());
+            }
+            std::thread::sleep(EXIT_POLL);
+        }
+        let output = daemon.wait_with_output().expect("output");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        let refusal = stderr.lines().last().unwrap_or_default();
+        let named = format!("acp-bridge: --state-dir: `{}` ", state_dir.display());
+        assert!(
+            refusal.starts_with(&named) && refusal.contains(reason.as_str()),
+            "{refusal}"
+        );
+        assert!(
+            !state_dir.join("acp-bridge.sqlite3").exists(),
+            "refused before the store was opened"
+        );
+        refused += 1;
+    }
+    println!(
+        "state dir the agents could change (inside their cwd; mode 777): {refused} of {} starts refused with exit code 2",
+        cases.len()
     );
 }

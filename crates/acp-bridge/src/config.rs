@@ -287,7 +287,8 @@ pub struct RunArgs {
 
     /// Run agents as this user (its uid, gid, groups and HOME), so the
     /// tools they run cannot read the key file, the state dir or the
-    /// daemon's environment. The daemon must run as root.
+    /// daemon's environment. The daemon must run as root, and refuses a
+    /// state dir inside --cwd or one this user could change.
     #[arg(long, env = "ACP_BRIDGE_AGENT_USER", value_name = "USER")]
     pub agent_user: Option<String>,
 
@@ -617,6 +618,15 @@ impl RunArgs {
             .filter(|name| !name.is_empty())
             .map(agent_user)
             .transpose()?;
+        let state_dir = self
+            .state_dir
+            .clone()
+            .or_else(|| env(SYSTEMD_STATE_ENV).map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+        if let Some(user) = &agent_user {
+            crate::isolation::check_state_dir(&state_dir, &cwd, user)
+                .map_err(|error| refuse("--state-dir", error.to_string()))?;
+        }
         let mut agent_env = agent_environment(&self.agent_env, env);
         match &agent_user {
             Some(user) => agent_env = as_agent_user(agent_env, user, &self.agent_env),
@@ -630,11 +640,7 @@ impl RunArgs {
             respond_to: self.respond_to,
             allowlist,
             kinds,
-            state_dir: self
-                .state_dir
-                .clone()
-                .or_else(|| env(SYSTEMD_STATE_ENV).map(PathBuf::from))
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            state_dir,
             reply_mode: self.reply_mode,
             reactions: !self.no_reactions,
             follow_threads: self.follow_threads,
