@@ -40,8 +40,16 @@
 //! (they never `exec`), close every descriptor they inherited (other
 //! agents' pipes, the relay sockets, the state dir's lock), and block every
 //! signal that can be blocked: a SIGTERM to the group reaches the agent,
-//! whose exit then ends the namespace. Inside, the agent sees its own PIDs
-//! but the same file system, network and users as before.
+//! whose exit then ends the namespace.
+//!
+//! Inside, the agent sees its own PIDs, also in `/proc`: init mounts a
+//! procfs of the new namespace over `/proc` in a mount namespace of the
+//! agent's own (mounts of the host still reach it, its own do not leave).
+//! Without that, `ps`, `pgrep` and `lsof` would list the host's PIDs, and a
+//! `kill` of one of them would miss (or hit another process), since inside
+//! the same numbers name other processes. It also hides the daemon and
+//! every other process from the agent's tools. File system (but for
+//! `/proc`), network and users are the same as before.
 //!
 //! Creating a PID namespace needs `CAP_SYS_ADMIN` (a daemon run as root has
 //! it; the hardened systemd unit and an unprivileged container do not).
@@ -84,7 +92,7 @@ const STATUS_LOST: i32 = 128 + Signal::SIGKILL as i32;
 /// very process when no namespace can be made (`Outside`); keeper and init
 /// never return.
 pub(crate) fn enter() -> io::Result<Placement> {
-    if nix::sched::unshare(CloneFlags::CLONE_NEWPID).is_err() {
+    if nix::sched::unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).is_err() {
         return Ok(Placement::Outside);
     }
     // Inherited by init and agent; the agent clears it again.
@@ -101,6 +109,7 @@ pub(crate) fn enter() -> io::Result<Placement> {
             drop(keeper_holds);
             start_init(&keeper_alive)?;
             drop(keeper_alive);
+            mount_own_proc();
             match fork()? {
                 ForkResult::Parent { child: agent } => init(agent),
                 ForkResult::Child => {
@@ -120,6 +129,24 @@ fn start_init(keeper_alive: &OwnedFd) -> io::Result<()> {
     match nix::unistd::read(keeper_alive.as_fd(), &mut byte) {
         Err(Errno::EAGAIN) => Ok(()),
         _ => Err(Errno::ESRCH.into()), // EOF: the keeper is gone
+    }
+}
+
+/// Mounts the procfs of init's PID namespace over `/proc`, after making
+/// every mount of this mount namespace a one-way copy of the host's. On
+/// failure (a `/proc` that may not be covered) the agent keeps the host's.
+fn mount_own_proc() {
+    use nix::mount::{MsFlags, mount};
+    let none: Option<&std::ffi::CStr> = None;
+    let one_way = mount(none, c"/", none, MsFlags::MS_REC | MsFlags::MS_SLAVE, none);
+    if one_way.is_ok() {
+        let _ = mount(
+            Some(c"proc"),
+            c"/proc",
+            Some(c"proc"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            none,
+        );
     }
 }
 
