@@ -97,8 +97,9 @@ struct Credentials {
     groups: Vec<Gid>,
 }
 
-/// Sets the child-side hook on `command`: run as `user` (when given), in
-/// `cwd` (when given), with SIGKILL as its parent-death signal.
+/// Sets the child-side hook on `command`: SIGKILL when the daemon dies, a
+/// PID namespace of its own where the daemon may make one, run as `user`
+/// (when given), in `cwd` (when given).
 pub(crate) fn prepare(command: &mut Command, user: Option<&AgentUser>, cwd: Option<&Path>) -> io::Result<()> {
     let cwd = cwd
         .map(|cwd| CString::new(cwd.as_os_str().as_bytes()))
