@@ -267,6 +267,33 @@ mod tests {
     /// How long the test waits for the kernel to finish a thread's exit.
     const THREAD_EXIT_PATIENCE: Duration = Duration::from_secs(10);
 
+    /// As root (CI), an agent runs as pid 2 of a PID namespace of its own,
+    /// and its /proc is that namespace's: the daemon is not in it.
+    #[tokio::test]
+    async fn an_agent_of_a_root_daemon_has_its_own_pids_and_proc() {
+        if !nix::unistd::geteuid().is_root() {
+            println!("skipped: a PID namespace needs CAP_SYS_ADMIN (CI runs as root)");
+            return;
+        }
+        let daemon = std::process::id();
+        let script =
+            format!("echo $$; test -e /proc/{daemon} && echo daemon-visible; ls /proc | grep -c '^[0-9]'");
+        let command = AgentCommand::new("sh", "sh")
+            .args(["-c", script.as_str()])
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        let spawned = AgentProcess::spawn(&command).expect("spawn sh");
+        assert!(has_own_pid_namespace(spawned.process.probe().pid()));
+        let mut lines = BufReader::new(spawned.stdout).lines();
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await.expect("read") {
+            seen.push(line);
+        }
+        let processes: usize = seen.last().and_then(|count| count.parse().ok()).expect("a count");
+        assert_eq!(seen[0], "2", "the agent is pid 2 (init is 1): {seen:?}");
+        assert!(!seen.contains(&"daemon-visible".to_owned()), "{seen:?}");
+        assert!(processes <= 4, "init, sh, ls, grep at most: {seen:?}");
+    }
+
     /// The parent-death signal follows the thread that forked: an agent
     /// started from a thread that then ends must live on (it is forked by
     /// the forking thread, which does not end).
