@@ -2,14 +2,15 @@
 //!
 //! Every agent runs in a process group of its own, and its parent-death
 //! signal ends the group's leader the moment the daemon dies, even by
-//! SIGKILL (`acp_client`'s process module). The helpers the agent started
-//! (shells, MCP servers) are not covered by that signal: under systemd
-//! (`KillMode=control-group`) or as a container's main process they go with
-//! the daemon's cgroup or namespace, but otherwise they live on. So each
-//! agent's group is recorded in the store while the agent runs
-//! ([`track`]), and at start-up, before any agent starts, the groups a
-//! previous run left are ended ([`sweep`]): SIGTERM, then SIGKILL after a
-//! grace.
+//! SIGKILL (`acp_client`'s process module); where the daemon may create
+//! PID namespaces, everything the agent started ends with that leader.
+//! Where it may not, the helpers the agent started (shells, MCP servers)
+//! are not covered by that signal: under systemd or as a container's main
+//! process they go with the daemon's cgroup or namespace, but otherwise
+//! they live on. So each agent's group is recorded in the store while the
+//! agent runs ([`track`]), and at start-up, before any agent starts, the
+//! groups a previous run left are ended ([`sweep`]): SIGTERM, then SIGKILL
+//! after a grace.
 //!
 //! A recorded group is ended only while it is provably still ours: the boot
 //! must be the same, and its leader must still run with the recorded start
