@@ -178,7 +178,14 @@ async fn the_key_is_not_in_ps_and_agents_get_only_the_documented_environment() {
         !String::from_utf8_lossy(&cmdline).contains(&secret),
         "the key is not on the command line"
     );
-    let agent = bridge.wait_for_agents().await[0];
+    // The agent program's own process (the daemon's child may be the
+    // keeper of its PID namespace, a fork of the daemon).
+    let daemon = bridge.pid();
+    let running_agent = async || scripted_agents_below(daemon).first().copied();
+    let agent = eventually(PATIENCE, running_agent, || {
+        "the scripted agent's process".to_owned()
+    })
+    .await;
     let environ = std::fs::read(format!("/proc/{agent}/environ")).expect("agent environ");
     let names: Vec<String> = environ
         .split(|byte| *byte == 0)

@@ -48,20 +48,13 @@ async fn remote_scene(extra: &[&str]) -> (Scene, PathBuf) {
 /// The remote agent's pid as this test sees it, once it has started: the
 /// stand-in writes the pid file as it starts it (with its pid inside the
 /// agent's PID namespace, of no use out here), and the agent is the one
-/// scripted agent among the daemon's descendants that leads its session.
+/// scripted agent below the daemon that leads its session.
 async fn remote_pid(pidfile: &Path, daemon: u32) -> u32 {
     let probe = async || {
         std::fs::metadata(pidfile).ok()?;
-        let agents: Vec<u32> = descendants(daemon)
+        let agents: Vec<u32> = scripted_agents_below(daemon)
             .into_iter()
             .filter(|pid| session_of(*pid) == Some(*pid))
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-                    cmdline
-                        .split(|byte| *byte == 0)
-                        .any(|arg| arg == b"scripted-agent")
-                })
-            })
             .collect();
         match agents[..] {
             [agent] => Some(agent),
@@ -72,35 +65,6 @@ async fn remote_pid(pidfile: &Path, daemon: u32) -> u32 {
         format!("the agent started by {}", pidfile.display())
     })
     .await
-}
-
-/// Every process below `ancestor`, by the parent links of `/proc`.
-fn descendants(ancestor: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let (_, rest) = stat.rsplit_once(") ")?;
-            Some((pid, rest.split_whitespace().nth(1)?.parse().ok()?))
-        })
-        .collect();
-    let mut found = vec![ancestor];
-    let mut next = 0;
-    while next < found.len() {
-        let parent = found[next];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, ppid)| *ppid == parent)
-                .map(|(pid, _)| *pid),
-        );
-        next += 1;
-    }
-    found.remove(0);
-    found
 }
 
 /// Whether `pid` runs (and is not a zombie).

@@ -14,6 +14,7 @@ mod bridge;
 mod log;
 mod people;
 mod picky_relay;
+mod processes;
 mod relay;
 mod scene;
 
@@ -25,6 +26,7 @@ pub use bridge::{Bridge, BridgeSpec};
 pub use log::{Cursor, Line, LogFile};
 pub use people::{Person, attest_profile, channel_of, e_tags, group_message, p_tags};
 pub use picky_relay::{Answer, PickyRelay};
+pub use processes::{descendants, scripted_agents_below};
 pub use relay::{Proxy, RelayServer, TestRelay};
 pub use scene::{Scene, SceneBuilder, Stage, Tally, assert_exactly_once};
 
