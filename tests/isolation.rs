@@ -212,7 +212,11 @@ async fn daemon_sigkill_ends_the_agent_and_every_helper_even_one_that_left_its_g
     .await;
     let agents = scene.bridge.wait_for_agents().await;
     let leader = agents[0];
-    let with_helper = async || Some(group_members(leader)).filter(|members| members.len() >= 2);
+    let runs_sleep = |pid: &u32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|cmdline| cmdline.split(|byte| *byte == 0).next() == Some(b"sleep".as_slice()))
+    };
+    let with_helper = async || Some(group_members(leader)).filter(|members| members.iter().any(runs_sleep));
     let in_group = eventually(PATIENCE, with_helper, || format!("the helper in group {leader}")).await;
     let detached_found = async || Some(marked(&mark)).filter(|found| !found.is_empty());
     let detached_leaders =
