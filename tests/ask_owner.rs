@@ -54,7 +54,7 @@ async fn the_owner_allows_and_the_tool_runs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_owner_rejects_by_name_and_a_strangers_reply_is_ignored() {
+async fn the_owner_rejects_by_name_and_a_strangers_reply_is_no_answer_but_is_heard() {
     let scene = ask_owner(&["--respond-to", "anyone"]).start().await;
     let (owner, bot) = (&scene.owner, scene.bot);
     let stranger = scene.join().await;
@@ -63,14 +63,11 @@ async fn the_owner_rejects_by_name_and_a_strangers_reply_is_ignored() {
     let meddling = stranger
         .reply_in_group(&bot, "room", &mention.id, &question.id, "1")
         .await;
-    let ignored = Line::new("ignored a reply to an agent's question from someone other than the owner");
-    let log = &scene.bridge.log;
-    log.wait(log.start(), ignored.with("event_id", meddling.id.to_hex()))
+    // Not an answer (only the owner answers), but an ordinary mention: held
+    // behind the question, and its author told so.
+    stranger
+        .reply_containing(&bot, &meddling.id, "waiting for the owner")
         .await;
-    assert!(
-        owner.events_referencing(&bot, &meddling.id).await.is_empty(),
-        "no answer to the stranger"
-    );
     owner
         .reply_in_group(&bot, "room", &mention.id, &question.id, "Reject once")
         .await;
@@ -279,14 +276,34 @@ async fn dm_containing(person: &Person, from: &PublicKey, needle: &str) -> Unsig
     .await
 }
 
+/// `person`, attested by `owner` as a sibling bot (published before the
+/// daemon starts, so the gate knows it from its first look).
+async fn attested_sibling(owner: &Person, person: Person) -> Person {
+    let attestation = Attestation::sign(&owner.keys, &person.public_key(), "").expect("sign");
+    person
+        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
+        .await;
+    person
+}
+
+/// The owner's DM replying to `question` (a rumor's id, as NIP-17 tags it).
+async fn answer_in_dm(owner: &Person, bot: &PublicKey, question: &EventId, text: &str) -> Event {
+    let answer = EventBuilder::private_msg(
+        &owner.keys,
+        *bot,
+        text,
+        [Tag::parse(["e", &question.to_hex(), "", "reply"]).expect("tag")],
+    )
+    .await
+    .expect("wrap");
+    owner.send(&answer).await;
+    answer
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_counts_only() {
     let stage = ask_owner(&[]).stage().await;
-    let sibling = stage.join().await;
-    let attestation = Attestation::sign(&stage.owner.keys, &sibling.public_key(), "").expect("sign");
-    sibling
-        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
-        .await;
+    let sibling = attested_sibling(&stage.owner, stage.join().await).await;
     let scene = stage.start().await;
     let (owner, bot) = (&scene.owner, scene.bot);
     let conversation = format!("dm:{}", sibling.public_key().to_hex());
@@ -323,15 +340,7 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
     );
 
     // The owner's DM answering the question (it references the question's rumor).
-    let answer = EventBuilder::private_msg(
-        &owner.keys,
-        bot,
-        "1",
-        [Tag::parse(["e", &question.id().to_hex(), "", "reply"]).expect("tag")],
-    )
-    .await
-    .expect("wrap");
-    owner.send(&answer).await;
+    answer_in_dm(owner, &bot, &question.id(), "1").await;
     dm_containing(owner, &bot, "Answered the agent: Allow once").await;
     let done = dm_containing(&sibling, &bot, "done:").await;
     assert!(
@@ -352,7 +361,7 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_choice_is_answered_by_number_then_by_name_and_a_strangers_reply_is_ignored() {
+async fn a_choice_is_answered_by_number_then_by_name_and_a_strangers_reply_is_no_answer() {
     let scene = ask_owner(&["--respond-to", "anyone"]).start().await;
     let (owner, bot) = (&scene.owner, scene.bot);
     let stranger = scene.join().await;
@@ -370,9 +379,8 @@ async fn a_choice_is_answered_by_number_then_by_name_and_a_strangers_reply_is_ig
     let meddling = stranger
         .reply_in_group(&bot, "room", &mention.id, &question.id, "3")
         .await;
-    let ignored = Line::new("ignored a reply to an agent's question from someone other than the owner");
-    let log = &scene.bridge.log;
-    log.wait(log.start(), ignored.with("event_id", meddling.id.to_hex()))
+    stranger
+        .reply_containing(&bot, &meddling.id, "waiting for the owner")
         .await;
     owner
         .reply_in_group(&bot, "room", &mention.id, &question.id, "2")
@@ -561,4 +569,98 @@ async fn without_ask_owner_form_elicitation_is_not_advertised() {
         None,
         "{initialize}"
     );
+}
+
+/// Issue 21: a sibling's DM sent while its own conversation waits on a
+/// question (asked in the owner's DM) is a mention like any other: held,
+/// told so, and answered once the owner answered. It used to be taken for
+/// an answer from someone other than the owner and dropped unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_siblings_dm_while_its_question_waits_is_held_and_answered_not_dropped() {
+    let stage = ask_owner(&[])
+        .agent(&["--rounds", "3", "--round-delay-ms", "200"])
+        .stage()
+        .await;
+    let sibling = attested_sibling(&stage.owner, stage.join().await).await;
+    let scene = stage.start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    sibling.dm(&bot, "clean the disk [permission]").await;
+    let mut question = dm_containing(owner, &bot, ASKED).await;
+    sibling.dm(&bot, "and empty the trash").await;
+    let told = dm_containing(&sibling, &bot, "waiting for the owner").await;
+    assert!(told.content.contains("scripted tool"), "{}", told.content);
+
+    answer_in_dm(owner, &bot, &question.id(), "1").await;
+    let done = dm_containing(&sibling, &bot, "done:").await;
+    assert!(
+        done.content.contains("tool: allowed (allow_once)") && done.content.contains("> and empty the trash"),
+        "the held DM reached the agent after the answer: {}",
+        done.content
+    );
+    let to_sibling = sibling.direct_messages_from(&bot, 2).await;
+    let answered = to_sibling
+        .iter()
+        .filter(|message| message.content.contains("done:"))
+        .count();
+    println!("sibling DMs accepted: 2; answered in {answered} reply; told held: 1; twice: 0; lost: 0");
+    assert_eq!(answered, 1, "one answer for both DMs: {to_sibling:?}");
+}
+
+/// Issue 21: the owner's reply to a question that is closed is not applied
+/// to the question open now (a "1" sent again to an answered question, or
+/// late to one that timed out, used to answer the next one and could allow
+/// the wrong tool): the owner is told it is closed, and the open question
+/// still waits for its own answer. (A question closes the same way however
+/// it closes; answering it makes the sequence independent of timing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_reply_to_a_closed_question_is_not_applied_to_the_open_one() {
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let log = &scene.bridge.log;
+
+    owner.dm(&bot, "first job [permission]").await;
+    let mut first = dm_containing(owner, &bot, ASKED).await;
+    answer_in_dm(owner, &bot, &first.id(), "3").await;
+    dm_containing(owner, &bot, "tool: rejected (reject_once)").await;
+
+    let mark = log.cursor();
+    owner.dm(&bot, "second job [permission]").await;
+    let asked = log.wait(mark, Line::new("asked the owner")).await;
+    let second = EventId::from_hex(asked["question"].as_str().expect("question id")).expect("hex");
+    assert_ne!(second, first.id(), "a new question");
+
+    let late = answer_in_dm(owner, &bot, &first.id(), "1").await;
+    dm_containing(owner, &bot, "That question is closed").await;
+    log.wait(
+        log.start(),
+        Line::new("the owner replied to a question that is closed: not applied to another")
+            .with("event_id", late.id.to_hex()),
+    )
+    .await;
+
+    answer_in_dm(owner, &bot, &second, "Reject once").await;
+    let done = eventually(
+        PATIENCE,
+        async || {
+            let messages = owner.direct_messages_from(&bot, 1).await;
+            let mut done = messages
+                .into_iter()
+                .filter(|message| message.content.contains("done:"));
+            done.nth(1)
+        },
+        || "the second job's answer".to_owned(),
+    )
+    .await;
+    assert!(
+        done.content.contains("tool: rejected (reject_once)"),
+        "the open question got its own answer, not the late one: {}",
+        done.content
+    );
+    let answered = log.matching(log.start(), Line::new("the owner answered the agent's question"));
+    println!(
+        "owner replies: 3 accepted; questions answered: {} (first, then second by its own reply); told closed: 1; applied to another: 0",
+        answered.len()
+    );
+    assert_eq!(answered.len(), 2, "the late reply answered nothing");
 }

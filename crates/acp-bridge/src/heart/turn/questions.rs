@@ -17,7 +17,6 @@ use nostr_sdk::prelude::EventId;
 use serde_json::{Map, Value};
 
 use super::form;
-use crate::mention::Mention;
 
 /// Names one question of the agent within its turn.
 pub(crate) type QuestionTicket = u64;
@@ -249,13 +248,6 @@ impl Questions {
     }
 }
 
-/// Whether `reply` answers the question posted as `event` in its
-/// conversation: it replies to the question, or it is a DM (a private
-/// conversation has one thread).
-pub(crate) fn answers(reply: &Mention, event: EventId) -> bool {
-    reply.replies_to == Some(event) || reply.thread.is_direct()
-}
-
 /// The option an answer names: its number (1-based), its name, or its kind
 /// (`allow once`, `reject_always`), case and punctuation aside.
 pub(crate) fn choose(options: &[PermissionOption], answer: &str) -> Option<PermissionOption> {
@@ -320,7 +312,6 @@ fn describe(timeout: Option<Duration>) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::mention::test_mention;
 
     pub(crate) fn options() -> Vec<PermissionOption> {
         [
@@ -435,16 +426,5 @@ pub(crate) mod tests {
                 .timeout_text(&form)
                 .ends_with("(Which colour?) was declined.")
         );
-    }
-
-    #[test]
-    fn only_replies_to_the_question_or_dms_answer_it() {
-        let question = EventId::from_slice(&[7; 32]).expect("id");
-        let mut reply = test_mention("room", 1, "1", true);
-        assert!(!answers(&reply, question), "a fresh mention in the room");
-        reply.replies_to = Some(EventId::from_slice(&[8; 32]).expect("id"));
-        assert!(!answers(&reply, question), "a reply to something else");
-        reply.replies_to = Some(question);
-        assert!(answers(&reply, question));
     }
 }
