@@ -262,20 +262,6 @@ async fn withdrawn(prompt: &str, asked: &str, names: &str, outcome: &str) {
     assert!(answer.content.contains(outcome), "{}", answer.content);
 }
 
-/// Waits for a DM from `from` to `person` containing `needle`.
-async fn dm_containing(person: &Person, from: &PublicKey, needle: &str) -> UnsignedEvent {
-    let probe = async || {
-        let messages = person.direct_messages_from(from, 0).await;
-        messages
-            .into_iter()
-            .find(|message| message.content.contains(needle))
-    };
-    eventually(PATIENCE, probe, || {
-        format!("a DM from {from} containing `{needle}`")
-    })
-    .await
-}
-
 /// `person`, attested by `owner` as a sibling bot (published before the
 /// daemon starts, so the gate knows it from its first look).
 async fn attested_sibling(owner: &Person, person: Person) -> Person {
@@ -284,20 +270,6 @@ async fn attested_sibling(owner: &Person, person: Person) -> Person {
         .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
         .await;
     person
-}
-
-/// The owner's DM replying to `question` (a rumor's id, as NIP-17 tags it).
-async fn answer_in_dm(owner: &Person, bot: &PublicKey, question: &EventId, text: &str) -> Event {
-    let answer = EventBuilder::private_msg(
-        &owner.keys,
-        *bot,
-        text,
-        [Tag::parse(["e", &question.to_hex(), "", "reply"]).expect("tag")],
-    )
-    .await
-    .expect("wrap");
-    owner.send(&answer).await;
-    answer
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,7 +281,7 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
     let conversation = format!("dm:{}", sibling.public_key().to_hex());
 
     sibling.dm(&bot, "clean the disk [permission]").await;
-    let mut question = dm_containing(owner, &bot, ASKED).await;
+    let mut question = owner.dm_containing(&bot, ASKED).await;
     assert!(
         question.content.contains(&conversation),
         "names the conversation: {}",
@@ -330,7 +302,7 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
         public.content
     );
     owner.dm(&bot, "!status").await;
-    let private = dm_containing(owner, &bot, "Agent questions pending: 1.").await;
+    let private = owner.dm_containing(&bot, "Agent questions pending: 1.").await;
     assert!(
         private.content.contains(&format!(
             "{conversation} is waiting for the owner to answer a permission question"
@@ -340,9 +312,9 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
     );
 
     // The owner's DM answering the question (it references the question's rumor).
-    answer_in_dm(owner, &bot, &question.id(), "1").await;
-    dm_containing(owner, &bot, "Answered the agent: Allow once").await;
-    let done = dm_containing(&sibling, &bot, "done:").await;
+    owner.dm_replying(&bot, &question.id(), "1").await;
+    owner.dm_containing(&bot, "Answered the agent: Allow once").await;
+    let done = sibling.dm_containing(&bot, "done:").await;
     assert!(
         done.content.contains("tool: allowed (allow_once)"),
         "{}",
@@ -586,13 +558,13 @@ async fn a_siblings_dm_while_its_question_waits_is_held_and_answered_not_dropped
     let (owner, bot) = (&scene.owner, scene.bot);
 
     sibling.dm(&bot, "clean the disk [permission]").await;
-    let mut question = dm_containing(owner, &bot, ASKED).await;
+    let mut question = owner.dm_containing(&bot, ASKED).await;
     sibling.dm(&bot, "and empty the trash").await;
-    let told = dm_containing(&sibling, &bot, "waiting for the owner").await;
+    let told = sibling.dm_containing(&bot, "waiting for the owner").await;
     assert!(told.content.contains("scripted tool"), "{}", told.content);
 
-    answer_in_dm(owner, &bot, &question.id(), "1").await;
-    let done = dm_containing(&sibling, &bot, "done:").await;
+    owner.dm_replying(&bot, &question.id(), "1").await;
+    let done = sibling.dm_containing(&bot, "done:").await;
     assert!(
         done.content.contains("tool: allowed (allow_once)") && done.content.contains("> and empty the trash"),
         "the held DM reached the agent after the answer: {}",
@@ -620,9 +592,9 @@ async fn the_owners_reply_to_a_closed_question_is_not_applied_to_the_open_one() 
     let log = &scene.bridge.log;
 
     owner.dm(&bot, "first job [permission]").await;
-    let mut first = dm_containing(owner, &bot, ASKED).await;
-    answer_in_dm(owner, &bot, &first.id(), "3").await;
-    dm_containing(owner, &bot, "tool: rejected (reject_once)").await;
+    let mut first = owner.dm_containing(&bot, ASKED).await;
+    owner.dm_replying(&bot, &first.id(), "3").await;
+    owner.dm_containing(&bot, "tool: rejected (reject_once)").await;
 
     let mark = log.cursor();
     owner.dm(&bot, "second job [permission]").await;
@@ -630,8 +602,8 @@ async fn the_owners_reply_to_a_closed_question_is_not_applied_to_the_open_one() 
     let second = EventId::from_hex(asked["question"].as_str().expect("question id")).expect("hex");
     assert_ne!(second, first.id(), "a new question");
 
-    let late = answer_in_dm(owner, &bot, &first.id(), "1").await;
-    dm_containing(owner, &bot, "That question is closed").await;
+    let late = owner.dm_replying(&bot, &first.id(), "1").await;
+    owner.dm_containing(&bot, "That question is closed").await;
     log.wait(
         log.start(),
         Line::new("the owner replied to a question that is closed: not applied to another")
@@ -639,7 +611,7 @@ async fn the_owners_reply_to_a_closed_question_is_not_applied_to_the_open_one() 
     )
     .await;
 
-    answer_in_dm(owner, &bot, &second, "Reject once").await;
+    owner.dm_replying(&bot, &second, "Reject once").await;
     let done = eventually(
         PATIENCE,
         async || {

@@ -97,7 +97,8 @@ impl Stages {
             settings.reply_mode,
             settings.reactions,
             reply_recorder,
-        );
+        )
+        .with_shard(settings.shard);
         let pool = Pool::start(
             settings.agent.clone(),
             ClientConfig {

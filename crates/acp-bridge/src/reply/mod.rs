@@ -27,12 +27,14 @@ use std::sync::Arc;
 
 use nostr_sdk::prelude::{
     Event, EventBuilder, EventId, JsonUtil, Keys, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
+    UnsignedEvent,
 };
 
 use crate::config::ReplyMode;
 use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
+use crate::shard::Shard;
 use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 use publisher::Outlet;
@@ -82,6 +84,8 @@ pub struct Replier {
     chains: ReplyRecorder,
     outlet: Outlet,
     threads: Arc<watch::Sender<()>>,
+    /// `--shard`: questions asked in a DM say which replica asked them.
+    shard: Shard,
 }
 
 impl Replier {
@@ -100,7 +104,14 @@ impl Replier {
             chains,
             outlet: Outlet::default(),
             threads: Arc::new(watch::Sender::new(())),
+            shard: Shard::WHOLE,
         }
+    }
+
+    /// Asks as replica `shard` of the bot (see [`Replier::ask`]).
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = shard;
+        self
     }
 
     /// Changes each time the bot answers in a thread new to it: the relay
@@ -173,34 +184,57 @@ impl Replier {
     }
 
     /// Says something in the thread of `mention` without finishing it (for
-    /// example that a steer waits behind a permission question).
+    /// example that a steer waits behind a permission question): a
+    /// numbered series when it is too long for one event, like an answer
+    /// (a notice may quote what the agent or the owner wrote). Returns the
+    /// id of the first part.
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let signed = self.build(std::slice::from_ref(mention), text, None).await?;
-        self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
-        Ok(signed.event.id)
+        let parts = self.build_series(std::slice::from_ref(mention), text).await?;
+        for part in &parts {
+            self.put_in_outbox(&part.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+        }
+        Ok(parts[0].event.id)
     }
 
     /// Asks `owner` something in the thread of `mention` (mentioning them),
     /// without finishing the mention; about a DM with someone else, in a DM
     /// to the owner that names the conversation (the peer must not be asked,
-    /// and a DM's thread never reaches the owner). Returns the question's id
-    /// as the owner's answer references it.
+    /// and a DM's thread never reaches the owner). A question is one event
+    /// (the answer replies to it): one too long for it is cut. Returns the
+    /// question's id as the owner's answer references it.
+    ///
+    /// With shards, a question asked in a DM names the replica that asks
+    /// it, and a copy is wrapped to the bot itself (NIP-17), so that every
+    /// replica can tell whose question the owner's reply tags (see `shard`).
     pub async fn ask(&self, mention: &Mention, owner: PublicKey, text: &str) -> Result<EventId, ReplyError> {
-        let signed = match mention.thread {
-            Thread::Direct { peer, .. } if peer != owner => {
-                let text = format!(
+        let to = mention.origin.as_ref();
+        let (text, replying_to) = match mention.thread {
+            Thread::Direct { peer, message } if peer == owner => (text.to_owned(), Some(message)),
+            Thread::Direct { .. } => {
+                let about = format!(
                     "About the private conversation with {} ({}): {text}",
                     mention.author_short(),
                     mention.conversation
                 );
-                self.direct_message(owner, &text, None).await?
+                (about, None)
             }
             _ => {
-                self.build(std::slice::from_ref(mention), text, Some(owner))
-                    .await?
+                let signed = self
+                    .build(std::slice::from_ref(mention), &series::cut(text), Some(owner))
+                    .await?;
+                self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
+                return Ok(signed.seen_as);
             }
         };
-        self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+        let tags = self.shard.is_sharded().then(|| self.shard.question_tag());
+        let rumor = self.rumor(owner, &series::cut(&text), replying_to, tags);
+        if self.shard.is_sharded() {
+            // The copy first: no replica hears the owner's reply before it.
+            let copy = self.wrap(self.keys.public_key(), rumor.clone()).await?;
+            self.put_in_outbox(&copy.event, to, &[], Finish::Notified)?;
+        }
+        let signed = self.wrap(owner, rumor).await?;
+        self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
         Ok(signed.seen_as)
     }
 
@@ -375,11 +409,30 @@ impl Replier {
         text: &str,
         replying_to: Option<EventId>,
     ) -> Result<Signed, ReplyError> {
+        self.wrap(peer, self.rumor(peer, text, replying_to, None)).await
+    }
+
+    /// The NIP-17 message to `peer` (unsigned: a rumor), replying to
+    /// `replying_to`, with `extra` tags.
+    fn rumor(
+        &self,
+        peer: PublicKey,
+        text: &str,
+        replying_to: Option<EventId>,
+        extra: impl IntoIterator<Item = Tag>,
+    ) -> UnsignedEvent {
         let mut rumor = EventBuilder::private_msg_rumor(peer, text)
             .tags(replying_to.map(reply_marker))
+            .tags(extra)
             .build(self.keys.public_key());
+        rumor.ensure_id();
+        rumor
+    }
+
+    /// `rumor` sealed and gift-wrapped to `receiver`.
+    async fn wrap(&self, receiver: PublicKey, mut rumor: UnsignedEvent) -> Result<Signed, ReplyError> {
         let seen_as = rumor.id();
-        let event = EventBuilder::gift_wrap(&self.keys, &peer, rumor, [])
+        let event = EventBuilder::gift_wrap(&self.keys, &receiver, rumor, [])
             .await
             .map_err(|error| ReplyError::Sign(error.to_string()))?;
         Ok(Signed { event, seen_as })
