@@ -71,8 +71,8 @@ pub(crate) struct HeartSettings {
     pub mode_gate: ModeGate,
     /// Turns in flight at most (agents × turns per agent).
     pub capacity: usize,
-    /// `--permission-timeout` (`None`: wait forever).
-    pub question_timeout: Option<Duration>,
+    /// `--permission-timeout`.
+    pub question_timeout: Duration,
     /// `--cancel-timeout`: how long an abandoned turn may take to stop.
     pub cancel_timeout: Duration,
     /// `--wait-notice-after` (`None`: off).

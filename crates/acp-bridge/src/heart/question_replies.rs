@@ -145,7 +145,7 @@ mod tests {
         let start = TurnStart {
             batch: vec![mention],
             queue_wait_ms: 0,
-            question_timeout: Some(Duration::from_secs(60)),
+            question_timeout: Duration::from_secs(60),
         };
         let (mut turn, _) = TurnMachine::start(start, now);
         turn.handle(Input::Leased, now);

@@ -120,8 +120,8 @@ pub(crate) struct TurnStart {
     pub batch: Vec<Mention>,
     /// How long the oldest mention waited for this turn (for the log).
     pub queue_wait_ms: u64,
-    /// `--permission-timeout` (`None`: wait forever).
-    pub question_timeout: Option<Duration>,
+    /// `--permission-timeout`.
+    pub question_timeout: Duration,
 }
 
 #[derive(Debug)]

@@ -70,8 +70,8 @@ impl Asked {
 struct Open {
     asked: Asked,
     /// Set once the question is posted: its event (what answers reply to)
-    /// and when it times out (`None`: never).
-    posted: Option<(EventId, Option<Instant>)>,
+    /// and when it times out.
+    posted: Option<(EventId, Instant)>,
 }
 
 /// What became of an owner's reply to the open question.
@@ -86,14 +86,14 @@ pub(crate) enum Routed {
 
 #[derive(Debug)]
 pub(super) struct Questions {
-    /// `None`: wait for the owner forever.
-    timeout: Option<Duration>,
+    /// `--permission-timeout`: how long a posted question waits for the owner.
+    timeout: Duration,
     open: Option<Open>,
     queued: VecDeque<Asked>,
 }
 
 impl Questions {
-    pub fn new(timeout: Option<Duration>) -> Self {
+    pub fn new(timeout: Duration) -> Self {
         Questions {
             timeout,
             open: None,
@@ -115,7 +115,7 @@ impl Questions {
     pub fn posted(&mut self, ticket: QuestionTicket, event: EventId, now: Instant) {
         let timeout = self.timeout;
         if let Some(open) = self.open.as_mut().filter(|open| open.asked.ticket == ticket) {
-            open.posted = Some((event, timeout.map(|timeout| now + timeout)));
+            open.posted = Some((event, now + timeout));
         }
     }
 
@@ -155,13 +155,13 @@ impl Questions {
 
     /// When the open question times out.
     pub fn deadline(&self) -> Option<Instant> {
-        self.open.as_ref()?.posted?.1
+        self.open.as_ref()?.posted.map(|(_, deadline)| deadline)
     }
 
     /// The open question, when it has timed out by `now`.
     pub fn expired(&self, now: Instant) -> Option<&Asked> {
         let open = self.open.as_ref()?;
-        let deadline = open.posted?.1?;
+        let (_, deadline) = open.posted?;
         (now >= deadline).then_some(&open.asked)
     }
 
@@ -215,10 +215,8 @@ impl Questions {
     }
 
     fn open_next(&mut self, asked: Asked) -> (Asked, String) {
-        let within = |verdict: &str| match self.timeout {
-            Some(timeout) => format!(" (no answer within {} means {verdict})", describe(Some(timeout))),
-            None => String::new(),
-        };
+        let within =
+            |verdict: &str| format!(" (no answer within {} means {verdict})", describe(self.timeout));
         let text = match &asked.ask {
             Ask::Permission(options) => format!(
                 "The agent asks for permission: {}\n{}\nReply to this message with the number or the name of an option{}.",
@@ -299,13 +297,12 @@ pub(super) fn normalize(text: &str) -> String {
         .join(" ")
 }
 
-fn describe(timeout: Option<Duration>) -> String {
-    match timeout {
-        Some(timeout) if timeout.as_secs() >= 60 && timeout.as_secs() % 60 == 0 => {
-            format!("{} min", timeout.as_secs() / 60)
-        }
-        Some(timeout) => format!("{} s", timeout.as_secs().max(1)),
-        None => "forever".to_owned(),
+fn describe(timeout: Duration) -> String {
+    let secs = timeout.as_secs();
+    if secs >= 60 && secs % 60 == 0 {
+        format!("{} min", secs / 60)
+    } else {
+        format!("{} s", secs.max(1))
     }
 }
 
@@ -352,7 +349,7 @@ pub(crate) mod tests {
 
     #[test]
     fn one_question_is_open_at_a_time_and_the_next_opens_when_it_closes() {
-        let mut questions = Questions::new(Some(Duration::from_secs(60)));
+        let mut questions = Questions::new(Duration::from_secs(60));
         let (first, text) = questions.asked(asked(1, "rm -rf")).expect("posted at once");
         assert!(text.contains("rm -rf") && text.contains("1. Allow once (allow once)"));
         assert!(text.contains("no answer within 1 min means reject"), "{text}");
@@ -397,7 +394,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_form_question_lists_its_fields_and_takes_a_filled_reply() {
-        let mut questions = Questions::new(Some(Duration::from_secs(30)));
+        let mut questions = Questions::new(Duration::from_secs(30));
         let form = Asked {
             ticket: 1,
             summary: "Which colour?".into(),

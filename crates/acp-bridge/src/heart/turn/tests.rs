@@ -47,7 +47,7 @@ impl Rig {
         let start = TurnStart {
             batch: batch.clone(),
             queue_wait_ms: 0,
-            question_timeout: Some(QUESTION_TIMEOUT),
+            question_timeout: QUESTION_TIMEOUT,
         };
         let (machine, actions) = TurnMachine::start(start, now);
         assert_eq!(actions, [Action::Lease]);
