@@ -636,3 +636,35 @@ async fn the_owners_reply_to_a_closed_question_is_not_applied_to_the_open_one() 
     );
     assert_eq!(answered.len(), 2, "the late reply answered nothing");
 }
+
+/// Issue 21: a question longer than a relay's event limit is still posted.
+/// A tool call's title of 100 kB (NIP-44 encrypts at most 64 kB, so such a
+/// DM could not even be built, and the tool was cancelled unasked) is
+/// quoted cut, saying how much is left out, with the options below it; the
+/// owner's answer works as for any question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_with_a_huge_tool_title_is_posted_cut_and_answered() {
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    owner
+        .dm(&bot, "run the generated script [permission] [title-bytes=100000]")
+        .await;
+    let mut question = owner.dm_containing(&bot, ASKED).await;
+    assert!(
+        question.content.contains("more bytes not shown]")
+            && question.content.contains("1. Allow once (allow once)"),
+        "cut, the options kept: {} bytes",
+        question.content.len()
+    );
+    owner.dm_replying(&bot, &question.id(), "1").await;
+    let done = owner.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content.contains("tool: allowed (allow_once)"),
+        "{}",
+        done.content
+    );
+    println!(
+        "tool title 100000 bytes: question posted in {} bytes, answered 1, cancelled unasked 0",
+        question.content.len()
+    );
+}

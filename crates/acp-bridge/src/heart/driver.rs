@@ -31,6 +31,7 @@ use super::controls;
 use super::steer::SteerMethod;
 use super::turn::{
     Action, Answer, Ask, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure,
+    summary,
 };
 use super::usage;
 use crate::config::ReplyContent;
@@ -173,12 +174,12 @@ impl Handle {
         match self {
             Handle::Permission(question) => Asked {
                 ticket,
-                summary: question.request().title().unwrap_or("a tool call").to_owned(),
+                summary: summary(question.request().title().unwrap_or("a tool call")),
                 ask: Ask::Permission(question.request().options.clone()),
             },
             Handle::Form(question) => Asked {
                 ticket,
-                summary: question.request().message.clone(),
+                summary: summary(&question.request().message),
                 ask: Ask::Form(question.request().fields.clone()),
             },
         }

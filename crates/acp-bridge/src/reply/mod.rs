@@ -546,6 +546,66 @@ mod tests {
         }
     }
 
+    /// What the outbox holds, oldest first.
+    fn outbox(store: &Store) -> Vec<Event> {
+        store
+            .outbox_due(i64::MAX)
+            .unwrap()
+            .iter()
+            .map(|entry| Event::from_json(&entry.json).unwrap())
+            .collect()
+    }
+
+    /// What common relays accept of one event (strfry's default).
+    const RELAY_MAX_EVENT_BYTES: usize = 64 * 1024;
+
+    #[tokio::test]
+    async fn a_question_too_long_for_one_event_is_cut_to_fit_one_in_public_and_in_a_dm() {
+        let dir = ScratchDir::new("reply-long-question");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let owner = Keys::generate().public_key();
+        let text = "a huge form message\n".repeat(20_000);
+        let public = test_mention("room", 3, "ask me", true);
+        let mut private = test_mention("dm", 4, "ask me", true);
+        private.thread = Thread::Direct {
+            peer: owner,
+            message: private.event_id,
+        };
+        for mention in [&public, &private] {
+            replier.ask(mention, owner, &text).await.expect("posted, cut");
+        }
+        let stored = outbox(&store);
+        assert_eq!(stored.len(), 2, "one event per question");
+        for event in &stored {
+            assert!(
+                event.as_json().len() <= RELAY_MAX_EVENT_BYTES,
+                "{}",
+                event.as_json().len()
+            );
+        }
+        assert!(stored[0].content.ends_with("[cut: too long for one message]"));
+    }
+
+    #[tokio::test]
+    async fn a_notice_too_long_for_one_event_goes_out_as_a_series() {
+        let dir = ScratchDir::new("reply-long-notice");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let mention = test_mention("room", 5, "hi", true);
+        let text = "That does not fit the question.\n".repeat(5_000);
+        let first = replier.inform(&mention, &text).await.expect("posted");
+        let stored = outbox(&store);
+        assert!(stored.len() > 1, "{} parts", stored.len());
+        assert_eq!(stored[0].id, first);
+        assert!(
+            stored
+                .iter()
+                .all(|event| event.as_json().len() <= RELAY_MAX_EVENT_BYTES)
+        );
+        assert!(stored[1].content.starts_with(&format!("(2/{}) ", stored.len())));
+    }
+
     #[tokio::test]
     async fn an_answer_that_cannot_be_built_becomes_a_notice_not_a_failed_turn() {
         let dir = ScratchDir::new("reply-unbuildable");

@@ -40,7 +40,7 @@ pub(crate) use io::{
     TurnFailure,
 };
 use questions::Questions;
-pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed};
+pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
 
 use super::usage::TurnUsage;
 use crate::framing::{self, Framing};

@@ -21,6 +21,25 @@ use super::form;
 /// Names one question of the agent within its turn.
 pub(crate) type QuestionTicket = u64;
 
+/// The most of a tool call's title or a form's message a question quotes:
+/// the agent writes it, and the question (one event) must still fit its
+/// options below it. What is left out is said, so that the owner knows they
+/// do not see all of what they are asked about.
+pub(crate) const MAX_SUMMARY_BYTES: usize = 8 * 1024;
+
+/// `text` (what the agent says a question is about) cut at
+/// [`MAX_SUMMARY_BYTES`] on a character boundary, saying so when it is.
+pub(crate) fn summary(text: &str) -> String {
+    if text.len() <= MAX_SUMMARY_BYTES {
+        return text.to_owned();
+    }
+    let end = (0..=MAX_SUMMARY_BYTES)
+        .rev()
+        .find(|at| text.is_char_boundary(*at))
+        .unwrap_or(0);
+    format!("{}… [{} more bytes not shown]", &text[..end], text.len() - end)
+}
+
 /// A question the agent asked, as the turn keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Asked {
@@ -331,6 +350,18 @@ pub(crate) mod tests {
             summary: summary.into(),
             ask: Ask::Permission(options()),
         }
+    }
+
+    #[test]
+    fn a_huge_summary_is_cut_and_says_how_much_is_not_shown() {
+        assert_eq!(summary("rm -rf build"), "rm -rf build");
+        let title = "é".repeat(MAX_SUMMARY_BYTES);
+        let cut = summary(&title);
+        assert!(cut.len() < MAX_SUMMARY_BYTES + 40, "{}", cut.len());
+        assert!(cut.ends_with(&format!(
+            "… [{} more bytes not shown]",
+            title.len() - MAX_SUMMARY_BYTES
+        )));
     }
 
     #[test]
