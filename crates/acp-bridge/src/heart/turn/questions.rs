@@ -318,7 +318,7 @@ pub(super) fn normalize(text: &str) -> String {
 
 fn describe(timeout: Duration) -> String {
     let secs = timeout.as_secs();
-    if secs >= 60 && secs % 60 == 0 {
+    if secs >= 60 && secs.is_multiple_of(60) {
         format!("{} min", secs / 60)
     } else {
         format!("{} s", secs.max(1))
