@@ -668,3 +668,40 @@ async fn a_question_with_a_huge_tool_title_is_posted_cut_and_answered() {
         question.content.len()
     );
 }
+
+/// Issue 21: in the owner's DM with exactly one question open, an untagged
+/// DM that reads as an answer answers it; one that does not is a message to
+/// the agent (held behind the question, the owner told how to answer), not
+/// a failed answer that is thrown away after a correction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_owners_dm_an_untagged_answer_answers_the_one_open_question_and_other_text_waits() {
+    let scene = ask_owner(&[])
+        .agent(&["--rounds", "3", "--round-delay-ms", "200"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    owner.dm(&bot, "deploy it [permission]").await;
+    owner.dm_containing(&bot, ASKED).await;
+    owner.dm(&bot, "and tag the release").await;
+    owner
+        .dm_containing(&bot, "(to answer it, reply to the question itself)")
+        .await;
+    owner.dm(&bot, "allow once").await;
+    owner.dm_containing(&bot, "Answered the agent: Allow once").await;
+    let done = owner.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content.contains("tool: allowed (allow_once)") && done.content.contains("> and tag the release"),
+        "the untagged answer answered, the other DM reached the agent: {}",
+        done.content
+    );
+    let corrections = owner.direct_messages_from(&bot, 1).await;
+    assert!(
+        corrections
+            .iter()
+            .all(|message| !message.content.contains("I did not understand that answer")),
+        "{corrections:?}"
+    );
+    println!(
+        "owner DMs accepted 3 (1 prompt, 1 message, 1 untagged answer): answered 3 (1 reply for both, 1 notice), corrections 0, lost 0"
+    );
+}

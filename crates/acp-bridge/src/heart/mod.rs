@@ -192,10 +192,15 @@ impl Heart {
 
     fn on_mention(&mut self, mention: Mention) {
         match self.question_reply(&mention) {
-            QuestionReply::Answers(key) => return self.on_answer(key, mention),
-            QuestionReply::Closed => return self.on_closed_question(mention),
-            QuestionReply::Mention => {}
+            QuestionReply::Answers(key) => self.on_answer(key, mention),
+            QuestionReply::Closed => self.on_closed_question(mention),
+            QuestionReply::Mention => self.take_mention(mention),
         }
+    }
+
+    /// A mention that answers no question: queued, or handed to its
+    /// conversation's turn in flight by the mode gate.
+    fn take_mention(&mut self, mention: Mention) {
         let key = mention.conversation.clone();
         if self.conversations.running(&key).is_none() {
             return self.enqueue(mention);
@@ -240,7 +245,9 @@ impl Heart {
     }
 
     /// The owner's answer to the open question (permission or form) of the
-    /// turn of `key`.
+    /// turn of `key`. A reply to the question that does not fit it gets a
+    /// correction; an untagged DM that does not fit is no answer at all,
+    /// but a message like any other.
     fn on_answer(&mut self, key: ConversationKey, reply: Mention) {
         let routed = self
             .conversations
@@ -248,8 +255,8 @@ impl Heart {
             .and_then(|running| running.turn.route(&reply.content));
         let text = match routed {
             Some(Routed::Answered(answer)) => format!("Answered the agent: {}.", answer.describe()),
-            Some(Routed::Unrecognized { correction }) => correction,
-            None => return self.enqueue(reply),
+            Some(Routed::Unrecognized { correction }) if reply.replies_to.is_some() => correction,
+            Some(Routed::Unrecognized { .. }) | None => return self.take_mention(reply),
         };
         let mut reply = reply;
         reply.intent = Intent::Answer;

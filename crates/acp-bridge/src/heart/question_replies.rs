@@ -11,11 +11,12 @@
 //!   withdrawn, or its turn ended) is never applied to another question:
 //!   the owner is told it is closed, and it is not prompted either (it was
 //!   meant for a question, not for the agent).
-//! - An untagged DM answers an open question only when it is the owner's
-//!   and exactly one question is open in the owner's DM (questions about
-//!   any DM are asked there). With shards it never does: another replica
-//!   may have a question open in the same DM, and no replica can count
-//!   those (the owner replies to the question instead).
+//! - An untagged DM answers an open question only when it is the owner's,
+//!   exactly one question is open in the owner's DM (questions about any
+//!   DM are asked there), and it reads as an answer to it (else it is a
+//!   message to the agent, not a failed answer). With shards it never
+//!   does: another replica may have a question open in the same DM, and no
+//!   replica can count those (the owner replies to the question instead).
 //! - Everything else (a sibling's DM, a stranger's reply to a question,
 //!   the owner's DM while two questions are open) is an ordinary mention:
 //!   queued behind the question and told so, never dropped.
