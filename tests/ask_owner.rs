@@ -705,3 +705,56 @@ async fn in_the_owners_dm_an_untagged_answer_answers_the_one_open_question_and_o
         "owner DMs accepted 3 (1 prompt, 1 message, 1 untagged answer): answered 3 (1 reply for both, 1 notice), corrections 0, lost 0"
     );
 }
+
+/// Issue 21, the timed-out flavour: the owner's late "1" to a question that
+/// timed out neither allows the tool of the question open now (which times
+/// out in its turn, rejected) nor reaches the agent as a message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_reply_to_a_timed_out_question_allows_nothing() {
+    let scene = ask_owner(&["--permission-timeout", "3s"]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let log = &scene.bridge.log;
+
+    owner.dm(&bot, "first job [permission]").await;
+    let mut first = owner.dm_containing(&bot, ASKED).await;
+    owner.dm_containing(&bot, "No answer within 3 s").await;
+
+    let mark = log.cursor();
+    owner.dm(&bot, "second job [permission]").await;
+    log.wait(mark, Line::new("asked the owner")).await;
+    let late = owner.dm_replying(&bot, &first.id(), "1").await;
+    owner.dm_containing(&bot, "That question is closed").await;
+
+    let rejected = eventually(
+        PATIENCE,
+        async || {
+            let messages = owner.direct_messages_from(&bot, 1).await;
+            let done: Vec<String> = messages
+                .into_iter()
+                .filter(|message| message.content.contains("done:"))
+                .map(|message| message.content)
+                .collect();
+            (done.len() == 2).then_some(done)
+        },
+        || "both jobs' answers".to_owned(),
+    )
+    .await;
+    assert!(
+        rejected
+            .iter()
+            .all(|done| done.contains("tool: rejected") && !done.contains("allowed")),
+        "nothing was allowed: {rejected:?}"
+    );
+    assert!(
+        log.matching(log.start(), Line::new("the owner answered the agent's question"))
+            .is_empty(),
+        "the late reply answered no question"
+    );
+    assert!(
+        log.matching(log.start(), Line::new("prompting the agent"))
+            .iter()
+            .all(|line| line["span"]["event_id"] != late.id.to_hex()),
+        "the late reply was not prompted"
+    );
+    println!("late reply to a timed-out question: told closed 1, tools allowed 0, prompted 0");
+}
