@@ -758,3 +758,35 @@ async fn a_late_reply_to_a_timed_out_question_allows_nothing() {
     );
     println!("late reply to a timed-out question: told closed 1, tools allowed 0, prompted 0");
 }
+
+/// A question about a sibling's DM is asked in the owner's DM, so what
+/// becomes of it (here: the agent withdraws it) is said there too, never to
+/// the sibling, who was not asked (and must not read the tool's title).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_becomes_of_a_question_about_a_siblings_dm_is_told_to_the_owner_not_the_sibling() {
+    let stage = ask_owner(&[]).stage().await;
+    let sibling = attested_sibling(&stage.owner, stage.join().await).await;
+    let scene = stage.start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    sibling.dm(&bot, "clean the disk [withdraw-permission]").await;
+    owner.dm_containing(&bot, ASKED).await;
+    let withdrawn = owner.dm_containing(&bot, "no longer needs an answer").await;
+    assert!(
+        withdrawn.content.contains("About the private conversation with"),
+        "{}",
+        withdrawn.content
+    );
+    sibling.dm_containing(&bot, "done:").await;
+    let to_sibling = sibling.direct_messages_from(&bot, 1).await;
+    assert!(
+        to_sibling
+            .iter()
+            .all(|message| !message.content.contains("no longer needs") && !message.content.contains(ASKED)),
+        "the sibling hears nothing of the question: {to_sibling:?}"
+    );
+    println!(
+        "question about a sibling's DM withdrawn: owner told 1, sibling told 0 (DMs to the sibling: {})",
+        to_sibling.len()
+    );
+}

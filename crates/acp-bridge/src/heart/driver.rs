@@ -348,7 +348,10 @@ impl Driver {
                 return Flow::Stop;
             }
             // The heart's own actions never reach a driver.
-            Action::Inform { .. } | Action::Requeue(_) | Action::Finished(_) => {}
+            Action::Inform { .. }
+            | Action::QuestionNotice { .. }
+            | Action::Requeue(_)
+            | Action::Finished(_) => {}
         }
         Flow::Continue
     }

@@ -421,6 +421,9 @@ impl Heart {
         for action in actions {
             match action {
                 Action::Inform { mention, text } => self.notices.inform(mention, text),
+                Action::QuestionNotice { under, text } => {
+                    self.notices.about_question(under, self.services.owner, text)
+                }
                 Action::Requeue(mentions) => mentions.into_iter().for_each(|mention| self.requeue(mention)),
                 Action::Finished(end) => self.on_turn_end(key, end),
                 for_driver => {
@@ -616,7 +619,8 @@ impl Heart {
             if let Ok(mention) = serde_json::from_str::<Mention>(&payload) {
                 tracing::info!(question = %event_id, "marking a stale question expired");
                 let text = "This question expired: the bridge restarted. If the agent still needs it, it will ask again.";
-                self.notices.inform(mention, text.to_owned());
+                self.notices
+                    .about_question(mention, self.services.owner, text.to_owned());
             }
             let _ = store.question_close(&event_id);
             if let Ok(event_id) = EventId::from_hex(&event_id) {

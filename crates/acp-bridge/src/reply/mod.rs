@@ -210,14 +210,7 @@ impl Replier {
         let to = mention.origin.as_ref();
         let (text, replying_to) = match mention.thread {
             Thread::Direct { peer, message } if peer == owner => (text.to_owned(), Some(message)),
-            Thread::Direct { .. } => {
-                let about = format!(
-                    "About the private conversation with {} ({}): {text}",
-                    mention.author_short(),
-                    mention.conversation
-                );
-                (about, None)
-            }
+            Thread::Direct { .. } => (about_private(mention, text), None),
             _ => {
                 let signed = self
                     .build(std::slice::from_ref(mention), &series::cut(text), Some(owner))
@@ -236,6 +229,27 @@ impl Replier {
         let signed = self.wrap(owner, rumor).await?;
         self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
         Ok(signed.seen_as)
+    }
+
+    /// Tells the owner something about a question asked under `mention`,
+    /// where [`Replier::ask`] asked it: in the thread, or, for a DM with
+    /// someone else (who was never asked), in the owner's DM, naming the
+    /// conversation.
+    pub async fn about_question(
+        &self,
+        mention: &Mention,
+        owner: Option<PublicKey>,
+        text: &str,
+    ) -> Result<EventId, ReplyError> {
+        match (&mention.thread, owner) {
+            (Thread::Direct { peer, .. }, Some(owner)) if *peer != owner => {
+                let text = series::cut(&about_private(mention, text));
+                let signed = self.direct_message(owner, &text, None).await?;
+                self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+                Ok(signed.event.id)
+            }
+            _ => self.inform(mention, text).await,
+        }
     }
 
     /// Publishes `text` as the answer or notice that finishes `mentions`: a
@@ -437,6 +451,16 @@ impl Replier {
             .map_err(|error| ReplyError::Sign(error.to_string()))?;
         Ok(Signed { event, seen_as })
     }
+}
+
+/// `text` about the DM of `mention` with someone other than the owner, as
+/// the owner reads it in their own DM: naming that conversation.
+fn about_private(mention: &Mention, text: &str) -> String {
+    format!(
+        "About the private conversation with {} ({}): {text}",
+        mention.author_short(),
+        mention.conversation
+    )
 }
 
 /// A signed event, with the id clients know it by (a DM's rumor's).

@@ -217,7 +217,7 @@ impl TurnMachine {
                             "The agent no longer needs an answer to its question ({}); no need to reply.",
                             asked.summary
                         );
-                        out.push(Action::Inform { mention: under, text });
+                        out.push(Action::QuestionNotice { under, text });
                     }
                     self.close_question(ticket, &mut out);
                 }
@@ -516,7 +516,7 @@ impl TurnMachine {
             );
             out.push(Action::RejectQuestion { ticket });
             if let Some(under) = self.under() {
-                out.push(Action::Inform { mention: under, text });
+                out.push(Action::QuestionNotice { under, text });
             }
             self.close_question(ticket, out);
         }

@@ -442,7 +442,7 @@ fn an_unanswered_question_is_rejected_at_its_deadline_and_the_thread_told() {
     let actions = rig.advance(QUESTION_TIMEOUT / 2);
     assert_eq!(actions[0], Action::RejectQuestion { ticket: 1 });
     assert!(
-        matches!(&actions[1], Action::Inform { mention, text } if mention.content == "deploy it" && text.contains("was rejected"))
+        matches!(&actions[1], Action::QuestionNotice { under, text } if under.content == "deploy it" && text.contains("was rejected"))
     );
     assert_eq!(actions[2], Action::SetTimer(None));
 }
@@ -671,7 +671,7 @@ fn a_question_the_agent_withdraws_is_closed_and_the_held_mentions_go_in() {
     assert!(matches!(held.as_slice(), [Action::Inform { .. }]), "{held:?}");
     let actions = rig.feed(Input::QuestionWithdrawn { ticket: 1 });
     assert!(
-        matches!(&actions[0], Action::Inform { mention, text } if mention.content == "deploy it" && text.contains("no longer needs")),
+        matches!(&actions[0], Action::QuestionNotice { under, text } if under.content == "deploy it" && text.contains("no longer needs")),
         "{actions:?}"
     );
     assert!(
