@@ -5,7 +5,8 @@
 //! its state (idle, backing off, running a turn); a running turn is a
 //! synchronous [`TurnMachine`](turn) that holds the turn's mentions with
 //! their roles. The heart feeds each machine its inputs (mid-turn mentions
-//! through the mode gate, owner commands and answers, and what the turn's
+//! through the mode gate, owner commands, the owner's answers to its
+//! questions as [`question_replies`] routes them, and what the turn's
 //! driver reports) and routes the actions that come out: agent work to the
 //! turn's [`driver`], mentions back to their conversation, notices to
 //! [`notices`]. It never waits on anything slow: sends to drivers and the
@@ -235,7 +236,7 @@ impl Heart {
         let shard = self.settings.shard;
         let venue = Venue {
             owns_conversation: shard.owns(mention.conversation.as_str()),
-            sharded: shard != crate::shard::Shard::WHOLE,
+            sharded: shard.is_sharded(),
         };
         let turns = self
             .conversations
