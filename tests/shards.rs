@@ -260,8 +260,10 @@ fn dm_shard(key: &PublicKey) -> usize {
 /// in the owner's DM). The owner's answer reaches the shard that asked and
 /// only it: the shard of the owner's DM, which has a question of its own
 /// open there, neither applies the answer to it nor takes it as a message.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_owners_answer_reaches_the_shard_that_asked_and_no_other() {
+/// Two shards that ask the owner (`ask-owner`), the second started beside
+/// the scene's daemon, and a sibling whose DM hashes to the other shard
+/// than the owner's DM. Returns them and the index of the owner's DM's shard.
+async fn shards_that_ask_the_owner() -> (Scene, Bridge, Person, usize) {
     let ask_owner = ["--permission-policy", "ask-owner"];
     let stage = Scene::builder()
         .agent(&["--rounds", "2", "--round-delay-ms", "50"])
@@ -284,6 +286,12 @@ async fn the_owners_answer_reaches_the_shard_that_asked_and_no_other() {
             .replica(&[&["--shard", "1/2"][..], &ask_owner].concat()),
     );
     replica.ready().await;
+    (scene, replica, sibling, owners_shard)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_answer_reaches_the_shard_that_asked_and_no_other() {
+    let (scene, replica, sibling, owners_shard) = shards_that_ask_the_owner().await;
     let bridges = [&scene.bridge, &replica];
     let (owner, bot) = (&scene.owner, scene.bot);
 
@@ -328,4 +336,63 @@ async fn the_owners_answer_reaches_the_shard_that_asked_and_no_other() {
         taken_by.len()
     );
     assert_eq!(answered, 2);
+}
+
+/// With shards, the owner's untagged DM answers the one question open in
+/// the owner's DM, as without them; but while another shard may have a
+/// question open there too (its copy came within `--permission-timeout`),
+/// it answers none: it waits behind the question, and the owner is told to
+/// reply to the question to answer it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_shards_an_untagged_dm_answers_only_while_no_other_shard_may_have_asked() {
+    let (scene, replica, sibling, owners_shard) = shards_that_ask_the_owner().await;
+    let bridges = [&scene.bridge, &replica];
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    owner.dm(&bot, "tidy my notes [permission]").await;
+    owner.dm_containing(&bot, ASKED).await;
+    owner.dm(&bot, "allow once").await;
+    owner.dm_containing(&bot, "Answered the agent: Allow once").await;
+    owner.dm_containing(&bot, "tool: allowed (allow_once)").await;
+
+    // The other shard asks in the owner's DM; the owner's shard reads its copy.
+    let log = &bridges[owners_shard].log;
+    let mark = log.cursor();
+    sibling.dm(&bot, "clean the disk [permission]").await;
+    let mut siblings_question = owner.dm_containing(&bot, "About the private conversation").await;
+    log.wait(mark, Line::new("event dropped").with("reason", "own_event"))
+        .await;
+    owner.dm(&bot, "second job [permission]").await;
+    log.wait(mark, Line::new("asked the owner")).await;
+    let untagged = owner.dm(&bot, "1").await;
+    owner
+        .dm_containing(&bot, "(to answer it, reply to the question itself)")
+        .await;
+    assert_eq!(
+        takers(&bridges, &untagged),
+        [owners_shard],
+        "the owner's DM's shard took it, as a message"
+    );
+
+    owner
+        .dm_replying(&bot, &siblings_question.id(), "Reject once")
+        .await;
+    let done = sibling.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content.contains("tool: rejected (reject_once)"),
+        "{}",
+        done.content
+    );
+    let answered: usize = bridges
+        .iter()
+        .map(|bridge| {
+            let log = &bridge.log;
+            log.matching(log.start(), Line::new("the owner answered the agent's question"))
+                .len()
+        })
+        .sum();
+    assert_eq!(answered, 2, "the untagged \"1\" answered neither open question");
+    println!(
+        "2 shards: untagged owner DMs 2; answered the one open question 1; held while another shard may have asked 1; wrong question answered 0"
+    );
 }

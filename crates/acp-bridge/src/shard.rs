@@ -31,6 +31,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use nostr_sdk::hashes::{Hash, sha256};
 use nostr_sdk::prelude::{EventId, Tag, TagKind};
@@ -122,21 +124,28 @@ impl Shard {
     }
 }
 
-/// Which replica asked each question of the bot's asked in a DM, as read
-/// off the copies the askers wrap to the bot itself; the newest
-/// [`MAX_QUESTIONS_REMEMBERED`]. Rebuilt after a restart from the copies
-/// the relay delivers again (a DM subscription reaches back past NIP-59's
-/// randomised dates).
-#[derive(Debug, Default)]
+/// Which replica asked each of the bot's questions asked in a DM, and when
+/// its copy came, as read off the copies the askers wrap to the bot
+/// itself; the newest [`MAX_QUESTIONS_REMEMBERED`]. Rebuilt after a
+/// restart from the copies the relay delivers again (a DM subscription
+/// reaches back past NIP-59's randomised dates). One handle, shared: the
+/// intake records and routes by it, the heart asks whether another replica
+/// may have a question open in the owner's DM.
+#[derive(Debug, Clone, Default)]
 pub struct QuestionAskers {
-    by_question: HashMap<EventId, u32>,
+    askers: Arc<Mutex<Askers>>,
+}
+
+#[derive(Debug, Default)]
+struct Askers {
+    by_question: HashMap<EventId, (u32, Instant)>,
     order: VecDeque<EventId>,
 }
 
 impl QuestionAskers {
     /// Remembers who asked `rumor` (the bot's own DM, as its copy to itself
-    /// shows it) when it is a question; true when it was one.
-    pub fn record(&mut self, rumor: EventId, tags: &[Tag]) -> bool {
+    /// shows it) when it is a question, as seen `now`; true when it was one.
+    pub fn record(&self, rumor: EventId, tags: &[Tag], now: Instant) -> bool {
         let asker = tags
             .iter()
             .find(|tag| tag.kind() == TagKind::custom(QUESTION_TAG))
@@ -144,12 +153,13 @@ impl QuestionAskers {
         let Some(asker) = asker else {
             return false;
         };
-        if self.by_question.insert(rumor, asker).is_none() {
-            self.order.push_back(rumor);
-            if self.order.len() > MAX_QUESTIONS_REMEMBERED
-                && let Some(oldest) = self.order.pop_front()
+        let mut askers = self.lock();
+        if askers.by_question.insert(rumor, (asker, now)).is_none() {
+            askers.order.push_back(rumor);
+            if askers.order.len() > MAX_QUESTIONS_REMEMBERED
+                && let Some(oldest) = askers.order.pop_front()
             {
-                self.by_question.remove(&oldest);
+                askers.by_question.remove(&oldest);
             }
         }
         true
@@ -157,7 +167,25 @@ impl QuestionAskers {
 
     /// The index of the replica that asked `question`, if it is one.
     pub fn asker(&self, question: EventId) -> Option<u32> {
-        self.by_question.get(&question).copied()
+        self.lock().by_question.get(&question).map(|(index, _)| *index)
+    }
+
+    /// Whether a replica other than `shard` asked a question in a DM (the
+    /// owner's) that may still be open at `now`: its copy came less than
+    /// `open_at_most` (`--permission-timeout`) ago. No replica learns when
+    /// another's question closes, so this errs on the side of "open".
+    pub fn another_may_be_open(&self, shard: Shard, open_at_most: Duration, now: Instant) -> bool {
+        self.lock()
+            .by_question
+            .values()
+            .any(|(index, seen)| *index != shard.index && now.saturating_duration_since(*seen) < open_at_most)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Askers> {
+        // Plain maps, never left half-written: a panic elsewhere poisons nothing real.
+        self.askers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -332,17 +360,13 @@ mod tests {
     #[test]
     fn a_reply_to_a_question_goes_to_the_replica_that_asked_it() {
         let (first, second) = (Shard::new(0, 2).unwrap(), Shard::new(1, 2).unwrap());
-        let mut askers = QuestionAskers::default();
+        let askers = QuestionAskers::default();
+        let now = Instant::now();
         let question = EventId::from_slice(&[7; 32]).unwrap();
         let other = EventId::from_slice(&[8; 32]).unwrap();
-        assert!(askers.record(
-            question,
-            &[
-                Tag::public_key(nostr_sdk::prelude::Keys::generate().public_key()),
-                second.question_tag()
-            ]
-        ));
-        assert!(!askers.record(other, &[]), "a DM that is no question");
+        let peer = Tag::public_key(nostr_sdk::prelude::Keys::generate().public_key());
+        assert!(askers.record(question, &[peer, second.question_tag()], now));
+        assert!(!askers.record(other, &[], now), "a DM that is no question");
         assert_eq!(second.takes_reply_to_question(&askers, question), Some(true));
         assert_eq!(first.takes_reply_to_question(&askers, question), Some(false));
         assert_eq!(first.takes_reply_to_question(&askers, other), None);
@@ -350,10 +374,29 @@ mod tests {
         for n in 0..MAX_QUESTIONS_REMEMBERED as u64 {
             let mut bytes = [1u8; 32];
             bytes[..8].copy_from_slice(&n.to_be_bytes());
-            askers.record(EventId::from_slice(&bytes).unwrap(), &[first.question_tag()]);
+            askers.record(EventId::from_slice(&bytes).unwrap(), &[first.question_tag()], now);
         }
-        assert_eq!(askers.by_question.len(), MAX_QUESTIONS_REMEMBERED);
+        assert_eq!(askers.lock().by_question.len(), MAX_QUESTIONS_REMEMBERED);
         assert_eq!(askers.asker(question), None, "the oldest is forgotten");
+    }
+
+    #[test]
+    fn another_replicas_question_may_be_open_until_its_timeout() {
+        let (first, second) = (Shard::new(0, 2).unwrap(), Shard::new(1, 2).unwrap());
+        let askers = QuestionAskers::default();
+        let (now, timeout) = (Instant::now(), Duration::from_secs(60));
+        askers.record(
+            EventId::from_slice(&[7; 32]).unwrap(),
+            &[first.question_tag()],
+            now,
+        );
+        assert!(!askers.another_may_be_open(first, timeout, now), "its own");
+        assert!(askers.another_may_be_open(second, timeout, now));
+        assert!(askers.another_may_be_open(second, timeout, now + timeout - Duration::from_secs(1)));
+        assert!(
+            !askers.another_may_be_open(second, timeout, now + timeout),
+            "timed out by now"
+        );
     }
 
     #[test]

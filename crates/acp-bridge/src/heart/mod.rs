@@ -80,6 +80,9 @@ pub(crate) struct HeartSettings {
     pub wait_notice_after: Option<Duration>,
     /// `--shard`: the conversations this replica answers.
     pub shard: crate::shard::Shard,
+    /// Which shard asked each question in the owner's DM (the intake
+    /// learns it from the copies of the questions).
+    pub question_askers: crate::shard::QuestionAskers,
 }
 
 #[derive(Debug)]
@@ -236,7 +239,11 @@ impl Heart {
         let shard = self.settings.shard;
         let venue = Venue {
             owns_conversation: shard.owns(mention.conversation.as_str()),
-            sharded: shard.is_sharded(),
+            asked_elsewhere: self.settings.question_askers.another_may_be_open(
+                shard,
+                self.settings.question_timeout,
+                Instant::now(),
+            ),
         };
         let turns = self
             .conversations

@@ -14,9 +14,10 @@
 //! - An untagged DM answers an open question only when it is the owner's,
 //!   exactly one question is open in the owner's DM (questions about any
 //!   DM are asked there), and it reads as an answer to it (else it is a
-//!   message to the agent, not a failed answer). With shards it never
-//!   does: another replica may have a question open in the same DM, and no
-//!   replica can count those (the owner replies to the question instead).
+//!   message to the agent, not a failed answer). With shards, a question
+//!   another replica asked there counts as open until it would have timed
+//!   out (no replica learns when another's closes), so the owner replies
+//!   to the question instead while one may be.
 //! - Everything else (a sibling's DM, a stranger's reply to a question,
 //!   the owner's DM while two questions are open) is an ordinary mention:
 //!   queued behind the question and told so, never dropped.
@@ -51,8 +52,8 @@ pub(crate) struct Venue {
     /// this replica asked (see `intake`): if that question is not open any
     /// more, the reply is to a closed one.
     pub owns_conversation: bool,
-    /// Whether this replica is one of several shards.
-    pub sharded: bool,
+    /// Whether another shard may have a question open in the owner's DM.
+    pub asked_elsewhere: bool,
 }
 
 /// Which question `mention` answers among the turns in flight (`turns`),
@@ -74,7 +75,7 @@ pub(crate) fn route<'a>(
             _ => QuestionReply::Mention,
         };
     }
-    if !mention.from_owner || !mention.thread.is_direct() || venue.sharded {
+    if !mention.from_owner || !mention.thread.is_direct() || venue.asked_elsewhere {
         return QuestionReply::Mention;
     }
     let mut in_the_owners_dm = open.filter(|(_, _, private)| *private);
@@ -122,7 +123,7 @@ mod tests {
 
     const ONE_SHARD: Venue = Venue {
         owns_conversation: true,
-        sharded: false,
+        asked_elsewhere: false,
     };
 
     fn id(seed: u8) -> EventId {
@@ -225,7 +226,7 @@ mod tests {
         forgotten.replies_to = Some(id(9));
         let elsewhere = Venue {
             owns_conversation: false,
-            sharded: true,
+            asked_elsewhere: false,
         };
         assert_eq!(
             route_among(&forgotten, &turns, &closed, elsewhere),
@@ -247,12 +248,12 @@ mod tests {
             route_among(&untagged, &one, &closed, ONE_SHARD),
             QuestionReply::Answers(owner.conversation.clone())
         );
-        let sharded = Venue {
+        let another_shard_asked = Venue {
             owns_conversation: true,
-            sharded: true,
+            asked_elsewhere: true,
         };
         assert_eq!(
-            route_among(&untagged, &one, &closed, sharded),
+            route_among(&untagged, &one, &closed, another_shard_asked),
             QuestionReply::Mention
         );
 

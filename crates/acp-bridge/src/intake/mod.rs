@@ -279,6 +279,13 @@ impl Intake {
         self
     }
 
+    /// Keeps which replica asked each question in `askers`, a handle the
+    /// heart reads too (see `shard`).
+    pub fn with_question_askers(mut self, askers: QuestionAskers) -> Self {
+        self.question_askers = askers;
+        self
+    }
+
     /// The floors of the live subscriptions as they change, for housekeeping.
     pub fn floors(&self) -> watch::Receiver<SubscriptionFloors> {
         self.floors_published.subscribe()
@@ -353,7 +360,8 @@ impl Intake {
             if gift.sender == self.keys.public_key() {
                 // The bot's copy of its own DM (NIP-17): a replica's
                 // question says which replica asked it.
-                self.question_askers.record(rumor_id, rumor.tags.as_slice());
+                self.question_askers
+                    .record(rumor_id, rumor.tags.as_slice(), Instant::now());
                 return Err(DropReason::OwnEvent);
             }
             if rumor.kind != Kind::PrivateDirectMessage {
