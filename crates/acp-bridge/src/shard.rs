@@ -26,7 +26,9 @@
 //! with its index ([`Shard::question_tag`]) and gift-wraps a copy to the
 //! bot itself, as NIP-17 asks of every sender; every replica reads those
 //! copies into [`QuestionAskers`] and routes a reply by the question it
-//! tags ([`Shard::takes_reply_to_question`]).
+//! tags ([`Shard::takes_reply_to_question`]); the heart asks it whether
+//! another replica may have a question open in the owner's DM, when an
+//! untagged DM must not be taken for an answer.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
