@@ -9,6 +9,9 @@
 # - the systemd unit passes `systemd-analyze verify` (with ExecStart pointed at
 #   the binary given, since /usr/local/bin/acp-bridge need not exist here) and
 #   keeps its hardening score; stop timeouts exceed the shutdown grace;
+# - deploy/remote/kubectl-agent.sh, run against a stand-in kubectl, asks for
+#   the pod it promises, in a namespace other than the bot's, and stops with
+#   the reason when it has no way to the cluster;
 # - the kustomizations render, every YAML file parses, and the rendered
 #   StatefulSets keep the properties the deployment relies on.
 # A check whose tool is missing is skipped with a message; anything else that
@@ -170,14 +173,30 @@ for script in "$deploy"/remote/*.sh; do
     sh -n "$script" || fail "${script#"$deploy"/} does not parse"
 done
 mkdir -p "$work/stub"
+# A stand-in kubectl: `run` prints --overrides and records --namespace.
 cat >"$work/stub/kubectl" <<'STUB'
 #!/bin/sh
 [ "$1" = run ] || exit 0
-for arg; do [ "${prev:-}" = --overrides ] && printf '%s' "$arg"; prev=$arg; done
+for arg; do
+    [ "${prev:-}" = --overrides ] && printf '%s' "$arg"
+    [ "${prev:-}" = --namespace ] && printf '%s' "$arg" >"$STUB_NAMESPACE_FILE"
+    prev=$arg
+done
 STUB
 chmod +x "$work/stub/kubectl"
-if pod=$(PATH="$work/stub:$PATH" AGENT_IMAGE=registry.example.com/agent:1 \
-        sh "$deploy/remote/kubectl-agent.sh" goose acp 'it''s "quoted"' 2>&1) \
+printf 'apiVersion: v1\nkind: Config\n' >"$work/kubeconfig"
+# A pod's service account as kubectl-agent.sh finds it in-cluster: the bot
+# runs in the namespace acp-bridge.
+mkdir -p "$work/account"
+printf 'acp-bridge' >"$work/account/namespace"
+printf 'not-a-token' >"$work/account/token"
+kubectl_agent() { # env assignments..., then runs the wrapper with `goose acp`
+    rm -f "$work/namespace"
+    env -i PATH="$work/stub:$PATH" AGENT_IMAGE=registry.example.com/agent:1 \
+        STUB_NAMESPACE_FILE="$work/namespace" KUBERNETES_SERVICEACCOUNT_DIR="$work/account" "$@" \
+        sh "$deploy/remote/kubectl-agent.sh" goose acp 'it''s "quoted"' 2>&1
+}
+if pod=$(kubectl_agent KUBECONFIG="$work/kubeconfig") \
     && python3 - "$pod" <<'PY'
 import json, sys
 spec = json.loads(sys.argv[1])["spec"]
@@ -197,6 +216,34 @@ PY
 then pass "deploy/remote: wrappers parse; the agent pod has limits, stdinOnce and only the provider's Secret"
 else fail "deploy/remote/kubectl-agent.sh: $pod"
 fi
+# Where the pods go, and the in-cluster path: by default a namespace of
+# their own, never the bot's (which holds its key Secret); in-cluster needs
+# the service host, port and a readable token, or it stops with the reason.
+remote_ok=1
+expect_namespace() { # what, namespace, env...
+    local what=$1 want=$2 out got
+    shift 2
+    out=$(kubectl_agent "$@") || { fail "kubectl-agent.sh ($what) did not start the pod: $out"; remote_ok=0; return; }
+    got=$(cat "$work/namespace" 2>/dev/null || echo none)
+    [[ $got == "$want" ]] || { fail "kubectl-agent.sh ($what) started the pod in namespace $got, not $want"; remote_ok=0; }
+}
+expect_refusal() { # what, message, env...
+    local what=$1 message=$2 out rc=0
+    shift 2
+    out=$(kubectl_agent "$@") || rc=$?
+    if [[ $rc -ne 78 || $out != *"$message"* || -e $work/namespace ]]; then
+        fail "kubectl-agent.sh ($what) must refuse (exit 78, \"$message\"): rc $rc: $out"
+        remote_ok=0
+    fi
+}
+in_cluster=(KUBERNETES_SERVICE_HOST=10.0.0.1 KUBERNETES_SERVICE_PORT=443)
+expect_namespace "kubeconfig, default namespace" acp-agents KUBECONFIG="$work/kubeconfig"
+expect_namespace "in-cluster, default namespace" acp-agents "${in_cluster[@]}"
+expect_namespace "in-cluster, AGENT_NAMESPACE" team-agents "${in_cluster[@]}" AGENT_NAMESPACE=team-agents
+expect_refusal "the bot's own namespace" "is the bot's own namespace" "${in_cluster[@]}" AGENT_NAMESPACE=acp-bridge
+expect_refusal "in-cluster without a token" "cannot be read" "${in_cluster[@]}" KUBERNETES_SERVICEACCOUNT_DIR="$work/no-account"
+expect_refusal "no cluster at all" "no cluster" KUBERNETES_SERVICEACCOUNT_DIR="$work/no-account"
+[[ $remote_ok -eq 1 ]] && pass "kubectl-agent.sh: pods in acp-agents by default, never the bot's namespace; in-cluster needs host, port and token"
 
 # ------------------------------------------------------------- kubernetes --
 if python3 -c 'import yaml' 2>/dev/null; then
@@ -225,7 +272,7 @@ fi
 
 if command -v kubectl >/dev/null; then
     rendered=()
-    for dir in "$kube" "$kube"/overlays/*/; do
+    for dir in "$kube" "$kube"/overlays/*/ "$kube"/remote-agents; do
         dir=${dir%/}
         name=${dir#"$deploy"/}
         out=$work/$(tr / _ <<<"$name").yaml
@@ -255,9 +302,12 @@ if command -v kubectl >/dev/null; then
 import sys, yaml
 grace = int(sys.argv[1])
 problems, keys, names = [], {}, {}
+launchers, bindings = [], set()
 for path in sys.argv[2:]:
     docs = [doc for doc in yaml.safe_load_all(open(path)) if doc]
     pdbs = [doc for doc in docs if doc.get("kind") == "PodDisruptionBudget"]
+    ingress_policies = [doc for doc in docs if doc.get("kind") == "NetworkPolicy"
+                        and "Ingress" in doc["spec"].get("policyTypes", [])]
     for doc in docs:
         if doc.get("kind") != "StatefulSet":
             continue
@@ -284,6 +334,14 @@ for path in sys.argv[2:]:
             covering = [p for p in pdbs if p["spec"].get("selector", {}).get("matchLabels", {}).items() <= labels.items()
                         and (p["spec"].get("maxUnavailable") == 1 or p["spec"].get("minAvailable") == replicas - 1)]
             need(bool(covering), "a PodDisruptionBudget selects the shards and lets at most one be down")
+        # /metrics is for the scraper only: a policy selects the pod and
+        # lets in only chosen peers, only on the metrics port.
+        pod_labels = spec["template"]["metadata"].get("labels", {})
+        fenced = [p for p in ingress_policies
+                  if p["spec"].get("podSelector", {}).get("matchLabels", {}).items() <= pod_labels.items()
+                  and all(rule.get("from") and [port.get("port") for port in rule.get("ports", [])] == ["metrics"]
+                          for rule in p["spec"].get("ingress", []))]
+        need(bool(fenced), "a NetworkPolicy selects the pod and admits only the scraper, only on port metrics")
         need(pod.get("terminationGracePeriodSeconds", 30) > grace,
              f"terminationGracePeriodSeconds must exceed the shutdown grace ({grace}s)")
         psc = pod.get("securityContext", {})
@@ -336,14 +394,43 @@ for path in sys.argv[2:]:
             need(any(cwd.startswith(p + "/") for p in mounts), "ACP_BRIDGE_CWD is on a mounted volume")
             need("/tmp" in mounts, "/tmp is mounted (the root file system is read-only)")
             need("limits" in c.get("resources", {}) and "memory" in c["resources"]["limits"], "a memory limit")
+        # Agents in pods of their own (kubectl-agent.sh): the in-cluster
+        # service account is mounted and passed on, and the pods go to a
+        # namespace other than the bot's.
+        config = {}
+        for c in main:
+            for source in c.get("envFrom", []):
+                ref = source.get("configMapRef", {}).get("name")
+                config.update(next((d.get("data", {}) for d in docs
+                                    if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == ref), {}))
+        if config.get("ACP_BRIDGE_AGENT_COMMAND", "").endswith("kubectl-agent.sh"):
+            passed = set(config.get("ACP_BRIDGE_AGENT_ENV", "").split(","))
+            need({"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"} <= passed,
+                 "kubectl-agent.sh in-cluster: KUBERNETES_SERVICE_HOST and _PORT in ACP_BRIDGE_AGENT_ENV")
+            need(pod.get("automountServiceAccountToken") is True and pod.get("serviceAccountName"),
+                 "kubectl-agent.sh in-cluster: a serviceAccountName with automountServiceAccountToken true")
+            bot_namespace = doc["metadata"].get("namespace", "default")
+            agents_namespace = config.get("AGENT_NAMESPACE", "acp-agents")
+            need("AGENT_NAMESPACE" not in config or "AGENT_NAMESPACE" in passed, "AGENT_NAMESPACE is passed to the agent")
+            need(agents_namespace != bot_namespace,
+                 f"the agents' pods must not run in the bot's namespace {bot_namespace}, which holds its key Secret")
+            launchers.append((where, bot_namespace, pod.get("serviceAccountName"), agents_namespace))
         if name in names:
             problems.append(f"{where} and {names[name]} share a name")
         names[name] = where
+    for doc in docs:
+        if doc.get("kind") == "RoleBinding":
+            for subject in doc.get("subjects", []):
+                if subject.get("kind") == "ServiceAccount":
+                    bindings.add((subject.get("namespace"), subject.get("name"), doc["metadata"].get("namespace")))
+for where, bot_namespace, account, agents_namespace in launchers:
+    if (bot_namespace, account, agents_namespace) not in bindings:
+        problems.append(f"{where}: no RoleBinding in {agents_namespace} for its service account {bot_namespace}/{account}")
 for p in problems:
     print(f"FAIL: {p}", file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
-        then pass "rendered StatefulSets: one replica or auto shards with a PDB, own key, hardened, probes on /healthz"
+        then pass "rendered StatefulSets: one replica or auto shards with a PDB, own key, hardened, probes on /healthz, metrics fenced by a NetworkPolicy; agents in pods of their own go to a namespace bound for it, not the bot's"
         else fail "rendered StatefulSets (see above)"
         fi
     fi

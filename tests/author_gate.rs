@@ -417,15 +417,6 @@ async fn a_sibling_reply_chain_is_cut_at_the_hop_bound() {
     assert!(sibling.events_referencing(&bot, &pong.id).await.is_empty());
 }
 
-/// Publishes a profile for `keys` carrying the owner's attestation: a
-/// sibling by its profile.
-async fn attest_profile(relay_url: &str, owner: &Keys, keys: &Keys) {
-    let bot = Person::join_as(keys.clone(), relay_url).await;
-    let attestation = Attestation::sign(owner, &keys.public_key(), "").expect("sign");
-    bot.publish(EventBuilder::metadata(&Metadata::new().name("bot")).tag(attestation.to_tag()))
-        .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sibling_bridges_dming_each_other_stop_at_the_hop_bound() {
     let hops = ["--max-bot-hops", "2"];

@@ -154,6 +154,128 @@ async fn pruning_the_state_dir_keeps_what_dedup_needs() {
     );
 }
 
+/// Writes the journal row a daemon would have left for `mention`, taken in
+/// and finished at `at`: its seen entry.
+fn journal_as_finished(state_dir: &std::path::Path, mention: &Event, at: u64) {
+    let store = acp_bridge::Store::open(state_dir).expect("the daemon's store");
+    let (event_id, at) = (mention.id.to_hex(), i64::try_from(at).expect("seconds"));
+    let row = acp_bridge::NewMention {
+        event_id: &event_id,
+        conversation: "room",
+        payload: "{}",
+        accepted_at: at,
+    };
+    assert_eq!(store.journal_accept_all(&[row]).expect("journal"), [true]);
+    store
+        .journal_finish(&[&event_id], acp_bridge::Finish::Notified, at)
+        .expect("finish");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refetch_after_an_untaken_dm_never_reaches_below_what_housekeeping_pruned() {
+    let stage = Scene::builder().flags(&["--retention", "1s"]).stage().await;
+    let now = Timestamp::now().as_secs();
+    // A mention answered an hour ago: on the relay, and in the journal
+    // as a finished row (its seen entry), old enough to be pruned.
+    let answered_long_ago = stage
+        .owner
+        .publish(
+            group_message(&stage.bot, "room", "answered an hour ago", &[])
+                .custom_created_at(Timestamp::from_secs(now - 3_600)),
+        )
+        .await;
+    journal_as_finished(&stage.spec.state_dir, &answered_long_ago, now - 3_600);
+    let scene = stage.start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let pruned = log.wait(log.start(), Line::new("state dir pruned")).await;
+    assert_eq!(pruned["mentions"], 1, "the old seen entry went: {pruned}");
+
+    // The owner's DM, its wrap dated two hours back, is not taken at once
+    // (the journal is locked): the link fetches it again.
+    let journal_lock = scene.bridge.lock_journal();
+    let mark = log.cursor();
+    let wrap = owner
+        .dm_wrapped_at(&bot, "a DM taken late", Timestamp::from_secs(now - 7_200))
+        .await;
+    log.wait(
+        mark,
+        Line::new("event not taken yet")
+            .with("event_id", wrap.id.to_hex())
+            .with("reason", "not_journaled"),
+    )
+    .await;
+    journal_lock.release();
+    log.wait(mark, Line::new("fetching untaken events again")).await;
+    log.wait(mark, Line::accepted(&wrap.id)).await;
+    owner.direct_messages_from(&bot, 1).await;
+    // Had the refetch re-read the pruned hour, the old mention would have
+    // been taken in before the DM, in the same room as this one.
+    scene.settle("room").await;
+
+    let accepted_again = log.matching(mark, Line::accepted(&answered_long_ago.id)).len();
+    let answers = owner.answers_from(&bot, &answered_long_ago.id).await.len();
+    println!(
+        "pruned mention after a refetch for a DM wrapped two hours back: accepted again {accepted_again}, answered again {answers}"
+    );
+    assert_eq!((accepted_again, answers), (0, 0));
+}
+
+/// The same, driven by a stranger: its DM, wrapped two hours back and too
+/// large to wait in memory for the lookup of its profile (which the relay
+/// sits on), is left to be fetched again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_dm_wrapped_days_back_cannot_make_a_pruned_mention_be_answered_again() {
+    let stage = Scene::builder()
+        .flags(&["--retention", "1s", "--max-parked-bytes", "16384"])
+        .stage_on(PickyRelay::start().await)
+        .await;
+    let now = Timestamp::now().as_secs();
+    let answered_long_ago = stage
+        .owner
+        .publish(
+            group_message(&stage.bot, "room", "answered an hour ago", &[])
+                .custom_created_at(Timestamp::from_secs(now - 3_600)),
+        )
+        .await;
+    journal_as_finished(&stage.spec.state_dir, &answered_long_ago, now - 3_600);
+    let stranger = stage.join().await;
+    let stranger_key = stranger.public_key();
+    stage.relay.hold_queries(move |filter| {
+        let profile = filter
+            .kinds
+            .as_ref()
+            .is_some_and(|kinds| kinds.contains(&Kind::Metadata));
+        profile
+            && filter
+                .authors
+                .as_ref()
+                .is_some_and(|authors| authors.contains(&stranger_key))
+    });
+    let scene = stage.start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let pruned = log.wait(log.start(), Line::new("state dir pruned")).await;
+    assert_eq!(pruned["mentions"], 1, "the old seen entry went: {pruned}");
+
+    let mark = log.cursor();
+    let wrap = stranger
+        .dm_wrapped_at(&bot, &"let me in ".repeat(200), Timestamp::from_secs(now - 7_200))
+        .await;
+    log.wait(mark, Line::dropped(&wrap.id, "lookups_busy")).await;
+    log.wait(mark, Line::new("fetching untaken events again")).await;
+    scene.relay.release_queries();
+    // Once looked up, the stranger's DM is refused on its merits; a refetch
+    // that re-read the pruned hour delivered the old mention before it.
+    log.wait(mark, Line::dropped(&wrap.id, "dm_from_stranger")).await;
+    scene.settle("room").await;
+
+    let accepted_again = log.matching(mark, Line::accepted(&answered_long_ago.id)).len();
+    let answers = owner.answers_from(&bot, &answered_long_ago.id).await.len();
+    println!(
+        "pruned mention after a stranger's DM wrapped two hours back was fetched again: accepted again {accepted_again}, answered again {answers}"
+    );
+    assert_eq!((accepted_again, answers), (0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_keeps_its_agent_session_across_a_restart() {
     for how in ["resume", "load"] {

@@ -29,16 +29,6 @@ async fn publish_all(person: &Person, events: &[Event], metrics_port: Option<u16
     }
 }
 
-/// One sample of the daemon's /metrics.
-async fn metric(port: u16, name: &str) -> f64 {
-    let body = http_get(port, "/metrics").await;
-    let prefix = format!("{name} ");
-    body.lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_mentions_from_a_stranger_cost_no_turn_no_log_flood_and_bounded_memory() {
     let mut scene = Scene::builder().metrics().log_filter("info").start().await;
@@ -188,7 +178,14 @@ async fn the_key_is_not_in_ps_and_agents_get_only_the_documented_environment() {
         !String::from_utf8_lossy(&cmdline).contains(&secret),
         "the key is not on the command line"
     );
-    let agent = bridge.wait_for_agents().await[0];
+    // The agent program's own process (the daemon's child may be the
+    // keeper of its PID namespace, a fork of the daemon).
+    let daemon = bridge.pid();
+    let running_agent = async || scripted_agents_below(daemon).first().copied();
+    let agent = eventually(PATIENCE, running_agent, || {
+        "the scripted agent's process".to_owned()
+    })
+    .await;
     let environ = std::fs::read(format!("/proc/{agent}/environ")).expect("agent environ");
     let names: Vec<String> = environ
         .split(|byte| *byte == 0)

@@ -1,16 +1,19 @@
 //! Agents kept apart from the daemon: run as another user (`--agent-user`),
 //! their tools cannot read the bot's key file, the state dir or the
 //! daemon's environment; and they die with the daemon, even by SIGKILL,
-//! the helpers they started at the next start at the latest.
+//! with every helper they started, even one that left their process group
+//! and session.
 
 mod support;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use support::*;
 
 /// The user agents run as in these tests: present on every Linux system.
 const AGENT_USER: &str = "nobody";
+/// How often a test looks whether a refused daemon has exited.
+const EXIT_POLL: Duration = Duration::from_millis(20);
 /// A variable of the daemon's environment, to recognise it when read.
 const DAEMON_ENV_MARKER: (&str, &str) = ("ISOLATION_TEST_MARKER", "daemon-environment-was-read");
 
@@ -30,31 +33,64 @@ fn effective_uid() -> Option<u32> {
         .ok()
 }
 
-/// `/proc/<pid>/stat` as (state, process group), for a process that exists.
-fn stat(pid: u32) -> Option<(char, u32)> {
+/// What the tests read of `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    state: char,
+    pgrp: u32,
+    session: u32,
+}
+
+/// `/proc/<pid>/stat`, for a process that exists.
+fn stat(pid: u32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = text.rsplit_once(')')?;
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
     let pgrp = fields.nth(1)?.parse().ok()?;
-    Some((state, pgrp))
+    let session = fields.next()?.parse().ok()?;
+    Some(Stat { state, pgrp, session })
 }
 
 /// Runs: exists and is not a zombie waiting to be reaped.
 fn running(pid: u32) -> bool {
-    stat(pid).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X'))
+    stat(pid).is_some_and(|stat| !matches!(stat.state, 'Z' | 'X'))
+}
+
+/// The running processes whose stat passes `pick`, in pid order.
+fn processes_where(pick: impl Fn(u32, Stat) -> bool) -> Vec<u32> {
+    let mut found: Vec<u32> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|pid| running(*pid) && stat(*pid).is_some_and(|stat| pick(*pid, stat)))
+        .collect();
+    found.sort_unstable();
+    found
 }
 
 /// The running processes of process group `pgid`.
 fn group_members(pgid: u32) -> Vec<u32> {
-    let mut members: Vec<u32> = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-        .filter(|pid| running(*pid) && stat(*pid).is_some_and(|(_, pgrp)| pgrp == pgid))
+    processes_where(|_, stat| stat.pgrp == pgid)
+}
+
+/// The running processes whose command line ends with the argument `mark`.
+fn marked(mark: &str) -> Vec<u32> {
+    processes_where(|pid, _| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+            cmdline.split(|byte| *byte == 0).rev().find(|arg| !arg.is_empty()) == Some(mark.as_bytes())
+        })
+    })
+}
+
+/// The running processes of the sessions of `leaders`.
+fn sessions_of(leaders: &[u32]) -> Vec<u32> {
+    let sessions: Vec<u32> = leaders
+        .iter()
+        .filter_map(|pid| stat(*pid))
+        .map(|stat| stat.session)
         .collect();
-    members.sort_unstable();
-    members
+    processes_where(|_, stat| sessions.contains(&stat.session))
 }
 
 /// How many of `paths` the agent's answer shows as read, not refused.
@@ -98,7 +134,12 @@ async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_envi
         ]
     };
 
-    // As the daemon's user (today's only way), every read succeeds.
+    // The daemon is not in the agent's PID namespace (a root daemon gives
+    // each agent one, with its own /proc): its environ is not there to read,
+    // whoever the agent runs as.
+    let invisible = |path: &str| format!("cat {path}: error: No such file or directory");
+
+    // As the daemon's user (today's only way), the key and the state read.
     let shared = secrets(scene.bridge.pid());
     let answer = agent_reads(&scene, "shared-user", &shared).await;
     let key_hex = spec.bot.secret_key().to_secret_hex();
@@ -107,14 +148,11 @@ async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_envi
         "{answer}"
     );
     assert!(answer.contains("SQLite format 3"), "{answer}");
-    assert!(
-        answer.contains(&format!("{}={}", DAEMON_ENV_MARKER.0, DAEMON_ENV_MARKER.1)),
-        "{answer}"
-    );
+    assert!(answer.contains(&invisible(&shared[2])), "{answer}");
     let read_as_daemon_user = reads_succeeded(&answer, &shared);
-    assert_eq!(read_as_daemon_user, shared.len(), "{answer}");
+    assert_eq!(read_as_daemon_user, 2, "{answer}");
 
-    // As the agent user, each is refused by the kernel.
+    // As the agent user, the key and the state are refused by the kernel.
     scene.bridge.terminate(PATIENCE).await;
     scene
         .restart(spec.clone().flags(&["--agent-user", AGENT_USER]))
@@ -127,18 +165,19 @@ async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_envi
     .await;
     let paths = secrets(scene.bridge.pid());
     let answer = agent_reads(&scene, "own-user", &paths).await;
-    for path in &paths {
+    for path in &paths[..2] {
         assert!(
             answer.contains(&format!("cat {path}: error: Permission denied")),
             "{path} must be out of reach: {answer}"
         );
     }
+    assert!(answer.contains(&invisible(&paths[2])), "{answer}");
     assert!(
         !answer.contains(&key_hex) && !answer.contains(DAEMON_ENV_MARKER.1),
         "{answer}"
     );
     println!(
-        "agent tools reading the key file, the state dir and /proc/<daemon>/environ: as the daemon's user {read_as_daemon_user} of {} read; as --agent-user {AGENT_USER} {} of {} read",
+        "agent tools reading the key file, the state dir and /proc/<daemon>/environ: as the daemon's user {read_as_daemon_user} of {} read (the daemon is not in the agent's PID namespace); as --agent-user {AGENT_USER} {} of {} read",
         shared.len(),
         reads_succeeded(&answer, &paths),
         paths.len()
@@ -146,54 +185,85 @@ async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_envi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn daemon_sigkill_takes_its_agent_along_and_the_restart_ends_the_helpers() {
-    // An agent that outlives its client, as one stuck in a tool does.
+async fn daemon_sigkill_ends_the_agent_and_every_helper_even_one_that_left_its_group() {
+    if !running_as_root() {
+        println!("skipped: a PID namespace per agent needs CAP_SYS_ADMIN (CI runs as root)");
+        return;
+    }
+    // An agent that outlives its client, as one stuck in a tool does, with
+    // a helper in its process group and one that left group and session
+    // (setsid in a background job of a shell that exited: orphaned).
     let mut scene = Scene::builder()
         .agent(&["--linger", "--rounds", "2", "--round-delay-ms", "20"])
         .start()
         .await;
+    let mark = format!("detached-helper-{}", std::process::id());
     let mention = scene
-        .mention_mid_turn("room", "long work with a helper [child] [rounds=300] [delay=100]")
+        .mention_mid_turn(
+            "room",
+            &format!("long work with helpers [child] [detached-child={mark}] [rounds=300] [delay=100]"),
+        )
         .await;
+    let log = &scene.bridge.log;
+    log.wait(
+        log.start(),
+        Line::new("agent process started").with("pid_namespace", true),
+    )
+    .await;
     let agents = scene.bridge.wait_for_agents().await;
     let leader = agents[0];
-    let with_helper = async || Some(group_members(leader)).filter(|members| members.len() >= 2);
-    let members = eventually(PATIENCE, with_helper, || format!("the helper in group {leader}")).await;
-    let helpers: Vec<u32> = members.into_iter().filter(|pid| *pid != leader).collect();
+    let runs_sleep = |pid: &u32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|cmdline| cmdline.split(|byte| *byte == 0).next() == Some(b"sleep".as_slice()))
+    };
+    let with_helper = async || Some(group_members(leader)).filter(|members| members.iter().any(runs_sleep));
+    let in_group = eventually(PATIENCE, with_helper, || format!("the helper in group {leader}")).await;
+    let detached_found = async || Some(marked(&mark)).filter(|found| !found.is_empty());
+    let detached_leaders =
+        eventually(PATIENCE, detached_found, || format!("the detached helper {mark}")).await;
+    let detached = sessions_of(&detached_leaders);
+    assert!(
+        detached
+            .iter()
+            .all(|pid| stat(*pid).is_some_and(|stat| stat.pgrp != leader)),
+        "the detached helper left the agent's group: {detached:?}"
+    );
+    let descendants: Vec<u32> = in_group.iter().chain(&detached).copied().collect();
 
     let killed = Instant::now();
     scene.bridge.kill_hard();
-    let leader_gone = async || (!running(leader)).then_some(());
-    eventually(PATIENCE, leader_gone, || {
-        format!("agent {leader} to die with the daemon")
+    let all_gone = async || descendants.iter().all(|pid| !running(*pid)).then_some(());
+    let waited = tokio::time::timeout(PATIENCE, async {
+        eventually(PATIENCE, all_gone, String::new).await;
     })
     .await;
-    let agent_died_after = killed.elapsed();
+    let left: Vec<u32> = descendants.iter().copied().filter(|pid| running(*pid)).collect();
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
     assert!(
-        helpers.iter().all(|helper| running(*helper)),
-        "helpers outlive the daemon until the next start: {helpers:?}"
+        waited.is_ok() && left.is_empty(),
+        "helpers outlived the SIGKILLed daemon: {left:?} of {descendants:?}"
+    );
+    println!(
+        "daemon SIGKILL mid-turn: {} process(es) of the agent's group and {} detached helper process(es) gone after {:?}, without a restart; left: {}",
+        in_group.len(),
+        detached.len(),
+        killed.elapsed(),
+        left.len()
     );
 
-    // The restart ends the group the killed daemon left, then answers.
+    // The restart answers the mention that was in flight, once.
     let restarted = scene
         .spec()
         .agent(&["--ignore-directives", "--rounds", "1", "--round-delay-ms", "10"]);
     scene.restart(restarted).await;
-    let log = &scene.bridge.log;
-    let swept = Line::new("ended an agent process group left by the previous run").with("pgid", leader);
-    log.wait(log.start(), swept).await;
-    assert!(
-        helpers.iter().all(|helper| !running(*helper)),
-        "the sweep ends the helpers: {helpers:?}"
-    );
-    println!(
-        "daemon SIGKILL mid-turn: agent {leader} gone after {agent_died_after:?}; {} helper(s) ended by the restart's sweep",
-        helpers.len()
-    );
     assert_exactly_once(
         scene
             .tally(
-                "daemon SIGKILL mid-turn, lingering agent with a helper, restarted",
+                "daemon SIGKILL mid-turn, lingering agent with an in-group and a detached helper, restarted",
                 &[mention],
             )
             .await,
@@ -234,5 +304,78 @@ fn an_agent_user_needs_a_daemon_running_as_root() {
     assert!(
         refusal.starts_with("acp-bridge: --agent-user: the daemon must run as root"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn a_state_dir_the_agents_could_change_is_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    if !running_as_root() {
+        println!("skipped: --agent-user needs a daemon running as root (CI runs as root)");
+        return;
+    }
+    let owner = nostr_sdk::Keys::generate().public_key().to_hex();
+    let bot = nostr_sdk::Keys::generate();
+    let cwd = temp_dir("agent-cwd");
+    let open = temp_dir("open-state");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let cases = [
+        (
+            cwd.join("state"),
+            format!(
+                "lies inside the agents' working directory `{}` (--cwd)",
+                cwd.display()
+            ),
+        ),
+        (
+            open.clone(),
+            format!(
+                "can be changed by the agents' user `{AGENT_USER}` (--agent-user): it is writable by anyone (mode 777)"
+            ),
+        ),
+    ];
+    let mut refused = 0;
+    for (state_dir, reason) in &cases {
+        let mut daemon = std::process::Command::new(bridge_binary())
+            .args(["--relay", "embedded", "--owner", &owner])
+            .args(["--agent-user", AGENT_USER])
+            .arg("--cwd")
+            .arg(&cwd)
+            .arg("--state-dir")
+            .arg(state_dir)
+            .env_clear()
+            .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("acp-bridge");
+        // Its exit is the event; a daemon that starts instead is stopped.
+        let deadline = Instant::now() + PATIENCE;
+        while daemon.try_wait().expect("try_wait").is_none() {
+            if Instant::now() >= deadline {
+                let _ = daemon.kill();
+                let _ = daemon.wait();
+                panic!("the daemon started with state dir {}", state_dir.display());
+            }
+            std::thread::sleep(EXIT_POLL);
+        }
+        let output = daemon.wait_with_output().expect("output");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        let refusal = stderr.lines().last().unwrap_or_default();
+        let named = format!("acp-bridge: --state-dir: `{}` ", state_dir.display());
+        assert!(
+            refusal.starts_with(&named) && refusal.contains(reason.as_str()),
+            "{refusal}"
+        );
+        assert!(
+            !state_dir.join("acp-bridge.sqlite3").exists(),
+            "refused before the store was opened"
+        );
+        refused += 1;
+    }
+    println!(
+        "state dir the agents could change (inside their cwd; mode 777): {refused} of {} starts refused with exit code 2",
+        cases.len()
     );
 }

@@ -45,10 +45,26 @@ async fn remote_scene(extra: &[&str]) -> (Scene, PathBuf) {
     (scene, pidfile)
 }
 
-/// The remote agent's pid, once it has started.
-async fn remote_pid(pidfile: &Path) -> u32 {
-    let probe = async || std::fs::read_to_string(pidfile).ok()?.trim().parse().ok();
-    eventually(PATIENCE, probe, || format!("a pid in {}", pidfile.display())).await
+/// The remote agent's pid as this test sees it, once it has started: the
+/// stand-in writes the pid file as it starts it (with its pid inside the
+/// agent's PID namespace, of no use out here), and the agent is the one
+/// scripted agent below the daemon that leads its session.
+async fn remote_pid(pidfile: &Path, daemon: u32) -> u32 {
+    let probe = async || {
+        std::fs::metadata(pidfile).ok()?;
+        let agents: Vec<u32> = scripted_agents_below(daemon)
+            .into_iter()
+            .filter(|pid| session_of(*pid) == Some(*pid))
+            .collect();
+        match agents[..] {
+            [agent] => Some(agent),
+            _ => None,
+        }
+    };
+    eventually(PATIENCE, probe, || {
+        format!("the agent started by {}", pidfile.display())
+    })
+    .await
 }
 
 /// Whether `pid` runs (and is not a zombie).
@@ -75,7 +91,7 @@ async fn a_remote_agent_behind_a_slow_relaying_wrapper_runs_turns_steers_and_can
     let hello = scene.mention("room", "hello from afar").await;
     let reply = scene.reply_to(&hello).await;
     assert!(reply.content.contains("> hello from afar"), "{}", reply.content);
-    let agent = remote_pid(&pidfile).await;
+    let agent = remote_pid(&pidfile, scene.bridge.pid()).await;
     assert_eq!(
         session_of(agent),
         Some(agent),
@@ -115,7 +131,7 @@ async fn a_remote_agent_behind_a_slow_relaying_wrapper_runs_turns_steers_and_can
             .await,
     );
     assert_eq!(
-        remote_pid(&pidfile).await,
+        remote_pid(&pidfile, scene.bridge.pid()).await,
         agent,
         "one agent process served it all"
     );

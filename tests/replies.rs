@@ -408,3 +408,126 @@ async fn a_new_answered_thread_does_not_replay_the_followed_ones() {
         "the first thread's answer came back after the second thread was answered"
     );
 }
+
+/// A sibling bot that follows up in a thread without tagging the bot and
+/// always replies to the thread's first message (as flat-threaded clients
+/// do) would start a new chain each time; counted as continuing the
+/// thread's exchange, it is cut at `--max-bot-hops` like a tagged chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_following_up_untagged_in_a_followed_thread_is_cut_at_the_hop_bound() {
+    const MAX_BOT_HOPS: u32 = 3;
+    /// Follow-ups the other bot sends at most: far past the bound.
+    const ROUNDS: usize = 8;
+    let hops = MAX_BOT_HOPS.to_string();
+    let scene = Scene::builder().flags(&["--max-bot-hops", &hops]).start().await;
+    let other_bot = scene.join().await;
+    let attestation = acp_bridge::Attestation::sign(&scene.owner.keys, &other_bot.public_key(), "")
+        .expect("sign")
+        .to_tag();
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+    let root = scene.mention("bots", "you two, talk it over").await;
+    scene.reply_to(&root).await;
+    log.wait(mark, Line::new("following the answered threads")).await;
+
+    let (mut answered, mut cut_at) = (0, None);
+    for round in 1..=ROUNDS {
+        let follow_up = other_bot
+            .publish(
+                untagged_group_reply("bots", &root.id, &root.id, &format!("my turn again ({round})"))
+                    .tag(attestation.clone()),
+            )
+            .await;
+        let (accepted, cut) = (
+            Line::accepted(&follow_up.id),
+            Line::dropped(&follow_up.id, "loop_bound"),
+        );
+        let probe = async || {
+            let lines = log.lines(mark);
+            if lines.iter().any(|line| cut.matches(line)) {
+                return Some(false);
+            }
+            lines.iter().any(|line| accepted.matches(line)).then_some(true)
+        };
+        let taken = eventually(PATIENCE, probe, || {
+            format!("follow-up {round} taken or cut; log tail:\n{}", log.tail(30))
+        })
+        .await;
+        if !taken {
+            cut_at = Some(round);
+            break;
+        }
+        other_bot.replies_from(&bot, &follow_up.id, 1).await;
+        answered += 1;
+    }
+    println!(
+        "untagged follow-ups of another bot, each replying to the thread's root: answered {answered}, cut at follow-up {cut_at:?} (--max-bot-hops {MAX_BOT_HOPS}; {ROUNDS} sent at most)"
+    );
+    assert_eq!(
+        (answered, cut_at),
+        (MAX_BOT_HOPS as usize - 1, Some(MAX_BOT_HOPS as usize))
+    );
+}
+
+/// Two sibling bridges of one owner, both tagged at a thread's start: each
+/// follows the thread and hears the other's answers there untagged (each
+/// answer tags only the author it answers). The exchange stops at the hop
+/// bound: after both are settled, and settled again, nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bridges_following_one_thread_stop_at_the_hop_bound() {
+    const MAX_BOT_HOPS: usize = 2;
+    let hops = MAX_BOT_HOPS.to_string();
+    let stage = Scene::builder().flags(&["--max-bot-hops", &hops]).stage().await;
+    let url = stage.relay.url();
+    let twin_spec = BridgeSpec::new(&url, stage.owner.public_key()).flags(&["--max-bot-hops", &hops]);
+    attest_profile(&url, &stage.owner.keys, &stage.spec.bot).await;
+    attest_profile(&url, &stage.owner.keys, &twin_spec.bot).await;
+    let scene = stage.start().await;
+    let twin = Bridge::start(&twin_spec);
+    twin.ready().await;
+    let (owner, bot, twin_bot) = (&scene.owner, scene.bot, twin_spec.bot.public_key());
+    let logs = [&scene.bridge.log, &twin.log];
+    let marks = [logs[0].cursor(), logs[1].cursor()];
+
+    let root = owner
+        .publish(group_message(
+            &bot,
+            "bots",
+            "you two, talk it over",
+            &[Tag::public_key(twin_bot)],
+        ))
+        .await;
+    let cut = Line::new("bot-to-bot reply chain cut: not answering");
+    let cuts = || -> usize {
+        let per_log = logs.iter().zip(marks);
+        per_log
+            .map(|(log, mark)| log.matching(mark, cut.clone()).len())
+            .sum()
+    };
+    let describe = || format!("a cut; logs:\n{}\n---\n{}", logs[0].tail(30), logs[1].tail(30));
+    eventually(PATIENCE, async || (cuts() > 0).then_some(()), describe).await;
+
+    // Each bridge answers its group in order: once a later mention there is
+    // answered, everything it took in before was answered too.
+    let settle_both = async || {
+        scene.settle("bots").await;
+        let later = owner
+            .mention_in_group(&twin_bot, "bots", "settle [rounds=1]")
+            .await;
+        owner.replies_from(&twin_bot, &later.id, 1).await;
+        let ours = owner.events_referencing(&bot, &root.id).await.len();
+        let theirs = owner.events_referencing(&twin_bot, &root.id).await.len();
+        (ours, theirs)
+    };
+    let settled = settle_both().await;
+    let settled_again = settle_both().await;
+    println!(
+        "two sibling bridges in one followed thread (--max-bot-hops {MAX_BOT_HOPS}): answers in the thread {settled:?}, after settling again {settled_again:?}, chains cut {}",
+        cuts()
+    );
+    assert_eq!(settled, settled_again, "the exchange stopped");
+    assert!(
+        settled.0 <= MAX_BOT_HOPS + 1 && settled.1 <= MAX_BOT_HOPS + 1,
+        "each answers the root and at most {MAX_BOT_HOPS} hops: {settled:?}"
+    );
+}

@@ -255,11 +255,6 @@ fn dm_shard(key: &PublicKey) -> usize {
     Shard::owner_index(&format!("dm:{}", key.to_hex()), 2) as usize
 }
 
-/// Issue 21: with shards, the owner's DM conversation may hash to another
-/// shard than the one that asked (a question about a sibling's DM is asked
-/// in the owner's DM). The owner's answer reaches the shard that asked and
-/// only it: the shard of the owner's DM, which has a question of its own
-/// open there, neither applies the answer to it nor takes it as a message.
 /// Two shards that ask the owner (`ask-owner`), the second started beside
 /// the scene's daemon, and a sibling whose DM hashes to the other shard
 /// than the owner's DM. Returns them and the index of the owner's DM's shard.
@@ -289,6 +284,11 @@ async fn shards_that_ask_the_owner() -> (Scene, Bridge, Person, usize) {
     (scene, replica, sibling, owners_shard)
 }
 
+/// Issue 21: with shards, the owner's DM conversation may hash to another
+/// shard than the one that asked (a question about a sibling's DM is asked
+/// in the owner's DM). The owner's answer reaches the shard that asked and
+/// only it: the shard of the owner's DM, which has a question of its own
+/// open there, neither applies the answer to it nor takes it as a message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owners_answer_reaches_the_shard_that_asked_and_no_other() {
     let (scene, replica, sibling, owners_shard) = shards_that_ask_the_owner().await;
@@ -395,4 +395,48 @@ async fn with_shards_an_untagged_dm_answers_only_while_no_other_shard_may_have_a
     println!(
         "2 shards: untagged owner DMs 2; answered the one open question 1; held while another shard may have asked 1; wrong question answered 0"
     );
+}
+
+/// Threads answered by one daemon are followed by whichever shard owns
+/// them after the bot is split in two: the new shard, whose state dir
+/// never saw them, learns from the bot's own replies on the relay which
+/// threads it answered in (the owner's untagged follow-up in each is
+/// answered exactly once, by the shard its conversation hashes to) and
+/// which mentions were answered (the relay offers them again, within the
+/// new shard's first look-back, and none is answered twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_answered_before_a_shard_count_change_are_followed_by_their_new_shard() {
+    /// Threads per shard after the split.
+    const EACH: usize = 2;
+    let mut scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let shard_of = |root: &Event| Shard::owner_index(&format!("note:{}", root.id.to_hex()), 2) as usize;
+    let mut roots: Vec<Event> = Vec::new();
+    let mut per_shard = [0; 2];
+    while per_shard.iter().any(|count| *count < EACH) {
+        let root = owner.mention_in_note(&bot, "hello").await;
+        if per_shard[shard_of(&root)] < EACH {
+            per_shard[shard_of(&root)] += 1;
+            scene.reply_to(&root).await;
+            roots.push(root);
+        }
+    }
+    scene.bridge.terminate(PATIENCE).await;
+    let spec = scene.spec();
+    scene.restart(spec.clone().flags(&["--shard", "0/2"])).await;
+    let fresh = start_shard(&spec, 1, 2).await;
+    let shards = [&scene.bridge, &fresh];
+
+    let mut follow_ups = Vec::new();
+    for root in &roots {
+        // A reply in the thread that does not tag the bot.
+        let untagged = EventBuilder::text_note_reply("and one more thing", root, Some(root), None);
+        follow_ups.push(scene.owner.publish(untagged).await);
+    }
+    assert_exactly_once(scene.tally("follow-ups after the split", &follow_ups).await);
+    for (root, follow_up) in roots.iter().zip(&follow_ups) {
+        assert_eq!(takers(&shards, follow_up), [shard_of(root)]);
+        // Their subscriptions re-read the roots before the follow-ups came.
+        assert_eq!(takers(&shards, root), [0; 0], "answered before the split");
+    }
 }

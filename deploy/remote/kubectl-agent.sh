@@ -7,10 +7,23 @@
 #   ACP_BRIDGE_AGENT_START_TIMEOUT=180s
 #   AGENT_POD_TIMEOUT=150s
 #
-# The daemon passes an agent only the variables it lists: KUBECONFIG for a
-# kubeconfig file, or KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT
-# for the daemon pod's service account (without them in-cluster kubectl
-# tries localhost:8080).
+# Where kubectl finds the cluster: the daemon passes an agent only the
+# variables it lists, so list either
+# - KUBECONFIG, a kubeconfig file the agents' user can read; or
+# - KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, for the service
+#   account of the daemon's pod (in-cluster). The pod must then mount its
+#   token (automountServiceAccountToken: true and a serviceAccountName, as
+#   deploy/kubernetes/overlays/remote-agents does; the base StatefulSet
+#   mounts none), and the account needs the Role of
+#   deploy/kubernetes/remote-agents/rbac.yaml in AGENT_NAMESPACE.
+# With neither, kubectl would try localhost:8080; this script stops first
+# with a message that says what is missing.
+#
+# Where the pods go: AGENT_NAMESPACE, by default `acp-agents`, a namespace
+# of their own. Never the bot's own namespace (the one of the daemon's pod,
+# read from its service account), which holds the bot's key Secret: whoever
+# may create pods in a namespace may mount its Secrets, and this script
+# runs as the agents' user with that right. It refuses to start there.
 #
 # ACP is stdio, so `kubectl run -i` carries it: the daemon talks to this
 # script's stdin/stdout, kubectl attaches them to the pod's. The pod:
@@ -36,20 +49,37 @@
 # when kubectl lives to see that; kubectl killed first cannot, so a watcher
 # in a session of its own (out of reach of the process-group kill) deletes
 # the pod once this process, whatever ended it, is gone. SIGKILL of the
-# daemon can take the watcher down too (its container stops), so each start
-# also deletes, in the background, this owner's pods that already finished.
+# daemon can take the watcher down too (its container stops; or, where the
+# daemon runs each agent in a PID namespace of its own, that namespace
+# ends), so each start also deletes, in the background, this owner's pods
+# that already finished.
 #
 # Needs: kubectl with RBAC to create, attach to, list and delete pods in
-# AGENT_NAMESPACE (KUBECONFIG or the daemon pod's service account).
+# AGENT_NAMESPACE (deploy/kubernetes/remote-agents/rbac.yaml).
 set -eu
 
 : "${AGENT_IMAGE:?set AGENT_IMAGE to an image that contains the agent}"
-namespace=${AGENT_NAMESPACE:-default}
+namespace=${AGENT_NAMESPACE:-acp-agents}
+# Where a pod's service account is mounted (KUBERNETES_SERVICEACCOUNT_DIR
+# only moves it for deploy/verify.sh).
+account=${KUBERNETES_SERVICEACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}
 provider_secret=${AGENT_PROVIDER_SECRET:-acp-agent-provider}
 cpu=${AGENT_CPU:-1}
 memory=${AGENT_MEMORY:-1Gi}
 pod_timeout=${AGENT_POD_TIMEOUT:-100s}
 [ $# -gt 0 ] || { echo "kubectl-agent.sh: give the agent's command line as arguments" >&2; exit 64; }
+refuse() { echo "kubectl-agent.sh: $*" >&2; exit 78; }
+
+if [ -z "${KUBECONFIG:-}" ]; then
+    [ -n "${KUBERNETES_SERVICE_HOST:-}" ] && [ -n "${KUBERNETES_SERVICE_PORT:-}" ] ||
+        refuse "no cluster: list KUBECONFIG, or KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (in-cluster), in ACP_BRIDGE_AGENT_ENV"
+    [ -r "$account/token" ] ||
+        refuse "in-cluster, but $account/token cannot be read: the daemon's pod needs a serviceAccountName and automountServiceAccountToken: true (deploy/kubernetes/overlays/remote-agents)"
+fi
+# The daemon's own namespace holds the bot's key Secret.
+bot_namespace=$(cat "$account/namespace" 2>/dev/null || :)
+[ "$namespace" != "$bot_namespace" ] ||
+    refuse "AGENT_NAMESPACE=$namespace is the bot's own namespace, which holds its key Secret: run the agents' pods in a namespace of their own (default acp-agents)"
 
 # A pod name kubectl accepts (lowercase, digits, dashes), unique per start.
 pod=acp-agent-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')

@@ -14,6 +14,7 @@ mod bridge;
 mod log;
 mod people;
 mod picky_relay;
+mod processes;
 mod relay;
 mod scene;
 
@@ -23,8 +24,9 @@ use std::time::Duration;
 
 pub use bridge::{Bridge, BridgeSpec};
 pub use log::{Cursor, Line, LogFile};
-pub use people::{Person, channel_of, e_tags, group_message, p_tags};
+pub use people::{Person, attest_profile, channel_of, e_tags, group_message, p_tags};
 pub use picky_relay::{Answer, PickyRelay};
+pub use processes::{descendants, scripted_agents_below};
 pub use relay::{Proxy, RelayServer, TestRelay};
 pub use scene::{Scene, SceneBuilder, Stage, Tally, assert_exactly_once};
 
@@ -94,6 +96,17 @@ pub async fn http_get(port: u16, path: &str) -> String {
         .expect("response in time")
         .expect("read");
     response
+}
+
+/// One sample of the daemon's /metrics: the value of `name` (with its
+/// labels, as Prometheus prints them), 0 when absent.
+pub async fn metric(port: u16, name: &str) -> f64 {
+    let body = http_get(port, "/metrics").await;
+    let prefix = format!("{name} ");
+    body.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// Resident memory of a process, in KiB.

@@ -114,6 +114,34 @@ impl Person {
         wrap
     }
 
+    /// A NIP-17 DM to `bot` whose gift wrap is dated `wrapped_at` (NIP-59
+    /// dates wraps up to two days back at random; here the test picks);
+    /// returns the wrap once the relay has it.
+    pub async fn dm_wrapped_at(&self, bot: &PublicKey, text: &str, wrapped_at: Timestamp) -> Event {
+        let rumor = EventBuilder::private_msg_rumor(*bot, text).build(self.public_key());
+        let seal = EventBuilder::seal(&self.keys, bot, rumor)
+            .await
+            .expect("seal")
+            .sign(&self.keys)
+            .await
+            .expect("sign the seal");
+        let ephemeral = Keys::generate();
+        let content = nip44::encrypt(
+            ephemeral.secret_key(),
+            bot,
+            seal.as_json(),
+            nip44::Version::default(),
+        )
+        .expect("encrypt the seal");
+        let wrap = EventBuilder::new(Kind::GiftWrap, content)
+            .tag(Tag::public_key(*bot))
+            .custom_created_at(wrapped_at)
+            .sign_with_keys(&ephemeral)
+            .expect("sign the wrap");
+        self.send(&wrap).await;
+        wrap
+    }
+
     /// Waits for a DM from `from` to this person containing `needle`.
     pub async fn dm_containing(&self, from: &PublicKey, needle: &str) -> UnsignedEvent {
         let probe = async || {
@@ -217,6 +245,15 @@ impl Person {
         let describe = || format!("{count} DM(s) from {sender}; found {}", found.get());
         eventually(PATIENCE, probe, describe).await
     }
+}
+
+/// Publishes a profile for `keys` carrying `owner`'s attestation: a sibling
+/// by its profile.
+pub async fn attest_profile(relay_url: &str, owner: &Keys, keys: &Keys) {
+    let bot = Person::join_as(keys.clone(), relay_url).await;
+    let attestation = acp_bridge::Attestation::sign(owner, &keys.public_key(), "").expect("sign");
+    bot.publish(EventBuilder::metadata(&Metadata::new().name("bot")).tag(attestation.to_tag()))
+        .await;
 }
 
 /// A kind-9 message in `channel` mentioning `bot`, with extra tags.

@@ -2,7 +2,9 @@
 //! test chooses: OK, a refusal in the relay's own words (`blocked: …`), or
 //! an OK held back until the test releases it. It keeps what it accepted
 //! and serves it to subscriptions (stored events, EOSE, then live ones),
-//! which is all the daemon and the people ask of a relay.
+//! which is all the daemon and the people ask of a relay. It can also sit
+//! on the queries the test picks (a profile lookup, say): their stored
+//! events and EOSE wait until the test releases them.
 //!
 //! The embedded relay cannot play these parts: its write policy words every
 //! refusal itself and stalls the whole connection while it decides.
@@ -31,6 +33,7 @@ pub enum Answer {
 }
 
 type Rule = Box<dyn Fn(&Event) -> Answer + Send + Sync>;
+type QueryRule = Box<dyn Fn(&Filter) -> bool + Send + Sync>;
 
 /// See the module doc. Stops when dropped.
 pub struct PickyRelay {
@@ -45,8 +48,13 @@ struct Shared {
     /// time it was offered).
     received: Mutex<Vec<Event>>,
     stored: Mutex<Vec<Event>>,
+    /// Returned for every query, whatever its filters (a lying relay).
+    smuggled: Mutex<Vec<Event>>,
     live: broadcast::Sender<Event>,
     released: CancellationToken,
+    /// Queries with a filter this picks are answered only on release.
+    held_queries: Mutex<QueryRule>,
+    queries_released: CancellationToken,
 }
 
 impl std::fmt::Debug for PickyRelay {
@@ -71,8 +79,11 @@ impl PickyRelay {
             rule: Mutex::new(Box::new(|_: &Event| Answer::Accept)),
             received: Mutex::new(Vec::new()),
             stored: Mutex::new(Vec::new()),
+            smuggled: Mutex::new(Vec::new()),
             live: broadcast::channel(1024).0,
             released: CancellationToken::new(),
+            held_queries: Mutex::new(Box::new(|_: &Filter| false)),
+            queries_released: CancellationToken::new(),
         });
         let stop = CancellationToken::new();
         tokio::spawn(accept_loop(listener, Arc::clone(&shared), stop.clone()));
@@ -84,9 +95,29 @@ impl PickyRelay {
         *self.shared.rule.lock().unwrap() = Box::new(rule);
     }
 
+    /// From now on, answers every query that names no author (the
+    /// daemon's reads of a thread; the test's people ask for an author's
+    /// events) with `event` too, whether or not it matches the query's
+    /// filters: a relay passing off an event as something it is not.
+    pub fn smuggle(&self, event: Event) {
+        self.shared.smuggled.lock().unwrap().push(event);
+    }
+
     /// Sends every held OK, and answers later held events at once.
     pub fn release(&self) {
         self.shared.released.cancel();
+    }
+
+    /// From now on, a query (REQ) with a filter that `pick` picks gets its
+    /// stored events and EOSE only once [`PickyRelay::release_queries`] is
+    /// called (live events still reach it).
+    pub fn hold_queries(&self, pick: impl Fn(&Filter) -> bool + Send + Sync + 'static) {
+        *self.shared.held_queries.lock().unwrap() = Box::new(pick);
+    }
+
+    /// Answers every held query, and later ones at once.
+    pub fn release_queries(&self) {
+        self.shared.queries_released.cancel();
     }
 
     /// Every EVENT message received so far that `pick` picks, in order.
@@ -199,10 +230,31 @@ fn handle(
                         .iter()
                         .any(|filter| filter.match_event(event, MatchEventOptions::new()))
                 })
+                .chain(
+                    shared
+                        .smuggled
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .filter(|_| filters.iter().all(|filter| filter.authors.is_none())),
+                )
                 .map(|event| RelayMessage::event(subscription_id.clone(), event.clone()))
                 .collect();
             messages.push(RelayMessage::eose(subscription_id.clone()));
+            let held = filters
+                .iter()
+                .any(|filter| (shared.held_queries.lock().unwrap())(filter));
             subscriptions.insert(subscription_id, filters);
+            if held && !shared.queries_released.is_cancelled() {
+                let (released, answers) = (shared.queries_released.clone(), answers.clone());
+                tokio::spawn(async move {
+                    released.cancelled().await;
+                    for message in messages {
+                        let _ = answers.send(message);
+                    }
+                });
+                return Vec::new();
+            }
             messages
         }
         ClientMessage::Close(subscription_id) => {

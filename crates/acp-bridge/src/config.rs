@@ -20,6 +20,7 @@ use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
 
 use crate::loop_guard::ChainBounds;
 use crate::shard::{Shard, ShardSpec};
+use crate::thread_context::{ContextFrom, DEFAULT_CONTEXT_BYTES, MIN_CONTEXT_BYTES};
 
 /// Environment variable that may hold the bot's secret key (nsec or hex).
 pub const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
@@ -248,6 +249,12 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_MAX_QUEUED", default_value_t = 10_000)]
     pub max_queued: usize,
 
+    /// Bytes held at most by events that wait for their author's profile
+    /// lookup (one author: a sixteenth of it); past it an event is left to
+    /// the relay and fetched again later.
+    #[arg(long, env = "ACP_BRIDGE_MAX_PARKED_BYTES", default_value_t = crate::intake::DEFAULT_MAX_PARKED_BYTES)]
+    pub max_parked_bytes: usize,
+
     /// Relay messages buffered per relay, and events queued for the intake,
     /// at most; past it the daemon is behind and fetches again from its
     /// watermark.
@@ -286,7 +293,8 @@ pub struct RunArgs {
 
     /// Run agents as this user (its uid, gid, groups and HOME), so the
     /// tools they run cannot read the key file, the state dir or the
-    /// daemon's environment. The daemon must run as root.
+    /// daemon's environment. The daemon must run as root, and refuses a
+    /// state dir inside --cwd or one this user could change.
     #[arg(long, env = "ACP_BRIDGE_AGENT_USER", value_name = "USER")]
     pub agent_user: Option<String>,
 
@@ -367,6 +375,24 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub thread_context: u32,
 
+    /// Whose earlier messages the thread context quotes: `heard` (only
+    /// authors the author gate hears in the conversation) or `anyone`
+    /// (every reader of the thread can then write into the agent's prompt:
+    /// a prompt-injection risk, see the README).
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_THREAD_CONTEXT_FROM",
+        value_enum,
+        default_value = "heard"
+    )]
+    pub thread_context_from: ContextFrom,
+
+    /// Most bytes of thread context one prompt carries, framing included
+    /// (each message is also cut at --max-content-bytes); the newest
+    /// messages are kept first.
+    #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT_BYTES", default_value_t = DEFAULT_CONTEXT_BYTES)]
+    pub thread_context_bytes: usize,
+
     /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
     #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -425,6 +451,7 @@ pub struct Settings {
     pub rate_limit_refill: Duration,
     pub chain_bounds: ChainBounds,
     pub max_queued: usize,
+    pub max_parked_bytes: usize,
     pub relay_buffer: usize,
     pub agent: AgentSettings,
     pub reply_content: ReplyContent,
@@ -435,6 +462,8 @@ pub struct Settings {
     pub permission_timeout: Duration,
     pub wait_notice_after: Option<Duration>,
     pub thread_context: usize,
+    pub thread_context_from: ContextFrom,
+    pub thread_context_bytes: usize,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -549,8 +578,19 @@ impl RunArgs {
         if self.max_content_bytes == 0 {
             return Err(refuse("--max-content-bytes", "must be at least 1"));
         }
+        if self.thread_context_bytes < MIN_CONTEXT_BYTES {
+            return Err(refuse(
+                "--thread-context-bytes",
+                format!(
+                    "must be at least {MIN_CONTEXT_BYTES} (to turn thread context off, use --thread-context 0)"
+                ),
+            ));
+        }
         if self.max_queued == 0 {
             return Err(refuse("--max-queued", "must be at least 1"));
+        }
+        if self.max_parked_bytes == 0 {
+            return Err(refuse("--max-parked-bytes", "must be at least 1"));
         }
         if self.relay_buffer == 0 {
             return Err(refuse("--relay-buffer", "must be at least 1"));
@@ -593,6 +633,15 @@ impl RunArgs {
             .filter(|name| !name.is_empty())
             .map(agent_user)
             .transpose()?;
+        let state_dir = self
+            .state_dir
+            .clone()
+            .or_else(|| env(SYSTEMD_STATE_ENV).map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+        if let Some(user) = &agent_user {
+            crate::isolation::check_state_dir(&state_dir, &cwd, user)
+                .map_err(|error| refuse("--state-dir", error.to_string()))?;
+        }
         let mut agent_env = agent_environment(&self.agent_env, env);
         match &agent_user {
             Some(user) => agent_env = as_agent_user(agent_env, user, &self.agent_env),
@@ -606,11 +655,7 @@ impl RunArgs {
             respond_to: self.respond_to,
             allowlist,
             kinds,
-            state_dir: self
-                .state_dir
-                .clone()
-                .or_else(|| env(SYSTEMD_STATE_ENV).map(PathBuf::from))
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            state_dir,
             reply_mode: self.reply_mode,
             reactions: !self.no_reactions,
             follow_threads: self.follow_threads,
@@ -623,6 +668,7 @@ impl RunArgs {
                 max_reply_chain: self.max_reply_chain,
             },
             max_queued: self.max_queued,
+            max_parked_bytes: self.max_parked_bytes,
             relay_buffer: self.relay_buffer,
             agent: AgentSettings {
                 args: self
@@ -649,6 +695,8 @@ impl RunArgs {
             permission_timeout: self.permission_timeout,
             wait_notice_after: (!self.wait_notice_after.is_zero()).then_some(self.wait_notice_after),
             thread_context: self.thread_context as usize,
+            thread_context_from: self.thread_context_from,
+            thread_context_bytes: self.thread_context_bytes,
             shutdown_grace: self.shutdown_grace,
             retention: self.retention,
             metrics_addr: self.metrics_addr,
@@ -692,6 +740,7 @@ impl Settings {
                 max_reply_chain: 20,
             },
             max_queued: 10_000,
+            max_parked_bytes: crate::intake::DEFAULT_MAX_PARKED_BYTES,
             relay_buffer: 4096,
             agent: AgentSettings {
                 command,
@@ -716,6 +765,8 @@ impl Settings {
             permission_timeout: DEFAULT_PERMISSION_TIMEOUT,
             wait_notice_after: None,
             thread_context: 0,
+            thread_context_from: ContextFrom::Heard,
+            thread_context_bytes: DEFAULT_CONTEXT_BYTES,
             shutdown_grace: Duration::from_secs(5),
             retention: Duration::from_secs(7 * 24 * 3600),
             metrics_addr: None,

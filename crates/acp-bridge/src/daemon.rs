@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use acp_client::{ClientConfig, PermissionPolicy, TurnOptions};
+use acp_client::{ClientConfig, DropObserver, PermissionPolicy, TurnOptions};
 use nostr_sdk::prelude::{Client, ClientOptions, Relay, RelayOptions, RelayUrl};
 use sd_notify::NotifyState;
 use tokio::sync::{mpsc, watch};
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{FollowThreads, PermissionPolicyArg, RelaySpec, Settings};
 use crate::embedded_relay::EmbeddedRelay;
-use crate::gate::AuthorGate;
+use crate::gate::{AuthorGate, GateRules};
 use crate::heart::{Heart, HeartSettings, TurnServices};
 use crate::housekeeping::Housekeeping;
 use crate::intake::relay_link::{Interest, RelayLink};
@@ -34,6 +34,7 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
+use crate::telemetry::metrics;
 use crate::thread_context::ThreadContext;
 use crate::transport::NoDelayTransport;
 
@@ -106,18 +107,22 @@ impl Stages {
                 // Questions reach a person only with ask-owner (README).
                 elicitation: settings.permission_policy == PermissionPolicyArg::AskOwner,
                 initialize_timeout: settings.agent_start_timeout,
+                drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
                 ..ClientConfig::default()
             },
             Arc::clone(&store),
         );
         let mut services = turn_services(&settings, &pool, &replier, &store);
+        let gate_rules = GateRules::new(settings.owner, settings.respond_to, settings.allowlist.clone());
         services.context = (settings.thread_context > 0).then(|| ThreadContext {
             client: client.clone(),
             store: Arc::clone(&store),
             bot: settings.keys.public_key(),
-            owner: settings.owner,
-            allowlist: settings.allowlist.clone(),
+            rules: gate_rules.clone(),
+            from: settings.thread_context_from,
             limit: settings.thread_context,
+            message_bytes: settings.max_content_bytes,
+            block_bytes: settings.thread_context_bytes,
         });
         // Which shard asked each question: the intake learns it, the heart reads it.
         let question_askers = crate::shard::QuestionAskers::default();
@@ -145,12 +150,7 @@ impl Stages {
             kinds: settings.kinds.clone(),
             follow_threads,
         };
-        let gate = AuthorGate::new(
-            settings.owner,
-            settings.respond_to,
-            settings.allowlist.clone(),
-            client.clone(),
-        );
+        let gate = AuthorGate::new(gate_rules.clone(), client.clone());
         let mut intake = Intake::new(
             settings.keys.clone(),
             Arc::clone(&store),
@@ -166,6 +166,7 @@ impl Stages {
                 session_policy: settings.session_policy,
                 max_queued: settings.max_queued,
                 follow_threads,
+                max_parked_bytes: settings.max_parked_bytes,
             },
             inbound_tx,
         )

@@ -12,10 +12,18 @@
 //! them and events dated more than [`MAX_FUTURE_SKEW_SECS`] ahead of their
 //! arrival; so a mention accepted before `floor − MAX_FUTURE_SKEW_SECS` is
 //! dated before the floor. The floor that counts is the lowest of each
-//! configured relay's live subscription and of the subscription it would
-//! make next from its stored watermark (a relay that has been unreachable
-//! for a month replays a month when it comes back). Rows are kept for
-//! `--retention` even when that bound would allow less.
+//! configured relay's live subscription (or an untaken event's reach-back,
+//! when lower: the link fetches from there again) and of the subscription
+//! it would make next from its stored watermark (a relay that has been
+//! unreachable for a month replays a month when it comes back). Rows are
+//! kept for `--retention` even when that bound would allow less.
+//!
+//! One rule holds the two sides together: before a pass prunes, it raises
+//! the store's seen horizon to the date below which it prunes, and no relay
+//! link subscribes below that horizon again
+//! ([`subscription_since`]). A later refetch (an untaken gift wrap dated
+//! two days back, say) thus cannot reopen a window whose seen entries are
+//! gone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +87,10 @@ impl Housekeeping {
         let retained_since = sql_seconds(now.saturating_sub(self.retention.as_secs()));
         let undated_before = self.lowest_floor(now)?.saturating_sub(MAX_FUTURE_SKEW_SECS);
         let accepted_before = retained_since.min(sql_seconds(undated_before));
+        // A row accepted before `accepted_before` is of an event dated
+        // before this (the intake refuses dates further ahead).
+        let seen_horizon = accepted_before.saturating_add(MAX_FUTURE_SKEW_SECS as i64);
+        self.store.raise_seen_horizon(seen_horizon)?;
         Ok(Pruned {
             mentions: self.store.journal_prune(retained_since, accepted_before)?,
             replies: self.store.outbox_prune_settled(retained_since)?,
@@ -91,8 +103,10 @@ impl Housekeeping {
     fn lowest_floor(&self, now: u64) -> Result<u64, StoreError> {
         let mut lowest = now;
         let floors = self.floors.borrow();
+        let seen_horizon = self.store.seen_horizon()?;
         for relay in &self.relays {
-            let next = subscription_since(self.store.watermark(relay.as_str())?, now);
+            let watermark = self.store.watermark(relay.as_str())?;
+            let next = subscription_since(watermark, None, seen_horizon, now);
             let live = floors.get(relay).map_or(next, |floor| floor.as_secs());
             lowest = lowest.min(next).min(live);
         }
@@ -260,6 +274,31 @@ mod tests {
 
         assert_eq!(rig.housekeeping.prune(NOW).unwrap().mentions, 0);
         assert!(rig.store().journal_contains("covered").unwrap());
+    }
+
+    #[test]
+    fn a_pass_raises_the_seen_horizon_and_no_refetch_reaches_below_it() {
+        let rig = rig();
+        rig.watermark(NOW);
+        let old = NOW - 8 * DAY;
+        rig.accept("old", old);
+        rig.finish("old", old);
+        assert_eq!(rig.housekeeping.prune(NOW).unwrap().mentions, 1);
+        let horizon = rig.store().seen_horizon().unwrap().expect("raised");
+        assert_eq!(horizon, sql_seconds(NOW - 7 * DAY + MAX_FUTURE_SKEW_SECS));
+        assert!(
+            (old + MAX_FUTURE_SKEW_SECS) < horizon as u64,
+            "the pruned mention is dated below it"
+        );
+        // An untaken gift wrap dated two days back would have the link
+        // fetch again from its date: not below the horizon.
+        let refetch = subscription_since(
+            Some(sql_seconds(NOW)),
+            Some(Timestamp::from_secs(NOW - 9 * DAY)),
+            Some(horizon),
+            NOW,
+        );
+        assert_eq!(refetch, horizon as u64);
     }
 
     #[test]

@@ -100,6 +100,28 @@ impl Ledger {
         Ok(self.store.journal_take_in(&records, &other_records, sql_now())?)
     }
 
+    /// Journals `event_ids` as seen and finished: the bot's own replies on a
+    /// relay show that a daemon of this bot took them (a shard before the
+    /// shard count changed, or this daemon before its state dir was lost),
+    /// so offering them again is a duplicate. Ids journaled already keep
+    /// their state (a pending one still resumes). Returns how many were new.
+    pub fn taken_elsewhere(&self, event_ids: &[EventId]) -> Result<usize, LedgerError> {
+        let ids: Vec<String> = event_ids.iter().map(EventId::to_hex).collect();
+        let now = sql_now();
+        let records: Vec<NewMention<'_>> = ids
+            .iter()
+            .map(|event_id| NewMention {
+                event_id,
+                // Never read: the row is finished, kept only as a seen id.
+                conversation: "",
+                payload: "{}",
+                accepted_at: now,
+            })
+            .collect();
+        let (_, fresh) = self.store.journal_take_in(&[], &records, now)?;
+        Ok(fresh.into_iter().filter(|fresh| *fresh).count())
+    }
+
     /// Journals what `mention` is now to become (its intent changed after
     /// acceptance), so a restart resumes it as that.
     pub fn reclassify(&self, mention: &Mention) -> Result<(), LedgerError> {

@@ -46,10 +46,10 @@ pub use framing::{
     BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
     steer_text,
 };
-pub use gate::AuthorGate;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
+pub use gate::{AuthorGate, GateRules};
 pub use heart::BATCH_CAP;
-pub use intake::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
+pub use intake::{Arrival, DEFAULT_MAX_PARKED_BYTES, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use mention::{Intent, Mention, Thread, direct_thread, public_thread};
 pub use reply::Replier;

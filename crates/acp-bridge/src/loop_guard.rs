@@ -23,6 +23,15 @@
 //!   silently. A bot answering the notice is thus cut one hop later.
 //! - the owner is never cut: their commands and answers must always land.
 //!
+//! A follow-up in a thread the bot answered in (`--follow-threads
+//! involved`) is heard without tagging the bot and may reply to anything in
+//! the thread: the root, its own last message, another bot's. It would
+//! start every chain afresh, and two bots in one thread would answer each
+//! other without end. So an untagged follow-up continues the thread's
+//! deepest exchange with the bot: it is one deeper than the deepest
+//! mention taken in there (tagged or not), or as deep as the reply it
+//! answers if that is deeper, and the same bounds apply.
+//!
 //! Every cut is logged and counted (`events_dropped{reason="loop_bound"}`).
 //!
 //! One owner, no lock: the intake owns the [`LoopGuard`]; the replier only
@@ -43,6 +52,9 @@ use crate::gate::Standing;
 
 /// Replies remembered; older ones are forgotten first.
 const REMEMBERED_REPLIES: usize = 4096;
+/// Threads whose deepest mention is remembered; older ones are forgotten
+/// first (a forgotten thread's follow-ups start again from its replies).
+const REMEMBERED_THREADS: usize = 4096;
 
 /// How deep reply chains may go (`--max-bot-hops`, `--max-reply-chain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,12 +118,15 @@ impl ReplyRecorder {
     }
 }
 
-/// The intake's end: the depths of our recent replies.
+/// The intake's end: the depths of our recent replies, and of the deepest
+/// mention taken in per thread.
 #[derive(Debug)]
 pub struct LoopGuard {
     reports: mpsc::UnboundedReceiver<Recorded>,
-    depth: HashMap<EventId, u32>,
-    order: VecDeque<EventId>,
+    /// Per reply of ours, the depth of a mention answering it.
+    replies: Depths,
+    /// Per thread root, the depth of the deepest mention taken in there.
+    threads: Depths,
 }
 
 /// A guard and the recorder that feeds it.
@@ -119,8 +134,8 @@ pub fn loop_guard() -> (ReplyRecorder, LoopGuard) {
     let (sender, reports) = mpsc::unbounded_channel();
     let guard = LoopGuard {
         reports,
-        depth: HashMap::new(),
-        order: VecDeque::new(),
+        replies: Depths::new(REMEMBERED_REPLIES),
+        threads: Depths::new(REMEMBERED_THREADS),
     };
     (ReplyRecorder(sender), guard)
 }
@@ -132,17 +147,57 @@ impl LoopGuard {
         let Some(parent) = replies_to else {
             return 0;
         };
-        while let Ok(recorded) = self.reports.try_recv() {
-            self.remember(recorded);
+        while let Ok(Recorded { reply, mention_depth }) = self.reports.try_recv() {
+            self.replies.raise(reply, mention_depth + 1);
         }
-        self.depth.get(&parent).copied().unwrap_or(0)
+        self.replies.get(&parent).unwrap_or(0)
     }
 
-    fn remember(&mut self, Recorded { reply, mention_depth }: Recorded) {
-        if self.depth.insert(reply, mention_depth + 1).is_none() {
-            self.order.push_back(reply);
+    /// Depth of an untagged follow-up in the thread rooted at `root` that
+    /// replies to `replies_to`: one deeper than the deepest mention taken
+    /// in there, or as deep as the reply of ours it answers.
+    pub fn follow_up_depth(&mut self, root: EventId, replies_to: Option<EventId>) -> u32 {
+        let continued = self.threads.get(&root).map_or(0, |deepest| deepest + 1);
+        self.depth_of(replies_to).max(continued)
+    }
+
+    /// A mention `depth` deep in the thread rooted at `root` was taken in.
+    pub fn taken_in_thread(&mut self, root: EventId, depth: u32) {
+        self.threads.raise(root, depth);
+    }
+}
+
+/// Depths by event id, the oldest entries forgotten past a capacity.
+#[derive(Debug)]
+struct Depths {
+    depth: HashMap<EventId, u32>,
+    order: VecDeque<EventId>,
+    capacity: usize,
+}
+
+impl Depths {
+    fn new(capacity: usize) -> Self {
+        Depths {
+            depth: HashMap::new(),
+            order: VecDeque::new(),
+            capacity,
         }
-        while self.order.len() > REMEMBERED_REPLIES {
+    }
+
+    fn get(&self, id: &EventId) -> Option<u32> {
+        self.depth.get(id).copied()
+    }
+
+    /// Remembers `depth` for `id` unless a deeper one is remembered.
+    fn raise(&mut self, id: EventId, depth: u32) {
+        match self.depth.get_mut(&id) {
+            Some(known) => *known = (*known).max(depth),
+            None => {
+                self.depth.insert(id, depth);
+                self.order.push_back(id);
+            }
+        }
+        while self.order.len() > self.capacity {
             if let Some(oldest) = self.order.pop_front() {
                 self.depth.remove(&oldest);
             }
@@ -198,13 +253,42 @@ mod tests {
     }
 
     #[test]
+    fn untagged_follow_ups_continue_the_threads_deepest_exchange_whatever_they_reply_to() {
+        let (recorder, mut guard) = loop_guard();
+        let (root, other_bots_message) = (id(100), id(101));
+        // Never seen: a follow-up starts at the depth of what it replies to.
+        assert_eq!(guard.follow_up_depth(root, Some(other_bots_message)), 0);
+        guard.taken_in_thread(root, 0);
+        // Replying to the root, or to another bot's message, it still
+        // continues the exchange: one deeper each time.
+        for expected in 1..5 {
+            let depth = guard.follow_up_depth(root, Some(other_bots_message));
+            assert_eq!(depth, expected);
+            guard.taken_in_thread(root, depth);
+        }
+        // A reply of ours deeper than the thread's record counts as it does.
+        recorder.record_reply(id(1), 9);
+        assert_eq!(guard.follow_up_depth(root, Some(id(1))), 10);
+        assert_eq!(
+            guard.follow_up_depth(id(200), None),
+            0,
+            "another thread is its own"
+        );
+    }
+
+    #[test]
     fn memory_is_bounded() {
         let (recorder, mut guard) = loop_guard();
         for n in 0..(REMEMBERED_REPLIES as u32 + 10) {
             recorder.record_reply(id(n), 0);
         }
         assert_eq!(guard.depth_of(Some(id(0))), 0, "oldest forgotten");
-        assert_eq!(guard.depth.len(), REMEMBERED_REPLIES);
+        assert_eq!(guard.replies.depth.len(), REMEMBERED_REPLIES);
         assert_eq!(guard.depth_of(Some(id(REMEMBERED_REPLIES as u32 + 9))), 1);
+        for n in 0..(REMEMBERED_THREADS as u32 + 10) {
+            guard.taken_in_thread(id(n), 1);
+        }
+        assert_eq!(guard.threads.depth.len(), REMEMBERED_THREADS);
+        assert_eq!(guard.follow_up_depth(id(0), None), 0, "oldest thread forgotten");
     }
 }

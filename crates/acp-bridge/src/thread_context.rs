@@ -4,34 +4,55 @@
 //! it with each author's standing.
 //!
 //! What a thread is follows the conversation: a note thread is its root and
-//! the kind-1 replies that reference it; a group conversation is its
-//! channel's chat (kinds 9, 11 and 1111 with its `h` tag, the kinds this
-//! codebase keys group conversations by). DMs get none: the relay holds
-//! only gift wraps. Left out: the turn's own mentions, every event the
-//! journal took in (mentions already prompted, or refused), and the bot's
-//! own messages. A new session (after `!rotate`, or one the agent lost)
-//! gets the thread again from its last messages, still without the bot's
-//! exchange (the mentions it was prompted with and its answers): `!rotate`
-//! asks for a fresh start, and handing the old exchange back would undo it.
+//! the kind-1 replies whose NIP-10 root (or reply, absent a root) is that
+//! root; a group conversation is its channel's chat (kinds 9, 11 and 1111
+//! with its `h` tag, the kinds this codebase keys group conversations by).
+//! DMs get none: the relay holds only gift wraps. Left out: the turn's own
+//! mentions, every event the journal took in (mentions already prompted,
+//! or refused), and the bot's own messages. A new session (after `!rotate`,
+//! or one the agent lost) gets the thread again from its last messages,
+//! still without the bot's exchange (the mentions it was prompted with and
+//! its answers): `!rotate` asks for a fresh start, and handing the old
+//! exchange back would undo it.
+//!
+//! Only the heard reach the agent: by default (`--thread-context-from
+//! heard`) a message is quoted only when the author gate would hear its
+//! author in this conversation, as decided by the gate's own rules
+//! ([`GateRules::heard_now`]: the owner, the allowlist, siblings proven by
+//! an attestation on the message or in the gate's cache of profiles). An
+//! author the gate could only place after a profile lookup is left out:
+//! the context never waits for one. `anyone` quotes everyone, a choice the
+//! operator makes knowing that any reader of the thread can then write
+//! into the agent's prompt.
+//!
+//! Nothing the relay returns is taken on its word: each event must be of a
+//! conversation kind, in this very thread, not dated in the future, and
+//! signed (checked again here for the quoted ones, whatever the SDK did).
+//! Every query carries a limit. The context is bounded in bytes: each
+//! message cut at `--max-content-bytes`, the block at
+//! `--thread-context-bytes`, the newest messages kept first.
+//!
+//! The session's mark moves only once the agent accepted the prompt that
+//! carried the context ([`PendingMark::commit`]): a prompt that failed is
+//! retried with the context again.
 //!
 //! Runs on the turn's driver task, never on the intake's or the heart's:
 //! the fetch is bounded by [`CONTEXT_FETCH_TIMEOUT`], and a timeout or a
 //! relay failure costs the context (one log line), never the turn.
-//!
-//! Standing: the owner and the allowlist are known here; a sibling bot is
-//! known only to the intake's gate (its attestation), so a sibling's
-//! earlier message reads as from someone.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nostr_sdk::prelude::{Alphabet, Client, Event, Filter, Kind, PublicKey, SingleLetterTag, Timestamp};
+use clap::ValueEnum;
+use nostr_sdk::prelude::{
+    Alphabet, Client, Event, EventId, Filter, Kind, PublicKey, SingleLetterTag, Timestamp,
+};
 
 use crate::framing::{self, Earlier};
-use crate::gate::Standing;
+use crate::gate::{AuthorFacts, GateRules, Standing};
 use crate::intake::MAX_FUTURE_SKEW_SECS;
-use crate::mention::{Mention, Thread, short_npub};
+use crate::mention::{self, Mention, Thread, short_npub};
 use crate::store::Store;
 use crate::telemetry::metrics;
 
@@ -39,6 +60,24 @@ use crate::telemetry::metrics;
 pub(crate) const CONTEXT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 /// Group chat kinds: chat message, thread, comment.
 const GROUP_KINDS: [u16; 3] = [9, 11, 1111];
+/// Default of `--thread-context-bytes`: about 8,000 tokens, room for ten
+/// long chat messages, small beside any model's window.
+pub const DEFAULT_CONTEXT_BYTES: usize = 32 * 1024;
+/// Least `--thread-context-bytes` accepted: one short message and its framing.
+pub const MIN_CONTEXT_BYTES: usize = 1024;
+/// A message cut to fit the block's budget keeps at least this much, or is
+/// left out: a few words of a message mislead more than they inform.
+const MIN_CUT_MESSAGE_BYTES: usize = 256;
+
+/// Whose earlier messages are quoted (`--thread-context-from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContextFrom {
+    /// Only authors the author gate hears in the conversation.
+    Heard,
+    /// Everyone in the thread: anyone who can post there can then write
+    /// into the agent's prompt (prompt injection). An explicit choice.
+    Anyone,
+}
 
 /// What a turn needs to fetch and frame its thread's context.
 #[derive(Debug, Clone)]
@@ -46,10 +85,45 @@ pub(crate) struct ThreadContext {
     pub client: Client,
     pub store: Arc<Store>,
     pub bot: PublicKey,
-    pub owner: Option<PublicKey>,
-    pub allowlist: BTreeSet<PublicKey>,
+    /// The author gate's rules: who is heard, and how they stand.
+    pub rules: GateRules,
+    pub from: ContextFrom,
     /// `--thread-context`: earlier messages at most (never 0 here).
     pub limit: usize,
+    /// `--max-content-bytes`: each quoted message is cut there.
+    pub message_bytes: usize,
+    /// `--thread-context-bytes`: the quoted messages, framing included.
+    pub block_bytes: usize,
+}
+
+/// What a turn's first prompt carries of its thread.
+#[derive(Debug, Default)]
+pub(crate) struct Gathered {
+    /// The context block; empty when there is nothing to quote.
+    pub text: String,
+    /// Where the session's mark moves once the agent accepted the prompt.
+    pub mark: Option<PendingMark>,
+}
+
+/// A session's next mark, not yet recorded: the prompt that carries the
+/// context it stands for has not been accepted yet.
+#[derive(Debug)]
+pub(crate) struct PendingMark {
+    store: Arc<Store>,
+    conversation: String,
+    mark: Mark,
+}
+
+impl PendingMark {
+    /// The agent accepted the prompt: the session has seen its context.
+    pub fn commit(self) {
+        if let Err(error) =
+            self.store
+                .advance_context_mark(&self.conversation, self.mark.at, &self.mark.ids_text())
+        {
+            tracing::warn!(%error, "cannot record the thread context given to the session");
+        }
+    }
 }
 
 /// What a session has seen of its thread: every event dated before `at`
@@ -106,13 +180,24 @@ impl Mark {
     }
 }
 
+/// Why fetched events were left out, for the log line that says what the
+/// agent got.
+#[derive(Debug, Default)]
+struct LeftOut {
+    off_thread: usize,
+    unheard: usize,
+    bad_signature: usize,
+    over_budget: usize,
+}
+
 impl ThreadContext {
-    /// The context block for a turn answering `batch`, and marks the
-    /// conversation's session as having seen it; empty when there is
-    /// nothing new, or the relay did not answer in time.
-    pub async fn for_turn(&self, batch: &[Mention]) -> String {
+    /// The context block for a turn answering `batch`, and the mark the
+    /// conversation's session reaches once the prompt carrying it is
+    /// accepted; empty when there is nothing new, or the relay did not
+    /// answer in time.
+    pub async fn for_turn(&self, batch: &[Mention]) -> Gathered {
         let Some(first) = batch.first() else {
-            return String::new();
+            return Gathered::default();
         };
         let conversation = first.conversation.as_str();
         let mark = self
@@ -140,60 +225,72 @@ impl ThreadContext {
                 Err(error) => {
                     metrics::thread_context("failed");
                     tracing::warn!(%error, "no thread context: the relay did not answer; prompting without it");
-                    return String::new();
+                    return Gathered::default();
                 }
             }
         }
-        earlier.retain(|event| self.is_new_context(event, batch, mark.as_ref()));
+        let mut left_out = LeftOut::default();
+        earlier.retain(|event| {
+            let in_thread = in_thread(event, &first.thread);
+            left_out.off_thread += usize::from(!in_thread);
+            in_thread && self.is_new_context(event, batch, mark.as_ref())
+        });
         self.leave_out_journaled(&mut earlier);
         earlier.sort_by_key(|event| (event.created_at, event.id));
         earlier.dedup_by_key(|event| event.id);
-        let skip = earlier.len().saturating_sub(self.limit);
-        let earlier = &earlier[skip..];
+        let mut quoted: Vec<(&Event, Standing)> = earlier
+            .iter()
+            .filter_map(|event| {
+                let standing = self.standing(event);
+                left_out.unheard += usize::from(standing.is_none());
+                Some((event, standing?))
+            })
+            .collect();
+        let skip = quoted.len().saturating_sub(self.limit);
+        quoted.drain(..skip);
+        quoted.retain(|(event, _)| {
+            let signed = event.verify().is_ok();
+            left_out.bad_signature += usize::from(!signed);
+            signed
+        });
+        let (text, kept) = self.block(&quoted, &mut left_out);
         // The session sees the batch too: the next turn's fetch starts at
         // the newest second it saw, so it reads only what came since.
         let seen_batch = batch
             .iter()
             .map(|mention| (mention.created_at.as_secs() as i64, mention.event_id.to_hex()));
-        let seen_context = earlier
+        let seen_context = quoted[quoted.len() - kept..]
             .iter()
-            .map(|event| (event.created_at.as_secs() as i64, event.id.to_hex()));
+            .map(|(event, _)| (event.created_at.as_secs() as i64, event.id.to_hex()));
         let next = mark
             .clone()
             .unwrap_or_default()
             .advanced(seen_batch.chain(seen_context));
-        if Some(&next) != mark.as_ref()
-            && let Err(error) = self
-                .store
-                .advance_context_mark(conversation, next.at, &next.ids_text())
-        {
-            tracing::warn!(%error, "cannot record the thread context given to the session");
+        let pending = (Some(&next) != mark.as_ref()).then(|| PendingMark {
+            store: Arc::clone(&self.store),
+            conversation: conversation.to_owned(),
+            mark: next,
+        });
+        if asked_the_relay {
+            metrics::thread_context(if kept == 0 { "nothing_new" } else { "included" });
         }
         if asked_the_relay {
-            metrics::thread_context(if earlier.is_empty() {
-                "nothing_new"
-            } else {
-                "included"
-            });
+            tracing::info!(
+                quoted = kept,
+                bytes = text.len(),
+                off_thread = left_out.off_thread,
+                unheard = left_out.unheard,
+                bad_signature = left_out.bad_signature,
+                over_budget = left_out.over_budget,
+                "thread context for the prompt"
+            );
         }
-        if earlier.is_empty() {
-            return String::new();
-        }
-        tracing::info!(messages = earlier.len(), "thread context for the prompt");
-        let quoted: Vec<Earlier<'_>> = earlier
-            .iter()
-            .map(|event| Earlier {
-                author: short_npub(&event.pubkey),
-                standing: self.standing(&event.pubkey),
-                event_id: event.id.to_hex(),
-                content: &event.content,
-            })
-            .collect();
-        framing::context_block(&quoted)
+        Gathered { text, mark: pending }
     }
 
     /// The relay queries for the thread's earlier messages, after `since`
     /// (a note thread's root only the first time: it is never new later).
+    /// Every query is limited.
     fn filters(&self, thread: &Thread, since: Option<i64>) -> Vec<Filter> {
         let (replies, root) = match thread {
             // A new top-level note is its own root: nothing came before it,
@@ -201,7 +298,7 @@ impl ThreadContext {
             Thread::Note { root, mention } if root == mention && since.is_none() => return Vec::new(),
             Thread::Note { root, .. } => (
                 Filter::new().kind(Kind::TextNote).event(*root),
-                since.is_none().then(|| Filter::new().id(*root)),
+                since.is_none().then(|| Filter::new().id(*root).limit(1)),
             ),
             Thread::Group { channel, .. } => (
                 Filter::new()
@@ -211,7 +308,7 @@ impl ThreadContext {
             ),
             Thread::Direct { .. } => return Vec::new(),
         };
-        // Room for the events left out (the turn's own, the bot's).
+        // Room for the events left out (the turn's own, the bot's, the unheard).
         let replies = replies.limit(self.limit.saturating_mul(4));
         let replies = match since {
             Some(since) => replies.since(Timestamp::from_secs(since.max(0) as u64)),
@@ -252,20 +349,97 @@ impl ThreadContext {
         }
     }
 
-    fn standing(&self, author: &PublicKey) -> Standing {
-        if Some(*author) == self.owner {
-            Standing::Owner
-        } else if self.allowlist.contains(author) {
-            Standing::Allowlisted
-        } else {
-            Standing::Stranger
+    /// How the author of `event` stands, as the author gate would hear them
+    /// in this (public) conversation; `None` when the message is not quoted.
+    fn standing(&self, event: &Event) -> Option<Standing> {
+        let heard = self.rules.heard_now(&AuthorFacts {
+            author: event.pubkey,
+            kind: event.kind,
+            created_at: event.created_at,
+            tags: event.tags.as_slice(),
+            direct_message: false,
+        });
+        match self.from {
+            ContextFrom::Heard => heard,
+            ContextFrom::Anyone => Some(heard.unwrap_or(Standing::Stranger)),
         }
+    }
+
+    /// The context block for `quoted` (oldest first), within the byte
+    /// bounds: the newest messages are kept first, each cut at
+    /// `message_bytes`, and the oldest that does not fit whole is cut to
+    /// what remains (or left out when little does). Returns the block and
+    /// how many of the newest messages it holds.
+    fn block(&self, quoted: &[(&Event, Standing)], left_out: &mut LeftOut) -> (String, usize) {
+        let framing_bytes = framing::context_block_framing_bytes();
+        let mut budget = self.block_bytes.saturating_sub(framing_bytes);
+        let mut kept: Vec<Earlier<'_>> = Vec::new();
+        for (event, standing) in quoted.iter().rev() {
+            let content = cut(&event.content, self.message_bytes);
+            let mut earlier = Earlier {
+                author: short_npub(&event.pubkey),
+                standing: *standing,
+                event_id: event.id.to_hex(),
+                content,
+                cut: content.len() < event.content.len(),
+            };
+            let mut bytes = framing::quoted_bytes(&earlier);
+            // Cut to fit: quoting adds bytes per line, so shrink until the
+            // quoted form fits (each pass cuts at least in proportion).
+            while bytes > budget && earlier.content.len() >= MIN_CUT_MESSAGE_BYTES {
+                let shrunk = earlier.content.len() * budget / bytes;
+                earlier.content = cut(earlier.content, shrunk.saturating_sub(1));
+                earlier.cut = true;
+                bytes = framing::quoted_bytes(&earlier);
+            }
+            if bytes > budget || earlier.content.len() < MIN_CUT_MESSAGE_BYTES.min(content.len()) {
+                left_out.over_budget += quoted.len() - kept.len();
+                break;
+            }
+            budget -= bytes;
+            kept.push(earlier);
+        }
+        kept.reverse();
+        (framing::context_block(&kept), kept.len())
+    }
+}
+
+/// The longest prefix of `text` of at most `max_bytes` bytes.
+fn cut(text: &str, max_bytes: usize) -> &str {
+    &text[..text.floor_char_boundary(max_bytes)]
+}
+
+/// Whether `event` belongs to `thread`, whatever the relay claims by
+/// returning it for the thread's query: a note of the thread (its root, or
+/// a kind-1 reply whose NIP-10 root is that root), or a group chat event
+/// with the channel's `h` tag.
+fn in_thread(event: &Event, thread: &Thread) -> bool {
+    match thread {
+        Thread::Note { root, .. } => {
+            event.kind == Kind::TextNote && (event.id == *root || note_root(event) == Some(*root))
+        }
+        Thread::Group { channel, .. } => {
+            GROUP_KINDS.contains(&event.kind.as_u16())
+                && mention::group_id(&event.tags).is_some_and(|id| id == *channel)
+        }
+        Thread::Direct { .. } => false,
+    }
+}
+
+/// The root of the note thread `event` replies in, by NIP-10.
+fn note_root(event: &Event) -> Option<EventId> {
+    match mention::public_thread(event)? {
+        (Thread::Note { root, .. }, _) if root != event.id => Some(root),
+        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Mark;
+    use nostr_sdk::prelude::{EventBuilder, Keys, Kind, Tag, TagKind};
+
+    use super::{Mark, in_thread};
+    use crate::mention::Thread;
 
     fn seen(events: &[(i64, &str)]) -> Vec<(i64, String)> {
         events.iter().map(|(at, id)| (*at, (*id).to_owned())).collect()
@@ -303,5 +477,50 @@ mod tests {
             }
         );
         assert!(Mark::read(7, "abc").has_seen(7, "abc"));
+    }
+
+    #[test]
+    fn only_events_of_the_thread_itself_belong_to_it() {
+        let keys = Keys::generate();
+        let sign = |builder: EventBuilder| builder.sign_with_keys(&keys).expect("sign");
+        let root = sign(EventBuilder::text_note("root"));
+        let other_root = sign(EventBuilder::text_note("another thread"));
+        let thread = Thread::Note {
+            root: root.id,
+            mention: root.id,
+        };
+        let reply = sign(EventBuilder::text_note_reply("a reply", &root, Some(&root), None));
+        let elsewhere = sign(EventBuilder::text_note_reply(
+            "elsewhere",
+            &other_root,
+            Some(&other_root),
+            None,
+        ));
+        // Tags our root, but as a mention inside another thread.
+        let citing = sign(
+            EventBuilder::text_note_reply("see also", &other_root, Some(&other_root), None)
+                .tag(Tag::parse(["e", &root.id.to_hex(), "", "mention"]).expect("tag")),
+        );
+        let reaction = sign(EventBuilder::new(Kind::Reaction, "+").tag(Tag::event(root.id)));
+        assert!(in_thread(&root, &thread) && in_thread(&reply, &thread));
+        for (what, event) in [
+            ("elsewhere", &elsewhere),
+            ("citing", &citing),
+            ("reaction", &reaction),
+        ] {
+            assert!(!in_thread(event, &thread), "{what}");
+        }
+
+        let group = Thread::Group {
+            channel: "room".into(),
+            root: root.id,
+            mention: root.id,
+        };
+        let chat = |channel: &str| {
+            sign(EventBuilder::new(Kind::Custom(9), "hi").tag(Tag::custom(TagKind::h(), [channel])))
+        };
+        assert!(in_thread(&chat("room"), &group));
+        assert!(!in_thread(&chat("lobby"), &group));
+        assert!(!in_thread(&reply, &group), "a note is no group chat");
     }
 }

@@ -13,12 +13,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
 use crate::agent_info::AgentInfo;
 use crate::config_options::{ControlRoute, SessionControls};
 use crate::connection::{Connection, LiveTurn, SteerReply, Waiter};
+use crate::dropped::DropObserver;
 use crate::error::{AcpError, AgentExit, ExitReason, RpcError};
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Frame, FrameCodec};
 use crate::jsonrpc;
@@ -49,6 +50,9 @@ pub struct ClientConfig {
     /// permission policy is [`crate::PermissionPolicy::AskCaller`]), so
     /// agents never ask what nobody answers.
     pub elicitation: bool,
+    /// Told of every update the client drops at one of its bounds (see
+    /// [`crate::DroppedUpdate`]).
+    pub drops: DropObserver,
 }
 
 impl Default for ClientConfig {
@@ -59,6 +63,7 @@ impl Default for ClientConfig {
             initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
             cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
             elicitation: false,
+            drops: DropObserver::default(),
         }
     }
 }
@@ -135,7 +140,12 @@ impl AgentClient {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Send + 'static,
     {
-        let conn = Arc::new(Connection::new(name, Box::pin(writer), config.request_timeout));
+        let conn = Arc::new(Connection::new(
+            name,
+            Box::pin(writer),
+            config.request_timeout,
+            config.drops.clone(),
+        ));
         let frames = FramedRead::new(reader, FrameCodec::new(config.max_line_bytes));
         tokio::spawn(read_loop(Arc::clone(&conn), frames, probe));
         AgentClient {
@@ -224,10 +234,18 @@ impl AgentClient {
     }
 
     /// Opens a session. `mcp_servers` are ACP `McpServer` objects, passed through.
+    /// The session is known (its updates kept) from the moment its answer
+    /// is read; updates the agent sent for it before are kept too, within
+    /// [`crate::UNCLAIMED_UPDATES_LIMIT`].
     pub async fn new_session(&self, cwd: &Path, mcp_servers: Vec<Value>) -> Result<SessionId, AcpError> {
         let params = json!({"cwd": cwd, "mcpServers": mcp_servers});
         let result = self
-            .request(methods::SESSION_NEW, params, self.config.request_timeout)
+            .request_as(
+                Waiter::OpenSession,
+                methods::SESSION_NEW,
+                params,
+                self.config.request_timeout,
+            )
             .await?;
         let session =
             result
@@ -258,6 +276,8 @@ impl AgentClient {
         cwd: &Path,
         mcp_servers: Vec<Value>,
     ) -> Result<(), AcpError> {
+        // Known before the answer: the agent may describe it first.
+        self.conn.lock().sessions.entry(session.clone()).or_default();
         let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": mcp_servers});
         let result = self
             .request(methods::SESSION_RESUME, params, self.config.request_timeout)
@@ -374,9 +394,8 @@ impl AgentClient {
         prompt: Vec<ContentBlock>,
         options: TurnOptions,
     ) -> Result<Turn, AcpError> {
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (completion_tx, completion_rx) = oneshot::channel();
-        let (id, open_questions) = {
+        let (id, open_questions, events_rx) = {
             let mut state = self.conn.lock();
             self.conn.ensure_open()?;
             let seq = state.next_turn_seq();
@@ -385,7 +404,7 @@ impl AgentClient {
                 return Err(AcpError::TurnInFlight(session.to_string()));
             }
             let id = self.conn.next_request_id();
-            let turn = LiveTurn::new(seq, id, events_tx, options.permission);
+            let (turn, events_rx) = LiveTurn::new(seq, id, options.permission, options.max_text_bytes);
             let open_questions = turn.open_questions.subscribe();
             // Whatever run was advertised before belongs to an earlier turn.
             session_state.active_run_id = None;
@@ -397,7 +416,7 @@ impl AgentClient {
                     tx: completion_tx,
                 },
             );
-            (id, open_questions)
+            (id, open_questions, events_rx)
         };
         let params = json!({"sessionId": session, "prompt": prompt});
         if let Err(error) = self
@@ -534,18 +553,29 @@ impl AgentClient {
     }
 
     /// Forgets a session locally (after rotating it). Its updates, if the
-    /// agent sends any, start a fresh backlog.
+    /// agent sends any, are dropped as those of a session never opened.
     pub fn forget_session(&self, session: &SessionId) {
         self.conn.lock().sessions.remove(session);
     }
 
     async fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, AcpError> {
+        self.request_as(Waiter::Plain, method, params, timeout).await
+    }
+
+    /// A request whose answer is routed to a waiter of kind `waiter`.
+    async fn request_as(
+        &self,
+        waiter: fn(oneshot::Sender<Result<Value, RpcError>>) -> Waiter,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, AcpError> {
         let (tx, rx) = oneshot::channel();
         let id = {
             let mut state = self.conn.lock();
             self.conn.ensure_open()?;
             let id = self.conn.next_request_id();
-            state.pending.insert(id, Waiter::Plain(tx));
+            state.pending.insert(id, waiter(tx));
             id
         };
         if let Err(error) = self.conn.write(jsonrpc::request(id, method, &params)).await {

@@ -14,6 +14,25 @@
 //! The reader never writes to the agent itself: answers to the agent's
 //! requests go out on spawned tasks, so a full stdin pipe can never stop us
 //! from draining the agent's stdout (which would deadlock both sides).
+//!
+//! What an agent sends is bounded here, and what is dropped is reported to
+//! the [`DropObserver`]:
+//! - updates for a session this client never opened are dropped (no state
+//!   is made for them), except while a `session/new` is unanswered: then up
+//!   to [`UNCLAIMED_UPDATES_LIMIT`] are held, and given to the session the
+//!   answer names (the rest are dropped when no `session/new` is left
+//!   unanswered);
+//! - updates outside a turn are kept in the session's backlog, at most
+//!   [`SESSION_BACKLOG_LIMIT`], the oldest dropped first;
+//! - a turn's events wait for its caller in a channel of
+//!   [`TURN_EVENTS_CAPACITY`]; the last [`TURN_QUESTIONS_RESERVED`] places
+//!   are kept for questions (permission, elicitation, a withdrawal), so an
+//!   update past the others is not delivered, while a question is. The
+//!   turn's outcome does not suffer: its text, usage and run id are gathered
+//!   here, as each update is routed ([`Transcript`]), and the prompt's answer
+//!   travels apart. A question that finds even the reserve full is answered
+//!   cancelled at once (its handle is dropped), so the agent never waits on
+//!   a question nobody will see.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::pin::Pin;
@@ -28,6 +47,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::{FramedWrite, LinesCodec};
 
 use crate::config_options::SessionControls;
+use crate::dropped::{DropObserver, DroppedUpdate};
 use crate::elicitation::{ElicitationAction, ElicitationQuestion, ElicitationRequest};
 use crate::error::{AcpError, AgentExit, ExitReason, RpcError, codes};
 use crate::jsonrpc::{self, Incoming, Malformed};
@@ -35,6 +55,7 @@ use crate::pending::{OpenRequest, PendingAnswer};
 use crate::permission::{self, PermissionPolicy, PermissionQuestion, PermissionRequest};
 use crate::protocol::{self, RunMarker, SessionId, TextChunk, TurnEvent, methods};
 use crate::steer::{SteerAccepted, SteerDelivery};
+use crate::turn::Transcript;
 
 pub(crate) type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
 
@@ -42,13 +63,24 @@ pub(crate) type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
 const LOG_EXCERPT_CHARS: usize = 120;
 
 /// Updates that arrive for a session while no turn is in flight are kept
-/// until the caller takes them; past this many the oldest are dropped (with
-/// a warning), so a chatty idle agent cannot grow memory without bound.
-pub(crate) const SESSION_BACKLOG_LIMIT: usize = 256;
+/// until the caller takes them; past this many the oldest are dropped, so a
+/// chatty idle agent cannot grow memory without bound.
+pub const SESSION_BACKLOG_LIMIT: usize = 256;
+/// Updates for a session not yet known, held while a `session/new` is
+/// unanswered (some agents describe a session before they answer with its
+/// id), for all such sessions together.
+pub const UNCLAIMED_UPDATES_LIMIT: usize = 64;
+/// Events of one turn waiting for its caller to read them.
+pub const TURN_EVENTS_CAPACITY: usize = 1024;
+/// Of [`TURN_EVENTS_CAPACITY`], the places only questions may take.
+pub const TURN_QUESTIONS_RESERVED: usize = 64;
 
 /// What a request's waiter receives.
 pub(crate) enum Waiter {
     Plain(oneshot::Sender<Result<Value, RpcError>>),
+    /// `session/new`: its answer makes the session known as it is routed,
+    /// before any update that follows it on the wire.
+    OpenSession(oneshot::Sender<Result<Value, RpcError>>),
     Prompt {
         session: SessionId,
         tx: oneshot::Sender<PromptCompletion>,
@@ -65,6 +97,7 @@ pub(crate) enum Waiter {
 pub(crate) struct PromptCompletion {
     pub result: Result<Value, RpcError>,
     pub steers: Vec<SteerDelivery>,
+    pub transcript: Transcript,
 }
 
 /// The answer to a steer, with whether its turn was still in flight.
@@ -81,23 +114,26 @@ pub(crate) enum SteerReply {
 pub(crate) struct LiveTurn {
     pub seq: u64,
     pub prompt_id: u64,
-    pub events: mpsc::UnboundedSender<TurnEvent>,
+    events: mpsc::Sender<TurnEvent>,
     pub policy: PermissionPolicy,
     pub open_questions: Arc<watch::Sender<usize>>,
     /// Set to `true` when the prompt is answered; `cancel` waits on it.
     pub done: watch::Sender<bool>,
     accepted_steers: Vec<SteerAccepted>,
     folded_steers: HashSet<String>,
+    transcript: Transcript,
 }
 
 impl LiveTurn {
+    /// A turn and the receiving end of its events.
     pub fn new(
         seq: u64,
         prompt_id: u64,
-        events: mpsc::UnboundedSender<TurnEvent>,
         policy: PermissionPolicy,
-    ) -> Self {
-        LiveTurn {
+        max_text_bytes: usize,
+    ) -> (Self, mpsc::Receiver<TurnEvent>) {
+        let (events, receiver) = mpsc::channel(TURN_EVENTS_CAPACITY);
+        let turn = LiveTurn {
             seq,
             prompt_id,
             events,
@@ -106,6 +142,29 @@ impl LiveTurn {
             done: watch::channel(false).0,
             accepted_steers: Vec::new(),
             folded_steers: HashSet::new(),
+            transcript: Transcript::new(max_text_bytes),
+        };
+        (turn, receiver)
+    }
+
+    /// Hands an update to the caller, unless only the questions' reserve is
+    /// left; returns whether it was delivered. A caller that dropped its
+    /// turn handle no longer listens: that is no drop of ours.
+    fn deliver_update(&self, event: TurnEvent) -> bool {
+        if self.events.capacity() <= TURN_QUESTIONS_RESERVED {
+            return self.events.is_closed();
+        }
+        let _ = self.events.try_send(event);
+        true
+    }
+
+    /// Hands a question (or a withdrawal) to the caller; returns whether it
+    /// was delivered. Undelivered, the event is dropped here, and with it
+    /// a question's handle, which answers the agent cancelled.
+    fn deliver_question(&self, event: TurnEvent) -> bool {
+        match self.events.try_send(event) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => false,
         }
     }
 
@@ -126,6 +185,9 @@ pub(crate) struct SessionState {
     pub active_run_id: Option<String>,
     pub turn: Option<LiveTurn>,
     backlog: VecDeque<TurnEvent>,
+    /// The backlog dropped an update since the caller last took it (warned
+    /// once, counted each time).
+    backlog_overflowed: bool,
     /// The agent's questions (permission, elicitation) waiting on the caller.
     open_requests: Vec<OpenRequest>,
     /// `session/load` is replaying history: updates are dropped, counted.
@@ -137,7 +199,13 @@ pub(crate) struct SessionState {
 #[derive(Default)]
 pub(crate) struct State {
     pub pending: HashMap<u64, Waiter>,
+    /// The sessions this client opened (or is opening: loaded, resumed,
+    /// prompted). Only the client's own calls add one: an agent's frames
+    /// never do.
     pub sessions: HashMap<SessionId, SessionState>,
+    /// Updates for sessions not known yet, while a `session/new` is
+    /// unanswered (at most [`UNCLAIMED_UPDATES_LIMIT`]).
+    unclaimed: VecDeque<(SessionId, TurnEvent)>,
     next_turn_seq: u64,
 }
 
@@ -145,6 +213,12 @@ impl State {
     pub fn next_turn_seq(&mut self) -> u64 {
         self.next_turn_seq += 1;
         self.next_turn_seq
+    }
+
+    fn opening_a_session(&self) -> bool {
+        self.pending
+            .values()
+            .any(|waiter| matches!(waiter, Waiter::OpenSession(_)))
     }
 }
 
@@ -158,6 +232,10 @@ pub(crate) struct Connection {
     closed: watch::Sender<bool>,
     killed: AtomicBool,
     write_timeout: Duration,
+    drops: DropObserver,
+    /// An update for an unknown session was already warned of (the next
+    /// ones are only counted: the agent could send millions).
+    warned_unknown_session: AtomicBool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -169,7 +247,7 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    pub fn new(agent: String, writer: BoxWrite, write_timeout: Duration) -> Self {
+    pub fn new(agent: String, writer: BoxWrite, write_timeout: Duration, drops: DropObserver) -> Self {
         Connection {
             agent,
             writer: tokio::sync::Mutex::new(FramedWrite::new(writer, LinesCodec::new())),
@@ -179,6 +257,8 @@ impl Connection {
             closed: watch::channel(false).0,
             killed: AtomicBool::new(false),
             write_timeout,
+            drops,
+            warned_unknown_session: AtomicBool::new(false),
         }
     }
 
@@ -334,12 +414,21 @@ impl Connection {
             Waiter::Plain(tx) => {
                 let _ = tx.send(result);
             }
+            Waiter::OpenSession(tx) => {
+                self.session_opened(&mut state, &result);
+                let _ = tx.send(result);
+            }
             Waiter::Prompt { session, tx } => {
-                let steers = match state.sessions.get_mut(&session) {
-                    Some(session_state) => finish_turn(session_state, id),
-                    None => Vec::new(),
-                };
-                let _ = tx.send(PromptCompletion { result, steers });
+                let (steers, transcript) = state
+                    .sessions
+                    .get_mut(&session)
+                    .and_then(|session_state| finish_turn(session_state, id))
+                    .unwrap_or_default();
+                let _ = tx.send(PromptCompletion {
+                    result,
+                    steers,
+                    transcript,
+                });
             }
             Waiter::Steer {
                 session,
@@ -367,6 +456,58 @@ impl Connection {
                 let _ = tx.send(reply);
             }
         }
+    }
+
+    /// A `session/new` was answered: the session it names is known from
+    /// here on, with what the agent said of it before. Updates held for
+    /// other sessions go once no `session/new` is left unanswered.
+    fn session_opened(&self, state: &mut State, result: &Result<Value, RpcError>) {
+        if let Some(session) = result
+            .as_ref()
+            .ok()
+            .and_then(|result| result.get("sessionId"))
+            .and_then(Value::as_str)
+        {
+            let session = SessionId(session.to_owned());
+            let (claimed, others) = std::mem::take(&mut state.unclaimed)
+                .into_iter()
+                .partition(|(held_for, _)| *held_for == session);
+            state.unclaimed = others;
+            let session_state = state.sessions.entry(session).or_default();
+            session_state
+                .backlog
+                .extend(claimed.into_iter().map(|(_, event)| event));
+        }
+        if !state.opening_a_session() {
+            self.drop_unclaimed(state);
+        }
+    }
+
+    fn drop_unclaimed(&self, state: &mut State) {
+        for _ in state.unclaimed.drain(..) {
+            self.drops.dropped(DroppedUpdate::UnknownSession);
+        }
+    }
+
+    /// An update for a session this client does not know: held while a
+    /// `session/new` is unanswered (it may be that session's), else dropped.
+    fn unknown_session_update(&self, state: &mut State, session: SessionId, event: TurnEvent) {
+        if !state.opening_a_session() {
+            self.drop_unclaimed(state);
+            self.drops.dropped(DroppedUpdate::UnknownSession);
+            if !self.warned_unknown_session.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    agent = %self.agent, %session,
+                    "update for a session this client never opened: dropped (this and the next ones, counted)"
+                );
+            }
+            return;
+        }
+        if state.unclaimed.len() == UNCLAIMED_UPDATES_LIMIT {
+            state.unclaimed.pop_front();
+            self.drops.dropped(DroppedUpdate::UnknownSession);
+        }
+        state.unclaimed.push_back((session, event));
     }
 
     fn on_notification(self: &Arc<Self>, method: &str, params: Value) {
@@ -403,7 +544,9 @@ impl Connection {
     ) {
         let session = SessionId(session.to_owned());
         let mut state = self.lock();
-        let session_state = state.sessions.entry(session.clone()).or_default();
+        let Some(session_state) = state.sessions.get_mut(&session) else {
+            return self.unknown_session_update(&mut state, session, event);
+        };
         // State, not history: kept even while a load replays.
         if let Some(raw) = raw {
             session_state.controls.apply_update(raw);
@@ -425,20 +568,37 @@ impl Connection {
             {
                 turn.folded_steers.insert(message_id.clone());
             }
-            // A caller that dropped its turn handle no longer listens; the
-            // turn still ends (and is accounted) when the prompt is answered.
-            let _ = turn.events.send(event);
+            turn.transcript.observe(&event);
+            if !turn.deliver_update(event) {
+                self.drops.dropped(DroppedUpdate::TurnEventsFull);
+            }
             return;
         }
-        tracing::debug!(agent = %self.agent, %session, ?event, "update outside a turn kept in the session backlog");
+        tracing::trace!(agent = %self.agent, %session, ?event, "update outside a turn kept in the session backlog");
         if session_state.backlog.len() == SESSION_BACKLOG_LIMIT {
             session_state.backlog.pop_front();
-            tracing::warn!(
-                agent = %self.agent, %session, limit = SESSION_BACKLOG_LIMIT,
-                "session backlog full: dropped its oldest update"
-            );
+            self.drops.dropped(DroppedUpdate::BacklogFull);
+            if !std::mem::replace(&mut session_state.backlog_overflowed, true) {
+                tracing::warn!(
+                    agent = %self.agent, %session, limit = SESSION_BACKLOG_LIMIT,
+                    "session backlog full: its oldest updates are dropped (counted)"
+                );
+            }
         }
         session_state.backlog.push_back(event);
+    }
+
+    /// Hands a question (or a withdrawal) to its turn's caller; one that
+    /// finds even the questions' reserve full is dropped, which answers a
+    /// question cancelled.
+    fn deliver_question(&self, turn: &LiveTurn, event: TurnEvent) {
+        if !turn.deliver_question(event) {
+            self.drops.dropped(DroppedUpdate::QuestionOverflow);
+            tracing::warn!(
+                agent = %self.agent, unread = TURN_EVENTS_CAPACITY,
+                "a question found its turn's events full: answered cancelled"
+            );
+        }
     }
 
     /// The agent withdraws one of its requests. Only questions (permission,
@@ -451,27 +611,30 @@ impl Connection {
             return;
         };
         let mut state = self.lock();
-        let withdrawn = state.sessions.values_mut().find_map(|session_state| {
+        let withdrawn = state.sessions.iter_mut().find_map(|(session, session_state)| {
             let position = session_state
                 .open_requests
                 .iter()
                 .position(|open| open.rpc_id == request_id)?;
             session_state.open_requests.remove(position);
-            Some(session_state.turn.as_ref().map(|turn| turn.events.clone()))
+            Some(session.clone())
         });
-        let Some(turn_events) = withdrawn else {
+        let Some(session) = withdrawn else {
             tracing::debug!(agent = %self.agent, %request_id, "$/cancel_request for nothing pending");
             return;
         };
-        drop(state);
         tracing::info!(agent = %self.agent, %request_id, "the agent withdrew its question");
         self.write_detached(jsonrpc::error_response(
             &request_id,
             codes::REQUEST_CANCELLED,
             "Request cancelled",
         ));
-        if let Some(events) = turn_events {
-            let _ = events.send(TurnEvent::QuestionWithdrawn { request_id });
+        let turn = state
+            .sessions
+            .get(&session)
+            .and_then(|session_state| session_state.turn.as_ref());
+        if let Some(turn) = turn {
+            self.deliver_question(turn, TurnEvent::QuestionWithdrawn { request_id });
         }
     }
 
@@ -504,7 +667,14 @@ impl Connection {
             }
         };
         let mut state = self.lock();
-        let session_state = state.sessions.entry(request.session_id.clone()).or_default();
+        let Some(session_state) = state.sessions.get_mut(&request.session_id) else {
+            tracing::warn!(
+                agent = %self.agent, session = %request.session_id,
+                "permission asked for a session this client never opened: answered cancelled"
+            );
+            self.write_detached(jsonrpc::response(&id, &permission::outcome(None)));
+            return;
+        };
         let Some(turn) = session_state.turn.as_ref() else {
             tracing::warn!(
                 agent = %self.agent, session = %request.session_id,
@@ -518,7 +688,8 @@ impl Connection {
                 let open = PermissionQuestion::open_request(id);
                 let open_requests = &mut session_state.open_requests;
                 let pending = self.pending_answer(open_requests, turn, &request.session_id, open);
-                TurnEvent::PermissionAsked(PermissionQuestion::new(request, pending))
+                let asked = TurnEvent::PermissionAsked(PermissionQuestion::new(request, pending));
+                return self.deliver_question(turn, asked);
             }
             policy => {
                 let chosen = policy.choose(&request);
@@ -526,7 +697,10 @@ impl Connection {
                 TurnEvent::PermissionAnswered { request, chosen }
             }
         };
-        let _ = turn.events.send(event);
+        // Answered already: for the caller's information only.
+        if !turn.deliver_update(event) {
+            self.drops.dropped(DroppedUpdate::TurnEventsFull);
+        }
     }
 
     /// `elicitation/create`: a form question for the caller when the turn
@@ -545,7 +719,14 @@ impl Connection {
             }
         };
         let mut state = self.lock();
-        let session_state = state.sessions.entry(request.session_id.clone()).or_default();
+        let Some(session_state) = state.sessions.get_mut(&request.session_id) else {
+            tracing::warn!(
+                agent = %self.agent, session = %request.session_id,
+                "elicitation for a session this client never opened: answered cancel"
+            );
+            self.write_detached(jsonrpc::response(&id, &ElicitationAction::Cancel.result()));
+            return;
+        };
         let Some(turn) = session_state.turn.as_ref() else {
             tracing::warn!(
                 agent = %self.agent, session = %request.session_id,
@@ -563,11 +744,8 @@ impl Connection {
         }
         let open = ElicitationQuestion::open_request(id);
         let pending = self.pending_answer(&mut session_state.open_requests, turn, &request.session_id, open);
-        let _ = turn
-            .events
-            .send(TurnEvent::ElicitationAsked(ElicitationQuestion::new(
-                request, pending,
-            )));
+        let asked = TurnEvent::ElicitationAsked(ElicitationQuestion::new(request, pending));
+        self.deliver_question(turn, asked);
     }
 
     /// Records `open` as waiting on the caller in `turn` and returns its
@@ -640,27 +818,28 @@ impl Connection {
         state
             .sessions
             .get_mut(session)
-            .map(|session_state| session_state.backlog.drain(..).collect())
+            .map(|session_state| {
+                session_state.backlog_overflowed = false;
+                session_state.backlog.drain(..).collect()
+            })
             .unwrap_or_default()
     }
 }
 
 /// Ends the session's turn whose prompt had request id `prompt_id`: drops its
 /// open questions (the agent stopped waiting), wakes `cancel`, and returns
-/// the steer ledger.
-fn finish_turn(session_state: &mut SessionState, prompt_id: u64) -> Vec<SteerDelivery> {
+/// the steer ledger and what the turn's updates added up to.
+fn finish_turn(session_state: &mut SessionState, prompt_id: u64) -> Option<(Vec<SteerDelivery>, Transcript)> {
     if session_state.turn.as_ref().map(|turn| turn.prompt_id) != Some(prompt_id) {
-        return Vec::new();
+        return None;
     }
-    let Some(turn) = session_state.turn.take() else {
-        return Vec::new();
-    };
+    let turn = session_state.turn.take()?;
     session_state.open_requests.clear();
     // The run is over even if the agent never said so: a stale run id
     // must not be offered to the next steer.
     session_state.active_run_id = None;
     turn.done.send_replace(true);
-    turn.steer_report()
+    Some((turn.steer_report(), turn.transcript))
 }
 
 fn excerpt(line: &str) -> String {

@@ -1,6 +1,7 @@
-//! What a forked agent does between `fork` and `exec`: take the agent
-//! user's identity, enter its working directory, and ask for a signal when
-//! the daemon dies.
+//! What a forked agent does between `fork` and `exec`: ask for a signal
+//! when the daemon dies, move into a PID namespace of its own
+//! ([`crate::pid_namespace`]), take the agent user's identity and enter its
+//! working directory.
 //!
 //! Owns [`AgentUser`] (who agents run as, looked up once at start-up) and
 //! the child-side hook. The hook runs in the forked child of a
@@ -8,13 +9,17 @@
 //! it makes system calls on memory prepared before the fork, and allocates
 //! nothing, locks nothing.
 //!
-//! The order matters. The credentials change first (supplementary groups,
-//! group, then user: after `setuid` the others are no longer allowed). The
-//! working directory is entered as the agent user, so a directory that user
-//! cannot enter fails the spawn instead of handing the agent a directory it
-//! cannot use. The parent-death signal comes last, because the kernel clears
-//! it on every credential change; then the parent is checked, because a
-//! daemon that died before the signal was asked for would never send it.
+//! The order matters. The parent-death signal comes first, then the parent
+//! is checked, because a daemon that died before the signal was asked for
+//! would never send it. The namespace is made while the process still has
+//! the daemon's privileges. Then, in the agent's process, the credentials
+//! change (supplementary groups, group, then user: after `setuid` the
+//! others are no longer allowed). The working directory is entered as the
+//! agent user, so a directory that user cannot enter fails the spawn
+//! instead of handing the agent a directory it cannot use. Without a
+//! namespace the agent's process is the one the daemon forked: the
+//! credential change cleared its death signal, so it is armed and the
+//! parent checked once more.
 
 use std::ffi::CString;
 use std::io;
@@ -26,6 +31,8 @@ use nix::sys::prctl;
 use nix::sys::signal::Signal;
 use nix::unistd::{Gid, Pid, Uid, User};
 use tokio::process::Command;
+
+use crate::pid_namespace::{self, Placement};
 
 /// The account agents run as (`--agent-user`), so that the tools an agent
 /// runs cannot read what only the daemon's user may (its key file, its
@@ -90,8 +97,9 @@ struct Credentials {
     groups: Vec<Gid>,
 }
 
-/// Sets the child-side hook on `command`: run as `user` (when given), in
-/// `cwd` (when given), with SIGKILL as its parent-death signal.
+/// Sets the child-side hook on `command`: SIGKILL when the daemon dies, a
+/// PID namespace of its own where the daemon may make one, run as `user`
+/// (when given), in `cwd` (when given).
 pub(crate) fn prepare(command: &mut Command, user: Option<&AgentUser>, cwd: Option<&Path>) -> io::Result<()> {
     let cwd = cwd
         .map(|cwd| CString::new(cwd.as_os_str().as_bytes()))
@@ -115,13 +123,15 @@ pub(crate) fn prepare(command: &mut Command, user: Option<&AgentUser>, cwd: Opti
     Ok(())
 }
 
-/// The one `unsafe` of the workspace: `pre_exec` is unsafe because its
-/// closure runs in the forked child, where another thread of the parent may
-/// have held a lock (of the allocator, say) at the moment of the fork.
-/// [`ChildSetup::run`] only makes system calls (`setgroups`, `setgid`,
-/// `setuid`, `chdir`, `prctl`, `getppid`) on data owned by the closure,
-/// allocated before the fork; errors are plain errno values. That is the
-/// async-signal-safe subset `fork(2)` allows.
+/// `pre_exec` is unsafe (like the system calls of [`pid_namespace`], the
+/// workspace's only other `unsafe`) because its closure runs in the forked
+/// child, where another thread of the parent may have held a lock (of the
+/// allocator, say) at the moment of the fork.
+/// [`ChildSetup::run`] only makes system calls (`prctl`, `getppid`, those
+/// of [`pid_namespace::enter`], `setgroups`, `setgid`, `setuid`, `chdir`)
+/// on data owned by the closure, allocated before the fork; errors are
+/// plain errno values. That is the async-signal-safe subset `fork(2)`
+/// allows.
 #[allow(unsafe_code)]
 fn install(command: &mut Command, setup: ChildSetup) {
     // SAFETY: see above; the closure neither allocates nor locks.
@@ -132,6 +142,8 @@ fn install(command: &mut Command, setup: ChildSetup) {
 
 impl ChildSetup {
     fn run(&self) -> io::Result<()> {
+        self.die_with_the_daemon()?;
+        let placement = pid_namespace::enter()?;
         if let Some(credentials) = &self.credentials {
             nix::unistd::setgroups(&credentials.groups)?;
             nix::unistd::setgid(credentials.gid)?;
@@ -140,6 +152,13 @@ impl ChildSetup {
         if let Some(cwd) = &self.cwd {
             nix::unistd::chdir(cwd.as_c_str())?;
         }
+        if placement == Placement::Outside {
+            self.die_with_the_daemon()?;
+        }
+        Ok(())
+    }
+
+    fn die_with_the_daemon(&self) -> io::Result<()> {
         prctl::set_pdeathsig(Signal::SIGKILL)?;
         if nix::unistd::getppid() != self.parent {
             // The daemon died before the signal was armed.

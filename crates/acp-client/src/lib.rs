@@ -21,6 +21,7 @@ mod agent_info;
 mod client;
 mod config_options;
 mod connection;
+mod dropped;
 mod elicitation;
 mod error;
 mod forker;
@@ -29,6 +30,7 @@ mod isolation;
 mod jsonrpc;
 mod pending;
 mod permission;
+mod pid_namespace;
 mod process;
 mod protocol;
 mod steer;
@@ -40,6 +42,10 @@ pub use client::{
     DEFAULT_REQUEST_TIMEOUT, ExitWatch,
 };
 pub use config_options::{Control, ControlChoice, ControlKind, ControlRoute, SessionControls};
+pub use connection::{
+    SESSION_BACKLOG_LIMIT, TURN_EVENTS_CAPACITY, TURN_QUESTIONS_RESERVED, UNCLAIMED_UPDATES_LIMIT,
+};
+pub use dropped::{DropObserver, DroppedUpdate};
 pub use elicitation::{
     Choice, ElicitationAction, ElicitationQuestion, ElicitationRequest, FieldKind, FormField, Unsupported,
 };

@@ -9,13 +9,17 @@
 //! An agent also dies with the daemon: its parent-death signal is SIGKILL
 //! ([`crate::isolation`]), armed in the child and kept valid by forking
 //! every agent from one thread that lives as long as the process
-//! ([`crate::forker`]). The signal reaches the group leader only; helpers
-//! it started are left to whoever records the group (the daemon sweeps
-//! them at its next start).
+//! ([`crate::forker`]). Where the daemon may create PID namespaces, the
+//! agent and everything it starts live in one of their own, which the
+//! kernel ends with the process the daemon forked
+//! ([`crate::pid_namespace`]): nothing the agent started outlives the
+//! daemon, whatever group or session it moved to. Where it may not, the
+//! signal reaches the group leader only, and the daemon says so once.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -139,7 +143,11 @@ impl AgentProcess {
         tokio::spawn(forward_stderr(command.name.clone(), stderr));
         let (status_tx, status_rx) = watch::channel(None);
         tokio::spawn(watch_exit(child, status_tx));
-        tracing::info!(agent = %command.name, pid, program = %command.program.display(), "agent process started");
+        let pid_namespace = has_own_pid_namespace(pid);
+        tracing::info!(agent = %command.name, pid, pid_namespace, program = %command.program.display(), "agent process started");
+        if !pid_namespace {
+            warn_uncontained_once();
+        }
         Ok(SpawnedAgent {
             process: AgentProcess {
                 probe: ProcessProbe {
@@ -196,6 +204,30 @@ impl ProcessProbe {
     }
 }
 
+/// Whether the process the daemon forked made a PID namespace for what it
+/// starts (`pid_for_children` differs from the daemon's own).
+fn has_own_pid_namespace(pid: u32) -> bool {
+    let link = |path: String| std::fs::read_link(path).ok();
+    match (
+        link(format!("/proc/{pid}/ns/pid_for_children")),
+        link("/proc/self/ns/pid_for_children".to_owned()),
+    ) {
+        (Some(agent), Some(daemon)) => agent != daemon,
+        _ => false,
+    }
+}
+
+/// Says once per process that the agents' helpers depend on something
+/// outside the daemon to end with it.
+fn warn_uncontained_once() {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "agents run without a PID namespace of their own (creating one needs CAP_SYS_ADMIN): a helper that leaves an agent's process group outlives a daemon killed by SIGKILL unless the service manager's cgroup or the container ends it"
+        );
+    }
+}
+
 async fn watch_exit(mut child: Child, status_tx: watch::Sender<Option<ExitStatus>>) {
     match child.wait().await {
         Ok(status) => {
@@ -234,6 +266,33 @@ mod tests {
 
     /// How long the test waits for the kernel to finish a thread's exit.
     const THREAD_EXIT_PATIENCE: Duration = Duration::from_secs(10);
+
+    /// As root (CI), an agent runs as pid 2 of a PID namespace of its own,
+    /// and its /proc is that namespace's: the daemon is not in it.
+    #[tokio::test]
+    async fn an_agent_of_a_root_daemon_has_its_own_pids_and_proc() {
+        if !nix::unistd::geteuid().is_root() {
+            println!("skipped: a PID namespace needs CAP_SYS_ADMIN (CI runs as root)");
+            return;
+        }
+        let daemon = std::process::id();
+        let script =
+            format!("echo $$; test -e /proc/{daemon} && echo daemon-visible; ls /proc | grep -c '^[0-9]'");
+        let command = AgentCommand::new("sh", "sh")
+            .args(["-c", script.as_str()])
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        let spawned = AgentProcess::spawn(&command).expect("spawn sh");
+        assert!(has_own_pid_namespace(spawned.process.probe().pid()));
+        let mut lines = BufReader::new(spawned.stdout).lines();
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await.expect("read") {
+            seen.push(line);
+        }
+        let processes: usize = seen.last().and_then(|count| count.parse().ok()).expect("a count");
+        assert_eq!(seen[0], "2", "the agent is pid 2 (init is 1): {seen:?}");
+        assert!(!seen.contains(&"daemon-visible".to_owned()), "{seen:?}");
+        assert!(processes <= 4, "init, sh, ls, grep at most: {seen:?}");
+    }
 
     /// The parent-death signal follows the thread that forked: an agent
     /// started from a thread that then ends must live on (it is forked by

@@ -20,6 +20,13 @@
 //! can still be the answer: a message that turns out to be narration gives
 //! its text back to that budget (it stays in the whole text), so a long
 //! narration cannot crowd out the answer.
+//!
+//! What the outcome says (text, messages, usage, run id) is gathered as the
+//! agent's updates are routed, in a [`Transcript`] the connection keeps with
+//! the live turn, not as the caller reads the events: events the caller
+//! reads too slowly are not all delivered (the connection bounds them, see
+//! [`crate::connection::TURN_EVENTS_CAPACITY`]), and the outcome must not
+//! depend on that.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,7 +156,7 @@ pub enum TurnProgress {
 #[derive(Debug)]
 pub struct Turn {
     conn: Arc<Connection>,
-    events: mpsc::UnboundedReceiver<TurnEvent>,
+    events: mpsc::Receiver<TurnEvent>,
     events_open: bool,
     completion: oneshot::Receiver<PromptCompletion>,
     open_questions: watch::Receiver<usize>,
@@ -157,26 +164,13 @@ pub struct Turn {
     options: TurnOptions,
     started: Instant,
     last_activity: Instant,
-    message: String,
-    message_truncated: bool,
-    messages: Vec<AgentMessage>,
-    /// Bytes of text held in `messages` (narration's text is let go).
-    messages_bytes: usize,
-    messages_truncated: bool,
-    /// The `messageId` of the message being streamed, when the agent sends ids.
-    message_id: Option<String>,
-    /// Something other than message text came since the last chunk: the
-    /// next chunk starts a new message.
-    message_boundary: bool,
-    usage: Option<crate::protocol::Usage>,
-    run_id: Option<String>,
     finished: bool,
 }
 
 impl Turn {
     pub(crate) fn new(
         conn: Arc<Connection>,
-        events: mpsc::UnboundedReceiver<TurnEvent>,
+        events: mpsc::Receiver<TurnEvent>,
         completion: oneshot::Receiver<PromptCompletion>,
         open_questions: watch::Receiver<usize>,
         options: TurnOptions,
@@ -192,15 +186,6 @@ impl Turn {
             options,
             started: now,
             last_activity: now,
-            message: String::new(),
-            message_truncated: false,
-            messages: Vec::new(),
-            messages_bytes: 0,
-            messages_truncated: false,
-            message_id: None,
-            message_boundary: false,
-            usage: None,
-            run_id: None,
             finished: false,
         }
     }
@@ -224,7 +209,6 @@ impl Turn {
                 event = self.events.recv(), if self.events_open => match event {
                     Some(event) => {
                         self.last_activity = Instant::now();
-                        self.observe(&event);
                         return Ok(TurnProgress::Event(event));
                     }
                     None => self.events_open = false,
@@ -256,7 +240,63 @@ impl Turn {
         }
     }
 
-    fn observe(&mut self, event: &TurnEvent) {
+    fn finish(&mut self, completion: Option<PromptCompletion>) -> Result<TurnProgress, TurnError> {
+        // No completion means the connection closed under the turn.
+        let Some(completion) = completion else {
+            return Err(TurnError::AgentExited(self.conn.exit_info()));
+        };
+        let result = completion.result.map_err(TurnError::Rpc)?;
+        let stop_reason = result
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .map(StopReason::parse)
+            .ok_or_else(|| TurnError::MalformedResult(format!("no stopReason in {result}")))?;
+        let transcript = completion.transcript;
+        Ok(TurnProgress::Finished(TurnOutcome {
+            stop_reason,
+            message: transcript.message,
+            message_truncated: transcript.message_truncated,
+            messages_truncated: transcript.messages_truncated,
+            messages: transcript.messages,
+            usage: transcript.usage,
+            run_id: transcript.run_id,
+            steers: completion.steers,
+            result,
+            duration: self.started.elapsed(),
+        }))
+    }
+}
+
+/// What a turn's updates add up to, gathered as they are routed: the
+/// agent's text (bounded, see the module doc), its messages, the last usage
+/// and run id it reported.
+#[derive(Debug, Default)]
+pub(crate) struct Transcript {
+    max_text_bytes: usize,
+    message: String,
+    message_truncated: bool,
+    messages: Vec<AgentMessage>,
+    /// Bytes of text held in `messages` (narration's text is let go).
+    messages_bytes: usize,
+    messages_truncated: bool,
+    /// The `messageId` of the message being streamed, when the agent sends ids.
+    message_id: Option<String>,
+    /// Something other than message text came since the last chunk: the
+    /// next chunk starts a new message.
+    message_boundary: bool,
+    usage: Option<crate::protocol::Usage>,
+    run_id: Option<String>,
+}
+
+impl Transcript {
+    pub(crate) fn new(max_text_bytes: usize) -> Self {
+        Transcript {
+            max_text_bytes,
+            ..Transcript::default()
+        }
+    }
+
+    pub(crate) fn observe(&mut self, event: &TurnEvent) {
         match event {
             TurnEvent::MessageChunk { text, message_id } => self.message_chunk(text, message_id.as_deref()),
             TurnEvent::ToolCall(_) | TurnEvent::Plan { .. } => {
@@ -291,7 +331,7 @@ impl Turn {
     }
 
     fn message_chunk(&mut self, text: &str, message_id: Option<&str>) {
-        let limit = self.options.max_text_bytes;
+        let limit = self.max_text_bytes;
         // Once something was dropped nothing more is kept: the text never
         // has a hole in the middle.
         let room = |used: usize, truncated: bool| if truncated { 0 } else { limit.saturating_sub(used) };
@@ -323,31 +363,6 @@ impl Turn {
             }),
         }
         self.message_boundary = false;
-    }
-
-    fn finish(&mut self, completion: Option<PromptCompletion>) -> Result<TurnProgress, TurnError> {
-        // No completion means the connection closed under the turn.
-        let Some(completion) = completion else {
-            return Err(TurnError::AgentExited(self.conn.exit_info()));
-        };
-        let result = completion.result.map_err(TurnError::Rpc)?;
-        let stop_reason = result
-            .get("stopReason")
-            .and_then(Value::as_str)
-            .map(StopReason::parse)
-            .ok_or_else(|| TurnError::MalformedResult(format!("no stopReason in {result}")))?;
-        Ok(TurnProgress::Finished(TurnOutcome {
-            stop_reason,
-            message: std::mem::take(&mut self.message),
-            message_truncated: self.message_truncated,
-            messages_truncated: self.messages_truncated,
-            messages: std::mem::take(&mut self.messages),
-            usage: self.usage.take(),
-            run_id: self.run_id.take(),
-            steers: completion.steers,
-            result,
-            duration: self.started.elapsed(),
-        }))
     }
 }
 

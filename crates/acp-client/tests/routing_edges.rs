@@ -2,14 +2,18 @@
 //! `session/new` answers and after a prompt answers, unknown agent requests,
 //! unknown update kinds, a session's history replayed by `session/load`, a
 //! question the agent withdraws, form elicitations under each policy and a
-//! cancel, steering outcomes, message boundaries. The
+//! cancel, steering outcomes, message boundaries; and a misbehaving agent's
+//! updates for sessions never opened and floods. The
 //! peer here is the test itself, writing raw frames over an in-memory pipe.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use acp_client::{
-    AgentClient, AnswerError, ClientConfig, ContentBlock, ElicitationAction, PermissionPolicy, SessionId,
-    SteerRefusal, SteeringOutcome, TurnEvent, TurnOptions, TurnProgress,
+    AgentClient, AnswerError, ClientConfig, ContentBlock, DropObserver, DroppedUpdate, ElicitationAction,
+    PermissionPolicy, SESSION_BACKLOG_LIMIT, SessionId, SteerRefusal, SteeringOutcome, TURN_EVENTS_CAPACITY,
+    TURN_QUESTIONS_RESERVED, TurnEvent, TurnOptions, TurnProgress,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
@@ -35,10 +39,14 @@ impl RawPeer {
 }
 
 fn connected() -> (AgentClient, RawPeer) {
+    connected_with(ClientConfig::default())
+}
+
+fn connected_with(config: ClientConfig) -> (AgentClient, RawPeer) {
     let (client_side, peer_side) = tokio::io::duplex(64 * 1024);
     let (client_read, client_write) = tokio::io::split(client_side);
     let (peer_read, peer_write) = tokio::io::split(peer_side);
-    let client = AgentClient::connect("raw-peer", client_read, client_write, ClientConfig::default());
+    let client = AgentClient::connect("raw-peer", client_read, client_write, config);
     let peer = RawPeer {
         lines: BufReader::new(peer_read).lines(),
         out: peer_write,
@@ -435,6 +443,264 @@ async fn narration_in_a_row_is_kept_as_one_entry() {
             outcome.message.starts_with("step 0. step 1. "),
             "the whole text keeps it"
         );
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// The client's drops, counted by reason.
+#[derive(Debug, Clone, Default)]
+struct Drops(Arc<Mutex<HashMap<DroppedUpdate, usize>>>);
+
+impl Drops {
+    fn config(&self) -> ClientConfig {
+        let counts = Arc::clone(&self.0);
+        ClientConfig {
+            drops: DropObserver::new(move |why| *counts.lock().expect("counts").entry(why).or_default() += 1),
+            ..ClientConfig::default()
+        }
+    }
+
+    fn of(&self, why: DroppedUpdate) -> usize {
+        self.0.lock().expect("counts").get(&why).copied().unwrap_or(0)
+    }
+}
+
+/// Returns once the client routed every frame the peer sent so far: its
+/// answer to a request it does not serve comes after them.
+async fn all_routed(peer: &mut RawPeer) {
+    peer.send(json!({"jsonrpc": "2.0", "id": "ping", "method": "unknown/ping", "params": {}}))
+        .await;
+    assert_eq!(peer.recv().await["id"], "ping");
+}
+
+fn thought(text: &str) -> Value {
+    json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}})
+}
+
+#[tokio::test]
+async fn updates_for_a_session_never_opened_are_dropped_and_counted() {
+    const FOREIGN: usize = 1000;
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let drops = Drops::default();
+        let (client, mut peer) = connected_with(drops.config());
+        let new_session = tokio::spawn({
+            let client = client.clone();
+            async move { client.new_session(&std::env::temp_dir(), Vec::new()).await }
+        });
+        answer_next(&mut peer, "session/new", json!({"sessionId": "mine"})).await;
+        let session = new_session.await.expect("join").expect("session");
+        let turn = client
+            .prompt(&session, vec![ContentBlock::text("hi")], TurnOptions::default())
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        // Each update names a session of its own, as if to make the client
+        // keep state for a thousand sessions.
+        for n in 0..FOREIGN {
+            peer.send(update(&format!("foreign-{n}"), chunk("not yours", "x")))
+                .await;
+        }
+        peer.send(update("mine", chunk("hello", "m"))).await;
+        // A question for a session never opened is answered, not kept.
+        peer.send(
+            json!({"jsonrpc": "2.0", "id": "perm-x", "method": "session/request_permission",
+            "params": {"sessionId": "foreign-0", "toolCall": {"title": "rm"},
+                "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}]}}),
+        )
+        .await;
+        let refused = peer.recv().await;
+        assert_eq!(refused["id"], "perm-x");
+        assert_eq!(refused["result"]["outcome"]["outcome"], "cancelled");
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        let outcome = turn.finish_quietly().await.expect("outcome");
+        all_routed(&mut peer).await;
+
+        let kept: usize = (0..FOREIGN)
+            .map(|n| client.take_backlog(&SessionId(format!("foreign-{n}"))).len())
+            .sum();
+        let dropped = drops.of(DroppedUpdate::UnknownSession);
+        println!("{FOREIGN} updates for sessions never opened: kept {kept}, dropped and counted {dropped}");
+        assert_eq!(outcome.message, "hello", "only the session's own text");
+        assert_eq!(kept, 0, "no state for sessions never opened");
+        assert_eq!(dropped, FOREIGN);
+        // Forgotten is the same as never opened.
+        client.forget_session(&session);
+        peer.send(update("mine", chunk("late", "m"))).await;
+        all_routed(&mut peer).await;
+        assert!(client.take_backlog(&session).is_empty());
+        assert_eq!(drops.of(DroppedUpdate::UnknownSession), FOREIGN + 1);
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_flood_in_a_turn_is_bounded_its_question_and_outcome_still_arrive_and_the_next_turn_completes() {
+    const FLOOD: usize = 10_000;
+    const PARTS: usize = 10;
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let drops = Drops::default();
+        let (client, mut peer) = connected_with(drops.config());
+        let session = SessionId("s".into());
+        let options = TurnOptions {
+            permission: PermissionPolicy::AskCaller,
+            ..TurnOptions::default()
+        };
+        let mut turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], options)
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        // The caller reads nothing while the agent streams: a thought
+        // token after another, the answer's parts among them, its usage.
+        for n in 0..FLOOD {
+            if n % (FLOOD / PARTS) == 0 {
+                peer.send(update("s", chunk(&format!("part{n} "), "answer"))).await;
+            }
+            peer.send(update("s", thought("hmm "))).await;
+        }
+        peer.send(update("s", json!({"sessionUpdate": "usage_update", "used": 77, "size": 100})))
+            .await;
+        peer.send(
+            json!({"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission",
+            "params": {"sessionId": "s", "toolCall": {"title": "write"},
+                "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}]}}),
+        )
+        .await;
+        all_routed(&mut peer).await;
+
+        let mut buffered = 0;
+        let question = loop {
+            match turn.next().await.expect("event") {
+                TurnProgress::Event(TurnEvent::PermissionAsked(question)) => break question,
+                TurnProgress::Event(_) => buffered += 1,
+                TurnProgress::Finished(_) => panic!("the prompt is not answered yet"),
+            }
+        };
+        let sent = FLOOD + PARTS + 1;
+        let dropped = drops.of(DroppedUpdate::TurnEventsFull);
+        println!(
+            "{sent} updates in a turn nobody read: {buffered} buffered (bound {TURN_EVENTS_CAPACITY}), {dropped} dropped and counted; the question arrived"
+        );
+        assert!(buffered < TURN_EVENTS_CAPACITY, "{buffered} events buffered");
+        assert!(dropped >= sent - TURN_EVENTS_CAPACITY, "past the bound: {dropped} dropped");
+        assert_eq!(buffered + dropped, sent, "every update delivered or counted");
+        question.answer("a").await.expect("answered");
+        let answer = peer.recv().await;
+        assert_eq!(answer["id"], "perm-1");
+        assert_eq!(answer["result"]["outcome"]["optionId"], "a");
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        let outcome = turn.finish_quietly().await.expect("the turn ends normally");
+        let expected: String = (0..PARTS).map(|part| format!("part{} ", part * (FLOOD / PARTS))).collect();
+        assert_eq!(outcome.message, expected, "the outcome has every part, delivered or not");
+        assert_eq!(outcome.usage.and_then(|usage| usage.used), Some(77));
+
+        // The next turn of the same session is an ordinary one.
+        let turn = client
+            .prompt(&session, vec![ContentBlock::text("again")], TurnOptions::default())
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        peer.send(update("s", chunk("fine", "m2"))).await;
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        assert_eq!(turn.finish_quietly().await.expect("outcome").message, "fine");
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_chatty_idle_session_keeps_only_its_newest_updates() {
+    const FLOOD: usize = 10_000;
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let drops = Drops::default();
+        let (client, mut peer) = connected_with(drops.config());
+        let session = SessionId("s".into());
+        let turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], TurnOptions::default())
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        turn.finish_quietly().await.expect("outcome");
+        for n in 0..FLOOD {
+            peer.send(update("s", thought(&format!("{n}")))).await;
+        }
+        all_routed(&mut peer).await;
+        let backlog = client.take_backlog(&session);
+        let dropped = drops.of(DroppedUpdate::BacklogFull);
+        println!("{FLOOD} updates outside a turn: {} kept (bound {SESSION_BACKLOG_LIMIT}), {dropped} dropped and counted", backlog.len());
+        assert_eq!(backlog.len(), SESSION_BACKLOG_LIMIT);
+        assert_eq!(dropped, FLOOD - SESSION_BACKLOG_LIMIT);
+        let newest = FLOOD - 1;
+        assert!(
+            matches!(backlog.last(), Some(TurnEvent::ThoughtChunk { text }) if *text == newest.to_string()),
+            "the newest is kept: {:?}",
+            backlog.last()
+        );
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_question_past_even_the_reserve_is_answered_cancelled_not_left_waiting() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let drops = Drops::default();
+        let (client, mut peer) = connected_with(drops.config());
+        let session = SessionId("s".into());
+        let options = TurnOptions {
+            permission: PermissionPolicy::AskCaller,
+            ..TurnOptions::default()
+        };
+        let mut turn = client
+            .prompt(&session, vec![ContentBlock::text("go")], options)
+            .await
+            .expect("prompt");
+        let prompt = peer.recv().await;
+        let ask = |n: usize| {
+            json!({"jsonrpc": "2.0", "id": format!("perm-{n}"), "method": "session/request_permission",
+            "params": {"sessionId": "s", "toolCall": {"title": "write"},
+                "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}]}})
+        };
+        // Updates fill what is not reserved, questions the reserve, and one
+        // question more finds no place at all.
+        for _ in 0..TURN_EVENTS_CAPACITY {
+            peer.send(update("s", thought("hmm "))).await;
+        }
+        for n in 0..=TURN_QUESTIONS_RESERVED {
+            peer.send(ask(n)).await;
+        }
+        let last = format!("perm-{TURN_QUESTIONS_RESERVED}");
+        let answered = peer.recv().await;
+        assert_eq!(answered["id"], last.as_str(), "answered at once, unseen");
+        assert_eq!(answered["result"]["outcome"]["outcome"], "cancelled");
+        assert_eq!(drops.of(DroppedUpdate::QuestionOverflow), 1);
+
+        let mut asked = 0;
+        while asked < TURN_QUESTIONS_RESERVED {
+            if let TurnProgress::Event(TurnEvent::PermissionAsked(question)) = turn.next().await.expect("event") {
+                question.answer("a").await.expect("answered");
+                asked += 1;
+            }
+        }
+        for n in 0..TURN_QUESTIONS_RESERVED {
+            let answer = peer.recv().await;
+            assert_eq!(answer["id"], format!("perm-{n}").as_str());
+            assert_eq!(answer["result"]["outcome"]["optionId"], "a");
+        }
+        println!(
+            "{} questions with the turn's events full of updates: {asked} reached the caller, 1 answered cancelled unseen",
+            TURN_QUESTIONS_RESERVED + 1
+        );
+        peer.send(json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}}))
+            .await;
+        turn.finish_quietly().await.expect("the turn ends normally");
     })
     .await
     .expect("test timed out");

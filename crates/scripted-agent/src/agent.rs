@@ -5,7 +5,7 @@
 //! by its own task.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -38,6 +38,8 @@ pub(crate) struct Agent {
     pub(crate) controls: SessionControls,
     /// The client advertised form elicitation in `initialize`.
     pub(crate) client_elicits: AtomicBool,
+    /// Turns started by this process (`--fail-first-prompts`).
+    turns_started: AtomicU32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,6 +65,7 @@ impl Agent {
             ids: Ids::new(),
             pending: PendingRequests::default(),
             client_elicits: AtomicBool::new(false),
+            turns_started: AtomicU32::new(0),
         }
     }
 
@@ -105,8 +108,7 @@ impl Agent {
                     tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                 }
                 let elicits = crate::elicit::advertised(&params);
-                self.client_elicits
-                    .store(elicits, std::sync::atomic::Ordering::Relaxed);
+                self.client_elicits.store(elicits, Ordering::Relaxed);
                 let result = acp::initialize_result(&self.options);
                 self.outbox.respond(id, result).await
             }
@@ -235,7 +237,10 @@ impl Agent {
         id: Option<Value>,
         turns: &mut JoinSet<()>,
     ) -> Result<(), ClientGone> {
-        let script = TurnScript::new(&self.options, &prompt_text);
+        let mut script = TurnScript::new(&self.options, &prompt_text);
+        if self.turns_started.fetch_add(1, Ordering::Relaxed) < self.options.fail_first_prompts {
+            script.fail = true;
+        }
         let refusal = match self.sessions.start_run(session_id, self.ids.run()) {
             Ok(run) => {
                 if !script.no_run_id {

@@ -35,8 +35,15 @@ struct Directives {
     title_bytes: Option<usize>,
     cat: Vec<String>,
     child: bool,
+    detached_child: Option<String>,
     elicit: Option<ElicitKind>,
     withdraw_elicit: bool,
+    foreign_updates: Option<u32>,
+}
+
+/// A mark that is safe to put on a shell's command line as is.
+fn is_mark(mark: &str) -> bool {
+    !mark.is_empty() && mark.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 impl Directives {
@@ -78,7 +85,13 @@ impl Directives {
                 self.stop_reason = Some(value.to_owned());
             }
             Some(("cat", path)) if !path.is_empty() => self.cat.push(path.to_owned()),
+            Some(("detached-child", mark)) if is_mark(mark) => {
+                self.detached_child = Some(mark.to_owned());
+            }
             Some(("elicit", kind)) => self.elicit = ElicitKind::parse(kind).or(self.elicit),
+            Some(("foreign-updates", value)) => {
+                self.foreign_updates = value.parse().ok().or(self.foreign_updates);
+            }
             Some(_) => {}
         }
     }
@@ -118,11 +131,19 @@ pub(crate) struct TurnScript {
     /// Start a helper process (`sleep`) that outlives the turn, as a tool's
     /// shell would.
     pub(crate) child: bool,
+    /// Start a helper that leaves the agent's session and process group
+    /// and is orphaned (`setsid` in a background job of a shell that then
+    /// exits), as a daemonizing tool does; its command line ends with this
+    /// mark, so a test can find it.
+    pub(crate) detached_child: Option<String>,
     /// Ask the client this form question in round 1 (after the tool call).
     pub(crate) elicit: Option<ElicitKind>,
     /// Having asked, withdraw the question (`$/cancel_request`) after one
     /// round delay.
     pub(crate) withdraw_elicit: bool,
+    /// Before the rounds, stream this many updates, each for a session of
+    /// its own that the client never opened.
+    pub(crate) foreign_updates: u32,
 }
 
 impl TurnScript {
@@ -152,10 +173,12 @@ impl TurnScript {
             title_bytes: directives.title_bytes,
             cat: directives.cat,
             child: directives.child,
+            detached_child: directives.detached_child,
             elicit: directives
                 .elicit
                 .or(directives.withdraw_elicit.then_some(ElicitKind::Choice)),
             withdraw_elicit: directives.withdraw_elicit,
+            foreign_updates: directives.foreign_updates.unwrap_or(0),
         }
     }
 }
@@ -206,9 +229,16 @@ mod tests {
         assert!(directives.no_run_id && directives.advertise_wrong_run);
         assert_eq!(Directives::parse("[say-bytes=200000]").say_bytes, Some(200_000));
         assert_eq!(Directives::parse("[title-bytes=9000]").title_bytes, Some(9000));
-        let directives = Directives::parse("[cat=/a] [cat=] [child] [cat=/b c]");
+        let directives = Directives::parse(
+            "[cat=/a] [cat=] [child] [cat=/b c] [detached-child=m-1] [detached-child=$(x)]",
+        );
         assert_eq!(directives.cat, vec!["/a", "/b c"], "every path is read");
         assert!(directives.child);
+        assert_eq!(
+            directives.detached_child.as_deref(),
+            Some("m-1"),
+            "a mark with shell syntax is ignored"
+        );
         let directives = Directives::parse("[elicit=form] [elicit=nonsense]");
         assert_eq!(directives.elicit, Some(ElicitKind::Form), "a bad kind is text");
         let script = TurnScript::new(&Options::default(), "[withdraw-elicit]");
@@ -216,6 +246,8 @@ mod tests {
             (script.elicit, script.withdraw_elicit),
             (Some(ElicitKind::Choice), true)
         );
+        let script = TurnScript::new(&Options::default(), "[foreign-updates=1000]");
+        assert_eq!(script.foreign_updates, 1000);
     }
 
     #[test]

@@ -24,10 +24,15 @@ pub(crate) struct FrameLog {
 }
 
 impl FrameLog {
-    /// Creates `dir` if needed and opens this process's file in it.
+    /// Creates `dir` if needed and opens this process's file in it. The
+    /// name has the start time beside the pid: agents in PID namespaces of
+    /// their own all have the same pid.
     pub(crate) async fn open(dir: &Path) -> io::Result<Self> {
         tokio::fs::create_dir_all(dir).await?;
-        let path = dir.join(format!("{}.jsonl", std::process::id()));
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos());
+        let path = dir.join(format!("{}-{started}.jsonl", std::process::id()));
         let file = OpenOptions::new().create(true).append(true).open(&path).await?;
         Ok(Self { file })
     }

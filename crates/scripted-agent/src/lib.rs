@@ -11,12 +11,15 @@
 //! `[no-run-id]` (never advertise the run), `[advertise-wrong-run]`
 //! (advertise a run id that is not live after the real one),
 //! `[say-bytes=N]` (the final message goes on with N bytes of
-//! [`filler_text`]), `[title-bytes=N]` (the tool call's title goes on with
-//! N bytes of it), `[cat=PATH]` (read a file as the agent's user and tell
-//! what it held, or the error) and `[child]` (start a helper process that
-//! outlives the turn), `[elicit=choice|text|form|url]` (ask the client an
+//! [`filler_text`]), `[title-bytes=N]` (the tool call's title goes on
+//! with N bytes of it), `[cat=PATH]` (read a file as the agent's user and tell
+//! what it held, or the error), `[child]` (start a helper process that
+//! outlives the turn), `[detached-child=MARK]` (one that leaves the agent's
+//! session and process group and is orphaned), `[elicit=choice|text|form|url]` (ask the client an
 //! `elicitation/create` question, if it advertised form elicitation, and
-//! tell the answer) and `[withdraw-elicit]` (ask, then take it back). Any
+//! tell the answer), `[withdraw-elicit]` (ask, then take it back) and
+//! `[foreign-updates=N]` (first stream N updates for sessions the client
+//! never opened, each of its own: a misbehaving agent). Any
 //! other bracketed text is just text. With `--controls`, sessions offer a
 //! model and a mode (see `controls`).
 //!

@@ -1,5 +1,9 @@
-//! The faults a test can order: bytes on stdout that are not frames, and an
-//! abrupt exit. Kept apart so the protocol code reads as a well-behaved agent.
+//! The faults a test can order: bytes on stdout that are not frames, updates
+//! for sessions nobody opened, and an abrupt exit. Kept apart so the
+//! protocol code reads as a well-behaved agent.
+
+use crate::acp::{self, update};
+use crate::wire::{ClientGone, Outbox};
 
 /// Printed before every round under `--garbage-stdout`.
 pub(crate) const GARBAGE_LINE: &str = "this is not json {{{";
@@ -25,6 +29,19 @@ pub(crate) fn huge_line(bytes: usize) -> String {
     line.extend(std::iter::repeat_n('A', bytes - envelope));
     line.push_str(HUGE_LINE_TAIL);
     line
+}
+
+/// The text of an update for a session the client never opened.
+pub(crate) const FOREIGN_TEXT: &str = "not yours\n";
+
+/// Streams `count` updates, each for a session id of its own that no
+/// `session/new` answered (`foreign-0`, `foreign-1`, …).
+pub(crate) async fn foreign_updates(outbox: &Outbox, count: u32) -> Result<(), ClientGone> {
+    for n in 0..count {
+        let session_id = format!("foreign-{n}");
+        acp::send_update(outbox, &session_id, update::agent_text(FOREIGN_TEXT)).await?;
+    }
+    Ok(())
 }
 
 /// Ends the process at once: no answer, no run cleared, no flush beyond the

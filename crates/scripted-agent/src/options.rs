@@ -138,6 +138,12 @@ pub struct Options {
     #[arg(long, value_name = "N")]
     pub huge_line_bytes: Option<usize>,
 
+    /// Answer the first N prompts of this process with an error, as an
+    /// agent whose model call failed would (directive `[fail]` for one);
+    /// later prompts play normally.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub fail_first_prompts: u32,
+
     /// Exit with code 2 at start-up, before reading anything.
     #[arg(long)]
     pub exit_immediately: bool,
@@ -183,6 +189,7 @@ impl Default for Options {
             ignore_cancel: false,
             garbage_stdout: false,
             huge_line_bytes: None,
+            fail_first_prompts: 0,
             exit_immediately: false,
             linger: false,
             ignore_directives: false,
@@ -230,6 +237,9 @@ impl Options {
         }
         if let Some(bytes) = self.huge_line_bytes {
             summary.push_str(&format!(" --huge-line-bytes {bytes}"));
+        }
+        if self.fail_first_prompts > 0 {
+            summary.push_str(&format!(" --fail-first-prompts {}", self.fail_first_prompts));
         }
         if let Some(dir) = &self.frame_log_dir {
             summary.push_str(&format!(" --frame-log-dir {}", dir.display()));

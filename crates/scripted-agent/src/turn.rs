@@ -99,6 +99,10 @@ async fn play_turn(agent: &Agent, mut turn: Turn) -> Result<(), ClientGone> {
     if turn.script.child {
         start_child(turn.run.session_id());
     }
+    misbehaviour::foreign_updates(&agent.outbox, turn.script.foreign_updates).await?;
+    if let Some(mark) = &turn.script.detached_child {
+        start_detached_child(turn.run.session_id(), mark);
+    }
     let mut transcript = Transcript::default();
     let halt = if turn.script.chatter {
         chatter(agent, &mut turn).await
@@ -418,6 +422,27 @@ fn start_child(session_id: &str) {
     match started {
         Ok(child) => log!("session {session_id}: started child pid {}", child.id()),
         Err(error) => log!("session {session_id}: could not start a child: {error}"),
+    }
+}
+
+/// `[detached-child=MARK]`: a helper in a session (and so a process group)
+/// of its own, whose parent has exited: out of reach of any kill of the
+/// agent's group, as a tool that daemonizes is. A shell runs `setsid` in
+/// a background job and exits at once; the helper, a shell waiting on a
+/// `sleep`, has MARK as its `$0` (the end of its command line).
+fn start_detached_child(session_id: &str, mark: &str) {
+    /// How long the helper sleeps: longer than any test.
+    const CHILD_SLEEP_SECONDS: &str = "3600";
+    let script = format!("setsid sh -c 'sleep {CHILD_SLEEP_SECONDS}; :' {mark} &");
+    let started = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    match started {
+        Ok(status) => log!("session {session_id}: started a detached child {mark} ({status})"),
+        Err(error) => log!("session {session_id}: could not start a detached child: {error}"),
     }
 }
 

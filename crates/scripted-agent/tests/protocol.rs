@@ -531,8 +531,19 @@ async fn frame_log_records_every_received_frame() {
     // A request answered after the cancel proves the cancel was read.
     agent.call("initialize", json!({ "protocolVersion": 1 })).await;
 
-    let pid = agent.child.id().expect("agent pid");
-    let log = std::fs::read_to_string(dir.join(format!("{pid}.jsonl"))).expect("frame log");
+    // The file is named `<pid>-<start time>.jsonl`.
+    let prefix = format!("{}-", agent.child.id().expect("agent pid"));
+    let file = std::fs::read_dir(&dir)
+        .expect("frame log dir")
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with(&prefix) && name.ends_with(".jsonl"))
+        })
+        .expect("frame log");
+    let log = std::fs::read_to_string(file).expect("frame log");
     let methods: Vec<String> = log
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).expect("JSON line"))

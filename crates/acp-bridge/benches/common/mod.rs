@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use acp_bridge::AuthorGate;
 use acp_bridge::Replier;
 use acp_bridge::{Arrival, ChainBounds, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
+use acp_bridge::{AuthorGate, GateRules};
 use acp_bridge::{NewMention, Store};
 use acp_bridge::{ReplyMode, RespondTo, SessionPolicy};
 use nostr_sdk::prelude::{Client, Event, EventBuilder, Keys, Kind, RelayUrl, Tag, TagKind, Timestamp};
@@ -142,9 +142,11 @@ impl IntakeRig {
             reply_recorder,
         );
         let gate = AuthorGate::new(
-            Some(cast.owner.public_key()),
-            RespondTo::OwnerOnly,
-            Default::default(),
+            GateRules::new(
+                Some(cast.owner.public_key()),
+                RespondTo::OwnerOnly,
+                Default::default(),
+            ),
             client,
         );
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
@@ -161,6 +163,7 @@ impl IntakeRig {
             session_policy: SessionPolicy::Conversation,
             max_queued: 10_000,
             follow_threads: true,
+            max_parked_bytes: acp_bridge::DEFAULT_MAX_PARKED_BYTES,
         };
         let intake = Intake::new(
             cast.bot.clone(),

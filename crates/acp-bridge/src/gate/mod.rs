@@ -16,6 +16,7 @@ pub mod profile_lookup;
 pub mod sibling_cache;
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use nostr_sdk::prelude::{Client, Kind, PublicKey, Tag, Timestamp};
@@ -92,38 +93,43 @@ impl Refusal {
     }
 }
 
-/// Owned by the intake: one caller, so no locks.
-#[derive(Debug)]
-pub struct AuthorGate {
+/// Who the gate hears, and what it knows of siblings without asking the
+/// network: the rules themselves, shared by the intake's gate (which adds
+/// profile lookups) and by every reader that must hear exactly whom the
+/// gate hears (thread context). One copy of the rules, so the two cannot
+/// drift apart.
+#[derive(Debug, Clone)]
+pub struct GateRules {
     owner: Option<PublicKey>,
     respond_to: RespondTo,
-    allowlist: BTreeSet<PublicKey>,
-    siblings: SiblingCache,
-    lookups: ProfileLookups,
-    /// Authors with a lookup queued or under way (requests are coalesced).
-    looking_up: HashSet<PublicKey>,
+    allowlist: Arc<BTreeSet<PublicKey>>,
+    /// Written by the gate's lookups, read by every holder of the rules.
+    /// Held only for a map access, never across an await.
+    siblings: Arc<Mutex<SiblingCache>>,
 }
 
-impl AuthorGate {
-    /// A gate whose profile lookups go through `client`. Starts the lookup
-    /// worker on the current runtime.
-    pub fn new(
-        owner: Option<PublicKey>,
-        respond_to: RespondTo,
-        allowlist: BTreeSet<PublicKey>,
-        client: Client,
-    ) -> Self {
-        AuthorGate {
+/// What is known of an author's sibling standing without a lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SiblingKnown {
+    /// Decided: by the event's own attestation or a live cached verdict.
+    Fresh(bool),
+    /// The cached verdict is absent or expired. A known sibling is heard
+    /// on its stale attestations (`Some(true)`) while the profile is
+    /// looked up again; `None` means nothing is known.
+    Stale(Option<bool>),
+}
+
+impl GateRules {
+    pub fn new(owner: Option<PublicKey>, respond_to: RespondTo, allowlist: BTreeSet<PublicKey>) -> Self {
+        GateRules {
             owner,
             respond_to,
-            allowlist,
-            siblings: SiblingCache::new(
+            allowlist: Arc::new(allowlist),
+            siblings: Arc::new(Mutex::new(SiblingCache::new(
                 sibling_cache::DEFAULT_POSITIVE_TTL,
                 sibling_cache::DEFAULT_NEGATIVE_TTL,
                 sibling_cache::DEFAULT_CAPACITY,
-            ),
-            lookups: ProfileLookups::start(client),
-            looking_up: HashSet::new(),
+            ))),
         }
     }
 
@@ -131,10 +137,25 @@ impl AuthorGate {
         self.owner
     }
 
-    /// Decides whether `facts.author` is heard, and how they stand. Never
-    /// waits on the network: an author whose standing needs their profile
-    /// gets [`Hearing::AwaitingProfile`] and a lookup is requested.
-    pub fn admit(&mut self, facts: AuthorFacts<'_>) -> Hearing {
+    /// How the gate would stand `facts.author`, from what is known now and
+    /// without asking the network; `None` when the gate would not hear them
+    /// (an author whose standing needs a profile lookup is not heard here).
+    pub fn heard_now(&self, facts: &AuthorFacts<'_>) -> Option<Standing> {
+        let sibling = || match self.sibling_known(facts) {
+            SiblingKnown::Fresh(known) => Some(known),
+            SiblingKnown::Stale(stale) => stale,
+        };
+        match self.hear(facts, sibling) {
+            Hearing::Heard(standing) => Some(standing),
+            _ => None,
+        }
+    }
+
+    /// The rules, in order. `sibling` is asked only when the author's
+    /// standing depends on it; `None` from it means "not known yet", which
+    /// the answer reports as [`Hearing::AwaitingProfile`] (the gate turns
+    /// that into `LookupsBusy` when no lookup could be queued).
+    fn hear(&self, facts: &AuthorFacts<'_>, sibling: impl FnOnce() -> Option<bool>) -> Hearing {
         if self.respond_to == RespondTo::Nobody {
             return Hearing::Refused(Refusal::NobodyHeard);
         }
@@ -145,20 +166,98 @@ impl AuthorGate {
         if allowlisted && !facts.direct_message {
             return Hearing::Heard(Standing::Allowlisted);
         }
-        match self.is_sibling(&facts) {
+        match sibling() {
             Some(true) => return Hearing::Heard(Standing::Sibling),
             Some(false) => {}
             // Heard either way: as a stranger now, and by its standing once
             // the lookup (under way) is done. A busy public bot must not
             // hold every new author for a lookup.
             None if self.respond_to == RespondTo::Anyone && !facts.direct_message => {}
-            None if self.looking_up.contains(&facts.author) => return Hearing::AwaitingProfile,
-            None => return Hearing::LookupsBusy,
+            None => return Hearing::AwaitingProfile,
         }
         match (self.respond_to, facts.direct_message) {
             (_, true) => Hearing::Refused(Refusal::DirectMessageFromStranger),
             (RespondTo::Anyone, false) => Hearing::Heard(Standing::Stranger),
             _ => Hearing::Refused(Refusal::NotHeard),
+        }
+    }
+
+    /// A sibling: attested by the owner, on the event or on its profile
+    /// (as cached by the gate's lookups).
+    fn sibling_known(&self, facts: &AuthorFacts<'_>) -> SiblingKnown {
+        let Some(owner) = self.owner else {
+            return SiblingKnown::Fresh(false);
+        };
+        let covers = |tags: &[Tag]| {
+            matches!(
+                attestation::verify_tags(tags.iter(), &facts.author, &owner, facts.kind, facts.created_at),
+                Some(Ok(()))
+            )
+        };
+        // The event's own attestation needs no lookup: preferred.
+        match attestation::verify_tags(facts.tags, &facts.author, &owner, facts.kind, facts.created_at) {
+            Some(Ok(())) => return SiblingKnown::Fresh(true),
+            Some(Err(error)) => {
+                tracing::debug!(author = %facts.author, %error, "attestation on the event refused");
+            }
+            None => {}
+        }
+        let mut siblings = self.siblings.lock().unwrap_or_else(PoisonError::into_inner);
+        // Conditions depend on the event: checked every time.
+        match siblings.get(&facts.author, Instant::now()) {
+            Some(SiblingVerdict::Sibling(tags)) => SiblingKnown::Fresh(covers(&tags)),
+            Some(SiblingVerdict::NotSibling) => SiblingKnown::Fresh(false),
+            None => SiblingKnown::Stale(siblings.stale_attestations(&facts.author).map(covers)),
+        }
+    }
+
+    fn learned(&self, author: PublicKey, verdict: SiblingVerdict) {
+        let mut siblings = self.siblings.lock().unwrap_or_else(PoisonError::into_inner);
+        siblings.put(author, verdict, Instant::now());
+    }
+}
+
+/// The rules plus the profile lookups that decide siblings. Owned by the
+/// intake: one caller.
+#[derive(Debug)]
+pub struct AuthorGate {
+    rules: GateRules,
+    lookups: ProfileLookups,
+    /// Authors with a lookup queued or under way (requests are coalesced).
+    looking_up: HashSet<PublicKey>,
+}
+
+impl AuthorGate {
+    /// A gate applying `rules`, whose profile lookups go through `client`.
+    /// Starts the lookup worker on the current runtime.
+    pub fn new(rules: GateRules, client: Client) -> Self {
+        AuthorGate {
+            rules,
+            lookups: ProfileLookups::start(client),
+            looking_up: HashSet::new(),
+        }
+    }
+
+    pub fn owner(&self) -> Option<PublicKey> {
+        self.rules.owner
+    }
+
+    /// Decides whether `facts.author` is heard, and how they stand. Never
+    /// waits on the network: an author whose standing needs their profile
+    /// gets [`Hearing::AwaitingProfile`] and a lookup is requested.
+    pub fn admit(&mut self, facts: AuthorFacts<'_>) -> Hearing {
+        let rules = self.rules.clone();
+        let sibling = || match rules.sibling_known(&facts) {
+            SiblingKnown::Fresh(known) => Some(known),
+            // Absent or expired: look the profile up again.
+            SiblingKnown::Stale(stale) => {
+                self.request_lookup(facts.author);
+                stale
+            }
+        };
+        match rules.hear(&facts, sibling) {
+            Hearing::AwaitingProfile if !self.looking_up.contains(&facts.author) => Hearing::LookupsBusy,
+            hearing => hearing,
         }
     }
 
@@ -170,41 +269,8 @@ impl AuthorGate {
             return std::future::pending().await;
         };
         self.looking_up.remove(&author);
-        self.siblings.put(author, verdict, Instant::now());
+        self.rules.learned(author, verdict);
         author
-    }
-
-    /// A sibling: attested by the owner, on the event or on its profile.
-    /// `None` when that is not known yet (a lookup is requested, or could
-    /// not be: see `looking_up`).
-    fn is_sibling(&mut self, facts: &AuthorFacts<'_>) -> Option<bool> {
-        let Some(owner) = self.owner else {
-            return Some(false);
-        };
-        let covers = |tags: &[Tag]| {
-            matches!(
-                attestation::verify_tags(tags.iter(), &facts.author, &owner, facts.kind, facts.created_at),
-                Some(Ok(()))
-            )
-        };
-        // The event's own attestation needs no lookup: preferred.
-        match attestation::verify_tags(facts.tags, &facts.author, &owner, facts.kind, facts.created_at) {
-            Some(Ok(())) => return Some(true),
-            Some(Err(error)) => {
-                tracing::debug!(author = %facts.author, %error, "attestation on the event refused");
-            }
-            None => {}
-        }
-        // Conditions depend on the event: checked every time.
-        match self.siblings.get(&facts.author, Instant::now()) {
-            Some(SiblingVerdict::Sibling(tags)) => return Some(covers(&tags)),
-            Some(SiblingVerdict::NotSibling) => return Some(false),
-            None => {}
-        }
-        // Absent or expired: look the profile up again; a known sibling is
-        // heard on its stale attestations meanwhile.
-        self.request_lookup(facts.author);
-        self.siblings.stale_attestations(&facts.author).map(covers)
     }
 
     /// Queues a lookup of `author` unless one is under way; `looking_up`

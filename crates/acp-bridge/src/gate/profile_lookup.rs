@@ -7,7 +7,11 @@
 //! only *asks* for a lookup here and answers "not decided yet"; one worker
 //! task makes the lookups, one at a time within a budget (a flood of fresh
 //! keys must not become a flood of relay queries), and reports each verdict
-//! back, after which the intake screens the waiting events again.
+//! back, after which the intake screens the waiting events again. Those
+//! events wait in the intake, bounded in count and in bytes
+//! (`--max-parked-bytes`); one that does not fit is fetched again from its
+//! relay later, so a stranger's flood of large events while its lookup is
+//! under way costs no memory past the bound.
 //!
 //! Requests for the same author are coalesced by the gate. A lookup that
 //! fails (relay error, timeout) is retried with backoff, never reported as

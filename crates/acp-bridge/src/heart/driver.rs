@@ -40,7 +40,7 @@ use crate::pool::{Lease, Pool};
 use crate::reply::Replier;
 use crate::store::{Store, sql_now};
 use crate::telemetry::metrics;
-use crate::thread_context::ThreadContext;
+use crate::thread_context::{PendingMark, ThreadContext};
 
 /// What every turn's driver shares.
 #[derive(Debug, Clone)]
@@ -130,6 +130,7 @@ pub(crate) fn spawn(
         steer: SteerMethod::GooseRun,
         anchor: newest.cloned(),
         context_for,
+        context_mark: None,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -240,6 +241,10 @@ struct Driver {
     anchor: Option<Mention>,
     /// The batch, until its first prompt is given the thread's context.
     context_for: Option<Vec<Mention>>,
+    /// The session's thread-context mark, recorded once the agent answers
+    /// the prompt that carried the context (a failed prompt is retried
+    /// with it again).
+    context_mark: Option<PendingMark>,
 }
 
 impl Driver {
@@ -359,7 +364,11 @@ impl Driver {
     async fn prompt(&mut self, text: String) {
         // The first prompt carries what the session has not seen of the thread.
         let text = match (self.context_for.take(), &self.services.context) {
-            (Some(batch), Some(context)) => context.for_turn(&batch).await + &text,
+            (Some(batch), Some(context)) => {
+                let gathered = context.for_turn(&batch).await;
+                self.context_mark = gathered.mark;
+                gathered.text + &text
+            }
             _ => text,
         };
         let Some(lease) = &self.lease else { return };
@@ -374,6 +383,8 @@ impl Driver {
         match prompt {
             Ok(turn) => self.turn = Some(turn),
             Err(error) => {
+                // Not accepted: the retry's prompt carries the context again.
+                self.context_mark = None;
                 let failure = TurnFailure::Agent(error.to_string());
                 self.report(Input::PromptEnded(Err(failure))).await;
             }
@@ -420,6 +431,9 @@ impl Driver {
             Ok(TurnProgress::Event(event)) => observe(&event),
             Ok(TurnProgress::Finished(outcome)) => {
                 self.prompt_over();
+                if let Some(mark) = self.context_mark.take() {
+                    mark.commit();
+                }
                 if let Some(run_id) = &outcome.run_id {
                     tracing::Span::current().record("run_id", run_id.as_str());
                 }
@@ -438,6 +452,7 @@ impl Driver {
             }
             Err(error) => {
                 self.prompt_over();
+                self.context_mark = None;
                 self.report(Input::PromptEnded(Err(failure_of(&error)))).await;
             }
         }

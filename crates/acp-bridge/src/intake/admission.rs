@@ -15,9 +15,10 @@
 
 use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
+use super::relay_link::refetch_since;
 use super::{Arrival, DropReason, Inbound, Intake, Screened};
 use crate::ledger::OtherShards;
-use crate::mention::{Intent, Mention};
+use crate::mention::{Intent, Mention, Thread};
 use crate::reply::Reaction;
 use crate::store::sql_seconds;
 use crate::telemetry::metrics;
@@ -32,9 +33,9 @@ pub const INTAKE_BATCH: usize = 32;
 struct Pending {
     index: usize,
     relay: RelayUrl,
-    /// The delivered event's date (a gift wrap's own), which the relay's
-    /// subscription filters on.
-    delivered_at: Timestamp,
+    /// Where a subscription must start to deliver the event again (see
+    /// [`refetch_since`]), should it stay untaken.
+    refetch_from: Timestamp,
     admitted: Screened,
 }
 
@@ -88,7 +89,7 @@ impl Intake {
                             pending.push(Pending {
                                 index: outcomes.len(),
                                 relay,
-                                delivered_at: event.created_at,
+                                refetch_from: refetch_since(&event),
                                 admitted,
                             });
                             Ok(())
@@ -103,6 +104,7 @@ impl Intake {
             }
         }
         self.commit(&mut pending, &mut outcomes).await;
+        self.publish_floors();
         outcomes
     }
 
@@ -119,15 +121,18 @@ impl Intake {
             match (fresh, entry.admitted) {
                 (Ok(()), Screened::Ours(mention)) => {
                     self.untaken.release(&event_id);
+                    if let Thread::Group { root, .. } | Thread::Note { root, .. } = mention.thread {
+                        self.loop_guard.taken_in_thread(root, mention.chain_depth);
+                    }
                     self.act(mention).await;
                 }
                 (Ok(()), Screened::OtherShards(other)) => {
-                    self.book_untaken(relay, event_id, entry.delivered_at, DropReason::OtherShard);
+                    self.book_untaken(relay, event_id, entry.refetch_from, DropReason::OtherShard);
                     dropped(relay, event_id, &other.author, DropReason::OtherShard);
                     outcomes[entry.index] = Err(DropReason::OtherShard);
                 }
                 (Err(reason), admitted) => {
-                    self.book_untaken(relay, event_id, entry.delivered_at, reason);
+                    self.book_untaken(relay, event_id, entry.refetch_from, reason);
                     dropped(relay, event_id, admitted.author(), reason);
                     outcomes[entry.index] = Err(reason);
                 }
@@ -139,7 +144,7 @@ impl Intake {
     /// holds nothing back; untaken, it holds its relay's watermark and,
     /// unless it waits in memory for a lookup, is fetched again.
     fn settle_untaken(&mut self, relay: &RelayUrl, event: &Event, reason: DropReason) {
-        self.book_untaken(relay, event.id, event.created_at, reason);
+        self.book_untaken(relay, event.id, refetch_since(event), reason);
         dropped(relay, event.id, &event.pubkey, reason);
     }
 
@@ -147,7 +152,7 @@ impl Intake {
         &mut self,
         relay: &RelayUrl,
         event_id: EventId,
-        delivered_at: Timestamp,
+        refetch_from: Timestamp,
         reason: DropReason,
     ) {
         if !reason.is_passing() {
@@ -155,7 +160,7 @@ impl Intake {
             return;
         }
         let fetch_again = reason != DropReason::AwaitingProfile;
-        self.untaken.hold(relay, event_id, delivered_at, fetch_again);
+        self.untaken.hold(relay, event_id, refetch_from, fetch_again);
         // A failed journal write is the operator's business; waiting for a
         // lookup is routine, and a stranger's flood must not flood the log.
         let untaken = self.untaken.len();

@@ -21,11 +21,13 @@
 
 mod admission;
 mod followed_threads;
+mod own_replies;
 pub mod relay_link;
 mod untaken;
 
 pub use admission::INTAKE_BATCH;
-use untaken::{Parked, Untaken};
+pub use untaken::DEFAULT_MAX_PARKED_BYTES;
+use untaken::{Parked, Parking, Untaken};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -80,10 +82,12 @@ pub enum Arrival {
     },
 }
 
-/// Per relay, the floor of its live subscription: events dated before it
-/// are refused. The intake owns them and publishes each change; housekeeping
-/// reads the latest, since it may forget a seen event only once every relay
-/// would refuse it by its date.
+/// Per relay, the oldest date it may deliver from now on: the floor of its
+/// live subscription (events dated before it are refused), or where the
+/// link is to fetch an untaken event again, when that is older. The intake
+/// owns them and publishes each change; housekeeping reads the latest,
+/// since it may forget a seen event only once every relay would refuse it
+/// by its date.
 pub type SubscriptionFloors = HashMap<RelayUrl, Timestamp>;
 
 /// What the intake hands to the heart.
@@ -115,7 +119,9 @@ pub enum DropReason {
     Overloaded,
     /// Untaken: waits in memory for the author's profile lookup.
     AwaitingProfile,
-    /// Untaken: the profile lookups are saturated; fetched again later.
+    /// Untaken: the profile lookups are saturated, or the events waiting
+    /// for one fill their bounds (count, `--max-parked-bytes`); fetched
+    /// again later.
     LookupsBusy,
     /// Untaken: the journal write failed; fetched again later.
     NotJournaled,
@@ -168,6 +174,9 @@ pub struct IntakeLimits {
     /// `--follow-threads involved`: a reply in a thread the bot answered
     /// in counts as a mention.
     pub follow_threads: bool,
+    /// `--max-parked-bytes`: events waiting for a profile lookup hold at
+    /// most this many bytes.
+    pub max_parked_bytes: usize,
 }
 
 /// An event that passed screening: a mention to act on, or one of a
@@ -197,6 +206,9 @@ struct Candidate<'a> {
     /// The event as the relay delivered it (for DMs: the gift wrap), kept
     /// if the candidate has to wait for a lookup.
     delivered: &'a Event,
+    /// Heard only as a reply in a thread the bot answered in (it does not
+    /// tag the bot): it continues the thread's exchange (see `loop_guard`).
+    follow_up: bool,
 }
 
 /// Whether the author's signature still needs checking.
@@ -253,6 +265,7 @@ impl Intake {
                 RATE_LIMIT_TRACKED_AUTHORS,
             ),
             overload_notices: RateLimiter::new(OVERLOAD_NOTICE_BURST, OVERLOAD_NOTICE_REFILL, 1),
+            parked: Parked::new(limits.max_parked_bytes),
             queued: QueuedCount::default(),
             bot_hex: keys.public_key().to_hex(),
             keys,
@@ -266,7 +279,6 @@ impl Intake {
             floors_published: watch::Sender::new(SubscriptionFloors::default()),
             caught_up: HashMap::new(),
             untaken: Untaken::default(),
-            parked: Parked::default(),
             inbound,
             shard: Shard::WHOLE,
             question_askers: QuestionAskers::default(),
@@ -301,9 +313,23 @@ impl Intake {
     /// on, and the stored events come first (not live yet).
     fn set_floor(&mut self, relay: RelayUrl, floor: Timestamp) {
         self.caught_up.remove(&relay);
-        self.floors.insert(relay.clone(), floor);
-        self.floors_published.send_modify(|floors| {
-            floors.insert(relay, floor);
+        self.floors.insert(relay, floor);
+        self.publish_floors();
+    }
+
+    /// Publishes each relay's floor, lowered to its oldest untaken event's
+    /// reach-back, when either changed.
+    fn publish_floors(&self) {
+        self.floors_published.send_if_modified(|published| {
+            let mut changed = false;
+            for (relay, floor) in &self.floors {
+                let reach = self
+                    .untaken
+                    .oldest(relay)
+                    .map_or(*floor, |oldest| oldest.min(*floor));
+                changed |= published.insert(relay.clone(), reach) != Some(reach);
+            }
+            changed
         });
     }
 
@@ -337,7 +363,8 @@ impl Intake {
         if event.pubkey == self.keys.public_key() {
             return Err(DropReason::OwnEvent);
         }
-        if !mentions(&event.tags, &self.bot_hex) && !self.follows_up(event) {
+        let tagged = mentions(&event.tags, &self.bot_hex);
+        if !tagged && !self.follows_up(event) {
             return Err(DropReason::NotAMention);
         }
         if self.ledger.seen(&event.id.to_hex()) {
@@ -379,6 +406,7 @@ impl Intake {
                 replies_to,
                 signature: Signature::Verified,
                 delivered: event,
+                follow_up: false,
             };
             return self.judge(relay, candidate);
         }
@@ -394,6 +422,7 @@ impl Intake {
             replies_to,
             signature: Signature::Unchecked(event),
             delivered: event,
+            follow_up: !tagged,
         };
         self.judge(relay, candidate)
     }
@@ -419,12 +448,8 @@ impl Intake {
             }) {
                 Hearing::Heard(standing) => standing,
                 Hearing::Refused(refusal) => return Err(DropReason::Gate(refusal)),
-                Hearing::AwaitingProfile
-                    if self.parked.park(candidate.author, relay, candidate.delivered) =>
-                {
-                    return Err(DropReason::AwaitingProfile);
-                }
-                Hearing::AwaitingProfile | Hearing::LookupsBusy => return Err(DropReason::LookupsBusy),
+                Hearing::AwaitingProfile => return Err(self.park(relay, &candidate)),
+                Hearing::LookupsBusy => return Err(DropReason::LookupsBusy),
             },
         };
         // Refusals above were decided on the claimed author, which costs
@@ -447,7 +472,12 @@ impl Intake {
                 accepted_at: Timestamp::now().as_secs(),
             }));
         }
-        let chain_depth = self.loop_guard.depth_of(candidate.replies_to);
+        let chain_depth = match candidate.thread {
+            Thread::Group { root, .. } | Thread::Note { root, .. } if candidate.follow_up => {
+                self.loop_guard.follow_up_depth(root, candidate.replies_to)
+            }
+            _ => self.loop_guard.depth_of(candidate.replies_to),
+        };
         let hop = self.limits.chain_bounds.hop(chain_depth, standing);
         if hop == Hop::Cut {
             tracing::info!(
@@ -473,6 +503,23 @@ impl Intake {
             intent: Intent::Turn,
         };
         self.admit(mention, command, hop).map(Screened::Ours)
+    }
+
+    /// Parks a candidate whose author is being looked up, when there is
+    /// room; past the bounds it is left to its relay to deliver again
+    /// (the lookups are, in effect, busy for it).
+    fn park(&mut self, relay: &RelayUrl, candidate: &Candidate<'_>) -> DropReason {
+        let parking = self.parked.park(candidate.author, relay, candidate.delivered);
+        let (events, bytes, author_bytes) = self.parked.held(&candidate.author);
+        tracing::debug!(
+            event_id = %candidate.dedup_id, author = %candidate.author, outcome = parking.as_str(),
+            parked_events = events, parked_bytes = bytes, author_bytes, max_parked_bytes = self.limits.max_parked_bytes,
+            "parking an event for its author's profile lookup"
+        );
+        match parking {
+            Parking::Parked => DropReason::AwaitingProfile,
+            Parking::Full | Parking::TooManyBytes => DropReason::LookupsBusy,
+        }
     }
 
     /// The last checks, which answer rather than drop: what the mention is
@@ -644,6 +691,7 @@ mod tests {
 
     use super::*;
     use crate::config::{ReplyMode, RespondTo, SessionPolicy};
+    use crate::gate::GateRules;
     use crate::store::scratch::ScratchDir;
 
     struct Rig {
@@ -669,9 +717,7 @@ mod tests {
             recorder,
         );
         let gate = AuthorGate::new(
-            Some(owner.public_key()),
-            RespondTo::OwnerOnly,
-            Default::default(),
+            GateRules::new(Some(owner.public_key()), RespondTo::OwnerOnly, Default::default()),
             client,
         );
         let (inbound_tx, inbound) = mpsc::channel(16);
@@ -687,6 +733,7 @@ mod tests {
             session_policy: SessionPolicy::Conversation,
             max_queued: 10_000,
             follow_threads: true,
+            max_parked_bytes: DEFAULT_MAX_PARKED_BYTES,
         };
         Rig {
             intake: Intake::new(bot.clone(), store, gate, replier, loop_guard, limits, inbound_tx),
@@ -845,6 +892,36 @@ mod tests {
             Err(DropReason::OtherShard),
             "the rest of the DM goes by the hash"
         );
+    }
+
+    #[tokio::test]
+    async fn housekeeping_sees_the_floor_lowered_to_an_untaken_events_date() {
+        let mut rig = rig();
+        let floors = rig.intake.floors();
+        let now = Timestamp::now().as_secs();
+        let subscribed = |floor: u64| Arrival::Subscribed {
+            relay: rig.relay.clone(),
+            floor: Timestamp::from_secs(floor),
+        };
+        // A stranger's mention waits for the lookup of its profile.
+        let waiting = EventBuilder::new(Kind::Custom(9), "wait for my profile")
+            .tag(Tag::public_key(rig.bot.public_key()))
+            .tag(Tag::custom(TagKind::h(), ["room"]))
+            .custom_created_at(Timestamp::from_secs(now - 200))
+            .sign_with_keys(&Keys::generate())
+            .expect("sign");
+        let event = Arrival::Event {
+            relay: rig.relay.clone(),
+            event: Box::new(waiting.clone()),
+        };
+        let first = rig.intake.take_in([subscribed(now - 300), event]).await;
+        assert_eq!(first, [Err(DropReason::AwaitingProfile)]);
+        assert_eq!(floors.borrow()[&rig.relay].as_secs(), now - 300);
+
+        // A reconnection subscribes from later on: the untaken event still
+        // holds the floor housekeeping goes by.
+        rig.intake.take_in([subscribed(now - 100)]).await;
+        assert_eq!(floors.borrow()[&rig.relay].as_secs(), now - 200);
     }
 
     #[tokio::test]

@@ -14,6 +14,10 @@
 //! take for a passing reason (the journal write failed, say) holds the
 //! watermark back and is fetched again a little later.
 //!
+//! No subscription reaches below the seen horizon ([`subscription_since`]):
+//! housekeeping may have pruned the seen entries of older events, and the
+//! date check is then all that keeps them from being answered twice.
+//!
 //! Events are read from the relay's raw `EVENT` messages, not from the
 //! SDK's "new event" notifications: the SDK remembers every id it has
 //! seen and announces a re-sent event only as a raw message, so a
@@ -27,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
-    EventId, Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
+    Event, EventId, Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
     SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::{broadcast, mpsc, watch};
@@ -35,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Arrival;
 use super::followed_threads::{Answered, FollowedThreads, Renewal};
+use super::own_replies::OwnReplies;
 use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
 use crate::store::Store;
@@ -86,6 +91,10 @@ const FORWARDED_SUBSCRIPTIONS: [&str; 3] = [
 /// Threads followed at most, the most recently answered: relays cap the
 /// values of a filter.
 const MAX_FOLLOWED_THREADS: usize = 500;
+/// The bot's own replies read at the first connection (`own_replies`): a
+/// thread's answers and their series parts each count, so twice the
+/// threads followed.
+const MAX_OWN_REPLIES_READ: usize = 2 * MAX_FOLLOWED_THREADS;
 
 /// What to subscribe to.
 #[derive(Debug, Clone)]
@@ -147,6 +156,9 @@ pub struct RelayLink {
     followed: FollowedThreads,
     /// One-shot reads of new threads sent so far (their ids' numbers).
     new_thread_reads: u64,
+    /// What the bot's own replies on this relay say was read into the
+    /// store (once per link, before the first subscription: `own_replies`).
+    learned_own_replies: bool,
 }
 
 impl RelayLink {
@@ -170,6 +182,7 @@ impl RelayLink {
             threads,
             followed: FollowedThreads::default(),
             new_thread_reads: 0,
+            learned_own_replies: false,
         }
     }
 
@@ -304,13 +317,27 @@ impl RelayLink {
     }
 
     /// (Re)subscribes from the watermark, or from `oldest_untaken` when
-    /// that is earlier. The same subscription id replaces the previous REQ
-    /// on the relay.
+    /// that is earlier, never below the seen horizon. The same subscription
+    /// id replaces the previous REQ on the relay.
     async fn subscribe(&mut self, oldest_untaken: Option<Timestamp>) -> bool {
-        let since = match oldest_untaken {
-            Some(oldest) => self.since().min(oldest),
-            None => self.since(),
-        };
+        let kinds = self.interest.public_kinds();
+        if !self.learned_own_replies && !kinds.is_empty() {
+            self.learned_own_replies = true;
+            let own_replies = OwnReplies {
+                relay: &self.relay,
+                bot: self.interest.bot,
+                kinds,
+                limit: MAX_OWN_REPLIES_READ,
+                follow_threads: self.interest.follow_threads,
+            };
+            own_replies.learn(&self.store).await;
+        }
+        let since = self.since_reaching(oldest_untaken);
+        if let Some(oldest) = oldest_untaken.filter(|oldest| *oldest < since) {
+            // Housekeeping keeps the horizon below every untaken event it
+            // is told of: this is a bug, and re-reading would be worse.
+            tracing::warn!(relay = %self.url, oldest = oldest.as_secs(), since = since.as_secs(), "an untaken event lies below the seen horizon; it is not fetched again");
+        }
         let filters = self.interest.filters(since);
         self.forward(Arrival::Subscribed {
             relay: self.url.clone(),
@@ -423,11 +450,31 @@ impl RelayLink {
     }
 
     fn since(&self) -> Timestamp {
+        self.since_reaching(None)
+    }
+
+    /// The `since` of a subscription made now (see [`subscription_since`]).
+    fn since_reaching(&self, oldest_untaken: Option<Timestamp>) -> Timestamp {
         let watermark = self.store.watermark(self.url.as_str()).unwrap_or_else(|error| {
             tracing::error!(relay = %self.url, %error, "cannot read the watermark; using the first-start window");
             None
         });
-        Timestamp::from_secs(subscription_since(watermark, Timestamp::now().as_secs()))
+        // Housekeeping keeps the horizon below the watermark's reach:
+        // without it, nothing older than that is asked for.
+        let (oldest_untaken, seen_horizon) = match self.store.seen_horizon() {
+            Ok(horizon) => (oldest_untaken, horizon),
+            Err(error) => {
+                tracing::error!(relay = %self.url, %error, "cannot read the seen horizon; fetching nothing older than the watermark");
+                (None, None)
+            }
+        };
+        let since = subscription_since(
+            watermark,
+            oldest_untaken,
+            seen_horizon,
+            Timestamp::now().as_secs(),
+        );
+        Timestamp::from_secs(since)
     }
 
     async fn forward(&self, arrival: Arrival) {
@@ -437,13 +484,39 @@ impl RelayLink {
 }
 
 /// The `since` of a subscription made at `now` on a relay with this stored
-/// watermark: the oldest `created_at` it can deliver.
-pub fn subscription_since(watermark: Option<i64>, now: u64) -> u64 {
+/// watermark, reaching back to `oldest_untaken` (see [`refetch_since`])
+/// when that is earlier: the oldest `created_at` it can deliver. Never
+/// below `seen_horizon`: seen entries of events dated before it may be
+/// pruned, and re-reading them would answer them twice. Housekeeping reads
+/// the same reach when it decides what to prune, so that the two agree.
+pub fn subscription_since(
+    watermark: Option<i64>,
+    oldest_untaken: Option<Timestamp>,
+    seen_horizon: Option<i64>,
+    now: u64,
+) -> u64 {
     let watermark = watermark.map_or_else(
         || now.saturating_sub(FIRST_START_LOOKBACK.as_secs()),
         |watermark| u64::try_from(watermark).unwrap_or(0),
     );
-    watermark.min(now).saturating_sub(SINCE_SKEW.as_secs())
+    let since = watermark.min(now).saturating_sub(SINCE_SKEW.as_secs());
+    let since = oldest_untaken.map_or(since, |oldest| since.min(oldest.as_secs()));
+    let horizon = seen_horizon.map_or(0, |horizon| u64::try_from(horizon).unwrap_or(0));
+    since.max(horizon.min(now))
+}
+
+/// The `since` from which the mention subscription delivers `event` again:
+/// its own date, or for a gift wrap, whose filter reaches
+/// [`GIFT_WRAP_BACKDATE`] below the subscription's `since`, that much
+/// later. A wrap dated back at random (NIP-59) thus holds a watermark or
+/// asks for a refetch where its rumor's date would, not two days below it:
+/// a stranger's DM cannot make the link re-read two days of mentions.
+pub fn refetch_since(event: &Event) -> Timestamp {
+    if event.kind == Kind::GiftWrap {
+        event.created_at + GIFT_WRAP_BACKDATE
+    } else {
+        event.created_at
+    }
 }
 
 /// Whether events of `subscription` go to the intake.
@@ -476,6 +549,61 @@ fn parse_roots(threads: &[(String, i64)]) -> Vec<Answered> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NOW: u64 = 1_000_000;
+    const SKEW: u64 = SINCE_SKEW.as_secs();
+
+    #[test]
+    fn a_subscription_reaches_back_to_the_oldest_untaken_event_but_never_below_the_seen_horizon() {
+        let watermark = Some((NOW - 100) as i64);
+        let since = |untaken: Option<u64>, horizon: Option<i64>| {
+            subscription_since(watermark, untaken.map(Timestamp::from_secs), horizon, NOW)
+        };
+        assert_eq!(since(None, None), NOW - 100 - SKEW);
+        assert_eq!(
+            since(Some(NOW - 50), None),
+            NOW - 100 - SKEW,
+            "later than the watermark"
+        );
+        assert_eq!(since(Some(NOW - 7_200), None), NOW - 7_200);
+        assert_eq!(
+            since(Some(NOW - 7_200), Some((NOW - 3_600) as i64)),
+            NOW - 3_600,
+            "held at the horizon"
+        );
+        assert_eq!(
+            subscription_since(None, None, Some((NOW + 10) as i64), NOW),
+            NOW,
+            "never in the future"
+        );
+    }
+
+    #[test]
+    fn a_gift_wrap_is_fetched_again_from_where_its_filter_reaches_it() {
+        use nostr_sdk::prelude::{EventBuilder, Keys};
+        let (keys, bot) = (Keys::generate(), Keys::generate().public_key());
+        let two_hours_ago = Timestamp::from_secs(NOW - 7_200);
+        let sign = |kind| {
+            EventBuilder::new(kind, "x")
+                .tag(nostr_sdk::prelude::Tag::public_key(bot))
+                .custom_created_at(two_hours_ago)
+                .sign_with_keys(&keys)
+                .expect("sign")
+        };
+        let interest = Interest {
+            bot,
+            kinds: vec![Kind::Custom(9), Kind::GiftWrap],
+            follow_threads: false,
+        };
+        let wrap = sign(Kind::GiftWrap);
+        let since = refetch_since(&wrap);
+        assert_eq!(since.as_secs(), NOW - 7_200 + GIFT_WRAP_BACKDATE.as_secs());
+        assert!(
+            interest.filters(since)[1].match_event(&wrap, nostr_sdk::prelude::MatchEventOptions::new()),
+            "the wrap's filter still delivers it"
+        );
+        assert_eq!(refetch_since(&sign(Kind::Custom(9))), two_hours_ago);
+    }
 
     #[test]
     fn events_of_the_mention_thread_and_new_thread_subscriptions_are_forwarded_and_no_others() {

@@ -2,20 +2,31 @@
 //!
 //! Every agent runs in a process group of its own, and its parent-death
 //! signal ends the group's leader the moment the daemon dies, even by
-//! SIGKILL (`acp_client`'s process module). The helpers the agent started
-//! (shells, MCP servers) are not covered by that signal: under systemd
-//! (`KillMode=control-group`) or as a container's main process they go with
-//! the daemon's cgroup or namespace, but otherwise they live on. So each
-//! agent's group is recorded in the store while the agent runs
-//! ([`track`]), and at start-up, before any agent starts, the groups a
-//! previous run left are ended ([`sweep`]): SIGTERM, then SIGKILL after a
-//! grace.
+//! SIGKILL (`acp_client`'s process module); where the daemon may create
+//! PID namespaces, everything the agent started ends with that leader.
+//! Where it may not, the helpers the agent started (shells, MCP servers)
+//! are not covered by that signal: under systemd or as a container's main
+//! process they go with the daemon's cgroup or namespace, but otherwise
+//! they live on. So each agent's group is recorded in the store while the
+//! agent runs ([`track`]), and at start-up, before any agent starts, the
+//! groups a previous run left are ended ([`sweep`]): SIGTERM, then SIGKILL
+//! after a grace.
 //!
-//! A recorded group is ended only while it is still ours: the boot must be
-//! the same, and a leader still alive must have the recorded start time (a
-//! pid reused by a stranger has another). A leader that is gone leaves its
-//! id to no one while members of its group live, since Linux does not hand
-//! out a pid still in use as a process group id.
+//! A recorded group is ended only while it is provably still ours: the boot
+//! must be the same, and its leader must still run with the recorded start
+//! time (a pid reused by a stranger has another). A group whose leader is
+//! gone is never signalled, even with members left. Those members may be
+//! the agent's helpers, but they may as well be a stranger's: once every
+//! process of our group ended, the kernel hands the id out again, and a
+//! stranger that got it as its pid may have made it the id of a group of
+//! its own and exited, leaving its children behind. Nothing recorded tells
+//! the two apart (a helper's start time only bounds it from below), and a
+//! daemon running as root must not kill an unrelated group on a guess. The
+//! members are logged instead. With the agents in PID namespaces of their
+//! own (`acp_client`'s process module) nothing of a group outlives its
+//! leader, so nothing is lost; without them, the helpers of a SIGKILLed
+//! daemon are the service manager's (systemd's cgroup) or the container's
+//! to end.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,8 +90,10 @@ pub async fn sweep(store: &Store) {
     };
     let boot = boot_id();
     for group in groups {
-        if is_ours(&group, boot.as_deref()) {
-            end_group(group.pgid).await;
+        match standing(&group, boot.as_deref()) {
+            Standing::Ours => end_group(group.pgid).await,
+            Standing::LeaderGone => note_leaderless(group.pgid),
+            Standing::NotOurs => {}
         }
         if let Err(error) = store.agent_group_forget(group.pgid) {
             tracing::warn!(pgid = group.pgid, %error, "cannot forget a swept agent process group");
@@ -88,14 +101,40 @@ pub async fn sweep(store: &Store) {
     }
 }
 
-/// Whether the recorded group is still the one an agent of ours led.
-fn is_ours(group: &AgentGroup, boot: Option<&str>) -> bool {
+/// What the sweep knows of a recorded group now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    /// Its leader is there with the recorded start time: the agent we
+    /// started. A leader that died but is not yet reaped (a zombie) still
+    /// holds its pid, and so still proves the group.
+    Ours,
+    /// This boot, but no leader: whatever has the id now is not provably ours.
+    LeaderGone,
+    /// Another boot, or a stranger that got the leader's pid.
+    NotOurs,
+}
+
+fn standing(group: &AgentGroup, boot: Option<&str>) -> Standing {
     if boot != Some(group.boot_id.as_str()) {
-        return false; // a reboot ended that run's processes
+        return Standing::NotOurs; // a reboot ended that run's processes
     }
     match ProcStat::read(group.pgid) {
-        Some(leader) => leader.start_ticks == group.start_ticks,
-        None => true,
+        Some(leader) if leader.start_ticks == group.start_ticks => Standing::Ours,
+        Some(_) => Standing::NotOurs,
+        None => Standing::LeaderGone,
+    }
+}
+
+/// Logs what is left of a group whose leader is gone; it is not signalled
+/// (see the module's doc).
+fn note_leaderless(pgid: i32) {
+    let left = live_members(pgid);
+    if left > 0 {
+        tracing::warn!(
+            pgid,
+            processes = left,
+            "a recorded agent process group has processes left but not its leader; they cannot be proven ours and are not signalled"
+        );
     }
 }
 
@@ -221,11 +260,115 @@ mod tests {
             boot_id: "this boot".to_owned(),
             start_ticks,
         };
-        assert!(is_ours(&group(own.start_ticks), Some("this boot")));
-        assert!(
-            !is_ours(&group(own.start_ticks + 1), Some("this boot")),
+        assert_eq!(
+            standing(&group(own.start_ticks), Some("this boot")),
+            Standing::Ours
+        );
+        assert_eq!(
+            standing(&group(own.start_ticks + 1), Some("this boot")),
+            Standing::NotOurs,
             "a reused pid"
         );
-        assert!(!is_ours(&group(own.start_ticks), Some("another boot")));
+        assert_eq!(
+            standing(&group(own.start_ticks), Some("another boot")),
+            Standing::NotOurs
+        );
+    }
+
+    /// A real process group: a shell that leads it, waiting for a line on
+    /// stdin before it exits, and a `sleep` it started in the background,
+    /// which stays in the group after the shell is gone.
+    struct Group {
+        leader: std::process::Child,
+        pgid: i32,
+        recorded: AgentGroup,
+    }
+
+    impl Group {
+        fn start() -> Group {
+            use std::os::unix::process::CommandExt;
+            let leader = std::process::Command::new("sh")
+                .args(["-c", "sleep 600 & read line"])
+                .stdin(std::process::Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .expect("sh");
+            let pgid = i32::try_from(leader.id()).expect("pid");
+            let stat = ProcStat::read(pgid).expect("the leader runs");
+            let recorded = AgentGroup {
+                pgid,
+                boot_id: boot_id().expect("boot id"),
+                start_ticks: stat.start_ticks,
+            };
+            let group = Group {
+                leader,
+                pgid,
+                recorded,
+            };
+            group.wait_for_members(2);
+            group
+        }
+
+        /// Waits (on /proc, bounded) until the group has `count` processes.
+        fn wait_for_members(&self, count: usize) {
+            let deadline = std::time::Instant::now() + MEMBERS_PATIENCE;
+            while live_members(self.pgid) != count {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "group {} has {} processes, not {count}",
+                    self.pgid,
+                    live_members(self.pgid)
+                );
+                std::thread::sleep(SWEEP_POLL);
+            }
+        }
+
+        /// Ends the leader (it reads its line and exits) and reaps it.
+        fn lose_leader(&mut self) {
+            use std::io::Write;
+            let mut stdin = self.leader.stdin.take().expect("stdin");
+            stdin.write_all(b"go\n").expect("write to the leader");
+            drop(stdin);
+            self.leader.wait().expect("the leader exits");
+        }
+    }
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+            let _ = self.leader.wait();
+        }
+    }
+
+    /// How long a test waits for processes to appear in or leave a group.
+    const MEMBERS_PATIENCE: Duration = Duration::from_secs(10);
+
+    fn store_with(group: &AgentGroup) -> (Store, crate::store::scratch::ScratchDir) {
+        let dir = crate::store::scratch::ScratchDir::new("sweep");
+        let store = Store::open(dir.path()).expect("store");
+        store.agent_group_record(group, sql_now()).expect("record");
+        (store, dir)
+    }
+
+    #[tokio::test]
+    async fn the_sweep_ends_a_recorded_group_whose_leader_still_runs() {
+        let group = Group::start();
+        let (store, _dir) = store_with(&group.recorded);
+        sweep(&store).await;
+        assert_eq!(live_members(group.pgid), 0, "leader and helper ended");
+        assert!(store.agent_groups().expect("groups").is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_sweep_never_signals_a_group_whose_leader_is_gone() {
+        let mut group = Group::start();
+        let (store, _dir) = store_with(&group.recorded);
+        group.lose_leader();
+        group.wait_for_members(1);
+        sweep(&store).await;
+        let left = live_members(group.pgid);
+        println!("sweep of a recorded group whose leader is gone: {left} of 1 member left running");
+        assert_eq!(left, 1, "the member the sweep cannot prove ours is left alone");
+        assert!(store.agent_groups().expect("groups").is_empty(), "and forgotten");
     }
 }

@@ -6,6 +6,11 @@
 //! and an older one must not reopen a window already covered.
 //!
 //! The relay URL is used as given; the caller normalises it.
+//!
+//! The same table keeps the *seen horizon*, under a key that is no relay
+//! URL: housekeeping may have pruned the seen entries (finished journal
+//! rows) of events dated before it, so no subscription may reach below it
+//! again. It never moves backwards either.
 
 use rusqlite::{OptionalExtension, params};
 
@@ -33,6 +38,22 @@ impl Store {
         )?
         .execute(params![relay, created_at])?;
         Ok(())
+    }
+}
+
+/// The seen horizon's row in the watermark table (a relay URL has a scheme).
+const SEEN_HORIZON_KEY: &str = "seen-horizon";
+
+impl Store {
+    /// The date before which seen entries may have been pruned, if any were.
+    pub fn seen_horizon(&self) -> Result<Option<i64>> {
+        self.watermark(SEEN_HORIZON_KEY)
+    }
+
+    /// Raises the seen horizon to `created_at` (before pruning what it
+    /// covers); a lower value leaves it where it is.
+    pub fn raise_seen_horizon(&self, created_at: i64) -> Result<()> {
+        self.advance_watermark(SEEN_HORIZON_KEY, created_at)
     }
 }
 
@@ -69,5 +90,17 @@ mod tests {
         assert_eq!(store.watermark(RELAY_A).unwrap(), Some(2_000));
         assert_eq!(store.watermark(RELAY_B).unwrap(), Some(50));
         assert_eq!(store.watermark("wss://c.example").unwrap(), None);
+    }
+
+    #[test]
+    fn the_seen_horizon_only_rises_and_is_no_relays_watermark() {
+        let dir = ScratchDir::new("seen-horizon");
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.seen_horizon().unwrap(), None);
+        store.raise_seen_horizon(500).unwrap();
+        store.raise_seen_horizon(400).unwrap();
+        assert_eq!(store.seen_horizon().unwrap(), Some(500));
+        store.advance_watermark(RELAY_A, 900).unwrap();
+        assert_eq!(store.seen_horizon().unwrap(), Some(500));
     }
 }

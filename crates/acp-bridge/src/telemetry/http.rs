@@ -4,9 +4,29 @@
 //! module only serves it, next to a health answer for orchestrators: 200
 //! while at least one relay is connected and the pool is not circuit-broken,
 //! 503 otherwise (with the reason in the body).
+//!
+//! Whoever reaches the port controls how many connections are open and how
+//! slowly they speak, so each is bounded:
+//! - at most [`MAX_CONNECTIONS`] are served at once; one more is closed as
+//!   soon as it is accepted (its file descriptor is given back at once,
+//!   rather than left queued in the kernel), and counted;
+//! - a connection waiting for a request's head (its first request, or the
+//!   next one on a kept-alive connection) is closed after
+//!   [`REQUEST_HEAD_TIMEOUT`]: an idle socket holds a slot for no longer;
+//! - no connection lives longer than [`CONNECTION_LIFETIME`] (a client that
+//!   sends a request and never reads the answer); a scraper reconnects;
+//! - a failed accept (out of file descriptors, EMFILE) waits before the
+//!   next one, from [`ACCEPT_BACKOFF_MIN`] doubling to
+//!   [`ACCEPT_BACKOFF_MAX`], instead of trying again at once in a loop.
+//!
+//! The cap keeps the daemon's descriptors safe, not the scraper's access:
+//! whoever can open connections can keep the slots busy. Bind the port where
+//! only the scraper reaches it (loopback, or a pod IP behind a
+//! NetworkPolicy; see `deploy/`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -14,19 +34,32 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::pool::Pool;
+use crate::telemetry::metrics as record;
 
 /// Histogram buckets of mention-to-reply latency, in seconds: agents answer
 /// in seconds to minutes.
 const LATENCY_BUCKETS_SECS: &[f64] = &[0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0];
 /// How often histograms are compacted.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// Connections served at once. A scraper needs one (two while a scrape
+/// overlaps a health probe); the rest is headroom for people with curl.
+pub const MAX_CONNECTIONS: usize = 32;
+/// How long a connection may take to send a request's head, and how long a
+/// kept-alive connection may sit idle before its next one.
+pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a connection lives, whatever it does.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// The first wait after a failed accept.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// The longest wait after failed accepts in a row.
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// What `/healthz` looks at.
 #[derive(Debug, Clone)]
@@ -81,25 +114,82 @@ pub async fn bind(
 }
 
 async fn serve(listener: TcpListener, metrics: PrometheusHandle, health: Health, stop: CancellationToken) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = AcceptBackoff::default();
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((stream, _)) = accepted else { continue };
-        let (metrics, health) = (metrics.clone(), health.clone());
-        let service = service_fn(move |request| {
-            let response = respond(&request, &metrics, &health);
-            async move { Ok::<_, Infallible>(response) }
-        });
-        tokio::spawn(async move {
-            if let Err(error) = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%error, "metrics connection ended with an error");
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff.reset();
+                stream
             }
-        });
+            Err(error) => {
+                let wait = backoff.next_wait();
+                tracing::warn!(%error, backoff_ms = wait.as_millis() as u64, "metrics endpoint: accept failed, waiting before the next");
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(wait) => continue,
+                }
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // Dropped: closed at once, the descriptor given back. Counted,
+            // not logged: whoever floods the port would flood the log.
+            record::metrics_connection_refused();
+            continue;
+        };
+        tokio::spawn(serve_connection(stream, slot, metrics.clone(), health.clone()));
+    }
+}
+
+/// Serves one connection within its bounds; the slot is freed when it ends.
+async fn serve_connection(
+    stream: TcpStream,
+    slot: OwnedSemaphorePermit,
+    metrics: PrometheusHandle,
+    health: Health,
+) {
+    let service = service_fn(move |request| {
+        let response = respond(&request, &metrics, &health);
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(REQUEST_HEAD_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service);
+    match tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::debug!(%error, "metrics connection ended with an error"),
+        Err(_) => tracing::debug!(
+            lifetime_secs = CONNECTION_LIFETIME.as_secs(),
+            "metrics connection closed at the end of its lifetime"
+        ),
+    }
+    drop(slot);
+}
+
+/// The wait after failed accepts in a row: doubling from
+/// [`ACCEPT_BACKOFF_MIN`] to [`ACCEPT_BACKOFF_MAX`], back to none after a
+/// success.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    last: Option<Duration>,
+}
+
+impl AcceptBackoff {
+    fn next_wait(&mut self) -> Duration {
+        let wait = self
+            .last
+            .map_or(ACCEPT_BACKOFF_MIN, |last| (last * 2).min(ACCEPT_BACKOFF_MAX));
+        self.last = Some(wait);
+        wait
+    }
+
+    fn reset(&mut self) {
+        self.last = None;
     }
 }
 
@@ -126,4 +216,21 @@ fn respond(
         response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_backoff_doubles_to_its_bound_and_restarts_after_a_success() {
+        let mut backoff = AcceptBackoff::default();
+        let waits: Vec<Duration> = (0..10).map(|_| backoff.next_wait()).collect();
+        assert_eq!(waits[0], ACCEPT_BACKOFF_MIN);
+        assert_eq!(waits[1], ACCEPT_BACKOFF_MIN * 2);
+        assert!(waits.windows(2).all(|pair| pair[0] <= pair[1]));
+        assert_eq!(waits[9], ACCEPT_BACKOFF_MAX);
+        backoff.reset();
+        assert_eq!(backoff.next_wait(), ACCEPT_BACKOFF_MIN);
+    }
 }

@@ -26,6 +26,13 @@ pub fn steer(path: &'static str) {
     counter!("acp_bridge_steers_total", "path" => path).increment(1);
 }
 
+/// Events waiting in memory for their author's profile lookup, and the
+/// bytes they hold (bounded by `--max-parked-bytes`).
+pub fn parked_events(events: usize, bytes: usize) {
+    gauge!("acp_bridge_parked_events").set(events as f64);
+    gauge!("acp_bridge_parked_event_bytes").set(bytes as f64);
+}
+
 pub fn queue_depth(depth: usize) {
     gauge!("acp_bridge_queue_depth").set(depth as f64);
 }
@@ -92,4 +99,18 @@ pub fn agent_tokens(kind: &'static str, tokens: u64) {
 /// `currency` (a gauge that only grows: costs are fractional).
 pub fn agent_cost(currency: &str, amount: f64) {
     gauge!("acp_bridge_agent_cost_total", "currency" => currency.to_owned()).increment(amount);
+}
+
+/// A connection to `--metrics-addr` closed at once: the endpoint already
+/// served its cap of connections.
+pub fn metrics_connection_refused() {
+    counter!("acp_bridge_metrics_connections_refused_total").increment(1);
+}
+
+/// An agent's update the ACP client dropped at one of its bounds, by
+/// `reason`: `unknown_session` (a session the bridge never opened),
+/// `backlog_full` (outside a turn), `turn_events_full` (a turn's unread
+/// events), `question_overflow` (a question answered cancelled unseen).
+pub fn agent_update_dropped(reason: &'static str) {
+    counter!("acp_bridge_agent_updates_dropped_total", "reason" => reason).increment(1);
 }
