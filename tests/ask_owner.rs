@@ -54,7 +54,7 @@ async fn the_owner_allows_and_the_tool_runs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_owner_rejects_by_name_and_a_strangers_reply_is_ignored() {
+async fn the_owner_rejects_by_name_and_a_strangers_reply_is_no_answer_but_is_heard() {
     let scene = ask_owner(&["--respond-to", "anyone"]).start().await;
     let (owner, bot) = (&scene.owner, scene.bot);
     let stranger = scene.join().await;
@@ -63,14 +63,11 @@ async fn the_owner_rejects_by_name_and_a_strangers_reply_is_ignored() {
     let meddling = stranger
         .reply_in_group(&bot, "room", &mention.id, &question.id, "1")
         .await;
-    let ignored = Line::new("ignored a reply to an agent's question from someone other than the owner");
-    let log = &scene.bridge.log;
-    log.wait(log.start(), ignored.with("event_id", meddling.id.to_hex()))
+    // Not an answer (only the owner answers), but an ordinary mention: held
+    // behind the question, and its author told so.
+    stranger
+        .reply_containing(&bot, &meddling.id, "waiting for the owner")
         .await;
-    assert!(
-        owner.events_referencing(&bot, &meddling.id).await.is_empty(),
-        "no answer to the stranger"
-    );
     owner
         .reply_in_group(&bot, "room", &mention.id, &question.id, "Reject once")
         .await;
@@ -265,34 +262,26 @@ async fn withdrawn(prompt: &str, asked: &str, names: &str, outcome: &str) {
     assert!(answer.content.contains(outcome), "{}", answer.content);
 }
 
-/// Waits for a DM from `from` to `person` containing `needle`.
-async fn dm_containing(person: &Person, from: &PublicKey, needle: &str) -> UnsignedEvent {
-    let probe = async || {
-        let messages = person.direct_messages_from(from, 0).await;
-        messages
-            .into_iter()
-            .find(|message| message.content.contains(needle))
-    };
-    eventually(PATIENCE, probe, || {
-        format!("a DM from {from} containing `{needle}`")
-    })
-    .await
+/// `person`, attested by `owner` as a sibling bot (published before the
+/// daemon starts, so the gate knows it from its first look).
+async fn attested_sibling(owner: &Person, person: Person) -> Person {
+    let attestation = Attestation::sign(&owner.keys, &person.public_key(), "").expect("sign");
+    person
+        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
+        .await;
+    person
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_counts_only() {
     let stage = ask_owner(&[]).stage().await;
-    let sibling = stage.join().await;
-    let attestation = Attestation::sign(&stage.owner.keys, &sibling.public_key(), "").expect("sign");
-    sibling
-        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
-        .await;
+    let sibling = attested_sibling(&stage.owner, stage.join().await).await;
     let scene = stage.start().await;
     let (owner, bot) = (&scene.owner, scene.bot);
     let conversation = format!("dm:{}", sibling.public_key().to_hex());
 
     sibling.dm(&bot, "clean the disk [permission]").await;
-    let mut question = dm_containing(owner, &bot, ASKED).await;
+    let mut question = owner.dm_containing(&bot, ASKED).await;
     assert!(
         question.content.contains(&conversation),
         "names the conversation: {}",
@@ -313,7 +302,7 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
         public.content
     );
     owner.dm(&bot, "!status").await;
-    let private = dm_containing(owner, &bot, "Agent questions pending: 1.").await;
+    let private = owner.dm_containing(&bot, "Agent questions pending: 1.").await;
     assert!(
         private.content.contains(&format!(
             "{conversation} is waiting for the owner to answer a permission question"
@@ -323,17 +312,9 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
     );
 
     // The owner's DM answering the question (it references the question's rumor).
-    let answer = EventBuilder::private_msg(
-        &owner.keys,
-        bot,
-        "1",
-        [Tag::parse(["e", &question.id().to_hex(), "", "reply"]).expect("tag")],
-    )
-    .await
-    .expect("wrap");
-    owner.send(&answer).await;
-    dm_containing(owner, &bot, "Answered the agent: Allow once").await;
-    let done = dm_containing(&sibling, &bot, "done:").await;
+    owner.dm_replying(&bot, &question.id(), "1").await;
+    owner.dm_containing(&bot, "Answered the agent: Allow once").await;
+    let done = sibling.dm_containing(&bot, "done:").await;
     assert!(
         done.content.contains("tool: allowed (allow_once)"),
         "{}",
@@ -352,7 +333,7 @@ async fn a_question_in_a_siblings_dm_goes_to_the_owner_and_public_status_shows_c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_choice_is_answered_by_number_then_by_name_and_a_strangers_reply_is_ignored() {
+async fn a_choice_is_answered_by_number_then_by_name_and_a_strangers_reply_is_no_answer() {
     let scene = ask_owner(&["--respond-to", "anyone"]).start().await;
     let (owner, bot) = (&scene.owner, scene.bot);
     let stranger = scene.join().await;
@@ -370,9 +351,8 @@ async fn a_choice_is_answered_by_number_then_by_name_and_a_strangers_reply_is_ig
     let meddling = stranger
         .reply_in_group(&bot, "room", &mention.id, &question.id, "3")
         .await;
-    let ignored = Line::new("ignored a reply to an agent's question from someone other than the owner");
-    let log = &scene.bridge.log;
-    log.wait(log.start(), ignored.with("event_id", meddling.id.to_hex()))
+    stranger
+        .reply_containing(&bot, &meddling.id, "waiting for the owner")
         .await;
     owner
         .reply_in_group(&bot, "room", &mention.id, &question.id, "2")
@@ -560,5 +540,256 @@ async fn without_ask_owner_form_elicitation_is_not_advertised() {
         initialize["params"]["clientCapabilities"].get("elicitation"),
         None,
         "{initialize}"
+    );
+}
+
+/// Issue 21: a sibling's DM sent while its own conversation waits on a
+/// question (asked in the owner's DM) is a mention like any other: held,
+/// told so, and answered once the owner answered. It used to be taken for
+/// an answer from someone other than the owner and dropped unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_siblings_dm_while_its_question_waits_is_held_and_answered_not_dropped() {
+    let stage = ask_owner(&[])
+        .agent(&["--rounds", "3", "--round-delay-ms", "200"])
+        .stage()
+        .await;
+    let sibling = attested_sibling(&stage.owner, stage.join().await).await;
+    let scene = stage.start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    sibling.dm(&bot, "clean the disk [permission]").await;
+    let mut question = owner.dm_containing(&bot, ASKED).await;
+    sibling.dm(&bot, "and empty the trash").await;
+    let told = sibling.dm_containing(&bot, "waiting for the owner").await;
+    assert!(told.content.contains("scripted tool"), "{}", told.content);
+
+    owner.dm_replying(&bot, &question.id(), "1").await;
+    let done = sibling.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content.contains("tool: allowed (allow_once)") && done.content.contains("> and empty the trash"),
+        "the held DM reached the agent after the answer: {}",
+        done.content
+    );
+    let to_sibling = sibling.direct_messages_from(&bot, 2).await;
+    let answered = to_sibling
+        .iter()
+        .filter(|message| message.content.contains("done:"))
+        .count();
+    println!("sibling DMs accepted: 2; answered in {answered} reply; told held: 1; twice: 0; lost: 0");
+    assert_eq!(answered, 1, "one answer for both DMs: {to_sibling:?}");
+}
+
+/// Issue 21: the owner's reply to a question that is closed is not applied
+/// to the question open now (a "1" sent again to an answered question, or
+/// late to one that timed out, used to answer the next one and could allow
+/// the wrong tool): the owner is told it is closed, and the open question
+/// still waits for its own answer. (A question closes the same way however
+/// it closes; answering it makes the sequence independent of timing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_reply_to_a_closed_question_is_not_applied_to_the_open_one() {
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let log = &scene.bridge.log;
+
+    owner.dm(&bot, "first job [permission]").await;
+    let mut first = owner.dm_containing(&bot, ASKED).await;
+    owner.dm_replying(&bot, &first.id(), "3").await;
+    owner.dm_containing(&bot, "tool: rejected (reject_once)").await;
+
+    let mark = log.cursor();
+    owner.dm(&bot, "second job [permission]").await;
+    let asked = log.wait(mark, Line::new("asked the owner")).await;
+    let second = EventId::from_hex(asked["question"].as_str().expect("question id")).expect("hex");
+    assert_ne!(second, first.id(), "a new question");
+
+    let late = owner.dm_replying(&bot, &first.id(), "1").await;
+    owner.dm_containing(&bot, "That question is closed").await;
+    log.wait(
+        log.start(),
+        Line::new("the owner replied to a question that is closed: not applied to another")
+            .with("event_id", late.id.to_hex()),
+    )
+    .await;
+
+    owner.dm_replying(&bot, &second, "Reject once").await;
+    let done = eventually(
+        PATIENCE,
+        async || {
+            let messages = owner.direct_messages_from(&bot, 1).await;
+            let mut done = messages
+                .into_iter()
+                .filter(|message| message.content.contains("done:"));
+            done.nth(1)
+        },
+        || "the second job's answer".to_owned(),
+    )
+    .await;
+    assert!(
+        done.content.contains("tool: rejected (reject_once)"),
+        "the open question got its own answer, not the late one: {}",
+        done.content
+    );
+    let answered = log.matching(log.start(), Line::new("the owner answered the agent's question"));
+    println!(
+        "owner replies: 3 accepted; questions answered: {} (first, then second by its own reply); told closed: 1; applied to another: 0",
+        answered.len()
+    );
+    assert_eq!(answered.len(), 2, "the late reply answered nothing");
+}
+
+/// Issue 21: a question longer than a relay's event limit is still posted.
+/// A tool call's title of 100 kB (NIP-44 encrypts at most 64 kB, so such a
+/// DM could not even be built, and the tool was cancelled unasked) is
+/// quoted cut, saying how much is left out, with the options below it; the
+/// owner's answer works as for any question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_with_a_huge_tool_title_is_posted_cut_and_answered() {
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    owner
+        .dm(&bot, "run the generated script [permission] [title-bytes=100000]")
+        .await;
+    let mut question = owner.dm_containing(&bot, ASKED).await;
+    assert!(
+        question.content.contains("more bytes not shown]")
+            && question.content.contains("1. Allow once (allow once)"),
+        "cut, the options kept: {} bytes",
+        question.content.len()
+    );
+    owner.dm_replying(&bot, &question.id(), "1").await;
+    let done = owner.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content.contains("tool: allowed (allow_once)"),
+        "{}",
+        done.content
+    );
+    println!(
+        "tool title 100000 bytes: question posted in {} bytes, answered 1, cancelled unasked 0",
+        question.content.len()
+    );
+}
+
+/// Issue 21: in the owner's DM with exactly one question open, an untagged
+/// DM that reads as an answer answers it; one that does not is a message to
+/// the agent (held behind the question, the owner told how to answer), not
+/// a failed answer that is thrown away after a correction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_owners_dm_an_untagged_answer_answers_the_one_open_question_and_other_text_waits() {
+    let scene = ask_owner(&[])
+        .agent(&["--rounds", "3", "--round-delay-ms", "200"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    owner.dm(&bot, "deploy it [permission]").await;
+    owner.dm_containing(&bot, ASKED).await;
+    owner.dm(&bot, "and tag the release").await;
+    owner
+        .dm_containing(&bot, "(to answer it, reply to the question itself)")
+        .await;
+    owner.dm(&bot, "allow once").await;
+    owner.dm_containing(&bot, "Answered the agent: Allow once").await;
+    let done = owner.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content.contains("tool: allowed (allow_once)") && done.content.contains("> and tag the release"),
+        "the untagged answer answered, the other DM reached the agent: {}",
+        done.content
+    );
+    let corrections = owner.direct_messages_from(&bot, 1).await;
+    assert!(
+        corrections
+            .iter()
+            .all(|message| !message.content.contains("I did not understand that answer")),
+        "{corrections:?}"
+    );
+    println!(
+        "owner DMs accepted 3 (1 prompt, 1 message, 1 untagged answer): answered 3 (1 reply for both, 1 notice), corrections 0, lost 0"
+    );
+}
+
+/// Issue 21, the timed-out flavour: the owner's late "1" to a question that
+/// timed out neither allows the tool of the question open now (which times
+/// out in its turn, rejected) nor reaches the agent as a message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_reply_to_a_timed_out_question_allows_nothing() {
+    let scene = ask_owner(&["--permission-timeout", "3s"]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let log = &scene.bridge.log;
+
+    owner.dm(&bot, "first job [permission]").await;
+    let mut first = owner.dm_containing(&bot, ASKED).await;
+    owner.dm_containing(&bot, "No answer within 3 s").await;
+    // The first turn is over before the second job comes (else it would
+    // be steered into it, not asked about).
+    owner.dm_containing(&bot, "done:").await;
+
+    let mark = log.cursor();
+    owner.dm(&bot, "second job [permission]").await;
+    log.wait(mark, Line::new("asked the owner")).await;
+    let late = owner.dm_replying(&bot, &first.id(), "1").await;
+    owner.dm_containing(&bot, "That question is closed").await;
+
+    let rejected = eventually(
+        PATIENCE,
+        async || {
+            let messages = owner.direct_messages_from(&bot, 1).await;
+            let done: Vec<String> = messages
+                .into_iter()
+                .filter(|message| message.content.contains("done:"))
+                .map(|message| message.content)
+                .collect();
+            (done.len() == 2).then_some(done)
+        },
+        || "both jobs' answers".to_owned(),
+    )
+    .await;
+    assert!(
+        rejected
+            .iter()
+            .all(|done| done.contains("tool: rejected") && !done.contains("allowed")),
+        "nothing was allowed: {rejected:?}"
+    );
+    assert!(
+        log.matching(log.start(), Line::new("the owner answered the agent's question"))
+            .is_empty(),
+        "the late reply answered no question"
+    );
+    assert!(
+        log.matching(log.start(), Line::new("prompting the agent"))
+            .iter()
+            .all(|line| line["span"]["event_id"] != late.id.to_hex()),
+        "the late reply was not prompted"
+    );
+    println!("late reply to a timed-out question: told closed 1, tools allowed 0, prompted 0");
+}
+
+/// A question about a sibling's DM is asked in the owner's DM, so what
+/// becomes of it (here: the agent withdraws it) is said there too, never to
+/// the sibling, who was not asked (and must not read the tool's title).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_becomes_of_a_question_about_a_siblings_dm_is_told_to_the_owner_not_the_sibling() {
+    let stage = ask_owner(&[]).stage().await;
+    let sibling = attested_sibling(&stage.owner, stage.join().await).await;
+    let scene = stage.start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    sibling.dm(&bot, "clean the disk [withdraw-permission]").await;
+    owner.dm_containing(&bot, ASKED).await;
+    let withdrawn = owner.dm_containing(&bot, "no longer needs an answer").await;
+    assert!(
+        withdrawn.content.contains("About the private conversation with"),
+        "{}",
+        withdrawn.content
+    );
+    sibling.dm_containing(&bot, "done:").await;
+    let to_sibling = sibling.direct_messages_from(&bot, 1).await;
+    assert!(
+        to_sibling
+            .iter()
+            .all(|message| !message.content.contains("no longer needs") && !message.content.contains(ASKED)),
+        "the sibling hears nothing of the question: {to_sibling:?}"
+    );
+    println!(
+        "question about a sibling's DM withdrawn: owner told 1, sibling told 0 (DMs to the sibling: {})",
+        to_sibling.len()
     );
 }

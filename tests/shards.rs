@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use acp_bridge::Shard;
+use acp_bridge::{Attestation, Shard};
 use futures_util::future::join_all;
 use nostr_sdk::prelude::*;
 use support::*;
@@ -244,6 +244,156 @@ async fn a_killed_shards_conversations_wait_for_its_restart_and_nothing_is_answe
         scene
             .tally("2 shards, one SIGKILLed mid-turn and restarted", &all)
             .await,
+    );
+}
+
+/// How a permission question starts.
+const ASKED: &str = "asks for permission";
+
+/// The index of the shard (of 2) that owns the DM conversation with `key`.
+fn dm_shard(key: &PublicKey) -> usize {
+    Shard::owner_index(&format!("dm:{}", key.to_hex()), 2) as usize
+}
+
+/// Two shards that ask the owner (`ask-owner`), the second started beside
+/// the scene's daemon, and a sibling whose DM hashes to the other shard
+/// than the owner's DM. Returns them and the index of the owner's DM's shard.
+async fn shards_that_ask_the_owner() -> (Scene, Bridge, Person, usize) {
+    let ask_owner = ["--permission-policy", "ask-owner"];
+    let stage = Scene::builder()
+        .agent(&["--rounds", "2", "--round-delay-ms", "50"])
+        .flags(&[&["--shard", "0/2"][..], &ask_owner].concat())
+        .stage()
+        .await;
+    let owners_shard = dm_shard(&stage.owner.public_key());
+    let sibling_keys = std::iter::repeat_with(Keys::generate)
+        .find(|keys| dm_shard(&keys.public_key()) != owners_shard)
+        .expect("a key whose DM hashes to the other shard");
+    let sibling = Person::join_as(sibling_keys, &stage.relay.url()).await;
+    let attestation = Attestation::sign(&stage.owner.keys, &sibling.public_key(), "").expect("sign");
+    sibling
+        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
+        .await;
+    let scene = stage.start().await;
+    let replica = Bridge::start(
+        &scene
+            .spec()
+            .replica(&[&["--shard", "1/2"][..], &ask_owner].concat()),
+    );
+    replica.ready().await;
+    (scene, replica, sibling, owners_shard)
+}
+
+/// Issue 21: with shards, the owner's DM conversation may hash to another
+/// shard than the one that asked (a question about a sibling's DM is asked
+/// in the owner's DM). The owner's answer reaches the shard that asked and
+/// only it: the shard of the owner's DM, which has a question of its own
+/// open there, neither applies the answer to it nor takes it as a message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_answer_reaches_the_shard_that_asked_and_no_other() {
+    let (scene, replica, sibling, owners_shard) = shards_that_ask_the_owner().await;
+    let bridges = [&scene.bridge, &replica];
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    // The owner's own DM asks on its shard; the sibling's, on the other
+    // shard, asks in the owner's DM too.
+    owner.dm(&bot, "tidy my notes [permission]").await;
+    let mut own_question = owner.dm_containing(&bot, ASKED).await;
+    sibling.dm(&bot, "clean the disk [permission]").await;
+    let mut siblings_question = owner.dm_containing(&bot, "About the private conversation").await;
+
+    let answer = owner.dm_replying(&bot, &siblings_question.id(), "1").await;
+    let done = sibling.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content.contains("tool: allowed (allow_once)"),
+        "{}",
+        done.content
+    );
+    let log = &bridges[owners_shard].log;
+    log.wait(log.start(), Line::dropped(&answer.id, "other_shard"))
+        .await;
+    let taken_by = takers(&bridges, &answer);
+    assert_eq!(taken_by, [1 - owners_shard], "only the shard that asked took it");
+
+    // The owner's own question was left open for its own answer.
+    owner.dm_replying(&bot, &own_question.id(), "Reject once").await;
+    let own_done = owner.dm_containing(&bot, "done:").await;
+    assert!(
+        own_done.content.contains("tool: rejected (reject_once)"),
+        "the sibling's answer was not applied to the owner's question: {}",
+        own_done.content
+    );
+    let answered: usize = bridges
+        .iter()
+        .map(|bridge| {
+            let log = &bridge.log;
+            log.matching(log.start(), Line::new("the owner answered the agent's question"))
+                .len()
+        })
+        .sum();
+    println!(
+        "2 shards, 2 questions in the owner's DM: answers accepted 2, taken by {} shard(s) each, questions answered {answered}, applied to the wrong question 0, taken as a message 0",
+        taken_by.len()
+    );
+    assert_eq!(answered, 2);
+}
+
+/// With shards, the owner's untagged DM answers the one question open in
+/// the owner's DM, as without them; but while another shard may have a
+/// question open there too (its copy came within `--permission-timeout`),
+/// it answers none: it waits behind the question, and the owner is told to
+/// reply to the question to answer it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_shards_an_untagged_dm_answers_only_while_no_other_shard_may_have_asked() {
+    let (scene, replica, sibling, owners_shard) = shards_that_ask_the_owner().await;
+    let bridges = [&scene.bridge, &replica];
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    owner.dm(&bot, "tidy my notes [permission]").await;
+    owner.dm_containing(&bot, ASKED).await;
+    owner.dm(&bot, "allow once").await;
+    owner.dm_containing(&bot, "Answered the agent: Allow once").await;
+    owner.dm_containing(&bot, "tool: allowed (allow_once)").await;
+
+    // The other shard asks in the owner's DM; the owner's shard reads its copy.
+    let log = &bridges[owners_shard].log;
+    let mark = log.cursor();
+    sibling.dm(&bot, "clean the disk [permission]").await;
+    let mut siblings_question = owner.dm_containing(&bot, "About the private conversation").await;
+    log.wait(mark, Line::new("event dropped").with("reason", "own_event"))
+        .await;
+    owner.dm(&bot, "second job [permission]").await;
+    log.wait(mark, Line::new("asked the owner")).await;
+    let untagged = owner.dm(&bot, "1").await;
+    owner
+        .dm_containing(&bot, "(to answer it, reply to the question itself)")
+        .await;
+    assert_eq!(
+        takers(&bridges, &untagged),
+        [owners_shard],
+        "the owner's DM's shard took it, as a message"
+    );
+
+    owner
+        .dm_replying(&bot, &siblings_question.id(), "Reject once")
+        .await;
+    let done = sibling.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content.contains("tool: rejected (reject_once)"),
+        "{}",
+        done.content
+    );
+    let answered: usize = bridges
+        .iter()
+        .map(|bridge| {
+            let log = &bridge.log;
+            log.matching(log.start(), Line::new("the owner answered the agent's question"))
+                .len()
+        })
+        .sum();
+    assert_eq!(answered, 2, "the untagged \"1\" answered neither open question");
+    println!(
+        "2 shards: untagged owner DMs 2; answered the one open question 1; held while another shard may have asked 1; wrong question answered 0"
     );
 }
 

@@ -103,6 +103,17 @@ impl Person {
         wrap
     }
 
+    /// A NIP-17 DM to `bot` replying to `message` (a rumor's id, as NIP-17
+    /// tags it); returns the gift wrap.
+    pub async fn dm_replying(&self, bot: &PublicKey, message: &EventId, text: &str) -> Event {
+        let reply = Tag::parse(["e", &message.to_hex(), "", "reply"]).expect("tag");
+        let wrap = EventBuilder::private_msg(&self.keys, *bot, text, [reply])
+            .await
+            .expect("gift wrap");
+        self.send(&wrap).await;
+        wrap
+    }
+
     /// A NIP-17 DM to `bot` whose gift wrap is dated `wrapped_at` (NIP-59
     /// dates wraps up to two days back at random; here the test picks);
     /// returns the wrap once the relay has it.
@@ -129,6 +140,20 @@ impl Person {
             .expect("sign the wrap");
         self.send(&wrap).await;
         wrap
+    }
+
+    /// Waits for a DM from `from` to this person containing `needle`.
+    pub async fn dm_containing(&self, from: &PublicKey, needle: &str) -> UnsignedEvent {
+        let probe = async || {
+            let messages = self.direct_messages_from(from, 0).await;
+            messages
+                .into_iter()
+                .find(|message| message.content.contains(needle))
+        };
+        eventually(PATIENCE, probe, || {
+            format!("a DM from {from} containing `{needle}`")
+        })
+        .await
     }
 
     /// Events by `author` that reference `event_id` in an `e` tag, waiting

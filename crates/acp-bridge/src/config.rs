@@ -27,6 +27,12 @@ pub const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
 /// Set by systemd's `StateDirectory=`; our default state dir when present.
 const SYSTEMD_STATE_ENV: &str = "STATE_DIRECTORY";
 const DEFAULT_STATE_DIR: &str = "acp-bridge-state";
+/// The longest `--permission-timeout` taken: a question to the owner holds
+/// its turn and its agent while it waits (24 h, as the flag's help says).
+const MAX_PERMISSION_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// `--permission-timeout`'s default (the flag's `15m`), for settings built
+/// without flags.
+const DEFAULT_PERMISSION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// Set by container runtimes to the pod's name; `--shard auto/N` reads it.
 const HOSTNAME_ENV: &str = "HOSTNAME";
 /// Environment variables every agent gets (when set), beside `--agent-env`.
@@ -349,7 +355,10 @@ pub struct RunArgs {
     )]
     pub permission_policy: PermissionPolicyArg,
 
-    /// A permission question unanswered this long is rejected (0 = wait forever).
+    /// A question to the owner unanswered this long is refused: a
+    /// permission rejected, a form declined. Between 1s and 24h; 0 (wait
+    /// forever) is refused, as an unanswered question holds its turn and
+    /// its agent.
     #[arg(long, env = "ACP_BRIDGE_PERMISSION_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
     pub permission_timeout: Duration,
 
@@ -450,7 +459,7 @@ pub struct Settings {
     pub dedup: Dedup,
     pub session_policy: SessionPolicy,
     pub permission_policy: PermissionPolicyArg,
-    pub permission_timeout: Option<Duration>,
+    pub permission_timeout: Duration,
     pub wait_notice_after: Option<Duration>,
     pub thread_context: usize,
     pub thread_context_from: ContextFrom,
@@ -527,6 +536,12 @@ impl RunArgs {
             return Err(refuse(
                 "--owner",
                 "required with --permission-policy ask-owner (the owner answers the questions)",
+            ));
+        }
+        if self.permission_timeout.is_zero() || self.permission_timeout > MAX_PERMISSION_TIMEOUT {
+            return Err(refuse(
+                "--permission-timeout",
+                "must be between 1s and 24h: a question nobody answers holds its turn and its agent until then (0, once \"wait forever\", is no longer allowed)",
             ));
         }
         if owner == Some(keys.public_key()) {
@@ -677,7 +692,7 @@ impl RunArgs {
             dedup: self.dedup,
             session_policy: self.session_policy,
             permission_policy: self.permission_policy,
-            permission_timeout: (!self.permission_timeout.is_zero()).then_some(self.permission_timeout),
+            permission_timeout: self.permission_timeout,
             wait_notice_after: (!self.wait_notice_after.is_zero()).then_some(self.wait_notice_after),
             thread_context: self.thread_context as usize,
             thread_context_from: self.thread_context_from,
@@ -747,7 +762,7 @@ impl Settings {
             dedup: Dedup::Queue,
             session_policy: SessionPolicy::Conversation,
             permission_policy: PermissionPolicyArg::Allow,
-            permission_timeout: None,
+            permission_timeout: DEFAULT_PERMISSION_TIMEOUT,
             wait_notice_after: None,
             thread_context: 0,
             thread_context_from: ContextFrom::Heard,
@@ -1051,6 +1066,40 @@ mod tests {
         assert!(
             !settings.summary().contains(&secret),
             "the summary never shows the key"
+        );
+    }
+
+    #[test]
+    fn a_permission_timeout_of_never_or_beyond_a_day_is_refused() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        let with = |timeout: &str| {
+            validate(
+                &[
+                    "--relay",
+                    "embedded",
+                    "--owner",
+                    &owner,
+                    "--permission-policy",
+                    "ask-owner",
+                    "--permission-timeout",
+                    timeout,
+                ],
+                &[(&name, &secret)],
+            )
+        };
+        for refused in ["0", "0s", "25h", "2d"] {
+            let error = with(refused).expect_err(refused);
+            assert_eq!(error.flag, "--permission-timeout", "{refused}");
+            assert!(error.to_string().contains("between 1s and 24h"), "{error}");
+        }
+        assert_eq!(
+            with("24h").expect("a day").permission_timeout,
+            MAX_PERMISSION_TIMEOUT
+        );
+        assert_eq!(
+            with("90s").expect("taken").permission_timeout,
+            Duration::from_secs(90)
         );
     }
 

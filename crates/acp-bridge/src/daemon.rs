@@ -98,7 +98,8 @@ impl Stages {
             settings.reply_mode,
             settings.reactions,
             reply_recorder,
-        );
+        )
+        .with_shard(settings.shard);
         let pool = Pool::start(
             settings.agent.clone(),
             ClientConfig {
@@ -123,6 +124,8 @@ impl Stages {
             message_bytes: settings.max_content_bytes,
             block_bytes: settings.thread_context_bytes,
         });
+        // Which shard asked each question: the intake learns it, the heart reads it.
+        let question_askers = crate::shard::QuestionAskers::default();
         let heart = Heart::new(
             services,
             Ledger::new(Arc::clone(&store)),
@@ -133,6 +136,7 @@ impl Stages {
                 cancel_timeout: settings.agent.cancel_timeout,
                 wait_notice_after: settings.wait_notice_after,
                 shard: settings.shard,
+                question_askers: question_askers.clone(),
             },
         );
 
@@ -166,7 +170,8 @@ impl Stages {
             },
             inbound_tx,
         )
-        .with_shard(settings.shard);
+        .with_shard(settings.shard)
+        .with_question_askers(question_askers);
         if settings.shard.count() > 1 {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }

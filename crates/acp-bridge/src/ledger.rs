@@ -243,11 +243,6 @@ impl Ledger {
         self.store.journal_finish(&ids, finish, sql_now())
     }
 
-    /// Gives a mention up without any event (a reply nobody may give).
-    pub fn drop_unanswered(&self, mention: &Mention) {
-        self.finish(&[mention.event_id.to_hex().as_str()], Finish::Dropped);
-    }
-
     fn finish(&self, event_ids: &[&str], finish: Finish) {
         if let Err(error) = self.store.journal_finish(event_ids, finish, sql_now()) {
             tracing::error!(%error, "cannot finish a journal entry");
@@ -308,7 +303,9 @@ mod tests {
                 Finish::Answered,
             )
             .unwrap();
-        ledger.drop_unanswered(&second);
+        ledger
+            .settle_without_event(std::slice::from_ref(&second), Finish::Dropped)
+            .unwrap();
         assert!(ledger.pending_page(None).0.is_empty());
         let state = |mention: &Mention| ledger.store.journal_state(&mention.event_id.to_hex()).unwrap();
         assert_eq!(state(&first), Some(MentionState::Answered));

@@ -17,11 +17,33 @@
 //! Owns parsing the flag, reading the ordinal and the ownership test; the
 //! intake applies it (another shard's mention is journaled as seen, and
 //! nothing else).
+//!
+//! One exception to the hash: the owner's reply to a question. A question
+//! about a DM with someone else is asked in the owner's DM, a conversation
+//! that may hash to another replica; the reply belongs to the replica that
+//! asked, and must not also be taken as a message by the one that owns the
+//! owner's DM. So a replica that asks in a DM marks the question's rumor
+//! with its index ([`Shard::question_tag`]) and gift-wraps a copy to the
+//! bot itself, as NIP-17 asks of every sender; every replica reads those
+//! copies into [`QuestionAskers`] and routes a reply by the question it
+//! tags ([`Shard::takes_reply_to_question`]); the heart asks it whether
+//! another replica may have a question open in the owner's DM, when an
+//! untagged DM must not be taken for an answer.
 
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use nostr_sdk::hashes::{Hash, sha256};
+use nostr_sdk::prelude::{EventId, Tag, TagKind};
+
+/// The tag that names the replica that asked a question: `[name, INDEX]`.
+const QUESTION_TAG: &str = "acp-bridge-asked-by-shard";
+/// Questions of every replica remembered, the newest kept: far more than
+/// can be open at once (each turn asks one at a time, and times out).
+const MAX_QUESTIONS_REMEMBERED: usize = 4096;
 
 /// More replicas than this are refused: past it the flag is surely a typo.
 pub const MAX_SHARD_COUNT: u32 = 1024;
@@ -82,6 +104,90 @@ impl Shard {
                 "resuming a mention of a conversation another shard owns now; new mentions there go to it"
             );
         }
+    }
+}
+
+impl Shard {
+    /// Whether this replica is one of several.
+    pub fn is_sharded(self) -> bool {
+        self.count > 1
+    }
+
+    /// The tag a question's rumor carries when this replica asks it.
+    pub fn question_tag(self) -> Tag {
+        Tag::custom(TagKind::custom(QUESTION_TAG), [self.index.to_string()])
+    }
+
+    /// Whether this replica takes the owner's reply to `question`: `Some`
+    /// when it is a question some replica asked (this one or another),
+    /// `None` when it is none known (the conversation's hash decides).
+    pub fn takes_reply_to_question(self, askers: &QuestionAskers, question: EventId) -> Option<bool> {
+        askers.asker(question).map(|index| index == self.index)
+    }
+}
+
+/// Which replica asked each of the bot's questions asked in a DM, and when
+/// its copy came, as read off the copies the askers wrap to the bot
+/// itself; the newest [`MAX_QUESTIONS_REMEMBERED`]. Rebuilt after a
+/// restart from the copies the relay delivers again (a DM subscription
+/// reaches back past NIP-59's randomised dates). One handle, shared: the
+/// intake records and routes by it, the heart asks whether another replica
+/// may have a question open in the owner's DM.
+#[derive(Debug, Clone, Default)]
+pub struct QuestionAskers {
+    askers: Arc<Mutex<Askers>>,
+}
+
+#[derive(Debug, Default)]
+struct Askers {
+    by_question: HashMap<EventId, (u32, Instant)>,
+    order: VecDeque<EventId>,
+}
+
+impl QuestionAskers {
+    /// Remembers who asked `rumor` (the bot's own DM, as its copy to itself
+    /// shows it) when it is a question, as seen `now`; true when it was one.
+    pub fn record(&self, rumor: EventId, tags: &[Tag], now: Instant) -> bool {
+        let asker = tags
+            .iter()
+            .find(|tag| tag.kind() == TagKind::custom(QUESTION_TAG))
+            .and_then(|tag| tag.content()?.parse::<u32>().ok());
+        let Some(asker) = asker else {
+            return false;
+        };
+        let mut askers = self.lock();
+        if askers.by_question.insert(rumor, (asker, now)).is_none() {
+            askers.order.push_back(rumor);
+            if askers.order.len() > MAX_QUESTIONS_REMEMBERED
+                && let Some(oldest) = askers.order.pop_front()
+            {
+                askers.by_question.remove(&oldest);
+            }
+        }
+        true
+    }
+
+    /// The index of the replica that asked `question`, if it is one.
+    pub fn asker(&self, question: EventId) -> Option<u32> {
+        self.lock().by_question.get(&question).map(|(index, _)| *index)
+    }
+
+    /// Whether a replica other than `shard` asked a question in a DM (the
+    /// owner's) that may still be open at `now`: its copy came less than
+    /// `open_at_most` (`--permission-timeout`) ago. No replica learns when
+    /// another's question closes, so this errs on the side of "open".
+    pub fn another_may_be_open(&self, shard: Shard, open_at_most: Duration, now: Instant) -> bool {
+        self.lock()
+            .by_question
+            .values()
+            .any(|(index, seen)| *index != shard.index && now.saturating_duration_since(*seen) < open_at_most)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Askers> {
+        // Plain maps, never left half-written: a panic elsewhere poisons nothing real.
+        self.askers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -250,6 +356,48 @@ mod tests {
         assert_eq!(
             Shard::owner_index("", MAX_SHARD_COUNT),
             (0xe3b0_c442_98fc_1c14_u64 % u64::from(MAX_SHARD_COUNT)) as u32
+        );
+    }
+
+    #[test]
+    fn a_reply_to_a_question_goes_to_the_replica_that_asked_it() {
+        let (first, second) = (Shard::new(0, 2).unwrap(), Shard::new(1, 2).unwrap());
+        let askers = QuestionAskers::default();
+        let now = Instant::now();
+        let question = EventId::from_slice(&[7; 32]).unwrap();
+        let other = EventId::from_slice(&[8; 32]).unwrap();
+        let peer = Tag::public_key(nostr_sdk::prelude::Keys::generate().public_key());
+        assert!(askers.record(question, &[peer, second.question_tag()], now));
+        assert!(!askers.record(other, &[], now), "a DM that is no question");
+        assert_eq!(second.takes_reply_to_question(&askers, question), Some(true));
+        assert_eq!(first.takes_reply_to_question(&askers, question), Some(false));
+        assert_eq!(first.takes_reply_to_question(&askers, other), None);
+
+        for n in 0..MAX_QUESTIONS_REMEMBERED as u64 {
+            let mut bytes = [1u8; 32];
+            bytes[..8].copy_from_slice(&n.to_be_bytes());
+            askers.record(EventId::from_slice(&bytes).unwrap(), &[first.question_tag()], now);
+        }
+        assert_eq!(askers.lock().by_question.len(), MAX_QUESTIONS_REMEMBERED);
+        assert_eq!(askers.asker(question), None, "the oldest is forgotten");
+    }
+
+    #[test]
+    fn another_replicas_question_may_be_open_until_its_timeout() {
+        let (first, second) = (Shard::new(0, 2).unwrap(), Shard::new(1, 2).unwrap());
+        let askers = QuestionAskers::default();
+        let (now, timeout) = (Instant::now(), Duration::from_secs(60));
+        askers.record(
+            EventId::from_slice(&[7; 32]).unwrap(),
+            &[first.question_tag()],
+            now,
+        );
+        assert!(!askers.another_may_be_open(first, timeout, now), "its own");
+        assert!(askers.another_may_be_open(second, timeout, now));
+        assert!(askers.another_may_be_open(second, timeout, now + timeout - Duration::from_secs(1)));
+        assert!(
+            !askers.another_may_be_open(second, timeout, now + timeout),
+            "timed out by now"
         );
     }
 

@@ -55,12 +55,15 @@ pub(crate) fn text_of(blocks: &[Value]) -> String {
         .collect()
 }
 
+/// The title of the tool call the script pretends to run.
+pub(crate) const TOOL_TITLE: &str = "scripted tool";
+
 /// The pending tool call the script pretends to run, as a permission
 /// request shows it.
-pub(crate) fn tool_call(tool_call_id: &str) -> Value {
+pub(crate) fn tool_call(tool_call_id: &str, title: &str) -> Value {
     json!({
         "toolCallId": tool_call_id,
-        "title": "scripted tool",
+        "title": title,
         "kind": "execute",
         "status": "pending",
     })
@@ -114,8 +117,8 @@ pub(crate) mod update {
     }
 
     /// The tool call as first reported.
-    pub(crate) fn tool_call(tool_call_id: &str) -> Value {
-        let mut update = super::tool_call(tool_call_id);
+    pub(crate) fn tool_call(tool_call_id: &str, title: &str) -> Value {
+        let mut update = super::tool_call(tool_call_id, title);
         update["sessionUpdate"] = json!("tool_call");
         update
     }

@@ -32,6 +32,7 @@ struct Directives {
     no_run_id: bool,
     advertise_wrong_run: bool,
     say_bytes: Option<usize>,
+    title_bytes: Option<usize>,
     cat: Vec<String>,
     child: bool,
     detached_child: Option<String>,
@@ -79,6 +80,7 @@ impl Directives {
                 self.crash_after_rounds = value.parse().ok().or(self.crash_after_rounds);
             }
             Some(("say-bytes", value)) => self.say_bytes = value.parse().ok().or(self.say_bytes),
+            Some(("title-bytes", value)) => self.title_bytes = value.parse().ok().or(self.title_bytes),
             Some(("stop", value)) if !value.is_empty() => {
                 self.stop_reason = Some(value.to_owned());
             }
@@ -120,6 +122,9 @@ pub(crate) struct TurnScript {
     pub(crate) advertise_wrong_run: bool,
     /// The final message goes on with this many bytes of filler text.
     pub(crate) say_bytes: Option<usize>,
+    /// The tool call's title goes on with this many bytes of filler text
+    /// (a permission question quotes it).
+    pub(crate) title_bytes: Option<usize>,
     /// Files the agent reads as its own user, as a shell tool would; the
     /// final message says what each held, or why it could not be read.
     pub(crate) cat: Vec<String>,
@@ -165,6 +170,7 @@ impl TurnScript {
             no_run_id: directives.no_run_id,
             advertise_wrong_run: directives.advertise_wrong_run,
             say_bytes: directives.say_bytes,
+            title_bytes: directives.title_bytes,
             cat: directives.cat,
             child: directives.child,
             detached_child: directives.detached_child,
@@ -222,6 +228,7 @@ mod tests {
         let directives = Directives::parse("[no-run-id] [advertise-wrong-run]");
         assert!(directives.no_run_id && directives.advertise_wrong_run);
         assert_eq!(Directives::parse("[say-bytes=200000]").say_bytes, Some(200_000));
+        assert_eq!(Directives::parse("[title-bytes=9000]").title_bytes, Some(9000));
         let directives = Directives::parse(
             "[cat=/a] [cat=] [child] [cat=/b c] [detached-child=m-1] [detached-child=$(x)]",
         );

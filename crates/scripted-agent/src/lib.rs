@@ -11,7 +11,8 @@
 //! `[no-run-id]` (never advertise the run), `[advertise-wrong-run]`
 //! (advertise a run id that is not live after the real one),
 //! `[say-bytes=N]` (the final message goes on with N bytes of
-//! [`filler_text`]), `[cat=PATH]` (read a file as the agent's user and tell
+//! [`filler_text`]), `[title-bytes=N]` (the tool call's title goes on
+//! with N bytes of it), `[cat=PATH]` (read a file as the agent's user and tell
 //! what it held, or the error), `[child]` (start a helper process that
 //! outlives the turn), `[detached-child=MARK]` (one that leaves the agent's
 //! session and process group and is orphaned), `[elicit=choice|text|form|url]` (ask the client an

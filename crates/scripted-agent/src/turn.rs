@@ -176,7 +176,13 @@ async fn fold_steers(agent: &Agent, turn: &Turn, transcript: &mut Transcript) ->
 async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
     let tool_call_id = agent.ids.tool_call();
     let session_id = turn.run.session_id().to_owned();
-    acp::send_update(&agent.outbox, &session_id, update::tool_call(&tool_call_id)).await?;
+    let title = tool_title(&turn.script);
+    acp::send_update(
+        &agent.outbox,
+        &session_id,
+        update::tool_call(&tool_call_id, &title),
+    )
+    .await?;
     let (status, line) = if turn.script.permission {
         match ask_permission(agent, turn, &tool_call_id).await? {
             Verdict::Allowed(kind) => ("completed", format!("tool: allowed ({kind})")),
@@ -255,9 +261,19 @@ async fn ask_form(agent: &Agent, turn: &mut Turn, kind: ElicitKind) -> Result<St
     Ok(line)
 }
 
+/// The tool call's title: [`acp::TOOL_TITLE`], and `[title-bytes=N]` of
+/// filler after it.
+fn tool_title(script: &TurnScript) -> String {
+    match script.title_bytes {
+        Some(bytes) => format!("{} {}", acp::TOOL_TITLE, crate::filler_text(bytes)),
+        None => acp::TOOL_TITLE.to_owned(),
+    }
+}
+
 /// Asks `session/request_permission` for the tool call.
 async fn ask_permission(agent: &Agent, turn: &mut Turn, tool_call_id: &str) -> Result<Verdict, Halt> {
-    let params = permission::request_params(turn.run.session_id(), acp::tool_call(tool_call_id));
+    let tool_call = acp::tool_call(tool_call_id, &tool_title(&turn.script));
+    let params = permission::request_params(turn.run.session_id(), tool_call);
     let withdraw = turn.script.withdraw_permission;
     let verdict = match ask_client(agent, turn, permission::METHOD, params, withdraw).await? {
         Asked::Answered(answer) => permission::verdict(answer),

@@ -366,7 +366,7 @@ mod tests {
             let start = TurnStart {
                 batch: batch.clone(),
                 queue_wait_ms: 0,
-                question_timeout: None,
+                question_timeout: std::time::Duration::from_secs(60),
             };
             Running {
                 turn_id: 1,

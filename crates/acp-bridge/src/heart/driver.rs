@@ -31,6 +31,7 @@ use super::controls;
 use super::steer::SteerMethod;
 use super::turn::{
     Action, Answer, Ask, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure,
+    summary,
 };
 use super::usage;
 use crate::config::ReplyContent;
@@ -174,12 +175,12 @@ impl Handle {
         match self {
             Handle::Permission(question) => Asked {
                 ticket,
-                summary: question.request().title().unwrap_or("a tool call").to_owned(),
+                summary: summary(question.request().title().unwrap_or("a tool call")),
                 ask: Ask::Permission(question.request().options.clone()),
             },
             Handle::Form(question) => Asked {
                 ticket,
-                summary: question.request().message.clone(),
+                summary: summary(&question.request().message),
                 ask: Ask::Form(question.request().fields.clone()),
             },
         }
@@ -352,7 +353,10 @@ impl Driver {
                 return Flow::Stop;
             }
             // The heart's own actions never reach a driver.
-            Action::Inform { .. } | Action::Requeue(_) | Action::Finished(_) => {}
+            Action::Inform { .. }
+            | Action::QuestionNotice { .. }
+            | Action::Requeue(_)
+            | Action::Finished(_) => {}
         }
         Flow::Continue
     }

@@ -5,7 +5,8 @@
 //! its state (idle, backing off, running a turn); a running turn is a
 //! synchronous [`TurnMachine`](turn) that holds the turn's mentions with
 //! their roles. The heart feeds each machine its inputs (mid-turn mentions
-//! through the mode gate, owner commands and answers, and what the turn's
+//! through the mode gate, owner commands, the owner's answers to its
+//! questions as [`question_replies`] routes them, and what the turn's
 //! driver reports) and routes the actions that come out: agent work to the
 //! turn's [`driver`], mentions back to their conversation, notices to
 //! [`notices`]. It never waits on anything slow: sends to drivers and the
@@ -21,6 +22,7 @@ mod controls;
 mod conversations;
 mod driver;
 mod notices;
+mod question_replies;
 mod steer;
 mod turn;
 mod usage;
@@ -28,7 +30,7 @@ mod waiting;
 
 use std::time::{Duration, Instant};
 
-use nostr_sdk::prelude::Timestamp;
+use nostr_sdk::prelude::{EventId, Timestamp};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +47,7 @@ use crate::telemetry::metrics;
 use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
 use notices::Notices;
+use question_replies::{ClosedQuestions, QuestionReply, Venue};
 use turn::{Action, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
 use waiting::Waiters;
 
@@ -69,14 +72,17 @@ pub(crate) struct HeartSettings {
     pub mode_gate: ModeGate,
     /// Turns in flight at most (agents × turns per agent).
     pub capacity: usize,
-    /// `--permission-timeout` (`None`: wait forever).
-    pub question_timeout: Option<Duration>,
+    /// `--permission-timeout`.
+    pub question_timeout: Duration,
     /// `--cancel-timeout`: how long an abandoned turn may take to stop.
     pub cancel_timeout: Duration,
     /// `--wait-notice-after` (`None`: off).
     pub wait_notice_after: Option<Duration>,
     /// `--shard`: the conversations this replica answers.
     pub shard: crate::shard::Shard,
+    /// Which shard asked each question in the owner's DM (the intake
+    /// learns it from the copies of the questions).
+    pub question_askers: crate::shard::QuestionAskers,
 }
 
 #[derive(Debug)]
@@ -95,6 +101,8 @@ pub(crate) struct Heart {
     /// Drivers of turns abandoned at shutdown, to be waited for.
     abandoned: Vec<DriverLink>,
     waiters: Waiters,
+    /// Questions posted and since closed: a reply to one is told so.
+    closed_questions: ClosedQuestions,
 }
 
 impl Heart {
@@ -113,6 +121,7 @@ impl Heart {
             reports_rx,
             draining: false,
             abandoned: Vec::new(),
+            closed_questions: ClosedQuestions::default(),
         }
     }
 
@@ -186,15 +195,19 @@ impl Heart {
     }
 
     fn on_mention(&mut self, mention: Mention) {
-        if let Some(asking) = self.asked_elsewhere(&mention) {
-            return self.on_answer(asking, mention);
+        match self.question_reply(&mention) {
+            QuestionReply::Answers(key) => self.on_answer(key, mention),
+            QuestionReply::Closed => self.on_closed_question(mention),
+            QuestionReply::Mention => self.take_mention(mention),
         }
+    }
+
+    /// A mention that answers no question: queued, or handed to its
+    /// conversation's turn in flight by the mode gate.
+    fn take_mention(&mut self, mention: Mention) {
         let key = mention.conversation.clone();
-        let Some(running) = self.conversations.running(&key) else {
+        if self.conversations.running(&key).is_none() {
             return self.enqueue(mention);
-        };
-        if running.turn.is_answered_by(&mention) {
-            return self.on_answer(key, mention);
         }
         match self.settings.mode_gate.decide(&mention) {
             Decision::Queue => {
@@ -220,38 +233,38 @@ impl Heart {
         }
     }
 
-    /// The conversation whose open question `mention` replies to, when it
-    /// is another than the mention's own: a question about a DM with
-    /// someone else is asked in the owner's DM.
-    fn asked_elsewhere(&self, mention: &Mention) -> Option<ConversationKey> {
-        let replied = mention.replies_to?;
-        self.conversations
+    /// Which question of the turns in flight `mention` answers, if any
+    /// (see [`question_replies`]).
+    fn question_reply(&self, mention: &Mention) -> QuestionReply {
+        let shard = self.settings.shard;
+        let venue = Venue {
+            owns_conversation: shard.owns(mention.conversation.as_str()),
+            asked_elsewhere: self.settings.question_askers.another_may_be_open(
+                shard,
+                self.settings.question_timeout,
+                Instant::now(),
+            ),
+        };
+        let turns = self
+            .conversations
             .running_turns()
-            .find(|(key, running)| {
-                **key != mention.conversation && running.turn.question_event() == Some(replied)
-            })
-            .map(|(key, _)| key.clone())
+            .map(|(key, running)| (key, &running.turn));
+        question_replies::route(mention, turns, &self.closed_questions, venue)
     }
 
-    /// A reply to the open question (permission or form) of the turn of `key`.
-    /// Only the owner answers; anyone else's reply is ignored (logged, and
-    /// not prompted either).
+    /// The owner's answer to the open question (permission or form) of the
+    /// turn of `key`. A reply to the question that does not fit it gets a
+    /// correction; an untagged DM that does not fit is no answer at all,
+    /// but a message like any other.
     fn on_answer(&mut self, key: ConversationKey, reply: Mention) {
-        if !reply.from_owner {
-            tracing::info!(
-                conversation = %reply.conversation, event_id = %reply.event_id, author = %reply.author_short(),
-                "ignored a reply to an agent's question from someone other than the owner"
-            );
-            return self.ledger.drop_unanswered(&reply);
-        }
         let routed = self
             .conversations
             .running(&key)
             .and_then(|running| running.turn.route(&reply.content));
         let text = match routed {
             Some(Routed::Answered(answer)) => format!("Answered the agent: {}.", answer.describe()),
-            Some(Routed::Unrecognized { correction }) => correction,
-            None => return self.enqueue(reply),
+            Some(Routed::Unrecognized { correction }) if reply.replies_to.is_some() => correction,
+            Some(Routed::Unrecognized { .. }) | None => return self.take_mention(reply),
         };
         let mut reply = reply;
         reply.intent = Intent::Answer;
@@ -259,6 +272,23 @@ impl Heart {
             tracing::warn!(event_id = %reply.event_id, %error, "cannot journal that a mention is an answer");
         }
         self.step(&key, Input::OwnerReply(reply.content.clone()));
+        self.notices.notify(vec![reply], text);
+    }
+
+    /// The owner replied to a question that is closed: told so, and neither
+    /// applied to another question nor prompted (it was meant as an answer).
+    fn on_closed_question(&mut self, reply: Mention) {
+        tracing::info!(
+            conversation = %reply.conversation, event_id = %reply.event_id,
+            question = reply.replies_to.map(|id| id.to_hex()).unwrap_or_default(),
+            "the owner replied to a question that is closed: not applied to another"
+        );
+        let text = "That question is closed (answered, timed out, withdrawn, or its turn ended), so your reply was not applied to it or to any other question. If the agent still needs an answer, it asks again.";
+        let mut reply = reply;
+        reply.intent = Intent::Notice(text.to_owned());
+        if let Err(error) = self.ledger.reclassify(&reply) {
+            tracing::warn!(event_id = %reply.event_id, %error, "cannot journal that a mention is a notice");
+        }
         self.notices.notify(vec![reply], text);
     }
 
@@ -382,10 +412,16 @@ impl Heart {
         let Some(running) = self.conversations.running_mut(key) else {
             return;
         };
+        let asked = running.turn.question_event();
         let actions = {
             let _span = running.link.span().clone().entered();
             running.turn.handle(input, Instant::now())
         };
+        if let Some(asked) = asked
+            && running.turn.question_event() != Some(asked)
+        {
+            self.closed_questions.record(asked);
+        }
         self.apply(key, actions);
     }
 
@@ -393,6 +429,9 @@ impl Heart {
         for action in actions {
             match action {
                 Action::Inform { mention, text } => self.notices.inform(mention, text),
+                Action::QuestionNotice { under, text } => {
+                    self.notices.about_question(under, self.services.owner, text)
+                }
                 Action::Requeue(mentions) => mentions.into_iter().for_each(|mention| self.requeue(mention)),
                 Action::Finished(end) => self.on_turn_end(key, end),
                 for_driver => {
@@ -578,7 +617,7 @@ impl Heart {
 
     /// Questions posted before a crash died with their turns: their threads
     /// are told so and they are forgotten.
-    fn expire_stale_questions(&self) {
+    fn expire_stale_questions(&mut self) {
         let store = &self.services.store;
         let stale = match store.questions_open() {
             Ok(stale) => stale,
@@ -588,9 +627,13 @@ impl Heart {
             if let Ok(mention) = serde_json::from_str::<Mention>(&payload) {
                 tracing::info!(question = %event_id, "marking a stale question expired");
                 let text = "This question expired: the bridge restarted. If the agent still needs it, it will ask again.";
-                self.notices.inform(mention, text.to_owned());
+                self.notices
+                    .about_question(mention, self.services.owner, text.to_owned());
             }
             let _ = store.question_close(&event_id);
+            if let Ok(event_id) = EventId::from_hex(&event_id) {
+                self.closed_questions.record(event_id);
+            }
         }
     }
 

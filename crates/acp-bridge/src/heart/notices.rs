@@ -7,6 +7,8 @@
 //! stopped first) leaves its mentions pending, and they resume at the next
 //! start. Nothing is lost either way.
 
+use nostr_sdk::prelude::PublicKey;
+
 use crate::mention::Mention;
 use crate::reply::{Reaction, Replier};
 
@@ -50,6 +52,17 @@ impl Notices {
         let replier = self.replier.clone();
         tokio::spawn(async move {
             if let Err(error) = replier.inform(&mention, &text).await {
+                tracing::error!(%error, "cannot store the notice");
+            }
+        });
+    }
+
+    /// Tells `owner` something about a question asked under `mention`,
+    /// where it was asked (see [`Replier::about_question`]).
+    pub fn about_question(&self, mention: Mention, owner: Option<PublicKey>, text: String) {
+        let replier = self.replier.clone();
+        tokio::spawn(async move {
+            if let Err(error) = replier.about_question(&mention, owner, &text).await {
                 tracing::error!(%error, "cannot store the notice");
             }
         });

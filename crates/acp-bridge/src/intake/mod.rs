@@ -45,7 +45,7 @@ use crate::loop_guard::{ChainBounds, Hop, LoopGuard};
 use crate::mention::{self, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
-use crate::shard::Shard;
+use crate::shard::{QuestionAskers, Shard};
 use crate::store::Store;
 
 /// Events dated further ahead than this are refused (the SDK does not).
@@ -244,6 +244,8 @@ pub struct Intake {
     bot_hex: String,
     /// The conversations this replica answers (`--shard`).
     shard: Shard,
+    /// Which replica asked each of the bot's questions (`--shard`).
+    question_askers: QuestionAskers,
 }
 
 impl Intake {
@@ -279,12 +281,20 @@ impl Intake {
             untaken: Untaken::default(),
             inbound,
             shard: Shard::WHOLE,
+            question_askers: QuestionAskers::default(),
         }
     }
 
     /// Answers only the conversations of `shard`; without it, all of them.
     pub fn with_shard(mut self, shard: Shard) -> Self {
         self.shard = shard;
+        self
+    }
+
+    /// Keeps which replica asked each question in `askers`, a handle the
+    /// heart reads too (see `shard`).
+    pub fn with_question_askers(mut self, askers: QuestionAskers) -> Self {
+        self.question_askers = askers;
         self
     }
 
@@ -372,11 +382,18 @@ impl Intake {
             let gift = UnwrappedGift::from_gift_wrap(&self.keys, event)
                 .await
                 .map_err(|_| DropReason::Undecryptable)?;
-            if gift.rumor.kind != Kind::PrivateDirectMessage || gift.sender == self.keys.public_key() {
-                return Err(DropReason::NotAMention);
-            }
             let mut rumor = gift.rumor;
             let rumor_id = rumor.id();
+            if gift.sender == self.keys.public_key() {
+                // The bot's copy of its own DM (NIP-17): a replica's
+                // question says which replica asked it.
+                self.question_askers
+                    .record(rumor_id, rumor.tags.as_slice(), Instant::now());
+                return Err(DropReason::OwnEvent);
+            }
+            if rumor.kind != Kind::PrivateDirectMessage {
+                return Err(DropReason::NotAMention);
+            }
             let (thread, replies_to) = mention::direct_thread(gift.sender, &rumor, rumor_id);
             let candidate = Candidate {
                 dedup_id: event.id,
@@ -443,9 +460,11 @@ impl Intake {
         let conversation = candidate
             .thread
             .conversation(self.limits.session_policy, Some(relay));
-        if !self.shard.owns(conversation.as_str())
-            && !self.answers_a_question_asked_here(from_owner, candidate.replies_to)
-        {
+        let ours = match self.reply_to_a_question(from_owner, candidate.replies_to) {
+            Some(asked_here) => asked_here,
+            None => self.shard.owns(conversation.as_str()),
+        };
+        if !ours {
             return Ok(Screened::OtherShards(OtherShards {
                 event_id: candidate.dedup_id,
                 author: candidate.author,
@@ -567,27 +586,31 @@ impl Intake {
         }
     }
 
+    /// Whether an owner's message replying to a question is this shard's
+    /// to take: `Some` when it replies to a question some shard asked (it
+    /// goes to that shard only, whatever the conversation's hash says, see
+    /// `shard`), `None` otherwise.
+    fn reply_to_a_question(&self, from_owner: bool, replies_to: Option<EventId>) -> Option<bool> {
+        let replied = replies_to.filter(|_| from_owner && self.shard.is_sharded())?;
+        if let Some(asked_here) = self.shard.takes_reply_to_question(&self.question_askers, replied) {
+            return Some(asked_here);
+        }
+        // A question asked here whose copy has not come back (yet).
+        let open_here = self
+            .store
+            .question_is_open(&replied.to_hex())
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "cannot read the open questions; the owner's reply goes by the shard hash");
+                false
+            });
+        open_here.then_some(true)
+    }
+
     /// The date an author's attestation must cover for an event dated
     /// `created_at`: its own while the relay replays stored events (they
     /// are bounded below by the floor), but no earlier than what the relay
     /// had delivered before it once it is live. A sibling whose attestation
     /// expired cannot backdate a new message into its validity.
-    /// Whether an owner's message replies to a question this shard posted
-    /// and still waits on. A question about someone else's DM is asked in
-    /// the owner's DM, a conversation that may hash to another shard: the
-    /// answer belongs to the shard that asked, whatever the hash says.
-    fn answers_a_question_asked_here(&self, from_owner: bool, replies_to: Option<EventId>) -> bool {
-        let Some(replied) = replies_to.filter(|_| from_owner && self.shard != Shard::WHOLE) else {
-            return false;
-        };
-        self.store
-            .question_is_open(&replied.to_hex())
-            .unwrap_or_else(|error| {
-                tracing::warn!(%error, "cannot read the open questions; the owner's reply goes by the shard hash");
-                false
-            })
-    }
-
     fn judged_date(&self, relay: &RelayUrl, created_at: Timestamp) -> Timestamp {
         match self.caught_up.get(relay) {
             Some(caught_up) => created_at.max(*caught_up),

@@ -27,12 +27,14 @@ use std::sync::Arc;
 
 use nostr_sdk::prelude::{
     Event, EventBuilder, EventId, JsonUtil, Keys, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
+    UnsignedEvent,
 };
 
 use crate::config::ReplyMode;
 use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
+use crate::shard::Shard;
 use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 use publisher::Outlet;
@@ -82,6 +84,8 @@ pub struct Replier {
     chains: ReplyRecorder,
     outlet: Outlet,
     threads: Arc<watch::Sender<()>>,
+    /// `--shard`: questions asked in a DM say which replica asked them.
+    shard: Shard,
 }
 
 impl Replier {
@@ -100,7 +104,14 @@ impl Replier {
             chains,
             outlet: Outlet::default(),
             threads: Arc::new(watch::Sender::new(())),
+            shard: Shard::WHOLE,
         }
+    }
+
+    /// Asks as replica `shard` of the bot (see [`Replier::ask`]).
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = shard;
+        self
     }
 
     /// Changes each time the bot answers in a thread new to it: the relay
@@ -173,35 +184,72 @@ impl Replier {
     }
 
     /// Says something in the thread of `mention` without finishing it (for
-    /// example that a steer waits behind a permission question).
+    /// example that a steer waits behind a permission question): a
+    /// numbered series when it is too long for one event, like an answer
+    /// (a notice may quote what the agent or the owner wrote). Returns the
+    /// id of the first part.
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let signed = self.build(std::slice::from_ref(mention), text, None).await?;
-        self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
-        Ok(signed.event.id)
+        let parts = self.build_series(std::slice::from_ref(mention), text).await?;
+        for part in &parts {
+            self.put_in_outbox(&part.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+        }
+        Ok(parts[0].event.id)
     }
 
     /// Asks `owner` something in the thread of `mention` (mentioning them),
     /// without finishing the mention; about a DM with someone else, in a DM
     /// to the owner that names the conversation (the peer must not be asked,
-    /// and a DM's thread never reaches the owner). Returns the question's id
-    /// as the owner's answer references it.
+    /// and a DM's thread never reaches the owner). A question is one event
+    /// (the answer replies to it): one too long for it is cut. Returns the
+    /// question's id as the owner's answer references it.
+    ///
+    /// With shards, a question asked in a DM names the replica that asks
+    /// it, and a copy is wrapped to the bot itself (NIP-17), so that every
+    /// replica can tell whose question the owner's reply tags (see `shard`).
     pub async fn ask(&self, mention: &Mention, owner: PublicKey, text: &str) -> Result<EventId, ReplyError> {
-        let signed = match mention.thread {
-            Thread::Direct { peer, .. } if peer != owner => {
-                let text = format!(
-                    "About the private conversation with {} ({}): {text}",
-                    mention.author_short(),
-                    mention.conversation
-                );
-                self.direct_message(owner, &text, None).await?
-            }
+        let to = mention.origin.as_ref();
+        let (text, replying_to) = match mention.thread {
+            Thread::Direct { peer, message } if peer == owner => (text.to_owned(), Some(message)),
+            Thread::Direct { .. } => (about_private(mention, text), None),
             _ => {
-                self.build(std::slice::from_ref(mention), text, Some(owner))
-                    .await?
+                let signed = self
+                    .build(std::slice::from_ref(mention), &series::cut(text), Some(owner))
+                    .await?;
+                self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
+                return Ok(signed.seen_as);
             }
         };
-        self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+        let tags = self.shard.is_sharded().then(|| self.shard.question_tag());
+        let rumor = self.rumor(owner, &series::cut(&text), replying_to, tags);
+        if self.shard.is_sharded() {
+            // The copy first: no replica hears the owner's reply before it.
+            let copy = self.wrap(self.keys.public_key(), rumor.clone()).await?;
+            self.put_in_outbox(&copy.event, to, &[], Finish::Notified)?;
+        }
+        let signed = self.wrap(owner, rumor).await?;
+        self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
         Ok(signed.seen_as)
+    }
+
+    /// Tells the owner something about a question asked under `mention`,
+    /// where [`Replier::ask`] asked it: in the thread, or, for a DM with
+    /// someone else (who was never asked), in the owner's DM, naming the
+    /// conversation.
+    pub async fn about_question(
+        &self,
+        mention: &Mention,
+        owner: Option<PublicKey>,
+        text: &str,
+    ) -> Result<EventId, ReplyError> {
+        match (&mention.thread, owner) {
+            (Thread::Direct { peer, .. }, Some(owner)) if *peer != owner => {
+                let text = series::cut(&about_private(mention, text));
+                let signed = self.direct_message(owner, &text, None).await?;
+                self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+                Ok(signed.event.id)
+            }
+            _ => self.inform(mention, text).await,
+        }
     }
 
     /// Publishes `text` as the answer or notice that finishes `mentions`: a
@@ -375,15 +423,44 @@ impl Replier {
         text: &str,
         replying_to: Option<EventId>,
     ) -> Result<Signed, ReplyError> {
+        self.wrap(peer, self.rumor(peer, text, replying_to, None)).await
+    }
+
+    /// The NIP-17 message to `peer` (unsigned: a rumor), replying to
+    /// `replying_to`, with `extra` tags.
+    fn rumor(
+        &self,
+        peer: PublicKey,
+        text: &str,
+        replying_to: Option<EventId>,
+        extra: impl IntoIterator<Item = Tag>,
+    ) -> UnsignedEvent {
         let mut rumor = EventBuilder::private_msg_rumor(peer, text)
             .tags(replying_to.map(reply_marker))
+            .tags(extra)
             .build(self.keys.public_key());
+        rumor.ensure_id();
+        rumor
+    }
+
+    /// `rumor` sealed and gift-wrapped to `receiver`.
+    async fn wrap(&self, receiver: PublicKey, mut rumor: UnsignedEvent) -> Result<Signed, ReplyError> {
         let seen_as = rumor.id();
-        let event = EventBuilder::gift_wrap(&self.keys, &peer, rumor, [])
+        let event = EventBuilder::gift_wrap(&self.keys, &receiver, rumor, [])
             .await
             .map_err(|error| ReplyError::Sign(error.to_string()))?;
         Ok(Signed { event, seen_as })
     }
+}
+
+/// `text` about the DM of `mention` with someone other than the owner, as
+/// the owner reads it in their own DM: naming that conversation.
+fn about_private(mention: &Mention, text: &str) -> String {
+    format!(
+        "About the private conversation with {} ({}): {text}",
+        mention.author_short(),
+        mention.conversation
+    )
 }
 
 /// A signed event, with the id clients know it by (a DM's rumor's).
@@ -491,6 +568,66 @@ mod tests {
                 "each part replies to the one before"
             );
         }
+    }
+
+    /// What the outbox holds, oldest first.
+    fn outbox(store: &Store) -> Vec<Event> {
+        store
+            .outbox_due(i64::MAX)
+            .unwrap()
+            .iter()
+            .map(|entry| Event::from_json(&entry.json).unwrap())
+            .collect()
+    }
+
+    /// What common relays accept of one event (strfry's default).
+    const RELAY_MAX_EVENT_BYTES: usize = 64 * 1024;
+
+    #[tokio::test]
+    async fn a_question_too_long_for_one_event_is_cut_to_fit_one_in_public_and_in_a_dm() {
+        let dir = ScratchDir::new("reply-long-question");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let owner = Keys::generate().public_key();
+        let text = "a huge form message\n".repeat(20_000);
+        let public = test_mention("room", 3, "ask me", true);
+        let mut private = test_mention("dm", 4, "ask me", true);
+        private.thread = Thread::Direct {
+            peer: owner,
+            message: private.event_id,
+        };
+        for mention in [&public, &private] {
+            replier.ask(mention, owner, &text).await.expect("posted, cut");
+        }
+        let stored = outbox(&store);
+        assert_eq!(stored.len(), 2, "one event per question");
+        for event in &stored {
+            assert!(
+                event.as_json().len() <= RELAY_MAX_EVENT_BYTES,
+                "{}",
+                event.as_json().len()
+            );
+        }
+        assert!(stored[0].content.ends_with("[cut: too long for one message]"));
+    }
+
+    #[tokio::test]
+    async fn a_notice_too_long_for_one_event_goes_out_as_a_series() {
+        let dir = ScratchDir::new("reply-long-notice");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let mention = test_mention("room", 5, "hi", true);
+        let text = "That does not fit the question.\n".repeat(5_000);
+        let first = replier.inform(&mention, &text).await.expect("posted");
+        let stored = outbox(&store);
+        assert!(stored.len() > 1, "{} parts", stored.len());
+        assert_eq!(stored[0].id, first);
+        assert!(
+            stored
+                .iter()
+                .all(|event| event.as_json().len() <= RELAY_MAX_EVENT_BYTES)
+        );
+        assert!(stored[1].content.starts_with(&format!("(2/{}) ", stored.len())));
     }
 
     #[tokio::test]

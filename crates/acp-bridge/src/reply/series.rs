@@ -44,6 +44,21 @@ pub fn split(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// What ends a text cut to fit one event.
+const CUT_MARKER: &str = "\n[cut: too long for one message]";
+
+/// `text` as the content of one event (a question must be one event, as
+/// answers reply to it): as it is when it fits, else its first part, cut
+/// where a part of a series would be, with a line saying so.
+pub fn cut(text: &str) -> String {
+    let budget = MAX_PART_JSON_BYTES - CUT_MARKER.len() - 2;
+    let first = chunks(text, budget)[0];
+    if first.len() == text.len() {
+        return text.to_owned();
+    }
+    format!("{first}{CUT_MARKER}")
+}
+
 /// Cuts `text` into slices of at most `budget` bytes of JSON each (see the
 /// module doc for where). `budget` must hold the widest character (six).
 fn chunks(text: &str, budget: usize) -> Vec<&str> {
@@ -143,6 +158,18 @@ mod tests {
                 "{character:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_text_for_one_event_is_cut_to_fit_and_says_so() {
+        assert_eq!(cut("short"), "short");
+        let long = "a line of a huge tool title\n".repeat(10_000);
+        let one = cut(&long);
+        assert!(json_bytes(&one) <= MAX_PART_JSON_BYTES, "{}", json_bytes(&one));
+        assert!(one.ends_with(CUT_MARKER));
+        assert!(long.starts_with(one.trim_end_matches(CUT_MARKER)));
+        let quotes = worst_case(100_000);
+        assert!(json_bytes(&cut(&quotes)) <= MAX_PART_JSON_BYTES);
     }
 
     #[test]

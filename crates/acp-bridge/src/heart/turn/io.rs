@@ -136,8 +136,8 @@ pub(crate) enum Publication {
 }
 
 /// What the machine asks for. The driver performs the agent and publishing
-/// actions; the heart handles [`Action::Inform`], [`Action::Requeue`] and
-/// [`Action::Finished`].
+/// actions; the heart handles [`Action::Inform`],
+/// [`Action::QuestionNotice`], [`Action::Requeue`] and [`Action::Finished`].
 #[derive(Debug, PartialEq)]
 pub(crate) enum Action {
     Lease,
@@ -186,6 +186,13 @@ pub(crate) enum Action {
     /// Tell the author of `mention` something, without finishing it.
     Inform {
         mention: Mention,
+        text: String,
+    },
+    /// Tell the owner something about a question asked under `under`
+    /// (timed out, withdrawn), where the question was asked: the thread,
+    /// or the owner's DM for a DM with someone else, who was never asked.
+    QuestionNotice {
+        under: Mention,
         text: String,
     },
     /// Mentions the turn cannot take (it is concluding): back to the

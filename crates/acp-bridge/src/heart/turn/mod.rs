@@ -40,7 +40,7 @@ pub(crate) use io::{
     TurnFailure,
 };
 use questions::Questions;
-pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, answers};
+pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
 
 use super::usage::TurnUsage;
 use crate::framing::{self, Framing};
@@ -120,8 +120,8 @@ pub(crate) struct TurnStart {
     pub batch: Vec<Mention>,
     /// How long the oldest mention waited for this turn (for the log).
     pub queue_wait_ms: u64,
-    /// `--permission-timeout` (`None`: wait forever).
-    pub question_timeout: Option<Duration>,
+    /// `--permission-timeout`.
+    pub question_timeout: Duration,
 }
 
 #[derive(Debug)]
@@ -217,7 +217,7 @@ impl TurnMachine {
                             "The agent no longer needs an answer to its question ({}); no need to reply.",
                             asked.summary
                         );
-                        out.push(Action::Inform { mention: under, text });
+                        out.push(Action::QuestionNotice { under, text });
                     }
                     self.close_question(ticket, &mut out);
                 }
@@ -252,16 +252,22 @@ impl TurnMachine {
         self.questions.waiting_on()
     }
 
-    /// The posted question's id, as the owner's answer references it.
+    /// The open question's id once posted, as the owner's answer
+    /// references it; `None` once the turn is over (its questions died
+    /// with it).
     pub fn question_event(&self) -> Option<EventId> {
-        self.questions.open_event()
+        match self.phase {
+            Phase::Done => None,
+            _ => self.questions.open_event(),
+        }
     }
 
-    /// Whether `reply` answers this turn's posted question.
-    pub fn is_answered_by(&self, reply: &Mention) -> bool {
-        self.questions
-            .open_event()
-            .is_some_and(|event| answers(reply, event))
+    /// Whether this turn's questions are asked in a DM (the owner's own, or
+    /// the owner's about a DM with someone else).
+    pub fn asks_privately(&self) -> bool {
+        self.entries
+            .first()
+            .is_some_and(|entry| entry.mention.thread.is_direct())
     }
 
     /// Maps the owner's reply onto the open question without acting on it
@@ -316,18 +322,25 @@ impl TurnMachine {
         }
         if let Some(question) = self.questions.waiting_on() {
             // A steer cannot reach an agent parked on a question: say so
-            // honestly, and deliver it once the owner answered.
-            let text = format!(
-                "The agent is waiting for the owner to answer {question}. It will see your message once that is answered."
-            );
+            // honestly, and deliver it once the owner answered. The owner's
+            // own message was not taken as the answer (it did not reply to
+            // the question, and more than one may be open): say how to answer.
             tracing::info!(
                 mentions = mentions.len(),
                 "mid-turn mentions held until the owner answers"
             );
             for mention in &mentions {
+                let how = if mention.from_owner {
+                    " (to answer it, reply to the question itself)"
+                } else {
+                    ""
+                };
+                let text = format!(
+                    "The agent is waiting for the owner to answer {question}{how}. It will see your message once that is answered."
+                );
                 out.push(Action::Inform {
                     mention: mention.clone(),
-                    text: text.clone(),
+                    text,
                 });
             }
             return self.add(mentions, Role::Held);
@@ -503,7 +516,7 @@ impl TurnMachine {
             );
             out.push(Action::RejectQuestion { ticket });
             if let Some(under) = self.under() {
-                out.push(Action::Inform { mention: under, text });
+                out.push(Action::QuestionNotice { under, text });
             }
             self.close_question(ticket, out);
         }

@@ -17,10 +17,28 @@ use nostr_sdk::prelude::EventId;
 use serde_json::{Map, Value};
 
 use super::form;
-use crate::mention::Mention;
 
 /// Names one question of the agent within its turn.
 pub(crate) type QuestionTicket = u64;
+
+/// The most of a tool call's title or a form's message a question quotes:
+/// the agent writes it, and the question (one event) must still fit its
+/// options below it. What is left out is said, so that the owner knows they
+/// do not see all of what they are asked about.
+pub(crate) const MAX_SUMMARY_BYTES: usize = 8 * 1024;
+
+/// `text` (what the agent says a question is about) cut at
+/// [`MAX_SUMMARY_BYTES`] on a character boundary, saying so when it is.
+pub(crate) fn summary(text: &str) -> String {
+    if text.len() <= MAX_SUMMARY_BYTES {
+        return text.to_owned();
+    }
+    let end = (0..=MAX_SUMMARY_BYTES)
+        .rev()
+        .find(|at| text.is_char_boundary(*at))
+        .unwrap_or(0);
+    format!("{}… [{} more bytes not shown]", &text[..end], text.len() - end)
+}
 
 /// A question the agent asked, as the turn keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,8 +89,8 @@ impl Asked {
 struct Open {
     asked: Asked,
     /// Set once the question is posted: its event (what answers reply to)
-    /// and when it times out (`None`: never).
-    posted: Option<(EventId, Option<Instant>)>,
+    /// and when it times out.
+    posted: Option<(EventId, Instant)>,
 }
 
 /// What became of an owner's reply to the open question.
@@ -87,14 +105,14 @@ pub(crate) enum Routed {
 
 #[derive(Debug)]
 pub(super) struct Questions {
-    /// `None`: wait for the owner forever.
-    timeout: Option<Duration>,
+    /// `--permission-timeout`: how long a posted question waits for the owner.
+    timeout: Duration,
     open: Option<Open>,
     queued: VecDeque<Asked>,
 }
 
 impl Questions {
-    pub fn new(timeout: Option<Duration>) -> Self {
+    pub fn new(timeout: Duration) -> Self {
         Questions {
             timeout,
             open: None,
@@ -116,7 +134,7 @@ impl Questions {
     pub fn posted(&mut self, ticket: QuestionTicket, event: EventId, now: Instant) {
         let timeout = self.timeout;
         if let Some(open) = self.open.as_mut().filter(|open| open.asked.ticket == ticket) {
-            open.posted = Some((event, timeout.map(|timeout| now + timeout)));
+            open.posted = Some((event, now + timeout));
         }
     }
 
@@ -156,13 +174,13 @@ impl Questions {
 
     /// When the open question times out.
     pub fn deadline(&self) -> Option<Instant> {
-        self.open.as_ref()?.posted?.1
+        self.open.as_ref()?.posted.map(|(_, deadline)| deadline)
     }
 
     /// The open question, when it has timed out by `now`.
     pub fn expired(&self, now: Instant) -> Option<&Asked> {
         let open = self.open.as_ref()?;
-        let deadline = open.posted?.1?;
+        let (_, deadline) = open.posted?;
         (now >= deadline).then_some(&open.asked)
     }
 
@@ -216,10 +234,8 @@ impl Questions {
     }
 
     fn open_next(&mut self, asked: Asked) -> (Asked, String) {
-        let within = |verdict: &str| match self.timeout {
-            Some(timeout) => format!(" (no answer within {} means {verdict})", describe(Some(timeout))),
-            None => String::new(),
-        };
+        let within =
+            |verdict: &str| format!(" (no answer within {} means {verdict})", describe(self.timeout));
         let text = match &asked.ask {
             Ask::Permission(options) => format!(
                 "The agent asks for permission: {}\n{}\nReply to this message with the number or the name of an option{}.",
@@ -247,13 +263,6 @@ impl Questions {
         });
         (asked, text)
     }
-}
-
-/// Whether `reply` answers the question posted as `event` in its
-/// conversation: it replies to the question, or it is a DM (a private
-/// conversation has one thread).
-pub(crate) fn answers(reply: &Mention, event: EventId) -> bool {
-    reply.replies_to == Some(event) || reply.thread.is_direct()
 }
 
 /// The option an answer names: its number (1-based), its name, or its kind
@@ -307,20 +316,18 @@ pub(super) fn normalize(text: &str) -> String {
         .join(" ")
 }
 
-fn describe(timeout: Option<Duration>) -> String {
-    match timeout {
-        Some(timeout) if timeout.as_secs() >= 60 && timeout.as_secs() % 60 == 0 => {
-            format!("{} min", timeout.as_secs() / 60)
-        }
-        Some(timeout) => format!("{} s", timeout.as_secs().max(1)),
-        None => "forever".to_owned(),
+fn describe(timeout: Duration) -> String {
+    let secs = timeout.as_secs();
+    if secs >= 60 && secs.is_multiple_of(60) {
+        format!("{} min", secs / 60)
+    } else {
+        format!("{} s", secs.max(1))
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::mention::test_mention;
 
     pub(crate) fn options() -> Vec<PermissionOption> {
         [
@@ -346,6 +353,18 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_huge_summary_is_cut_and_says_how_much_is_not_shown() {
+        assert_eq!(summary("rm -rf build"), "rm -rf build");
+        let title = "é".repeat(MAX_SUMMARY_BYTES);
+        let cut = summary(&title);
+        assert!(cut.len() < MAX_SUMMARY_BYTES + 40, "{}", cut.len());
+        assert!(cut.ends_with(&format!(
+            "… [{} more bytes not shown]",
+            title.len() - MAX_SUMMARY_BYTES
+        )));
+    }
+
+    #[test]
     fn answers_by_number_name_or_kind() {
         let options = options();
         assert_eq!(choose(&options, "2").map(|o| o.id), Some("b".into()));
@@ -361,7 +380,7 @@ pub(crate) mod tests {
 
     #[test]
     fn one_question_is_open_at_a_time_and_the_next_opens_when_it_closes() {
-        let mut questions = Questions::new(Some(Duration::from_secs(60)));
+        let mut questions = Questions::new(Duration::from_secs(60));
         let (first, text) = questions.asked(asked(1, "rm -rf")).expect("posted at once");
         assert!(text.contains("rm -rf") && text.contains("1. Allow once (allow once)"));
         assert!(text.contains("no answer within 1 min means reject"), "{text}");
@@ -406,7 +425,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_form_question_lists_its_fields_and_takes_a_filled_reply() {
-        let mut questions = Questions::new(Some(Duration::from_secs(30)));
+        let mut questions = Questions::new(Duration::from_secs(30));
         let form = Asked {
             ticket: 1,
             summary: "Which colour?".into(),
@@ -435,16 +454,5 @@ pub(crate) mod tests {
                 .timeout_text(&form)
                 .ends_with("(Which colour?) was declined.")
         );
-    }
-
-    #[test]
-    fn only_replies_to_the_question_or_dms_answer_it() {
-        let question = EventId::from_slice(&[7; 32]).expect("id");
-        let mut reply = test_mention("room", 1, "1", true);
-        assert!(!answers(&reply, question), "a fresh mention in the room");
-        reply.replies_to = Some(EventId::from_slice(&[8; 32]).expect("id"));
-        assert!(!answers(&reply, question), "a reply to something else");
-        reply.replies_to = Some(question);
-        assert!(answers(&reply, question));
     }
 }
