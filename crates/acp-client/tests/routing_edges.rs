@@ -13,7 +13,7 @@ use std::time::Duration;
 use acp_client::{
     AgentClient, AnswerError, ClientConfig, ContentBlock, DropObserver, DroppedUpdate, ElicitationAction,
     PermissionPolicy, SESSION_BACKLOG_LIMIT, SessionId, SteerRefusal, SteeringOutcome, TURN_EVENTS_CAPACITY,
-    TURN_QUESTIONS_RESERVED, TurnEvent, TurnOptions, TurnProgress,
+    TURN_QUESTIONS_RESERVED, Turn, TurnEvent, TurnOptions, TurnProgress,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
@@ -40,6 +40,24 @@ impl RawPeer {
 
 fn connected() -> (AgentClient, RawPeer) {
     connected_with(ClientConfig::default())
+}
+
+/// Starts a turn on `session` whose questions come to the caller; returns
+/// it with the prompt request the peer read.
+async fn turn_asking_the_caller(
+    client: &AgentClient,
+    peer: &mut RawPeer,
+    session: &SessionId,
+) -> (Turn, Value) {
+    let options = TurnOptions {
+        permission: PermissionPolicy::AskCaller,
+        ..TurnOptions::default()
+    };
+    let turn = client
+        .prompt(session, vec![ContentBlock::text("go")], options)
+        .await
+        .expect("prompt");
+    (turn, peer.recv().await)
 }
 
 fn connected_with(config: ClientConfig) -> (AgentClient, RawPeer) {
@@ -168,15 +186,7 @@ async fn loaded_history_never_reaches_a_turn_and_a_withdrawn_question_answers_no
         load.await.expect("join").expect("loaded");
         assert!(client.take_backlog(&session).is_empty(), "history is not kept");
 
-        let options = TurnOptions {
-            permission: PermissionPolicy::AskCaller,
-            ..TurnOptions::default()
-        };
-        let mut turn = client
-            .prompt(&session, vec![ContentBlock::text("go")], options)
-            .await
-            .expect("prompt");
-        let prompt = peer.recv().await;
+        let (mut turn, prompt) = turn_asking_the_caller(&client, &mut peer, &session).await;
         peer.send(
             json!({"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission",
             "params": {"sessionId": "old", "toolCall": {"title": "rm"},
@@ -242,15 +252,7 @@ async fn elicitations_reach_only_a_caller_who_answers_and_a_cancel_answers_them_
             .await;
         turn.finish_quietly().await.expect("outcome");
 
-        let options = TurnOptions {
-            permission: PermissionPolicy::AskCaller,
-            ..TurnOptions::default()
-        };
-        let mut turn = client
-            .prompt(&session, vec![ContentBlock::text("go")], options)
-            .await
-            .expect("prompt");
-        let prompt = peer.recv().await;
+        let (mut turn, prompt) = turn_asking_the_caller(&client, &mut peer, &session).await;
         peer.send(form("e-2")).await;
         let TurnProgress::Event(TurnEvent::ElicitationAsked(question)) = turn.next().await.expect("event")
         else {
@@ -544,15 +546,7 @@ async fn a_flood_in_a_turn_is_bounded_its_question_and_outcome_still_arrive_and_
         let drops = Drops::default();
         let (client, mut peer) = connected_with(drops.config());
         let session = SessionId("s".into());
-        let options = TurnOptions {
-            permission: PermissionPolicy::AskCaller,
-            ..TurnOptions::default()
-        };
-        let mut turn = client
-            .prompt(&session, vec![ContentBlock::text("go")], options)
-            .await
-            .expect("prompt");
-        let prompt = peer.recv().await;
+        let (mut turn, prompt) = turn_asking_the_caller(&client, &mut peer, &session).await;
         // The caller reads nothing while the agent streams: a thought
         // token after another, the answer's parts among them, its usage.
         for n in 0..FLOOD {
@@ -654,15 +648,7 @@ async fn a_question_past_even_the_reserve_is_answered_cancelled_not_left_waiting
         let drops = Drops::default();
         let (client, mut peer) = connected_with(drops.config());
         let session = SessionId("s".into());
-        let options = TurnOptions {
-            permission: PermissionPolicy::AskCaller,
-            ..TurnOptions::default()
-        };
-        let mut turn = client
-            .prompt(&session, vec![ContentBlock::text("go")], options)
-            .await
-            .expect("prompt");
-        let prompt = peer.recv().await;
+        let (mut turn, prompt) = turn_asking_the_caller(&client, &mut peer, &session).await;
         let ask = |n: usize| {
             json!({"jsonrpc": "2.0", "id": format!("perm-{n}"), "method": "session/request_permission",
             "params": {"sessionId": "s", "toolCall": {"title": "write"},
