@@ -212,12 +212,13 @@ async fn a_refetch_after_an_untaken_dm_never_reaches_below_what_housekeeping_pru
     // been taken in before the DM, in the same room as this one.
     scene.settle("room").await;
 
-    let accepted_again = log.matching(mark, Line::accepted(&answered_long_ago.id)).len();
-    let answers = owner.answers_from(&bot, &answered_long_ago.id).await.len();
-    println!(
-        "pruned mention after a refetch for a DM wrapped two hours back: accepted again {accepted_again}, answered again {answers}"
-    );
-    assert_eq!((accepted_again, answers), (0, 0));
+    assert_not_answered_again(
+        &scene,
+        mark,
+        &answered_long_ago,
+        "after a refetch for a DM wrapped two hours back",
+    )
+    .await;
 }
 
 /// The same, driven by a stranger: its DM, wrapped two hours back and too
@@ -252,7 +253,7 @@ async fn a_strangers_dm_wrapped_days_back_cannot_make_a_pruned_mention_be_answer
                 .is_some_and(|authors| authors.contains(&stranger_key))
     });
     let scene = stage.start().await;
-    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let (bot, log) = (scene.bot, &scene.bridge.log);
     let pruned = log.wait(log.start(), Line::new("state dir pruned")).await;
     assert_eq!(pruned["mentions"], 1, "the old seen entry went: {pruned}");
 
@@ -268,11 +269,27 @@ async fn a_strangers_dm_wrapped_days_back_cannot_make_a_pruned_mention_be_answer
     log.wait(mark, Line::dropped(&wrap.id, "dm_from_stranger")).await;
     scene.settle("room").await;
 
-    let accepted_again = log.matching(mark, Line::accepted(&answered_long_ago.id)).len();
-    let answers = owner.answers_from(&bot, &answered_long_ago.id).await.len();
-    println!(
-        "pruned mention after a stranger's DM wrapped two hours back was fetched again: accepted again {accepted_again}, answered again {answers}"
-    );
+    assert_not_answered_again(
+        &scene,
+        mark,
+        &answered_long_ago,
+        "after a stranger's DM wrapped two hours back was fetched again",
+    )
+    .await;
+}
+
+/// `mention`, pruned from the journal, was neither taken in again since
+/// `mark` nor answered a second time.
+async fn assert_not_answered_again<R: RelayServer>(
+    scene: &Scene<R>,
+    mark: Cursor,
+    mention: &Event,
+    when: &str,
+) {
+    let log = &scene.bridge.log;
+    let accepted_again = log.matching(mark, Line::accepted(&mention.id)).len();
+    let answers = scene.owner.answers_from(&scene.bot, &mention.id).await.len();
+    println!("pruned mention {when}: accepted again {accepted_again}, answered again {answers}");
     assert_eq!((accepted_again, answers), (0, 0));
 }
 
