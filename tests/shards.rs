@@ -323,19 +323,24 @@ async fn the_owners_answer_reaches_the_shard_that_asked_and_no_other() {
         "the sibling's answer was not applied to the owner's question: {}",
         own_done.content
     );
-    let answered: usize = bridges
+    let answered = questions_answered(&bridges);
+    println!(
+        "2 shards, 2 questions in the owner's DM: answers accepted 2, taken by {} shard(s) each, questions answered {answered}, applied to the wrong question 0, taken as a message 0",
+        taken_by.len()
+    );
+    assert_eq!(answered, 2);
+}
+
+/// How many times any of `bridges` took the owner's answer to a question.
+fn questions_answered(bridges: &[&Bridge]) -> usize {
+    bridges
         .iter()
         .map(|bridge| {
             let log = &bridge.log;
             log.matching(log.start(), Line::new("the owner answered the agent's question"))
                 .len()
         })
-        .sum();
-    println!(
-        "2 shards, 2 questions in the owner's DM: answers accepted 2, taken by {} shard(s) each, questions answered {answered}, applied to the wrong question 0, taken as a message 0",
-        taken_by.len()
-    );
-    assert_eq!(answered, 2);
+        .sum()
 }
 
 /// With shards, the owner's untagged DM answers the one question open in
@@ -383,14 +388,7 @@ async fn with_shards_an_untagged_dm_answers_only_while_no_other_shard_may_have_a
         "{}",
         done.content
     );
-    let answered: usize = bridges
-        .iter()
-        .map(|bridge| {
-            let log = &bridge.log;
-            log.matching(log.start(), Line::new("the owner answered the agent's question"))
-                .len()
-        })
-        .sum();
+    let answered = questions_answered(&bridges);
     assert_eq!(answered, 2, "the untagged \"1\" answered neither open question");
     println!(
         "2 shards: untagged owner DMs 2; answered the one open question 1; held while another shard may have asked 1; wrong question answered 0"
