@@ -10,6 +10,7 @@
 // Each test file uses a different part of the harness.
 #![allow(dead_code, unused_imports)]
 
+mod auth_relay;
 mod bridge;
 mod log;
 mod people;
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub use auth_relay::{AuthFor, AuthRelay};
 pub use bridge::{Bridge, BridgeSpec};
 pub use log::{Cursor, Line, LogFile};
 pub use people::{Person, attest_profile, channel_of, e_tags, group_message, p_tags};

@@ -351,7 +351,15 @@ async fn relay_client(settings: &Settings, urls: &[RelayUrl]) -> Result<(Client,
     let client = Client::builder()
         .signer(settings.keys.clone())
         .websocket_transport(NoDelayTransport)
-        .opts(ClientOptions::new().autoconnect(false))
+        // Relays that ask for NIP-42 authentication get it: the SDK signs
+        // their challenge with the bot's keys and sends the subscriptions
+        // and events they refused `auth-required:` again (the SDK's
+        // default, stated here because the relay links rely on it).
+        .opts(
+            ClientOptions::new()
+                .autoconnect(false)
+                .automatic_authentication(true),
+        )
         .build();
     let mut relays = Vec::new();
     for url in urls {

@@ -24,6 +24,14 @@
 //! re-subscription that reads only the notifications gets nothing back.
 //! De-duplication is the intake's (the journal).
 //!
+//! Relays that ask for authentication (NIP-42) close a subscription with
+//! `auth-required:` and send a challenge. That is no broken link: the SDK
+//! answers the challenge with the bot's keys and sends the closed
+//! subscriptions again on the same connection, and the link waits for it
+//! ([`Subscriptions`]). DMs have a subscription of their own, so a relay
+//! that serves gift wraps only to their authenticated recipient (as DM
+//! inbox relays do), or not at all, leaves the mentions' one alone.
+//!
 //! Nothing slow runs here: events are handed to the intake task through a
 //! bounded channel, which is where backpressure belongs.
 
@@ -31,8 +39,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
-    Event, EventId, Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
-    SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
+    Event, EventId, Filter, Kind, MachineReadablePrefix, PublicKey, Relay, RelayMessage, RelayNotification,
+    RelayStatus, RelayUrl, SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -67,6 +75,14 @@ const REFETCH_MIN: Duration = Duration::from_secs(1);
 const REFETCH_MAX: Duration = Duration::from_secs(30);
 
 const SUBSCRIPTION_ID: &str = "acp-bridge-mentions";
+/// DMs (gift wraps to the bot), apart from the mentions: a relay may
+/// refuse them (until the bot authenticated, or at all) and serve the rest.
+const DM_SUBSCRIPTION_ID: &str = "acp-bridge-dms";
+/// How long a subscription closed with `auth-required:` waits for the SDK
+/// to authenticate (it answers the relay's challenge, NIP-42) before the
+/// link gives up on it: a relay that asks but never sends a challenge, or
+/// whose challenge the SDK cannot answer in time.
+const AUTH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The second subscription: replies in the threads the bot answered in
 /// (`--follow-threads`), whether they tag the bot or not.
 const THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads";
@@ -83,8 +99,9 @@ const NEW_THREADS_SUBSCRIPTION_PREFIX: &str = "acp-bridge-threads-new-";
 const NEW_THREADS_QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Live subscriptions whose events go to the intake (with the one-shot
 /// reads of new threads: [`is_forwarded`]).
-const FORWARDED_SUBSCRIPTIONS: [&str; 3] = [
+const FORWARDED_SUBSCRIPTIONS: [&str; 4] = [
     SUBSCRIPTION_ID,
+    DM_SUBSCRIPTION_ID,
     THREADS_SUBSCRIPTION_ID,
     RECENT_THREADS_SUBSCRIPTION_ID,
 ];
@@ -121,23 +138,162 @@ impl Interest {
             .then(|| Filter::new().kinds(public).events(roots.iter().copied()))
     }
 
-    fn filters(&self, since: Timestamp) -> Vec<Filter> {
+    /// The subscriptions whose events are the bot's work, from `since`:
+    /// the mentions (public kinds tagging the bot) and the DMs (gift wraps
+    /// to it), each by id, and each only when its kinds are read.
+    /// `acp-bridge check` sends the same ones.
+    pub fn intake_subscriptions(&self, since: Timestamp) -> Vec<(SubscriptionId, Filter)> {
         let public = self.public_kinds();
-        let mut filters = Vec::new();
+        let mut subscriptions = Vec::new();
         if !public.is_empty() {
-            filters.push(Filter::new().kinds(public).pubkey(self.bot).since(since));
+            let mentions = Filter::new().kinds(public).pubkey(self.bot).since(since);
+            subscriptions.push((SubscriptionId::new(SUBSCRIPTION_ID), mentions));
         }
         if self.kinds.contains(&Kind::GiftWrap) {
             let wrapped_since =
                 Timestamp::from_secs(since.as_secs().saturating_sub(GIFT_WRAP_BACKDATE.as_secs()));
-            filters.push(
-                Filter::new()
-                    .kind(Kind::GiftWrap)
-                    .pubkey(self.bot)
-                    .since(wrapped_since),
-            );
+            let dms = Filter::new()
+                .kind(Kind::GiftWrap)
+                .pubkey(self.bot)
+                .since(wrapped_since);
+            subscriptions.push((SubscriptionId::new(DM_SUBSCRIPTION_ID), dms));
         }
-        filters
+        subscriptions
+    }
+}
+
+/// Where the link's two intake subscriptions (mentions, DMs) stand on the
+/// current connection: events in (sent, EOSE, CLOSED, authenticated, a
+/// tick), what to do out. No I/O, so that it is tested on its own.
+#[derive(Debug, Default)]
+struct Subscriptions {
+    mentions: Stage,
+    dms: Stage,
+    /// When the subscriptions closed `auth-required:` stop waiting for the
+    /// SDK to authenticate (set by the first of them).
+    auth_deadline: Option<tokio::time::Instant>,
+}
+
+/// One intake subscription on this connection.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Not sent (its kinds are not read).
+    #[default]
+    Off,
+    /// Sent; the relay is still sending what it stores.
+    Replaying,
+    /// Stored events delivered (EOSE): live.
+    Live,
+    /// Closed `auth-required:`; the SDK sends it again once authenticated.
+    AwaitingAuth,
+    /// Closed for good on this connection.
+    Refused,
+}
+
+/// What the link does after a CLOSED or a lost authentication.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// The relay asks for authentication: wait for the SDK's.
+    AwaitAuth,
+    /// The DMs' subscription is refused on this connection; the mentions
+    /// go on (and the intake is caught up if `true`).
+    DmsRefused { caught_up: bool },
+    /// The mentions' subscription is gone: reconnect, with backoff.
+    Reconnect,
+}
+
+impl Subscriptions {
+    /// Both sent afresh (those whose kinds are read).
+    fn sent(&mut self, ids: impl IntoIterator<Item = SubscriptionId>) {
+        *self = Subscriptions::default();
+        for id in ids {
+            if let Some(stage) = self.stage_mut(id.as_str()) {
+                *stage = Stage::Replaying;
+            }
+        }
+    }
+
+    fn stage_mut(&mut self, id: &str) -> Option<&mut Stage> {
+        match id {
+            SUBSCRIPTION_ID => Some(&mut self.mentions),
+            DM_SUBSCRIPTION_ID => Some(&mut self.dms),
+            _ => None,
+        }
+    }
+
+    fn stages(&self) -> [Stage; 2] {
+        [self.mentions, self.dms]
+    }
+
+    /// Nothing sent is still on its way or waiting for authentication:
+    /// everything up to now was delivered.
+    fn caught_up(&self) -> bool {
+        !self
+            .stages()
+            .iter()
+            .any(|stage| matches!(stage, Stage::Replaying | Stage::AwaitingAuth))
+    }
+
+    /// No subscription waits for authentication: the periodic tick may
+    /// move the watermark (one that does would skip what it has not got).
+    fn authenticated(&self) -> bool {
+        !self.stages().contains(&Stage::AwaitingAuth)
+    }
+
+    /// EOSE of `id`: whether the intake is now caught up.
+    fn end_of_stored(&mut self, id: &str) -> bool {
+        match self.stage_mut(id) {
+            Some(stage @ Stage::Replaying) => *stage = Stage::Live,
+            _ => return false,
+        }
+        self.caught_up()
+    }
+
+    /// CLOSED of `id` with `message`; `None` for other subscriptions.
+    fn closed(&mut self, id: &str, message: &str, now: tokio::time::Instant) -> Option<Verdict> {
+        let is_mentions = id == SUBSCRIPTION_ID;
+        let stage = self.stage_mut(id)?;
+        if MachineReadablePrefix::parse(message) == Some(MachineReadablePrefix::AuthRequired) {
+            *stage = Stage::AwaitingAuth;
+            self.auth_deadline.get_or_insert(now + AUTH_TIMEOUT);
+            return Some(Verdict::AwaitAuth);
+        }
+        if is_mentions {
+            return Some(Verdict::Reconnect);
+        }
+        *stage = Stage::Refused;
+        Some(Verdict::DmsRefused {
+            caught_up: self.caught_up(),
+        })
+    }
+
+    /// The SDK authenticated and sent the closed subscriptions again.
+    /// Whether any was waiting.
+    fn authenticated_now(&mut self) -> bool {
+        self.auth_deadline = None;
+        let mut waited = false;
+        for stage in [&mut self.mentions, &mut self.dms] {
+            if *stage == Stage::AwaitingAuth {
+                *stage = Stage::Replaying;
+                waited = true;
+            }
+        }
+        waited
+    }
+
+    /// Authentication failed or timed out: the subscriptions waiting for it
+    /// are refused; `None` if none was waiting.
+    fn authentication_lost(&mut self) -> Option<Verdict> {
+        self.auth_deadline = None;
+        if self.mentions == Stage::AwaitingAuth {
+            return Some(Verdict::Reconnect);
+        }
+        (self.dms == Stage::AwaitingAuth).then(|| {
+            self.dms = Stage::Refused;
+            Verdict::DmsRefused {
+                caught_up: self.caught_up(),
+            }
+        })
     }
 }
 
@@ -159,6 +315,8 @@ pub struct RelayLink {
     /// What the bot's own replies on this relay say was read into the
     /// store (once per link, before the first subscription: `own_replies`).
     learned_own_replies: bool,
+    /// The mentions' and DMs' subscriptions on this connection.
+    subscriptions: Subscriptions,
 }
 
 impl RelayLink {
@@ -183,6 +341,7 @@ impl RelayLink {
             followed: FollowedThreads::default(),
             new_thread_reads: 0,
             learned_own_replies: false,
+            subscriptions: Subscriptions::default(),
         }
     }
 
@@ -239,12 +398,8 @@ impl RelayLink {
         let mut refetch_backoff = Backoff::new(REFETCH_MIN, REFETCH_MAX);
         let mut refetch_at: Option<tokio::time::Instant> = None;
         loop {
-            let refetch_due = async {
-                match refetch_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let refetch_due = sleep_until_if(refetch_at);
+            let auth_overdue = sleep_until_if(self.subscriptions.auth_deadline);
             tokio::select! {
                 biased;
                 () = stop.cancelled() => return,
@@ -255,14 +410,26 @@ impl RelayLink {
                         }
                     }
                     Ok(RelayNotification::Message { message: RelayMessage::EndOfStoredEvents(id) }) => {
-                        if id.as_str() == SUBSCRIPTION_ID {
+                        if self.subscriptions.end_of_stored(id.as_str()) {
                             self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await;
                         }
                     }
                     Ok(RelayNotification::Message { message: RelayMessage::Closed { subscription_id, message } }) => {
-                        if subscription_id.as_str() == SUBSCRIPTION_ID {
-                            tracing::warn!(relay = %self.url, %message, "relay closed our subscription; reconnecting");
-                            self.relay.disconnect();
+                        if let Some(verdict) = self.subscriptions.closed(subscription_id.as_str(), &message, tokio::time::Instant::now())
+                            && !self.carry_on(verdict, &message).await
+                        {
+                            return;
+                        }
+                    }
+                    Ok(RelayNotification::Authenticated) => {
+                        if self.subscriptions.authenticated_now() {
+                            tracing::info!(relay = %self.url, "authenticated to the relay (NIP-42); the closed subscriptions are sent again");
+                        }
+                    }
+                    Ok(RelayNotification::AuthenticationFailed) => {
+                        if let Some(verdict) = self.subscriptions.authentication_lost()
+                            && !self.carry_on(verdict, "authentication failed").await
+                        {
                             return;
                         }
                     }
@@ -289,7 +456,18 @@ impl RelayLink {
                     }
                     self.follow_new_threads().await;
                 }
-                _ = caught_up.tick() => self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await,
+                _ = caught_up.tick() => {
+                    if self.subscriptions.authenticated() {
+                        self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await;
+                    }
+                }
+                () = auth_overdue => {
+                    if let Some(verdict) = self.subscriptions.authentication_lost()
+                        && !self.carry_on(verdict, "no authentication in time").await
+                    {
+                        return;
+                    }
+                }
                 changed = self.refetch.changed() => {
                     if changed.is_err() {
                         // The intake is gone: we are stopping.
@@ -316,6 +494,33 @@ impl RelayLink {
         }
     }
 
+    /// Acts on a closed subscription or a lost authentication; false when
+    /// the link reconnects.
+    async fn carry_on(&mut self, verdict: Verdict, message: &str) -> bool {
+        match verdict {
+            Verdict::AwaitAuth => {
+                tracing::info!(relay = %self.url, reason = %message, "the relay asks us to authenticate (NIP-42); the subscription is sent again once we are");
+                true
+            }
+            Verdict::DmsRefused { caught_up } => {
+                tracing::warn!(relay = %self.url, reason = %message, "the relay refuses our DM subscription; DMs are not read from it until we reconnect");
+                if caught_up {
+                    self.forward(Arrival::CaughtUp {
+                        relay: self.url.clone(),
+                        at: Timestamp::now(),
+                    })
+                    .await;
+                }
+                true
+            }
+            Verdict::Reconnect => {
+                tracing::warn!(relay = %self.url, reason = %message, "relay closed our subscription; reconnecting");
+                self.relay.disconnect();
+                false
+            }
+        }
+    }
+
     /// (Re)subscribes from the watermark, or from `oldest_untaken` when
     /// that is earlier, never below the seen horizon. The same subscription
     /// id replaces the previous REQ on the relay.
@@ -338,31 +543,27 @@ impl RelayLink {
             // is told of: this is a bug, and re-reading would be worse.
             tracing::warn!(relay = %self.url, oldest = oldest.as_secs(), since = since.as_secs(), "an untaken event lies below the seen horizon; it is not fetched again");
         }
-        let filters = self.interest.filters(since);
+        let subscriptions = self.interest.intake_subscriptions(since);
         self.forward(Arrival::Subscribed {
             relay: self.url.clone(),
             floor: since,
         })
         .await;
-        match self
-            .relay
-            .subscribe_with_id(
-                SubscriptionId::new(SUBSCRIPTION_ID),
-                filters,
-                SubscribeOptions::default(),
-            )
-            .await
-        {
-            Ok(()) => {
-                tracing::info!(relay = %self.url, since = since.as_secs(), "subscribed to mentions");
-                self.follow_all_threads(since).await;
-                true
-            }
-            Err(error) => {
+        self.subscriptions
+            .sent(subscriptions.iter().map(|(id, _)| id.clone()));
+        for (id, filter) in subscriptions {
+            let sent = self
+                .relay
+                .subscribe_with_id(id, vec![filter], SubscribeOptions::default())
+                .await;
+            if let Err(error) = sent {
                 tracing::warn!(relay = %self.url, %error, "subscribing failed");
-                false
+                return false;
             }
         }
+        tracing::info!(relay = %self.url, since = since.as_secs(), "subscribed to mentions");
+        self.follow_all_threads(since).await;
+        true
     }
 
     /// (Re)subscribes to replies in the threads the bot answered in most
@@ -519,6 +720,14 @@ pub fn refetch_since(event: &Event) -> Timestamp {
     }
 }
 
+/// Sleeps until `at`; forever without one.
+async fn sleep_until_if(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Whether events of `subscription` go to the intake.
 fn is_forwarded(subscription: &str) -> bool {
     FORWARDED_SUBSCRIPTIONS.contains(&subscription)
@@ -598,17 +807,97 @@ mod tests {
         let wrap = sign(Kind::GiftWrap);
         let since = refetch_since(&wrap);
         assert_eq!(since.as_secs(), NOW - 7_200 + GIFT_WRAP_BACKDATE.as_secs());
+        let (id, dms) = &interest.intake_subscriptions(since)[1];
+        assert_eq!(id.as_str(), DM_SUBSCRIPTION_ID);
         assert!(
-            interest.filters(since)[1].match_event(&wrap, nostr_sdk::prelude::MatchEventOptions::new()),
+            dms.match_event(&wrap, nostr_sdk::prelude::MatchEventOptions::new()),
             "the wrap's filter still delivers it"
         );
         assert_eq!(refetch_since(&sign(Kind::Custom(9))), two_hours_ago);
+    }
+
+    fn subscriptions_sent(dms: bool) -> Subscriptions {
+        let mut subscriptions = Subscriptions::default();
+        let mut ids = vec![SubscriptionId::new(SUBSCRIPTION_ID)];
+        ids.extend(dms.then(|| SubscriptionId::new(DM_SUBSCRIPTION_ID)));
+        subscriptions.sent(ids);
+        subscriptions
+    }
+
+    #[test]
+    fn the_intake_is_caught_up_once_both_subscriptions_delivered_their_stored_events() {
+        let mut subscriptions = subscriptions_sent(true);
+        assert!(
+            !subscriptions.end_of_stored(SUBSCRIPTION_ID),
+            "the DMs still come"
+        );
+        assert!(subscriptions.end_of_stored(DM_SUBSCRIPTION_ID));
+        assert!(
+            !subscriptions.end_of_stored(DM_SUBSCRIPTION_ID),
+            "a second EOSE says nothing new"
+        );
+        let mut mentions_only = subscriptions_sent(false);
+        assert!(mentions_only.end_of_stored(SUBSCRIPTION_ID));
+    }
+
+    #[test]
+    fn auth_required_waits_for_authentication_and_holds_the_watermark_back_meanwhile() {
+        let now = tokio::time::Instant::now();
+        let mut subscriptions = subscriptions_sent(true);
+        assert!(!subscriptions.end_of_stored(SUBSCRIPTION_ID));
+        let verdict = subscriptions.closed(DM_SUBSCRIPTION_ID, "auth-required: you must auth", now);
+        assert_eq!(verdict, Some(Verdict::AwaitAuth), "no reconnect");
+        assert!(
+            !subscriptions.authenticated(),
+            "the tick must not move the watermark"
+        );
+        assert_eq!(subscriptions.auth_deadline, Some(now + AUTH_TIMEOUT));
+        assert!(subscriptions.authenticated_now());
+        assert!(subscriptions.authenticated());
+        assert!(
+            subscriptions.end_of_stored(DM_SUBSCRIPTION_ID),
+            "the DMs sent again"
+        );
+        assert!(!subscriptions.authenticated_now(), "nothing was waiting");
+    }
+
+    #[test]
+    fn a_refused_dm_subscription_leaves_the_mentions_alone_and_a_refused_mention_one_reconnects() {
+        let now = tokio::time::Instant::now();
+        let mut subscriptions = subscriptions_sent(true);
+        assert!(!subscriptions.end_of_stored(SUBSCRIPTION_ID));
+        assert_eq!(
+            subscriptions.closed(DM_SUBSCRIPTION_ID, "restricted: not yours", now),
+            Some(Verdict::DmsRefused { caught_up: true })
+        );
+        assert_eq!(subscriptions.closed("acp-bridge-threads", "error: x", now), None);
+        assert_eq!(
+            subscriptions.closed(SUBSCRIPTION_ID, "error: shutting down", now),
+            Some(Verdict::Reconnect)
+        );
+    }
+
+    #[test]
+    fn a_failed_authentication_refuses_the_dms_and_reconnects_for_the_mentions() {
+        let now = tokio::time::Instant::now();
+        let mut dms_waiting = subscriptions_sent(true);
+        dms_waiting.closed(DM_SUBSCRIPTION_ID, "auth-required: who are you", now);
+        assert_eq!(
+            dms_waiting.authentication_lost(),
+            Some(Verdict::DmsRefused { caught_up: false }),
+            "the mentions' stored events still come"
+        );
+        assert_eq!(dms_waiting.authentication_lost(), None);
+        let mut mentions_waiting = subscriptions_sent(true);
+        mentions_waiting.closed(SUBSCRIPTION_ID, "auth-required: who are you", now);
+        assert_eq!(mentions_waiting.authentication_lost(), Some(Verdict::Reconnect));
     }
 
     #[test]
     fn events_of_the_mention_thread_and_new_thread_subscriptions_are_forwarded_and_no_others() {
         for id in [
             SUBSCRIPTION_ID,
+            DM_SUBSCRIPTION_ID,
             THREADS_SUBSCRIPTION_ID,
             RECENT_THREADS_SUBSCRIPTION_ID,
             "acp-bridge-threads-new-1",

@@ -1,0 +1,100 @@
+//! A relay that asks for authentication (NIP-42), restartable on the same
+//! port: rust-nostr's `LocalRelay` with its NIP-42 modes, run in the test
+//! process. A REQ or EVENT it wants authenticated is answered with an
+//! `AUTH` challenge and `CLOSED`/`OK false` `auth-required:`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use nostr_relay_builder::prelude::{
+    LocalRelay, RateLimit, RelayBuilder, RelayBuilderNip42, RelayBuilderNip42Mode,
+};
+
+use super::relay::RelayServer;
+
+/// What the relay serves only to an authenticated connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFor {
+    /// Every REQ (`Nip42Mode::Read`).
+    Reads,
+    /// Every EVENT (`Nip42Mode::Write`).
+    Writes,
+    /// Gift wraps, and those to the authenticated key only, as DM inbox
+    /// relays do (`auth_dm`); everything else is open.
+    DmsToTheirRecipient,
+}
+
+/// Loose limits: one daemon and its test publish in bursts.
+const MAX_REQS: usize = 1_000;
+const NOTES_PER_MINUTE: u32 = 1_000_000;
+/// How long a restart tries to bind the same port again.
+const RESTART_ATTEMPTS: usize = 50;
+const RESTART_RETRY: Duration = Duration::from_millis(100);
+
+#[derive(Debug)]
+pub struct AuthRelay {
+    port: u16,
+    auth_for: AuthFor,
+    relay: Option<LocalRelay>,
+}
+
+impl RelayServer for AuthRelay {
+    fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl AuthRelay {
+    /// Starts on a port the kernel picks as it binds.
+    pub async fn start(auth_for: AuthFor) -> Self {
+        let relay = run(auth_for, None).await.expect("relay starts");
+        let url = relay.url().await;
+        let port = url.as_str_without_trailing_slash().rsplit(':').next();
+        let port = port.and_then(|port| port.parse().ok()).expect("the relay's port");
+        AuthRelay {
+            port,
+            auth_for,
+            relay: Some(relay),
+        }
+    }
+
+    /// Stops it (its events are gone with it) and starts it again on the
+    /// same port: every connection must authenticate anew.
+    pub async fn restart(&mut self) {
+        if let Some(relay) = self.relay.take() {
+            relay.shutdown();
+        }
+        for _ in 0..RESTART_ATTEMPTS {
+            if let Ok(relay) = run(self.auth_for, Some(self.port)).await {
+                self.relay = Some(relay);
+                return;
+            }
+            tokio::time::sleep(RESTART_RETRY).await;
+        }
+        panic!("relay did not restart on port {}", self.port);
+    }
+}
+
+async fn run(auth_for: AuthFor, port: Option<u16>) -> Result<LocalRelay, nostr_relay_builder::Error> {
+    let mut builder = RelayBuilder::default()
+        .addr(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        .rate_limit(RateLimit {
+            max_reqs: MAX_REQS,
+            notes_per_minute: NOTES_PER_MINUTE,
+        });
+    if let Some(port) = port {
+        builder = builder.port(port);
+    }
+    builder = match auth_for {
+        AuthFor::Reads => builder.nip42(RelayBuilderNip42 {
+            mode: RelayBuilderNip42Mode::Read,
+        }),
+        AuthFor::Writes => builder.nip42(RelayBuilderNip42 {
+            mode: RelayBuilderNip42Mode::Write,
+        }),
+        AuthFor::DmsToTheirRecipient => builder.auth_dm(true),
+    };
+    let relay = LocalRelay::new(builder);
+    relay.run().await?;
+    Ok(relay)
+}
