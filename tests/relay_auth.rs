@@ -6,7 +6,7 @@
 
 mod support;
 
-use nostr_sdk::prelude::Event;
+use nostr_sdk::prelude::{Event, Filter, Keys, Kind};
 use support::*;
 
 /// The link's answer to a CLOSED it took for a broken link.
@@ -109,4 +109,99 @@ async fn after_a_relay_restart_the_bot_authenticates_again() {
     let reconnects = count(&scene, scene.bridge.log.start(), RECONNECT_ON_CLOSED);
     println!("relay restart: reconnected on CLOSED {reconnects} time(s)");
     assert_eq!(reconnects, 0, "{}", scene.bridge.log.tail(40));
+}
+
+/// A relay that refuses every REQ for gift wraps, as one that carries no
+/// DMs may.
+async fn relay_refusing_dms() -> PickyRelay {
+    let relay = PickyRelay::start().await;
+    let asks_for_dms = |filter: &Filter| {
+        filter
+            .kinds
+            .as_ref()
+            .is_some_and(|kinds| kinds.contains(&Kind::GiftWrap))
+    };
+    relay.refuse_queries(asks_for_dms, "restricted: no DMs here");
+    relay
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_refusing_dms_leaves_the_group_mentions_heard() {
+    let scene = Scene::builder().start_on(relay_refusing_dms().await).await;
+    let log = &scene.bridge.log;
+
+    let mention = scene.mention("room", "heard without DMs").await;
+    assert_exactly_once(scene.tally("relay refusing DMs", &[mention]).await);
+    let refused = count(
+        &scene,
+        log.start(),
+        "the relay refuses our DM subscription; DMs are not read from it until we reconnect",
+    );
+    let reconnects =
+        count(&scene, log.start(), RECONNECT_ON_CLOSED) + count(&scene, log.start(), RECONNECTING);
+    println!(
+        "relay refusing DMs: DM subscription refused {refused} time(s), reconnected {reconnects} time(s)"
+    );
+    assert_eq!(refused, 1, "{}", log.tail(40));
+    assert_eq!(reconnects, 0, "{}", log.tail(40));
+}
+
+/// `acp-bridge check` against `relay_url` with the built-in agent: its exit
+/// code and what it printed.
+async fn check(relay_url: String) -> (Option<i32>, String) {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    let run = move || {
+        std::process::Command::new(bridge_binary())
+            .args(["check", "--relay", &relay_url, "--owner", &owner])
+            .args([
+                "--agent-command",
+                bridge_binary(),
+                "--agent-args",
+                "scripted-agent",
+            ])
+            .env_clear()
+            .env("ACP_BRIDGE_SECRET_KEY", &secret)
+            .output()
+            .expect("run check")
+    };
+    // The relay runs on this test's runtime: the check blocks elsewhere.
+    let output = tokio::task::spawn_blocking(run).await.expect("check ran");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reports_subscriptions_accepted_after_authenticating() {
+    let relay = AuthRelay::start(AuthFor::DmsToTheirRecipient).await;
+    let (code, stdout) = check(relay.url()).await;
+    println!("{stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("ok, subscription `acp-bridge-mentions` accepted\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok, subscription `acp-bridge-dms` accepted after authenticating (NIP-42)"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fails_on_a_relay_that_refuses_a_subscription() {
+    let relay = relay_refusing_dms().await;
+    let (code, stdout) = check(relay.url()).await;
+    println!("{stdout}");
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAILED, subscription `acp-bridge-dms` refused: restricted: no DMs here"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok, subscription `acp-bridge-mentions` accepted"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
 }

@@ -4,7 +4,8 @@
 //! and serves it to subscriptions (stored events, EOSE, then live ones),
 //! which is all the daemon and the people ask of a relay. It can also sit
 //! on the queries the test picks (a profile lookup, say): their stored
-//! events and EOSE wait until the test releases them.
+//! events and EOSE wait until the test releases them, or refuse them
+//! (`CLOSED`, as a relay that will not serve some kind refuses a REQ).
 //!
 //! The embedded relay cannot play these parts: its write policy words every
 //! refusal itself and stalls the whole connection while it decides.
@@ -55,6 +56,8 @@ struct Shared {
     /// Queries with a filter this picks are answered only on release.
     held_queries: Mutex<QueryRule>,
     queries_released: CancellationToken,
+    /// Queries with a filter this picks are closed with its message.
+    refused_queries: Mutex<Option<(QueryRule, String)>>,
 }
 
 impl std::fmt::Debug for PickyRelay {
@@ -84,6 +87,7 @@ impl PickyRelay {
             released: CancellationToken::new(),
             held_queries: Mutex::new(Box::new(|_: &Filter| false)),
             queries_released: CancellationToken::new(),
+            refused_queries: Mutex::new(None),
         });
         let stop = CancellationToken::new();
         tokio::spawn(accept_loop(listener, Arc::clone(&shared), stop.clone()));
@@ -118,6 +122,12 @@ impl PickyRelay {
     /// Answers every held query, and later ones at once.
     pub fn release_queries(&self) {
         self.shared.queries_released.cancel();
+    }
+
+    /// From now on, a query (REQ) with a filter that `pick` picks is
+    /// answered `CLOSED` with `why` (a machine-readable prefix and text).
+    pub fn refuse_queries(&self, pick: impl Fn(&Filter) -> bool + Send + Sync + 'static, why: &str) {
+        *self.shared.refused_queries.lock().unwrap() = Some((Box::new(pick), why.to_owned()));
     }
 
     /// Every EVENT message received so far that `pick` picks, in order.
@@ -222,6 +232,11 @@ fn handle(
         } => {
             let filters: Vec<Filter> = filters.into_iter().map(|filter| filter.into_owned()).collect();
             let subscription_id = subscription_id.into_owned();
+            if let Some((pick, why)) = &*shared.refused_queries.lock().unwrap()
+                && filters.iter().any(pick)
+            {
+                return vec![RelayMessage::closed(subscription_id, why.clone())];
+            }
             let stored = shared.stored.lock().unwrap();
             let mut messages: Vec<RelayMessage<'static>> = stored
                 .iter()

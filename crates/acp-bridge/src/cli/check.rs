@@ -2,20 +2,31 @@
 //!
 //! Validates the flags (the caller already did, with the daemon's own
 //! rules), starts the agent once: `initialize`, authentication as the
-//! daemon would do it, and one `session/new`; and connects to every relay.
-//! Prints one line per check and a verdict. Nothing is
-//! published and no state is written.
+//! daemon would do it, and one `session/new`; connects to every relay, and
+//! sends it the daemon's own subscriptions (authenticating with the bot's
+//! keys when the relay asks, NIP-42): a relay that refuses them leaves the
+//! daemon deaf there however well it connects. Prints one line per check
+//! and a verdict. Nothing is published and no state is written.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use acp_client::{AcpError, AgentClient, AgentCommand, ClientConfig};
-use nostr_sdk::prelude::{Client, RelayOptions};
+use nostr_sdk::prelude::{
+    Client, ClientOptions, MachineReadablePrefix, RelayMessage, RelayNotification, RelayOptions, RelayUrl,
+    SubscribeOptions, SubscriptionId, Timestamp,
+};
+use tokio::sync::broadcast;
 
 use crate::config::{RelaySpec, Settings, npub};
+use crate::intake::relay_link::Interest;
 use crate::pool::{AuthChoice, AuthPolicy};
 
 /// A relay that does not answer within this is reported unreachable.
 const RELAY_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+/// A relay that neither accepts (EOSE) nor refuses (CLOSED) the daemon's
+/// subscriptions within this, authentication included, is reported silent.
+const SUBSCRIPTION_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 /// Agents may resolve providers and start extensions before answering.
 const AGENT_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -31,6 +42,9 @@ pub async fn run(settings: &Settings) -> bool {
     let mut relays_ok = true;
     for relay in &settings.relays {
         relays_ok &= check_relay(relay).await;
+        if let RelaySpec::Url(url) = relay {
+            relays_ok &= check_subscriptions(settings, url).await;
+        }
     }
     let ok = agent_ok && relays_ok;
     println!(
@@ -177,4 +191,153 @@ async fn check_relay(relay: &RelaySpec) -> bool {
     };
     client.shutdown().await;
     verdict
+}
+
+/// How a relay answered one of the daemon's subscriptions.
+#[derive(Debug)]
+enum Acceptance {
+    Accepted { after_auth: bool },
+    Refused(String),
+    Silent,
+}
+
+/// Sends `url` the subscriptions the daemon sends (mentions, DMs; from now,
+/// so that little is stored to send back) with the bot's keys to
+/// authenticate, and reports per subscription whether the relay accepted
+/// it; false if it refused or ignored one.
+async fn check_subscriptions(settings: &Settings, url: &RelayUrl) -> bool {
+    let interest = Interest {
+        bot: settings.keys.public_key(),
+        kinds: settings.kinds.clone(),
+        follow_threads: false,
+    };
+    let subscriptions = interest.intake_subscriptions(Timestamp::now());
+    let client = Client::builder()
+        .signer(settings.keys.clone())
+        .opts(ClientOptions::new().automatic_authentication(true))
+        .build();
+    let sent = async {
+        client
+            .pool()
+            .add_relay(url.clone(), RelayOptions::new().reconnect(false))
+            .await
+            .map_err(|error| error.to_string())?;
+        let relay = client
+            .relay(url.clone())
+            .await
+            .map_err(|error| error.to_string())?;
+        let mut notifications = relay.notifications();
+        relay
+            .try_connect(RELAY_CHECK_TIMEOUT)
+            .await
+            .map_err(|error| error.to_string())?;
+        let mut answers = BTreeMap::new();
+        for (id, filter) in subscriptions {
+            relay
+                .subscribe_with_id(id.clone(), vec![filter], SubscribeOptions::default())
+                .await
+                .map_err(|error| error.to_string())?;
+            answers.insert(id, Acceptance::Silent);
+        }
+        let _ = tokio::time::timeout(
+            SUBSCRIPTION_CHECK_TIMEOUT,
+            await_acceptance(&mut notifications, &mut answers),
+        )
+        .await;
+        Ok::<_, String>(answers)
+    };
+    let verdict = match sent.await {
+        Ok(answers) => report_acceptance(url, &answers),
+        Err(error) => {
+            println!("relay {url}: FAILED to subscribe: {error}");
+            false
+        }
+    };
+    client.shutdown().await;
+    verdict
+}
+
+/// Fills in `answers` from the relay's EOSE and CLOSED messages until each
+/// subscription has one. A `CLOSED auth-required:` is no answer yet: the
+/// SDK authenticates and sends the subscription again.
+async fn await_acceptance(
+    notifications: &mut broadcast::Receiver<RelayNotification>,
+    answers: &mut BTreeMap<SubscriptionId, Acceptance>,
+) {
+    let mut asked_to_authenticate = Vec::new();
+    while answers
+        .values()
+        .any(|answer| matches!(answer, Acceptance::Silent))
+    {
+        let Ok(notification) = notifications.recv().await else {
+            return;
+        };
+        let (id, answer) = match notification {
+            RelayNotification::Message {
+                message: RelayMessage::EndOfStoredEvents(id),
+            } => {
+                let after_auth = asked_to_authenticate.contains(id.as_ref());
+                (id.into_owned(), Acceptance::Accepted { after_auth })
+            }
+            RelayNotification::Message {
+                message:
+                    RelayMessage::Closed {
+                        subscription_id,
+                        message,
+                    },
+            } => {
+                if MachineReadablePrefix::parse(&message) == Some(MachineReadablePrefix::AuthRequired) {
+                    asked_to_authenticate.push(subscription_id.into_owned());
+                    continue;
+                }
+                (
+                    subscription_id.into_owned(),
+                    Acceptance::Refused(message.into_owned()),
+                )
+            }
+            RelayNotification::AuthenticationFailed => {
+                for id in asked_to_authenticate.drain(..) {
+                    answers.insert(
+                        id,
+                        Acceptance::Refused("authentication (NIP-42) failed".to_owned()),
+                    );
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        if let Some(slot) = answers.get_mut(&id)
+            && matches!(slot, Acceptance::Silent)
+        {
+            *slot = answer;
+        }
+    }
+}
+
+/// One line per subscription; true when the relay accepted them all.
+fn report_acceptance(url: &RelayUrl, answers: &BTreeMap<SubscriptionId, Acceptance>) -> bool {
+    let mut all_accepted = true;
+    for (id, answer) in answers {
+        match answer {
+            Acceptance::Accepted { after_auth: false } => {
+                println!("relay {url}: ok, subscription `{id}` accepted")
+            }
+            Acceptance::Accepted { after_auth: true } => {
+                println!("relay {url}: ok, subscription `{id}` accepted after authenticating (NIP-42)")
+            }
+            Acceptance::Refused(why) => {
+                all_accepted = false;
+                println!("relay {url}: FAILED, subscription `{id}` refused: {why}");
+                println!("  hint: the daemon hears nothing this subscription asks for on this relay");
+            }
+            Acceptance::Silent => {
+                all_accepted = false;
+                println!(
+                    "relay {url}: FAILED, subscription `{id}` not answered in {} s",
+                    SUBSCRIPTION_CHECK_TIMEOUT.as_secs()
+                );
+            }
+        }
+    }
+    all_accepted
 }
