@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use acp_client::{AcpError, AgentClient, AgentCommand, ClientConfig};
 use nostr_sdk::prelude::{
-    Client, ClientOptions, MachineReadablePrefix, RelayMessage, RelayNotification, RelayOptions, RelayUrl,
-    SubscribeOptions, SubscriptionId, Timestamp,
+    Client, ClientOptions, Filter, MachineReadablePrefix, Relay, RelayMessage, RelayNotification,
+    RelayOptions, RelayUrl, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::broadcast;
 
@@ -41,8 +41,9 @@ pub async fn run(settings: &Settings) -> bool {
     let agent_ok = check_agent(settings).await;
     let mut relays_ok = true;
     for relay in &settings.relays {
-        relays_ok &= check_relay(relay).await;
-        if let RelaySpec::Url(url) = relay {
+        let reachable = check_relay(relay).await;
+        relays_ok &= reachable;
+        if reachable && let RelaySpec::Url(url) = relay {
             relays_ok &= check_subscriptions(settings, url).await;
         }
     }
@@ -232,16 +233,16 @@ async fn check_subscriptions(settings: &Settings, url: &RelayUrl) -> bool {
             .await
             .map_err(|error| error.to_string())?;
         let mut answers = BTreeMap::new();
-        for (id, filter) in subscriptions {
+        for (id, filter) in &subscriptions {
             relay
-                .subscribe_with_id(id.clone(), vec![filter], SubscribeOptions::default())
+                .subscribe_with_id(id.clone(), vec![filter.clone()], SubscribeOptions::default())
                 .await
                 .map_err(|error| error.to_string())?;
-            answers.insert(id, Acceptance::Silent);
+            answers.insert(id.clone(), Acceptance::Silent);
         }
         let _ = tokio::time::timeout(
             SUBSCRIPTION_CHECK_TIMEOUT,
-            await_acceptance(&mut notifications, &mut answers),
+            await_acceptance(&relay, &subscriptions, &mut notifications, &mut answers),
         )
         .await;
         Ok::<_, String>(answers)
@@ -259,12 +260,16 @@ async fn check_subscriptions(settings: &Settings, url: &RelayUrl) -> bool {
 
 /// Fills in `answers` from the relay's EOSE and CLOSED messages until each
 /// subscription has one. A `CLOSED auth-required:` is no answer yet: the
-/// SDK authenticates and sends the subscription again.
+/// SDK authenticates, and the subscription is sent again (as the daemon's
+/// relay link does).
 async fn await_acceptance(
+    relay: &Relay,
+    subscriptions: &[(SubscriptionId, Filter)],
     notifications: &mut broadcast::Receiver<RelayNotification>,
     answers: &mut BTreeMap<SubscriptionId, Acceptance>,
 ) {
     let mut asked_to_authenticate = Vec::new();
+    let mut awaiting_auth = Vec::new();
     while answers
         .values()
         .any(|answer| matches!(answer, Acceptance::Silent))
@@ -287,7 +292,8 @@ async fn await_acceptance(
                     },
             } => {
                 if MachineReadablePrefix::parse(&message) == Some(MachineReadablePrefix::AuthRequired) {
-                    asked_to_authenticate.push(subscription_id.into_owned());
+                    asked_to_authenticate.push(subscription_id.clone().into_owned());
+                    awaiting_auth.push(subscription_id.into_owned());
                     continue;
                 }
                 (
@@ -295,8 +301,19 @@ async fn await_acceptance(
                     Acceptance::Refused(message.into_owned()),
                 )
             }
+            RelayNotification::Authenticated => {
+                let again = subscriptions.iter().filter(|(id, _)| awaiting_auth.contains(id));
+                for (id, filter) in again {
+                    // A failure leaves the subscription unanswered.
+                    let _ = relay
+                        .subscribe_with_id(id.clone(), vec![filter.clone()], SubscribeOptions::default())
+                        .await;
+                }
+                awaiting_auth.clear();
+                continue;
+            }
             RelayNotification::AuthenticationFailed => {
-                for id in asked_to_authenticate.drain(..) {
+                for id in awaiting_auth.drain(..) {
                     answers.insert(
                         id,
                         Acceptance::Refused("authentication (NIP-42) failed".to_owned()),

@@ -26,9 +26,11 @@
 //!
 //! Relays that ask for authentication (NIP-42) close a subscription with
 //! `auth-required:` and send a challenge. That is no broken link: the SDK
-//! answers the challenge with the bot's keys and sends the closed
-//! subscriptions again on the same connection, and the link waits for it
-//! ([`Subscriptions`]). DMs have a subscription of their own, so a relay
+//! answers the challenge with the bot's keys, and once it is authenticated
+//! the link sends the closed subscriptions again on the same connection
+//! ([`Subscriptions`]). The SDK would re-send them too, but only those it
+//! had registered when the CLOSED came, and it registers a subscription
+//! after sending its REQ: a quick relay's CLOSED can come first. DMs have a subscription of their own, so a relay
 //! that serves gift wraps only to their authenticated recipient (as DM
 //! inbox relays do), or not at all, leaves the mentions' one alone.
 //!
@@ -169,6 +171,8 @@ impl Interest {
 struct Subscriptions {
     mentions: Stage,
     dms: Stage,
+    /// What was sent, to send again after authenticating.
+    requests: Vec<(SubscriptionId, Filter)>,
     /// When the subscriptions closed `auth-required:` stop waiting for the
     /// SDK to authenticate (set by the first of them).
     auth_deadline: Option<tokio::time::Instant>,
@@ -184,7 +188,7 @@ enum Stage {
     Replaying,
     /// Stored events delivered (EOSE): live.
     Live,
-    /// Closed `auth-required:`; the SDK sends it again once authenticated.
+    /// Closed `auth-required:`; sent again once authenticated.
     AwaitingAuth,
     /// Closed for good on this connection.
     Refused,
@@ -204,13 +208,14 @@ enum Verdict {
 
 impl Subscriptions {
     /// Both sent afresh (those whose kinds are read).
-    fn sent(&mut self, ids: impl IntoIterator<Item = SubscriptionId>) {
+    fn sent(&mut self, requests: &[(SubscriptionId, Filter)]) {
         *self = Subscriptions::default();
-        for id in ids {
+        for (id, _) in requests {
             if let Some(stage) = self.stage_mut(id.as_str()) {
                 *stage = Stage::Replaying;
             }
         }
+        self.requests = requests.to_vec();
     }
 
     fn stage_mut(&mut self, id: &str) -> Option<&mut Stage> {
@@ -267,18 +272,20 @@ impl Subscriptions {
         })
     }
 
-    /// The SDK authenticated and sent the closed subscriptions again.
-    /// Whether any was waiting.
-    fn authenticated_now(&mut self) -> bool {
+    /// The SDK authenticated: the subscriptions that waited for it, to
+    /// send again.
+    fn authenticated_now(&mut self) -> Vec<(SubscriptionId, Filter)> {
         self.auth_deadline = None;
-        let mut waited = false;
-        for stage in [&mut self.mentions, &mut self.dms] {
-            if *stage == Stage::AwaitingAuth {
+        let mut again = Vec::new();
+        for (id, filter) in self.requests.clone() {
+            if let Some(stage) = self.stage_mut(id.as_str())
+                && *stage == Stage::AwaitingAuth
+            {
                 *stage = Stage::Replaying;
-                waited = true;
+                again.push((id, filter));
             }
         }
-        waited
+        again
     }
 
     /// Authentication failed or timed out: the subscriptions waiting for it
@@ -422,8 +429,13 @@ impl RelayLink {
                         }
                     }
                     Ok(RelayNotification::Authenticated) => {
-                        if self.subscriptions.authenticated_now() {
+                        let again = self.subscriptions.authenticated_now();
+                        if !again.is_empty() {
                             tracing::info!(relay = %self.url, "authenticated to the relay (NIP-42); the closed subscriptions are sent again");
+                            if !self.send(again).await {
+                                self.relay.disconnect();
+                                return;
+                            }
                         }
                     }
                     Ok(RelayNotification::AuthenticationFailed) => {
@@ -549,8 +561,18 @@ impl RelayLink {
             floor: since,
         })
         .await;
-        self.subscriptions
-            .sent(subscriptions.iter().map(|(id, _)| id.clone()));
+        self.subscriptions.sent(&subscriptions);
+        if !self.send(subscriptions).await {
+            return false;
+        }
+        tracing::info!(relay = %self.url, since = since.as_secs(), "subscribed to mentions");
+        self.follow_all_threads(since).await;
+        true
+    }
+
+    /// Sends (or replaces) the intake subscriptions; false if one could
+    /// not be sent (the connection is gone).
+    async fn send(&self, subscriptions: Vec<(SubscriptionId, Filter)>) -> bool {
         for (id, filter) in subscriptions {
             let sent = self
                 .relay
@@ -561,8 +583,6 @@ impl RelayLink {
                 return false;
             }
         }
-        tracing::info!(relay = %self.url, since = since.as_secs(), "subscribed to mentions");
-        self.follow_all_threads(since).await;
         true
     }
 
@@ -818,9 +838,14 @@ mod tests {
 
     fn subscriptions_sent(dms: bool) -> Subscriptions {
         let mut subscriptions = Subscriptions::default();
-        let mut ids = vec![SubscriptionId::new(SUBSCRIPTION_ID)];
-        ids.extend(dms.then(|| SubscriptionId::new(DM_SUBSCRIPTION_ID)));
-        subscriptions.sent(ids);
+        let mut kinds = vec![Kind::Custom(9)];
+        kinds.extend(dms.then_some(Kind::GiftWrap));
+        let interest = Interest {
+            bot: nostr_sdk::prelude::Keys::generate().public_key(),
+            kinds,
+            follow_threads: false,
+        };
+        subscriptions.sent(&interest.intake_subscriptions(Timestamp::from_secs(NOW)));
         subscriptions
     }
 
@@ -852,13 +877,15 @@ mod tests {
             "the tick must not move the watermark"
         );
         assert_eq!(subscriptions.auth_deadline, Some(now + AUTH_TIMEOUT));
-        assert!(subscriptions.authenticated_now());
+        let again = subscriptions.authenticated_now();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].0.as_str(), DM_SUBSCRIPTION_ID, "the DMs are sent again");
         assert!(subscriptions.authenticated());
+        assert!(subscriptions.end_of_stored(DM_SUBSCRIPTION_ID));
         assert!(
-            subscriptions.end_of_stored(DM_SUBSCRIPTION_ID),
-            "the DMs sent again"
+            subscriptions.authenticated_now().is_empty(),
+            "nothing was waiting"
         );
-        assert!(!subscriptions.authenticated_now(), "nothing was waiting");
     }
 
     #[test]
