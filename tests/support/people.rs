@@ -220,6 +220,42 @@ impl Person {
         events
     }
 
+    /// The newest event of `kind` by `author` (a replaceable one: a
+    /// profile, a relay list) that the relay holds now.
+    pub async fn newest(&self, author: &PublicKey, kind: Kind) -> Option<Event> {
+        let filter = Filter::new().author(*author).kind(kind);
+        let events = self
+            .client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .expect("fetch");
+        events.into_iter().max_by_key(|event| event.created_at)
+    }
+
+    /// Waits until the newest event of `kind` by `author` passes `check`,
+    /// and returns it.
+    pub async fn newest_where(
+        &self,
+        author: &PublicKey,
+        kind: Kind,
+        check: impl Fn(&Event) -> bool,
+    ) -> Event {
+        let seen = std::cell::RefCell::new(None);
+        let probe = async || {
+            let newest = self.newest(author, kind).await;
+            let found = newest.clone().filter(|event| check(event));
+            *seen.borrow_mut() = newest;
+            found
+        };
+        let describe = || {
+            format!(
+                "a kind {kind} event by {author} as expected; newest: {:?}",
+                seen.borrow()
+            )
+        };
+        eventually(PATIENCE, probe, describe).await
+    }
+
     /// NIP-17 messages to this person from `sender`, unwrapped, waiting
     /// until `count` have arrived.
     pub async fn direct_messages_from(&self, sender: &PublicKey, count: usize) -> Vec<UnsignedEvent> {

@@ -18,6 +18,7 @@ use acp_client::AgentUser;
 use clap::{Args, ValueEnum};
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
 
+use crate::identity::ProfileFields;
 use crate::loop_guard::ChainBounds;
 use crate::shard::{Shard, ShardSpec};
 use crate::thread_context::{ContextFrom, DEFAULT_CONTEXT_BYTES, MIN_CONTEXT_BYTES};
@@ -419,6 +420,24 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_AGENT_START_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
     pub agent_start_timeout: Duration,
 
+    /// The bot's display name in its profile (kind 0). Unset: the name the
+    /// relays hold, or "acp-bridge bot" for a bot that has none.
+    #[arg(long, env = "ACP_BRIDGE_PROFILE_NAME", value_name = "NAME")]
+    pub profile_name: Option<String>,
+
+    /// The "about" text of the bot's profile. Unset: whatever the relays hold.
+    #[arg(long, env = "ACP_BRIDGE_PROFILE_ABOUT", value_name = "TEXT")]
+    pub profile_about: Option<String>,
+
+    /// The picture URL of the bot's profile. Unset: whatever the relays hold.
+    #[arg(long, env = "ACP_BRIDGE_PROFILE_PICTURE", value_name = "URL")]
+    pub profile_picture: Option<String>,
+
+    /// The bot's DM inbox relays (NIP-17, kind 10050; repeatable or
+    /// comma-separated). Unset: the relays it listens on.
+    #[arg(long, env = "ACP_BRIDGE_DM_RELAYS", value_delimiter = ',', value_name = "URL")]
+    pub dm_relays: Vec<String>,
+
     /// Threads of the daemon's async runtime (default: one per CPU).
     #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub worker_threads: Option<u16>,
@@ -471,6 +490,10 @@ pub struct Settings {
     pub shard: Shard,
     /// `--agent-start-timeout`: the bound on an agent's `initialize`.
     pub agent_start_timeout: Duration,
+    /// `--profile-*`: the profile fields the daemon manages.
+    pub profile: ProfileFields,
+    /// `--dm-relays`: the DM inbox relays (empty: the bot's own relays).
+    pub dm_relays: Vec<RelayUrl>,
 }
 
 /// How to run agents.
@@ -566,6 +589,7 @@ impl RunArgs {
             ));
         }
         let kinds = parse_kinds(&self.kinds)?;
+        let dm_relays = parse_dm_relays(&self.dm_relays)?;
         if self.multiple_event_handling != MultipleEventHandling::Queue && self.dedup != Dedup::Queue {
             return Err(refuse(
                 "--dedup",
@@ -702,6 +726,12 @@ impl RunArgs {
             metrics_addr: self.metrics_addr,
             shard,
             agent_start_timeout: self.agent_start_timeout,
+            profile: ProfileFields {
+                name: non_empty(&self.profile_name),
+                about: non_empty(&self.profile_about),
+                picture: non_empty(&self.profile_picture),
+            },
+            dm_relays,
             keys,
         })
     }
@@ -772,6 +802,8 @@ impl Settings {
             metrics_addr: None,
             shard: Shard::WHOLE,
             agent_start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
+            profile: ProfileFields::default(),
+            dm_relays: Vec::new(),
         }
     }
 
@@ -919,6 +951,32 @@ fn parse_relays(values: &[String]) -> Result<Vec<RelaySpec>, ConfigError> {
         ));
     }
     Ok(relays)
+}
+
+/// `--dm-relays`: relay URLs, in order, without duplicates.
+fn parse_dm_relays(values: &[String]) -> Result<Vec<RelayUrl>, ConfigError> {
+    let mut relays = Vec::new();
+    for value in values
+        .iter()
+        .map(|value| value.trim())
+        .filter(|value| !value.is_empty())
+    {
+        let relay = RelayUrl::parse(value)
+            .map_err(|error| refuse("--dm-relays", format!("`{value}` is not a relay URL ({error})")))?;
+        if !relays.contains(&relay) {
+            relays.push(relay);
+        }
+    }
+    Ok(relays)
+}
+
+/// A text flag's value, `None` when unset or blank.
+fn non_empty(value: &Option<String>) -> Option<String> {
+    value
+        .as_deref()
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
 }
 
 fn parse_kinds(values: &[u16]) -> Result<Vec<Kind>, ConfigError> {

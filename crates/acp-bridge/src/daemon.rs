@@ -23,6 +23,7 @@ use crate::embedded_relay::EmbeddedRelay;
 use crate::gate::{AuthorGate, GateRules};
 use crate::heart::{Heart, HeartSettings, TurnServices};
 use crate::housekeeping::Housekeeping;
+use crate::identity::{Identity, Wanted};
 use crate::intake::relay_link::{Interest, RelayLink};
 use crate::intake::{Inbound, Intake, IntakeLimits};
 use crate::isolation;
@@ -74,6 +75,7 @@ struct Stages {
     inbound: mpsc::Receiver<Inbound>,
     housekeeping: Housekeeping,
     publisher: Arc<Publisher>,
+    identity: Identity,
     pool: Pool,
     client: Client,
     embedded: Option<EmbeddedRelay>,
@@ -192,6 +194,17 @@ impl Stages {
                 (link, connected_rx)
             })
             .unzip();
+        let identity = Identity {
+            client: client.clone(),
+            keys: settings.keys.clone(),
+            store: Arc::clone(&store),
+            outlet: replier.outlet(),
+            wanted: Wanted::new(
+                settings.profile.clone(),
+                relay_urls.clone(),
+                settings.dm_relays.clone(),
+            ),
+        };
         let housekeeping = Housekeeping {
             store: Arc::clone(&store),
             relays: relay_urls,
@@ -224,6 +237,7 @@ impl Stages {
             inbound,
             housekeeping,
             publisher,
+            identity,
             pool,
             client,
             embedded,
@@ -247,6 +261,15 @@ impl Stages {
         let publishing = tokio::spawn({
             let (publisher, publisher_stop) = (Arc::clone(&self.publisher), publisher_stop.clone());
             async move { publisher.run(publisher_stop).await }
+        });
+        tokio::spawn({
+            let (connected, stop) = (self.relays_connected.clone(), stop.clone());
+            let identity = self.identity;
+            async move {
+                if any_relay_connected(connected, &stop).await {
+                    identity.run(stop).await;
+                }
+            }
         });
         tokio::spawn(announce_ready(self.relays_connected, stop.clone()));
 
@@ -389,17 +412,23 @@ async fn relay_client(settings: &Settings, urls: &[RelayUrl]) -> Result<(Client,
 
 /// Logs once, when the first relay is connected and subscribed.
 async fn announce_ready(relays: Vec<watch::Receiver<bool>>, stop: CancellationToken) {
+    if any_relay_connected(relays, &stop).await {
+        tracing::info!("ready: subscribed to mentions");
+        notify_systemd(&[NotifyState::Ready]);
+    }
+}
+
+/// Waits until the first relay is connected and subscribed (true) or
+/// `stop` (false).
+async fn any_relay_connected(relays: Vec<watch::Receiver<bool>>, stop: &CancellationToken) -> bool {
     let waits = relays.into_iter().map(|mut connected| {
         Box::pin(async move {
             let _ = connected.wait_for(|connected| *connected).await;
         })
     });
     tokio::select! {
-        () = stop.cancelled() => {}
-        _ = futures_util::future::select_all(waits) => {
-            tracing::info!("ready: subscribed to mentions");
-            notify_systemd(&[NotifyState::Ready]);
-        }
+        () = stop.cancelled() => false,
+        _ = futures_util::future::select_all(waits) => true,
     }
 }
 

@@ -22,6 +22,7 @@ mod framing;
 mod gate;
 mod heart;
 mod housekeeping;
+mod identity;
 mod intake;
 mod isolation;
 mod ledger;

@@ -5,7 +5,9 @@
 //! daemon would do it, and one `session/new`; connects to every relay, and
 //! sends it the daemon's own subscriptions (authenticating with the bot's
 //! keys when the relay asks, NIP-42): a relay that refuses them leaves the
-//! daemon deaf there however well it connects. Prints one line per check
+//! daemon deaf there however well it connects. Shows what the relays hold
+//! of the bot's identity (profile, relay list, DM inbox) and what the
+//! daemon would publish. Prints one line per check
 //! and a verdict. Nothing is published and no state is written.
 
 use std::collections::BTreeMap;
@@ -13,12 +15,13 @@ use std::time::{Duration, Instant};
 
 use acp_client::{AcpError, AgentClient, AgentCommand, ClientConfig};
 use nostr_sdk::prelude::{
-    Client, ClientOptions, Filter, MachineReadablePrefix, Relay, RelayMessage, RelayNotification,
+    Client, ClientOptions, Filter, Kind, MachineReadablePrefix, Relay, RelayMessage, RelayNotification,
     RelayOptions, RelayUrl, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::broadcast;
 
 use crate::config::{RelaySpec, Settings, npub};
+use crate::identity::{self, Held, Wanted};
 use crate::intake::relay_link::Interest;
 use crate::pool::{AuthChoice, AuthPolicy};
 
@@ -47,6 +50,7 @@ pub async fn run(settings: &Settings) -> bool {
             relays_ok &= check_subscriptions(settings, url).await;
         }
     }
+    check_identity(settings).await;
     let ok = agent_ok && relays_ok;
     println!(
         "verdict: {}",
@@ -357,4 +361,78 @@ fn report_acceptance(url: &RelayUrl, answers: &BTreeMap<SubscriptionId, Acceptan
         }
     }
     all_accepted
+}
+
+/// Prints, for each identity event of the bot, what the relays hold and
+/// what the daemon would publish at start. Informational: the relay checks
+/// above say whether the relays can be reached.
+async fn check_identity(settings: &Settings) {
+    let urls: Vec<RelayUrl> = settings
+        .relays
+        .iter()
+        .filter_map(|relay| match relay {
+            RelaySpec::Url(url) => Some(url.clone()),
+            RelaySpec::Embedded => None,
+        })
+        .collect();
+    if urls.len() < settings.relays.len() {
+        println!(
+            "identity: the embedded relay starts empty; its URL is added to the relay lists when it runs"
+        );
+    }
+    let held = read_identity(&urls, settings).await;
+    let wanted = Wanted::new(settings.profile.clone(), urls, settings.dm_relays.clone());
+    for planned in wanted.plan(&held) {
+        let holds = held.of(planned.kind).map_or_else(
+            || "nothing".to_owned(),
+            |event| identity::describe(event.kind, &event.content, event.tags.as_slice()),
+        );
+        let publishes = if planned.up_to_date {
+            "up to date, nothing to publish".to_owned()
+        } else {
+            format!("would publish {}", planned.describe())
+        };
+        println!(
+            "identity {} (kind {}): the relays hold {holds}; {publishes}",
+            identity_label(planned.kind),
+            planned.kind.as_u16()
+        );
+    }
+}
+
+/// What the relays at `urls` hold of the bot's identity (nothing when none
+/// answers: said so).
+async fn read_identity(urls: &[RelayUrl], settings: &Settings) -> Held {
+    if urls.is_empty() {
+        return Held::default();
+    }
+    let client = Client::default();
+    for url in urls {
+        if client
+            .pool()
+            .add_relay(url.clone(), RelayOptions::new().reconnect(false))
+            .await
+            .is_ok()
+            && let Ok(relay) = client.relay(url.clone()).await
+        {
+            let _ = relay.try_connect(RELAY_CHECK_TIMEOUT).await;
+        }
+    }
+    let held = match identity::read_held(&client, settings.keys.public_key()).await {
+        Ok(held) => held,
+        Err(error) => {
+            println!("identity: {error}");
+            Held::default()
+        }
+    };
+    client.shutdown().await;
+    held
+}
+
+fn identity_label(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Metadata => "profile",
+        Kind::RelayList => "relay list",
+        _ => "DM inbox",
+    }
 }

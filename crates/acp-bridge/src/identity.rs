@@ -1,0 +1,446 @@
+//! The bot's identity as clients read it: its profile (kind 0, with NIP-24
+//! `bot: true`), the relays it reads and writes (kind 10002, NIP-65) and its
+//! DM inbox (kind 10050, NIP-17). Without a 10050 a NIP-17 client finds no
+//! inbox for the bot and sends it no DM at all.
+//!
+//! Owns deciding what these three events should say and handing them to the
+//! outbox. It does not own publishing: once the relays connect, [`Identity`]
+//! reads the newest copy of each from every relay that answers, and stores
+//! a new signed event only for a kind whose copy differs from what the
+//! operator configured (or that no relay holds). The event goes into the
+//! same outbox as the replies, so the reply publisher sends it, retries it
+//! with backoff while no relay accepts it, and sends it after a restart when
+//! the daemon stopped before an OK: a relay that is down at start gets it
+//! once it is back. A configuration that the relays already hold stores
+//! nothing, so a restart causes no event churn.
+//!
+//! The profile is merged, not replaced: the daemon manages `bot` (always
+//! `true`) and the fields set by `--profile-name`, `--profile-about` and
+//! `--profile-picture`; every other field of the newest copy (a `website`,
+//! a `lud16` set in another client) is kept as it is, and so is a managed
+//! field whose flag is unset. A bot with no name at all gets
+//! [`DEFAULT_PROFILE_NAME`]. The relay lists are the daemon's alone: 10002
+//! names the relays it listens on, each for reading and writing; 10050 the
+//! `--dm-relays`, or those same relays.
+//!
+//! When no relay answers the read, nothing is stored (publishing blind
+//! could replace a profile edited elsewhere with one that lost its other
+//! fields): the read is tried again with backoff until one answers. The
+//! newest copy is taken across the relays that answered; a relay that
+//! lacks it while another holds the configured copy is not repaired.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr_sdk::prelude::{
+    Client, Event, EventBuilder, Filter, JsonUtil, Keys, Kind, PublicKey, RelayUrl, ReqExitPolicy, Tag,
+    TagKind, TagStandard, Timestamp,
+};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+use crate::reply::publisher::Outlet;
+use crate::store::{Finish, OutgoingEvent, Store, sql_now};
+
+/// A relay that has not answered the read of the bot's identity within
+/// this is counted as not answering.
+pub const IDENTITY_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Backoff between reads while no relay answers.
+const READ_RETRY_MIN: Duration = Duration::from_secs(1);
+const READ_RETRY_MAX: Duration = Duration::from_secs(60);
+/// The name of a bot whose profile has none and whose operator set none.
+pub const DEFAULT_PROFILE_NAME: &str = "acp-bridge bot";
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("no relay answered the read of the bot's identity: {0}")]
+    NoRelayAnswered(String),
+    #[error("could not sign the kind {kind} event: {reason}")]
+    Sign { kind: u16, reason: String },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// The profile fields the operator set (`--profile-*`); `None` leaves the
+/// field as the relays hold it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileFields {
+    pub name: Option<String>,
+    pub about: Option<String>,
+    pub picture: Option<String>,
+}
+
+/// The newest copy of each identity event, as the relays hold them.
+#[derive(Debug, Clone, Default)]
+pub struct Held {
+    pub profile: Option<Event>,
+    pub relay_list: Option<Event>,
+    pub inbox: Option<Event>,
+}
+
+impl Held {
+    /// The newest event of each kind among `events` (NIP-01: the later
+    /// `created_at`, on a tie the lower id).
+    fn newest_of(events: impl IntoIterator<Item = Event>) -> Held {
+        let mut held = Held::default();
+        for event in events {
+            let slot = match event.kind {
+                Kind::Metadata => &mut held.profile,
+                Kind::RelayList => &mut held.relay_list,
+                Kind::InboxRelays => &mut held.inbox,
+                _ => continue,
+            };
+            let newer = slot.as_ref().is_none_or(|current| {
+                (event.created_at, std::cmp::Reverse(event.id))
+                    > (current.created_at, std::cmp::Reverse(current.id))
+            });
+            if newer {
+                *slot = Some(event);
+            }
+        }
+        held
+    }
+
+    /// The held copy of `kind` (one of the three identity kinds).
+    pub fn of(&self, kind: Kind) -> Option<&Event> {
+        match kind {
+            Kind::Metadata => self.profile.as_ref(),
+            Kind::RelayList => self.relay_list.as_ref(),
+            _ => self.inbox.as_ref(),
+        }
+    }
+}
+
+/// What an identity event says, for people: the profile's JSON, or the
+/// relays it names.
+pub fn describe(kind: Kind, content: &str, tags: &[Tag]) -> String {
+    if kind == Kind::Metadata {
+        return content.to_owned();
+    }
+    let relays: Vec<&str> = tags.iter().filter_map(Tag::content).collect();
+    if relays.is_empty() {
+        "no relay".to_owned()
+    } else {
+        relays.join(", ")
+    }
+}
+
+/// What the daemon publishes for the bot: its configuration.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    profile: ProfileFields,
+    relays: Vec<RelayUrl>,
+    dm_relays: Vec<RelayUrl>,
+}
+
+/// One identity event as the daemon wants it, and whether the relays hold
+/// it already.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub kind: Kind,
+    pub content: String,
+    pub tags: Vec<Tag>,
+    /// The newest copy the relays hold says the same: nothing to publish.
+    pub up_to_date: bool,
+    /// When the newest copy the relays hold was made: a replacement must
+    /// be newer (NIP-01 keeps the later `created_at`), even when that copy
+    /// was made this very second or on a clock ahead of ours.
+    replaces: Option<Timestamp>,
+}
+
+impl Planned {
+    /// What it says, for people (see [`describe`]).
+    pub fn describe(&self) -> String {
+        describe(self.kind, &self.content, &self.tags)
+    }
+
+    fn sign(&self, keys: &Keys) -> Result<Event, IdentityError> {
+        let now = Timestamp::now();
+        let created_at = self.replaces.map_or(now, |held| now.max(held + 1));
+        EventBuilder::new(self.kind, &self.content)
+            .tags(self.tags.clone())
+            .custom_created_at(created_at)
+            .sign_with_keys(keys)
+            .map_err(|error| IdentityError::Sign {
+                kind: self.kind.as_u16(),
+                reason: error.to_string(),
+            })
+    }
+}
+
+impl Wanted {
+    /// The bot on `relays` (the embedded relay's URL when it runs one),
+    /// with its DM inbox on `dm_relays` (empty: `relays`).
+    pub fn new(profile: ProfileFields, relays: Vec<RelayUrl>, dm_relays: Vec<RelayUrl>) -> Self {
+        let dm_relays = if dm_relays.is_empty() {
+            relays.clone()
+        } else {
+            dm_relays
+        };
+        Wanted {
+            profile,
+            relays,
+            dm_relays,
+        }
+    }
+
+    /// The three events as they should be given what the relays hold, in
+    /// the order profile, relay list, DM inbox.
+    pub fn plan(&self, held: &Held) -> Vec<Planned> {
+        let profile = merged_profile(
+            held.profile.as_ref().map(|event| event.content.as_str()),
+            &self.profile,
+        );
+        let relay_list: Vec<Tag> = self
+            .relays
+            .iter()
+            .map(|url| {
+                Tag::from_standardized_without_cell(TagStandard::RelayMetadata {
+                    relay_url: url.clone(),
+                    metadata: None,
+                })
+            })
+            .collect();
+        let inbox: Vec<Tag> = self
+            .dm_relays
+            .iter()
+            .map(|url| Tag::custom(TagKind::Relay, [url.to_string()]))
+            .collect();
+        [
+            (Kind::Metadata, profile, Vec::new()),
+            (Kind::RelayList, String::new(), relay_list),
+            (Kind::InboxRelays, String::new(), inbox),
+        ]
+        .into_iter()
+        .map(|(kind, content, tags)| {
+            let copy = held.of(kind);
+            Planned {
+                up_to_date: copy.is_some_and(|copy| says_the_same(kind, copy, &content, &tags)),
+                replaces: copy.map(|copy| copy.created_at),
+                kind,
+                content,
+                tags,
+            }
+        })
+        .collect()
+    }
+}
+
+/// The profile JSON: the held copy's fields (when it is a JSON object)
+/// with the managed ones set.
+fn merged_profile(held: Option<&str>, fields: &ProfileFields) -> String {
+    let mut profile = held
+        .and_then(|content| serde_json::from_str::<Map<String, Value>>(content).ok())
+        .unwrap_or_default();
+    profile.insert("bot".to_owned(), Value::Bool(true));
+    for (field, value) in [
+        ("name", &fields.name),
+        ("about", &fields.about),
+        ("picture", &fields.picture),
+    ] {
+        if let Some(value) = value {
+            profile.insert(field.to_owned(), Value::String(value.clone()));
+        }
+    }
+    let unnamed = profile
+        .get("name")
+        .and_then(Value::as_str)
+        .is_none_or(|name| name.trim().is_empty());
+    if unnamed {
+        profile.insert("name".to_owned(), Value::String(DEFAULT_PROFILE_NAME.to_owned()));
+    }
+    Value::Object(profile).to_string()
+}
+
+/// Whether the held `copy` says what `content` and `tags` say: the same
+/// profile fields (in any order), or the same relay tags (in any order).
+fn says_the_same(kind: Kind, copy: &Event, content: &str, tags: &[Tag]) -> bool {
+    if kind == Kind::Metadata {
+        let parse = |text: &str| serde_json::from_str::<Value>(text).ok();
+        return parse(&copy.content).is_some() && parse(&copy.content) == parse(content);
+    }
+    let set = |tags: &mut dyn Iterator<Item = &Tag>| -> BTreeSet<Vec<String>> {
+        tags.map(|tag| tag.as_slice().to_vec()).collect()
+    };
+    set(&mut copy.tags.iter()) == set(&mut tags.iter())
+}
+
+/// Reads the newest copy of each identity event of `bot` from every relay
+/// of `client`. Fails only when no relay answered.
+pub async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, IdentityError> {
+    let filter = Filter::new()
+        .author(bot)
+        .kinds([Kind::Metadata, Kind::RelayList, Kind::InboxRelays]);
+    let relays = client.relays().await;
+    let reads = relays.values().map(|relay| {
+        let filter = filter.clone();
+        async move {
+            relay
+                .fetch_events(filter, IDENTITY_FETCH_TIMEOUT, ReqExitPolicy::ExitOnEOSE)
+                .await
+                .map_err(|error| format!("{}: {error}", relay.url()))
+        }
+    });
+    let mut events = Vec::new();
+    let mut failures = Vec::new();
+    for read in futures_util::future::join_all(reads).await {
+        match read {
+            Ok(found) => events.push(found),
+            Err(failure) => failures.push(failure),
+        }
+    }
+    if events.is_empty() {
+        return Err(IdentityError::NoRelayAnswered(failures.join("; ")));
+    }
+    Ok(Held::newest_of(events.into_iter().flatten()))
+}
+
+/// Brings the relays' copy of the bot's identity in line with its
+/// configuration, once, at start.
+#[derive(Debug)]
+pub struct Identity {
+    pub client: Client,
+    pub keys: Keys,
+    pub store: Arc<Store>,
+    pub outlet: Outlet,
+    pub wanted: Wanted,
+}
+
+impl Identity {
+    /// Reads what the relays hold (again with backoff while none answers,
+    /// until `stop`) and stores what differs for the publisher. Call once a
+    /// relay is connected.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut backoff = Backoff::new(READ_RETRY_MIN, READ_RETRY_MAX);
+        let held = loop {
+            match read_held(&self.client, self.keys.public_key()).await {
+                Ok(held) => break held,
+                Err(error) => {
+                    let delay = backoff.next_delay();
+                    tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "cannot read the bot's identity; will try again");
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        };
+        let changed: Vec<Planned> = self
+            .wanted
+            .plan(&held)
+            .into_iter()
+            .filter(|planned| !planned.up_to_date)
+            .collect();
+        if changed.is_empty() {
+            return tracing::info!("the bot's identity is up to date");
+        }
+        let mut stored = Vec::new();
+        for planned in &changed {
+            match self.store_for_publishing(planned) {
+                Ok(()) => stored.push(planned.kind.as_u16()),
+                Err(error) => {
+                    tracing::error!(%error, kind = planned.kind.as_u16(), "cannot publish the bot's identity")
+                }
+            }
+        }
+        self.outlet.stored();
+        tracing::info!(kinds = ?stored, "the bot's identity changed; publishing it");
+    }
+
+    /// Signs `planned` and puts it in the outbox, for every relay.
+    fn store_for_publishing(&self, planned: &Planned) -> Result<(), IdentityError> {
+        let event = planned.sign(&self.keys)?;
+        let outgoing = OutgoingEvent {
+            event_id: &event.id.to_hex(),
+            relay_hint: None,
+            json: &event.as_json(),
+        };
+        self.store
+            .outbox_put(&outgoing, &[], Finish::Notified, sql_now())?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(name: Option<&str>, about: Option<&str>) -> ProfileFields {
+        ProfileFields {
+            name: name.map(str::to_owned),
+            about: about.map(str::to_owned),
+            picture: None,
+        }
+    }
+
+    fn profile(keys: &Keys, content: &str, at: u64) -> Event {
+        EventBuilder::new(Kind::Metadata, content)
+            .custom_created_at(Timestamp::from(at))
+            .sign_with_keys(keys)
+            .unwrap()
+    }
+
+    fn relay(url: &str) -> RelayUrl {
+        RelayUrl::parse(url).unwrap()
+    }
+
+    #[test]
+    fn the_profile_keeps_unmanaged_fields_and_sets_the_managed_ones() {
+        let held =
+            r#"{"name":"old","about":"old about","website":"https://example.com","lud16":"bot@example.com"}"#;
+        let merged: Value =
+            serde_json::from_str(&merged_profile(Some(held), &fields(None, Some("new about")))).unwrap();
+        assert_eq!(merged["bot"], true);
+        assert_eq!(merged["name"], "old");
+        assert_eq!(merged["about"], "new about");
+        assert_eq!(merged["website"], "https://example.com");
+        assert_eq!(merged["lud16"], "bot@example.com");
+    }
+
+    #[test]
+    fn a_bot_without_a_name_gets_the_default_and_a_broken_copy_is_started_afresh() {
+        let merged: Value =
+            serde_json::from_str(&merged_profile(Some("not json"), &ProfileFields::default())).unwrap();
+        assert_eq!(
+            merged,
+            serde_json::json!({"bot": true, "name": DEFAULT_PROFILE_NAME})
+        );
+    }
+
+    #[test]
+    fn what_the_relays_hold_already_is_not_published_again() {
+        let keys = Keys::generate();
+        let wanted = Wanted::new(
+            fields(Some("bot"), None),
+            vec![relay("ws://a.example")],
+            Vec::new(),
+        );
+        let fresh = wanted.plan(&Held::default());
+        assert!(fresh.iter().all(|planned| !planned.up_to_date));
+        let held = Held::newest_of(fresh.iter().map(|planned| planned.sign(&keys).unwrap()));
+        assert!(wanted.plan(&held).iter().all(|planned| planned.up_to_date));
+
+        let moved = Wanted::new(
+            fields(Some("bot"), None),
+            vec![relay("ws://a.example")],
+            vec![relay("ws://inbox.example")],
+        );
+        let up_to_date: Vec<bool> = moved
+            .plan(&held)
+            .iter()
+            .map(|planned| planned.up_to_date)
+            .collect();
+        assert_eq!(up_to_date, [true, true, false]);
+    }
+
+    #[test]
+    fn the_newest_copy_wins() {
+        let keys = Keys::generate();
+        let older = profile(&keys, r#"{"name":"older"}"#, 100);
+        let newer = profile(&keys, r#"{"name":"newer"}"#, 200);
+        let held = Held::newest_of([newer.clone(), older]);
+        assert_eq!(held.profile.map(|event| event.id), Some(newer.id));
+    }
+}
