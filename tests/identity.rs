@@ -239,3 +239,63 @@ async fn check_prints_what_the_relays_hold_and_what_would_be_published() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_down_at_start_gets_the_identity_once_it_is_back() {
+    let mut stage = Scene::builder().stage().await;
+    stage.relay.stop();
+    let mut scene = stage.launch();
+    let log = &scene.bridge.log;
+    log.wait_nth(log.start(), 2, Line::new("relay unreachable")).await;
+    scene.relay.restart().await;
+    scene.bridge.ready().await;
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::new(PUBLISHING)).await;
+    scene.reconnect_owner().await;
+    let [profile, relay_list, inbox] = published_identity(&scene).await;
+    println!(
+        "after the relay came back: profile {}, relay list {:?}, inbox {:?}",
+        profile.content, relay_list.tags, inbox.tags
+    );
+    assert_eq!(profile_json(&profile)["bot"], true);
+    assert_eq!(relays_in(&inbox, "relay"), [relay_url(&scene)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_event_a_relay_turns_away_for_now_is_published_again() {
+    let stage = Scene::builder().stage_on(PickyRelay::start().await).await;
+    let bot = stage.bot;
+    stage.relay.answer_with(move |event| {
+        if event.pubkey == bot && event.kind == Kind::Metadata {
+            Answer::Refuse("rate-limited: one moment".to_owned())
+        } else {
+            Answer::Accept
+        }
+    });
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    let retry = log
+        .wait(log.start(), Line::new("no relay accepted a reply; will retry"))
+        .await;
+    scene.relay.answer_with(|_| Answer::Accept);
+    let profile = scene.owner.newest_where(&bot, Kind::Metadata, |_| true).await;
+    let offers = scene
+        .relay
+        .received(|event| event.pubkey == bot && event.kind == Kind::Metadata);
+    println!(
+        "profile offered {} times, accepted once ({}); first refusal: {retry}",
+        offers.len(),
+        profile.id
+    );
+    assert_eq!(
+        retry["event_id"],
+        profile.id.to_hex(),
+        "the same signed event is retried"
+    );
+    assert!(
+        offers.len() >= 2,
+        "offered again after the refusal: {}",
+        offers.len()
+    );
+    assert!(offers.iter().all(|offer| offer.id == profile.id));
+}
