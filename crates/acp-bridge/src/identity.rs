@@ -18,7 +18,8 @@
 //! `true`) and the fields set by `--profile-name`, `--profile-about` and
 //! `--profile-picture`; every other field of the newest copy (a `website`,
 //! a `lud16` set in another client) is kept as it is, and so is a managed
-//! field whose flag is unset. A bot with no name at all gets
+//! field whose flag is unset, and so are all its tags (the owner's `auth`
+//! attestation of a sibling bot is one). A bot with no name at all gets
 //! [`DEFAULT_PROFILE_NAME`]. The relay lists are the daemon's alone: 10002
 //! names the relays it listens on, each for reading and writing; 10050 the
 //! `--dm-relays`, or those same relays.
@@ -208,8 +209,15 @@ impl Wanted {
             .iter()
             .map(|url| Tag::custom(TagKind::Relay, [url.to_string()]))
             .collect();
+        // The profile's tags are not ours either: an owner's `auth`
+        // attestation (a sibling's proof, see `gate`) rides on them.
+        let profile_tags = held
+            .profile
+            .as_ref()
+            .map(|event| event.tags.as_slice().to_vec())
+            .unwrap_or_default();
         [
-            (Kind::Metadata, profile, Vec::new()),
+            (Kind::Metadata, profile, profile_tags),
             (Kind::RelayList, String::new(), relay_list),
             (Kind::InboxRelays, String::new(), inbox),
         ]
@@ -255,7 +263,8 @@ fn merged_profile(held: Option<&str>, fields: &ProfileFields) -> String {
 }
 
 /// Whether the held `copy` says what `content` and `tags` say: the same
-/// profile fields (in any order), or the same relay tags (in any order).
+/// profile fields (in any order; its tags are the copy's own), or the same
+/// relay tags (in any order).
 fn says_the_same(kind: Kind, copy: &Event, content: &str, tags: &[Tag]) -> bool {
     if kind == Kind::Metadata {
         let parse = |text: &str| serde_json::from_str::<Value>(text).ok();
@@ -433,6 +442,26 @@ mod tests {
             .map(|planned| planned.up_to_date)
             .collect();
         assert_eq!(up_to_date, [true, true, false]);
+    }
+
+    #[test]
+    fn a_republished_profile_keeps_the_held_copys_tags() {
+        let keys = Keys::generate();
+        let attestation = Tag::custom(TagKind::custom("auth"), ["owner", "kind=0", "sig"]);
+        let held_profile = EventBuilder::new(Kind::Metadata, r#"{"name":"sibling"}"#)
+            .tag(attestation.clone())
+            .sign_with_keys(&keys)
+            .unwrap();
+        let held = Held::newest_of([held_profile]);
+        let wanted = Wanted::new(
+            fields(None, Some("about me")),
+            vec![relay("ws://a.example")],
+            Vec::new(),
+        );
+        let profile = wanted.plan(&held).remove(0);
+        assert!(!profile.up_to_date);
+        let signed = profile.sign(&keys).unwrap();
+        assert_eq!(signed.tags.as_slice(), [attestation]);
     }
 
     #[test]
