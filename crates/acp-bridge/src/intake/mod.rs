@@ -23,6 +23,7 @@ mod admission;
 mod followed_threads;
 mod own_replies;
 pub mod relay_link;
+mod subscriptions;
 mod untaken;
 
 pub use admission::INTAKE_BATCH;
