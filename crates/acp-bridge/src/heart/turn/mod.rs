@@ -39,8 +39,8 @@ pub(crate) use io::{
     Action, CancelSettled, Input, Outcome, PromptEnd, Publication, SteerAnswer, SteerTicket, TurnEnd,
     TurnFailure,
 };
-use questions::Questions;
 pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
+use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
 
 use super::usage::TurnUsage;
 use crate::framing::{self, Framing};
@@ -549,14 +549,32 @@ impl TurnMachine {
             out.push(Action::CancelQuestions);
             return;
         }
-        if let Some((asked, text)) = self.questions.asked(asked)
-            && let Some(under) = self.under()
-        {
-            out.push(Action::PostQuestion {
-                ticket: asked.ticket,
-                under,
-                text,
-            });
+        let ticket = asked.ticket;
+        match self.questions.asked(asked) {
+            Asking::Post(asked, text) => {
+                if let Some(under) = self.under() {
+                    out.push(Action::PostQuestion {
+                        ticket: asked.ticket,
+                        under,
+                        text,
+                    });
+                }
+            }
+            Asking::Wait => {}
+            Asking::Refuse { first } => {
+                tracing::warn!(
+                    ticket,
+                    limit = MAX_QUESTIONS_PER_TURN,
+                    "the agent asked more questions than a turn may put to the owner: refused"
+                );
+                out.push(Action::RejectQuestion { ticket });
+                if first && let Some(under) = self.under() {
+                    let text = format!(
+                        "The agent has asked {MAX_QUESTIONS_PER_TURN} questions in this turn; its further questions are refused (permission rejected, form declined) without asking you."
+                    );
+                    out.push(Action::QuestionNotice { under, text });
+                }
+            }
         }
     }
 

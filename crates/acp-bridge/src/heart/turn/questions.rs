@@ -109,6 +109,26 @@ pub(super) struct Questions {
     timeout: Duration,
     open: Option<Open>,
     queued: VecDeque<Asked>,
+    /// Questions the agent asked in this turn, refused ones included.
+    asked_in_turn: usize,
+}
+
+/// Questions one turn may put to the owner; past it the agent's further
+/// questions are refused at once (permission rejected, form declined). An
+/// agent that asks without end would otherwise fill the owner's thread or
+/// DM, one question after another, for as long as the owner answers.
+pub(super) const MAX_QUESTIONS_PER_TURN: usize = 32;
+
+/// What becomes of a question the agent just asked.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Asking {
+    /// Post it now: no other question is open.
+    Post(Asked, String),
+    /// It waits behind the open one.
+    Wait,
+    /// Past [`MAX_QUESTIONS_PER_TURN`]: refuse it; `first` for the first
+    /// refused in the turn (the owner is told once).
+    Refuse { first: bool },
 }
 
 impl Questions {
@@ -117,17 +137,25 @@ impl Questions {
             timeout,
             open: None,
             queued: VecDeque::new(),
+            asked_in_turn: 0,
         }
     }
 
     /// The agent asked: returns the question to post now, or `None` when
     /// it waits behind the open one.
-    pub fn asked(&mut self, asked: Asked) -> Option<(Asked, String)> {
+    pub fn asked(&mut self, asked: Asked) -> Asking {
+        self.asked_in_turn += 1;
+        if self.asked_in_turn > MAX_QUESTIONS_PER_TURN {
+            return Asking::Refuse {
+                first: self.asked_in_turn == MAX_QUESTIONS_PER_TURN + 1,
+            };
+        }
         if self.open.is_some() {
             self.queued.push_back(asked);
-            return None;
+            return Asking::Wait;
         }
-        Some(self.open_next(asked))
+        let (asked, text) = self.open_next(asked);
+        Asking::Post(asked, text)
     }
 
     /// The question is posted as `event` at `now`: its clock starts.
@@ -381,11 +409,14 @@ pub(crate) mod tests {
     #[test]
     fn one_question_is_open_at_a_time_and_the_next_opens_when_it_closes() {
         let mut questions = Questions::new(Duration::from_secs(60));
-        let (first, text) = questions.asked(asked(1, "rm -rf")).expect("posted at once");
+        let Asking::Post(first, text) = questions.asked(asked(1, "rm -rf")) else {
+            panic!("posted at once");
+        };
         assert!(text.contains("rm -rf") && text.contains("1. Allow once (allow once)"));
         assert!(text.contains("no answer within 1 min means reject"), "{text}");
-        assert!(
-            questions.asked(asked(2, "curl")).is_none(),
+        assert_eq!(
+            questions.asked(asked(2, "curl")),
+            Asking::Wait,
             "waits behind the first"
         );
         assert_eq!(
@@ -431,7 +462,9 @@ pub(crate) mod tests {
             summary: "Which colour?".into(),
             ask: Ask::Form(vec![form::tests::colours()]),
         };
-        let (_, text) = questions.asked(form.clone()).expect("posted at once");
+        let Asking::Post(_, text) = questions.asked(form.clone()) else {
+            panic!("posted at once");
+        };
         assert_eq!(
             text,
             "The agent asks: Which colour?\n1. Red\n2. Deep blue\nReply to this message with the number or the name of a choice (no answer within 30 s means decline)."

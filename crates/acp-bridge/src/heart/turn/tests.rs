@@ -447,6 +447,50 @@ fn an_unanswered_question_is_rejected_at_its_deadline_and_the_thread_told() {
     assert_eq!(actions[2], Action::SetTimer(None));
 }
 
+/// An agent that keeps asking: the turn's first 32 questions go to the
+/// owner (one posted, the rest waiting behind it); every further one is
+/// refused at once, and the thread is told once.
+#[test]
+fn questions_past_the_turns_bound_are_refused_at_once_and_the_thread_told_once() {
+    let mut rig = Rig::prompting(&["deploy it"]);
+    let asked = |ticket: QuestionTicket| {
+        Input::QuestionAsked(Asked {
+            ticket,
+            summary: format!("tool {ticket}"),
+            ask: Ask::Permission(questions::tests::options()),
+        })
+    };
+    let bound = questions::MAX_QUESTIONS_PER_TURN as QuestionTicket;
+    let first = rig.feed(asked(1));
+    assert!(
+        matches!(first.as_slice(), [Action::PostQuestion { ticket: 1, .. }]),
+        "{first:?}"
+    );
+    for ticket in 2..=bound {
+        assert_eq!(
+            rig.feed(asked(ticket)),
+            [],
+            "question {ticket} waits behind the open one"
+        );
+    }
+    let refused = rig.feed(asked(bound + 1));
+    assert_eq!(refused[0], Action::RejectQuestion { ticket: bound + 1 });
+    assert!(
+        matches!(&refused[1], Action::QuestionNotice { under, text } if under.content == "deploy it" && text.contains("further questions are refused")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        rig.feed(asked(bound + 2)),
+        [Action::RejectQuestion { ticket: bound + 2 }],
+        "told once"
+    );
+    assert_eq!(
+        rig.machine.waiting_on().as_deref(),
+        Some("a permission question (tool 1)"),
+        "the open question is untouched"
+    );
+}
+
 #[test]
 fn an_owner_reply_that_names_no_option_changes_nothing() {
     let mut rig = Rig::prompting(&["deploy it"]);
