@@ -171,20 +171,25 @@ fn journal_as_finished(state_dir: &std::path::Path, mention: &Event, at: u64) {
         .expect("finish");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refetch_after_an_untaken_dm_never_reaches_below_what_housekeeping_pruned() {
-    let stage = Scene::builder().flags(&["--retention", "1s"]).stage().await;
-    let now = Timestamp::now().as_secs();
-    // A mention answered an hour ago: on the relay, and in the journal
-    // as a finished row (its seen entry), old enough to be pruned.
-    let answered_long_ago = stage
+/// A mention answered an hour before `now`: on the relay, and in the
+/// journal as a finished row (its seen entry), old enough to be pruned.
+async fn answered_an_hour_ago<R: RelayServer>(stage: &Stage<R>, now: u64) -> Event {
+    let mention = stage
         .owner
         .publish(
             group_message(&stage.bot, "room", "answered an hour ago", &[])
                 .custom_created_at(Timestamp::from_secs(now - 3_600)),
         )
         .await;
-    journal_as_finished(&stage.spec.state_dir, &answered_long_ago, now - 3_600);
+    journal_as_finished(&stage.spec.state_dir, &mention, now - 3_600);
+    mention
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refetch_after_an_untaken_dm_never_reaches_below_what_housekeeping_pruned() {
+    let stage = Scene::builder().flags(&["--retention", "1s"]).stage().await;
+    let now = Timestamp::now().as_secs();
+    let answered_long_ago = answered_an_hour_ago(&stage, now).await;
     let scene = stage.start().await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
     let pruned = log.wait(log.start(), Line::new("state dir pruned")).await;
@@ -231,14 +236,7 @@ async fn a_strangers_dm_wrapped_days_back_cannot_make_a_pruned_mention_be_answer
         .stage_on(PickyRelay::start().await)
         .await;
     let now = Timestamp::now().as_secs();
-    let answered_long_ago = stage
-        .owner
-        .publish(
-            group_message(&stage.bot, "room", "answered an hour ago", &[])
-                .custom_created_at(Timestamp::from_secs(now - 3_600)),
-        )
-        .await;
-    journal_as_finished(&stage.spec.state_dir, &answered_long_ago, now - 3_600);
+    let answered_long_ago = answered_an_hour_ago(&stage, now).await;
     let stranger = stage.join().await;
     let stranger_key = stranger.public_key();
     stage.relay.hold_queries(move |filter| {

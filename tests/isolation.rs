@@ -6,14 +6,12 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use support::*;
 
 /// The user agents run as in these tests: present on every Linux system.
 const AGENT_USER: &str = "nobody";
-/// How often a test looks whether a refused daemon has exited.
-const EXIT_POLL: Duration = Duration::from_millis(20);
 /// A variable of the daemon's environment, to recognise it when read.
 const DAEMON_ENV_MARKER: (&str, &str) = ("ISOLATION_TEST_MARKER", "daemon-environment-was-read");
 
@@ -307,8 +305,8 @@ fn an_agent_user_needs_a_daemon_running_as_root() {
     );
 }
 
-#[test]
-fn a_state_dir_the_agents_could_change_is_refused_at_start() {
+#[tokio::test]
+async fn a_state_dir_the_agents_could_change_is_refused_at_start() {
     use std::os::unix::fs::PermissionsExt;
     if !running_as_root() {
         println!("skipped: --agent-user needs a daemon running as root (CI runs as root)");
@@ -336,7 +334,7 @@ fn a_state_dir_the_agents_could_change_is_refused_at_start() {
     ];
     let mut refused = 0;
     for (state_dir, reason) in &cases {
-        let mut daemon = std::process::Command::new(bridge_binary())
+        let daemon = tokio::process::Command::new(bridge_binary())
             .args(["--relay", "embedded", "--owner", &owner])
             .args(["--agent-user", AGENT_USER])
             .arg("--cwd")
@@ -347,19 +345,15 @@ fn a_state_dir_the_agents_could_change_is_refused_at_start() {
             .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
+            // A daemon that starts instead is killed when the wait gives up.
+            .kill_on_drop(true)
             .spawn()
             .expect("acp-bridge");
-        // Its exit is the event; a daemon that starts instead is stopped.
-        let deadline = Instant::now() + PATIENCE;
-        while daemon.try_wait().expect("try_wait").is_none() {
-            if Instant::now() >= deadline {
-                let _ = daemon.kill();
-                let _ = daemon.wait();
-                panic!("the daemon started with state dir {}", state_dir.display());
-            }
-            std::thread::sleep(EXIT_POLL);
-        }
-        let output = daemon.wait_with_output().expect("output");
+        // Its exit is the event.
+        let output = tokio::time::timeout(PATIENCE, daemon.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("the daemon started with state dir {}", state_dir.display()))
+            .expect("output");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         let refusal = stderr.lines().last().unwrap_or_default();

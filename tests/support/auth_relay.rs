@@ -4,13 +4,12 @@
 //! `AUTH` challenge and `CLOSED`/`OK false` `auth-required:`.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::Duration;
 
 use nostr_relay_builder::prelude::{
     LocalRelay, RateLimit, RelayBuilder, RelayBuilderNip42, RelayBuilderNip42Mode,
 };
 
-use super::relay::RelayServer;
+use super::relay::{RelayServer, port_of, rebind};
 
 /// What the relay serves only to an authenticated connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,9 +26,6 @@ pub enum AuthFor {
 /// Loose limits: one daemon and its test publish in bursts.
 const MAX_REQS: usize = 1_000;
 const NOTES_PER_MINUTE: u32 = 1_000_000;
-/// How long a restart tries to bind the same port again.
-const RESTART_ATTEMPTS: usize = 50;
-const RESTART_RETRY: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 pub struct AuthRelay {
@@ -48,9 +44,7 @@ impl AuthRelay {
     /// Starts on a port the kernel picks as it binds.
     pub async fn start(auth_for: AuthFor) -> Self {
         let relay = run(auth_for, None).await.expect("relay starts");
-        let url = relay.url().await;
-        let port = url.as_str_without_trailing_slash().rsplit(':').next();
-        let port = port.and_then(|port| port.parse().ok()).expect("the relay's port");
+        let port = port_of(&relay.url().await);
         AuthRelay {
             port,
             auth_for,
@@ -64,14 +58,7 @@ impl AuthRelay {
         if let Some(relay) = self.relay.take() {
             relay.shutdown();
         }
-        for _ in 0..RESTART_ATTEMPTS {
-            if let Ok(relay) = run(self.auth_for, Some(self.port)).await {
-                self.relay = Some(relay);
-                return;
-            }
-            tokio::time::sleep(RESTART_RETRY).await;
-        }
-        panic!("relay did not restart on port {}", self.port);
+        self.relay = Some(rebind(self.port, || run(self.auth_for, Some(self.port))).await);
     }
 }
 

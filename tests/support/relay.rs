@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use acp_bridge::EmbeddedRelay;
+use nostr_sdk::prelude::RelayUrl;
 
 use super::free_port;
 
@@ -35,13 +36,7 @@ impl TestRelay {
     /// and bound later can be taken by another process in between).
     pub async fn start() -> Self {
         let relay = EmbeddedRelay::start(None).await.expect("relay starts");
-        let port = relay
-            .url()
-            .as_str_without_trailing_slash()
-            .rsplit(':')
-            .next()
-            .and_then(|port| port.parse().ok())
-            .expect("the relay's port");
+        let port = port_of(relay.url());
         TestRelay {
             port,
             relay: Some(relay),
@@ -58,15 +53,37 @@ impl TestRelay {
     /// Starts it again on the same port.
     pub async fn restart(&mut self) {
         self.stop();
-        for _ in 0..50 {
-            if let Ok(relay) = EmbeddedRelay::start(Some(self.port)).await {
-                self.relay = Some(relay);
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("relay did not restart on port {}", self.port);
+        self.relay = Some(rebind(self.port, || EmbeddedRelay::start(Some(self.port))).await);
     }
+}
+
+/// How often, and how far apart, a restart tries to bind its port again.
+const REBIND_ATTEMPTS: usize = 50;
+const REBIND_RETRY: Duration = Duration::from_millis(100);
+
+/// The port of a relay listening on loopback, from its URL.
+pub fn port_of(url: &RelayUrl) -> u16 {
+    url.as_str_without_trailing_slash()
+        .rsplit(':')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .expect("the relay's port")
+}
+
+/// A relay started again on `port` by `start`. The relay stopped before
+/// lets go of the port on a task of its own, with no event to wait for, so
+/// a bind that fails is tried again, a bounded number of times.
+pub async fn rebind<R, E, Start>(port: u16, start: impl Fn() -> Start) -> R
+where
+    Start: Future<Output = Result<R, E>>,
+{
+    for _ in 0..REBIND_ATTEMPTS {
+        if let Ok(relay) = start().await {
+            return relay;
+        }
+        tokio::time::sleep(REBIND_RETRY).await;
+    }
+    panic!("relay did not restart on port {port}");
 }
 
 /// A TCP forwarder between the daemon and a relay that a test can cut, to
