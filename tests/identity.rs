@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use nostr_sdk::prelude::*;
@@ -193,25 +192,12 @@ async fn check_prints_what_the_relays_hold_and_what_would_be_published() {
     published_identity(&scene).await;
     let spec = scene.spec();
 
-    let output = Command::new(bridge_binary())
-        .args([
-            "check",
-            "--relay",
-            &scene.relay.url(),
-            "--owner",
-            &spec.owner.to_hex(),
-            "--profile-about",
-            "as configured now",
-            "--agent-command",
-            bridge_binary(),
-            // Last: it takes every argument after it.
-            "--agent-args",
-            "scripted-agent",
-        ])
-        .env_clear()
-        .env("ACP_BRIDGE_SECRET_KEY", spec.bot.secret_key().to_secret_hex())
-        .output()
-        .expect("run check");
+    let output = check_with_scripted_agent(
+        &scene.relay.url(),
+        &spec.owner.to_hex(),
+        &spec.bot.secret_key().to_secret_hex(),
+        &["--profile-about", "as configured now"],
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}");
     assert!(output.status.success(), "{stdout}");

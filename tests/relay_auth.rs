@@ -151,20 +151,7 @@ async fn a_relay_refusing_dms_leaves_the_group_mentions_heard() {
 async fn check(relay_url: String) -> (Option<i32>, String) {
     let secret = Keys::generate().secret_key().to_secret_hex();
     let owner = Keys::generate().public_key().to_hex();
-    let run = move || {
-        std::process::Command::new(bridge_binary())
-            .args(["check", "--relay", &relay_url, "--owner", &owner])
-            .args([
-                "--agent-command",
-                bridge_binary(),
-                "--agent-args",
-                "scripted-agent",
-            ])
-            .env_clear()
-            .env("ACP_BRIDGE_SECRET_KEY", &secret)
-            .output()
-            .expect("run check")
-    };
+    let run = move || check_with_scripted_agent(&relay_url, &owner, &secret, &[]);
     // The relay runs on this test's runtime: the check blocks elsewhere.
     let output = tokio::task::spawn_blocking(run).await.expect("check ran");
     (

@@ -63,6 +63,31 @@ pub fn bridge_binary() -> &'static str {
     env!("CARGO_BIN_EXE_acp-bridge")
 }
 
+/// `acp-bridge check` on `relay` for `owner` (hex), the bot's key
+/// `secret` (hex) in its environment, the built-in scripted agent, and
+/// `flags` besides: what it printed and how it exited.
+pub fn check_with_scripted_agent(
+    relay: &str,
+    owner: &str,
+    secret: &str,
+    flags: &[&str],
+) -> std::process::Output {
+    std::process::Command::new(bridge_binary())
+        .args(["check", "--relay", relay, "--owner", owner])
+        .args(flags)
+        // Last: it takes every argument after it.
+        .args([
+            "--agent-command",
+            bridge_binary(),
+            "--agent-args",
+            "scripted-agent",
+        ])
+        .env_clear()
+        .env("ACP_BRIDGE_SECRET_KEY", secret)
+        .output()
+        .expect("run check")
+}
+
 /// A fresh directory under the system temp dir.
 pub fn temp_dir(name: &str) -> PathBuf {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
