@@ -17,6 +17,7 @@ pub mod cli;
 mod commands;
 mod config;
 mod daemon;
+mod deadline;
 mod embedded_relay;
 mod framing;
 mod gate;

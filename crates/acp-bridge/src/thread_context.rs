@@ -273,8 +273,6 @@ impl ThreadContext {
         });
         if asked_the_relay {
             metrics::thread_context(if kept == 0 { "nothing_new" } else { "included" });
-        }
-        if asked_the_relay {
             tracing::info!(
                 quoted = kept,
                 bytes = text.len(),
@@ -375,7 +373,7 @@ impl ThreadContext {
         let mut budget = self.block_bytes.saturating_sub(framing_bytes);
         let mut kept: Vec<Earlier<'_>> = Vec::new();
         for (event, standing) in quoted.iter().rev() {
-            let content = cut(&event.content, self.message_bytes);
+            let content = &event.content[..event.content.floor_char_boundary(self.message_bytes)];
             let mut earlier = Earlier {
                 author: short_npub(&event.pubkey),
                 standing: *standing,
@@ -388,7 +386,8 @@ impl ThreadContext {
             // quoted form fits (each pass cuts at least in proportion).
             while bytes > budget && earlier.content.len() >= MIN_CUT_MESSAGE_BYTES {
                 let shrunk = earlier.content.len() * budget / bytes;
-                earlier.content = cut(earlier.content, shrunk.saturating_sub(1));
+                earlier.content =
+                    &earlier.content[..earlier.content.floor_char_boundary(shrunk.saturating_sub(1))];
                 earlier.cut = true;
                 bytes = framing::quoted_bytes(&earlier);
             }
@@ -402,11 +401,6 @@ impl ThreadContext {
         kept.reverse();
         (framing::context_block(&kept), kept.len())
     }
-}
-
-/// The longest prefix of `text` of at most `max_bytes` bytes.
-fn cut(text: &str, max_bytes: usize) -> &str {
-    &text[..text.floor_char_boundary(max_bytes)]
 }
 
 /// Whether `event` belongs to `thread`, whatever the relay claims by

@@ -35,6 +35,7 @@ use super::turn::{
 };
 use super::usage;
 use crate::config::ReplyContent;
+use crate::deadline::sleep_until;
 use crate::mention::{ConversationKey, Mention};
 use crate::pool::{Lease, Pool};
 use crate::reply::Replier;
@@ -605,13 +606,6 @@ async fn join_cancel(cancel: &mut Option<JoinHandle<Result<CancelOutcome, AcpErr
         Ok(Ok(_)) | Err(_) => CancelSettled::Done,
         Ok(Err(AcpError::CancelTimedOut(..))) => CancelSettled::TimedOut,
         Ok(Err(error)) => CancelSettled::Failed(error.to_string()),
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -39,6 +39,7 @@ pub(crate) use driver::TurnServices;
 
 use crate::backoff::Backoff;
 use crate::commands::OwnerCommand;
+use crate::deadline::sleep_until;
 use crate::intake::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{ConversationKey, Intent, Mention};
@@ -188,7 +189,7 @@ impl Heart {
                     None => inbound_open = false,
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report),
-                () = sleep_until(wake) => self.conversations.wake(Instant::now()),
+                () = sleep_until(wake.map(Into::into)) => self.conversations.wake(Instant::now()),
             }
         }
         self.drain(grace).await;
@@ -693,11 +694,4 @@ fn queue_wait_ms(batch: &[Mention]) -> u64 {
         .first()
         .map(|m| Timestamp::now().as_secs().saturating_sub(m.accepted_at) * 1000)
         .unwrap_or_default()
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
 }

@@ -53,6 +53,7 @@ use super::own_replies::OwnReplies;
 use super::subscriptions::{Subscriptions, Verdict};
 use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
+use crate::deadline::sleep_until;
 use crate::store::Store;
 
 /// Subscriptions start this far before the watermark, for clock skew and
@@ -261,8 +262,8 @@ impl RelayLink {
         let mut refetch_backoff = Backoff::new(REFETCH_MIN, REFETCH_MAX);
         let mut refetch_at: Option<tokio::time::Instant> = None;
         loop {
-            let refetch_due = sleep_until_if(refetch_at);
-            let auth_overdue = sleep_until_if(self.subscriptions.auth_deadline);
+            let refetch_due = sleep_until(refetch_at);
+            let auth_overdue = sleep_until(self.subscriptions.auth_deadline);
             tokio::select! {
                 biased;
                 () = stop.cancelled() => return,
@@ -593,14 +594,6 @@ pub fn refetch_since(event: &Event) -> Timestamp {
         event.created_at + GIFT_WRAP_BACKDATE
     } else {
         event.created_at
-    }
-}
-
-/// Sleeps until `at`; forever without one.
-async fn sleep_until_if(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::breaker::Breaker;
 use super::launcher::{Launcher, StartFailure};
 use super::{PoolError, PoolStatus};
+use crate::deadline::sleep_until;
 use crate::mention::ConversationKey;
 use crate::telemetry::metrics;
 
@@ -571,11 +572,4 @@ fn count_alive(status: &watch::Sender<PoolStatus>, change: isize) {
         alive = status.alive;
     });
     metrics::agents_alive(alive);
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }

@@ -127,11 +127,7 @@ fn cut_strings(value: &mut Value) {
 
 /// The longest prefix of `text` of at most `bytes` bytes.
 fn cut(text: &str, bytes: usize) -> &str {
-    let mut end = bytes.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(bytes)]
 }
 
 #[cfg(test)]

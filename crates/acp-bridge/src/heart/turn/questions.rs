@@ -33,10 +33,7 @@ pub(crate) fn summary(text: &str) -> String {
     if text.len() <= MAX_SUMMARY_BYTES {
         return text.to_owned();
     }
-    let end = (0..=MAX_SUMMARY_BYTES)
-        .rev()
-        .find(|at| text.is_char_boundary(*at))
-        .unwrap_or(0);
+    let end = text.floor_char_boundary(MAX_SUMMARY_BYTES);
     format!("{}… [{} more bytes not shown]", &text[..end], text.len() - end)
 }
 
