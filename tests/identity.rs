@@ -82,6 +82,7 @@ async fn a_fresh_bot_publishes_a_bot_profile_and_relay_lists_naming_its_relays()
     );
     assert_eq!(fields["bot"], true, "{fields}");
     assert_eq!(fields["name"], "Helper", "{fields}");
+    assert_eq!(fields["display_name"], "Helper", "{fields}");
     assert_eq!(fields["about"], "I answer mentions", "{fields}");
     assert_eq!(fields["picture"], "https://example.com/helper.png", "{fields}");
     assert_eq!(relays_in(&relay_list, "r"), [relay_url(&scene)]);
@@ -133,6 +134,7 @@ async fn a_profile_edited_in_another_client_keeps_its_fields_when_the_operator_c
     println!("after the restart: {fields}");
     assert_eq!(fields["about"], "second words", "{fields}");
     assert_eq!(fields["name"], "Helper", "{fields}");
+    assert_eq!(fields["display_name"], "Helper", "{fields}");
     assert_eq!(fields["bot"], true, "{fields}");
     assert_eq!(fields["website"], "https://example.com", "{fields}");
     assert_eq!(fields["lud16"], "helper@example.com", "{fields}");

@@ -20,7 +20,10 @@
 //! a `lud16` set in another client) is kept as it is, and so is a managed
 //! field whose flag is unset, and so are all its tags (the owner's `auth`
 //! attestation of a sibling bot is one). A bot with no name at all gets
-//! [`DEFAULT_PROFILE_NAME`]. The relay lists are the daemon's alone: 10002
+//! [`DEFAULT_PROFILE_NAME`]. `--profile-name` sets `display_name` too, and
+//! a profile without one gets its `name`: Amethyst shows `display_name`
+//! first, Coracle, Flotilla and 0xchat `name`, and none of them shows the
+//! NIP-24 `bot` flag, so the name is what tells people this is a bot. The relay lists are the daemon's alone: 10002
 //! names the relays it listens on, each for reading and writing; 10050 the
 //! `--dm-relays`, or those same relays.
 //!
@@ -245,6 +248,7 @@ fn merged_profile(held: Option<&str>, fields: &ProfileFields) -> String {
     profile.insert("bot".to_owned(), Value::Bool(true));
     for (field, value) in [
         ("name", &fields.name),
+        ("display_name", &fields.name),
         ("about", &fields.about),
         ("picture", &fields.picture),
     ] {
@@ -258,6 +262,14 @@ fn merged_profile(held: Option<&str>, fields: &ProfileFields) -> String {
         .is_none_or(|name| name.trim().is_empty());
     if unnamed {
         profile.insert("name".to_owned(), Value::String(DEFAULT_PROFILE_NAME.to_owned()));
+    }
+    let no_display_name = profile
+        .get("display_name")
+        .and_then(Value::as_str)
+        .is_none_or(|name| name.trim().is_empty());
+    if no_display_name {
+        let name = profile["name"].clone();
+        profile.insert("display_name".to_owned(), name);
     }
     Value::Object(profile).to_string()
 }
@@ -403,6 +415,7 @@ mod tests {
             serde_json::from_str(&merged_profile(Some(held), &fields(None, Some("new about")))).unwrap();
         assert_eq!(merged["bot"], true);
         assert_eq!(merged["name"], "old");
+        assert_eq!(merged["display_name"], "old", "filled from the name");
         assert_eq!(merged["about"], "new about");
         assert_eq!(merged["website"], "https://example.com");
         assert_eq!(merged["lud16"], "bot@example.com");
@@ -414,7 +427,20 @@ mod tests {
             serde_json::from_str(&merged_profile(Some("not json"), &ProfileFields::default())).unwrap();
         assert_eq!(
             merged,
-            serde_json::json!({"bot": true, "name": DEFAULT_PROFILE_NAME})
+            serde_json::json!({"bot": true, "name": DEFAULT_PROFILE_NAME, "display_name": DEFAULT_PROFILE_NAME})
+        );
+    }
+
+    #[test]
+    fn the_name_flag_sets_the_display_name_and_an_unset_one_keeps_the_held_display_name() {
+        let held = r#"{"name":"old","display_name":"Old Bot"}"#;
+        let kept: Value = serde_json::from_str(&merged_profile(Some(held), &fields(None, None))).unwrap();
+        assert_eq!(kept["display_name"], "Old Bot");
+        let renamed: Value =
+            serde_json::from_str(&merged_profile(Some(held), &fields(Some("Helper"), None))).unwrap();
+        assert_eq!(
+            (&renamed["name"], &renamed["display_name"]),
+            (&"Helper".into(), &"Helper".into())
         );
     }
 

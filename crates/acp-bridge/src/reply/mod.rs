@@ -392,6 +392,10 @@ impl Replier {
             } => {
                 let mut tags = vec![group_tag(channel)];
                 tags.extend(thread_tags(*root, previous.unwrap_or(*mention), &authors));
+                tags.push(match previous {
+                    Some(part) => chat_reply(part, None, self.keys.public_key()),
+                    None => chat_reply(*mention, newest.origin.as_ref(), newest.author),
+                });
                 tags.extend(quotes(*mention));
                 EventBuilder::new(Kind::Custom(9), text)
                     .tags(tags)
@@ -477,6 +481,15 @@ fn quote_tags(mentions: &[Mention], threaded_under: EventId) -> Vec<Tag> {
         .filter(|mention| mention.thread.answered_event() != threaded_under)
         .map(|mention| Tag::custom(TagKind::q(), [mention.thread.answered_event().to_hex()]))
         .collect()
+}
+
+/// The NIP-C7 reply tag of a group chat message: `["q", id, relay, author]`.
+/// Chat clients (Amethyst, 0xchat) show a kind-9 message as a reply only
+/// through it; the NIP-10 markers beside it are what thread readers and
+/// the bot's own thread tracking use.
+fn chat_reply(event_id: EventId, relay: Option<&RelayUrl>, author: PublicKey) -> Tag {
+    let relay = relay.map(RelayUrl::to_string).unwrap_or_default();
+    Tag::custom(TagKind::q(), [event_id.to_hex(), relay, author.to_hex()])
 }
 
 fn group_tag(channel: &str) -> Tag {
@@ -566,6 +579,51 @@ mod tests {
                 replied,
                 [pair[0].id.to_hex()],
                 "each part replies to the one before"
+            );
+        }
+    }
+
+    /// Chat clients thread a kind-9 message under the one its NIP-C7 `q`
+    /// tag names (with relay hint and author); a series' later parts name
+    /// the part before, written by the bot.
+    #[tokio::test]
+    async fn a_group_answer_names_what_it_answers_the_way_chat_clients_read_replies() {
+        let dir = ScratchDir::new("reply-chat-quote");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let replier = replier(&store);
+        let mut mention = test_mention("room", 1, "hello", true);
+        mention.origin = Some(RelayUrl::parse("wss://groups.example.com").unwrap());
+        replier.ledger.accept(&[&mention]).unwrap();
+
+        let text = "a paragraph of the answer\n\n".repeat(4000);
+        replier
+            .answer(std::slice::from_ref(&mention), &text)
+            .await
+            .unwrap();
+
+        let parts = outbox(&store);
+        let chat_reply = |event: &Event| -> Vec<String> {
+            let quotes: Vec<&Tag> = event
+                .tags
+                .iter()
+                .filter(|tag| tag.kind() == TagKind::q())
+                .collect();
+            assert_eq!(quotes.len(), 1, "one reply tag: {:?}", event.tags);
+            quotes[0].as_slice()[1..].to_vec()
+        };
+        assert_eq!(
+            chat_reply(&parts[0]),
+            [
+                mention.event_id.to_hex(),
+                "wss://groups.example.com".to_owned(),
+                mention.author.to_hex()
+            ]
+        );
+        let bot = parts[0].pubkey.to_hex();
+        for pair in parts.windows(2) {
+            assert_eq!(
+                chat_reply(&pair[1]),
+                [pair[0].id.to_hex(), String::new(), bot.clone()]
             );
         }
     }
