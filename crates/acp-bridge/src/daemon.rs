@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acp_client::{ClientConfig, DropObserver, PermissionPolicy, TurnOptions};
-use nostr_sdk::prelude::{Client, ClientOptions, Relay, RelayOptions, RelayUrl};
+use nostr_sdk::prelude::{Client, ClientOptions, Kind, Relay, RelayOptions, RelayUrl};
 use sd_notify::NotifyState;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -31,8 +31,9 @@ use crate::ledger::Ledger;
 use crate::loop_guard;
 use crate::mode_gate::ModeGate;
 use crate::pool::{Pool, reaper};
-use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
+use crate::reply::routes::Routes;
+use crate::reply::{OutboundRelays, RelayDirectory, Replier};
 use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
@@ -78,6 +79,9 @@ struct Stages {
     identity: Identity,
     pool: Pool,
     client: Client,
+    /// The links to the bot's DM inbox relays that are not among its
+    /// relays (`--dm-relays`): apart, so nothing else publishes there.
+    inbox_client: Client,
     embedded: Option<EmbeddedRelay>,
     metrics_stop: CancellationToken,
     shutdown_grace: Duration,
@@ -92,6 +96,8 @@ impl Stages {
         reaper::sweep(&store).await;
         let (embedded, relay_urls) = relay_urls(&settings.relays).await?;
         let (client, relays) = relay_client(&settings, &relay_urls).await?;
+        let inbox_only = inbox_only_relays(&settings, &relay_urls);
+        let (inbox_client, inbox_relays) = relay_client(&settings, &inbox_only).await?;
 
         let (reply_recorder, loop_guard) = loop_guard::loop_guard();
         let replier = Replier::new(
@@ -194,6 +200,26 @@ impl Stages {
                 (link, connected_rx)
             })
             .unzip();
+        // The bot's own DM inbox relays that are not among its relays: a
+        // link each that reads DMs only (its health is not the bot's).
+        let dms_only = Interest {
+            kinds: vec![Kind::GiftWrap],
+            follow_threads: false,
+            ..interest.clone()
+        };
+        let mut links = links;
+        links.extend(inbox_relays.into_iter().map(|relay| {
+            let refetch = intake.refetch_requests(relay.url().clone());
+            RelayLink::new(
+                relay,
+                dms_only.clone(),
+                Arc::clone(&store),
+                arrivals_tx.clone(),
+                watch::channel(false).0,
+                refetch,
+                replier.threads_answered(),
+            )
+        }));
         let identity = Identity {
             client: client.clone(),
             keys: settings.keys.clone(),
@@ -205,9 +231,15 @@ impl Stages {
                 settings.dm_relays.clone(),
             ),
         };
+        let routes = Routes {
+            directory: RelayDirectory::new(client.clone()),
+            outbound: OutboundRelays::new(settings.keys.clone()),
+            bot: settings.keys.public_key(),
+            bot_dm_relays: identity.wanted.dm_relays().to_vec(),
+        };
         let housekeeping = Housekeeping {
             store: Arc::clone(&store),
-            relays: relay_urls,
+            relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,
         };
@@ -215,6 +247,7 @@ impl Stages {
             client.clone(),
             Arc::clone(&store),
             replier.outlet(),
+            routes,
         ));
 
         let metrics_stop = CancellationToken::new();
@@ -240,6 +273,7 @@ impl Stages {
             identity,
             pool,
             client,
+            inbox_client,
             embedded,
             metrics_stop,
             shutdown_grace: settings.shutdown_grace,
@@ -283,7 +317,7 @@ impl Stages {
             publisher: self.publisher,
             publisher_stop,
             publishing,
-            client: self.client,
+            clients: [self.client, self.inbox_client],
             metrics_stop: self.metrics_stop,
             embedded: self.embedded,
         }
@@ -302,7 +336,7 @@ struct Stopping {
     publisher: Arc<Publisher>,
     publisher_stop: CancellationToken,
     publishing: JoinHandle<()>,
-    client: Client,
+    clients: [Client; 2],
     metrics_stop: CancellationToken,
     embedded: Option<EmbeddedRelay>,
 }
@@ -318,7 +352,10 @@ impl Stopping {
         if tokio::time::timeout(OUTBOX_FLUSH_TIMEOUT, self.publisher.flush()).await != Ok(true) {
             tracing::warn!("some replies are still unsent; they are published at the next start");
         }
-        self.client.shutdown().await;
+        self.publisher.close().await;
+        for client in self.clients {
+            client.shutdown().await;
+        }
         self.metrics_stop.cancel();
         if let Some(relay) = self.embedded {
             relay.shutdown();
@@ -366,6 +403,20 @@ async fn relay_urls(specs: &[RelaySpec]) -> Result<(Option<EmbeddedRelay>, Vec<R
         }
     }
     Ok((embedded, urls))
+}
+
+/// The bot's DM inbox relays (`--dm-relays`) that are not among its relays
+/// `urls`, when it reads DMs: each gets a link of its own.
+fn inbox_only_relays(settings: &Settings, urls: &[RelayUrl]) -> Vec<RelayUrl> {
+    if !settings.kinds.contains(&Kind::GiftWrap) {
+        return Vec::new();
+    }
+    settings
+        .dm_relays
+        .iter()
+        .filter(|url| !urls.contains(url))
+        .cloned()
+        .collect()
 }
 
 /// The signing client, with each relay added but not connected: the relay

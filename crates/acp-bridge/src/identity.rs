@@ -190,6 +190,11 @@ impl Wanted {
         }
     }
 
+    /// The bot's DM inbox relays: `--dm-relays`, or its relays.
+    pub fn dm_relays(&self) -> &[RelayUrl] {
+        &self.dm_relays
+    }
+
     /// The three events as they should be given what the relays hold, in
     /// the order profile, relay list, DM inbox.
     pub fn plan(&self, held: &Held) -> Vec<Planned> {

@@ -14,13 +14,22 @@
 //! `reply`; a reply inside a thread carries the thread root and the mention.
 //! A turn that answered several mentions (a batch, a steer) threads under
 //! the newest and cites the others with NIP-18 `q` tags.
-//! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift wraps.
+//! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift
+//! wraps, each with its copy wrapped to the bot itself (NIP-17: the
+//! sender's other clients read its side of the conversation there).
+//! Where each event is published is [`routes`]' decision.
 //! An answer too long for one event goes out as a numbered series (see
 //! [`series`]): the first part threads as above, each next one replies to
 //! the part before it.
 
+mod outbound_relays;
 pub mod publisher;
+mod relay_directory;
+pub mod routes;
 mod series;
+
+pub use outbound_relays::OutboundRelays;
+pub use relay_directory::RelayDirectory;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -190,8 +199,8 @@ impl Replier {
     /// id of the first part.
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
         let parts = self.build_series(std::slice::from_ref(mention), text).await?;
-        for part in &parts {
-            self.put_in_outbox(&part.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+        for event in parts.iter().flat_map(Signed::events) {
+            self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
         }
         Ok(parts[0].event.id)
     }
@@ -204,8 +213,8 @@ impl Replier {
     /// question's id as the owner's answer references it.
     ///
     /// With shards, a question asked in a DM names the replica that asks
-    /// it, and a copy is wrapped to the bot itself (NIP-17), so that every
-    /// replica can tell whose question the owner's reply tags (see `shard`).
+    /// it, and its copy to the bot itself (NIP-17) tells every replica whose
+    /// question the owner's reply tags (see `shard`).
     pub async fn ask(&self, mention: &Mention, owner: PublicKey, text: &str) -> Result<EventId, ReplyError> {
         let to = mention.origin.as_ref();
         let (text, replying_to) = match mention.thread {
@@ -221,13 +230,11 @@ impl Replier {
         };
         let tags = self.shard.is_sharded().then(|| self.shard.question_tag());
         let rumor = self.rumor(owner, &series::cut(&text), replying_to, tags);
-        if self.shard.is_sharded() {
-            // The copy first: no replica hears the owner's reply before it.
-            let copy = self.wrap(self.keys.public_key(), rumor.clone()).await?;
-            self.put_in_outbox(&copy.event, to, &[], Finish::Notified)?;
+        let signed = self.wrap_with_copy(owner, rumor).await?;
+        // The copy first: no replica hears the owner's reply before it.
+        for event in signed.self_copy.iter().chain([&signed.event]) {
+            self.put_in_outbox(event, to, &[], Finish::Notified)?;
         }
-        let signed = self.wrap(owner, rumor).await?;
-        self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
         Ok(signed.seen_as)
     }
 
@@ -245,7 +252,9 @@ impl Replier {
             (Thread::Direct { peer, .. }, Some(owner)) if *peer != owner => {
                 let text = series::cut(&about_private(mention, text));
                 let signed = self.direct_message(owner, &text, None).await?;
-                self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+                for event in signed.events() {
+                    self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
+                }
                 Ok(signed.event.id)
             }
             _ => self.inform(mention, text).await,
@@ -271,7 +280,7 @@ impl Replier {
         let answers_in = mentions.last().filter(|_| finish == Finish::Answered);
         let built = self.build_series(mentions, text).await;
         let (parts, finish) = self.or_notice(built, mentions, finish).await?;
-        let events: Vec<Event> = parts.iter().map(|part| part.event.clone()).collect();
+        let events: Vec<Event> = parts.iter().flat_map(Signed::events).cloned().collect();
         let origin = mentions.last().and_then(|newest| newest.origin.as_ref());
         let new_thread = self.ledger.record_series(
             &events,
@@ -282,9 +291,9 @@ impl Replier {
         )?;
         self.outlet.stored();
         self.follow_thread(new_thread);
-        if events.len() > 1 {
-            tracing::info!(parts = events.len(), "the reply goes out as a series");
-            metrics::reply_parts(events.len());
+        if parts.len() > 1 {
+            tracing::info!(parts = parts.len(), "the reply goes out as a series");
+            metrics::reply_parts(parts.len());
         }
         // A bot may answer any part, by the id it sees (a DM's rumor): each
         // counts as our reply.
@@ -293,7 +302,7 @@ impl Replier {
                 self.chains.record_reply(part.seen_as, newest.chain_depth);
             }
         }
-        Ok(events[0].id)
+        Ok(parts[0].event.id)
     }
 
     /// The events `built`, or when an answer could not be built, the short
@@ -416,18 +425,21 @@ impl Replier {
         Ok(Signed {
             seen_as: event.id,
             event,
+            self_copy: None,
         })
     }
 
-    /// A NIP-17 DM to `peer`, replying to `replying_to`: seen as its rumor,
-    /// since clients thread DMs by the rumor's id, never the gift wrap's.
+    /// A NIP-17 DM to `peer`, replying to `replying_to`, with its copy to
+    /// the bot: seen as its rumor, since clients thread DMs by the rumor's
+    /// id, never the gift wrap's.
     async fn direct_message(
         &self,
         peer: PublicKey,
         text: &str,
         replying_to: Option<EventId>,
     ) -> Result<Signed, ReplyError> {
-        self.wrap(peer, self.rumor(peer, text, replying_to, None)).await
+        self.wrap_with_copy(peer, self.rumor(peer, text, replying_to, None))
+            .await
     }
 
     /// The NIP-17 message to `peer` (unsigned: a rumor), replying to
@@ -447,13 +459,23 @@ impl Replier {
         rumor
     }
 
-    /// `rumor` sealed and gift-wrapped to `receiver`.
-    async fn wrap(&self, receiver: PublicKey, mut rumor: UnsignedEvent) -> Result<Signed, ReplyError> {
+    /// `rumor` sealed and gift-wrapped to `receiver`, and to the bot itself
+    /// (the copy NIP-17 asks senders to keep). The bot's intake drops its
+    /// copies as its own events (see `intake`), so a copy is never answered.
+    async fn wrap_with_copy(&self, receiver: PublicKey, mut rumor: UnsignedEvent) -> Result<Signed, ReplyError> {
         let seen_as = rumor.id();
-        let event = EventBuilder::gift_wrap(&self.keys, &receiver, rumor, [])
-            .await
-            .map_err(|error| ReplyError::Sign(error.to_string()))?;
-        Ok(Signed { event, seen_as })
+        let wrap = |to: PublicKey, rumor: UnsignedEvent| async move {
+            EventBuilder::gift_wrap(&self.keys, &to, rumor, [])
+                .await
+                .map_err(|error| ReplyError::Sign(error.to_string()))
+        };
+        let self_copy = wrap(self.keys.public_key(), rumor.clone()).await?;
+        let event = wrap(receiver, rumor).await?;
+        Ok(Signed {
+            event,
+            seen_as,
+            self_copy: Some(self_copy),
+        })
     }
 }
 
@@ -471,6 +493,16 @@ fn about_private(mention: &Mention, text: &str) -> String {
 struct Signed {
     event: Event,
     seen_as: EventId,
+    /// A DM's copy wrapped to the bot itself.
+    self_copy: Option<Event>,
+}
+
+impl Signed {
+    /// The event, then its copy to the bot if it has one: what goes in the
+    /// outbox.
+    fn events(&self) -> impl Iterator<Item = &Event> {
+        std::iter::once(&self.event).chain(&self.self_copy)
+    }
 }
 
 /// NIP-18 `q` tags citing the batch's other mentions: one reply answers
@@ -658,7 +690,11 @@ mod tests {
             replier.ask(mention, owner, &text).await.expect("posted, cut");
         }
         let stored = outbox(&store);
-        assert_eq!(stored.len(), 2, "one event per question");
+        assert_eq!(
+            stored.len(),
+            3,
+            "one event per question, and the DM's copy to the bot"
+        );
         for event in &stored {
             assert!(
                 event.as_json().len() <= RELAY_MAX_EVENT_BYTES,

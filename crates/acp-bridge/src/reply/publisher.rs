@@ -1,7 +1,8 @@
 //! Publishes the outbox and the reactions: every stored, signed reply goes
-//! to the relay its mention came from (every relay for entries that do not
-//! know it) until a relay accepts it (`OK true`), and only then is it
-//! marked sent.
+//! where [`routes`](super::routes) sends it (the recipient's DM inbox, the
+//! relay its mention came from, every relay for entries that know neither;
+//! and best effort to the mentioner's read relays) until its primary
+//! destination accepts it (`OK true`), and only then is it marked sent.
 //!
 //! A relay's `OK false` is read by its NIP-01 prefix ([`Verdict`]): a
 //! refusal that would hold on every attempt (`blocked:`, `invalid:`, `pow:`,
@@ -34,6 +35,7 @@ use tokio::sync::Notify;
 use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use super::routes::{EXTRA_ATTEMPTS, EXTRA_RETRY_DELAY, Primary, Routes};
 use crate::backoff::Backoff;
 use crate::store::{OutboxEntry, Store, sql_now, sql_seconds};
 use crate::telemetry::metrics;
@@ -106,15 +108,25 @@ pub struct Publisher {
     client: Client,
     store: Arc<Store>,
     outlet: Outlet,
+    routes: Arc<Routes>,
 }
 
 impl Publisher {
-    pub fn new(client: Client, store: Arc<Store>, outlet: Outlet) -> Self {
+    /// Publishes through `client` (the listening one) to the bot's relays,
+    /// and through `routes` to the readers' relays.
+    pub fn new(client: Client, store: Arc<Store>, outlet: Outlet, routes: Routes) -> Self {
         Publisher {
             client,
             store,
             outlet,
+            routes: Arc::new(routes),
         }
+    }
+
+    /// Closes the connections to other people's relays (at shutdown, after
+    /// the last flush).
+    pub async fn close(&self) {
+        self.routes.outbound.shutdown().await;
     }
 
     /// Runs until `stop` is cancelled. Publishes still in flight then are
@@ -124,6 +136,7 @@ impl Publisher {
         let mut in_flight: HashMap<Id, String> = HashMap::new();
         let mut reactions: JoinSet<()> = JoinSet::new();
         loop {
+            self.routes.outbound.close_idle().await;
             self.start_due(&mut replies, &mut in_flight);
             self.start_reactions(&mut reactions);
             tokio::select! {
@@ -252,10 +265,18 @@ impl Publisher {
             .relay_hint
             .as_deref()
             .and_then(|url| RelayUrl::parse(url).ok());
-        let relay = entry.relay_hint.as_deref().unwrap_or("every relay");
-        tracing::debug!(%event_id, attempt = entry.attempts + 1, relay, "publishing a reply");
-        let sent = self.send(&event, to.as_ref()).await;
-        match Verdict::of(&sent) {
+        let route = self.routes.route(&event, to).await;
+        tracing::debug!(%event_id, attempt = entry.attempts + 1, primary = ?route.primary, extras = ?route.extras, "publishing a reply");
+        let (verdict, ()) = tokio::join!(
+            self.send_primary(&event, &route.primary),
+            self.send_extras(&event, &route.extras)
+        );
+        let relay = match &route.primary {
+            Primary::Origin(origin) => origin.as_ref().map_or_else(|| "every relay".to_owned(), ToString::to_string),
+            Primary::Relays(urls) => format!("{urls:?}"),
+        };
+        let relay = relay.as_str();
+        match verdict {
             Verdict::Accepted => {
                 tracing::debug!(%event_id, relay, "published");
                 return Some(entry.event_id);
@@ -280,6 +301,88 @@ impl Publisher {
         if let Err(error) = self.store.outbox_mark_refused(event_id, message, sql_now()) {
             tracing::error!(%event_id, %error, "cannot record a refused reply");
         }
+    }
+
+    /// Sends to the primary destination of a route and judges the answers.
+    async fn send_primary(&self, event: &Event, primary: &Primary) -> Verdict {
+        match primary {
+            Primary::Origin(origin) => Verdict::of(&self.send(event, origin.as_ref()).await),
+            Primary::Relays(urls) => Verdict::of_output(&self.send_to_relays(event, urls).await),
+        }
+    }
+
+    /// Sends to each extra destination (a reader's relay), each up to
+    /// [`EXTRA_ATTEMPTS`] times until it accepts or refuses for good; what
+    /// happens there never decides the entry's fate.
+    async fn send_extras(&self, event: &Event, extras: &[RelayUrl]) {
+        let each = extras.iter().map(|url| async move {
+            for attempt in 1..=EXTRA_ATTEMPTS {
+                let output = self.send_to_relays(event, std::slice::from_ref(url)).await;
+                match Verdict::of_output(&output) {
+                    Verdict::Accepted => {
+                        metrics::reader_relay_delivery("accepted");
+                        return tracing::debug!(event_id = %event.id, relay = %url, "published to a reader's relay");
+                    }
+                    Verdict::Refused { message, .. } => {
+                        metrics::reader_relay_delivery("refused");
+                        return tracing::debug!(event_id = %event.id, relay = %url, relay_said = %message, "a reader's relay refused a reply");
+                    }
+                    Verdict::Retry(why) if attempt < EXTRA_ATTEMPTS => {
+                        tracing::debug!(event_id = %event.id, relay = %url, %why, "a reader's relay did not take a reply; trying again");
+                        tokio::time::sleep(EXTRA_RETRY_DELAY).await;
+                    }
+                    Verdict::Retry(why) => {
+                        metrics::reader_relay_delivery("failed");
+                        tracing::debug!(event_id = %event.id, relay = %url, %why, "a reader's relay did not take a reply; given up until the entry is published again");
+                    }
+                }
+            }
+        });
+        futures_util::future::join_all(each).await;
+    }
+
+    /// Sends to `urls`: the bot's own through the listening client, the
+    /// others through the pooled connections to other people's relays.
+    /// A relay that cannot be reached is a failure in the output.
+    async fn send_to_relays(&self, event: &Event, urls: &[RelayUrl]) -> Output<EventId> {
+        let (mut own, mut others) = (Vec::new(), Vec::new());
+        for url in urls {
+            match self.client.relay(url).await {
+                Ok(_) => own.push(url.clone()),
+                Err(_) => others.push(url.clone()),
+            }
+        }
+        let own_sent = async {
+            match own.is_empty() {
+                true => Ok(None),
+                false => self.client.send_event_to(own.clone(), event).await.map(Some),
+            }
+        };
+        let others_sent = async {
+            match others.is_empty() {
+                true => Ok(None),
+                false => self.routes.outbound.send_event_to(&others, event).await.map(Some),
+            }
+        };
+        let (own_sent, others_sent) = tokio::join!(own_sent, others_sent);
+        let mut output = Output {
+            val: event.id,
+            success: Default::default(),
+            failed: HashMap::new(),
+        };
+        let mut merge = |sent: Result<Option<Output<EventId>>, String>, urls: &[RelayUrl]| match sent {
+            Ok(Some(sent)) => {
+                output.success.extend(sent.success);
+                output.failed.extend(sent.failed);
+            }
+            Ok(None) => {}
+            Err(error) => output
+                .failed
+                .extend(urls.iter().map(|url| (url.clone(), error.clone()))),
+        };
+        merge(own_sent.map_err(|error| error.to_string()), &own);
+        merge(others_sent.map_err(|error| error.to_string()), &others);
+        output
     }
 
     /// Sends to `to` when it is one of the configured relays, otherwise
@@ -340,9 +443,15 @@ enum Verdict {
 impl Verdict {
     fn of<E: std::fmt::Display>(sent: &Result<Output<EventId>, E>) -> Verdict {
         match sent {
-            Ok(output) if !output.success.is_empty() => Verdict::Accepted,
-            Ok(output) => Verdict::of_failures(output.failed.values().map(String::as_str)),
+            Ok(output) => Verdict::of_output(output),
             Err(error) => Verdict::Retry(error.to_string()),
+        }
+    }
+
+    fn of_output(output: &Output<EventId>) -> Verdict {
+        match output.success.is_empty() {
+            false => Verdict::Accepted,
+            true => Verdict::of_failures(output.failed.values().map(String::as_str)),
         }
     }
 

@@ -62,6 +62,12 @@ pub fn reply_failed(reason: &'static str) {
     counter!("acp_bridge_replies_failed_total", "reason" => reason).increment(1);
 }
 
+/// A reply's best-effort copy to a reader's relay (NIP-65 read relays):
+/// `accepted`, `refused` (for good) or `failed` (given up for this attempt).
+pub fn reader_relay_delivery(outcome: &'static str) {
+    counter!("acp_bridge_reader_relay_deliveries_total", "outcome" => outcome).increment(1);
+}
+
 /// A reaction dropped unsent because too many were waiting.
 pub fn reaction_dropped() {
     counter!("acp_bridge_reactions_dropped_total").increment(1);

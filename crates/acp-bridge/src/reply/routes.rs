@@ -1,0 +1,230 @@
+//! Where each outgoing event goes, so that its reader finds it where their
+//! client looks, and how a delivery there is judged.
+//!
+//! - A DM (NIP-17 gift wrap) goes to its recipient's DM inbox relays (kind
+//!   10050). Someone who lists none gets it where they wrote from (the
+//!   outbox entry's relay, or every relay of the bot), as before. The
+//!   bot's copy of its own DM (wrapped to itself, as NIP-17 asks) goes to
+//!   the bot's own inbox: `--dm-relays`, or its relays.
+//! - A reply to a kind-1 note goes to the relay of the mention (or every
+//!   relay of the bot) and also to the read relays (kind 10002, NIP-65) of
+//!   each person it tags, as NIP-65 asks of a client publishing an event.
+//! - Everything else (group messages, which live on their group's relay;
+//!   reactions; the bot's own profile and lists) goes where it went before.
+//!
+//! Delivery rule: an outbox entry is sent once its primary destination
+//! accepted it (any one relay of it said OK or `duplicate:`), judged by
+//! the same [`Verdict`](super::publisher) as always. Extra destinations
+//! (the read relays) are best effort: tried alongside, each retried a few
+//! times ([`EXTRA_ATTEMPTS`]) within the same publish, and tried again
+//! whenever the primary is retried. Every destination receives the same
+//! signed event (same id), so relays deduplicate what reaches them twice
+//! and a reply is never shown twice.
+//!
+//! Relays that are the bot's own are used through the listening client;
+//! every other relay through [`OutboundRelays`], so strangers' relays never
+//! enter the listening client.
+
+use std::time::Duration;
+
+use nostr_sdk::prelude::{Event, Kind, PublicKey, RelayUrl, TagKind};
+
+use super::outbound_relays::OutboundRelays;
+use super::relay_directory::{RelayDirectory, RelayLists};
+
+/// Attempts at each extra destination within one publish.
+pub const EXTRA_ATTEMPTS: u32 = 3;
+/// Pause between two attempts at an extra destination.
+pub const EXTRA_RETRY_DELAY: Duration = Duration::from_secs(2);
+/// Extra destinations of one event at most, whatever the number of people
+/// it tags.
+pub const MAX_EXTRA_RELAYS: usize = 8;
+
+/// Where an event must be accepted for its outbox entry to count as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Primary {
+    /// As before routing: the relay the entry names (its mention's), or
+    /// every relay of the bot when it names none.
+    Origin(Option<RelayUrl>),
+    /// These relays (any one accepting is enough).
+    Relays(Vec<RelayUrl>),
+}
+
+/// Where one event goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub primary: Primary,
+    /// Best effort, besides the primary.
+    pub extras: Vec<RelayUrl>,
+}
+
+/// What routing needs: the directory of people's lists, the connections to
+/// their relays, and the bot's own inbox.
+#[derive(Debug)]
+pub struct Routes {
+    pub directory: RelayDirectory,
+    pub outbound: OutboundRelays,
+    pub bot: PublicKey,
+    /// `--dm-relays`, or the bot's relays.
+    pub bot_dm_relays: Vec<RelayUrl>,
+}
+
+impl Routes {
+    /// The route of `event`, stored for `origin` (`None`: every relay).
+    pub async fn route(&self, event: &Event, origin: Option<RelayUrl>) -> Route {
+        let mut looked_up = Vec::new();
+        for person in readers(event, self.bot) {
+            looked_up.push((person, self.directory.lists(person).await));
+        }
+        plan(event, origin, self.bot, &self.bot_dm_relays, &looked_up)
+    }
+}
+
+/// The people whose lists decide where `event` goes: a gift wrap's
+/// recipient (not the bot: its copy goes to its own inbox), a kind-1
+/// reply's tagged people but the bot.
+fn readers(event: &Event, bot: PublicKey) -> Vec<PublicKey> {
+    match event.kind {
+        Kind::GiftWrap | Kind::TextNote => tagged(event).filter(|person| *person != bot).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn tagged(event: &Event) -> impl Iterator<Item = PublicKey> + '_ {
+    event
+        .tags
+        .filter(TagKind::p())
+        .filter_map(|tag| tag.content())
+        .filter_map(|hex| PublicKey::from_hex(hex).ok())
+}
+
+/// The route of `event` given the lists `looked_up` of its readers. No
+/// I/O, so that the rules are tested on their own.
+fn plan(
+    event: &Event,
+    origin: Option<RelayUrl>,
+    bot: PublicKey,
+    bot_dm_relays: &[RelayUrl],
+    looked_up: &[(PublicKey, RelayLists)],
+) -> Route {
+    let lists = |person: &PublicKey| {
+        looked_up
+            .iter()
+            .find(|(known, _)| known == person)
+            .map(|(_, lists)| lists)
+    };
+    let as_before = Route {
+        primary: Primary::Origin(origin.clone()),
+        extras: Vec::new(),
+    };
+    match event.kind {
+        Kind::GiftWrap => {
+            let Some(recipient) = tagged(event).next() else {
+                return as_before;
+            };
+            let inbox = match recipient == bot {
+                true => bot_dm_relays.to_vec(),
+                false => lists(&recipient).map(|lists| lists.dm_inbox.clone()).unwrap_or_default(),
+            };
+            match inbox.is_empty() {
+                true => as_before,
+                false => Route {
+                    primary: Primary::Relays(inbox),
+                    extras: Vec::new(),
+                },
+            }
+        }
+        Kind::TextNote => {
+            let mut extras: Vec<RelayUrl> = Vec::new();
+            let readers = tagged(event).filter(|person| *person != bot);
+            for url in readers.filter_map(|person| lists(&person)).flat_map(|lists| &lists.read) {
+                if extras.len() < MAX_EXTRA_RELAYS && Some(url) != origin.as_ref() && !extras.contains(url) {
+                    extras.push(url.clone());
+                }
+            }
+            Route {
+                primary: Primary::Origin(origin),
+                extras,
+            }
+        }
+        _ => as_before,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nostr_sdk::prelude::{EventBuilder, Keys, Tag};
+
+    fn url(name: &str) -> RelayUrl {
+        RelayUrl::parse(&format!("wss://{name}.example.com")).unwrap()
+    }
+
+    fn lists(inbox: &[&str], read: &[&str]) -> RelayLists {
+        RelayLists {
+            dm_inbox: inbox.iter().map(|name| url(name)).collect(),
+            read: read.iter().map(|name| url(name)).collect(),
+        }
+    }
+
+    async fn wrap_to(bot: &Keys, to: PublicKey) -> Event {
+        EventBuilder::private_msg(bot, to, "hi", []).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_dm_goes_to_the_recipients_inbox_or_where_it_came_from_and_the_copy_to_the_bots_inbox() {
+        let bot = Keys::generate();
+        let (listed, unlisted) = (Keys::generate().public_key(), Keys::generate().public_key());
+        let known = [
+            (listed, lists(&["inbox"], &["read"])),
+            (unlisted, RelayLists::default()),
+        ];
+        let origin = Some(url("bots"));
+        let route = |event: Event| plan(&event, origin.clone(), bot.public_key(), &[url("botinbox")], &known);
+        assert_eq!(
+            route(wrap_to(&bot, listed).await).primary,
+            Primary::Relays(vec![url("inbox")])
+        );
+        assert_eq!(
+            route(wrap_to(&bot, unlisted).await).primary,
+            Primary::Origin(origin.clone())
+        );
+        assert_eq!(
+            route(wrap_to(&bot, bot.public_key()).await).primary,
+            Primary::Relays(vec![url("botinbox")])
+        );
+        assert!(route(wrap_to(&bot, listed).await).extras.is_empty());
+    }
+
+    #[test]
+    fn a_note_reply_also_goes_to_each_tagged_persons_read_relays_and_a_group_message_does_not() {
+        let bot = Keys::generate();
+        let (alice, bob) = (Keys::generate().public_key(), Keys::generate().public_key());
+        let known = [
+            (alice, lists(&["inbox"], &["a1", "shared"])),
+            (bob, lists(&[], &["shared", "b1", "bots"])),
+        ];
+        let tags = [Tag::public_key(alice), Tag::public_key(bob), Tag::public_key(bot.public_key())];
+        let note = EventBuilder::text_note("answer")
+            .tags(tags.clone())
+            .sign_with_keys(&bot)
+            .unwrap();
+        let origin = Some(url("bots"));
+        let route = plan(&note, origin.clone(), bot.public_key(), &[], &known);
+        assert_eq!(route.primary, Primary::Origin(origin.clone()));
+        assert_eq!(route.extras, [url("a1"), url("shared"), url("b1")]);
+
+        let group = EventBuilder::new(Kind::Custom(9), "answer")
+            .tags(tags)
+            .sign_with_keys(&bot)
+            .unwrap();
+        let route = plan(&group, origin.clone(), bot.public_key(), &[], &known);
+        assert_eq!(
+            route,
+            Route {
+                primary: Primary::Origin(origin),
+                extras: Vec::new()
+            }
+        );
+    }
+}
