@@ -101,6 +101,7 @@ impl PoolBook {
         self.last_used.remove(url);
     }
 
+    #[cfg(test)]
     pub fn open(&self) -> usize {
         self.last_used.len()
     }

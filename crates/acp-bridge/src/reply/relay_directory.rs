@@ -152,6 +152,7 @@ impl ListCache {
         );
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }

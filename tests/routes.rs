@@ -1,0 +1,191 @@
+//! Messages go where the reader looks, against the real binary, real relays
+//! and the scripted agent: a DM answer in the sender's NIP-17 inbox (a relay
+//! that serves gift wraps only to their authenticated recipient) with the
+//! bot's copy in the bot's own inbox and never answered; a reply to a note
+//! also on the mentioner's NIP-65 read relay; the bot's relays for someone
+//! who lists nothing; a DM sent to a `--dm-relays` relay that is not a
+//! `--relay` heard and answered. Each test prints what arrived where.
+
+mod support;
+
+use std::time::Duration;
+
+use nostr_sdk::prelude::*;
+use support::*;
+
+/// A kind 10050 naming `inbox` as the DM inbox (NIP-17).
+fn inbox_list(inbox: &str) -> EventBuilder {
+    EventBuilder::new(Kind::InboxRelays, "").tag(Tag::custom(TagKind::Relay, [inbox]))
+}
+
+/// A kind 10002 reading on `read` and writing on `write` (NIP-65).
+fn relay_list(read: &str, write: &str) -> EventBuilder {
+    EventBuilder::new(Kind::RelayList, "").tags([
+        Tag::parse(["r", read, "read"]).expect("tag"),
+        Tag::parse(["r", write, "write"]).expect("tag"),
+    ])
+}
+
+/// The gift wraps on `relay_url` that `keys` can open and whose rumor, by
+/// `sender`, contains `needle`, waiting until there is one. `keys` reads
+/// as itself (AUTH on an inbox relay).
+async fn wraps_containing(keys: &Keys, relay_url: &str, sender: &PublicKey, needle: &str) -> Vec<Event> {
+    let reader = Person::join_as(keys.clone(), relay_url).await;
+    let probe = async || {
+        let filter = Filter::new().kind(Kind::GiftWrap).pubkey(keys.public_key());
+        let wraps = reader
+            .client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .expect("fetch");
+        let mut found = Vec::new();
+        for wrap in wraps {
+            if let Ok(gift) = UnwrappedGift::from_gift_wrap(keys, &wrap).await
+                && gift.sender == *sender
+                && gift.rumor.content.contains(needle)
+            {
+                found.push(wrap);
+            }
+        }
+        (!found.is_empty()).then_some(found)
+    };
+    eventually(PATIENCE, probe, || {
+        format!("a gift wrap from {sender} containing `{needle}` on {relay_url}")
+    })
+    .await
+}
+
+/// How many DMs from `sender` to `keys` on `relay_url` contain `needle`, now.
+async fn dms_now(keys: &Keys, relay_url: &str, sender: &PublicKey, needle: &str) -> usize {
+    let reader = Person::join_as(keys.clone(), relay_url).await;
+    reader
+        .direct_messages_from(sender, 0)
+        .await
+        .iter()
+        .filter(|rumor| rumor.content.contains(needle))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_is_answered_in_the_senders_auth_inbox_and_the_bots_copy_in_its_own_inbox_is_not_answered() {
+    let inbox = AuthRelay::start(AuthFor::DmsToTheirRecipient).await;
+    let stage = Scene::builder().stage().await;
+    stage.owner.publish(inbox_list(&inbox.url())).await;
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    let bot_keys = scene.spec().bot;
+
+    let text = "answer me where my client reads DMs";
+    let dm = scene.owner.dm(&scene.bot, text).await;
+    let answers = wraps_containing(&scene.owner.keys, &inbox.url(), &scene.bot, text).await;
+    // The bot's copy of its answer, in its inbox (its relay): heard, and
+    // dropped as its own.
+    let copies = wraps_containing(&bot_keys, &scene.relay.url(), &scene.bot, text).await;
+    for copy in &copies {
+        log.wait(log.start(), Line::dropped(&copy.id, "own_event")).await;
+    }
+    // Bounded by the copies' drops, which come after the answer: one answer
+    // in the inbox, none on the bot's relay (NIP-17: inbox relays only).
+    let in_inbox = dms_now(&scene.owner.keys, &inbox.url(), &scene.bot, text).await;
+    let on_bots_relay = dms_now(&scene.owner.keys, &scene.relay.url(), &scene.bot, text).await;
+    let accepted = log.matching(log.start(), Line::accepted(&dm.id)).len();
+    println!(
+        "DM to a bot, sender's inbox needs AUTH: accepted {accepted}, answers in the sender's inbox {in_inbox}, on the bot's relay {on_bots_relay}, bot's copies {} (dropped as its own)",
+        copies.len()
+    );
+    assert_eq!(answers.len(), 1);
+    assert_eq!(in_inbox, 1, "answered once, in the inbox");
+    assert_eq!(on_bots_relay, 0, "{}", log.tail(40));
+    assert_eq!(copies.len(), 1, "one copy to self");
+    assert_eq!(accepted, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_to_a_note_also_reaches_the_mentioners_read_relay_and_not_their_write_relay() {
+    let (read, write) = (TestRelay::start().await, TestRelay::start().await);
+    let stage = Scene::builder().stage().await;
+    stage.owner.publish(relay_list(&read.url(), &write.url())).await;
+    let scene = stage.start().await;
+
+    let note = scene.owner.mention_in_note(&scene.bot, "answer where I read").await;
+    let on_bots_relay = scene.owner.replies_from(&scene.bot, &note.id, 1).await;
+    let reader = Person::join_as(scene.owner.keys.clone(), &read.url()).await;
+    let on_read_relay = reader.replies_from(&scene.bot, &note.id, 1).await;
+    // Bounded by the reply on the read relay: the write relay is not in the
+    // reply's route at all.
+    let writer = Person::join_as(scene.owner.keys.clone(), &write.url()).await;
+    let on_write_relay = writer.events_referencing(&scene.bot, &note.id).await;
+    println!(
+        "note reply: on the bot's relay {}, on the mentioner's read relay {}, on their write relay {}",
+        on_bots_relay.len(),
+        on_read_relay.len(),
+        on_write_relay.len()
+    );
+    assert_eq!(on_bots_relay.len(), 1);
+    assert_eq!(on_read_relay.len(), 1);
+    assert_eq!(
+        on_read_relay[0].id, on_bots_relay[0].id,
+        "the same signed event"
+    );
+    assert!(on_write_relay.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn someone_without_relay_lists_gets_answers_on_the_bots_relays() {
+    let scene = Scene::builder().start().await;
+    let bot_keys = scene.spec().bot;
+
+    let text = "no lists of mine";
+    scene.owner.dm(&scene.bot, text).await;
+    let answers = scene.owner.dm_containing(&scene.bot, text).await;
+    let copies = wraps_containing(&bot_keys, &scene.relay.url(), &scene.bot, text).await;
+    let note = scene.owner.mention_in_note(&scene.bot, "a note, no lists").await;
+    let replies = scene.owner.replies_from(&scene.bot, &note.id, 1).await;
+    println!(
+        "no lists: DM answered on the bot's relay ({}), its copy there too ({}), note answered there ({})",
+        answers.id.is_some(),
+        copies.len(),
+        replies.len()
+    );
+    assert_eq!(copies.len(), 1);
+    assert_eq!(replies.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_sent_to_a_dm_relay_that_is_not_a_relay_of_the_bot_is_heard_and_answered() {
+    let inbox = AuthRelay::start(AuthFor::DmsToTheirRecipient).await;
+    let scene = Scene::builder()
+        .flags(&["--dm-relays", &inbox.url()])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let bot_keys = scene.spec().bot;
+
+    // The owner's client sends to the bot's inbox only, as NIP-17 says.
+    let sender = Person::join_as(scene.owner.keys.clone(), &inbox.url()).await;
+    let text = "sent to your inbox only";
+    let dm = sender.dm(&scene.bot, text).await;
+    log.wait(log.start(), Line::accepted(&dm.id)).await;
+    // The owner lists no inbox: the answer goes to the bot's relays.
+    scene.owner.dm_containing(&scene.bot, text).await;
+    // Its copy goes to the bot's inbox, where the bot hears and drops it.
+    let copies = wraps_containing(&bot_keys, &inbox.url(), &scene.bot, text).await;
+    for copy in &copies {
+        log.wait(log.start(), Line::dropped(&copy.id, "own_event")).await;
+    }
+    // A group answer goes to the bot's relays only, never to its inbox.
+    let mention = scene.mention("room", "public answer").await;
+    let public = scene.owner.replies_from(&scene.bot, &mention.id, 1).await;
+    let on_inbox = Person::join(&inbox.url())
+        .await
+        .events_referencing(&scene.bot, &mention.id)
+        .await;
+    println!(
+        "DM to the bot's --dm-relays inbox: accepted, answered, copies in its inbox {}; group answer on the bot's relay {}, on the inbox {}",
+        copies.len(),
+        public.len(),
+        on_inbox.len()
+    );
+    assert_eq!(copies.len(), 1);
+    assert!(on_inbox.is_empty());
+}
