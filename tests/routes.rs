@@ -107,7 +107,10 @@ async fn a_reply_to_a_note_also_reaches_the_mentioners_read_relay_and_not_their_
     stage.owner.publish(relay_list(&read.url(), &write.url())).await;
     let scene = stage.start().await;
 
-    let note = scene.owner.mention_in_note(&scene.bot, "answer where I read").await;
+    let note = scene
+        .owner
+        .mention_in_note(&scene.bot, "answer where I read")
+        .await;
     let on_bots_relay = scene.owner.replies_from(&scene.bot, &note.id, 1).await;
     let reader = Person::join_as(scene.owner.keys.clone(), &read.url()).await;
     let on_read_relay = reader.replies_from(&scene.bot, &note.id, 1).await;
@@ -123,10 +126,7 @@ async fn a_reply_to_a_note_also_reaches_the_mentioners_read_relay_and_not_their_
     );
     assert_eq!(on_bots_relay.len(), 1);
     assert_eq!(on_read_relay.len(), 1);
-    assert_eq!(
-        on_read_relay[0].id, on_bots_relay[0].id,
-        "the same signed event"
-    );
+    assert_eq!(on_read_relay[0].id, on_bots_relay[0].id, "the same signed event");
     assert!(on_write_relay.is_empty());
 }
 
@@ -188,4 +188,32 @@ async fn a_dm_sent_to_a_dm_relay_that_is_not_a_relay_of_the_bot_is_heard_and_ans
     );
     assert_eq!(copies.len(), 1);
     assert!(on_inbox.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_inbox_that_is_down_is_delivered_once_it_is_back() {
+    let mut inbox = TestRelay::start().await;
+    let stage = Scene::builder().stage().await;
+    stage.owner.publish(inbox_list(&inbox.url())).await;
+    inbox.stop();
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+
+    let text = "my inbox is down for now";
+    let dm = scene.owner.dm(&scene.bot, text).await;
+    log.wait(log.start(), Line::accepted(&dm.id)).await;
+    log.wait(log.start(), Line::new("no relay accepted a reply; will retry"))
+        .await;
+    inbox.restart().await;
+    wraps_containing(&scene.owner.keys, &inbox.url(), &scene.bot, text).await;
+    let retries = log
+        .matching(log.start(), Line::new("no relay accepted a reply; will retry"))
+        .len();
+    let in_inbox = dms_now(&scene.owner.keys, &inbox.url(), &scene.bot, text).await;
+    let on_bots_relay = dms_now(&scene.owner.keys, &scene.relay.url(), &scene.bot, text).await;
+    println!(
+        "inbox down at answer time: retried {retries} time(s); answers in the inbox once back {in_inbox}, on the bot's relay {on_bots_relay}"
+    );
+    assert_eq!(in_inbox, 1);
+    assert_eq!(on_bots_relay, 0);
 }

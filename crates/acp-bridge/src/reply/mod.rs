@@ -462,7 +462,11 @@ impl Replier {
     /// `rumor` sealed and gift-wrapped to `receiver`, and to the bot itself
     /// (the copy NIP-17 asks senders to keep). The bot's intake drops its
     /// copies as its own events (see `intake`), so a copy is never answered.
-    async fn wrap_with_copy(&self, receiver: PublicKey, mut rumor: UnsignedEvent) -> Result<Signed, ReplyError> {
+    async fn wrap_with_copy(
+        &self,
+        receiver: PublicKey,
+        mut rumor: UnsignedEvent,
+    ) -> Result<Signed, ReplyError> {
         let seen_as = rumor.id();
         let wrap = |to: PublicKey, rumor: UnsignedEvent| async move {
             EventBuilder::gift_wrap(&self.keys, &to, rumor, [])

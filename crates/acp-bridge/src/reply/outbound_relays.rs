@@ -136,7 +136,11 @@ impl OutboundRelays {
     /// Sends `event` to `urls`, opening (or reusing) a connection to each.
     /// A relay that cannot be reached shows in the output's failures, like
     /// one that refused.
-    pub async fn send_event_to(&self, urls: &[RelayUrl], event: &Event) -> Result<Output<EventId>, OutboundError> {
+    pub async fn send_event_to(
+        &self,
+        urls: &[RelayUrl],
+        event: &Event,
+    ) -> Result<Output<EventId>, OutboundError> {
         let mut unreachable = HashMap::new();
         let mut reachable = Vec::new();
         for url in urls {
@@ -169,7 +173,11 @@ impl OutboundRelays {
         }
         if used.open || self.client.relay(url).await.is_err() {
             self.client.add_relay(url.clone()).await?;
-            if let Err(error) = self.client.try_connect_relay(url.clone(), OUTBOUND_CONNECT_TIMEOUT).await {
+            if let Err(error) = self
+                .client
+                .try_connect_relay(url.clone(), OUTBOUND_CONNECT_TIMEOUT)
+                .await
+            {
                 self.book().forget(url);
                 self.close(url).await;
                 return Err(error);
@@ -259,9 +267,8 @@ mod tests {
         assert!(book.take_idle(start + Duration::from_secs(59)).is_empty());
         assert_eq!(book.take_idle(start + idle_after), [url(0)]);
         assert_eq!(book.open(), 1);
-        assert_eq!(
+        assert!(
             book.use_relay(&url(0), start + idle_after).open,
-            true,
             "opened again on the next use"
         );
         assert_eq!(

@@ -272,7 +272,9 @@ impl Publisher {
             self.send_extras(&event, &route.extras)
         );
         let relay = match &route.primary {
-            Primary::Origin(origin) => origin.as_ref().map_or_else(|| "every relay".to_owned(), ToString::to_string),
+            Primary::Origin(origin) => origin
+                .as_ref()
+                .map_or_else(|| "every relay".to_owned(), ToString::to_string),
             Primary::Relays(urls) => format!("{urls:?}"),
         };
         let relay = relay.as_str();

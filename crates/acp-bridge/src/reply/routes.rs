@@ -124,7 +124,9 @@ fn plan(
             };
             let inbox = match recipient == bot {
                 true => bot_dm_relays.to_vec(),
-                false => lists(&recipient).map(|lists| lists.dm_inbox.clone()).unwrap_or_default(),
+                false => lists(&recipient)
+                    .map(|lists| lists.dm_inbox.clone())
+                    .unwrap_or_default(),
             };
             match inbox.is_empty() {
                 true => as_before,
@@ -137,7 +139,10 @@ fn plan(
         Kind::TextNote => {
             let mut extras: Vec<RelayUrl> = Vec::new();
             let readers = tagged(event).filter(|person| *person != bot);
-            for url in readers.filter_map(|person| lists(&person)).flat_map(|lists| &lists.read) {
+            for url in readers
+                .filter_map(|person| lists(&person))
+                .flat_map(|lists| &lists.read)
+            {
                 if extras.len() < MAX_EXTRA_RELAYS && Some(url) != origin.as_ref() && !extras.contains(url) {
                     extras.push(url.clone());
                 }
@@ -180,7 +185,15 @@ mod tests {
             (unlisted, RelayLists::default()),
         ];
         let origin = Some(url("bots"));
-        let route = |event: Event| plan(&event, origin.clone(), bot.public_key(), &[url("botinbox")], &known);
+        let route = |event: Event| {
+            plan(
+                &event,
+                origin.clone(),
+                bot.public_key(),
+                &[url("botinbox")],
+                &known,
+            )
+        };
         assert_eq!(
             route(wrap_to(&bot, listed).await).primary,
             Primary::Relays(vec![url("inbox")])
@@ -204,7 +217,11 @@ mod tests {
             (alice, lists(&["inbox"], &["a1", "shared"])),
             (bob, lists(&[], &["shared", "b1", "bots"])),
         ];
-        let tags = [Tag::public_key(alice), Tag::public_key(bob), Tag::public_key(bot.public_key())];
+        let tags = [
+            Tag::public_key(alice),
+            Tag::public_key(bob),
+            Tag::public_key(bot.public_key()),
+        ];
         let note = EventBuilder::text_note("answer")
             .tags(tags.clone())
             .sign_with_keys(&bot)
