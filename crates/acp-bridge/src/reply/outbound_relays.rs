@@ -121,7 +121,12 @@ pub enum OutboundError {
 }
 
 impl OutboundRelays {
+    /// Within [`MAX_OUTBOUND_RELAYS`] and [`OUTBOUND_RELAY_IDLE`].
     pub fn new(keys: Keys) -> Self {
+        Self::with_bounds(keys, MAX_OUTBOUND_RELAYS, OUTBOUND_RELAY_IDLE)
+    }
+
+    fn with_bounds(keys: Keys, capacity: usize, idle_after: Duration) -> Self {
         let client = Client::builder()
             .signer(keys)
             .websocket_transport(NoDelayTransport)
@@ -129,7 +134,7 @@ impl OutboundRelays {
             .build();
         OutboundRelays {
             client,
-            book: Mutex::new(PoolBook::new(MAX_OUTBOUND_RELAYS, OUTBOUND_RELAY_IDLE)),
+            book: Mutex::new(PoolBook::new(capacity, idle_after)),
         }
     }
 
@@ -215,6 +220,8 @@ impl OutboundRelays {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embedded_relay::EmbeddedRelay;
+    use nostr_sdk::prelude::EventBuilder;
 
     fn url(n: usize) -> RelayUrl {
         RelayUrl::parse(&format!("wss://inbox{n}.example.com")).unwrap()
@@ -275,5 +282,60 @@ mod tests {
             book.take_idle(start + Duration::from_secs(50) + idle_after),
             [url(1)]
         );
+    }
+
+    async fn open_relays(pool: &OutboundRelays) -> Vec<RelayUrl> {
+        pool.client.relays().await.into_keys().collect()
+    }
+
+    #[tokio::test]
+    async fn the_pool_reuses_a_connection_and_closes_the_least_recently_used_past_its_bound() {
+        let (a, b) = (
+            EmbeddedRelay::start(None).await.unwrap(),
+            EmbeddedRelay::start(None).await.unwrap(),
+        );
+        let keys = Keys::generate();
+        let note = |text: &str| EventBuilder::text_note(text).sign_with_keys(&keys).unwrap();
+        let pool = OutboundRelays::with_bounds(keys.clone(), 1, OUTBOUND_RELAY_IDLE);
+
+        for text in ["one", "two"] {
+            let sent = pool.send_event_to(&[a.url().clone()], &note(text)).await.unwrap();
+            assert!(sent.success.contains(a.url()), "{sent:?}");
+        }
+        let connection = pool.client.relay(a.url()).await.unwrap();
+        assert_eq!(connection.stats().success(), 1, "one connection for both");
+
+        let sent = pool
+            .send_event_to(&[b.url().clone()], &note("three"))
+            .await
+            .unwrap();
+        assert!(sent.success.contains(b.url()), "{sent:?}");
+        assert_eq!(
+            open_relays(&pool).await,
+            [b.url().clone()],
+            "a closed to make room"
+        );
+        assert!(!connection.is_connected());
+    }
+
+    #[tokio::test]
+    async fn the_pool_closes_idle_connections_and_reports_an_unreachable_relay_as_a_failure() {
+        let relay = EmbeddedRelay::start(None).await.unwrap();
+        let keys = Keys::generate();
+        let note = EventBuilder::text_note("hi").sign_with_keys(&keys).unwrap();
+        let pool = OutboundRelays::with_bounds(keys.clone(), 8, Duration::ZERO);
+        pool.send_event_to(&[relay.url().clone()], &note).await.unwrap();
+        assert_eq!(open_relays(&pool).await.len(), 1);
+        pool.close_idle().await;
+        assert!(open_relays(&pool).await.is_empty());
+
+        let nowhere = RelayUrl::parse("ws://127.0.0.1:1").unwrap();
+        let sent = pool
+            .send_event_to(std::slice::from_ref(&nowhere), &note)
+            .await
+            .unwrap();
+        assert!(sent.success.is_empty());
+        assert!(sent.failed.contains_key(&nowhere), "{sent:?}");
+        assert!(open_relays(&pool).await.is_empty(), "not kept");
     }
 }

@@ -266,21 +266,14 @@ impl Publisher {
             .as_deref()
             .and_then(|url| RelayUrl::parse(url).ok());
         let route = self.routes.route(&event, to).await;
-        tracing::debug!(%event_id, attempt = entry.attempts + 1, primary = ?route.primary, extras = ?route.extras, "publishing a reply");
+        tracing::debug!(%event_id, attempt = entry.attempts + 1, relay = %route.primary, extras = ?route.extras, "publishing a reply");
         let (verdict, ()) = tokio::join!(
             self.send_primary(&event, &route.primary),
             self.send_extras(&event, &route.extras)
         );
-        let relay = match &route.primary {
-            Primary::Origin(origin) => origin
-                .as_ref()
-                .map_or_else(|| "every relay".to_owned(), ToString::to_string),
-            Primary::Relays(urls) => format!("{urls:?}"),
-        };
-        let relay = relay.as_str();
         match verdict {
             Verdict::Accepted => {
-                tracing::debug!(%event_id, relay, "published");
+                tracing::debug!(%event_id, relay = %route.primary, "published");
                 return Some(entry.event_id);
             }
             Verdict::Refused { reason, message } => self.refused(event_id, reason, &message),

@@ -50,6 +50,20 @@ pub enum Primary {
     Relays(Vec<RelayUrl>),
 }
 
+impl std::fmt::Display for Primary {
+    /// As the publisher's log lines name it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Primary::Origin(Some(url)) => write!(f, "{url}"),
+            Primary::Origin(None) => f.write_str("every relay"),
+            Primary::Relays(urls) => {
+                let urls: Vec<&str> = urls.iter().map(RelayUrl::as_str).collect();
+                f.write_str(&urls.join(", "))
+            }
+        }
+    }
+}
+
 /// Where one event goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
