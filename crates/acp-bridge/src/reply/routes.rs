@@ -3,7 +3,9 @@
 //!
 //! - A DM (NIP-17 gift wrap) goes to its recipient's DM inbox relays (kind
 //!   10050). Someone who lists none gets it where they wrote from (the
-//!   outbox entry's relay, or every relay of the bot), as before. The
+//!   outbox entry's relay, or every relay of the bot), as before, and on
+//!   their NIP-65 read relays besides: Amethyst and 0xchat fall back to
+//!   those when sending, and Amethyst reads DMs there too. The
 //!   bot's copy of its own DM (wrapped to itself, as NIP-17 asks) goes to
 //!   the bot's own inbox: `--dm-relays`, or its relays.
 //! - A reply to a kind-1 note goes to the relay of the mention (or every
@@ -143,7 +145,10 @@ fn plan(
                     .unwrap_or_default(),
             };
             match inbox.is_empty() {
-                true => as_before,
+                true => Route {
+                    extras: read_relays(lists(&recipient), origin.as_ref()),
+                    primary: Primary::Origin(origin),
+                },
                 false => Route {
                     primary: Primary::Relays(inbox),
                     extras: Vec::new(),
@@ -151,23 +156,29 @@ fn plan(
             }
         }
         Kind::TextNote => {
-            let mut extras: Vec<RelayUrl> = Vec::new();
             let readers = tagged(event).filter(|person| *person != bot);
-            for url in readers
-                .filter_map(|person| lists(&person))
-                .flat_map(|lists| &lists.read)
-            {
-                if extras.len() < MAX_EXTRA_RELAYS && Some(url) != origin.as_ref() && !extras.contains(url) {
-                    extras.push(url.clone());
-                }
-            }
             Route {
+                extras: read_relays(readers.filter_map(|person| lists(&person)), origin.as_ref()),
                 primary: Primary::Origin(origin),
-                extras,
             }
         }
         _ => as_before,
     }
+}
+
+/// The NIP-65 read relays of `readers`, but `origin`, without repeats, at
+/// most [`MAX_EXTRA_RELAYS`].
+fn read_relays<'a>(
+    readers: impl IntoIterator<Item = &'a RelayLists>,
+    origin: Option<&RelayUrl>,
+) -> Vec<RelayUrl> {
+    let mut extras: Vec<RelayUrl> = Vec::new();
+    for url in readers.into_iter().flat_map(|lists| &lists.read) {
+        if extras.len() < MAX_EXTRA_RELAYS && Some(url) != origin && !extras.contains(url) {
+            extras.push(url.clone());
+        }
+    }
+    extras
 }
 
 #[cfg(test)]
@@ -194,9 +205,11 @@ mod tests {
     async fn a_dm_goes_to_the_recipients_inbox_or_where_it_came_from_and_the_copy_to_the_bots_inbox() {
         let bot = Keys::generate();
         let (listed, unlisted) = (Keys::generate().public_key(), Keys::generate().public_key());
+        let reads_only = Keys::generate().public_key();
         let known = [
             (listed, lists(&["inbox"], &["read"])),
             (unlisted, RelayLists::default()),
+            (reads_only, lists(&[], &["read", "bots"])),
         ];
         let origin = Some(url("bots"));
         let route = |event: Event| {
@@ -215,6 +228,14 @@ mod tests {
         assert_eq!(
             route(wrap_to(&bot, unlisted).await).primary,
             Primary::Origin(origin.clone())
+        );
+        assert_eq!(
+            route(wrap_to(&bot, reads_only).await),
+            Route {
+                primary: Primary::Origin(origin.clone()),
+                extras: vec![url("read")],
+            },
+            "no inbox: where they wrote from, and their read relays"
         );
         assert_eq!(
             route(wrap_to(&bot, bot.public_key()).await).primary,
