@@ -33,6 +33,7 @@ mod mode_gate;
 mod pool;
 mod rate_limit;
 mod reply;
+mod routes;
 mod shard;
 mod shutdown;
 mod store;

@@ -4,7 +4,7 @@
 //! Owns building and signing outgoing events and handing them to the outbox.
 //! Every answer and notice is signed once and stored in the same transaction
 //! that marks the mentions it answers (see `store`); only then is it
-//! published, by [`publisher`], to the relay the mention came from. A crash
+//! published, by [`publisher`], where its reader looks (see `routes`). A crash
 //! can therefore neither lose an answer nor post it twice. Reactions are
 //! courtesy, not state: they are signed and handed to the publisher's
 //! in-memory queue without waiting, and a lost one is not retried.
@@ -17,19 +17,13 @@
 //! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift
 //! wraps, each with its copy wrapped to the bot itself (NIP-17: the
 //! sender's other clients read its side of the conversation there).
-//! Where each event is published is [`routes`]' decision.
+//! Where each event is published is `routes`' decision.
 //! An answer too long for one event goes out as a numbered series (see
 //! [`series`]): the first part threads as above, each next one replies to
 //! the part before it.
 
-mod outbound_relays;
 pub mod publisher;
-mod relay_directory;
-pub mod routes;
 mod series;
-
-pub use outbound_relays::OutboundRelays;
-pub use relay_directory::RelayDirectory;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Publishes the outbox and the reactions: every stored, signed reply goes
-//! where [`routes`](super::routes) sends it (the recipient's DM inbox, the
+//! where [`routes`](crate::routes) sends it (the recipient's DM inbox, the
 //! relay its mention came from, every relay for entries that know neither;
 //! and best effort to the mentioner's read relays) until its primary
 //! destination accepts it (`OK true`), and only then is it marked sent.
@@ -35,8 +35,8 @@ use tokio::sync::Notify;
 use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use super::routes::{EXTRA_ATTEMPTS, EXTRA_RETRY_DELAY, Primary, Routes};
 use crate::backoff::Backoff;
+use crate::routes::{EXTRA_ATTEMPTS, EXTRA_RETRY_DELAY, Primary, Routes};
 use crate::store::{OutboxEntry, Store, sql_now, sql_seconds};
 use crate::telemetry::metrics;
 

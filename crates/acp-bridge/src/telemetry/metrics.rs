@@ -68,6 +68,12 @@ pub fn reader_relay_delivery(outcome: &'static str) {
     counter!("acp_bridge_reader_relay_deliveries_total", "outcome" => outcome).increment(1);
 }
 
+/// A lookup of someone's relay lists on the bot's relays: `found` (some
+/// list), `none` (they list nothing there) or `failed`.
+pub fn relay_list_lookup(result: &'static str) {
+    counter!("acp_bridge_relay_list_lookups_total", "result" => result).increment(1);
+}
+
 /// A reaction dropped unsent because too many were waiting.
 pub fn reaction_dropped() {
     counter!("acp_bridge_reactions_dropped_total").increment(1);

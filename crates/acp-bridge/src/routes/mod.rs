@@ -16,7 +16,7 @@
 //!
 //! Delivery rule: an outbox entry is sent once its primary destination
 //! accepted it (any one relay of it said OK or `duplicate:`), judged by
-//! the same [`Verdict`](super::publisher) as always. Extra destinations
+//! the same `Verdict` as always (see `reply::publisher`). Extra destinations
 //! (the read relays) are best effort: tried alongside, each retried a few
 //! times ([`EXTRA_ATTEMPTS`]) within the same publish, and tried again
 //! whenever the primary is retried. Every destination receives the same
@@ -31,8 +31,12 @@ use std::time::Duration;
 
 use nostr_sdk::prelude::{Event, Kind, PublicKey, RelayUrl, TagKind};
 
-use super::outbound_relays::OutboundRelays;
-use super::relay_directory::{RelayDirectory, RelayLists};
+mod outbound_relays;
+mod relay_directory;
+
+pub use outbound_relays::OutboundRelays;
+pub use relay_directory::RelayDirectory;
+use relay_directory::RelayLists;
 
 /// Attempts at each extra destination within one publish.
 pub const EXTRA_ATTEMPTS: u32 = 3;

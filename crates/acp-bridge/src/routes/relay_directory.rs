@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{Client, Event, Filter, Kind, PublicKey, RelayMetadata, RelayUrl, nips};
 
+use crate::telemetry::metrics;
+
 /// How long a lookup waits for the bot's relays to answer.
 pub const LIST_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// People whose lists are remembered at once.
@@ -187,11 +189,13 @@ impl RelayDirectory {
         match self.client.fetch_events(filter, LIST_LOOKUP_TIMEOUT).await {
             Ok(events) => {
                 let lists = RelayLists::from_events(events.iter());
+                metrics::relay_list_lookup(if lists.is_empty() { "none" } else { "found" });
                 tracing::debug!(%person, dm_inbox = ?lists.dm_inbox, read = ?lists.read, "looked up a person's relay lists");
                 self.cache().put(person, lists.clone(), Instant::now());
                 lists
             }
             Err(error) => {
+                metrics::relay_list_lookup("failed");
                 tracing::debug!(%person, %error, "cannot look up a person's relay lists; using the bot's relays");
                 RelayLists::default()
             }
