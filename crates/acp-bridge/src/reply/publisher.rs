@@ -392,7 +392,7 @@ impl Publisher {
                 self.client.send_event_to([url], event).await
             }
             Some(url) => {
-                tracing::debug!(event_id = %event.id, relay = %url, "the mention's relay is no longer configured; publishing to every relay");
+                tracing::debug!(event_id = %event.id, relay = %url, "the mention's relay is not one of the bot's relays (no longer configured, or a DM inbox only); publishing to every relay");
                 self.client.send_event(event).await
             }
             None => self.client.send_event(event).await,

@@ -92,22 +92,28 @@ pub struct Routes {
 impl Routes {
     /// The route of `event`, stored for `origin` (`None`: every relay).
     pub async fn route(&self, event: &Event, origin: Option<RelayUrl>) -> Route {
-        let mut looked_up = Vec::new();
-        for person in readers(event, self.bot) {
-            looked_up.push((person, self.directory.lists(person).await));
-        }
+        let lookups = readers(event, self.bot)
+            .into_iter()
+            .map(|person| async move { (person, self.directory.lists(person).await) });
+        let looked_up = futures_util::future::join_all(lookups).await;
         plan(event, origin, self.bot, &self.bot_dm_relays, &looked_up)
     }
 }
 
 /// The people whose lists decide where `event` goes: a gift wrap's
 /// recipient (not the bot: its copy goes to its own inbox), a kind-1
-/// reply's tagged people but the bot.
+/// reply's tagged people but the bot; each once, and no more than could
+/// fill [`MAX_EXTRA_RELAYS`].
 fn readers(event: &Event, bot: PublicKey) -> Vec<PublicKey> {
-    match event.kind {
-        Kind::GiftWrap | Kind::TextNote => tagged(event).filter(|person| *person != bot).collect(),
-        _ => Vec::new(),
+    let mut readers = Vec::new();
+    if matches!(event.kind, Kind::GiftWrap | Kind::TextNote) {
+        for person in tagged(event).filter(|person| *person != bot) {
+            if readers.len() < MAX_EXTRA_RELAYS && !readers.contains(&person) {
+                readers.push(person);
+            }
+        }
     }
+    readers
 }
 
 fn tagged(event: &Event) -> impl Iterator<Item = PublicKey> + '_ {
@@ -282,5 +288,31 @@ mod tests {
                 extras: Vec::new()
             }
         );
+    }
+
+    #[test]
+    fn the_readers_looked_up_are_each_tagged_person_once_but_the_bot_within_the_bound() {
+        let bot = Keys::generate();
+        let alice = Keys::generate().public_key();
+        let many = (0..20).map(|_| Tag::public_key(Keys::generate().public_key()));
+        let note = EventBuilder::text_note("answer")
+            .tags([
+                Tag::public_key(alice),
+                Tag::public_key(bot.public_key()),
+                Tag::public_key(alice),
+            ])
+            .tags(many)
+            .sign_with_keys(&bot)
+            .unwrap();
+        let looked_up = readers(&note, bot.public_key());
+        assert_eq!(looked_up.len(), MAX_EXTRA_RELAYS);
+        assert_eq!(looked_up[0], alice);
+        assert_eq!(looked_up.iter().filter(|person| **person == alice).count(), 1);
+        assert!(!looked_up.contains(&bot.public_key()));
+        let reaction = EventBuilder::new(Kind::Reaction, "+")
+            .tag(Tag::public_key(alice))
+            .sign_with_keys(&bot)
+            .unwrap();
+        assert!(readers(&reaction, bot.public_key()).is_empty());
     }
 }
