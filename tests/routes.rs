@@ -217,3 +217,46 @@ async fn an_answer_to_an_inbox_that_is_down_is_delivered_once_it_is_back() {
     assert_eq!(in_inbox, 1);
     assert_eq!(on_bots_relay, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_relay_that_is_down_is_tried_a_bounded_number_of_times_and_the_reply_is_sent_once() {
+    let mut read = TestRelay::start().await;
+    let stage = Scene::builder().stage().await;
+    stage.owner.publish(relay_list(&read.url(), &read.url())).await;
+    read.stop();
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+
+    let note = scene
+        .owner
+        .mention_in_note(&scene.bot, "my read relay is down")
+        .await;
+    let replies = scene.owner.replies_from(&scene.bot, &note.id, 1).await;
+    let reply = replies[0].id.to_hex();
+    log.wait(
+        log.start(),
+        Line::new("a reader's relay did not take a reply; given up until the entry is published again")
+            .with("event_id", reply.as_str()),
+    )
+    .await;
+    let tries = log
+        .matching(
+            log.start(),
+            Line::new("a reader's relay did not take a reply; trying again").with("event_id", reply.as_str()),
+        )
+        .len()
+        + 1;
+    let published = log
+        .matching(
+            log.start(),
+            Line::new("published").with("event_id", reply.as_str()),
+        )
+        .len();
+    println!(
+        "read relay down: reply on the bot's relay {}, marked sent {published} time(s), read relay tried {tries} time(s) then given up",
+        replies.len()
+    );
+    assert_eq!(replies.len(), 1);
+    assert_eq!(published, 1);
+    assert_eq!(tries, 3, "EXTRA_ATTEMPTS");
+}
