@@ -260,3 +260,56 @@ async fn a_read_relay_that_is_down_is_tried_a_bounded_number_of_times_and_the_re
     assert_eq!(published, 1);
     assert_eq!(tries, 3, "EXTRA_ATTEMPTS");
 }
+
+/// Clients publish their users' lists to directory relays (indexers) and
+/// look a key's lists up there: with `--directory-relays` the bot finds a
+/// sender's inbox listed only there, and its own profile and lists are
+/// published there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_on_a_directory_relay_are_found_and_the_bots_identity_is_published_there() {
+    let (directory, inbox) = (TestRelay::start().await, TestRelay::start().await);
+    let stage = Scene::builder()
+        .flags(&["--directory-relays", &directory.url()])
+        .stage()
+        .await;
+    Person::join_as(stage.owner.keys.clone(), &directory.url())
+        .await
+        .publish(inbox_list(&inbox.url()))
+        .await;
+    let scene = stage.start().await;
+
+    let text = "my inbox is listed on the directory only";
+    scene.owner.dm(&scene.bot, text).await;
+    let in_inbox = wraps_containing(&scene.owner.keys, &inbox.url(), &scene.bot, text).await;
+    let on_bots_relay = dms_now(&scene.owner.keys, &scene.relay.url(), &scene.bot, text).await;
+
+    let reader = Person::join(&directory.url()).await;
+    let identity = [Kind::Metadata, Kind::RelayList, Kind::InboxRelays];
+    let published = eventually(
+        PATIENCE,
+        async || {
+            let filter = Filter::new().author(scene.bot).kinds(identity);
+            let events = reader
+                .client
+                .fetch_events(filter, Duration::from_secs(5))
+                .await
+                .expect("fetch");
+            (events.len() == identity.len()).then_some(events)
+        },
+        || "the bot's profile, relay list and DM inbox list on the directory relay".to_owned(),
+    )
+    .await;
+    println!(
+        "directory relay: answer in the inbox listed there {}, on the bot's relay {on_bots_relay}; the bot's identity events there: {:?}",
+        in_inbox.len(),
+        published
+            .iter()
+            .map(|event| event.kind.as_u16())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(in_inbox.len(), 1);
+    assert_eq!(
+        on_bots_relay, 0,
+        "the inbox is the destination, not the bot's relay"
+    );
+}

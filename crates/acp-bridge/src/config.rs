@@ -438,6 +438,18 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_DM_RELAYS", value_delimiter = ',', value_name = "URL")]
     pub dm_relays: Vec<String>,
 
+    /// Directory relays (indexers such as wss://purplepag.es; repeatable or
+    /// comma-separated): the bot's profile and relay lists are published
+    /// there too, and people's relay lists are looked up there too, since
+    /// that is where clients look for them. Unset: the bot's relays only.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_DIRECTORY_RELAYS",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    pub directory_relays: Vec<String>,
+
     /// Threads of the daemon's async runtime (default: one per CPU).
     #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub worker_threads: Option<u16>,
@@ -494,6 +506,9 @@ pub struct Settings {
     pub profile: ProfileFields,
     /// `--dm-relays`: the DM inbox relays (empty: the bot's own relays).
     pub dm_relays: Vec<RelayUrl>,
+    /// `--directory-relays`: where identities are published and looked up
+    /// besides the bot's relays.
+    pub directory_relays: Vec<RelayUrl>,
 }
 
 /// How to run agents.
@@ -589,7 +604,8 @@ impl RunArgs {
             ));
         }
         let kinds = parse_kinds(&self.kinds)?;
-        let dm_relays = parse_dm_relays(&self.dm_relays)?;
+        let dm_relays = parse_relay_urls("--dm-relays", &self.dm_relays)?;
+        let directory_relays = parse_relay_urls("--directory-relays", &self.directory_relays)?;
         if self.multiple_event_handling != MultipleEventHandling::Queue && self.dedup != Dedup::Queue {
             return Err(refuse(
                 "--dedup",
@@ -732,6 +748,7 @@ impl RunArgs {
                 picture: non_empty(&self.profile_picture),
             },
             dm_relays,
+            directory_relays,
             keys,
         })
     }
@@ -804,6 +821,7 @@ impl Settings {
             agent_start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
             profile: ProfileFields::default(),
             dm_relays: Vec::new(),
+            directory_relays: Vec::new(),
         }
     }
 
@@ -953,8 +971,9 @@ fn parse_relays(values: &[String]) -> Result<Vec<RelaySpec>, ConfigError> {
     Ok(relays)
 }
 
-/// `--dm-relays`: relay URLs, in order, without duplicates.
-fn parse_dm_relays(values: &[String]) -> Result<Vec<RelayUrl>, ConfigError> {
+/// A list of relay URLs (`--dm-relays`, `--directory-relays`), in order,
+/// without duplicates.
+fn parse_relay_urls(flag: &'static str, values: &[String]) -> Result<Vec<RelayUrl>, ConfigError> {
     let mut relays = Vec::new();
     for value in values
         .iter()
@@ -962,7 +981,7 @@ fn parse_dm_relays(values: &[String]) -> Result<Vec<RelayUrl>, ConfigError> {
         .filter(|value| !value.is_empty())
     {
         let relay = RelayUrl::parse(value)
-            .map_err(|error| refuse("--dm-relays", format!("`{value}` is not a relay URL ({error})")))?;
+            .map_err(|error| refuse(flag, format!("`{value}` is not a relay URL ({error})")))?;
         if !relays.contains(&relay) {
             relays.push(relay);
         }

@@ -33,7 +33,7 @@ use crate::mode_gate::ModeGate;
 use crate::pool::{Pool, reaper};
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
-use crate::routes::{OutboundRelays, RelayDirectory, Routes};
+use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
@@ -231,11 +231,19 @@ impl Stages {
                 settings.dm_relays.clone(),
             ),
         };
+        let outbound = Arc::new(OutboundRelays::new(settings.keys.clone()));
         let routes = Routes {
-            directory: RelayDirectory::new(client.clone()),
-            outbound: OutboundRelays::new(settings.keys.clone()),
+            directory: RelayDirectory::new(
+                client.clone(),
+                settings.directory_relays.clone(),
+                Arc::clone(&outbound),
+            ),
+            outbound,
             bot: settings.keys.public_key(),
-            bot_dm_relays: identity.wanted.dm_relays().to_vec(),
+            bot_relays: BotRelays {
+                dm: identity.wanted.dm_relays().to_vec(),
+                directory: settings.directory_relays.clone(),
+            },
         };
         let housekeeping = Housekeeping {
             store: Arc::clone(&store),

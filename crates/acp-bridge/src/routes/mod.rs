@@ -27,6 +27,7 @@
 //! every other relay through [`OutboundRelays`], so strangers' relays never
 //! enter the listening client.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{Event, Kind, PublicKey, RelayUrl, TagKind};
@@ -83,10 +84,19 @@ pub struct Route {
 #[derive(Debug)]
 pub struct Routes {
     pub directory: RelayDirectory,
-    pub outbound: OutboundRelays,
+    pub outbound: Arc<OutboundRelays>,
     pub bot: PublicKey,
-    /// `--dm-relays`, or the bot's relays.
-    pub bot_dm_relays: Vec<RelayUrl>,
+    pub bot_relays: BotRelays,
+}
+
+/// The relays of the bot's own that are not its `--relay` list.
+#[derive(Debug, Clone, Default)]
+pub struct BotRelays {
+    /// `--dm-relays`, or the bot's relays: its DM inbox.
+    pub dm: Vec<RelayUrl>,
+    /// `--directory-relays`: where its profile and lists go besides its
+    /// relays, because clients look them up there.
+    pub directory: Vec<RelayUrl>,
 }
 
 impl Routes {
@@ -96,7 +106,7 @@ impl Routes {
             .into_iter()
             .map(|person| async move { (person, self.directory.lists(person).await) });
         let looked_up = futures_util::future::join_all(lookups).await;
-        plan(event, origin, self.bot, &self.bot_dm_relays, &looked_up)
+        plan(event, origin, self.bot, &self.bot_relays, &looked_up)
     }
 }
 
@@ -130,7 +140,7 @@ fn plan(
     event: &Event,
     origin: Option<RelayUrl>,
     bot: PublicKey,
-    bot_dm_relays: &[RelayUrl],
+    bot_relays: &BotRelays,
     looked_up: &[(PublicKey, RelayLists)],
 ) -> Route {
     let lists = |person: &PublicKey| {
@@ -149,7 +159,7 @@ fn plan(
                 return as_before;
             };
             let inbox = match recipient == bot {
-                true => bot_dm_relays.to_vec(),
+                true => bot_relays.dm.clone(),
                 false => lists(&recipient)
                     .map(|lists| lists.dm_inbox.clone())
                     .unwrap_or_default(),
@@ -172,6 +182,10 @@ fn plan(
                 primary: Primary::Origin(origin),
             }
         }
+        Kind::Metadata | Kind::RelayList | Kind::InboxRelays if event.pubkey == bot => Route {
+            primary: Primary::Origin(origin),
+            extras: bot_relays.directory.clone(),
+        },
         _ => as_before,
     }
 }
@@ -227,7 +241,10 @@ mod tests {
                 &event,
                 origin.clone(),
                 bot.public_key(),
-                &[url("botinbox")],
+                &BotRelays {
+                    dm: vec![url("botinbox")],
+                    directory: vec![url("index")],
+                },
                 &known,
             )
         };
@@ -272,7 +289,13 @@ mod tests {
             .sign_with_keys(&bot)
             .unwrap();
         let origin = Some(url("bots"));
-        let route = plan(&note, origin.clone(), bot.public_key(), &[], &known);
+        let route = plan(
+            &note,
+            origin.clone(),
+            bot.public_key(),
+            &BotRelays::default(),
+            &known,
+        );
         assert_eq!(route.primary, Primary::Origin(origin.clone()));
         assert_eq!(route.extras, [url("a1"), url("shared"), url("b1")]);
 
@@ -280,7 +303,13 @@ mod tests {
             .tags(tags)
             .sign_with_keys(&bot)
             .unwrap();
-        let route = plan(&group, origin.clone(), bot.public_key(), &[], &known);
+        let route = plan(
+            &group,
+            origin.clone(),
+            bot.public_key(),
+            &BotRelays::default(),
+            &known,
+        );
         assert_eq!(
             route,
             Route {
@@ -288,6 +317,29 @@ mod tests {
                 extras: Vec::new()
             }
         );
+    }
+
+    /// Clients look a key's profile and relay lists up on directory relays
+    /// (indexers); someone else's profile never goes there.
+    #[test]
+    fn the_bots_own_profile_and_lists_also_go_to_the_directory_relays() {
+        let (bot, someone) = (Keys::generate(), Keys::generate());
+        let bot_relays = BotRelays {
+            dm: Vec::new(),
+            directory: vec![url("index1"), url("index2")],
+        };
+        for kind in [Kind::Metadata, Kind::RelayList, Kind::InboxRelays] {
+            let own = EventBuilder::new(kind, "").sign_with_keys(&bot).unwrap();
+            let route = plan(&own, None, bot.public_key(), &bot_relays, &[]);
+            assert_eq!(route.primary, Primary::Origin(None), "{kind}");
+            assert_eq!(route.extras, bot_relays.directory, "{kind}");
+            let theirs = EventBuilder::new(kind, "").sign_with_keys(&someone).unwrap();
+            assert!(
+                plan(&theirs, None, bot.public_key(), &bot_relays, &[])
+                    .extras
+                    .is_empty()
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Connections to other people's relays (their DM inboxes, their read
-//! relays), for publishing only.
+//! relays), for publishing only, and to the directory relays.
 //!
 //! They live in a client of their own, apart from the listening client, so
 //! that nothing else (the publisher's "every relay" fallback, thread
@@ -7,6 +7,9 @@
 //! stranger's relay. The client answers NIP-42 challenges with the bot's
 //! keys (inbox relays often ask) and sends an event refused
 //! `auth-required:` again once authenticated, as the listening one does.
+//!
+//! Directory relays (`--directory-relays`) are reached through it too,
+//! for reading people's relay lists and publishing the bot's own.
 //!
 //! A connection is opened on first use and kept for the next message to
 //! the same relay; at most [`MAX_OUTBOUND_RELAYS`] are open (opening one
@@ -19,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use nostr_sdk::prelude::{Client, ClientOptions, Event, EventId, Keys, Output, RelayUrl};
+use nostr_sdk::prelude::{Client, ClientOptions, Event, EventId, Filter, Keys, Output, RelayUrl};
 
 use crate::transport::NoDelayTransport;
 
@@ -167,6 +170,33 @@ impl OutboundRelays {
         };
         output.failed.extend(unreachable);
         Ok(output)
+    }
+
+    /// The events matching `filter` on those of `urls` that can be reached,
+    /// within `timeout`; fails when none can.
+    pub async fn fetch_from(
+        &self,
+        urls: &[RelayUrl],
+        filter: Filter,
+        timeout: Duration,
+    ) -> Result<Vec<Event>, nostr_sdk::client::Error> {
+        let mut reachable = Vec::new();
+        let mut last_error = None;
+        for url in urls {
+            match self.open(url).await {
+                Ok(()) => reachable.push(url.clone()),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        match (reachable.is_empty(), last_error) {
+            (true, Some(error)) => Err(error),
+            _ => Ok(self
+                .client
+                .fetch_events_from(reachable, filter, timeout)
+                .await?
+                .into_iter()
+                .collect()),
+        }
     }
 
     /// Makes sure a connection to `url` is open, within the bound.

@@ -1,6 +1,8 @@
 //! Where a person reads: their NIP-17 DM inbox relays (kind 10050) and
 //! their NIP-65 read relays (kind 10002 `r` tags marked `read` or not
-//! marked), looked up on the bot's own relays.
+//! marked), looked up on the bot's own relays and on its directory relays
+//! (`--directory-relays`, indexers such as purplepag.es: where clients
+//! publish their users' lists and look them up).
 //!
 //! Owns the lookup and its cache, nothing else: which of these relays an
 //! event goes to is `routes`' decision. The newest list of each kind wins.
@@ -12,11 +14,12 @@
 //! hears from: when full, the entry closest to its expiry makes room.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{Client, Event, Filter, Kind, PublicKey, RelayMetadata, RelayUrl, nips};
 
+use super::outbound_relays::OutboundRelays;
 use crate::telemetry::metrics;
 
 /// How long a lookup waits for the bot's relays to answer.
@@ -160,19 +163,49 @@ impl ListCache {
     }
 }
 
-/// Looks people's lists up on the bot's relays (the listening client's),
-/// through the cache.
+/// Looks people's lists up on the bot's relays (the listening client's)
+/// and on the directory relays (through the outbound connections, which
+/// keep them out of the listening client), through the cache.
 #[derive(Debug)]
 pub struct RelayDirectory {
     client: Client,
+    directory: Vec<RelayUrl>,
+    outbound: Arc<OutboundRelays>,
     cache: Mutex<ListCache>,
 }
 
 impl RelayDirectory {
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, directory: Vec<RelayUrl>, outbound: Arc<OutboundRelays>) -> Self {
         RelayDirectory {
             client,
+            directory,
+            outbound,
             cache: Mutex::new(ListCache::new(MAX_DIRECTORY_ENTRIES)),
+        }
+    }
+
+    /// The lists' events on the bot's relays and the directory relays;
+    /// fails only when neither answered.
+    async fn fetch(&self, filter: Filter) -> Result<Vec<Event>, nostr_sdk::client::Error> {
+        let own = self.client.fetch_events(filter.clone(), LIST_LOOKUP_TIMEOUT);
+        let directory = async {
+            match self.directory.is_empty() {
+                true => Ok(Vec::new()),
+                false => {
+                    self.outbound
+                        .fetch_from(&self.directory, filter.clone(), LIST_LOOKUP_TIMEOUT)
+                        .await
+                }
+            }
+        };
+        match tokio::join!(own, directory) {
+            (Ok(own), Ok(directory)) => Ok(own.into_iter().chain(directory).collect()),
+            (Ok(own), Err(error)) => {
+                tracing::debug!(%error, "no directory relay answered a lookup of relay lists");
+                Ok(own.into_iter().collect())
+            }
+            (Err(_), Ok(directory)) if !self.directory.is_empty() => Ok(directory),
+            (Err(error), _) => Err(error),
         }
     }
 
@@ -186,7 +219,7 @@ impl RelayDirectory {
         let filter = Filter::new()
             .author(person)
             .kinds([Kind::InboxRelays, Kind::RelayList]);
-        match self.client.fetch_events(filter, LIST_LOOKUP_TIMEOUT).await {
+        match self.fetch(filter).await {
             Ok(events) => {
                 let lists = RelayLists::from_events(events.iter());
                 metrics::relay_list_lookup(if lists.is_empty() { "none" } else { "found" });
