@@ -449,6 +449,8 @@ pub struct RunArgs {
         value_name = "URL"
     )]
     pub directory_relays: Vec<String>,
+    #[command(flatten)]
+    pub groups: crate::groups::GroupArgs,
 
     /// Threads of the daemon's async runtime (default: one per CPU).
     #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -509,6 +511,8 @@ pub struct Settings {
     /// `--directory-relays`: where identities are published and looked up
     /// besides the bot's relays.
     pub directory_relays: Vec<RelayUrl>,
+    /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
+    pub groups: crate::groups::GroupSettings,
 }
 
 /// How to run agents.
@@ -606,6 +610,10 @@ impl RunArgs {
         let kinds = parse_kinds(&self.kinds)?;
         let dm_relays = parse_relay_urls("--dm-relays", &self.dm_relays)?;
         let directory_relays = parse_relay_urls("--directory-relays", &self.directory_relays)?;
+        let groups = self
+            .groups
+            .validate(&relays)
+            .map_err(|error| refuse("--group", error.to_string()))?;
         if self.multiple_event_handling != MultipleEventHandling::Queue && self.dedup != Dedup::Queue {
             return Err(refuse(
                 "--dedup",
@@ -749,6 +757,7 @@ impl RunArgs {
             },
             dm_relays,
             directory_relays,
+            groups,
             keys,
         })
     }
@@ -822,6 +831,7 @@ impl Settings {
             profile: ProfileFields::default(),
             dm_relays: Vec::new(),
             directory_relays: Vec::new(),
+            groups: crate::groups::GroupSettings::default(),
         }
     }
 

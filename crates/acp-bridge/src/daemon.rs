@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{FollowThreads, PermissionPolicyArg, RelaySpec, Settings};
 use crate::embedded_relay::EmbeddedRelay;
 use crate::gate::{AuthorGate, GateRules};
+use crate::groups::GroupDirectory;
+use crate::groups::membership::Membership;
 use crate::heart::{Heart, HeartSettings, TurnServices};
 use crate::housekeeping::Housekeeping;
 use crate::identity::{Identity, Wanted};
@@ -77,6 +79,7 @@ struct Stages {
     housekeeping: Housekeeping,
     publisher: Arc<Publisher>,
     identity: Identity,
+    membership: Membership,
     pool: Pool,
     client: Client,
     /// The links to the bot's DM inbox relays that are not among its
@@ -120,7 +123,9 @@ impl Stages {
             },
             Arc::clone(&store),
         );
+        let groups = GroupDirectory::new(&settings.groups);
         let mut services = turn_services(&settings, &pool, &replier, &store);
+        services.groups = groups.clone();
         let gate_rules = GateRules::new(settings.owner, settings.respond_to, settings.allowlist.clone());
         services.context = (settings.thread_context > 0).then(|| ThreadContext {
             client: client.clone(),
@@ -179,7 +184,8 @@ impl Stages {
             inbound_tx,
         )
         .with_shard(settings.shard)
-        .with_question_askers(question_askers);
+        .with_question_askers(question_askers)
+        .with_groups(groups.clone());
         if settings.shard.count() > 1 {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }
@@ -245,6 +251,14 @@ impl Stages {
                 directory: settings.directory_relays.clone(),
             },
         };
+        let membership = Membership {
+            client: client.clone(),
+            keys: settings.keys.clone(),
+            store: Arc::clone(&store),
+            settings: settings.groups.clone(),
+            directory: groups,
+            relays: relay_urls.iter().cloned().zip(relays_connected.iter().cloned()).collect(),
+        };
         let housekeeping = Housekeeping {
             store: Arc::clone(&store),
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
@@ -279,6 +293,7 @@ impl Stages {
             housekeeping,
             publisher,
             identity,
+            membership,
             pool,
             client,
             inbox_client,
@@ -313,6 +328,7 @@ impl Stages {
                 }
             }
         });
+        tokio::spawn(self.membership.run(stop.clone()));
         tokio::spawn(announce_ready(self.relays_connected, stop.clone()));
 
         self.heart.resume();
@@ -391,6 +407,7 @@ fn turn_services(settings: &Settings, pool: &Pool, replier: &Replier, store: &Ar
         store: Arc::clone(store),
         reply_content: settings.reply_content,
         context: None,
+        groups: GroupDirectory::default(),
     }
 }
 

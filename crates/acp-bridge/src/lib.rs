@@ -21,6 +21,7 @@ mod deadline;
 mod embedded_relay;
 mod framing;
 mod gate;
+mod groups;
 mod heart;
 mod housekeeping;
 mod identity;

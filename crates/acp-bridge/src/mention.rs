@@ -199,12 +199,17 @@ const MAX_GROUP_ID_CHARS: usize = 128;
 /// anything else (a newline, a backtick) is refused rather than escaped.
 pub fn group_id(tags: &nostr_sdk::prelude::Tags) -> Option<String> {
     let id = tags.iter().find(|tag| tag.kind() == TagKind::h())?.content()?;
-    let plausible = !id.is_empty()
+    is_plausible_group_id(id).then(|| id.to_owned())
+}
+
+/// Whether `id` is a group id the bridge takes (see [`group_id`]); the
+/// operator's `--group` values are held to the same rule.
+pub fn is_plausible_group_id(id: &str) -> bool {
+    !id.is_empty()
         && id.chars().count() <= MAX_GROUP_ID_CHARS
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    plausible.then(|| id.to_owned())
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// Threading of a public event (kind 9 or 1) mentioning the bot; `None`

@@ -36,7 +36,8 @@ use super::turn::{
 use super::usage;
 use crate::config::ReplyContent;
 use crate::deadline::sleep_until;
-use crate::mention::{ConversationKey, Mention};
+use crate::groups::GroupDirectory;
+use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
 use crate::reply::Replier;
 use crate::store::{Store, sql_now};
@@ -59,6 +60,8 @@ pub(crate) struct TurnServices {
     pub reply_content: ReplyContent,
     /// `--thread-context` (`None`: off).
     pub context: Option<ThreadContext>,
+    /// What the groups' relays say of them, for the prompts.
+    pub groups: GroupDirectory,
 }
 
 /// What a driver tells the heart.
@@ -116,6 +119,14 @@ pub(crate) fn spawn(
     );
     let (actions_tx, actions) = mpsc::unbounded_channel();
     let context_for = services.context.is_some().then(|| batch.to_vec());
+    let group_preface = match batch.first() {
+        Some(Mention {
+            thread: Thread::Group { channel, .. },
+            origin: Some(relay),
+            ..
+        }) => services.groups.preface(relay, channel),
+        _ => String::new(),
+    };
     let driver = Driver {
         services,
         conversation,
@@ -132,6 +143,7 @@ pub(crate) fn spawn(
         anchor: newest.cloned(),
         context_for,
         context_mark: None,
+        group_preface,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -246,6 +258,10 @@ struct Driver {
     /// the prompt that carried the context (a failed prompt is retried
     /// with it again).
     context_mark: Option<PendingMark>,
+    /// What the group's relay says of the group the batch is in (see
+    /// `groups`), put before every prompt of the turn; empty outside
+    /// groups.
+    group_preface: String,
 }
 
 impl Driver {
@@ -372,6 +388,7 @@ impl Driver {
             }
             _ => text,
         };
+        let text = self.group_preface.clone() + &text;
         let Some(lease) = &self.lease else { return };
         let prompt = lease
             .client

@@ -41,6 +41,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, AuthorGate, Hearing, Standing};
+use crate::groups::GroupDirectory;
 use crate::ledger::{Ledger, OtherShards};
 use crate::loop_guard::{ChainBounds, Hop, LoopGuard};
 use crate::mention::{self, Intent, Mention, Thread};
@@ -128,6 +129,8 @@ pub enum DropReason {
     NotJournaled,
     /// Another shard's conversation (`--shard`): journaled as seen only.
     OtherShard,
+    /// A group the bot was not asked to serve (`--group`, `--other-groups`).
+    UnservedGroup,
 }
 
 impl DropReason {
@@ -149,6 +152,7 @@ impl DropReason {
             DropReason::LookupsBusy => "lookups_busy",
             DropReason::NotJournaled => "not_journaled",
             DropReason::OtherShard => "other_shard",
+            DropReason::UnservedGroup => "unserved_group",
         }
     }
 
@@ -247,6 +251,8 @@ pub struct Intake {
     shard: Shard,
     /// Which replica asked each of the bot's questions (`--shard`).
     question_askers: QuestionAskers,
+    /// Which groups' mentions are answered (`--group`).
+    groups: GroupDirectory,
 }
 
 impl Intake {
@@ -283,6 +289,7 @@ impl Intake {
             inbound,
             shard: Shard::WHOLE,
             question_askers: QuestionAskers::default(),
+            groups: GroupDirectory::default(),
         }
     }
 
@@ -296,6 +303,12 @@ impl Intake {
     /// heart reads too (see `shard`).
     pub fn with_question_askers(mut self, askers: QuestionAskers) -> Self {
         self.question_askers = askers;
+        self
+    }
+
+    /// Answers only the groups `groups` serves; without it, all of them.
+    pub fn with_groups(mut self, groups: GroupDirectory) -> Self {
+        self.groups = groups;
         self
     }
 
@@ -412,6 +425,11 @@ impl Intake {
             return self.judge(relay, candidate);
         }
         let (thread, replies_to) = mention::public_thread(event).ok_or(DropReason::Malformed)?;
+        if let Thread::Group { channel, .. } = &thread
+            && !self.groups.serves(relay, channel)
+        {
+            return Err(DropReason::UnservedGroup);
+        }
         let candidate = Candidate {
             dedup_id: event.id,
             author: event.pubkey,

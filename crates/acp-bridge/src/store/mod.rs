@@ -37,6 +37,7 @@
 
 mod agent_groups;
 mod controls;
+mod joined_groups;
 mod journal;
 mod outbox;
 mod questions;

@@ -166,6 +166,18 @@ ALTER TABLE answered_thread ADD COLUMN first_answered_at INTEGER;
 UPDATE answered_thread SET first_answered_at = answered_at;
 ";
 
+/// Version 11: the NIP-29 groups the bot is a member of by its own
+/// request or finding (see `groups::membership`), so that a group dropped
+/// from `--group` gets a leave request at the next start.
+const V11_JOINED_GROUPS: &str = "
+CREATE TABLE joined_group (
+    relay     TEXT NOT NULL,
+    group_id  TEXT NOT NULL,
+    joined_at INTEGER NOT NULL,
+    PRIMARY KEY (relay, group_id)
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -178,6 +190,7 @@ const MIGRATIONS: &[&str] = &[
     V8_CONTROLS,
     V9_THREAD_CONTEXT,
     V10_THREAD_FIRST_ANSWER,
+    V11_JOINED_GROUPS,
 ];
 
 /// The schema version this build writes.

@@ -126,3 +126,10 @@ pub fn metrics_connection_refused() {
 pub fn agent_update_dropped(reason: &'static str) {
     counter!("acp_bridge_agent_updates_dropped_total", "reason" => reason).increment(1);
 }
+
+/// A NIP-29 membership request the bot sent at start, by `request`
+/// (`join`, `leave`) and the relay's `outcome` (`accepted`, `member`,
+/// `pending`, `refused`, `unsent`).
+pub fn group_request(request: &'static str, outcome: &'static str) {
+    counter!("acp_bridge_group_requests_total", "request" => request, "outcome" => outcome).increment(1);
+}

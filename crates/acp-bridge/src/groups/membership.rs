@@ -1,0 +1,276 @@
+//! The bot's membership of its groups, settled once at start.
+//!
+//! For each configured group, once its relay's link is connected: read the
+//! group's metadata (kind 39000) and members (kind 39002) from that relay,
+//! keep the metadata for the prompts, and when the bot is not listed as a
+//! member of a group that needs membership (closed, private or restricted,
+//! or one whose metadata the relay hides) send a join request (kind 9021,
+//! with `--group-invite-code` as its `code`). The relay's answer is logged
+//! as what it means: accepted (joined), `duplicate:` (a member already),
+//! a message that says "pending" (the admins decide), or a refusal with the
+//! relay's message. A group the bot is found in, joined, or asked to join
+//! is remembered in the store; a remembered group that is no longer
+//! configured gets a leave request (kind 9022) and is forgotten once its
+//! relay answered. Stopping the daemon leaves no group: membership follows
+//! the configuration, not the process.
+//!
+//! Every read and write goes through the daemon's one client, on the
+//! connection the relay link keeps, so a relay that asks for NIP-42
+//! authentication (closed groups do) gets it. A request that could not be
+//! sent (relay gone, timeout) is logged and tried again at the next start.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nostr_sdk::prelude::{
+    Client, Event, EventBuilder, Filter, Keys, Kind, Relay, RelayUrl, ReqExitPolicy, Tag, TagKind,
+};
+use nostr_sdk::pool::relay::Error as RelayError;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::metadata::{
+    GROUP_MEMBERS, GROUP_METADATA, GroupMetadata, JOIN_REQUEST, LEAVE_REQUEST, lists_member, newest,
+};
+use super::{GroupAddress, GroupDirectory, GroupSettings, same_relay};
+use crate::store::{Store, sql_now};
+use crate::telemetry::metrics;
+
+/// How long the read of a group's metadata and members may take.
+const GROUP_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The prefix of a relay's refusal of a join request from a member.
+const ALREADY_A_MEMBER: &str = "duplicate:";
+
+/// Settles the bot's membership of its groups at start.
+#[derive(Debug)]
+pub struct Membership {
+    pub client: Client,
+    pub keys: Keys,
+    pub store: Arc<Store>,
+    pub settings: GroupSettings,
+    pub directory: GroupDirectory,
+    /// Each relay the bot reads, with whether its link is connected and
+    /// subscribed.
+    pub relays: Vec<(RelayUrl, watch::Receiver<bool>)>,
+}
+
+/// What became of a join request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Joining {
+    Accepted,
+    AlreadyMember,
+    Pending,
+    Refused,
+    Unsent,
+}
+
+impl Joining {
+    fn as_str(self) -> &'static str {
+        match self {
+            Joining::Accepted => "accepted",
+            Joining::AlreadyMember => "member",
+            Joining::Pending => "pending",
+            Joining::Refused => "refused",
+            Joining::Unsent => "unsent",
+        }
+    }
+
+    /// Whether the bot is (or asked to be) in the group afterwards: then it
+    /// is remembered, so that dropping the group from the configuration
+    /// leaves it (or withdraws the request).
+    fn remembered(self) -> bool {
+        matches!(self, Joining::Accepted | Joining::AlreadyMember | Joining::Pending)
+    }
+}
+
+impl Membership {
+    /// Settles every configured group and leaves the unconfigured ones,
+    /// each as soon as its relay is connected, until `stop`.
+    pub async fn run(self, stop: CancellationToken) {
+        let entering = self.settings.groups.iter().map(|group| self.enter(group, &stop));
+        futures_util::future::join_all(entering).await;
+        let remembered = match self.store.joined_groups() {
+            Ok(remembered) => remembered,
+            Err(error) => return tracing::error!(%error, "cannot read the groups the bot joined"),
+        };
+        let leaving = remembered
+            .into_iter()
+            .filter(|(relay, id)| !self.configured(relay, id))
+            .map(|(relay, id)| self.leave(relay, id, &stop));
+        futures_util::future::join_all(leaving).await;
+    }
+
+    fn configured(&self, relay: &str, id: &str) -> bool {
+        self.settings
+            .groups
+            .iter()
+            .any(|group| group.id == id && group.relay.as_str_without_trailing_slash() == relay)
+    }
+
+    /// The client's relay `url` once its link is connected; `None` when
+    /// the bot does not read it, or at `stop`.
+    async fn connected(&self, url: &RelayUrl, stop: &CancellationToken) -> Option<Relay> {
+        let (url, connected) = self.relays.iter().find(|(read, _)| same_relay(read, url))?;
+        let mut connected = connected.clone();
+        tokio::select! {
+            () = stop.cancelled() => return None,
+            _ = connected.wait_for(|connected| *connected) => {}
+        }
+        self.client.relay(url).await.ok()
+    }
+
+    /// Reads `group`'s metadata and joins it where it must.
+    async fn enter(&self, group: &GroupAddress, stop: &CancellationToken) {
+        let Some(relay) = self.connected(&group.relay, stop).await else {
+            return;
+        };
+        let Some((metadata, member)) = self.read(&relay, group).await else {
+            return;
+        };
+        if member {
+            tracing::info!(%group, "the bot is a member of the group; no join request");
+            return self.remember(group);
+        }
+        if metadata.as_ref().is_some_and(|metadata| !metadata.needs_membership()) {
+            return tracing::info!(%group, "the group is open to everyone; no join request needed");
+        }
+        let joining = self.join(&relay, group).await;
+        metrics::group_request("join", joining.as_str());
+        if joining.remembered() {
+            self.remember(group);
+        }
+        if joining == Joining::Accepted && metadata.is_none() {
+            // A hidden group shows its metadata to members only.
+            self.read(&relay, group).await;
+        }
+    }
+
+    /// The group's metadata (also kept in the directory) and whether the
+    /// members list names the bot; `None` when the relay did not answer.
+    async fn read(&self, relay: &Relay, group: &GroupAddress) -> Option<(Option<GroupMetadata>, bool)> {
+        let filter = Filter::new()
+            .kinds([Kind::from(GROUP_METADATA), Kind::from(GROUP_MEMBERS)])
+            .identifier(&group.id);
+        let events: Vec<Event> = match relay
+            .fetch_events(filter, GROUP_FETCH_TIMEOUT, ReqExitPolicy::ExitOnEOSE)
+            .await
+        {
+            Ok(events) => events.into_iter().collect(),
+            Err(error) => {
+                tracing::warn!(%group, %error, "cannot read the group's metadata; its mentions are answered without it, and no join request is sent before the next start");
+                return None;
+            }
+        };
+        let metadata = newest(&events, GROUP_METADATA).map(GroupMetadata::from_event);
+        let member = newest(&events, GROUP_MEMBERS).is_some_and(|members| lists_member(members, &self.keys.public_key()));
+        match &metadata {
+            Some(metadata) => {
+                tracing::info!(
+                    %group, name = metadata.name.as_deref().unwrap_or(""), closed = metadata.closed,
+                    private = metadata.private, restricted = metadata.restricted, member,
+                    "read the group's metadata"
+                );
+                self.directory.learn(group, metadata.clone());
+            }
+            None => tracing::warn!(%group, member, "the group's relay shows no metadata for it (kind 39000): a hidden group, or a wrong group id"),
+        }
+        Some((metadata, member))
+    }
+
+    /// Sends a join request and reads the relay's answer.
+    async fn join(&self, relay: &Relay, group: &GroupAddress) -> Joining {
+        let mut tags = vec![Tag::custom(TagKind::h(), [group.id.clone()])];
+        if let Some(code) = &self.settings.invite_code {
+            tags.push(Tag::custom(TagKind::custom("code"), [code.clone()]));
+        }
+        let Some(request) = self.sign(JOIN_REQUEST, tags) else {
+            return Joining::Unsent;
+        };
+        let event_id = request.id.to_hex();
+        match relay.send_event(&request).await {
+            Ok(_) => {
+                tracing::info!(%group, event_id, "join request accepted: the bot joined the group");
+                Joining::Accepted
+            }
+            Err(RelayError::RelayMessage(message)) => {
+                let joining = if message.starts_with(ALREADY_A_MEMBER) {
+                    Joining::AlreadyMember
+                } else if message.to_lowercase().contains("pending") {
+                    Joining::Pending
+                } else {
+                    Joining::Refused
+                };
+                match joining {
+                    Joining::AlreadyMember => tracing::info!(%group, event_id, relay_message = %message, "join request answered: the bot is a member already"),
+                    Joining::Pending => tracing::info!(%group, event_id, relay_message = %message, "join request pending: the group's admins decide"),
+                    _ => tracing::warn!(%group, event_id, relay_message = %message, "join request refused"),
+                }
+                joining
+            }
+            Err(error) => {
+                tracing::warn!(%group, %error, "could not send the join request; tried again at the next start");
+                Joining::Unsent
+            }
+        }
+    }
+
+    /// Sends a leave request for a group no longer configured, and forgets
+    /// it once the relay answered (either way: a refusal means the bot is
+    /// not in it).
+    async fn leave(&self, relay: String, id: String, stop: &CancellationToken) {
+        let group = match RelayUrl::parse(&relay) {
+            Ok(url) => GroupAddress::new(url, &id),
+            Err(error) => {
+                tracing::error!(relay, group_id = id, %error, "a remembered group has a broken relay URL; forgetting it");
+                return self.forget(&relay, &id);
+            }
+        };
+        if !self.relays.iter().any(|(read, _)| same_relay(read, &group.relay)) {
+            return tracing::warn!(%group, "cannot leave a group no longer configured: the bot no longer reads its relay; it is left once the relay is configured again");
+        }
+        let Some(connection) = self.connected(&group.relay, stop).await else {
+            return;
+        };
+        let Some(request) = self.sign(LEAVE_REQUEST, vec![Tag::custom(TagKind::h(), [id.clone()])]) else {
+            return;
+        };
+        let event_id = request.id.to_hex();
+        match connection.send_event(&request).await {
+            Ok(_) => {
+                metrics::group_request("leave", "accepted");
+                tracing::info!(%group, event_id, "left the group: it is no longer configured");
+                self.forget(&relay, &id);
+            }
+            Err(RelayError::RelayMessage(message)) => {
+                metrics::group_request("leave", "refused");
+                tracing::warn!(%group, event_id, relay_message = %message, "leave request refused; the group is forgotten");
+                self.forget(&relay, &id);
+            }
+            Err(error) => {
+                metrics::group_request("leave", "unsent");
+                tracing::warn!(%group, %error, "could not send the leave request; tried again at the next start");
+            }
+        }
+    }
+
+    fn sign(&self, kind: u16, tags: Vec<Tag>) -> Option<Event> {
+        EventBuilder::new(Kind::from(kind), "")
+            .tags(tags)
+            .sign_with_keys(&self.keys)
+            .inspect_err(|error| tracing::error!(%error, kind, "cannot sign a group request"))
+            .ok()
+    }
+
+    fn remember(&self, group: &GroupAddress) {
+        let relay = group.relay.as_str_without_trailing_slash();
+        if let Err(error) = self.store.joined_group_record(relay, &group.id, sql_now()) {
+            tracing::error!(%group, %error, "cannot remember the group; it is not left when dropped from the configuration");
+        }
+    }
+
+    fn forget(&self, relay: &str, id: &str) {
+        if let Err(error) = self.store.joined_group_forget(relay, id) {
+            tracing::error!(relay, group_id = id, %error, "cannot forget a group the bot left");
+        }
+    }
+}

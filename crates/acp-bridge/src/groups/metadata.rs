@@ -1,0 +1,144 @@
+//! What a NIP-29 relay says of a group: its metadata (kind 39000) and its
+//! members (kind 39002), read into plain values.
+//!
+//! Both events are addressable, with the group id in their `d` tag, and
+//! the NIP has the hosting relay sign them with its own key (the NIP-11
+//! `self` pubkey). The daemon has no HTTP client to fetch that document,
+//! so it cannot check the author against it: it reads these events only
+//! from the group's own relay, over its own connection, and a NIP-29 relay
+//! refuses a 39000 or 39002 signed by anyone else. Among several copies
+//! the newest wins, as NIP-01 keeps it.
+
+use nostr_sdk::prelude::{Event, Kind, PublicKey, TagKind};
+
+/// Kind 39000, group metadata.
+pub const GROUP_METADATA: u16 = 39000;
+/// Kind 39002, group members.
+pub const GROUP_MEMBERS: u16 = 39002;
+/// Kind 9021, a join request.
+pub const JOIN_REQUEST: u16 = 9021;
+/// Kind 9022, a leave request.
+pub const LEAVE_REQUEST: u16 = 9022;
+
+/// A group as its metadata describes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupMetadata {
+    pub name: Option<String>,
+    pub about: Option<String>,
+    /// `closed`: the relay ignores join requests (an admin adds members).
+    pub closed: bool,
+    /// `private`: only members read the group.
+    pub private: bool,
+    /// `restricted`: only members write to the group.
+    pub restricted: bool,
+}
+
+impl GroupMetadata {
+    /// Reads a kind 39000 event; fields it lacks are left unset.
+    pub fn from_event(event: &Event) -> Self {
+        let text = |name: &str| {
+            event
+                .tags
+                .iter()
+                .find(|tag| tag.kind() == TagKind::custom(name))
+                .and_then(|tag| tag.content())
+                .map(str::trim)
+                .filter(|value| !value.is_empty())
+                .map(str::to_owned)
+        };
+        let flag = |name: &str| event.tags.iter().any(|tag| tag.kind() == TagKind::custom(name));
+        GroupMetadata {
+            name: text("name"),
+            about: text("about"),
+            closed: flag("closed"),
+            private: flag("private"),
+            restricted: flag("restricted"),
+        }
+    }
+
+    /// Whether the bot has to be a member to take part: to read a private
+    /// group, to write to a restricted one; and a closed group is one whose
+    /// relay has said that membership is its to give.
+    pub fn needs_membership(&self) -> bool {
+        self.closed || self.private || self.restricted
+    }
+}
+
+/// The newest event of `kind` among `events` (the later `created_at`, on a
+/// tie the lower id).
+pub fn newest(events: &[Event], kind: u16) -> Option<&Event> {
+    events
+        .iter()
+        .filter(|event| event.kind == Kind::from(kind))
+        .max_by_key(|event| (event.created_at, std::cmp::Reverse(event.id)))
+}
+
+/// Whether a kind 39002 event lists `member`.
+pub fn lists_member(members: &Event, member: &PublicKey) -> bool {
+    let hex = member.to_hex();
+    members
+        .tags
+        .iter()
+        .any(|tag| tag.kind() == TagKind::p() && tag.content() == Some(hex.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use nostr_sdk::prelude::{EventBuilder, Keys, Tag, Timestamp};
+
+    use super::*;
+
+    fn event(kind: u16, tags: &[&[&str]], at: u64) -> Event {
+        EventBuilder::new(Kind::from(kind), "")
+            .tags(tags.iter().map(|tag| Tag::parse(tag.iter().copied()).unwrap()))
+            .custom_created_at(Timestamp::from(at))
+            .sign_with_keys(&Keys::generate())
+            .unwrap()
+    }
+
+    #[test]
+    fn metadata_reads_name_about_and_flags() {
+        let metadata = GroupMetadata::from_event(&event(
+            GROUP_METADATA,
+            &[
+                &["d", "pizza"],
+                &["name", "Pizza Lovers"],
+                &["about", "a group for people who love pizza"],
+                &["closed"],
+            ],
+            1,
+        ));
+        assert_eq!(
+            metadata,
+            GroupMetadata {
+                name: Some("Pizza Lovers".to_owned()),
+                about: Some("a group for people who love pizza".to_owned()),
+                closed: true,
+                private: false,
+                restricted: false,
+            }
+        );
+        assert!(metadata.needs_membership());
+    }
+
+    #[test]
+    fn an_open_group_needs_no_membership_and_blank_fields_are_unset() {
+        let metadata =
+            GroupMetadata::from_event(&event(GROUP_METADATA, &[&["d", "x"], &["name", "  "]], 1));
+        assert_eq!(metadata, GroupMetadata::default());
+        assert!(!metadata.needs_membership());
+    }
+
+    #[test]
+    fn the_newest_members_list_decides() {
+        let bot = Keys::generate().public_key();
+        let older = event(GROUP_MEMBERS, &[&["d", "x"]], 1);
+        let newer = event(GROUP_MEMBERS, &[&["d", "x"], &["p", &bot.to_hex()]], 2);
+        let metadata = event(GROUP_METADATA, &[&["d", "x"]], 3);
+        let events = [newer.clone(), metadata, older];
+        let members = newest(&events, GROUP_MEMBERS).unwrap();
+        assert_eq!(members.id, newer.id);
+        assert!(lists_member(members, &bot));
+        assert!(!lists_member(&events[2], &bot));
+    }
+}
