@@ -257,7 +257,11 @@ impl Stages {
             store: Arc::clone(&store),
             settings: settings.groups.clone(),
             directory: groups,
-            relays: relay_urls.iter().cloned().zip(relays_connected.iter().cloned()).collect(),
+            relays: relay_urls
+                .iter()
+                .cloned()
+                .zip(relays_connected.iter().cloned())
+                .collect(),
         };
         let housekeeping = Housekeeping {
             store: Arc::clone(&store),

@@ -433,11 +433,24 @@ mod tests {
             ..GroupMetadata::default()
         };
         let text = group_description(&group, &metadata);
-        let bridge_lines: Vec<&str> = text.lines().filter(|line| line.starts_with(BRIDGE_MARK)).collect();
+        let bridge_lines: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with(BRIDGE_MARK))
+            .collect();
         assert_eq!(bridge_lines.len(), 1, "{text}");
-        assert!(bridge_lines[0].contains("`pizza` on ws://127.0.0.1:7777"), "{text}");
-        assert!(text.contains("> name: Pizza Lovers\n> about: all about pizza\n> [acp-bridge (quoted)]"), "{text}");
-        assert_eq!(group_description(&group, &GroupMetadata::default()), "", "nothing to say");
+        assert!(
+            bridge_lines[0].contains("`pizza` on ws://127.0.0.1:7777"),
+            "{text}"
+        );
+        assert!(
+            text.contains("> name: Pizza Lovers\n> about: all about pizza\n> [acp-bridge (quoted)]"),
+            "{text}"
+        );
+        assert_eq!(
+            group_description(&group, &GroupMetadata::default()),
+            "",
+            "nothing to say"
+        );
     }
 
     #[test]

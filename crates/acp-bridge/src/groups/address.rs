@@ -132,7 +132,10 @@ mod tests {
     fn malformed_values_are_refused_with_the_reason() {
         assert!(matches!(parsed("pizza"), Err(GroupAddressError::NoSeparator(_))));
         assert!(matches!(parsed("'pizza"), Err(GroupAddressError::NoRelay(_))));
-        assert!(matches!(parsed("relay.example.com'"), Err(GroupAddressError::BadId(_))));
+        assert!(matches!(
+            parsed("relay.example.com'"),
+            Err(GroupAddressError::BadId(_))
+        ));
         assert!(matches!(
             parsed("relay.example.com'no spaces"),
             Err(GroupAddressError::BadId(_))

@@ -22,10 +22,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use nostr_sdk::pool::relay::Error as RelayError;
 use nostr_sdk::prelude::{
     Client, Event, EventBuilder, Filter, Keys, Kind, Relay, RelayUrl, ReqExitPolicy, Tag, TagKind,
 };
-use nostr_sdk::pool::relay::Error as RelayError;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -79,7 +79,10 @@ impl Joining {
     /// is remembered, so that dropping the group from the configuration
     /// leaves it (or withdraws the request).
     fn remembered(self) -> bool {
-        matches!(self, Joining::Accepted | Joining::AlreadyMember | Joining::Pending)
+        matches!(
+            self,
+            Joining::Accepted | Joining::AlreadyMember | Joining::Pending
+        )
     }
 }
 
@@ -131,7 +134,10 @@ impl Membership {
             tracing::info!(%group, "the bot is a member of the group; no join request");
             return self.remember(group);
         }
-        if metadata.as_ref().is_some_and(|metadata| !metadata.needs_membership()) {
+        if metadata
+            .as_ref()
+            .is_some_and(|metadata| !metadata.needs_membership())
+        {
             return tracing::info!(%group, "the group is open to everyone; no join request needed");
         }
         let joining = self.join(&relay, group).await;
@@ -162,7 +168,8 @@ impl Membership {
             }
         };
         let metadata = newest(&events, GROUP_METADATA).map(GroupMetadata::from_event);
-        let member = newest(&events, GROUP_MEMBERS).is_some_and(|members| lists_member(members, &self.keys.public_key()));
+        let member = newest(&events, GROUP_MEMBERS)
+            .is_some_and(|members| lists_member(members, &self.keys.public_key()));
         match &metadata {
             Some(metadata) => {
                 tracing::info!(
@@ -172,7 +179,9 @@ impl Membership {
                 );
                 self.directory.learn(group, metadata.clone());
             }
-            None => tracing::warn!(%group, member, "the group's relay shows no metadata for it (kind 39000): a hidden group, or a wrong group id"),
+            None => {
+                tracing::warn!(%group, member, "the group's relay shows no metadata for it (kind 39000): a hidden group, or a wrong group id")
+            }
         }
         Some((metadata, member))
     }
@@ -201,8 +210,12 @@ impl Membership {
                     Joining::Refused
                 };
                 match joining {
-                    Joining::AlreadyMember => tracing::info!(%group, event_id, relay_message = %message, "join request answered: the bot is a member already"),
-                    Joining::Pending => tracing::info!(%group, event_id, relay_message = %message, "join request pending: the group's admins decide"),
+                    Joining::AlreadyMember => {
+                        tracing::info!(%group, event_id, relay_message = %message, "join request answered: the bot is a member already")
+                    }
+                    Joining::Pending => {
+                        tracing::info!(%group, event_id, relay_message = %message, "join request pending: the group's admins decide")
+                    }
                     _ => tracing::warn!(%group, event_id, relay_message = %message, "join request refused"),
                 }
                 joining

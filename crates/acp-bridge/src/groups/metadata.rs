@@ -123,8 +123,7 @@ mod tests {
 
     #[test]
     fn an_open_group_needs_no_membership_and_blank_fields_are_unset() {
-        let metadata =
-            GroupMetadata::from_event(&event(GROUP_METADATA, &[&["d", "x"], &["name", "  "]], 1));
+        let metadata = GroupMetadata::from_event(&event(GROUP_METADATA, &[&["d", "x"], &["name", "  "]], 1));
         assert_eq!(metadata, GroupMetadata::default());
         assert!(!metadata.needs_membership());
     }

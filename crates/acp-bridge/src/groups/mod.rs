@@ -174,7 +174,10 @@ impl GroupDirectory {
     /// (see `framing::group_description`); empty when its relay said
     /// nothing of it (not configured, or not read yet).
     pub fn preface(&self, relay: &RelayUrl, id: &str) -> String {
-        let metadata = self.metadata.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let metadata = self
+            .metadata
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         metadata
             .iter()
             .find(|(group, _)| group.is(relay, id))
@@ -227,7 +230,10 @@ mod tests {
         let error = args(&["other.example.com'pizza"], None)
             .validate(&[relay("wss://groups.example.com")])
             .unwrap_err();
-        assert!(matches!(error, GroupSettingsError::RelayNotRead { .. }), "{error}");
+        assert!(
+            matches!(error, GroupSettingsError::RelayNotRead { .. }),
+            "{error}"
+        );
         assert!(error.to_string().contains("add it to --relay"));
     }
 

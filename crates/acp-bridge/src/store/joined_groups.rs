@@ -29,8 +29,8 @@ impl Store {
     /// Every group remembered, as (relay, group id), oldest first.
     pub fn joined_groups(&self) -> Result<Vec<(String, String)>> {
         let conn = self.conn();
-        let mut statement =
-            conn.prepare_cached("SELECT relay, group_id FROM joined_group ORDER BY joined_at, relay, group_id")?;
+        let mut statement = conn
+            .prepare_cached("SELECT relay, group_id FROM joined_group ORDER BY joined_at, relay, group_id")?;
         let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }

@@ -1,0 +1,200 @@
+//! NIP-29 groups as a member sees them, against the real binary, a real
+//! relay and the scripted agent. rust-nostr's relay implements none of
+//! NIP-29's moderation, so the test plays the group relay's part itself: a
+//! "relay admin" key signs the group's metadata (kind 39000) and members
+//! (kind 39002), and adds the bot to the members once it sees the bot's
+//! join request (kind 9021). Each test prints what it counted.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use nostr_sdk::prelude::{
+    Alphabet, Event, EventBuilder, Filter, Keys, Kind, PublicKey, SingleLetterTag, Tag,
+};
+use support::*;
+
+const GROUP: &str = "pizza";
+const GROUP_NAME: &str = "Pizza Lovers";
+const GROUP_ABOUT: &str = "a group for people who love pizza";
+
+const JOINED: &str = "join request accepted: the bot joined the group";
+const ALREADY_MEMBER: &str = "the bot is a member of the group; no join request";
+const LEFT: &str = "left the group: it is no longer configured";
+
+/// The group's metadata: closed, so only the admins add members.
+fn group_metadata() -> EventBuilder {
+    EventBuilder::new(Kind::from(39000), "").tags([
+        Tag::parse(["d", GROUP]).unwrap(),
+        Tag::parse(["name", GROUP_NAME]).unwrap(),
+        Tag::parse(["about", GROUP_ABOUT]).unwrap(),
+        Tag::parse(["closed"]).unwrap(),
+    ])
+}
+
+/// The group's members list naming `members`.
+fn group_members(members: &[PublicKey]) -> EventBuilder {
+    let mut tags = vec![Tag::parse(["d", GROUP]).unwrap()];
+    tags.extend(
+        members
+            .iter()
+            .map(|member| Tag::parse(["p", &member.to_hex()]).unwrap()),
+    );
+    EventBuilder::new(Kind::from(39002), "").tags(tags)
+}
+
+/// The bot's events of `kind` in the group that the relay holds.
+async fn requests(person: &Person, bot: &PublicKey, kind: u16) -> Vec<Event> {
+    let filter = Filter::new()
+        .author(*bot)
+        .kind(Kind::from(kind))
+        .custom_tag(SingleLetterTag::lowercase(Alphabet::H), GROUP);
+    person
+        .client
+        .fetch_events(filter, Duration::from_secs(5))
+        .await
+        .expect("fetch")
+        .into_iter()
+        .collect()
+}
+
+/// The text of every prompt the agents were given.
+fn prompts(scene: &Scene) -> Vec<String> {
+    scene
+        .agent_frames()
+        .iter()
+        .filter(|frame| frame["method"] == "session/prompt")
+        .filter_map(|frame| frame["params"]["prompt"][0]["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_group_is_joined_named_to_the_agent_and_left_once_unconfigured() {
+    let mut stage = Scene::builder().frame_log().stage().await;
+    let relay_url = stage.relay.url();
+    let admin = stage.join().await;
+    admin.publish(group_metadata()).await;
+    admin.publish(group_members(&[stage.owner.public_key()])).await;
+    let group = format!("{relay_url}'{GROUP}");
+    stage.spec.flags.extend(["--group".to_owned(), group.clone()]);
+    let mut scene = stage.start().await;
+    let log = &scene.bridge.log;
+
+    // Not a member of a closed group: the bot asks to join, and the relay
+    // admin adds it on seeing the request.
+    log.wait(log.start(), Line::new(JOINED).with("group", group.as_str()))
+        .await;
+    let joins = requests(&scene.owner, &scene.bot, 9021).await;
+    println!("first start: {} join request(s)", joins.len());
+    assert_eq!(joins.len(), 1, "{joins:?}");
+    admin
+        .publish(group_members(&[scene.owner.public_key(), scene.bot]))
+        .await;
+
+    // A mention in a group it was not asked to serve is dropped at intake;
+    // one in its group, sent after it, is answered.
+    let stranger_group = scene.mention("pasta", "not served here").await;
+    log.wait(log.start(), Line::dropped(&stranger_group.id, "unserved_group"))
+        .await;
+    let served = scene.mention(GROUP, "served here").await;
+    assert_exactly_once(scene.tally("configured group", &[served]).await);
+    let unserved_answers = scene.owner.answers_from(&scene.bot, &stranger_group.id).await;
+    println!("unconfigured group: answered {} time(s)", unserved_answers.len());
+    assert!(unserved_answers.is_empty(), "{unserved_answers:?}");
+
+    // The agent is told which group it is answering in.
+    let prompts = prompts(&scene);
+    let named = prompts
+        .iter()
+        .filter(|prompt| {
+            prompt.contains(&format!("`{GROUP}` on {relay_url}"))
+                && prompt.contains(&format!("> name: {GROUP_NAME}"))
+                && prompt.contains(&format!("> about: {GROUP_ABOUT}"))
+        })
+        .count();
+    println!("prompts naming the group: {named} of {}", prompts.len());
+    assert!(named >= 1, "{prompts:?}");
+
+    // A restart with the group still configured: a member now, so no
+    // join request, and nothing is left.
+    scene.bridge.terminate(Duration::from_secs(30)).await;
+    let spec = scene.spec();
+    scene.restart(spec.clone()).await;
+    let log = &scene.bridge.log;
+    log.wait(
+        log.start(),
+        Line::new(ALREADY_MEMBER).with("group", group.as_str()),
+    )
+    .await;
+    let joins = requests(&scene.owner, &scene.bot, 9021).await;
+    println!(
+        "second start (still configured): {} join request(s) in all",
+        joins.len()
+    );
+    assert_eq!(joins.len(), 1, "{joins:?}");
+
+    // The group dropped from the configuration: a leave request at the
+    // next start. There is exactly one in the end, so the restart above
+    // (group configured) left nothing.
+    scene.bridge.terminate(Duration::from_secs(30)).await;
+    let mut unconfigured = spec.clone();
+    unconfigured
+        .flags
+        .retain(|flag| flag != "--group" && flag != &group);
+    scene.restart(unconfigured.clone()).await;
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::new(LEFT).with("group", group.as_str()))
+        .await;
+    let leaves = requests(&scene.owner, &scene.bot, 9022).await;
+    println!("third start (unconfigured): {} leave request(s)", leaves.len());
+    assert_eq!(leaves.len(), 1, "{leaves:?}");
+
+    // Without --group, group mentions are answered wherever they are
+    // heard (the default of --other-groups), and the group once left is
+    // not left again.
+    let anywhere = scene.mention("pasta", "answered without --group").await;
+    assert_exactly_once(scene.tally("no group configured", &[anywhere]).await);
+    scene.bridge.terminate(Duration::from_secs(30)).await;
+    scene.restart(unconfigured).await;
+    let again = scene.mention("pasta", "still answered").await;
+    assert_exactly_once(scene.tally("no group configured, restarted", &[again]).await);
+    let leaves = requests(&scene.owner, &scene.bot, 9022).await;
+    println!(
+        "fourth start (unconfigured): {} leave request(s) in all",
+        leaves.len()
+    );
+    assert_eq!(leaves.len(), 1, "{leaves:?}");
+}
+
+/// `--group` values the daemon refuses at start, before it connects: one
+/// line naming the flag and what to do.
+#[test]
+fn malformed_groups_and_groups_on_relays_the_bot_does_not_read_are_refused() {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    for (group, says) in [
+        ("pizza", "<host>'<group-id>"),
+        ("ws://127.0.0.1:1'no spaces", "a group id is"),
+        ("groups.example.com'pizza", "add it to --relay"),
+    ] {
+        let output = Command::new(bridge_binary())
+            .args(["--relay", "ws://127.0.0.1:1", "--owner", &owner, "--group", group])
+            .env_clear()
+            .env("ACP_BRIDGE_SECRET_KEY", &secret)
+            .output()
+            .expect("run acp-bridge");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let refusals: Vec<&str> = stderr
+            .lines()
+            .filter(|line| line.starts_with("acp-bridge:"))
+            .collect();
+        println!("--group {group}: {refusals:?}");
+        assert!(!output.status.success(), "{stderr}");
+        assert_eq!(refusals.len(), 1, "{stderr}");
+        assert!(
+            refusals[0].contains("--group") && refusals[0].contains(says),
+            "{stderr}"
+        );
+    }
+}
