@@ -198,3 +198,56 @@ fn malformed_groups_and_groups_on_relays_the_bot_does_not_read_are_refused() {
         );
     }
 }
+
+/// A group relay that asks for authentication (NIP-42), as closed and
+/// private groups need: the bot reads the group and sends its join request
+/// on its authenticated connection. Returns how often the SDK answered a
+/// challenge.
+async fn joined_on_a_relay_asking_for_authentication(auth_for: AuthFor) -> usize {
+    let mut stage = Scene::builder()
+        .frame_log()
+        .stage_on(AuthRelay::start(auth_for).await)
+        .await;
+    let admin = stage.join().await;
+    admin.publish(group_metadata()).await;
+    admin.publish(group_members(&[stage.owner.public_key()])).await;
+    let group = format!("{}'{GROUP}", stage.relay.url());
+    stage.spec.flags.extend(["--group".to_owned(), group.clone()]);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    log.wait(
+        log.start(),
+        Line::new("read the group's metadata")
+            .with("group", group.as_str())
+            .with("name", GROUP_NAME),
+    )
+    .await;
+    log.wait(log.start(), Line::new(JOINED).with("group", group.as_str()))
+        .await;
+    let joins = requests(&scene.owner, &scene.bot, 9021).await;
+    assert_eq!(joins.len(), 1, "{joins:?}");
+    let served = scene.mention(GROUP, "served on an authenticating relay").await;
+    assert_exactly_once(
+        scene
+            .tally(&format!("{auth_for:?}: configured group"), &[served])
+            .await,
+    );
+    let authentications = log
+        .matching(log.start(), Line::new("Authenticated to relay."))
+        .len();
+    println!(
+        "{auth_for:?}: {} join request(s), authenticated {authentications} time(s)",
+        joins.len()
+    );
+    authentications
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_on_a_relay_asking_for_authentication_to_read_is_read_and_joined() {
+    assert!(joined_on_a_relay_asking_for_authentication(AuthFor::Reads).await >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_request_refused_auth_required_is_accepted_once_authenticated() {
+    assert!(joined_on_a_relay_asking_for_authentication(AuthFor::Writes).await >= 1);
+}
