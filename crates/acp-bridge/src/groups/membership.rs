@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use nostr_sdk::pool::relay::Error as RelayError;
 use nostr_sdk::prelude::{
-    Client, Event, EventBuilder, Filter, Keys, Kind, Relay, RelayUrl, ReqExitPolicy, Tag, TagKind,
+    Client, Event, EventBuilder, Filter, Keys, Kind, PublicKey, Relay, RelayUrl, ReqExitPolicy, Tag, TagKind,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,41 @@ use crate::telemetry::metrics;
 const GROUP_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The prefix of a relay's refusal of a join request from a member.
 const ALREADY_A_MEMBER: &str = "duplicate:";
+
+/// What a group's relay says of it, as far as the bot is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupState {
+    /// Its metadata (kind 39000), when the relay shows it.
+    pub metadata: Option<GroupMetadata>,
+    /// Whether its newest members list (kind 39002) names the bot.
+    pub member: bool,
+}
+
+impl GroupState {
+    /// Whether the bot should ask to join: it is not listed, and the group
+    /// needs membership or hides its metadata (a hidden group does so from
+    /// non-members).
+    pub fn needs_join_request(&self) -> bool {
+        !self.member && self.metadata.as_ref().is_none_or(GroupMetadata::needs_membership)
+    }
+}
+
+/// Reads group `id`'s metadata and members from `relay` (see the
+/// `metadata` module on whose key signs them).
+pub async fn read_group(relay: &Relay, id: &str, bot: &PublicKey) -> Result<GroupState, RelayError> {
+    let filter = Filter::new()
+        .kinds([Kind::from(GROUP_METADATA), Kind::from(GROUP_MEMBERS)])
+        .identifier(id);
+    let events: Vec<Event> = relay
+        .fetch_events(filter, GROUP_FETCH_TIMEOUT, ReqExitPolicy::ExitOnEOSE)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(GroupState {
+        metadata: newest(&events, GROUP_METADATA).map(GroupMetadata::from_event),
+        member: newest(&events, GROUP_MEMBERS).is_some_and(|members| lists_member(members, bot)),
+    })
+}
 
 /// Settles the bot's membership of its groups at start.
 #[derive(Debug)]
@@ -90,17 +125,24 @@ impl Membership {
     /// Settles every configured group and leaves the unconfigured ones,
     /// each as soon as its relay is connected, until `stop`.
     pub async fn run(self, stop: CancellationToken) {
+        // Read before any group is entered: a group remembered now is one
+        // the bot was in before this start.
+        let remembered = self.store.joined_groups().unwrap_or_else(|error| {
+            tracing::error!(%error, "cannot read the groups the bot joined; none is left at this start");
+            Vec::new()
+        });
         let entering = self.settings.groups.iter().map(|group| self.enter(group, &stop));
-        futures_util::future::join_all(entering).await;
-        let remembered = match self.store.joined_groups() {
-            Ok(remembered) => remembered,
-            Err(error) => return tracing::error!(%error, "cannot read the groups the bot joined"),
-        };
         let leaving = remembered
             .into_iter()
             .filter(|(relay, id)| !self.configured(relay, id))
             .map(|(relay, id)| self.leave(relay, id, &stop));
-        futures_util::future::join_all(leaving).await;
+        // Each group waits for its own relay only: one that stays down
+        // holds up no other.
+        futures_util::future::join(
+            futures_util::future::join_all(entering),
+            futures_util::future::join_all(leaving),
+        )
+        .await;
     }
 
     fn configured(&self, relay: &str, id: &str) -> bool {
@@ -127,17 +169,14 @@ impl Membership {
         let Some(relay) = self.connected(&group.relay, stop).await else {
             return;
         };
-        let Some((metadata, member)) = self.read(&relay, group).await else {
+        let Some(state) = self.read(&relay, group).await else {
             return;
         };
-        if member {
+        if state.member {
             tracing::info!(%group, "the bot is a member of the group; no join request");
             return self.remember(group);
         }
-        if metadata
-            .as_ref()
-            .is_some_and(|metadata| !metadata.needs_membership())
-        {
+        if !state.needs_join_request() {
             return tracing::info!(%group, "the group is open to everyone; no join request needed");
         }
         let joining = self.join(&relay, group).await;
@@ -145,32 +184,24 @@ impl Membership {
         if joining.remembered() {
             self.remember(group);
         }
-        if joining == Joining::Accepted && metadata.is_none() {
+        if joining == Joining::Accepted && state.metadata.is_none() {
             // A hidden group shows its metadata to members only.
             self.read(&relay, group).await;
         }
     }
 
-    /// The group's metadata (also kept in the directory) and whether the
-    /// members list names the bot; `None` when the relay did not answer.
-    async fn read(&self, relay: &Relay, group: &GroupAddress) -> Option<(Option<GroupMetadata>, bool)> {
-        let filter = Filter::new()
-            .kinds([Kind::from(GROUP_METADATA), Kind::from(GROUP_MEMBERS)])
-            .identifier(&group.id);
-        let events: Vec<Event> = match relay
-            .fetch_events(filter, GROUP_FETCH_TIMEOUT, ReqExitPolicy::ExitOnEOSE)
-            .await
-        {
-            Ok(events) => events.into_iter().collect(),
+    /// What the relay says of the group (its metadata is also kept in
+    /// the directory); `None` when the relay did not answer.
+    async fn read(&self, relay: &Relay, group: &GroupAddress) -> Option<GroupState> {
+        let state = match read_group(relay, &group.id, &self.keys.public_key()).await {
+            Ok(state) => state,
             Err(error) => {
                 tracing::warn!(%group, %error, "cannot read the group's metadata; its mentions are answered without it, and no join request is sent before the next start");
                 return None;
             }
         };
-        let metadata = newest(&events, GROUP_METADATA).map(GroupMetadata::from_event);
-        let member = newest(&events, GROUP_MEMBERS)
-            .is_some_and(|members| lists_member(members, &self.keys.public_key()));
-        match &metadata {
+        let member = state.member;
+        match &state.metadata {
             Some(metadata) => {
                 tracing::info!(
                     %group, name = metadata.name.as_deref().unwrap_or(""), closed = metadata.closed,
@@ -183,7 +214,7 @@ impl Membership {
                 tracing::warn!(%group, member, "the group's relay shows no metadata for it (kind 39000): a hidden group, or a wrong group id")
             }
         }
-        Some((metadata, member))
+        Some(state)
     }
 
     /// Sends a join request and reads the relay's answer.
@@ -285,5 +316,29 @@ impl Membership {
         if let Err(error) = self.store.joined_group_forget(relay, id) {
             tracing::error!(relay, group_id = id, %error, "cannot forget a group the bot left");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(metadata: Option<GroupMetadata>, member: bool) -> GroupState {
+        GroupState { metadata, member }
+    }
+
+    #[test]
+    fn a_join_request_goes_only_where_membership_is_needed_and_missing() {
+        let closed = GroupMetadata {
+            closed: true,
+            ..GroupMetadata::default()
+        };
+        let open = GroupMetadata::default();
+        assert!(state(Some(closed.clone()), false).needs_join_request());
+        assert!(!state(Some(closed), true).needs_join_request());
+        assert!(!state(Some(open), false).needs_join_request());
+        // A hidden group shows its metadata to members only.
+        assert!(state(None, false).needs_join_request());
+        assert!(!state(None, true).needs_join_request());
     }
 }
