@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{
-    Alphabet, Event, EventBuilder, Filter, Keys, Kind, PublicKey, SingleLetterTag, Tag,
+    Alphabet, Event, EventBuilder, Filter, Keys, Kind, PublicKey, SingleLetterTag, Tag, Timestamp,
 };
 use support::*;
 
@@ -33,7 +33,9 @@ fn group_metadata() -> EventBuilder {
     ])
 }
 
-/// The group's members list naming `members`.
+/// The group's members list naming `members`. The tests only add members,
+/// so a longer list is dated later (a second per member): it replaces the
+/// shorter one even when both are made within the same second.
 fn group_members(members: &[PublicKey]) -> EventBuilder {
     let mut tags = vec![Tag::parse(["d", GROUP]).unwrap()];
     tags.extend(
@@ -41,7 +43,9 @@ fn group_members(members: &[PublicKey]) -> EventBuilder {
             .iter()
             .map(|member| Tag::parse(["p", &member.to_hex()]).unwrap()),
     );
-    EventBuilder::new(Kind::from(39002), "").tags(tags)
+    EventBuilder::new(Kind::from(39002), "")
+        .tags(tags)
+        .custom_created_at(Timestamp::now() + members.len() as u64)
 }
 
 /// The bot's events of `kind` in the group that the relay holds.
@@ -250,4 +254,42 @@ async fn a_group_on_a_relay_asking_for_authentication_to_read_is_read_and_joined
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_join_request_refused_auth_required_is_accepted_once_authenticated() {
     assert!(joined_on_a_relay_asking_for_authentication(AuthFor::Writes).await >= 1);
+}
+
+/// `acp-bridge check` says what the group's relay holds and what the
+/// daemon would do: a join request while the bot is not listed, none once
+/// it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_shows_the_group_and_whether_a_join_request_would_be_sent() {
+    let stage = Scene::builder().stage().await;
+    let admin = stage.join().await;
+    admin.publish(group_metadata()).await;
+    admin.publish(group_members(&[stage.owner.public_key()])).await;
+    let group = format!("{}'{GROUP}", stage.relay.url());
+    let check = || {
+        let output = check_with_scripted_agent(
+            &stage.relay.url(),
+            &stage.owner.public_key().to_hex(),
+            &stage.spec.bot.secret_key().to_secret_hex(),
+            &["--group", &group],
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{stdout}");
+        let line = stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("group {group}:")))
+            .map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no group line in:\n{stdout}"))
+    };
+    let before = check();
+    println!("{before}");
+    assert!(before.contains(&format!("\"{GROUP_NAME}\" (closed)")), "{before}");
+    assert!(before.contains("would send a join request"), "{before}");
+
+    admin
+        .publish(group_members(&[stage.owner.public_key(), stage.bot]))
+        .await;
+    let after = check();
+    println!("{after}");
+    assert!(after.contains("the bot is a member"), "{after}");
 }

@@ -7,7 +7,8 @@
 //! keys when the relay asks, NIP-42): a relay that refuses them leaves the
 //! daemon deaf there however well it connects. Shows what the relays hold
 //! of the bot's identity (profile, relay list, DM inbox) and what the
-//! daemon would publish. Prints one line per check
+//! daemon would publish, and what each `--group`'s relay says of the group
+//! (see `check_groups`). Prints one line per check
 //! and a verdict. Nothing is published and no state is written.
 
 use std::collections::BTreeMap;
@@ -51,6 +52,7 @@ pub async fn run(settings: &Settings) -> bool {
         }
     }
     check_identity(settings).await;
+    super::check_groups::check_groups(settings).await;
     let ok = agent_ok && relays_ok;
     println!(
         "verdict: {}",

@@ -1,0 +1,91 @@
+//! `acp-bridge check`, the groups' part: what each `--group`'s relay says
+//! of the group (name, closed/private/restricted), whether it lists the
+//! bot as a member, and so whether the daemon would send a join request.
+//! Informational, like the identity lines: it reads (authenticating with
+//! the bot's keys when the relay asks, as the daemon does) and never
+//! publishes.
+
+use std::time::Duration;
+
+use nostr_sdk::prelude::{Client, ClientOptions, RelayOptions};
+
+use crate::config::Settings;
+use crate::groups::membership::{GroupState, read_group};
+use crate::groups::{GroupAddress, GroupMetadata};
+
+/// A group relay that does not connect within this is reported unreachable.
+const GROUP_RELAY_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Prints one line per configured group.
+pub async fn check_groups(settings: &Settings) {
+    for group in &settings.groups.groups {
+        match read(settings, group).await {
+            Ok(state) => println!("group {group}: {}", describe(&state)),
+            Err(error) => println!("group {group}: cannot read it: {error}"),
+        }
+    }
+}
+
+async fn read(settings: &Settings, group: &GroupAddress) -> Result<GroupState, String> {
+    let client = Client::builder()
+        .signer(settings.keys.clone())
+        .opts(ClientOptions::new().automatic_authentication(true))
+        .build();
+    let read = async {
+        client
+            .pool()
+            .add_relay(group.relay.clone(), RelayOptions::new().reconnect(false))
+            .await
+            .map_err(|error| error.to_string())?;
+        let relay = client
+            .relay(group.relay.clone())
+            .await
+            .map_err(|error| error.to_string())?;
+        relay
+            .try_connect(GROUP_RELAY_CONNECT_TIMEOUT)
+            .await
+            .map_err(|error| error.to_string())?;
+        read_group(&relay, &group.id, &settings.keys.public_key())
+            .await
+            .map_err(|error| error.to_string())
+    }
+    .await;
+    client.shutdown().await;
+    read
+}
+
+/// The group and what the daemon would do about it, in words.
+fn describe(state: &GroupState) -> String {
+    let group = match &state.metadata {
+        Some(metadata) => describe_metadata(metadata),
+        None => "the relay shows no metadata for it (a hidden group, or a wrong group id)".to_owned(),
+    };
+    let membership = if state.member {
+        "the bot is a member"
+    } else if state.needs_join_request() {
+        "the bot is not listed as a member: the daemon would send a join request"
+    } else {
+        "open to everyone: no join request needed"
+    };
+    format!("{group}; {membership}")
+}
+
+fn describe_metadata(metadata: &GroupMetadata) -> String {
+    let flags: Vec<&str> = [
+        (metadata.closed, "closed"),
+        (metadata.private, "private"),
+        (metadata.restricted, "restricted"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    let name = metadata
+        .name
+        .as_deref()
+        .map_or_else(|| "no name".to_owned(), |name| format!("{name:?}"));
+    if flags.is_empty() {
+        name
+    } else {
+        format!("{name} ({})", flags.join(", "))
+    }
+}
