@@ -293,3 +293,55 @@ async fn check_shows_the_group_and_whether_a_join_request_would_be_sent() {
     println!("{after}");
     assert!(after.contains("the bot is a member"), "{after}");
 }
+
+/// The relay's answer to a join request is logged for what it means, with
+/// the relay's own words; a pending request is remembered, so dropping the
+/// group from the configuration withdraws it with a leave request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relays_answer_to_a_join_request_is_logged_for_what_it_means() {
+    for (answer, logged) in [
+        (
+            "duplicate: already a member",
+            "join request answered: the bot is a member already",
+        ),
+        (
+            "pending: the admins will decide",
+            "join request pending: the group's admins decide",
+        ),
+        ("blocked: this group takes no new members", "join request refused"),
+    ] {
+        let relay = PickyRelay::start().await;
+        relay.answer_with(move |event: &Event| match event.kind == Kind::from(9021) {
+            true => Answer::Refuse(answer.to_owned()),
+            false => Answer::Accept,
+        });
+        let mut stage = Scene::builder().stage_on(relay).await;
+        let admin = stage.join().await;
+        admin.publish(group_metadata()).await;
+        admin.publish(group_members(&[stage.owner.public_key()])).await;
+        let group = format!("{}'{GROUP}", stage.relay.url());
+        stage.spec.flags.extend(["--group".to_owned(), group.clone()]);
+        let mut scene = stage.start().await;
+        let log = &scene.bridge.log;
+        let line = Line::new(logged)
+            .with("group", group.as_str())
+            .with("relay_message", answer);
+        log.wait(log.start(), line).await;
+        println!("join request answered {answer:?}: logged {logged:?}");
+
+        if answer.starts_with("pending:") {
+            scene.bridge.terminate(Duration::from_secs(30)).await;
+            let mut unconfigured = scene.spec();
+            unconfigured
+                .flags
+                .retain(|flag| flag != "--group" && flag != &group);
+            scene.restart(unconfigured).await;
+            let log = &scene.bridge.log;
+            log.wait(log.start(), Line::new(LEFT).with("group", group.as_str()))
+                .await;
+            let leaves = scene.relay.received(|event| event.kind == Kind::from(9022));
+            println!("pending request withdrawn: {} leave request(s)", leaves.len());
+            assert_eq!(leaves.len(), 1, "{leaves:?}");
+        }
+    }
+}
