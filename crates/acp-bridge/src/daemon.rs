@@ -124,8 +124,7 @@ impl Stages {
             Arc::clone(&store),
         );
         let groups = GroupDirectory::new(&settings.groups);
-        let mut services = turn_services(&settings, &pool, &replier, &store);
-        services.groups = groups.clone();
+        let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
         let gate_rules = GateRules::new(settings.owner, settings.respond_to, settings.allowlist.clone());
         services.context = (settings.thread_context > 0).then(|| ThreadContext {
             client: client.clone(),
@@ -392,7 +391,13 @@ impl Stopping {
 }
 
 /// What every turn needs from the other stages.
-fn turn_services(settings: &Settings, pool: &Pool, replier: &Replier, store: &Arc<Store>) -> TurnServices {
+fn turn_services(
+    settings: &Settings,
+    pool: &Pool,
+    replier: &Replier,
+    store: &Arc<Store>,
+    groups: &GroupDirectory,
+) -> TurnServices {
     let asks_owner = settings.permission_policy == PermissionPolicyArg::AskOwner;
     TurnServices {
         pool: pool.clone(),
@@ -411,7 +416,7 @@ fn turn_services(settings: &Settings, pool: &Pool, replier: &Replier, store: &Ar
         store: Arc::clone(store),
         reply_content: settings.reply_content,
         context: None,
-        groups: GroupDirectory::default(),
+        groups: groups.clone(),
     }
 }
 

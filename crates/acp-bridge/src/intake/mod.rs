@@ -2,7 +2,7 @@
 //!
 //! Owns the screening of every event, cheapest check first, so that floods
 //! from strangers cost next to nothing: kind and mention → own event →
-//! already seen → time window → author gate (on the claimed author; only
+//! already seen → served group (`--group`, `--other-groups`) → time window → author gate (on the claimed author; only
 //! refusals are decided before the signature is checked) → signature →
 //! shard (`--shard`: another replica's conversation is journaled as seen
 //! and goes no further, so it never costs this one a notice) → loop bound
