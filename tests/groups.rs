@@ -10,6 +10,9 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
 use nostr_sdk::prelude::{
     Alphabet, Event, EventBuilder, Filter, Keys, Kind, PublicKey, SingleLetterTag, Tag, Timestamp,
 };
@@ -344,4 +347,103 @@ async fn the_relays_answer_to_a_join_request_is_logged_for_what_it_means() {
             assert_eq!(leaves.len(), 1, "{leaves:?}");
         }
     }
+}
+
+/// A front on its own port for the relay on `target`: a request for the
+/// relay's NIP-11 document gets one naming `key` as the relay's own;
+/// everything else (the websocket) passes through to the relay.
+async fn nip11_front(target: u16, key: PublicKey) -> u16 {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let document = format!(
+        r#"{{"name":"group relay","supported_nips":[29],"self":"{}"}}"#,
+        key.to_hex()
+    );
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let document = document.clone();
+            tokio::spawn(async move {
+                let mut head = [0u8; 4096];
+                let seen = loop {
+                    let Ok(seen) = inbound.peek(&mut head).await else {
+                        return;
+                    };
+                    let text = String::from_utf8_lossy(&head[..seen]).to_lowercase();
+                    if seen == 0 || seen == head.len() || text.contains("\r\n\r\n") {
+                        break text;
+                    }
+                    tokio::task::yield_now().await;
+                };
+                if seen.contains("application/nostr+json") && !seen.contains("upgrade: websocket") {
+                    let answer = format!(
+                        "HTTP/1.0 200 OK\r\nContent-Type: application/nostr+json\r\nContent-Length: {}\r\n\r\n{document}",
+                        document.len()
+                    );
+                    let _ = inbound.write_all(answer.as_bytes()).await;
+                    let _ = inbound.shutdown().await;
+                    return;
+                }
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A group relay that names its key (NIP-11): a metadata and members list
+/// signed by anyone else are not read, even when newer. The forged ones
+/// say the group is open and the bot a member; the relay's say it is
+/// closed and the bot is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_what_the_group_relays_own_key_signed_is_read() {
+    let mut stage = Scene::builder().stage().await;
+    let admin = stage.join().await;
+    admin.publish(group_metadata()).await;
+    admin.publish(group_members(&[stage.owner.public_key()])).await;
+    let forger = stage.join().await;
+    let later = Timestamp::now() + 60;
+    forger
+        .publish(
+            EventBuilder::new(Kind::from(39000), "")
+                .tags([
+                    Tag::parse(["d", GROUP]).unwrap(),
+                    Tag::parse(["name", "Forged"]).unwrap(),
+                ])
+                .custom_created_at(later),
+        )
+        .await;
+    forger
+        .publish(group_members(&[stage.owner.public_key(), stage.bot]).custom_created_at(later))
+        .await;
+    let front = format!(
+        "ws://127.0.0.1:{}",
+        nip11_front(stage.relay.port(), admin.public_key()).await
+    );
+    stage.spec.relay_url = front.clone();
+    let group = format!("{front}'{GROUP}");
+    stage.spec.flags.extend(["--group".to_owned(), group.clone()]);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    log.wait(
+        log.start(),
+        Line::new("the group relay's key (NIP-11): only what it signed is read")
+            .with("relay_key", admin.public_key().to_hex()),
+    )
+    .await;
+    let read = log
+        .wait(
+            log.start(),
+            Line::new("read the group's metadata").with("group", group.as_str()),
+        )
+        .await;
+    println!(
+        "read with the relay's key: name {} member {}",
+        read["name"], read["member"]
+    );
+    assert_eq!(read["name"], GROUP_NAME, "{read}");
+    assert_eq!(read["member"], false, "{read}");
+    log.wait(log.start(), Line::new(JOINED).with("group", group.as_str()))
+        .await;
 }

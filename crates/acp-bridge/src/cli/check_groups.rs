@@ -7,10 +7,11 @@
 
 use std::time::Duration;
 
-use nostr_sdk::prelude::{Client, ClientOptions, RelayOptions};
+use nostr_sdk::prelude::{Client, ClientOptions, PublicKey, RelayOptions};
 
 use crate::config::Settings;
 use crate::groups::membership::{GroupState, read_group};
+use crate::groups::relay_key::relay_key;
 use crate::groups::{GroupAddress, GroupMetadata};
 
 /// A group relay that does not connect within this is reported unreachable.
@@ -19,14 +20,26 @@ const GROUP_RELAY_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Prints one line per configured group.
 pub async fn check_groups(settings: &Settings) {
     for group in &settings.groups.groups {
-        match read(settings, group).await {
-            Ok(state) => println!("group {group}: {}", describe(&state)),
+        let (signer, signed) = match relay_key(&group.relay).await {
+            Ok(Some(key)) => (Some(key), "signed by the relay's key (NIP-11)".to_owned()),
+            Ok(None) => (
+                None,
+                "taken as served: the relay's NIP-11 document names no key".to_owned(),
+            ),
+            Err(error) => (None, format!("taken as served: no NIP-11 document ({error})")),
+        };
+        match read(settings, group, signer).await {
+            Ok(state) => println!("group {group}: {}; metadata {signed}", describe(&state)),
             Err(error) => println!("group {group}: cannot read it: {error}"),
         }
     }
 }
 
-async fn read(settings: &Settings, group: &GroupAddress) -> Result<GroupState, String> {
+async fn read(
+    settings: &Settings,
+    group: &GroupAddress,
+    signer: Option<PublicKey>,
+) -> Result<GroupState, String> {
     let client = Client::builder()
         .signer(settings.keys.clone())
         .opts(ClientOptions::new().automatic_authentication(true))
@@ -45,7 +58,7 @@ async fn read(settings: &Settings, group: &GroupAddress) -> Result<GroupState, S
             .try_connect(GROUP_RELAY_CONNECT_TIMEOUT)
             .await
             .map_err(|error| error.to_string())?;
-        read_group(&relay, &group.id, &settings.keys.public_key())
+        read_group(&relay, &group.id, &settings.keys.public_key(), signer)
             .await
             .map_err(|error| error.to_string())
     }

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::metadata::{
     GROUP_MEMBERS, GROUP_METADATA, GroupMetadata, JOIN_REQUEST, LEAVE_REQUEST, lists_member, newest,
 };
+use super::relay_key::relay_key;
 use super::{GroupAddress, GroupDirectory, GroupSettings, same_relay};
 use crate::store::{Store, sql_now};
 use crate::telemetry::metrics;
@@ -59,12 +60,21 @@ impl GroupState {
     }
 }
 
-/// Reads group `id`'s metadata and members from `relay` (see the
-/// `metadata` module on whose key signs them).
-pub async fn read_group(relay: &Relay, id: &str, bot: &PublicKey) -> Result<GroupState, RelayError> {
-    let filter = Filter::new()
+/// Reads group `id`'s metadata and members from `relay`: only those that
+/// `signer` signed when the relay's key is known (see `relay_key`),
+/// otherwise as the relay serves them.
+pub async fn read_group(
+    relay: &Relay,
+    id: &str,
+    bot: &PublicKey,
+    signer: Option<PublicKey>,
+) -> Result<GroupState, RelayError> {
+    let mut filter = Filter::new()
         .kinds([Kind::from(GROUP_METADATA), Kind::from(GROUP_MEMBERS)])
         .identifier(id);
+    if let Some(signer) = signer {
+        filter = filter.author(signer);
+    }
     let events: Vec<Event> = relay
         .fetch_events(filter, GROUP_FETCH_TIMEOUT, ReqExitPolicy::ExitOnEOSE)
         .await?
@@ -74,6 +84,26 @@ pub async fn read_group(relay: &Relay, id: &str, bot: &PublicKey) -> Result<Grou
         metadata: newest(&events, GROUP_METADATA).map(GroupMetadata::from_event),
         member: newest(&events, GROUP_MEMBERS).is_some_and(|members| lists_member(members, bot)),
     })
+}
+
+/// The key that signs `group`'s metadata, from its relay's NIP-11
+/// document; `None` (logged) when the document or its key is missing: the
+/// metadata is then taken as the group's relay serves it.
+async fn relay_signer(group: &GroupAddress) -> Option<PublicKey> {
+    match relay_key(&group.relay).await {
+        Ok(Some(key)) => {
+            tracing::info!(%group, relay_key = %key, "the group relay's key (NIP-11): only what it signed is read");
+            Some(key)
+        }
+        Ok(None) => {
+            tracing::warn!(%group, "the group relay's NIP-11 document names no key: its metadata is taken as the relay serves it");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%group, %error, "cannot read the group relay's NIP-11 document: its metadata is taken as the relay serves it");
+            None
+        }
+    }
 }
 
 /// Settles the bot's membership of its groups at start.
@@ -193,7 +223,8 @@ impl Membership {
     /// What the relay says of the group (its metadata is also kept in
     /// the directory); `None` when the relay did not answer.
     async fn read(&self, relay: &Relay, group: &GroupAddress) -> Option<GroupState> {
-        let state = match read_group(relay, &group.id, &self.keys.public_key()).await {
+        let signer = relay_signer(group).await;
+        let state = match read_group(relay, &group.id, &self.keys.public_key(), signer).await {
             Ok(state) => state,
             Err(error) => {
                 tracing::warn!(%group, %error, "cannot read the group's metadata; its mentions are answered without it, and no join request is sent before the next start");

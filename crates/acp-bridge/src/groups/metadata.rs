@@ -3,11 +3,11 @@
 //!
 //! Both events are addressable, with the group id in their `d` tag, and
 //! the NIP has the hosting relay sign them with its own key (the NIP-11
-//! `self` pubkey). The daemon has no HTTP client to fetch that document,
-//! so it cannot check the author against it: it reads these events only
-//! from the group's own relay, over its own connection, and a NIP-29 relay
-//! refuses a 39000 or 39002 signed by anyone else. Among several copies
-//! the newest wins, as NIP-01 keeps it.
+//! `self` pubkey, see `relay_key`): only events by that key are read when
+//! the document names it. When it cannot be had, they are read only from
+//! the group's own relay, over the bot's own connection, and a NIP-29
+//! relay refuses a 39000 or 39002 signed by anyone else. Among several
+//! copies the newest wins, as NIP-01 keeps it.
 
 use nostr_sdk::prelude::{Event, Kind, PublicKey, TagKind};
 

@@ -13,6 +13,7 @@
 mod address;
 pub mod membership;
 mod metadata;
+pub mod relay_key;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
