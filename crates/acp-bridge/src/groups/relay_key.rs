@@ -156,6 +156,36 @@ mod tests {
         ));
     }
 
+    /// A one-shot HTTP server on loopback that answers `answer`; the URL
+    /// of a relay there.
+    async fn serving(answer: Vec<u8>) -> RelayUrl {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request).await;
+            let _ = stream.write_all(&answer).await;
+        });
+        RelayUrl::parse(&format!("ws://127.0.0.1:{port}")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_document_is_fetched_and_a_huge_one_refused() {
+        let key = nostr_sdk::prelude::Keys::generate().public_key();
+        let document = format!("HTTP/1.0 200 OK\r\n\r\n{{\"self\":\"{}\"}}", key.to_hex());
+        let url = serving(document.into_bytes()).await;
+        assert_eq!(relay_key(&url).await.unwrap(), Some(key));
+
+        let mut huge = b"HTTP/1.0 200 OK\r\n\r\n\"".to_vec();
+        huge.resize(MAX_NIP11_BYTES + 10, b'a');
+        let url = serving(huge).await;
+        assert!(matches!(relay_key(&url).await, Err(RelayKeyError::TooLarge)));
+
+        let url = serving(Vec::new()).await;
+        assert!(matches!(relay_key(&url).await, Err(RelayKeyError::NoAnswer)));
+    }
+
     #[test]
     fn an_answer_other_than_a_document_is_refused() {
         assert!(matches!(
