@@ -4,18 +4,23 @@
 //! with the key its NIP-11 document names (`self`; older relays call it
 //! `pubkey`). The document is served over HTTP(S) at the relay's own URL to
 //! a request that accepts `application/nostr+json`. This module fetches it
-//! with a bare HTTP/1.0 GET (a 1.0 request gets a plain body, never a
-//! chunked one) over TCP, or TLS for `wss://` with the web's root
-//! certificates (the stack the relay connections use already), bounded in
-//! time and size. It does not follow redirects.
+//! with hyper's HTTP/1 client (hyper already serves the metrics) over TCP,
+//! or TLS for `wss://` with the web's root certificates (the stack the
+//! relay connections use already), bounded in time and size. It does not
+//! follow redirects.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Bytes;
+use hyper::{Request, StatusCode, header};
+use hyper_util::rt::TokioIo;
 use nostr_sdk::prelude::{PublicKey, RelayUrl, Url};
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_util::task::AbortOnDropHandle;
 
 /// The whole fetch (connect, TLS, request, answer) takes at most this.
 const NIP11_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -35,8 +40,10 @@ pub enum RelayKeyError {
     TooLarge,
     #[error("the relay answered `{0}` instead of a NIP-11 document")]
     Status(String),
-    #[error("the relay closed the connection without an answer (no NIP-11 document)")]
-    NoAnswer,
+    #[error("cannot build the request: {0}")]
+    Request(String),
+    #[error("HTTP: {0}")]
+    Http(#[from] hyper::Error),
     #[error("the relay's NIP-11 document is not JSON: {0}")]
     NotJson(String),
     #[error("the relay's NIP-11 document names a key that is not one: `{0}`")]
@@ -67,56 +74,43 @@ async fn fetch(url: &Url) -> Result<Value, RelayKeyError> {
     let port = url
         .port_or_known_default()
         .unwrap_or(if url.scheme() == "wss" { 443 } else { 80 });
+    let request = Request::get(url.path())
+        .header(header::HOST, host)
+        .header(header::ACCEPT, "application/nostr+json")
+        .header(header::USER_AGENT, "acp-bridge")
+        .body(Empty::<Bytes>::new())
+        .map_err(|error| RelayKeyError::Request(error.to_string()))?;
     let tcp = TcpStream::connect((host, port)).await?;
-    let request = format!(
-        "GET {} HTTP/1.0\r\nHost: {host}\r\nAccept: application/nostr+json\r\nUser-Agent: acp-bridge\r\n\r\n",
-        url.path()
-    );
-    let answer = if url.scheme() == "wss" {
+    if url.scheme() == "wss" {
         let tls = tls_connector().connect(server_name(host)?, tcp).await?;
-        exchange(tls, &request).await?
+        exchange(tls, request).await
     } else {
-        exchange(tcp, &request).await?
-    };
-    document_of(&answer)
+        exchange(tcp, request).await
+    }
 }
 
+/// Sends `request` over `stream` (HTTP/1.1, hyper) and reads the answer's
+/// JSON body, refusing one that is not a 200 or is past the bound.
 async fn exchange(
-    mut stream: impl AsyncRead + AsyncWrite + Unpin,
-    request: &str,
-) -> Result<Vec<u8>, RelayKeyError> {
-    stream.write_all(request.as_bytes()).await?;
-    stream.flush().await?;
-    let mut answer = Vec::new();
-    // One byte past the bound tells a document that is too large.
-    let read = stream
-        .take(MAX_NIP11_BYTES as u64 + 1)
-        .read_to_end(&mut answer)
-        .await;
-    // A TLS peer that closes without `close_notify` still sent it all.
-    if let Err(error) = read
-        && answer.is_empty()
-    {
-        return Err(error.into());
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    request: Request<Empty<Bytes>>,
+) -> Result<Value, RelayKeyError> {
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    // Ends with the fetch, whichever way it ends.
+    let _connection = AbortOnDropHandle::new(tokio::spawn(connection));
+    let response = sender.send_request(request).await?;
+    if response.status() != StatusCode::OK {
+        return Err(RelayKeyError::Status(response.status().to_string()));
     }
-    if answer.len() > MAX_NIP11_BYTES {
-        return Err(RelayKeyError::TooLarge);
-    }
-    Ok(answer)
-}
-
-/// The JSON body of an HTTP answer whose status is 200.
-fn document_of(answer: &[u8]) -> Result<Value, RelayKeyError> {
-    if answer.is_empty() {
-        return Err(RelayKeyError::NoAnswer);
-    }
-    let text = String::from_utf8_lossy(answer);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) != Some("200") {
-        return Err(RelayKeyError::Status(status.to_owned()));
-    }
-    serde_json::from_str(body).map_err(|error| RelayKeyError::NotJson(error.to_string()))
+    let body = Limited::new(response.into_body(), MAX_NIP11_BYTES)
+        .collect()
+        .await
+        .map_err(|error| match error.downcast::<hyper::Error>() {
+            Ok(error) => RelayKeyError::Http(*error),
+            Err(_) => RelayKeyError::TooLarge,
+        })?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|error| RelayKeyError::NotJson(error.to_string()))
 }
 
 fn tls_connector() -> tokio_rustls::TlsConnector {
@@ -137,15 +131,12 @@ fn server_name(host: &str) -> Result<rustls::pki_types::ServerName<'static>, Rel
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]
     fn the_key_is_read_from_self_or_pubkey() {
         let key = nostr_sdk::prelude::Keys::generate().public_key();
-        let answer = format!(
-            "HTTP/1.0 200 OK\r\nContent-Type: application/nostr+json\r\n\r\n{{\"name\":\"r\",\"self\":\"{}\"}}",
-            key.to_hex()
-        );
-        let document = document_of(answer.as_bytes()).unwrap();
+        let document = serde_json::json!({"name": "r", "self": key.to_hex()});
         assert_eq!(key_of(&document).unwrap(), Some(key));
         let older = serde_json::json!({"pubkey": key.to_hex()});
         assert_eq!(key_of(&older).unwrap(), Some(key));
@@ -178,23 +169,21 @@ mod tests {
         assert_eq!(relay_key(&url).await.unwrap(), Some(key));
 
         let mut huge = b"HTTP/1.0 200 OK\r\n\r\n\"".to_vec();
-        huge.resize(MAX_NIP11_BYTES + 10, b'a');
+        huge.resize(huge.len() + MAX_NIP11_BYTES + 10, b'a');
         let url = serving(huge).await;
-        assert!(matches!(relay_key(&url).await, Err(RelayKeyError::TooLarge)));
+        let huge = relay_key(&url).await;
+        assert!(matches!(huge, Err(RelayKeyError::TooLarge)), "{huge:?}");
 
         let url = serving(Vec::new()).await;
-        assert!(matches!(relay_key(&url).await, Err(RelayKeyError::NoAnswer)));
+        assert!(matches!(relay_key(&url).await, Err(RelayKeyError::Http(_))));
     }
 
-    #[test]
-    fn an_answer_other_than_a_document_is_refused() {
-        assert!(matches!(
-            document_of(b"HTTP/1.1 400 Bad Request\r\n\r\nwebsocket only"),
-            Err(RelayKeyError::Status(_))
-        ));
-        assert!(matches!(
-            document_of(b"HTTP/1.1 200 OK\r\n\r\n<html>"),
-            Err(RelayKeyError::NotJson(_))
-        ));
+    #[tokio::test]
+    async fn an_answer_other_than_a_document_is_refused() {
+        let url =
+            serving(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 14\r\n\r\nwebsocket only".to_vec()).await;
+        assert!(matches!(relay_key(&url).await, Err(RelayKeyError::Status(_))));
+        let url = serving(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n<html>".to_vec()).await;
+        assert!(matches!(relay_key(&url).await, Err(RelayKeyError::NotJson(_))));
     }
 }
