@@ -36,6 +36,7 @@ use crate::pool::{Pool, reaper};
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
+use crate::signer::BotSigner;
 use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
@@ -98,13 +99,14 @@ impl Stages {
         isolation::prepare(&settings);
         reaper::sweep(&store).await;
         let (embedded, relay_urls) = relay_urls(&settings.relays).await?;
-        let (client, relays) = relay_client(&settings, &relay_urls).await?;
+        let signer = BotSigner::from_keys(settings.keys.clone());
+        let (client, relays) = relay_client(&settings, &signer, &relay_urls).await?;
         let inbox_only = inbox_only_relays(&settings, &relay_urls);
-        let (inbox_client, inbox_relays) = relay_client(&settings, &inbox_only).await?;
+        let (inbox_client, inbox_relays) = relay_client(&settings, &signer, &inbox_only).await?;
 
         let (reply_recorder, loop_guard) = loop_guard::loop_guard();
         let replier = Replier::new(
-            settings.keys.clone(),
+            signer.clone(),
             Arc::clone(&store),
             settings.reply_mode,
             settings.reactions,
@@ -129,7 +131,7 @@ impl Stages {
         services.context = (settings.thread_context > 0).then(|| ThreadContext {
             client: client.clone(),
             store: Arc::clone(&store),
-            bot: settings.keys.public_key(),
+            bot: signer.public_key(),
             rules: gate_rules.clone(),
             from: settings.thread_context_from,
             limit: settings.thread_context,
@@ -158,13 +160,13 @@ impl Stages {
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
         let follow_threads = settings.follow_threads == FollowThreads::Involved;
         let interest = Interest {
-            bot: settings.keys.public_key(),
+            bot: signer.public_key(),
             kinds: settings.kinds.clone(),
             follow_threads,
         };
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());
         let mut intake = Intake::new(
-            settings.keys.clone(),
+            signer.clone(),
             Arc::clone(&store),
             gate,
             replier.clone(),
@@ -227,7 +229,7 @@ impl Stages {
         }));
         let identity = Identity {
             client: client.clone(),
-            keys: settings.keys.clone(),
+            signer,
             store: Arc::clone(&store),
             outlet: replier.outlet(),
             wanted: Wanted::new(
@@ -455,12 +457,16 @@ fn inbox_only_relays(settings: &Settings, urls: &[RelayUrl]) -> Vec<RelayUrl> {
 
 /// The signing client, with each relay added but not connected: the relay
 /// links connect (and reconnect) them.
-async fn relay_client(settings: &Settings, urls: &[RelayUrl]) -> Result<(Client, Vec<Relay>), DaemonError> {
+async fn relay_client(
+    settings: &Settings,
+    signer: &BotSigner,
+    urls: &[RelayUrl],
+) -> Result<(Client, Vec<Relay>), DaemonError> {
     let client = Client::builder()
-        .signer(settings.keys.clone())
+        .signer(signer.clone())
         .websocket_transport(NoDelayTransport)
         // Relays that ask for NIP-42 authentication get it: the SDK signs
-        // their challenge with the bot's keys and sends the subscriptions
+        // their challenge through the bot's signer and sends the subscriptions
         // and events they refused `auth-required:` again (the SDK's
         // default, stated here because the relay links rely on it).
         .opts(

@@ -38,14 +38,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{
-    Client, Event, EventBuilder, Filter, JsonUtil, Keys, Kind, PublicKey, RelayUrl, ReqExitPolicy, Tag,
-    TagKind, TagStandard, Timestamp,
+    Client, Event, EventBuilder, Filter, JsonUtil, Kind, NostrSigner, PublicKey, RelayUrl, ReqExitPolicy,
+    Tag, TagKind, TagStandard, Timestamp,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::reply::publisher::Outlet;
+use crate::signer::BotSigner;
 use crate::store::{Finish, OutgoingEvent, Store, sql_now};
 
 /// A relay that has not answered the read of the bot's identity within
@@ -160,13 +161,14 @@ impl Planned {
         describe(self.kind, &self.content, &self.tags)
     }
 
-    fn sign(&self, keys: &Keys) -> Result<Event, IdentityError> {
+    async fn sign<T: NostrSigner>(&self, signer: &T) -> Result<Event, IdentityError> {
         let now = Timestamp::now();
         let created_at = self.replaces.map_or(now, |held| now.max(held + 1));
         EventBuilder::new(self.kind, &self.content)
             .tags(self.tags.clone())
             .custom_created_at(created_at)
-            .sign_with_keys(keys)
+            .sign(signer)
+            .await
             .map_err(|error| IdentityError::Sign {
                 kind: self.kind.as_u16(),
                 reason: error.to_string(),
@@ -328,7 +330,7 @@ pub async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, Identity
 #[derive(Debug)]
 pub struct Identity {
     pub client: Client,
-    pub keys: Keys,
+    pub signer: BotSigner,
     pub store: Arc<Store>,
     pub outlet: Outlet,
     pub wanted: Wanted,
@@ -341,7 +343,7 @@ impl Identity {
     pub async fn run(self, stop: CancellationToken) {
         let mut backoff = Backoff::new(READ_RETRY_MIN, READ_RETRY_MAX);
         let held = loop {
-            match read_held(&self.client, self.keys.public_key()).await {
+            match read_held(&self.client, self.signer.public_key()).await {
                 Ok(held) => break held,
                 Err(error) => {
                     let delay = backoff.next_delay();
@@ -364,7 +366,7 @@ impl Identity {
         }
         let mut stored = Vec::new();
         for planned in &changed {
-            match self.store_for_publishing(planned) {
+            match self.store_for_publishing(planned).await {
                 Ok(()) => stored.push(planned.kind.as_u16()),
                 Err(error) => {
                     tracing::error!(%error, kind = planned.kind.as_u16(), "cannot publish the bot's identity")
@@ -376,8 +378,8 @@ impl Identity {
     }
 
     /// Signs `planned` and puts it in the outbox, for every relay.
-    fn store_for_publishing(&self, planned: &Planned) -> Result<(), IdentityError> {
-        let event = planned.sign(&self.keys)?;
+    async fn store_for_publishing(&self, planned: &Planned) -> Result<(), IdentityError> {
+        let event = planned.sign(&self.signer).await?;
         let outgoing = OutgoingEvent {
             event_id: &event.id.to_hex(),
             relay_hint: None,
@@ -392,6 +394,7 @@ impl Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nostr_sdk::prelude::Keys;
 
     fn fields(name: Option<&str>, about: Option<&str>) -> ProfileFields {
         ProfileFields {
@@ -449,8 +452,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn what_the_relays_hold_already_is_not_published_again() {
+    #[tokio::test]
+    async fn what_the_relays_hold_already_is_not_published_again() {
         let keys = Keys::generate();
         let wanted = Wanted::new(
             fields(Some("bot"), None),
@@ -459,7 +462,11 @@ mod tests {
         );
         let fresh = wanted.plan(&Held::default());
         assert!(fresh.iter().all(|planned| !planned.up_to_date));
-        let held = Held::newest_of(fresh.iter().map(|planned| planned.sign(&keys).unwrap()));
+        let mut signed = Vec::new();
+        for planned in &fresh {
+            signed.push(planned.sign(&keys).await.unwrap());
+        }
+        let held = Held::newest_of(signed);
         assert!(wanted.plan(&held).iter().all(|planned| planned.up_to_date));
 
         let moved = Wanted::new(
@@ -475,8 +482,8 @@ mod tests {
         assert_eq!(up_to_date, [true, true, false]);
     }
 
-    #[test]
-    fn a_republished_profile_keeps_the_held_copys_tags() {
+    #[tokio::test]
+    async fn a_republished_profile_keeps_the_held_copys_tags() {
         let keys = Keys::generate();
         let attestation = Tag::custom(TagKind::custom("auth"), ["owner", "kind=0", "sig"]);
         let held_profile = EventBuilder::new(Kind::Metadata, r#"{"name":"sibling"}"#)
@@ -491,7 +498,7 @@ mod tests {
         );
         let profile = wanted.plan(&held).remove(0);
         assert!(!profile.up_to_date);
-        let signed = profile.sign(&keys).unwrap();
+        let signed = profile.sign(&keys).await.unwrap();
         assert_eq!(signed.tags.as_slice(), [attestation]);
     }
 

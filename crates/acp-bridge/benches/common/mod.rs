@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use acp_bridge::Replier;
 use acp_bridge::{Arrival, ChainBounds, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
 use acp_bridge::{AuthorGate, GateRules};
+use acp_bridge::{BotSigner, Replier};
 use acp_bridge::{NewMention, Store};
 use acp_bridge::{ReplyMode, RespondTo, SessionPolicy};
 use nostr_sdk::prelude::{Client, Event, EventBuilder, Keys, Kind, RelayUrl, Tag, TagKind, Timestamp};
@@ -135,7 +135,7 @@ impl IntakeRig {
         let client = Client::builder().signer(cast.bot.clone()).build();
         let (reply_recorder, loop_guard) = acp_bridge::loop_guard();
         let replier = Replier::new(
-            cast.bot.clone(),
+            BotSigner::from_keys(cast.bot.clone()),
             Arc::clone(&store),
             ReplyMode::Daemon,
             false, // --no-reactions: an accepted mention publishes nothing
@@ -166,7 +166,7 @@ impl IntakeRig {
             max_parked_bytes: acp_bridge::DEFAULT_MAX_PARKED_BYTES,
         };
         let intake = Intake::new(
-            cast.bot.clone(),
+            BotSigner::from_keys(cast.bot.clone()),
             Arc::clone(&store),
             gate,
             replier,

@@ -34,9 +34,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use nostr_sdk::prelude::{
-    Event, EventId, Keys, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnwrappedGift,
-};
+use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnwrappedGift};
 use tokio::sync::{mpsc, watch};
 
 use crate::commands::OwnerCommand;
@@ -48,6 +46,7 @@ use crate::mention::{self, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
 use crate::shard::{QuestionAskers, Shard};
+use crate::signer::BotSigner;
 use crate::store::Store;
 
 /// Events dated further ahead than this are refused (the SDK does not).
@@ -226,7 +225,7 @@ enum Signature<'a> {
 
 #[derive(Debug)]
 pub struct Intake {
-    keys: Keys,
+    signer: BotSigner,
     store: Arc<Store>,
     ledger: Ledger,
     gate: AuthorGate,
@@ -257,7 +256,7 @@ pub struct Intake {
 
 impl Intake {
     pub fn new(
-        keys: Keys,
+        signer: BotSigner,
         store: Arc<Store>,
         gate: AuthorGate,
         replier: Replier,
@@ -274,8 +273,8 @@ impl Intake {
             overload_notices: RateLimiter::new(OVERLOAD_NOTICE_BURST, OVERLOAD_NOTICE_REFILL, 1),
             parked: Parked::new(limits.max_parked_bytes),
             queued: QueuedCount::default(),
-            bot_hex: keys.public_key().to_hex(),
-            keys,
+            bot_hex: signer.public_key().to_hex(),
+            signer,
             ledger: Ledger::new(Arc::clone(&store)),
             store,
             gate,
@@ -374,7 +373,7 @@ impl Intake {
         if !self.limits.kinds.contains(&event.kind) {
             return Err(DropReason::NotAMention);
         }
-        if event.pubkey == self.keys.public_key() {
+        if event.pubkey == self.signer.public_key() {
             return Err(DropReason::OwnEvent);
         }
         let tagged = mentions(&event.tags, &self.bot_hex);
@@ -393,12 +392,12 @@ impl Intake {
             if event.verify().is_err() {
                 return Err(DropReason::BadSignature);
             }
-            let gift = UnwrappedGift::from_gift_wrap(&self.keys, event)
+            let gift = UnwrappedGift::from_gift_wrap(&self.signer, event)
                 .await
                 .map_err(|_| DropReason::Undecryptable)?;
             let mut rumor = gift.rumor;
             let rumor_id = rumor.id();
-            if gift.sender == self.keys.public_key() {
+            if gift.sender == self.signer.public_key() {
                 // The bot's copy of its own DM (NIP-17): a replica's
                 // question says which replica asked it.
                 self.question_askers
@@ -729,7 +728,7 @@ mod tests {
         let client = Client::builder().signer(bot.clone()).build();
         let (recorder, loop_guard) = crate::loop_guard::loop_guard();
         let replier = Replier::new(
-            bot.clone(),
+            BotSigner::from_keys(bot.clone()),
             Arc::clone(&store),
             ReplyMode::Daemon,
             false,
@@ -755,7 +754,15 @@ mod tests {
             max_parked_bytes: DEFAULT_MAX_PARKED_BYTES,
         };
         Rig {
-            intake: Intake::new(bot.clone(), store, gate, replier, loop_guard, limits, inbound_tx),
+            intake: Intake::new(
+                BotSigner::from_keys(bot.clone()),
+                store,
+                gate,
+                replier,
+                loop_guard,
+                limits,
+                inbound_tx,
+            ),
             inbound,
             bot,
             owner,

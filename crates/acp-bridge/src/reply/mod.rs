@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use nostr_sdk::prelude::{
-    Event, EventBuilder, EventId, JsonUtil, Keys, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
+    Event, EventBuilder, EventId, JsonUtil, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
     UnsignedEvent,
 };
 
@@ -38,6 +38,7 @@ use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
 use crate::shard::Shard;
+use crate::signer::BotSigner;
 use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 use publisher::Outlet;
@@ -80,7 +81,7 @@ pub enum ReplyError {
 /// Signs outgoing events and puts them in the outbox.
 #[derive(Debug, Clone)]
 pub struct Replier {
-    keys: Keys,
+    signer: BotSigner,
     ledger: Ledger,
     reply_mode: ReplyMode,
     reactions: bool,
@@ -93,14 +94,14 @@ pub struct Replier {
 
 impl Replier {
     pub fn new(
-        keys: Keys,
+        signer: BotSigner,
         store: Arc<Store>,
         reply_mode: ReplyMode,
         reactions: bool,
         chains: ReplyRecorder,
     ) -> Self {
         Replier {
-            keys,
+            signer,
             ledger: Ledger::new(store),
             reply_mode,
             reactions,
@@ -130,7 +131,7 @@ impl Replier {
 
     /// Marks a mention as heard (NIP-25), on the relay it came from. Not
     /// for DMs: a public reaction would reveal a private conversation.
-    /// Returns at once: the publisher sends it.
+    /// Returns at once: a task signs it and the publisher sends it.
     pub fn react(&self, mention: &Mention, reaction: Reaction) {
         if !self.reactions || mention.thread.is_direct() {
             return;
@@ -143,14 +144,17 @@ impl Replier {
         if let Thread::Group { channel, .. } = &mention.thread {
             tags.push(group_tag(channel));
         }
-        let event = match EventBuilder::new(Kind::Reaction, reaction.emoji())
-            .tags(tags)
-            .sign_with_keys(&self.keys)
-        {
-            Ok(event) => event,
-            Err(error) => return tracing::warn!(%error, "could not sign a reaction"),
-        };
-        self.outlet.react(event, mention.origin.clone());
+        let (signer, outlet, origin) = (self.signer.clone(), self.outlet.clone(), mention.origin.clone());
+        tokio::spawn(async move {
+            match EventBuilder::new(Kind::Reaction, reaction.emoji())
+                .tags(tags)
+                .sign(&signer)
+                .await
+            {
+                Ok(event) => outlet.react(event, origin),
+                Err(error) => tracing::warn!(%error, "could not sign a reaction"),
+            }
+        });
     }
 
     /// Publishes the agent's answer to `mentions` (one turn's batch; the
@@ -396,19 +400,21 @@ impl Replier {
                 let mut tags = vec![group_tag(channel)];
                 tags.extend(thread_tags(*root, previous.unwrap_or(*mention), &authors));
                 tags.push(match previous {
-                    Some(part) => chat_reply(part, None, self.keys.public_key()),
+                    Some(part) => chat_reply(part, None, self.signer.public_key()),
                     None => chat_reply(*mention, newest.origin.as_ref(), newest.author),
                 });
                 tags.extend(quotes(*mention));
                 EventBuilder::new(Kind::Custom(9), text)
                     .tags(tags)
-                    .sign_with_keys(&self.keys)
+                    .sign(&self.signer)
+                    .await
                     .map_err(sign_error)?
             }
             Thread::Note { root, mention } => EventBuilder::new(Kind::TextNote, text)
                 .tags(thread_tags(*root, previous.unwrap_or(*mention), &authors))
                 .tags(quotes(*mention))
-                .sign_with_keys(&self.keys)
+                .sign(&self.signer)
+                .await
                 .map_err(sign_error)?,
             Thread::Direct { peer, message } => {
                 return self
@@ -448,7 +454,7 @@ impl Replier {
         let mut rumor = EventBuilder::private_msg_rumor(peer, text)
             .tags(replying_to.map(reply_marker))
             .tags(extra)
-            .build(self.keys.public_key());
+            .build(self.signer.public_key());
         rumor.ensure_id();
         rumor
     }
@@ -463,11 +469,11 @@ impl Replier {
     ) -> Result<Signed, ReplyError> {
         let seen_as = rumor.id();
         let wrap = |to: PublicKey, rumor: UnsignedEvent| async move {
-            EventBuilder::gift_wrap(&self.keys, &to, rumor, [])
+            EventBuilder::gift_wrap(&self.signer, &to, rumor, [])
                 .await
                 .map_err(|error| ReplyError::Sign(error.to_string()))
         };
-        let self_copy = wrap(self.keys.public_key(), rumor.clone()).await?;
+        let self_copy = wrap(self.signer.public_key(), rumor.clone()).await?;
         let event = wrap(receiver, rumor).await?;
         Ok(Signed {
             event,
@@ -558,11 +564,12 @@ mod tests {
     use crate::mention::test_mention;
     use crate::store::MentionState;
     use crate::store::scratch::ScratchDir;
+    use nostr_sdk::prelude::Keys;
 
     fn replier(store: &Arc<Store>) -> Replier {
-        let keys = Keys::generate();
+        let signer = BotSigner::from_keys(Keys::generate());
         let (chains, _guard) = crate::loop_guard::loop_guard();
-        Replier::new(keys, Arc::clone(store), ReplyMode::Daemon, false, chains)
+        Replier::new(signer, Arc::clone(store), ReplyMode::Daemon, false, chains)
     }
 
     fn state(store: &Store, mention: &Mention) -> Option<MentionState> {
