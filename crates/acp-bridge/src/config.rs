@@ -21,6 +21,7 @@ use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
 use crate::identity::ProfileFields;
 use crate::loop_guard::ChainBounds;
 use crate::shard::{Shard, ShardSpec};
+use crate::signer::{BunkerUri, SignerSource};
 use crate::thread_context::{ContextFrom, DEFAULT_CONTEXT_BYTES, MIN_CONTEXT_BYTES};
 
 /// Environment variable that may hold the bot's secret key (nsec or hex).
@@ -168,6 +169,21 @@ pub struct RunArgs {
     /// ACP_BRIDGE_SECRET_KEY. Never pass a key as a plain flag value.
     #[arg(long, env = "ACP_BRIDGE_SECRET_KEY_FILE", value_name = "PATH")]
     pub secret_key_file: Option<PathBuf>,
+
+    /// Sign through a remote signer (NIP-46) instead of a key file: its
+    /// `bunker://<signer-pubkey>?relay=wss://…&secret=…` URI. The URI's
+    /// secret is a credential: prefer --signer-file.
+    #[arg(long, env = "ACP_BRIDGE_SIGNER", value_name = "BUNKER_URI")]
+    pub signer: Option<String>,
+
+    /// File holding the remote signer's bunker:// URI (see --signer).
+    #[arg(long, env = "ACP_BRIDGE_SIGNER_FILE", value_name = "PATH")]
+    pub signer_file: Option<PathBuf>,
+
+    /// How long one request to the remote signer may take before it counts
+    /// as unanswered (it is then tried again, with backoff).
+    #[arg(long, env = "ACP_BRIDGE_SIGNER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub signer_timeout: Duration,
 
     /// The owner's public key (npub or hex).
     #[arg(long, env = "ACP_BRIDGE_OWNER", value_name = "NPUB")]
@@ -465,11 +481,12 @@ pub enum RelaySpec {
 }
 
 /// Validated configuration. `Debug` shows no secret: `Keys` prints only the
-/// public key.
+/// public key, a bunker URI no connection secret.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub relays: Vec<RelaySpec>,
-    pub keys: Keys,
+    pub signer: SignerSource,
+    pub signer_timeout: Duration,
     pub owner: Option<PublicKey>,
     pub respond_to: RespondTo,
     pub allowlist: BTreeSet<PublicKey>,
@@ -562,7 +579,7 @@ impl RunArgs {
     /// parameter so tests need not mutate the real one).
     pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let relays = parse_relays(&self.relays)?;
-        let keys = load_secret_key(self.secret_key_file.as_deref(), env)?;
+        let signer = self.signer_source(env)?;
         let owner = self
             .owner
             .as_deref()
@@ -586,7 +603,7 @@ impl RunArgs {
                 "must be between 1s and 24h: a question nobody answers holds its turn and its agent until then (0, once \"wait forever\", is no longer allowed)",
             ));
         }
-        if owner == Some(keys.public_key()) {
+        if owner.is_some() && owner == signer.known_public_key() {
             return Err(refuse(
                 "--owner",
                 "is the bot's own key; the owner must be a different key",
@@ -758,8 +775,40 @@ impl RunArgs {
             dm_relays,
             directory_relays,
             groups,
-            keys,
+            signer,
+            signer_timeout: self.signer_timeout,
         })
+    }
+
+    /// The bot's key (`--secret-key-file`, `ACP_BRIDGE_SECRET_KEY`) or the
+    /// remote signer (`--signer`, `--signer-file`): exactly one of them.
+    fn signer_source(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<SignerSource, ConfigError> {
+        let bunker = match (&self.signer, &self.signer_file) {
+            (Some(_), Some(_)) => {
+                return Err(refuse("--signer", "give --signer or --signer-file, not both"));
+            }
+            (Some(uri), None) => {
+                let uri = BunkerUri::parse(uri)
+                    .map_err(|problem| refuse("--signer", format!("the URI {problem}")))?;
+                tracing::warn!(
+                    "the bunker URI came from --signer or ACP_BRIDGE_SIGNER: its secret stays readable in the process's command line or environment; prefer --signer-file"
+                );
+                Some(uri)
+            }
+            (None, Some(path)) => {
+                warn_if_readable_by_others(path);
+                Some(BunkerUri::read(path).map_err(|problem| refuse("--signer-file", problem))?)
+            }
+            (None, None) => None,
+        };
+        match bunker {
+            Some(_) if self.secret_key_file.is_some() || env(SECRET_KEY_ENV).is_some() => Err(refuse(
+                "--signer",
+                format!("a remote signer holds the bot's key: drop --secret-key-file and {SECRET_KEY_ENV}"),
+            )),
+            Some(uri) => Ok(SignerSource::Bunker(uri)),
+            None => load_secret_key(self.secret_key_file.as_deref(), env).map(SignerSource::Keys),
+        }
     }
 }
 
@@ -778,7 +827,8 @@ impl Settings {
         let (command, args) = agent;
         Settings {
             relays: vec![RelaySpec::Url(relay)],
-            keys: bot,
+            signer: SignerSource::Keys(bot),
+            signer_timeout: crate::signer::DEFAULT_SIGNER_TIMEOUT,
             owner: Some(owner),
             respond_to: RespondTo::OwnerOnly,
             allowlist: BTreeSet::new(),
@@ -850,7 +900,9 @@ impl Settings {
         let env_names: Vec<&str> = self.agent.env.iter().map(|(name, _)| name.as_str()).collect();
         format!(
             "bot={} owner={} respond_to={:?} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={:?} dedup={:?} session_policy={:?} permission={:?} reply_mode={:?} reactions={} retention={}s",
-            npub(&self.keys.public_key()),
+            self.signer
+                .known_public_key()
+                .map_or_else(|| "(from the remote signer)".to_owned(), |bot| npub(&bot)),
             self.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
             self.respond_to,
             self.allowlist.len(),
@@ -1073,7 +1125,7 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
         (None, None) => Err(refuse(
             "--secret-key-file",
             format!(
-                "no secret key: pass --secret-key-file PATH or set {SECRET_KEY_ENV} (create one with `acp-bridge keygen`)"
+                "no secret key: pass --secret-key-file PATH or set {SECRET_KEY_ENV} (create one with `acp-bridge keygen`), or sign through a remote signer with --signer-file PATH"
             ),
         )),
     }
@@ -1267,6 +1319,34 @@ mod tests {
         .expect_err("unreadable");
         assert_eq!(error.flag, "--secret-key-file");
         assert!(error.problem.contains("/nonexistent/key"));
+    }
+
+    #[test]
+    fn a_remote_signer_replaces_the_key_and_its_secret_is_never_shown() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        let signer = Keys::generate().public_key().to_hex();
+        let uri = format!("bunker://{signer}?relay=wss%3A%2F%2Frelay.example&secret=hunter2");
+        let args = ["--relay", "embedded", "--owner", &owner, "--signer", &uri];
+        let settings = validate(&args, &[]).expect("a remote signer needs no key");
+        assert!(matches!(settings.signer, SignerSource::Bunker(_)));
+        assert!(!format!("{settings:?}").contains("hunter2"));
+        assert!(!settings.summary().contains("hunter2"));
+
+        let error = validate(&args, &[(&name, &secret)]).expect_err("a key as well");
+        assert_eq!(error.flag, "--signer");
+        let bad = [
+            "--relay",
+            "embedded",
+            "--owner",
+            &owner,
+            "--signer",
+            "bunker://nope?secret=hunter2",
+        ];
+        let error = validate(&bad, &[]).expect_err("not a URI");
+        assert!(!error.to_string().contains("hunter2"), "{error}");
+        let both = [&args[..], &["--signer-file", "/nonexistent"]].concat();
+        assert_eq!(validate(&both, &[]).expect_err("both").flag, "--signer");
     }
 
     #[test]

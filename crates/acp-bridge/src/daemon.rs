@@ -36,7 +36,7 @@ use crate::pool::{Pool, reaper};
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
-use crate::signer::BotSigner;
+use crate::signer::{BotSigner, SignerOpenError};
 use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
@@ -58,12 +58,16 @@ pub enum DaemonError {
     Relay { url: RelayUrl, reason: String },
     #[error("--metrics-addr: {0}")]
     Metrics(String),
+    #[error("signer: {0}")]
+    Signer(#[from] SignerOpenError),
+    #[error("--owner is the bot's own key (as the remote signer says); the owner must be a different key")]
+    OwnerIsBot,
 }
 
 /// Runs the daemon until `stop` is cancelled, then stops it cleanly.
 pub async fn run(settings: Settings, stop: CancellationToken) -> Result<(), DaemonError> {
     tracing::info!(config = %settings.summary(), "starting acp-bridge");
-    Stages::wire(settings).await?.run(stop).await;
+    Stages::wire(settings, &stop).await?.run(stop).await;
     tracing::info!("acp-bridge stopped");
     Ok(())
 }
@@ -93,13 +97,23 @@ struct Stages {
 
 impl Stages {
     /// Builds the stages and connects them. Fails (before anything runs)
-    /// when the state dir, a relay or the metrics address is unusable.
-    async fn wire(settings: Settings) -> Result<Stages, DaemonError> {
+    /// when the state dir, a relay or the metrics address is unusable, or
+    /// when stopped while a remote signer has not answered yet.
+    async fn wire(settings: Settings, stop: &CancellationToken) -> Result<Stages, DaemonError> {
         let store = Arc::new(Store::open(&settings.state_dir)?);
+        let signer = BotSigner::open(
+            &settings.signer,
+            &settings.state_dir,
+            settings.signer_timeout,
+            stop,
+        )
+        .await?;
+        if settings.owner == Some(signer.public_key()) {
+            return Err(DaemonError::OwnerIsBot);
+        }
         isolation::prepare(&settings);
         reaper::sweep(&store).await;
         let (embedded, relay_urls) = relay_urls(&settings.relays).await?;
-        let signer = BotSigner::from_keys(settings.keys.clone());
         let (client, relays) = relay_client(&settings, &signer, &relay_urls).await?;
         let inbox_only = inbox_only_relays(&settings, &relay_urls);
         let (inbox_client, inbox_relays) = relay_client(&settings, &signer, &inbox_only).await?;
@@ -227,9 +241,10 @@ impl Stages {
                 replier.threads_answered(),
             )
         }));
+        let signer_answering = signer.answering();
         let identity = Identity {
             client: client.clone(),
-            signer,
+            signer: signer.clone(),
             store: Arc::clone(&store),
             outlet: replier.outlet(),
             wanted: Wanted::new(
@@ -238,7 +253,7 @@ impl Stages {
                 settings.dm_relays.clone(),
             ),
         };
-        let outbound = Arc::new(OutboundRelays::new(settings.keys.clone()));
+        let outbound = Arc::new(OutboundRelays::new(signer.clone()));
         let routes = Routes {
             directory: RelayDirectory::new(
                 client.clone(),
@@ -246,7 +261,7 @@ impl Stages {
                 Arc::clone(&outbound),
             ),
             outbound,
-            bot: settings.keys.public_key(),
+            bot: signer.public_key(),
             bot_relays: BotRelays {
                 dm: identity.wanted.dm_relays().to_vec(),
                 directory: settings.directory_relays.clone(),
@@ -254,7 +269,7 @@ impl Stages {
         };
         let membership = Membership {
             client: client.clone(),
-            keys: settings.keys.clone(),
+            signer,
             store: Arc::clone(&store),
             settings: settings.groups.clone(),
             directory: groups,
@@ -283,6 +298,7 @@ impl Stages {
             let health = Health {
                 relays_connected: relays_connected.clone(),
                 pool: pool.clone(),
+                signer_answering: signer_answering.clone(),
             };
             http::bind(addr, recorder, health, metrics_stop.clone())
                 .await

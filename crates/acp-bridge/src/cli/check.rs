@@ -16,15 +16,17 @@ use std::time::{Duration, Instant};
 
 use acp_client::{AcpError, AgentClient, AgentCommand, ClientConfig};
 use nostr_sdk::prelude::{
-    Client, ClientOptions, Filter, Kind, MachineReadablePrefix, Relay, RelayMessage, RelayNotification,
-    RelayOptions, RelayUrl, SubscribeOptions, SubscriptionId, Timestamp,
+    Client, ClientOptions, Filter, Kind, MachineReadablePrefix, PublicKey, Relay, RelayMessage,
+    RelayNotification, RelayOptions, RelayUrl, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{RelaySpec, Settings, npub};
 use crate::identity::{self, Held, Wanted};
 use crate::intake::relay_link::Interest;
 use crate::pool::{AuthChoice, AuthPolicy};
+use crate::signer::{BotSigner, SignerSource};
 
 /// A relay that does not answer within this is reported unreachable.
 const RELAY_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -34,11 +36,18 @@ const SUBSCRIPTION_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 /// Agents may resolve providers and start extensions before answering.
 const AGENT_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A remote signer that does not answer within this is reported silent.
+const SIGNER_CHECK_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Runs every check, printing as it goes; true when all passed.
 pub async fn run(settings: &Settings) -> bool {
+    let Some(signer) = open_signer(settings).await else {
+        println!("verdict: NOT ready (see above)");
+        return false;
+    };
     println!(
         "config: ok (bot {}, owner {}, respond-to {:?})",
-        npub(&settings.keys.public_key()),
+        npub(&signer.public_key()),
         settings.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
         settings.respond_to
     );
@@ -48,11 +57,11 @@ pub async fn run(settings: &Settings) -> bool {
         let reachable = check_relay(relay).await;
         relays_ok &= reachable;
         if reachable && let RelaySpec::Url(url) = relay {
-            relays_ok &= check_subscriptions(settings, url).await;
+            relays_ok &= check_subscriptions(settings, &signer, url).await;
         }
     }
-    check_identity(settings).await;
-    super::check_groups::check_groups(settings).await;
+    check_identity(settings, signer.public_key()).await;
+    super::check_groups::check_groups(settings, &signer).await;
     let ok = agent_ok && relays_ok;
     println!(
         "verdict: {}",
@@ -63,6 +72,40 @@ pub async fn run(settings: &Settings) -> bool {
         }
     );
     ok
+}
+
+/// The bot's signer; for a remote one, whether it answers (printed).
+async fn open_signer(settings: &Settings) -> Option<BotSigner> {
+    let stop = CancellationToken::new();
+    let opened = tokio::time::timeout(
+        SIGNER_CHECK_TIMEOUT,
+        BotSigner::open(
+            &settings.signer,
+            &settings.state_dir,
+            settings.signer_timeout,
+            &stop,
+        ),
+    )
+    .await;
+    stop.cancel();
+    match (opened, &settings.signer) {
+        (Ok(Ok(signer)), SignerSource::Bunker(uri)) => {
+            println!("signer: ok (remote signer {} answered)", uri.redacted());
+            Some(signer)
+        }
+        (Ok(Ok(signer)), SignerSource::Keys(_)) => Some(signer),
+        (Ok(Err(error)), _) => {
+            println!("signer: {error}");
+            None
+        }
+        (Err(_), _) => {
+            println!(
+                "signer: the remote signer did not answer within {}s (is it running, on the URI's relay, and has it approved this app?)",
+                SIGNER_CHECK_TIMEOUT.as_secs()
+            );
+            None
+        }
+    }
 }
 
 async fn check_agent(settings: &Settings) -> bool {
@@ -212,15 +255,15 @@ enum Acceptance {
 /// so that little is stored to send back) with the bot's keys to
 /// authenticate, and reports per subscription whether the relay accepted
 /// it; false if it refused or ignored one.
-async fn check_subscriptions(settings: &Settings, url: &RelayUrl) -> bool {
+async fn check_subscriptions(settings: &Settings, signer: &BotSigner, url: &RelayUrl) -> bool {
     let interest = Interest {
-        bot: settings.keys.public_key(),
+        bot: signer.public_key(),
         kinds: settings.kinds.clone(),
         follow_threads: false,
     };
     let subscriptions = interest.intake_subscriptions(Timestamp::now());
     let client = Client::builder()
-        .signer(settings.keys.clone())
+        .signer(signer.clone())
         .opts(ClientOptions::new().automatic_authentication(true))
         .build();
     let sent = async {
@@ -368,7 +411,7 @@ fn report_acceptance(url: &RelayUrl, answers: &BTreeMap<SubscriptionId, Acceptan
 /// Prints, for each identity event of the bot, what the relays hold and
 /// what the daemon would publish at start. Informational: the relay checks
 /// above say whether the relays can be reached.
-async fn check_identity(settings: &Settings) {
+async fn check_identity(settings: &Settings, bot: PublicKey) {
     let urls: Vec<RelayUrl> = settings
         .relays
         .iter()
@@ -382,7 +425,7 @@ async fn check_identity(settings: &Settings) {
             "identity: the embedded relay starts empty; its URL is added to the relay lists when it runs"
         );
     }
-    let held = read_identity(&urls, settings).await;
+    let held = read_identity(&urls, bot).await;
     let wanted = Wanted::new(settings.profile.clone(), urls, settings.dm_relays.clone());
     for planned in wanted.plan(&held) {
         let holds = held.of(planned.kind).map_or_else(
@@ -404,7 +447,7 @@ async fn check_identity(settings: &Settings) {
 
 /// What the relays at `urls` hold of the bot's identity (nothing when none
 /// answers: said so).
-async fn read_identity(urls: &[RelayUrl], settings: &Settings) -> Held {
+async fn read_identity(urls: &[RelayUrl], bot: PublicKey) -> Held {
     if urls.is_empty() {
         return Held::default();
     }
@@ -420,7 +463,7 @@ async fn read_identity(urls: &[RelayUrl], settings: &Settings) -> Held {
             let _ = relay.try_connect(RELAY_CHECK_TIMEOUT).await;
         }
     }
-    let held = match identity::read_held(&client, settings.keys.public_key()).await {
+    let held = match identity::read_held(&client, bot).await {
         Ok(held) => held,
         Err(error) => {
             println!("identity: {error}");

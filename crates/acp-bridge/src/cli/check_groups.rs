@@ -13,12 +13,13 @@ use crate::config::Settings;
 use crate::groups::membership::{GroupState, read_group};
 use crate::groups::relay_key::relay_key;
 use crate::groups::{GroupAddress, GroupMetadata};
+use crate::signer::BotSigner;
 
 /// A group relay that does not connect within this is reported unreachable.
 const GROUP_RELAY_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Prints one line per configured group.
-pub async fn check_groups(settings: &Settings) {
+pub async fn check_groups(settings: &Settings, bot: &BotSigner) {
     for group in &settings.groups.groups {
         let (signer, signed) = match relay_key(&group.relay).await {
             Ok(Some(key)) => (Some(key), "signed by the relay's key (NIP-11)".to_owned()),
@@ -28,7 +29,7 @@ pub async fn check_groups(settings: &Settings) {
             ),
             Err(error) => (None, format!("taken as served: no NIP-11 document ({error})")),
         };
-        match read(settings, group, signer).await {
+        match read(bot, group, signer).await {
             Ok(state) => println!("group {group}: {}; metadata {signed}", describe(&state)),
             Err(error) => println!("group {group}: cannot read it: {error}"),
         }
@@ -36,12 +37,12 @@ pub async fn check_groups(settings: &Settings) {
 }
 
 async fn read(
-    settings: &Settings,
+    bot: &BotSigner,
     group: &GroupAddress,
     signer: Option<PublicKey>,
 ) -> Result<GroupState, String> {
     let client = Client::builder()
-        .signer(settings.keys.clone())
+        .signer(bot.clone())
         .opts(ClientOptions::new().automatic_authentication(true))
         .build();
     let read = async {
@@ -58,7 +59,7 @@ async fn read(
             .try_connect(GROUP_RELAY_CONNECT_TIMEOUT)
             .await
             .map_err(|error| error.to_string())?;
-        read_group(&relay, &group.id, &settings.keys.public_key(), signer)
+        read_group(&relay, &group.id, &bot.public_key(), signer)
             .await
             .map_err(|error| error.to_string())
     }

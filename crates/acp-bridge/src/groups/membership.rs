@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use nostr_sdk::pool::relay::Error as RelayError;
 use nostr_sdk::prelude::{
-    Client, Event, EventBuilder, Filter, Keys, Kind, PublicKey, Relay, RelayUrl, ReqExitPolicy, Tag, TagKind,
+    Client, Event, EventBuilder, Filter, Kind, PublicKey, Relay, RelayUrl, ReqExitPolicy, Tag, TagKind,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -34,6 +34,7 @@ use super::metadata::{
 };
 use super::relay_key::relay_key;
 use super::{GroupAddress, GroupDirectory, GroupSettings, same_relay};
+use crate::signer::BotSigner;
 use crate::store::{Store, sql_now};
 use crate::telemetry::metrics;
 
@@ -110,7 +111,7 @@ async fn relay_signer(group: &GroupAddress) -> Option<PublicKey> {
 #[derive(Debug)]
 pub struct Membership {
     pub client: Client,
-    pub keys: Keys,
+    pub signer: BotSigner,
     pub store: Arc<Store>,
     pub settings: GroupSettings,
     pub directory: GroupDirectory,
@@ -224,7 +225,7 @@ impl Membership {
     /// the directory); `None` when the relay did not answer.
     async fn read(&self, relay: &Relay, group: &GroupAddress) -> Option<GroupState> {
         let signer = relay_signer(group).await;
-        let state = match read_group(relay, &group.id, &self.keys.public_key(), signer).await {
+        let state = match read_group(relay, &group.id, &self.signer.public_key(), signer).await {
             Ok(state) => state,
             Err(error) => {
                 tracing::warn!(%group, %error, "cannot read the group's metadata; its mentions are answered without it, and no join request is sent before the next start");
@@ -254,7 +255,7 @@ impl Membership {
         if let Some(code) = &self.settings.invite_code {
             tags.push(Tag::custom(TagKind::custom("code"), [code.clone()]));
         }
-        let Some(request) = self.sign(JOIN_REQUEST, tags) else {
+        let Some(request) = self.sign(JOIN_REQUEST, tags).await else {
             return Joining::Unsent;
         };
         let event_id = request.id.to_hex();
@@ -306,7 +307,10 @@ impl Membership {
         let Some(connection) = self.connected(&group.relay, stop).await else {
             return;
         };
-        let Some(request) = self.sign(LEAVE_REQUEST, vec![Tag::custom(TagKind::h(), [id.clone()])]) else {
+        let Some(request) = self
+            .sign(LEAVE_REQUEST, vec![Tag::custom(TagKind::h(), [id.clone()])])
+            .await
+        else {
             return;
         };
         let event_id = request.id.to_hex();
@@ -328,10 +332,11 @@ impl Membership {
         }
     }
 
-    fn sign(&self, kind: u16, tags: Vec<Tag>) -> Option<Event> {
+    async fn sign(&self, kind: u16, tags: Vec<Tag>) -> Option<Event> {
         EventBuilder::new(Kind::from(kind), "")
             .tags(tags)
-            .sign_with_keys(&self.keys)
+            .sign(&self.signer)
+            .await
             .inspect_err(|error| tracing::error!(%error, kind, "cannot sign a group request"))
             .ok()
     }

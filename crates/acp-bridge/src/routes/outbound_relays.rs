@@ -22,8 +22,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use nostr_sdk::prelude::{Client, ClientOptions, Event, EventId, Filter, Keys, Output, RelayUrl};
+use nostr_sdk::prelude::{Client, ClientOptions, Event, EventId, Filter, Output, RelayUrl};
 
+use crate::signer::BotSigner;
 use crate::transport::NoDelayTransport;
 
 /// Connections to other people's relays open at once.
@@ -125,13 +126,13 @@ pub enum OutboundError {
 
 impl OutboundRelays {
     /// Within [`MAX_OUTBOUND_RELAYS`] and [`OUTBOUND_RELAY_IDLE`].
-    pub fn new(keys: Keys) -> Self {
-        Self::with_bounds(keys, MAX_OUTBOUND_RELAYS, OUTBOUND_RELAY_IDLE)
+    pub fn new(signer: BotSigner) -> Self {
+        Self::with_bounds(signer, MAX_OUTBOUND_RELAYS, OUTBOUND_RELAY_IDLE)
     }
 
-    fn with_bounds(keys: Keys, capacity: usize, idle_after: Duration) -> Self {
+    fn with_bounds(signer: BotSigner, capacity: usize, idle_after: Duration) -> Self {
         let client = Client::builder()
-            .signer(keys)
+            .signer(signer)
             .websocket_transport(NoDelayTransport)
             .opts(ClientOptions::new().automatic_authentication(true))
             .build();
@@ -251,7 +252,7 @@ impl OutboundRelays {
 mod tests {
     use super::*;
     use crate::embedded_relay::EmbeddedRelay;
-    use nostr_sdk::prelude::EventBuilder;
+    use nostr_sdk::prelude::{EventBuilder, Keys};
 
     fn url(n: usize) -> RelayUrl {
         RelayUrl::parse(&format!("wss://inbox{n}.example.com")).unwrap()
@@ -326,7 +327,7 @@ mod tests {
         );
         let keys = Keys::generate();
         let note = |text: &str| EventBuilder::text_note(text).sign_with_keys(&keys).unwrap();
-        let pool = OutboundRelays::with_bounds(keys.clone(), 1, OUTBOUND_RELAY_IDLE);
+        let pool = OutboundRelays::with_bounds(BotSigner::from_keys(keys.clone()), 1, OUTBOUND_RELAY_IDLE);
 
         for text in ["one", "two"] {
             let sent = pool.send_event_to(&[a.url().clone()], &note(text)).await.unwrap();
@@ -353,7 +354,7 @@ mod tests {
         let relay = EmbeddedRelay::start(None).await.unwrap();
         let keys = Keys::generate();
         let note = EventBuilder::text_note("hi").sign_with_keys(&keys).unwrap();
-        let pool = OutboundRelays::with_bounds(keys.clone(), 8, Duration::ZERO);
+        let pool = OutboundRelays::with_bounds(BotSigner::from_keys(keys.clone()), 8, Duration::ZERO);
         pool.send_event_to(&[relay.url().clone()], &note).await.unwrap();
         assert_eq!(open_relays(&pool).await.len(), 1);
         pool.close_idle().await;

@@ -2,17 +2,56 @@
 //! reactions, gift wraps and seals, NIP-42 AUTH, profile and relay lists)
 //! and every NIP-44 decryption goes through a [`BotSigner`].
 //!
-//! Behind it is either the bot's [`Keys`] (`--secret-key-file`) or a remote
-//! signer. The bot's public key is asked of the signer once, at start, and
-//! kept: building an event then needs no round trip for it. This module
-//! owns no key material of its own and decides nothing about retries.
+//! Behind it is either the bot's [`Keys`] (`--secret-key-file`) or a
+//! remote signer (`--signer bunker://…`, NIP-46; see [`remote`]). The
+//! bot's public key is asked of the signer once, at start, and kept:
+//! building an event then needs no round trip for it.
+//!
+//! A remote signer may be slow or gone. Then a request is not failed but
+//! waits: it is tried again with backoff until the signer answers or the
+//! daemon stops. So an answer whose signature is due waits in its turn, a
+//! DM waits in the intake, and nothing is dropped for want of a signature.
+//! The signer's state is one log line per change, the health endpoint and
+//! the `acp_bridge_signer_up` gauge. A request the signer answers with a
+//! refusal fails at once: trying it again would not help.
+
+mod app_keys;
+mod remote;
+mod source;
 
 use std::fmt;
+use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
     BoxedFuture, Event, Keys, NostrSigner, PublicKey, SignerBackend, SignerError, UnsignedEvent,
 };
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use app_keys::AppKeyError;
+pub use source::{BunkerUri, SignerSource};
+
+use crate::backoff::Backoff;
+use crate::telemetry::metrics;
+
+/// The shortest wait before asking a silent signer again.
+const SIGNER_RETRY_MIN: Duration = Duration::from_secs(1);
+/// The longest wait before asking a silent signer again.
+const SIGNER_RETRY_MAX: Duration = Duration::from_secs(60);
+/// Default bound on one request's round trip to a remote signer
+/// (`--signer-timeout`).
+pub const DEFAULT_SIGNER_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SignerOpenError {
+    #[error(transparent)]
+    AppKey(#[from] AppKeyError),
+    #[error("stopped before the remote signer answered")]
+    Stopped,
+}
 
 /// The signer every part of the daemon signs and decrypts with. Cheap to
 /// clone; `Debug` shows the public key only.
@@ -20,20 +59,150 @@ use nostr_sdk::prelude::{
 pub struct BotSigner {
     inner: Arc<dyn NostrSigner>,
     public_key: PublicKey,
+    /// For a remote signer: how requests wait through an outage.
+    patience: Option<Arc<Patience>>,
 }
 
 impl BotSigner {
-    /// The bot's own keys, held in memory.
+    /// The bot's own keys, held in memory: never slow, never gone.
     pub fn from_keys(keys: Keys) -> Self {
         BotSigner {
             public_key: keys.public_key(),
             inner: Arc::new(keys),
+            patience: None,
         }
+    }
+
+    /// The signer `source` names. A remote one is asked for the bot's
+    /// public key, again with backoff while it does not answer (each
+    /// failure logged), until `stop`: a bunker that is down at start holds
+    /// the start, it does not crash it (mentions wait on the relays).
+    pub async fn open(
+        source: &SignerSource,
+        state_dir: &Path,
+        request_timeout: Duration,
+        stop: &CancellationToken,
+    ) -> Result<Self, SignerOpenError> {
+        let uri = match source {
+            SignerSource::Keys(keys) => return Ok(Self::from_keys(keys.clone())),
+            SignerSource::Bunker(uri) => uri,
+        };
+        let inner = remote::connect(uri, state_dir, request_timeout)?;
+        let patience = Arc::new(Patience::new(stop.clone()));
+        let public_key = patience
+            .wait_for(|| inner.get_public_key(), |_| true)
+            .await
+            .map_err(|_| SignerOpenError::Stopped)?;
+        tracing::info!(bot = %public_key, "the remote signer answered");
+        Ok(BotSigner {
+            inner,
+            public_key,
+            patience: Some(patience),
+        })
     }
 
     /// The bot's public key, as the signer gave it at start.
     pub fn public_key(&self) -> PublicKey {
         self.public_key
+    }
+
+    /// True while the signer answers (always, for a key held in memory).
+    pub fn answering(&self) -> watch::Receiver<bool> {
+        match &self.patience {
+            Some(patience) => patience.answering.subscribe(),
+            None => watch::Sender::new(true).subscribe(),
+        }
+    }
+
+    /// `call` on the inner signer, waiting through outages of a remote one.
+    async fn patiently<'a, T, F, Fut>(&'a self, call: F) -> Result<T, SignerError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, SignerError>> + 'a,
+    {
+        match &self.patience {
+            Some(patience) => patience.wait_for(call, remote::is_outage).await,
+            None => call().await,
+        }
+    }
+}
+
+/// How requests to a remote signer wait through an outage, and what the
+/// daemon knows of the signer's state.
+#[derive(Debug)]
+struct Patience {
+    answering: watch::Sender<bool>,
+    /// When the current outage began (`None` while the signer answers).
+    down_since: std::sync::Mutex<Option<Instant>>,
+    stop: CancellationToken,
+}
+
+impl Patience {
+    fn new(stop: CancellationToken) -> Self {
+        metrics::signer_up(false);
+        Patience {
+            answering: watch::Sender::new(false),
+            down_since: std::sync::Mutex::new(Some(Instant::now())),
+            stop,
+        }
+    }
+
+    /// Runs `call` until it succeeds, fails with an error that is not an
+    /// `outage`, or the daemon stops (then the last error).
+    async fn wait_for<T, F, Fut>(&self, call: F, outage: fn(&SignerError) -> bool) -> Result<T, SignerError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, SignerError>>,
+    {
+        let mut backoff = Backoff::new(SIGNER_RETRY_MIN, SIGNER_RETRY_MAX);
+        loop {
+            let error = match call().await {
+                Ok(value) => {
+                    self.answered();
+                    return Ok(value);
+                }
+                Err(error) if !outage(&error) => {
+                    self.answered();
+                    return Err(error);
+                }
+                Err(error) => error,
+            };
+            let delay = backoff.next_delay();
+            self.silent(&error, delay);
+            tokio::select! {
+                () = self.stop.cancelled() => return Err(error),
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    fn answered(&self) {
+        let was_down = self.down_since.lock().expect("not poisoned").take();
+        if let Some(since) = was_down {
+            tracing::info!(
+                down_ms = since.elapsed().as_millis() as u64,
+                "signer: the remote signer answers; waiting signatures go out"
+            );
+            metrics::signer_up(true);
+            self.answering.send_replace(true);
+        }
+    }
+
+    fn silent(&self, error: &SignerError, retry_in: Duration) {
+        let newly = {
+            let mut down_since = self.down_since.lock().expect("not poisoned");
+            let newly = down_since.is_none();
+            down_since.get_or_insert_with(Instant::now);
+            newly
+        };
+        metrics::signer_request_failed();
+        if newly {
+            tracing::warn!(%error, retry_in_ms = retry_in.as_millis() as u64, "signer: the remote signer does not answer; signatures and DM decryption wait for it (mentions stay in the journal)");
+            metrics::signer_up(false);
+            self.answering.send_replace(false);
+        } else {
+            tracing::info!(%error, retry_in_ms = retry_in.as_millis() as u64, "signer: still no answer from the remote signer");
+        }
     }
 }
 
@@ -57,7 +226,7 @@ impl NostrSigner for BotSigner {
     }
 
     fn sign_event(&self, unsigned: UnsignedEvent) -> BoxedFuture<'_, Result<Event, SignerError>> {
-        self.inner.sign_event(unsigned)
+        Box::pin(async move { self.patiently(|| self.inner.sign_event(unsigned.clone())).await })
     }
 
     fn nip04_encrypt<'a>(
@@ -65,7 +234,7 @@ impl NostrSigner for BotSigner {
         public_key: &'a PublicKey,
         content: &'a str,
     ) -> BoxedFuture<'a, Result<String, SignerError>> {
-        self.inner.nip04_encrypt(public_key, content)
+        Box::pin(self.patiently(|| self.inner.nip04_encrypt(public_key, content)))
     }
 
     fn nip04_decrypt<'a>(
@@ -73,7 +242,7 @@ impl NostrSigner for BotSigner {
         public_key: &'a PublicKey,
         encrypted_content: &'a str,
     ) -> BoxedFuture<'a, Result<String, SignerError>> {
-        self.inner.nip04_decrypt(public_key, encrypted_content)
+        Box::pin(self.patiently(|| self.inner.nip04_decrypt(public_key, encrypted_content)))
     }
 
     fn nip44_encrypt<'a>(
@@ -81,7 +250,7 @@ impl NostrSigner for BotSigner {
         public_key: &'a PublicKey,
         content: &'a str,
     ) -> BoxedFuture<'a, Result<String, SignerError>> {
-        self.inner.nip44_encrypt(public_key, content)
+        Box::pin(self.patiently(|| self.inner.nip44_encrypt(public_key, content)))
     }
 
     fn nip44_decrypt<'a>(
@@ -89,6 +258,6 @@ impl NostrSigner for BotSigner {
         public_key: &'a PublicKey,
         payload: &'a str,
     ) -> BoxedFuture<'a, Result<String, SignerError>> {
-        self.inner.nip44_decrypt(public_key, payload)
+        Box::pin(self.patiently(|| self.inner.nip44_decrypt(public_key, payload)))
     }
 }

@@ -66,6 +66,8 @@ pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 pub struct Health {
     pub relays_connected: Vec<watch::Receiver<bool>>,
     pub pool: Pool,
+    /// False while the remote signer does not answer (NIP-46).
+    pub signer_answering: watch::Receiver<bool>,
 }
 
 impl Health {
@@ -73,6 +75,9 @@ impl Health {
     pub fn check(&self) -> Result<(), &'static str> {
         if !self.relays_connected.iter().any(|connected| *connected.borrow()) {
             return Err("no relay connected");
+        }
+        if !*self.signer_answering.borrow() {
+            return Err("the remote signer does not answer: answers and DMs wait for it");
         }
         if self.pool.circuit_open() {
             return Err("agents keep crashing: circuit breaker open");

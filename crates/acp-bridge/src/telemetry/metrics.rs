@@ -133,3 +133,13 @@ pub fn agent_update_dropped(reason: &'static str) {
 pub fn group_request(request: &'static str, outcome: &'static str) {
     counter!("acp_bridge_group_requests_total", "request" => request, "outcome" => outcome).increment(1);
 }
+
+/// 1 while the remote signer (NIP-46) answers, 0 while it does not.
+pub fn signer_up(up: bool) {
+    gauge!("acp_bridge_signer_up").set(if up { 1.0 } else { 0.0 });
+}
+
+/// A request to the remote signer that went unanswered (it is tried again).
+pub fn signer_request_failed() {
+    counter!("acp_bridge_signer_requests_failed_total").increment(1);
+}
