@@ -38,6 +38,9 @@ pub struct BridgeSpec {
     /// Where the bot's key is written (0600) for `--secret-key-file`;
     /// `None` passes it in `ACP_BRIDGE_SECRET_KEY`.
     pub key_file: Option<PathBuf>,
+    /// A file holding a remote signer's bunker URI for `--signer-file`:
+    /// the daemon then gets no key at all.
+    pub signer_file: Option<PathBuf>,
 }
 
 impl BridgeSpec {
@@ -54,6 +57,7 @@ impl BridgeSpec {
             env: Vec::new(),
             log_filter: DEFAULT_LOG_FILTER.to_owned(),
             key_file: None,
+            signer_file: None,
         }
     }
 
@@ -104,12 +108,15 @@ impl Bridge {
         }
         let mut command = Command::new(bridge_binary());
         command.env_clear();
-        match &spec.key_file {
-            Some(path) => {
+        match (&spec.signer_file, &spec.key_file) {
+            (Some(path), _) => {
+                command.arg("--signer-file").arg(path);
+            }
+            (None, Some(path)) => {
                 write_key_file(path, &spec.bot);
                 command.arg("--secret-key-file").arg(path);
             }
-            None => {
+            (None, None) => {
                 command.env("ACP_BRIDGE_SECRET_KEY", spec.bot.secret_key().to_secret_hex());
             }
         }

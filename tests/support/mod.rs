@@ -17,6 +17,7 @@ mod people;
 mod picky_relay;
 mod processes;
 mod relay;
+mod remote_signer;
 mod scene;
 
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ pub use people::{Person, attest_profile, channel_of, e_tags, group_message, p_ta
 pub use picky_relay::{Answer, PickyRelay};
 pub use processes::{descendants, scripted_agents_below};
 pub use relay::{Proxy, RelayServer, TestRelay};
+pub use remote_signer::{BUNKER_SECRET, RemoteSigner};
 pub use scene::{Scene, SceneBuilder, Stage, Tally, assert_exactly_once};
 
 /// How long a test waits for something the daemon should do.

@@ -142,7 +142,7 @@ impl Patience {
         metrics::signer_up(false);
         Patience {
             answering: watch::Sender::new(false),
-            down_since: std::sync::Mutex::new(Some(Instant::now())),
+            down_since: std::sync::Mutex::new(None),
             stop,
         }
     }

@@ -1,0 +1,164 @@
+//! The bot's key off the host (NIP-46), against the real binary, the test
+//! relay, the scripted agent and nostr-connect's own signer side running
+//! in the test process with the bot's key: the daemon is given only the
+//! bunker URI. Each test prints how its messages ended.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use support::*;
+
+/// The daemon's line when the remote signer stops answering.
+const SIGNER_SILENT: &str = "signer: the remote signer does not answer; signatures and DM decryption wait for it (mentions stay in the journal)";
+/// The daemon's line when it answers again.
+const SIGNER_BACK: &str = "signer: the remote signer answers; waiting signatures go out";
+/// What /healthz says meanwhile.
+const HEALTH_SIGNER_SILENT: &str = "the remote signer does not answer";
+/// Short, so that an outage shows within the test's patience.
+const SIGNER_TIMEOUT: &str = "2s";
+
+/// A stage whose daemon gets the bunker URI of `signer` in a file (0600)
+/// and no key at all.
+fn sign_through(stage: &mut Stage, signer: &RemoteSigner) {
+    let file = temp_dir("bunker").join("bunker-uri");
+    std::fs::write(&file, signer.bunker_uri()).expect("write the bunker URI");
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+    std::fs::set_permissions(&file, private).expect("chmod 600");
+    stage.spec.signer_file = Some(file);
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// True when no file in the daemon's state dir and no line of its log
+/// holds the bot's secret key or the bunker's connection secret.
+fn no_secret_on_the_host<R: RelayServer>(scene: &Scene<R>) -> bool {
+    let bot_secret = scene.bridge.spec.bot.secret_key().to_secret_hex();
+    let log = scene.bridge.log.text();
+    let in_state = files_under(&scene.bridge.spec.state_dir).into_iter().any(|file| {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).contains(&bot_secret)
+    });
+    !in_state && !log.contains(&bot_secret) && !log.contains(BUNKER_SECRET)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_and_a_dm_are_signed_and_decrypted_by_the_remote_signer_with_no_key_on_the_host() {
+    let mut stage = Scene::builder()
+        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
+        .stage()
+        .await;
+    let _signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
+    sign_through(&mut stage, &_signer);
+    let scene = stage.start().await;
+
+    let mention = scene.mention("room", "answer me through the bunker").await;
+    let reply = scene.reply_to(&mention).await;
+    assert_eq!(reply.pubkey, scene.bot, "signed with the bot's key");
+    assert!(reply.verify().is_ok());
+
+    let dm_text = "a private word for the bunker";
+    scene.owner.dm(&scene.bot, dm_text).await;
+    scene.owner.dm_containing(&scene.bot, dm_text).await;
+    let tally = scene.tally("remote signer: group mention", &[mention]).await;
+    let dm_answers = scene.owner.direct_messages_from(&scene.bot, 1).await;
+    let dm_answered = dm_answers
+        .iter()
+        .filter(|dm| dm.content.contains(dm_text))
+        .count();
+    println!("remote signer: {tally}; DM answered {dm_answered} time(s)");
+    assert_exactly_once(tally);
+    assert_eq!(dm_answered, 1);
+    assert!(no_secret_on_the_host(&scene), "{}", scene.bridge.log.tail(40));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signer_outage_mid_turn_holds_the_answer_until_the_signer_is_back_then_it_goes_out_once() {
+    let mut stage = Scene::builder()
+        .metrics()
+        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
+        .stage()
+        .await;
+    let mut signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
+    sign_through(&mut stage, &signer);
+    let scene = stage.start().await;
+    let (log, port) = (&scene.bridge.log, scene.metrics_port());
+
+    let mark = log.cursor();
+    // Two rounds of 1.5 s: the signer is gone before the agent answers.
+    let mention = scene
+        .mention_mid_turn("room", "[delay=1500] answer after the outage")
+        .await;
+    signer.stop();
+    log.wait(mark, Line::new(SIGNER_SILENT)).await;
+    let health = http_get(port, "/healthz").await;
+    let up_while_silent = metric(port, "acp_bridge_signer_up").await;
+    let answers_while_silent = scene
+        .owner
+        .events_referencing(&scene.bot, &mention.id)
+        .await
+        .len();
+    println!(
+        "outage: /healthz said {:?}; signer_up {up_while_silent}; answers meanwhile {answers_while_silent}",
+        health.lines().last()
+    );
+    assert!(health.contains(HEALTH_SIGNER_SILENT), "{health}");
+    assert_eq!(up_while_silent, 0.0);
+    assert_eq!(
+        answers_while_silent, 0,
+        "nothing can be signed while the signer is gone"
+    );
+
+    signer.resume().await;
+    log.wait(mark, Line::new(SIGNER_BACK)).await;
+    let tally = scene
+        .tally("signer outage mid-turn", std::slice::from_ref(&mention))
+        .await;
+    let turns = log
+        .matching(mark, Line::new("agent run started").in_turn(&mention.id))
+        .len();
+    let healthy = http_get(port, "/healthz").await;
+    println!(
+        "outage: {tally}; agent runs {turns}; /healthz after {:?}",
+        healthy.lines().last()
+    );
+    assert_exactly_once(tally);
+    assert_eq!(turns, 1, "the answer waited; the turn was not run again");
+    assert!(healthy.starts_with("HTTP/1.1 200"), "{healthy}");
+    assert_eq!(metric(port, "acp_bridge_signer_up").await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bunker_down_at_start_holds_the_start_and_loses_no_mention() {
+    let mut stage = Scene::builder()
+        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
+        .stage()
+        .await;
+    let mut signer = RemoteSigner::down(&stage.spec.bot, &stage.relay.url());
+    sign_through(&mut stage, &signer);
+    let mut scene = stage.launch();
+    let log = &scene.bridge.log;
+
+    log.wait(log.start(), Line::new(SIGNER_SILENT)).await;
+    // Said while the daemon waits for its signer, not subscribed yet.
+    let mention = scene.mention("room", "said while the bunker was down").await;
+    signer.resume().await;
+    scene.bridge.ready().await;
+    let tally = scene.tally("bunker down at start", &[mention]).await;
+    let alive = scene.bridge.alive();
+    println!("bunker down at start: {tally}; the first process still running: {alive}");
+    assert_exactly_once(tally);
+    assert!(alive, "waited for the signer instead of exiting");
+}
