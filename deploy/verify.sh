@@ -377,7 +377,10 @@ for path in sys.argv[2:]:
                  > 3 * r.get("periodSeconds", 10) * r.get("failureThreshold", 3),
                  "liveness must be far more lenient than readiness (relay outages must not restart-loop)")
             mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
-            key_file = env.get("ACP_BRIDGE_SECRET_KEY_FILE")
+            # The bot's key, or (NIP-46) the bunker URI that stands for it.
+            key_file = env.get("ACP_BRIDGE_SECRET_KEY_FILE") or env.get("ACP_BRIDGE_SIGNER_FILE")
+            need(not (env.get("ACP_BRIDGE_SECRET_KEY_FILE") and env.get("ACP_BRIDGE_SIGNER_FILE")),
+                 "a key file or a remote signer, not both")
             key_mount = mounts.get(key_file)
             need(key_mount is not None and key_mount.get("readOnly") is True, f"the key file {key_file} is mounted read-only")
             if key_mount:
