@@ -162,3 +162,64 @@ async fn a_bunker_down_at_start_holds_the_start_and_loses_no_mention() {
     assert_exactly_once(tally);
     assert!(alive, "waited for the signer instead of exiting");
 }
+
+/// `acp-bridge check` with the bunker URI and no key: whether the bunker
+/// answers, and the bot's key as the bunker gave it.
+fn check_through(stage: &Stage, state_dir: &Path) -> (String, bool) {
+    let signer_file = stage.spec.signer_file.as_ref().expect("a signer file");
+    let output = std::process::Command::new(bridge_binary())
+        .args([
+            "check",
+            "--relay",
+            &stage.relay.url(),
+            "--owner",
+            &stage.owner.public_key().to_hex(),
+        ])
+        .arg("--signer-file")
+        .arg(signer_file)
+        .arg("--state-dir")
+        .arg(state_dir)
+        .args(["--signer-timeout", SIGNER_TIMEOUT])
+        // Last: it takes every argument after it.
+        .args([
+            "--agent-command",
+            bridge_binary(),
+            "--agent-args",
+            "scripted-agent",
+        ])
+        .env_clear()
+        .output()
+        .expect("run check");
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        output.status.success(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_says_whether_the_remote_signer_answers() {
+    let mut stage = Scene::builder().stage().await;
+    let mut signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
+    sign_through(&mut stage, &signer);
+    let state_dir = temp_dir("check-state");
+    let bot = nostr_sdk::prelude::ToBech32::to_bech32(&stage.bot).expect("npub");
+
+    let (answered, ready) = check_through(&stage, &state_dir);
+    println!("check, bunker up (ready: {ready}):\n{answered}");
+    assert!(
+        answered.contains("signer: ok (remote signer bunker://"),
+        "{answered}"
+    );
+    assert!(answered.contains(&format!("config: ok (bot {bot}")), "{answered}");
+    assert!(!answered.contains(BUNKER_SECRET), "{answered}");
+    assert!(ready, "{answered}");
+
+    signer.stop();
+    let (silent, ready) = check_through(&stage, &state_dir);
+    println!("check, bunker down (ready: {ready}):\n{silent}");
+    assert!(
+        silent.contains("signer: the remote signer did not answer within"),
+        "{silent}"
+    );
+    assert!(!ready);
+}

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nostr_connect::prelude::NostrConnect;
-use nostr_sdk::prelude::{NostrSigner, SignerError};
+use nostr_connect::prelude::{AuthUrlHandler, NostrConnect};
+use nostr_sdk::prelude::{BoxedFuture, NostrSigner, SignerError, Url};
 
 use super::app_keys::{self, AppKeyError};
 use super::source::BunkerUri;
@@ -28,9 +28,25 @@ pub fn connect(
 ) -> Result<Arc<dyn NostrSigner>, AppKeyError> {
     let app = app_keys::load_or_create(state_dir)?;
     tracing::info!(bunker = %uri.redacted(), app = %app.public_key(), "signing through a remote signer (NIP-46)");
-    let connect = NostrConnect::new(uri.uri().clone(), app, request_timeout, None)
+    let mut connect = NostrConnect::new(uri.uri().clone(), app, request_timeout, None)
         .expect("a bunker:// URI never carries app keys to match");
+    connect.auth_url_handler(LogApprovalUrl);
     Ok(Arc::new(connect))
+}
+
+/// Some bunkers (nsec.app) answer a request they want a person to approve
+/// with a URL to open. A daemon has no browser: the URL goes to the log,
+/// and the request waits (as for a silent signer) until someone approves.
+#[derive(Debug)]
+struct LogApprovalUrl;
+
+impl AuthUrlHandler for LogApprovalUrl {
+    fn on_auth_url(&self, auth_url: Url) -> BoxedFuture<'_, nostr_sdk::prelude::Result<()>> {
+        Box::pin(async move {
+            tracing::warn!(%auth_url, "signer: the remote signer asks for approval; open this URL to approve the daemon's requests");
+            Ok(())
+        })
+    }
 }
 
 /// True when `error` means the signer could not be reached or did not
