@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use support::*;
 
 /// The daemon's line when the remote signer stops answering.
-const SIGNER_SILENT: &str = "signer: the remote signer does not answer; signatures and DM decryption wait for it (mentions stay in the journal)";
-/// The daemon's line when it answers again.
-const SIGNER_BACK: &str = "signer: the remote signer answers; waiting signatures go out";
+const SIGNER_SILENT: &str = "signer: no signature from the remote signer; signatures and DM decryption wait for it (mentions stay in the journal)";
+/// The daemon's line when it signs again.
+const SIGNER_BACK: &str = "signer: the remote signer signs again; waiting signatures go out";
 /// What /healthz says meanwhile.
-const HEALTH_SIGNER_SILENT: &str = "the remote signer does not answer";
+const HEALTH_SIGNER_SILENT: &str = "the remote signer does not sign";
 /// Short, so that an outage shows within the test's patience.
 const SIGNER_TIMEOUT: &str = "2s";
 
@@ -138,6 +138,47 @@ async fn a_signer_outage_mid_turn_holds_the_answer_until_the_signer_is_back_then
     assert_eq!(turns, 1, "the answer waited; the turn was not run again");
     assert!(healthy.starts_with("HTTP/1.1 200"), "{healthy}");
     assert_eq!(metric(port, "acp_bridge_signer_up").await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bunker_refusing_the_answer_holds_it_until_it_signs_then_it_goes_out_once() {
+    let mut stage = Scene::builder()
+        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
+        .stage()
+        .await;
+    let signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
+    sign_through(&mut stage, &signer);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+
+    let mark = log.cursor();
+    let mention = scene
+        .mention_mid_turn("room", "[delay=1000] answer once approved")
+        .await;
+    signer.refuse_signatures(true);
+    let refused = log.wait(mark, Line::new(SIGNER_SILENT)).await;
+    let answers_while_refused = scene
+        .owner
+        .events_referencing(&scene.bot, &mention.id)
+        .await
+        .len();
+    println!(
+        "refusal: {}; answers meanwhile {answers_while_refused}",
+        refused["error"]
+    );
+    assert_eq!(answers_while_refused, 0);
+
+    signer.refuse_signatures(false);
+    log.wait(mark, Line::new(SIGNER_BACK)).await;
+    let tally = scene
+        .tally("bunker refusing the answer", std::slice::from_ref(&mention))
+        .await;
+    let turns = log
+        .matching(mark, Line::new("agent run started").in_turn(&mention.id))
+        .len();
+    println!("refusal: {tally}; agent runs {turns}");
+    assert_exactly_once(tally);
+    assert_eq!(turns, 1, "the answer waited; the turn was not run again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,8 @@
 //! then signs and decrypts through it, holding no key. A test can stop it
 //! (an outage) and start it again.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nostr_connect::prelude::{
@@ -19,12 +21,16 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// The connection secret of the test bunker.
 pub const BUNKER_SECRET: &str = "test-bunker-secret";
 
-/// Approves every request, like a bunker the operator set to "always".
-struct ApproveAll;
+/// Approves every request, like a bunker the operator set to "always";
+/// or, while `refusing`, every request but the signatures, like a bunker
+/// whose policy does not (yet) allow what the bot signs.
+struct Policy {
+    refusing: Arc<AtomicBool>,
+}
 
-impl NostrConnectSignerActions for ApproveAll {
-    fn approve(&self, _client: &PublicKey, _request: &NostrConnectRequest) -> bool {
-        true
+impl NostrConnectSignerActions for Policy {
+    fn approve(&self, _client: &PublicKey, request: &NostrConnectRequest) -> bool {
+        !(matches!(request, NostrConnectRequest::SignEvent(_)) && self.refusing.load(Ordering::SeqCst))
     }
 }
 
@@ -34,6 +40,7 @@ pub struct RemoteSigner {
     keys: NostrConnectKeys,
     relay_url: String,
     serving: Option<JoinHandle<()>>,
+    refusing: Arc<AtomicBool>,
 }
 
 impl RemoteSigner {
@@ -53,6 +60,7 @@ impl RemoteSigner {
             },
             relay_url: relay_url.to_owned(),
             serving: None,
+            refusing: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -76,6 +84,12 @@ impl RemoteSigner {
         }
     }
 
+    /// Refuses (answers "Rejected") every signature from now on, or signs
+    /// again.
+    pub fn refuse_signatures(&self, refusing: bool) {
+        self.refusing.store(refusing, Ordering::SeqCst);
+    }
+
     /// Serves again (a fresh connection and subscription) and waits until
     /// it answers.
     pub async fn resume(&mut self) {
@@ -87,8 +101,11 @@ impl RemoteSigner {
             None,
         )
         .expect("signer");
+        let policy = Policy {
+            refusing: Arc::clone(&self.refusing),
+        };
         self.serving = Some(tokio::spawn(async move {
-            let _ = signer.serve(ApproveAll).await;
+            let _ = signer.serve(policy).await;
         }));
         // Ready once a client of its own gets an answer: its subscription
         // is in place.

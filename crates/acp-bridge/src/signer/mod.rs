@@ -7,13 +7,16 @@
 //! bot's public key is asked of the signer once, at start, and kept:
 //! building an event then needs no round trip for it.
 //!
-//! A remote signer may be slow or gone. Then a request is not failed but
-//! waits: it is tried again with backoff until the signer answers or the
-//! daemon stops. So an answer whose signature is due waits in its turn, a
-//! DM waits in the intake, and nothing is dropped for want of a signature.
-//! The signer's state is one log line per change, the health endpoint and
-//! the `acp_bridge_signer_up` gauge. A request the signer answers with a
-//! refusal fails at once: trying it again would not help.
+//! A remote signer may be slow, gone, or refuse (a bunker whose policy or
+//! approval does not cover a request yet). Then a signature is not failed
+//! but waits: it is asked again with backoff until the signer signs or the
+//! daemon stops. So an answer whose signature is due waits in its turn (it
+//! is not re-run, and not dropped), and the signer's state is one log line
+//! per change, the health endpoint and the `acp_bridge_signer_up` gauge.
+//! A decryption waits the same way only while the signer is silent or
+//! unreachable: one it refuses is a message it cannot read (anyone can send
+//! the bot a broken gift wrap), dropped as before, so it cannot stall the
+//! intake.
 
 mod app_keys;
 mod remote;
@@ -90,7 +93,7 @@ impl BotSigner {
         let inner = remote::connect(uri, state_dir, request_timeout)?;
         let patience = Arc::new(Patience::new(stop.clone()));
         let public_key = patience
-            .wait_for(|| inner.get_public_key(), |_| true)
+            .wait_for(|| inner.get_public_key(), always)
             .await
             .map_err(|_| SignerOpenError::Stopped)?;
         tracing::info!(bot = %public_key, "the remote signer answered");
@@ -114,17 +117,27 @@ impl BotSigner {
         }
     }
 
-    /// `call` on the inner signer, waiting through outages of a remote one.
-    async fn patiently<'a, T, F, Fut>(&'a self, call: F) -> Result<T, SignerError>
+    /// `call` on the inner signer; for a remote one, asked again while its
+    /// error is one to `wait_out`.
+    async fn patiently<'a, T, F, Fut>(
+        &'a self,
+        call: F,
+        wait_out: fn(&SignerError) -> bool,
+    ) -> Result<T, SignerError>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, SignerError>> + 'a,
     {
         match &self.patience {
-            Some(patience) => patience.wait_for(call, remote::is_outage).await,
+            Some(patience) => patience.wait_for(call, wait_out).await,
             None => call().await,
         }
     }
+}
+
+/// Every error is waited out: what the bot signs or encrypts is its own.
+fn always(_: &SignerError) -> bool {
+    true
 }
 
 /// How requests to a remote signer wait through an outage, and what the
@@ -147,9 +160,9 @@ impl Patience {
         }
     }
 
-    /// Runs `call` until it succeeds, fails with an error that is not an
-    /// `outage`, or the daemon stops (then the last error).
-    async fn wait_for<T, F, Fut>(&self, call: F, outage: fn(&SignerError) -> bool) -> Result<T, SignerError>
+    /// Runs `call` until it succeeds, fails with an error that is not one
+    /// to `wait_out`, or the daemon stops (then the last error).
+    async fn wait_for<T, F, Fut>(&self, call: F, wait_out: fn(&SignerError) -> bool) -> Result<T, SignerError>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, SignerError>>,
@@ -161,7 +174,7 @@ impl Patience {
                     self.answered();
                     return Ok(value);
                 }
-                Err(error) if !outage(&error) => {
+                Err(error) if !wait_out(&error) => {
                     self.answered();
                     return Err(error);
                 }
@@ -181,7 +194,7 @@ impl Patience {
         if let Some(since) = was_down {
             tracing::info!(
                 down_ms = since.elapsed().as_millis() as u64,
-                "signer: the remote signer answers; waiting signatures go out"
+                "signer: the remote signer signs again; waiting signatures go out"
             );
             metrics::signer_up(true);
             self.answering.send_replace(true);
@@ -197,11 +210,11 @@ impl Patience {
         };
         metrics::signer_request_failed();
         if newly {
-            tracing::warn!(%error, retry_in_ms = retry_in.as_millis() as u64, "signer: the remote signer does not answer; signatures and DM decryption wait for it (mentions stay in the journal)");
+            tracing::warn!(%error, retry_in_ms = retry_in.as_millis() as u64, "signer: no signature from the remote signer; signatures and DM decryption wait for it (mentions stay in the journal)");
             metrics::signer_up(false);
             self.answering.send_replace(false);
         } else {
-            tracing::info!(%error, retry_in_ms = retry_in.as_millis() as u64, "signer: still no answer from the remote signer");
+            tracing::info!(%error, retry_in_ms = retry_in.as_millis() as u64, "signer: still no signature from the remote signer");
         }
     }
 }
@@ -226,7 +239,10 @@ impl NostrSigner for BotSigner {
     }
 
     fn sign_event(&self, unsigned: UnsignedEvent) -> BoxedFuture<'_, Result<Event, SignerError>> {
-        Box::pin(async move { self.patiently(|| self.inner.sign_event(unsigned.clone())).await })
+        Box::pin(async move {
+            self.patiently(|| self.inner.sign_event(unsigned.clone()), always)
+                .await
+        })
     }
 
     fn nip04_encrypt<'a>(
@@ -234,7 +250,7 @@ impl NostrSigner for BotSigner {
         public_key: &'a PublicKey,
         content: &'a str,
     ) -> BoxedFuture<'a, Result<String, SignerError>> {
-        Box::pin(self.patiently(|| self.inner.nip04_encrypt(public_key, content)))
+        Box::pin(self.patiently(|| self.inner.nip04_encrypt(public_key, content), always))
     }
 
     fn nip04_decrypt<'a>(
@@ -242,7 +258,10 @@ impl NostrSigner for BotSigner {
         public_key: &'a PublicKey,
         encrypted_content: &'a str,
     ) -> BoxedFuture<'a, Result<String, SignerError>> {
-        Box::pin(self.patiently(|| self.inner.nip04_decrypt(public_key, encrypted_content)))
+        Box::pin(self.patiently(
+            || self.inner.nip04_decrypt(public_key, encrypted_content),
+            remote::is_outage,
+        ))
     }
 
     fn nip44_encrypt<'a>(
@@ -250,7 +269,7 @@ impl NostrSigner for BotSigner {
         public_key: &'a PublicKey,
         content: &'a str,
     ) -> BoxedFuture<'a, Result<String, SignerError>> {
-        Box::pin(self.patiently(|| self.inner.nip44_encrypt(public_key, content)))
+        Box::pin(self.patiently(|| self.inner.nip44_encrypt(public_key, content), always))
     }
 
     fn nip44_decrypt<'a>(
@@ -258,6 +277,9 @@ impl NostrSigner for BotSigner {
         public_key: &'a PublicKey,
         payload: &'a str,
     ) -> BoxedFuture<'a, Result<String, SignerError>> {
-        Box::pin(self.patiently(|| self.inner.nip44_decrypt(public_key, payload)))
+        Box::pin(self.patiently(
+            || self.inner.nip44_decrypt(public_key, payload),
+            remote::is_outage,
+        ))
     }
 }

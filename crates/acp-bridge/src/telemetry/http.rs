@@ -66,7 +66,7 @@ pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 pub struct Health {
     pub relays_connected: Vec<watch::Receiver<bool>>,
     pub pool: Pool,
-    /// False while the remote signer does not answer (NIP-46).
+    /// False while the remote signer does not sign (NIP-46).
     pub signer_answering: watch::Receiver<bool>,
 }
 
@@ -77,7 +77,7 @@ impl Health {
             return Err("no relay connected");
         }
         if !*self.signer_answering.borrow() {
-            return Err("the remote signer does not answer: answers and DMs wait for it");
+            return Err("the remote signer does not sign: answers and DMs wait for it");
         }
         if self.pool.circuit_open() {
             return Err("agents keep crashing: circuit breaker open");
