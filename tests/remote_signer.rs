@@ -182,6 +182,39 @@ async fn a_bunker_refusing_the_answer_holds_it_until_it_signs_then_it_goes_out_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_that_arrives_while_the_signer_is_gone_waits_and_is_answered_once_it_is_back() {
+    let mut stage = Scene::builder()
+        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
+        .stage()
+        .await;
+    let mut signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
+    sign_through(&mut stage, &signer);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+
+    signer.stop();
+    let mark = log.cursor();
+    let dm_text = "said while the bunker was gone";
+    let dm = scene.owner.dm(&scene.bot, dm_text).await;
+    log.wait(mark, Line::new(SIGNER_SILENT)).await;
+    signer.resume().await;
+    log.wait(mark, Line::new(SIGNER_BACK)).await;
+    scene.owner.dm_containing(&scene.bot, dm_text).await;
+    // Bounded by a later DM's answer: nothing more comes for the first.
+    scene.owner.dm(&scene.bot, "and one more").await;
+    scene.owner.dm_containing(&scene.bot, "and one more").await;
+    let answers = scene.owner.direct_messages_from(&scene.bot, 2).await;
+    let answered = answers
+        .iter()
+        .filter(|answer| answer.content.contains(dm_text))
+        .count();
+    let dropped = log.matching(mark, Line::dropped(&dm.id, "undecryptable")).len();
+    println!("DM during an outage: answered {answered} time(s), dropped {dropped} time(s)");
+    assert_eq!(answered, 1);
+    assert_eq!(dropped, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bunker_down_at_start_holds_the_start_and_loses_no_mention() {
     let mut stage = Scene::builder()
         .flags(&["--signer-timeout", SIGNER_TIMEOUT])
