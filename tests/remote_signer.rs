@@ -297,3 +297,20 @@ async fn check_says_whether_the_remote_signer_answers() {
     );
     assert!(!ready);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_waiting_for_its_bunker_stops_cleanly_on_sigterm() {
+    let mut stage = Scene::builder()
+        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
+        .stage()
+        .await;
+    let signer = RemoteSigner::down(&stage.spec.bot, &stage.relay.url());
+    sign_through(&mut stage, &signer);
+    let mut scene = stage.launch();
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::new(SIGNER_SILENT)).await;
+
+    let status = scene.bridge.terminate(std::time::Duration::from_secs(10)).await;
+    println!("stopped while waiting for the bunker: {status}");
+    assert!(status.success(), "{status}; {}", scene.bridge.log.tail(10));
+}

@@ -67,7 +67,12 @@ pub enum DaemonError {
 /// Runs the daemon until `stop` is cancelled, then stops it cleanly.
 pub async fn run(settings: Settings, stop: CancellationToken) -> Result<(), DaemonError> {
     tracing::info!(config = %settings.summary(), "starting acp-bridge");
-    Stages::wire(settings, &stop).await?.run(stop).await;
+    match Stages::wire(settings, &stop).await {
+        Ok(stages) => stages.run(stop).await,
+        // Stopped while waiting for the remote signer: a clean stop.
+        Err(DaemonError::Signer(SignerOpenError::Stopped)) => {}
+        Err(error) => return Err(error),
+    }
     tracing::info!("acp-bridge stopped");
     Ok(())
 }
