@@ -96,6 +96,9 @@ async fn a_signer_outage_mid_turn_holds_the_answer_until_the_signer_is_back_then
     let scene = stage.start().await;
     let (log, port) = (&scene.bridge.log, scene.metrics_port());
 
+    let healthy_at_start = http_get(port, "/healthz").await;
+    assert!(healthy_at_start.starts_with("HTTP/1.1 200"), "{healthy_at_start}");
+    assert_eq!(metric(port, "acp_bridge_signer_up").await, 1.0, "up after start");
     let mark = log.cursor();
     // Two rounds of 1.5 s: the signer is gone before the agent answers.
     let mention = scene

@@ -300,6 +300,8 @@ impl Stages {
         let metrics_stop = CancellationToken::new();
         if let Some(addr) = settings.metrics_addr {
             let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
+            // Recorded before the recorder existed: set again.
+            metrics::signer_up(*signer_answering.borrow());
             let health = Health {
                 relays_connected: relays_connected.clone(),
                 pool: pool.clone(),

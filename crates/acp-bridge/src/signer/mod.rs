@@ -196,8 +196,10 @@ impl Patience {
                 down_ms = since.elapsed().as_millis() as u64,
                 "signer: the remote signer signs again; waiting signatures go out"
             );
+        }
+        // At start too: the state is "not answering" until the first answer.
+        if !self.answering.send_replace(true) {
             metrics::signer_up(true);
-            self.answering.send_replace(true);
         }
     }
 
