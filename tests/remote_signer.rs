@@ -317,3 +317,38 @@ async fn a_daemon_waiting_for_its_bunker_stops_cleanly_on_sigterm() {
     println!("stopped while waiting for the bunker: {status}");
     assert!(status.success(), "{status}; {}", scene.bridge.log.tail(10));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_waiting_for_the_signer_when_the_daemon_stops_is_answered_after_the_restart() {
+    let mut stage = Scene::builder()
+        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
+        .stage()
+        .await;
+    let mut signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
+    sign_through(&mut stage, &signer);
+    let mut scene = stage.start().await;
+
+    signer.stop();
+    let mark = scene.bridge.log.cursor();
+    let dm_text = "said just before the daemon stopped";
+    scene.owner.dm(&scene.bot, dm_text).await;
+    scene.bridge.log.wait(mark, Line::new(SIGNER_SILENT)).await;
+    let status = scene.bridge.terminate(std::time::Duration::from_secs(15)).await;
+    println!("stopped while the DM waited for the signer: {status}");
+    assert!(status.success(), "{status}");
+
+    signer.resume().await;
+    let spec = scene.spec();
+    scene.restart(spec).await;
+    scene.owner.dm_containing(&scene.bot, dm_text).await;
+    // Bounded by a later DM's answer: nothing more comes for the first.
+    scene.owner.dm(&scene.bot, "and one more").await;
+    scene.owner.dm_containing(&scene.bot, "and one more").await;
+    let answers = scene.owner.direct_messages_from(&scene.bot, 2).await;
+    let answered = answers
+        .iter()
+        .filter(|answer| answer.content.contains(dm_text))
+        .count();
+    println!("DM waiting for the signer at stop: answered {answered} time(s) after the restart");
+    assert_eq!(answered, 1);
+}
