@@ -273,7 +273,7 @@ async fn check_shows_the_group_and_whether_a_join_request_would_be_sent() {
         let output = check_with_scripted_agent(
             &stage.relay.url(),
             &stage.owner.public_key().to_hex(),
-            &stage.spec.bot.secret_key().to_secret_hex(),
+            Some(&stage.spec.bot.secret_key().to_secret_hex()),
             &["--group", &group],
         );
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();

@@ -197,7 +197,7 @@ async fn check_prints_what_the_relays_hold_and_what_would_be_published() {
     let output = check_with_scripted_agent(
         &scene.relay.url(),
         &spec.owner.to_hex(),
-        &spec.bot.secret_key().to_secret_hex(),
+        Some(&spec.bot.secret_key().to_secret_hex()),
         &["--profile-about", "as configured now"],
     );
     let stdout = String::from_utf8_lossy(&output.stdout);

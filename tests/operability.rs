@@ -147,7 +147,7 @@ fn check_fails_clearly_on_a_missing_agent_binary() {
 fn check_passes_with_the_built_in_agent() {
     let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
     let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
-    let output = check_with_scripted_agent("embedded", &owner, &secret, &[]);
+    let output = check_with_scripted_agent("embedded", &owner, Some(&secret), &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("agent: ok"), "{stdout}");

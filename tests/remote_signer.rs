@@ -202,19 +202,24 @@ async fn a_dm_that_arrives_while_the_signer_is_gone_waits_and_is_answered_once_i
     log.wait(mark, Line::new(SIGNER_SILENT)).await;
     signer.resume().await;
     log.wait(mark, Line::new(SIGNER_BACK)).await;
-    scene.owner.dm_containing(&scene.bot, dm_text).await;
-    // Bounded by a later DM's answer: nothing more comes for the first.
-    scene.owner.dm(&scene.bot, "and one more").await;
-    scene.owner.dm_containing(&scene.bot, "and one more").await;
-    let answers = scene.owner.direct_messages_from(&scene.bot, 2).await;
-    let answered = answers
-        .iter()
-        .filter(|answer| answer.content.contains(dm_text))
-        .count();
+    let answered = times_answered(&scene, dm_text).await;
     let dropped = log.matching(mark, Line::dropped(&dm.id, "undecryptable")).len();
     println!("DM during an outage: answered {answered} time(s), dropped {dropped} time(s)");
     assert_eq!(answered, 1);
     assert_eq!(dropped, 0);
+}
+
+/// How many answers the owner's DM saying `text` got, once it got one;
+/// bounded by a later DM's answer, after which nothing more comes for it.
+async fn times_answered(scene: &Scene, text: &str) -> usize {
+    scene.owner.dm_containing(&scene.bot, text).await;
+    scene.owner.dm(&scene.bot, "and one more").await;
+    scene.owner.dm_containing(&scene.bot, "and one more").await;
+    let answers = scene.owner.direct_messages_from(&scene.bot, 2).await;
+    answers
+        .iter()
+        .filter(|answer| answer.content.contains(text))
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,29 +249,19 @@ async fn a_bunker_down_at_start_holds_the_start_and_loses_no_mention() {
 /// answers, and the bot's key as the bunker gave it.
 fn check_through(stage: &Stage, state_dir: &Path) -> (String, bool) {
     let signer_file = stage.spec.signer_file.as_ref().expect("a signer file");
-    let output = std::process::Command::new(bridge_binary())
-        .args([
-            "check",
-            "--relay",
-            &stage.relay.url(),
-            "--owner",
-            &stage.owner.public_key().to_hex(),
-        ])
-        .arg("--signer-file")
-        .arg(signer_file)
-        .arg("--state-dir")
-        .arg(state_dir)
-        .args(["--signer-timeout", SIGNER_TIMEOUT])
-        // Last: it takes every argument after it.
-        .args([
-            "--agent-command",
-            bridge_binary(),
-            "--agent-args",
-            "scripted-agent",
-        ])
-        .env_clear()
-        .output()
-        .expect("run check");
+    let output = check_with_scripted_agent(
+        &stage.relay.url(),
+        &stage.owner.public_key().to_hex(),
+        None,
+        &[
+            "--signer-file",
+            signer_file.to_str().expect("a UTF-8 path"),
+            "--state-dir",
+            state_dir.to_str().expect("a UTF-8 path"),
+            "--signer-timeout",
+            SIGNER_TIMEOUT,
+        ],
+    );
     (
         String::from_utf8_lossy(&output.stdout).into_owned(),
         output.status.success(),
@@ -340,15 +335,7 @@ async fn a_dm_waiting_for_the_signer_when_the_daemon_stops_is_answered_after_the
     signer.resume().await;
     let spec = scene.spec();
     scene.restart(spec).await;
-    scene.owner.dm_containing(&scene.bot, dm_text).await;
-    // Bounded by a later DM's answer: nothing more comes for the first.
-    scene.owner.dm(&scene.bot, "and one more").await;
-    scene.owner.dm_containing(&scene.bot, "and one more").await;
-    let answers = scene.owner.direct_messages_from(&scene.bot, 2).await;
-    let answered = answers
-        .iter()
-        .filter(|answer| answer.content.contains(dm_text))
-        .count();
+    let answered = times_answered(&scene, dm_text).await;
     println!("DM waiting for the signer at stop: answered {answered} time(s) after the restart");
     assert_eq!(answered, 1);
 }

@@ -66,15 +66,17 @@ pub fn bridge_binary() -> &'static str {
 }
 
 /// `acp-bridge check` on `relay` for `owner` (hex), the bot's key
-/// `secret` (hex) in its environment, the built-in scripted agent, and
-/// `flags` besides: what it printed and how it exited.
+/// `secret` (hex) in its environment (`None`: `flags` name its signer),
+/// the built-in scripted agent, and `flags` besides: what it printed and
+/// how it exited.
 pub fn check_with_scripted_agent(
     relay: &str,
     owner: &str,
-    secret: &str,
+    secret: Option<&str>,
     flags: &[&str],
 ) -> std::process::Output {
-    std::process::Command::new(bridge_binary())
+    let mut command = std::process::Command::new(bridge_binary());
+    command
         .args(["check", "--relay", relay, "--owner", owner])
         .args(flags)
         // Last: it takes every argument after it.
@@ -84,10 +86,11 @@ pub fn check_with_scripted_agent(
             "--agent-args",
             "scripted-agent",
         ])
-        .env_clear()
-        .env("ACP_BRIDGE_SECRET_KEY", secret)
-        .output()
-        .expect("run check")
+        .env_clear();
+    if let Some(secret) = secret {
+        command.env("ACP_BRIDGE_SECRET_KEY", secret);
+    }
+    command.output().expect("run check")
 }
 
 /// A fresh directory under the system temp dir.
