@@ -447,3 +447,48 @@ async fn only_what_the_group_relays_own_key_signed_is_read() {
     log.wait(log.start(), Line::new(JOINED).with("group", group.as_str()))
         .await;
 }
+
+/// 0xchat names the bot in a group message only in its text (a NIP-27
+/// `nostr:nprofile1…`), with no `p` tag: the bot reads its served groups'
+/// whole chat and takes such a message as a mention; chat that does not
+/// name it stays unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_in_the_text_only_is_heard_in_a_served_group() {
+    use nostr_sdk::prelude::{Nip19Profile, ToBech32};
+
+    let mut stage = Scene::builder().stage().await;
+    let relay_url = stage.relay.url();
+    let admin = stage.join().await;
+    admin
+        .publish(EventBuilder::new(Kind::from(39000), "").tag(Tag::parse(["d", GROUP]).unwrap()))
+        .await;
+    stage
+        .spec
+        .flags
+        .extend(["--group".to_owned(), format!("{relay_url}'{GROUP}")]);
+    let scene = stage.start().await;
+    let in_group = Tag::parse(["h", GROUP]).unwrap();
+
+    let chat = scene
+        .owner
+        .publish(EventBuilder::new(Kind::Custom(9), "just chatting, no bot here").tag(in_group.clone()))
+        .await;
+    let nprofile = Nip19Profile::new(scene.bot, []).to_bech32().unwrap();
+    let named = scene
+        .owner
+        .publish(
+            EventBuilder::new(Kind::Custom(9), format!("nostr:{nprofile} what is on the menu?"))
+                .tag(in_group),
+        )
+        .await;
+    let answers = scene.owner.replies_from(&scene.bot, &named.id, 1).await;
+    // Bounded by that answer, to a message sent after the chat.
+    let chat_answers = scene.owner.events_referencing(&scene.bot, &chat.id).await;
+    println!(
+        "served group: named in the text only answered {} time(s); plain chat answered {} time(s)",
+        answers.len(),
+        chat_answers.len()
+    );
+    assert_eq!(answers.len(), 1);
+    assert!(chat_answers.is_empty(), "{chat_answers:?}");
+}

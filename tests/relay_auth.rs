@@ -132,11 +132,13 @@ async fn a_relay_refusing_dms_leaves_the_group_mentions_heard() {
 
     let mention = scene.mention("room", "heard without DMs").await;
     assert_exactly_once(scene.tally("relay refusing DMs", &[mention]).await);
-    let refused = count(
-        &scene,
-        log.start(),
-        "the relay refuses our DM subscription; DMs are not read from it until we reconnect",
-    );
+    let refused = log
+        .matching(
+            log.start(),
+            Line::new("the relay refuses our subscription; what it reads is not read from this relay until we reconnect")
+                .with("reading", "DM"),
+        )
+        .len();
     let reconnects =
         count(&scene, log.start(), RECONNECT_ON_CLOSED) + count(&scene, log.start(), RECONNECTING);
     println!(

@@ -182,6 +182,7 @@ impl Stages {
             bot: signer.public_key(),
             kinds: settings.kinds.clone(),
             follow_threads,
+            groups: Vec::new(),
         };
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());
         let mut intake = Intake::new(
@@ -214,9 +215,13 @@ impl Stages {
             .map(|relay| {
                 let (connected_tx, connected_rx) = watch::channel(false);
                 let refetch = intake.refetch_requests(relay.url().clone());
+                let relay_interest = Interest {
+                    groups: settings.groups.ids_on(relay.url()),
+                    ..interest.clone()
+                };
                 let link = RelayLink::new(
                     relay,
-                    interest.clone(),
+                    relay_interest,
                     Arc::clone(&store),
                     arrivals_tx.clone(),
                     connected_tx,

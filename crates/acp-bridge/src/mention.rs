@@ -9,7 +9,7 @@
 use std::fmt;
 
 use nostr_sdk::prelude::{
-    Event, EventId, Kind, PublicKey, RelayUrl, TagKind, TagStandard, Timestamp, UnsignedEvent,
+    Event, EventId, Kind, Nip21, PublicKey, RelayUrl, TagKind, TagStandard, Timestamp, UnsignedEvent,
 };
 use serde::{Deserialize, Serialize};
 
@@ -165,6 +165,23 @@ pub fn short_npub(key: &PublicKey) -> String {
         return full;
     }
     format!("{}…{}", &full[..10], &full[full.len() - 4..])
+}
+
+/// Whether `content` names `bot` with a NIP-27 reference (`nostr:npub1…`
+/// or `nostr:nprofile1…`). 0xchat writes a group mention that way with no
+/// `p` tag; NIP-27 asks clients to add one, but not every client does.
+pub fn names_in_content(content: &str, bot: &PublicKey) -> bool {
+    content.match_indices("nostr:").any(|(at, _)| {
+        let reference = &content[at..];
+        let end = reference[6..]
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .map_or(reference.len(), |end| end + 6);
+        match Nip21::parse(&reference[..end]) {
+            Ok(Nip21::Pubkey(key)) => key == *bot,
+            Ok(Nip21::Profile(profile)) => profile.public_key == *bot,
+            _ => false,
+        }
+    })
 }
 
 /// NIP-10 threading read off an event's tags: (root, reply target).
@@ -398,5 +415,29 @@ mod tests {
         };
         let json = serde_json::to_string(&mention).expect("serialize");
         assert_eq!(serde_json::from_str::<Mention>(&json).expect("parse"), mention);
+    }
+
+    #[test]
+    fn a_nostr_reference_to_the_bot_in_the_content_names_it() {
+        use nostr_sdk::prelude::{Nip19Profile, ToBech32};
+        let (bot, other) = (Keys::generate().public_key(), Keys::generate().public_key());
+        let npub = bot.to_bech32().unwrap();
+        let relay = RelayUrl::parse("wss://relay.example.com").unwrap();
+        let nprofile = Nip19Profile::new(bot, [relay]).to_bech32().unwrap();
+        for named in [
+            format!("hey nostr:{npub} what's up"),
+            format!("nostr:{nprofile}, a question"),
+            format!("first nostr:{} then nostr:{npub}.", other.to_bech32().unwrap()),
+        ] {
+            assert!(names_in_content(&named, &bot), "{named}");
+        }
+        for not_named in [
+            format!("hey {npub} without the scheme"),
+            format!("hey nostr:{}", other.to_bech32().unwrap()),
+            "nostr: nostr:npub1 nostr:".to_owned(),
+            format!("nostr:{}", &npub[..npub.len() - 1]),
+        ] {
+            assert!(!names_in_content(&not_named, &bot), "{not_named}");
+        }
     }
 }

@@ -260,6 +260,7 @@ async fn check_subscriptions(settings: &Settings, signer: &BotSigner, url: &Rela
         bot: signer.public_key(),
         kinds: settings.kinds.clone(),
         follow_threads: false,
+        groups: settings.groups.ids_on(url),
     };
     let subscriptions = interest.intake_subscriptions(Timestamp::now());
     let client = Client::builder()

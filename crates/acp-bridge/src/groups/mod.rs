@@ -82,6 +82,18 @@ impl Default for GroupSettings {
     }
 }
 
+impl GroupSettings {
+    /// The ids of the configured groups on `relay`: the chat the relay
+    /// link reads whether it tags the bot or not.
+    pub fn ids_on(&self, relay: &RelayUrl) -> Vec<String> {
+        self.groups
+            .iter()
+            .filter(|group| same_relay(&group.relay, relay))
+            .map(|group| group.id.clone())
+            .collect()
+    }
+}
+
 /// Why the groups' flags were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GroupSettingsError {

@@ -376,7 +376,9 @@ impl Intake {
         if event.pubkey == self.signer.public_key() {
             return Err(DropReason::OwnEvent);
         }
-        let tagged = mentions(&event.tags, &self.bot_hex);
+        let tagged = mentions(&event.tags, &self.bot_hex)
+            || (event.kind != Kind::GiftWrap
+                && mention::names_in_content(&event.content, &self.signer.public_key()));
         if !tagged && !self.follows_up(event) {
             return Err(DropReason::NotAMention);
         }

@@ -41,8 +41,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
-    Event, EventId, Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
-    SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
+    Alphabet, Event, EventId, Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus,
+    RelayUrl, SingleLetterTag, SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -82,6 +82,11 @@ pub(super) const SUBSCRIPTION_ID: &str = "acp-bridge-mentions";
 /// DMs (gift wraps to the bot), apart from the mentions: a relay may
 /// refuse them (until the bot authenticated, or at all) and serve the rest.
 pub(super) const DM_SUBSCRIPTION_ID: &str = "acp-bridge-dms";
+/// The chat of the groups the bot serves on this relay (`--group`), whether
+/// a message tags the bot or not: some clients (0xchat) name the bot only
+/// in the text. Apart too: a relay may refuse it (a closed group before
+/// the bot is a member) and serve the rest.
+pub(super) const GROUPS_SUBSCRIPTION_ID: &str = "acp-bridge-groups";
 /// The second subscription: replies in the threads the bot answered in
 /// (`--follow-threads`), whether they tag the bot or not.
 const THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads";
@@ -98,9 +103,10 @@ const NEW_THREADS_SUBSCRIPTION_PREFIX: &str = "acp-bridge-threads-new-";
 const NEW_THREADS_QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Live subscriptions whose events go to the intake (with the one-shot
 /// reads of new threads: [`is_forwarded`]).
-const FORWARDED_SUBSCRIPTIONS: [&str; 4] = [
+const FORWARDED_SUBSCRIPTIONS: [&str; 5] = [
     SUBSCRIPTION_ID,
     DM_SUBSCRIPTION_ID,
+    GROUPS_SUBSCRIPTION_ID,
     THREADS_SUBSCRIPTION_ID,
     RECENT_THREADS_SUBSCRIPTION_ID,
 ];
@@ -119,6 +125,8 @@ pub struct Interest {
     pub kinds: Vec<Kind>,
     /// Follow the threads the bot answered in (`--follow-threads involved`).
     pub follow_threads: bool,
+    /// The ids of the groups the bot serves on this relay (`--group`).
+    pub groups: Vec<String>,
 }
 
 impl Interest {
@@ -138,9 +146,9 @@ impl Interest {
     }
 
     /// The subscriptions whose events are the bot's work, from `since`:
-    /// the mentions (public kinds tagging the bot) and the DMs (gift wraps
-    /// to it), each by id, and each only when its kinds are read.
-    /// `acp-bridge check` sends the same ones.
+    /// the mentions (public kinds tagging the bot), the DMs (gift wraps to
+    /// it) and the served groups' chat, each by id, and each only when its
+    /// kinds are read. `acp-bridge check` sends the same ones.
     pub fn intake_subscriptions(&self, since: Timestamp) -> Vec<(SubscriptionId, Filter)> {
         let public = self.public_kinds();
         let mut subscriptions = Vec::new();
@@ -156,6 +164,17 @@ impl Interest {
                 .pubkey(self.bot)
                 .since(wrapped_since);
             subscriptions.push((SubscriptionId::new(DM_SUBSCRIPTION_ID), dms));
+        }
+        let group_chat = Kind::Custom(9);
+        if self.kinds.contains(&group_chat) && !self.groups.is_empty() {
+            let chat = Filter::new()
+                .kind(group_chat)
+                .custom_tags(
+                    SingleLetterTag::lowercase(Alphabet::H),
+                    self.groups.iter().cloned(),
+                )
+                .since(since);
+            subscriptions.push((SubscriptionId::new(GROUPS_SUBSCRIPTION_ID), chat));
         }
         subscriptions
     }
@@ -371,8 +390,9 @@ impl RelayLink {
                 tracing::info!(relay = %self.url, reason = %message, "the relay asks us to authenticate (NIP-42); the subscription is sent again once we are");
                 true
             }
-            Verdict::DmsRefused { caught_up } => {
-                tracing::warn!(relay = %self.url, reason = %message, "the relay refuses our DM subscription; DMs are not read from it until we reconnect");
+            Verdict::Refused { reading, caught_up } => {
+                let reading = reading.join(" and ");
+                tracing::warn!(relay = %self.url, reason = %message, %reading, "the relay refuses our subscription; what it reads is not read from this relay until we reconnect");
                 if caught_up {
                     self.forward(Arrival::CaughtUp {
                         relay: self.url.clone(),
@@ -672,6 +692,7 @@ mod tests {
             bot,
             kinds: vec![Kind::Custom(9), Kind::GiftWrap],
             follow_threads: false,
+            groups: Vec::new(),
         };
         let wrap = sign(Kind::GiftWrap);
         let since = refetch_since(&wrap);

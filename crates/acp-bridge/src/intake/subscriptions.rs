@@ -1,6 +1,7 @@
-//! Where a relay link's two intake subscriptions, the mentions' and the
-//! DMs', stand on the current connection, and what the link does about a
-//! relay's answer (EOSE, `CLOSED`, NIP-42 authentication, a timeout).
+//! Where a relay link's intake subscriptions, the mentions', the DMs' and
+//! the served groups' chat, stand on the current connection, and what the
+//! link does about a relay's answer (EOSE, `CLOSED`, NIP-42
+//! authentication, a timeout).
 //!
 //! No I/O: the relay link feeds it what the relay said and acts on the
 //! verdict, so the rules are tested on their own. Owns nothing of the
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use nostr_sdk::prelude::{Filter, MachineReadablePrefix, SubscriptionId};
 
-use super::relay_link::{DM_SUBSCRIPTION_ID, SUBSCRIPTION_ID};
+use super::relay_link::{DM_SUBSCRIPTION_ID, GROUPS_SUBSCRIPTION_ID, SUBSCRIPTION_ID};
 
 /// How long a subscription closed with `auth-required:` waits for the SDK
 /// to authenticate (it answers the relay's challenge, NIP-42) before the
@@ -18,13 +19,16 @@ use super::relay_link::{DM_SUBSCRIPTION_ID, SUBSCRIPTION_ID};
 /// whose challenge the SDK cannot answer in time.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Where the link's two intake subscriptions (mentions, DMs) stand on the
-/// current connection: events in (sent, EOSE, CLOSED, authenticated, a
-/// tick), what to do out. No I/O, so that it is tested on its own.
+/// Where the link's intake subscriptions (mentions, DMs, groups) stand on
+/// the current connection: events in (sent, EOSE, CLOSED, authenticated, a
+/// tick), what to do out. No I/O, so that it is tested on its own. The
+/// mentions' is the one the link cannot do without; a relay may refuse the
+/// DMs' or the groups' and still serve the rest.
 #[derive(Debug, Default)]
 pub(super) struct Subscriptions {
     mentions: Stage,
     dms: Stage,
+    groups: Stage,
     /// What was sent, to send again after authenticating.
     requests: Vec<(SubscriptionId, Filter)>,
     /// When the subscriptions closed `auth-required:` stop waiting for the
@@ -53,9 +57,13 @@ enum Stage {
 pub(super) enum Verdict {
     /// The relay asks for authentication: wait for the SDK's.
     AwaitAuth,
-    /// The DMs' subscription is refused on this connection; the mentions
-    /// go on (and the intake is caught up if `true`).
-    DmsRefused { caught_up: bool },
+    /// These subscriptions (what they read: "DM", "group chat") are
+    /// refused on this connection; the mentions go on (and the intake is
+    /// caught up if `caught_up`).
+    Refused {
+        reading: Vec<&'static str>,
+        caught_up: bool,
+    },
     /// The mentions' subscription is gone: reconnect, with backoff.
     Reconnect,
 }
@@ -76,12 +84,13 @@ impl Subscriptions {
         match id {
             SUBSCRIPTION_ID => Some(&mut self.mentions),
             DM_SUBSCRIPTION_ID => Some(&mut self.dms),
+            GROUPS_SUBSCRIPTION_ID => Some(&mut self.groups),
             _ => None,
         }
     }
 
-    fn stages(&self) -> [Stage; 2] {
-        [self.mentions, self.dms]
+    fn stages(&self) -> [Stage; 3] {
+        [self.mentions, self.dms, self.groups]
     }
 
     /// Nothing sent is still on its way or waiting for authentication:
@@ -121,7 +130,8 @@ impl Subscriptions {
             return Some(Verdict::Reconnect);
         }
         *stage = Stage::Refused;
-        Some(Verdict::DmsRefused {
+        Some(Verdict::Refused {
+            reading: vec![reading(id)],
             caught_up: self.caught_up(),
         })
     }
@@ -149,12 +159,28 @@ impl Subscriptions {
         if self.mentions == Stage::AwaitingAuth {
             return Some(Verdict::Reconnect);
         }
-        (self.dms == Stage::AwaitingAuth).then(|| {
-            self.dms = Stage::Refused;
-            Verdict::DmsRefused {
-                caught_up: self.caught_up(),
+        let mut refused = Vec::new();
+        for id in [DM_SUBSCRIPTION_ID, GROUPS_SUBSCRIPTION_ID] {
+            if let Some(stage) = self.stage_mut(id)
+                && *stage == Stage::AwaitingAuth
+            {
+                *stage = Stage::Refused;
+                refused.push(reading(id));
             }
+        }
+        (!refused.is_empty()).then(|| Verdict::Refused {
+            reading: refused,
+            caught_up: self.caught_up(),
         })
+    }
+}
+
+/// What the subscription `id` reads, for people.
+fn reading(id: &str) -> &'static str {
+    match id {
+        DM_SUBSCRIPTION_ID => "DM",
+        GROUPS_SUBSCRIPTION_ID => "group chat",
+        _ => "mention",
     }
 }
 
@@ -168,6 +194,10 @@ mod tests {
     const NOW: u64 = 1_000_000;
 
     fn subscriptions_sent(dms: bool) -> Subscriptions {
+        with_groups_sent(dms, &[])
+    }
+
+    fn with_groups_sent(dms: bool, groups: &[&str]) -> Subscriptions {
         let mut subscriptions = Subscriptions::default();
         let mut kinds = vec![Kind::Custom(9)];
         kinds.extend(dms.then_some(Kind::GiftWrap));
@@ -175,6 +205,7 @@ mod tests {
             bot: nostr_sdk::prelude::Keys::generate().public_key(),
             kinds,
             follow_threads: false,
+            groups: groups.iter().map(|id| (*id).to_owned()).collect(),
         };
         subscriptions.sent(&interest.intake_subscriptions(Timestamp::from_secs(NOW)));
         subscriptions
@@ -226,7 +257,10 @@ mod tests {
         assert!(!subscriptions.end_of_stored(SUBSCRIPTION_ID));
         assert_eq!(
             subscriptions.closed(DM_SUBSCRIPTION_ID, "restricted: not yours", now),
-            Some(Verdict::DmsRefused { caught_up: true })
+            Some(Verdict::Refused {
+                reading: vec!["DM"],
+                caught_up: true
+            })
         );
         assert_eq!(subscriptions.closed("acp-bridge-threads", "error: x", now), None);
         assert_eq!(
@@ -242,12 +276,47 @@ mod tests {
         dms_waiting.closed(DM_SUBSCRIPTION_ID, "auth-required: who are you", now);
         assert_eq!(
             dms_waiting.authentication_lost(),
-            Some(Verdict::DmsRefused { caught_up: false }),
+            Some(Verdict::Refused {
+                reading: vec!["DM"],
+                caught_up: false
+            }),
             "the mentions' stored events still come"
         );
         assert_eq!(dms_waiting.authentication_lost(), None);
         let mut mentions_waiting = subscriptions_sent(true);
         mentions_waiting.closed(SUBSCRIPTION_ID, "auth-required: who are you", now);
         assert_eq!(mentions_waiting.authentication_lost(), Some(Verdict::Reconnect));
+    }
+
+    #[test]
+    fn the_served_groups_chat_holds_the_watermark_and_its_refusal_leaves_the_rest() {
+        let now = tokio::time::Instant::now();
+        let mut subscriptions = with_groups_sent(true, &["pizza"]);
+        assert!(!subscriptions.end_of_stored(SUBSCRIPTION_ID));
+        assert!(
+            !subscriptions.end_of_stored(DM_SUBSCRIPTION_ID),
+            "the group chat still comes"
+        );
+        assert!(subscriptions.end_of_stored(GROUPS_SUBSCRIPTION_ID));
+
+        let mut refused = with_groups_sent(true, &["pizza"]);
+        assert_eq!(
+            refused.closed(GROUPS_SUBSCRIPTION_ID, "restricted: members only", now),
+            Some(Verdict::Refused {
+                reading: vec!["group chat"],
+                caught_up: false
+            })
+        );
+        let mut both_waiting = with_groups_sent(true, &["pizza"]);
+        both_waiting.closed(DM_SUBSCRIPTION_ID, "auth-required: who are you", now);
+        both_waiting.closed(GROUPS_SUBSCRIPTION_ID, "auth-required: who are you", now);
+        assert!(!both_waiting.end_of_stored(SUBSCRIPTION_ID));
+        assert_eq!(
+            both_waiting.authentication_lost(),
+            Some(Verdict::Refused {
+                reading: vec!["DM", "group chat"],
+                caught_up: true
+            })
+        );
     }
 }
