@@ -338,6 +338,13 @@ async fn a_conversation_keeps_its_agent_session_across_a_restart() {
 async fn a_mention_the_journal_could_not_take_is_fetched_again_and_answered() {
     let scene = Scene::builder().start().await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    // A mention answered first: the relay has served the subscription's
+    // stored events by then. An event published while a relay still works
+    // on the REQ may reach the daemon twice (from the query and live), and
+    // the second copy, taken once the lock is gone, would stand in for the
+    // refetch this test is about.
+    let warm_up = scene.mention("warm-up", "are you there").await;
+    scene.reply_to(&warm_up).await;
     // An outside writer holds the database's write lock past the daemon's
     // busy timeout.
     let journal_lock = scene.bridge.lock_journal();
