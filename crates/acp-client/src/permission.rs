@@ -215,6 +215,19 @@ mod tests {
             .expect("valid request")
     }
 
+    /// An option kind this client does not know (the ACP schema crate
+    /// rejects the whole request for one) is kept, and the known kinds
+    /// still decide.
+    #[test]
+    fn an_unknown_option_kind_is_kept_not_fatal() {
+        let request = request(&["allow_for_project", "allow_once"]);
+        assert_eq!(
+            request.options[0].kind,
+            PermissionKind::Other("allow_for_project".into())
+        );
+        assert_eq!(request.options[1].kind, PermissionKind::AllowOnce);
+    }
+
     #[test]
     fn policies_choose_by_kind_not_by_id_or_position() {
         let request = request(&["reject_always", "allow_always", "reject_once", "allow_once"]);

@@ -508,6 +508,35 @@ mod tests {
         }
     }
 
+    /// Frames the ACP schema crate (`agent-client-protocol-schema` 1.20.0)
+    /// rejects outright, read here without failing the turn: the reason the
+    /// client keeps its own types (issue 23 §4).
+    #[test]
+    fn what_the_strict_schema_rejects_is_read_leniently() {
+        let untitled = json!({"sessionUpdate": "tool_call", "toolCallId": "t1"});
+        assert!(matches!(
+            turn_event(untitled),
+            TurnEvent::ToolCall(ToolCall { id, title: None, .. }) if id == "t1"
+        ));
+        let sizeless = json!({"sessionUpdate": "usage_update", "used": 1200});
+        let TurnEvent::Usage(usage) = turn_event(sizeless) else {
+            panic!("expected usage");
+        };
+        assert_eq!(
+            usage,
+            Usage {
+                used: Some(1200),
+                size: None,
+                cost: None
+            }
+        );
+        let video = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "video", "uri": "x"}});
+        assert!(matches!(turn_event(video), TurnEvent::Other(_)));
+        let paused = StopReason::parse("paused");
+        assert_eq!(paused, StopReason::Other("paused".into()));
+        assert_eq!(paused.as_str(), "paused");
+    }
+
     #[test]
     fn unknown_kinds_and_non_text_chunks_are_kept_raw() {
         let unknown = json!({"sessionUpdate": "brand_new_kind", "x": 1});
