@@ -67,6 +67,29 @@ struct Counters {
     queued_mid_turn: u64,
 }
 
+/// What becomes of a turn's work once the turn ended.
+#[derive(Debug)]
+enum AfterTurn {
+    /// Nothing more to decide: the turn answered, notified, was cancelled
+    /// or abandoned, or failed while draining (its work stays journaled).
+    Settled,
+    /// It failed in a way worth another attempt: the work goes back to the
+    /// front of the queue, and the conversation waits until the retry.
+    RetryLater(Retry),
+    /// It failed for good: the people are told why, in `notice`.
+    GiveUp { notice: String },
+}
+
+impl AfterTurn {
+    /// The retry the conversation waits for, if any.
+    fn retry(&self) -> Option<&Retry> {
+        match self {
+            AfterTurn::RetryLater(retry) => Some(retry),
+            AfterTurn::Settled | AfterTurn::GiveUp { .. } => None,
+        }
+    }
+}
+
 /// What the heart is configured with.
 #[derive(Debug, Clone)]
 pub(crate) struct HeartSettings {
@@ -451,37 +474,11 @@ impl Heart {
             returned,
         } = end;
         self.waiters.agent_up(key);
-        let retry = match &outcome {
-            Outcome::Failed(failure) if !self.draining => {
-                let attempts = self.ledger.attempted(&work, MAX_TURN_ATTEMPTS);
-                if failure.retryable() && attempts < MAX_TURN_ATTEMPTS {
-                    let delay = retry_delay(attempts);
-                    tracing::warn!(conversation = %key, attempts, retry_in_ms = delay.as_millis() as u64, %failure, "turn failed; will retry");
-                    let at = Instant::now() + delay;
-                    Some(Ok(Retry {
-                        at,
-                        after: failure.to_string(),
-                    }))
-                } else if failure.needs_operator() {
-                    tracing::error!(conversation = %key, %failure, "turn failed on the agent's setup; not retried");
-                    let text = format!(
-                        "Sorry, I cannot answer this: {failure}. The agent's setup needs the operator; trying again will not help until then."
-                    );
-                    Some(Err(text))
-                } else {
-                    tracing::error!(conversation = %key, attempts, %failure, "turn failed; giving up");
-                    let text = format!(
-                        "Sorry, I could not answer this: {failure}. Giving up after {attempts} attempt(s)."
-                    );
-                    Some(Err(text))
-                }
-            }
-            _ => None,
-        };
-        let not_before = retry.as_ref().and_then(|retry| retry.as_ref().ok().cloned());
-        let failure = not_before.as_ref().map(|retry| retry.after.clone());
-        self.waiters.retrying(key, failure);
-        let Some(ended) = self.conversations.end_turn(key, not_before) else {
+        let after = self.after_turn(key, &outcome, &work);
+        let retry = after.retry().cloned();
+        self.waiters
+            .retrying(key, retry.as_ref().map(|retry| retry.after.clone()));
+        let Some(ended) = self.conversations.end_turn(key, retry) else {
             return;
         };
         if ended.rotate_after {
@@ -500,8 +497,8 @@ impl Heart {
         for dropped in self.conversations.push_front(returned) {
             self.overflowed(dropped);
         }
-        match retry {
-            Some(Ok(_)) => {
+        match after {
+            AfterTurn::RetryLater(_) => {
                 let now = Instant::now();
                 work.iter()
                     .for_each(|mention| self.waiters.requeued(mention.event_id, now));
@@ -509,13 +506,43 @@ impl Heart {
                     self.overflowed(dropped);
                 }
             }
-            Some(Err(text)) => {
+            AfterTurn::GiveUp { notice } => {
                 self.waiters.finished(work.iter().map(|mention| mention.event_id));
-                self.notices.give_up(work, text);
+                self.notices.give_up(work, notice);
             }
-            None => self.waiters.finished(work.iter().map(|mention| mention.event_id)),
+            AfterTurn::Settled => self.waiters.finished(work.iter().map(|mention| mention.event_id)),
         }
         metrics::queue_depth(self.conversations.waiting());
+    }
+
+    /// What becomes of `work` after its turn ended with `outcome`: a failure
+    /// is retried after a backoff while attempts remain and it is worth
+    /// one, else given up with a notice; while draining, failed work stays
+    /// pending in the journal.
+    fn after_turn(&self, key: &ConversationKey, outcome: &Outcome, work: &[Mention]) -> AfterTurn {
+        let failure = match outcome {
+            Outcome::Failed(failure) if !self.draining => failure,
+            _ => return AfterTurn::Settled,
+        };
+        let attempts = self.ledger.attempted(work, MAX_TURN_ATTEMPTS);
+        if failure.retryable() && attempts < MAX_TURN_ATTEMPTS {
+            let delay = retry_delay(attempts);
+            tracing::warn!(conversation = %key, attempts, retry_in_ms = delay.as_millis() as u64, %failure, "turn failed; will retry");
+            return AfterTurn::RetryLater(Retry {
+                at: Instant::now() + delay,
+                after: failure.to_string(),
+            });
+        }
+        let notice = if failure.needs_operator() {
+            tracing::error!(conversation = %key, %failure, "turn failed on the agent's setup; not retried");
+            format!(
+                "Sorry, I cannot answer this: {failure}. The agent's setup needs the operator; trying again will not help until then."
+            )
+        } else {
+            tracing::error!(conversation = %key, attempts, %failure, "turn failed; giving up");
+            format!("Sorry, I could not answer this: {failure}. Giving up after {attempts} attempt(s).")
+        };
+        AfterTurn::GiveUp { notice }
     }
 
     /// Starts turns while there is capacity and work.
