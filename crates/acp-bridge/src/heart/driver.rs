@@ -10,8 +10,8 @@
 //! their channel, so a steer's answer always reaches the machine before the
 //! end of the prompt it steered.
 //!
-//! The driver ends with the machine's [`Action::Publish`] (which also frees
-//! the agent), [`Action::Release`] or [`Action::Abandon`], or when the heart
+//! The driver ends with the machine's [`DriverAction::Publish`] (which also frees
+//! the agent), [`DriverAction::Release`] or [`DriverAction::Abandon`], or when the heart
 //! drops its end of the channel.
 
 use std::collections::HashMap;
@@ -30,8 +30,8 @@ use tracing::Instrument;
 use super::controls;
 use super::steer::SteerMethod;
 use super::turn::{
-    Action, Answer, Ask, Asked, CancelSettled, Input, PromptEnd, Publication, QuestionTicket, TurnFailure,
-    summary,
+    Answer, Ask, Asked, CancelSettled, DriverAction, Input, PromptEnd, Publication, QuestionTicket,
+    TurnFailure, summary,
 };
 use super::usage;
 use crate::config::ReplyContent;
@@ -75,7 +75,7 @@ pub(crate) struct Report {
 /// How the heart reaches a driver.
 #[derive(Debug)]
 pub(crate) struct DriverLink {
-    actions: mpsc::UnboundedSender<Action>,
+    actions: mpsc::UnboundedSender<DriverAction>,
     task: JoinHandle<()>,
     span: tracing::Span,
 }
@@ -83,7 +83,7 @@ pub(crate) struct DriverLink {
 impl DriverLink {
     /// Hands actions to the driver; never waits. A driver that is gone
     /// (its turn ended) needs none.
-    pub fn send(&self, action: Action) {
+    pub fn send(&self, action: DriverAction) {
         let _ = self.actions.send(action);
     }
 
@@ -240,7 +240,7 @@ struct Driver {
     services: TurnServices,
     conversation: ConversationKey,
     turn_id: u64,
-    actions: mpsc::UnboundedReceiver<Action>,
+    actions: mpsc::UnboundedReceiver<DriverAction>,
     reports: mpsc::Sender<Report>,
     lease: Option<Lease>,
     turn: Option<acp_client::Turn>,
@@ -300,9 +300,9 @@ impl Driver {
         }
     }
 
-    async fn perform(&mut self, action: Action) -> Flow {
+    async fn perform(&mut self, action: DriverAction) -> Flow {
         match action {
-            Action::Lease => match self.services.pool.lease(&self.conversation).await {
+            DriverAction::Lease => match self.services.pool.lease(&self.conversation).await {
                 Ok(lease) => {
                     tracing::Span::current().record("session", lease.session.as_str());
                     self.steer = SteerMethod::for_agent(&lease.client);
@@ -314,37 +314,41 @@ impl Driver {
                 }
                 Err(error) => self.report(Input::LeaseFailed(error)).await,
             },
-            Action::Prompt(text) => self.prompt(text).await,
-            Action::Steer { ticket, text } => {
+            DriverAction::Prompt(text) => self.prompt(text).await,
+            DriverAction::Steer { ticket, text } => {
                 if let Some(lease) = &self.lease {
                     let answer = self.steer.steer(&lease.client, &lease.session, &text).await;
                     self.report(Input::SteerAnswered { ticket, answer }).await;
                 }
             }
-            Action::Cancel => self.start_cancel(),
-            Action::StopRunaway => {
+            DriverAction::Cancel => self.start_cancel(),
+            DriverAction::StopRunaway => {
                 if let Some(lease) = &self.lease
                     && lease.client.cancel(&lease.session).await.is_err()
                 {
                     self.services.pool.discard(lease);
                 }
             }
-            Action::Discard => {
+            DriverAction::Discard => {
                 if let Some(lease) = &self.lease {
                     self.services.pool.discard(lease);
                 }
             }
-            Action::RotateSession => self.services.pool.rotate(&self.conversation),
-            Action::PostQuestion { ticket, under, text } => self.post_question(ticket, &under, &text).await,
-            Action::AnswerQuestion { ticket, answer } => self.answer_question(ticket, Some(answer)).await,
-            Action::RejectQuestion { ticket } => self.answer_question(ticket, None).await,
-            Action::CancelQuestions => {
+            DriverAction::RotateSession => self.services.pool.rotate(&self.conversation),
+            DriverAction::PostQuestion { ticket, under, text } => {
+                self.post_question(ticket, &under, &text).await
+            }
+            DriverAction::AnswerQuestion { ticket, answer } => {
+                self.answer_question(ticket, Some(answer)).await
+            }
+            DriverAction::RejectQuestion { ticket } => self.answer_question(ticket, None).await,
+            DriverAction::CancelQuestions => {
                 for (_, question) in self.questions.drain() {
                     close_question(&self.services.store, question.event);
                     let _ = question.handle.cancel().await;
                 }
             }
-            Action::Publish {
+            DriverAction::Publish {
                 mentions,
                 text,
                 publication,
@@ -356,8 +360,8 @@ impl Driver {
                 self.report(Input::Published(stored)).await;
                 return Flow::Stop;
             }
-            Action::SetTimer(at) => self.timer = at.map(Instant::from_std),
-            Action::Abandon => {
+            DriverAction::SetTimer(at) => self.timer = at.map(Instant::from_std),
+            DriverAction::Abandon => {
                 // Shutdown: ask the agent to stop, but do not wait for it;
                 // the pool kills every agent next.
                 self.start_cancel();
@@ -365,15 +369,10 @@ impl Driver {
                 self.release();
                 return Flow::Stop;
             }
-            Action::Release => {
+            DriverAction::Release => {
                 self.release();
                 return Flow::Stop;
             }
-            // The heart's own actions never reach a driver.
-            Action::Inform { .. }
-            | Action::QuestionNotice { .. }
-            | Action::Requeue(_)
-            | Action::Finished(_) => {}
         }
         Flow::Continue
     }

@@ -49,7 +49,7 @@ use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};
-use turn::{Action, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
+use turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
 use waiting::Waiters;
 
 /// Attempts of one mention before it is given up with a notice.
@@ -452,17 +452,19 @@ impl Heart {
     fn apply(&mut self, key: &ConversationKey, actions: Vec<Action>) {
         for action in actions {
             match action {
-                Action::Inform { mention, text } => self.notices.inform(mention, text),
-                Action::QuestionNotice { under, text } => {
-                    self.notices.about_question(under, self.services.owner, text)
-                }
-                Action::Requeue(mentions) => mentions.into_iter().for_each(|mention| self.requeue(mention)),
-                Action::Finished(end) => self.on_turn_end(key, end),
-                for_driver => {
+                Action::Driver(for_driver) => {
                     if let Some(running) = self.conversations.running(key) {
                         running.link.send(for_driver);
                     }
                 }
+                Action::Heart(HeartAction::Inform { mention, text }) => self.notices.inform(mention, text),
+                Action::Heart(HeartAction::QuestionNotice { under, text }) => {
+                    self.notices.about_question(under, self.services.owner, text)
+                }
+                Action::Heart(HeartAction::Requeue(mentions)) => {
+                    mentions.into_iter().for_each(|mention| self.requeue(mention))
+                }
+                Action::Heart(HeartAction::Finished(end)) => self.on_turn_end(key, end),
             }
         }
     }
@@ -568,10 +570,8 @@ impl Heart {
                     batch,
                     question_timeout: self.settings.question_timeout,
                 };
-                let (turn, actions) = TurnMachine::start(start, Instant::now());
-                for action in actions {
-                    link.send(action);
-                }
+                let (turn, lease) = TurnMachine::start(start, Instant::now());
+                link.send(lease);
                 Running {
                     turn_id,
                     turn,

@@ -59,7 +59,7 @@ pub(crate) enum Input {
     Abandon,
     /// The answer or notice is stored (or could not be).
     Published(Result<(), String>),
-    /// The timer set by [`Action::SetTimer`] fired.
+    /// The timer set by [`DriverAction::SetTimer`] fired.
     Timer,
 }
 
@@ -135,11 +135,33 @@ pub(crate) enum Publication {
     Notice,
 }
 
-/// What the machine asks for. The driver performs the agent and publishing
-/// actions; the heart handles [`Action::Inform`],
-/// [`Action::QuestionNotice`], [`Action::Requeue`] and [`Action::Finished`].
+/// What the machine asks for, by who acts on it. One list keeps the order
+/// between the two sides (the driver's stop comes before the heart's
+/// [`HeartAction::Finished`]); each side matches its own enum whole.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Action {
+    /// For the turn's driver, which the heart forwards untouched.
+    Driver(DriverAction),
+    /// For the heart itself.
+    Heart(HeartAction),
+}
+
+impl From<DriverAction> for Action {
+    fn from(action: DriverAction) -> Self {
+        Action::Driver(action)
+    }
+}
+
+impl From<HeartAction> for Action {
+    fn from(action: HeartAction) -> Self {
+        Action::Heart(action)
+    }
+}
+
+/// What the driver performs: the agent's work, the owner's questions, the
+/// publishing of the turn's answer, the machine's timer.
+#[derive(Debug, PartialEq)]
+pub(crate) enum DriverAction {
     Lease,
     Prompt(String),
     Steer {
@@ -183,6 +205,12 @@ pub(crate) enum Action {
     /// The turn is over for the driver: release the agent and stop (a
     /// turn that published has no driver left to tell).
     Release,
+}
+
+/// What the heart routes: notices to people, mentions back to their
+/// conversation, and the turn's end.
+#[derive(Debug, PartialEq)]
+pub(crate) enum HeartAction {
     /// Tell the author of `mention` something, without finishing it.
     Inform {
         mention: Mention,

@@ -5,14 +5,15 @@
 //! held behind an owner question, or deferred to the next turn), and the
 //! turn's phase. Inputs are what happened (the lease, the agent's answers,
 //! mid-turn mentions, the owner's controls, the clock); outputs are
-//! [`Action`]s: what to write to the agent, what to publish, which mentions
-//! go back to the conversation. It performs no I/O and reads no clock
+//! [`Action`]s, each for the one who acts on it: what to write to the agent
+//! and what to publish for the driver ([`DriverAction`]), which mentions go
+//! back to the conversation and whom to tell for the heart ([`HeartAction`]). It performs no I/O and reads no clock
 //! (`now` comes in), so every path is a plain unit test; the driver
 //! (`super::driver`) performs the actions and the heart feeds it inputs.
 //!
 //! The invariant that matters: every mention handed to a turn leaves it in
-//! exactly one [`Action::Finished`] (as the turn's work or returned for the
-//! next turn) or in an [`Action::Requeue`]. The end of a turn partitions
+//! exactly one [`HeartAction::Finished`] (as the turn's work or returned for the
+//! next turn) or in an [`HeartAction::Requeue`]. The end of a turn partitions
 //! the entries by role in one place ([`TurnMachine::finish`]), so no exit
 //! can forget one.
 //!
@@ -36,8 +37,8 @@ use acp_client::StopReason;
 use nostr_sdk::prelude::EventId;
 
 pub(crate) use io::{
-    Action, CancelSettled, Input, Outcome, PromptEnd, Publication, SteerAnswer, SteerTicket, TurnEnd,
-    TurnFailure,
+    Action, CancelSettled, DriverAction, HeartAction, Input, Outcome, PromptEnd, Publication, SteerAnswer,
+    SteerTicket, TurnEnd, TurnFailure,
 };
 pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
 use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
@@ -148,9 +149,9 @@ pub(crate) struct TurnMachine {
 }
 
 impl TurnMachine {
-    /// A turn for `start.batch` (oldest first, at least one mention); the
-    /// first action is the lease.
-    pub fn start(start: TurnStart, now: Instant) -> (Self, Vec<Action>) {
+    /// A turn for `start.batch` (oldest first, at least one mention), and
+    /// its driver's first action: the lease.
+    pub fn start(start: TurnStart, now: Instant) -> (Self, DriverAction) {
         debug_assert!(!start.batch.is_empty(), "a turn has at least one mention");
         let machine = TurnMachine {
             entries: start
@@ -176,7 +177,7 @@ impl TurnMachine {
             now,
             queue_wait_ms: start.queue_wait_ms,
         };
-        (machine, vec![Action::Lease])
+        (machine, DriverAction::Lease)
     }
 
     /// Feeds one input; returns what to do, in order.
@@ -186,7 +187,7 @@ impl TurnMachine {
         if self.phase == Phase::Done {
             // A finished turn holds nothing; mentions sent its way go back.
             if let Input::Absorb { mentions, .. } = input {
-                out.push(Action::Requeue(mentions));
+                out.push(HeartAction::Requeue(mentions).into());
             }
             return out;
         }
@@ -200,7 +201,7 @@ impl TurnMachine {
             Input::SteerAnswered { ticket, answer } => self.on_steer_answered(ticket, answer, &mut out),
             Input::CancelSettled(settled) => match settled {
                 CancelSettled::Done => {}
-                CancelSettled::TimedOut => out.push(Action::Discard),
+                CancelSettled::TimedOut => out.push(DriverAction::Discard.into()),
                 CancelSettled::Failed(error) => tracing::warn!(%error, "cancel failed"),
             },
             Input::PromptEnded(ended) => self.on_prompt_ended(ended, now, &mut out),
@@ -217,7 +218,7 @@ impl TurnMachine {
                             "The agent no longer needs an answer to its question ({}); no need to reply.",
                             asked.summary
                         );
-                        out.push(Action::QuestionNotice { under, text });
+                        out.push(HeartAction::QuestionNotice { under, text }.into());
                     }
                     self.close_question(ticket, &mut out);
                 }
@@ -291,7 +292,7 @@ impl TurnMachine {
         tracing::info!(mentions = self.count(&Role::Prompted), "prompting the agent");
         self.phase = Phase::Prompting;
         self.cancel_asked = false;
-        out.push(Action::Prompt(text));
+        out.push(DriverAction::Prompt(text).into());
     }
 
     fn absorb(&mut self, mentions: Vec<Mention>, framing: Framing, now: Instant, out: &mut Vec<Action>) {
@@ -306,7 +307,7 @@ impl TurnMachine {
                     give_up_at,
                 };
             }
-            Phase::Publishing(_) | Phase::Done => out.push(Action::Requeue(mentions)),
+            Phase::Publishing(_) | Phase::Done => out.push(HeartAction::Requeue(mentions).into()),
         }
     }
 
@@ -338,10 +339,13 @@ impl TurnMachine {
                 let text = format!(
                     "The agent is waiting for the owner to answer {question}{how}. It will see your message once that is answered."
                 );
-                out.push(Action::Inform {
-                    mention: mention.clone(),
-                    text,
-                });
+                out.push(
+                    HeartAction::Inform {
+                        mention: mention.clone(),
+                        text,
+                    }
+                    .into(),
+                );
             }
             return self.add(mentions, Role::Held);
         }
@@ -349,10 +353,13 @@ impl TurnMachine {
             Framing::Steer => {
                 self.next_ticket += 1;
                 let ticket = self.next_ticket;
-                out.push(Action::Steer {
-                    ticket,
-                    text: framing::steer_text(&mentions),
-                });
+                out.push(
+                    DriverAction::Steer {
+                        ticket,
+                        text: framing::steer_text(&mentions),
+                    }
+                    .into(),
+                );
                 self.add(mentions, Role::Steering(ticket));
             }
             Framing::Interrupt => self.fall_back(mentions, framing, out),
@@ -376,7 +383,7 @@ impl TurnMachine {
     fn cancel(&mut self, out: &mut Vec<Action>) {
         if !self.cancel_asked {
             self.cancel_asked = true;
-            out.push(Action::Cancel);
+            out.push(DriverAction::Cancel.into());
         }
     }
 
@@ -429,7 +436,7 @@ impl TurnMachine {
         }
         // Questions die with their prompt; held mentions go to the next turn.
         if self.questions.clear() {
-            out.push(Action::CancelQuestions);
+            out.push(DriverAction::CancelQuestions.into());
         }
         self.relabel(&Role::Held, Role::Deferred);
         // Steers the run folded in are part of this turn's work; the others
@@ -453,7 +460,7 @@ impl TurnMachine {
             Ok(end) => end,
             Err(failure) => {
                 if matches!(failure, TurnFailure::IdleTimeout | TurnFailure::Deadline) {
-                    out.push(Action::StopRunaway);
+                    out.push(DriverAction::StopRunaway.into());
                 }
                 return self.finish(Outcome::Failed(failure), out);
             }
@@ -489,7 +496,7 @@ impl TurnMachine {
             }
             reason => {
                 if matches!(reason, StopReason::MaxTokens | StopReason::MaxTurnRequests) {
-                    out.push(Action::RotateSession);
+                    out.push(DriverAction::RotateSession.into());
                 }
                 let text = if end.message.trim().is_empty() {
                     "(The agent finished without writing an answer.)".to_owned()
@@ -500,11 +507,14 @@ impl TurnMachine {
             }
         };
         self.phase = Phase::Publishing(publication);
-        out.push(Action::Publish {
-            mentions: self.mentions_in(&Role::Prompted),
-            text,
-            publication,
-        });
+        out.push(
+            DriverAction::Publish {
+                mentions: self.mentions_in(&Role::Prompted),
+                text,
+                publication,
+            }
+            .into(),
+        );
     }
 
     fn on_timer(&mut self, now: Instant, out: &mut Vec<Action>) {
@@ -514,9 +524,9 @@ impl TurnMachine {
                 ticket,
                 "no answer from the owner in time: rejected (permission) or declined (form)"
             );
-            out.push(Action::RejectQuestion { ticket });
+            out.push(DriverAction::RejectQuestion { ticket }.into());
             if let Some(under) = self.under() {
-                out.push(Action::QuestionNotice { under, text });
+                out.push(HeartAction::QuestionNotice { under, text }.into());
             }
             self.close_question(ticket, out);
         }
@@ -546,18 +556,21 @@ impl TurnMachine {
     fn on_question_asked(&mut self, asked: Asked, out: &mut Vec<Action>) {
         if self.phase != Phase::Prompting || self.intent == Intent::OwnerCancelled {
             // Nobody will answer it: the driver answers it `cancelled`.
-            out.push(Action::CancelQuestions);
+            out.push(DriverAction::CancelQuestions.into());
             return;
         }
         let ticket = asked.ticket;
         match self.questions.asked(asked) {
             Asking::Post(asked, text) => {
                 if let Some(under) = self.under() {
-                    out.push(Action::PostQuestion {
-                        ticket: asked.ticket,
-                        under,
-                        text,
-                    });
+                    out.push(
+                        DriverAction::PostQuestion {
+                            ticket: asked.ticket,
+                            under,
+                            text,
+                        }
+                        .into(),
+                    );
                 }
             }
             Asking::Wait => {}
@@ -567,12 +580,12 @@ impl TurnMachine {
                     limit = MAX_QUESTIONS_PER_TURN,
                     "the agent asked more questions than a turn may put to the owner: refused"
                 );
-                out.push(Action::RejectQuestion { ticket });
+                out.push(DriverAction::RejectQuestion { ticket }.into());
                 if first && let Some(under) = self.under() {
                     let text = format!(
                         "The agent has asked {MAX_QUESTIONS_PER_TURN} questions in this turn; its further questions are refused (permission rejected, form declined) without asking you."
                     );
-                    out.push(Action::QuestionNotice { under, text });
+                    out.push(HeartAction::QuestionNotice { under, text }.into());
                 }
             }
         }
@@ -590,7 +603,7 @@ impl TurnMachine {
                 kind,
                 "the owner answered the agent's question"
             );
-            out.push(Action::AnswerQuestion { ticket, answer });
+            out.push(DriverAction::AnswerQuestion { ticket, answer }.into());
             self.close_question(ticket, out);
         }
     }
@@ -600,11 +613,14 @@ impl TurnMachine {
     fn close_question(&mut self, ticket: QuestionTicket, out: &mut Vec<Action>) {
         if let Some((next, text)) = self.questions.close(ticket) {
             if let Some(under) = self.under() {
-                out.push(Action::PostQuestion {
-                    ticket: next.ticket,
-                    under,
-                    text,
-                });
+                out.push(
+                    DriverAction::PostQuestion {
+                        ticket: next.ticket,
+                        under,
+                        text,
+                    }
+                    .into(),
+                );
             }
             return;
         }
@@ -624,7 +640,7 @@ impl TurnMachine {
             Phase::Prompting => {
                 self.intent = Intent::OwnerCancelled;
                 if self.questions.clear() {
-                    out.push(Action::CancelQuestions);
+                    out.push(DriverAction::CancelQuestions.into());
                 }
                 self.cancel(out);
             }
@@ -668,17 +684,21 @@ impl TurnMachine {
             );
         }
         if !matches!(self.phase_before_done, Some(Phase::Publishing(_))) {
-            out.push(if outcome == Outcome::Abandoned {
-                Action::Abandon
+            let stop = if outcome == Outcome::Abandoned {
+                DriverAction::Abandon
             } else {
-                Action::Release
-            });
+                DriverAction::Release
+            };
+            out.push(stop.into());
         }
-        out.push(Action::Finished(TurnEnd {
-            outcome,
-            work,
-            returned,
-        }));
+        out.push(
+            HeartAction::Finished(TurnEnd {
+                outcome,
+                work,
+                returned,
+            })
+            .into(),
+        );
     }
 
     /// Keeps the driver's timer on the machine's next deadline.
@@ -693,7 +713,7 @@ impl TurnMachine {
         };
         if deadline != self.timer && self.phase != Phase::Done {
             self.timer = deadline;
-            out.push(Action::SetTimer(deadline));
+            out.push(DriverAction::SetTimer(deadline).into());
         }
     }
 

@@ -33,7 +33,10 @@ impl Rig {
     fn prompting(batch: &[&str]) -> Self {
         let mut rig = Self::leasing(batch);
         let actions = rig.feed(Input::Leased);
-        assert!(matches!(actions.as_slice(), [Action::Prompt(_)]), "{actions:?}");
+        assert!(
+            matches!(actions.as_slice(), [Action::Driver(DriverAction::Prompt(_))]),
+            "{actions:?}"
+        );
         rig
     }
 
@@ -49,9 +52,9 @@ impl Rig {
             queue_wait_ms: 0,
             question_timeout: QUESTION_TIMEOUT,
         };
-        let (machine, actions) = TurnMachine::start(start, now);
-        assert_eq!(actions, [Action::Lease]);
-        let actions = vec![Action::Lease];
+        let (machine, lease) = TurnMachine::start(start, now);
+        assert_eq!(lease, DriverAction::Lease);
+        let actions = vec![Action::Driver(lease)];
         Rig {
             machine,
             now,
@@ -69,7 +72,12 @@ impl Rig {
     /// How many times the driver was told to stop (publish, release, abandon).
     fn driver_stops(&self) -> usize {
         count(&self.log, |action| {
-            matches!(action, Action::Publish { .. } | Action::Release | Action::Abandon)
+            matches!(
+                action,
+                Action::Driver(DriverAction::Publish { .. })
+                    | Action::Driver(DriverAction::Release)
+                    | Action::Driver(DriverAction::Abandon)
+            )
         })
     }
 
@@ -85,7 +93,7 @@ impl Rig {
     /// Absorbs a mention the machine steers; returns the steer's ticket.
     fn steer(&mut self, seed: u64, text: &str) -> SteerTicket {
         let actions = self.absorb(seed, text, Framing::Steer);
-        let [Action::Steer { ticket, .. }] = actions.as_slice() else {
+        let [Action::Driver(DriverAction::Steer { ticket, .. })] = actions.as_slice() else {
             panic!("{actions:?}");
         };
         *ticket
@@ -132,7 +140,7 @@ impl Rig {
     /// Checks that every mention given is in the end exactly once (work,
     /// returned or requeued along the way) and returns the end.
     fn end(&self, actions: &[Action], requeued: &[Mention]) -> (Outcome, Vec<Mention>, Vec<Mention>) {
-        let Some(Action::Finished(end)) = actions.last() else {
+        let Some(Action::Heart(HeartAction::Finished(end))) = actions.last() else {
             panic!("the turn did not finish: {actions:?}");
         };
         let mut seen = BTreeSet::new();
@@ -148,13 +156,13 @@ impl Rig {
 fn published(actions: &[Action]) -> (Vec<Mention>, String, Publication) {
     match actions
         .iter()
-        .find(|action| matches!(action, Action::Publish { .. }))
+        .find(|action| matches!(action, Action::Driver(DriverAction::Publish { .. })))
     {
-        Some(Action::Publish {
+        Some(Action::Driver(DriverAction::Publish {
             mentions,
             text,
             publication,
-        }) => (mentions.clone(), text.clone(), *publication),
+        })) => (mentions.clone(), text.clone(), *publication),
         _ => panic!("nothing published: {actions:?}"),
     }
 }
@@ -167,7 +175,7 @@ fn count(actions: &[Action], predicate: impl Fn(&Action) -> bool) -> usize {
 fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
     let mut rig = Rig::prompting(&["write the report"]);
     let actions = rig.absorb(10, "also the budget", Framing::Steer);
-    let [Action::Steer { ticket, text }] = actions.as_slice() else {
+    let [Action::Driver(DriverAction::Steer { ticket, text })] = actions.as_slice() else {
         panic!("{actions:?}");
     };
     assert!(text.contains(framing::STEER_HEADER) && text.contains("> also the budget"));
@@ -184,7 +192,7 @@ fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
 
     let actions = rig.feed(Input::Published(Ok(())));
     assert!(
-        matches!(actions.as_slice(), [Action::Finished(_)]),
+        matches!(actions.as_slice(), [Action::Heart(HeartAction::Finished(_))]),
         "the publishing driver freed the agent"
     );
     let (outcome, work, returned) = rig.end(&actions, &[]);
@@ -233,14 +241,18 @@ fn an_agent_that_cannot_steer_gets_cancel_and_one_merged_reprompt() {
         ticket,
         answer: refusal,
     });
-    assert_eq!(actions, [Action::Cancel]);
+    assert_eq!(actions, [Action::Driver(DriverAction::Cancel)]);
     assert_eq!(rig.feed(Input::CancelSettled(CancelSettled::Done)), []);
 
     let actions = rig.ended(StopReason::Cancelled, &[]);
     let quiet = rig.now + MERGE_QUIET_PERIOD;
-    assert_eq!(actions, [Action::SetTimer(Some(quiet))]);
+    assert_eq!(actions, [Action::Driver(DriverAction::SetTimer(Some(quiet)))]);
     let actions = rig.advance(MERGE_QUIET_PERIOD);
-    let [Action::Prompt(merged), Action::SetTimer(None)] = actions.as_slice() else {
+    let [
+        Action::Driver(DriverAction::Prompt(merged)),
+        Action::Driver(DriverAction::SetTimer(None)),
+    ] = actions.as_slice()
+    else {
         panic!("{actions:?}");
     };
     assert!(merged.contains("> long task") && merged.contains("> addendum"));
@@ -267,7 +279,7 @@ fn refused_steers_answered_late_keep_the_merge_in_arrival_order() {
             ticket: second,
             answer: refusal()
         }),
-        [Action::Cancel]
+        [Action::Driver(DriverAction::Cancel)]
     );
     assert_eq!(
         rig.feed(Input::SteerAnswered {
@@ -294,19 +306,28 @@ fn a_burst_during_a_cancel_costs_one_cancel_and_one_reprompt() {
     for n in 11..15 {
         actions.extend(rig.absorb(n, &format!("more {n}"), Framing::Interrupt));
     }
-    assert_eq!(actions, [Action::Cancel], "one burst, one cancel");
+    assert_eq!(
+        actions,
+        [Action::Driver(DriverAction::Cancel)],
+        "one burst, one cancel"
+    );
 
     rig.ended(StopReason::Cancelled, &[]);
     // One more arrives while the merge gathers: the quiet period restarts.
     rig.advance(MERGE_QUIET_PERIOD / 2);
     let actions = rig.absorb(15, "last", Framing::Interrupt);
-    assert_eq!(actions, [Action::SetTimer(Some(rig.now + MERGE_QUIET_PERIOD))]);
+    assert_eq!(
+        actions,
+        [Action::Driver(DriverAction::SetTimer(Some(
+            rig.now + MERGE_QUIET_PERIOD
+        )))]
+    );
     assert_eq!(rig.advance(MERGE_QUIET_PERIOD / 2), [], "still gathering");
     let actions = rig.advance(MERGE_QUIET_PERIOD / 2);
     let prompts: Vec<&String> = actions
         .iter()
         .filter_map(|action| match action {
-            Action::Prompt(text) => Some(text),
+            Action::Driver(DriverAction::Prompt(text)) => Some(text),
             _ => None,
         })
         .collect();
@@ -335,14 +356,16 @@ fn a_burst_that_never_goes_quiet_is_reprompted_at_the_gather_bound() {
         elapsed += step;
         let actions = rig.absorb(seed, "more", Framing::Interrupt);
         assert!(
-            !actions.iter().any(|a| matches!(a, Action::Prompt(_))),
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::Driver(DriverAction::Prompt(_)))),
             "{actions:?}"
         );
         seed += 1;
     }
     let actions = rig.advance(MERGE_GATHER_MAX - elapsed);
     assert_eq!(
-        count(&actions, |a| matches!(a, Action::Prompt(_))),
+        count(&actions, |a| matches!(a, Action::Driver(DriverAction::Prompt(_)))),
         1,
         "{actions:?}"
     );
@@ -363,7 +386,10 @@ fn a_steer_refused_because_the_turn_ended_goes_to_the_next_turn() {
 #[test]
 fn a_prompt_that_ends_before_its_cancel_lands_answers_its_work_and_returns_the_merge() {
     let mut rig = Rig::prompting(&["first"]);
-    assert_eq!(rig.absorb(10, "second", Framing::Interrupt), [Action::Cancel]);
+    assert_eq!(
+        rig.absorb(10, "second", Framing::Interrupt),
+        [Action::Driver(DriverAction::Cancel)]
+    );
     let actions = rig.ended(StopReason::EndTurn, &[]);
     assert_eq!(texts(&published(&actions).0), ["first"]);
     let actions = rig.feed(Input::Published(Ok(())));
@@ -381,11 +407,11 @@ fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
     };
     let actions = rig.feed(Input::QuestionAsked(asked));
     let [
-        Action::PostQuestion {
+        Action::Driver(DriverAction::PostQuestion {
             ticket: 1,
             under,
             text,
-        },
+        }),
     ] = actions.as_slice()
     else {
         panic!("{actions:?}");
@@ -397,14 +423,19 @@ fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
         ticket: 1,
         event: Some(event),
     });
-    assert_eq!(actions, [Action::SetTimer(Some(rig.now + QUESTION_TIMEOUT))]);
+    assert_eq!(
+        actions,
+        [Action::Driver(DriverAction::SetTimer(Some(
+            rig.now + QUESTION_TIMEOUT
+        )))]
+    );
     assert_eq!(
         rig.machine.waiting_on().as_deref(),
         Some("a permission question (rm -rf build)")
     );
 
     let actions = rig.absorb(10, "status?", Framing::Steer);
-    let [Action::Inform { mention, text }] = actions.as_slice() else {
+    let [Action::Heart(HeartAction::Inform { mention, text })] = actions.as_slice() else {
         panic!("{actions:?}");
     };
     assert_eq!(mention.content, "status?");
@@ -418,13 +449,13 @@ fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
     reply.content = "2".into();
     let actions = rig.feed(Input::OwnerReply(reply.content.clone()));
     assert!(
-        matches!(&actions[0], Action::AnswerQuestion { ticket: 1, answer: Answer::Option(option) } if option.id == "b")
+        matches!(&actions[0], Action::Driver(DriverAction::AnswerQuestion { ticket: 1, answer: Answer::Option(option) }) if option.id == "b")
     );
     assert!(
-        matches!(&actions[1], Action::Steer { text, .. } if text.contains("> status?")),
+        matches!(&actions[1], Action::Driver(DriverAction::Steer { text, .. }) if text.contains("> status?")),
         "the held mention is steered in: {actions:?}"
     );
-    assert_eq!(actions[2], Action::SetTimer(None));
+    assert_eq!(actions[2], Action::Driver(DriverAction::SetTimer(None)));
     assert_eq!(rig.machine.waiting_on(), None);
 }
 
@@ -440,11 +471,14 @@ fn an_unanswered_question_is_rejected_at_its_deadline_and_the_thread_told() {
     rig.ask_posted("rm -rf build");
     assert_eq!(rig.advance(QUESTION_TIMEOUT / 2), [], "not yet");
     let actions = rig.advance(QUESTION_TIMEOUT / 2);
-    assert_eq!(actions[0], Action::RejectQuestion { ticket: 1 });
-    assert!(
-        matches!(&actions[1], Action::QuestionNotice { under, text } if under.content == "deploy it" && text.contains("was rejected"))
+    assert_eq!(
+        actions[0],
+        Action::Driver(DriverAction::RejectQuestion { ticket: 1 })
     );
-    assert_eq!(actions[2], Action::SetTimer(None));
+    assert!(
+        matches!(&actions[1], Action::Heart(HeartAction::QuestionNotice { under, text }) if under.content == "deploy it" && text.contains("was rejected"))
+    );
+    assert_eq!(actions[2], Action::Driver(DriverAction::SetTimer(None)));
 }
 
 /// An agent that keeps asking: the turn's first 32 questions go to the
@@ -463,7 +497,10 @@ fn questions_past_the_turns_bound_are_refused_at_once_and_the_thread_told_once()
     let bound = questions::MAX_QUESTIONS_PER_TURN as QuestionTicket;
     let first = rig.feed(asked(1));
     assert!(
-        matches!(first.as_slice(), [Action::PostQuestion { ticket: 1, .. }]),
+        matches!(
+            first.as_slice(),
+            [Action::Driver(DriverAction::PostQuestion { ticket: 1, .. })]
+        ),
         "{first:?}"
     );
     for ticket in 2..=bound {
@@ -474,14 +511,17 @@ fn questions_past_the_turns_bound_are_refused_at_once_and_the_thread_told_once()
         );
     }
     let refused = rig.feed(asked(bound + 1));
-    assert_eq!(refused[0], Action::RejectQuestion { ticket: bound + 1 });
+    assert_eq!(
+        refused[0],
+        Action::Driver(DriverAction::RejectQuestion { ticket: bound + 1 })
+    );
     assert!(
-        matches!(&refused[1], Action::QuestionNotice { under, text } if under.content == "deploy it" && text.contains("further questions are refused")),
+        matches!(&refused[1], Action::Heart(HeartAction::QuestionNotice { under, text }) if under.content == "deploy it" && text.contains("further questions are refused")),
         "{refused:?}"
     );
     assert_eq!(
         rig.feed(asked(bound + 2)),
-        [Action::RejectQuestion { ticket: bound + 2 }],
+        [Action::Driver(DriverAction::RejectQuestion { ticket: bound + 2 })],
         "told once"
     );
     assert_eq!(
@@ -511,7 +551,7 @@ fn mentions_absorbed_before_the_first_prompt_join_it() {
     let mut rig = Rig::leasing(&["first"]);
     assert_eq!(rig.absorb(10, "second", Framing::Steer), []);
     let actions = rig.feed(Input::Leased);
-    let [Action::Prompt(text)] = actions.as_slice() else {
+    let [Action::Driver(DriverAction::Prompt(text))] = actions.as_slice() else {
         panic!("{actions:?}");
     };
     assert!(text.contains("> first") && text.contains("> second"));
@@ -526,7 +566,7 @@ fn mentions_for_a_concluding_turn_go_back_to_the_queue() {
         mentions: vec![late.clone()],
         framing: Framing::Steer,
     });
-    assert_eq!(actions, [Action::Requeue(vec![late.clone()])]);
+    assert_eq!(actions, [Action::Heart(HeartAction::Requeue(vec![late.clone()]))]);
     rig.given.push(late.clone());
     let actions = rig.feed(Input::Published(Ok(())));
     rig.end(&actions, &[late]);
@@ -537,8 +577,8 @@ fn timeouts_stop_the_runaway_prompt_before_the_turn_fails() {
     for failure in [TurnFailure::IdleTimeout, TurnFailure::Deadline] {
         let mut rig = Rig::prompting(&["slow"]);
         let actions = rig.feed(Input::PromptEnded(Err(failure.clone())));
-        assert_eq!(actions[0], Action::StopRunaway);
-        assert_eq!(actions[1], Action::Release);
+        assert_eq!(actions[0], Action::Driver(DriverAction::StopRunaway));
+        assert_eq!(actions[1], Action::Driver(DriverAction::Release));
         let (outcome, work, _) = rig.end(&actions, &[]);
         assert_eq!(outcome, Outcome::Failed(failure));
         assert_eq!(texts(&work), ["slow"]);
@@ -551,7 +591,7 @@ fn an_agent_that_ignores_its_cancel_is_discarded() {
     rig.absorb(10, "second", Framing::Interrupt);
     assert_eq!(
         rig.feed(Input::CancelSettled(CancelSettled::TimedOut)),
-        [Action::Discard]
+        [Action::Driver(DriverAction::Discard)]
     );
 }
 
@@ -561,7 +601,9 @@ fn the_owner_cancel_before_the_agent_is_ready_never_prompts() {
     assert_eq!(rig.feed(Input::OwnerCancel), []);
     let actions = rig.feed(Input::Leased);
     assert!(
-        !actions.iter().any(|a| matches!(a, Action::Prompt(_))),
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Driver(DriverAction::Prompt(_)))),
         "{actions:?}"
     );
     let (outcome, work, _) = rig.end(&actions, &[]);
@@ -578,7 +620,7 @@ fn the_owner_cancel_during_a_merge_gather_still_reprompts_the_merge() {
     rig.ended(StopReason::Cancelled, &[]);
     let actions = rig.feed(Input::OwnerCancel);
     assert_eq!(
-        count(&actions, |a| matches!(a, Action::Prompt(_))),
+        count(&actions, |a| matches!(a, Action::Driver(DriverAction::Prompt(_)))),
         1,
         "{actions:?}"
     );
@@ -592,12 +634,15 @@ fn crowd(rig: &mut Rig, with_merge: bool) {
     rig.steer_queued(10, "steered", "m");
     rig.absorb(11, "steering", Framing::Steer);
     if with_merge {
-        assert_eq!(rig.absorb(12, "merging", Framing::Interrupt), [Action::Cancel]);
+        assert_eq!(
+            rig.absorb(12, "merging", Framing::Interrupt),
+            [Action::Driver(DriverAction::Cancel)]
+        );
     } else {
         rig.ask_posted("q");
         let actions = rig.absorb(12, "held", Framing::Steer);
         assert!(
-            matches!(actions.as_slice(), [Action::Inform { .. }]),
+            matches!(actions.as_slice(), [Action::Heart(HeartAction::Inform { .. })]),
             "{actions:?}"
         );
     }
@@ -656,7 +701,10 @@ fn every_exit_answers_or_returns_every_mention() {
             "abandoned while gathering a merge or cancelled by the agent",
             |rig| {
                 let actions = rig.ended(StopReason::Cancelled, &[]);
-                if actions.iter().any(|action| matches!(action, Action::Finished(_))) {
+                if actions
+                    .iter()
+                    .any(|action| matches!(action, Action::Heart(HeartAction::Finished(_))))
+                {
                     return actions;
                 }
                 rig.feed(Input::Abandon)
@@ -703,7 +751,7 @@ fn every_exit_answers_or_returns_every_mention() {
 fn a_full_session_is_rotated_after_its_answer() {
     let mut rig = Rig::prompting(&["big"]);
     let actions = rig.ended(StopReason::MaxTokens, &[]);
-    assert_eq!(actions[0], Action::RotateSession);
+    assert_eq!(actions[0], Action::Driver(DriverAction::RotateSession));
     assert_eq!(published(&actions).2, Publication::Answer);
 }
 
@@ -712,14 +760,17 @@ fn a_question_the_agent_withdraws_is_closed_and_the_held_mentions_go_in() {
     let mut rig = Rig::prompting(&["deploy it"]);
     rig.ask_posted("rm -rf build");
     let held = rig.absorb(10, "status?", Framing::Steer);
-    assert!(matches!(held.as_slice(), [Action::Inform { .. }]), "{held:?}");
+    assert!(
+        matches!(held.as_slice(), [Action::Heart(HeartAction::Inform { .. })]),
+        "{held:?}"
+    );
     let actions = rig.feed(Input::QuestionWithdrawn { ticket: 1 });
     assert!(
-        matches!(&actions[0], Action::QuestionNotice { under, text } if under.content == "deploy it" && text.contains("no longer needs")),
+        matches!(&actions[0], Action::Heart(HeartAction::QuestionNotice { under, text }) if under.content == "deploy it" && text.contains("no longer needs")),
         "{actions:?}"
     );
     assert!(
-        matches!(&actions[1], Action::Steer { text, .. } if text.contains("> status?")),
+        matches!(&actions[1], Action::Driver(DriverAction::Steer { text, .. }) if text.contains("> status?")),
         "{actions:?}"
     );
     assert_eq!(rig.machine.waiting_on(), None);
@@ -729,18 +780,18 @@ fn a_question_the_agent_withdraws_is_closed_and_the_held_mentions_go_in() {
 /// A copy of the parts of an action the log checks need.
 fn clone_action(action: &Action) -> Action {
     match action {
-        Action::Publish {
+        Action::Driver(DriverAction::Publish {
             mentions,
             text,
             publication,
-        } => Action::Publish {
+        }) => Action::Driver(DriverAction::Publish {
             mentions: mentions.clone(),
             text: text.clone(),
             publication: *publication,
-        },
-        Action::Release => Action::Release,
-        Action::Abandon => Action::Abandon,
-        Action::Lease => Action::Lease,
-        _ => Action::SetTimer(None),
+        }),
+        Action::Driver(DriverAction::Release) => Action::Driver(DriverAction::Release),
+        Action::Driver(DriverAction::Abandon) => Action::Driver(DriverAction::Abandon),
+        Action::Driver(DriverAction::Lease) => Action::Driver(DriverAction::Lease),
+        _ => Action::Driver(DriverAction::SetTimer(None)),
     }
 }
