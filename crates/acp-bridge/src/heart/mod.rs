@@ -464,6 +464,7 @@ impl Heart {
                 Action::Heart(HeartAction::Requeue(mentions)) => {
                     mentions.into_iter().for_each(|mention| self.requeue(mention))
                 }
+                Action::Heart(HeartAction::Steered(outcome)) => metrics::steer(outcome.label()),
                 Action::Heart(HeartAction::Finished(end)) => self.on_turn_end(key, end),
             }
         }
@@ -475,6 +476,9 @@ impl Heart {
             work,
             returned,
         } = end;
+        if outcome.ran() {
+            metrics::turn_finished(outcome.label());
+        }
         self.waiters.agent_up(key);
         let after = self.after_turn(key, &outcome, &work);
         let retry = after.retry().cloned();

@@ -212,21 +212,41 @@ pub(crate) enum DriverAction {
 #[derive(Debug, PartialEq)]
 pub(crate) enum HeartAction {
     /// Tell the author of `mention` something, without finishing it.
-    Inform {
-        mention: Mention,
-        text: String,
-    },
+    Inform { mention: Mention, text: String },
     /// Tell the owner something about a question asked under `under`
     /// (timed out, withdrawn), where the question was asked: the thread,
     /// or the owner's DM for a DM with someone else, who was never asked.
-    QuestionNotice {
-        under: Mention,
-        text: String,
-    },
+    QuestionNotice { under: Mention, text: String },
     /// Mentions the turn cannot take (it is concluding): back to the
     /// conversation's queue.
     Requeue(Vec<Mention>),
+    /// A steer went this way; the heart counts it.
+    Steered(SteerOutcome),
+    /// The turn is over; the heart counts it (if it ran) and settles its
+    /// mentions.
     Finished(TurnEnd),
+}
+
+/// Which way a steer went, as its metric counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SteerOutcome {
+    /// The agent took it into the live turn (delivered, or queued for a fold).
+    Native,
+    /// The agent cannot steer: cancel + merge (each time a merge is begun
+    /// or joined by a steer the agent refused).
+    Fallback,
+    /// The turn was ending: the steer goes to the next turn.
+    Refused,
+}
+
+impl SteerOutcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            SteerOutcome::Native => "native",
+            SteerOutcome::Fallback => "fallback",
+            SteerOutcome::Refused => "refused",
+        }
+    }
 }
 
 /// How a turn ended, with every mention it held.
@@ -255,7 +275,13 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    pub(super) fn label(&self) -> &'static str {
+    /// Whether the turn ran: one that never got an agent (its lease
+    /// failed) is neither logged nor counted as a finished turn.
+    pub fn ran(&self) -> bool {
+        !matches!(self, Outcome::Failed(TurnFailure::Pool(_)))
+    }
+
+    pub fn label(&self) -> &'static str {
         match self {
             Outcome::Answered => "answered",
             Outcome::Notified => "notified",

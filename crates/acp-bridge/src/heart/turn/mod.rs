@@ -38,7 +38,7 @@ use nostr_sdk::prelude::EventId;
 
 pub(crate) use io::{
     Action, CancelSettled, DriverAction, HeartAction, Input, Outcome, PromptEnd, Publication, SteerAnswer,
-    SteerTicket, TurnEnd, TurnFailure,
+    SteerOutcome, SteerTicket, TurnEnd, TurnFailure,
 };
 pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
 use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
@@ -46,7 +46,6 @@ use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
 use super::usage::TurnUsage;
 use crate::framing::{self, Framing};
 use crate::mention::Mention;
-use crate::telemetry::metrics;
 
 /// A merged re-prompt waits this long without new mentions before it goes
 /// out, so that a burst of mentions is merged into one prompt.
@@ -374,7 +373,7 @@ impl TurnMachine {
 
     /// Starts (or joins) the cancel the merge waits for.
     fn begin_merge(&mut self, framing: Framing, out: &mut Vec<Action>) {
-        metrics::steer("fallback");
+        out.push(HeartAction::Steered(SteerOutcome::Fallback).into());
         self.path = SteerPath::Fallback;
         self.merge.get_or_insert(framing);
         self.cancel(out);
@@ -394,19 +393,19 @@ impl TurnMachine {
         }
         match answer {
             SteerAnswer::Delivered => {
-                metrics::steer("native");
+                out.push(HeartAction::Steered(SteerOutcome::Native).into());
                 self.path = SteerPath::Native;
                 tracing::info!(mentions = self.count(&steering), "steered into the live turn");
                 self.relabel(&steering, Role::Prompted);
             }
             SteerAnswer::AwaitingFold { message_id } => {
-                metrics::steer("native");
+                out.push(HeartAction::Steered(SteerOutcome::Native).into());
                 self.path = SteerPath::Native;
                 tracing::info!(%message_id, mentions = self.count(&steering), "steered into the live turn");
                 self.relabel(&steering, Role::Steered { message_id });
             }
             SteerAnswer::TurnOver(refusal) => {
-                metrics::steer("refused");
+                out.push(HeartAction::Steered(SteerOutcome::Refused).into());
                 tracing::info!(%refusal, "steer refused because the turn was ending; queued for the next turn");
                 self.relabel(&steering, Role::Deferred);
             }
@@ -662,8 +661,7 @@ impl TurnMachine {
         let work: Vec<Mention> = work.into_iter().map(|entry| entry.mention).collect();
         let returned: Vec<Mention> = returned.into_iter().map(|entry| entry.mention).collect();
         // A turn that never got an agent never ran: only the lease failure is logged.
-        if !matches!(outcome, Outcome::Failed(TurnFailure::Pool(_))) {
-            metrics::turn_finished(outcome.label());
+        if outcome.ran() {
             tracing::info!(
                 outcome = outcome.label(),
                 stop_reason = self

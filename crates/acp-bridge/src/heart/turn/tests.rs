@@ -105,7 +105,10 @@ impl Rig {
         let answer = SteerAnswer::AwaitingFold {
             message_id: message_id.into(),
         };
-        assert_eq!(self.feed(Input::SteerAnswered { ticket, answer }), []);
+        assert_eq!(
+            self.feed(Input::SteerAnswered { ticket, answer }),
+            [steered(SteerOutcome::Native)]
+        );
     }
 
     /// The agent asks question 1 (`summary`) and it is posted as an event.
@@ -153,6 +156,11 @@ impl Rig {
     }
 }
 
+/// The heart's count of a steer that went `outcome`'s way.
+fn steered(outcome: SteerOutcome) -> Action {
+    Action::Heart(HeartAction::Steered(outcome))
+}
+
 fn published(actions: &[Action]) -> (Vec<Mention>, String, Publication) {
     match actions
         .iter()
@@ -183,7 +191,10 @@ fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
         message_id: "msg_1".into(),
     };
     let ticket = *ticket;
-    assert_eq!(rig.feed(Input::SteerAnswered { ticket, answer }), []);
+    assert_eq!(
+        rig.feed(Input::SteerAnswered { ticket, answer }),
+        [steered(SteerOutcome::Native)]
+    );
 
     let actions = rig.ended(StopReason::EndTurn, &["msg_1"]);
     let (mentions, text, publication) = published(&actions);
@@ -210,7 +221,7 @@ fn a_steer_the_agent_took_into_its_turn_is_answered_by_that_turn() {
             ticket,
             answer: SteerAnswer::Delivered
         }),
-        []
+        [steered(SteerOutcome::Native)]
     );
     // No fold to wait for: the turn answers it whatever it streams.
     let actions = rig.ended(StopReason::EndTurn, &[]);
@@ -241,7 +252,13 @@ fn an_agent_that_cannot_steer_gets_cancel_and_one_merged_reprompt() {
         ticket,
         answer: refusal,
     });
-    assert_eq!(actions, [Action::Driver(DriverAction::Cancel)]);
+    assert_eq!(
+        actions,
+        [
+            steered(SteerOutcome::Fallback),
+            Action::Driver(DriverAction::Cancel)
+        ]
+    );
     assert_eq!(rig.feed(Input::CancelSettled(CancelSettled::Done)), []);
 
     let actions = rig.ended(StopReason::Cancelled, &[]);
@@ -279,14 +296,17 @@ fn refused_steers_answered_late_keep_the_merge_in_arrival_order() {
             ticket: second,
             answer: refusal()
         }),
-        [Action::Driver(DriverAction::Cancel)]
+        [
+            steered(SteerOutcome::Fallback),
+            Action::Driver(DriverAction::Cancel)
+        ]
     );
     assert_eq!(
         rig.feed(Input::SteerAnswered {
             ticket: first,
             answer: refusal()
         }),
-        []
+        [steered(SteerOutcome::Fallback)]
     );
     rig.feed(Input::CancelSettled(CancelSettled::Done));
     rig.ended(StopReason::Cancelled, &[]);
@@ -308,8 +328,11 @@ fn a_burst_during_a_cancel_costs_one_cancel_and_one_reprompt() {
     }
     assert_eq!(
         actions,
-        [Action::Driver(DriverAction::Cancel)],
-        "one burst, one cancel"
+        [
+            steered(SteerOutcome::Fallback),
+            Action::Driver(DriverAction::Cancel)
+        ],
+        "one burst, one cancel, one fallback counted"
     );
 
     rig.ended(StopReason::Cancelled, &[]);
@@ -376,7 +399,10 @@ fn a_steer_refused_because_the_turn_ended_goes_to_the_next_turn() {
     let mut rig = Rig::prompting(&["first"]);
     let ticket = rig.steer(10, "second");
     let answer = SteerAnswer::TurnOver("no active run".into());
-    assert_eq!(rig.feed(Input::SteerAnswered { ticket, answer }), []);
+    assert_eq!(
+        rig.feed(Input::SteerAnswered { ticket, answer }),
+        [steered(SteerOutcome::Refused)]
+    );
     rig.ended(StopReason::EndTurn, &[]);
     let actions = rig.feed(Input::Published(Ok(())));
     let (_, work, returned) = rig.end(&actions, &[]);
@@ -388,7 +414,10 @@ fn a_prompt_that_ends_before_its_cancel_lands_answers_its_work_and_returns_the_m
     let mut rig = Rig::prompting(&["first"]);
     assert_eq!(
         rig.absorb(10, "second", Framing::Interrupt),
-        [Action::Driver(DriverAction::Cancel)]
+        [
+            steered(SteerOutcome::Fallback),
+            Action::Driver(DriverAction::Cancel)
+        ]
     );
     let actions = rig.ended(StopReason::EndTurn, &[]);
     assert_eq!(texts(&published(&actions).0), ["first"]);
@@ -636,7 +665,10 @@ fn crowd(rig: &mut Rig, with_merge: bool) {
     if with_merge {
         assert_eq!(
             rig.absorb(12, "merging", Framing::Interrupt),
-            [Action::Driver(DriverAction::Cancel)]
+            [
+                steered(SteerOutcome::Fallback),
+                Action::Driver(DriverAction::Cancel)
+            ]
         );
     } else {
         rig.ask_posted("q");
