@@ -457,9 +457,9 @@ impl Heart {
                         running.link.send(for_driver);
                     }
                 }
-                Action::Heart(HeartAction::Inform { mention, text }) => self.notices.inform(mention, text),
+                Action::Heart(HeartAction::Inform { mention, text }) => self.notices.inform(*mention, text),
                 Action::Heart(HeartAction::QuestionNotice { under, text }) => {
-                    self.notices.about_question(under, self.services.owner, text)
+                    self.notices.about_question(*under, self.services.owner, text)
                 }
                 Action::Heart(HeartAction::Requeue(mentions)) => {
                     mentions.into_iter().for_each(|mention| self.requeue(mention))

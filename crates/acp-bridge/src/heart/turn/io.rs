@@ -179,7 +179,7 @@ pub(crate) enum DriverAction {
     RotateSession,
     PostQuestion {
         ticket: QuestionTicket,
-        under: Mention,
+        under: Box<Mention>,
         text: String,
     },
     AnswerQuestion {
@@ -212,11 +212,11 @@ pub(crate) enum DriverAction {
 #[derive(Debug, PartialEq)]
 pub(crate) enum HeartAction {
     /// Tell the author of `mention` something, without finishing it.
-    Inform { mention: Mention, text: String },
+    Inform { mention: Box<Mention>, text: String },
     /// Tell the owner something about a question asked under `under`
     /// (timed out, withdrawn), where the question was asked: the thread,
     /// or the owner's DM for a DM with someone else, who was never asked.
-    QuestionNotice { under: Mention, text: String },
+    QuestionNotice { under: Box<Mention>, text: String },
     /// Mentions the turn cannot take (it is concluding): back to the
     /// conversation's queue.
     Requeue(Vec<Mention>),

@@ -340,7 +340,7 @@ impl TurnMachine {
                 );
                 out.push(
                     HeartAction::Inform {
-                        mention: mention.clone(),
+                        mention: Box::new(mention.clone()),
                         text,
                     }
                     .into(),
@@ -715,13 +715,15 @@ impl TurnMachine {
         }
     }
 
-    /// The newest mention of the work: questions and notices thread under it.
-    fn under(&self) -> Option<Mention> {
+    /// The newest mention of the work: questions and notices thread under
+    /// it. Boxed, as the actions carry it: a mention is large beside the
+    /// rest of any action.
+    fn under(&self) -> Option<Box<Mention>> {
         self.entries
             .iter()
             .rev()
             .find(|entry| entry.role == Role::Prompted)
-            .map(|entry| entry.mention.clone())
+            .map(|entry| Box::new(entry.mention.clone()))
     }
 
     fn add(&mut self, mentions: Vec<Mention>, role: Role) {
