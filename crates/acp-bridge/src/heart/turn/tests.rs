@@ -7,6 +7,7 @@ use nostr_sdk::prelude::EventId;
 use super::*;
 use crate::heart::usage::TurnUsage;
 use crate::mention::test_mention;
+use crate::pool::PoolError;
 
 const QUESTION_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -757,6 +758,7 @@ fn every_exit_answers_or_returns_every_mention() {
                 _ => expected.clone(),
             };
             assert_eq!(outcome, expected, "{name}, merge {with_merge}");
+            assert!(outcome.ran(), "{name}: a turn with an agent is counted");
             assert!(texts(&work).contains(&"prompted"), "{name}: {work:?}");
             assert!(
                 ["steered", "steering"]
@@ -777,6 +779,20 @@ fn every_exit_answers_or_returns_every_mention() {
             );
         }
     }
+}
+
+#[test]
+fn a_turn_that_never_got_an_agent_did_not_run() {
+    let mut rig = Rig::leasing(&["hello"]);
+    let actions = rig.feed(Input::LeaseFailed(PoolError::Spawn("no such binary".into())));
+    let (outcome, work, returned) = rig.end(&actions, &[]);
+    assert!(
+        matches!(outcome, Outcome::Failed(TurnFailure::Pool(_))),
+        "{outcome:?}"
+    );
+    assert!(!outcome.ran(), "neither logged nor counted as a finished turn");
+    assert_eq!((texts(&work), returned.len()), (vec!["hello"], 0));
+    assert_eq!(rig.driver_stops(), 1, "{:?}", rig.log);
 }
 
 #[test]
