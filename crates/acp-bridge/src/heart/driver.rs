@@ -10,9 +10,10 @@
 //! their channel, so a steer's answer always reaches the machine before the
 //! end of the prompt it steered.
 //!
-//! The driver ends with the machine's [`DriverAction::Publish`] (which also frees
-//! the agent), [`DriverAction::Release`] or [`DriverAction::Abandon`], or when the heart
-//! drops its end of the channel.
+//! It is handed only the machine's [`DriverAction`]s (the heart keeps the
+//! rest). The driver ends with [`DriverAction::Publish`] (which also frees
+//! the agent), [`DriverAction::Release`] or [`DriverAction::Abandon`], or
+//! when the heart drops its end of the channel.
 
 use std::collections::HashMap;
 use std::sync::Arc;

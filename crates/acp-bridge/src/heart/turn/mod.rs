@@ -6,16 +6,18 @@
 //! turn's phase. Inputs are what happened (the lease, the agent's answers,
 //! mid-turn mentions, the owner's controls, the clock); outputs are
 //! [`Action`]s, each for the one who acts on it: what to write to the agent
-//! and what to publish for the driver ([`DriverAction`]), which mentions go
-//! back to the conversation and whom to tell for the heart ([`HeartAction`]). It performs no I/O and reads no clock
-//! (`now` comes in), so every path is a plain unit test; the driver
+//! and what to publish go to the driver ([`DriverAction`]); which mentions
+//! go back to the conversation, whom to tell, and which way each steer went
+//! go to the heart ([`HeartAction`]). It performs no I/O, reads no clock
+//! (`now` comes in) and records no metrics (the heart counts what it
+//! reports), so every path is a plain unit test; the driver
 //! (`super::driver`) performs the actions and the heart feeds it inputs.
 //!
 //! The invariant that matters: every mention handed to a turn leaves it in
-//! exactly one [`HeartAction::Finished`] (as the turn's work or returned for the
-//! next turn) or in an [`HeartAction::Requeue`]. The end of a turn partitions
-//! the entries by role in one place ([`TurnMachine::finish`]), so no exit
-//! can forget one.
+//! exactly one [`HeartAction::Finished`] (as the turn's work or returned for
+//! the next turn) or in an [`HeartAction::Requeue`]. The end of a turn
+//! partitions the entries by role in one place ([`TurnMachine::finish`]),
+//! so no exit can forget one.
 //!
 //! Steering is behavioural and method-agnostic: the machine asks for a
 //! steer and learns whether it was delivered, will be proven by a fold, the
