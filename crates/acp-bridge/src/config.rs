@@ -15,11 +15,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use acp_client::AgentUser;
-use clap::{Args, ValueEnum};
-use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, ToBech32};
+use clap::Args;
+use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 
+use crate::embedded_relay::RelaySpec;
+use crate::gate::RespondTo;
 use crate::identity::ProfileFields;
+use crate::intake::FollowThreads;
 use crate::loop_guard::ChainBounds;
+use crate::mention::{SessionPolicy, npub};
+use crate::mode_gate::{Dedup, MultipleEventHandling};
+use crate::pool::{AgentSettings, PermissionPolicyArg};
+use crate::reply::{ReplyContent, ReplyMode};
 use crate::shard::{Shard, ShardSpec};
 use crate::signer::{BunkerUri, SignerSource};
 use crate::thread_context::{ContextFrom, DEFAULT_CONTEXT_BYTES, MIN_CONTEXT_BYTES};
@@ -71,86 +78,6 @@ const AGENT_USER_ENV: &[&str] = &[
     "XDG_STATE_HOME",
     "XDG_RUNTIME_DIR",
 ];
-
-/// Who may be heard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RespondTo {
-    /// The owner and verified sibling bots.
-    OwnerOnly,
-    /// The owner, verified siblings and the allowlist.
-    Allowlist,
-    /// Every author (DMs still only from the owner and siblings).
-    Anyone,
-    /// No one (the daemon still runs, e.g. for owner commands).
-    Nobody,
-}
-
-/// Who publishes the agent's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReplyMode {
-    /// The daemon publishes the collected answer as a threaded reply.
-    Daemon,
-    /// The agent posts through its own tools; the daemon publishes only notices.
-    Agent,
-}
-
-/// What of the agent's text a reply carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReplyContent {
-    /// The agent's answer: its messages that no tool call or plan followed
-    /// (narration of its work between tool calls is left out).
-    Answer,
-    /// Everything the agent wrote during the turn, narration included.
-    Full,
-}
-
-/// What happens to a mention that arrives while its conversation's turn runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MultipleEventHandling {
-    /// Wait for the next turn.
-    Queue,
-    /// Fold it into the live turn (native steer, else cancel + merge).
-    Steer,
-    /// Cancel the live turn and re-prompt with both, the new request superseding.
-    Interrupt,
-    /// Interrupt when the owner wrote it, else queue.
-    OwnerInterrupt,
-}
-
-/// What happens to mid-turn events the mode gate does not take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Dedup {
-    /// Keep them for the next turn.
-    Queue,
-    /// Drop them (with a notice).
-    Drop,
-}
-
-/// Which conversations share an agent session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SessionPolicy {
-    /// One session per channel, note thread or DM peer.
-    Conversation,
-    /// Threads inside a channel get sessions of their own.
-    Thread,
-}
-
-/// Which replies without the bot's `p` tag count as mentions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FollowThreads {
-    /// Replies in a thread the bot has answered in, by authors it hears.
-    Involved,
-    /// None: only events that tag the bot.
-    Off,
-}
-
-/// How permission questions of agents are answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PermissionPolicyArg {
-    Allow,
-    Reject,
-    AskOwner,
-}
 
 /// The daemon's flags. Shared by `run` and `check`.
 #[derive(Debug, Clone, Args)]
@@ -473,13 +400,6 @@ pub struct RunArgs {
     pub worker_threads: Option<u16>,
 }
 
-/// Where to find the relay.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RelaySpec {
-    Embedded,
-    Url(RelayUrl),
-}
-
 /// Validated configuration. `Debug` shows no secret: `Keys` prints only the
 /// public key, a bunker URI no connection secret.
 #[derive(Debug, Clone)]
@@ -530,26 +450,6 @@ pub struct Settings {
     pub directory_relays: Vec<RelayUrl>,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
     pub groups: crate::groups::GroupSettings,
-}
-
-/// How to run agents.
-#[derive(Debug, Clone)]
-pub struct AgentSettings {
-    pub command: String,
-    pub args: Vec<String>,
-    /// The agents' complete environment (baseline + pass-through, as found
-    /// in the daemon's environment at start-up).
-    pub env: Vec<(String, String)>,
-    pub processes: u32,
-    pub turns_per_agent: u32,
-    pub cwd: PathBuf,
-    pub idle_timeout: Duration,
-    pub max_turn_duration: Duration,
-    pub cancel_timeout: Duration,
-    /// `--agent-auth-method`.
-    pub auth_method: Option<String>,
-    /// `--agent-user`; agents run as the daemon's user when `None`.
-    pub user: Option<AgentUser>,
 }
 
 /// A refusal of the configuration: one line, naming the flag.
@@ -922,11 +822,6 @@ impl Settings {
             self.retention.as_secs(),
         )
     }
-}
-
-/// A public key as npub (hex if encoding fails, which it cannot for a valid key).
-pub fn npub(key: &PublicKey) -> String {
-    key.to_bech32().unwrap_or_else(|_| key.to_hex())
 }
 
 /// goose speaks ACP only as `goose acp`; the other known agents take no

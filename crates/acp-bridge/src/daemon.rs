@@ -18,20 +18,23 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{FollowThreads, PermissionPolicyArg, RelaySpec, Settings};
+use crate::config::Settings;
 use crate::embedded_relay::EmbeddedRelay;
+use crate::embedded_relay::RelaySpec;
 use crate::gate::{AuthorGate, GateRules};
 use crate::groups::GroupDirectory;
 use crate::groups::membership::Membership;
 use crate::heart::{Heart, HeartSettings, TurnServices};
 use crate::housekeeping::Housekeeping;
 use crate::identity::{Identity, Wanted};
+use crate::intake::FollowThreads;
 use crate::intake::relay_link::{Interest, RelayLink};
 use crate::intake::{Inbound, Intake, IntakeLimits};
 use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
 use crate::mode_gate::ModeGate;
+use crate::pool::PermissionPolicyArg;
 use crate::pool::{Pool, reaper};
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
@@ -116,7 +119,11 @@ impl Stages {
         if settings.owner == Some(signer.public_key()) {
             return Err(DaemonError::OwnerIsBot);
         }
-        isolation::prepare(&settings);
+        isolation::prepare(
+            settings.agent.user.as_ref(),
+            &settings.agent.cwd,
+            &settings.state_dir,
+        );
         reaper::sweep(&store).await;
         let (embedded, relay_urls) = relay_urls(&settings.relays).await?;
         let (client, relays) = relay_client(&settings, &signer, &relay_urls).await?;

@@ -18,6 +18,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+/// Where to find the relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelaySpec {
+    Embedded,
+    Url(RelayUrl),
+}
+
 /// Loose limits: the embedded relay serves one daemon and its own tests,
 /// which publish bursts far beyond what a public relay would allow.
 const EMBEDDED_MAX_REQS: usize = 1_000;

@@ -22,8 +22,6 @@ use std::path::{Component, Path, PathBuf};
 
 use acp_client::AgentUser;
 
-use crate::config::Settings;
-
 /// Why the state dir is unsafe with agents of `--agent-user`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum StateDirError {
@@ -145,19 +143,21 @@ fn resolve(path: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// Logs who agents run as, and closes the state dir to other users. Call
-/// once the store has opened (and so created) the state dir.
-pub fn prepare(settings: &Settings) {
-    let Some(user) = &settings.agent.user else {
+/// once the store has opened (and so created) the state dir. Takes the
+/// agents' user and working dir rather than the whole configuration, so
+/// that `config` (which calls [`check_state_dir`]) is not imported back.
+pub fn prepare(agent_user: Option<&AgentUser>, agent_cwd: &Path, state_dir: &Path) {
+    let Some(user) = agent_user else {
         return;
     };
     tracing::info!(
         user = %user.name,
         uid = user.uid,
         gid = user.gid,
-        cwd = %settings.agent.cwd.display(),
+        cwd = %agent_cwd.display(),
         "agents run as another user"
     );
-    close_to_others(&settings.state_dir);
+    close_to_others(state_dir);
 }
 
 fn close_to_others(dir: &Path) {

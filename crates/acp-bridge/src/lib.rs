@@ -44,7 +44,7 @@ mod thread_context;
 mod transport;
 
 pub use commands::OwnerCommand;
-pub use config::{AGENT_ENV_BASELINE, FollowThreads, ReplyMode, RespondTo, RunArgs, SessionPolicy, Settings};
+pub use config::{AGENT_ENV_BASELINE, RunArgs, Settings};
 pub use daemon::{DaemonError, run};
 pub use embedded_relay::EmbeddedRelay;
 pub use framing::{
@@ -52,12 +52,14 @@ pub use framing::{
     steer_text,
 };
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
-pub use gate::{AuthorGate, GateRules};
+pub use gate::{AuthorGate, GateRules, RespondTo};
 pub use heart::BATCH_CAP;
-pub use intake::{Arrival, DEFAULT_MAX_PARKED_BYTES, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
+pub use intake::{
+    Arrival, DEFAULT_MAX_PARKED_BYTES, FollowThreads, INTAKE_BATCH, Inbound, Intake, IntakeLimits,
+};
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
-pub use mention::{Intent, Mention, Thread, direct_thread, public_thread};
-pub use reply::Replier;
+pub use mention::{Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
+pub use reply::{Replier, ReplyMode};
 pub use shard::{Shard, ShardSpec};
 pub use shutdown::Shutdown;
 pub use signer::BotSigner;

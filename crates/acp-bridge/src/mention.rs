@@ -8,14 +8,29 @@
 
 use std::fmt;
 
+use clap::ValueEnum;
 use nostr_sdk::prelude::{
-    Event, EventId, Kind, Nip21, PublicKey, RelayUrl, TagKind, TagStandard, Timestamp, UnsignedEvent,
+    Event, EventId, Kind, Nip21, PublicKey, RelayUrl, TagKind, TagStandard, Timestamp, ToBech32,
+    UnsignedEvent,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::commands::OwnerCommand;
-use crate::config::SessionPolicy;
 use crate::gate::Standing;
+
+/// Which conversations share an agent session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SessionPolicy {
+    /// One session per channel, note thread or DM peer.
+    Conversation,
+    /// Threads inside a channel get sessions of their own.
+    Thread,
+}
+
+/// A public key as npub (hex if encoding fails, which it cannot for a valid key).
+pub fn npub(key: &PublicKey) -> String {
+    key.to_bech32().unwrap_or_else(|_| key.to_hex())
+}
 
 /// Which conversation a mention belongs to; one agent session per key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -160,7 +175,7 @@ impl Mention {
 
 /// `npub1abcd…wxyz`: enough to tell people apart in a log line.
 pub fn short_npub(key: &PublicKey) -> String {
-    let full = crate::config::npub(key);
+    let full = npub(key);
     if full.len() <= 16 {
         return full;
     }

@@ -4,9 +4,32 @@
 //! Owns only the decision; carrying it out (steer, cancel + merge, queue)
 //! belongs to the turn runner and the queue.
 
-use crate::config::{Dedup, MultipleEventHandling};
+use clap::ValueEnum;
+
 use crate::framing::Framing;
 use crate::mention::Mention;
+
+/// What happens to a mention that arrives while its conversation's turn runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MultipleEventHandling {
+    /// Wait for the next turn.
+    Queue,
+    /// Fold it into the live turn (native steer, else cancel + merge).
+    Steer,
+    /// Cancel the live turn and re-prompt with both, the new request superseding.
+    Interrupt,
+    /// Interrupt when the owner wrote it, else queue.
+    OwnerInterrupt,
+}
+
+/// What happens to mid-turn events the mode gate does not take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Dedup {
+    /// Keep them for the next turn.
+    Queue,
+    /// Drop them (with a notice).
+    Drop,
+}
 
 /// What to do with a mention that arrived mid-turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

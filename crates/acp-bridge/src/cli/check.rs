@@ -22,9 +22,11 @@ use nostr_sdk::prelude::{
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{RelaySpec, Settings, npub};
+use crate::config::Settings;
+use crate::embedded_relay::RelaySpec;
 use crate::identity::{self, Held, Wanted};
 use crate::intake::relay_link::Interest;
+use crate::mention::npub;
 use crate::pool::{AuthChoice, AuthPolicy};
 use crate::signer::{BotSigner, SignerSource};
 

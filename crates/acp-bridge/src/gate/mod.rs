@@ -19,12 +19,25 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use clap::ValueEnum;
 use nostr_sdk::prelude::{Client, Kind, PublicKey, Tag, Timestamp};
 use tokio::sync::mpsc::error::TrySendError;
 
 use self::profile_lookup::{LookedUp, ProfileLookups};
 use self::sibling_cache::{SiblingCache, SiblingVerdict};
-use crate::config::RespondTo;
+
+/// Who may be heard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RespondTo {
+    /// The owner and verified sibling bots.
+    OwnerOnly,
+    /// The owner, verified siblings and the allowlist.
+    Allowlist,
+    /// Every author (DMs still only from the owner and siblings).
+    Anyone,
+    /// No one (the daemon still runs, e.g. for owner commands).
+    Nobody,
+}
 
 /// Where an author stands with this bot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

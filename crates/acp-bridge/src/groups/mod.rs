@@ -24,7 +24,7 @@ use nostr_sdk::prelude::RelayUrl;
 pub use address::{GroupAddress, GroupAddressError, same_relay};
 pub use metadata::GroupMetadata;
 
-use crate::config::RelaySpec;
+use crate::embedded_relay::RelaySpec;
 
 /// What to do with a mention in a group that is not configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

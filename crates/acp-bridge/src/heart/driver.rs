@@ -35,12 +35,11 @@ use super::turn::{
     TurnFailure, summary,
 };
 use super::usage;
-use crate::config::ReplyContent;
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
-use crate::reply::Replier;
+use crate::reply::{Replier, ReplyContent};
 use crate::store::{Store, sql_now};
 use crate::telemetry::metrics;
 use crate::thread_context::{PendingMark, ThreadContext};

@@ -34,6 +34,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use clap::ValueEnum;
 use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnwrappedGift};
 use tokio::sync::{mpsc, watch};
 
@@ -48,6 +49,15 @@ use crate::reply::Replier;
 use crate::shard::{QuestionAskers, Shard};
 use crate::signer::BotSigner;
 use crate::store::Store;
+
+/// Which replies without the bot's `p` tag count as mentions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FollowThreads {
+    /// Replies in a thread the bot has answered in, by authors it hears.
+    Involved,
+    /// None: only events that tag the bot.
+    Off,
+}
 
 /// Events dated further ahead than this are refused (the SDK does not).
 pub const MAX_FUTURE_SKEW_SECS: u64 = 120;
@@ -172,7 +182,7 @@ pub struct IntakeLimits {
     pub rate_limit_burst: u32,
     pub rate_limit_refill: std::time::Duration,
     pub chain_bounds: ChainBounds,
-    pub session_policy: crate::config::SessionPolicy,
+    pub session_policy: crate::mention::SessionPolicy,
     /// `--max-queued`: mentions waiting in all conversations, at most.
     pub max_queued: usize,
     /// `--follow-threads involved`: a reply in a thread the bot answered
@@ -710,8 +720,10 @@ mod tests {
     use nostr_sdk::prelude::{Client, EventBuilder, Keys};
 
     use super::*;
-    use crate::config::{ReplyMode, RespondTo, SessionPolicy};
     use crate::gate::GateRules;
+    use crate::gate::RespondTo;
+    use crate::mention::SessionPolicy;
+    use crate::reply::ReplyMode;
     use crate::store::scratch::ScratchDir;
 
     struct Rig {

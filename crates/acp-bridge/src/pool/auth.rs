@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use acp_client::{AgentInfo, AuthKind};
 
-use crate::config::AgentSettings;
+use super::AgentSettings;
 
 /// How the bridge authenticates with an agent.
 #[derive(Debug, Clone, Default)]

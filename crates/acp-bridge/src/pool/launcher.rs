@@ -11,9 +11,9 @@ use std::sync::Arc;
 use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig};
 use tokio_util::sync::CancellationToken;
 
+use super::AgentSettings;
 use super::auth::{AuthChoice, AuthPolicy};
 use super::{PoolError, reaper};
-use crate::config::AgentSettings;
 use crate::store::Store;
 
 /// How the pool makes an agent.

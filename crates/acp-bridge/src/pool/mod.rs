@@ -22,12 +22,14 @@ mod sessions;
 #[cfg(test)]
 mod tests;
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use acp_client::{AgentClient, ClientConfig, SessionId};
+use acp_client::{AgentClient, AgentUser, ClientConfig, SessionId};
+use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::config::AgentSettings;
 use crate::mention::ConversationKey;
 use crate::store::Store;
 use actor::{Actor, Request};
@@ -35,6 +37,34 @@ pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
 use sessions::SessionBook;
+
+/// How permission questions of agents are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PermissionPolicyArg {
+    Allow,
+    Reject,
+    AskOwner,
+}
+
+/// How to run agents.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    pub command: String,
+    pub args: Vec<String>,
+    /// The agents' complete environment (baseline + pass-through, as found
+    /// in the daemon's environment at start-up).
+    pub env: Vec<(String, String)>,
+    pub processes: u32,
+    pub turns_per_agent: u32,
+    pub cwd: PathBuf,
+    pub idle_timeout: Duration,
+    pub max_turn_duration: Duration,
+    pub cancel_timeout: Duration,
+    /// `--agent-auth-method`.
+    pub auth_method: Option<String>,
+    /// `--agent-user`; agents run as the daemon's user when `None`.
+    pub user: Option<AgentUser>,
+}
 
 /// Why no agent could be leased.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

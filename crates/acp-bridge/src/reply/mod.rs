@@ -28,12 +28,12 @@ mod series;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use clap::ValueEnum;
 use nostr_sdk::prelude::{
     Event, EventBuilder, EventId, JsonUtil, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
     UnsignedEvent,
 };
 
-use crate::config::ReplyMode;
 use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
 use crate::mention::{Mention, Thread};
@@ -43,6 +43,25 @@ use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 use publisher::Outlet;
 use tokio::sync::watch;
+
+/// Who publishes the agent's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplyMode {
+    /// The daemon publishes the collected answer as a threaded reply.
+    Daemon,
+    /// The agent posts through its own tools; the daemon publishes only notices.
+    Agent,
+}
+
+/// What of the agent's text a reply carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplyContent {
+    /// The agent's answer: its messages that no tool call or plan followed
+    /// (narration of its work between tool calls is left out).
+    Answer,
+    /// Everything the agent wrote during the turn, narration included.
+    Full,
+}
 
 /// The NIP-25 reactions that follow a mention's life, so a person sees
 /// where it stands without reading the thread.
