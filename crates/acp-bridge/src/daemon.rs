@@ -316,7 +316,7 @@ impl Stages {
             metrics::signer_up(*signer_answering.borrow());
             let health = Health {
                 relays_connected: relays_connected.clone(),
-                pool: pool.clone(),
+                agents: Arc::new(pool.clone()),
                 signer_answering: signer_answering.clone(),
             };
             http::bind(addr, recorder, health, metrics_stop.clone())

@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::mention::ConversationKey;
 use crate::store::Store;
+use crate::telemetry::http::AgentCircuit;
 use actor::{Actor, Request};
 pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
@@ -268,5 +269,11 @@ impl Pool {
         if self.requests.send(Request::Shutdown { done }).is_ok() {
             let _ = finished.await;
         }
+    }
+}
+
+impl AgentCircuit for Pool {
+    fn circuit_open(&self) -> bool {
+        Pool::circuit_open(self)
     }
 }

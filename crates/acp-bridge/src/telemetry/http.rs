@@ -40,7 +40,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::pool::Pool;
 use crate::telemetry::metrics as record;
 
 /// Histogram buckets of mention-to-reply latency, in seconds: agents answer
@@ -61,11 +60,19 @@ pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// The longest wait after failed accepts in a row.
 pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
+/// What `/healthz` asks of the agent pool. A trait, so that telemetry
+/// (which the pool records its metrics through) does not import the pool.
+pub trait AgentCircuit: std::fmt::Debug + Send + Sync {
+    /// Whether the circuit breaker currently refuses to start agents.
+    fn circuit_open(&self) -> bool;
+}
+
 /// What `/healthz` looks at.
 #[derive(Debug, Clone)]
 pub struct Health {
     pub relays_connected: Vec<watch::Receiver<bool>>,
-    pub pool: Pool,
+    /// The agent pool.
+    pub agents: Arc<dyn AgentCircuit>,
     /// False while the remote signer does not sign (NIP-46).
     pub signer_answering: watch::Receiver<bool>,
 }
@@ -79,7 +86,7 @@ impl Health {
         if !*self.signer_answering.borrow() {
             return Err("the remote signer does not sign: answers and DMs wait for it");
         }
-        if self.pool.circuit_open() {
+        if self.agents.circuit_open() {
             return Err("agents keep crashing: circuit breaker open");
         }
         Ok(())
