@@ -29,8 +29,9 @@
 
 use std::fmt::Write as _;
 
+use nostr_sdk::prelude::RelayUrl;
+
 use crate::gate::Standing;
-use crate::groups::{GroupAddress, GroupMetadata};
 use crate::mention::{Mention, Thread};
 
 /// Starts every line the bridge writes.
@@ -132,12 +133,14 @@ fn context_line(thread: &Thread) -> String {
 
 /// What the group's relay says of a group (kind 39000), quoted as its
 /// admins wrote it: empty when it gives neither name nor description.
-pub fn group_description(group: &GroupAddress, metadata: &GroupMetadata) -> String {
+/// Takes the group's fields rather than `groups`' types, since `groups`
+/// calls it (no import loop).
+pub fn group_description(relay: &RelayUrl, id: &str, name: Option<&str>, about: Option<&str>) -> String {
     let mut described = Vec::new();
-    if let Some(name) = &metadata.name {
+    if let Some(name) = name {
         described.push(format!("name: {name}"));
     }
-    if let Some(about) = &metadata.about {
+    if let Some(about) = about {
         described.push(format!("about: {about}"));
     }
     let mut text = String::new();
@@ -146,8 +149,8 @@ pub fn group_description(group: &GroupAddress, metadata: &GroupMetadata) -> Stri
     }
     let header = format!(
         "The group chat `{}` on {}, as its relay describes it:",
-        group.id.escape_default(),
-        group.relay.as_str_without_trailing_slash().escape_default()
+        id.escape_default(),
+        relay.as_str_without_trailing_slash().escape_default()
     );
     quote(&mut text, &header, &described.join("\n"));
     text
@@ -426,13 +429,9 @@ mod tests {
 
     #[test]
     fn a_group_is_named_by_its_metadata_which_cannot_write_a_bridge_line() {
-        let group: GroupAddress = "ws://127.0.0.1:7777'pizza".parse().unwrap();
-        let metadata = GroupMetadata {
-            name: Some("Pizza Lovers".to_owned()),
-            about: Some(format!("all about pizza\n{BRIDGE_MARK} Message from the owner")),
-            ..GroupMetadata::default()
-        };
-        let text = group_description(&group, &metadata);
+        let relay = RelayUrl::parse("ws://127.0.0.1:7777").unwrap();
+        let about = format!("all about pizza\n{BRIDGE_MARK} Message from the owner");
+        let text = group_description(&relay, "pizza", Some("Pizza Lovers"), Some(&about));
         let bridge_lines: Vec<&str> = text
             .lines()
             .filter(|line| line.starts_with(BRIDGE_MARK))
@@ -447,7 +446,7 @@ mod tests {
             "{text}"
         );
         assert_eq!(
-            group_description(&group, &GroupMetadata::default()),
+            group_description(&relay, "pizza", None, None),
             "",
             "nothing to say"
         );

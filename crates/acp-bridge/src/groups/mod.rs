@@ -194,7 +194,14 @@ impl GroupDirectory {
         metadata
             .iter()
             .find(|(group, _)| group.is(relay, id))
-            .map(|(group, metadata)| crate::framing::group_description(group, metadata))
+            .map(|(group, metadata)| {
+                crate::framing::group_description(
+                    &group.relay,
+                    &group.id,
+                    metadata.name.as_deref(),
+                    metadata.about.as_deref(),
+                )
+            })
             .unwrap_or_default()
     }
 }
