@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Settings;
 use crate::embedded_relay::RelaySpec;
 use crate::identity::{self, Held, Wanted};
-use crate::intake::relay_link::Interest;
+use crate::intake::interest::Interest;
 use crate::mention::npub;
 use crate::pool::{AuthChoice, AuthPolicy};
 use crate::signer::{BotSigner, SignerSource};

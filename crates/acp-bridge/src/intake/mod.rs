@@ -21,6 +21,7 @@
 
 mod admission;
 mod followed_threads;
+pub mod interest;
 mod own_replies;
 pub mod relay_link;
 mod subscriptions;

@@ -41,14 +41,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
-    Alphabet, Event, EventId, Filter, Kind, PublicKey, Relay, RelayMessage, RelayNotification, RelayStatus,
-    RelayUrl, SingleLetterTag, SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
+    Event, EventId, Filter, Kind, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
+    SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Arrival;
 use super::followed_threads::{Answered, FollowedThreads, Renewal};
+use super::interest::{
+    DM_SUBSCRIPTION_ID, GIFT_WRAP_BACKDATE, GROUPS_SUBSCRIPTION_ID, Interest, SUBSCRIPTION_ID,
+};
 use super::own_replies::OwnReplies;
 use super::subscriptions::{Subscriptions, Verdict};
 use super::untaken::RefetchFrom;
@@ -59,9 +62,6 @@ use crate::store::Store;
 /// Subscriptions start this far before the watermark, for clock skew and
 /// delivery delay.
 pub const SINCE_SKEW: Duration = Duration::from_secs(300);
-/// NIP-59 gift wraps carry a `created_at` randomized up to two days into
-/// the past; their subscription reaches back that much further.
-const GIFT_WRAP_BACKDATE: Duration = Duration::from_secs(2 * 24 * 3600);
 /// Without a watermark (first start), only this much history is fetched.
 const FIRST_START_LOOKBACK: Duration = SINCE_SKEW;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -78,15 +78,6 @@ const CAUGHT_UP_INTERVAL: Duration = Duration::from_secs(30);
 const REFETCH_MIN: Duration = Duration::from_secs(1);
 const REFETCH_MAX: Duration = Duration::from_secs(30);
 
-pub(super) const SUBSCRIPTION_ID: &str = "acp-bridge-mentions";
-/// DMs (gift wraps to the bot), apart from the mentions: a relay may
-/// refuse them (until the bot authenticated, or at all) and serve the rest.
-pub(super) const DM_SUBSCRIPTION_ID: &str = "acp-bridge-dms";
-/// The chat of the groups the bot serves on this relay (`--group`), whether
-/// a message tags the bot or not: some clients (0xchat) name the bot only
-/// in the text. Apart too: a relay may refuse it (a closed group before
-/// the bot is a member) and serve the rest.
-pub(super) const GROUPS_SUBSCRIPTION_ID: &str = "acp-bridge-groups";
 /// The second subscription: replies in the threads the bot answered in
 /// (`--follow-threads`), whether they tag the bot or not.
 const THREADS_SUBSCRIPTION_ID: &str = "acp-bridge-threads";
@@ -117,68 +108,6 @@ const MAX_FOLLOWED_THREADS: usize = 500;
 /// thread's answers and their series parts each count, so twice the
 /// threads followed.
 const MAX_OWN_REPLIES_READ: usize = 2 * MAX_FOLLOWED_THREADS;
-
-/// What to subscribe to.
-#[derive(Debug, Clone)]
-pub struct Interest {
-    pub bot: PublicKey,
-    pub kinds: Vec<Kind>,
-    /// Follow the threads the bot answered in (`--follow-threads involved`).
-    pub follow_threads: bool,
-    /// The ids of the groups the bot serves on this relay (`--group`).
-    pub groups: Vec<String>,
-}
-
-impl Interest {
-    fn public_kinds(&self) -> Vec<Kind> {
-        self.kinds
-            .iter()
-            .copied()
-            .filter(|kind| *kind != Kind::GiftWrap)
-            .collect()
-    }
-
-    /// Replies in the threads rooted at `roots` (none: nothing to follow).
-    fn thread_filter(&self, roots: &[EventId]) -> Option<Filter> {
-        let public = self.public_kinds();
-        (self.follow_threads && !roots.is_empty() && !public.is_empty())
-            .then(|| Filter::new().kinds(public).events(roots.iter().copied()))
-    }
-
-    /// The subscriptions whose events are the bot's work, from `since`:
-    /// the mentions (public kinds tagging the bot), the DMs (gift wraps to
-    /// it) and the served groups' chat, each by id, and each only when its
-    /// kinds are read. `acp-bridge check` sends the same ones.
-    pub fn intake_subscriptions(&self, since: Timestamp) -> Vec<(SubscriptionId, Filter)> {
-        let public = self.public_kinds();
-        let mut subscriptions = Vec::new();
-        if !public.is_empty() {
-            let mentions = Filter::new().kinds(public).pubkey(self.bot).since(since);
-            subscriptions.push((SubscriptionId::new(SUBSCRIPTION_ID), mentions));
-        }
-        if self.kinds.contains(&Kind::GiftWrap) {
-            let wrapped_since =
-                Timestamp::from_secs(since.as_secs().saturating_sub(GIFT_WRAP_BACKDATE.as_secs()));
-            let dms = Filter::new()
-                .kind(Kind::GiftWrap)
-                .pubkey(self.bot)
-                .since(wrapped_since);
-            subscriptions.push((SubscriptionId::new(DM_SUBSCRIPTION_ID), dms));
-        }
-        let group_chat = Kind::Custom(9);
-        if self.kinds.contains(&group_chat) && !self.groups.is_empty() {
-            let chat = Filter::new()
-                .kind(group_chat)
-                .custom_tags(
-                    SingleLetterTag::lowercase(Alphabet::H),
-                    self.groups.iter().cloned(),
-                )
-                .since(since);
-            subscriptions.push((SubscriptionId::new(GROUPS_SUBSCRIPTION_ID), chat));
-        }
-        subscriptions
-    }
-}
 
 /// Keeps one relay connected and subscribed.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use nostr_sdk::prelude::{Filter, MachineReadablePrefix, SubscriptionId};
 
-use super::relay_link::{DM_SUBSCRIPTION_ID, GROUPS_SUBSCRIPTION_ID, SUBSCRIPTION_ID};
+use super::interest::{DM_SUBSCRIPTION_ID, GROUPS_SUBSCRIPTION_ID, SUBSCRIPTION_ID};
 
 /// How long a subscription closed with `auth-required:` waits for the SDK
 /// to authenticate (it answers the relay's challenge, NIP-42) before the
@@ -189,7 +189,7 @@ mod tests {
     use nostr_sdk::prelude::{Kind, Timestamp};
 
     use super::*;
-    use crate::intake::relay_link::Interest;
+    use crate::intake::interest::Interest;
 
     const NOW: u64 = 1_000_000;
 
