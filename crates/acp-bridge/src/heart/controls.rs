@@ -24,11 +24,11 @@
 use acp_client::{AgentClient, Control, ControlKind, SessionId};
 use serde::{Deserialize, Serialize};
 
-use super::driver::TurnServices;
 use super::notices::Notices;
 use super::steer::SteerMethod;
 use crate::mention::{ConversationKey, Mention};
 use crate::pool::Lease;
+use crate::reply::Replier;
 use crate::store::{Store, sql_now};
 
 /// What the agent offered a conversation at its last turn's start.
@@ -219,17 +219,19 @@ fn chosen(store: &Store, key: &ConversationKey, kind: ControlKind) -> Option<Str
 
 /// At a turn's start, on its leased session: [`align`]s it, and tells the
 /// owner in the thread of `anchor` (the turn's newest mention) of each
-/// choice that could not apply.
+/// choice that could not apply. Takes the store and the replier, not the
+/// driver's `TurnServices`, since the driver calls it (no import loop).
 pub(crate) async fn on_lease(
-    services: &TurnServices,
+    store: &Store,
+    replier: &Replier,
     key: &ConversationKey,
     lease: &Lease,
     steer: SteerMethod,
     anchor: Option<&Mention>,
 ) {
-    let notes = align(&services.store, key, &lease.client, &lease.session, steer).await;
+    let notes = align(store, key, &lease.client, &lease.session, steer).await;
     if let Some(anchor) = anchor {
-        let notices = Notices::new(services.replier.clone());
+        let notices = Notices::new(replier.clone());
         for note in notes {
             notices.inform(anchor.clone(), note);
         }

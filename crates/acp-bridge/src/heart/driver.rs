@@ -308,7 +308,15 @@ impl Driver {
                     self.steer = SteerMethod::for_agent(&lease.client);
                     tracing::Span::current().record("steer_method", self.steer.as_str());
                     let anchor = self.anchor.as_ref();
-                    controls::on_lease(&self.services, &self.conversation, &lease, self.steer, anchor).await;
+                    controls::on_lease(
+                        &self.services.store,
+                        &self.services.replier,
+                        &self.conversation,
+                        &lease,
+                        self.steer,
+                        anchor,
+                    )
+                    .await;
                     self.lease = Some(lease);
                     self.report(Input::Leased).await;
                 }
