@@ -13,8 +13,6 @@
 use acp_client::{Choice, FieldKind, FormField};
 use serde_json::{Map, Value, json};
 
-use super::questions::normalize;
-
 /// How the form is listed in the question, and how to answer it.
 pub(crate) fn describe(fields: &[FormField]) -> (String, &'static str) {
     if let [field] = fields {
@@ -191,6 +189,23 @@ fn numbered(choices: &[Choice]) -> String {
         .map(|(index, choice)| format!("{}. {}", index + 1, choice.title))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Case, `_`/`-` and punctuation aside: how answers are compared to names.
+pub(super) fn normalize(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c == '_' || c == '-' {
+                ' '
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .filter(|c| c.is_alphanumeric() || *c == ' ')
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]

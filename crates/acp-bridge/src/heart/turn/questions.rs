@@ -297,7 +297,7 @@ pub(crate) fn choose(options: &[PermissionOption], answer: &str) -> Option<Permi
         .split_whitespace()
         .filter(|word| !word.starts_with("nostr:") && !word.starts_with('@'))
         .collect();
-    let answer = normalize(&words.join(" "));
+    let answer = form::normalize(&words.join(" "));
     if let Ok(number) = answer.parse::<usize>() {
         return number
             .checked_sub(1)
@@ -306,7 +306,9 @@ pub(crate) fn choose(options: &[PermissionOption], answer: &str) -> Option<Permi
     }
     options
         .iter()
-        .find(|option| normalize(&option.name) == answer || normalize(option.kind.as_str()) == answer)
+        .find(|option| {
+            form::normalize(&option.name) == answer || form::normalize(option.kind.as_str()) == answer
+        })
         .cloned()
 }
 
@@ -322,23 +324,6 @@ pub(crate) fn numbered_options(options: &[PermissionOption]) -> String {
 
 fn kind_label(kind: &PermissionKind) -> String {
     kind.as_str().replace('_', " ")
-}
-
-/// Case, `_`/`-` and punctuation aside: how answers are compared to names.
-pub(super) fn normalize(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c == '_' || c == '-' {
-                ' '
-            } else {
-                c.to_ascii_lowercase()
-            }
-        })
-        .filter(|c| c.is_alphanumeric() || *c == ' ')
-        .collect::<String>()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn describe(timeout: Duration) -> String {
