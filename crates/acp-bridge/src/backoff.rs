@@ -8,14 +8,14 @@ use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     min: Duration,
     max: Duration,
     failures: u32,
 }
 
 impl Backoff {
-    pub fn new(min: Duration, max: Duration) -> Self {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
         Backoff {
             min,
             max,
@@ -24,7 +24,7 @@ impl Backoff {
     }
 
     /// The delay before the next attempt; each call counts one failure.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let ceiling = self.ceiling();
         self.failures = self.failures.saturating_add(1);
         let span = ceiling.saturating_sub(self.min);
@@ -33,15 +33,15 @@ impl Backoff {
 
     /// A backoff that has already counted `failures` (kept elsewhere, for
     /// example in the store across restarts).
-    pub fn after(min: Duration, max: Duration, failures: u32) -> Self {
+    pub(crate) fn after(min: Duration, max: Duration, failures: u32) -> Self {
         Backoff { min, max, failures }
     }
 
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
 
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 

@@ -32,7 +32,7 @@ use crate::signer::{BunkerUri, SignerSource};
 use crate::thread_context::{ContextFrom, DEFAULT_CONTEXT_BYTES, MIN_CONTEXT_BYTES};
 
 /// Environment variable that may hold the bot's secret key (nsec or hex).
-pub const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
+pub(crate) const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
 /// Set by systemd's `StateDirectory=`; our default state dir when present.
 const SYSTEMD_STATE_ENV: &str = "STATE_DIRECTORY";
 const DEFAULT_STATE_DIR: &str = "acp-bridge-state";
@@ -1038,7 +1038,7 @@ fn warn_if_readable_by_others(path: &Path) {
 }
 
 /// Parses `90`, `90s`, `15m`, `2h`, `7d` or `500ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);

@@ -135,7 +135,12 @@ fn context_line(thread: &Thread) -> String {
 /// admins wrote it: empty when it gives neither name nor description.
 /// Takes the group's fields rather than `groups`' types, since `groups`
 /// calls it (no import loop).
-pub fn group_description(relay: &RelayUrl, id: &str, name: Option<&str>, about: Option<&str>) -> String {
+pub(crate) fn group_description(
+    relay: &RelayUrl,
+    id: &str,
+    name: Option<&str>,
+    about: Option<&str>,
+) -> String {
     let mut described = Vec::new();
     if let Some(name) = name {
         described.push(format!("name: {name}"));
@@ -162,7 +167,7 @@ fn bridge_line(text: &mut String, line: &str) {
 
 /// An earlier message of the thread, given to the agent as context.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Earlier<'a> {
+pub(crate) struct Earlier<'a> {
     pub author: String,
     pub standing: Standing,
     pub event_id: String,
@@ -181,7 +186,7 @@ const CUT_NOTE: &str = "(The message goes on; the rest was left out for length.)
 
 /// The thread's earlier messages (oldest first), quoted like mentions so
 /// that none can pose as the bridge; empty when there are none.
-pub fn context_block(earlier: &[Earlier<'_>]) -> String {
+pub(crate) fn context_block(earlier: &[Earlier<'_>]) -> String {
     let mut text = String::new();
     if earlier.is_empty() {
         return text;
@@ -195,14 +200,14 @@ pub fn context_block(earlier: &[Earlier<'_>]) -> String {
 }
 
 /// What one earlier message adds to [`context_block`], in bytes.
-pub fn quoted_bytes(earlier: &Earlier<'_>) -> usize {
+pub(crate) fn quoted_bytes(earlier: &Earlier<'_>) -> usize {
     let mut text = String::new();
     quote_earlier(&mut text, earlier);
     text.len()
 }
 
 /// What [`context_block`] adds around its messages, in bytes.
-pub fn context_block_framing_bytes() -> usize {
+pub(crate) fn context_block_framing_bytes() -> usize {
     let mut text = String::new();
     bridge_line(&mut text, CONTEXT_HEADER);
     bridge_line(&mut text, CONTEXT_CLOSING);

@@ -37,11 +37,11 @@ use crate::intake::{MAX_FUTURE_SKEW_SECS, SubscriptionFloors};
 use crate::store::{Store, StoreError, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
-pub const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
+pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// Rows removed by one pass.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Pruned {
+pub(crate) struct Pruned {
     pub mentions: usize,
     pub replies: usize,
     /// Threads no longer followed (`--follow-threads`).
@@ -49,7 +49,7 @@ pub struct Pruned {
 }
 
 #[derive(Debug)]
-pub struct Housekeeping {
+pub(crate) struct Housekeeping {
     pub store: Arc<Store>,
     /// The configured relays: their floors decide how long a finished
     /// mention must stay for dedup.
@@ -61,7 +61,7 @@ pub struct Housekeeping {
 
 impl Housekeeping {
     /// Prunes every [`PRUNE_INTERVAL`] until `stop`.
-    pub async fn run(self, stop: CancellationToken) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         let mut tick = tokio::time::interval(PRUNE_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -83,7 +83,7 @@ impl Housekeeping {
     }
 
     /// One pass, as of `now` (unix seconds).
-    pub fn prune(&self, now: u64) -> Result<Pruned, StoreError> {
+    pub(crate) fn prune(&self, now: u64) -> Result<Pruned, StoreError> {
         let retained_since = sql_seconds(now.saturating_sub(self.retention.as_secs()));
         let undated_before = self.lowest_floor(now)?.saturating_sub(MAX_FUTURE_SKEW_SECS);
         let accepted_before = retained_since.min(sql_seconds(undated_before));

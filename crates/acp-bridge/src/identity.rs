@@ -51,15 +51,15 @@ use crate::store::{Finish, OutgoingEvent, Store, sql_now};
 
 /// A relay that has not answered the read of the bot's identity within
 /// this is counted as not answering.
-pub const IDENTITY_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const IDENTITY_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Backoff between reads while no relay answers.
 const READ_RETRY_MIN: Duration = Duration::from_secs(1);
 const READ_RETRY_MAX: Duration = Duration::from_secs(60);
 /// The name of a bot whose profile has none and whose operator set none.
-pub const DEFAULT_PROFILE_NAME: &str = "acp-bridge bot";
+pub(crate) const DEFAULT_PROFILE_NAME: &str = "acp-bridge bot";
 
 #[derive(Debug, thiserror::Error)]
-pub enum IdentityError {
+pub(crate) enum IdentityError {
     #[error("no relay answered the read of the bot's identity: {0}")]
     NoRelayAnswered(String),
     #[error("could not sign the kind {kind} event: {reason}")]
@@ -79,7 +79,7 @@ pub struct ProfileFields {
 
 /// The newest copy of each identity event, as the relays hold them.
 #[derive(Debug, Clone, Default)]
-pub struct Held {
+pub(crate) struct Held {
     pub profile: Option<Event>,
     pub relay_list: Option<Event>,
     pub inbox: Option<Event>,
@@ -109,7 +109,7 @@ impl Held {
     }
 
     /// The held copy of `kind` (one of the three identity kinds).
-    pub fn of(&self, kind: Kind) -> Option<&Event> {
+    pub(crate) fn of(&self, kind: Kind) -> Option<&Event> {
         match kind {
             Kind::Metadata => self.profile.as_ref(),
             Kind::RelayList => self.relay_list.as_ref(),
@@ -120,7 +120,7 @@ impl Held {
 
 /// What an identity event says, for people: the profile's JSON, or the
 /// relays it names.
-pub fn describe(kind: Kind, content: &str, tags: &[Tag]) -> String {
+pub(crate) fn describe(kind: Kind, content: &str, tags: &[Tag]) -> String {
     if kind == Kind::Metadata {
         return content.to_owned();
     }
@@ -134,7 +134,7 @@ pub fn describe(kind: Kind, content: &str, tags: &[Tag]) -> String {
 
 /// What the daemon publishes for the bot: its configuration.
 #[derive(Debug, Clone)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     profile: ProfileFields,
     relays: Vec<RelayUrl>,
     dm_relays: Vec<RelayUrl>,
@@ -143,7 +143,7 @@ pub struct Wanted {
 /// One identity event as the daemon wants it, and whether the relays hold
 /// it already.
 #[derive(Debug, Clone)]
-pub struct Planned {
+pub(crate) struct Planned {
     pub kind: Kind,
     pub content: String,
     pub tags: Vec<Tag>,
@@ -157,7 +157,7 @@ pub struct Planned {
 
 impl Planned {
     /// What it says, for people (see [`describe`]).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         describe(self.kind, &self.content, &self.tags)
     }
 
@@ -179,7 +179,7 @@ impl Planned {
 impl Wanted {
     /// The bot on `relays` (the embedded relay's URL when it runs one),
     /// with its DM inbox on `dm_relays` (empty: `relays`).
-    pub fn new(profile: ProfileFields, relays: Vec<RelayUrl>, dm_relays: Vec<RelayUrl>) -> Self {
+    pub(crate) fn new(profile: ProfileFields, relays: Vec<RelayUrl>, dm_relays: Vec<RelayUrl>) -> Self {
         let dm_relays = if dm_relays.is_empty() {
             relays.clone()
         } else {
@@ -193,13 +193,13 @@ impl Wanted {
     }
 
     /// The bot's DM inbox relays: `--dm-relays`, or its relays.
-    pub fn dm_relays(&self) -> &[RelayUrl] {
+    pub(crate) fn dm_relays(&self) -> &[RelayUrl] {
         &self.dm_relays
     }
 
     /// The three events as they should be given what the relays hold, in
     /// the order profile, relay list, DM inbox.
-    pub fn plan(&self, held: &Held) -> Vec<Planned> {
+    pub(crate) fn plan(&self, held: &Held) -> Vec<Planned> {
         let profile = merged_profile(
             held.profile.as_ref().map(|event| event.content.as_str()),
             &self.profile,
@@ -297,7 +297,7 @@ fn says_the_same(kind: Kind, copy: &Event, content: &str, tags: &[Tag]) -> bool 
 
 /// Reads the newest copy of each identity event of `bot` from every relay
 /// of `client`. Fails only when no relay answered.
-pub async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, IdentityError> {
+pub(crate) async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, IdentityError> {
     let filter = Filter::new()
         .author(bot)
         .kinds([Kind::Metadata, Kind::RelayList, Kind::InboxRelays]);
@@ -328,7 +328,7 @@ pub async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, Identity
 /// Brings the relays' copy of the bot's identity in line with its
 /// configuration, once, at start.
 #[derive(Debug)]
-pub struct Identity {
+pub(crate) struct Identity {
     pub client: Client,
     pub signer: BotSigner,
     pub store: Arc<Store>,
@@ -340,7 +340,7 @@ impl Identity {
     /// Reads what the relays hold (again with backoff while none answers,
     /// until `stop`) and stores what differs for the publisher. Call once a
     /// relay is connected.
-    pub async fn run(self, stop: CancellationToken) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         let mut backoff = Backoff::new(READ_RETRY_MIN, READ_RETRY_MAX);
         let held = loop {
             match read_held(&self.client, self.signer.public_key()).await {

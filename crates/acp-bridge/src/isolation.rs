@@ -24,7 +24,7 @@ use acp_client::AgentUser;
 
 /// Why the state dir is unsafe with agents of `--agent-user`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum StateDirError {
+pub(crate) enum StateDirError {
     #[error(
         "`{state_dir}` lies inside the agents' working directory `{cwd}` (--cwd), where their tools change files; put the state dir elsewhere"
     )]
@@ -146,7 +146,7 @@ fn resolve(path: &Path) -> std::io::Result<PathBuf> {
 /// once the store has opened (and so created) the state dir. Takes the
 /// agents' user and working dir rather than the whole configuration, so
 /// that `config` (which calls [`check_state_dir`]) is not imported back.
-pub fn prepare(agent_user: Option<&AgentUser>, agent_cwd: &Path, state_dir: &Path) {
+pub(crate) fn prepare(agent_user: Option<&AgentUser>, agent_cwd: &Path, state_dir: &Path) {
     let Some(user) = agent_user else {
         return;
     };

@@ -49,14 +49,14 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    pub fn new(store: Arc<Store>) -> Self {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
         Ledger { store }
     }
 
     /// Journals `mentions` as pending, in one transaction. One flag per
     /// mention, in order: false for a mention taken in before (a duplicate).
     #[cfg(test)]
-    pub fn accept(&self, mentions: &[&Mention]) -> Result<Vec<bool>, LedgerError> {
+    pub(crate) fn accept(&self, mentions: &[&Mention]) -> Result<Vec<bool>, LedgerError> {
         self.take_in(mentions, &[]).map(|(fresh, _)| fresh)
     }
 
@@ -64,7 +64,7 @@ impl Ledger {
     /// (conversations another shard answers) journaled as finished at
     /// once: seen, so never taken twice, and never resumed here. One flag
     /// per mention of each slice, in order: false for a duplicate.
-    pub fn take_in(
+    pub(crate) fn take_in(
         &self,
         ours: &[&Mention],
         others: &[&OtherShards],
@@ -105,7 +105,7 @@ impl Ledger {
     /// shard count changed, or this daemon before its state dir was lost),
     /// so offering them again is a duplicate. Ids journaled already keep
     /// their state (a pending one still resumes). Returns how many were new.
-    pub fn taken_elsewhere(&self, event_ids: &[EventId]) -> Result<usize, LedgerError> {
+    pub(crate) fn taken_elsewhere(&self, event_ids: &[EventId]) -> Result<usize, LedgerError> {
         let ids: Vec<String> = event_ids.iter().map(EventId::to_hex).collect();
         let now = sql_now();
         let records: Vec<NewMention<'_>> = ids
@@ -124,7 +124,7 @@ impl Ledger {
 
     /// Journals what `mention` is now to become (its intent changed after
     /// acceptance), so a restart resumes it as that.
-    pub fn reclassify(&self, mention: &Mention) -> Result<(), LedgerError> {
+    pub(crate) fn reclassify(&self, mention: &Mention) -> Result<(), LedgerError> {
         let payload = serde_json::to_string(mention)?;
         Ok(self
             .store
@@ -133,7 +133,7 @@ impl Ledger {
 
     /// Remembers that the bot answered in the thread of `mention` (DMs have
     /// none); true when the thread is new to it.
-    pub fn thread_answered(&self, mention: &Mention) -> bool {
+    pub(crate) fn thread_answered(&self, mention: &Mention) -> bool {
         let Some(root) = thread_root(mention) else {
             return false;
         };
@@ -146,7 +146,7 @@ impl Ledger {
     }
 
     /// Whether the event was taken in before (the seen set).
-    pub fn seen(&self, event_id: &str) -> bool {
+    pub(crate) fn seen(&self, event_id: &str) -> bool {
         self.store.journal_contains(event_id).unwrap_or(false)
     }
 
@@ -155,7 +155,7 @@ impl Ledger {
     /// with the cursor of the next page, `None` after the last. An
     /// unreadable entry is finished as dropped (and logged) rather than
     /// blocking the rest.
-    pub fn pending_page(&self, after: Option<PendingCursor>) -> (Vec<Mention>, Option<PendingCursor>) {
+    pub(crate) fn pending_page(&self, after: Option<PendingCursor>) -> (Vec<Mention>, Option<PendingCursor>) {
         let page = match self.store.journal_pending_page(after, PENDING_PAGE) {
             Ok(page) => page,
             Err(error) => {
@@ -182,7 +182,7 @@ impl Ledger {
 
     /// Counts one more failed turn for `mentions`; returns the most any of
     /// them has had (so a retry bound holds across restarts).
-    pub fn attempted(&self, mentions: &[Mention], unknown: u32) -> u32 {
+    pub(crate) fn attempted(&self, mentions: &[Mention], unknown: u32) -> u32 {
         mentions
             .iter()
             .filter_map(|mention| self.store.journal_record_attempt(&mention.event_id.to_hex()).ok())
@@ -192,7 +192,7 @@ impl Ledger {
 
     /// Stores a signed outgoing event and finishes `settles` with it in one
     /// transaction. `settles` may be empty (a question, a courtesy notice).
-    pub fn record_outgoing(
+    pub(crate) fn record_outgoing(
         &self,
         outgoing: &OutgoingEvent<'_>,
         settles: &[Mention],
@@ -208,7 +208,7 @@ impl Ledger {
     /// `settles` with the first of them and remembers the thread of
     /// `answers_in` as answered (see [`thread_answered`](Self::thread_answered)),
     /// in one transaction. True when that thread is new to the bot.
-    pub fn record_series(
+    pub(crate) fn record_series(
         &self,
         events: &[Event],
         relay_hint: Option<&str>,
@@ -237,7 +237,11 @@ impl Ledger {
 
     /// Finishes `mentions` without an event of ours (`--reply-mode agent`:
     /// the agent answered for itself).
-    pub fn settle_without_event(&self, mentions: &[Mention], finish: Finish) -> Result<(), StoreError> {
+    pub(crate) fn settle_without_event(
+        &self,
+        mentions: &[Mention],
+        finish: Finish,
+    ) -> Result<(), StoreError> {
         let ids = hex_ids(mentions);
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         self.store.journal_finish(&ids, finish, sql_now())

@@ -12,6 +12,8 @@
 //! Every module is private to the crate; the items below are the public
 //! face, for the binaries, the benches, the fuzzers and the tests.
 
+#![warn(unreachable_pub)]
+
 mod backoff;
 pub mod cli;
 mod commands;

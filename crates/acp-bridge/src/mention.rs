@@ -28,7 +28,7 @@ pub enum SessionPolicy {
 }
 
 /// A public key as npub (hex if encoding fails, which it cannot for a valid key).
-pub fn npub(key: &PublicKey) -> String {
+pub(crate) fn npub(key: &PublicKey) -> String {
     key.to_bech32().unwrap_or_else(|_| key.to_hex())
 }
 
@@ -174,7 +174,7 @@ impl Mention {
 }
 
 /// `npub1abcd…wxyz`: enough to tell people apart in a log line.
-pub fn short_npub(key: &PublicKey) -> String {
+pub(crate) fn short_npub(key: &PublicKey) -> String {
     let full = npub(key);
     if full.len() <= 16 {
         return full;
@@ -185,7 +185,7 @@ pub fn short_npub(key: &PublicKey) -> String {
 /// Whether `content` names `bot` with a NIP-27 reference (`nostr:npub1…`
 /// or `nostr:nprofile1…`). 0xchat writes a group mention that way with no
 /// `p` tag; NIP-27 asks clients to add one, but not every client does.
-pub fn names_in_content(content: &str, bot: &PublicKey) -> bool {
+pub(crate) fn names_in_content(content: &str, bot: &PublicKey) -> bool {
     content.match_indices("nostr:").any(|(at, _)| {
         let reference = &content[at..];
         let end = reference[6..]
@@ -202,7 +202,7 @@ pub fn names_in_content(content: &str, bot: &PublicKey) -> bool {
 /// NIP-10 threading read off an event's tags: (root, reply target).
 /// Marked `e` tags win; otherwise the deprecated positional form (first `e`
 /// is the root, last is the reply).
-pub fn nip10_threading(tags: &nostr_sdk::prelude::Tags) -> (Option<EventId>, Option<EventId>) {
+pub(crate) fn nip10_threading(tags: &nostr_sdk::prelude::Tags) -> (Option<EventId>, Option<EventId>) {
     let mut root = None;
     let mut reply = None;
     let mut positional = Vec::new();
@@ -229,14 +229,14 @@ const MAX_GROUP_ID_CHARS: usize = 128;
 /// id: NIP-29 restricts ids to `a-z0-9-_` (upper case is tolerated). The id
 /// is written into the bridge's own prompt lines and conversation keys, so
 /// anything else (a newline, a backtick) is refused rather than escaped.
-pub fn group_id(tags: &nostr_sdk::prelude::Tags) -> Option<String> {
+pub(crate) fn group_id(tags: &nostr_sdk::prelude::Tags) -> Option<String> {
     let id = tags.iter().find(|tag| tag.kind() == TagKind::h())?.content()?;
     is_plausible_group_id(id).then(|| id.to_owned())
 }
 
 /// Whether `id` is a group id the bridge takes (see [`group_id`]); the
 /// operator's `--group` values are held to the same rule.
-pub fn is_plausible_group_id(id: &str) -> bool {
+pub(crate) fn is_plausible_group_id(id: &str) -> bool {
     !id.is_empty()
         && id.chars().count() <= MAX_GROUP_ID_CHARS
         && id

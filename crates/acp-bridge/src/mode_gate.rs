@@ -33,7 +33,7 @@ pub enum Dedup {
 
 /// What to do with a mention that arrived mid-turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Wait for the next turn.
     Queue,
     /// Fold into the live turn under this framing.
@@ -43,18 +43,18 @@ pub enum Decision {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct ModeGate {
+pub(crate) struct ModeGate {
     mode: MultipleEventHandling,
     dedup: Dedup,
 }
 
 impl ModeGate {
     /// `dedup` must be `queue` unless `mode` is `queue` (checked at start-up).
-    pub fn new(mode: MultipleEventHandling, dedup: Dedup) -> Self {
+    pub(crate) fn new(mode: MultipleEventHandling, dedup: Dedup) -> Self {
         ModeGate { mode, dedup }
     }
 
-    pub fn decide(&self, mention: &Mention) -> Decision {
+    pub(crate) fn decide(&self, mention: &Mention) -> Decision {
         match self.mode {
             MultipleEventHandling::Steer => Decision::Absorb(Framing::Steer),
             MultipleEventHandling::Interrupt => Decision::Absorb(Framing::Interrupt),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 /// The verdict on one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     Admitted,
     /// First refusal since the key was last admitted: tell them once.
     LimitedFirst,
@@ -44,7 +44,7 @@ struct Bucket {
 /// Making room scans the buckets (O(max_tracked)) only when a new key arrives
 /// with the table full.
 #[derive(Debug)]
-pub struct RateLimiter<K> {
+pub(crate) struct RateLimiter<K> {
     buckets: HashMap<K, Bucket>,
     burst: u32,
     refill_every: Duration,
@@ -56,7 +56,7 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
     /// most `max_tracked` keys. A `burst` or `max_tracked` of 0 is taken as 1
     /// (a limiter that admits nobody or remembers nothing is a config slip,
     /// not a rate); a zero `refill_every` never limits.
-    pub fn new(burst: u32, refill_every: Duration, max_tracked: usize) -> Self {
+    pub(crate) fn new(burst: u32, refill_every: Duration, max_tracked: usize) -> Self {
         RateLimiter {
             buckets: HashMap::new(),
             burst: burst.max(1),
@@ -66,7 +66,7 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
     }
 
     /// Takes a token from `key`'s bucket if it has one.
-    pub fn admit(&mut self, key: &K, now: Instant) -> Admission {
+    pub(crate) fn admit(&mut self, key: &K, now: Instant) -> Admission {
         let (burst, refill_every) = (self.burst, self.refill_every);
         if let Some(bucket) = self.buckets.get_mut(key) {
             return bucket.admit(now, burst, refill_every);

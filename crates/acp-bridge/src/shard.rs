@@ -46,7 +46,7 @@ const QUESTION_TAG: &str = "acp-bridge-asked-by-shard";
 const MAX_QUESTIONS_REMEMBERED: usize = 4096;
 
 /// More replicas than this are refused: past it the flag is surely a typo.
-pub const MAX_SHARD_COUNT: u32 = 1024;
+pub(crate) const MAX_SHARD_COUNT: u32 = 1024;
 /// Where the kernel keeps the hostname, read when `HOSTNAME` is not set.
 const KERNEL_HOSTNAME_PATH: &str = "/proc/sys/kernel/hostname";
 
@@ -192,7 +192,7 @@ impl QuestionAskers {
 }
 
 /// What `!status` says of the shard that answers it (nothing unsharded).
-pub fn status_text(shard: Shard) -> String {
+pub(crate) fn status_text(shard: Shard) -> String {
     if shard.count == 1 {
         return String::new();
     }

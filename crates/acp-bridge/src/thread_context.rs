@@ -62,9 +62,9 @@ pub(crate) const CONTEXT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 const GROUP_KINDS: [u16; 3] = [9, 11, 1111];
 /// Default of `--thread-context-bytes`: about 8,000 tokens, room for ten
 /// long chat messages, small beside any model's window.
-pub const DEFAULT_CONTEXT_BYTES: usize = 32 * 1024;
+pub(crate) const DEFAULT_CONTEXT_BYTES: usize = 32 * 1024;
 /// Least `--thread-context-bytes` accepted: one short message and its framing.
-pub const MIN_CONTEXT_BYTES: usize = 1024;
+pub(crate) const MIN_CONTEXT_BYTES: usize = 1024;
 /// A message cut to fit the block's budget keeps at least this much, or is
 /// left out: a few words of a message mislead more than they inform.
 const MIN_CUT_MESSAGE_BYTES: usize = 256;
@@ -116,7 +116,7 @@ pub(crate) struct PendingMark {
 
 impl PendingMark {
     /// The agent accepted the prompt: the session has seen its context.
-    pub fn commit(self) {
+    pub(crate) fn commit(self) {
         if let Err(error) =
             self.store
                 .advance_context_mark(&self.conversation, self.mark.at, &self.mark.ids_text())
@@ -195,7 +195,7 @@ impl ThreadContext {
     /// conversation's session reaches once the prompt carrying it is
     /// accepted; empty when there is nothing new, or the relay did not
     /// answer in time.
-    pub async fn for_turn(&self, batch: &[Mention]) -> Gathered {
+    pub(crate) async fn for_turn(&self, batch: &[Mention]) -> Gathered {
         let Some(first) = batch.first() else {
             return Gathered::default();
         };

@@ -126,7 +126,7 @@ pub(crate) struct LiveTurn {
 
 impl LiveTurn {
     /// A turn and the receiving end of its events.
-    pub fn new(
+    pub(crate) fn new(
         seq: u64,
         prompt_id: u64,
         policy: PermissionPolicy,
@@ -210,7 +210,7 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub fn next_turn_seq(&mut self) -> u64 {
+    pub(crate) fn next_turn_seq(&mut self) -> u64 {
         self.next_turn_seq += 1;
         self.next_turn_seq
     }
@@ -247,7 +247,7 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    pub fn new(agent: String, writer: BoxWrite, write_timeout: Duration, drops: DropObserver) -> Self {
+    pub(crate) fn new(agent: String, writer: BoxWrite, write_timeout: Duration, drops: DropObserver) -> Self {
         Connection {
             agent,
             writer: tokio::sync::Mutex::new(FramedWrite::new(writer, LinesCodec::new())),
@@ -262,24 +262,24 @@ impl Connection {
         }
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock is a bug in this crate; the state
         // itself stays consistent per operation, so keep serving.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn next_request_id(&self) -> u64 {
+    pub(crate) fn next_request_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// How the agent went away, once it has.
-    pub fn exit(&self) -> Option<AgentExit> {
+    pub(crate) fn exit(&self) -> Option<AgentExit> {
         self.exit.get().cloned()
     }
 
     /// How the agent went away; for callers woken by a closed channel,
     /// which only happens once the exit is recorded.
-    pub fn exit_info(&self) -> AgentExit {
+    pub(crate) fn exit_info(&self) -> AgentExit {
         self.exit().unwrap_or(AgentExit {
             code: None,
             signal: None,
@@ -287,46 +287,46 @@ impl Connection {
         })
     }
 
-    pub fn ensure_open(&self) -> Result<(), AcpError> {
+    pub(crate) fn ensure_open(&self) -> Result<(), AcpError> {
         match self.exit() {
             Some(exit) => Err(AcpError::AgentExited(exit)),
             None => Ok(()),
         }
     }
 
-    pub fn subscribe_closed(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe_closed(&self) -> watch::Receiver<bool> {
         self.closed.subscribe()
     }
 
-    pub fn mark_killed(&self) {
+    pub(crate) fn mark_killed(&self) {
         self.killed.store(true, Ordering::Relaxed);
     }
 
-    pub fn was_killed(&self) -> bool {
+    pub(crate) fn was_killed(&self) -> bool {
         self.killed.load(Ordering::Relaxed)
     }
 
     /// Writes one frame. The writer lock is what serializes frames; callers
     /// that must read state at the moment of writing hold it themselves via
     /// [`Connection::write_locked`].
-    pub async fn write(&self, frame: String) -> Result<(), AcpError> {
+    pub(crate) async fn write(&self, frame: String) -> Result<(), AcpError> {
         let mut writer = self.writer.lock().await;
         self.write_locked(&mut writer, frame).await
     }
 
     /// Closes the agent's stdin (once no frame is being written).
-    pub async fn close_input(&self) {
+    pub(crate) async fn close_input(&self) {
         let mut writer = self.writer.lock().await;
         if let Err(error) = SinkExt::<String>::close(&mut *writer).await {
             tracing::debug!(agent = %self.agent, %error, "closing the agent's stdin failed");
         }
     }
 
-    pub async fn writer(&self) -> tokio::sync::MutexGuard<'_, FramedWrite<BoxWrite, LinesCodec>> {
+    pub(crate) async fn writer(&self) -> tokio::sync::MutexGuard<'_, FramedWrite<BoxWrite, LinesCodec>> {
         self.writer.lock().await
     }
 
-    pub async fn write_locked(
+    pub(crate) async fn write_locked(
         &self,
         writer: &mut FramedWrite<BoxWrite, LinesCodec>,
         frame: String,
@@ -366,7 +366,7 @@ impl Connection {
     /// Marks the connection dead and fails everything waiting on it. Every
     /// waiter's sender is dropped, so each caller wakes with an error rather
     /// than hanging; live turns lose their event senders the same way.
-    pub fn close(&self, exit: AgentExit) {
+    pub(crate) fn close(&self, exit: AgentExit) {
         if self.exit.set(exit.clone()).is_err() {
             return;
         }
@@ -384,7 +384,7 @@ impl Connection {
     }
 
     /// Routes one line from the agent.
-    pub fn route_line(self: &Arc<Self>, line: &str) {
+    pub(crate) fn route_line(self: &Arc<Self>, line: &str) {
         if let Some(chunk) = TextChunk::parse(line) {
             return self.on_session_update(chunk.session, None, None, chunk.event);
         }
@@ -769,7 +769,7 @@ impl Connection {
     /// Answers an open question, unless it was already answered (for
     /// example `cancelled` by a cancel of its turn, or withdrawn). Returns
     /// whether this call answered it.
-    pub async fn answer_open_request(
+    pub(crate) async fn answer_open_request(
         &self,
         session: &SessionId,
         rpc_id: &Value,
@@ -792,7 +792,7 @@ impl Connection {
 
     /// Takes the session's open questions (to answer them `cancelled` when
     /// the turn is cancelled).
-    pub fn take_open_requests(&self, session: &SessionId) -> Vec<OpenRequest> {
+    pub(crate) fn take_open_requests(&self, session: &SessionId) -> Vec<OpenRequest> {
         let mut state = self.lock();
         state
             .sessions
@@ -803,7 +803,7 @@ impl Connection {
 
     /// Starts (`true`) or ends the replay of a session's history; returns
     /// how many updates the replay brought (dropped).
-    pub fn set_replaying(&self, session: &SessionId, replaying: bool) -> usize {
+    pub(crate) fn set_replaying(&self, session: &SessionId, replaying: bool) -> usize {
         let mut state = self.lock();
         let session_state = state.sessions.entry(session.clone()).or_default();
         let replayed = session_state.replaying.take().unwrap_or(0);
@@ -813,7 +813,7 @@ impl Connection {
         replayed
     }
 
-    pub fn take_backlog(&self, session: &SessionId) -> Vec<TurnEvent> {
+    pub(crate) fn take_backlog(&self, session: &SessionId) -> Vec<TurnEvent> {
         let mut state = self.lock();
         state
             .sessions

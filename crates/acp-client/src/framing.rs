@@ -23,7 +23,7 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// One framed item from the agent's stdout.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// A complete line, without its terminator.
     Line(String),
     /// A line longer than the limit; its bytes were discarded.
@@ -34,18 +34,18 @@ pub enum Frame {
 
 /// [`LinesCodec`] with bad lines turned into items instead of errors.
 #[derive(Debug)]
-pub struct FrameCodec {
+pub(crate) struct FrameCodec {
     lines: LinesCodec,
 }
 
 impl FrameCodec {
-    pub fn new(max_line_bytes: usize) -> Self {
+    pub(crate) fn new(max_line_bytes: usize) -> Self {
         FrameCodec {
             lines: LinesCodec::new_with_max_length(max_line_bytes),
         }
     }
 
-    pub fn max_line_bytes(&self) -> usize {
+    pub(crate) fn max_line_bytes(&self) -> usize {
         self.lines.max_length()
     }
 

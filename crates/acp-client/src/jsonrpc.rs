@@ -11,7 +11,7 @@ use crate::error::RpcError;
 
 /// One message from the agent, classified by the JSON-RPC rules.
 #[derive(Debug)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// An answer to one of our requests.
     Response {
         id: u64,
@@ -29,7 +29,7 @@ pub enum Incoming {
 
 /// Why a line could not be classified.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Malformed {
+pub(crate) enum Malformed {
     /// Not JSON, or JSON that is not an object.
     NotJson(String),
     /// A response whose id we never issued (we only issue unsigned integers).
@@ -54,7 +54,7 @@ struct RawMessage {
 
 impl Incoming {
     /// Classifies one line from the agent.
-    pub fn parse(line: &str) -> Result<Incoming, Malformed> {
+    pub(crate) fn parse(line: &str) -> Result<Incoming, Malformed> {
         let raw: RawMessage =
             serde_json::from_str(line).map_err(|error| Malformed::NotJson(error.to_string()))?;
         let params = raw.params.unwrap_or(Value::Null);
@@ -88,22 +88,22 @@ fn response_id(id: &Value) -> Option<u64> {
 
 /// Serializes a request. `serde_json` escapes newlines inside strings, so the
 /// result is always exactly one line.
-pub fn request(id: u64, method: &str, params: &Value) -> String {
+pub(crate) fn request(id: u64, method: &str, params: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
 }
 
 /// Serializes a notification.
-pub fn notification(method: &str, params: &Value) -> String {
+pub(crate) fn notification(method: &str, params: &Value) -> String {
     json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
 }
 
 /// Serializes a successful answer to an agent's request.
-pub fn response(id: &Value, result: &Value) -> String {
+pub(crate) fn response(id: &Value, result: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
 }
 
 /// Serializes an error answer to an agent's request.
-pub fn error_response(id: &Value, code: i64, message: &str) -> String {
+pub(crate) fn error_response(id: &Value, code: i64, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
 }
 

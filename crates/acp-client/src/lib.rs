@@ -17,6 +17,8 @@
 //! Cargo hands a test the path of a binary only inside the binary's own
 //! package.
 
+#![warn(unreachable_pub)]
+
 mod agent_info;
 mod client;
 mod config_options;

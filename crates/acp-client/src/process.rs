@@ -108,7 +108,7 @@ pub(crate) struct SpawnedAgent {
 }
 
 impl AgentProcess {
-    pub fn spawn(command: &AgentCommand) -> Result<SpawnedAgent, AcpError> {
+    pub(crate) fn spawn(command: &AgentCommand) -> Result<SpawnedAgent, AcpError> {
         let mut child = Command::new(&command.program);
         child
             .args(&command.args)
@@ -161,7 +161,7 @@ impl AgentProcess {
         })
     }
 
-    pub fn probe(&self) -> &ProcessProbe {
+    pub(crate) fn probe(&self) -> &ProcessProbe {
         &self.probe
     }
 }
@@ -174,12 +174,12 @@ impl Drop for AgentProcess {
 
 impl ProcessProbe {
     /// The process id, which is also the id of the agent's process group.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
     /// SIGKILL to the whole process group. Harmless when it already exited.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         let Ok(pid) = i32::try_from(self.pid) else {
             return;
         };
@@ -194,7 +194,7 @@ impl ProcessProbe {
 
     /// The exit status, waiting up to `grace` for it: stdout can close a
     /// moment before the kernel reports the exit.
-    pub async fn exit_status(&self, grace: Duration) -> Option<ExitStatus> {
+    pub(crate) async fn exit_status(&self, grace: Duration) -> Option<ExitStatus> {
         let mut status = self.exit_status.clone();
         let waited = tokio::time::timeout(grace, status.wait_for(Option::is_some)).await;
         match waited {

@@ -14,30 +14,30 @@ use serde_json::{Value, json};
 pub const PROTOCOL_VERSION: u64 = 1;
 
 /// Method names on the wire.
-pub mod methods {
-    pub const INITIALIZE: &str = "initialize";
-    pub const SESSION_NEW: &str = "session/new";
-    pub const SESSION_PROMPT: &str = "session/prompt";
-    pub const SESSION_CANCEL: &str = "session/cancel";
-    pub const SESSION_UPDATE: &str = "session/update";
-    pub const REQUEST_PERMISSION: &str = "session/request_permission";
+pub(crate) mod methods {
+    pub(crate) const INITIALIZE: &str = "initialize";
+    pub(crate) const SESSION_NEW: &str = "session/new";
+    pub(crate) const SESSION_PROMPT: &str = "session/prompt";
+    pub(crate) const SESSION_CANCEL: &str = "session/cancel";
+    pub(crate) const SESSION_UPDATE: &str = "session/update";
+    pub(crate) const REQUEST_PERMISSION: &str = "session/request_permission";
     /// The agent asks its user a structured question (form mode).
-    pub const ELICITATION_CREATE: &str = "elicitation/create";
-    pub const AUTHENTICATE: &str = "authenticate";
-    pub const SESSION_LOAD: &str = "session/load";
-    pub const SESSION_RESUME: &str = "session/resume";
-    pub const SESSION_CLOSE: &str = "session/close";
+    pub(crate) const ELICITATION_CREATE: &str = "elicitation/create";
+    pub(crate) const AUTHENTICATE: &str = "authenticate";
+    pub(crate) const SESSION_LOAD: &str = "session/load";
+    pub(crate) const SESSION_RESUME: &str = "session/resume";
+    pub(crate) const SESSION_CLOSE: &str = "session/close";
     /// The cross-vendor steer into a running turn (claude-agent-acp, codex-acp).
-    pub const SESSION_STEERING: &str = "_session/steering";
+    pub(crate) const SESSION_STEERING: &str = "_session/steering";
     /// The agent withdraws one of its own pending requests.
-    pub const CANCEL_REQUEST: &str = "$/cancel_request";
+    pub(crate) const CANCEL_REQUEST: &str = "$/cancel_request";
     /// goose's non-standard mid-turn steer.
-    pub const GOOSE_STEER: &str = "_goose/unstable/session/steer";
-    pub const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
+    pub(crate) const GOOSE_STEER: &str = "_goose/unstable/session/steer";
+    pub(crate) const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
     /// The older way to set a mode, for agents without config options.
-    pub const SESSION_SET_MODE: &str = "session/set_mode";
+    pub(crate) const SESSION_SET_MODE: &str = "session/set_mode";
     /// The unstable way to set a model, for agents without config options.
-    pub const SESSION_SET_MODEL: &str = "session/set_model";
+    pub(crate) const SESSION_SET_MODEL: &str = "session/set_model";
 }
 
 /// An ACP session id, as the agent issued it.
@@ -127,7 +127,7 @@ impl fmt::Display for StopReason {
 /// The params of our `initialize` request; `elicitation` advertises form
 /// elicitation as the ACP schema spells it (`elicitation: {form: {}}`, see
 /// [`crate::elicitation`]).
-pub fn initialize_params(elicitation: bool) -> Value {
+pub(crate) fn initialize_params(elicitation: bool) -> Value {
     // We expose no file system and no terminal to agents.
     let mut capabilities = json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false});
     if elicitation {
@@ -238,14 +238,14 @@ pub struct ToolCall {
 
 /// What a `session_info_update` says about the live run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunMarker {
+pub(crate) enum RunMarker {
     Started(String),
     Cleared,
 }
 
 /// Reads `update._meta.goose.activeRunId`: a string sets the run, `null`
 /// clears it, anything else (missing, not a string) leaves it unchanged.
-pub fn run_marker(update: &Value) -> Option<RunMarker> {
+pub(crate) fn run_marker(update: &Value) -> Option<RunMarker> {
     let goose = update.get("_meta")?.get("goose")?;
     match goose.get("activeRunId")? {
         Value::String(run_id) => Some(RunMarker::Started(run_id.clone())),
@@ -255,7 +255,7 @@ pub fn run_marker(update: &Value) -> Option<RunMarker> {
 }
 
 /// Classifies one `session/update` payload (`params.update`).
-pub fn turn_event(update: Value) -> TurnEvent {
+pub(crate) fn turn_event(update: Value) -> TurnEvent {
     let kind = update
         .get("sessionUpdate")
         .and_then(Value::as_str)
@@ -347,7 +347,7 @@ struct ChunkContent<'a> {
 impl<'a> TextChunk<'a> {
     /// The chunk `line` carries, or `None` when it is anything else. Only a
     /// line that names `session/update` is parsed here at all.
-    pub fn parse(line: &'a str) -> Option<Self> {
+    pub(crate) fn parse(line: &'a str) -> Option<Self> {
         if !line.contains(methods::SESSION_UPDATE) {
             return None;
         }

@@ -19,7 +19,7 @@ use crate::signer::BotSigner;
 const GROUP_RELAY_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Prints one line per configured group.
-pub async fn check_groups(settings: &Settings, bot: &BotSigner) {
+pub(super) async fn check_groups(settings: &Settings, bot: &BotSigner) {
     for group in &settings.groups.groups {
         let (signer, signed) = match relay_key(&group.relay).await {
             Ok(Some(key)) => (Some(key), "signed by the relay's key (NIP-11)".to_owned()),

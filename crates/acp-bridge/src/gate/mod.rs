@@ -11,9 +11,9 @@
 //! signature. A profile fetch that fails is never cached as "not a sibling",
 //! and the gate never waits for one (see [`profile_lookup`]).
 
-pub mod attestation;
-pub mod profile_lookup;
-pub mod sibling_cache;
+pub(crate) mod attestation;
+pub(crate) mod profile_lookup;
+pub(crate) mod sibling_cache;
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};

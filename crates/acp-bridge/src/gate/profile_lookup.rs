@@ -33,17 +33,17 @@ const PROFILE_FETCH_BURST: u32 = 30;
 const PROFILE_FETCH_REFILL: Duration = Duration::from_secs(2);
 /// Authors waiting for a lookup at most; past it the gate says the
 /// lookups are busy and the intake lets the relay deliver the event again.
-pub const MAX_QUEUED_LOOKUPS: usize = 1024;
+pub(crate) const MAX_QUEUED_LOOKUPS: usize = 1024;
 /// Retries of a failed lookup back off between these.
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// A finished lookup: the author and what their profile attests.
-pub type LookedUp = (PublicKey, SiblingVerdict);
+pub(crate) type LookedUp = (PublicKey, SiblingVerdict);
 
 /// The worker's handles: where requests go in and verdicts come out.
 #[derive(Debug)]
-pub struct ProfileLookups {
+pub(crate) struct ProfileLookups {
     pub requests: mpsc::Sender<PublicKey>,
     pub done: mpsc::Receiver<LookedUp>,
 }
@@ -51,7 +51,7 @@ pub struct ProfileLookups {
 impl ProfileLookups {
     /// Starts the worker on the current runtime. It ends when `requests`
     /// is dropped (the gate is gone).
-    pub fn start(client: Client) -> Self {
+    pub(crate) fn start(client: Client) -> Self {
         let (requests, queue) = mpsc::channel(MAX_QUEUED_LOOKUPS);
         let (report, done) = mpsc::channel(MAX_QUEUED_LOOKUPS);
         tokio::spawn(run(client, queue, report));

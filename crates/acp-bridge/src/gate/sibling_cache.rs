@@ -23,15 +23,15 @@ use std::time::{Duration, Instant};
 use nostr_sdk::{PublicKey, Tag};
 
 /// How long a "sibling" verdict is trusted.
-pub const DEFAULT_POSITIVE_TTL: Duration = Duration::from_secs(10 * 60);
+pub(crate) const DEFAULT_POSITIVE_TTL: Duration = Duration::from_secs(10 * 60);
 /// How long a "not a sibling" verdict is trusted.
-pub const DEFAULT_NEGATIVE_TTL: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_NEGATIVE_TTL: Duration = Duration::from_secs(60);
 /// Authors remembered at most.
-pub const DEFAULT_CAPACITY: usize = 10_000;
+pub(crate) const DEFAULT_CAPACITY: usize = 10_000;
 
 /// What an author's profile says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SiblingVerdict {
+pub(crate) enum SiblingVerdict {
     /// The (signature-checked) profile carries these owner attestations.
     Sibling(Vec<Tag>),
     NotSibling,
@@ -48,7 +48,7 @@ struct Entry {
 /// `put` at capacity scans the entries (O(capacity)); puts follow profile
 /// fetches, which the gate already rate-limits, so that stays cheap.
 #[derive(Debug)]
-pub struct SiblingCache {
+pub(crate) struct SiblingCache {
     entries: HashMap<PublicKey, Entry>,
     positive_ttl: Duration,
     negative_ttl: Duration,
@@ -58,7 +58,7 @@ pub struct SiblingCache {
 impl SiblingCache {
     /// A cache keeping "sibling" for `positive_ttl`, "not a sibling" for
     /// `negative_ttl`, and at most `capacity` authors (0 caches nothing).
-    pub fn new(positive_ttl: Duration, negative_ttl: Duration, capacity: usize) -> Self {
+    pub(crate) fn new(positive_ttl: Duration, negative_ttl: Duration, capacity: usize) -> Self {
         SiblingCache {
             entries: HashMap::new(),
             positive_ttl,
@@ -69,7 +69,7 @@ impl SiblingCache {
 
     /// The live verdict on `author`; None when absent or expired (an expired
     /// negative entry is removed, an expired positive one stays stale).
-    pub fn get(&mut self, author: &PublicKey, now: Instant) -> Option<SiblingVerdict> {
+    pub(crate) fn get(&mut self, author: &PublicKey, now: Instant) -> Option<SiblingVerdict> {
         let entry = self.entries.get(author)?;
         if self.remaining(entry, now).is_zero() {
             if entry.verdict == SiblingVerdict::NotSibling {
@@ -82,7 +82,7 @@ impl SiblingCache {
 
     /// The attestations of an expired "sibling" verdict, to hear the author
     /// on while their profile is looked up again.
-    pub fn stale_attestations(&self, author: &PublicKey) -> Option<&[Tag]> {
+    pub(crate) fn stale_attestations(&self, author: &PublicKey) -> Option<&[Tag]> {
         match &self.entries.get(author)?.verdict {
             SiblingVerdict::Sibling(tags) => Some(tags),
             SiblingVerdict::NotSibling => None,
@@ -90,7 +90,7 @@ impl SiblingCache {
     }
 
     /// Records `verdict` on `author` as of `now`, replacing any earlier one.
-    pub fn put(&mut self, author: PublicKey, verdict: SiblingVerdict, now: Instant) {
+    pub(crate) fn put(&mut self, author: PublicKey, verdict: SiblingVerdict, now: Instant) {
         if self.capacity == 0 {
             return;
         }

@@ -54,7 +54,7 @@ impl GroupAddress {
 }
 
 /// Whether two URLs name the same relay.
-pub fn same_relay(a: &RelayUrl, b: &RelayUrl) -> bool {
+pub(crate) fn same_relay(a: &RelayUrl, b: &RelayUrl) -> bool {
     a.as_str_without_trailing_slash() == b.as_str_without_trailing_slash()
 }
 

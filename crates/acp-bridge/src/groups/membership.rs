@@ -45,7 +45,7 @@ const ALREADY_A_MEMBER: &str = "duplicate:";
 
 /// What a group's relay says of it, as far as the bot is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupState {
+pub(crate) struct GroupState {
     /// Its metadata (kind 39000), when the relay shows it.
     pub metadata: Option<GroupMetadata>,
     /// Whether its newest members list (kind 39002) names the bot.
@@ -56,7 +56,7 @@ impl GroupState {
     /// Whether the bot should ask to join: it is not listed, and the group
     /// needs membership or hides its metadata (a hidden group does so from
     /// non-members).
-    pub fn needs_join_request(&self) -> bool {
+    pub(crate) fn needs_join_request(&self) -> bool {
         !self.member && self.metadata.as_ref().is_none_or(GroupMetadata::needs_membership)
     }
 }
@@ -64,7 +64,7 @@ impl GroupState {
 /// Reads group `id`'s metadata and members from `relay`: only those that
 /// `signer` signed when the relay's key is known (see `relay_key`),
 /// otherwise as the relay serves them.
-pub async fn read_group(
+pub(crate) async fn read_group(
     relay: &Relay,
     id: &str,
     bot: &PublicKey,
@@ -109,7 +109,7 @@ async fn relay_signer(group: &GroupAddress) -> Option<PublicKey> {
 
 /// Settles the bot's membership of its groups at start.
 #[derive(Debug)]
-pub struct Membership {
+pub(crate) struct Membership {
     pub client: Client,
     pub signer: BotSigner,
     pub store: Arc<Store>,
@@ -155,7 +155,7 @@ impl Joining {
 impl Membership {
     /// Settles every configured group and leaves the unconfigured ones,
     /// each as soon as its relay is connected, until `stop`.
-    pub async fn run(self, stop: CancellationToken) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         // Read before any group is entered: a group remembered now is one
         // the bot was in before this start.
         let remembered = self.store.joined_groups().unwrap_or_else(|error| {

@@ -12,13 +12,13 @@
 use nostr_sdk::prelude::{Event, Kind, PublicKey, TagKind};
 
 /// Kind 39000, group metadata.
-pub const GROUP_METADATA: u16 = 39000;
+pub(super) const GROUP_METADATA: u16 = 39000;
 /// Kind 39002, group members.
-pub const GROUP_MEMBERS: u16 = 39002;
+pub(super) const GROUP_MEMBERS: u16 = 39002;
 /// Kind 9021, a join request.
-pub const JOIN_REQUEST: u16 = 9021;
+pub(super) const JOIN_REQUEST: u16 = 9021;
 /// Kind 9022, a leave request.
-pub const LEAVE_REQUEST: u16 = 9022;
+pub(super) const LEAVE_REQUEST: u16 = 9022;
 
 /// A group as its metadata describes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -66,7 +66,7 @@ impl GroupMetadata {
 
 /// The newest event of `kind` among `events` (the later `created_at`, on a
 /// tie the lower id).
-pub fn newest(events: &[Event], kind: u16) -> Option<&Event> {
+pub(super) fn newest(events: &[Event], kind: u16) -> Option<&Event> {
     events
         .iter()
         .filter(|event| event.kind == Kind::from(kind))
@@ -74,7 +74,7 @@ pub fn newest(events: &[Event], kind: u16) -> Option<&Event> {
 }
 
 /// Whether a kind 39002 event lists `member`.
-pub fn lists_member(members: &Event, member: &PublicKey) -> bool {
+pub(super) fn lists_member(members: &Event, member: &PublicKey) -> bool {
     let hex = member.to_hex();
     members
         .tags

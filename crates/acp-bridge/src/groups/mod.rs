@@ -11,9 +11,9 @@
 //! the answers in groups (the replier).
 
 mod address;
-pub mod membership;
+pub(crate) mod membership;
 mod metadata;
-pub mod relay_key;
+pub(crate) mod relay_key;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -21,8 +21,8 @@ use std::sync::{Arc, RwLock};
 use clap::{Args, ValueEnum};
 use nostr_sdk::prelude::RelayUrl;
 
-pub use address::{GroupAddress, GroupAddressError, same_relay};
-pub use metadata::GroupMetadata;
+pub(crate) use address::{GroupAddress, GroupAddressError, same_relay};
+pub(crate) use metadata::GroupMetadata;
 
 use crate::embedded_relay::RelaySpec;
 

@@ -29,7 +29,7 @@ const MAX_NIP11_BYTES: usize = 64 * 1024;
 
 /// Why the relay's key could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum RelayKeyError {
+pub(crate) enum RelayKeyError {
     #[error("the relay URL has no host")]
     NoHost,
     #[error("no answer within {0:?}")]
@@ -52,7 +52,7 @@ pub enum RelayKeyError {
 
 /// The key the relay at `url` signs with, as its NIP-11 document names it;
 /// `None` when the document names none.
-pub async fn relay_key(url: &RelayUrl) -> Result<Option<PublicKey>, RelayKeyError> {
+pub(crate) async fn relay_key(url: &RelayUrl) -> Result<Option<PublicKey>, RelayKeyError> {
     let document = tokio::time::timeout(NIP11_FETCH_TIMEOUT, fetch(url.into()))
         .await
         .map_err(|_| RelayKeyError::Timeout(NIP11_FETCH_TIMEOUT))??;

@@ -123,14 +123,14 @@ impl<Link> Default for Conversations<Link> {
 impl<Link> Conversations<Link> {
     /// Queues a mention at the back of its conversation. Returns the
     /// mention dropped to make room, if the conversation was full.
-    pub fn push_back(&mut self, mention: Mention) -> Option<Mention> {
+    pub(super) fn push_back(&mut self, mention: Mention) -> Option<Mention> {
         self.push(mention, false)
     }
 
     /// Puts mentions back at the front of their conversation (retries,
     /// mentions a turn returned): they keep their place ahead of newer
     /// ones. Returns those dropped for room.
-    pub fn push_front(&mut self, mentions: Vec<Mention>) -> Vec<Mention> {
+    pub(super) fn push_front(&mut self, mentions: Vec<Mention>) -> Vec<Mention> {
         mentions
             .into_iter()
             .rev()
@@ -173,7 +173,7 @@ impl<Link> Conversations<Link> {
     /// Takes the next batch, from the ready conversation waiting longest,
     /// and starts its turn with `start` (which builds the running turn
     /// from the batch).
-    pub fn start_next(
+    pub(super) fn start_next(
         &mut self,
         start: impl FnOnce(&ConversationKey, Vec<Mention>) -> Running<Link>,
     ) -> Option<ConversationKey> {
@@ -196,14 +196,14 @@ impl<Link> Conversations<Link> {
     }
 
     /// The conversation's running turn.
-    pub fn running_mut(&mut self, key: &ConversationKey) -> Option<&mut Running<Link>> {
+    pub(super) fn running_mut(&mut self, key: &ConversationKey) -> Option<&mut Running<Link>> {
         match &mut self.by_key.get_mut(key)?.state {
             State::Running(running) => Some(running),
             _ => None,
         }
     }
 
-    pub fn running(&self, key: &ConversationKey) -> Option<&Running<Link>> {
+    pub(super) fn running(&self, key: &ConversationKey) -> Option<&Running<Link>> {
         match &self.by_key.get(key)?.state {
             State::Running(running) => Some(running),
             _ => None,
@@ -211,7 +211,7 @@ impl<Link> Conversations<Link> {
     }
 
     /// Every running turn.
-    pub fn running_turns(&self) -> impl Iterator<Item = (&ConversationKey, &Running<Link>)> {
+    pub(super) fn running_turns(&self) -> impl Iterator<Item = (&ConversationKey, &Running<Link>)> {
         self.by_key
             .iter()
             .filter_map(|(key, conversation)| match &conversation.state {
@@ -222,7 +222,11 @@ impl<Link> Conversations<Link> {
 
     /// Ends the conversation's turn; it may start another at once, or
     /// after `not_before` (a retry's backoff). Returns the ended turn.
-    pub fn end_turn(&mut self, key: &ConversationKey, not_before: Option<Retry>) -> Option<Running<Link>> {
+    pub(super) fn end_turn(
+        &mut self,
+        key: &ConversationKey,
+        not_before: Option<Retry>,
+    ) -> Option<Running<Link>> {
         let ended = self.update(key, |conversation| {
             let next = match not_before {
                 Some(retry) => State::BackingOff {
@@ -246,7 +250,7 @@ impl<Link> Conversations<Link> {
     }
 
     /// Ends every backoff due by `now`.
-    pub fn wake(&mut self, now: Instant) {
+    pub(super) fn wake(&mut self, now: Instant) {
         while let Some((until, key)) = self.wakeups.first().cloned() {
             if until > now {
                 break;
@@ -259,13 +263,13 @@ impl<Link> Conversations<Link> {
     }
 
     /// When the next backoff ends.
-    pub fn next_wake(&self) -> Option<Instant> {
+    pub(super) fn next_wake(&self) -> Option<Instant> {
         self.wakeups.first().map(|(until, _)| *until)
     }
 
     /// Why the mentions waiting in the conversation of `key` have no turn
     /// yet; `None` when it has nothing waiting or may start now.
-    pub fn holdup(&self, key: &ConversationKey, now: Instant, capacity: usize) -> Option<Holdup> {
+    pub(super) fn holdup(&self, key: &ConversationKey, now: Instant, capacity: usize) -> Option<Holdup> {
         let conversation = self.by_key.get(key)?;
         match &conversation.state {
             _ if conversation.waiting.is_empty() => None,
@@ -284,7 +288,7 @@ impl<Link> Conversations<Link> {
     }
 
     /// A mention waiting in the conversation of `key`.
-    pub fn waiting_mention(&self, key: &ConversationKey, id: &EventId) -> Option<&Mention> {
+    pub(super) fn waiting_mention(&self, key: &ConversationKey, id: &EventId) -> Option<&Mention> {
         let conversation = self.by_key.get(key)?;
         conversation
             .waiting
@@ -294,19 +298,19 @@ impl<Link> Conversations<Link> {
     }
 
     /// Mentions waiting in total.
-    pub fn waiting(&self) -> usize {
+    pub(super) fn waiting(&self) -> usize {
         self.waiting
     }
 
     /// Mentions waiting in the conversation `key`.
-    pub fn waiting_in(&self, key: &ConversationKey) -> usize {
+    pub(super) fn waiting_in(&self, key: &ConversationKey) -> usize {
         self.by_key
             .get(key)
             .map_or(0, |conversation| conversation.waiting.len())
     }
 
     /// Conversations with a turn in flight.
-    pub fn running_count(&self) -> usize {
+    pub(super) fn running_count(&self) -> usize {
         self.running
     }
 

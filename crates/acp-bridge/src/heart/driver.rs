@@ -83,17 +83,17 @@ pub(crate) struct DriverLink {
 impl DriverLink {
     /// Hands actions to the driver; never waits. A driver that is gone
     /// (its turn ended) needs none.
-    pub fn send(&self, action: DriverAction) {
+    pub(super) fn send(&self, action: DriverAction) {
         let _ = self.actions.send(action);
     }
 
     /// The turn's span: the heart logs the turn's steps inside it.
-    pub fn span(&self) -> &tracing::Span {
+    pub(super) fn span(&self) -> &tracing::Span {
         &self.span
     }
 
     /// Waits for the driver to end (shutdown).
-    pub async fn ended(self) {
+    pub(super) async fn ended(self) {
         let _ = self.task.await;
     }
 }

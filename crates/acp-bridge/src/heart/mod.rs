@@ -130,7 +130,7 @@ pub(crate) struct Heart {
 }
 
 impl Heart {
-    pub fn new(services: TurnServices, ledger: Ledger, settings: HeartSettings) -> Self {
+    pub(crate) fn new(services: TurnServices, ledger: Ledger, settings: HeartSettings) -> Self {
         let (reports_tx, reports_rx) = mpsc::channel(REPORT_QUEUE);
         Heart {
             conversations: Conversations::default(),
@@ -152,7 +152,7 @@ impl Heart {
     /// Takes up what the last run left: permission questions it posted died
     /// with their turns (their threads are told so; the resumed mention will
     /// ask again), and the journal's unfinished mentions are queued again.
-    pub fn resume(&mut self) {
+    pub(crate) fn resume(&mut self) {
         self.expire_stale_questions();
         let mut resumed = 0;
         let mut page = self.ledger.pending_page(None);
@@ -193,7 +193,7 @@ impl Heart {
     }
 
     /// Runs until `stop` is cancelled, then drains (see the module doc).
-    pub async fn run(
+    pub(crate) async fn run(
         mut self,
         mut inbound: mpsc::Receiver<Inbound>,
         stop: CancellationToken,

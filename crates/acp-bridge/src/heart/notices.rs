@@ -18,13 +18,13 @@ pub(crate) struct Notices {
 }
 
 impl Notices {
-    pub fn new(replier: Replier) -> Self {
+    pub(super) fn new(replier: Replier) -> Self {
         Notices { replier }
     }
 
     /// Tells the authors of `mentions` why there is no answer, and finishes
     /// the mentions.
-    pub fn notify(&self, mentions: Vec<Mention>, text: impl Into<String>) {
+    pub(super) fn notify(&self, mentions: Vec<Mention>, text: impl Into<String>) {
         let (replier, text) = (self.replier.clone(), text.into());
         tokio::spawn(async move {
             if let Err(error) = replier.notify(&mentions, &text).await {
@@ -35,7 +35,7 @@ impl Notices {
 
     /// Gives up on `mentions` with a notice saying why, and marks each with
     /// the give-up reaction.
-    pub fn give_up(&self, mentions: Vec<Mention>, text: String) {
+    pub(super) fn give_up(&self, mentions: Vec<Mention>, text: String) {
         let replier = self.replier.clone();
         tokio::spawn(async move {
             match replier.notify(&mentions, &text).await {
@@ -48,7 +48,7 @@ impl Notices {
     }
 
     /// Says something in the thread of `mention` without finishing it.
-    pub fn inform(&self, mention: Mention, text: String) {
+    pub(super) fn inform(&self, mention: Mention, text: String) {
         let replier = self.replier.clone();
         tokio::spawn(async move {
             if let Err(error) = replier.inform(&mention, &text).await {
@@ -59,7 +59,7 @@ impl Notices {
 
     /// Tells `owner` something about a question asked under `mention`,
     /// where it was asked (see [`Replier::about_question`]).
-    pub fn about_question(&self, mention: Mention, owner: Option<PublicKey>, text: String) {
+    pub(super) fn about_question(&self, mention: Mention, owner: Option<PublicKey>, text: String) {
         let replier = self.replier.clone();
         tokio::spawn(async move {
             if let Err(error) = replier.about_question(&mention, owner, &text).await {
@@ -69,7 +69,7 @@ impl Notices {
     }
 
     /// A conversation's queue overflowed: its oldest mention was dropped.
-    pub fn overflowed(&self, dropped: Mention) {
+    pub(super) fn overflowed(&self, dropped: Mention) {
         tracing::warn!(conversation = %dropped.conversation, event_id = %dropped.event_id, "conversation queue full: dropped its oldest mention");
         self.notify(
             vec![dropped],

@@ -94,7 +94,7 @@ pub(crate) struct ClosedQuestions {
 }
 
 impl ClosedQuestions {
-    pub fn record(&mut self, question: EventId) {
+    pub(super) fn record(&mut self, question: EventId) {
         if !self.ids.insert(question) {
             return;
         }
@@ -106,7 +106,7 @@ impl ClosedQuestions {
         }
     }
 
-    pub fn contains(&self, question: EventId) -> bool {
+    pub(super) fn contains(&self, question: EventId) -> bool {
         self.ids.contains(&question)
     }
 }

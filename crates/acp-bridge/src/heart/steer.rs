@@ -24,7 +24,7 @@ pub(crate) enum SteerMethod {
 
 impl SteerMethod {
     /// The method for the agent behind `client`, from what it advertised.
-    pub fn for_agent(client: &AgentClient) -> Self {
+    pub(super) fn for_agent(client: &AgentClient) -> Self {
         match client.info() {
             Some(info) if info.session_steering => SteerMethod::SessionSteering,
             _ => SteerMethod::GooseRun,
@@ -32,7 +32,7 @@ impl SteerMethod {
     }
 
     /// Writes the steer and reads the agent's answer.
-    pub async fn steer(self, client: &AgentClient, session: &SessionId, text: &str) -> SteerAnswer {
+    pub(super) async fn steer(self, client: &AgentClient, session: &SessionId, text: &str) -> SteerAnswer {
         match self {
             SteerMethod::SessionSteering => match client.steer_session(session, text).await {
                 Ok(SteeringOutcome::Injected) => SteerAnswer::Delivered,
@@ -60,7 +60,7 @@ impl SteerMethod {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             SteerMethod::SessionSteering => "_session/steering",
             SteerMethod::GooseRun => "goose",

@@ -33,7 +33,7 @@ pub(crate) struct TurnUsage {
 
 impl TurnUsage {
     /// Adds a later prompt of the same turn.
-    pub fn add(&mut self, later: TurnUsage) {
+    pub(super) fn add(&mut self, later: TurnUsage) {
         let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),

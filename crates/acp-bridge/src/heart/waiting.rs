@@ -49,7 +49,7 @@ pub(crate) enum Holdup {
 
 impl Holdup {
     /// A short name for logs and tests.
-    pub fn label(&self) -> &'static str {
+    pub(super) fn label(&self) -> &'static str {
         match self {
             Holdup::Capacity { .. } => "capacity",
             Holdup::TurnInFlight => "turn_in_flight",
@@ -59,7 +59,7 @@ impl Holdup {
     }
 
     /// What the author is told.
-    pub fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Holdup::Capacity {
                 ahead: 0,
@@ -120,7 +120,7 @@ pub(crate) struct Waiters {
 }
 
 impl Waiters {
-    pub fn new(after: Option<Duration>) -> Self {
+    pub(super) fn new(after: Option<Duration>) -> Self {
         Waiters {
             after,
             tracked: HashMap::new(),
@@ -133,7 +133,7 @@ impl Waiters {
 
     /// A mention entered its conversation's queue (first time or again
     /// after a failed attempt); the wait counts from its first time.
-    pub fn queued(&mut self, id: EventId, conversation: &ConversationKey, now: Instant) {
+    pub(super) fn queued(&mut self, id: EventId, conversation: &ConversationKey, now: Instant) {
         let Some(after) = self.after else { return };
         let tracked = self.tracked.entry(id).or_insert_with(|| Tracked {
             conversation: conversation.clone(),
@@ -149,7 +149,7 @@ impl Waiters {
 
     /// A mention we track came back to the queue for a retry; others (steers
     /// a turn gives back) are not tracked.
-    pub fn requeued(&mut self, id: EventId, now: Instant) {
+    pub(super) fn requeued(&mut self, id: EventId, now: Instant) {
         if let Some(conversation) = self.tracked.get(&id).map(|t| t.conversation.clone()) {
             self.queued(id, &conversation, now);
         }
@@ -157,7 +157,7 @@ impl Waiters {
 
     /// A turn took `batch` from the queue; they wait on until its agent is
     /// up ([`Waiters::agent_up`]).
-    pub fn leasing(&mut self, conversation: &ConversationKey, batch: &[Mention]) {
+    pub(super) fn leasing(&mut self, conversation: &ConversationKey, batch: &[Mention]) {
         if self.after.is_some() {
             self.leasing.insert(conversation.clone(), batch.to_vec());
         }
@@ -166,7 +166,7 @@ impl Waiters {
     /// `mention` joined the conversation's turn while its agent starts (it
     /// goes with the first prompt): it waits with that batch. Returns
     /// whether the turn is starting; a live turn's steers are not tracked.
-    pub fn joined_starting(&mut self, mention: &Mention, now: Instant) -> bool {
+    pub(super) fn joined_starting(&mut self, mention: &Mention, now: Instant) -> bool {
         let Some(batch) = self.leasing.get_mut(&mention.conversation) else {
             return false;
         };
@@ -177,7 +177,7 @@ impl Waiters {
 
     /// The agent of the conversation's turn is up (or could not be had):
     /// its batch waits no more.
-    pub fn agent_up(&mut self, conversation: &ConversationKey) {
+    pub(super) fn agent_up(&mut self, conversation: &ConversationKey) {
         if let Some(batch) = self.leasing.remove(conversation) {
             self.started(batch.iter().map(|mention| mention.event_id));
         }
@@ -185,7 +185,7 @@ impl Waiters {
 
     /// The conversation's turn ended: retried after `failure`, or not
     /// (`None`).
-    pub fn retrying(&mut self, conversation: &ConversationKey, failure: Option<String>) {
+    pub(super) fn retrying(&mut self, conversation: &ConversationKey, failure: Option<String>) {
         match failure {
             Some(failure) if self.after.is_some() => {
                 self.failures.insert(conversation.clone(), failure);
@@ -197,7 +197,11 @@ impl Waiters {
     }
 
     /// A mention of a turn whose agent is still starting, and why it waits.
-    pub fn starting(&self, conversation: &ConversationKey, id: &EventId) -> Option<(Holdup, &Mention)> {
+    pub(super) fn starting(
+        &self,
+        conversation: &ConversationKey,
+        id: &EventId,
+    ) -> Option<(Holdup, &Mention)> {
         let mention = self
             .leasing
             .get(conversation)?
@@ -221,7 +225,7 @@ impl Waiters {
     }
 
     /// Mentions are done (answered, given up, dropped): forgotten.
-    pub fn finished(&mut self, ids: impl IntoIterator<Item = EventId>) {
+    pub(super) fn finished(&mut self, ids: impl IntoIterator<Item = EventId>) {
         for id in ids {
             if let Some(tracked) = self.tracked.remove(&id) {
                 self.due
@@ -231,7 +235,7 @@ impl Waiters {
     }
 
     /// When the next mention is due a notice.
-    pub fn next_due(&self) -> Option<Instant> {
+    pub(super) fn next_due(&self) -> Option<Instant> {
         self.due.first().map(|(at, _)| *at)
     }
 
@@ -241,7 +245,7 @@ impl Waiters {
     /// starting and its queue behind that turn; every mention of a group
     /// counts as told by its one notice (they share a batch, and the
     /// reason), and the other group is told for itself when it is due.
-    pub fn take_due(&mut self, now: Instant) -> Vec<(ConversationKey, EventId)> {
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<(ConversationKey, EventId)> {
         let mut groups: HashMap<(ConversationKey, bool), EventId> = HashMap::new();
         while let Some(&(at, id)) = self.due.first() {
             if at > now {
@@ -273,7 +277,7 @@ impl Waiters {
     }
 
     /// Whether the global budget allows one more notice now.
-    pub fn admit(&mut self, now: Instant) -> bool {
+    pub(super) fn admit(&mut self, now: Instant) -> bool {
         self.budget.admit(&(), now) == Admission::Admitted
     }
 }

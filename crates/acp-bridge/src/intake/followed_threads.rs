@@ -64,7 +64,7 @@ pub(super) enum Renewal {
 impl FollowedThreads {
     /// After a (re)connection: `answered`, the most recently answered
     /// threads, all go into the bulk subscription; the roots to send in it.
-    pub fn reset(&mut self, answered: &[Answered]) -> Vec<EventId> {
+    pub(super) fn reset(&mut self, answered: &[Answered]) -> Vec<EventId> {
         let roots: Vec<EventId> = answered.iter().map(|(root, _)| *root).collect();
         self.bulk = roots.iter().copied().collect();
         self.recent.clear();
@@ -73,12 +73,12 @@ impl FollowedThreads {
     }
 
     /// Where the store should be read from for threads that may be new.
-    pub fn read_from(&self) -> i64 {
+    pub(super) fn read_from(&self) -> i64 {
         self.checked_at.saturating_sub(REREAD_SLACK_SECS)
     }
 
     /// Whether a recent subscription is open on the relay.
-    pub fn has_recent(&self) -> bool {
+    pub(super) fn has_recent(&self) -> bool {
         !self.recent.is_empty()
     }
 
@@ -89,7 +89,7 @@ impl FollowedThreads {
     /// folded (that would follow only the new threads), the recent
     /// subscription takes the new roots past its size, and the next new
     /// thread tries the fold again.
-    pub fn renew(
+    pub(super) fn renew(
         &mut self,
         lately: &[Answered],
         most_recent: impl FnOnce() -> Option<Vec<Answered>>,

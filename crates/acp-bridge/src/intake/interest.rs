@@ -27,7 +27,7 @@ pub(super) const GROUPS_SUBSCRIPTION_ID: &str = "acp-bridge-groups";
 
 /// What to subscribe to.
 #[derive(Debug, Clone)]
-pub struct Interest {
+pub(crate) struct Interest {
     pub bot: PublicKey,
     pub kinds: Vec<Kind>,
     /// Follow the threads the bot answered in (`--follow-threads involved`).
@@ -56,7 +56,7 @@ impl Interest {
     /// the mentions (public kinds tagging the bot), the DMs (gift wraps to
     /// it) and the served groups' chat, each by id, and each only when its
     /// kinds are read. `acp-bridge check` sends the same ones.
-    pub fn intake_subscriptions(&self, since: Timestamp) -> Vec<(SubscriptionId, Filter)> {
+    pub(crate) fn intake_subscriptions(&self, since: Timestamp) -> Vec<(SubscriptionId, Filter)> {
         let public = self.public_kinds();
         let mut subscriptions = Vec::new();
         if !public.is_empty() {

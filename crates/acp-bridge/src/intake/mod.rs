@@ -21,9 +21,9 @@
 
 mod admission;
 mod followed_threads;
-pub mod interest;
+pub(crate) mod interest;
 mod own_replies;
-pub mod relay_link;
+pub(crate) mod relay_link;
 mod subscriptions;
 mod untaken;
 
@@ -61,7 +61,7 @@ pub enum FollowThreads {
 }
 
 /// Events dated further ahead than this are refused (the SDK does not).
-pub const MAX_FUTURE_SKEW_SECS: u64 = 120;
+pub(crate) const MAX_FUTURE_SKEW_SECS: u64 = 120;
 /// Authors tracked by the rate limiter at most.
 const RATE_LIMIT_TRACKED_AUTHORS: usize = 10_000;
 /// Past `--max-queued`, this many overload notices in a burst, then one
@@ -100,7 +100,7 @@ pub enum Arrival {
 /// owns them and publishes each change; housekeeping reads the latest,
 /// since it may forget a seen event only once every relay would refuse it
 /// by its date.
-pub type SubscriptionFloors = HashMap<RelayUrl, Timestamp>;
+pub(crate) type SubscriptionFloors = HashMap<RelayUrl, Timestamp>;
 
 /// What the intake hands to the heart.
 #[derive(Debug)]

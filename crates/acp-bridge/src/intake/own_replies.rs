@@ -55,7 +55,7 @@ impl OwnReplies<'_> {
     /// Reads the replies and records what they say in `store` (see the
     /// module doc). A relay that does not answer costs the log line, and
     /// the daemon goes on with what its own store knows.
-    pub async fn learn(self, store: &Arc<Store>) {
+    pub(super) async fn learn(self, store: &Arc<Store>) {
         let filter = Filter::new().author(self.bot).kinds(self.kinds).limit(self.limit);
         let fetched = self
             .relay

@@ -61,7 +61,7 @@ use crate::store::Store;
 
 /// Subscriptions start this far before the watermark, for clock skew and
 /// delivery delay.
-pub const SINCE_SKEW: Duration = Duration::from_secs(300);
+pub(crate) const SINCE_SKEW: Duration = Duration::from_secs(300);
 /// Without a watermark (first start), only this much history is fetched.
 const FIRST_START_LOOKBACK: Duration = SINCE_SKEW;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -111,7 +111,7 @@ const MAX_OWN_REPLIES_READ: usize = 2 * MAX_FOLLOWED_THREADS;
 
 /// Keeps one relay connected and subscribed.
 #[derive(Debug)]
-pub struct RelayLink {
+pub(crate) struct RelayLink {
     relay: Relay,
     url: RelayUrl,
     interest: Interest,
@@ -132,7 +132,7 @@ pub struct RelayLink {
 }
 
 impl RelayLink {
-    pub fn new(
+    pub(crate) fn new(
         relay: Relay,
         interest: Interest,
         store: Arc<Store>,
@@ -158,7 +158,7 @@ impl RelayLink {
     }
 
     /// Runs until `stop` is cancelled.
-    pub async fn run(mut self, stop: CancellationToken) {
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
         let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
         while !stop.is_cancelled() {
             // Subscribe to notifications before connecting: nothing between
@@ -516,7 +516,7 @@ impl RelayLink {
 /// below `seen_horizon`: seen entries of events dated before it may be
 /// pruned, and re-reading them would answer them twice. Housekeeping reads
 /// the same reach when it decides what to prune, so that the two agree.
-pub fn subscription_since(
+pub(crate) fn subscription_since(
     watermark: Option<i64>,
     oldest_untaken: Option<Timestamp>,
     seen_horizon: Option<i64>,
@@ -538,7 +538,7 @@ pub fn subscription_since(
 /// later. A wrap dated back at random (NIP-59) thus holds a watermark or
 /// asks for a refetch where its rumor's date would, not two days below it:
 /// a stranger's DM cannot make the link re-read two days of mentions.
-pub fn refetch_since(event: &Event) -> Timestamp {
+pub(crate) fn refetch_since(event: &Event) -> Timestamp {
     if event.kind == Kind::GiftWrap {
         event.created_at + GIFT_WRAP_BACKDATE
     } else {

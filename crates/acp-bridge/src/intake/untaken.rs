@@ -45,19 +45,19 @@ pub const DEFAULT_MAX_PARKED_BYTES: usize = 16 * 1024 * 1024;
 
 /// A relay link's end: the date to fetch from again, when it should
 /// (`None`: nothing is untaken). A new value is a new request.
-pub type RefetchFrom = watch::Receiver<Option<Timestamp>>;
+pub(super) type RefetchFrom = watch::Receiver<Option<Timestamp>>;
 
 /// Per relay, the untaken events by id with their dates, and the channel
 /// that asks the link to fetch them again.
 #[derive(Debug, Default)]
-pub struct Untaken {
+pub(super) struct Untaken {
     held: HashMap<RelayUrl, HashMap<EventId, Timestamp>>,
     refetch: HashMap<RelayUrl, watch::Sender<Option<Timestamp>>>,
 }
 
 impl Untaken {
     /// The receiver the link of `relay` watches.
-    pub fn link(&mut self, relay: RelayUrl) -> RefetchFrom {
+    pub(super) fn link(&mut self, relay: RelayUrl) -> RefetchFrom {
         self.refetch
             .entry(relay)
             .or_insert_with(|| watch::Sender::new(None))
@@ -69,7 +69,13 @@ impl Untaken {
     /// `relay_link::refetch_since`). With `fetch_again`, the link is asked
     /// to fetch it (and everything after it) once more; without, it waits
     /// in memory elsewhere.
-    pub fn hold(&mut self, relay: &RelayUrl, event: EventId, refetch_from: Timestamp, fetch_again: bool) {
+    pub(super) fn hold(
+        &mut self,
+        relay: &RelayUrl,
+        event: EventId,
+        refetch_from: Timestamp,
+        fetch_again: bool,
+    ) {
         self.held
             .entry(relay.clone())
             .or_default()
@@ -84,7 +90,7 @@ impl Untaken {
     }
 
     /// `event` was taken (from whichever relay): it holds nothing back.
-    pub fn release(&mut self, event: &EventId) {
+    pub(super) fn release(&mut self, event: &EventId) {
         for (relay, held) in &mut self.held {
             if held.remove(event).is_some()
                 && held.is_empty()
@@ -97,18 +103,18 @@ impl Untaken {
 
     /// The date the watermark of `relay` may move to, given that the link
     /// has delivered everything up to `at`.
-    pub fn watermark(&self, relay: &RelayUrl, at: Timestamp) -> Timestamp {
+    pub(super) fn watermark(&self, relay: &RelayUrl, at: Timestamp) -> Timestamp {
         self.oldest(relay).map_or(at, |oldest| oldest.min(at))
     }
 
     /// Untaken events in all, for logs.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.held.values().map(HashMap::len).sum()
     }
 
     /// Where the link of `relay` is to fetch from again, if anything is
     /// untaken there.
-    pub fn oldest(&self, relay: &RelayUrl) -> Option<Timestamp> {
+    pub(super) fn oldest(&self, relay: &RelayUrl) -> Option<Timestamp> {
         self.held.get(relay)?.values().min().copied()
     }
 }
@@ -118,7 +124,7 @@ impl Untaken {
 /// [`held_bytes`] counts them), overall and per author: past a bound an
 /// event is left to its relay to deliver again (see [`Untaken::hold`]).
 #[derive(Debug)]
-pub struct Parked {
+pub(super) struct Parked {
     by_author: HashMap<PublicKey, Waiting>,
     count: usize,
     bytes: usize,
@@ -134,7 +140,7 @@ struct Waiting {
 
 /// Whether an event was parked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parking {
+pub(super) enum Parking {
     /// Parked now, or already (delivered twice: kept once).
     Parked,
     /// No room by count, overall or for its author.
@@ -144,7 +150,7 @@ pub enum Parking {
 }
 
 impl Parking {
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Parking::Parked => "parked",
             Parking::Full => "full",
@@ -156,7 +162,7 @@ impl Parking {
 impl Parked {
     /// Parks at most `max_bytes` in all (`--max-parked-bytes`), and a
     /// sixteenth of it per author.
-    pub fn new(max_bytes: usize) -> Self {
+    pub(super) fn new(max_bytes: usize) -> Self {
         Parked {
             by_author: HashMap::new(),
             count: 0,
@@ -166,7 +172,7 @@ impl Parked {
     }
 
     /// Keeps `event` until `author` is looked up, if there is room.
-    pub fn park(&mut self, author: PublicKey, relay: &RelayUrl, event: &Event) -> Parking {
+    pub(super) fn park(&mut self, author: PublicKey, relay: &RelayUrl, event: &Event) -> Parking {
         let size = held_bytes(event);
         let waiting = self.by_author.entry(author).or_default();
         if waiting.events.iter().any(|(_, parked)| parked.id == event.id) {
@@ -193,7 +199,7 @@ impl Parked {
     }
 
     /// The events that waited for `author`, in arrival order.
-    pub fn unpark(&mut self, author: &PublicKey) -> Vec<(RelayUrl, Box<Event>)> {
+    pub(super) fn unpark(&mut self, author: &PublicKey) -> Vec<(RelayUrl, Box<Event>)> {
         let waiting = self.by_author.remove(author).unwrap_or_default();
         self.count -= waiting.events.len();
         self.bytes -= waiting.bytes;
@@ -202,7 +208,7 @@ impl Parked {
     }
 
     /// Events and bytes parked now, and of them `author`'s bytes (for logs).
-    pub fn held(&self, author: &PublicKey) -> (usize, usize, usize) {
+    pub(super) fn held(&self, author: &PublicKey) -> (usize, usize, usize) {
         let author_bytes = self.by_author.get(author).map_or(0, |waiting| waiting.bytes);
         (self.count, self.bytes, author_bytes)
     }
@@ -212,7 +218,7 @@ impl Parked {
 /// content, its tag values twice (a tag the intake has read keeps a parsed
 /// copy beside its strings), and the fixed size of the event and of each
 /// tag and value. An estimate on the high side, cheap to compute.
-pub fn held_bytes(event: &Event) -> usize {
+pub(super) fn held_bytes(event: &Event) -> usize {
     let tags: usize = event
         .tags
         .iter()

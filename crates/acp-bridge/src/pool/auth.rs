@@ -35,7 +35,7 @@ pub(crate) enum AuthChoice {
 }
 
 impl AuthPolicy {
-    pub fn new(settings: &AgentSettings) -> Self {
+    pub(crate) fn new(settings: &AgentSettings) -> Self {
         AuthPolicy {
             method: settings.auth_method.clone(),
             env: settings
@@ -47,7 +47,7 @@ impl AuthPolicy {
         }
     }
 
-    pub fn choose(&self, info: &AgentInfo) -> AuthChoice {
+    pub(crate) fn choose(&self, info: &AgentInfo) -> AuthChoice {
         if let Some(method) = &self.method {
             let offered = info.auth_methods.is_empty() || info.auth_methods.iter().any(|m| &m.id == method);
             return if offered {

@@ -69,7 +69,7 @@ pub struct AgentSettings {
 
 /// Why no agent could be leased.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PoolError {
+pub(crate) enum PoolError {
     #[error("the agent could not be started: {0}")]
     Spawn(String),
     #[error("the agent failed to start up: {0}")]
@@ -96,7 +96,7 @@ pub enum PoolError {
 impl PoolError {
     /// A misconfiguration (a missing binary, a refused `initialize`,
     /// authentication): trying again cannot help until the operator acts.
-    pub fn is_configuration(&self) -> bool {
+    pub(crate) fn is_configuration(&self) -> bool {
         matches!(
             self,
             PoolError::Spawn(_) | PoolError::Refused(_) | PoolError::Auth(_)
@@ -104,14 +104,14 @@ impl PoolError {
     }
 
     /// Worth another attempt later: the next may land on a healthy agent.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(self, PoolError::Initialize(_) | PoolError::Session(_))
     }
 }
 
 /// An agent and a session, leased for one turn.
 #[derive(Debug, Clone)]
-pub struct Lease {
+pub(crate) struct Lease {
     pub client: AgentClient,
     pub session: SessionId,
     slot: usize,
@@ -120,7 +120,7 @@ pub struct Lease {
 
 /// What the pool looks like now, for `!status` and `/healthz`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PoolStatus {
+pub(crate) struct PoolStatus {
     /// Agents initialized and not yet exited.
     pub alive: usize,
     /// The breaker refuses to start agents.
@@ -132,7 +132,7 @@ pub struct PoolStatus {
 /// A handle to the pool; cheap to clone. Requests go over an unbounded
 /// channel, so no call waits to be heard.
 #[derive(Debug, Clone)]
-pub struct Pool {
+pub(crate) struct Pool {
     requests: mpsc::UnboundedSender<Request>,
     status: watch::Receiver<PoolStatus>,
     /// How leases open their conversation's session.
@@ -142,7 +142,7 @@ pub struct Pool {
 impl Pool {
     /// Starts the pool's actor on the current runtime; conversations'
     /// sessions are kept in `store`.
-    pub fn start(settings: AgentSettings, client_config: ClientConfig, store: Arc<Store>) -> Pool {
+    pub(crate) fn start(settings: AgentSettings, client_config: ClientConfig, store: Arc<Store>) -> Pool {
         let processes = settings.processes as usize;
         let agent = std::iter::once(settings.command.as_str())
             .chain(settings.args.iter().map(String::as_str))
@@ -185,7 +185,7 @@ impl Pool {
     /// An agent and the conversation's session, starting either as needed.
     /// Waits only for this lease's own slot: its agent's start, then
     /// `session/new` on this task.
-    pub async fn lease(&self, conversation: &ConversationKey) -> Result<Lease, PoolError> {
+    pub(crate) async fn lease(&self, conversation: &ConversationKey) -> Result<Lease, PoolError> {
         let (reply, granted) = oneshot::channel();
         let request = Request::Lease {
             conversation: conversation.clone(),
@@ -224,7 +224,7 @@ impl Pool {
     }
 
     /// Ends a lease.
-    pub fn release(&self, lease: &Lease) {
+    pub(crate) fn release(&self, lease: &Lease) {
         let _ = self.requests.send(Request::Release {
             slot: lease.slot,
             generation: lease.generation,
@@ -234,7 +234,7 @@ impl Pool {
     /// Kills a leased agent that stopped honouring the protocol (ignored a
     /// cancel), now; the next lease starts a fresh one. The lease is still
     /// to be released.
-    pub fn discard(&self, lease: &Lease) {
+    pub(crate) fn discard(&self, lease: &Lease) {
         tracing::warn!(agent = lease.client.name(), "discarding an unresponsive agent");
         lease.client.kill();
         let _ = self.requests.send(Request::Discard {
@@ -245,7 +245,7 @@ impl Pool {
 
     /// Forgets the conversation's session (and closes it on the agent when
     /// the agent offers that): its next turn opens a fresh one.
-    pub fn rotate(&self, conversation: &ConversationKey) {
+    pub(crate) fn rotate(&self, conversation: &ConversationKey) {
         self.sessions.forget(conversation);
         let _ = self.requests.send(Request::Rotate {
             conversation: conversation.clone(),
@@ -253,18 +253,18 @@ impl Pool {
     }
 
     /// The pool as the actor last published it; never waits for the actor.
-    pub fn status(&self) -> PoolStatus {
+    pub(crate) fn status(&self) -> PoolStatus {
         self.status.borrow().clone()
     }
 
     /// Whether the circuit breaker currently refuses to start agents.
-    pub fn circuit_open(&self) -> bool {
+    pub(crate) fn circuit_open(&self) -> bool {
         self.status.borrow().circuit_open
     }
 
     /// Kills every agent, those still starting too, and ends the actor;
     /// leases still waiting fail with [`PoolError::ShutDown`].
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let (done, finished) = oneshot::channel();
         if self.requests.send(Request::Shutdown { done }).is_ok() {
             let _ = finished.await;

@@ -80,7 +80,7 @@ pub(super) fn track(store: &Arc<Store>, client: &AgentClient) {
 
 /// Ends the agent process groups a previous run left, and forgets every
 /// recorded group. Call at start-up, before any agent starts.
-pub async fn sweep(store: &Store) {
+pub(crate) async fn sweep(store: &Store) {
     let groups = match store.agent_groups() {
         Ok(groups) => groups,
         Err(error) => {

@@ -34,7 +34,7 @@ pub(super) struct SessionBook {
 }
 
 impl SessionBook {
-    pub fn new(store: Arc<Store>, agent: String, cwd: &Path, auth: AuthPolicy) -> Self {
+    pub(super) fn new(store: Arc<Store>, agent: String, cwd: &Path, auth: AuthPolicy) -> Self {
         SessionBook {
             store,
             agent,
@@ -45,7 +45,7 @@ impl SessionBook {
 
     /// The conversation's session on `client`'s agent: reopened if the
     /// agent can and still knows it, else new (and kept).
-    pub async fn open(
+    pub(super) async fn open(
         &self,
         client: &AgentClient,
         conversation: &ConversationKey,
@@ -68,7 +68,7 @@ impl SessionBook {
     }
 
     /// The conversation's next turn starts a fresh session.
-    pub fn forget(&self, conversation: &ConversationKey) {
+    pub(super) fn forget(&self, conversation: &ConversationKey) {
         if let Err(error) = self.store.session_forget(conversation.as_str()) {
             tracing::warn!(%conversation, %error, "cannot forget the session id");
         }

@@ -22,7 +22,7 @@
 //! [`series`]): the first part threads as above, each next one replies to
 //! the part before it.
 
-pub mod publisher;
+pub(crate) mod publisher;
 mod series;
 
 use std::collections::BTreeSet;

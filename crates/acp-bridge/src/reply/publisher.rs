@@ -42,11 +42,11 @@ use crate::telemetry::metrics;
 
 /// Replies being published at once; a newer one starts while older ones
 /// wait for a slow relay, up to this many.
-pub const MAX_PUBLISHES_IN_FLIGHT: usize = 16;
+pub(crate) const MAX_PUBLISHES_IN_FLIGHT: usize = 16;
 /// Reactions being published at once.
 const MAX_REACTIONS_IN_FLIGHT: usize = 8;
 /// Reactions waiting to be published; past this the oldest is dropped.
-pub const REACTION_QUEUE_CAPACITY: usize = 256;
+pub(crate) const REACTION_QUEUE_CAPACITY: usize = 256;
 /// Re-check the outbox this often even without a wake-up (a relay that
 /// came back, an entry that failed before).
 const OUTBOX_POLL_INTERVAL: Duration = Duration::from_secs(5);
@@ -104,7 +104,7 @@ impl Outlet {
 }
 
 #[derive(Debug, Clone)]
-pub struct Publisher {
+pub(crate) struct Publisher {
     client: Client,
     store: Arc<Store>,
     outlet: Outlet,
@@ -114,7 +114,7 @@ pub struct Publisher {
 impl Publisher {
     /// Publishes through `client` (the listening one) to the bot's relays,
     /// and through `routes` to the readers' relays.
-    pub fn new(client: Client, store: Arc<Store>, outlet: Outlet, routes: Routes) -> Self {
+    pub(crate) fn new(client: Client, store: Arc<Store>, outlet: Outlet, routes: Routes) -> Self {
         Publisher {
             client,
             store,
@@ -125,13 +125,13 @@ impl Publisher {
 
     /// Closes the connections to other people's relays (at shutdown, after
     /// the last flush).
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.routes.outbound.shutdown().await;
     }
 
     /// Runs until `stop` is cancelled. Publishes still in flight then are
     /// abandoned (their entries stay due) for [`Publisher::flush`].
-    pub async fn run(&self, stop: CancellationToken) {
+    pub(crate) async fn run(&self, stop: CancellationToken) {
         let mut replies: JoinSet<Option<String>> = JoinSet::new();
         let mut in_flight: HashMap<Id, String> = HashMap::new();
         let mut reactions: JoinSet<()> = JoinSet::new();
@@ -163,7 +163,7 @@ impl Publisher {
 
     /// Publishes every entry not yet sent or refused once, due or not, a
     /// few at a time. Returns true when none is left to publish.
-    pub async fn flush(&self) -> bool {
+    pub(crate) async fn flush(&self) -> bool {
         let entries = match self.store.outbox_due(i64::MAX) {
             Ok(entries) => entries,
             Err(error) => {
@@ -402,7 +402,7 @@ impl Publisher {
 
 /// `!status`'s words for the replies relays refused, empty when none was;
 /// the last relay's reason only `with_reason` (the owner's DM).
-pub fn refusals_text(store: &Store, with_reason: bool) -> String {
+pub(crate) fn refusals_text(store: &Store, with_reason: bool) -> String {
     match store.outbox_refusals() {
         Ok(refusals) if refusals.count > 0 => {
             let reason = match (with_reason, refusals.last_reason.as_deref()) {

@@ -24,14 +24,14 @@
 
 /// The most one part's text takes in JSON (escaped, without the quotes),
 /// its label included.
-pub const MAX_PART_JSON_BYTES: usize = 24 * 1024;
+pub(super) const MAX_PART_JSON_BYTES: usize = 24 * 1024;
 
 /// Room kept in every part for its label: `(k/n) ` with k and n of up to
 /// ten digits each.
 const LABEL_ROOM_BYTES: usize = 24;
 
 /// `text` as the contents of the events that carry it, in order.
-pub fn split(text: &str) -> Vec<String> {
+pub(super) fn split(text: &str) -> Vec<String> {
     let chunks = chunks(text, MAX_PART_JSON_BYTES - LABEL_ROOM_BYTES);
     let total = chunks.len();
     if total == 1 {
@@ -50,7 +50,7 @@ const CUT_MARKER: &str = "\n[cut: too long for one message]";
 /// `text` as the content of one event (a question must be one event, as
 /// answers reply to it): as it is when it fits, else its first part, cut
 /// where a part of a series would be, with a line saying so.
-pub fn cut(text: &str) -> String {
+pub(super) fn cut(text: &str) -> String {
     let budget = MAX_PART_JSON_BYTES - CUT_MARKER.len() - 2;
     let first = chunks(text, budget)[0];
     if first.len() == text.len() {

@@ -35,21 +35,21 @@ use nostr_sdk::prelude::{Event, Kind, PublicKey, RelayUrl, TagKind};
 mod outbound_relays;
 mod relay_directory;
 
-pub use outbound_relays::OutboundRelays;
-pub use relay_directory::RelayDirectory;
+pub(crate) use outbound_relays::OutboundRelays;
+pub(crate) use relay_directory::RelayDirectory;
 use relay_directory::RelayLists;
 
 /// Attempts at each extra destination within one publish.
-pub const EXTRA_ATTEMPTS: u32 = 3;
+pub(crate) const EXTRA_ATTEMPTS: u32 = 3;
 /// Pause between two attempts at an extra destination.
-pub const EXTRA_RETRY_DELAY: Duration = Duration::from_secs(2);
+pub(crate) const EXTRA_RETRY_DELAY: Duration = Duration::from_secs(2);
 /// Extra destinations of one event at most, whatever the number of people
 /// it tags.
-pub const MAX_EXTRA_RELAYS: usize = 8;
+pub(crate) const MAX_EXTRA_RELAYS: usize = 8;
 
 /// Where an event must be accepted for its outbox entry to count as sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Primary {
+pub(crate) enum Primary {
     /// As before routing: the relay the entry names (its mention's), or
     /// every relay of the bot when it names none.
     Origin(Option<RelayUrl>),
@@ -73,7 +73,7 @@ impl std::fmt::Display for Primary {
 
 /// Where one event goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
+pub(crate) struct Route {
     pub primary: Primary,
     /// Best effort, besides the primary.
     pub extras: Vec<RelayUrl>,
@@ -82,7 +82,7 @@ pub struct Route {
 /// What routing needs: the directory of people's lists, the connections to
 /// their relays, and the bot's own inbox.
 #[derive(Debug)]
-pub struct Routes {
+pub(crate) struct Routes {
     pub directory: RelayDirectory,
     pub outbound: Arc<OutboundRelays>,
     pub bot: PublicKey,
@@ -91,7 +91,7 @@ pub struct Routes {
 
 /// The relays of the bot's own that are not its `--relay` list.
 #[derive(Debug, Clone, Default)]
-pub struct BotRelays {
+pub(crate) struct BotRelays {
     /// `--dm-relays`, or the bot's relays: its DM inbox.
     pub dm: Vec<RelayUrl>,
     /// `--directory-relays`: where its profile and lists go besides its
@@ -101,7 +101,7 @@ pub struct BotRelays {
 
 impl Routes {
     /// The route of `event`, stored for `origin` (`None`: every relay).
-    pub async fn route(&self, event: &Event, origin: Option<RelayUrl>) -> Route {
+    pub(crate) async fn route(&self, event: &Event, origin: Option<RelayUrl>) -> Route {
         let lookups = readers(event, self.bot)
             .into_iter()
             .map(|person| async move { (person, self.directory.lists(person).await) });

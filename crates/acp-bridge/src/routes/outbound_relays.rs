@@ -28,9 +28,9 @@ use crate::signer::BotSigner;
 use crate::transport::NoDelayTransport;
 
 /// Connections to other people's relays open at once.
-pub const MAX_OUTBOUND_RELAYS: usize = 32;
+pub(super) const MAX_OUTBOUND_RELAYS: usize = 32;
 /// A connection unused this long is closed.
-pub const OUTBOUND_RELAY_IDLE: Duration = Duration::from_secs(5 * 60);
+pub(super) const OUTBOUND_RELAY_IDLE: Duration = Duration::from_secs(5 * 60);
 /// How long opening a connection may take before the attempt counts as
 /// failed (and the message is retried).
 const OUTBOUND_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,7 +38,7 @@ const OUTBOUND_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Which connections are open and when each was last used. No I/O: it
 /// says what to open and close, [`OutboundRelays`] does it.
 #[derive(Debug)]
-pub struct PoolBook {
+pub(super) struct PoolBook {
     capacity: usize,
     idle_after: Duration,
     last_used: HashMap<RelayUrl, Instant>,
@@ -46,7 +46,7 @@ pub struct PoolBook {
 
 /// What using a relay takes.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Use {
+pub(super) struct Use {
     /// Not open yet: open it.
     pub open: bool,
     /// Close this one first to stay within the bound.
@@ -54,7 +54,7 @@ pub struct Use {
 }
 
 impl PoolBook {
-    pub fn new(capacity: usize, idle_after: Duration) -> Self {
+    pub(super) fn new(capacity: usize, idle_after: Duration) -> Self {
         PoolBook {
             capacity,
             idle_after,
@@ -63,7 +63,7 @@ impl PoolBook {
     }
 
     /// Records a use of `url` at `now`.
-    pub fn use_relay(&mut self, url: &RelayUrl, now: Instant) -> Use {
+    pub(super) fn use_relay(&mut self, url: &RelayUrl, now: Instant) -> Use {
         if let Some(last) = self.last_used.get_mut(url) {
             *last = now;
             return Use {
@@ -87,7 +87,7 @@ impl PoolBook {
     }
 
     /// Forgets the connections idle at `now` and returns them, to close.
-    pub fn take_idle(&mut self, now: Instant) -> Vec<RelayUrl> {
+    pub(super) fn take_idle(&mut self, now: Instant) -> Vec<RelayUrl> {
         let idle: Vec<RelayUrl> = self
             .last_used
             .iter()
@@ -101,32 +101,32 @@ impl PoolBook {
     }
 
     /// Forgets `url` (it could not be opened).
-    pub fn forget(&mut self, url: &RelayUrl) {
+    pub(super) fn forget(&mut self, url: &RelayUrl) {
         self.last_used.remove(url);
     }
 
     #[cfg(test)]
-    pub fn open(&self) -> usize {
+    pub(super) fn open(&self) -> usize {
         self.last_used.len()
     }
 }
 
 /// The pooled connections to other people's relays.
 #[derive(Debug)]
-pub struct OutboundRelays {
+pub(crate) struct OutboundRelays {
     client: Client,
     book: Mutex<PoolBook>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum OutboundError {
+pub(crate) enum OutboundError {
     #[error(transparent)]
     Client(#[from] nostr_sdk::client::Error),
 }
 
 impl OutboundRelays {
     /// Within [`MAX_OUTBOUND_RELAYS`] and [`OUTBOUND_RELAY_IDLE`].
-    pub fn new(signer: BotSigner) -> Self {
+    pub(crate) fn new(signer: BotSigner) -> Self {
         Self::with_bounds(signer, MAX_OUTBOUND_RELAYS, OUTBOUND_RELAY_IDLE)
     }
 
@@ -145,7 +145,7 @@ impl OutboundRelays {
     /// Sends `event` to `urls`, opening (or reusing) a connection to each.
     /// A relay that cannot be reached shows in the output's failures, like
     /// one that refused.
-    pub async fn send_event_to(
+    pub(crate) async fn send_event_to(
         &self,
         urls: &[RelayUrl],
         event: &Event,
@@ -175,7 +175,7 @@ impl OutboundRelays {
 
     /// The events matching `filter` on those of `urls` that can be reached,
     /// within `timeout`; fails when none can.
-    pub async fn fetch_from(
+    pub(crate) async fn fetch_from(
         &self,
         urls: &[RelayUrl],
         filter: Filter,
@@ -224,7 +224,7 @@ impl OutboundRelays {
     }
 
     /// Closes the connections unused for [`OUTBOUND_RELAY_IDLE`].
-    pub async fn close_idle(&self) {
+    pub(crate) async fn close_idle(&self) {
         let idle = self.book().take_idle(Instant::now());
         for url in idle {
             tracing::debug!(relay = %url, "closing an idle connection to another's relay");
@@ -239,7 +239,7 @@ impl OutboundRelays {
     }
 
     /// Closes every connection (at shutdown).
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.client.shutdown().await;
     }
 

@@ -23,21 +23,21 @@ use super::outbound_relays::OutboundRelays;
 use crate::telemetry::metrics;
 
 /// How long a lookup waits for the bot's relays to answer.
-pub const LIST_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const LIST_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// People whose lists are remembered at once.
-pub const MAX_DIRECTORY_ENTRIES: usize = 1024;
+pub(super) const MAX_DIRECTORY_ENTRIES: usize = 1024;
 /// How long found lists are trusted before they are looked up again.
-pub const LISTS_TTL: Duration = Duration::from_secs(30 * 60);
+pub(super) const LISTS_TTL: Duration = Duration::from_secs(30 * 60);
 /// How long "this person lists no relays" is trusted: shorter, so someone
 /// who just published a list is soon found.
-pub const NO_LISTS_TTL: Duration = Duration::from_secs(5 * 60);
+pub(super) const NO_LISTS_TTL: Duration = Duration::from_secs(5 * 60);
 /// Relays taken from one list at most: NIP-17 and NIP-65 ask for short
 /// lists, and a long one must not fan a message out without end.
-pub const MAX_RELAYS_PER_LIST: usize = 5;
+pub(super) const MAX_RELAYS_PER_LIST: usize = 5;
 
 /// The relays a person reads on, as their newest lists name them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RelayLists {
+pub(crate) struct RelayLists {
     /// Kind 10050: where DMs to them go (NIP-17).
     pub dm_inbox: Vec<RelayUrl>,
     /// Kind 10002 `read` (or unmarked) relays: where replies to them go
@@ -48,7 +48,7 @@ pub struct RelayLists {
 impl RelayLists {
     /// `events` (any mix of kinds 10050 and 10002 by one author) read
     /// newest first per kind.
-    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> RelayLists {
+    pub(crate) fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> RelayLists {
         let mut inbox: Option<&Event> = None;
         let mut relay_list: Option<&Event> = None;
         for event in events {
@@ -100,7 +100,7 @@ fn bounded(urls: Vec<RelayUrl>) -> Vec<RelayUrl> {
 /// The bounded, expiring memory of people's lists. No I/O, no clock of its
 /// own (`now` comes in), so its bound and lifetimes are tested on their own.
 #[derive(Debug)]
-pub struct ListCache {
+pub(super) struct ListCache {
     capacity: usize,
     entries: HashMap<PublicKey, Cached>,
 }
@@ -112,7 +112,7 @@ struct Cached {
 }
 
 impl ListCache {
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         ListCache {
             capacity,
             entries: HashMap::new(),
@@ -120,7 +120,7 @@ impl ListCache {
     }
 
     /// The lists of `person` if known and not expired at `now`.
-    pub fn get(&mut self, person: &PublicKey, now: Instant) -> Option<RelayLists> {
+    pub(super) fn get(&mut self, person: &PublicKey, now: Instant) -> Option<RelayLists> {
         match self.entries.get(person) {
             Some(cached) if cached.expires > now => Some(cached.lists.clone()),
             Some(_) => {
@@ -134,7 +134,7 @@ impl ListCache {
     /// Remembers `lists` for `person` from `now`: [`LISTS_TTL`], or
     /// [`NO_LISTS_TTL`] when they are empty. When full, the expired entries
     /// go, and if none had expired, the one closest to expiring.
-    pub fn put(&mut self, person: PublicKey, lists: RelayLists, now: Instant) {
+    pub(super) fn put(&mut self, person: PublicKey, lists: RelayLists, now: Instant) {
         let ttl = if lists.is_empty() { NO_LISTS_TTL } else { LISTS_TTL };
         if !self.entries.contains_key(&person) && self.entries.len() >= self.capacity {
             self.entries.retain(|_, cached| cached.expires > now);
@@ -158,7 +158,7 @@ impl ListCache {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 }
@@ -167,7 +167,7 @@ impl ListCache {
 /// and on the directory relays (through the outbound connections, which
 /// keep them out of the listening client), through the cache.
 #[derive(Debug)]
-pub struct RelayDirectory {
+pub(crate) struct RelayDirectory {
     client: Client,
     directory: Vec<RelayUrl>,
     outbound: Arc<OutboundRelays>,
@@ -175,7 +175,7 @@ pub struct RelayDirectory {
 }
 
 impl RelayDirectory {
-    pub fn new(client: Client, directory: Vec<RelayUrl>, outbound: Arc<OutboundRelays>) -> Self {
+    pub(crate) fn new(client: Client, directory: Vec<RelayUrl>, outbound: Arc<OutboundRelays>) -> Self {
         RelayDirectory {
             client,
             directory,
@@ -212,7 +212,7 @@ impl RelayDirectory {
     /// The lists of `person`: cached, or looked up within
     /// [`LIST_LOOKUP_TIMEOUT`]. A lookup that fails answers "no lists" (the
     /// bot's own relays) and is not cached, so the next message tries again.
-    pub async fn lists(&self, person: PublicKey) -> RelayLists {
+    pub(crate) async fn lists(&self, person: PublicKey) -> RelayLists {
         if let Some(lists) = self.cache().get(&person, Instant::now()) {
             return lists;
         }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use nostr_sdk::prelude::Keys;
 
 /// The file in the state dir that holds the app's channel key (hex).
-pub const APP_KEY_FILE: &str = "nip46-app.key";
+pub(super) const APP_KEY_FILE: &str = "nip46-app.key";
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppKeyError {
@@ -23,7 +23,7 @@ pub enum AppKeyError {
 }
 
 /// The app keys kept in `state_dir`, created on first use.
-pub fn load_or_create(state_dir: &Path) -> Result<Keys, AppKeyError> {
+pub(super) fn load_or_create(state_dir: &Path) -> Result<Keys, AppKeyError> {
     let path = state_dir.join(APP_KEY_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => {

@@ -34,8 +34,8 @@ use nostr_sdk::prelude::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use app_keys::AppKeyError;
-pub use source::{BunkerUri, SignerSource};
+pub(crate) use app_keys::AppKeyError;
+pub(crate) use source::{BunkerUri, SignerSource};
 
 use crate::backoff::Backoff;
 use crate::telemetry::metrics;
@@ -46,7 +46,7 @@ const SIGNER_RETRY_MIN: Duration = Duration::from_secs(1);
 const SIGNER_RETRY_MAX: Duration = Duration::from_secs(60);
 /// Default bound on one request's round trip to a remote signer
 /// (`--signer-timeout`).
-pub const DEFAULT_SIGNER_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_SIGNER_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SignerOpenError {

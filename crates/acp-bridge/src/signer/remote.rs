@@ -21,7 +21,7 @@ const UNREACHABLE_TEXTS: [&str; 4] = ["relay", "not connected", "no relays", "sh
 
 /// The remote signer for `uri`, not connected yet (the first request
 /// connects it). `request_timeout` bounds each request's round trip.
-pub fn connect(
+pub(super) fn connect(
     uri: &BunkerUri,
     state_dir: &Path,
     request_timeout: Duration,
@@ -52,7 +52,7 @@ impl AuthUrlHandler for LogApprovalUrl {
 /// True when `error` means the signer could not be reached or did not
 /// answer in time; false when it answered and refused (a bad payload, a
 /// request it does not approve): trying again would not help.
-pub fn is_outage(error: &SignerError) -> bool {
+pub(super) fn is_outage(error: &SignerError) -> bool {
     let text = error.to_string().to_lowercase();
     text == TIMEOUT_TEXT
         || UNREACHABLE_TEXTS

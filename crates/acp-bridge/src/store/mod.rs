@@ -54,8 +54,8 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub use agent_groups::AgentGroup;
-pub use sessions::SessionUsage;
+pub(crate) use agent_groups::AgentGroup;
+pub(crate) use sessions::SessionUsage;
 
 /// File name of the database inside the state dir.
 const DB_FILE_NAME: &str = "acp-bridge.sqlite3";
@@ -96,17 +96,17 @@ pub enum StoreError {
 }
 
 /// Result of every store operation.
-pub type Result<T> = std::result::Result<T, StoreError>;
+pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 
 /// Unix seconds as the store keeps them (SQLite INTEGER): a `u64` past
 /// `i64::MAX` saturates instead of wrapping into the past.
-pub fn sql_seconds(seconds: u64) -> i64 {
+pub(crate) fn sql_seconds(seconds: u64) -> i64 {
     i64::try_from(seconds).unwrap_or(i64::MAX)
 }
 
 /// The current time in the store's unit, for callers to pass in: the
 /// store's methods read no clock, so its tests choose the time.
-pub fn sql_now() -> i64 {
+pub(crate) fn sql_now() -> i64 {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

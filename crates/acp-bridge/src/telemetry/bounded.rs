@@ -17,7 +17,7 @@ use tracing::Metadata;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// A record of the nostr crates is at most this long, its newline included.
-pub const MAX_SDK_RECORD_BYTES: usize = 2048;
+pub(super) const MAX_SDK_RECORD_BYTES: usize = 2048;
 /// Each string of a cut JSON record keeps at most this many bytes.
 const KEPT_FIELD_BYTES: usize = 256;
 /// Fields a cut JSON record keeps when keeping every field is still too long.
@@ -27,7 +27,7 @@ const SDK_TARGET_PREFIX: &str = "nostr";
 
 /// Makes writers of `M` that bound the records of the nostr crates.
 #[derive(Debug, Clone)]
-pub struct BoundSdkRecords<M>(pub M);
+pub(super) struct BoundSdkRecords<M>(pub M);
 
 impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for BoundSdkRecords<M> {
     type Writer = RecordWriter<M::Writer>;
@@ -51,7 +51,7 @@ impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for BoundSdkRecords<M> {
 
 /// Writes one record: as it is, or collected and bounded when dropped.
 #[derive(Debug)]
-pub enum RecordWriter<W: Write> {
+pub(super) enum RecordWriter<W: Write> {
     Whole(W),
     Bounded { inner: W, record: Vec<u8> },
 }

@@ -49,27 +49,27 @@ const LATENCY_BUCKETS_SECS: &[f64] = &[0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// Connections served at once. A scraper needs one (two while a scrape
 /// overlaps a health probe); the rest is headroom for people with curl.
-pub const MAX_CONNECTIONS: usize = 32;
+pub(crate) const MAX_CONNECTIONS: usize = 32;
 /// How long a connection may take to send a request's head, and how long a
 /// kept-alive connection may sit idle before its next one.
-pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a connection lives, whatever it does.
-pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 /// The first wait after a failed accept.
-pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+pub(crate) const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// The longest wait after failed accepts in a row.
-pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+pub(crate) const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// What `/healthz` asks of the agent pool. A trait, so that telemetry
 /// (which the pool records its metrics through) does not import the pool.
-pub trait AgentCircuit: std::fmt::Debug + Send + Sync {
+pub(crate) trait AgentCircuit: std::fmt::Debug + Send + Sync {
     /// Whether the circuit breaker currently refuses to start agents.
     fn circuit_open(&self) -> bool;
 }
 
 /// What `/healthz` looks at.
 #[derive(Debug, Clone)]
-pub struct Health {
+pub(crate) struct Health {
     pub relays_connected: Vec<watch::Receiver<bool>>,
     /// The agent pool.
     pub agents: Arc<dyn AgentCircuit>,
@@ -79,7 +79,7 @@ pub struct Health {
 
 impl Health {
     /// `Ok` when healthy, else why not.
-    pub fn check(&self) -> Result<(), &'static str> {
+    pub(crate) fn check(&self) -> Result<(), &'static str> {
         if !self.relays_connected.iter().any(|connected| *connected.borrow()) {
             return Err("no relay connected");
         }
@@ -94,7 +94,7 @@ impl Health {
 }
 
 /// Installs the process-wide Prometheus recorder.
-pub fn install_recorder() -> Result<PrometheusHandle, String> {
+pub(crate) fn install_recorder() -> Result<PrometheusHandle, String> {
     let handle = PrometheusBuilder::new()
         .set_buckets(LATENCY_BUCKETS_SECS)
         .map_err(|error| error.to_string())?
@@ -112,7 +112,7 @@ pub fn install_recorder() -> Result<PrometheusHandle, String> {
 }
 
 /// Binds `addr` now (so a bad address fails start-up) and serves until `stop`.
-pub async fn bind(
+pub(crate) async fn bind(
     addr: SocketAddr,
     metrics: PrometheusHandle,
     health: Health,

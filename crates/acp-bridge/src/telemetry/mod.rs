@@ -8,8 +8,8 @@
 //! may quote whatever a relay sent.
 
 mod bounded;
-pub mod http;
-pub mod metrics;
+pub(crate) mod http;
+pub(crate) mod metrics;
 
 use std::io::IsTerminal;
 

@@ -113,7 +113,7 @@ pub(crate) enum TurnFailure {
 
 impl TurnFailure {
     /// Worth another attempt (the next may land on a healthy agent).
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         match self {
             TurnFailure::Pool(error) => error.is_transient(),
             TurnFailure::Deadline => false,
@@ -123,7 +123,7 @@ impl TurnFailure {
 
     /// Only the operator can fix it (a misconfigured agent, or a breaker
     /// that holds agents back): telling the person at once beats retrying.
-    pub fn needs_operator(&self) -> bool {
+    pub(crate) fn needs_operator(&self) -> bool {
         matches!(self, TurnFailure::Pool(error) if error.is_configuration() || matches!(error, PoolError::CircuitOpen { .. }))
     }
 }
@@ -240,7 +240,7 @@ pub(crate) enum SteerOutcome {
 }
 
 impl SteerOutcome {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             SteerOutcome::Native => "native",
             SteerOutcome::Fallback => "fallback",
@@ -277,11 +277,11 @@ pub(crate) enum Outcome {
 impl Outcome {
     /// Whether the turn ran: one that never got an agent (its lease
     /// failed) is neither logged nor counted as a finished turn.
-    pub fn ran(&self) -> bool {
+    pub(crate) fn ran(&self) -> bool {
         !matches!(self, Outcome::Failed(TurnFailure::Pool(_)))
     }
 
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Outcome::Answered => "answered",
             Outcome::Notified => "notified",

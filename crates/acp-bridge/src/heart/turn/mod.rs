@@ -152,7 +152,7 @@ pub(crate) struct TurnMachine {
 impl TurnMachine {
     /// A turn for `start.batch` (oldest first, at least one mention), and
     /// its driver's first action: the lease.
-    pub fn start(start: TurnStart, now: Instant) -> (Self, DriverAction) {
+    pub(super) fn start(start: TurnStart, now: Instant) -> (Self, DriverAction) {
         debug_assert!(!start.batch.is_empty(), "a turn has at least one mention");
         let machine = TurnMachine {
             entries: start
@@ -182,7 +182,7 @@ impl TurnMachine {
     }
 
     /// Feeds one input; returns what to do, in order.
-    pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
+    pub(super) fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
         self.now = now;
         let mut out = Vec::new();
         if self.phase == Phase::Done {
@@ -245,19 +245,19 @@ impl TurnMachine {
     }
 
     /// When the turn started (its lease was asked for).
-    pub fn started(&self) -> Instant {
+    pub(super) fn started(&self) -> Instant {
         self.started
     }
 
     /// The question this turn waits on, for `!status` and steer notices.
-    pub fn waiting_on(&self) -> Option<String> {
+    pub(super) fn waiting_on(&self) -> Option<String> {
         self.questions.waiting_on()
     }
 
     /// The open question's id once posted, as the owner's answer
     /// references it; `None` once the turn is over (its questions died
     /// with it).
-    pub fn question_event(&self) -> Option<EventId> {
+    pub(super) fn question_event(&self) -> Option<EventId> {
         match self.phase {
             Phase::Done => None,
             _ => self.questions.open_event(),
@@ -266,7 +266,7 @@ impl TurnMachine {
 
     /// Whether this turn's questions are asked in a DM (the owner's own, or
     /// the owner's about a DM with someone else).
-    pub fn asks_privately(&self) -> bool {
+    pub(super) fn asks_privately(&self) -> bool {
         self.entries
             .first()
             .is_some_and(|entry| entry.mention.thread.is_direct())
@@ -274,7 +274,7 @@ impl TurnMachine {
 
     /// Maps the owner's reply onto the open question without acting on it
     /// (the heart tells the owner what it understood).
-    pub fn route(&self, text: &str) -> Option<Routed> {
+    pub(super) fn route(&self, text: &str) -> Option<Routed> {
         self.questions.route(text).map(|(_, routed)| routed)
     }
 

@@ -64,7 +64,7 @@ pub(crate) enum Answer {
 
 impl Answer {
     /// What the owner is told was sent.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Answer::Option(option) => option.name.clone(),
             Answer::Form(content) => form::summarize(content),
@@ -129,7 +129,7 @@ pub(super) enum Asking {
 }
 
 impl Questions {
-    pub fn new(timeout: Duration) -> Self {
+    pub(super) fn new(timeout: Duration) -> Self {
         Questions {
             timeout,
             open: None,
@@ -140,7 +140,7 @@ impl Questions {
 
     /// The agent asked: returns the question to post now, or `None` when
     /// it waits behind the open one.
-    pub fn asked(&mut self, asked: Asked) -> Asking {
+    pub(super) fn asked(&mut self, asked: Asked) -> Asking {
         self.asked_in_turn += 1;
         if self.asked_in_turn > MAX_QUESTIONS_PER_TURN {
             return Asking::Refuse {
@@ -156,7 +156,7 @@ impl Questions {
     }
 
     /// The question is posted as `event` at `now`: its clock starts.
-    pub fn posted(&mut self, ticket: QuestionTicket, event: EventId, now: Instant) {
+    pub(super) fn posted(&mut self, ticket: QuestionTicket, event: EventId, now: Instant) {
         let timeout = self.timeout;
         if let Some(open) = self.open.as_mut().filter(|open| open.asked.ticket == ticket) {
             open.posted = Some((event, now + timeout));
@@ -165,7 +165,7 @@ impl Questions {
 
     /// Closes the open question (answered, timed out, or not postable) and
     /// returns the next one to post, if any.
-    pub fn close(&mut self, ticket: QuestionTicket) -> Option<(Asked, String)> {
+    pub(super) fn close(&mut self, ticket: QuestionTicket) -> Option<(Asked, String)> {
         if self.open.as_ref().is_some_and(|open| open.asked.ticket == ticket) {
             self.open = None;
         }
@@ -179,7 +179,7 @@ impl Questions {
     /// The agent withdrew question `ticket`: a queued one is dropped
     /// quietly; the open one is returned, for the owner to be told (the
     /// caller closes it).
-    pub fn withdraw(&mut self, ticket: QuestionTicket) -> Option<Asked> {
+    pub(super) fn withdraw(&mut self, ticket: QuestionTicket) -> Option<Asked> {
         self.queued.retain(|asked| asked.ticket != ticket);
         self.open
             .as_ref()
@@ -188,22 +188,22 @@ impl Questions {
     }
 
     /// What the turn waits for, while a question is open.
-    pub fn waiting_on(&self) -> Option<String> {
+    pub(super) fn waiting_on(&self) -> Option<String> {
         self.open.as_ref().map(|open| open.asked.described())
     }
 
     /// The posted question's event, for routing replies.
-    pub fn open_event(&self) -> Option<EventId> {
+    pub(super) fn open_event(&self) -> Option<EventId> {
         self.open.as_ref()?.posted.map(|(event, _)| event)
     }
 
     /// When the open question times out.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(super) fn deadline(&self) -> Option<Instant> {
         self.open.as_ref()?.posted.map(|(_, deadline)| deadline)
     }
 
     /// The open question, when it has timed out by `now`.
-    pub fn expired(&self, now: Instant) -> Option<&Asked> {
+    pub(super) fn expired(&self, now: Instant) -> Option<&Asked> {
         let open = self.open.as_ref()?;
         let (_, deadline) = open.posted?;
         (now >= deadline).then_some(&open.asked)
@@ -211,7 +211,7 @@ impl Questions {
 
     /// Maps the owner's `text` onto the open question; `None` when no
     /// question is posted.
-    pub fn route(&self, text: &str) -> Option<(QuestionTicket, Routed)> {
+    pub(super) fn route(&self, text: &str) -> Option<(QuestionTicket, Routed)> {
         let open = self.open.as_ref().filter(|open| open.posted.is_some())?;
         let routed = match &open.asked.ask {
             Ask::Permission(options) => match choose(options, text) {
@@ -238,7 +238,7 @@ impl Questions {
 
     /// Forgets every question (the prompt ended or is being cancelled);
     /// true when there was any.
-    pub fn clear(&mut self) -> bool {
+    pub(super) fn clear(&mut self) -> bool {
         let had_any = self.open.is_some() || !self.queued.is_empty();
         self.open = None;
         self.queued.clear();
@@ -246,7 +246,7 @@ impl Questions {
     }
 
     /// What the thread is told when `asked` timed out.
-    pub fn timeout_text(&self, asked: &Asked) -> String {
+    pub(super) fn timeout_text(&self, asked: &Asked) -> String {
         let (what, verdict) = match asked.ask {
             Ask::Permission(_) => ("request", "rejected"),
             Ask::Form(_) => ("question", "declined"),
