@@ -1,7 +1,7 @@
 //! `event_to_prompt`: mentions as people can shape them (content, group
 //! channel, tags) from a signed event, through the threading
 //! (`mention::public_thread`, `mention::direct_thread`) into every text the
-//! agent reads (`framing::fresh_prompt`, `steer_text`, `merged_prompt`).
+//! agent reads (`prompt::fresh_prompt`, `steer_text`, `merged_prompt`).
 //!
 //! Must hold for every input:
 //! - the framing invariant: the only line break in a prompt is the `\n`

@@ -21,7 +21,6 @@ mod config;
 mod daemon;
 mod deadline;
 mod embedded_relay;
-mod framing;
 mod gate;
 mod groups;
 mod heart;
@@ -34,6 +33,7 @@ mod loop_guard;
 mod mention;
 mod mode_gate;
 mod pool;
+mod prompt;
 mod rate_limit;
 mod reply;
 mod routes;
@@ -49,10 +49,6 @@ pub use commands::OwnerCommand;
 pub use config::{AGENT_ENV_BASELINE, RunArgs, Settings};
 pub use daemon::{DaemonError, run};
 pub use embedded_relay::EmbeddedRelay;
-pub use framing::{
-    BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
-    steer_text,
-};
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
 pub use gate::{AuthorGate, GateRules, RespondTo};
 pub use heart::BATCH_CAP;
@@ -61,6 +57,10 @@ pub use intake::{
 };
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use mention::{Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
+pub use prompt::{
+    BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
+    steer_text,
+};
 pub use reply::{Replier, ReplyMode};
 pub use shard::{Shard, ShardSpec};
 pub use shutdown::Shutdown;

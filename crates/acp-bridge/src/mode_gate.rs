@@ -6,8 +6,8 @@
 
 use clap::ValueEnum;
 
-use crate::framing::Framing;
 use crate::mention::Mention;
+use crate::prompt::Framing;
 
 /// What happens to a mention that arrives while its conversation's turn runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -49,10 +49,10 @@ use nostr_sdk::prelude::{
     Alphabet, Client, Event, EventId, Filter, Kind, PublicKey, SingleLetterTag, Timestamp,
 };
 
-use crate::framing::{self, Earlier};
 use crate::gate::{AuthorFacts, GateRules, Standing};
 use crate::intake::MAX_FUTURE_SKEW_SECS;
 use crate::mention::{self, Mention, Thread, short_npub};
+use crate::prompt::{self, Earlier};
 use crate::store::Store;
 use crate::telemetry::metrics;
 
@@ -369,7 +369,7 @@ impl ThreadContext {
     /// what remains (or left out when little does). Returns the block and
     /// how many of the newest messages it holds.
     fn block(&self, quoted: &[(&Event, Standing)], left_out: &mut LeftOut) -> (String, usize) {
-        let framing_bytes = framing::context_block_framing_bytes();
+        let framing_bytes = prompt::context_block_framing_bytes();
         let mut budget = self.block_bytes.saturating_sub(framing_bytes);
         let mut kept: Vec<Earlier<'_>> = Vec::new();
         for (event, standing) in quoted.iter().rev() {
@@ -381,7 +381,7 @@ impl ThreadContext {
                 content,
                 cut: content.len() < event.content.len(),
             };
-            let mut bytes = framing::quoted_bytes(&earlier);
+            let mut bytes = prompt::quoted_bytes(&earlier);
             // Cut to fit: quoting adds bytes per line, so shrink until the
             // quoted form fits (each pass cuts at least in proportion).
             while bytes > budget && earlier.content.len() >= MIN_CUT_MESSAGE_BYTES {
@@ -389,7 +389,7 @@ impl ThreadContext {
                 earlier.content =
                     &earlier.content[..earlier.content.floor_char_boundary(shrunk.saturating_sub(1))];
                 earlier.cut = true;
-                bytes = framing::quoted_bytes(&earlier);
+                bytes = prompt::quoted_bytes(&earlier);
             }
             if bytes > budget || earlier.content.len() < MIN_CUT_MESSAGE_BYTES.min(content.len()) {
                 left_out.over_budget += quoted.len() - kept.len();
@@ -399,7 +399,7 @@ impl ThreadContext {
             kept.push(earlier);
         }
         kept.reverse();
-        (framing::context_block(&kept), kept.len())
+        (prompt::context_block(&kept), kept.len())
     }
 }
 

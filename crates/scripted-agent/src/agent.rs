@@ -14,12 +14,12 @@ use tokio::task::JoinSet;
 use crate::acp::{self, update};
 use crate::controls::SessionControls;
 use crate::directives::TurnScript;
+use crate::goose_steer;
 use crate::ids::Ids;
 use crate::options::{Options, Reopen};
 use crate::permission::PendingRequests;
 use crate::rpc::{self, Incoming, RpcError};
 use crate::session::{Sessions, StartRunError};
-use crate::steer;
 use crate::steering::{self, Steering};
 use crate::turn::{self, Turn};
 use crate::wire::{ClientGone, Outbox};
@@ -147,7 +147,7 @@ impl Agent {
                 let outcome = self.controls.set_mode(&params);
                 self.outbox.reply(id, outcome).await
             }
-            acp::SESSION_STEER if !self.options.no_steer => steer::handle(self, id, params).await,
+            acp::SESSION_STEER if !self.options.no_steer => goose_steer::handle(self, id, params).await,
             acp::SESSION_STEERING if self.options.session_steering => match steering::handle(self, params) {
                 Ok(Steering::Answered(result)) => self.outbox.respond(id, result).await,
                 Ok(Steering::StartTurn { session_id, text }) => {

@@ -184,7 +184,7 @@ impl GroupDirectory {
     }
 
     /// What the agent is told of group `id` on `relay` before the mentions
-    /// (see `framing::group_description`); empty when its relay said
+    /// (see `prompt::group_description`); empty when its relay said
     /// nothing of it (not configured, or not read yet).
     pub fn preface(&self, relay: &RelayUrl, id: &str) -> String {
         let metadata = self
@@ -195,7 +195,7 @@ impl GroupDirectory {
             .iter()
             .find(|(group, _)| group.is(relay, id))
             .map(|(group, metadata)| {
-                crate::framing::group_description(
+                crate::prompt::group_description(
                     &group.relay,
                     &group.id,
                     metadata.name.as_deref(),

@@ -25,7 +25,7 @@ use acp_client::{AgentClient, Control, ControlKind, SessionId};
 use serde::{Deserialize, Serialize};
 
 use super::notices::Notices;
-use super::steer::SteerMethod;
+use super::steer_strategy::SteerMethod;
 use crate::mention::{ConversationKey, Mention};
 use crate::pool::Lease;
 use crate::reply::Replier;

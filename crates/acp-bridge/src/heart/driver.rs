@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::controls;
-use super::steer::SteerMethod;
+use super::steer_strategy::SteerMethod;
 use super::turn::{
     Answer, Ask, Asked, CancelSettled, DriverAction, Input, PromptEnd, Publication, QuestionTicket,
     TurnFailure, summary,

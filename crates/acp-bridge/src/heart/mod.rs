@@ -23,7 +23,7 @@ mod conversations;
 mod driver;
 mod notices;
 mod question_replies;
-mod steer;
+mod steer_strategy;
 mod turn;
 mod usage;
 mod waiting;

@@ -13,7 +13,7 @@ mod harness;
 mod instructions;
 mod memory;
 mod shards;
-mod steer;
+mod steer_latency;
 
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ fn main() {
 }
 
 async fn run() {
-    let arrivals = steer::Arrivals::install();
+    let arrivals = steer_latency::Arrivals::install();
     let sections: Vec<String> = std::env::args().skip(1).collect();
     let wanted = |section: &str| sections.is_empty() || sections.iter().any(|wanted| wanted == section);
     println!(
@@ -99,30 +99,37 @@ async fn instructions_section() {
     );
 }
 
-async fn steer_section(arrivals: &steer::Arrivals) {
+async fn steer_section(arrivals: &steer_latency::Arrivals) {
     println!("## Steer latency (mention arrives at the bridge → the agent reads it)");
     let spacing = Duration::from_millis(25);
-    let mut native = steer::measure(arrivals, steer::SteerPath::Native, STEER_SAMPLES, spacing).await;
+    let mut native =
+        steer_latency::measure(arrivals, steer_latency::SteerPath::Native, STEER_SAMPLES, spacing).await;
     println!(
         "| native steer (`_goose/unstable/session/steer`) | {} |",
-        steer::summary(&mut native)
+        steer_latency::summary(&mut native)
     );
-    let mut session = steer::measure(
+    let mut session = steer_latency::measure(
         arrivals,
-        steer::SteerPath::SessionSteering,
+        steer_latency::SteerPath::SessionSteering,
         STEER_SAMPLES,
         spacing,
     )
     .await;
     println!(
         "| native steer (`_session/steering`) | {} |",
-        steer::summary(&mut session)
+        steer_latency::summary(&mut session)
     );
     let spacing = Duration::from_millis(700);
-    let mut fallback = steer::measure(arrivals, steer::SteerPath::Fallback, FALLBACK_SAMPLES, spacing).await;
+    let mut fallback = steer_latency::measure(
+        arrivals,
+        steer_latency::SteerPath::Fallback,
+        FALLBACK_SAMPLES,
+        spacing,
+    )
+    .await;
     println!(
         "| cancel + merge (re-prompt written) | {} |\n",
-        steer::summary(&mut fallback)
+        steer_latency::summary(&mut fallback)
     );
 }
 

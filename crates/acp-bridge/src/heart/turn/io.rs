@@ -8,10 +8,10 @@ use acp_client::StopReason;
 use nostr_sdk::prelude::EventId;
 
 use super::questions::{Answer, Asked, QuestionTicket};
-use crate::framing::Framing;
 use crate::heart::usage::TurnUsage;
 use crate::mention::Mention;
 use crate::pool::PoolError;
+use crate::prompt::Framing;
 
 /// Names one steer request within its turn.
 pub(crate) type SteerTicket = u64;

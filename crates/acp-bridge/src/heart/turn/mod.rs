@@ -46,8 +46,8 @@ pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
 use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
 
 use super::usage::TurnUsage;
-use crate::framing::{self, Framing};
 use crate::mention::Mention;
+use crate::prompt::{self, Framing};
 
 /// A merged re-prompt waits this long without new mentions before it goes
 /// out, so that a burst of mentions is merged into one prompt.
@@ -286,7 +286,7 @@ impl TurnMachine {
             // Cancelled before anything was asked of the agent.
             return self.finish(Outcome::CancelledByOwner, out);
         }
-        self.prompt(framing::fresh_prompt(&self.mentions_in(&Role::Prompted)), out);
+        self.prompt(prompt::fresh_prompt(&self.mentions_in(&Role::Prompted)), out);
     }
 
     fn prompt(&mut self, text: String, out: &mut Vec<Action>) {
@@ -357,7 +357,7 @@ impl TurnMachine {
                 out.push(
                     DriverAction::Steer {
                         ticket,
-                        text: framing::steer_text(&mentions),
+                        text: prompt::steer_text(&mentions),
                     }
                     .into(),
                 );
@@ -549,7 +549,7 @@ impl TurnMachine {
             new = new.len(),
             "re-prompting with the merged messages"
         );
-        let text = framing::merged_prompt(&self.mentions_in(&Role::Prompted), &new, framing);
+        let text = prompt::merged_prompt(&self.mentions_in(&Role::Prompted), &new, framing);
         self.relabel(&Role::Merging, Role::Prompted);
         self.prompt(text, out);
     }

@@ -187,7 +187,7 @@ fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
     let [Action::Driver(DriverAction::Steer { ticket, text })] = actions.as_slice() else {
         panic!("{actions:?}");
     };
-    assert!(text.contains(framing::STEER_HEADER) && text.contains("> also the budget"));
+    assert!(text.contains(prompt::STEER_HEADER) && text.contains("> also the budget"));
     let answer = SteerAnswer::AwaitingFold {
         message_id: "msg_1".into(),
     };
@@ -274,8 +274,8 @@ fn an_agent_that_cannot_steer_gets_cancel_and_one_merged_reprompt() {
         panic!("{actions:?}");
     };
     assert!(merged.contains("> long task") && merged.contains("> addendum"));
-    assert!(merged.contains(framing::STEER_HEADER), "steer framing: {merged}");
-    assert!(merged.trim_end().ends_with(framing::STEER_CLOSING), "{merged}");
+    assert!(merged.contains(prompt::STEER_HEADER), "steer framing: {merged}");
+    assert!(merged.trim_end().ends_with(prompt::STEER_CLOSING), "{merged}");
 
     let actions = rig.ended(StopReason::EndTurn, &[]);
     assert_eq!(texts(&published(&actions).0), ["long task", "addendum"]);
