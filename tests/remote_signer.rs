@@ -18,14 +18,22 @@ const HEALTH_SIGNER_SILENT: &str = "the remote signer does not sign";
 /// Short, so that an outage shows within the test's patience.
 const SIGNER_TIMEOUT: &str = "2s";
 
-/// A stage whose daemon gets the bunker URI of `signer` in a file (0600)
-/// and no key at all.
-fn sign_through(stage: &mut Stage, signer: &RemoteSigner) {
+/// A stage whose daemon signs through an in-process bunker holding the
+/// bot's key (`up`: answering from the start; else started later by the
+/// test), given only the bunker's URI in a 0600 file, with a short
+/// `--signer-timeout`.
+async fn signing_stage(builder: SceneBuilder, up: bool) -> (Stage, RemoteSigner) {
+    let mut stage = builder.flags(&["--signer-timeout", SIGNER_TIMEOUT]).stage().await;
+    let signer = match up {
+        true => RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await,
+        false => RemoteSigner::down(&stage.spec.bot, &stage.relay.url()),
+    };
     let file = temp_dir("bunker").join("bunker-uri");
     std::fs::write(&file, signer.bunker_uri()).expect("write the bunker URI");
     let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
     std::fs::set_permissions(&file, private).expect("chmod 600");
     stage.spec.signer_file = Some(file);
+    (stage, signer)
 }
 
 /// Every file under `dir`, recursively.
@@ -56,12 +64,7 @@ fn no_secret_on_the_host<R: RelayServer>(scene: &Scene<R>) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_and_a_dm_are_signed_and_decrypted_by_the_remote_signer_with_no_key_on_the_host() {
-    let mut stage = Scene::builder()
-        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
-        .stage()
-        .await;
-    let _signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
-    sign_through(&mut stage, &_signer);
+    let (stage, _signer) = signing_stage(Scene::builder(), true).await;
     let scene = stage.start().await;
 
     let mention = scene.mention("room", "answer me through the bunker").await;
@@ -86,13 +89,7 @@ async fn a_turn_and_a_dm_are_signed_and_decrypted_by_the_remote_signer_with_no_k
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signer_outage_mid_turn_holds_the_answer_until_the_signer_is_back_then_it_goes_out_once() {
-    let mut stage = Scene::builder()
-        .metrics()
-        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
-        .stage()
-        .await;
-    let mut signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
-    sign_through(&mut stage, &signer);
+    let (stage, mut signer) = signing_stage(Scene::builder().metrics(), true).await;
     let scene = stage.start().await;
     let (log, port) = (&scene.bridge.log, scene.metrics_port());
 
@@ -145,12 +142,7 @@ async fn a_signer_outage_mid_turn_holds_the_answer_until_the_signer_is_back_then
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bunker_refusing_the_answer_holds_it_until_it_signs_then_it_goes_out_once() {
-    let mut stage = Scene::builder()
-        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
-        .stage()
-        .await;
-    let signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
-    sign_through(&mut stage, &signer);
+    let (stage, signer) = signing_stage(Scene::builder(), true).await;
     let scene = stage.start().await;
     let log = &scene.bridge.log;
 
@@ -186,12 +178,7 @@ async fn a_bunker_refusing_the_answer_holds_it_until_it_signs_then_it_goes_out_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dm_that_arrives_while_the_signer_is_gone_waits_and_is_answered_once_it_is_back() {
-    let mut stage = Scene::builder()
-        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
-        .stage()
-        .await;
-    let mut signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
-    sign_through(&mut stage, &signer);
+    let (stage, mut signer) = signing_stage(Scene::builder(), true).await;
     let scene = stage.start().await;
     let log = &scene.bridge.log;
 
@@ -224,12 +211,7 @@ async fn times_answered(scene: &Scene, text: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bunker_down_at_start_holds_the_start_and_loses_no_mention() {
-    let mut stage = Scene::builder()
-        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
-        .stage()
-        .await;
-    let mut signer = RemoteSigner::down(&stage.spec.bot, &stage.relay.url());
-    sign_through(&mut stage, &signer);
+    let (stage, mut signer) = signing_stage(Scene::builder(), false).await;
     let mut scene = stage.launch();
     let log = &scene.bridge.log;
 
@@ -270,9 +252,7 @@ fn check_through(stage: &Stage, state_dir: &Path) -> (String, bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_says_whether_the_remote_signer_answers() {
-    let mut stage = Scene::builder().stage().await;
-    let mut signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
-    sign_through(&mut stage, &signer);
+    let (stage, mut signer) = signing_stage(Scene::builder(), true).await;
     let state_dir = temp_dir("check-state");
     let bot = nostr_sdk::prelude::ToBech32::to_bech32(&stage.bot).expect("npub");
 
@@ -298,12 +278,7 @@ async fn check_says_whether_the_remote_signer_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_waiting_for_its_bunker_stops_cleanly_on_sigterm() {
-    let mut stage = Scene::builder()
-        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
-        .stage()
-        .await;
-    let signer = RemoteSigner::down(&stage.spec.bot, &stage.relay.url());
-    sign_through(&mut stage, &signer);
+    let (stage, _signer) = signing_stage(Scene::builder(), false).await;
     let mut scene = stage.launch();
     let log = &scene.bridge.log;
     log.wait(log.start(), Line::new(SIGNER_SILENT)).await;
@@ -315,12 +290,7 @@ async fn a_daemon_waiting_for_its_bunker_stops_cleanly_on_sigterm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dm_waiting_for_the_signer_when_the_daemon_stops_is_answered_after_the_restart() {
-    let mut stage = Scene::builder()
-        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
-        .stage()
-        .await;
-    let mut signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
-    sign_through(&mut stage, &signer);
+    let (stage, mut signer) = signing_stage(Scene::builder(), true).await;
     let mut scene = stage.start().await;
 
     signer.stop();
