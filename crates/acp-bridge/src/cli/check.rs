@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use acp_client::{AcpError, AgentClient, AgentCommand, ClientConfig};
 use nostr_sdk::prelude::{
-    Client, ClientOptions, Filter, Kind, MachineReadablePrefix, PublicKey, Relay, RelayMessage,
-    RelayNotification, RelayOptions, RelayUrl, SubscribeOptions, SubscriptionId, Timestamp,
+    Client, Filter, Kind, MachineReadablePrefix, PublicKey, Relay, RelayMessage, RelayNotification, RelayUrl,
+    SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +29,8 @@ use crate::intake::interest::Interest;
 use crate::mention::npub;
 use crate::pool::{AuthChoice, AuthPolicy};
 use crate::signer::{BotSigner, SignerSource};
+
+use super::{added_relay, authenticating_client};
 
 /// A relay that does not answer within this is reported unreachable.
 const RELAY_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -215,15 +217,8 @@ async fn check_relay(relay: &RelaySpec) -> bool {
     let client = Client::default();
     let started = Instant::now();
     let connected = async {
-        client
-            .pool()
-            .add_relay(url.clone(), RelayOptions::new().reconnect(false))
-            .await
-            .map_err(|error| error.to_string())?;
-        client
-            .relay(url.clone())
-            .await
-            .map_err(|error| error.to_string())?
+        added_relay(&client, &url)
+            .await?
             .try_connect(RELAY_CHECK_TIMEOUT)
             .await
             .map_err(|error| error.to_string())
@@ -265,20 +260,9 @@ async fn check_subscriptions(settings: &Settings, signer: &BotSigner, url: &Rela
         groups: settings.groups.ids_on(url),
     };
     let subscriptions = interest.intake_subscriptions(Timestamp::now());
-    let client = Client::builder()
-        .signer(signer.clone())
-        .opts(ClientOptions::new().automatic_authentication(true))
-        .build();
+    let client = authenticating_client(signer);
     let sent = async {
-        client
-            .pool()
-            .add_relay(url.clone(), RelayOptions::new().reconnect(false))
-            .await
-            .map_err(|error| error.to_string())?;
-        let relay = client
-            .relay(url.clone())
-            .await
-            .map_err(|error| error.to_string())?;
+        let relay = added_relay(&client, url).await?;
         let mut notifications = relay.notifications();
         relay
             .try_connect(RELAY_CHECK_TIMEOUT)
@@ -456,13 +440,7 @@ async fn read_identity(urls: &[RelayUrl], bot: PublicKey) -> Held {
     }
     let client = Client::default();
     for url in urls {
-        if client
-            .pool()
-            .add_relay(url.clone(), RelayOptions::new().reconnect(false))
-            .await
-            .is_ok()
-            && let Ok(relay) = client.relay(url.clone()).await
-        {
+        if let Ok(relay) = added_relay(&client, url).await {
             let _ = relay.try_connect(RELAY_CHECK_TIMEOUT).await;
         }
     }

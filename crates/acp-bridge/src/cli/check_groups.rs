@@ -7,13 +7,15 @@
 
 use std::time::Duration;
 
-use nostr_sdk::prelude::{Client, ClientOptions, PublicKey, RelayOptions};
+use nostr_sdk::prelude::PublicKey;
 
 use crate::config::Settings;
 use crate::groups::membership::{GroupState, read_group};
 use crate::groups::relay_key::relay_key;
 use crate::groups::{GroupAddress, GroupMetadata};
 use crate::signer::BotSigner;
+
+use super::{added_relay, authenticating_client};
 
 /// A group relay that does not connect within this is reported unreachable.
 const GROUP_RELAY_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,20 +43,9 @@ async fn read(
     group: &GroupAddress,
     signer: Option<PublicKey>,
 ) -> Result<GroupState, String> {
-    let client = Client::builder()
-        .signer(bot.clone())
-        .opts(ClientOptions::new().automatic_authentication(true))
-        .build();
+    let client = authenticating_client(bot);
     let read = async {
-        client
-            .pool()
-            .add_relay(group.relay.clone(), RelayOptions::new().reconnect(false))
-            .await
-            .map_err(|error| error.to_string())?;
-        let relay = client
-            .relay(group.relay.clone())
-            .await
-            .map_err(|error| error.to_string())?;
+        let relay = added_relay(&client, &group.relay).await?;
         relay
             .try_connect(GROUP_RELAY_CONNECT_TIMEOUT)
             .await
