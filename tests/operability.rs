@@ -20,6 +20,10 @@ fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn_and_a_follow_up_
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(
+        stdout.contains("it echoes its whole prompt as its answer"),
+        "the demo says the scripted agent echoes its prompt: {stdout}"
+    );
+    assert!(
         stdout.contains("steered into the live turn (native steer"),
         "{stdout}"
     );
