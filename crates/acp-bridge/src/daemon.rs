@@ -4,9 +4,10 @@
 //! heart (turn drivers → agent pool) → replier → outbox publisher, with
 //! housekeeping pruning the state dir beside them. [`Stages::run`] runs
 //! them until stop, and [`Stopping`] then stops what is left in order:
-//! stop listening (the links and the intake stop with the stop signal), let
-//! the heart drain its turns within the grace, stop the agents, flush the
-//! outbox, close the relays.
+//! stop listening (the links close their subscriptions and the intake
+//! stops with the stop signal), let the heart drain its turns within the
+//! grace while the outbox publishes their answers, stop the agents, flush
+//! the outbox, and only then close the relay connections.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -346,8 +347,11 @@ impl Stages {
 
     /// Runs every stage until `stop`, then stops them in order.
     async fn run(mut self, stop: CancellationToken) {
-        // Listening stops with `stop` itself: the links end, the intake
-        // drains what they queued, housekeeping ends.
+        // Listening stops with `stop` itself: the links close their
+        // subscriptions and end (the connections stay up for the outbox
+        // until `Stopping` closes them), the intake drains what they
+        // queued, housekeeping ends. The publisher runs on meanwhile, so
+        // what the turns answer within the grace goes out at once.
         let mut listening: Vec<JoinHandle<()>> = self
             .links
             .into_iter()

@@ -1,5 +1,7 @@
 //! One relay connection: connect, subscribe from the durable watermark,
-//! pump events to the intake, reconnect with backoff and jitter.
+//! pump events to the intake, reconnect with backoff and jitter. At stop it
+//! closes its subscriptions and no more: the connection stays up for the
+//! outbox, and the daemon closes it once the outbox has drained.
 //!
 //! Owns the connection state of one relay and nothing else; it never looks
 //! at what an event says. The SDK's own reconnect is off: it would re-send
@@ -157,7 +159,8 @@ impl RelayLink {
         }
     }
 
-    /// Runs until `stop` is cancelled.
+    /// Runs until `stop` is cancelled, then stops listening
+    /// ([`RelayLink::stop_listening`]).
     pub(crate) async fn run(mut self, stop: CancellationToken) {
         let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
         while !stop.is_cancelled() {
@@ -165,6 +168,8 @@ impl RelayLink {
             // the connect and the first recv may be missed.
             let mut notifications = self.relay.notifications();
             match self.relay.try_connect(CONNECT_TIMEOUT).await {
+                // Connected as the stop came: nothing to listen for.
+                Ok(()) if stop.is_cancelled() => break,
                 Ok(()) => {
                     let connected_at = Instant::now();
                     self.connected.send_replace(true);
@@ -188,7 +193,25 @@ impl RelayLink {
                 () = tokio::time::sleep(delay) => {}
             }
         }
-        self.relay.disconnect();
+        self.stop_listening().await;
+    }
+
+    /// At stop: closes the subscriptions, so that no new mention comes in,
+    /// and leaves the connection up. The outbox still publishes through it
+    /// what the turns finishing within the grace answer; the daemon closes
+    /// it once the outbox has drained (`daemon::Stopping`).
+    async fn stop_listening(&self) {
+        if !self.relay.is_connected() {
+            return;
+        }
+        match self.relay.unsubscribe_all().await {
+            Ok(()) => {
+                tracing::debug!(relay = %self.url, "stopped listening; the connection stays up for the outbox")
+            }
+            Err(error) => {
+                tracing::debug!(relay = %self.url, %error, "cannot close the subscriptions (the connection is going)")
+            }
+        }
     }
 
     /// Pumps one live connection until it drops or we stop.
