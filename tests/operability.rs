@@ -1,10 +1,11 @@
 //! Operability: the demo, JSON logs with turn fields, /metrics and /healthz,
-//! `check` and `keygen`.
+//! `check` and `keygen`, and what systemd hears (`Type=notify`).
 
 mod support;
 
 use std::process::Command;
 
+use nostr_sdk::prelude::{Alphabet, Filter, SingleLetterTag};
 use support::*;
 
 #[test]
@@ -203,4 +204,44 @@ fn runtime_workers(pid: u32) -> usize {
                 .is_ok_and(|name| name.trim() == "tokio-rt-worker")
         })
         .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_hears_ready_once_subscribed_and_stopping_at_the_stop() {
+    let notify = NotifySocket::bind();
+    let mut scene = Scene::builder().env(&[notify.env()]).start().await;
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "clean exit: {status}");
+    assert_eq!(notify.received(), ["READY=1", "STOPPING=1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_stopped_before_a_relay_took_its_subscription_is_never_reported_ready() {
+    let notify = NotifySocket::bind();
+    let stage = Scene::builder()
+        .env(&[notify.env()])
+        .stage_on(PickyRelay::start().await)
+        .await;
+    // Connected, but the relay never answers the REQs for the bot's
+    // mentions and DMs (no stored events, no EOSE).
+    let bot = stage.bot.to_hex();
+    stage.relay.hold_queries(move |filter: &Filter| {
+        let p = SingleLetterTag::lowercase(Alphabet::P);
+        filter
+            .generic_tags
+            .get(&p)
+            .is_some_and(|keys| keys.contains(&bot))
+    });
+    let mut scene = stage.launch();
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::new("subscribed to mentions")).await;
+
+    let status = scene.bridge.interrupt(PATIENCE).await;
+    assert!(status.success(), "clean exit: {status}");
+    let log = &scene.bridge.log;
+    let interrupted = log.matching(log.start(), Line::new("SIGINT received: shutting down"));
+    assert_eq!(interrupted.len(), 1, "{}", log.tail(30));
+    let ready = log.matching(log.start(), Line::new("ready: subscribed to mentions"));
+    assert!(ready.is_empty(), "{}", log.tail(30));
+    assert_eq!(notify.received(), ["STOPPING=1"]);
 }

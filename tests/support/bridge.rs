@@ -172,8 +172,19 @@ impl Bridge {
 
     /// SIGTERM, then the exit status (within `within`).
     pub async fn terminate(&mut self, within: Duration) -> ExitStatus {
+        self.stop_with("TERM", within).await
+    }
+
+    /// SIGINT (an operator's Ctrl-C), then the exit status (within `within`).
+    pub async fn interrupt(&mut self, within: Duration) -> ExitStatus {
+        self.stop_with("INT", within).await
+    }
+
+    /// The signal `name` (`TERM`, `INT`), then the exit status (within
+    /// `within`).
+    async fn stop_with(&mut self, name: &str, within: Duration) -> ExitStatus {
         let status = Command::new("kill")
-            .arg("-TERM")
+            .arg(format!("-{name}"))
             .arg(self.pid().to_string())
             .status()
             .expect("kill");
@@ -181,7 +192,7 @@ impl Bridge {
         let exited = async || self.child.try_wait().expect("wait");
         let describe = || {
             format!(
-                "acp-bridge to exit within {within:?} of SIGTERM; log tail:\n{}",
+                "acp-bridge to exit within {within:?} of SIG{name}; log tail:\n{}",
                 self.log.tail(40)
             )
         };

@@ -13,6 +13,7 @@
 mod auth_relay;
 mod bridge;
 mod log;
+mod notify_socket;
 mod people;
 mod picky_relay;
 mod processes;
@@ -27,6 +28,7 @@ use std::time::Duration;
 pub use auth_relay::{AuthFor, AuthRelay};
 pub use bridge::{Bridge, BridgeSpec};
 pub use log::{Cursor, Line, LogFile};
+pub use notify_socket::NotifySocket;
 pub use people::{Person, attest_profile, channel_of, e_tags, group_message, p_tags};
 pub use picky_relay::{Answer, PickyRelay};
 pub use processes::{descendants, scripted_agents_below};

@@ -111,6 +111,28 @@ const MAX_FOLLOWED_THREADS: usize = 500;
 /// threads followed.
 const MAX_OWN_REPLIES_READ: usize = 2 * MAX_FOLLOWED_THREADS;
 
+/// What a link tells the rest of the daemon about its relay, each a watch
+/// that is true while it holds.
+#[derive(Debug)]
+pub(crate) struct LinkStatus {
+    /// Connected (`/healthz`, the identity, the groups' membership).
+    pub(crate) connected: watch::Sender<bool>,
+    /// The relay took the intake subscriptions: it delivered what it
+    /// stores for each (EOSE) or refused one it may refuse (DMs, groups).
+    /// A relay that is connected but silent about the subscriptions does
+    /// not count: this is what the daemon's `ready` waits for.
+    pub(crate) listening: watch::Sender<bool>,
+}
+
+impl Default for LinkStatus {
+    fn default() -> Self {
+        LinkStatus {
+            connected: watch::channel(false).0,
+            listening: watch::channel(false).0,
+        }
+    }
+}
+
 /// Keeps one relay connected and subscribed.
 #[derive(Debug)]
 pub(crate) struct RelayLink {
@@ -119,7 +141,7 @@ pub(crate) struct RelayLink {
     interest: Interest,
     store: Arc<Store>,
     arrivals: mpsc::Sender<Arrival>,
-    connected: watch::Sender<bool>,
+    status: LinkStatus,
     refetch: RefetchFrom,
     threads: watch::Receiver<()>,
     /// The roots the live thread subscriptions cover.
@@ -139,7 +161,7 @@ impl RelayLink {
         interest: Interest,
         store: Arc<Store>,
         arrivals: mpsc::Sender<Arrival>,
-        connected: watch::Sender<bool>,
+        status: LinkStatus,
         refetch: RefetchFrom,
         threads: watch::Receiver<()>,
     ) -> Self {
@@ -149,7 +171,7 @@ impl RelayLink {
             interest,
             store,
             arrivals,
-            connected,
+            status,
             refetch,
             threads,
             followed: FollowedThreads::default(),
@@ -172,9 +194,10 @@ impl RelayLink {
                 Ok(()) if stop.is_cancelled() => break,
                 Ok(()) => {
                     let connected_at = Instant::now();
-                    self.connected.send_replace(true);
+                    self.status.connected.send_replace(true);
                     self.serve(&mut notifications, &stop).await;
-                    self.connected.send_replace(false);
+                    self.status.listening.send_replace(false);
+                    self.status.connected.send_replace(false);
                     if connected_at.elapsed() >= STABLE_CONNECTION {
                         backoff.reset();
                     }
@@ -246,7 +269,7 @@ impl RelayLink {
                     }
                     Ok(RelayNotification::Message { message: RelayMessage::EndOfStoredEvents(id) }) => {
                         if self.subscriptions.end_of_stored(id.as_str()) {
-                            self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await;
+                            self.delivered_stored().await;
                         }
                     }
                     Ok(RelayNotification::Message { message: RelayMessage::Closed { subscription_id, message } }) => {
@@ -346,11 +369,7 @@ impl RelayLink {
                 let reading = reading.join(" and ");
                 tracing::warn!(relay = %self.url, reason = %message, %reading, "the relay refuses our subscription; what it reads is not read from this relay until we reconnect");
                 if caught_up {
-                    self.forward(Arrival::CaughtUp {
-                        relay: self.url.clone(),
-                        at: Timestamp::now(),
-                    })
-                    .await;
+                    self.delivered_stored().await;
                 }
                 true
             }
@@ -525,6 +544,17 @@ impl RelayLink {
             Timestamp::now().as_secs(),
         );
         Timestamp::from_secs(since)
+    }
+
+    /// Every intake subscription sent is live or refused: the intake is
+    /// caught up with this relay, and the link listens.
+    async fn delivered_stored(&self) {
+        self.status.listening.send_replace(true);
+        self.forward(Arrival::CaughtUp {
+            relay: self.url.clone(),
+            at: Timestamp::now(),
+        })
+        .await;
     }
 
     async fn forward(&self, arrival: Arrival) {
