@@ -8,7 +8,7 @@ use std::time::Duration;
 use nostr_sdk::prelude::*;
 
 use super::log::{Line, LogFile};
-use super::{PATIENCE, bridge_binary, eventually, owned, temp_dir};
+use super::{PATIENCE, bridge_binary, eventually, owned, shell_words, temp_dir};
 
 /// What `RUST_LOG` is unless a test says otherwise: the waits need the
 /// daemon's debug lines ("agent run started", "event dropped").
@@ -133,7 +133,7 @@ impl Bridge {
             .arg("json")
             .args(&spec.flags)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("ACP_BRIDGE_AGENT_ARGS", agent_args.join(" "))
+            .env("ACP_BRIDGE_AGENT_ARGS", shell_words(&agent_args))
             .env("RUST_LOG", &spec.log_filter)
             // Waiting notices are no answers: off unless a test turns them
             // on with the flag (tests/waiting.rs), so tallies count answers.

@@ -214,10 +214,17 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_AGENT_COMMAND", default_value = "goose")]
     pub agent_command: String,
 
-    /// Arguments of the agent (space-separated in the environment variable).
+    /// The agent's arguments: one string, split into words as a POSIX
+    /// shell splits them (quotes and backslashes honoured), the same in
+    /// ACP_BRIDGE_AGENT_ARGS: `--agent-args "acp --with-builtin developer"`.
     /// Default: `acp` for goose, none for other agents.
-    #[arg(long, env = "ACP_BRIDGE_AGENT_ARGS", value_delimiter = ' ', allow_hyphen_values = true, num_args = 1..)]
-    pub agent_args: Option<Vec<String>>,
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_AGENT_ARGS",
+        value_name = "ARGS",
+        allow_hyphen_values = true
+    )]
+    pub agent_args: Option<String>,
 
     /// Names of environment variables passed through to agents (comma-separated),
     /// beside a small baseline (PATH, HOME, locale, XDG dirs). Provider keys go here.
@@ -607,6 +614,10 @@ impl RunArgs {
             crate::isolation::check_state_dir(&state_dir, &cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
+        let agent_args = match &self.agent_args {
+            Some(words) => split_agent_args(words)?,
+            None => default_agent_args(&self.agent_command),
+        };
         let mut agent_env = agent_environment(&self.agent_env, env);
         match &agent_user {
             Some(user) => agent_env = as_agent_user(agent_env, user, &self.agent_env),
@@ -636,11 +647,7 @@ impl RunArgs {
             max_parked_bytes: self.max_parked_bytes,
             relay_buffer: self.relay_buffer,
             agent: AgentSettings {
-                args: self
-                    .agent_args
-                    .clone()
-                    .map(|args| args.into_iter().filter(|arg| !arg.is_empty()).collect())
-                    .unwrap_or_else(|| default_agent_args(&self.agent_command)),
+                args: agent_args,
                 command: self.agent_command.clone(),
                 env: agent_env,
                 processes: self.agents,
@@ -836,6 +843,19 @@ fn default_agent_args(command: &str) -> Vec<String> {
     } else {
         Vec::new()
     }
+}
+
+/// `--agent-args`: the words of one string, split as a POSIX shell splits
+/// them, so that the agent's arguments can never take the daemon's flags
+/// (or the daemon the agent's). The value is not echoed: it may hold a
+/// credential.
+fn split_agent_args(words: &str) -> Result<Vec<String>, ConfigError> {
+    shlex::split(words).ok_or_else(|| {
+        refuse(
+            "--agent-args",
+            "has an unbalanced quote or ends in a backslash (it is split into words as a shell splits them: quote an argument that holds spaces)",
+        )
+    })
 }
 
 fn agent_environment(pass_through: &[String], env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
@@ -1242,6 +1262,24 @@ mod tests {
         assert!(!error.to_string().contains("hunter2"), "{error}");
         let both = [&args[..], &["--signer-file", "/nonexistent"]].concat();
         assert_eq!(validate(&both, &[]).expect_err("both").flag, "--signer");
+    }
+
+    #[test]
+    fn agent_args_are_split_as_a_shell_splits_words() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        for (words, split) in [
+            ("acp", vec!["acp"]),
+            (
+                "--name 'my bot' a\\ b \"c d\"",
+                vec!["--name", "my bot", "a b", "c d"],
+            ),
+            ("", vec![]),
+        ] {
+            let args = ["--relay", "embedded", "--owner", &owner, "--agent-args", words];
+            let settings = validate(&args, &[(&name, &secret)]).expect("valid");
+            assert_eq!(settings.agent.args, split, "{words}");
+        }
     }
 
     #[test]
