@@ -228,3 +228,35 @@ fn agent_args_are_one_string_split_like_a_shell() {
     assert!(stdout.contains("as a bot with spaces"), "{stdout}");
     assert!(stdout.contains("verdict: ready"), "{stdout}");
 }
+
+/// A missing agent program stops start-up with one line that names it and
+/// says what to do, before any relay is contacted (it was found only at
+/// the first mention, and then reported as crashing agents).
+#[test]
+fn a_missing_agent_program_stops_start_up_in_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let key_file = temp_dir("cli-key").join("bot.nsec");
+    std::fs::write(&key_file, Keys::generate().secret_key().to_secret_hex()).expect("key file");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let owner = Keys::generate().public_key().to_hex();
+    let args = [
+        "--relay",
+        "ws://127.0.0.1:1",
+        "--owner",
+        &owner,
+        "--secret-key-file",
+        key_file.to_str().expect("utf-8 path"),
+        "--agent-command",
+        "/nonexistent/agent",
+    ];
+    let (code, stderr) = start_with(&args, &[]);
+    assert_ne!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|line| !line.trim().is_empty()).collect();
+    assert_eq!(
+        lines,
+        [
+            "acp-bridge: --agent-command: `/nonexistent/agent` does not exist: install the agent, or point --agent-command at it"
+        ],
+        "{stderr}"
+    );
+}

@@ -138,14 +138,19 @@ fn check_fails_clearly_on_a_missing_agent_binary() {
         .env("ACP_BRIDGE_SECRET_KEY", &secret)
         .output()
         .expect("run check");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    // The daemon's own rules refuse it before any check runs: one line.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let refusal: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("/nonexistent/agent-binary"))
+        .collect();
+    assert_eq!(refusal.len(), 1, "{stderr}");
     assert!(
-        stdout.contains("agent: FAILED to start `/nonexistent/agent-binary"),
-        "{stdout}"
+        refusal[0].contains("--agent-command: `/nonexistent/agent-binary` does not exist"),
+        "{stderr}"
     );
-    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
-    assert!(!stdout.contains(&secret));
+    assert!(!stderr.contains(&secret));
 }
 
 #[test]

@@ -614,16 +614,11 @@ impl RunArgs {
             crate::isolation::check_state_dir(&state_dir, &cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
-        let agent_args = match &self.agent_args {
-            Some(words) => split_agent_args(words)?,
-            None => default_agent_args(&self.agent_command),
-        };
-        let mut agent_env = agent_environment(&self.agent_env, env);
-        match &agent_user {
-            Some(user) => agent_env = as_agent_user(agent_env, user, &self.agent_env),
-            None => tracing::warn!(
+        let agent = self.agent_settings(cwd, agent_user, env)?;
+        if agent.user.is_none() {
+            tracing::warn!(
                 "agents run as the daemon's user: the tools they run can read the key file, the state dir and the daemon's environment; run the daemon as root with --agent-user"
-            ),
+            );
         }
         Ok(Settings {
             relays,
@@ -646,19 +641,7 @@ impl RunArgs {
             max_queued: self.max_queued,
             max_parked_bytes: self.max_parked_bytes,
             relay_buffer: self.relay_buffer,
-            agent: AgentSettings {
-                args: agent_args,
-                command: self.agent_command.clone(),
-                env: agent_env,
-                processes: self.agents,
-                turns_per_agent: self.turns_per_agent,
-                cwd,
-                idle_timeout: self.idle_timeout,
-                max_turn_duration: self.max_turn_duration,
-                cancel_timeout: self.cancel_timeout,
-                auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
-                user: agent_user,
-            },
+            agent,
             reply_content: self.reply_content,
             multiple_event_handling: self.multiple_event_handling,
             dedup: self.dedup,
@@ -685,6 +668,41 @@ impl RunArgs {
             signer,
             signer_timeout: self.signer_timeout,
         })
+    }
+
+    /// How agents run (`--agent-*`, `--agents`, `--turns-per-agent`, the
+    /// turn bounds) in `cwd` as `user`. The program is looked up as the
+    /// pool will run it, so that a missing or non-executable agent stops
+    /// start-up instead of failing the first mention.
+    fn agent_settings(
+        &self,
+        cwd: PathBuf,
+        user: Option<AgentUser>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<AgentSettings, ConfigError> {
+        let args = match &self.agent_args {
+            Some(words) => split_agent_args(words)?,
+            None => default_agent_args(&self.agent_command),
+        };
+        let mut agent_env = agent_environment(&self.agent_env, env);
+        if let Some(user) = &user {
+            agent_env = as_agent_user(agent_env, user, &self.agent_env);
+        }
+        let agent = AgentSettings {
+            args,
+            command: self.agent_command.clone(),
+            env: agent_env,
+            processes: self.agents,
+            turns_per_agent: self.turns_per_agent,
+            cwd,
+            idle_timeout: self.idle_timeout,
+            max_turn_duration: self.max_turn_duration,
+            cancel_timeout: self.cancel_timeout,
+            auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
+            user,
+        };
+        crate::pool::check_program(&agent).map_err(|problem| refuse("--agent-command", problem))?;
+        Ok(agent)
     }
 
     /// The bot's key (`--secret-key-file`, `ACP_BRIDGE_SECRET_KEY`) or the
@@ -1087,15 +1105,34 @@ mod tests {
         run: RunArgs,
     }
 
+    /// Validates `args` in `env`, whose PATH (unless `env` sets one) is a
+    /// directory with a `goose` in it: the default agent must be found.
     fn validate(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, ConfigError> {
         let cli = Cli::try_parse_from(std::iter::once("acp-bridge").chain(args.iter().copied()))
             .expect("flags parse");
-        let env: Vec<(String, String)> = env
+        let mut env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
+        if !env.iter().any(|(name, _)| name == "PATH") {
+            env.push(("PATH".to_owned(), agents_dir().to_owned()));
+        }
         cli.run
             .validate(&|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    /// A directory holding an executable `goose`, made once per test run.
+    fn agents_dir() -> &'static str {
+        static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        DIR.get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = std::env::temp_dir().join(format!("acp-bridge-config-agents-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("agents dir");
+            let goose = dir.join("goose");
+            std::fs::write(&goose, "#!/bin/sh\n").expect("goose");
+            std::fs::set_permissions(&goose, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+            dir.to_str().expect("utf-8 temp dir").to_owned()
+        })
     }
 
     fn key_env() -> (String, String) {
@@ -1111,12 +1148,15 @@ mod tests {
         let owner = Keys::generate().public_key().to_hex();
         let settings = validate(
             &["--relay", "embedded", "--owner", &owner],
-            &[(&name, &secret), ("PATH", "/bin")],
+            &[(&name, &secret), ("PATH", agents_dir())],
         )
         .expect("valid");
         assert_eq!(settings.relays, vec![RelaySpec::Embedded]);
         assert_eq!(settings.agent.args, vec!["acp"], "goose needs `acp`");
-        assert_eq!(settings.agent.env, vec![("PATH".to_owned(), "/bin".to_owned())]);
+        assert_eq!(
+            settings.agent.env,
+            vec![("PATH".to_owned(), agents_dir().to_owned())]
+        );
         assert!(
             !settings.summary().contains(&secret),
             "the summary never shows the key"
@@ -1280,6 +1320,30 @@ mod tests {
             let settings = validate(&args, &[(&name, &secret)]).expect("valid");
             assert_eq!(settings.agent.args, split, "{words}");
         }
+    }
+
+    #[test]
+    fn an_agent_that_cannot_be_run_is_refused_at_start_with_the_remedy() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        let base = ["--relay", "embedded", "--owner", &owner];
+        let missing = validate(
+            &[&base[..], &["--agent-command", "/nonexistent/agent"]].concat(),
+            &[(&name, &secret)],
+        );
+        let error = missing.expect_err("no such agent");
+        assert_eq!(error.flag, "--agent-command");
+        assert_eq!(
+            error.problem,
+            "`/nonexistent/agent` does not exist: install the agent, or point --agent-command at it"
+        );
+        let not_in_path = validate(&base, &[(&name, &secret), ("PATH", "/nonexistent")]);
+        assert!(
+            not_in_path
+                .expect_err("no goose")
+                .problem
+                .starts_with("`goose` is not in the agent's PATH (/nonexistent)"),
+        );
     }
 
     #[test]

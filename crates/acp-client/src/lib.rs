@@ -34,6 +34,7 @@ mod pending;
 mod permission;
 mod pid_namespace;
 mod process;
+mod program;
 mod protocol;
 mod steer;
 mod turn;
@@ -59,6 +60,7 @@ pub use permission::{
     PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
 };
 pub use process::AgentCommand;
+pub use program::{DEFAULT_SEARCH_PATH, ProgramError};
 pub use protocol::{ContentBlock, Cost, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent, Usage};
 pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};
 pub use turn::{

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use acp_client::{AcpError, AgentClient, AgentCommand, ClientConfig};
+use acp_client::{AcpError, AgentClient, ClientConfig};
 use nostr_sdk::prelude::{
     Client, Filter, Kind, MachineReadablePrefix, PublicKey, Relay, RelayMessage, RelayNotification, RelayUrl,
     SubscribeOptions, SubscriptionId, Timestamp,
@@ -27,7 +27,7 @@ use crate::embedded_relay::RelaySpec;
 use crate::identity::{self, Held, Wanted};
 use crate::intake::interest::Interest;
 use crate::mention::npub;
-use crate::pool::{AuthChoice, AuthPolicy};
+use crate::pool::{AuthChoice, AuthPolicy, agent_command};
 use crate::signer::{BotSigner, SignerSource};
 
 use super::{added_relay, authenticating_client};
@@ -113,19 +113,7 @@ async fn open_signer(settings: &Settings) -> Option<BotSigner> {
 }
 
 async fn check_agent(settings: &Settings) -> bool {
-    let command = AgentCommand {
-        name: "check".into(),
-        program: settings.agent.command.clone().into(),
-        args: settings.agent.args.iter().map(Into::into).collect(),
-        cwd: Some(settings.agent.cwd.clone()),
-        env: settings
-            .agent
-            .env
-            .iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect(),
-        user: settings.agent.user.clone(),
-    };
+    let command = agent_command(&settings.agent, "check");
     let shown = format!("`{} {}`", settings.agent.command, settings.agent.args.join(" "));
     let config = ClientConfig {
         initialize_timeout: AGENT_CHECK_TIMEOUT,
