@@ -166,6 +166,68 @@ fn check_passes_with_the_built_in_agent() {
     assert!(stdout.contains("verdict: ready"), "{stdout}");
 }
 
+/// An agent that fails to start says why on its stderr (here clap's
+/// refusal of a flag the scripted agent does not know): `check` shows it.
+#[test]
+fn check_shows_the_agents_own_error_when_it_fails_to_start() {
+    let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let output = check_with_agent_args("embedded", &owner, Some(&secret), "scripted-agent --bogus", &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("agent: FAILED"), "{stdout}");
+    assert!(
+        stdout.contains("  | error: unexpected argument '--bogus' found"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
+}
+
+/// `check` on a real relay: values in the flags' own spelling, and the
+/// verdict is its last word: the agent it started is stopped before, with
+/// no warning about a kill it asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_speaks_the_flags_language_and_ends_with_its_verdict() {
+    let relay = TestRelay::start().await;
+    let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let url = relay.url();
+    let run = move || check_with_scripted_agent(&url, &owner, Some(&secret), &[]);
+    // The relay runs on this test's runtime: the check blocks elsewhere.
+    let output = tokio::task::spawn_blocking(run).await.expect("check ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("respond-to owner-only, multiple-event-handling steer, dedup queue"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("OwnerOnly") && !stdout.contains("Steer"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.lines().last(), Some("verdict: ready to run"), "{stdout}");
+    assert!(!stderr.contains("killed by the client"), "{stderr}");
+}
+
+/// A key file other users can read makes `check` say not ready, with the
+/// remedy; the daemon itself only warns (README).
+#[test]
+fn check_is_not_ready_with_a_key_file_others_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = nostr_sdk::prelude::Keys::generate();
+    let key_file = temp_dir("open-key").join("bot.nsec");
+    std::fs::write(&key_file, keys.secret_key().to_secret_hex()).expect("key file");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let path = key_file.to_str().expect("utf-8 path");
+    let output = check_with_scripted_agent("embedded", &owner, None, &["--secret-key-file", path]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(&format!("hint: chmod 600 {path}")), "{stdout}");
+    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
+}
+
 #[test]
 fn keygen_writes_a_0600_key_file_and_prints_the_npub() {
     use std::os::unix::fs::PermissionsExt;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use acp_client::AgentUser;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 
 use crate::embedded_relay::RelaySpec;
@@ -457,6 +457,10 @@ pub struct Settings {
     pub directory_relays: Vec<RelayUrl>,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
     pub groups: crate::groups::GroupSettings,
+    /// Of `--secret-key-file` and `--signer-file`, those other users may
+    /// access: `run` warns (a deployment that ran with one keeps running
+    /// after an upgrade), `check` says not ready until they are `chmod 600`.
+    pub exposed_secret_files: Vec<PathBuf>,
 }
 
 /// A refusal of the configuration: one line, naming the flag.
@@ -667,6 +671,12 @@ impl RunArgs {
             groups,
             signer,
             signer_timeout: self.signer_timeout,
+            exposed_secret_files: [&self.secret_key_file, &self.signer_file]
+                .into_iter()
+                .flatten()
+                .filter(|path| open_to_others(path))
+                .cloned()
+                .collect(),
         })
     }
 
@@ -807,6 +817,7 @@ impl Settings {
             dm_relays: Vec::new(),
             directory_relays: Vec::new(),
             groups: crate::groups::GroupSettings::default(),
+            exposed_secret_files: Vec::new(),
         }
     }
 
@@ -824,12 +835,12 @@ impl Settings {
         let kinds: Vec<String> = self.kinds.iter().map(|kind| kind.as_u16().to_string()).collect();
         let env_names: Vec<&str> = self.agent.env.iter().map(|(name, _)| name.as_str()).collect();
         format!(
-            "bot={} owner={} respond_to={:?} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={:?} dedup={:?} session_policy={:?} permission={:?} reply_mode={:?} reactions={} retention={}s",
+            "bot={} owner={} respond_to={} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={} dedup={} session_policy={} permission={} reply_mode={} reactions={} retention={}s",
             self.signer
                 .known_public_key()
                 .map_or_else(|| "(from the remote signer)".to_owned(), |bot| npub(&bot)),
             self.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
-            self.respond_to,
+            flag_spelling(&self.respond_to),
             self.allowlist.len(),
             relays.join(","),
             kinds.join(","),
@@ -838,15 +849,25 @@ impl Settings {
             self.agent.args.join(" "),
             self.agent.processes,
             env_names.join(","),
-            self.multiple_event_handling,
-            self.dedup,
-            self.session_policy,
-            self.permission_policy,
-            self.reply_mode,
+            flag_spelling(&self.multiple_event_handling),
+            flag_spelling(&self.dedup),
+            flag_spelling(&self.session_policy),
+            flag_spelling(&self.permission_policy),
+            flag_spelling(&self.reply_mode),
             self.reactions,
             self.retention.as_secs(),
         )
     }
+}
+
+/// `value` as its flag spells it (`owner-only`, not `OwnerOnly`): clap's
+/// own spelling, the one source of it, so that the log and `check` speak
+/// the flags' language.
+pub(crate) fn flag_spelling<T: ValueEnum>(value: &T) -> String {
+    value.to_possible_value().map_or_else(
+        || "(unnamed)".to_owned(),
+        |possible| possible.get_name().to_owned(),
+    )
 }
 
 /// goose speaks ACP only as `goose acp`; the other known agents take no
@@ -1065,14 +1086,17 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
 }
 
 fn warn_if_readable_by_others(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    // Group read is how orchestrators hand secrets to non-root users
-    // (Kubernetes `fsGroup`); access for everyone else is a mistake.
-    if let Ok(metadata) = std::fs::metadata(path)
-        && metadata.permissions().mode() & 0o007 != 0
-    {
+    if open_to_others(path) {
         tracing::warn!(path = %path.display(), "the secret key file is accessible to other users; chmod 600 it");
     }
+}
+
+/// Whether users other than the file's owner and group may access `path`.
+/// Group read is how orchestrators hand secrets to non-root users
+/// (Kubernetes `fsGroup`); access for everyone else is a mistake.
+fn open_to_others(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & 0o007 != 0)
 }
 
 /// Parses `90`, `90s`, `15m`, `2h`, `7d` or `500ms`.
@@ -1160,6 +1184,16 @@ mod tests {
         assert!(
             !settings.summary().contains(&secret),
             "the summary never shows the key"
+        );
+        assert!(
+            settings.summary().contains("respond_to=owner-only allowlist=0"),
+            "flags' own spelling: {}",
+            settings.summary()
+        );
+        assert!(
+            settings.summary().contains("mode=steer dedup=queue"),
+            "{}",
+            settings.summary()
         );
     }
 
