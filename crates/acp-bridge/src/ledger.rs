@@ -104,8 +104,8 @@ impl Ledger {
     /// relay show that a daemon of this bot took them (a shard before the
     /// shard count changed, or this daemon before its state dir was lost),
     /// so offering them again is a duplicate. Ids journaled already keep
-    /// their state (a pending one still resumes). Returns how many were new.
-    pub(crate) fn taken_elsewhere(&self, event_ids: &[EventId]) -> Result<usize, LedgerError> {
+    /// their state (a pending one still resumes). Returns the new ones.
+    pub(crate) fn taken_elsewhere(&self, event_ids: &[EventId]) -> Result<Vec<EventId>, LedgerError> {
         let ids: Vec<String> = event_ids.iter().map(EventId::to_hex).collect();
         let now = sql_now();
         let records: Vec<NewMention<'_>> = ids
@@ -119,7 +119,8 @@ impl Ledger {
             })
             .collect();
         let (_, fresh) = self.store.journal_take_in(&[], &records, now)?;
-        Ok(fresh.into_iter().filter(|fresh| *fresh).count())
+        let new_ones = event_ids.iter().zip(fresh).filter(|(_, fresh)| *fresh);
+        Ok(new_ones.map(|(event_id, _)| *event_id).collect())
     }
 
     /// Journals what `mention` is now to become (its intent changed after

@@ -69,6 +69,10 @@ impl Intake {
             match arrival {
                 Arrival::Subscribed { relay, floor } => self.set_floor(relay, floor),
                 Arrival::CaughtUp { relay, at } => {
+                    for held in self.before_start.caught_up(&relay) {
+                        self.take_event(relay.clone(), held, &mut pending, &mut outcomes)
+                            .await;
+                    }
                     self.commit(&mut pending, &mut outcomes).await;
                     let watermark = self.untaken.watermark(&relay, at);
                     if let Err(error) = self
@@ -79,33 +83,46 @@ impl Intake {
                     }
                     self.caught_up.insert(relay, at);
                 }
+                Arrival::AnsweredOnRelay { answered } => self.before_start.answered_on_relay(answered),
                 Arrival::Event { relay, event } => {
                     // The moment a mention reaches the bridge (benchmarks
                     // measure steer latency from here).
                     tracing::trace!(target: "acp_bridge::arrival", event_id = %event.id, "event arrived");
                     metrics::event_received();
-                    let outcome = match self.screen(&relay, &event).await {
-                        Ok(admitted) => {
-                            pending.push(Pending {
-                                index: outcomes.len(),
-                                relay,
-                                refetch_from: refetch_since(&event),
-                                admitted,
-                            });
-                            Ok(())
-                        }
-                        Err(reason) => {
-                            self.settle_untaken(&relay, &event, reason);
-                            Err(reason)
-                        }
-                    };
-                    outcomes.push(outcome);
+                    self.take_event(relay, event, &mut pending, &mut outcomes).await;
                 }
             }
         }
         self.commit(&mut pending, &mut outcomes).await;
         self.publish_floors();
         outcomes
+    }
+
+    /// Screens one event: admitted, it joins the batch to journal;
+    /// otherwise its outcome is booked.
+    async fn take_event(
+        &mut self,
+        relay: RelayUrl,
+        event: Box<Event>,
+        pending: &mut Vec<Pending>,
+        outcomes: &mut Vec<Result<(), DropReason>>,
+    ) {
+        let outcome = match self.screen(&relay, &event).await {
+            Ok(admitted) => {
+                pending.push(Pending {
+                    index: outcomes.len(),
+                    relay,
+                    refetch_from: refetch_since(&event),
+                    admitted,
+                });
+                Ok(())
+            }
+            Err(reason) => {
+                self.settle_untaken(&relay, &event, reason);
+                Err(reason)
+            }
+        };
+        outcomes.push(outcome);
     }
 
     /// Journals the pending mentions in one transaction, then acts on each
@@ -159,7 +176,9 @@ impl Intake {
             self.untaken.release(&event_id);
             return;
         }
-        let fetch_again = reason != DropReason::AwaitingProfile;
+        // Waiting in memory (for a lookup, for the relay's stored events):
+        // screened again from there, not fetched.
+        let fetch_again = !matches!(reason, DropReason::AwaitingProfile | DropReason::AwaitingCatchUp);
         self.untaken.hold(relay, event_id, refetch_from, fetch_again);
         // A failed journal write is the operator's business; waiting for a
         // lookup is routine, and a stranger's flood must not flood the log.
@@ -235,8 +254,12 @@ impl Intake {
     }
 }
 
-/// Counts and logs (at debug) an event that was not taken.
+/// Counts and logs (at debug) an event that was not taken; one answered
+/// before this start also at info (it explains a silence).
 fn dropped(relay: &RelayUrl, event_id: EventId, author: &PublicKey, reason: DropReason) {
     metrics::event_dropped(reason.as_str());
     tracing::debug!(%relay, %event_id, %author, reason = reason.as_str(), "event dropped");
+    if reason == DropReason::AnsweredBeforeStart {
+        tracing::info!(%relay, %event_id, "already answered before this start");
+    }
 }

@@ -20,6 +20,7 @@
 //! [`untaken`]): it holds its relay's watermark back until it is.
 
 mod admission;
+mod before_start;
 mod followed_threads;
 pub(crate) mod interest;
 mod own_replies;
@@ -28,6 +29,7 @@ mod subscriptions;
 mod untaken;
 
 pub use admission::INTAKE_BATCH;
+use before_start::BeforeStart;
 pub use untaken::DEFAULT_MAX_PARKED_BYTES;
 use untaken::{Parked, Parking, Untaken};
 
@@ -36,7 +38,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnwrappedGift};
+use nostr_sdk::prelude::{
+    Event, EventId, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnsignedEvent, UnwrappedGift,
+};
 use tokio::sync::{mpsc, watch};
 
 use crate::commands::OwnerCommand;
@@ -92,6 +96,11 @@ pub enum Arrival {
         relay: RelayUrl,
         at: Timestamp,
     },
+    /// The bot's own replies on a relay answer these mentions, which the
+    /// store did not know as handled (see `before_start`).
+    AnsweredOnRelay {
+        answered: Vec<EventId>,
+    },
 }
 
 /// Per relay, the oldest date it may deliver from now on: the floor of its
@@ -141,6 +150,12 @@ pub enum DropReason {
     OtherShard,
     /// A group the bot was not asked to serve (`--group`, `--other-groups`).
     UnservedGroup,
+    /// From before this start, and the bot's own reply to it is on a relay
+    /// (a fresh state dir, a new shard count: see `before_start`).
+    AnsweredBeforeStart,
+    /// Untaken: a DM from before this start, held until its relay's stored
+    /// events (among them the bot's copy of its answer) are through.
+    AwaitingCatchUp,
 }
 
 impl DropReason {
@@ -163,6 +178,8 @@ impl DropReason {
             DropReason::NotJournaled => "not_journaled",
             DropReason::OtherShard => "other_shard",
             DropReason::UnservedGroup => "unserved_group",
+            DropReason::AnsweredBeforeStart => "answered_before_start",
+            DropReason::AwaitingCatchUp => "awaiting_catch_up",
         }
     }
 
@@ -170,7 +187,10 @@ impl DropReason {
     pub fn is_passing(self) -> bool {
         matches!(
             self,
-            DropReason::AwaitingProfile | DropReason::LookupsBusy | DropReason::NotJournaled
+            DropReason::AwaitingProfile
+                | DropReason::LookupsBusy
+                | DropReason::NotJournaled
+                | DropReason::AwaitingCatchUp
         )
     }
 }
@@ -263,6 +283,8 @@ pub struct Intake {
     question_askers: QuestionAskers,
     /// Which groups' mentions are answered (`--group`).
     groups: GroupDirectory,
+    /// What the bot answered before this start, as the relays show it.
+    before_start: BeforeStart,
 }
 
 impl Intake {
@@ -300,6 +322,7 @@ impl Intake {
             shard: Shard::WHOLE,
             question_askers: QuestionAskers::default(),
             groups: GroupDirectory::default(),
+            before_start: BeforeStart::new(Timestamp::now()),
         }
     }
 
@@ -337,6 +360,7 @@ impl Intake {
     /// on, and the stored events come first (not live yet).
     fn set_floor(&mut self, relay: RelayUrl, floor: Timestamp) {
         self.caught_up.remove(&relay);
+        self.before_start.subscribed(relay.clone());
         self.floors.insert(relay, floor);
         self.publish_floors();
     }
@@ -394,7 +418,10 @@ impl Intake {
             return Err(DropReason::NotAMention);
         }
         if self.ledger.seen(&event.id.to_hex()) {
-            return Err(DropReason::Duplicate);
+            return Err(match self.before_start.take_answered(&event.id) {
+                true => DropReason::AnsweredBeforeStart,
+                false => DropReason::Duplicate,
+            });
         }
         if event.kind == Kind::GiftWrap {
             // The wrap's own date is randomized into the past (NIP-59): only
@@ -415,6 +442,7 @@ impl Intake {
                 // question says which replica asked it.
                 self.question_askers
                     .record(rumor_id, rumor.tags.as_slice(), Instant::now());
+                self.learn_own_answer(&rumor);
                 return Err(DropReason::OwnEvent);
             }
             if rumor.kind != Kind::PrivateDirectMessage {
@@ -503,6 +531,9 @@ impl Intake {
                 accepted_at: Timestamp::now().as_secs(),
             }));
         }
+        if let Thread::Direct { message, .. } = candidate.thread {
+            self.dm_answered_before_start(relay, message, &candidate)?;
+        }
         let chain_depth = match candidate.thread {
             Thread::Group { root, .. } | Thread::Note { root, .. } if candidate.follow_up => {
                 self.loop_guard.follow_up_depth(root, candidate.replies_to)
@@ -534,6 +565,49 @@ impl Intake {
             intent: Intent::Turn,
         };
         self.admit(mention, command, hop).map(Screened::Ours)
+    }
+
+    /// A DM from before this start: dropped when the bot's copy of its
+    /// answer to `rumor_id` was seen, held while its relay still delivers
+    /// stored events (the copy may come among them); see `before_start`.
+    fn dm_answered_before_start(
+        &mut self,
+        relay: &RelayUrl,
+        rumor_id: EventId,
+        candidate: &Candidate<'_>,
+    ) -> Result<(), DropReason> {
+        if !self.before_start.predates_start(candidate.created_at) {
+            return Ok(());
+        }
+        if self.ledger.seen(&rumor_id.to_hex()) {
+            return Err(DropReason::AnsweredBeforeStart);
+        }
+        if self
+            .before_start
+            .hold(relay, candidate.created_at, candidate.delivered)
+        {
+            return Err(DropReason::AwaitingCatchUp);
+        }
+        Ok(())
+    }
+
+    /// The bot's copy of a DM it sent before this start (NIP-17): the
+    /// message its rumor replies to was answered, by this bot key if not by
+    /// this daemon. Journaled as seen by its rumor id, which is how a DM's
+    /// answer names it (see `before_start`).
+    fn learn_own_answer(&self, rumor: &UnsignedEvent) {
+        if !self.before_start.predates_start(rumor.created_at) {
+            return;
+        }
+        let (_, Some(answered)) = mention::nip10_threading(&rumor.tags) else {
+            return;
+        };
+        if self.ledger.seen(&answered.to_hex()) {
+            return;
+        }
+        if let Err(error) = self.ledger.taken_elsewhere(&[answered]) {
+            tracing::warn!(%error, message = %answered, "cannot journal a DM the bot answered before this start");
+        }
     }
 
     /// Parks a candidate whose author is being looked up, when there is

@@ -18,7 +18,8 @@
 //! A reply of the bot's that was a notice or a question (not an answer)
 //! also marks its mention seen: some daemon of this bot took that mention
 //! and journaled it, which is what "seen" means. DMs are left out: their
-//! replies are gift-wrapped to the reader.
+//! replies are gift-wrapped to the reader, and the intake learns them from
+//! the bot's own copies instead (`before_start`).
 //!
 //! Owns no subscription: one bounded query; the relay link then follows
 //! the threads from the store as it always does.
@@ -53,9 +54,12 @@ pub(super) struct OwnReplies<'a> {
 
 impl OwnReplies<'_> {
     /// Reads the replies and records what they say in `store` (see the
-    /// module doc). A relay that does not answer costs the log line, and
-    /// the daemon goes on with what its own store knows.
-    pub(super) async fn learn(self, store: &Arc<Store>) {
+    /// module doc). Returns the mentions they answer that the store did not
+    /// know as seen (the intake reports them when the relay offers them:
+    /// `before_start`). A relay that does not answer costs the log line,
+    /// and the daemon goes on with what its own store knows (answering
+    /// again rather than not at all).
+    pub(super) async fn learn(self, store: &Arc<Store>) -> Vec<EventId> {
         let filter = Filter::new().author(self.bot).kinds(self.kinds).limit(self.limit);
         let fetched = self
             .relay
@@ -68,7 +72,7 @@ impl OwnReplies<'_> {
                 .collect(),
             Err(error) => {
                 tracing::warn!(relay = %self.relay.url(), %error, "cannot read the bot's own replies; going on with what this daemon's store knows");
-                return;
+                return Vec::new();
             }
         };
         replies.sort_by_key(|event| event.created_at);
@@ -78,7 +82,7 @@ impl OwnReplies<'_> {
             .taken_elsewhere(&answered)
             .unwrap_or_else(|error| {
                 tracing::warn!(relay = %self.relay.url(), %error, "cannot journal the mentions the bot's replies answer");
-                0
+                Vec::new()
             });
         let new_threads = match self.follow_threads {
             true => record_threads(store, &replies),
@@ -87,10 +91,11 @@ impl OwnReplies<'_> {
         tracing::info!(
             relay = %self.relay.url(),
             replies = replies.len(),
-            newly_seen = seen,
+            newly_seen = seen.len(),
             new_threads,
             "learned from the bot's own replies"
         );
+        seen
     }
 }
 

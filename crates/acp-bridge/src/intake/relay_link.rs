@@ -395,7 +395,10 @@ impl RelayLink {
                 limit: MAX_OWN_REPLIES_READ,
                 follow_threads: self.interest.follow_threads,
             };
-            own_replies.learn(&self.store).await;
+            let answered = own_replies.learn(&self.store).await;
+            if !answered.is_empty() {
+                self.forward(Arrival::AnsweredOnRelay { answered }).await;
+            }
         }
         let since = self.since_reaching(oldest_untaken);
         if let Some(oldest) = oldest_untaken.filter(|oldest| *oldest < since) {
