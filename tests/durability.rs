@@ -521,40 +521,6 @@ async fn the_same_group_id_on_two_relays_is_two_conversations() {
     assert_ne!(conversations[0], conversations[1], "two groups, two sessions");
 }
 
-/// What one life of the bot answered: a mention in a group, a DM, and an
-/// owner's command sent as a DM (`!cancel`, with no turn to cancel).
-struct AnsweredBefore {
-    mention: Event,
-    dm: Event,
-    command: Event,
-    /// The bot's DMs to the owner by then: the DM's answer and the command's.
-    dm_answers: usize,
-}
-
-/// Has the running daemon answer a mention, a DM and an owner command.
-async fn answer_one_of_each(scene: &Scene) -> AnsweredBefore {
-    let (owner, bot) = (&scene.owner, scene.bot);
-    let mention = scene.mention("room", "answer me once").await;
-    scene.reply_to(&mention).await;
-    let dm = owner.dm(&bot, "answer me once, privately").await;
-    owner.dm_containing(&bot, "answer me once, privately").await;
-    let command = owner.dm(&bot, "!cancel").await;
-    owner.dm_containing(&bot, "Nothing to cancel").await;
-    let dm_answers = owner.direct_messages_from(&bot, 2).await.len();
-    AnsweredBefore {
-        mention,
-        dm,
-        command,
-        dm_answers,
-    }
-}
-
-/// Logged when an event from before this start is dropped because the
-/// bot's own reply to it is on the relay.
-fn answered_before_start(event: &Event) -> Line {
-    Line::new("already answered before this start").with("event_id", event.id.to_hex())
-}
-
 /// A daemon with a fresh state dir (a lost volume, an operator's second
 /// try) reads its own replies on the relay before it answers anything from
 /// before its start: the mention, the DM and the command it answered in
@@ -562,14 +528,14 @@ fn answered_before_start(event: &Event) -> Line {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_state_dir_answers_nothing_again_that_its_replies_on_the_relay_answered() {
     let mut scene = Scene::builder().start().await;
-    let before = answer_one_of_each(&scene).await;
+    let before = scene.answer_one_of_each("room").await;
     scene.bridge.terminate(PATIENCE).await;
 
     let fresh = scene.spec().replica(&[]);
     scene.restart(fresh).await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
-    for old in [&before.mention, &before.dm, &before.command] {
-        log.wait(log.start(), answered_before_start(old)).await;
+    for old in before.events() {
+        log.wait(log.start(), Line::answered_before_start(old)).await;
     }
     // The bound: a new mention is answered, after everything above.
     scene.settle("room").await;

@@ -438,3 +438,48 @@ async fn threads_answered_before_a_shard_count_change_are_followed_by_their_new_
         assert_eq!(takers(&shards, root), [0; 0], "answered before the split");
     }
 }
+
+/// After the bot is split in two, each shard with a fresh state dir, the
+/// shard that now owns a conversation answered before the split finds the
+/// bot's replies on the relay: the mention, the DM and the owner's command
+/// answered before are neither answered nor run again, by any shard, and
+/// new ones are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_was_answered_before_a_shard_count_change_is_not_answered_again_by_a_fresh_shard() {
+    let mut scene = Scene::builder().start().await;
+    let before = scene.answer_one_of_each("room").await;
+    scene.bridge.terminate(PATIENCE).await;
+
+    let spec = scene.spec();
+    scene
+        .restart(spec.replica(&["--shard", "0/2"]).flags(CAPACITY))
+        .await;
+    let second = start_shard(&spec, 1, 2).await;
+    let shards = [&scene.bridge, &second];
+    let starts = [scene.bridge.log.start(), second.log.start()];
+    // The mention's answer is public: both shards learn of it. The DM's
+    // and the command's conversation is one shard's.
+    for old in before.events() {
+        wait_any(&shards, &starts, Line::answered_before_start(old)).await;
+    }
+    let (owner, bot) = (&scene.owner, scene.bot);
+    scene.settle("room").await;
+    owner.dm(&bot, "a new question").await;
+    owner.dm_containing(&bot, "a new question").await;
+    assert_eq!(owner.answers_from(&bot, &before.mention.id).await.len(), 1);
+    assert_eq!(
+        owner.direct_messages_from(&bot, 0).await.len(),
+        before.dm_answers + 1,
+        "only the new DM got an answer"
+    );
+    for old in before.events() {
+        assert_eq!(takers(&shards, old), [0; 0], "answered before the split");
+    }
+    for shard in shards {
+        let commands = shard.log.matching(shard.log.start(), Line::new("owner command"));
+        assert!(
+            commands.is_empty(),
+            "the old command is not run again: {commands:?}"
+        );
+    }
+}

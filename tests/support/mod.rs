@@ -10,6 +10,7 @@
 // Each test file uses a different part of the harness.
 #![allow(dead_code, unused_imports)]
 
+mod answered;
 mod auth_relay;
 mod bridge;
 mod log;
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+pub use answered::AnsweredOnce;
 pub use auth_relay::{AuthFor, AuthRelay};
 pub use bridge::{Bridge, BridgeSpec};
 pub use log::{Cursor, Line, LogFile};
