@@ -527,16 +527,24 @@ async fn the_same_group_id_on_two_relays_is_two_conversations() {
 /// its first life are not answered or run again, while a new mention is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_state_dir_answers_nothing_again_that_its_replies_on_the_relay_answered() {
-    let mut scene = Scene::builder().start().await;
+    let mut scene = Scene::builder().metrics().start().await;
     let before = scene.answer_one_of_each("room").await;
     scene.bridge.terminate(PATIENCE).await;
 
-    let fresh = scene.spec().replica(&[]);
+    let fresh = BridgeSpec {
+        state_dir: temp_dir("state"),
+        ..scene.spec()
+    };
     scene.restart(fresh).await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
     for old in before.events() {
         log.wait(log.start(), Line::answered_before_start(old)).await;
     }
+    let counted = metric(
+        scene.metrics_port(),
+        r#"acp_bridge_events_dropped_total{reason="answered_before_start"}"#,
+    );
+    assert_eq!(counted.await, 3.0);
     // The bound: a new mention is answered, after everything above.
     scene.settle("room").await;
     let new_dm = owner.dm(&bot, "a new question").await;

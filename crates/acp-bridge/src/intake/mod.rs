@@ -1040,6 +1040,65 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_dm_from_before_the_start_waits_for_the_stored_events_and_is_dropped_if_the_bots_copy_answers_it()
+     {
+        let mut rig = rig();
+        let (owner, bot) = (rig.owner.clone(), rig.bot.clone());
+        rig.intake.before_start = BeforeStart::new(Timestamp::now() + 60);
+        let relay = rig.relay.clone();
+        let event = |event: &Event| Arrival::Event {
+            relay: relay.clone(),
+            event: Box::new(event.clone()),
+        };
+        let answered =
+            EventBuilder::private_msg_rumor(bot.public_key(), "answered before").build(owner.public_key());
+        let answered_id = answered.id.expect("a built rumor has its id");
+        let answered_dm = EventBuilder::gift_wrap(&owner, &bot.public_key(), answered, [])
+            .await
+            .expect("wrap");
+        let unanswered = EventBuilder::private_msg(&owner, bot.public_key(), "never answered", [])
+            .await
+            .expect("wrap");
+        // The bot's copy of its answer, arriving after the DM it answers.
+        let answer = EventBuilder::private_msg_rumor(owner.public_key(), "the answer")
+            .tag(Tag::parse(["e", &answered_id.to_hex(), "", "reply"]).expect("tag"))
+            .build(bot.public_key());
+        let copy = EventBuilder::gift_wrap(&bot, &bot.public_key(), answer, [])
+            .await
+            .expect("wrap");
+
+        let subscribed = Arrival::Subscribed {
+            relay: relay.clone(),
+            floor: Timestamp::from_secs(0),
+        };
+        let stored = rig
+            .intake
+            .take_in([subscribed, event(&answered_dm), event(&unanswered), event(&copy)])
+            .await;
+        assert_eq!(
+            stored,
+            [
+                Err(DropReason::AwaitingCatchUp),
+                Err(DropReason::AwaitingCatchUp),
+                Err(DropReason::OwnEvent)
+            ]
+        );
+        assert!(rig.inbound.try_recv().is_err(), "nothing handed on yet");
+
+        let caught_up = Arrival::CaughtUp {
+            relay: relay.clone(),
+            at: Timestamp::now(),
+        };
+        let released = rig.intake.take_in([caught_up]).await;
+        assert_eq!(released, [Err(DropReason::AnsweredBeforeStart), Ok(())]);
+        assert!(matches!(rig.inbound.try_recv(), Ok(Inbound::Mention(m)) if m.event_id == unanswered.id));
+        assert!(
+            rig.inbound.try_recv().is_err(),
+            "the answered one was not handed on"
+        );
+    }
+
+    #[tokio::test]
     async fn a_batch_journals_each_mention_once_and_hands_them_on_in_order() {
         let mut rig = rig();
         let owner = rig.owner.clone();
