@@ -70,7 +70,7 @@ impl Intake {
                 Arrival::Subscribed { relay, floor } => self.set_floor(relay, floor),
                 Arrival::CaughtUp { relay, at } => {
                     for held in self.before_start.caught_up(&relay) {
-                        self.take_event(relay.clone(), held, &mut pending, &mut outcomes)
+                        self.take_event(relay.clone(), &held, &mut pending, &mut outcomes)
                             .await;
                     }
                     self.commit(&mut pending, &mut outcomes).await;
@@ -89,7 +89,7 @@ impl Intake {
                     // measure steer latency from here).
                     tracing::trace!(target: "acp_bridge::arrival", event_id = %event.id, "event arrived");
                     metrics::event_received();
-                    self.take_event(relay, event, &mut pending, &mut outcomes).await;
+                    self.take_event(relay, &event, &mut pending, &mut outcomes).await;
                 }
             }
         }
@@ -103,22 +103,22 @@ impl Intake {
     async fn take_event(
         &mut self,
         relay: RelayUrl,
-        event: Box<Event>,
+        event: &Event,
         pending: &mut Vec<Pending>,
         outcomes: &mut Vec<Result<(), DropReason>>,
     ) {
-        let outcome = match self.screen(&relay, &event).await {
+        let outcome = match self.screen(&relay, event).await {
             Ok(admitted) => {
                 pending.push(Pending {
                     index: outcomes.len(),
                     relay,
-                    refetch_from: refetch_since(&event),
+                    refetch_from: refetch_since(event),
                     admitted,
                 });
                 Ok(())
             }
             Err(reason) => {
-                self.settle_untaken(&relay, &event, reason);
+                self.settle_untaken(&relay, event, reason);
                 Err(reason)
             }
         };

@@ -50,7 +50,7 @@ pub(super) struct BeforeStart {
     catching_up: HashSet<RelayUrl>,
     /// DMs from before this start, waiting for their relay's end of stored
     /// events.
-    held: Vec<(RelayUrl, Box<Event>)>,
+    held: Vec<(RelayUrl, Event)>,
 }
 
 impl BeforeStart {
@@ -75,7 +75,7 @@ impl BeforeStart {
 
     /// `relay` delivered its stored events: the DMs held for it, to be
     /// screened again.
-    pub(super) fn caught_up(&mut self, relay: &RelayUrl) -> Vec<Box<Event>> {
+    pub(super) fn caught_up(&mut self, relay: &RelayUrl) -> Vec<Event> {
         self.catching_up.remove(relay);
         let (released, kept) = std::mem::take(&mut self.held)
             .into_iter()
@@ -106,7 +106,7 @@ impl BeforeStart {
             tracing::warn!(%relay, event_id = %event.id, max_held = MAX_HELD_DMS, "too many DMs from before this start wait for the relay's stored events; screening this one without waiting for the bot's own copies");
             return false;
         }
-        self.held.push((relay.clone(), Box::new(event.clone())));
+        self.held.push((relay.clone(), event.clone()));
         true
     }
 }
