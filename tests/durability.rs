@@ -565,3 +565,37 @@ async fn a_fresh_state_dir_answers_nothing_again_that_its_replies_on_the_relay_a
     );
     assert_eq!(log.matching(log.start(), Line::accepted(&new_dm.id)).len(), 1);
 }
+
+/// The same after the bot posted more public replies since than its first
+/// read of them at connection covers (1,000): the mention from before the
+/// start is checked against the relay by its id, and not answered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_state_dir_checks_by_id_what_the_newest_replies_do_not_cover() {
+    /// More of the bot's replies than its read at connection takes.
+    const NEWER_REPLIES: usize = 1_001;
+    let mut scene = Scene::builder().start().await;
+    let mention = scene.mention("room", "answer me once").await;
+    scene.reply_to(&mention).await;
+    scene.bridge.terminate(PATIENCE).await;
+    let spec = scene.spec();
+    let as_bot = Person::join_as(spec.bot.clone(), &scene.relay.url()).await;
+    let later = Timestamp::now() + 1;
+    for index in 0..NEWER_REPLIES {
+        let elsewhere = EventId::all_zeros();
+        let reply = group_message(&as_bot.public_key(), "elsewhere", &format!("reply {index}"), &[])
+            .tag(Tag::parse(["e", &elsewhere.to_hex(), "", "reply"]).expect("tag"))
+            .custom_created_at(later);
+        as_bot.publish(reply).await;
+    }
+
+    scene
+        .restart(BridgeSpec {
+            state_dir: temp_dir("state"),
+            ..spec
+        })
+        .await;
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::answered_before_start(&mention)).await;
+    scene.settle("room").await;
+    assert_eq!(scene.owner.answers_from(&scene.bot, &mention.id).await.len(), 1);
+}

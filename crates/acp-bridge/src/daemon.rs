@@ -216,7 +216,8 @@ impl Stages {
         )
         .with_shard(settings.shard)
         .with_question_askers(question_askers)
-        .with_groups(groups.clone());
+        .with_groups(groups.clone())
+        .with_reply_lookup(client.clone());
         if settings.shard.count() > 1 {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }

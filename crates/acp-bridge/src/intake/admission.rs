@@ -13,9 +13,10 @@
 //! (`--shard`) is journaled in the same transaction, finished at once: it
 //! is a duplicate when offered again, and nothing else.
 
-use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
+use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
+use super::reply_lookup::Looked;
 use super::{Arrival, DropReason, Inbound, Intake, Screened};
 use crate::ledger::OtherShards;
 use crate::mention::{Intent, Mention, Thread};
@@ -69,10 +70,7 @@ impl Intake {
             match arrival {
                 Arrival::Subscribed { relay, floor } => self.set_floor(relay, floor),
                 Arrival::CaughtUp { relay, at } => {
-                    for held in self.before_start.caught_up(&relay) {
-                        self.take_event(relay.clone(), &held, &mut pending, &mut outcomes)
-                            .await;
-                    }
+                    self.release_held(&relay, &mut pending, &mut outcomes).await;
                     self.commit(&mut pending, &mut outcomes).await;
                     let watermark = self.untaken.watermark(&relay, at);
                     if let Err(error) = self
@@ -96,6 +94,62 @@ impl Intake {
         self.commit(&mut pending, &mut outcomes).await;
         self.publish_floors();
         outcomes
+    }
+
+    /// `relay` delivered its stored events: the DMs held for it are
+    /// screened again (the bot's copies of its answers are through), the
+    /// public events held are looked up in one query (see `reply_lookup`).
+    async fn release_held(
+        &mut self,
+        relay: &RelayUrl,
+        pending: &mut Vec<Pending>,
+        outcomes: &mut Vec<Result<(), DropReason>>,
+    ) {
+        let (dms, public): (Vec<Event>, Vec<Event>) = self
+            .before_start
+            .caught_up(relay)
+            .into_iter()
+            .partition(|event| event.kind == Kind::GiftWrap);
+        let unchecked = match (&self.reply_lookup, public.is_empty()) {
+            (Some(lookup), false) => {
+                lookup.start(relay.clone(), public);
+                Vec::new()
+            }
+            _ => public,
+        };
+        for held in dms.iter().chain(&unchecked) {
+            self.take_event(relay.clone(), held, pending, outcomes).await;
+        }
+    }
+
+    /// A finished reply lookup: what the bot replied to is journaled as
+    /// answered before this start; then the events are screened again,
+    /// those dropped as such and the rest taken. A relay that could not
+    /// tell leaves them to be answered.
+    pub(super) async fn take_looked(&mut self, looked: Looked) {
+        let Looked {
+            relay,
+            events,
+            answered,
+        } = looked;
+        match answered.map(|answered| self.ledger.taken_elsewhere(&answered)) {
+            Ok(Ok(new)) => self.before_start.answered_on_relay(new),
+            Ok(Err(error)) => {
+                tracing::warn!(%relay, %error, "cannot journal what the bot answered before this start; answering it again");
+            }
+            Err(error) => {
+                tracing::warn!(%relay, events = events.len(), %error, "cannot ask the relay which events from before this start the bot answered; answering them");
+            }
+        }
+        let (mut pending, mut outcomes) = (Vec::new(), Vec::new());
+        self.replaying_held = true;
+        for event in &events {
+            self.take_event(relay.clone(), event, &mut pending, &mut outcomes)
+                .await;
+        }
+        self.replaying_held = false;
+        self.commit(&mut pending, &mut outcomes).await;
+        self.publish_floors();
     }
 
     /// Screens one event: admitted, it joins the batch to journal;

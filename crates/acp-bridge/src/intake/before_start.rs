@@ -12,7 +12,10 @@
 //!   public replies once, before it subscribes (`own_replies`); the
 //!   mentions they answer come here as [`Arrival::AnsweredOnRelay`]
 //!   (and are journaled as seen). When the relay then offers one, it is
-//!   dropped as answered before this start.
+//!   dropped as answered before this start. One from before this start
+//!   that those replies do not cover (a busy bot replied more often since)
+//!   is held until its relay's end of stored events, and the held ones are
+//!   then looked up by id in one query (`reply_lookup`).
 //! - DMs: the bot's answers are gift-wrapped, so a relay cannot be asked
 //!   for them by tag. But every DM answer is also wrapped to the bot itself
 //!   (NIP-17), and the DM subscription delivers those copies with the DMs.
@@ -22,9 +25,10 @@
 //!   stored events (its copies are through by then), then screened again.
 //!
 //! Nothing live waits: only events dated before this start are held, and
-//! only until their relay's stored events are through. When the relays
-//! cannot tell (the read of the bot's replies fails, more DMs wait than
-//! [`MAX_HELD_DMS`], no end of stored events comes before the link's
+//! only until their relay's stored events are through (and a public one's
+//! lookup, at most `REPLY_LOOKUP_TIMEOUT`). When the relays cannot tell
+//! (the read or the lookup fails or times out, more events wait than
+//! [`MAX_HELD_EVENTS`], no end of stored events comes before the link's
 //! periodic catch-up), the event is answered as before: a rare second
 //! answer is better than a lost one.
 //!
@@ -34,10 +38,10 @@ use std::collections::HashSet;
 
 use nostr_sdk::prelude::{Event, EventId, RelayUrl, Timestamp};
 
-/// DMs from before this start held for their relay's end of stored events
-/// at most; past it, a DM is screened at once (and answered, unless its
-/// answer's copy came first).
-pub(super) const MAX_HELD_DMS: usize = 256;
+/// Events from before this start held for their relay's end of stored
+/// events at most; past it, one is screened at once (and answered, unless
+/// the bot's reply to it was seen first).
+pub(super) const MAX_HELD_EVENTS: usize = 256;
 
 /// What the intake knows of the bot's answers from before this start.
 #[derive(Debug)]
@@ -48,8 +52,8 @@ pub(super) struct BeforeStart {
     /// Relays delivering their stored events (from a subscription to its
     /// end of stored events).
     catching_up: HashSet<RelayUrl>,
-    /// DMs from before this start, waiting for their relay's end of stored
-    /// events.
+    /// Events from before this start, waiting for their relay's end of
+    /// stored events.
     held: Vec<(RelayUrl, Event)>,
 }
 
@@ -73,8 +77,8 @@ impl BeforeStart {
         self.catching_up.insert(relay);
     }
 
-    /// `relay` delivered its stored events: the DMs held for it, to be
-    /// screened again.
+    /// `relay` delivered its stored events: the events held for it, to be
+    /// screened again (public ones after their lookup).
     pub(super) fn caught_up(&mut self, relay: &RelayUrl) -> Vec<Event> {
         self.catching_up.remove(relay);
         let (released, kept) = std::mem::take(&mut self.held)
@@ -95,15 +99,15 @@ impl BeforeStart {
         self.answered.remove(event_id)
     }
 
-    /// Holds a DM dated `created_at` from `relay` until that relay's end of
-    /// stored events, when it predates this start and the relay is still
+    /// Holds an event dated `created_at` from `relay` until that relay's end
+    /// of stored events, when it predates this start and the relay is still
     /// delivering stored events, and there is room: true when held.
     pub(super) fn hold(&mut self, relay: &RelayUrl, created_at: Timestamp, event: &Event) -> bool {
         if !self.predates_start(created_at) || !self.catching_up.contains(relay) {
             return false;
         }
-        if self.held.len() >= MAX_HELD_DMS {
-            tracing::warn!(%relay, event_id = %event.id, max_held = MAX_HELD_DMS, "too many DMs from before this start wait for the relay's stored events; screening this one without waiting for the bot's own copies");
+        if self.held.len() >= MAX_HELD_EVENTS {
+            tracing::warn!(%relay, event_id = %event.id, max_held = MAX_HELD_EVENTS, "too many events from before this start wait for the relay's stored events; screening this one without checking for the bot's reply");
             return false;
         }
         self.held.push((relay.clone(), event.clone()));

@@ -25,11 +25,13 @@ mod followed_threads;
 pub(crate) mod interest;
 mod own_replies;
 pub(crate) mod relay_link;
+mod reply_lookup;
 mod subscriptions;
 mod untaken;
 
 pub use admission::INTAKE_BATCH;
 use before_start::BeforeStart;
+use reply_lookup::ReplyLookup;
 pub use untaken::DEFAULT_MAX_PARKED_BYTES;
 use untaken::{Parked, Parking, Untaken};
 
@@ -153,8 +155,10 @@ pub enum DropReason {
     /// From before this start, and the bot's own reply to it is on a relay
     /// (a fresh state dir, a new shard count: see `before_start`).
     AnsweredBeforeStart,
-    /// Untaken: a DM from before this start, held until its relay's stored
-    /// events (among them the bot's copy of its answer) are through.
+    /// Untaken: an event from before this start, held until its relay's
+    /// stored events are through (for a DM: among them the bot's copy of
+    /// its answer) and, if public, the relay has said whether the bot
+    /// replied to it.
     AwaitingCatchUp,
 }
 
@@ -285,6 +289,13 @@ pub struct Intake {
     groups: GroupDirectory,
     /// What the bot answered before this start, as the relays show it.
     before_start: BeforeStart,
+    /// Asks a relay which public events from before this start the bot
+    /// replied to; without it they are answered unchecked.
+    reply_lookup: Option<ReplyLookup>,
+    /// Screening stored events again after their lookup (they were held
+    /// while their relay replayed them): judged by their own date, as
+    /// during the replay (see `judged_date`).
+    replaying_held: bool,
 }
 
 impl Intake {
@@ -323,7 +334,23 @@ impl Intake {
             question_askers: QuestionAskers::default(),
             groups: GroupDirectory::default(),
             before_start: BeforeStart::new(Timestamp::now()),
+            reply_lookup: None,
+            replaying_held: false,
         }
+    }
+
+    /// Checks public events from before this start against the bot's
+    /// replies on their relay, through `client` (see `reply_lookup`).
+    pub fn with_reply_lookup(mut self, client: nostr_sdk::prelude::Client) -> Self {
+        let public = self
+            .limits
+            .kinds
+            .iter()
+            .copied()
+            .filter(|kind| *kind != Kind::GiftWrap)
+            .collect();
+        self.reply_lookup = Some(ReplyLookup::new(client, self.signer.public_key(), public));
+        self
     }
 
     /// Answers only the conversations of `shard`; without it, all of them.
@@ -398,6 +425,7 @@ impl Intake {
                     let waiting = self.parked.unpark(&author);
                     self.take_in(waiting.into_iter().map(|(relay, event)| Arrival::Event { relay, event })).await;
                 }
+                looked = next_lookup(&mut self.reply_lookup) => self.take_looked(looked).await,
             }
         }
     }
@@ -531,8 +559,9 @@ impl Intake {
                 accepted_at: Timestamp::now().as_secs(),
             }));
         }
-        if let Thread::Direct { message, .. } = candidate.thread {
-            self.dm_answered_before_start(relay, message, &candidate)?;
+        match candidate.thread {
+            Thread::Direct { message, .. } => self.dm_answered_before_start(relay, message, &candidate)?,
+            Thread::Group { .. } | Thread::Note { .. } => self.hold_for_reply_lookup(relay, &candidate)?,
         }
         let chain_depth = match candidate.thread {
             Thread::Group { root, .. } | Thread::Note { root, .. } if candidate.follow_up => {
@@ -589,6 +618,24 @@ impl Intake {
             return Err(DropReason::AwaitingCatchUp);
         }
         Ok(())
+    }
+
+    /// A public event from before this start, while its relay still
+    /// delivers stored events: held, to be looked up with the rest once
+    /// they are through (see `reply_lookup`).
+    fn hold_for_reply_lookup(
+        &mut self,
+        relay: &RelayUrl,
+        candidate: &Candidate<'_>,
+    ) -> Result<(), DropReason> {
+        let held = self.reply_lookup.is_some()
+            && self
+                .before_start
+                .hold(relay, candidate.created_at, candidate.delivered);
+        match held {
+            true => Err(DropReason::AwaitingCatchUp),
+            false => Ok(()),
+        }
     }
 
     /// The bot's copy of a DM it sent before this start (NIP-17): the
@@ -718,8 +765,8 @@ impl Intake {
     /// expired cannot backdate a new message into its validity.
     fn judged_date(&self, relay: &RelayUrl, created_at: Timestamp) -> Timestamp {
         match self.caught_up.get(relay) {
-            Some(caught_up) => created_at.max(*caught_up),
-            None => created_at,
+            Some(caught_up) if !self.replaying_held => created_at.max(*caught_up),
+            _ => created_at,
         }
     }
 
@@ -781,6 +828,14 @@ impl Intake {
         first_answer.is_some_and(|first| {
             event.created_at.as_secs() as i64 >= first.saturating_sub(FOLLOW_UP_CLOCK_SKEW_SECS)
         })
+    }
+}
+
+/// The next finished reply lookup, if the intake makes them.
+async fn next_lookup(lookup: &mut Option<ReplyLookup>) -> reply_lookup::Looked {
+    match lookup {
+        Some(lookup) => lookup.finished().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -122,7 +122,7 @@ fn record_threads(store: &Store, replies: &[Event]) -> usize {
 /// The events `reply` answers: its NIP-10 `reply` marker, and what it
 /// quotes (`q`). Never its `root`: a thread's root may be someone's note
 /// the bot never answered.
-fn answered_mentions(reply: &Event) -> impl Iterator<Item = EventId> + '_ {
+pub(super) fn answered_mentions(reply: &Event) -> impl Iterator<Item = EventId> + '_ {
     reply.tags.iter().filter_map(|tag| {
         if tag.kind() == TagKind::q() {
             return tag.content().and_then(|id| EventId::from_hex(id).ok());

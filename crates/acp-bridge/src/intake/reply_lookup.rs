@@ -1,0 +1,101 @@
+//! Asks a relay, in one query, which of a batch of public events from
+//! before this start the bot has replied to (see `before_start`).
+//!
+//! The relay link's read of the bot's newest replies at connection
+//! (`own_replies`) covers a quiet bot; this covers the rest by id: when a
+//! relay has delivered its stored events, the public mentions and commands
+//! from before this start that the store did not know are looked up with
+//! one `authors=[bot], #e=[ids]` query, bounded by
+//! [`REPLY_LOOKUP_TIMEOUT`]. The query runs in a task of its own: the
+//! intake goes on with live events meanwhile, and takes the result from
+//! [`ReplyLookup::finished`].
+//!
+//! Only a reply's NIP-10 `reply` marker or `q` tag counts as an answer: a
+//! `root` tag names a thread the bot may have answered someone else in.
+
+use std::time::Duration;
+
+use nostr_sdk::prelude::{Client, Event, EventId, Filter, Kind, PublicKey, RelayUrl};
+use tokio::sync::mpsc;
+
+use super::own_replies::answered_mentions;
+
+/// How long a relay may take to answer which events the bot replied to;
+/// past it, they are answered (a rare second answer beats a lost one).
+pub(super) const REPLY_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A finished lookup: the events it was asked about, from `relay`, and
+/// which of them the bot replied to (`Err`: the relay could not tell).
+#[derive(Debug)]
+pub(super) struct Looked {
+    pub relay: RelayUrl,
+    pub events: Vec<Event>,
+    pub answered: Result<Vec<EventId>, String>,
+}
+
+/// Starts lookups and hands back their results.
+#[derive(Debug)]
+pub(super) struct ReplyLookup {
+    client: Client,
+    bot: PublicKey,
+    /// The public kinds the bot answers in.
+    kinds: Vec<Kind>,
+    /// One result per lookup started, so unbounded only in name: the
+    /// lookups are one per relay per catch-up.
+    finished_tx: mpsc::UnboundedSender<Looked>,
+    finished_rx: mpsc::UnboundedReceiver<Looked>,
+}
+
+impl ReplyLookup {
+    pub(super) fn new(client: Client, bot: PublicKey, kinds: Vec<Kind>) -> Self {
+        let (finished_tx, finished_rx) = mpsc::unbounded_channel();
+        ReplyLookup {
+            client,
+            bot,
+            kinds,
+            finished_tx,
+            finished_rx,
+        }
+    }
+
+    /// Asks `relay` which of `events` the bot replied to, in a task.
+    pub(super) fn start(&self, relay: RelayUrl, events: Vec<Event>) {
+        let ids: Vec<EventId> = events.iter().map(|event| event.id).collect();
+        let filter = Filter::new()
+            .author(self.bot)
+            .kinds(self.kinds.clone())
+            .events(ids.iter().copied());
+        let (client, bot, finished) = (self.client.clone(), self.bot, self.finished_tx.clone());
+        tokio::spawn(async move {
+            let fetched = client
+                .fetch_events_from([relay.clone()], filter, REPLY_LOOKUP_TIMEOUT)
+                .await;
+            let answered = fetched
+                .map(|replies| {
+                    let replies = replies.into_iter().filter(|reply| reply.pubkey == bot);
+                    let answered: Vec<EventId> = replies
+                        .flat_map(|reply| answered_mentions(&reply).collect::<Vec<_>>())
+                        .filter(|id| ids.contains(id))
+                        .collect();
+                    answered
+                })
+                .map_err(|error| error.to_string());
+            // The intake gone: we are stopping, and the events were never
+            // journaled (the next start reads them again).
+            let _ = finished.send(Looked {
+                relay,
+                events,
+                answered,
+            });
+        });
+    }
+
+    /// The next finished lookup (pending while none runs).
+    pub(super) async fn finished(&mut self) -> Looked {
+        match self.finished_rx.recv().await {
+            Some(looked) => looked,
+            // Never: this holds a sender.
+            None => std::future::pending().await,
+        }
+    }
+}
