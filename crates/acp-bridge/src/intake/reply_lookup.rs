@@ -71,14 +71,7 @@ impl ReplyLookup {
                 .fetch_events_from([relay.clone()], filter, REPLY_LOOKUP_TIMEOUT)
                 .await;
             let answered = fetched
-                .map(|replies| {
-                    let replies = replies.into_iter().filter(|reply| reply.pubkey == bot);
-                    let answered: Vec<EventId> = replies
-                        .flat_map(|reply| answered_mentions(&reply).collect::<Vec<_>>())
-                        .filter(|id| ids.contains(id))
-                        .collect();
-                    answered
-                })
+                .map(|replies| answered_among(replies, bot, &ids))
                 .map_err(|error| error.to_string());
             // The intake gone: we are stopping, and the events were never
             // journaled (the next start reads them again).
@@ -97,5 +90,57 @@ impl ReplyLookup {
             // Never: this holds a sender.
             None => std::future::pending().await,
         }
+    }
+}
+
+/// Which of `asked` the bot's `replies` answer: by a NIP-10 `reply` marker
+/// or a `q` tag, never by a `root` tag, and only replies signed by `bot`.
+fn answered_among(
+    replies: impl IntoIterator<Item = Event>,
+    bot: PublicKey,
+    asked: &[EventId],
+) -> Vec<EventId> {
+    let mut answered: Vec<EventId> = replies
+        .into_iter()
+        .filter(|reply| reply.pubkey == bot)
+        .flat_map(|reply| answered_mentions(&reply).collect::<Vec<_>>())
+        .filter(|id| asked.contains(id))
+        .collect();
+    answered.sort();
+    answered.dedup();
+    answered
+}
+
+#[cfg(test)]
+mod tests {
+    use nostr_sdk::prelude::{EventBuilder, Keys, Tag, TagKind};
+
+    use super::*;
+
+    #[test]
+    fn only_a_reply_marker_or_a_quote_by_the_bot_counts_as_an_answer() {
+        let (bot, someone) = (Keys::generate(), Keys::generate());
+        let id = |byte: u8| EventId::from_slice(&[byte; 32]).expect("32 bytes");
+        let (root, replied, quoted, other) = (id(1), id(2), id(3), id(4));
+        let marked =
+            |event: EventId, marker: &str| Tag::parse(["e", &event.to_hex(), "", marker]).expect("tag");
+        let answer = EventBuilder::text_note("the answer")
+            .tag(marked(root, "root"))
+            .tag(marked(replied, "reply"))
+            .tag(Tag::custom(TagKind::q(), [quoted.to_hex()]))
+            .sign_with_keys(&bot)
+            .expect("sign");
+        let not_the_bot = EventBuilder::text_note("me too")
+            .tag(marked(other, "reply"))
+            .sign_with_keys(&someone)
+            .expect("sign");
+
+        let asked = [root, replied, quoted, other];
+        let mut expected = vec![replied, quoted];
+        expected.sort();
+        assert_eq!(
+            answered_among([answer, not_the_bot], bot.public_key(), &asked),
+            expected
+        );
     }
 }
