@@ -5,7 +5,10 @@
 //! already seen → served group (`--group`, `--other-groups`) → time window → author gate (on the claimed author; only
 //! refusals are decided before the signature is checked) → signature →
 //! shard (`--shard`: another replica's conversation is journaled as seen
-//! and goes no further, so it never costs this one a notice) → loop bound
+//! and goes no further, so it never costs this one a notice) → answered
+//! before this start (an event from before the daemon's start whose reply
+//! by the bot is on the relay: a fresh state dir, a new shard count; see
+//! [`before_start`]) → loop bound
 //! → rate limit → queue cap → size → journal. Only an event that passes all
 //! of them becomes a [`Mention`], journaled (the durable queue, which is
 //! also the seen set) before it is handed on, so a crash after acceptance
@@ -13,8 +16,9 @@
 //! before the author is known.
 //!
 //! Intake never runs a turn, and never waits on the network: it hands
-//! mentions to the heart through a channel, asks for profile lookups
-//! without waiting for them, and leaves reactions and notices to the
+//! mentions to the heart through a channel, asks for profile lookups and
+//! for the bot's replies to events from before its start without waiting
+//! for them, and leaves reactions and notices to the
 //! publisher. Every drop is logged at debug with its reason and counted.
 //! An event that can be neither taken nor refused yet is *untaken* (see
 //! [`untaken`]): it holds its relay's watermark back until it is.
