@@ -474,7 +474,7 @@ impl Intake {
                 // question says which replica asked it.
                 self.question_askers
                     .record(rumor_id, rumor.tags.as_slice(), Instant::now());
-                self.learn_own_answer(&rumor);
+                self.learn_own_answer(relay, &rumor);
                 return Err(DropReason::OwnEvent);
             }
             if rumor.kind != Kind::PrivateDirectMessage {
@@ -645,9 +645,13 @@ impl Intake {
     /// The bot's copy of a DM it sent before this start (NIP-17): the
     /// message its rumor replies to was answered, by this bot key if not by
     /// this daemon. Journaled as seen by its rumor id, which is how a DM's
-    /// answer names it (see `before_start`).
-    fn learn_own_answer(&self, rumor: &UnsignedEvent) {
-        if !self.before_start.predates_start(rumor.created_at) {
+    /// answer names it (see `before_start`). Only a copy dated within the
+    /// subscription's window: an answer is never older than the DM it
+    /// answers, and a DM older than the window is refused anyway (the DM
+    /// filter reaches two days further back, for the wraps' dates).
+    fn learn_own_answer(&self, relay: &RelayUrl, rumor: &UnsignedEvent) {
+        let in_window = self.check_time_window(relay, rumor.created_at).is_ok();
+        if !in_window || !self.before_start.predates_start(rumor.created_at) {
             return;
         }
         let (_, Some(answered)) = mention::nip10_threading(&rumor.tags) else {
