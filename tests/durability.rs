@@ -599,3 +599,46 @@ async fn a_fresh_state_dir_checks_by_id_what_the_newest_replies_do_not_cover() {
     scene.settle("room").await;
     assert_eq!(scene.owner.answers_from(&scene.bot, &mention.id).await.len(), 1);
 }
+
+/// When the relay cannot say what the bot replied to (it refuses the
+/// bot's reads of its own chat messages), a fresh state dir answers a
+/// mention from before its start again: a second answer beats none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_cannot_tell_what_was_answered_gets_the_old_mention_answered_again() {
+    let mut scene = Scene::builder().start_on(PickyRelay::start().await).await;
+    let mention = scene.mention("room", "answer me").await;
+    scene.reply_to(&mention).await;
+    scene.bridge.terminate(PATIENCE).await;
+    let bot = scene.bot;
+    // The daemon's reads of its replies name its key and the chat kind;
+    // the test's own reads name no kind.
+    let reads_the_bots_chat = move |filter: &Filter| {
+        let by_bot = filter
+            .authors
+            .as_ref()
+            .is_some_and(|authors| authors.contains(&bot));
+        by_bot
+            && filter
+                .kinds
+                .as_ref()
+                .is_some_and(|kinds| kinds.contains(&Kind::Custom(9)))
+    };
+    scene.relay.refuse_queries(reads_the_bots_chat, "error: not now");
+
+    let spec = scene.spec();
+    scene
+        .restart(BridgeSpec {
+            state_dir: temp_dir("state"),
+            ..spec
+        })
+        .await;
+    let log = &scene.bridge.log;
+    log.wait(
+        log.start(),
+        Line::new(
+            "cannot ask the relay which events from before this start the bot answered; answering them",
+        ),
+    )
+    .await;
+    scene.owner.replies_from(&bot, &mention.id, 2).await;
+}

@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use nostr_sdk::prelude::{Client, Event, EventId, Filter, Kind, PublicKey, RelayUrl};
+use nostr_sdk::prelude::{Client, Event, EventId, Filter, Kind, PublicKey, RelayUrl, ReqExitPolicy};
 use tokio::sync::mpsc;
 
 use super::own_replies::answered_mentions;
@@ -67,12 +67,16 @@ impl ReplyLookup {
             .events(ids.iter().copied());
         let (client, bot, finished) = (self.client.clone(), self.bot, self.finished_tx.clone());
         tokio::spawn(async move {
-            let fetched = client
-                .fetch_events_from([relay.clone()], filter, REPLY_LOOKUP_TIMEOUT)
-                .await;
-            let answered = fetched
-                .map(|replies| answered_among(replies, bot, &ids))
-                .map_err(|error| error.to_string());
+            // From the relay itself: the client's fetch takes a refusal
+            // (CLOSED) for an empty answer, which would pass for "no reply".
+            let fetched = match client.relay(&relay).await {
+                Ok(link) => link
+                    .fetch_events(filter, REPLY_LOOKUP_TIMEOUT, ReqExitPolicy::ExitOnEOSE)
+                    .await
+                    .map_err(|error| error.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            let answered = fetched.map(|replies| answered_among(replies, bot, &ids));
             // The intake gone: we are stopping, and the events were never
             // journaled (the next start reads them again).
             let _ = finished.send(Looked {
