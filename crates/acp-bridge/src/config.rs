@@ -28,7 +28,7 @@ use crate::mode_gate::{Dedup, MultipleEventHandling};
 use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::reply::{ReplyContent, ReplyMode};
 use crate::shard::{Shard, ShardSpec};
-use crate::signer::{BunkerUri, SignerSource};
+use crate::signer::{BunkerUri, SignerSource, secret_file_unreadable};
 use crate::thread_context::{ContextFrom, DEFAULT_CONTEXT_BYTES, MIN_CONTEXT_BYTES};
 
 /// Environment variable that may hold the bot's secret key (nsec or hex).
@@ -348,7 +348,7 @@ pub struct RunArgs {
     pub retention: Duration,
 
     /// Serve Prometheus metrics and /healthz here (off by default).
-    #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR")]
+    #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR", value_parser = parse_socket_addr)]
     pub metrics_addr: Option<SocketAddr>,
 
     /// This replica's share of the bot: `INDEX/COUNT`, or `auto/COUNT` to
@@ -479,7 +479,6 @@ impl RunArgs {
     /// parameter so tests need not mutate the real one).
     pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let relays = parse_relays(&self.relays)?;
-        let signer = self.signer_source(env)?;
         let owner = self
             .owner
             .as_deref()
@@ -503,20 +502,11 @@ impl RunArgs {
                 "must be between 1s and 24h: a question nobody answers holds its turn and its agent until then (0, once \"wait forever\", is no longer allowed)",
             ));
         }
-        if owner.is_some() && owner == signer.known_public_key() {
-            return Err(refuse(
-                "--owner",
-                "is the bot's own key; the owner must be a different key",
-            ));
-        }
         let allowlist = self
             .allowlist
             .iter()
             .filter(|entry| !entry.trim().is_empty())
-            .map(|entry| {
-                parse_public_key(entry.trim())
-                    .map_err(|problem| refuse("--allowlist", format!("`{entry}`: {problem}")))
-            })
+            .map(|entry| parse_public_key(entry.trim()).map_err(|problem| refuse("--allowlist", problem)))
             .collect::<Result<BTreeSet<_>, _>>()?;
         if self.respond_to == RespondTo::Allowlist && allowlist.is_empty() {
             return Err(refuse(
@@ -603,9 +593,21 @@ impl RunArgs {
             .clone()
             .or_else(|| env(SYSTEMD_STATE_ENV).map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+        if let Some(problem) = state_dir_problem(&state_dir) {
+            return Err(refuse("--state-dir", problem));
+        }
         if let Some(user) = &agent_user {
             crate::isolation::check_state_dir(&state_dir, &cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
+        }
+        // Last: reading the key may warn about where it came from, and a
+        // warning belongs to a configuration that runs, not to a refusal.
+        let signer = self.signer_source(env)?;
+        if owner.is_some() && owner == signer.known_public_key() {
+            return Err(refuse(
+                "--owner",
+                "is the bot's own key; the owner must be a different key",
+            ));
         }
         let mut agent_env = agent_environment(&self.agent_env, env);
         match &agent_user {
@@ -910,10 +912,7 @@ fn parse_relays(values: &[String]) -> Result<Vec<RelaySpec>, ConfigError> {
         let relay = if value == "embedded" {
             RelaySpec::Embedded
         } else {
-            RelaySpec::Url(
-                RelayUrl::parse(value)
-                    .map_err(|error| refuse("--relay", format!("`{value}` is not a relay URL ({error})")))?,
-            )
+            RelaySpec::Url(relay_url("--relay", value)?)
         };
         if !relays.contains(&relay) {
             relays.push(relay);
@@ -937,13 +936,46 @@ fn parse_relay_urls(flag: &'static str, values: &[String]) -> Result<Vec<RelayUr
         .map(|value| value.trim())
         .filter(|value| !value.is_empty())
     {
-        let relay = RelayUrl::parse(value)
-            .map_err(|error| refuse(flag, format!("`{value}` is not a relay URL ({error})")))?;
+        let relay = relay_url(flag, value)?;
         if !relays.contains(&relay) {
             relays.push(relay);
         }
     }
     Ok(relays)
+}
+
+/// One relay URL of `flag`; a refusal says what a relay URL looks like.
+fn relay_url(flag: &'static str, value: &str) -> Result<RelayUrl, ConfigError> {
+    RelayUrl::parse(value).map_err(|error| {
+        refuse(
+            flag,
+            format!(
+                "`{value}` is not a relay URL ({}): use a ws:// or wss:// URL, e.g. wss://relay.example.com",
+                error.to_string().to_lowercase()
+            ),
+        )
+    })
+}
+
+/// Why `state_dir` can be neither used nor created (it is created at
+/// start when missing), checked before anything else starts.
+fn state_dir_problem(state_dir: &Path) -> Option<String> {
+    let existing = state_dir.ancestors().find(|path| path.exists())?;
+    if existing.is_dir() {
+        return None;
+    }
+    Some(if existing == state_dir {
+        format!(
+            "`{}` is not a directory: name a directory, or a path where one can be created",
+            state_dir.display()
+        )
+    } else {
+        format!(
+            "`{}` cannot be created: `{}` is not a directory",
+            state_dir.display(),
+            existing.display()
+        )
+    })
 }
 
 /// A text flag's value, `None` when unset or blank.
@@ -989,10 +1021,11 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
         )),
         (Some(path), None) => {
             let text = std::fs::read_to_string(path).map_err(|error| {
-                refuse(
-                    "--secret-key-file",
-                    format!("cannot read `{}`: {}", path.display(), error.kind()),
-                )
+                let create = format!(
+                    "create a key there with `acp-bridge keygen --out {}`",
+                    path.display()
+                );
+                refuse("--secret-key-file", secret_file_unreadable(path, &error, &create))
             })?;
             warn_if_readable_by_others(path);
             Keys::parse(text.trim()).map_err(|_| {
@@ -1037,7 +1070,18 @@ fn warn_if_readable_by_others(path: &Path) {
     }
 }
 
-/// Parses `90`, `90s`, `15m`, `2h`, `7d` or `500ms`.
+/// Parses an `IP:PORT` listening address.
+fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "`{text}` is not an IP address and port: write e.g. 127.0.0.1:9464 (a host name is not taken)"
+        )
+    })
+}
+
+/// Parses `90s`, `15m`, `2h`, `7d` or `500ms`; `0` alone needs no unit.
+/// A unit is required otherwise: `5` could mean seconds or minutes, and a
+/// guess is how a timeout ends up sixty times too short.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
@@ -1045,14 +1089,24 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let number: u64 = number
         .parse()
         .map_err(|_| format!("`{text}` is not a duration (examples: 90s, 15m, 2h)"))?;
-    match unit {
-        "" | "s" => Ok(Duration::from_secs(number)),
-        "ms" => Ok(Duration::from_millis(number)),
-        "m" => Ok(Duration::from_secs(number * 60)),
-        "h" => Ok(Duration::from_secs(number * 3600)),
-        "d" => Ok(Duration::from_secs(number * 24 * 3600)),
-        _ => Err(format!("`{text}` has an unknown unit (use ms, s, m, h or d)")),
-    }
+    let seconds_per_unit = match unit {
+        "" if number == 0 => return Ok(Duration::ZERO),
+        "" => {
+            return Err(format!(
+                "`{text}` has no unit: add one, e.g. {text}s (ms, s, m, h or d)"
+            ));
+        }
+        "ms" => return Ok(Duration::from_millis(number)),
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 24 * 3600,
+        _ => return Err(format!("`{text}` has an unknown unit (use ms, s, m, h or d)")),
+    };
+    number
+        .checked_mul(seconds_per_unit)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is too long a duration"))
 }
 
 #[cfg(test)]
@@ -1311,12 +1365,17 @@ mod tests {
 
     #[test]
     fn durations_parse_with_units() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO), "zero needs no unit");
         assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 24 * 3600)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5w").is_err());
+        assert_eq!(
+            parse_duration("5"),
+            Err("`5` has no unit: add one, e.g. 5s (ms, s, m, h or d)".to_owned())
+        );
     }
 }
