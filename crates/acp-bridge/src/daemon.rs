@@ -313,6 +313,7 @@ impl Stages {
         let metrics_stop = CancellationToken::new();
         if let Some(addr) = settings.metrics_addr {
             let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
+            metrics::register_counters_at_zero();
             // Recorded before the recorder existed: set again.
             metrics::signer_up(*signer_answering.borrow());
             let health = Health {
