@@ -5,7 +5,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use clap::Args;
@@ -235,7 +235,7 @@ fn valid_flags_except(dir: &Path, tested: &str) -> Vec<String> {
         .collect()
 }
 
-fn path(path: &PathBuf) -> String {
+fn path(path: &Path) -> String {
     path.display().to_string()
 }
 
