@@ -408,6 +408,24 @@ fn refusals_say_what_to_do() {
         "error: invalid value '5' for '--idle-timeout <IDLE_TIMEOUT>': `5` has no unit: add one, e.g. 5s (ms, s, m, h or d)"
     );
     assert_eq!(
+        with("--owner", "npub1broken"),
+        "acp-bridge: --owner: `npub1broken` is not a valid public key: give an npub1… or 64 hex characters"
+    );
+    assert!(
+        with("--cwd", "/nonexistent/work").ends_with("name an existing directory for the agents to work in")
+    );
+    let garbage = dir.join("garbage.nsec");
+    std::fs::write(&garbage, "nsec1garbage").expect("write");
+    let refusal = with("--secret-key-file", &path(&garbage));
+    assert!(
+        refusal.contains("or make a new key file with `acp-bridge keygen --out PATH`"),
+        "{refusal}"
+    );
+    assert!(
+        !refusal.contains("nsec1garbage"),
+        "the file's content never shows: {refusal}"
+    );
+    assert_eq!(
         with("--respond-to", "everybody"),
         "error: invalid value 'everybody' for '--respond-to <RESPOND_TO>' [possible values: owner-only, allowlist, anyone, nobody]"
     );

@@ -578,7 +578,13 @@ impl RunArgs {
                 .map_err(|error| refuse("--cwd", format!("cannot read the current directory: {error}")))?,
         };
         if !cwd.is_dir() {
-            return Err(refuse("--cwd", format!("`{}` is not a directory", cwd.display())));
+            return Err(refuse(
+                "--cwd",
+                format!(
+                    "`{}` is not a directory: name an existing directory for the agents to work in",
+                    cwd.display()
+                ),
+            ));
         }
         let cwd = std::fs::canonicalize(&cwd)
             .map_err(|error| refuse("--cwd", format!("`{}`: {error}", cwd.display())))?;
@@ -601,7 +607,8 @@ impl RunArgs {
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
         // Last: reading the key may warn about where it came from, and a
-        // warning belongs to a configuration that runs, not to a refusal.
+        // warning belongs to a configuration that runs, not before another
+        // flag's refusal.
         let signer = self.signer_source(env)?;
         if owner.is_some() && owner == signer.known_public_key() {
             return Err(refuse(
@@ -698,8 +705,9 @@ impl RunArgs {
                 Some(uri)
             }
             (None, Some(path)) => {
+                let uri = BunkerUri::read(path).map_err(|problem| refuse("--signer-file", problem))?;
                 warn_if_readable_by_others(path);
-                Some(BunkerUri::read(path).map_err(|problem| refuse("--signer-file", problem))?)
+                Some(uri)
             }
             (None, None) => None,
         };
@@ -1008,7 +1016,8 @@ fn parse_kinds(values: &[u16]) -> Result<Vec<Kind>, ConfigError> {
 }
 
 fn parse_public_key(value: &str) -> Result<PublicKey, String> {
-    PublicKey::parse(value).map_err(|_| format!("`{value}` is not a valid npub or hex public key"))
+    PublicKey::parse(value)
+        .map_err(|_| format!("`{value}` is not a valid public key: give an npub1… or 64 hex characters"))
 }
 
 /// Reads the bot's key from `--secret-key-file` or `ACP_BRIDGE_SECRET_KEY`.
@@ -1027,22 +1036,25 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
                 );
                 refuse("--secret-key-file", secret_file_unreadable(path, &error, &create))
             })?;
-            warn_if_readable_by_others(path);
-            Keys::parse(text.trim()).map_err(|_| {
+            let keys = Keys::parse(text.trim()).map_err(|_| {
                 refuse(
                     "--secret-key-file",
                     format!(
-                        "`{}` does not hold a valid nsec or hex secret key",
+                        "`{}` does not hold a valid nsec or hex secret key: put an nsec1… or 64 hex characters in it, or make a new key file with `acp-bridge keygen --out PATH`",
                         path.display()
                     ),
                 )
-            })
+            })?;
+            warn_if_readable_by_others(path);
+            Ok(keys)
         }
         (None, Some(text)) => {
             let keys = Keys::parse(text.trim()).map_err(|_| {
                 refuse(
                     "--secret-key-file",
-                    format!("{SECRET_KEY_ENV} is not a valid nsec or hex secret key"),
+                    format!(
+                        "{SECRET_KEY_ENV} is not a valid nsec or hex secret key: set it to an nsec1… or 64 hex characters, or use --secret-key-file (create one with `acp-bridge keygen`)"
+                    ),
                 )
             })?;
             tracing::warn!(
