@@ -92,6 +92,8 @@ async fn every_counter_is_on_metrics_at_zero_right_after_ready() {
         "acp_bridge_agent_respawns_total 0",
         "acp_bridge_steers_total{path=\"fallback\"} 0",
         "acp_bridge_group_requests_total{request=\"join\",outcome=\"refused\"} 0",
+        "acp_bridge_queue_depth 0",
+        "acp_bridge_parked_events 0",
     ] {
         assert!(
             body.lines().any(|line| line == series),

@@ -12,6 +12,10 @@
 
 use metrics::{counter, gauge, histogram};
 
+const PARKED_EVENTS: &str = "acp_bridge_parked_events";
+const PARKED_EVENT_BYTES: &str = "acp_bridge_parked_event_bytes";
+const QUEUE_DEPTH: &str = "acp_bridge_queue_depth";
+const AGENTS_ALIVE: &str = "acp_bridge_agents_alive";
 const EVENTS_RECEIVED: &str = "acp_bridge_events_received_total";
 const EVENTS_ACCEPTED: &str = "acp_bridge_events_accepted_total";
 const EVENTS_DROPPED: &str = "acp_bridge_events_dropped_total";
@@ -91,10 +95,15 @@ const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
 ];
 
 /// Registers every counter at 0, each labelled one with every label value
-/// it can take, so that /metrics shows them before their first event.
-/// Called once the exporter is installed. (`agent_cost_total` is left
-/// out: its currency is known only when an agent reports one.)
-pub(crate) fn register_counters_at_zero() {
+/// it can take, and the gauges of what is waiting or alive at 0, so that
+/// /metrics shows them before their first event. Called once the exporter
+/// is installed, before anything runs (so the zeros are true).
+/// `agent_cost_total` is left out: its currency is known only when an
+/// agent reports one.
+pub(crate) fn register_at_zero() {
+    for name in [PARKED_EVENTS, PARKED_EVENT_BYTES, QUEUE_DEPTH, AGENTS_ALIVE] {
+        gauge!(name).set(0.0);
+    }
     for name in [
         EVENTS_RECEIVED,
         EVENTS_ACCEPTED,
@@ -164,16 +173,16 @@ pub(crate) fn steer(path: &'static str) {
 /// Events waiting in memory for their author's profile lookup, and the
 /// bytes they hold (bounded by `--max-parked-bytes`).
 pub(crate) fn parked_events(events: usize, bytes: usize) {
-    gauge!("acp_bridge_parked_events").set(events as f64);
-    gauge!("acp_bridge_parked_event_bytes").set(bytes as f64);
+    gauge!(PARKED_EVENTS).set(events as f64);
+    gauge!(PARKED_EVENT_BYTES).set(bytes as f64);
 }
 
 pub(crate) fn queue_depth(depth: usize) {
-    gauge!("acp_bridge_queue_depth").set(depth as f64);
+    gauge!(QUEUE_DEPTH).set(depth as f64);
 }
 
 pub(crate) fn agents_alive(alive: usize) {
-    gauge!("acp_bridge_agents_alive").set(alive as f64);
+    gauge!(AGENTS_ALIVE).set(alive as f64);
 }
 
 pub(crate) fn agent_respawned() {
