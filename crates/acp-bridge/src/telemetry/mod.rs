@@ -35,7 +35,8 @@ pub struct LogArgs {
     #[arg(long, env = "ACP_BRIDGE_LOG_FORMAT", value_enum, global = true)]
     pub log_format: Option<LogFormat>,
 
-    /// Log filter, RUST_LOG syntax (`info`, `acp_bridge=debug,agent_stderr=warn`).
+    /// Log filter: comma-separated levels (off, error, warn, info, debug,
+    /// trace) or target=level (`info,acp_bridge=debug,agent_stderr=warn`).
     /// RUST_LOG itself wins when set.
     #[arg(long, env = "ACP_BRIDGE_LOG_LEVEL", default_value = "info", global = true)]
     pub log_level: LogFilter,
