@@ -432,6 +432,37 @@ fn refusals_say_what_to_do() {
 }
 
 #[test]
+fn clap_s_own_refusals_are_one_line_too() {
+    for (args, line) in [
+        (
+            &["keygen"][..],
+            "error: the following required arguments were not provided: --out <PATH>",
+        ),
+        (
+            &["--relya", "x"][..],
+            "error: unexpected argument '--relya' found; tip: a similar argument exists: '--relay'",
+        ),
+        (
+            &["--agents", "1", "--agents", "2"][..],
+            "error: the argument '--agents <AGENTS>' cannot be used multiple times",
+        ),
+    ] {
+        let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+        let output = Command::new(bridge_binary())
+            .args(&args)
+            .env_clear()
+            .output()
+            .expect("run acp-bridge");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            format!("{line}\n"),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
 fn help_and_version_are_clap_s_own() {
     let output = Command::new(bridge_binary())
         .arg("--version")

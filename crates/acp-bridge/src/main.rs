@@ -147,7 +147,13 @@ fn one_line(error: &clap::Error) -> String {
         .filter(|line| !line.is_empty())
     {
         if !line.is_empty() {
-            line.push_str(if part.starts_with('[') { " " } else { "; " });
+            // A list under a colon, or `[possible values: …]`, continues
+            // the sentence; anything else (a tip) is a clause of its own.
+            line.push_str(if line.ends_with(':') || part.starts_with('[') {
+                " "
+            } else {
+                "; "
+            });
         }
         line.push_str(part);
     }
