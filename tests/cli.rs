@@ -188,6 +188,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--metrics-addr", "localhost"),
     ("--shard", "3/2"),
     ("--agent-start-timeout", "120"),
+    ("--profile-picture", "helper.png"),
     ("--dm-relays", "http://relay.example.com"),
     ("--directory-relays", "notaurl"),
     ("--group", "pizza"),
@@ -206,7 +207,6 @@ const FREE_FORM: &[&str] = &[
     "--agent-auth-method",
     "--profile-name",
     "--profile-about",
-    "--profile-picture",
     "--group-invite-code",
 ];
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use acp_client::AgentUser;
 use clap::Args;
-use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
+use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, Url};
 
 use crate::embedded_relay::RelaySpec;
 use crate::gate::RespondTo;
@@ -515,6 +515,7 @@ impl RunArgs {
             ));
         }
         let kinds = parse_kinds(&self.kinds)?;
+        let profile_picture = picture_url(&self.profile_picture)?;
         let dm_relays = parse_relay_urls("--dm-relays", &self.dm_relays)?;
         let directory_relays = parse_relay_urls("--directory-relays", &self.directory_relays)?;
         let groups = self
@@ -679,7 +680,7 @@ impl RunArgs {
             profile: ProfileFields {
                 name: non_empty(&self.profile_name),
                 about: non_empty(&self.profile_about),
-                picture: non_empty(&self.profile_picture),
+                picture: profile_picture,
             },
             dm_relays,
             directory_relays,
@@ -984,6 +985,23 @@ fn state_dir_problem(state_dir: &Path) -> Option<String> {
             existing.display()
         )
     })
+}
+
+/// `--profile-picture`: an http(s) URL (clients fetch it as an image), or
+/// `None` when unset or blank.
+fn picture_url(value: &Option<String>) -> Result<Option<String>, ConfigError> {
+    let Some(text) = non_empty(value) else {
+        return Ok(None);
+    };
+    match Url::parse(&text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(Some(text)),
+        _ => Err(refuse(
+            "--profile-picture",
+            format!(
+                "`{text}` is not an http(s) URL: give the image's address, e.g. https://example.com/bot.png"
+            ),
+        )),
+    }
 }
 
 /// A text flag's value, `None` when unset or blank.
