@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks the deployment files against the binary they deploy.
 #
-#   cargo build -p acp-bridge && bash deploy/verify.sh target/debug/acp-bridge
+#   cargo build --locked -p acp-bridge && bash deploy/verify.sh target/debug/acp-bridge
+#
+# (from the repository root; any path to a built acp-bridge will do.)
 #
 # - every ACP_BRIDGE_* name used under deploy/ is one the binary knows, the
 #   env example lists every one of them with the binary's default, and every
@@ -18,8 +20,9 @@
 # fails makes the script exit 1.
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-    echo "usage: $0 PATH/TO/acp-bridge" >&2
+if [[ $# -ne 1 || $1 == -h || $1 == --help ]]; then
+    echo "usage: bash deploy/verify.sh PATH/TO/acp-bridge" >&2
+    echo "  e.g. cargo build --locked -p acp-bridge && bash deploy/verify.sh target/debug/acp-bridge" >&2
     exit 64
 fi
 bin=$(realpath -- "$1")
@@ -456,6 +459,11 @@ if [[ -n $toolchain ]]; then
         || fail "Dockerfile's rust image is not the rust-toolchain.toml release ($toolchain)"
     grep -qF "RUSTUP_TOOLCHAIN=$toolchain" "$dockerfile" \
         || fail "Dockerfile's RUSTUP_TOOLCHAIN is not the rust-toolchain.toml release ($toolchain)"
+fi
+# The agent is pinned: no floating "current release" default, and the build
+# refuses to guess when none is named.
+if grep -qE '^ARG GOOSE_VERSION=$' "$dockerfile" || ! grep -qF 'test -n "${GOOSE_VERSION}"' "$dockerfile"; then
+    fail "Dockerfile's with-goose must pin goose: no empty GOOSE_VERSION default, and refuse a build without one"
 fi
 skip "docker build (needs a docker engine; the Dockerfile is checked only for the lines above)"
 

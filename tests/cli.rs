@@ -6,23 +6,54 @@ mod support;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use nostr_sdk::prelude::*;
-use support::{bridge_binary, temp_dir};
+use support::{bridge_binary, check_with_agent_args, temp_dir};
 
+/// How long a refusal may take: flags are checked before any connection.
+const REFUSAL_PATIENCE: Duration = Duration::from_secs(20);
+/// How often the test looks whether the daemon exited.
+const EXIT_POLL: Duration = Duration::from_millis(20);
+
+/// Starts the daemon with `args` and `env` (in a state dir of its own) and
+/// waits for it to exit: its exit code and stderr. A daemon that is still
+/// running after [`REFUSAL_PATIENCE`] took flags it should have refused:
+/// it is killed and the test fails.
 fn start_with(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let output = Command::new(bridge_binary())
+    let dir = temp_dir("cli");
+    let stderr_path = dir.join("stderr");
+    let mut child = Command::new(bridge_binary())
         .args(args)
         .env_clear()
+        .env("ACP_BRIDGE_STATE_DIR", dir.join("state"))
         .envs(env.iter().copied())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
+        .spawn()
         .expect("run acp-bridge");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let deadline = Instant::now() + REFUSAL_PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for acp-bridge") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            panic!("{args:?}: still running after {REFUSAL_PATIENCE:?} instead of refusing: {stderr}");
+        }
+        std::thread::sleep(EXIT_POLL);
+    };
+    let stderr = std::fs::read_to_string(&stderr_path).expect("stderr");
+    (status.code().unwrap_or(-1), stderr)
+}
+
+/// The lines of `stderr` that mention `needle`.
+fn lines_naming<'a>(stderr: &'a str, needle: &str) -> Vec<&'a str> {
+    stderr.lines().filter(|line| line.contains(needle)).collect()
 }
 
 #[test]
@@ -167,6 +198,8 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--max-parked-bytes", "0"),
     ("--relay-buffer", "0"),
     ("--max-reply-chain", "many"),
+    ("--agent-command", "/nonexistent/agent"),
+    ("--agent-args", "scripted-agent 'unbalanced"),
     ("--agent-user", "no-such-user-acp"),
     ("--agents", "0"),
     ("--turns-per-agent", "0"),
@@ -201,8 +234,6 @@ const BAD_VALUES: &[(&str, &str)] = &[
 /// Flags whose every value is taken as it is: free text, or names checked
 /// only when used (an agent's auth method against its `initialize`).
 const FREE_FORM: &[&str] = &[
-    "--agent-command",
-    "--agent-args",
     "--agent-env",
     "--agent-auth-method",
     "--profile-name",
@@ -431,6 +462,32 @@ fn refusals_say_what_to_do() {
     );
 }
 
+/// The warnings of where a secret came from (the environment, a file
+/// others can read) belong to a configuration that runs: a refusal is the
+/// only line.
+#[test]
+fn a_refusal_is_never_preceded_by_a_warning() {
+    let dir = temp_dir("no-warning-first");
+    let open_key = dir.join("open.nsec");
+    std::fs::write(&open_key, Keys::generate().secret_key().to_secret_hex()).expect("key file");
+    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let mut from_env = valid_flags_except(&dir, "--secret-key-file");
+    from_env.push("--kinds=4".to_owned());
+    let mut open_file = valid_flags_except(&dir, "--secret-key-file");
+    open_file.push(format!("--secret-key-file={}", path(&open_key)));
+    open_file.push("--kinds=4".to_owned());
+    for (args, env) in [
+        (from_env, vec![("ACP_BRIDGE_SECRET_KEY", secret.as_str())]),
+        (open_file, vec![]),
+    ] {
+        let (code, lines) = refused(&args, &env);
+        assert_eq!(code, 2, "{lines:?}");
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].starts_with("acp-bridge: --kinds:"), "{}", lines[0]);
+    }
+}
+
 #[test]
 fn clap_s_own_refusals_are_one_line_too() {
     for (args, line) in [
@@ -479,5 +536,99 @@ fn help_and_version_are_clap_s_own() {
     assert!(
         help.contains("Usage:") && help.contains("--idle-timeout"),
         "{help}"
+    );
+}
+
+/// `--agent-args` takes one value: the daemon's own flags after it stay
+/// the daemon's, so a bad one is refused at start (not handed to the agent,
+/// which then failed every turn of a daemon that said it was ready).
+#[test]
+fn agent_args_cannot_swallow_the_daemons_flags() {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    let args = [
+        "--relay",
+        "ws://127.0.0.1:1",
+        "--owner",
+        &owner,
+        "--agent-command",
+        bridge_binary(),
+        "--agent-args",
+        "scripted-agent",
+        "--idle-timeout",
+        "5x",
+    ];
+    let (code, stderr) = start_with(&args, &[("ACP_BRIDGE_SECRET_KEY", &secret)]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(lines_naming(&stderr, "--idle-timeout").len(), 1, "{stderr}");
+}
+
+/// An unbalanced quote in the agent's arguments stops start-up with one
+/// line naming the flag, from the command line and from the environment.
+#[test]
+fn agent_args_with_an_unbalanced_quote_are_refused() {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    let base = ["--relay", "ws://127.0.0.1:1", "--owner", &owner];
+    let unbalanced = "scripted-agent --name 'my bot";
+    let key_env = ("ACP_BRIDGE_SECRET_KEY", secret.as_str());
+    let from_flag = start_with(&[&base[..], &["--agent-args", unbalanced]].concat(), &[key_env]);
+    let from_env = start_with(&base, &[key_env, ("ACP_BRIDGE_AGENT_ARGS", unbalanced)]);
+    for (code, stderr) in [from_flag, from_env] {
+        assert_eq!(code, 2, "{stderr}");
+        let refusal = lines_naming(&stderr, "--agent-args");
+        assert_eq!(refusal.len(), 1, "{stderr}");
+        assert!(refusal[0].contains("unbalanced quote"), "{stderr}");
+    }
+}
+
+/// The agent's arguments as one string, split as a shell splits words: the
+/// scripted agent gets `--rounds 3` and answers.
+#[test]
+fn agent_args_are_one_string_split_like_a_shell() {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    let output = check_with_agent_args(
+        "embedded",
+        &owner,
+        Some(&secret),
+        "scripted-agent --rounds 3 --name 'a bot with spaces'",
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("as a bot with spaces"), "{stdout}");
+    assert!(stdout.contains("verdict: ready"), "{stdout}");
+}
+
+/// A missing agent program stops start-up with one line that names it and
+/// says what to do, before any relay is contacted (it was found only at
+/// the first mention, and then reported as crashing agents).
+#[test]
+fn a_missing_agent_program_stops_start_up_in_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let key_file = temp_dir("cli-key").join("bot.nsec");
+    std::fs::write(&key_file, Keys::generate().secret_key().to_secret_hex()).expect("key file");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let owner = Keys::generate().public_key().to_hex();
+    let args = [
+        "--relay",
+        "ws://127.0.0.1:1",
+        "--owner",
+        &owner,
+        "--secret-key-file",
+        key_file.to_str().expect("utf-8 path"),
+        "--agent-command",
+        "/nonexistent/agent",
+    ];
+    let (code, stderr) = start_with(&args, &[]);
+    assert_ne!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|line| !line.trim().is_empty()).collect();
+    assert_eq!(
+        lines,
+        [
+            "acp-bridge: --agent-command: `/nonexistent/agent` does not exist: install the agent, or point --agent-command at it"
+        ],
+        "{stderr}"
     );
 }

@@ -101,6 +101,71 @@ async fn restart_answers_nothing_twice_and_resumes_the_unanswered() {
     assert_eq!(owner.answers_from(&bot, &hanging.id).await.len(), 1);
 }
 
+/// What the daemon says when a stop leaves replies in the outbox.
+const UNSENT_AT_STOP: &str = "some replies are still unsent; they are published at the next start";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_finishes_within_the_shutdown_grace_is_on_the_relay_when_the_daemon_has_exited() {
+    // Eight rounds 250 ms apart: running at SIGTERM, done well within the grace.
+    let mut scene = Scene::builder()
+        .agent(&["--rounds", "8", "--round-delay-ms", "250"])
+        .flags(&["--shutdown-grace", "30s"])
+        .start()
+        .await;
+    let bot = scene.bot;
+    let mention = scene.mention_mid_turn("room", "finish this before you go").await;
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "clean exit: {status}");
+
+    let log = &scene.bridge.log;
+    let finished = log.matching(log.start(), Line::new("turn finished").in_turn(&mention.id));
+    assert_eq!(
+        finished.first().map(|line| line["outcome"].clone()),
+        Some("answered".into()),
+        "the turn ended within the grace; log tail:\n{}",
+        log.tail(40)
+    );
+    // Looked up once, after the exit: the stop delivered it, not a later start.
+    let answers = scene.owner.answers_from(&bot, &mention.id).await;
+    assert_eq!(
+        answers.len(),
+        1,
+        "answered before the exit; log tail:\n{}",
+        log.tail(40)
+    );
+    assert!(
+        answers[0].content.contains("> finish this before you go"),
+        "{}",
+        answers[0].content
+    );
+    assert!(log.matching(log.start(), Line::new(UNSENT_AT_STOP)).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_no_relay_takes_during_the_stop_is_published_at_the_next_start() {
+    let mut scene = Scene::builder()
+        .through_proxy()
+        .agent(&["--rounds", "8", "--round-delay-ms", "250"])
+        .flags(&["--shutdown-grace", "30s"])
+        .start()
+        .await;
+    let bot = scene.bot;
+    let mention = scene.mention_mid_turn("room", "answer me some day").await;
+    scene.cut_proxy().await;
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "clean exit: {status}");
+    let log = &scene.bridge.log;
+    let unsent = log.matching(log.start(), Line::new(UNSENT_AT_STOP));
+    assert_eq!(unsent.len(), 1, "log tail:\n{}", log.tail(40));
+    assert!(scene.owner.answers_from(&bot, &mention.id).await.is_empty());
+
+    scene.proxy().restore().await;
+    scene.restart(scene.spec()).await;
+    scene.reply_to(&mention).await;
+    scene.settle("room").await;
+    assert_eq!(scene.owner.answers_from(&bot, &mention.id).await.len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mentions_posted_while_disconnected_are_answered_after_reconnect() {
     let mut scene = Scene::builder().through_proxy().start().await;

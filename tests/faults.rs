@@ -109,31 +109,63 @@ async fn agent_flooding_stdout_with_garbage_and_a_50_mb_line() {
         .await;
 }
 
+/// An agent program that is gone after start-up (uninstalled, its volume
+/// unmounted; one missing at start-up stops the start, see tests/cli.rs):
+/// the daemon stays up and says the agent cannot start, with why, to the
+/// person, in /healthz and in `!status`, apart from agents that crash.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agent_binary_missing_opens_the_breaker_and_the_daemon_stays_up() {
+async fn agent_program_gone_after_start_is_reported_as_cannot_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let script = temp_dir("vanishing-agent").join("agent.sh");
+    let text = format!("#!/bin/sh\nexec '{}' \"$@\"\n", bridge_binary());
+    std::fs::write(&script, text).expect("agent script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let mut scene = Scene::builder()
-        .agent_command("/nonexistent/agent")
+        .agent_command(script.to_str().expect("UTF-8 path"))
         .metrics()
         .start()
         .await;
+    std::fs::remove_file(&script).expect("remove the agent");
+    let reason = format!(
+        "agent cannot start: `{}` does not exist: install the agent, or point --agent-command at it",
+        script.display()
+    );
+
     let mark = scene.bridge.log.cursor();
     let sent = mentions(&scene, 2, "is anyone home").await;
-    assert_exactly_once(scene.tally("agent binary missing", &sent).await);
-    let notice = scene.reply_to(&sent[0]).await;
-    assert!(
-        notice.content.contains("not found"),
-        "says why: {}",
-        notice.content
-    );
-    // A missing binary is a misconfiguration: the breaker opens at once.
-    let breaker =
-        "the agent cannot work as configured: circuit breaker open, no restarts during the cool-down";
-    scene.bridge.log.wait(mark, Line::new(breaker)).await;
+    assert_exactly_once(scene.tally("agent program gone", &sent).await);
+    for mention in &sent {
+        let notice = scene.reply_to(mention).await;
+        assert!(notice.content.contains(&reason), "says why: {}", notice.content);
+    }
+    let cannot_start = Line::new("agent cannot start: no new attempt during the cool-down");
+    scene.bridge.log.wait(mark, cannot_start).await;
     assert!(scene.bridge.alive(), "the daemon stays up");
+
     let health = http_get(scene.metrics_port(), "/healthz").await;
     assert!(
-        health.starts_with("HTTP/1.1 503") && health.contains("circuit breaker"),
+        health.starts_with("HTTP/1.1 503") && health.contains(&reason),
         "{health}"
+    );
+    assert!(!health.contains("crashing"), "{health}");
+    let status = scene.mention("room", "!status").await;
+    let public = scene.reply_to(&status).await;
+    assert!(
+        public
+            .content
+            .contains("Agents alive: 0 (the agent cannot start)"),
+        "{}",
+        public.content
+    );
+    scene.owner.dm(&scene.bot, "!status").await;
+    let private = scene
+        .owner
+        .dm_containing(&scene.bot, "Agent cannot start: `")
+        .await;
+    assert!(
+        private.content.contains(&script.display().to_string()),
+        "{}",
+        private.content
     );
 }
 

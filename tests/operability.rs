@@ -1,10 +1,11 @@
 //! Operability: the demo, JSON logs with turn fields, /metrics and /healthz,
-//! `check` and `keygen`.
+//! `check` and `keygen`, and what systemd hears (`Type=notify`).
 
 mod support;
 
 use std::process::Command;
 
+use nostr_sdk::prelude::{Alphabet, Filter, SingleLetterTag};
 use support::*;
 
 #[test]
@@ -18,6 +19,10 @@ fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn_and_a_follow_up_
         output.status.success(),
         "demo failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("it echoes its whole prompt as its answer"),
+        "the demo says the scripted agent echoes its prompt: {stdout}"
     );
     assert!(
         stdout.contains("steered into the live turn (native steer"),
@@ -133,14 +138,19 @@ fn check_fails_clearly_on_a_missing_agent_binary() {
         .env("ACP_BRIDGE_SECRET_KEY", &secret)
         .output()
         .expect("run check");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    // The daemon's own rules refuse it before any check runs: one line.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let refusal: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("/nonexistent/agent-binary"))
+        .collect();
+    assert_eq!(refusal.len(), 1, "{stderr}");
     assert!(
-        stdout.contains("agent: FAILED to start `/nonexistent/agent-binary"),
-        "{stdout}"
+        refusal[0].contains("--agent-command: `/nonexistent/agent-binary` does not exist"),
+        "{stderr}"
     );
-    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
-    assert!(!stdout.contains(&secret));
+    assert!(!stderr.contains(&secret));
 }
 
 #[test]
@@ -154,6 +164,68 @@ fn check_passes_with_the_built_in_agent() {
     assert!(stdout.contains("auth: the agent offers no method"), "{stdout}");
     assert!(stdout.contains("agent: ok, a session opens"), "{stdout}");
     assert!(stdout.contains("verdict: ready"), "{stdout}");
+}
+
+/// An agent that fails to start says why on its stderr (here clap's
+/// refusal of a flag the scripted agent does not know): `check` shows it.
+#[test]
+fn check_shows_the_agents_own_error_when_it_fails_to_start() {
+    let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let output = check_with_agent_args("embedded", &owner, Some(&secret), "scripted-agent --bogus", &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("agent: FAILED"), "{stdout}");
+    assert!(
+        stdout.contains("  | error: unexpected argument '--bogus' found"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
+}
+
+/// `check` on a real relay: values in the flags' own spelling, and the
+/// verdict is its last word: the agent it started is stopped before, with
+/// no warning about a kill it asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_speaks_the_flags_language_and_ends_with_its_verdict() {
+    let relay = TestRelay::start().await;
+    let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let url = relay.url();
+    let run = move || check_with_scripted_agent(&url, &owner, Some(&secret), &[]);
+    // The relay runs on this test's runtime: the check blocks elsewhere.
+    let output = tokio::task::spawn_blocking(run).await.expect("check ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("respond-to owner-only, multiple-event-handling steer, dedup queue"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("OwnerOnly") && !stdout.contains("Steer"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.lines().last(), Some("verdict: ready to run"), "{stdout}");
+    assert!(!stderr.contains("killed by the client"), "{stderr}");
+}
+
+/// A key file other users can read makes `check` say not ready, with the
+/// remedy; the daemon itself only warns (README).
+#[test]
+fn check_is_not_ready_with_a_key_file_others_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = nostr_sdk::prelude::Keys::generate();
+    let key_file = temp_dir("open-key").join("bot.nsec");
+    std::fs::write(&key_file, keys.secret_key().to_secret_hex()).expect("key file");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let path = key_file.to_str().expect("utf-8 path");
+    let output = check_with_scripted_agent("embedded", &owner, None, &["--secret-key-file", path]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(&format!("hint: chmod 600 {path}")), "{stdout}");
+    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
 }
 
 #[test]
@@ -199,4 +271,44 @@ fn runtime_workers(pid: u32) -> usize {
                 .is_ok_and(|name| name.trim() == "tokio-rt-worker")
         })
         .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_hears_ready_once_subscribed_and_stopping_at_the_stop() {
+    let notify = NotifySocket::bind();
+    let mut scene = Scene::builder().env(&[notify.env()]).start().await;
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "clean exit: {status}");
+    assert_eq!(notify.received(), ["READY=1", "STOPPING=1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_stopped_before_a_relay_took_its_subscription_is_never_reported_ready() {
+    let notify = NotifySocket::bind();
+    let stage = Scene::builder()
+        .env(&[notify.env()])
+        .stage_on(PickyRelay::start().await)
+        .await;
+    // Connected, but the relay never answers the REQs for the bot's
+    // mentions and DMs (no stored events, no EOSE).
+    let bot = stage.bot.to_hex();
+    stage.relay.hold_queries(move |filter: &Filter| {
+        let p = SingleLetterTag::lowercase(Alphabet::P);
+        filter
+            .generic_tags
+            .get(&p)
+            .is_some_and(|keys| keys.contains(&bot))
+    });
+    let mut scene = stage.launch();
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::new("subscribed to mentions")).await;
+
+    let status = scene.bridge.interrupt(PATIENCE).await;
+    assert!(status.success(), "clean exit: {status}");
+    let log = &scene.bridge.log;
+    let interrupted = log.matching(log.start(), Line::new("SIGINT received: shutting down"));
+    assert_eq!(interrupted.len(), 1, "{}", log.tail(30));
+    let ready = log.matching(log.start(), Line::new("ready: subscribed to mentions"));
+    assert!(ready.is_empty(), "{}", log.tail(30));
+    assert_eq!(notify.received(), ["STOPPING=1"]);
 }

@@ -24,10 +24,8 @@ fn wrapper() -> String {
 async fn remote_scene(extra: &[&str]) -> (Scene, PathBuf) {
     let pidfile = temp_dir("remote").join("agent.pid");
     let pidfile_arg = pidfile.to_str().expect("utf-8 path").to_owned();
-    let mut flags = extra.to_vec();
-    // `--agent-args` takes the rest of the line: the wrapper's arguments.
-    flags.extend([
-        "--agent-args",
+    // The wrapper's arguments: the delay, the pid file, the agent's command.
+    let wrapper_args = shell_words(&[
         START_DELAY_SECS,
         &pidfile_arg,
         bridge_binary(),
@@ -37,6 +35,8 @@ async fn remote_scene(extra: &[&str]) -> (Scene, PathBuf) {
         "--round-delay-ms",
         "150",
     ]);
+    let mut flags = extra.to_vec();
+    flags.extend(["--agent-args", &wrapper_args]);
     let scene = Scene::builder()
         .agent_command(&wrapper())
         .flags(&flags)

@@ -2,7 +2,7 @@
 # An ACP agent in a pod of its own, for --agent-command:
 #
 #   ACP_BRIDGE_AGENT_COMMAND=/usr/local/lib/acp-bridge/kubectl-agent.sh
-#   ACP_BRIDGE_AGENT_ARGS=goose acp
+#   ACP_BRIDGE_AGENT_ARGS=goose acp      (split into words as a shell splits them)
 #   ACP_BRIDGE_AGENT_ENV=AGENT_IMAGE,AGENT_NAMESPACE,AGENT_PROVIDER_SECRET,AGENT_POD_TIMEOUT,KUBECONFIG,KUBERNETES_SERVICE_HOST,KUBERNETES_SERVICE_PORT
 #   ACP_BRIDGE_AGENT_START_TIMEOUT=180s
 #   AGENT_POD_TIMEOUT=150s

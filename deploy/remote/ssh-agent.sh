@@ -2,7 +2,7 @@
 # An ACP agent on another host over ssh, for --agent-command:
 #
 #   ACP_BRIDGE_AGENT_COMMAND=/usr/local/lib/acp-bridge/ssh-agent.sh
-#   ACP_BRIDGE_AGENT_ARGS=goose acp
+#   ACP_BRIDGE_AGENT_ARGS=goose acp      (split into words as a shell splits them)
 #   ACP_BRIDGE_AGENT_ENV=AGENT_HOST,HOME
 #
 # ssh carries stdio; the remote user's environment (its provider keys) is

@@ -8,7 +8,7 @@ use std::time::Duration;
 use nostr_sdk::prelude::*;
 
 use super::log::{Line, LogFile};
-use super::{PATIENCE, bridge_binary, eventually, owned, temp_dir};
+use super::{PATIENCE, bridge_binary, eventually, owned, shell_words, temp_dir};
 
 /// What `RUST_LOG` is unless a test says otherwise: the waits need the
 /// daemon's debug lines ("agent run started", "event dropped").
@@ -133,7 +133,7 @@ impl Bridge {
             .arg("json")
             .args(&spec.flags)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("ACP_BRIDGE_AGENT_ARGS", agent_args.join(" "))
+            .env("ACP_BRIDGE_AGENT_ARGS", shell_words(&agent_args))
             .env("RUST_LOG", &spec.log_filter)
             // Waiting notices are no answers: off unless a test turns them
             // on with the flag (tests/waiting.rs), so tallies count answers.
@@ -172,8 +172,19 @@ impl Bridge {
 
     /// SIGTERM, then the exit status (within `within`).
     pub async fn terminate(&mut self, within: Duration) -> ExitStatus {
+        self.stop_with("TERM", within).await
+    }
+
+    /// SIGINT (an operator's Ctrl-C), then the exit status (within `within`).
+    pub async fn interrupt(&mut self, within: Duration) -> ExitStatus {
+        self.stop_with("INT", within).await
+    }
+
+    /// The signal `name` (`TERM`, `INT`), then the exit status (within
+    /// `within`).
+    async fn stop_with(&mut self, name: &str, within: Duration) -> ExitStatus {
         let status = Command::new("kill")
-            .arg("-TERM")
+            .arg(format!("-{name}"))
             .arg(self.pid().to_string())
             .status()
             .expect("kill");
@@ -181,7 +192,7 @@ impl Bridge {
         let exited = async || self.child.try_wait().expect("wait");
         let describe = || {
             format!(
-                "acp-bridge to exit within {within:?} of SIGTERM; log tail:\n{}",
+                "acp-bridge to exit within {within:?} of SIG{name}; log tail:\n{}",
                 self.log.tail(40)
             )
         };

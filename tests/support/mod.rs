@@ -13,6 +13,7 @@
 mod auth_relay;
 mod bridge;
 mod log;
+mod notify_socket;
 mod people;
 mod picky_relay;
 mod processes;
@@ -27,6 +28,7 @@ use std::time::Duration;
 pub use auth_relay::{AuthFor, AuthRelay};
 pub use bridge::{Bridge, BridgeSpec};
 pub use log::{Cursor, Line, LogFile};
+pub use notify_socket::NotifySocket;
 pub use people::{Person, attest_profile, channel_of, e_tags, group_message, p_tags};
 pub use picky_relay::{Answer, PickyRelay};
 pub use processes::{descendants, scripted_agents_below};
@@ -75,22 +77,34 @@ pub fn check_with_scripted_agent(
     secret: Option<&str>,
     flags: &[&str],
 ) -> std::process::Output {
+    check_with_agent_args(relay, owner, secret, "scripted-agent", flags)
+}
+
+/// `acp-bridge check` as [`check_with_scripted_agent`], the binary's
+/// subcommands as the agent with `agent_args` (`--agent-args`'s one string).
+pub fn check_with_agent_args(
+    relay: &str,
+    owner: &str,
+    secret: Option<&str>,
+    agent_args: &str,
+    flags: &[&str],
+) -> std::process::Output {
     let mut command = std::process::Command::new(bridge_binary());
     command
         .args(["check", "--relay", relay, "--owner", owner])
         .args(flags)
-        // Last: it takes every argument after it.
-        .args([
-            "--agent-command",
-            bridge_binary(),
-            "--agent-args",
-            "scripted-agent",
-        ])
+        .args(["--agent-command", bridge_binary(), "--agent-args", agent_args])
         .env_clear();
     if let Some(secret) = secret {
         command.env("ACP_BRIDGE_SECRET_KEY", secret);
     }
     command.output().expect("run check")
+}
+
+/// `words` as one `--agent-args` value: quoted as a shell would need them,
+/// since the daemon splits the value as a shell splits words.
+pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
+    shlex::try_join(words.iter().map(AsRef::as_ref)).expect("no NUL in the agent's arguments")
 }
 
 /// A fresh directory under the system temp dir.

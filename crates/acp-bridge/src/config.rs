@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use acp_client::AgentUser;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, Url};
 
 use crate::embedded_relay::RelaySpec;
@@ -214,10 +214,17 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_AGENT_COMMAND", default_value = "goose")]
     pub agent_command: String,
 
-    /// Arguments of the agent (space-separated in the environment variable).
+    /// The agent's arguments: one string, split into words as a POSIX
+    /// shell splits them (quotes and backslashes honoured), the same in
+    /// ACP_BRIDGE_AGENT_ARGS: `--agent-args "acp --with-builtin developer"`.
     /// Default: `acp` for goose, none for other agents.
-    #[arg(long, env = "ACP_BRIDGE_AGENT_ARGS", value_delimiter = ' ', allow_hyphen_values = true, num_args = 1..)]
-    pub agent_args: Option<Vec<String>>,
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_AGENT_ARGS",
+        value_name = "ARGS",
+        allow_hyphen_values = true
+    )]
+    pub agent_args: Option<String>,
 
     /// Names of environment variables passed through to agents (comma-separated),
     /// beside a small baseline (PATH, HOME, locale, XDG dirs). Provider keys go here.
@@ -450,6 +457,10 @@ pub struct Settings {
     pub directory_relays: Vec<RelayUrl>,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
     pub groups: crate::groups::GroupSettings,
+    /// Of `--secret-key-file` and `--signer-file`, those other users may
+    /// access: `run` warns (a deployment that ran with one keeps running
+    /// after an upgrade), `check` says not ready until they are `chmod 600`.
+    pub exposed_secret_files: Vec<PathBuf>,
 }
 
 /// A refusal of the configuration: one line, naming the flag.
@@ -479,6 +490,7 @@ impl RunArgs {
     /// parameter so tests need not mutate the real one).
     pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let relays = parse_relays(&self.relays)?;
+        let signer = self.signer_source(env)?;
         let owner = self
             .owner
             .as_deref()
@@ -500,6 +512,12 @@ impl RunArgs {
             return Err(refuse(
                 "--permission-timeout",
                 "must be between 1s and 24h: a question nobody answers holds its turn and its agent until then (0, once \"wait forever\", is no longer allowed)",
+            ));
+        }
+        if owner.is_some() && owner == signer.known_public_key() {
+            return Err(refuse(
+                "--owner",
+                "is the bot's own key; the owner must be a different key",
             ));
         }
         let allowlist = self
@@ -607,22 +625,20 @@ impl RunArgs {
             crate::isolation::check_state_dir(&state_dir, &cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
-        // Last: reading the key may warn about where it came from, and a
-        // warning belongs to a configuration that runs, not before another
-        // flag's refusal.
-        let signer = self.signer_source(env)?;
-        if owner.is_some() && owner == signer.known_public_key() {
-            return Err(refuse(
-                "--owner",
-                "is the bot's own key; the owner must be a different key",
-            ));
-        }
-        let mut agent_env = agent_environment(&self.agent_env, env);
-        match &agent_user {
-            Some(user) => agent_env = as_agent_user(agent_env, user, &self.agent_env),
-            None => tracing::warn!(
+        let agent = self.agent_settings(cwd, agent_user, env)?;
+        let exposed_secret_files: Vec<PathBuf> = [&self.secret_key_file, &self.signer_file]
+            .into_iter()
+            .flatten()
+            .filter(|path| open_to_others(path))
+            .cloned()
+            .collect();
+        // Warnings last: they belong to a configuration that runs, never
+        // before another flag's refusal.
+        self.warn_of_secret_sources(&signer, &exposed_secret_files);
+        if agent.user.is_none() {
+            tracing::warn!(
                 "agents run as the daemon's user: the tools they run can read the key file, the state dir and the daemon's environment; run the daemon as root with --agent-user"
-            ),
+            );
         }
         Ok(Settings {
             relays,
@@ -645,23 +661,7 @@ impl RunArgs {
             max_queued: self.max_queued,
             max_parked_bytes: self.max_parked_bytes,
             relay_buffer: self.relay_buffer,
-            agent: AgentSettings {
-                args: self
-                    .agent_args
-                    .clone()
-                    .map(|args| args.into_iter().filter(|arg| !arg.is_empty()).collect())
-                    .unwrap_or_else(|| default_agent_args(&self.agent_command)),
-                command: self.agent_command.clone(),
-                env: agent_env,
-                processes: self.agents,
-                turns_per_agent: self.turns_per_agent,
-                cwd,
-                idle_timeout: self.idle_timeout,
-                max_turn_duration: self.max_turn_duration,
-                cancel_timeout: self.cancel_timeout,
-                auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
-                user: agent_user,
-            },
+            agent,
             reply_content: self.reply_content,
             multiple_event_handling: self.multiple_event_handling,
             dedup: self.dedup,
@@ -687,7 +687,61 @@ impl RunArgs {
             groups,
             signer,
             signer_timeout: self.signer_timeout,
+            exposed_secret_files,
         })
+    }
+
+    /// Warns of secrets kept where others can read them: a key in the
+    /// environment, a bunker URI on the command line, a secret file open
+    /// to other users.
+    fn warn_of_secret_sources(&self, signer: &SignerSource, exposed_files: &[PathBuf]) {
+        match signer {
+            SignerSource::Keys(_) if self.secret_key_file.is_none() => tracing::warn!(
+                "the secret key came from {SECRET_KEY_ENV}: it stays readable in /proc/<pid>/environ to every process of the daemon's user for the daemon's life; prefer --secret-key-file"
+            ),
+            SignerSource::Bunker(_) if self.signer.is_some() => tracing::warn!(
+                "the bunker URI came from --signer or ACP_BRIDGE_SIGNER: its secret stays readable in the process's command line or environment; prefer --signer-file"
+            ),
+            _ => {}
+        }
+        for path in exposed_files {
+            tracing::warn!(path = %path.display(), "the secret key file is accessible to other users; chmod 600 it");
+        }
+    }
+
+    /// How agents run (`--agent-*`, `--agents`, `--turns-per-agent`, the
+    /// turn bounds) in `cwd` as `user`. The program is looked up as the
+    /// pool will run it, so that a missing or non-executable agent stops
+    /// start-up instead of failing the first mention.
+    fn agent_settings(
+        &self,
+        cwd: PathBuf,
+        user: Option<AgentUser>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<AgentSettings, ConfigError> {
+        let args = match &self.agent_args {
+            Some(words) => split_agent_args(words)?,
+            None => default_agent_args(&self.agent_command),
+        };
+        let mut agent_env = agent_environment(&self.agent_env, env);
+        if let Some(user) = &user {
+            agent_env = as_agent_user(agent_env, user, &self.agent_env);
+        }
+        let agent = AgentSettings {
+            args,
+            command: self.agent_command.clone(),
+            env: agent_env,
+            processes: self.agents,
+            turns_per_agent: self.turns_per_agent,
+            cwd,
+            idle_timeout: self.idle_timeout,
+            max_turn_duration: self.max_turn_duration,
+            cancel_timeout: self.cancel_timeout,
+            auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
+            user,
+        };
+        crate::pool::check_program(&agent).map_err(|problem| refuse("--agent-command", problem))?;
+        Ok(agent)
     }
 
     /// The bot's key (`--secret-key-file`, `ACP_BRIDGE_SECRET_KEY`) or the
@@ -700,15 +754,10 @@ impl RunArgs {
             (Some(uri), None) => {
                 let uri = BunkerUri::parse(uri)
                     .map_err(|problem| refuse("--signer", format!("the URI {problem}")))?;
-                tracing::warn!(
-                    "the bunker URI came from --signer or ACP_BRIDGE_SIGNER: its secret stays readable in the process's command line or environment; prefer --signer-file"
-                );
                 Some(uri)
             }
             (None, Some(path)) => {
-                let uri = BunkerUri::read(path).map_err(|problem| refuse("--signer-file", problem))?;
-                warn_if_readable_by_others(path);
-                Some(uri)
+                Some(BunkerUri::read(path).map_err(|problem| refuse("--signer-file", problem))?)
             }
             (None, None) => None,
         };
@@ -793,6 +842,7 @@ impl Settings {
             dm_relays: Vec::new(),
             directory_relays: Vec::new(),
             groups: crate::groups::GroupSettings::default(),
+            exposed_secret_files: Vec::new(),
         }
     }
 
@@ -810,12 +860,12 @@ impl Settings {
         let kinds: Vec<String> = self.kinds.iter().map(|kind| kind.as_u16().to_string()).collect();
         let env_names: Vec<&str> = self.agent.env.iter().map(|(name, _)| name.as_str()).collect();
         format!(
-            "bot={} owner={} respond_to={:?} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={:?} dedup={:?} session_policy={:?} permission={:?} reply_mode={:?} reactions={} retention={}s",
+            "bot={} owner={} respond_to={} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={} dedup={} session_policy={} permission={} reply_mode={} reactions={} retention={}s",
             self.signer
                 .known_public_key()
                 .map_or_else(|| "(from the remote signer)".to_owned(), |bot| npub(&bot)),
             self.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
-            self.respond_to,
+            flag_spelling(&self.respond_to),
             self.allowlist.len(),
             relays.join(","),
             kinds.join(","),
@@ -824,15 +874,25 @@ impl Settings {
             self.agent.args.join(" "),
             self.agent.processes,
             env_names.join(","),
-            self.multiple_event_handling,
-            self.dedup,
-            self.session_policy,
-            self.permission_policy,
-            self.reply_mode,
+            flag_spelling(&self.multiple_event_handling),
+            flag_spelling(&self.dedup),
+            flag_spelling(&self.session_policy),
+            flag_spelling(&self.permission_policy),
+            flag_spelling(&self.reply_mode),
             self.reactions,
             self.retention.as_secs(),
         )
     }
+}
+
+/// `value` as its flag spells it (`owner-only`, not `OwnerOnly`): clap's
+/// own spelling, the one source of it, so that the log and `check` speak
+/// the flags' language.
+pub(crate) fn flag_spelling<T: ValueEnum>(value: &T) -> String {
+    value.to_possible_value().map_or_else(
+        || "(unnamed)".to_owned(),
+        |possible| possible.get_name().to_owned(),
+    )
 }
 
 /// goose speaks ACP only as `goose acp`; the other known agents take no
@@ -847,6 +907,19 @@ fn default_agent_args(command: &str) -> Vec<String> {
     } else {
         Vec::new()
     }
+}
+
+/// `--agent-args`: the words of one string, split as a POSIX shell splits
+/// them, so that the agent's arguments can never take the daemon's flags
+/// (or the daemon the agent's). The value is not echoed: it may hold a
+/// credential.
+fn split_agent_args(words: &str) -> Result<Vec<String>, ConfigError> {
+    shlex::split(words).ok_or_else(|| {
+        refuse(
+            "--agent-args",
+            "has an unbalanced quote or ends in a backslash (it is split into words as a shell splits them: quote an argument that holds spaces)",
+        )
+    })
 }
 
 fn agent_environment(pass_through: &[String], env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
@@ -1054,7 +1127,7 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
                 );
                 refuse("--secret-key-file", secret_file_unreadable(path, &error, &create))
             })?;
-            let keys = Keys::parse(text.trim()).map_err(|_| {
+            Keys::parse(text.trim()).map_err(|_| {
                 refuse(
                     "--secret-key-file",
                     format!(
@@ -1062,24 +1135,16 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
                         path.display()
                     ),
                 )
-            })?;
-            warn_if_readable_by_others(path);
-            Ok(keys)
+            })
         }
-        (None, Some(text)) => {
-            let keys = Keys::parse(text.trim()).map_err(|_| {
-                refuse(
-                    "--secret-key-file",
-                    format!(
-                        "{SECRET_KEY_ENV} is not a valid nsec or hex secret key: set it to an nsec1… or 64 hex characters, or use --secret-key-file (create one with `acp-bridge keygen`)"
-                    ),
-                )
-            })?;
-            tracing::warn!(
-                "the secret key came from {SECRET_KEY_ENV}: it stays readable in /proc/<pid>/environ to every process of the daemon's user for the daemon's life; prefer --secret-key-file"
-            );
-            Ok(keys)
-        }
+        (None, Some(text)) => Keys::parse(text.trim()).map_err(|_| {
+            refuse(
+                "--secret-key-file",
+                format!(
+                    "{SECRET_KEY_ENV} is not a valid nsec or hex secret key: set it to an nsec1… or 64 hex characters, or use --secret-key-file (create one with `acp-bridge keygen`)"
+                ),
+            )
+        }),
         (None, None) => Err(refuse(
             "--secret-key-file",
             format!(
@@ -1089,15 +1154,12 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
     }
 }
 
-fn warn_if_readable_by_others(path: &Path) {
+/// Whether users other than the file's owner and group may access `path`.
+/// Group read is how orchestrators hand secrets to non-root users
+/// (Kubernetes `fsGroup`); access for everyone else is a mistake.
+fn open_to_others(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    // Group read is how orchestrators hand secrets to non-root users
-    // (Kubernetes `fsGroup`); access for everyone else is a mistake.
-    if let Ok(metadata) = std::fs::metadata(path)
-        && metadata.permissions().mode() & 0o007 != 0
-    {
-        tracing::warn!(path = %path.display(), "the secret key file is accessible to other users; chmod 600 it");
-    }
+    std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & 0o007 != 0)
 }
 
 /// Parses an `IP:PORT` listening address.
@@ -1151,15 +1213,34 @@ mod tests {
         run: RunArgs,
     }
 
+    /// Validates `args` in `env`, whose PATH (unless `env` sets one) is a
+    /// directory with a `goose` in it: the default agent must be found.
     fn validate(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, ConfigError> {
         let cli = Cli::try_parse_from(std::iter::once("acp-bridge").chain(args.iter().copied()))
             .expect("flags parse");
-        let env: Vec<(String, String)> = env
+        let mut env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
+        if !env.iter().any(|(name, _)| name == "PATH") {
+            env.push(("PATH".to_owned(), agents_dir().to_owned()));
+        }
         cli.run
             .validate(&|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    /// A directory holding an executable `goose`, made once per test run.
+    fn agents_dir() -> &'static str {
+        static DIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        DIR.get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = std::env::temp_dir().join(format!("acp-bridge-config-agents-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("agents dir");
+            let goose = dir.join("goose");
+            std::fs::write(&goose, "#!/bin/sh\n").expect("goose");
+            std::fs::set_permissions(&goose, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+            dir.to_str().expect("utf-8 temp dir").to_owned()
+        })
     }
 
     fn key_env() -> (String, String) {
@@ -1175,15 +1256,28 @@ mod tests {
         let owner = Keys::generate().public_key().to_hex();
         let settings = validate(
             &["--relay", "embedded", "--owner", &owner],
-            &[(&name, &secret), ("PATH", "/bin")],
+            &[(&name, &secret), ("PATH", agents_dir())],
         )
         .expect("valid");
         assert_eq!(settings.relays, vec![RelaySpec::Embedded]);
         assert_eq!(settings.agent.args, vec!["acp"], "goose needs `acp`");
-        assert_eq!(settings.agent.env, vec![("PATH".to_owned(), "/bin".to_owned())]);
+        assert_eq!(
+            settings.agent.env,
+            vec![("PATH".to_owned(), agents_dir().to_owned())]
+        );
         assert!(
             !settings.summary().contains(&secret),
             "the summary never shows the key"
+        );
+        assert!(
+            settings.summary().contains("respond_to=owner-only allowlist=0"),
+            "flags' own spelling: {}",
+            settings.summary()
+        );
+        assert!(
+            settings.summary().contains("mode=steer dedup=queue"),
+            "{}",
+            settings.summary()
         );
     }
 
@@ -1326,6 +1420,48 @@ mod tests {
         assert!(!error.to_string().contains("hunter2"), "{error}");
         let both = [&args[..], &["--signer-file", "/nonexistent"]].concat();
         assert_eq!(validate(&both, &[]).expect_err("both").flag, "--signer");
+    }
+
+    #[test]
+    fn agent_args_are_split_as_a_shell_splits_words() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        for (words, split) in [
+            ("acp", vec!["acp"]),
+            (
+                "--name 'my bot' a\\ b \"c d\"",
+                vec!["--name", "my bot", "a b", "c d"],
+            ),
+            ("", vec![]),
+        ] {
+            let args = ["--relay", "embedded", "--owner", &owner, "--agent-args", words];
+            let settings = validate(&args, &[(&name, &secret)]).expect("valid");
+            assert_eq!(settings.agent.args, split, "{words}");
+        }
+    }
+
+    #[test]
+    fn an_agent_that_cannot_be_run_is_refused_at_start_with_the_remedy() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        let base = ["--relay", "embedded", "--owner", &owner];
+        let missing = validate(
+            &[&base[..], &["--agent-command", "/nonexistent/agent"]].concat(),
+            &[(&name, &secret)],
+        );
+        let error = missing.expect_err("no such agent");
+        assert_eq!(error.flag, "--agent-command");
+        assert_eq!(
+            error.problem,
+            "`/nonexistent/agent` does not exist: install the agent, or point --agent-command at it"
+        );
+        let not_in_path = validate(&base, &[(&name, &secret), ("PATH", "/nonexistent")]);
+        assert!(
+            not_in_path
+                .expect_err("no goose")
+                .problem
+                .starts_with("`goose` is not in the agent's PATH (/nonexistent)"),
+        );
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! heart (turn drivers → agent pool) → replier → outbox publisher, with
 //! housekeeping pruning the state dir beside them. [`Stages::run`] runs
 //! them until stop, and [`Stopping`] then stops what is left in order:
-//! stop listening (the links and the intake stop with the stop signal), let
-//! the heart drain its turns within the grace, stop the agents, flush the
-//! outbox, close the relays.
+//! stop listening (the links close their subscriptions and the intake
+//! stops with the stop signal), let the heart drain its turns within the
+//! grace while the outbox publishes their answers, stop the agents, flush
+//! the outbox, and only then close the relay connections.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +30,7 @@ use crate::housekeeping::Housekeeping;
 use crate::identity::{Identity, Wanted};
 use crate::intake::FollowThreads;
 use crate::intake::interest::Interest;
-use crate::intake::relay_link::RelayLink;
+use crate::intake::relay_link::{LinkStatus, RelayLink};
 use crate::intake::{Inbound, Intake, IntakeLimits};
 use crate::isolation;
 use crate::ledger::Ledger;
@@ -86,6 +87,7 @@ pub async fn run(settings: Settings, stop: CancellationToken) -> Result<(), Daem
 struct Stages {
     links: Vec<RelayLink>,
     relays_connected: Vec<watch::Receiver<bool>>,
+    relays_listening: Vec<watch::Receiver<bool>>,
     intake: Intake,
     arrivals: mpsc::Receiver<crate::intake::Arrival>,
     heart: Heart,
@@ -228,27 +230,29 @@ impl Stages {
         if settings.shard.count() > 1 {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }
-        let (links, relays_connected): (Vec<RelayLink>, Vec<watch::Receiver<bool>>) = relays
+        let (mut relays_connected, mut relays_listening) = (Vec::new(), Vec::new());
+        let mut links: Vec<RelayLink> = relays
             .into_iter()
             .map(|relay| {
-                let (connected_tx, connected_rx) = watch::channel(false);
+                let status = LinkStatus::default();
+                relays_connected.push(status.connected.subscribe());
+                relays_listening.push(status.listening.subscribe());
                 let refetch = intake.refetch_requests(relay.url().clone());
                 let relay_interest = Interest {
                     groups: settings.groups.ids_on(relay.url()),
                     ..interest.clone()
                 };
-                let link = RelayLink::new(
+                RelayLink::new(
                     relay,
                     relay_interest,
                     Arc::clone(&store),
                     arrivals_tx.clone(),
-                    connected_tx,
+                    status,
                     refetch,
                     replier.threads_answered(),
-                );
-                (link, connected_rx)
+                )
             })
-            .unzip();
+            .collect();
         // The bot's own DM inbox relays that are not among its relays: a
         // link each that reads DMs only (its health is not the bot's).
         let dms_only = Interest {
@@ -256,7 +260,6 @@ impl Stages {
             follow_threads: false,
             ..interest.clone()
         };
-        let mut links = links;
         links.extend(inbox_relays.into_iter().map(|relay| {
             let refetch = intake.refetch_requests(relay.url().clone());
             RelayLink::new(
@@ -264,7 +267,7 @@ impl Stages {
                 dms_only.clone(),
                 Arc::clone(&store),
                 arrivals_tx.clone(),
-                watch::channel(false).0,
+                LinkStatus::default(),
                 refetch,
                 replier.threads_answered(),
             )
@@ -336,6 +339,7 @@ impl Stages {
         Ok(Stages {
             links,
             relays_connected,
+            relays_listening,
             intake,
             arrivals,
             heart,
@@ -355,8 +359,11 @@ impl Stages {
 
     /// Runs every stage until `stop`, then stops them in order.
     async fn run(mut self, stop: CancellationToken) {
-        // Listening stops with `stop` itself: the links end, the intake
-        // drains what they queued, housekeeping ends.
+        // Listening stops with `stop` itself: the links close their
+        // subscriptions and end (the connections stay up for the outbox
+        // until `Stopping` closes them), the intake drains what they
+        // queued, housekeeping ends. The publisher runs on meanwhile, so
+        // what the turns answer within the grace goes out at once.
         let mut listening: Vec<JoinHandle<()>> = self
             .links
             .into_iter()
@@ -373,17 +380,16 @@ impl Stages {
             let (connected, stop) = (self.relays_connected.clone(), stop.clone());
             let identity = self.identity;
             async move {
-                if any_relay_connected(connected, &stop).await {
+                if any_relay(connected, &stop).await {
                     identity.run(stop).await;
                 }
             }
         });
         tokio::spawn(self.membership.run(stop.clone()));
-        tokio::spawn(announce_ready(self.relays_connected, stop.clone()));
+        listening.push(tokio::spawn(announce(self.relays_listening, stop.clone())));
 
         self.heart.resume();
         self.heart.run(self.inbound, stop, self.shutdown_grace).await;
-        notify_systemd(&[NotifyState::Stopping]);
 
         Stopping {
             listening,
@@ -546,23 +552,30 @@ async fn relay_client(
     Ok((client, relays))
 }
 
-/// Logs once, when the first relay is connected and subscribed.
-async fn announce_ready(relays: Vec<watch::Receiver<bool>>, stop: CancellationToken) {
-    if any_relay_connected(relays, &stop).await {
+/// Says where the daemon stands, in the log and to systemd
+/// (`Type=notify`): `ready` and READY=1 once the first relay has taken the
+/// subscriptions (`listening`), unless shutdown began first; STOPPING=1
+/// as shutdown begins. Ends then. A daemon told to stop is never reported
+/// ready, so a service manager never waits on a start that is over.
+async fn announce(listening: Vec<watch::Receiver<bool>>, stop: CancellationToken) {
+    if any_relay(listening, &stop).await && !stop.is_cancelled() {
         tracing::info!("ready: subscribed to mentions");
         notify_systemd(&[NotifyState::Ready]);
     }
+    stop.cancelled().await;
+    notify_systemd(&[NotifyState::Stopping]);
 }
 
-/// Waits until the first relay is connected and subscribed (true) or
-/// `stop` (false).
-async fn any_relay_connected(relays: Vec<watch::Receiver<bool>>, stop: &CancellationToken) -> bool {
-    let waits = relays.into_iter().map(|mut connected| {
+/// Waits until the first of `relays` is true (true) or `stop` (false,
+/// also when both came at once).
+async fn any_relay(relays: Vec<watch::Receiver<bool>>, stop: &CancellationToken) -> bool {
+    let waits = relays.into_iter().map(|mut up| {
         Box::pin(async move {
-            let _ = connected.wait_for(|connected| *connected).await;
+            let _ = up.wait_for(|up| *up).await;
         })
     });
     tokio::select! {
+        biased;
         () = stop.cancelled() => false,
         _ = futures_util::future::select_all(waits) => true,
     }

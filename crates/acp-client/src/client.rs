@@ -166,6 +166,17 @@ impl AgentClient {
         self.process.as_ref().map(|process| process.probe().pid())
     }
 
+    /// The last lines the agent wrote to its stderr (see
+    /// [`crate::STDERR_TAIL_LINES`]), oldest first: what a failed agent said
+    /// of why. Waits up to `grace` for its stderr to end; empty for an
+    /// agent on streams ([`AgentClient::connect`]).
+    pub async fn stderr_tail(&self, grace: Duration) -> Vec<String> {
+        match &self.process {
+            Some(process) => process.stderr().lines(grace).await,
+            None => Vec::new(),
+        }
+    }
+
     /// How the agent went away, once it has.
     pub fn exit(&self) -> Option<AgentExit> {
         self.conn.exit()

@@ -370,7 +370,12 @@ impl Connection {
         if self.exit.set(exit.clone()).is_err() {
             return;
         }
-        tracing::warn!(agent = %self.agent, %exit, "agent connection closed");
+        // A kill the client asked for is no news; any other end is.
+        if exit.reason == ExitReason::Killed {
+            tracing::debug!(agent = %self.agent, %exit, "agent connection closed");
+        } else {
+            tracing::warn!(agent = %self.agent, %exit, "agent connection closed");
+        }
         let (pending, sessions) = {
             let mut state = self.lock();
             (

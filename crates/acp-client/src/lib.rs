@@ -34,7 +34,9 @@ mod pending;
 mod permission;
 mod pid_namespace;
 mod process;
+mod program;
 mod protocol;
+mod stderr_tail;
 mod steer;
 mod turn;
 
@@ -59,7 +61,9 @@ pub use permission::{
     PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
 };
 pub use process::AgentCommand;
+pub use program::{DEFAULT_SEARCH_PATH, ProgramError};
 pub use protocol::{ContentBlock, Cost, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent, Usage};
+pub use stderr_tail::{STDERR_TAIL_LINE_BYTES, STDERR_TAIL_LINES};
 pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};
 pub use turn::{
     AgentMessage, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TEXT_BYTES, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions,

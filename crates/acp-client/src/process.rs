@@ -33,6 +33,7 @@ use crate::error::AcpError;
 use crate::forker;
 use crate::framing::{Frame, FrameCodec};
 use crate::isolation::{self, AgentUser};
+use crate::stderr_tail::StderrTail;
 
 /// Longest stderr line forwarded whole; longer ones are cut (agents dump
 /// stack traces and JSON blobs on stderr).
@@ -90,6 +91,8 @@ impl AgentCommand {
 #[derive(Debug)]
 pub(crate) struct AgentProcess {
     probe: ProcessProbe,
+    /// The last lines of its stderr.
+    stderr: StderrTail,
 }
 
 /// Observes and kills the process without owning it: the reader task holds
@@ -140,7 +143,8 @@ impl AgentProcess {
                 source: std::io::Error::other("stdio was not piped"),
             });
         };
-        tokio::spawn(forward_stderr(command.name.clone(), stderr));
+        let stderr_tail = StderrTail::default();
+        tokio::spawn(forward_stderr(command.name.clone(), stderr, stderr_tail.clone()));
         let (status_tx, status_rx) = watch::channel(None);
         tokio::spawn(watch_exit(child, status_tx));
         let pid_namespace = has_own_pid_namespace(pid);
@@ -155,6 +159,7 @@ impl AgentProcess {
                     pid,
                     exit_status: status_rx,
                 },
+                stderr: stderr_tail,
             },
             stdin,
             stdout,
@@ -163,6 +168,10 @@ impl AgentProcess {
 
     pub(crate) fn probe(&self) -> &ProcessProbe {
         &self.probe
+    }
+
+    pub(crate) fn stderr(&self) -> &StderrTail {
+        &self.stderr
     }
 }
 
@@ -237,15 +246,19 @@ async fn watch_exit(mut child: Child, status_tx: watch::Sender<Option<ExitStatus
     }
 }
 
-/// Forwards the agent's stderr line by line into `tracing`. tracing targets
+/// Forwards the agent's stderr line by line into `tracing`, keeping the
+/// last lines in `tail`. tracing targets
 /// are static, so the agent is named in the `agent` field of target
 /// `agent_stderr` (filter it with `RUST_LOG=agent_stderr=warn`). Bad lines are
 /// noted and skipped like on stdout.
-async fn forward_stderr(agent: String, stderr: ChildStderr) {
+async fn forward_stderr(agent: String, stderr: ChildStderr, tail: StderrTail) {
     let mut lines = FramedRead::new(stderr, FrameCodec::new(MAX_STDERR_LINE_BYTES));
     while let Some(Ok(frame)) = lines.next().await {
         match frame {
-            Frame::Line(line) => tracing::info!(target: "agent_stderr", agent = %agent, "{line}"),
+            Frame::Line(line) => {
+                tail.push(&line);
+                tracing::info!(target: "agent_stderr", agent = %agent, "{line}")
+            }
             Frame::Oversized => {
                 tracing::info!(target: "agent_stderr", agent = %agent, "(stderr line over {MAX_STDERR_LINE_BYTES} bytes skipped)")
             }
@@ -254,6 +267,7 @@ async fn forward_stderr(agent: String, stderr: ChildStderr) {
             }
         }
     }
+    tail.end();
 }
 
 #[cfg(test)]

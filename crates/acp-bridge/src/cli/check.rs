@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use acp_client::{AcpError, AgentClient, AgentCommand, ClientConfig};
+use acp_client::{AcpError, AgentClient, ClientConfig};
 use nostr_sdk::prelude::{
     Client, Filter, Kind, MachineReadablePrefix, PublicKey, Relay, RelayMessage, RelayNotification, RelayUrl,
     SubscribeOptions, SubscriptionId, Timestamp,
@@ -22,12 +22,12 @@ use nostr_sdk::prelude::{
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Settings;
+use crate::config::{Settings, flag_spelling};
 use crate::embedded_relay::RelaySpec;
 use crate::identity::{self, Held, Wanted};
 use crate::intake::interest::Interest;
 use crate::mention::npub;
-use crate::pool::{AuthChoice, AuthPolicy};
+use crate::pool::{AuthChoice, AuthPolicy, agent_command};
 use crate::signer::{BotSigner, SignerSource};
 
 use super::{added_relay, authenticating_client};
@@ -39,6 +39,10 @@ const RELAY_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 const SUBSCRIPTION_CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 /// Agents may resolve providers and start extensions before answering.
 const AGENT_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+/// A failed agent gets this long to finish writing its stderr.
+const AGENT_STDERR_GRACE: Duration = Duration::from_secs(2);
+/// An agent whose stdin closed gets this long to exit before it is killed.
+const AGENT_STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// A remote signer that does not answer within this is reported silent.
 const SIGNER_CHECK_TIMEOUT: Duration = Duration::from_secs(20);
@@ -50,11 +54,14 @@ pub async fn run(settings: &Settings) -> bool {
         return false;
     };
     println!(
-        "config: ok (bot {}, owner {}, respond-to {:?})",
+        "config: ok (bot {}, owner {}, respond-to {}, multiple-event-handling {}, dedup {})",
         npub(&signer.public_key()),
         settings.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
-        settings.respond_to
+        flag_spelling(&settings.respond_to),
+        flag_spelling(&settings.multiple_event_handling),
+        flag_spelling(&settings.dedup),
     );
+    let secrets_ok = check_secret_files(settings);
     let agent_ok = check_agent(settings).await;
     let mut relays_ok = true;
     for relay in &settings.relays {
@@ -66,7 +73,7 @@ pub async fn run(settings: &Settings) -> bool {
     }
     check_identity(settings, signer.public_key()).await;
     super::check_groups::check_groups(settings, &signer).await;
-    let ok = agent_ok && relays_ok;
+    let ok = secrets_ok && agent_ok && relays_ok;
     println!(
         "verdict: {}",
         if ok {
@@ -112,20 +119,22 @@ async fn open_signer(settings: &Settings) -> Option<BotSigner> {
     }
 }
 
+/// A secret file other users can read is a leak waiting to happen: the
+/// daemon only warns (see [`Settings::exposed_secret_files`]), `check` says
+/// not ready.
+fn check_secret_files(settings: &Settings) -> bool {
+    for path in &settings.exposed_secret_files {
+        println!(
+            "secret file: FAILED `{}` can be read by other users",
+            path.display()
+        );
+        println!("  hint: chmod 600 {}", path.display());
+    }
+    settings.exposed_secret_files.is_empty()
+}
+
 async fn check_agent(settings: &Settings) -> bool {
-    let command = AgentCommand {
-        name: "check".into(),
-        program: settings.agent.command.clone().into(),
-        args: settings.agent.args.iter().map(Into::into).collect(),
-        cwd: Some(settings.agent.cwd.clone()),
-        env: settings
-            .agent
-            .env
-            .iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect(),
-        user: settings.agent.user.clone(),
-    };
+    let command = agent_command(&settings.agent, "check");
     let shown = format!("`{} {}`", settings.agent.command, settings.agent.args.join(" "));
     let config = ClientConfig {
         initialize_timeout: AGENT_CHECK_TIMEOUT,
@@ -158,10 +167,20 @@ async fn check_agent(settings: &Settings) -> bool {
         }
         Err(error) => {
             println!("agent: FAILED {shown}: {error}");
+            let said = client.stderr_tail(AGENT_STDERR_GRACE).await;
+            let said: Vec<&String> = said.iter().filter(|line| !line.trim().is_empty()).collect();
+            if !said.is_empty() {
+                println!("  the agent's stderr ended with:");
+            }
+            for line in said {
+                println!("  | {line}");
+            }
             false
         }
     };
-    client.kill();
+    // Stopped before the verdict, the way the daemon stops an agent: its
+    // end is no news to report after it.
+    client.stop(AGENT_STOP_GRACE).await;
     verdict
 }
 

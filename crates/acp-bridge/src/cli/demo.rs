@@ -58,7 +58,9 @@ pub async fn run() -> Result<(), String> {
     println!("  relay  {} (embedded, in-process)", relay.url());
     println!("  bot    {}", crate::mention::short_npub(&bot.public_key()));
     println!("  owner  {}", crate::mention::short_npub(&owner.public_key()));
-    println!("  agent  scripted agent (built in), native steer on\n");
+    println!("  agent  scripted agent (built in), native steer on");
+    println!("         no model: it echoes its whole prompt as its answer, after a few");
+    println!("         rounds of pretend work (the [acp-bridge] lines are the bridge's framing)\n");
 
     let settings = demo_settings(&relay, &bot, &owner, &state_dir)?;
     let stop = CancellationToken::new();

@@ -44,6 +44,7 @@ use crate::intake::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
+use crate::pool::Starts;
 use crate::telemetry::metrics;
 use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
@@ -368,10 +369,10 @@ impl Heart {
             self.conversations.running_count(),
             self.conversations.waiting(),
             pool.alive,
-            if pool.circuit_open {
-                " (restarts paused after repeated crashes)"
-            } else {
-                ""
+            match pool.starts {
+                Starts::Allowed => "",
+                Starts::CannotStart(_) => " (the agent cannot start)",
+                Starts::Paused => " (restarts paused after repeated crashes)",
             },
             self.counters.turns_started,
             self.counters.absorbed,
@@ -383,8 +384,9 @@ impl Heart {
         if !in_private {
             return counts + &refusals + " Details only in a DM: send !status there.";
         }
-        let failure = match (pool.circuit_open, &pool.last_failure) {
-            (true, Some(failure)) => format!(" Last agent failure: {failure}."),
+        let failure = match (&pool.starts, &pool.last_failure) {
+            (Starts::CannotStart(reason), _) => format!(" Agent cannot start: {reason}."),
+            (Starts::Paused, Some(failure)) => format!(" Last agent failure: {failure}."),
             _ => String::new(),
         };
         counts + &failure + &blocked.concat() + &self.usage_text(key) + &refusals

@@ -1,5 +1,7 @@
 //! One relay connection: connect, subscribe from the durable watermark,
-//! pump events to the intake, reconnect with backoff and jitter.
+//! pump events to the intake, reconnect with backoff and jitter. At stop it
+//! closes its subscriptions and no more: the connection stays up for the
+//! outbox, and the daemon closes it once the outbox has drained.
 //!
 //! Owns the connection state of one relay and nothing else; it never looks
 //! at what an event says. The SDK's own reconnect is off: it would re-send
@@ -109,6 +111,28 @@ const MAX_FOLLOWED_THREADS: usize = 500;
 /// threads followed.
 const MAX_OWN_REPLIES_READ: usize = 2 * MAX_FOLLOWED_THREADS;
 
+/// What a link tells the rest of the daemon about its relay, each a watch
+/// that is true while it holds.
+#[derive(Debug)]
+pub(crate) struct LinkStatus {
+    /// Connected (`/healthz`, the identity, the groups' membership).
+    pub(crate) connected: watch::Sender<bool>,
+    /// The relay took the intake subscriptions: it delivered what it
+    /// stores for each (EOSE) or refused one it may refuse (DMs, groups).
+    /// A relay that is connected but silent about the subscriptions does
+    /// not count: this is what the daemon's `ready` waits for.
+    pub(crate) listening: watch::Sender<bool>,
+}
+
+impl Default for LinkStatus {
+    fn default() -> Self {
+        LinkStatus {
+            connected: watch::channel(false).0,
+            listening: watch::channel(false).0,
+        }
+    }
+}
+
 /// Keeps one relay connected and subscribed.
 #[derive(Debug)]
 pub(crate) struct RelayLink {
@@ -117,7 +141,7 @@ pub(crate) struct RelayLink {
     interest: Interest,
     store: Arc<Store>,
     arrivals: mpsc::Sender<Arrival>,
-    connected: watch::Sender<bool>,
+    status: LinkStatus,
     refetch: RefetchFrom,
     threads: watch::Receiver<()>,
     /// The roots the live thread subscriptions cover.
@@ -137,7 +161,7 @@ impl RelayLink {
         interest: Interest,
         store: Arc<Store>,
         arrivals: mpsc::Sender<Arrival>,
-        connected: watch::Sender<bool>,
+        status: LinkStatus,
         refetch: RefetchFrom,
         threads: watch::Receiver<()>,
     ) -> Self {
@@ -147,7 +171,7 @@ impl RelayLink {
             interest,
             store,
             arrivals,
-            connected,
+            status,
             refetch,
             threads,
             followed: FollowedThreads::default(),
@@ -157,7 +181,8 @@ impl RelayLink {
         }
     }
 
-    /// Runs until `stop` is cancelled.
+    /// Runs until `stop` is cancelled, then stops listening
+    /// ([`RelayLink::stop_listening`]).
     pub(crate) async fn run(mut self, stop: CancellationToken) {
         let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
         while !stop.is_cancelled() {
@@ -165,11 +190,14 @@ impl RelayLink {
             // the connect and the first recv may be missed.
             let mut notifications = self.relay.notifications();
             match self.relay.try_connect(CONNECT_TIMEOUT).await {
+                // Connected as the stop came: nothing to listen for.
+                Ok(()) if stop.is_cancelled() => break,
                 Ok(()) => {
                     let connected_at = Instant::now();
-                    self.connected.send_replace(true);
+                    self.status.connected.send_replace(true);
                     self.serve(&mut notifications, &stop).await;
-                    self.connected.send_replace(false);
+                    self.status.listening.send_replace(false);
+                    self.status.connected.send_replace(false);
                     if connected_at.elapsed() >= STABLE_CONNECTION {
                         backoff.reset();
                     }
@@ -188,7 +216,25 @@ impl RelayLink {
                 () = tokio::time::sleep(delay) => {}
             }
         }
-        self.relay.disconnect();
+        self.stop_listening().await;
+    }
+
+    /// At stop: closes the subscriptions, so that no new mention comes in,
+    /// and leaves the connection up. The outbox still publishes through it
+    /// what the turns finishing within the grace answer; the daemon closes
+    /// it once the outbox has drained (`daemon::Stopping`).
+    async fn stop_listening(&self) {
+        if !self.relay.is_connected() {
+            return;
+        }
+        match self.relay.unsubscribe_all().await {
+            Ok(()) => {
+                tracing::debug!(relay = %self.url, "stopped listening; the connection stays up for the outbox")
+            }
+            Err(error) => {
+                tracing::debug!(relay = %self.url, %error, "cannot close the subscriptions (the connection is going)")
+            }
+        }
     }
 
     /// Pumps one live connection until it drops or we stop.
@@ -223,7 +269,7 @@ impl RelayLink {
                     }
                     Ok(RelayNotification::Message { message: RelayMessage::EndOfStoredEvents(id) }) => {
                         if self.subscriptions.end_of_stored(id.as_str()) {
-                            self.forward(Arrival::CaughtUp { relay: self.url.clone(), at: Timestamp::now() }).await;
+                            self.delivered_stored().await;
                         }
                     }
                     Ok(RelayNotification::Message { message: RelayMessage::Closed { subscription_id, message } }) => {
@@ -323,11 +369,7 @@ impl RelayLink {
                 let reading = reading.join(" and ");
                 tracing::warn!(relay = %self.url, reason = %message, %reading, "the relay refuses our subscription; what it reads is not read from this relay until we reconnect");
                 if caught_up {
-                    self.forward(Arrival::CaughtUp {
-                        relay: self.url.clone(),
-                        at: Timestamp::now(),
-                    })
-                    .await;
+                    self.delivered_stored().await;
                 }
                 true
             }
@@ -502,6 +544,17 @@ impl RelayLink {
             Timestamp::now().as_secs(),
         );
         Timestamp::from_secs(since)
+    }
+
+    /// Every intake subscription sent is live or refused: the intake is
+    /// caught up with this relay, and the link listens.
+    async fn delivered_stored(&self) {
+        self.status.listening.send_replace(true);
+        self.forward(Arrival::CaughtUp {
+            relay: self.url.clone(),
+            at: Timestamp::now(),
+        })
+        .await;
     }
 
     async fn forward(&self, arrival: Arrival) {

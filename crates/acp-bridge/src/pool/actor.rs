@@ -334,10 +334,14 @@ impl Actor {
             SlotState::Empty => match self.breaker.open_for(Instant::now()) {
                 Some(seconds) => {
                     self.slots[index].leases -= 1;
-                    let _ = waiter.reply.send(Err(PoolError::CircuitOpen {
-                        seconds,
-                        last_failure: self.breaker.last_failure.clone().unwrap_or_default(),
-                    }));
+                    let refusal = match &self.breaker.cannot_start {
+                        Some(reason) => PoolError::CannotStart(reason.clone()),
+                        None => PoolError::CircuitOpen {
+                            seconds,
+                            last_failure: self.breaker.last_failure.clone().unwrap_or_default(),
+                        },
+                    };
+                    let _ = waiter.reply.send(Err(refusal));
                 }
                 None => self.begin_start(index, waiter),
             },
@@ -407,6 +411,8 @@ impl Actor {
         };
         match started.result {
             Ok(client) => {
+                self.breaker.spawned();
+                self.publish_breaker();
                 self.watch_exit(&client);
                 let agent = LiveAgent {
                     client,
@@ -422,10 +428,18 @@ impl Actor {
                 let slot = &mut self.slots[index];
                 slot.state = SlotState::Empty;
                 slot.leases = slot.leases.saturating_sub(waiters.len());
-                if failure.error.is_configuration() {
-                    self.breaker.trip(Instant::now(), failure.note);
-                } else {
-                    self.breaker.record_crash(Instant::now(), failure.note);
+                match &failure.error {
+                    PoolError::CannotStart(reason) => {
+                        self.breaker.cannot_start(Instant::now(), reason.clone())
+                    }
+                    configuration if configuration.is_configuration() => {
+                        self.breaker.spawned();
+                        self.breaker.trip(Instant::now(), failure.note);
+                    }
+                    _ => {
+                        self.breaker.spawned();
+                        self.breaker.record_crash(Instant::now(), failure.note);
+                    }
                 }
                 self.publish_breaker();
                 for waiter in waiters {
@@ -487,11 +501,13 @@ impl Actor {
     }
 
     fn publish_breaker(&self) {
-        let open = self.breaker.open_until.is_some();
+        let starts = self.breaker.starts();
         let last_failure = self.breaker.last_failure.clone();
-        self.status.send_modify(|status| {
-            status.circuit_open = open;
+        self.status.send_if_modified(|status| {
+            let changed = status.starts != starts || status.last_failure != last_failure;
+            status.starts = starts;
             status.last_failure = last_failure;
+            changed
         });
     }
 

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Starts;
+
 /// Failures within [`CRASH_WINDOW`] that open the circuit breaker.
 pub(super) const CRASHES_TO_OPEN: usize = 5;
 const CRASH_WINDOW: Duration = Duration::from_secs(60);
@@ -24,6 +26,9 @@ pub(super) struct Breaker {
     /// Kept after the breaker closes: `!status` and a refused lease say why
     /// the agents kept failing, not only that they did.
     pub(super) last_failure: Option<String>,
+    /// Why the last start failed before the agent ran; cleared by a start
+    /// that gets past the spawn (see [`Starts::CannotStart`]).
+    pub(super) cannot_start: Option<String>,
 }
 
 impl Breaker {
@@ -59,6 +64,33 @@ impl Breaker {
         );
         self.last_failure = Some(failure);
         self.open_until = Some(now + BREAKER_COOL_DOWN);
+    }
+
+    /// Opens the breaker at once: the agent's process cannot be started
+    /// (its program is gone or not executable), which is no crash.
+    pub(super) fn cannot_start(&mut self, now: Instant, reason: String) {
+        tracing::error!(
+            reason = %reason,
+            cool_down_s = BREAKER_COOL_DOWN.as_secs(),
+            "agent cannot start: no new attempt during the cool-down"
+        );
+        self.last_failure = Some(reason.clone());
+        self.cannot_start = Some(reason);
+        self.open_until = Some(now + BREAKER_COOL_DOWN);
+    }
+
+    /// An agent's process started: whatever kept agents from starting is over.
+    pub(super) fn spawned(&mut self) {
+        self.cannot_start = None;
+    }
+
+    /// Whether agents are started now, and if not, why.
+    pub(super) fn starts(&self) -> Starts {
+        match (&self.cannot_start, self.open_until) {
+            (Some(reason), _) => Starts::CannotStart(reason.clone()),
+            (None, Some(_)) => Starts::Paused,
+            (None, None) => Starts::Allowed,
+        }
     }
 
     /// Seconds left while open; closes the breaker once the cool-down is over.
@@ -105,6 +137,27 @@ mod tests {
         breaker.trip(start, "`agent` was not found".into());
         assert!(breaker.open_for(start).is_some());
         assert_eq!(breaker.open_for(start + BREAKER_COOL_DOWN), None);
+    }
+
+    #[test]
+    fn an_agent_that_cannot_start_is_its_own_state_until_one_starts() {
+        let mut breaker = Breaker::default();
+        let start = Instant::now();
+        breaker.cannot_start(start, "`agent` does not exist".into());
+        assert_eq!(
+            breaker.starts(),
+            Starts::CannotStart("`agent` does not exist".into())
+        );
+        assert_eq!(breaker.open_for(start + BREAKER_COOL_DOWN), None);
+        assert_eq!(
+            breaker.starts(),
+            Starts::CannotStart("`agent` does not exist".into()),
+            "still true after the cool-down, until a start gets past the spawn"
+        );
+        breaker.spawned();
+        assert_eq!(breaker.starts(), Starts::Allowed);
+        breaker.trip(start, "refused".into());
+        assert_eq!(breaker.starts(), Starts::Paused);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig};
+use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig, ProgramError};
 use tokio_util::sync::CancellationToken;
 
 use super::AgentSettings;
@@ -130,7 +130,19 @@ impl Launcher {
 /// The configured command as a process of its own; a failure says what an
 /// operator can do about it.
 fn spawn(settings: &AgentSettings, name: &str, config: ClientConfig) -> Result<AgentClient, StartFailure> {
-    let command = AgentCommand {
+    let command = agent_command(settings, name);
+    AgentClient::spawn(&command, config).map_err(|error| {
+        let reason = spawn_hint(&error, &command, settings);
+        StartFailure {
+            error: PoolError::CannotStart(reason.clone()),
+            note: reason,
+        }
+    })
+}
+
+/// The process the pool starts for `settings`, named `name` in logs.
+pub(crate) fn agent_command(settings: &AgentSettings, name: &str) -> AgentCommand {
+    AgentCommand {
         name: name.to_owned(),
         program: settings.command.clone().into(),
         args: settings.args.iter().map(Into::into).collect(),
@@ -141,14 +153,31 @@ fn spawn(settings: &AgentSettings, name: &str, config: ClientConfig) -> Result<A
             .map(|(key, value)| (key.into(), value.into()))
             .collect(),
         user: settings.user.clone(),
-    };
-    AgentClient::spawn(&command, config).map_err(|error| {
-        let hint = spawn_hint(&error, settings);
-        StartFailure {
-            error: PoolError::Spawn(hint.clone()),
-            note: hint,
+    }
+}
+
+/// Whether the agent's program can be run as the pool will run it: `Err`
+/// says why not and what to do, in one line.
+pub(crate) fn check_program(settings: &AgentSettings) -> Result<(), String> {
+    agent_command(settings, "check")
+        .locate_program()
+        .map(drop)
+        .map_err(|problem| program_remedy(&problem))
+}
+
+/// `problem`, and what an operator does about it.
+fn program_remedy(problem: &ProgramError) -> String {
+    let remedy = match problem {
+        ProgramError::Missing(_) | ProgramError::NotInPath { .. } => {
+            "install the agent, or point --agent-command at it"
         }
-    })
+        ProgramError::NotAFile(_) => "point --agent-command at the agent's program",
+        ProgramError::NotExecutable(_) => {
+            "make it executable (chmod +x), or point --agent-command at the agent"
+        }
+        ProgramError::Inaccessible { .. } => "let the daemon's user read the directories on its way",
+    };
+    format!("{problem}: {remedy}")
 }
 
 /// The scripted agent served on in-process pipes.
@@ -175,11 +204,25 @@ fn log_started(name: &str, info: &AgentInfo) {
     );
 }
 
-fn spawn_hint(error: &AcpError, settings: &AgentSettings) -> String {
+/// Why the spawn of `agent` failed, in an operator's words: a program that
+/// is gone or not executable (found as the spawn finds it), a working
+/// directory that is gone, or what the system said.
+fn spawn_hint(error: &AcpError, agent: &AgentCommand, settings: &AgentSettings) -> String {
     let command = &settings.command;
+    let program_missing = matches!(
+        error,
+        AcpError::Spawn { source, .. }
+            if matches!(source.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied)
+    );
+    if program_missing && let Err(problem) = agent.locate_program() {
+        return program_remedy(&problem);
+    }
     match (error, &settings.user) {
         (AcpError::Spawn { source, .. }, _) if source.kind() == std::io::ErrorKind::NotFound => {
-            format!("`{command}` was not found (install it, or point --agent-command at it)")
+            if !settings.cwd.is_dir() {
+                return format!("its --cwd `{}` does not exist", settings.cwd.display());
+            }
+            format!("`{command}` or the interpreter its `#!` line names was not found: {source}")
         }
         (AcpError::Spawn { source, .. }, Some(user))
             if source.kind() == std::io::ErrorKind::PermissionDenied =>

@@ -6,6 +6,9 @@
 //! its process lives. Crashed agents are respawned on the next lease; when
 //! several fail within a minute, a circuit breaker stops respawns for a
 //! cool-down and says so, so a broken agent binary cannot spin the machine.
+//! An agent whose process cannot start at all (its program gone or not
+//! executable) is a state of its own ([`Starts::CannotStart`]), told with
+//! its reason, since it is no crash and only the operator can fix it.
 //!
 //! The pool is an actor ([`actor`]) behind a cheap [`Pool`] handle, so that
 //! one agent slow to start never freezes another conversation, the heart's
@@ -37,6 +40,7 @@ use actor::{Actor, Request};
 pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
+pub(crate) use launcher::{agent_command, check_program};
 use sessions::SessionBook;
 
 /// How permission questions of agents are answered.
@@ -70,8 +74,10 @@ pub struct AgentSettings {
 /// Why no agent could be leased.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum PoolError {
-    #[error("the agent could not be started: {0}")]
-    Spawn(String),
+    /// The agent's process could not be started (its program is gone or
+    /// not executable, its working directory is gone): not a crash.
+    #[error("the agent cannot start: {0}")]
+    CannotStart(String),
     #[error("the agent failed to start up: {0}")]
     Initialize(String),
     /// The agent answered `initialize`, and what it answered rules it out
@@ -99,7 +105,7 @@ impl PoolError {
     pub(crate) fn is_configuration(&self) -> bool {
         matches!(
             self,
-            PoolError::Spawn(_) | PoolError::Refused(_) | PoolError::Auth(_)
+            PoolError::CannotStart(_) | PoolError::Refused(_) | PoolError::Auth(_)
         )
     }
 
@@ -123,10 +129,27 @@ pub(crate) struct Lease {
 pub(crate) struct PoolStatus {
     /// Agents initialized and not yet exited.
     pub alive: usize,
-    /// The breaker refuses to start agents.
-    pub circuit_open: bool,
+    /// Whether agents are started, and if not, why.
+    pub starts: Starts,
     /// The breaker's last recorded failure, kept after it closes.
     pub last_failure: Option<String>,
+}
+
+/// Whether the pool starts agents. An agent that cannot start at all is a
+/// state of its own, apart from agents that keep crashing: only the
+/// operator can fix it, and they are told what to fix.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum Starts {
+    /// Agents are started as work needs them.
+    #[default]
+    Allowed,
+    /// The last start failed before the agent ran (why: the reason, with
+    /// what to do). Holds until a start gets past the spawn; starts are
+    /// tried again only after the breaker's cool-down.
+    CannotStart(String),
+    /// The circuit breaker holds starts back for its cool-down, after
+    /// repeated failures or an agent that cannot work as configured.
+    Paused,
 }
 
 /// A handle to the pool; cheap to clone. Requests go over an unbounded
@@ -257,9 +280,9 @@ impl Pool {
         self.status.borrow().clone()
     }
 
-    /// Whether the circuit breaker currently refuses to start agents.
-    pub(crate) fn circuit_open(&self) -> bool {
-        self.status.borrow().circuit_open
+    /// Whether agents are started now, and if not, why.
+    pub(crate) fn starts(&self) -> Starts {
+        self.status.borrow().starts.clone()
     }
 
     /// Kills every agent, those still starting too, and ends the actor;
@@ -273,7 +296,11 @@ impl Pool {
 }
 
 impl AgentCircuit for Pool {
-    fn circuit_open(&self) -> bool {
-        Pool::circuit_open(self)
+    fn unhealthy(&self) -> Option<String> {
+        match self.starts() {
+            Starts::Allowed => None,
+            Starts::CannotStart(reason) => Some(format!("agent cannot start: {reason}")),
+            Starts::Paused => Some("agents keep crashing: circuit breaker open".to_owned()),
+        }
     }
 }

@@ -150,7 +150,7 @@ async fn while_a_slot_is_starting_status_release_rotate_and_discard_take_effect_
     let b = leased(&pool, "b").await;
     let expected = PoolStatus {
         alive: 1,
-        circuit_open: false,
+        starts: Starts::Allowed,
         last_failure: None,
     };
     assert_eq!(pool.status(), expected);
@@ -203,7 +203,7 @@ async fn waiters_of_a_failed_start_all_get_its_error_and_the_breaker_counts_it_o
             );
         }
         assert_eq!(
-            pool.circuit_open(),
+            pool.starts() == Starts::Paused,
             attempt == CRASHES_TO_OPEN,
             "one failure per start, not per waiter (start {attempt})"
         );
@@ -224,7 +224,7 @@ async fn waiters_of_a_failed_start_all_get_its_error_and_the_breaker_counts_it_o
 
     let mut status = pool.status.clone();
     status
-        .wait_for(|status| !status.circuit_open)
+        .wait_for(|status| status.starts == Starts::Allowed)
         .await
         .expect("actor running");
     assert!(
@@ -242,18 +242,25 @@ async fn a_refused_initialize_opens_the_breaker_at_once() {
         "{error}"
     );
     assert!(error.is_configuration());
-    assert!(pool.circuit_open(), "a misconfiguration is not tried again");
+    assert_eq!(
+        pool.starts(),
+        Starts::Paused,
+        "a misconfiguration is not tried again"
+    );
     let refused = pool.lease(&key("b")).await.expect_err("no start while open");
     assert!(matches!(refused, PoolError::CircuitOpen { .. }), "{refused}");
 }
 
 #[tokio::test]
-async fn a_missing_agent_binary_is_named_with_a_hint() {
+async fn a_missing_agent_binary_is_a_state_of_its_own_named_with_a_remedy() {
     let pool = command_pool(command("/nonexistent/agent", &[]));
     let error = pool.lease(&key("a")).await.expect_err("no such binary");
-    let hint = "`/nonexistent/agent` was not found (install it, or point --agent-command at it)";
-    assert!(matches!(&error, PoolError::Spawn(why) if why == hint), "{error}");
+    let hint = "`/nonexistent/agent` does not exist: install the agent, or point --agent-command at it";
+    assert_eq!(error, PoolError::CannotStart(hint.to_owned()));
     assert_eq!(pool.status().last_failure.as_deref(), Some(hint));
+    assert_eq!(pool.starts(), Starts::CannotStart(hint.to_owned()));
+    let again = pool.lease(&key("b")).await.expect_err("still no binary");
+    assert_eq!(again, error, "told why, not that agents keep crashing");
 }
 
 #[tokio::test]
@@ -276,7 +283,7 @@ async fn a_cwd_the_agent_user_cannot_enter_is_named_with_a_hint() {
         dir.display()
     );
     assert!(
-        matches!(&error, PoolError::Spawn(why) if why.starts_with(&hint)),
+        matches!(&error, PoolError::CannotStart(why) if why.starts_with(&hint)),
         "{error}"
     );
 }

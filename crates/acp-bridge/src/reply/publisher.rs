@@ -162,7 +162,9 @@ impl Publisher {
     }
 
     /// Publishes every entry not yet sent or refused once, due or not, a
-    /// few at a time. Returns true when none is left to publish.
+    /// few at a time, and the reactions still queued (a turn that ended
+    /// just before the stop). Returns true when no entry is left to
+    /// publish.
     pub(crate) async fn flush(&self) -> bool {
         let entries = match self.store.outbox_due(i64::MAX) {
             Ok(entries) => entries,
@@ -171,12 +173,17 @@ impl Publisher {
                 return false;
             }
         };
-        let sent: Vec<String> = futures_util::stream::iter(entries)
+        let replies = futures_util::stream::iter(entries)
             .map(|entry| self.publish(entry))
             .buffer_unordered(MAX_PUBLISHES_IN_FLIGHT)
             .filter_map(std::future::ready)
-            .collect()
-            .await;
+            .collect::<Vec<String>>();
+        let queued: Vec<Reaction> = std::iter::from_fn(|| self.outlet.next_reaction()).collect();
+        let reactions = futures_util::stream::iter(queued)
+            .map(|reaction| self.publish_reaction(reaction))
+            .buffer_unordered(MAX_REACTIONS_IN_FLIGHT)
+            .collect::<Vec<()>>();
+        let (sent, _) = tokio::join!(replies, reactions);
         self.mark_sent(&sent);
         matches!(self.store.outbox_next_due(), Ok(None))
     }
@@ -210,15 +217,18 @@ impl Publisher {
                 return;
             };
             let publisher = self.clone();
-            reactions.spawn(async move {
-                let sent = publisher.send(&reaction.event, reaction.to.as_ref()).await;
-                match Verdict::of(&sent) {
-                    Verdict::Accepted => tracing::debug!(event_id = %reaction.event.id, "reaction published"),
-                    refused_or_failed => {
-                        tracing::debug!(event_id = %reaction.event.id, ?refused_or_failed, "reaction not published")
-                    }
-                }
-            });
+            reactions.spawn(async move { publisher.publish_reaction(reaction).await });
+        }
+    }
+
+    /// One attempt at one reaction; a failure is only logged.
+    async fn publish_reaction(&self, reaction: Reaction) {
+        let sent = self.send(&reaction.event, reaction.to.as_ref()).await;
+        match Verdict::of(&sent) {
+            Verdict::Accepted => tracing::debug!(event_id = %reaction.event.id, "reaction published"),
+            refused_or_failed => {
+                tracing::debug!(event_id = %reaction.event.id, ?refused_or_failed, "reaction not published")
+            }
         }
     }
 

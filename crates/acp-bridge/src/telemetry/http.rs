@@ -2,8 +2,9 @@
 //!
 //! The exposition format is rendered by `metrics-exporter-prometheus`; this
 //! module only serves it, next to a health answer for orchestrators: 200
-//! while at least one relay is connected and the pool is not circuit-broken,
-//! 503 otherwise (with the reason in the body).
+//! while at least one relay is connected and the pool starts agents, 503
+//! otherwise (with the reason in the body: no relay, the agent cannot
+//! start and why, agents that keep crashing).
 //!
 //! Whoever reaches the port controls how many connections are open and how
 //! slowly they speak, so each is bounded:
@@ -63,8 +64,9 @@ pub(crate) const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// What `/healthz` asks of the agent pool. A trait, so that telemetry
 /// (which the pool records its metrics through) does not import the pool.
 pub(crate) trait AgentCircuit: std::fmt::Debug + Send + Sync {
-    /// Whether the circuit breaker currently refuses to start agents.
-    fn circuit_open(&self) -> bool;
+    /// Why agents are not started now (the agent cannot start, or keeps
+    /// crashing), or `None` while they are.
+    fn unhealthy(&self) -> Option<String>;
 }
 
 /// What `/healthz` looks at.
@@ -79,17 +81,17 @@ pub(crate) struct Health {
 
 impl Health {
     /// `Ok` when healthy, else why not.
-    pub(crate) fn check(&self) -> Result<(), &'static str> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if !self.relays_connected.iter().any(|connected| *connected.borrow()) {
-            return Err("no relay connected");
+            return Err("no relay connected".to_owned());
         }
         if !*self.signer_answering.borrow() {
-            return Err("the remote signer does not sign: answers and DMs wait for it");
+            return Err("the remote signer does not sign: answers and DMs wait for it".to_owned());
         }
-        if self.agents.circuit_open() {
-            return Err("agents keep crashing: circuit breaker open");
+        match self.agents.unhealthy() {
+            Some(reason) => Err(reason),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

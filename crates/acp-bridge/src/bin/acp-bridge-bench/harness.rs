@@ -86,6 +86,8 @@ impl DaemonProcess {
 
     /// The daemon of `bot`, run under `wrapper` (e.g. valgrind and its
     /// options; the agents it starts are not), with a state dir of its own.
+    /// `agent_args` are the scripted agent's flags, as shell words (the
+    /// daemon splits `--agent-args` as a shell would).
     pub fn spawn_under(
         bot: Keys,
         wrapper: &[&str],

@@ -784,7 +784,9 @@ fn every_exit_answers_or_returns_every_mention() {
 #[test]
 fn a_turn_that_never_got_an_agent_did_not_run() {
     let mut rig = Rig::leasing(&["hello"]);
-    let actions = rig.feed(Input::LeaseFailed(PoolError::Spawn("no such binary".into())));
+    let actions = rig.feed(Input::LeaseFailed(PoolError::CannotStart(
+        "no such binary".into(),
+    )));
     let (outcome, work, returned) = rig.end(&actions, &[]);
     assert!(
         matches!(outcome, Outcome::Failed(TurnFailure::Pool(_))),

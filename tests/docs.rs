@@ -1,0 +1,313 @@
+//! The README and `docs/` stay true to the binary and the repository
+//! (issue 26): the README's flag table has a row for every flag of
+//! `acp-bridge --help`, with its variable and default, and no row for a flag
+//! that does not exist; every `--flag` the docs name is one of acp-bridge's
+//! or of a program they show next to it; every repository path and every
+//! relative link (with its `#anchor`) they give exists. A renamed flag, a
+//! moved file or a new flag without a row fails here rather than in a
+//! newcomer's terminal.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BRIDGE: &str = env!("CARGO_BIN_EXE_acp-bridge");
+const REPOSITORY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+/// The heading of the README's flag table.
+const FLAG_TABLE_HEADING: &str = "### Flags";
+/// Subcommands whose flags the docs may name besides the daemon's.
+const SUBCOMMANDS: [&str; 4] = ["check", "keygen", "demo", "scripted-agent"];
+/// Flags of other programs the docs show: cargo and its test harness, the
+/// agents' own, kubectl, and the aionostr client of the walk-through.
+const OTHER_PROGRAMS_FLAGS: [&str; 16] = [
+    "--release",
+    "--workspace",
+    "--locked",
+    "--bins",
+    "--test",
+    "--check",
+    "--nocapture",
+    "--acp",
+    "--experimental-acp",
+    "--rm",
+    "--restart",
+    "--from-file",
+    "--content",
+    "--tags",
+    "--kind",
+    "--authors",
+];
+/// Where a path written in the docs is taken to be in the repository.
+const REPOSITORY_ROOTS: [&str; 6] = ["crates/", "deploy/", "tests/", "fuzz/", "docs/", ".ci/"];
+/// A relative path (with a `/`) and one of these endings names a
+/// repository file too
+/// (`src/loop_guard.rs` once did, from no directory where it exists).
+const REPOSITORY_FILE_ENDINGS: [&str; 6] = [".rs", ".sh", ".yaml", ".toml", ".md", ".py"];
+
+/// One option of a `--help` page.
+#[derive(Debug)]
+struct HelpFlag {
+    name: String,
+    env: Option<String>,
+    default: Option<String>,
+}
+
+fn help_page(subcommand: Option<&str>) -> String {
+    let mut command = Command::new(BRIDGE);
+    command.args(subcommand).arg("--help");
+    let output = command.output().expect("run acp-bridge --help");
+    assert!(output.status.success(), "{subcommand:?} --help failed");
+    String::from_utf8(output.stdout).expect("help is UTF-8")
+}
+
+/// The options of a clap help page: each starts on a line of its own
+/// (`  --name <VALUE>` or `  -h, --help`), its `[env: …]` and `[default: …]`
+/// on the lines that follow.
+fn help_flags(page: &str) -> Vec<HelpFlag> {
+    let mut flags: Vec<HelpFlag> = Vec::new();
+    for line in page.lines() {
+        let trimmed = line.trim_start();
+        let option = trimmed
+            .strip_prefix("-h, ")
+            .or_else(|| trimmed.strip_prefix("-V, "))
+            .unwrap_or(trimmed);
+        if line.starts_with("  ") && option.starts_with("--") {
+            let name = option.split([' ', '=']).next().unwrap_or_default().to_owned();
+            flags.push(HelpFlag {
+                name,
+                env: None,
+                default: None,
+            });
+        }
+        let Some(flag) = flags.last_mut() else { continue };
+        if let Some(env) = bracketed(line, "[env: ") {
+            flag.env = Some(env.split('=').next().unwrap_or_default().to_owned());
+        }
+        if let Some(default) = bracketed(line, "[default: ") {
+            flag.default = Some(default.to_owned());
+        }
+    }
+    flags
+}
+
+fn bracketed<'a>(line: &'a str, opening: &str) -> Option<&'a str> {
+    let start = line.find(opening)? + opening.len();
+    let end = line[start..].find(']')?;
+    Some(&line[start..start + end])
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(Path::new(REPOSITORY).join(relative))
+        .unwrap_or_else(|error| panic!("{relative}: {error}"))
+}
+
+/// README.md and every page under docs/, as (repository path, text).
+fn documents() -> Vec<(String, String)> {
+    let mut pages = vec![("README.md".to_owned(), read("README.md"))];
+    let mut names: Vec<PathBuf> = std::fs::read_dir(Path::new(REPOSITORY).join("docs"))
+        .expect("docs/ exists")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    names.sort();
+    for path in names {
+        let name = format!("docs/{}", path.file_name().unwrap_or_default().to_string_lossy());
+        let text = read(&name);
+        pages.push((name, text));
+    }
+    pages
+}
+
+/// The rows of the README's flag table: (flag, variable, default) cells.
+fn flag_table(readme: &str) -> Vec<[String; 3]> {
+    let (_, after) = readme
+        .split_once(&format!("\n{FLAG_TABLE_HEADING}\n"))
+        .expect("the README has a flag table");
+    after
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2)
+        .map(|row| {
+            let cells: Vec<String> = row
+                .split(" | ")
+                .map(|cell| cell.trim_matches(['|', ' ']).to_owned())
+                .collect();
+            assert!(cells.len() >= 4, "a flag row has four cells: {row}");
+            [cells[0].clone(), cells[1].clone(), cells[2].clone()]
+        })
+        .collect()
+}
+
+/// Every `--flag` token of a text.
+fn named_flags(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let bytes = text.as_bytes();
+    for (at, _) in text.match_indices("--") {
+        let before = at.checked_sub(1).map(|index| bytes[index]);
+        if before.is_some_and(|byte| byte.is_ascii_alphanumeric() || byte == b'-') {
+            continue;
+        }
+        let name: String = text[at + 2..]
+            .chars()
+            .take_while(|char| char.is_ascii_lowercase() || char.is_ascii_digit() || *char == '-')
+            .collect();
+        if name.starts_with(|char: char| char.is_ascii_lowercase()) {
+            found.insert(format!("--{name}"));
+        }
+    }
+    found
+}
+
+/// The `code spans` of a text, outside its fenced code blocks.
+fn code_spans(text: &str) -> Vec<String> {
+    let mut in_code_block = false;
+    let mut prose = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code_block = !in_code_block;
+        } else if !in_code_block {
+            prose.push_str(line);
+            prose.push('\n');
+        }
+    }
+    prose.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// The targets of the relative links `[text](target)` of a text.
+fn relative_links(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("](").filter_map(|(at, _)| {
+        let rest = &text[at + 2..];
+        let target = &rest[..rest.find(')')?];
+        (!target.contains("://")).then_some(target)
+    })
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces
+/// turned into hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim_start_matches('#')
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|char| char.is_alphanumeric() || matches!(char, ' ' | '-' | '_'))
+        .map(|char| if char == ' ' { '-' } else { char })
+        .collect()
+}
+
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut in_code_block = false;
+    let mut found = BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code_block = !in_code_block;
+        } else if !in_code_block && line.starts_with('#') {
+            found.insert(anchor(line));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_flag_table_has_a_row_for_every_flag_with_its_variable_and_default_and_no_other() {
+    let flags = help_flags(&help_page(None));
+    assert!(flags.len() > 50, "parsed the daemon's help: {flags:?}");
+    let rows = flag_table(&read("README.md"));
+    let mut problems = Vec::new();
+    for flag in flags
+        .iter()
+        .filter(|flag| !matches!(flag.name.as_str(), "--help" | "--version"))
+    {
+        let Some([_, env, default]) = rows.iter().find(|row| row[0] == format!("`{}`", flag.name)) else {
+            problems.push(format!("{} has no row in the README's flag table", flag.name));
+            continue;
+        };
+        if let Some(expected) = &flag.env
+            && *env != format!("`{expected}`")
+        {
+            problems.push(format!(
+                "{}: the row says {env}, --help says {expected}",
+                flag.name
+            ));
+        }
+        if let Some(expected) = &flag.default
+            && !default.contains(&format!("`{expected}`"))
+        {
+            problems.push(format!(
+                "{}: the row's default is {default}, --help says {expected}",
+                flag.name
+            ));
+        }
+    }
+    for [name, ..] in &rows {
+        if !flags.iter().any(|flag| format!("`{}`", flag.name) == *name) {
+            problems.push(format!(
+                "the README's flag table has a row for {name}, which --help does not know"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn every_flag_the_docs_name_exists() {
+    let mut known: BTreeSet<String> = help_flags(&help_page(None))
+        .into_iter()
+        .map(|flag| flag.name)
+        .collect();
+    for subcommand in SUBCOMMANDS {
+        known.extend(
+            help_flags(&help_page(Some(subcommand)))
+                .into_iter()
+                .map(|flag| flag.name),
+        );
+    }
+    known.extend(OTHER_PROGRAMS_FLAGS.map(str::to_owned));
+    let mut problems = Vec::new();
+    for (page, text) in documents() {
+        for flag in named_flags(&text).difference(&known) {
+            problems.push(format!(
+                "{page} names {flag}, which no `acp-bridge … --help` knows"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn every_path_and_link_the_docs_give_exists() {
+    let repository = Path::new(REPOSITORY);
+    let mut problems = Vec::new();
+    for (page, text) in documents() {
+        for span in code_spans(&text) {
+            let is_a_path = REPOSITORY_ROOTS.iter().any(|root| span.starts_with(root))
+                || (span.contains('/')
+                    && !span.starts_with(['/', '~', '$', '.'])
+                    && REPOSITORY_FILE_ENDINGS
+                        .iter()
+                        .any(|ending| span.ends_with(ending)));
+            let is_a_pattern = span.contains(['<', '*', '…', ' ']);
+            if is_a_path && !is_a_pattern && !repository.join(&span).exists() {
+                problems.push(format!("{page} names {span}, which does not exist"));
+            }
+        }
+        let here = Path::new(&page).parent().unwrap_or(Path::new(""));
+        for target in relative_links(&text) {
+            let (file, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let linked = if file.is_empty() {
+                page.clone()
+            } else {
+                here.join(file).to_string_lossy().into_owned()
+            };
+            let Ok(linked_text) = std::fs::read_to_string(repository.join(&linked)) else {
+                problems.push(format!("{page} links to {target}, which does not exist"));
+                continue;
+            };
+            if !fragment.is_empty() && !anchors(&linked_text).contains(fragment) {
+                problems.push(format!("{page} links to {target}: {linked} has no such heading"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
