@@ -3,9 +3,13 @@
 
 mod support;
 
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use nostr_sdk::prelude::*;
 use support::{bridge_binary, check_with_agent_args, temp_dir};
 
@@ -165,6 +169,374 @@ async fn shard_auto_takes_the_index_from_the_hostnames_ordinal() {
     let log = &scene.bridge.log;
     let sharded = Line::new("a shard of the bot: answering only the conversations that hash to this index");
     log.wait(log.start(), sharded.with("shard", "2/3")).await;
+}
+
+/// A bad value of every flag of `acp-bridge run` (passed as `--flag=value`).
+/// A new flag fails `every_flag_refuses_a_bad_value_in_one_line_naming_it`
+/// until it has a case here or is listed in [`FREE_FORM`].
+const BAD_VALUES: &[(&str, &str)] = &[
+    ("--relay", "notaurl"),
+    ("--secret-key-file", "/nonexistent/bot.nsec"),
+    ("--signer", "bunker://nope"),
+    ("--signer-file", "/nonexistent/bunker.uri"),
+    ("--signer-timeout", "30"),
+    ("--owner", "npub1broken"),
+    ("--respond-to", "everybody"),
+    ("--allowlist", "npub1broken"),
+    ("--kinds", "4"),
+    ("--state-dir", "/dev/null"),
+    ("--reply-mode", "sometimes"),
+    ("--reply-content", "most"),
+    ("--no-reactions", "maybe"),
+    ("--follow-threads", "always"),
+    ("--max-content-bytes", "0"),
+    ("--max-reply-bytes", "0"),
+    ("--rate-limit-burst", "0"),
+    ("--rate-limit-refill", "6"),
+    ("--max-bot-hops", "-1"),
+    ("--max-queued", "0"),
+    ("--max-parked-bytes", "0"),
+    ("--relay-buffer", "0"),
+    ("--max-reply-chain", "many"),
+    ("--agent-command", "/nonexistent/agent"),
+    ("--agent-args", "scripted-agent 'unbalanced"),
+    ("--agent-user", "no-such-user-acp"),
+    ("--agents", "0"),
+    ("--turns-per-agent", "0"),
+    ("--cwd", "/nonexistent/work"),
+    ("--idle-timeout", "5"),
+    ("--max-turn-duration", "5x"),
+    ("--cancel-timeout", "0s"),
+    ("--multiple-event-handling", "sometimes"),
+    ("--dedup", "maybe"),
+    ("--session-policy", "global"),
+    ("--permission-policy", "deny-some"),
+    ("--permission-timeout", "25h"),
+    ("--wait-notice-after", "5"),
+    ("--thread-context", "101"),
+    ("--thread-context-from", "everyone"),
+    ("--thread-context-bytes", "1"),
+    ("--shutdown-grace", "30"),
+    ("--retention", "7"),
+    ("--metrics-addr", "localhost"),
+    ("--shard", "3/2"),
+    ("--agent-start-timeout", "120"),
+    ("--profile-picture", "helper.png"),
+    ("--dm-relays", "http://relay.example.com"),
+    ("--directory-relays", "notaurl"),
+    ("--group", "pizza"),
+    ("--other-groups", "some"),
+    ("--worker-threads", "0"),
+    ("--log-format", "xml"),
+    ("--log-level", "loud"),
+];
+
+/// Flags whose every value is taken as it is: free text, or names checked
+/// only when used (an agent's auth method against its `initialize`).
+const FREE_FORM: &[&str] = &[
+    "--agent-env",
+    "--agent-auth-method",
+    "--profile-name",
+    "--profile-about",
+    "--group-invite-code",
+];
+
+/// A configuration that starts, written to `dir`: every flag but the one
+/// under test (and, for a remote signer, but the key file it replaces).
+fn valid_flags_except(dir: &Path, tested: &str) -> Vec<String> {
+    let key_file = dir.join("bot.nsec");
+    std::fs::write(&key_file, Keys::generate().secret_key().to_secret_hex()).expect("key file");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let (cwd, state_dir) = (dir.join("work"), dir.join("state"));
+    std::fs::create_dir_all(&cwd).expect("cwd");
+    let owner = Keys::generate().public_key().to_hex();
+    let remote_signer = tested == "--signer" || tested == "--signer-file";
+    let flags: [(&str, String); 6] = [
+        ("--relay", "ws://127.0.0.1:1".to_owned()),
+        ("--owner", owner),
+        ("--secret-key-file", path(&key_file)),
+        ("--cwd", path(&cwd)),
+        ("--state-dir", path(&state_dir)),
+        ("--agent-command", bridge_binary().to_owned()),
+    ];
+    flags
+        .into_iter()
+        .filter(|(flag, _)| *flag != tested && !(remote_signer && *flag == "--secret-key-file"))
+        .map(|(flag, value)| format!("{flag}={value}"))
+        .collect()
+}
+
+fn path(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Runs `acp-bridge run` with `args` and only `env` (and PATH); returns
+/// its exit code and its non-empty stderr lines.
+fn refused(args: &[String], env: &[(&str, &str)]) -> (i32, Vec<String>) {
+    let output = Command::new(bridge_binary())
+        .arg("run")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("ACP_BRIDGE_AGENT_ARGS", "scripted-agent")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run acp-bridge");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines = stderr
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(str::to_owned)
+        .collect();
+    (output.status.code().unwrap_or(-1), lines)
+}
+
+/// Every flag of `acp-bridge run`, as clap declares them (the daemon's
+/// groups and the logging flags), long names with their `ACP_BRIDGE_*`.
+fn declared_flags() -> Vec<(String, Option<String>)> {
+    let command =
+        acp_bridge::LogArgs::augment_args(acp_bridge::RunArgs::augment_args(clap::Command::new("run")));
+    command
+        .get_arguments()
+        .filter_map(|arg| {
+            let long = format!("--{}", arg.get_long()?);
+            let env = arg.get_env().map(|env| env.to_string_lossy().into_owned());
+            Some((long, env))
+        })
+        .collect()
+}
+
+/// The flags `acp-bridge run --help` lists: what an operator sees.
+fn listed_flags() -> BTreeSet<String> {
+    let output = Command::new(bridge_binary())
+        .args(["run", "--help"])
+        .output()
+        .expect("run acp-bridge");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let option = line.trim_start();
+            let option = option
+                .strip_prefix("-h, ")
+                .or(option.strip_prefix("-V, "))
+                .unwrap_or(option);
+            option.starts_with("--").then(|| {
+                option
+                    .split(|c: char| c.is_whitespace() || c == '=' || c == '<')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+        })
+        .filter(|flag| flag != "--help" && flag != "--version")
+        .collect()
+}
+
+#[test]
+fn every_flag_refuses_a_bad_value_in_one_line_naming_it() {
+    let declared = declared_flags();
+    let names: BTreeSet<String> = declared.iter().map(|(flag, _)| flag.clone()).collect();
+    assert_eq!(
+        names,
+        listed_flags(),
+        "`run --help` lists the flags clap declares in RunArgs and LogArgs"
+    );
+    let covered: BTreeSet<&str> = BAD_VALUES
+        .iter()
+        .map(|(flag, _)| *flag)
+        .chain(FREE_FORM.iter().copied())
+        .collect();
+    let uncovered: Vec<&String> = names
+        .iter()
+        .filter(|flag| !covered.contains(flag.as_str()))
+        .collect();
+    assert!(
+        uncovered.is_empty(),
+        "flags without a bad-value case: give each one in BAD_VALUES, or list it in FREE_FORM: {uncovered:?}"
+    );
+    let unknown: Vec<&&str> = covered.iter().filter(|flag| !names.contains(**flag)).collect();
+    assert!(
+        unknown.is_empty(),
+        "cases of flags that no longer exist: {unknown:?}"
+    );
+
+    let dir = temp_dir("every-flag");
+    let mut problems = Vec::new();
+    for (flag, value) in BAD_VALUES {
+        let mut args = valid_flags_except(&dir, flag);
+        args.push(format!("{flag}={value}"));
+        let (code, lines) = refused(&args, &[]);
+        let one_naming_it = lines.len() == 1 && lines[0].contains(flag);
+        if code != 2 || !one_naming_it {
+            problems.push(format!("{flag}={value}: exit {code}, stderr {lines:#?}"));
+        }
+        println!("{flag}={value}: {}", lines.join(" | "));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_bad_value_in_the_environment_is_refused_in_one_line_naming_flag_and_variable() {
+    let dir = temp_dir("bad-env");
+    let args = valid_flags_except(&dir, "");
+    for (variable, value, flag) in [
+        ("ACP_BRIDGE_IDLE_TIMEOUT", "5", "--idle-timeout"),
+        ("ACP_BRIDGE_LOG_LEVEL", "acp_bridge=loud", "--log-level"),
+        ("ACP_BRIDGE_RESPOND_TO", "everybody", "--respond-to"),
+        ("ACP_BRIDGE_NO_REACTIONS", "maybe", "--no-reactions"),
+        ("ACP_BRIDGE_WORKER_THREADS", "0", "--worker-threads"),
+    ] {
+        let (code, lines) = refused(&args, &[(variable, value)]);
+        assert_eq!(code, 2, "{variable}={value}: {lines:?}");
+        assert_eq!(lines.len(), 1, "{variable}={value}: one line: {lines:#?}");
+        assert!(lines[0].contains(flag), "{variable}={value}: {}", lines[0]);
+        assert!(lines[0].contains(variable), "{variable}={value}: {}", lines[0]);
+    }
+    // Values of flags the daemon checks itself (not clap) name the flag.
+    let (code, lines) = refused(&args, &[("ACP_BRIDGE_KINDS", "4")]);
+    assert_eq!((code, lines.len()), (2, 1), "{lines:?}");
+    assert!(lines[0].contains("--kinds"), "{}", lines[0]);
+}
+
+#[test]
+fn a_bad_rust_log_is_refused_not_taken_for_a_target() {
+    let dir = temp_dir("bad-rust-log");
+    let args = valid_flags_except(&dir, "");
+    let (code, lines) = refused(&args, &[("RUST_LOG", "loud")]);
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines,
+        [
+            "acp-bridge: RUST_LOG `loud` is not a level: use off, error, warn, info, debug or trace, or target=level (e.g. acp_bridge=debug); fix it, or unset it to use --log-level"
+        ]
+    );
+}
+
+#[test]
+fn refusals_say_what_to_do() {
+    let dir = temp_dir("remedies");
+    let with = |flag: &str, value: &str| {
+        let mut args = valid_flags_except(&dir, flag);
+        args.push(format!("{flag}={value}"));
+        let (code, lines) = refused(&args, &[]);
+        assert_eq!((code, lines.len()), (2, 1), "{flag}={value}: {lines:?}");
+        lines[0].clone()
+    };
+    assert_eq!(
+        with("--secret-key-file", "nope.nsec"),
+        "acp-bridge: --secret-key-file: `nope.nsec` does not exist: create a key there with `acp-bridge keygen --out nope.nsec`, or fix the path"
+    );
+    assert_eq!(
+        with("--relay", "notaurl"),
+        "acp-bridge: --relay: `notaurl` is not a relay URL (relative url without a base): use a ws:// or wss:// URL, e.g. wss://relay.example.com"
+    );
+    assert!(
+        with("--relay", "https://relay.example.com")
+            .ends_with("(unsupported scheme): use a ws:// or wss:// URL, e.g. wss://relay.example.com"),
+    );
+    assert_eq!(
+        with("--idle-timeout", "5"),
+        "error: invalid value '5' for '--idle-timeout <IDLE_TIMEOUT>': `5` has no unit: add one, e.g. 5s (ms, s, m, h or d)"
+    );
+    assert_eq!(
+        with("--owner", "npub1broken"),
+        "acp-bridge: --owner: `npub1broken` is not a valid public key: give an npub1… or 64 hex characters"
+    );
+    assert!(
+        with("--cwd", "/nonexistent/work").ends_with("name an existing directory for the agents to work in")
+    );
+    let garbage = dir.join("garbage.nsec");
+    std::fs::write(&garbage, "nsec1garbage").expect("write");
+    let refusal = with("--secret-key-file", &path(&garbage));
+    assert!(
+        refusal.contains("or make a new key file with `acp-bridge keygen --out PATH`"),
+        "{refusal}"
+    );
+    assert!(
+        !refusal.contains("nsec1garbage"),
+        "the file's content never shows: {refusal}"
+    );
+    assert_eq!(
+        with("--respond-to", "everybody"),
+        "error: invalid value 'everybody' for '--respond-to <RESPOND_TO>' [possible values: owner-only, allowlist, anyone, nobody]"
+    );
+}
+
+/// The warnings of where a secret came from (the environment, a file
+/// others can read) belong to a configuration that runs: a refusal is the
+/// only line.
+#[test]
+fn a_refusal_is_never_preceded_by_a_warning() {
+    let dir = temp_dir("no-warning-first");
+    let open_key = dir.join("open.nsec");
+    std::fs::write(&open_key, Keys::generate().secret_key().to_secret_hex()).expect("key file");
+    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let mut from_env = valid_flags_except(&dir, "--secret-key-file");
+    from_env.push("--kinds=4".to_owned());
+    let mut open_file = valid_flags_except(&dir, "--secret-key-file");
+    open_file.push(format!("--secret-key-file={}", path(&open_key)));
+    open_file.push("--kinds=4".to_owned());
+    for (args, env) in [
+        (from_env, vec![("ACP_BRIDGE_SECRET_KEY", secret.as_str())]),
+        (open_file, vec![]),
+    ] {
+        let (code, lines) = refused(&args, &env);
+        assert_eq!(code, 2, "{lines:?}");
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].starts_with("acp-bridge: --kinds:"), "{}", lines[0]);
+    }
+}
+
+#[test]
+fn clap_s_own_refusals_are_one_line_too() {
+    for (args, line) in [
+        (
+            &["keygen"][..],
+            "error: the following required arguments were not provided: --out <PATH>",
+        ),
+        (
+            &["--relya", "x"][..],
+            "error: unexpected argument '--relya' found; tip: a similar argument exists: '--relay'",
+        ),
+        (
+            &["--agents", "1", "--agents", "2"][..],
+            "error: the argument '--agents <AGENTS>' cannot be used multiple times",
+        ),
+    ] {
+        let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+        let output = Command::new(bridge_binary())
+            .args(&args)
+            .env_clear()
+            .output()
+            .expect("run acp-bridge");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            format!("{line}\n"),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn help_and_version_are_clap_s_own() {
+    let output = Command::new(bridge_binary())
+        .arg("--version")
+        .output()
+        .expect("run");
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("acp-bridge "));
+    let output = Command::new(bridge_binary())
+        .args(["run", "--help"])
+        .output()
+        .expect("run");
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        help.contains("Usage:") && help.contains("--idle-timeout"),
+        "{help}"
+    );
 }
 
 /// `--agent-args` takes one value: the daemon's own flags after it stay

@@ -1,10 +1,13 @@
-//! The metrics endpoint under a stranger's connections: a cap on how many
-//! are served, idle ones closed by the server, the daemon's descriptors
-//! bounded, and a failed accept (out of descriptors) that waits instead of
-//! spinning. Through the real binary, with real sockets.
+//! The metrics endpoint: every counter on it from the start (at 0, so an
+//! alert sees 0 and not "no data"); and under a stranger's connections: a
+//! cap on how many are served, idle ones closed by the server, the
+//! daemon's descriptors bounded, and a failed accept (out of descriptors)
+//! that waits instead of spinning. Through the real binary, with real
+//! sockets.
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,6 +44,61 @@ async fn closed_by_server(mut stream: TcpStream, patience: Duration) -> Option<I
             Ok(Ok(0) | Err(_)) => return Some(Instant::now()),
             Ok(Ok(_)) => {}
         }
+    }
+}
+
+/// Where the daemon names its metrics: the counters are read from it, so
+/// a new one is covered without listing it here.
+const METRICS_SOURCE: &str = include_str!("../crates/acp-bridge/src/telemetry/metrics.rs");
+
+/// The counters `metrics.rs` declares (`const NAME: &str = "…_total";`).
+fn declared_counters() -> BTreeSet<&'static str> {
+    METRICS_SOURCE
+        .lines()
+        .filter(|line| line.starts_with("const ") && line.contains(": &str = \"acp_bridge_"))
+        .filter_map(|line| line.split('"').nth(1))
+        .filter(|name| name.ends_with("_total"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_counter_is_on_metrics_at_zero_right_after_ready() {
+    let scene = Scene::builder().metrics().start().await;
+    let body = http_get(scene.metrics_port(), "/metrics").await;
+    let counters = declared_counters();
+    assert!(
+        counters.len() >= 19,
+        "the parser above is out of date: {counters:?}"
+    );
+    let missing: Vec<&&str> = counters
+        .iter()
+        .filter(|name| {
+            !body.lines().any(|line| {
+                line.strip_prefix(**name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "counters absent from /metrics: {missing:?}\n{body}"
+    );
+    // Labelled ones carry every label value known up front, at 0.
+    for series in [
+        "acp_bridge_turns_total{outcome=\"failed\"} 0",
+        "acp_bridge_turns_total{outcome=\"cancelled_by_owner\"} 0",
+        "acp_bridge_events_dropped_total{reason=\"rate_limited\"} 0",
+        "acp_bridge_replies_failed_total{reason=\"blocked\"} 0",
+        "acp_bridge_agent_respawns_total 0",
+        "acp_bridge_steers_total{path=\"fallback\"} 0",
+        "acp_bridge_group_requests_total{request=\"join\",outcome=\"refused\"} 0",
+        "acp_bridge_queue_depth 0",
+        "acp_bridge_parked_events 0",
+    ] {
+        assert!(
+            body.lines().any(|line| line == series),
+            "{series} absent:\n{body}"
+        );
     }
 }
 

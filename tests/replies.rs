@@ -218,6 +218,25 @@ async fn reactions_follow_a_mention_from_heard_to_answered_or_given_up() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_the_owner_cancels_ends_marked_cancelled_not_heard() {
+    let scene = Scene::builder().start().await;
+    let work = scene
+        .mention_mid_turn("room", "endless work [rounds=1000] [delay=100]")
+        .await;
+    let cancel = scene.mention("room", "!cancel").await;
+    scene.reply_to(&cancel).await;
+    let notice = scene.reply_to(&work).await;
+    assert!(
+        notice.content.contains("Cancelled by the owner"),
+        "{}",
+        notice.content
+    );
+    let mut seen = reactions(&scene, &work, 2).await;
+    seen.sort();
+    assert_eq!(seen, ["👀", "🚫"], "heard, then cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn help_lists_the_owner_commands() {
     let scene = Scene::builder().start().await;
     let help = scene.mention("room", "!help").await;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use acp_client::AgentUser;
 use clap::{Args, ValueEnum};
-use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
+use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, Url};
 
 use crate::embedded_relay::RelaySpec;
 use crate::gate::RespondTo;
@@ -28,7 +28,7 @@ use crate::mode_gate::{Dedup, MultipleEventHandling};
 use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::reply::{ReplyContent, ReplyMode};
 use crate::shard::{Shard, ShardSpec};
-use crate::signer::{BunkerUri, SignerSource};
+use crate::signer::{BunkerUri, SignerSource, secret_file_unreadable};
 use crate::thread_context::{ContextFrom, DEFAULT_CONTEXT_BYTES, MIN_CONTEXT_BYTES};
 
 /// Environment variable that may hold the bot's secret key (nsec or hex).
@@ -355,7 +355,7 @@ pub struct RunArgs {
     pub retention: Duration,
 
     /// Serve Prometheus metrics and /healthz here (off by default).
-    #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR")]
+    #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR", value_parser = parse_socket_addr)]
     pub metrics_addr: Option<SocketAddr>,
 
     /// This replica's share of the bot: `INDEX/COUNT`, or `auto/COUNT` to
@@ -524,10 +524,7 @@ impl RunArgs {
             .allowlist
             .iter()
             .filter(|entry| !entry.trim().is_empty())
-            .map(|entry| {
-                parse_public_key(entry.trim())
-                    .map_err(|problem| refuse("--allowlist", format!("`{entry}`: {problem}")))
-            })
+            .map(|entry| parse_public_key(entry.trim()).map_err(|problem| refuse("--allowlist", problem)))
             .collect::<Result<BTreeSet<_>, _>>()?;
         if self.respond_to == RespondTo::Allowlist && allowlist.is_empty() {
             return Err(refuse(
@@ -536,6 +533,7 @@ impl RunArgs {
             ));
         }
         let kinds = parse_kinds(&self.kinds)?;
+        let profile_picture = picture_url(&self.profile_picture)?;
         let dm_relays = parse_relay_urls("--dm-relays", &self.dm_relays)?;
         let directory_relays = parse_relay_urls("--directory-relays", &self.directory_relays)?;
         let groups = self
@@ -599,7 +597,13 @@ impl RunArgs {
                 .map_err(|error| refuse("--cwd", format!("cannot read the current directory: {error}")))?,
         };
         if !cwd.is_dir() {
-            return Err(refuse("--cwd", format!("`{}` is not a directory", cwd.display())));
+            return Err(refuse(
+                "--cwd",
+                format!(
+                    "`{}` is not a directory: name an existing directory for the agents to work in",
+                    cwd.display()
+                ),
+            ));
         }
         let cwd = std::fs::canonicalize(&cwd)
             .map_err(|error| refuse("--cwd", format!("`{}`: {error}", cwd.display())))?;
@@ -614,11 +618,23 @@ impl RunArgs {
             .clone()
             .or_else(|| env(SYSTEMD_STATE_ENV).map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+        if let Some(problem) = state_dir_problem(&state_dir) {
+            return Err(refuse("--state-dir", problem));
+        }
         if let Some(user) = &agent_user {
             crate::isolation::check_state_dir(&state_dir, &cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
         let agent = self.agent_settings(cwd, agent_user, env)?;
+        let exposed_secret_files: Vec<PathBuf> = [&self.secret_key_file, &self.signer_file]
+            .into_iter()
+            .flatten()
+            .filter(|path| open_to_others(path))
+            .cloned()
+            .collect();
+        // Warnings last: they belong to a configuration that runs, never
+        // before another flag's refusal.
+        self.warn_of_secret_sources(&signer, &exposed_secret_files);
         if agent.user.is_none() {
             tracing::warn!(
                 "agents run as the daemon's user: the tools they run can read the key file, the state dir and the daemon's environment; run the daemon as root with --agent-user"
@@ -664,20 +680,33 @@ impl RunArgs {
             profile: ProfileFields {
                 name: non_empty(&self.profile_name),
                 about: non_empty(&self.profile_about),
-                picture: non_empty(&self.profile_picture),
+                picture: profile_picture,
             },
             dm_relays,
             directory_relays,
             groups,
             signer,
             signer_timeout: self.signer_timeout,
-            exposed_secret_files: [&self.secret_key_file, &self.signer_file]
-                .into_iter()
-                .flatten()
-                .filter(|path| open_to_others(path))
-                .cloned()
-                .collect(),
+            exposed_secret_files,
         })
+    }
+
+    /// Warns of secrets kept where others can read them: a key in the
+    /// environment, a bunker URI on the command line, a secret file open
+    /// to other users.
+    fn warn_of_secret_sources(&self, signer: &SignerSource, exposed_files: &[PathBuf]) {
+        match signer {
+            SignerSource::Keys(_) if self.secret_key_file.is_none() => tracing::warn!(
+                "the secret key came from {SECRET_KEY_ENV}: it stays readable in /proc/<pid>/environ to every process of the daemon's user for the daemon's life; prefer --secret-key-file"
+            ),
+            SignerSource::Bunker(_) if self.signer.is_some() => tracing::warn!(
+                "the bunker URI came from --signer or ACP_BRIDGE_SIGNER: its secret stays readable in the process's command line or environment; prefer --signer-file"
+            ),
+            _ => {}
+        }
+        for path in exposed_files {
+            tracing::warn!(path = %path.display(), "the secret key file is accessible to other users; chmod 600 it");
+        }
     }
 
     /// How agents run (`--agent-*`, `--agents`, `--turns-per-agent`, the
@@ -725,13 +754,9 @@ impl RunArgs {
             (Some(uri), None) => {
                 let uri = BunkerUri::parse(uri)
                     .map_err(|problem| refuse("--signer", format!("the URI {problem}")))?;
-                tracing::warn!(
-                    "the bunker URI came from --signer or ACP_BRIDGE_SIGNER: its secret stays readable in the process's command line or environment; prefer --signer-file"
-                );
                 Some(uri)
             }
             (None, Some(path)) => {
-                warn_if_readable_by_others(path);
                 Some(BunkerUri::read(path).map_err(|problem| refuse("--signer-file", problem))?)
             }
             (None, None) => None,
@@ -969,10 +994,7 @@ fn parse_relays(values: &[String]) -> Result<Vec<RelaySpec>, ConfigError> {
         let relay = if value == "embedded" {
             RelaySpec::Embedded
         } else {
-            RelaySpec::Url(
-                RelayUrl::parse(value)
-                    .map_err(|error| refuse("--relay", format!("`{value}` is not a relay URL ({error})")))?,
-            )
+            RelaySpec::Url(relay_url("--relay", value)?)
         };
         if !relays.contains(&relay) {
             relays.push(relay);
@@ -996,13 +1018,63 @@ fn parse_relay_urls(flag: &'static str, values: &[String]) -> Result<Vec<RelayUr
         .map(|value| value.trim())
         .filter(|value| !value.is_empty())
     {
-        let relay = RelayUrl::parse(value)
-            .map_err(|error| refuse(flag, format!("`{value}` is not a relay URL ({error})")))?;
+        let relay = relay_url(flag, value)?;
         if !relays.contains(&relay) {
             relays.push(relay);
         }
     }
     Ok(relays)
+}
+
+/// One relay URL of `flag`; a refusal says what a relay URL looks like.
+fn relay_url(flag: &'static str, value: &str) -> Result<RelayUrl, ConfigError> {
+    RelayUrl::parse(value).map_err(|error| {
+        refuse(
+            flag,
+            format!(
+                "`{value}` is not a relay URL ({}): use a ws:// or wss:// URL, e.g. wss://relay.example.com",
+                error.to_string().to_lowercase()
+            ),
+        )
+    })
+}
+
+/// Why `state_dir` can be neither used nor created (it is created at
+/// start when missing), checked before anything else starts.
+fn state_dir_problem(state_dir: &Path) -> Option<String> {
+    let existing = state_dir.ancestors().find(|path| path.exists())?;
+    if existing.is_dir() {
+        return None;
+    }
+    Some(if existing == state_dir {
+        format!(
+            "`{}` is not a directory: name a directory, or a path where one can be created",
+            state_dir.display()
+        )
+    } else {
+        format!(
+            "`{}` cannot be created: `{}` is not a directory",
+            state_dir.display(),
+            existing.display()
+        )
+    })
+}
+
+/// `--profile-picture`: an http(s) URL (clients fetch it as an image), or
+/// `None` when unset or blank.
+fn picture_url(value: &Option<String>) -> Result<Option<String>, ConfigError> {
+    let Some(text) = non_empty(value) else {
+        return Ok(None);
+    };
+    match Url::parse(&text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(Some(text)),
+        _ => Err(refuse(
+            "--profile-picture",
+            format!(
+                "`{text}` is not an http(s) URL: give the image's address, e.g. https://example.com/bot.png"
+            ),
+        )),
+    }
 }
 
 /// A text flag's value, `None` when unset or blank.
@@ -1035,7 +1107,8 @@ fn parse_kinds(values: &[u16]) -> Result<Vec<Kind>, ConfigError> {
 }
 
 fn parse_public_key(value: &str) -> Result<PublicKey, String> {
-    PublicKey::parse(value).map_err(|_| format!("`{value}` is not a valid npub or hex public key"))
+    PublicKey::parse(value)
+        .map_err(|_| format!("`{value}` is not a valid public key: give an npub1… or 64 hex characters"))
 }
 
 /// Reads the bot's key from `--secret-key-file` or `ACP_BRIDGE_SECRET_KEY`.
@@ -1048,46 +1121,36 @@ fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) ->
         )),
         (Some(path), None) => {
             let text = std::fs::read_to_string(path).map_err(|error| {
-                refuse(
-                    "--secret-key-file",
-                    format!("cannot read `{}`: {}", path.display(), error.kind()),
-                )
+                let create = format!(
+                    "create a key there with `acp-bridge keygen --out {}`",
+                    path.display()
+                );
+                refuse("--secret-key-file", secret_file_unreadable(path, &error, &create))
             })?;
-            warn_if_readable_by_others(path);
             Keys::parse(text.trim()).map_err(|_| {
                 refuse(
                     "--secret-key-file",
                     format!(
-                        "`{}` does not hold a valid nsec or hex secret key",
+                        "`{}` does not hold a valid nsec or hex secret key: put an nsec1… or 64 hex characters in it, or make a new key file with `acp-bridge keygen --out PATH`",
                         path.display()
                     ),
                 )
             })
         }
-        (None, Some(text)) => {
-            let keys = Keys::parse(text.trim()).map_err(|_| {
-                refuse(
-                    "--secret-key-file",
-                    format!("{SECRET_KEY_ENV} is not a valid nsec or hex secret key"),
-                )
-            })?;
-            tracing::warn!(
-                "the secret key came from {SECRET_KEY_ENV}: it stays readable in /proc/<pid>/environ to every process of the daemon's user for the daemon's life; prefer --secret-key-file"
-            );
-            Ok(keys)
-        }
+        (None, Some(text)) => Keys::parse(text.trim()).map_err(|_| {
+            refuse(
+                "--secret-key-file",
+                format!(
+                    "{SECRET_KEY_ENV} is not a valid nsec or hex secret key: set it to an nsec1… or 64 hex characters, or use --secret-key-file (create one with `acp-bridge keygen`)"
+                ),
+            )
+        }),
         (None, None) => Err(refuse(
             "--secret-key-file",
             format!(
                 "no secret key: pass --secret-key-file PATH or set {SECRET_KEY_ENV} (create one with `acp-bridge keygen`), or sign through a remote signer with --signer-file PATH"
             ),
         )),
-    }
-}
-
-fn warn_if_readable_by_others(path: &Path) {
-    if open_to_others(path) {
-        tracing::warn!(path = %path.display(), "the secret key file is accessible to other users; chmod 600 it");
     }
 }
 
@@ -1099,7 +1162,18 @@ fn open_to_others(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & 0o007 != 0)
 }
 
-/// Parses `90`, `90s`, `15m`, `2h`, `7d` or `500ms`.
+/// Parses an `IP:PORT` listening address.
+fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "`{text}` is not an IP address and port: write e.g. 127.0.0.1:9464 (a host name is not taken)"
+        )
+    })
+}
+
+/// Parses `90s`, `15m`, `2h`, `7d` or `500ms`; `0` alone needs no unit.
+/// A unit is required otherwise: `5` could mean seconds or minutes, and a
+/// guess is how a timeout ends up sixty times too short.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
@@ -1107,14 +1181,24 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let number: u64 = number
         .parse()
         .map_err(|_| format!("`{text}` is not a duration (examples: 90s, 15m, 2h)"))?;
-    match unit {
-        "" | "s" => Ok(Duration::from_secs(number)),
-        "ms" => Ok(Duration::from_millis(number)),
-        "m" => Ok(Duration::from_secs(number * 60)),
-        "h" => Ok(Duration::from_secs(number * 3600)),
-        "d" => Ok(Duration::from_secs(number * 24 * 3600)),
-        _ => Err(format!("`{text}` has an unknown unit (use ms, s, m, h or d)")),
-    }
+    let seconds_per_unit = match unit {
+        "" if number == 0 => return Ok(Duration::ZERO),
+        "" => {
+            return Err(format!(
+                "`{text}` has no unit: add one, e.g. {text}s (ms, s, m, h or d)"
+            ));
+        }
+        "ms" => return Ok(Duration::from_millis(number)),
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 24 * 3600,
+        _ => return Err(format!("`{text}` has an unknown unit (use ms, s, m, h or d)")),
+    };
+    number
+        .checked_mul(seconds_per_unit)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is too long a duration"))
 }
 
 #[cfg(test)]
@@ -1447,12 +1531,17 @@ mod tests {
 
     #[test]
     fn durations_parse_with_units() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO), "zero needs no unit");
         assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 24 * 3600)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5w").is_err());
+        assert_eq!(
+            parse_duration("5"),
+            Err("`5` has no unit: add one, e.g. 5s (ms, s, m, h or d)".to_owned())
+        );
     }
 }

@@ -111,6 +111,16 @@ impl Stages {
     /// when the state dir, a relay or the metrics address is unusable, or
     /// when stopped while a remote signer has not answered yet.
     async fn wire(settings: Settings, stop: &CancellationToken) -> Result<Stages, DaemonError> {
+        // First, so that nothing recorded while wiring (the signer's state,
+        // an agent started early) is lost, and the zeros are true.
+        let recorder = match settings.metrics_addr {
+            Some(_) => {
+                let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
+                metrics::register_at_zero();
+                Some(recorder)
+            }
+            None => None,
+        };
         let store = Arc::new(Store::open(&settings.state_dir)?);
         let signer = BotSigner::open(
             &settings.signer,
@@ -315,9 +325,8 @@ impl Stages {
         ));
 
         let metrics_stop = CancellationToken::new();
-        if let Some(addr) = settings.metrics_addr {
-            let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
-            // Recorded before the recorder existed: set again.
+        if let (Some(addr), Some(recorder)) = (settings.metrics_addr, recorder) {
+            // A key file's signer never reports its state: it is up.
             metrics::signer_up(*signer_answering.borrow());
             let health = Health {
                 relays_connected: relays_connected.clone(),

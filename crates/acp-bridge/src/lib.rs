@@ -66,5 +66,7 @@ pub use shard::{Shard, ShardSpec};
 pub use shutdown::Shutdown;
 pub use signer::BotSigner;
 pub use store::{Finish, NewMention, OutgoingEvent, Store};
-pub use telemetry::{LogFormat, init_logging};
+pub use telemetry::{
+    LogArgs, LogFilter, LogFilterError, LogFormat, RUST_LOG_ENV, RustLogError, init_logging,
+};
 pub use transport::NoDelayTransport;

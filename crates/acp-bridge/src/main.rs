@@ -5,12 +5,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use acp_bridge::Shutdown;
-use acp_bridge::{LogFormat, init_logging};
+use acp_bridge::{LogArgs, LogFilter, LogFormat, RUST_LOG_ENV, init_logging};
 use acp_bridge::{RunArgs, Settings};
-use clap::{Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Exit code after a second SIGTERM/SIGINT (128 + SIGINT, as shells do).
 const FORCED_EXIT: u8 = 130;
+/// Exit code of a refused command line or configuration (clap's own).
+const USAGE_EXIT: u8 = 2;
+/// The log filter of `check`, whose own report is its output.
+const CHECK_LOG_FILTER: &str = "warn";
 
 /// Turns Nostr @mentions of a bot key into turns of supervised ACP agents.
 #[derive(Debug, Parser)]
@@ -22,14 +27,8 @@ struct Cli {
     #[command(flatten)]
     run: RunArgs,
 
-    /// Log format: pretty (default on a terminal) or json (default otherwise).
-    #[arg(long, env = "ACP_BRIDGE_LOG_FORMAT", value_enum, global = true)]
-    log_format: Option<LogFormat>,
-
-    /// Log filter, RUST_LOG syntax (`info`, `acp_bridge=debug,agent_stderr=warn`).
-    /// RUST_LOG itself wins when set.
-    #[arg(long, env = "ACP_BRIDGE_LOG_LEVEL", default_value = "info", global = true)]
-    log_level: String,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -54,7 +53,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version, as clap prints them.
+        Err(error) if !error.use_stderr() => error.exit(),
+        Err(error) => {
+            eprintln!("{}", one_line(&error));
+            return ExitCode::from(USAGE_EXIT);
+        }
+    };
     let command = cli.command.unwrap_or(Command::Run(Box::new(cli.run)));
     match command {
         Command::ScriptedAgent(options) => scripted_agent::run_stdio(options),
@@ -72,9 +79,12 @@ fn main() -> ExitCode {
             }
         }),
         Command::Check(args) => {
-            init_logging(cli.log_format, "warn");
+            let quiet = CHECK_LOG_FILTER.parse().expect("a level");
+            if !start_logging(cli.log.log_format, &quiet) {
+                return ExitCode::from(USAGE_EXIT);
+            }
             let Some(settings) = settings(&args) else {
-                return ExitCode::from(2);
+                return ExitCode::from(USAGE_EXIT);
             };
             block_on(args.worker_threads, async move {
                 if acp_bridge::cli::check::run(&settings).await {
@@ -85,9 +95,11 @@ fn main() -> ExitCode {
             })
         }
         Command::Run(args) => {
-            init_logging(cli.log_format, &cli.log_level);
+            if !start_logging(cli.log.log_format, &cli.log.log_level) {
+                return ExitCode::from(USAGE_EXIT);
+            }
             let Some(settings) = settings(&args) else {
-                return ExitCode::from(2);
+                return ExitCode::from(USAGE_EXIT);
             };
             block_on(args.worker_threads, async move {
                 let shutdown = Shutdown::listen();
@@ -104,6 +116,71 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// Installs logging with `flag`'s filter, or `RUST_LOG`'s when set; false
+/// after printing the one-line refusal of a bad `RUST_LOG`.
+fn start_logging(format: Option<LogFormat>, flag: &LogFilter) -> bool {
+    match LogFilter::in_force(flag, std::env::var(RUST_LOG_ENV).ok()) {
+        Ok(filter) => {
+            init_logging(format, &filter);
+            true
+        }
+        Err(error) => {
+            eprintln!("acp-bridge: {error}");
+            false
+        }
+    }
+}
+
+/// clap's refusal as one line: its first line (which names the flag and
+/// the value), then what it adds before the usage (the possible values, a
+/// tip), and where the value came from when it was an `ACP_BRIDGE_*`
+/// variable rather than the flag.
+fn one_line(error: &clap::Error) -> String {
+    let rendered = error.render().to_string();
+    let mut line = String::new();
+    for part in rendered
+        .lines()
+        .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+    {
+        if !line.is_empty() {
+            // A list under a colon, or `[possible values: …]`, continues
+            // the sentence; anything else (a tip) is a clause of its own.
+            line.push_str(if line.ends_with(':') || part.starts_with('[') {
+                " "
+            } else {
+                "; "
+            });
+        }
+        line.push_str(part);
+    }
+    if let Some(variable) = from_environment(error) {
+        line.push_str(&format!(" (set by {variable})"));
+    }
+    line
+}
+
+/// The `ACP_BRIDGE_*` variable the refused value came from, when the flag
+/// itself was not on the command line.
+fn from_environment(error: &clap::Error) -> Option<String> {
+    let Some(ContextValue::String(arg)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let long = arg.split_whitespace().next()?.strip_prefix("--")?;
+    let command = Cli::command();
+    let variable = command
+        .get_arguments()
+        .find(|candidate| candidate.get_long() == Some(long))?
+        .get_env()?
+        .to_str()?
+        .to_owned();
+    let flag = format!("--{long}");
+    let on_command_line =
+        std::env::args().any(|given| given == flag || given.starts_with(&format!("{flag}=")));
+    (!on_command_line && std::env::var_os(&variable).is_some()).then_some(variable)
 }
 
 /// Validated settings, or `None` after printing the one-line refusal.

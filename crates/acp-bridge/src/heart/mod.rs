@@ -493,7 +493,7 @@ impl Heart {
             self.services.pool.rotate(key);
         }
         if outcome == Outcome::CancelledByOwner {
-            self.notices.notify(work.clone(), "Cancelled by the owner.");
+            self.notices.cancelled_by_owner(work.clone());
         }
         if self.draining {
             // Failed and returned mentions stay pending in the journal.

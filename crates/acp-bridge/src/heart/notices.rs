@@ -12,6 +12,9 @@ use nostr_sdk::prelude::PublicKey;
 use crate::mention::Mention;
 use crate::reply::{Reaction, Replier};
 
+/// What the authors of a turn the owner cancelled are told.
+const CANCELLED_NOTICE: &str = "Cancelled by the owner.";
+
 #[derive(Debug, Clone)]
 pub(crate) struct Notices {
     replier: Replier,
@@ -36,12 +39,26 @@ impl Notices {
     /// Gives up on `mentions` with a notice saying why, and marks each with
     /// the give-up reaction.
     pub(super) fn give_up(&self, mentions: Vec<Mention>, text: String) {
+        self.finish_marked(mentions, text, Reaction::GaveUp);
+    }
+
+    /// Tells the authors of `mentions` that the owner cancelled their
+    /// turn, and marks each cancelled: like an answer's ✅, the last
+    /// reaction says how the mention ended, so its 👀 is not the last word.
+    pub(super) fn cancelled_by_owner(&self, mentions: Vec<Mention>) {
+        self.finish_marked(mentions, CANCELLED_NOTICE.to_owned(), Reaction::Cancelled);
+    }
+
+    /// Finishes `mentions` with notice `text`, then marks each with
+    /// `reaction` (once the notice is stored: a mention left pending is
+    /// not marked as ended).
+    fn finish_marked(&self, mentions: Vec<Mention>, text: String, reaction: Reaction) {
         let replier = self.replier.clone();
         tokio::spawn(async move {
             match replier.notify(&mentions, &text).await {
                 Ok(_) => mentions
                     .iter()
-                    .for_each(|mention| replier.react(mention, Reaction::GaveUp)),
+                    .for_each(|mention| replier.react(mention, reaction)),
                 Err(error) => tracing::error!(%error, "cannot store a notice"),
             }
         });

@@ -73,6 +73,8 @@ pub enum Reaction {
     Answered,
     /// Given up on, with a notice saying why.
     GaveUp,
+    /// Its turn was cancelled by the owner (`!cancel`), with a notice.
+    Cancelled,
 }
 
 impl Reaction {
@@ -81,6 +83,7 @@ impl Reaction {
             Reaction::Heard => "👀",
             Reaction::Answered => "✅",
             Reaction::GaveUp => "⚠️",
+            Reaction::Cancelled => "🚫",
         }
     }
 }

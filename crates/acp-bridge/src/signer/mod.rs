@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use app_keys::AppKeyError;
-pub(crate) use source::{BunkerUri, SignerSource};
+pub(crate) use source::{BunkerUri, SignerSource, secret_file_unreadable};
 
 use crate::backoff::Backoff;
 use crate::telemetry::metrics;

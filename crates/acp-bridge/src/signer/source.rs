@@ -64,8 +64,9 @@ impl BunkerUri {
 
     /// Reads the URI from `path` (a secret file, like the key file).
     pub fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            secret_file_unreadable(path, &error, "write the signer's bunker:// URI there")
+        })?;
         Self::parse(&text).map_err(|problem| format!("`{}` {problem}", path.display()))
     }
 
@@ -88,6 +89,21 @@ impl BunkerUri {
             .to_string(),
             NostrConnectURI::Client { .. } => unreachable!("BunkerUri::parse admits bunker:// only"),
         }
+    }
+}
+
+/// Why the secret file at `path` (the key file, the bunker URI file)
+/// could not be read, and what to do about it; `create` says how to make
+/// one that does not exist yet.
+pub(crate) fn secret_file_unreadable(path: &Path, error: &std::io::Error, create: &str) -> String {
+    let path = path.display();
+    match error.kind() {
+        std::io::ErrorKind::NotFound => format!("`{path}` does not exist: {create}, or fix the path"),
+        std::io::ErrorKind::PermissionDenied => format!(
+            "`{path}` is not readable by the daemon's user (permission denied): make that user its owner, with mode 0600"
+        ),
+        std::io::ErrorKind::IsADirectory => format!("`{path}` is a directory: name the file itself"),
+        _ => format!("cannot read `{path}`: {error}"),
     }
 }
 

@@ -177,7 +177,8 @@ mod tests {
             let sink = sink.clone();
             move || sink.clone()
         };
-        let subscriber = subscriber(format, "info", BoundSdkRecords(writer));
+        let info = "info".parse().expect("a level");
+        let subscriber = subscriber(format, &info, BoundSdkRecords(writer));
         let message = huge_relay_message();
         tracing::subscriber::with_default(subscriber, || {
             tracing::error!(

@@ -3,51 +3,195 @@
 //! Recorded through the `metrics` facade: with no exporter installed every
 //! call is a no-op, so the pipeline records unconditionally and
 //! `--metrics-addr` decides whether anyone reads them.
+//!
+//! Every counter, with each label value it can take, is registered at 0
+//! when the exporter starts ([`register_counters_at_zero`]): a series that
+//! appears only at its first event makes an alert on its rate see "no
+//! data" rather than 0. A labelled counter recorded with a value its list
+//! lacks trips a debug assertion (the tests run debug builds): list it.
 
 use metrics::{counter, gauge, histogram};
 
+const PARKED_EVENTS: &str = "acp_bridge_parked_events";
+const PARKED_EVENT_BYTES: &str = "acp_bridge_parked_event_bytes";
+const QUEUE_DEPTH: &str = "acp_bridge_queue_depth";
+const AGENTS_ALIVE: &str = "acp_bridge_agents_alive";
+const EVENTS_RECEIVED: &str = "acp_bridge_events_received_total";
+const EVENTS_ACCEPTED: &str = "acp_bridge_events_accepted_total";
+const EVENTS_DROPPED: &str = "acp_bridge_events_dropped_total";
+const TURNS: &str = "acp_bridge_turns_total";
+const STEERS: &str = "acp_bridge_steers_total";
+const AGENT_RESPAWNS: &str = "acp_bridge_agent_respawns_total";
+const REPLIES_TRUNCATED: &str = "acp_bridge_replies_truncated_total";
+const REPLIES_FAILED: &str = "acp_bridge_replies_failed_total";
+const READER_RELAY_DELIVERIES: &str = "acp_bridge_reader_relay_deliveries_total";
+const RELAY_LIST_LOOKUPS: &str = "acp_bridge_relay_list_lookups_total";
+const REACTIONS_DROPPED: &str = "acp_bridge_reactions_dropped_total";
+const WAIT_NOTICES: &str = "acp_bridge_wait_notices_total";
+const WAIT_NOTICES_WITHHELD: &str = "acp_bridge_wait_notices_withheld_total";
+const THREAD_CONTEXT: &str = "acp_bridge_thread_context_total";
+const AGENT_TOKENS: &str = "acp_bridge_agent_tokens_total";
+const METRICS_CONNECTIONS_REFUSED: &str = "acp_bridge_metrics_connections_refused_total";
+const AGENT_UPDATES_DROPPED: &str = "acp_bridge_agent_updates_dropped_total";
+const GROUP_REQUESTS: &str = "acp_bridge_group_requests_total";
+const SIGNER_REQUESTS_FAILED: &str = "acp_bridge_signer_requests_failed_total";
+
+/// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
+/// refusals among them).
+const DROP_REASONS: &[&str] = &[
+    "own_event",
+    "not_a_mention",
+    "duplicate",
+    "too_old",
+    "from_the_future",
+    "malformed",
+    "undecryptable",
+    "bad_signature",
+    "nobody_heard",
+    "not_heard",
+    "dm_from_stranger",
+    "loop_bound",
+    "rate_limited",
+    "overloaded",
+    "awaiting_profile",
+    "lookups_busy",
+    "not_journaled",
+    "other_shard",
+    "unserved_group",
+];
+const TURN_OUTCOMES: &[&str] = &[
+    "answered",
+    "notified",
+    "failed",
+    "cancelled_by_owner",
+    "abandoned",
+];
+const STEER_PATHS: &[&str] = &["native", "fallback", "refused"];
+const REPLY_FAILURES: &[&str] = &[
+    "blocked",
+    "invalid",
+    "pow",
+    "restricted",
+    "unsupported",
+    "malformed",
+];
+const DELIVERY_OUTCOMES: &[&str] = &["accepted", "refused", "failed"];
+const LOOKUP_RESULTS: &[&str] = &["found", "none", "failed"];
+/// The heart's `Holdup` labels.
+const HOLDUPS: &[&str] = &["capacity", "turn_in_flight", "backing_off", "agent_starting"];
+const CONTEXT_RESULTS: &[&str] = &["included", "nothing_new", "failed"];
+const TOKEN_KINDS: &[&str] = &["input", "output", "thought", "cached_read", "cached_write"];
+/// acp-client's `DroppedUpdate` labels.
+const UPDATE_DROPS: &[&str] = &[
+    "unknown_session",
+    "backlog_full",
+    "turn_events_full",
+    "question_overflow",
+];
+/// `group_requests{request, outcome}`: the outcomes each request can have.
+const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
+    ("join", &["accepted", "member", "pending", "refused", "unsent"]),
+    ("leave", &["accepted", "refused", "unsent"]),
+];
+
+/// Registers every counter at 0, each labelled one with every label value
+/// it can take, and the gauges of what is waiting or alive at 0, so that
+/// /metrics shows them before their first event. Called once the exporter
+/// is installed, before anything runs (so the zeros are true).
+/// `agent_cost_total` is left out: its currency is known only when an
+/// agent reports one.
+pub(crate) fn register_at_zero() {
+    for name in [PARKED_EVENTS, PARKED_EVENT_BYTES, QUEUE_DEPTH, AGENTS_ALIVE] {
+        gauge!(name).set(0.0);
+    }
+    for name in [
+        EVENTS_RECEIVED,
+        EVENTS_ACCEPTED,
+        AGENT_RESPAWNS,
+        REPLIES_TRUNCATED,
+        REACTIONS_DROPPED,
+        METRICS_CONNECTIONS_REFUSED,
+        SIGNER_REQUESTS_FAILED,
+    ] {
+        counter!(name).increment(0);
+    }
+    let labelled: [(&'static str, &'static str, &[&'static str]); 11] = [
+        (EVENTS_DROPPED, "reason", DROP_REASONS),
+        (TURNS, "outcome", TURN_OUTCOMES),
+        (STEERS, "path", STEER_PATHS),
+        (REPLIES_FAILED, "reason", REPLY_FAILURES),
+        (READER_RELAY_DELIVERIES, "outcome", DELIVERY_OUTCOMES),
+        (RELAY_LIST_LOOKUPS, "result", LOOKUP_RESULTS),
+        (WAIT_NOTICES, "reason", HOLDUPS),
+        (WAIT_NOTICES_WITHHELD, "reason", HOLDUPS),
+        (THREAD_CONTEXT, "result", CONTEXT_RESULTS),
+        (AGENT_TOKENS, "kind", TOKEN_KINDS),
+        (AGENT_UPDATES_DROPPED, "reason", UPDATE_DROPS),
+    ];
+    for (name, label, values) in labelled {
+        for &value in values {
+            counter!(name, label => value).increment(0);
+        }
+    }
+    for &(request, outcomes) in GROUP_REQUEST_OUTCOMES {
+        for &outcome in outcomes {
+            counter!(GROUP_REQUESTS, "request" => request, "outcome" => outcome).increment(0);
+        }
+    }
+}
+
+/// `value`, checked (in debug builds) against the label values registered
+/// at 0 for its counter.
+fn listed(values: &[&str], value: &'static str) -> &'static str {
+    debug_assert!(
+        values.contains(&value),
+        "metric label value `{value}` is not registered at 0: add it to its list in telemetry/metrics.rs"
+    );
+    value
+}
+
 pub(crate) fn event_received() {
-    counter!("acp_bridge_events_received_total").increment(1);
+    counter!(EVENTS_RECEIVED).increment(1);
 }
 
 pub(crate) fn event_accepted() {
-    counter!("acp_bridge_events_accepted_total").increment(1);
+    counter!(EVENTS_ACCEPTED).increment(1);
 }
 
 pub(crate) fn event_dropped(reason: &'static str) {
-    counter!("acp_bridge_events_dropped_total", "reason" => reason).increment(1);
+    counter!(EVENTS_DROPPED, "reason" => listed(DROP_REASONS, reason)).increment(1);
 }
 
 pub(crate) fn turn_finished(outcome: &'static str) {
-    counter!("acp_bridge_turns_total", "outcome" => outcome).increment(1);
+    counter!(TURNS, "outcome" => listed(TURN_OUTCOMES, outcome)).increment(1);
 }
 
 pub(crate) fn steer(path: &'static str) {
-    counter!("acp_bridge_steers_total", "path" => path).increment(1);
+    counter!(STEERS, "path" => listed(STEER_PATHS, path)).increment(1);
 }
 
 /// Events waiting in memory for their author's profile lookup, and the
 /// bytes they hold (bounded by `--max-parked-bytes`).
 pub(crate) fn parked_events(events: usize, bytes: usize) {
-    gauge!("acp_bridge_parked_events").set(events as f64);
-    gauge!("acp_bridge_parked_event_bytes").set(bytes as f64);
+    gauge!(PARKED_EVENTS).set(events as f64);
+    gauge!(PARKED_EVENT_BYTES).set(bytes as f64);
 }
 
 pub(crate) fn queue_depth(depth: usize) {
-    gauge!("acp_bridge_queue_depth").set(depth as f64);
+    gauge!(QUEUE_DEPTH).set(depth as f64);
 }
 
 pub(crate) fn agents_alive(alive: usize) {
-    gauge!("acp_bridge_agents_alive").set(alive as f64);
+    gauge!(AGENTS_ALIVE).set(alive as f64);
 }
 
 pub(crate) fn agent_respawned() {
-    counter!("acp_bridge_agent_respawns_total").increment(1);
+    counter!(AGENT_RESPAWNS).increment(1);
 }
 
 /// An answer cut at `--max-reply-bytes`.
 pub(crate) fn reply_truncated() {
-    counter!("acp_bridge_replies_truncated_total").increment(1);
+    counter!(REPLIES_TRUNCATED).increment(1);
 }
 
 /// An answer published as a series of `parts` events.
@@ -59,42 +203,38 @@ pub(crate) fn reply_parts(parts: usize) {
 /// `invalid`, `pow`, `restricted`, `unsupported`; `malformed` for an
 /// outbox entry that is not an event).
 pub(crate) fn reply_failed(reason: &'static str) {
-    counter!("acp_bridge_replies_failed_total", "reason" => reason).increment(1);
+    counter!(REPLIES_FAILED, "reason" => listed(REPLY_FAILURES, reason)).increment(1);
 }
 
 /// A reply's best-effort copy to a reader's relay (NIP-65 read relays):
 /// `accepted`, `refused` (for good) or `failed` (given up for this attempt).
 pub(crate) fn reader_relay_delivery(outcome: &'static str) {
-    counter!("acp_bridge_reader_relay_deliveries_total", "outcome" => outcome).increment(1);
+    counter!(READER_RELAY_DELIVERIES, "outcome" => listed(DELIVERY_OUTCOMES, outcome)).increment(1);
 }
 
 /// A lookup of someone's relay lists on the bot's relays: `found` (some
 /// list), `none` (they list nothing there) or `failed`.
 pub(crate) fn relay_list_lookup(result: &'static str) {
-    counter!("acp_bridge_relay_list_lookups_total", "result" => result).increment(1);
+    counter!(RELAY_LIST_LOOKUPS, "result" => listed(LOOKUP_RESULTS, result)).increment(1);
 }
 
 /// A reaction dropped unsent because too many were waiting.
 pub(crate) fn reaction_dropped() {
-    counter!("acp_bridge_reactions_dropped_total").increment(1);
+    counter!(REACTIONS_DROPPED).increment(1);
 }
 
 /// A waiting mention was told why it waits (`reason`: the holdup's label),
 /// or, with `sent` false, was not because the notice budget was spent.
 pub(crate) fn wait_notice(reason: &'static str, sent: bool) {
-    let name = if sent {
-        "acp_bridge_wait_notices_total"
-    } else {
-        "acp_bridge_wait_notices_withheld_total"
-    };
-    counter!(name, "reason" => reason).increment(1);
+    let name = if sent { WAIT_NOTICES } else { WAIT_NOTICES_WITHHELD };
+    counter!(name, "reason" => listed(HOLDUPS, reason)).increment(1);
 }
 
 /// A turn's thread context fetch ended: `included` (earlier messages went
 /// into the prompt), `nothing_new`, or `failed` (the relay did not answer
 /// in time; the turn went on without).
 pub(crate) fn thread_context(result: &'static str) {
-    counter!("acp_bridge_thread_context_total", "result" => result).increment(1);
+    counter!(THREAD_CONTEXT, "result" => listed(CONTEXT_RESULTS, result)).increment(1);
 }
 
 pub(crate) fn mention_to_reply(seconds: f64) {
@@ -104,7 +244,7 @@ pub(crate) fn mention_to_reply(seconds: f64) {
 /// Tokens the agent reported spending on a prompt, by `kind` (`input`,
 /// `output`, `thought`, `cached_read`, `cached_write`).
 pub(crate) fn agent_tokens(kind: &'static str, tokens: u64) {
-    counter!("acp_bridge_agent_tokens_total", "kind" => kind).increment(tokens);
+    counter!(AGENT_TOKENS, "kind" => listed(TOKEN_KINDS, kind)).increment(tokens);
 }
 
 /// What the agent reported its sessions cost since the last report, in
@@ -116,7 +256,7 @@ pub(crate) fn agent_cost(currency: &str, amount: f64) {
 /// A connection to `--metrics-addr` closed at once: the endpoint already
 /// served its cap of connections.
 pub(crate) fn metrics_connection_refused() {
-    counter!("acp_bridge_metrics_connections_refused_total").increment(1);
+    counter!(METRICS_CONNECTIONS_REFUSED).increment(1);
 }
 
 /// An agent's update the ACP client dropped at one of its bounds, by
@@ -124,14 +264,18 @@ pub(crate) fn metrics_connection_refused() {
 /// `backlog_full` (outside a turn), `turn_events_full` (a turn's unread
 /// events), `question_overflow` (a question answered cancelled unseen).
 pub(crate) fn agent_update_dropped(reason: &'static str) {
-    counter!("acp_bridge_agent_updates_dropped_total", "reason" => reason).increment(1);
+    counter!(AGENT_UPDATES_DROPPED, "reason" => listed(UPDATE_DROPS, reason)).increment(1);
 }
 
 /// A NIP-29 membership request the bot sent at start, by `request`
 /// (`join`, `leave`) and the relay's `outcome` (`accepted`, `member`,
 /// `pending`, `refused`, `unsent`).
 pub(crate) fn group_request(request: &'static str, outcome: &'static str) {
-    counter!("acp_bridge_group_requests_total", "request" => request, "outcome" => outcome).increment(1);
+    let outcomes = GROUP_REQUEST_OUTCOMES
+        .iter()
+        .find(|(listed_request, _)| *listed_request == request)
+        .map_or(&[][..], |(_, outcomes)| *outcomes);
+    counter!(GROUP_REQUESTS, "request" => request, "outcome" => listed(outcomes, outcome)).increment(1);
 }
 
 /// 1 while the remote signer (NIP-46) answers, 0 while it does not.
@@ -141,5 +285,5 @@ pub(crate) fn signer_up(up: bool) {
 
 /// A request to the remote signer that went unanswered (it is tried again).
 pub(crate) fn signer_request_failed() {
-    counter!("acp_bridge_signer_requests_failed_total").increment(1);
+    counter!(SIGNER_REQUESTS_FAILED).increment(1);
 }

@@ -9,6 +9,7 @@
 
 mod bounded;
 pub(crate) mod http;
+mod log_filter;
 pub(crate) mod metrics;
 
 use std::io::IsTerminal;
@@ -18,6 +19,7 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use bounded::BoundSdkRecords;
+pub use log_filter::{LogFilter, LogFilterError, RUST_LOG_ENV, RustLogError};
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -26,27 +28,45 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber. `RUST_LOG`, when set, wins over `level`.
-pub fn init_logging(format: Option<LogFormat>, level: &str) {
+/// The logging flags, taken by every subcommand.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogArgs {
+    /// Log format: pretty (default on a terminal) or json (default otherwise).
+    #[arg(long, env = "ACP_BRIDGE_LOG_FORMAT", value_enum, global = true)]
+    pub log_format: Option<LogFormat>,
+
+    /// Log filter: comma-separated levels (off, error, warn, info, debug,
+    /// trace) or target=level (`info,acp_bridge=debug,agent_stderr=warn`).
+    /// RUST_LOG itself wins when set.
+    #[arg(long, env = "ACP_BRIDGE_LOG_LEVEL", default_value = "info", global = true)]
+    pub log_level: LogFilter,
+}
+
+/// Installs the global subscriber with `filter` (see
+/// [`LogFilter::in_force`] for `RUST_LOG`).
+pub fn init_logging(format: Option<LogFormat>, filter: &LogFilter) {
     let format = format.unwrap_or(if std::io::stderr().is_terminal() {
         LogFormat::Pretty
     } else {
         LogFormat::Json
     });
-    let installed = subscriber(format, level, BoundSdkRecords(std::io::stderr)).try_init();
+    let installed = subscriber(format, filter, BoundSdkRecords(std::io::stderr)).try_init();
     if installed.is_err() {
         // Already installed (tests, embedding): keep the existing one.
     }
 }
 
 /// The subscriber [`init_logging`] installs, writing to `writer`.
-fn subscriber<W>(format: LogFormat, level: &str, writer: W) -> Box<dyn tracing::Subscriber + Send + Sync>
+fn subscriber<W>(
+    format: LogFormat,
+    filter: &LogFilter,
+    writer: W,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    // Checked when parsed: nothing of it is dropped here.
+    let filter = EnvFilter::new(filter.as_str());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);
