@@ -58,6 +58,8 @@ const DROP_REASONS: &[&str] = &[
     "not_journaled",
     "other_shard",
     "unserved_group",
+    "answered_before_start",
+    "awaiting_catch_up",
 ];
 const TURN_OUTCOMES: &[&str] = &[
     "answered",
