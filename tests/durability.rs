@@ -531,12 +531,8 @@ async fn a_fresh_state_dir_answers_nothing_again_that_its_replies_on_the_relay_a
     let before = scene.answer_one_of_each("room").await;
     scene.bridge.terminate(PATIENCE).await;
 
-    let fresh = BridgeSpec {
-        state_dir: temp_dir("state"),
-        ..scene.spec()
-    };
-    scene.restart(fresh).await;
-    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    scene.restart(scene.spec().with_fresh_state_dir()).await;
+    let log = &scene.bridge.log;
     for old in before.events() {
         log.wait(log.start(), Line::answered_before_start(old)).await;
     }
@@ -547,14 +543,7 @@ async fn a_fresh_state_dir_answers_nothing_again_that_its_replies_on_the_relay_a
     assert_eq!(counted.await, 3.0);
     // The bound: a new mention is answered, after everything above.
     scene.settle("room").await;
-    let new_dm = owner.dm(&bot, "a new question").await;
-    owner.dm_containing(&bot, "a new question").await;
-    assert_eq!(owner.answers_from(&bot, &before.mention.id).await.len(), 1);
-    assert_eq!(
-        owner.direct_messages_from(&bot, 0).await.len(),
-        before.dm_answers + 1,
-        "only the new DM got an answer"
-    );
+    let new_dm = scene.assert_only_a_new_dm_answered(&before).await;
     assert!(
         log.matching(log.start(), Line::accepted(&before.dm.id))
             .is_empty()
@@ -588,12 +577,7 @@ async fn a_fresh_state_dir_checks_by_id_what_the_newest_replies_do_not_cover() {
         as_bot.publish(reply).await;
     }
 
-    scene
-        .restart(BridgeSpec {
-            state_dir: temp_dir("state"),
-            ..spec
-        })
-        .await;
+    scene.restart(spec.with_fresh_state_dir()).await;
     let log = &scene.bridge.log;
     log.wait(log.start(), Line::answered_before_start(&mention)).await;
     scene.settle("room").await;
@@ -626,12 +610,7 @@ async fn a_relay_that_cannot_tell_what_was_answered_gets_the_old_mention_answere
     scene.relay.refuse_queries(reads_the_bots_chat, "error: not now");
 
     let spec = scene.spec();
-    scene
-        .restart(BridgeSpec {
-            state_dir: temp_dir("state"),
-            ..spec
-        })
-        .await;
+    scene.restart(spec.with_fresh_state_dir()).await;
     let log = &scene.bridge.log;
     log.wait(
         log.start(),

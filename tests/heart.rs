@@ -417,14 +417,7 @@ async fn owner_commands_cancel_status_and_rotate() {
         status_reply.content
     );
 
-    let cancel = scene.mention("room", "!cancel").await;
-    scene.reply_to(&cancel).await;
-    let notice = scene.reply_to(&work).await;
-    assert!(
-        notice.content.contains("Cancelled by the owner"),
-        "{}",
-        notice.content
-    );
+    scene.cancel_by_owner("room", &work).await;
     // The guest's text then runs as an ordinary turn.
     let guest_reply = scene.reply_to(&guest_cancel).await;
     assert!(

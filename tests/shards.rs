@@ -462,16 +462,8 @@ async fn what_was_answered_before_a_shard_count_change_is_not_answered_again_by_
     for old in before.events() {
         wait_any(&shards, &starts, Line::answered_before_start(old)).await;
     }
-    let (owner, bot) = (&scene.owner, scene.bot);
     scene.settle("room").await;
-    owner.dm(&bot, "a new question").await;
-    owner.dm_containing(&bot, "a new question").await;
-    assert_eq!(owner.answers_from(&bot, &before.mention.id).await.len(), 1);
-    assert_eq!(
-        owner.direct_messages_from(&bot, 0).await.len(),
-        before.dm_answers + 1,
-        "only the new DM got an answer"
-    );
+    scene.assert_only_a_new_dm_answered(&before).await;
     for old in before.events() {
         assert_eq!(takers(&shards, old), [0; 0], "answered before the split");
     }

@@ -26,6 +26,23 @@ impl AnsweredOnce {
 }
 
 impl<R: RelayServer> Scene<R> {
+    /// The bound of a "nothing old is answered again" check, once the old
+    /// events were judged: a new DM is answered, and by then the old
+    /// mention still has one answer and the bot's DMs are the old answers
+    /// and the new one's. Returns the new DM.
+    pub async fn assert_only_a_new_dm_answered(&self, before: &AnsweredOnce) -> Event {
+        let (owner, bot) = (&self.owner, self.bot);
+        let new_dm = owner.dm(&bot, "a new question").await;
+        owner.dm_containing(&bot, "a new question").await;
+        assert_eq!(owner.answers_from(&bot, &before.mention.id).await.len(), 1);
+        assert_eq!(
+            owner.direct_messages_from(&bot, 0).await.len(),
+            before.dm_answers + 1,
+            "only the new DM got an answer"
+        );
+        new_dm
+    }
+
     /// Has the running daemon answer a mention in `channel`, a DM and an
     /// owner command.
     pub async fn answer_one_of_each(&self, channel: &str) -> AnsweredOnce {

@@ -77,9 +77,18 @@ impl BridgeSpec {
     /// state dir of its own and `flags` instead of these flags: a replica.
     pub fn replica(&self, flags: &[&str]) -> Self {
         BridgeSpec {
-            state_dir: temp_dir("state"),
             flags: owned(flags),
             ..self.clone()
+        }
+        .with_fresh_state_dir()
+    }
+
+    /// The same daemon with a new, empty state dir: a lost volume, an
+    /// operator's second try.
+    pub fn with_fresh_state_dir(self) -> Self {
+        BridgeSpec {
+            state_dir: temp_dir("state"),
+            ..self
         }
     }
 }

@@ -305,6 +305,20 @@ impl<R: RelayServer> Scene<R> {
 
     /// Waits for the bot's first threaded answer (reply or notice) to
     /// `mention`.
+    /// The owner's `!cancel` in `channel`, answered, then the notice that
+    /// ends the cancelled `work`, checked to say so.
+    pub async fn cancel_by_owner(&self, channel: &str, work: &Event) -> Event {
+        let cancel = self.mention(channel, "!cancel").await;
+        self.reply_to(&cancel).await;
+        let notice = self.reply_to(work).await;
+        assert!(
+            notice.content.contains("Cancelled by the owner"),
+            "{}",
+            notice.content
+        );
+        notice
+    }
+
     pub async fn reply_to(&self, mention: &Event) -> Event {
         let probe = async || {
             let answers = self.owner.events_referencing(&self.bot, &mention.id).await;
