@@ -632,3 +632,35 @@ fn a_missing_agent_program_stops_start_up_in_one_line() {
         "{stderr}"
     );
 }
+
+/// A failure after the settings were accepted (here the metrics port is
+/// taken) is said once, in the log, not once there and again as a plain
+/// line.
+#[test]
+fn a_failure_after_start_up_is_said_once() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = taken.local_addr().expect("address").to_string();
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    let args = [
+        "--relay",
+        "ws://127.0.0.1:1",
+        "--owner",
+        &owner,
+        "--agent-command",
+        bridge_binary(),
+        "--agent-args",
+        "scripted-agent",
+        "--metrics-addr",
+        &address,
+    ];
+    let (code, stderr) = start_with(&args, &[("ACP_BRIDGE_SECRET_KEY", &secret)]);
+    assert_eq!(code, 1, "{stderr}");
+    let failures = lines_naming(&stderr, "acp-bridge failed");
+    assert_eq!(failures.len(), 1, "{stderr}");
+    assert!(failures[0].contains(&address), "{stderr}");
+    assert!(
+        !stderr.lines().any(|line| line.starts_with("acp-bridge: ")),
+        "{stderr}"
+    );
+}

@@ -106,10 +106,7 @@ fn main() -> ExitCode {
                 tokio::select! {
                     ran = acp_bridge::run(settings, shutdown.token()) => match ran {
                         Ok(()) => ExitCode::SUCCESS,
-                        Err(error) => {
-                            tracing::error!(%error, "acp-bridge failed");
-                            fail(&error.to_string())
-                        }
+                        Err(error) => failed_while_running(&error),
                     },
                     () = shutdown.forced() => ExitCode::from(FORCED_EXIT),
                 }
@@ -209,6 +206,19 @@ fn block_on(workers: Option<u16>, future: impl std::future::Future<Output = Exit
             code
         }
         Err(error) => fail(&format!("cannot start the async runtime: {error}")),
+    }
+}
+
+/// A failure after the settings were accepted (a port in use, a state dir
+/// that cannot be opened), said once: in the log when errors are logged,
+/// so that it sits with the lines before it in the operator's log
+/// pipeline, else as a plain line.
+fn failed_while_running(error: &acp_bridge::DaemonError) -> ExitCode {
+    if tracing::enabled!(tracing::Level::ERROR) {
+        tracing::error!(%error, "acp-bridge failed");
+        ExitCode::FAILURE
+    } else {
+        fail(&error.to_string())
     }
 }
 
