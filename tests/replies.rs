@@ -217,6 +217,27 @@ async fn reactions_follow_a_mention_from_heard_to_answered_or_given_up() {
     assert_eq!(seen, ["⚠\u{fe0f}", "👀"]);
 }
 
+/// A mention dropped because the bot is set to drop what arrives mid-turn
+/// (`--dedup drop`) ends given up, like any mention that got a notice
+/// instead of an answer: its 👀 is not the last word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_dropped_mid_turn_ends_marked_given_up() {
+    let scene = Scene::builder()
+        .flags(&["--multiple-event-handling", "queue", "--dedup", "drop"])
+        .start()
+        .await;
+    let work = scene
+        .mention_mid_turn("room", "long work [rounds=20] [delay=100]")
+        .await;
+    let dropped = scene.mention("room", "and this too").await;
+    let notice = scene.reply_to(&dropped).await;
+    assert!(notice.content.contains("set to drop"), "{}", notice.content);
+    let mut seen = reactions(&scene, &dropped, 2).await;
+    seen.sort();
+    assert_eq!(seen, ["⚠\u{fe0f}", "👀"]);
+    scene.reply_to(&work).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_the_owner_cancels_ends_marked_cancelled_not_heard() {
     let scene = Scene::builder().start().await;

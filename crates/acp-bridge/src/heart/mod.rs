@@ -244,9 +244,9 @@ impl Heart {
                     self.enqueue(mention);
                 }
             }
-            Decision::Drop => self.notices.notify(
+            Decision::Drop => self.notices.give_up(
                 vec![mention],
-                "I am busy with this conversation and set to drop messages that arrive meanwhile; please send it again when I have answered.",
+                "I am busy with this conversation and set to drop messages that arrive meanwhile; please send it again when I have answered.".to_owned(),
             ),
             Decision::Absorb(framing) => {
                 self.counters.absorbed += 1;

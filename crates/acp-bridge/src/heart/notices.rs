@@ -88,9 +88,9 @@ impl Notices {
     /// A conversation's queue overflowed: its oldest mention was dropped.
     pub(super) fn overflowed(&self, dropped: Mention) {
         tracing::warn!(conversation = %dropped.conversation, event_id = %dropped.event_id, "conversation queue full: dropped its oldest mention");
-        self.notify(
+        self.give_up(
             vec![dropped],
-            "Too many messages are waiting in this conversation; this one was dropped. Please send it again later.",
+            "Too many messages are waiting in this conversation; this one was dropped. Please send it again later.".to_owned(),
         );
     }
 }
