@@ -175,6 +175,7 @@ async fn shard_auto_takes_the_index_from_the_hostnames_ordinal() {
 /// A new flag fails `every_flag_refuses_a_bad_value_in_one_line_naming_it`
 /// until it has a case here or is listed in [`FREE_FORM`].
 const BAD_VALUES: &[(&str, &str)] = &[
+    ("--config", "/nonexistent/acp-bridge.toml"),
     ("--relay", "notaurl"),
     ("--secret-key-file", "/nonexistent/bot.nsec"),
     ("--signer", "bunker://nope"),
@@ -662,5 +663,188 @@ fn a_failure_after_start_up_is_said_once() {
     assert!(
         !stderr.lines().any(|line| line.starts_with("acp-bridge: ")),
         "{stderr}"
+    );
+}
+
+/// Writes `text` as a config file in a directory of its own; its path.
+fn config_file(text: &str) -> String {
+    let file = temp_dir("config-file").join("acp-bridge.toml");
+    std::fs::write(&file, text).expect("config file");
+    path(&file)
+}
+
+/// `acp-bridge config` with `args` and only `env`: exit code, stdout, stderr.
+fn printed_config(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let output = Command::new(bridge_binary())
+        .arg("config")
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .expect("run acp-bridge config");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The line of `printout` that sets `key` (commented or not).
+fn setting<'a>(printout: &'a str, key: &str) -> &'a str {
+    printout
+        .lines()
+        .find(|line| {
+            let line = line.trim_start_matches("# ");
+            line.starts_with(&format!("{key} ="))
+        })
+        .unwrap_or_else(|| panic!("no line for {key}: {printout}"))
+}
+
+/// A real daemon started with `--config`: a value only in the file is in
+/// force, the environment wins over the file, a flag over both, and a
+/// flag's list replaces the file's list (it is not added to it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_file_sits_under_the_environment_and_the_flags() {
+    use support::{Line, Scene};
+    let file = config_file(
+        "[relays]\nrelay = [\"ws://127.0.0.1:1\"]\n\
+         [gate]\nrespond-to = \"anyone\"\n\
+         [turns]\nmultiple-event-handling = \"queue\"\nsession-policy = \"thread\"\n\
+         [replies]\nno-reactions = true\n\
+         [state]\nretention = \"2d\"\n",
+    );
+    let scene = Scene::builder()
+        .flags(&["--config", &file, "--session-policy", "conversation"])
+        .env(&[
+            ("ACP_BRIDGE_MULTIPLE_EVENT_HANDLING", "interrupt"),
+            ("ACP_BRIDGE_SESSION_POLICY", "thread"),
+        ])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let starting = log.wait(log.start(), Line::new("starting acp-bridge")).await;
+    let config = starting["config"].as_str().expect("the config field");
+    for (setting, why) in [
+        ("respond_to=anyone", "the file's value"),
+        ("reactions=false", "the file's switch"),
+        ("retention=172800s", "the file's duration"),
+        ("mode=interrupt", "the environment over the file"),
+        (
+            "session_policy=conversation",
+            "the flag over the environment and the file",
+        ),
+    ] {
+        assert!(config.contains(setting), "{why}: {setting} in {config}");
+    }
+    let relays = format!("relays=[{}]", scene.bridge.spec.relay_url);
+    assert!(config.contains(&relays), "the flag's relays only: {config}");
+}
+
+/// `acp-bridge config` prints every setting in its table with where it
+/// came from, in the same order of precedence as the daemon.
+#[test]
+fn acp_bridge_config_says_where_each_value_came_from() {
+    let file = config_file(
+        "[gate]\nrespond-to = \"anyone\"\nmax-content-bytes = 1024\nrate-limit-burst = 5\n\
+         [relays]\nkinds = [9, 1]\n",
+    );
+    let (code, printout, stderr) = printed_config(
+        &["--respond-to", "allowlist"],
+        &[
+            ("ACP_BRIDGE_CONFIG", &file),
+            ("ACP_BRIDGE_MAX_CONTENT_BYTES", "2048"),
+            ("ACP_BRIDGE_RESPOND_TO", "nobody"),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(printout.contains(&format!("# config file: {file}")), "{printout}");
+    for (key, line) in [
+        ("rate-limit-burst", "rate-limit-burst = 5  # file"),
+        ("kinds", "kinds = [9, 1]  # file"),
+        (
+            "max-content-bytes",
+            "max-content-bytes = 2048  # env ACP_BRIDGE_MAX_CONTENT_BYTES",
+        ),
+        ("respond-to", "respond-to = \"allowlist\"  # flag"),
+        ("max-bot-hops", "max-bot-hops = 3  # default"),
+        ("owner", "# owner =  # default: unset"),
+    ] {
+        assert_eq!(setting(&printout, key), line, "{printout}");
+    }
+    let gate = printout.find("\n[gate]\n").expect("a [gate] table");
+    let groups = printout.find("\n[groups]\n").expect("a [groups] table");
+    let at = printout.find("\nrate-limit-burst =").expect("rate-limit-burst");
+    assert!(gate < at && at < groups, "in its table: {printout}");
+    let pasted: toml::Table = printout.parse().expect("the printout is TOML");
+    assert_eq!(pasted["gate"]["rate-limit-burst"].as_integer(), Some(5));
+}
+
+/// Secrets never show: not the key from the environment, not a bunker
+/// URI's connection secret, not a group's invite code.
+#[test]
+fn acp_bridge_config_redacts_secrets() {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let signer = Keys::generate().public_key().to_hex();
+    let bunker = format!("bunker://{signer}?relay=wss%3A%2F%2Frelay.example&secret=hunter2");
+    let (code, printout, stderr) = printed_config(
+        &["--signer", &bunker],
+        &[
+            ("ACP_BRIDGE_SECRET_KEY", &secret),
+            ("ACP_BRIDGE_GROUP_INVITE_CODE", "letmein"),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    for shown in [&secret, "hunter2", "letmein", &signer] {
+        assert!(!printout.contains(shown), "{shown} shown: {printout}");
+    }
+    assert_eq!(
+        setting(&printout, "signer"),
+        "# signer = \"<redacted>\"  # flag (a secret: not taken from the file)"
+    );
+    assert_eq!(
+        setting(&printout, "group-invite-code"),
+        "# group-invite-code = \"<redacted>\"  # env ACP_BRIDGE_GROUP_INVITE_CODE (a secret: not taken from the file)"
+    );
+    assert!(
+        printout.contains("<redacted>\"  # env ACP_BRIDGE_SECRET_KEY"),
+        "{printout}"
+    );
+}
+
+/// A file the daemon cannot use stops start-up in one line naming the file
+/// and, when one is at fault, the key: an unknown key, a key of the wrong
+/// type, a secret, a missing file, a bad value (named with its flag).
+#[test]
+fn a_bad_config_file_is_refused_in_one_line_naming_file_and_key() {
+    for (text, says) in [
+        ("[gate]\nbogus = 1\n", "unknown key `gate.bogus`"),
+        ("[relays]\nrelay = true\n", "`relays.relay` must be an array"),
+        (
+            "[signer]\nsigner = \"bunker://x\"\n",
+            "`signer.signer` is a secret",
+        ),
+        ("[gate]\nmax-content-bytes = \"lots\"\n", "--max-content-bytes"),
+        ("[relays]\nrelay = [\"notaurl\"]\n", "(set by `relays.relay` in"),
+    ] {
+        let file = config_file(text);
+        for (args, env) in [
+            (vec!["--config", file.as_str()], vec![]),
+            (vec![], vec![("ACP_BRIDGE_CONFIG", file.as_str())]),
+        ] {
+            let (code, stderr) = start_with(&args, &env);
+            assert_eq!(code, 2, "{text:?}: {stderr}");
+            let lines: Vec<&str> = stderr.lines().filter(|line| !line.trim().is_empty()).collect();
+            assert_eq!(lines.len(), 1, "{text:?}: one line: {stderr}");
+            assert!(lines[0].contains(says), "{text:?}: {stderr}");
+            assert!(lines[0].contains(&file), "{text:?} names the file: {stderr}");
+        }
+    }
+    let (code, stderr) = start_with(&["--config", "/nonexistent/acp-bridge.toml"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(
+        lines_naming(&stderr, "/nonexistent/acp-bridge.toml"),
+        [
+            "acp-bridge: --config /nonexistent/acp-bridge.toml: cannot read it (No such file or directory (os error 2)); point --config or ACP_BRIDGE_CONFIG at a readable TOML file (see deploy/config/acp-bridge.toml.example)"
+        ]
     );
 }

@@ -82,6 +82,13 @@ const AGENT_USER_ENV: &[&str] = &[
 /// The daemon's flags. Shared by `run` and `check`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
+    /// A TOML file of settings: every flag below is a key, in a table per
+    /// stage (`[relays]`, `[agent]`, …; see
+    /// deploy/config/acp-bridge.toml.example). ACP_BRIDGE_* variables and
+    /// flags win over it.
+    #[arg(long, env = "ACP_BRIDGE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     /// Relay URL (repeatable or comma-separated). `embedded` starts an
     /// in-process relay on loopback and uses it.
     #[arg(

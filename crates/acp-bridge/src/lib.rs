@@ -18,6 +18,7 @@ mod backoff;
 pub mod cli;
 mod commands;
 mod config;
+mod config_file;
 mod daemon;
 mod deadline;
 mod embedded_relay;
@@ -47,6 +48,7 @@ mod transport;
 
 pub use commands::OwnerCommand;
 pub use config::{AGENT_ENV_BASELINE, RunArgs, Settings};
+pub use config_file::{ConfigFile, ConfigFileError, effective_configuration};
 pub use daemon::{DaemonError, run};
 pub use embedded_relay::EmbeddedRelay;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use acp_bridge::Shutdown;
+use acp_bridge::{ConfigFile, RunArgs, Settings};
 use acp_bridge::{LogArgs, LogFilter, LogFormat, RUST_LOG_ENV, init_logging};
-use acp_bridge::{RunArgs, Settings};
 use clap::error::{ContextKind, ContextValue};
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Exit code after a second SIGTERM/SIGINT (128 + SIGINT, as shells do).
 const FORCED_EXIT: u8 = 130;
@@ -47,20 +48,108 @@ enum Command {
     /// Validate the configuration, try the agent's `initialize` and every
     /// relay, and print a verdict (exit 0 when ready).
     Check(Box<RunArgs>),
+    /// Print the configuration in effect as TOML, each value with where it
+    /// came from (default, file, env, flag); secrets redacted.
+    Config(Box<RunArgs>),
     /// Run the scripted ACP agent (tests and the demo use it).
     #[command(hide = true)]
     ScriptedAgent(scripted_agent::Options),
 }
 
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        // --help and --version, as clap prints them.
-        Err(error) if !error.use_stderr() => error.exit(),
-        Err(error) => {
-            eprintln!("{}", one_line(&error));
-            return ExitCode::from(USAGE_EXIT);
+/// Where the settings came from: the parsed command line's matches and the
+/// config file, if any.
+struct Sources {
+    /// The matches of the command that took the daemon's flags (`run`,
+    /// `check`, `config`, or none).
+    matches: ArgMatches,
+    file: Option<ConfigFile>,
+}
+
+impl Sources {
+    /// Parses the command line, and again with the config file's values as
+    /// the flags' defaults when it names one: one parser, so that a value
+    /// from the file is checked as a flag's is. `Err` after printing the
+    /// one-line refusal (or the help).
+    fn parse() -> Result<(Cli, Sources), ExitCode> {
+        let (plain, sources) = parsed(Cli::command().try_get_matches(), None)?;
+        let Some(path) = config_path(&plain) else {
+            return Ok((plain, sources));
+        };
+        let file = ConfigFile::read(&path).map_err(|error| {
+            eprintln!("acp-bridge: {error}");
+            ExitCode::from(USAGE_EXIT)
+        })?;
+        let matches = file.as_defaults(Cli::command()).try_get_matches();
+        let (layered, mut sources) = parsed(matches, Some(&file))?;
+        sources.file = Some(file);
+        Ok((layered, sources))
+    }
+
+    /// Where flag `--long` got its value, when not from the command line:
+    /// ` (set by ACP_BRIDGE_X)` or ` (set by `section.key` in FILE)`.
+    fn origin(&self, long: &str) -> String {
+        let Some(arg) = Cli::command()
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(long))
+            .cloned()
+        else {
+            return String::new();
+        };
+        match self.matches.value_source(arg.get_id().as_str()) {
+            Some(ValueSource::EnvVariable) => arg
+                .get_env()
+                .map(|name| format!(" (set by {})", name.to_string_lossy()))
+                .unwrap_or_default(),
+            Some(ValueSource::DefaultValue) => file_origin(self.file.as_ref(), long),
+            _ => String::new(),
         }
+    }
+}
+
+/// `--config` (or `ACP_BRIDGE_CONFIG`), of whichever command took it.
+fn config_path(cli: &Cli) -> Option<PathBuf> {
+    match &cli.command {
+        None => cli.run.config.clone(),
+        Some(Command::Run(args) | Command::Check(args) | Command::Config(args)) => args.config.clone(),
+        Some(_) => None,
+    }
+}
+
+/// The command line from clap's `matches`; `Err` after printing clap's
+/// refusal in one line (or the help or version, as clap prints them).
+fn parsed(
+    matches: Result<ArgMatches, clap::Error>,
+    file: Option<&ConfigFile>,
+) -> Result<(Cli, Sources), ExitCode> {
+    let refuse = |error: clap::Error| {
+        if !error.use_stderr() {
+            error.exit();
+        }
+        eprintln!("{}", one_line(&error, file));
+        ExitCode::from(USAGE_EXIT)
+    };
+    let matches = matches.map_err(refuse)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(refuse)?;
+    let matches = match matches.subcommand() {
+        Some((_, sub)) => sub.clone(),
+        None => matches,
+    };
+    Ok((cli, Sources { matches, file: None }))
+}
+
+/// ` (set by `section.key` in FILE)` when `file` sets flag `--long`.
+fn file_origin(file: Option<&ConfigFile>, long: &str) -> String {
+    file.and_then(|file| {
+        let key = file.key_of(long)?;
+        Some(format!(" (set by `{key}` in {})", file.path().display()))
+    })
+    .unwrap_or_default()
+}
+
+fn main() -> ExitCode {
+    let (cli, sources) = match Sources::parse() {
+        Ok(parsed) => parsed,
+        Err(code) => return code,
     };
     let command = cli.command.unwrap_or(Command::Run(Box::new(cli.run)));
     match command {
@@ -83,7 +172,7 @@ fn main() -> ExitCode {
             if !start_logging(cli.log.log_format, &quiet) {
                 return ExitCode::from(USAGE_EXIT);
             }
-            let Some(settings) = settings(&args) else {
+            let Some(settings) = settings(&args, &sources) else {
                 return ExitCode::from(USAGE_EXIT);
             };
             block_on(args.worker_threads, async move {
@@ -94,11 +183,19 @@ fn main() -> ExitCode {
                 }
             })
         }
+        Command::Config(_) => {
+            let env = |name: &str| std::env::var(name).ok();
+            print!(
+                "{}",
+                acp_bridge::effective_configuration(&sources.matches, sources.file.as_ref(), &env)
+            );
+            ExitCode::SUCCESS
+        }
         Command::Run(args) => {
             if !start_logging(cli.log.log_format, &cli.log.log_level) {
                 return ExitCode::from(USAGE_EXIT);
             }
-            let Some(settings) = settings(&args) else {
+            let Some(settings) = settings(&args, &sources) else {
                 return ExitCode::from(USAGE_EXIT);
             };
             block_on(args.worker_threads, async move {
@@ -134,7 +231,7 @@ fn start_logging(format: Option<LogFormat>, flag: &LogFilter) -> bool {
 /// the value), then what it adds before the usage (the possible values, a
 /// tip), and where the value came from when it was an `ACP_BRIDGE_*`
 /// variable rather than the flag.
-fn one_line(error: &clap::Error) -> String {
+fn one_line(error: &clap::Error, file: Option<&ConfigFile>) -> String {
     let rendered = error.render().to_string();
     let mut line = String::new();
     for part in rendered
@@ -154,38 +251,54 @@ fn one_line(error: &clap::Error) -> String {
         }
         line.push_str(part);
     }
-    if let Some(variable) = from_environment(error) {
-        line.push_str(&format!(" (set by {variable})"));
-    }
+    line.push_str(&refused_value_origin(error, file));
     line
 }
 
-/// The `ACP_BRIDGE_*` variable the refused value came from, when the flag
-/// itself was not on the command line.
-fn from_environment(error: &clap::Error) -> Option<String> {
+/// Where the value clap refused came from, when the flag itself was not on
+/// the command line: ` (set by ACP_BRIDGE_X)`, or ` (set by `section.key`
+/// in FILE)`; else nothing.
+fn refused_value_origin(error: &clap::Error, file: Option<&ConfigFile>) -> String {
     let Some(ContextValue::String(arg)) = error.get(ContextKind::InvalidArg) else {
-        return None;
+        return String::new();
     };
-    let long = arg.split_whitespace().next()?.strip_prefix("--")?;
-    let command = Cli::command();
-    let variable = command
-        .get_arguments()
-        .find(|candidate| candidate.get_long() == Some(long))?
-        .get_env()?
-        .to_str()?
-        .to_owned();
+    let Some(long) = arg
+        .split_whitespace()
+        .next()
+        .and_then(|flag| flag.strip_prefix("--"))
+    else {
+        return String::new();
+    };
     let flag = format!("--{long}");
     let on_command_line =
         std::env::args().any(|given| given == flag || given.starts_with(&format!("{flag}=")));
-    (!on_command_line && std::env::var_os(&variable).is_some()).then_some(variable)
+    if on_command_line {
+        return String::new();
+    }
+    let command = Cli::command();
+    let variable = command
+        .get_arguments()
+        .find(|candidate| candidate.get_long() == Some(long))
+        .and_then(|arg| arg.get_env()?.to_str())
+        .filter(|variable| std::env::var_os(variable).is_some());
+    match variable {
+        Some(variable) => format!(" (set by {variable})"),
+        None => file_origin(file, long),
+    }
 }
 
-/// Validated settings, or `None` after printing the one-line refusal.
-fn settings(args: &RunArgs) -> Option<Settings> {
+/// Validated settings, or `None` after printing the one-line refusal
+/// (which says where a value that was not a flag came from, when it came
+/// from the config file).
+fn settings(args: &RunArgs, sources: &Sources) -> Option<Settings> {
     match args.validate(&|name| std::env::var(name).ok()) {
         Ok(settings) => Some(settings),
         Err(error) => {
-            eprintln!("acp-bridge: {error}");
+            let origin = match sources.file {
+                Some(_) => sources.origin(error.flag.trim_start_matches("--")),
+                None => String::new(),
+            };
+            eprintln!("acp-bridge: {error}{origin}");
             None
         }
     }
