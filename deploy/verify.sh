@@ -8,6 +8,8 @@
 # - every ACP_BRIDGE_* name used under deploy/ is one the binary knows, the
 #   env example lists every one of them with the binary's default, and every
 #   example / ConfigMap value is accepted by the binary's parser;
+# - the TOML example has a key for every flag, and it (uncommented) and the
+#   Kubernetes base's config file are taken by the binary;
 # - the systemd unit passes `systemd-analyze verify` (with ExecStart pointed at
 #   the binary given, since /usr/local/bin/acp-bridge need not exist here) and
 #   keeps its hardening score; stop timeouts exceed the shutdown grace;
@@ -33,6 +35,8 @@ unit=$deploy/systemd/acp-bridge.service
 env_example=$deploy/env/acp-bridge.env.example
 kube=$deploy/kubernetes
 configmap=$kube/base/configmap.yaml
+toml_example=$deploy/config/acp-bridge.toml.example
+kube_config=$kube/base/acp-bridge.toml
 
 work=$(mktemp -d)
 trap 'rm -rf -- "$work"' EXIT
@@ -123,7 +127,35 @@ done < <(sed -nE 's/^  (ACP_BRIDGE_[A-Z0-9_]+): *"?([^"]*)"?$/\1=\2/p' "$configm
 
 grace=$(seconds "${defaults[ACP_BRIDGE_SHUTDOWN_GRACE]:-30s}")
 configured_grace=$(sed -nE 's/^  ACP_BRIDGE_SHUTDOWN_GRACE: *"?([^"]*)"?$/\1/p' "$configmap")
+[[ -n $configured_grace ]] || configured_grace=$(sed -nE 's/^shutdown-grace *= *"([^"]*)"$/\1/p' "$kube_config")
 [[ -z $configured_grace ]] || grace=$(seconds "$configured_grace")
+
+# ------------------------------------------------------------ config file --
+# 4. The TOML example has a line `#key = value` for every flag of --help
+# (a secret, which the file refuses, is named in a comment `# key …`
+# instead). Uncommented, it is a file the binary takes, every key counted as
+# from the file (`acp-bridge config` says where each value came from); the
+# Kubernetes base's config file is taken too.
+mapfile -t longs < <(grep -oE '^ {6}--[a-z][a-z-]*' <<<"$help" | sed -E 's/^ +--//' \
+    | grep -vxE 'help|version|config' | sort -u)
+for long in "${longs[@]}"; do
+    grep -qE "^#?$long = |^# $long " "$toml_example" || fail "TOML example has no key for --$long"
+done
+sed -E 's/^#([a-z][a-z-]* = )/\1/' "$toml_example" >"$work/all-keys.toml"
+keys_set=$(grep -cE '^[a-z][a-z-]* = ' "$work/all-keys.toml")
+taken_from_file() { # source file expected-keys
+    local source=$1 file=$2 expected=$3 out rc=0
+    out=$(cd "$work" && env -i PATH="$PATH" "$bin" config --config "$file" 2>&1) || rc=$?
+    if [[ $rc -ne 0 ]]; then
+        fail "$source is refused by the binary: $(head -n1 <<<"$out")"
+    elif [[ $(grep -cE '  # file$' <<<"$out") -ne $expected ]]; then
+        fail "$source: \`acp-bridge config\` shows $(grep -cE '  # file$' <<<"$out") values from the file, not $expected"
+    fi
+}
+taken_from_file "the TOML example, uncommented" "$work/all-keys.toml" "$keys_set"
+taken_from_file "kubernetes/base/acp-bridge.toml" "$kube_config" "$(grep -cE '^[a-z][a-z-]* = ' "$kube_config")"
+[[ ${#longs[@]} -gt 0 ]] || fail "found no --flag in --help: the parser above is out of date"
+[[ $failures -eq 0 ]] && pass "TOML example: a key for each of ${#longs[@]} flags; it and base/acp-bridge.toml are taken by the binary"
 
 # ---------------------------------------------------------------- systemd --
 stop_timeout=$(sed -nE 's/^TimeoutStopSec=(.*)$/\1/p' "$unit")
@@ -399,6 +431,15 @@ for path in sys.argv[2:]:
             need(cwd != state and not cwd.startswith(state + "/"), "the agents' ACP_BRIDGE_CWD lies outside the state dir")
             need(any(cwd.startswith(p + "/") for p in mounts), "ACP_BRIDGE_CWD is on a mounted volume")
             need("/tmp" in mounts, "/tmp is mounted (the root file system is read-only)")
+            # The config file is a key of a ConfigMap mounted where
+            # ACP_BRIDGE_CONFIG says.
+            config_file = env.get("ACP_BRIDGE_CONFIG") or ""
+            config_dir, _, config_name = config_file.rpartition("/")
+            config_mount = mounts.get(config_dir)
+            config_map = volumes.get(config_mount["name"], {}).get("configMap", {}).get("name") if config_mount else None
+            need(any(d.get("kind") == "ConfigMap" and d["metadata"]["name"] == config_map
+                     and config_name in d.get("data", {}) for d in docs),
+                 f"ACP_BRIDGE_CONFIG ({config_file or 'unset'}) is a file of a ConfigMap mounted at {config_dir or '?'}")
             need("limits" in c.get("resources", {}) and "memory" in c["resources"]["limits"], "a memory limit")
         # Agents in pods of their own (kubectl-agent.sh): the in-cluster
         # service account is mounted and passed on, and the pods go to a
