@@ -848,3 +848,52 @@ fn a_bad_config_file_is_refused_in_one_line_naming_file_and_key() {
         ]
     );
 }
+
+/// SIGHUP reads the config file again: a new allowlist holds from the next
+/// mention, and a setting that cannot change while the daemon runs is
+/// refused in a line naming its key (the daemon keeps running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_allowlist_and_refuses_the_rest_by_name() {
+    use support::{Line, Scene};
+    let settings = |allowlisted: &PublicKey, agents: u32| {
+        format!(
+            "[gate]\nrespond-to = \"allowlist\"\nallowlist = [\"{}\"]\n[agent]\nagents = {agents}\n",
+            allowlisted.to_hex()
+        )
+    };
+    let file = temp_dir("sighup").join("acp-bridge.toml");
+    let friend = Keys::generate().public_key();
+    std::fs::write(&file, settings(&friend, 1)).expect("config file");
+    let scene = Scene::builder().flags(&["--config", &path(&file)]).start().await;
+    let stranger = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let before = stranger.mention_in_group(&bot, "room", "hello?").await;
+    log.wait(log.start(), Line::dropped(&before.id, "not_heard"))
+        .await;
+
+    std::fs::write(&file, settings(&stranger.public_key(), 2)).expect("config file");
+    let mark = log.cursor();
+    let hangup = Command::new("kill")
+        .arg("-HUP")
+        .arg(scene.bridge.pid().to_string())
+        .status()
+        .expect("kill");
+    assert!(hangup.success());
+    log.wait(
+        mark,
+        Line::new(
+            "SIGHUP: this setting cannot change while the daemon runs; restart it to apply the file's value",
+        )
+        .with("key", "agent.agents"),
+    )
+    .await;
+    log.wait(
+        mark,
+        Line::new("SIGHUP: configuration reloaded")
+            .with("key", "gate.allowlist")
+            .with("keys", 1),
+    )
+    .await;
+    let after = stranger.mention_in_group(&bot, "room", "hello again").await;
+    stranger.replies_from(&bot, &after.id, 1).await;
+}

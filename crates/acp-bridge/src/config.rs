@@ -527,12 +527,7 @@ impl RunArgs {
                 "is the bot's own key; the owner must be a different key",
             ));
         }
-        let allowlist = self
-            .allowlist
-            .iter()
-            .filter(|entry| !entry.trim().is_empty())
-            .map(|entry| parse_public_key(entry.trim()).map_err(|problem| refuse("--allowlist", problem)))
-            .collect::<Result<BTreeSet<_>, _>>()?;
+        let allowlist = parse_allowlist(&self.allowlist)?;
         if self.respond_to == RespondTo::Allowlist && allowlist.is_empty() {
             return Err(refuse(
                 "--allowlist",
@@ -1111,6 +1106,16 @@ fn parse_kinds(values: &[u16]) -> Result<Vec<Kind>, ConfigError> {
         return Err(refuse("--kinds", "at least one kind is required"));
     }
     Ok(kinds)
+}
+
+/// `--allowlist`'s keys (blank entries skipped), as at start and on a
+/// reload of the config file.
+pub(crate) fn parse_allowlist(entries: &[String]) -> Result<BTreeSet<PublicKey>, ConfigError> {
+    entries
+        .iter()
+        .filter(|entry| !entry.trim().is_empty())
+        .map(|entry| parse_public_key(entry.trim()).map_err(|problem| refuse("--allowlist", problem)))
+        .collect()
 }
 
 fn parse_public_key(value: &str) -> Result<PublicKey, String> {

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
+use crate::config_file::Reload;
 use crate::embedded_relay::EmbeddedRelay;
 use crate::embedded_relay::RelaySpec;
 use crate::gate::{AuthorGate, GateRules};
@@ -71,9 +72,30 @@ pub enum DaemonError {
 
 /// Runs the daemon until `stop` is cancelled, then stops it cleanly.
 pub async fn run(settings: Settings, stop: CancellationToken) -> Result<(), DaemonError> {
+    let (_none, reloads) = mpsc::unbounded_channel();
+    run_reloading(settings, stop, reloads).await
+}
+
+/// [`run`], applying each [`Reload`] of the config file (SIGHUP) that
+/// arrives on `reloads` while it runs.
+pub async fn run_reloading(
+    settings: Settings,
+    stop: CancellationToken,
+    mut reloads: mpsc::UnboundedReceiver<Reload>,
+) -> Result<(), DaemonError> {
     tracing::info!(config = %settings.summary(), "starting acp-bridge");
     match Stages::wire(settings, &stop).await {
-        Ok(stages) => stages.run(stop).await,
+        Ok(stages) => {
+            let rules = stages.gate_rules.clone();
+            tokio::spawn(async move {
+                while let Some(reload) = reloads.recv().await {
+                    let keys = reload.allowlist.len();
+                    rules.set_allowlist(reload.allowlist);
+                    tracing::info!(key = "gate.allowlist", keys, "SIGHUP: configuration reloaded");
+                }
+            });
+            stages.run(stop).await
+        }
         // Stopped while waiting for the remote signer: a clean stop.
         Err(DaemonError::Signer(SignerOpenError::Stopped)) => {}
         Err(error) => return Err(error),
@@ -104,6 +126,8 @@ struct Stages {
     embedded: Option<EmbeddedRelay>,
     metrics_stop: CancellationToken,
     shutdown_grace: Duration,
+    /// The author gate's rules, whose allowlist a reload replaces.
+    gate_rules: GateRules,
 }
 
 impl Stages {
@@ -355,6 +379,7 @@ impl Stages {
             embedded,
             metrics_stop,
             shutdown_grace: settings.shutdown_grace,
+            gate_rules,
         })
     }
 

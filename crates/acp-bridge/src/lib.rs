@@ -48,8 +48,8 @@ mod transport;
 
 pub use commands::OwnerCommand;
 pub use config::{AGENT_ENV_BASELINE, RunArgs, Settings};
-pub use config_file::{ConfigFile, ConfigFileError, effective_configuration};
-pub use daemon::{DaemonError, run};
+pub use config_file::{ConfigFile, ConfigFileError, Reload, effective_configuration, reload_on_hangup};
+pub use daemon::{DaemonError, run, run_reloading};
 pub use embedded_relay::EmbeddedRelay;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
 pub use gate::{AuthorGate, GateRules, RespondTo};

@@ -200,8 +200,14 @@ fn main() -> ExitCode {
             };
             block_on(args.worker_threads, async move {
                 let shutdown = Shutdown::listen();
+                let (reload, reloads) = tokio::sync::mpsc::unbounded_channel();
+                // SIGHUP reloads the config file, when there is one (else
+                // it ends the daemon, as it always did).
+                if let Some(file) = sources.file {
+                    tokio::spawn(acp_bridge::reload_on_hangup(file, sources.matches, reload));
+                }
                 tokio::select! {
-                    ran = acp_bridge::run(settings, shutdown.token()) => match ran {
+                    ran = acp_bridge::run_reloading(settings, shutdown.token(), reloads) => match ran {
                         Ok(()) => ExitCode::SUCCESS,
                         Err(error) => failed_while_running(&error),
                     },

@@ -14,6 +14,7 @@
 
 mod effective;
 pub(crate) mod keys;
+mod reload;
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,7 @@ use crate::config::RunArgs;
 use crate::telemetry::LogArgs;
 pub use effective::effective_configuration;
 use keys::{Key, Section, key_named};
+pub use reload::{Reload, reload_on_hangup};
 
 /// A config file read and checked: each key's values, as clap takes them
 /// from a command line.
@@ -168,6 +170,14 @@ impl ConfigFile {
     /// The file's path, as given.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The raw values the file gives flag `--long`, if any.
+    fn raw(&self, long: &str) -> Option<&[String]> {
+        self.values
+            .iter()
+            .find(|(key, _)| key.name == long)
+            .map(|(_, values)| values.as_slice())
     }
 
     /// `section.key` of flag `--long` when the file sets it.

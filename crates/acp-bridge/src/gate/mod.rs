@@ -16,7 +16,7 @@ pub(crate) mod profile_lookup;
 pub(crate) mod sibling_cache;
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use clap::ValueEnum;
@@ -115,7 +115,9 @@ impl Refusal {
 pub struct GateRules {
     owner: Option<PublicKey>,
     respond_to: RespondTo,
-    allowlist: Arc<BTreeSet<PublicKey>>,
+    /// Replaced as a whole on a reload of the config file (SIGHUP); held
+    /// only for a lookup, never across an await.
+    allowlist: Arc<RwLock<BTreeSet<PublicKey>>>,
     /// Written by the gate's lookups, read by every holder of the rules.
     /// Held only for a map access, never across an await.
     siblings: Arc<Mutex<SiblingCache>>,
@@ -137,7 +139,7 @@ impl GateRules {
         GateRules {
             owner,
             respond_to,
-            allowlist: Arc::new(allowlist),
+            allowlist: Arc::new(RwLock::new(allowlist)),
             siblings: Arc::new(Mutex::new(SiblingCache::new(
                 sibling_cache::DEFAULT_POSITIVE_TTL,
                 sibling_cache::DEFAULT_NEGATIVE_TTL,
@@ -148,6 +150,19 @@ impl GateRules {
 
     pub fn owner(&self) -> Option<PublicKey> {
         self.owner
+    }
+
+    /// Replaces the allowlist for every holder of the rules: the next
+    /// event is heard by the new list.
+    pub fn set_allowlist(&self, allowlist: BTreeSet<PublicKey>) {
+        *self.allowlist.write().unwrap_or_else(PoisonError::into_inner) = allowlist;
+    }
+
+    fn allowlisted(&self, author: &PublicKey) -> bool {
+        self.allowlist
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(author)
     }
 
     /// How the gate would stand `facts.author`, from what is known now and
@@ -175,7 +190,7 @@ impl GateRules {
         if Some(facts.author) == self.owner {
             return Hearing::Heard(Standing::Owner);
         }
-        let allowlisted = self.respond_to == RespondTo::Allowlist && self.allowlist.contains(&facts.author);
+        let allowlisted = self.respond_to == RespondTo::Allowlist && self.allowlisted(&facts.author);
         if allowlisted && !facts.direct_message {
             return Hearing::Heard(Standing::Allowlisted);
         }
