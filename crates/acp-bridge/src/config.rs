@@ -1,5 +1,6 @@
 //! Configuration: the command line (every flag also an `ACP_BRIDGE_…`
-//! environment variable) and its validation into [`Settings`].
+//! environment variable, and a key of the config file: see `config_file`)
+//! and its validation into [`Settings`].
 //!
 //! Owns turning strings into typed, checked values; knows nothing about
 //! what the values drive. Validation happens before any connection is made,

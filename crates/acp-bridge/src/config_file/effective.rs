@@ -9,8 +9,8 @@
 
 use std::fmt::Write;
 
-use clap::ArgMatches;
 use clap::parser::ValueSource;
+use clap::{ArgMatches, Command};
 
 use super::keys::{Key, Section, keys_of};
 use super::{ConfigFile, Shape, daemon_flags};
@@ -35,6 +35,7 @@ pub fn effective_configuration(
         None => writeln!(out, "# config file: none (--config, ACP_BRIDGE_CONFIG)"),
     }
     .expect("writing to a String");
+    let flags = daemon_flags();
     for section in Section::ALL {
         writeln!(out, "\n[{}]", section.name()).expect("writing to a String");
         if section == Section::Signer && env(SECRET_KEY_ENV).is_some() {
@@ -45,15 +46,14 @@ pub fn effective_configuration(
             .expect("writing to a String");
         }
         for key in keys_of(section) {
-            out.push_str(&setting_line(key, matches, file));
+            out.push_str(&setting_line(key, &flags, matches, file));
         }
     }
     out
 }
 
 /// One setting's line, ending in a newline.
-fn setting_line(key: &Key, matches: &ArgMatches, file: Option<&ConfigFile>) -> String {
-    let flags = daemon_flags();
+fn setting_line(key: &Key, flags: &Command, matches: &ArgMatches, file: Option<&ConfigFile>) -> String {
     let arg = flags
         .get_arguments()
         .find(|arg| arg.get_long() == Some(key.name))
