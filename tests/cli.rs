@@ -873,12 +873,7 @@ async fn sighup_reloads_the_allowlist_and_refuses_the_rest_by_name() {
 
     std::fs::write(&file, settings(&stranger.public_key(), 2)).expect("config file");
     let mark = log.cursor();
-    let hangup = Command::new("kill")
-        .arg("-HUP")
-        .arg(scene.bridge.pid().to_string())
-        .status()
-        .expect("kill");
-    assert!(hangup.success());
+    hang_up(scene.bridge.pid());
     log.wait(
         mark,
         Line::new(
@@ -896,4 +891,48 @@ async fn sighup_reloads_the_allowlist_and_refuses_the_rest_by_name() {
     .await;
     let after = stranger.mention_in_group(&bot, "room", "hello again").await;
     stranger.replies_from(&bot, &after.id, 1).await;
+}
+
+/// SIGHUP applies new rate limits from the config file: an author limited
+/// under the old ones is taken under the new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_rate_limits() {
+    use support::{Line, Scene};
+    let settings = |refill: &str| {
+        format!("[gate]\nrespond-to = \"anyone\"\nrate-limit-burst = 1\nrate-limit-refill = \"{refill}\"\n")
+    };
+    let file = temp_dir("sighup-rate").join("acp-bridge.toml");
+    std::fs::write(&file, settings("1h")).expect("config file");
+    let scene = Scene::builder().flags(&["--config", &path(&file)]).start().await;
+    let stranger = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let first = stranger.mention_in_note(&bot, "one").await;
+    log.wait(log.start(), Line::accepted(&first.id)).await;
+    stranger.mention_in_note(&bot, "two").await;
+    let third = stranger.mention_in_note(&bot, "three").await;
+    log.wait(log.start(), Line::dropped(&third.id, "rate_limited"))
+        .await;
+
+    std::fs::write(&file, settings("1ms")).expect("config file");
+    let mark = log.cursor();
+    hang_up(scene.bridge.pid());
+    log.wait(
+        mark,
+        Line::new("SIGHUP: configuration reloaded")
+            .with("burst", 1)
+            .with("refill_ms", 1),
+    )
+    .await;
+    let fourth = stranger.mention_in_note(&bot, "four").await;
+    log.wait(mark, Line::accepted(&fourth.id)).await;
+}
+
+/// Sends SIGHUP to the daemon `pid`.
+fn hang_up(pid: u32) {
+    let status = Command::new("kill")
+        .arg("-HUP")
+        .arg(pid.to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success());
 }

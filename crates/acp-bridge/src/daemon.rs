@@ -32,7 +32,7 @@ use crate::identity::{Identity, Wanted};
 use crate::intake::FollowThreads;
 use crate::intake::interest::Interest;
 use crate::intake::relay_link::{LinkStatus, RelayLink};
-use crate::intake::{Inbound, Intake, IntakeLimits};
+use crate::intake::{Inbound, Intake, IntakeLimits, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
@@ -85,13 +85,10 @@ pub async fn run_reloading(
 ) -> Result<(), DaemonError> {
     tracing::info!(config = %settings.summary(), "starting acp-bridge");
     match Stages::wire(settings, &stop).await {
-        Ok(stages) => {
-            let rules = stages.gate_rules.clone();
+        Ok((stages, reloader)) => {
             tokio::spawn(async move {
                 while let Some(reload) = reloads.recv().await {
-                    let keys = reload.allowlist.len();
-                    rules.set_allowlist(reload.allowlist);
-                    tracing::info!(key = "gate.allowlist", keys, "SIGHUP: configuration reloaded");
+                    reloader.apply(reload);
                 }
             });
             stages.run(stop).await
@@ -126,15 +123,41 @@ struct Stages {
     embedded: Option<EmbeddedRelay>,
     metrics_stop: CancellationToken,
     shutdown_grace: Duration,
+}
+
+/// What a reload of the config file reaches in the running stages.
+#[derive(Debug)]
+struct Reloader {
     /// The author gate's rules, whose allowlist a reload replaces.
     gate_rules: GateRules,
+    /// The intake's rate limits.
+    rate_limits: watch::Sender<RateLimit>,
+}
+
+impl Reloader {
+    fn apply(&self, reload: Reload) {
+        if let Some(allowlist) = reload.allowlist {
+            let keys = allowlist.len();
+            self.gate_rules.set_allowlist(allowlist);
+            tracing::info!(key = "gate.allowlist", keys, "SIGHUP: configuration reloaded");
+        }
+        if let Some(rate) = reload.rate_limit {
+            self.rate_limits.send_replace(rate);
+            tracing::info!(
+                key = "gate.rate-limit-burst,gate.rate-limit-refill",
+                burst = rate.burst,
+                refill_ms = u64::try_from(rate.refill.as_millis()).unwrap_or(u64::MAX),
+                "SIGHUP: configuration reloaded"
+            );
+        }
+    }
 }
 
 impl Stages {
     /// Builds the stages and connects them. Fails (before anything runs)
     /// when the state dir, a relay or the metrics address is unusable, or
     /// when stopped while a remote signer has not answered yet.
-    async fn wire(settings: Settings, stop: &CancellationToken) -> Result<Stages, DaemonError> {
+    async fn wire(settings: Settings, stop: &CancellationToken) -> Result<(Stages, Reloader), DaemonError> {
         // First, so that nothing recorded while wiring (the signer's state,
         // an agent started early) is lost, and the zeros are true.
         let recorder = match settings.metrics_addr {
@@ -191,6 +214,10 @@ impl Stages {
         let groups = GroupDirectory::new(&settings.groups);
         let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
         let gate_rules = GateRules::new(settings.owner, settings.respond_to, settings.allowlist.clone());
+        let rate_limits = watch::Sender::new(RateLimit {
+            burst: settings.rate_limit_burst,
+            refill: settings.rate_limit_refill,
+        });
         services.context = (settings.thread_context > 0).then(|| ThreadContext {
             client: client.clone(),
             store: Arc::clone(&store),
@@ -251,7 +278,8 @@ impl Stages {
         .with_shard(settings.shard)
         .with_question_askers(question_askers)
         .with_groups(groups.clone())
-        .with_reply_lookup(client.clone());
+        .with_reply_lookup(client.clone())
+        .with_rate_limits(rate_limits.subscribe());
         if settings.shard.count() > 1 {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }
@@ -361,7 +389,11 @@ impl Stages {
                 .await
                 .map_err(|error| DaemonError::Metrics(format!("cannot listen on {addr}: {error}")))?;
         }
-        Ok(Stages {
+        let reloader = Reloader {
+            gate_rules,
+            rate_limits,
+        };
+        let stages = Stages {
             links,
             relays_connected,
             relays_listening,
@@ -379,8 +411,8 @@ impl Stages {
             embedded,
             metrics_stop,
             shutdown_grace: settings.shutdown_grace,
-            gate_rules,
-        })
+        };
+        Ok((stages, reloader))
     }
 
     /// Runs every stage until `stop`, then stops them in order.

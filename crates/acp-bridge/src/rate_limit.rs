@@ -65,6 +65,17 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
         }
     }
 
+    /// A new burst and refill interval (a reload of the config file), taken
+    /// as [`RateLimiter::new`] takes them. Tokens an author holds beyond the
+    /// new burst are dropped; what they earned stays.
+    pub(crate) fn set_rate(&mut self, burst: u32, refill_every: Duration) {
+        self.burst = burst.max(1);
+        self.refill_every = refill_every;
+        for bucket in self.buckets.values_mut() {
+            bucket.tokens = bucket.tokens.min(self.burst);
+        }
+    }
+
     /// Takes a token from `key`'s bucket if it has one.
     pub(crate) fn admit(&mut self, key: &K, now: Instant) -> Admission {
         let (burst, refill_every) = (self.burst, self.refill_every);
@@ -212,6 +223,22 @@ mod tests {
             vec![Admission::Admitted; 3]
         );
         assert_eq!(limiter.admit(&"alice", t2), Admission::LimitedFirst);
+    }
+
+    #[test]
+    fn a_new_rate_holds_from_the_next_admission() {
+        let mut limiter = limiter();
+        let t0 = Instant::now();
+        admit_n(&mut limiter, "alice", BURST, t0);
+        limiter.set_rate(1, REFILL_EVERY / 10);
+        let t1 = t0 + REFILL_EVERY / 10;
+        assert_eq!(limiter.admit(&"alice", t1), Admission::Admitted, "the new refill");
+        assert_eq!(limiter.admit(&"alice", t1), Admission::LimitedFirst);
+        assert_eq!(
+            admit_n(&mut limiter, "bob", 2, t1),
+            [Admission::Admitted, Admission::LimitedFirst],
+            "the new burst"
+        );
     }
 
     #[test]

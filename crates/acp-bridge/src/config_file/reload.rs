@@ -1,15 +1,17 @@
 //! SIGHUP: the config file read again, and what of it may change while the
 //! daemon runs.
 //!
-//! Only the allowlist is taken: the gate reads it on every event from one
-//! place (its rules), so a new list holds from the next event. Every other
-//! key that differs from the file the daemon started with is refused with
-//! a line naming it: the stages copy their settings when they are wired,
-//! and a restart applies them. The file is also the lowest layer on a
-//! reload: an allowlist set by `ACP_BRIDGE_ALLOWLIST` or `--allowlist`
-//! wins over it, and the reload says so instead of changing it.
+//! The allowlist and the rate limits are taken: the gate reads the
+//! allowlist on every event from one place (its rules), the intake takes
+//! new rate limits before its next admission, so both hold from the next
+//! event. Every other key that differs from the file the daemon started
+//! with is refused with a line naming it: the stages copy their settings
+//! when they are wired, and a restart applies them. The file is also the
+//! lowest layer on a reload: a key set by its `ACP_BRIDGE_*` variable or
+//! its flag wins over it, and the reload says so instead of changing it; a
+//! key left out of the file goes back to its default.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use clap::ArgMatches;
 use clap::parser::ValueSource;
@@ -17,18 +19,23 @@ use nostr_sdk::prelude::PublicKey;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
-use super::ConfigFile;
 use super::keys::{KEYS, Key, key_named};
-use crate::config::parse_allowlist;
+use super::{ConfigFile, daemon_flags};
+use crate::config::{parse_allowlist, parse_duration};
 use crate::gate::RespondTo;
+use crate::intake::RateLimit;
 
-/// The one key a reload applies.
 const ALLOWLIST: &str = "allowlist";
+const RATE_LIMIT_BURST: &str = "rate-limit-burst";
+const RATE_LIMIT_REFILL: &str = "rate-limit-refill";
+/// The keys a reload applies; every other one waits for a restart.
+const RELOADABLE: [&str; 3] = [ALLOWLIST, RATE_LIMIT_BURST, RATE_LIMIT_REFILL];
 
 /// What a reload changes in the running daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reload {
-    pub allowlist: BTreeSet<PublicKey>,
+    pub allowlist: Option<BTreeSet<PublicKey>>,
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// On every SIGHUP until `reloads` closes: reads `file` again and sends
@@ -40,7 +47,7 @@ pub async fn reload_on_hangup(file: ConfigFile, matches: ArgMatches, reloads: mp
         tracing::warn!("cannot listen for SIGHUP: the config file is read at start only");
         return;
     };
-    let mut allowlist_in_force = file.raw(ALLOWLIST).map(<[String]>::to_vec);
+    let mut in_force = InForce::at_start(&matches);
     loop {
         tokio::select! {
             received = hangups.recv() => if received.is_none() { return },
@@ -53,7 +60,7 @@ pub async fn reload_on_hangup(file: ConfigFile, matches: ArgMatches, reloads: mp
                 continue;
             }
         };
-        if let Some(reload) = changes(&file, &newer, &matches, &mut allowlist_in_force)
+        if let Some(reload) = changes(&file, &newer, &matches, &mut in_force)
             && reloads.send(reload).is_err()
         {
             return;
@@ -61,42 +68,96 @@ pub async fn reload_on_hangup(file: ConfigFile, matches: ArgMatches, reloads: mp
     }
 }
 
+/// The raw values in force of the keys a reload applies.
+#[derive(Debug, Clone)]
+struct InForce(BTreeMap<&'static str, Vec<String>>);
+
+impl InForce {
+    fn at_start(matches: &ArgMatches) -> InForce {
+        let flags = daemon_flags();
+        InForce(
+            RELOADABLE
+                .into_iter()
+                .map(|long| {
+                    let raw = matches
+                        .get_raw(id_of(&flags, long).as_str())
+                        .map(|values| values.map(|value| value.to_string_lossy().into_owned()).collect())
+                        .unwrap_or_default();
+                    (long, raw)
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, long: &str) -> &[String] {
+        self.0.get(long).map_or(&[], Vec::as_slice)
+    }
+}
+
 /// What `newer` changes against the file the daemon `started` with and the
-/// allowlist in force; a warning for each key it cannot change.
+/// values `in_force`; a warning for each key it cannot change.
 fn changes(
     started: &ConfigFile,
     newer: &ConfigFile,
     matches: &ArgMatches,
-    allowlist_in_force: &mut Option<Vec<String>>,
+    in_force: &mut InForce,
 ) -> Option<Reload> {
     let file = newer.path().display().to_string();
     for key in KEYS
         .iter()
-        .filter(|key| key.name != ALLOWLIST && started.raw(key.name) != newer.raw(key.name))
+        .filter(|key| !RELOADABLE.contains(&key.name) && started.raw(key.name) != newer.raw(key.name))
     {
         tracing::warn!(
-            key = %path_of(key),
+            key = %path_of(key.name),
             %file,
             "SIGHUP: this setting cannot change while the daemon runs; restart it to apply the file's value"
         );
     }
-    let wanted = newer.raw(ALLOWLIST).map(<[String]>::to_vec);
-    if wanted == *allowlist_in_force {
-        return None;
-    }
-    let key = path_of(key_named(ALLOWLIST).expect("a key"));
-    if matches!(
-        matches.value_source(ALLOWLIST),
-        Some(ValueSource::EnvVariable | ValueSource::CommandLine)
-    ) {
-        tracing::warn!(
-            %key,
-            %file,
-            "SIGHUP: ACP_BRIDGE_ALLOWLIST or --allowlist is set and wins over the file: the allowlist stays"
+    let flags = daemon_flags();
+    let mut wanted: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for long in RELOADABLE {
+        let set_above_the_file = matches!(
+            matches.value_source(id_of(&flags, long).as_str()),
+            Some(ValueSource::EnvVariable | ValueSource::CommandLine)
         );
-        return None;
+        if set_above_the_file {
+            if started.raw(long) != newer.raw(long) {
+                tracing::warn!(
+                    key = %path_of(long),
+                    %file,
+                    "SIGHUP: a variable or a flag sets this and wins over the file: it stays"
+                );
+            }
+            continue;
+        }
+        let value = file_layer(newer, &flags, long);
+        if value.as_slice() != in_force.get(long) {
+            wanted.insert(long, value);
+        }
     }
-    let allowlist = match parse_allowlist(wanted.as_deref().unwrap_or_default()) {
+    let allowlist = wanted
+        .remove(ALLOWLIST)
+        .and_then(|value| new_allowlist(value, matches, &file, in_force));
+    let rate_limit = if wanted.is_empty() {
+        None
+    } else {
+        new_rate_limit(wanted, &file, in_force)
+    };
+    (allowlist.is_some() || rate_limit.is_some()).then_some(Reload {
+        allowlist,
+        rate_limit,
+    })
+}
+
+/// The allowlist `value` once checked, and then in force.
+fn new_allowlist(
+    value: Vec<String>,
+    matches: &ArgMatches,
+    file: &str,
+    in_force: &mut InForce,
+) -> Option<BTreeSet<PublicKey>> {
+    let key = path_of(ALLOWLIST);
+    let allowlist = match parse_allowlist(&value) {
         Ok(allowlist) => allowlist,
         Err(error) => {
             tracing::warn!(%key, %file, %error, "SIGHUP: the allowlist stays");
@@ -111,11 +172,65 @@ fn changes(
         );
         return None;
     }
-    *allowlist_in_force = wanted;
-    Some(Reload { allowlist })
+    in_force.0.insert(ALLOWLIST, value);
+    Some(allowlist)
 }
 
-fn path_of(key: &Key) -> String {
+/// The rate limits with the `wanted` burst and refill (the one in force
+/// for the other), once checked, and then in force.
+fn new_rate_limit(
+    mut wanted: BTreeMap<&'static str, Vec<String>>,
+    file: &str,
+    in_force: &mut InForce,
+) -> Option<RateLimit> {
+    let mut take = |long: &'static str| wanted.remove(long).unwrap_or_else(|| in_force.get(long).to_vec());
+    let (burst_raw, refill_raw) = (take(RATE_LIMIT_BURST), take(RATE_LIMIT_REFILL));
+    let burst = match burst_raw.first().map(|text| text.parse::<u32>()) {
+        Some(Ok(burst)) if burst > 0 => burst,
+        _ => {
+            tracing::warn!(key = %path_of(RATE_LIMIT_BURST), %file, "SIGHUP: not a number of at least 1: the rate limits stay");
+            return None;
+        }
+    };
+    let refill = match refill_raw.first().map(|text| parse_duration(text)) {
+        Some(Ok(refill)) if !refill.is_zero() => refill,
+        _ => {
+            tracing::warn!(key = %path_of(RATE_LIMIT_REFILL), %file, "SIGHUP: not a duration longer than zero: the rate limits stay");
+            return None;
+        }
+    };
+    in_force.0.insert(RATE_LIMIT_BURST, burst_raw);
+    in_force.0.insert(RATE_LIMIT_REFILL, refill_raw);
+    Some(RateLimit { burst, refill })
+}
+
+/// What the file gives flag `--long` (its default when the file is silent).
+fn file_layer(file: &ConfigFile, flags: &clap::Command, long: &str) -> Vec<String> {
+    file.raw(long).map_or_else(
+        || {
+            arg_of(flags, long)
+                .get_default_values()
+                .iter()
+                .map(|value| value.to_string_lossy().into_owned())
+                .collect()
+        },
+        <[String]>::to_vec,
+    )
+}
+
+fn arg_of<'a>(flags: &'a clap::Command, long: &str) -> &'a clap::Arg {
+    flags
+        .get_arguments()
+        .find(|arg| arg.get_long() == Some(long))
+        .expect("every key is a flag (keys::tests)")
+}
+
+fn id_of(flags: &clap::Command, long: &str) -> String {
+    arg_of(flags, long).get_id().as_str().to_owned()
+}
+
+fn path_of(long: &str) -> String {
+    let key: &Key = key_named(long).expect("every reloadable key is a key");
     format!("{}.{}", key.section.name(), key.name)
 }
 
@@ -153,13 +268,16 @@ mod tests {
         let (first, second) = (Keys::generate().public_key(), Keys::generate().public_key());
         let started = allowlist_file(&[&first.to_hex()], 1);
         let newer = allowlist_file(&[&second.to_hex()], 2);
-        let in_force = || started.raw(ALLOWLIST).map(<[String]>::to_vec);
+        let in_force = || InForce::at_start(&matches(&started, &[]));
 
         let mut applied = in_force();
         let reload = changes(&started, &newer, &matches(&started, &[]), &mut applied);
         assert_eq!(
-            reload.map(|reload| reload.allowlist),
-            Some(BTreeSet::from([second]))
+            reload,
+            Some(Reload {
+                allowlist: Some(BTreeSet::from([second])),
+                rate_limit: None
+            })
         );
         assert_eq!(
             changes(&started, &newer, &matches(&started, &[]), &mut applied),
@@ -169,7 +287,7 @@ mod tests {
 
         let by_flag = matches(&started, &["--allowlist", &first.to_hex()]);
         assert_eq!(
-            changes(&started, &newer, &by_flag, &mut in_force()),
+            changes(&started, &newer, &by_flag, &mut InForce::at_start(&by_flag)),
             None,
             "a flag wins over the file"
         );
@@ -182,6 +300,36 @@ mod tests {
         let broken = allowlist_file(&["npub1broken"], 1);
         assert_eq!(
             changes(&started, &broken, &matches(&started, &[]), &mut in_force()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_new_rate_limit_keeps_the_other_half_in_force() {
+        let started = file("[gate]\nrate-limit-burst = 2\n");
+        let mut in_force = InForce::at_start(&matches(&started, &[]));
+        let newer = file("[gate]\nrate-limit-burst = 2\nrate-limit-refill = \"1s\"\n");
+        let reload = changes(&started, &newer, &matches(&started, &[]), &mut in_force);
+        assert_eq!(
+            reload.and_then(|reload| reload.rate_limit),
+            Some(RateLimit {
+                burst: 2,
+                refill: std::time::Duration::from_secs(1)
+            })
+        );
+        let silent = file("");
+        let back = changes(&started, &silent, &matches(&started, &[]), &mut in_force);
+        assert_eq!(
+            back.and_then(|reload| reload.rate_limit),
+            Some(RateLimit {
+                burst: 10,
+                refill: std::time::Duration::from_secs(6)
+            }),
+            "a key left out of the file goes back to its default"
+        );
+        let zero = file("[gate]\nrate-limit-burst = 0\n");
+        assert_eq!(
+            changes(&started, &zero, &matches(&started, &[]), &mut in_force),
             None
         );
     }

@@ -203,6 +203,14 @@ impl DropReason {
     }
 }
 
+/// `--rate-limit-burst` and `--rate-limit-refill`, as a reload of the
+/// config file hands them to a running intake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub burst: u32,
+    pub refill: std::time::Duration,
+}
+
 /// Limits the intake enforces.
 #[derive(Debug, Clone)]
 pub struct IntakeLimits {
@@ -272,6 +280,9 @@ pub struct Intake {
     loop_guard: LoopGuard,
     limits: IntakeLimits,
     limiter: RateLimiter<PublicKey>,
+    /// New rate limits from a reload of the config file, taken before the
+    /// next admission.
+    rate_limits: Option<watch::Receiver<RateLimit>>,
     overload_notices: RateLimiter<()>,
     queued: QueuedCount,
     floors: SubscriptionFloors,
@@ -318,6 +329,7 @@ impl Intake {
                 limits.rate_limit_refill,
                 RATE_LIMIT_TRACKED_AUTHORS,
             ),
+            rate_limits: None,
             overload_notices: RateLimiter::new(OVERLOAD_NOTICE_BURST, OVERLOAD_NOTICE_REFILL, 1),
             parked: Parked::new(limits.max_parked_bytes),
             queued: QueuedCount::default(),
@@ -367,6 +379,12 @@ impl Intake {
     /// heart reads too (see `shard`).
     pub fn with_question_askers(mut self, askers: QuestionAskers) -> Self {
         self.question_askers = askers;
+        self
+    }
+
+    /// Takes the rate limits `updates` holds whenever they change.
+    pub fn with_rate_limits(mut self, updates: watch::Receiver<RateLimit>) -> Self {
+        self.rate_limits = Some(updates);
         self
     }
 
@@ -698,6 +716,12 @@ impl Intake {
         } else if mention.from_owner {
             self.size_check(&mention)
         } else {
+            if let Some(updates) = &mut self.rate_limits
+                && updates.has_changed().unwrap_or(false)
+            {
+                let rate = *updates.borrow_and_update();
+                self.limiter.set_rate(rate.burst, rate.refill);
+            }
             match self.limiter.admit(&mention.author, Instant::now()) {
                 Admission::Admitted if self.queue_is_full() => self.overload_notice()?,
                 Admission::Admitted if hop == Hop::Notice => Intent::Notice(self.limits.chain_bounds.notice()),
