@@ -936,3 +936,27 @@ fn hang_up(pid: u32) {
         .expect("kill");
     assert!(status.success());
 }
+
+/// SIGHUP applies new profile fields from the config file: the bot's
+/// profile is published again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_profile() {
+    use support::{Line, Scene};
+    let settings = |name: &str| format!("[identity]\nprofile-name = \"{name}\"\n");
+    let file = temp_dir("sighup-profile").join("acp-bridge.toml");
+    std::fs::write(&file, settings("first")).expect("config file");
+    let scene = Scene::builder().flags(&["--config", &path(&file)]).start().await;
+    let log = &scene.bridge.log;
+    let published = Line::new("the bot's identity changed; publishing it");
+    log.wait(log.start(), published.clone()).await;
+
+    std::fs::write(&file, settings("second")).expect("config file");
+    let mark = log.cursor();
+    hang_up(scene.bridge.pid());
+    log.wait(
+        mark,
+        Line::new("SIGHUP: configuration reloaded").with("key", "identity.profile"),
+    )
+    .await;
+    log.wait(mark, published).await;
+}

@@ -536,7 +536,7 @@ impl RunArgs {
             ));
         }
         let kinds = parse_kinds(&self.kinds)?;
-        let profile_picture = picture_url(&self.profile_picture)?;
+        let profile = profile_fields(&self.profile_name, &self.profile_about, &self.profile_picture)?;
         let dm_relays = parse_relay_urls("--dm-relays", &self.dm_relays)?;
         let directory_relays = parse_relay_urls("--directory-relays", &self.directory_relays)?;
         let groups = self
@@ -680,11 +680,7 @@ impl RunArgs {
             metrics_addr: self.metrics_addr,
             shard,
             agent_start_timeout: self.agent_start_timeout,
-            profile: ProfileFields {
-                name: non_empty(&self.profile_name),
-                about: non_empty(&self.profile_about),
-                picture: profile_picture,
-            },
+            profile,
             dm_relays,
             directory_relays,
             groups,
@@ -1065,6 +1061,20 @@ fn state_dir_problem(state_dir: &Path) -> Option<String> {
 
 /// `--profile-picture`: an http(s) URL (clients fetch it as an image), or
 /// `None` when unset or blank.
+/// `--profile-name`, `--profile-about` and `--profile-picture` (blank:
+/// unset), as at start and on a reload of the config file.
+pub(crate) fn profile_fields(
+    name: &Option<String>,
+    about: &Option<String>,
+    picture: &Option<String>,
+) -> Result<ProfileFields, ConfigError> {
+    Ok(ProfileFields {
+        name: non_empty(name),
+        about: non_empty(about),
+        picture: picture_url(picture)?,
+    })
+}
+
 fn picture_url(value: &Option<String>) -> Result<Option<String>, ConfigError> {
     let Some(text) = non_empty(value) else {
         return Ok(None);

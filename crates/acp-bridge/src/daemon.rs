@@ -85,7 +85,7 @@ pub async fn run_reloading(
 ) -> Result<(), DaemonError> {
     tracing::info!(config = %settings.summary(), "starting acp-bridge");
     match Stages::wire(settings, &stop).await {
-        Ok((stages, reloader)) => {
+        Ok((stages, mut reloader)) => {
             tokio::spawn(async move {
                 while let Some(reload) = reloads.recv().await {
                     reloader.apply(reload);
@@ -128,6 +128,9 @@ struct Stages {
 /// What a reload of the config file reaches in the running stages.
 #[derive(Debug)]
 struct Reloader {
+    /// The bot's identity, published again when its profile changes.
+    identity: Identity,
+    stop: CancellationToken,
     /// The author gate's rules, whose allowlist a reload replaces.
     gate_rules: GateRules,
     /// The intake's rate limits.
@@ -135,7 +138,12 @@ struct Reloader {
 }
 
 impl Reloader {
-    fn apply(&self, reload: Reload) {
+    fn apply(&mut self, reload: Reload) {
+        if let Some(profile) = reload.profile {
+            self.identity = self.identity.with_profile(profile);
+            tokio::spawn(self.identity.clone().run(self.stop.clone()));
+            tracing::info!(key = "identity.profile", "SIGHUP: configuration reloaded");
+        }
         if let Some(allowlist) = reload.allowlist {
             let keys = allowlist.len();
             self.gate_rules.set_allowlist(allowlist);
@@ -390,6 +398,8 @@ impl Stages {
                 .map_err(|error| DaemonError::Metrics(format!("cannot listen on {addr}: {error}")))?;
         }
         let reloader = Reloader {
+            identity: identity.clone(),
+            stop: stop.clone(),
             gate_rules,
             rate_limits,
         };

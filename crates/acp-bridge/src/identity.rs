@@ -326,8 +326,9 @@ pub(crate) async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, I
 }
 
 /// Brings the relays' copy of the bot's identity in line with its
-/// configuration, once, at start.
-#[derive(Debug)]
+/// configuration, once, at start (and again after a reload of the config
+/// file changed the profile).
+#[derive(Debug, Clone)]
 pub(crate) struct Identity {
     pub client: Client,
     pub signer: BotSigner,
@@ -337,6 +338,13 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
+    /// The same identity with the profile fields `profile`.
+    pub(crate) fn with_profile(&self, profile: ProfileFields) -> Identity {
+        let mut identity = self.clone();
+        identity.wanted.profile = profile;
+        identity
+    }
+
     /// Reads what the relays hold (again with backoff while none answers,
     /// until `stop`) and stores what differs for the publisher. Call once a
     /// relay is connected.

@@ -1,10 +1,10 @@
 //! SIGHUP: the config file read again, and what of it may change while the
 //! daemon runs.
 //!
-//! The allowlist and the rate limits are taken: the gate reads the
-//! allowlist on every event from one place (its rules), the intake takes
-//! new rate limits before its next admission, so both hold from the next
-//! event. Every other key that differs from the file the daemon started
+//! The allowlist, the rate limits and the profile fields are taken: the
+//! gate reads the allowlist on every event from one place (its rules), the
+//! intake takes new rate limits before its next admission, so both hold
+//! from the next event; a new profile is published as at start. Every other key that differs from the file the daemon started
 //! with is refused with a line naming it: the stages copy their settings
 //! when they are wired, and a restart applies them. The file is also the
 //! lowest layer on a reload: a key set by its `ACP_BRIDGE_*` variable or
@@ -21,21 +21,31 @@ use tokio::sync::mpsc;
 
 use super::keys::{KEYS, Key, key_named};
 use super::{ConfigFile, daemon_flags};
-use crate::config::{parse_allowlist, parse_duration};
+use crate::config::{parse_allowlist, parse_duration, profile_fields};
 use crate::gate::RespondTo;
+use crate::identity::ProfileFields;
 use crate::intake::RateLimit;
 
 const ALLOWLIST: &str = "allowlist";
 const RATE_LIMIT_BURST: &str = "rate-limit-burst";
 const RATE_LIMIT_REFILL: &str = "rate-limit-refill";
+const PROFILE: [&str; 3] = ["profile-name", "profile-about", "profile-picture"];
 /// The keys a reload applies; every other one waits for a restart.
-const RELOADABLE: [&str; 3] = [ALLOWLIST, RATE_LIMIT_BURST, RATE_LIMIT_REFILL];
+const RELOADABLE: [&str; 6] = [
+    ALLOWLIST,
+    RATE_LIMIT_BURST,
+    RATE_LIMIT_REFILL,
+    PROFILE[0],
+    PROFILE[1],
+    PROFILE[2],
+];
 
 /// What a reload changes in the running daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reload {
     pub allowlist: Option<BTreeSet<PublicKey>>,
     pub rate_limit: Option<RateLimit>,
+    pub profile: Option<ProfileFields>,
 }
 
 /// On every SIGHUP until `reloads` closes: reads `file` again and sends
@@ -138,15 +148,44 @@ fn changes(
     let allowlist = wanted
         .remove(ALLOWLIST)
         .and_then(|value| new_allowlist(value, matches, &file, in_force));
+    let profile = if PROFILE.iter().any(|long| wanted.contains_key(long)) {
+        new_profile(&mut wanted, &file, in_force)
+    } else {
+        None
+    };
     let rate_limit = if wanted.is_empty() {
         None
     } else {
         new_rate_limit(wanted, &file, in_force)
     };
-    (allowlist.is_some() || rate_limit.is_some()).then_some(Reload {
+    (allowlist.is_some() || rate_limit.is_some() || profile.is_some()).then_some(Reload {
         allowlist,
         rate_limit,
+        profile,
     })
+}
+
+/// The profile fields with the `wanted` ones (those in force for the
+/// rest), once checked, and then in force.
+fn new_profile(
+    wanted: &mut BTreeMap<&'static str, Vec<String>>,
+    file: &str,
+    in_force: &mut InForce,
+) -> Option<ProfileFields> {
+    let values = PROFILE.map(|long| wanted.remove(long).unwrap_or_else(|| in_force.get(long).to_vec()));
+    let [name, about, picture] = values.clone().map(|raw| raw.into_iter().next());
+    match profile_fields(&name, &about, &picture) {
+        Ok(profile) => {
+            for (long, raw) in PROFILE.into_iter().zip(values) {
+                in_force.0.insert(long, raw);
+            }
+            Some(profile)
+        }
+        Err(error) => {
+            tracing::warn!(key = %path_of("profile-picture"), %file, %error, "SIGHUP: the profile stays");
+            None
+        }
+    }
 }
 
 /// The allowlist `value` once checked, and then in force.
@@ -276,7 +315,8 @@ mod tests {
             reload,
             Some(Reload {
                 allowlist: Some(BTreeSet::from([second])),
-                rate_limit: None
+                rate_limit: None,
+                profile: None,
             })
         );
         assert_eq!(
