@@ -51,6 +51,27 @@ fn start_with(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     (status.code().unwrap_or(-1), stderr)
 }
 
+/// [`start_with`] a daemon that would run (a fresh key and owner, the
+/// scripted agent, a relay it never reaches) but for `flags`.
+fn start_scripted(flags: &[&str]) -> (i32, String) {
+    let secret = Keys::generate().secret_key().to_secret_hex();
+    let owner = Keys::generate().public_key().to_hex();
+    let daemon = [
+        "--relay",
+        "ws://127.0.0.1:1",
+        "--owner",
+        &owner,
+        "--agent-command",
+        bridge_binary(),
+        "--agent-args",
+        "scripted-agent",
+    ];
+    start_with(
+        &[&daemon[..], flags].concat(),
+        &[("ACP_BRIDGE_SECRET_KEY", &secret)],
+    )
+}
+
 /// The lines of `stderr` that mention `needle`.
 fn lines_naming<'a>(stderr: &'a str, needle: &str) -> Vec<&'a str> {
     stderr.lines().filter(|line| line.contains(needle)).collect()
@@ -545,21 +566,7 @@ fn help_and_version_are_clap_s_own() {
 /// which then failed every turn of a daemon that said it was ready).
 #[test]
 fn agent_args_cannot_swallow_the_daemons_flags() {
-    let secret = Keys::generate().secret_key().to_secret_hex();
-    let owner = Keys::generate().public_key().to_hex();
-    let args = [
-        "--relay",
-        "ws://127.0.0.1:1",
-        "--owner",
-        &owner,
-        "--agent-command",
-        bridge_binary(),
-        "--agent-args",
-        "scripted-agent",
-        "--idle-timeout",
-        "5x",
-    ];
-    let (code, stderr) = start_with(&args, &[("ACP_BRIDGE_SECRET_KEY", &secret)]);
+    let (code, stderr) = start_scripted(&["--idle-timeout", "5x"]);
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(lines_naming(&stderr, "--idle-timeout").len(), 1, "{stderr}");
 }
@@ -641,21 +648,7 @@ fn a_missing_agent_program_stops_start_up_in_one_line() {
 fn a_failure_after_start_up_is_said_once() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let address = taken.local_addr().expect("address").to_string();
-    let secret = Keys::generate().secret_key().to_secret_hex();
-    let owner = Keys::generate().public_key().to_hex();
-    let args = [
-        "--relay",
-        "ws://127.0.0.1:1",
-        "--owner",
-        &owner,
-        "--agent-command",
-        bridge_binary(),
-        "--agent-args",
-        "scripted-agent",
-        "--metrics-addr",
-        &address,
-    ];
-    let (code, stderr) = start_with(&args, &[("ACP_BRIDGE_SECRET_KEY", &secret)]);
+    let (code, stderr) = start_scripted(&["--metrics-addr", &address]);
     assert_eq!(code, 1, "{stderr}");
     let failures = lines_naming(&stderr, "acp-bridge failed");
     assert_eq!(failures.len(), 1, "{stderr}");
