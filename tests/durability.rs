@@ -621,3 +621,38 @@ async fn a_relay_that_cannot_tell_what_was_answered_gets_the_old_mention_answere
     .await;
     scene.owner.replies_from(&bot, &mention.id, 2).await;
 }
+
+/// A mention that was only told to wait (an interim message, labelled so)
+/// counts as unanswered for a fresh state dir: when the daemon dies before
+/// answering it, the next one, with its state lost, still answers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_only_told_to_wait_is_answered_after_lost_state() {
+    let mut scene = Scene::builder()
+        .flags(&[
+            "--agents",
+            "1",
+            "--turns-per-agent",
+            "1",
+            "--wait-notice-after",
+            "1s",
+        ])
+        .start()
+        .await;
+    let bot = scene.bot;
+    let long = scene
+        .mention_mid_turn("a", "a long one [rounds=40][delay=100]")
+        .await;
+    let waiting = scene.mention("b", "wait for me").await;
+    scene.owner.reply_containing(&bot, &waiting.id, "Queued").await;
+    scene.bridge.kill_hard();
+
+    scene.restart(scene.spec().with_fresh_state_dir()).await;
+    scene.owner.reply_containing(&bot, &long.id, "done: ").await;
+    scene.owner.reply_containing(&bot, &waiting.id, "done: ").await;
+    let log = &scene.bridge.log;
+    assert!(
+        log.matching(log.start(), Line::answered_before_start(&waiting))
+            .is_empty(),
+        "the waiting notice is not taken for an answer"
+    );
+}

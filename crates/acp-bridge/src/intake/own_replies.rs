@@ -34,6 +34,7 @@ use nostr_sdk::prelude::{
 
 use crate::ledger::Ledger;
 use crate::mention;
+use crate::reply::is_interim;
 use crate::store::Store;
 
 /// How long the relay may take to return the bot's replies.
@@ -121,9 +122,11 @@ fn record_threads(store: &Store, replies: &[Event]) -> usize {
 
 /// The events `reply` answers: its NIP-10 `reply` marker, and what it
 /// quotes (`q`). Never its `root`: a thread's root may be someone's note
-/// the bot never answered.
+/// the bot never answered. Nothing for an interim message (a waiting
+/// notice, a question): it tells, it does not answer.
 pub(super) fn answered_mentions(reply: &Event) -> impl Iterator<Item = EventId> + '_ {
-    reply.tags.iter().filter_map(|tag| {
+    let interim = is_interim(&reply.tags);
+    reply.tags.iter().filter(move |_| !interim).filter_map(|tag| {
         if tag.kind() == TagKind::q() {
             return tag.content().and_then(|id| EventId::from_hex(id).ok());
         }

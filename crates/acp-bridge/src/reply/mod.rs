@@ -22,6 +22,7 @@
 //! [`series`]): the first part threads as above, each next one replies to
 //! the part before it.
 
+mod interim;
 pub(crate) mod publisher;
 mod series;
 
@@ -41,6 +42,8 @@ use crate::shard::Shard;
 use crate::signer::BotSigner;
 use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
+use interim::Standing;
+pub(crate) use interim::is_interim;
 use publisher::Outlet;
 use tokio::sync::watch;
 
@@ -218,7 +221,9 @@ impl Replier {
     /// (a notice may quote what the agent or the owner wrote). Returns the
     /// id of the first part.
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let parts = self.build_series(std::slice::from_ref(mention), text).await?;
+        let parts = self
+            .build_series(std::slice::from_ref(mention), text, Standing::Interim)
+            .await?;
         for event in parts.iter().flat_map(Signed::events) {
             self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
         }
@@ -242,13 +247,19 @@ impl Replier {
             Thread::Direct { .. } => (about_private(mention, text), None),
             _ => {
                 let signed = self
-                    .build(std::slice::from_ref(mention), &series::cut(text), Some(owner))
+                    .build(
+                        std::slice::from_ref(mention),
+                        &series::cut(text),
+                        Some(owner),
+                        Standing::Interim,
+                    )
                     .await?;
                 self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
                 return Ok(signed.seen_as);
             }
         };
         let tags = self.shard.is_sharded().then(|| self.shard.question_tag());
+        let tags = tags.into_iter().chain(Standing::Interim.labels());
         let rumor = self.rumor(owner, &series::cut(&text), replying_to, tags);
         let signed = self.wrap_with_copy(owner, rumor).await?;
         // The copy first: no replica hears the owner's reply before it.
@@ -271,7 +282,7 @@ impl Replier {
         match (&mention.thread, owner) {
             (Thread::Direct { peer, .. }, Some(owner)) if *peer != owner => {
                 let text = series::cut(&about_private(mention, text));
-                let signed = self.direct_message(owner, &text, None).await?;
+                let signed = self.direct_message(owner, &text, None, Standing::Interim).await?;
                 for event in signed.events() {
                     self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
                 }
@@ -298,7 +309,7 @@ impl Replier {
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
         let answers_in = mentions.last().filter(|_| finish == Finish::Answered);
-        let built = self.build_series(mentions, text).await;
+        let built = self.build_series(mentions, text, Standing::Finishes).await;
         let (parts, finish) = self.or_notice(built, mentions, finish).await?;
         let events: Vec<Event> = parts.iter().flat_map(Signed::events).cloned().collect();
         let origin = mentions.last().and_then(|newest| newest.origin.as_ref());
@@ -337,7 +348,9 @@ impl Replier {
             Ok(events) => Ok((events, finish)),
             Err(error) if finish == Finish::Answered => {
                 tracing::error!(%error, "cannot build the answer; a notice goes instead");
-                let notice = self.build(mentions, UNBUILDABLE_ANSWER_NOTICE, None).await?;
+                let notice = self
+                    .build(mentions, UNBUILDABLE_ANSWER_NOTICE, None, Standing::Finishes)
+                    .await?;
                 Ok((vec![notice], Finish::Notified))
             }
             Err(error) => Err(error),
@@ -347,11 +360,16 @@ impl Replier {
     /// Signs `text` as the parts of a series answering `mentions`: the first
     /// threads like any reply, each next one replies to the part before it
     /// (NIP-10 `reply`, same root), so clients show them in order.
-    async fn build_series(&self, mentions: &[Mention], text: &str) -> Result<Vec<Signed>, ReplyError> {
+    async fn build_series(
+        &self,
+        mentions: &[Mention],
+        text: &str,
+        standing: Standing,
+    ) -> Result<Vec<Signed>, ReplyError> {
         let mut parts = Vec::new();
         let mut previous = None;
         for part in series::split(text) {
-            let signed = self.build_part(mentions, &part, None, previous).await?;
+            let signed = self.build_part(mentions, &part, None, previous, standing).await?;
             previous = Some(signed.seen_as);
             parts.push(signed);
         }
@@ -385,8 +403,9 @@ impl Replier {
         mentions: &[Mention],
         text: &str,
         also_notify: Option<PublicKey>,
+        standing: Standing,
     ) -> Result<Signed, ReplyError> {
-        self.build_part(mentions, text, also_notify, None).await
+        self.build_part(mentions, text, also_notify, None, standing).await
     }
 
     /// [`build`](Self::build), or with `previous` (a part of the same
@@ -398,6 +417,7 @@ impl Replier {
         text: &str,
         also_notify: Option<PublicKey>,
         previous: Option<EventId>,
+        standing: Standing,
     ) -> Result<Signed, ReplyError> {
         let newest = mentions
             .last()
@@ -426,6 +446,7 @@ impl Replier {
                     None => chat_reply(*mention, newest.origin.as_ref(), newest.author),
                 });
                 tags.extend(quotes(*mention));
+                tags.extend(standing.labels());
                 EventBuilder::new(Kind::Custom(9), text)
                     .tags(tags)
                     .sign(&self.signer)
@@ -435,12 +456,13 @@ impl Replier {
             Thread::Note { root, mention } => EventBuilder::new(Kind::TextNote, text)
                 .tags(thread_tags(*root, previous.unwrap_or(*mention), &authors))
                 .tags(quotes(*mention))
+                .tags(standing.labels())
                 .sign(&self.signer)
                 .await
                 .map_err(sign_error)?,
             Thread::Direct { peer, message } => {
                 return self
-                    .direct_message(*peer, text, Some(previous.unwrap_or(*message)))
+                    .direct_message(*peer, text, Some(previous.unwrap_or(*message)), standing)
                     .await;
             }
         };
@@ -459,8 +481,9 @@ impl Replier {
         peer: PublicKey,
         text: &str,
         replying_to: Option<EventId>,
+        standing: Standing,
     ) -> Result<Signed, ReplyError> {
-        self.wrap_with_copy(peer, self.rumor(peer, text, replying_to, None))
+        self.wrap_with_copy(peer, self.rumor(peer, text, replying_to, standing.labels()))
             .await
     }
 
