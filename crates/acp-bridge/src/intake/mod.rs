@@ -56,7 +56,7 @@ use crate::ledger::{Ledger, OtherShards};
 use crate::loop_guard::{ChainBounds, Hop, LoopGuard};
 use crate::mention::{self, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
-use crate::reply::{Replier, is_interim};
+use crate::reply::Replier;
 use crate::shard::{QuestionAskers, Shard};
 use crate::signer::BotSigner;
 use crate::store::Store;
@@ -669,17 +669,17 @@ impl Intake {
     /// filter reaches two days further back, for the wraps' dates).
     fn learn_own_answer(&self, relay: &RelayUrl, rumor: &UnsignedEvent) {
         let in_window = self.check_time_window(relay, rumor.created_at).is_ok();
-        if !in_window || !self.before_start.predates_start(rumor.created_at) || is_interim(&rumor.tags) {
+        if !in_window || !self.before_start.predates_start(rumor.created_at) {
             return;
         }
-        let (_, Some(answered)) = mention::nip10_threading(&rumor.tags) else {
-            return;
-        };
-        if self.ledger.seen(&answered.to_hex()) {
+        let answered: Vec<EventId> = own_replies::answered_mentions(&rumor.tags)
+            .filter(|answered| !self.ledger.seen(&answered.to_hex()))
+            .collect();
+        if answered.is_empty() {
             return;
         }
-        if let Err(error) = self.ledger.taken_elsewhere(&[answered]) {
-            tracing::warn!(%error, message = %answered, "cannot journal a DM the bot answered before this start");
+        if let Err(error) = self.ledger.taken_elsewhere(&answered) {
+            tracing::warn!(%error, messages = ?answered, "cannot journal a DM the bot answered before this start");
         }
     }
 

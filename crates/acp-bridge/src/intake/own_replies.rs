@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{
-    Event, EventId, Filter, Kind, Marker, PublicKey, Relay, ReqExitPolicy, TagKind, TagStandard,
+    Event, EventId, Filter, Kind, Marker, PublicKey, Relay, ReqExitPolicy, TagKind, TagStandard, Tags,
 };
 
 use crate::ledger::Ledger;
@@ -77,7 +77,10 @@ impl OwnReplies<'_> {
             }
         };
         replies.sort_by_key(|event| event.created_at);
-        let answered: BTreeSet<EventId> = replies.iter().flat_map(answered_mentions).collect();
+        let answered: BTreeSet<EventId> = replies
+            .iter()
+            .flat_map(|reply| answered_mentions(&reply.tags))
+            .collect();
         let answered: Vec<EventId> = answered.into_iter().collect();
         let seen = Ledger::new(Arc::clone(store))
             .taken_elsewhere(&answered)
@@ -120,13 +123,14 @@ fn record_threads(store: &Store, replies: &[Event]) -> usize {
     new_threads
 }
 
-/// The events `reply` answers: its NIP-10 `reply` marker, and what it
+/// The events a reply of the bot's with `tags` answers (a public reply, or
+/// the rumor of a DM answer): its NIP-10 `reply` marker, and what it
 /// quotes (`q`). Never its `root`: a thread's root may be someone's note
 /// the bot never answered. Nothing for an interim message (a waiting
 /// notice, a question): it tells, it does not answer.
-pub(super) fn answered_mentions(reply: &Event) -> impl Iterator<Item = EventId> + '_ {
-    let interim = is_interim(&reply.tags);
-    reply.tags.iter().filter(move |_| !interim).filter_map(|tag| {
+pub(super) fn answered_mentions(tags: &Tags) -> impl Iterator<Item = EventId> + '_ {
+    let interim = is_interim(tags);
+    tags.iter().filter(move |_| !interim).filter_map(|tag| {
         if tag.kind() == TagKind::q() {
             return tag.content().and_then(|id| EventId::from_hex(id).ok());
         }

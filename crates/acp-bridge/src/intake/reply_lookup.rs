@@ -107,7 +107,7 @@ fn answered_among(
     let mut answered: Vec<EventId> = replies
         .into_iter()
         .filter(|reply| reply.pubkey == bot)
-        .flat_map(|reply| answered_mentions(&reply).collect::<Vec<_>>())
+        .flat_map(|reply| answered_mentions(&reply.tags).collect::<Vec<_>>())
         .filter(|id| asked.contains(id))
         .collect();
     answered.sort();
