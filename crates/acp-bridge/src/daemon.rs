@@ -29,14 +29,12 @@ use crate::groups::membership::Membership;
 use crate::heart::{Heart, HeartSettings, TurnServices};
 use crate::housekeeping::Housekeeping;
 use crate::identity::{Identity, Wanted};
-use crate::intake::FollowThreads;
 use crate::intake::interest::Interest;
 use crate::intake::relay_link::{LinkStatus, RelayLink};
-use crate::intake::{Inbound, Intake, IntakeLimits, RateLimit};
+use crate::intake::{Inbound, Intake, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
-use crate::mode_gate::ModeGate;
 use crate::pool::PermissionPolicyArg;
 use crate::pool::{Pool, reaper};
 use crate::reply::Replier;
@@ -202,8 +200,8 @@ impl Stages {
         let replier = Replier::new(
             signer.clone(),
             Arc::clone(&store),
-            settings.reply_mode,
-            settings.reactions,
+            settings.replies.mode,
+            settings.replies.reactions,
             reply_recorder,
         )
         .with_shard(settings.shard);
@@ -212,8 +210,8 @@ impl Stages {
             ClientConfig {
                 cancel_timeout: settings.agent.cancel_timeout,
                 // Questions reach a person only with ask-owner (README).
-                elicitation: settings.permission_policy == PermissionPolicyArg::AskOwner,
-                initialize_timeout: settings.agent_start_timeout,
+                elicitation: settings.turns.asks_owner(),
+                initialize_timeout: settings.agent.start_timeout,
                 drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
                 ..ClientConfig::default()
             },
@@ -223,18 +221,18 @@ impl Stages {
         let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
         let gate_rules = GateRules::new(settings.owner, settings.respond_to, settings.allowlist.clone());
         let rate_limits = watch::Sender::new(RateLimit {
-            burst: settings.rate_limit_burst,
-            refill: settings.rate_limit_refill,
+            burst: settings.intake.rate_limit_burst,
+            refill: settings.intake.rate_limit_refill,
         });
-        services.context = (settings.thread_context > 0).then(|| ThreadContext {
+        services.context = (settings.context.limit > 0).then(|| ThreadContext {
             client: client.clone(),
             store: Arc::clone(&store),
             bot: signer.public_key(),
             rules: gate_rules.clone(),
-            from: settings.thread_context_from,
-            limit: settings.thread_context,
-            message_bytes: settings.max_content_bytes,
-            block_bytes: settings.thread_context_bytes,
+            from: settings.context.from,
+            limit: settings.context.limit,
+            message_bytes: settings.intake.max_content_bytes,
+            block_bytes: settings.context.block_bytes,
         });
         // Which shard asked each question: the intake learns it, the heart reads it.
         let question_askers = crate::shard::QuestionAskers::default();
@@ -242,11 +240,11 @@ impl Stages {
             services,
             Ledger::new(Arc::clone(&store)),
             HeartSettings {
-                mode_gate: ModeGate::new(settings.multiple_event_handling, settings.dedup),
+                mode_gate: settings.turns.mode_gate(),
                 capacity: (settings.agent.processes * settings.agent.turns_per_agent) as usize,
-                question_timeout: settings.permission_timeout,
+                question_timeout: settings.turns.question_timeout,
                 cancel_timeout: settings.agent.cancel_timeout,
-                wait_notice_after: settings.wait_notice_after,
+                wait_notice_after: settings.turns.wait_notice_after,
                 shard: settings.shard,
                 question_askers: question_askers.clone(),
             },
@@ -256,11 +254,10 @@ impl Stages {
         // as the SDK buffers per relay (`--relay-buffer`).
         let (arrivals_tx, arrivals) = mpsc::channel(settings.relay_buffer);
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
-        let follow_threads = settings.follow_threads == FollowThreads::Involved;
         let interest = Interest {
             bot: signer.public_key(),
-            kinds: settings.kinds.clone(),
-            follow_threads,
+            kinds: settings.intake.kinds.clone(),
+            follow_threads: settings.intake.follow_threads,
             groups: Vec::new(),
         };
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());
@@ -270,17 +267,7 @@ impl Stages {
             gate,
             replier.clone(),
             loop_guard,
-            IntakeLimits {
-                kinds: settings.kinds.clone(),
-                max_content_bytes: settings.max_content_bytes,
-                rate_limit_burst: settings.rate_limit_burst,
-                rate_limit_refill: settings.rate_limit_refill,
-                chain_bounds: settings.chain_bounds,
-                session_policy: settings.session_policy,
-                max_queued: settings.max_queued,
-                follow_threads,
-                max_parked_bytes: settings.max_parked_bytes,
-            },
+            settings.intake.clone(),
             inbound_tx,
         )
         .with_shard(settings.shard)
@@ -519,23 +506,22 @@ fn turn_services(
     store: &Arc<Store>,
     groups: &GroupDirectory,
 ) -> TurnServices {
-    let asks_owner = settings.permission_policy == PermissionPolicyArg::AskOwner;
     TurnServices {
         pool: pool.clone(),
         replier: replier.clone(),
         options: TurnOptions {
             idle_timeout: settings.agent.idle_timeout,
             max_duration: settings.agent.max_turn_duration,
-            permission: match settings.permission_policy {
+            permission: match settings.turns.permission_policy {
                 PermissionPolicyArg::Allow => PermissionPolicy::AllowOnce,
                 PermissionPolicyArg::Reject => PermissionPolicy::RejectOnce,
                 PermissionPolicyArg::AskOwner => PermissionPolicy::AskCaller,
             },
-            max_text_bytes: settings.max_reply_bytes,
+            max_text_bytes: settings.replies.max_reply_bytes,
         },
-        owner: settings.owner.filter(|_| asks_owner),
+        owner: settings.owner.filter(|_| settings.turns.asks_owner()),
         store: Arc::clone(store),
-        reply_content: settings.reply_content,
+        reply_content: settings.replies.content,
         context: None,
         groups: groups.clone(),
     }
@@ -563,7 +549,7 @@ async fn relay_urls(specs: &[RelaySpec]) -> Result<(Option<EmbeddedRelay>, Vec<R
 /// The bot's DM inbox relays (`--dm-relays`) that are not among its relays
 /// `urls`, when it reads DMs: each gets a link of its own.
 fn inbox_only_relays(settings: &Settings, urls: &[RelayUrl]) -> Vec<RelayUrl> {
-    if !settings.kinds.contains(&Kind::GiftWrap) {
+    if !settings.intake.kinds.contains(&Kind::GiftWrap) {
         return Vec::new();
     }
     settings

@@ -22,6 +22,7 @@ mod config_file;
 mod daemon;
 mod deadline;
 mod embedded_relay;
+mod flags;
 mod gate;
 mod groups;
 mod heart;
@@ -47,7 +48,7 @@ mod thread_context;
 mod transport;
 
 pub use commands::OwnerCommand;
-pub use config::{AGENT_ENV_BASELINE, RunArgs, Settings};
+pub use config::{RunArgs, Settings};
 pub use config_file::{ConfigFile, ConfigFileError, Reload, effective_configuration, reload_on_hangup};
 pub use daemon::{DaemonError, run, run_reloading};
 pub use embedded_relay::EmbeddedRelay;
@@ -59,6 +60,7 @@ pub use intake::{
 };
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use mention::{Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
+pub use pool::AGENT_ENV_BASELINE;
 pub use prompt::{
     BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
     steer_text,

@@ -49,6 +49,7 @@ use nostr_sdk::prelude::{
     Alphabet, Client, Event, EventId, Filter, Kind, PublicKey, SingleLetterTag, Timestamp,
 };
 
+use crate::flags::{ConfigError, flag_defaults, refuse};
 use crate::gate::{AuthorFacts, GateRules, Standing};
 use crate::intake::MAX_FUTURE_SKEW_SECS;
 use crate::mention::{self, Mention, Thread, short_npub};
@@ -62,9 +63,9 @@ pub(crate) const CONTEXT_FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 const GROUP_KINDS: [u16; 3] = [9, 11, 1111];
 /// Default of `--thread-context-bytes`: about 8,000 tokens, room for ten
 /// long chat messages, small beside any model's window.
-pub(crate) const DEFAULT_CONTEXT_BYTES: usize = 32 * 1024;
+const DEFAULT_CONTEXT_BYTES: usize = 32 * 1024;
 /// Least `--thread-context-bytes` accepted: one short message and its framing.
-pub(crate) const MIN_CONTEXT_BYTES: usize = 1024;
+const MIN_CONTEXT_BYTES: usize = 1024;
 /// A message cut to fit the block's budget keeps at least this much, or is
 /// left out: a few words of a message mislead more than they inform.
 const MIN_CUT_MESSAGE_BYTES: usize = 256;
@@ -77,6 +78,79 @@ pub enum ContextFrom {
     /// Everyone in the thread: anyone who can post there can then write
     /// into the agent's prompt (prompt injection). An explicit choice.
     Anyone,
+}
+
+/// The thread context's flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ContextArgs {
+    /// A turn's first prompt carries up to this many of its thread's
+    /// earlier messages that the session has not seen, fetched from the
+    /// relay, each with its author's standing (0 = none).
+    #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub thread_context: u32,
+
+    /// Whose earlier messages the thread context quotes: `heard` (only
+    /// authors the author gate hears in the conversation) or `anyone`
+    /// (every reader of the thread can then write into the agent's prompt:
+    /// a prompt-injection risk, see the README).
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_THREAD_CONTEXT_FROM",
+        value_enum,
+        default_value = "heard"
+    )]
+    pub thread_context_from: ContextFrom,
+
+    /// Most bytes of thread context one prompt carries, framing included
+    /// (each message is also cut at --max-content-bytes); the newest
+    /// messages are kept first.
+    #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT_BYTES", default_value_t = DEFAULT_CONTEXT_BYTES)]
+    pub thread_context_bytes: usize,
+}
+
+impl Default for ContextArgs {
+    fn default() -> Self {
+        flag_defaults()
+    }
+}
+
+/// How much of its thread a turn's first prompt quotes: [`ContextArgs`],
+/// checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextSettings {
+    /// `--thread-context`: earlier messages at most (0: none).
+    pub limit: usize,
+    /// `--thread-context-from`.
+    pub from: ContextFrom,
+    /// `--thread-context-bytes`.
+    pub block_bytes: usize,
+}
+
+impl Default for ContextSettings {
+    /// The flags' defaults.
+    fn default() -> Self {
+        ContextArgs::default()
+            .validate()
+            .expect("the flags' defaults are valid")
+    }
+}
+
+impl ContextArgs {
+    pub(crate) fn validate(&self) -> Result<ContextSettings, ConfigError> {
+        if self.thread_context_bytes < MIN_CONTEXT_BYTES {
+            return Err(refuse(
+                "--thread-context-bytes",
+                format!(
+                    "must be at least {MIN_CONTEXT_BYTES} (to turn thread context off, use --thread-context 0)"
+                ),
+            ));
+        }
+        Ok(ContextSettings {
+            limit: self.thread_context as usize,
+            from: self.thread_context_from,
+            block_bytes: self.thread_context_bytes,
+        })
+    }
 }
 
 /// What a turn needs to fetch and frame its thread's context.

@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use acp_bridge::{Arrival, ChainBounds, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
+use acp_bridge::{Arrival, INTAKE_BATCH, Inbound, Intake, IntakeLimits};
 use acp_bridge::{AuthorGate, GateRules};
 use acp_bridge::{BotSigner, Replier};
 use acp_bridge::{NewMention, Store};
-use acp_bridge::{ReplyMode, RespondTo, SessionPolicy};
+use acp_bridge::{ReplyMode, RespondTo};
 use nostr_sdk::prelude::{Client, Event, EventBuilder, Keys, Kind, RelayUrl, Tag, TagKind, Timestamp};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -150,21 +150,8 @@ impl IntakeRig {
             client,
         );
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
-        // The daemon's defaults (see the README's flag table).
-        let limits = IntakeLimits {
-            kinds: vec![Kind::Custom(9), Kind::TextNote, Kind::GiftWrap],
-            max_content_bytes: 64 * 1024,
-            rate_limit_burst: 10,
-            rate_limit_refill: Duration::from_secs(6),
-            chain_bounds: ChainBounds {
-                max_bot_hops: 3,
-                max_reply_chain: 20,
-            },
-            session_policy: SessionPolicy::Conversation,
-            max_queued: 10_000,
-            follow_threads: true,
-            max_parked_bytes: acp_bridge::DEFAULT_MAX_PARKED_BYTES,
-        };
+        // The daemon's defaults.
+        let limits = IntakeLimits::default();
         let intake = Intake::new(
             BotSigner::from_keys(cast.bot.clone()),
             Arc::clone(&store),

@@ -22,8 +22,9 @@ use nostr_sdk::prelude::{
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Settings, flag_spelling};
+use crate::config::Settings;
 use crate::embedded_relay::RelaySpec;
+use crate::flags::flag_spelling;
 use crate::identity::{self, Held, Wanted};
 use crate::intake::interest::Interest;
 use crate::mention::npub;
@@ -58,8 +59,8 @@ pub async fn run(settings: &Settings) -> bool {
         npub(&signer.public_key()),
         settings.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
         flag_spelling(&settings.respond_to),
-        flag_spelling(&settings.multiple_event_handling),
-        flag_spelling(&settings.dedup),
+        flag_spelling(&settings.turns.multiple_event_handling),
+        flag_spelling(&settings.turns.dedup),
     );
     let secrets_ok = check_secret_files(settings);
     let agent_ok = check_agent(settings).await;
@@ -274,7 +275,7 @@ enum Acceptance {
 async fn check_subscriptions(settings: &Settings, signer: &BotSigner, url: &RelayUrl) -> bool {
     let interest = Interest {
         bot: signer.public_key(),
-        kinds: settings.kinds.clone(),
+        kinds: settings.intake.kinds.clone(),
         follow_threads: false,
         groups: settings.groups.ids_on(url),
     };

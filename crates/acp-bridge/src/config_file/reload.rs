@@ -21,7 +21,8 @@ use tokio::sync::mpsc;
 
 use super::keys::{KEYS, Key, key_named};
 use super::{ConfigFile, daemon_flags};
-use crate::config::{parse_allowlist, parse_duration, profile_fields};
+use crate::config::{parse_allowlist, profile_fields};
+use crate::flags::parse_duration;
 use crate::gate::RespondTo;
 use crate::identity::ProfileFields;
 use crate::intake::RateLimit;

@@ -18,6 +18,7 @@
 //! period, then are abandoned (their mentions stay pending in the journal
 //! and resume at the next start).
 
+pub(crate) mod args;
 mod controls;
 mod conversations;
 mod driver;

@@ -24,6 +24,7 @@
 //! [`untaken`]): it holds its relay's watermark back until it is.
 
 mod admission;
+pub(crate) mod args;
 mod before_start;
 mod followed_threads;
 pub(crate) mod interest;
@@ -884,7 +885,6 @@ mod tests {
     use super::*;
     use crate::gate::GateRules;
     use crate::gate::RespondTo;
-    use crate::mention::SessionPolicy;
     use crate::reply::ReplyMode;
     use crate::store::scratch::ScratchDir;
 
@@ -918,16 +918,7 @@ mod tests {
         let limits = IntakeLimits {
             kinds: vec![Kind::Custom(9), Kind::GiftWrap],
             max_content_bytes: 1024,
-            rate_limit_burst: 10,
-            rate_limit_refill: std::time::Duration::from_secs(6),
-            chain_bounds: ChainBounds {
-                max_bot_hops: 3,
-                max_reply_chain: 20,
-            },
-            session_policy: SessionPolicy::Conversation,
-            max_queued: 10_000,
-            follow_threads: true,
-            max_parked_bytes: DEFAULT_MAX_PARKED_BYTES,
+            ..IntakeLimits::default()
         };
         Rig {
             intake: Intake::new(

@@ -17,6 +17,7 @@
 //! the heart's capacity does.
 
 mod actor;
+pub(crate) mod args;
 mod auth;
 mod breaker;
 mod launcher;
@@ -37,6 +38,7 @@ use crate::mention::ConversationKey;
 use crate::store::Store;
 use crate::telemetry::http::AgentCircuit;
 use actor::{Actor, Request};
+pub use args::AGENT_ENV_BASELINE;
 pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
@@ -51,7 +53,8 @@ pub enum PermissionPolicyArg {
     AskOwner,
 }
 
-/// How to run agents.
+/// How to run agents: `--agent-*` and the rest of [`args::AgentArgs`],
+/// checked.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
     pub command: String,
@@ -65,6 +68,8 @@ pub struct AgentSettings {
     pub idle_timeout: Duration,
     pub max_turn_duration: Duration,
     pub cancel_timeout: Duration,
+    /// `--agent-start-timeout`: the bound on an agent's `initialize`.
+    pub start_timeout: Duration,
     /// `--agent-auth-method`.
     pub auth_method: Option<String>,
     /// `--agent-user`; agents run as the daemon's user when `None`.

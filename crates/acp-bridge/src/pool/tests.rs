@@ -107,6 +107,7 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         idle_timeout: Duration::from_secs(60),
         max_turn_duration: Duration::from_secs(60),
         cancel_timeout: Duration::from_secs(1),
+        start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
         auth_method: None,
         user: None,
     }

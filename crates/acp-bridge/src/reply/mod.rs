@@ -22,6 +22,7 @@
 //! [`series`]): the first part threads as above, each next one replies to
 //! the part before it.
 
+pub(crate) mod args;
 mod interim;
 pub(crate) mod publisher;
 mod series;
@@ -46,6 +47,8 @@ use interim::Standing;
 pub(crate) use interim::is_interim;
 use publisher::Outlet;
 use tokio::sync::watch;
+
+pub(crate) use args::ReplySettings;
 
 /// Who publishes the agent's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

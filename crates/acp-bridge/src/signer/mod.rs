@@ -44,9 +44,6 @@ use crate::telemetry::metrics;
 const SIGNER_RETRY_MIN: Duration = Duration::from_secs(1);
 /// The longest wait before asking a silent signer again.
 const SIGNER_RETRY_MAX: Duration = Duration::from_secs(60);
-/// Default bound on one request's round trip to a remote signer
-/// (`--signer-timeout`).
-pub(crate) const DEFAULT_SIGNER_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SignerOpenError {

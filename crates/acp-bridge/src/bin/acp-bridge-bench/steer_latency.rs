@@ -108,7 +108,7 @@ pub async fn measure(
         temp_dir("steer-state"),
         (bridge_binary().display().to_string(), agent_args),
     );
-    settings.reactions = false;
+    settings.replies.reactions = false;
     let stop = CancellationToken::new();
     let daemon = tokio::spawn(acp_bridge::run(settings, stop.clone()));
     let owner = Owner::connect(&relay, owner_keys, bot.public_key()).await;

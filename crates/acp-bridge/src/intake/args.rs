@@ -1,0 +1,134 @@
+//! The intake's flags (what is heard: kinds, followed threads; and its
+//! bounds: size, rate, loops, queue, parked bytes) and their validation
+//! into [`IntakeLimits`].
+
+use std::time::Duration;
+
+use clap::Args;
+use nostr_sdk::prelude::Kind;
+
+use super::{FollowThreads, IntakeLimits};
+use crate::flags::{ConfigError, at_least_one, flag_defaults, longer_than_zero, parse_duration, refuse};
+use crate::loop_guard::ChainBounds;
+use crate::mention::SessionPolicy;
+
+/// The kinds `--kinds` takes: group chat, notes, gift-wrapped DMs.
+const SUPPORTED_KINDS: [u16; 3] = [9, 1, 1059];
+
+/// The intake's flags.
+#[derive(Debug, Clone, Args)]
+pub struct IntakeArgs {
+    /// Event kinds to listen to: 9 (NIP-29 group chat), 1 (notes), 1059 (NIP-17 DMs).
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_KINDS",
+        value_delimiter = ',',
+        default_value = "9,1,1059"
+    )]
+    pub kinds: Vec<u16>,
+
+    /// Replies in a thread the bot has answered in count as mentions
+    /// (`involved`), without the bot's `p` tag; `off`: only tagged events.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_FOLLOW_THREADS",
+        value_enum,
+        default_value = "involved"
+    )]
+    pub follow_threads: FollowThreads,
+
+    /// Largest mention content accepted for a turn; bigger ones get a notice.
+    #[arg(long, env = "ACP_BRIDGE_MAX_CONTENT_BYTES", default_value_t = 64 * 1024)]
+    pub max_content_bytes: usize,
+
+    /// Mentions an author may send in a burst before being rate-limited (the owner is exempt).
+    #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_BURST", default_value_t = 10)]
+    pub rate_limit_burst: u32,
+
+    /// One more mention is allowed per this interval once the burst is spent.
+    #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_REFILL", default_value = "6s", value_parser = parse_duration)]
+    pub rate_limit_refill: Duration,
+
+    /// Sibling bots may chain replies to our replies at most this deep.
+    #[arg(long, env = "ACP_BRIDGE_MAX_BOT_HOPS", default_value_t = 3)]
+    pub max_bot_hops: u32,
+
+    /// Mentions waiting for a turn, in all conversations, at most; past it
+    /// new mentions get a (rate-limited) notice instead (the owner's are
+    /// still taken).
+    #[arg(long, env = "ACP_BRIDGE_MAX_QUEUED", default_value_t = 10_000)]
+    pub max_queued: usize,
+
+    /// Bytes held at most by events that wait for their author's profile
+    /// lookup (one author: a sixteenth of it); past it an event is left to
+    /// the relay and fetched again later.
+    #[arg(long, env = "ACP_BRIDGE_MAX_PARKED_BYTES", default_value_t = super::DEFAULT_MAX_PARKED_BYTES)]
+    pub max_parked_bytes: usize,
+
+    /// Anyone else but the owner may chain replies to our replies this deep:
+    /// at this depth they are told to start afresh, past it they are not answered.
+    #[arg(long, env = "ACP_BRIDGE_MAX_REPLY_CHAIN", default_value_t = 20)]
+    pub max_reply_chain: u32,
+
+    /// Which conversations share an agent session.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_SESSION_POLICY",
+        value_enum,
+        default_value = "conversation"
+    )]
+    pub session_policy: SessionPolicy,
+}
+
+impl Default for IntakeArgs {
+    fn default() -> Self {
+        flag_defaults()
+    }
+}
+
+impl Default for IntakeLimits {
+    /// The flags' defaults.
+    fn default() -> Self {
+        IntakeArgs::default()
+            .validate()
+            .expect("the flags' defaults are valid")
+    }
+}
+
+impl IntakeArgs {
+    pub(crate) fn validate(&self) -> Result<IntakeLimits, ConfigError> {
+        Ok(IntakeLimits {
+            kinds: parse_kinds(&self.kinds)?,
+            max_content_bytes: at_least_one("--max-content-bytes", self.max_content_bytes)?,
+            rate_limit_burst: at_least_one("--rate-limit-burst", self.rate_limit_burst)?,
+            rate_limit_refill: longer_than_zero("--rate-limit-refill", self.rate_limit_refill)?,
+            chain_bounds: ChainBounds {
+                max_bot_hops: self.max_bot_hops,
+                max_reply_chain: self.max_reply_chain,
+            },
+            session_policy: self.session_policy,
+            max_queued: at_least_one("--max-queued", self.max_queued)?,
+            follow_threads: self.follow_threads == FollowThreads::Involved,
+            max_parked_bytes: at_least_one("--max-parked-bytes", self.max_parked_bytes)?,
+        })
+    }
+}
+
+fn parse_kinds(values: &[u16]) -> Result<Vec<Kind>, ConfigError> {
+    let mut kinds = Vec::new();
+    for &value in values {
+        if !SUPPORTED_KINDS.contains(&value) {
+            return Err(refuse(
+                "--kinds",
+                format!("kind {value} is not supported (supported: 9 group chat, 1 notes, 1059 DMs)"),
+            ));
+        }
+        if !kinds.contains(&Kind::from(value)) {
+            kinds.push(Kind::from(value));
+        }
+    }
+    if kinds.is_empty() {
+        return Err(refuse("--kinds", "at least one kind is required"));
+    }
+    Ok(kinds)
+}

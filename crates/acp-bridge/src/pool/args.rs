@@ -1,0 +1,391 @@
+//! The agents' flags (`--agent-*`, `--agents`, `--turns-per-agent`,
+//! `--cwd`, the turn bounds) and their validation into [`AgentSettings`]:
+//! how the pool runs agents.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use acp_client::AgentUser;
+use clap::Args;
+
+use super::{AgentSettings, check_program};
+use crate::flags::{ConfigError, flag_defaults, longer_than_zero, parse_duration, refuse};
+
+/// Environment variables every agent gets (when set), beside `--agent-env`.
+/// Nothing else of the daemon's environment reaches an agent.
+pub const AGENT_ENV_BASELINE: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+];
+/// Baseline variables that describe the daemon's own user. With
+/// `--agent-user` the agent gets that user's `HOME`, `USER` and `LOGNAME`
+/// instead, and the daemon's XDG dirs not at all (unless `--agent-env`
+/// lists them).
+const AGENT_USER_ENV: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+];
+
+/// The agents' flags.
+#[derive(Debug, Clone, Args)]
+pub struct AgentArgs {
+    /// The ACP agent to run.
+    #[arg(long, env = "ACP_BRIDGE_AGENT_COMMAND", default_value = "goose")]
+    pub agent_command: String,
+
+    /// The agent's arguments: one string, split into words as a POSIX
+    /// shell splits them (quotes and backslashes honoured), the same in
+    /// ACP_BRIDGE_AGENT_ARGS: `--agent-args "acp --with-builtin developer"`.
+    /// Default: `acp` for goose, none for other agents.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_AGENT_ARGS",
+        value_name = "ARGS",
+        allow_hyphen_values = true
+    )]
+    pub agent_args: Option<String>,
+
+    /// Names of environment variables passed through to agents (comma-separated),
+    /// beside a small baseline (PATH, HOME, locale, XDG dirs). Provider keys go here.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_AGENT_ENV",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub agent_env: Vec<String>,
+
+    /// The agent's authentication method (one of the `authMethods` its
+    /// `initialize` lists). Without it, the one `env_var` method whose
+    /// variables are all passed to the agent is used when the agent asks.
+    #[arg(long, env = "ACP_BRIDGE_AGENT_AUTH_METHOD", value_name = "ID")]
+    pub agent_auth_method: Option<String>,
+
+    /// Run agents as this user (its uid, gid, groups and HOME), so the
+    /// tools they run cannot read the key file, the state dir or the
+    /// daemon's environment. The daemon must run as root, and refuses a
+    /// state dir inside --cwd or one this user could change.
+    #[arg(long, env = "ACP_BRIDGE_AGENT_USER", value_name = "USER")]
+    pub agent_user: Option<String>,
+
+    /// Agent processes (each hosts many sessions).
+    #[arg(long, env = "ACP_BRIDGE_AGENTS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub agents: u32,
+
+    /// Turns one agent process may run at once (each on its own session).
+    #[arg(long, env = "ACP_BRIDGE_TURNS_PER_AGENT", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub turns_per_agent: u32,
+
+    /// Working directory of the agents.
+    #[arg(long, env = "ACP_BRIDGE_CWD", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// A turn with no sign of life from the agent for this long fails.
+    #[arg(long, env = "ACP_BRIDGE_IDLE_TIMEOUT", default_value = "900s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Hard limit of one turn.
+    #[arg(long, env = "ACP_BRIDGE_MAX_TURN_DURATION", default_value = "7200s", value_parser = parse_duration)]
+    pub max_turn_duration: Duration,
+
+    /// An agent that has not ended a cancelled turn after this long is
+    /// killed and replaced (its turn is retried).
+    #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub cancel_timeout: Duration,
+
+    /// How long an agent may take to start and answer `initialize` (an
+    /// agent in a pod that is still being scheduled takes tens of seconds).
+    #[arg(long, env = "ACP_BRIDGE_AGENT_START_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    pub agent_start_timeout: Duration,
+}
+
+impl Default for AgentArgs {
+    fn default() -> Self {
+        flag_defaults()
+    }
+}
+
+impl AgentArgs {
+    /// How agents run, checked: the bounds, `--cwd` (default: the current
+    /// directory) and `--agent-user`, and the program, looked up as the
+    /// pool will run it, so that a missing or non-executable agent stops
+    /// start-up instead of failing the first mention. `env` reads the
+    /// daemon's environment, which the agents' is made of.
+    pub(crate) fn validate(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<AgentSettings, ConfigError> {
+        for (flag, value) in [
+            ("--idle-timeout", self.idle_timeout),
+            ("--max-turn-duration", self.max_turn_duration),
+            ("--cancel-timeout", self.cancel_timeout),
+            ("--agent-start-timeout", self.agent_start_timeout),
+        ] {
+            longer_than_zero(flag, value)?;
+        }
+        let cwd = match &self.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir()
+                .map_err(|error| refuse("--cwd", format!("cannot read the current directory: {error}")))?,
+        };
+        if !cwd.is_dir() {
+            return Err(refuse(
+                "--cwd",
+                format!(
+                    "`{}` is not a directory: name an existing directory for the agents to work in",
+                    cwd.display()
+                ),
+            ));
+        }
+        let cwd = std::fs::canonicalize(&cwd)
+            .map_err(|error| refuse("--cwd", format!("`{}`: {error}", cwd.display())))?;
+        let user = self
+            .agent_user
+            .as_deref()
+            .filter(|name| !name.is_empty())
+            .map(agent_user)
+            .transpose()?;
+        let args = match &self.agent_args {
+            Some(words) => split_agent_args(words)?,
+            None => default_agent_args(&self.agent_command),
+        };
+        let mut agent_env = agent_environment(&self.agent_env, env);
+        if let Some(user) = &user {
+            agent_env = as_agent_user(agent_env, user, &self.agent_env);
+        }
+        let agent = self.settings(args, agent_env, cwd, user);
+        check_program(&agent).map_err(|problem| refuse("--agent-command", problem))?;
+        Ok(agent)
+    }
+
+    /// These flags' settings for an agent run with `args` and `env` in
+    /// `cwd` as `user`, unchecked.
+    fn settings(
+        &self,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: PathBuf,
+        user: Option<AgentUser>,
+    ) -> AgentSettings {
+        AgentSettings {
+            command: self.agent_command.clone(),
+            args,
+            env,
+            processes: self.agents,
+            turns_per_agent: self.turns_per_agent,
+            cwd,
+            idle_timeout: self.idle_timeout,
+            max_turn_duration: self.max_turn_duration,
+            cancel_timeout: self.cancel_timeout,
+            start_timeout: self.agent_start_timeout,
+            auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
+            user,
+        }
+    }
+}
+
+impl AgentSettings {
+    /// The agent `command` `args`, for a bridge run by a program rather
+    /// than an operator: the flags' defaults, in the temp dir, with only
+    /// the daemon's `PATH` (an operator's `ACP_BRIDGE_*` cannot change it).
+    pub fn local(command: String, args: Vec<String>) -> AgentSettings {
+        let env = std::env::var("PATH")
+            .map(|path| vec![("PATH".to_owned(), path)])
+            .unwrap_or_default();
+        AgentArgs {
+            agent_command: command,
+            ..AgentArgs::default()
+        }
+        .settings(args, env, std::env::temp_dir(), None)
+    }
+}
+
+/// goose speaks ACP only as `goose acp`; the other known agents take no
+/// arguments.
+fn default_agent_args(command: &str) -> Vec<String> {
+    let program = Path::new(command)
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or(command);
+    if program == "goose" {
+        vec!["acp".to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// `--agent-args`: the words of one string, split as a POSIX shell splits
+/// them, so that the agent's arguments can never take the daemon's flags
+/// (or the daemon the agent's). The value is not echoed: it may hold a
+/// credential.
+fn split_agent_args(words: &str) -> Result<Vec<String>, ConfigError> {
+    shlex::split(words).ok_or_else(|| {
+        refuse(
+            "--agent-args",
+            "has an unbalanced quote or ends in a backslash (it is split into words as a shell splits them: quote an argument that holds spaces)",
+        )
+    })
+}
+
+fn agent_environment(pass_through: &[String], env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let mut names: Vec<&str> = AGENT_ENV_BASELINE.to_vec();
+    names.extend(
+        pass_through
+            .iter()
+            .map(|name| name.trim())
+            .filter(|name| !name.is_empty()),
+    );
+    let mut seen = BTreeSet::new();
+    names
+        .into_iter()
+        // The bot's key never reaches an agent, even if listed by mistake.
+        .filter(|name| !name.starts_with("ACP_BRIDGE_"))
+        .filter(|name| seen.insert(*name))
+        .filter_map(|name| env(name).map(|value| (name.to_owned(), value)))
+        .collect()
+}
+
+/// `--agent-user`: an existing, unprivileged user, and a daemon that may
+/// switch to it.
+fn agent_user(name: &str) -> Result<AgentUser, ConfigError> {
+    let user = AgentUser::lookup(name).map_err(|error| refuse("--agent-user", error.to_string()))?;
+    if user.uid == 0 {
+        return Err(refuse(
+            "--agent-user",
+            format!("`{name}` is root; name an unprivileged user for the agents"),
+        ));
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err(refuse(
+            "--agent-user",
+            format!(
+                "the daemon must run as root to start agents as `{name}`; run it as root, or drop the flag and give the daemon a user of its own"
+            ),
+        ));
+    }
+    Ok(user)
+}
+
+/// The agent's environment as `user`: its identity in place of the
+/// daemon's (see [`AGENT_USER_ENV`]); names listed in `--agent-env` stay.
+fn as_agent_user(
+    mut env: Vec<(String, String)>,
+    user: &AgentUser,
+    pass_through: &[String],
+) -> Vec<(String, String)> {
+    env.retain(|(name, _)| {
+        !AGENT_USER_ENV.contains(&name.as_str()) || pass_through.iter().any(|listed| listed.trim() == name)
+    });
+    let home = user.home.to_string_lossy().into_owned();
+    for (name, value) in [
+        ("HOME", home),
+        ("USER", user.name.clone()),
+        ("LOGNAME", user.name.clone()),
+    ] {
+        if !env.iter().any(|(set, _)| set == name) {
+            env.push((name.to_owned(), value));
+        }
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_environment_is_an_explicit_list_without_our_own_variables() {
+        let env = |name: &str| match name {
+            "PATH" => Some("/usr/bin".to_owned()),
+            "OPENAI_API_KEY" => Some("sk-test".to_owned()),
+            "ACP_BRIDGE_SECRET_KEY" => Some("secret".to_owned()),
+            "UNRELATED_TOKEN" => Some("x".to_owned()),
+            _ => None,
+        };
+        let passed = agent_environment(&["OPENAI_API_KEY".into(), "ACP_BRIDGE_SECRET_KEY".into()], &env);
+        let names: Vec<&str> = passed.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, vec!["PATH", "OPENAI_API_KEY"]);
+    }
+
+    #[test]
+    fn an_agent_user_gets_its_own_identity_in_the_environment() {
+        let user = AgentUser {
+            name: "agent".to_owned(),
+            uid: 1000,
+            gid: 1000,
+            groups: vec![1000],
+            home: PathBuf::from("/home/agent"),
+        };
+        let daemon_env: Vec<(String, String)> = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/root"),
+            ("USER", "root"),
+            ("XDG_RUNTIME_DIR", "/run/user/0"),
+            ("XDG_CONFIG_HOME", "/root/.config"),
+        ]
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+        let env = as_agent_user(daemon_env, &user, &["XDG_CONFIG_HOME".to_owned()]);
+        let env: Vec<(&str, &str)> = env
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        assert_eq!(
+            env,
+            vec![
+                ("PATH", "/usr/bin"),
+                ("XDG_CONFIG_HOME", "/root/.config"),
+                ("HOME", "/home/agent"),
+                ("USER", "agent"),
+                ("LOGNAME", "agent"),
+            ],
+            "the daemon's identity is replaced; what --agent-env lists stays"
+        );
+    }
+
+    /// Settings built without flags have the flags' defaults: one source.
+    #[test]
+    fn local_agents_have_the_flags_defaults() {
+        let local = AgentSettings::local("agent".to_owned(), Vec::new());
+        assert_eq!(
+            (
+                local.processes,
+                local.turns_per_agent,
+                local.idle_timeout,
+                local.max_turn_duration,
+                local.cancel_timeout,
+                local.start_timeout,
+            ),
+            (
+                1,
+                4,
+                Duration::from_secs(900),
+                Duration::from_secs(7200),
+                acp_client::DEFAULT_CANCEL_TIMEOUT,
+                acp_client::DEFAULT_INITIALIZE_TIMEOUT,
+            )
+        );
+    }
+}
