@@ -1,29 +1,32 @@
-//! Configuration: the command line (every flag also an `ACP_BRIDGE_…`
-//! environment variable, and a key of the config file: see `config_file`)
-//! and its validation into [`Settings`].
+//! Configuration: the daemon's command line (every flag also an
+//! `ACP_BRIDGE_…` environment variable, and a key of the config file: see
+//! `config_file`) and its validation into [`Settings`].
 //!
-//! Owns turning strings into typed, checked values; knows nothing about
-//! what the values drive. Validation happens before any connection is made,
-//! and every refusal is one line that names the flag, so an operator reading
-//! `journalctl` sees at once what to fix. Secrets are read only from a file
-//! or the environment (a command-line value would show in `ps`) and are never
-//! echoed back, not even in an error.
+//! Each stage owns its flags, as a clap `Args` group next to it
+//! (`signer::args`, `gate::args`, `intake::args`, `pool::args`,
+//! `heart::args`, `reply::args`, …) that validates them into that stage's
+//! settings; [`RunArgs`] flattens the groups and holds the daemon's own
+//! flags (relays, state dir, shard, shutdown), and checks what spans
+//! groups (an owner for `ask-owner`, an owner that is not the bot, a state
+//! dir the agents' user cannot reach). Validation happens before any
+//! connection is made, and every refusal is one line that names the flag,
+//! so an operator reading `journalctl` sees at once what to fix.
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl, Url};
+use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 
 use crate::embedded_relay::RelaySpec;
 use crate::flags::ConfigError;
 use crate::flags::{
     at_least_one, flag_defaults, flag_spelling, longer_than_zero, parse_duration, parse_socket_addr, refuse,
 };
-use crate::gate::RespondTo;
+use crate::gate::args::{GateArgs, GateSettings};
 use crate::heart::args::{TurnArgs, TurnSettings};
+use crate::identity::ProfileArgs;
 use crate::identity::ProfileFields;
 use crate::intake::IntakeLimits;
 use crate::intake::args::IntakeArgs;
@@ -33,11 +36,9 @@ use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::reply::ReplySettings;
 use crate::reply::args::ReplyArgs;
 use crate::shard::{Shard, ShardSpec};
-use crate::signer::{BunkerUri, SignerSource, secret_file_unreadable};
+use crate::signer::args::{SignerArgs, SignerSettings};
 use crate::thread_context::{ContextArgs, ContextSettings};
 
-/// Environment variable that may hold the bot's secret key (nsec or hex).
-pub(crate) const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
 /// Set by systemd's `StateDirectory=`; our default state dir when present.
 const SYSTEMD_STATE_ENV: &str = "STATE_DIRECTORY";
 const DEFAULT_STATE_DIR: &str = "acp-bridge-state";
@@ -64,42 +65,11 @@ pub struct RunArgs {
     )]
     pub relays: Vec<String>,
 
-    /// File holding the bot's secret key (nsec or hex). Alternatively set
-    /// ACP_BRIDGE_SECRET_KEY. Never pass a key as a plain flag value.
-    #[arg(long, env = "ACP_BRIDGE_SECRET_KEY_FILE", value_name = "PATH")]
-    pub secret_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub signer: SignerArgs,
 
-    /// Sign through a remote signer (NIP-46) instead of a key file: its
-    /// `bunker://<signer-pubkey>?relay=wss://…&secret=…` URI. The URI's
-    /// secret is a credential: prefer --signer-file.
-    #[arg(long, env = "ACP_BRIDGE_SIGNER", value_name = "BUNKER_URI")]
-    pub signer: Option<String>,
-
-    /// File holding the remote signer's bunker:// URI (see --signer).
-    #[arg(long, env = "ACP_BRIDGE_SIGNER_FILE", value_name = "PATH")]
-    pub signer_file: Option<PathBuf>,
-
-    /// How long one request to the remote signer may take before it counts
-    /// as unanswered (it is then tried again, with backoff).
-    #[arg(long, env = "ACP_BRIDGE_SIGNER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
-    pub signer_timeout: Duration,
-
-    /// The owner's public key (npub or hex).
-    #[arg(long, env = "ACP_BRIDGE_OWNER", value_name = "NPUB")]
-    pub owner: Option<String>,
-
-    /// Who is heard.
-    #[arg(long, env = "ACP_BRIDGE_RESPOND_TO", value_enum, default_value = "owner-only")]
-    pub respond_to: RespondTo,
-
-    /// Public keys heard in allowlist mode (npub or hex; repeatable or comma-separated).
-    #[arg(
-        long,
-        env = "ACP_BRIDGE_ALLOWLIST",
-        value_delimiter = ',',
-        value_name = "NPUB"
-    )]
-    pub allowlist: Vec<String>,
+    #[command(flatten)]
+    pub gate: GateArgs,
 
     /// Durable state (SQLite). Default: $STATE_DIRECTORY under systemd, else ./acp-bridge-state.
     #[arg(long, env = "ACP_BRIDGE_STATE_DIR", value_name = "DIR")]
@@ -147,18 +117,8 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_SHARD", value_name = "INDEX/COUNT")]
     pub shard: Option<String>,
 
-    /// The bot's display name in its profile (kind 0). Unset: the name the
-    /// relays hold, or "acp-bridge bot" for a bot that has none.
-    #[arg(long, env = "ACP_BRIDGE_PROFILE_NAME", value_name = "NAME")]
-    pub profile_name: Option<String>,
-
-    /// The "about" text of the bot's profile. Unset: whatever the relays hold.
-    #[arg(long, env = "ACP_BRIDGE_PROFILE_ABOUT", value_name = "TEXT")]
-    pub profile_about: Option<String>,
-
-    /// The picture URL of the bot's profile. Unset: whatever the relays hold.
-    #[arg(long, env = "ACP_BRIDGE_PROFILE_PICTURE", value_name = "URL")]
-    pub profile_picture: Option<String>,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 
     /// The bot's DM inbox relays (NIP-17, kind 10050; repeatable or
     /// comma-separated). Unset: the relays it listens on.
@@ -190,11 +150,10 @@ pub struct RunArgs {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub relays: Vec<RelaySpec>,
-    pub signer: SignerSource,
-    pub signer_timeout: Duration,
-    pub owner: Option<PublicKey>,
-    pub respond_to: RespondTo,
-    pub allowlist: BTreeSet<PublicKey>,
+    /// The signer's flags: who signs for the bot.
+    pub signer: SignerSettings,
+    /// The author gate's flags: who is heard.
+    pub gate: GateSettings,
     pub state_dir: PathBuf,
     /// `--relay-buffer`: relay messages buffered per relay, and events
     /// queued for the intake, at most.
@@ -223,10 +182,6 @@ pub struct Settings {
     pub directory_relays: Vec<RelayUrl>,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
     pub groups: crate::groups::GroupSettings,
-    /// Of `--secret-key-file` and `--signer-file`, those other users may
-    /// access: `run` warns (a deployment that ran with one keeps running
-    /// after an upgrade), `check` says not ready until they are `chmod 600`.
-    pub exposed_secret_files: Vec<PathBuf>,
 }
 
 impl RunArgs {
@@ -234,40 +189,23 @@ impl RunArgs {
     /// parameter so tests need not mutate the real one).
     pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let relays = parse_relays(&self.relays)?;
-        let signer = self.signer_source(env)?;
-        let owner = self
-            .owner
-            .as_deref()
-            .map(|owner| parse_public_key(owner).map_err(|problem| refuse("--owner", problem)))
-            .transpose()?;
-        if owner.is_none() && matches!(self.respond_to, RespondTo::OwnerOnly | RespondTo::Allowlist) {
-            return Err(refuse(
-                "--owner",
-                "required with --respond-to owner-only or allowlist (set ACP_BRIDGE_OWNER)",
-            ));
-        }
-        if owner.is_none() && self.turns.permission_policy == PermissionPolicyArg::AskOwner {
+        let signer = self.signer.validate(env)?;
+        let gate = self.gate.validate()?;
+        if gate.owner.is_none() && self.turns.permission_policy == PermissionPolicyArg::AskOwner {
             return Err(refuse(
                 "--owner",
                 "required with --permission-policy ask-owner (the owner answers the questions)",
             ));
         }
         let turns = self.turns.validate()?;
-        if owner.is_some() && owner == signer.known_public_key() {
+        if gate.owner.is_some() && gate.owner == signer.source.known_public_key() {
             return Err(refuse(
                 "--owner",
                 "is the bot's own key; the owner must be a different key",
             ));
         }
-        let allowlist = parse_allowlist(&self.allowlist)?;
-        if self.respond_to == RespondTo::Allowlist && allowlist.is_empty() {
-            return Err(refuse(
-                "--allowlist",
-                "is empty, but --respond-to allowlist needs at least one key",
-            ));
-        }
         let intake = self.intake.validate()?;
-        let profile = profile_fields(&self.profile_name, &self.profile_about, &self.profile_picture)?;
+        let profile = self.profile.validate()?;
         let dm_relays = parse_relay_urls("--dm-relays", &self.dm_relays)?;
         let directory_relays = parse_relay_urls("--directory-relays", &self.directory_relays)?;
         let groups = self
@@ -298,15 +236,9 @@ impl RunArgs {
             crate::isolation::check_state_dir(&state_dir, &agent.cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
-        let exposed_secret_files: Vec<PathBuf> = [&self.secret_key_file, &self.signer_file]
-            .into_iter()
-            .flatten()
-            .filter(|path| open_to_others(path))
-            .cloned()
-            .collect();
         // Warnings last: they belong to a configuration that runs, never
         // before another flag's refusal.
-        self.warn_of_secret_sources(&signer, &exposed_secret_files);
+        self.signer.warn_of_secret_sources(&signer);
         if agent.user.is_none() {
             tracing::warn!(
                 "agents run as the daemon's user: the tools they run can read the key file, the state dir and the daemon's environment; run the daemon as root with --agent-user"
@@ -314,9 +246,8 @@ impl RunArgs {
         }
         Ok(Settings {
             relays,
-            owner,
-            respond_to: self.respond_to,
-            allowlist,
+            signer,
+            gate,
             state_dir,
             relay_buffer,
             intake,
@@ -332,55 +263,7 @@ impl RunArgs {
             dm_relays,
             directory_relays,
             groups,
-            signer,
-            signer_timeout: self.signer_timeout,
-            exposed_secret_files,
         })
-    }
-
-    /// Warns of secrets kept where others can read them: a key in the
-    /// environment, a bunker URI on the command line, a secret file open
-    /// to other users.
-    fn warn_of_secret_sources(&self, signer: &SignerSource, exposed_files: &[PathBuf]) {
-        match signer {
-            SignerSource::Keys(_) if self.secret_key_file.is_none() => tracing::warn!(
-                "the secret key came from {SECRET_KEY_ENV}: it stays readable in /proc/<pid>/environ to every process of the daemon's user for the daemon's life; prefer --secret-key-file"
-            ),
-            SignerSource::Bunker(_) if self.signer.is_some() => tracing::warn!(
-                "the bunker URI came from --signer or ACP_BRIDGE_SIGNER: its secret stays readable in the process's command line or environment; prefer --signer-file"
-            ),
-            _ => {}
-        }
-        for path in exposed_files {
-            tracing::warn!(path = %path.display(), "the secret key file is accessible to other users; chmod 600 it");
-        }
-    }
-
-    /// The bot's key (`--secret-key-file`, `ACP_BRIDGE_SECRET_KEY`) or the
-    /// remote signer (`--signer`, `--signer-file`): exactly one of them.
-    fn signer_source(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<SignerSource, ConfigError> {
-        let bunker = match (&self.signer, &self.signer_file) {
-            (Some(_), Some(_)) => {
-                return Err(refuse("--signer", "give --signer or --signer-file, not both"));
-            }
-            (Some(uri), None) => {
-                let uri = BunkerUri::parse(uri)
-                    .map_err(|problem| refuse("--signer", format!("the URI {problem}")))?;
-                Some(uri)
-            }
-            (None, Some(path)) => {
-                Some(BunkerUri::read(path).map_err(|problem| refuse("--signer-file", problem))?)
-            }
-            (None, None) => None,
-        };
-        match bunker {
-            Some(_) if self.secret_key_file.is_some() || env(SECRET_KEY_ENV).is_some() => Err(refuse(
-                "--signer",
-                format!("a remote signer holds the bot's key: drop --secret-key-file and {SECRET_KEY_ENV}"),
-            )),
-            Some(uri) => Ok(SignerSource::Bunker(uri)),
-            None => load_secret_key(self.secret_key_file.as_deref(), env).map(SignerSource::Keys),
-        }
     }
 }
 
@@ -402,11 +285,8 @@ impl Settings {
         let defaults: RunArgs = flag_defaults();
         Settings {
             relays: vec![RelaySpec::Url(relay)],
-            signer: SignerSource::Keys(bot),
-            signer_timeout: defaults.signer_timeout,
-            owner: Some(owner),
-            respond_to: RespondTo::OwnerOnly,
-            allowlist: BTreeSet::new(),
+            signer: SignerSettings::local(bot),
+            gate: GateSettings::owner_only(owner),
             state_dir,
             relay_buffer: defaults.relay_buffer,
             // Group chat only: the demo and the benchmarks speak in a group.
@@ -435,7 +315,6 @@ impl Settings {
             dm_relays: Vec::new(),
             directory_relays: Vec::new(),
             groups: crate::groups::GroupSettings::default(),
-            exposed_secret_files: Vec::new(),
         }
     }
 
@@ -460,11 +339,12 @@ impl Settings {
         format!(
             "bot={} owner={} respond_to={} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={} dedup={} session_policy={} permission={} reply_mode={} reactions={} retention={}s",
             self.signer
+                .source
                 .known_public_key()
                 .map_or_else(|| "(from the remote signer)".to_owned(), |bot| npub(&bot)),
-            self.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
-            flag_spelling(&self.respond_to),
-            self.allowlist.len(),
+            self.gate.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
+            flag_spelling(&self.gate.respond_to),
+            self.gate.allowlist.len(),
             relays.join(","),
             kinds.join(","),
             self.state_dir.display(),
@@ -559,117 +439,13 @@ fn state_dir_problem(state_dir: &Path) -> Option<String> {
     })
 }
 
-/// `--profile-picture`: an http(s) URL (clients fetch it as an image), or
-/// `None` when unset or blank.
-/// `--profile-name`, `--profile-about` and `--profile-picture` (blank:
-/// unset), as at start and on a reload of the config file.
-pub(crate) fn profile_fields(
-    name: &Option<String>,
-    about: &Option<String>,
-    picture: &Option<String>,
-) -> Result<ProfileFields, ConfigError> {
-    Ok(ProfileFields {
-        name: non_empty(name),
-        about: non_empty(about),
-        picture: picture_url(picture)?,
-    })
-}
-
-fn picture_url(value: &Option<String>) -> Result<Option<String>, ConfigError> {
-    let Some(text) = non_empty(value) else {
-        return Ok(None);
-    };
-    match Url::parse(&text) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(Some(text)),
-        _ => Err(refuse(
-            "--profile-picture",
-            format!(
-                "`{text}` is not an http(s) URL: give the image's address, e.g. https://example.com/bot.png"
-            ),
-        )),
-    }
-}
-
-/// A text flag's value, `None` when unset or blank.
-fn non_empty(value: &Option<String>) -> Option<String> {
-    value
-        .as_deref()
-        .map(str::trim)
-        .filter(|value| !value.is_empty())
-        .map(str::to_owned)
-}
-
-/// `--allowlist`'s keys (blank entries skipped), as at start and on a
-/// reload of the config file.
-pub(crate) fn parse_allowlist(entries: &[String]) -> Result<BTreeSet<PublicKey>, ConfigError> {
-    entries
-        .iter()
-        .filter(|entry| !entry.trim().is_empty())
-        .map(|entry| parse_public_key(entry.trim()).map_err(|problem| refuse("--allowlist", problem)))
-        .collect()
-}
-
-fn parse_public_key(value: &str) -> Result<PublicKey, String> {
-    PublicKey::parse(value)
-        .map_err(|_| format!("`{value}` is not a valid public key: give an npub1… or 64 hex characters"))
-}
-
-/// Reads the bot's key from `--secret-key-file` or `ACP_BRIDGE_SECRET_KEY`.
-/// Errors never contain the key material.
-fn load_secret_key(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Result<Keys, ConfigError> {
-    match (file, env(SECRET_KEY_ENV)) {
-        (Some(_), Some(_)) => Err(refuse(
-            "--secret-key-file",
-            format!("both a key file and {SECRET_KEY_ENV} are set; set only one"),
-        )),
-        (Some(path), None) => {
-            let text = std::fs::read_to_string(path).map_err(|error| {
-                let create = format!(
-                    "create a key there with `acp-bridge keygen --out {}`",
-                    path.display()
-                );
-                refuse("--secret-key-file", secret_file_unreadable(path, &error, &create))
-            })?;
-            Keys::parse(text.trim()).map_err(|_| {
-                refuse(
-                    "--secret-key-file",
-                    format!(
-                        "`{}` does not hold a valid nsec or hex secret key: put an nsec1… or 64 hex characters in it, or make a new key file with `acp-bridge keygen --out PATH`",
-                        path.display()
-                    ),
-                )
-            })
-        }
-        (None, Some(text)) => Keys::parse(text.trim()).map_err(|_| {
-            refuse(
-                "--secret-key-file",
-                format!(
-                    "{SECRET_KEY_ENV} is not a valid nsec or hex secret key: set it to an nsec1… or 64 hex characters, or use --secret-key-file (create one with `acp-bridge keygen`)"
-                ),
-            )
-        }),
-        (None, None) => Err(refuse(
-            "--secret-key-file",
-            format!(
-                "no secret key: pass --secret-key-file PATH or set {SECRET_KEY_ENV} (create one with `acp-bridge keygen`), or sign through a remote signer with --signer-file PATH"
-            ),
-        )),
-    }
-}
-
-/// Whether users other than the file's owner and group may access `path`.
-/// Group read is how orchestrators hand secrets to non-root users
-/// (Kubernetes `fsGroup`); access for everyone else is a mistake.
-fn open_to_others(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & 0o007 != 0)
-}
-
 #[cfg(test)]
 mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::signer::SignerSource;
+    use crate::signer::args::SECRET_KEY_ENV;
 
     #[derive(Parser)]
     struct Cli {
@@ -866,7 +642,7 @@ mod tests {
         let uri = format!("bunker://{signer}?relay=wss%3A%2F%2Frelay.example&secret=hunter2");
         let args = ["--relay", "embedded", "--owner", &owner, "--signer", &uri];
         let settings = validate(&args, &[]).expect("a remote signer needs no key");
-        assert!(matches!(settings.signer, SignerSource::Bunker(_)));
+        assert!(matches!(settings.signer.source, SignerSource::Bunker(_)));
         assert!(!format!("{settings:?}").contains("hunter2"));
         assert!(!settings.summary().contains("hunter2"));
 

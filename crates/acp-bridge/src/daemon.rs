@@ -176,13 +176,13 @@ impl Stages {
         };
         let store = Arc::new(Store::open(&settings.state_dir)?);
         let signer = BotSigner::open(
-            &settings.signer,
+            &settings.signer.source,
             &settings.state_dir,
-            settings.signer_timeout,
+            settings.signer.timeout,
             stop,
         )
         .await?;
-        if settings.owner == Some(signer.public_key()) {
+        if settings.gate.owner == Some(signer.public_key()) {
             return Err(DaemonError::OwnerIsBot);
         }
         isolation::prepare(
@@ -219,7 +219,7 @@ impl Stages {
         );
         let groups = GroupDirectory::new(&settings.groups);
         let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
-        let gate_rules = GateRules::new(settings.owner, settings.respond_to, settings.allowlist.clone());
+        let gate_rules = settings.gate.rules();
         let rate_limits = watch::Sender::new(RateLimit {
             burst: settings.intake.rate_limit_burst,
             refill: settings.intake.rate_limit_refill,
@@ -519,7 +519,7 @@ fn turn_services(
             },
             max_text_bytes: settings.replies.max_reply_bytes,
         },
-        owner: settings.owner.filter(|_| settings.turns.asks_owner()),
+        owner: settings.gate.owner.filter(|_| settings.turns.asks_owner()),
         store: Arc::clone(store),
         reply_content: settings.replies.content,
         context: None,

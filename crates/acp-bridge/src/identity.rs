@@ -39,12 +39,13 @@ use std::time::Duration;
 
 use nostr_sdk::prelude::{
     Client, Event, EventBuilder, Filter, JsonUtil, Kind, NostrSigner, PublicKey, RelayUrl, ReqExitPolicy,
-    Tag, TagKind, TagStandard, Timestamp,
+    Tag, TagKind, TagStandard, Timestamp, Url,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
+use crate::flags::{ConfigError, refuse};
 use crate::reply::publisher::Outlet;
 use crate::signer::BotSigner;
 use crate::store::{Finish, OutgoingEvent, Store, sql_now};
@@ -75,6 +76,69 @@ pub struct ProfileFields {
     pub name: Option<String>,
     pub about: Option<String>,
     pub picture: Option<String>,
+}
+
+/// The profile's flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProfileArgs {
+    /// The bot's display name in its profile (kind 0). Unset: the name the
+    /// relays hold, or "acp-bridge bot" for a bot that has none.
+    #[arg(long, env = "ACP_BRIDGE_PROFILE_NAME", value_name = "NAME")]
+    pub profile_name: Option<String>,
+
+    /// The "about" text of the bot's profile. Unset: whatever the relays hold.
+    #[arg(long, env = "ACP_BRIDGE_PROFILE_ABOUT", value_name = "TEXT")]
+    pub profile_about: Option<String>,
+
+    /// The picture URL of the bot's profile. Unset: whatever the relays hold.
+    #[arg(long, env = "ACP_BRIDGE_PROFILE_PICTURE", value_name = "URL")]
+    pub profile_picture: Option<String>,
+}
+
+impl ProfileArgs {
+    pub(crate) fn validate(&self) -> Result<ProfileFields, ConfigError> {
+        profile_fields(&self.profile_name, &self.profile_about, &self.profile_picture)
+    }
+}
+
+/// `--profile-name`, `--profile-about` and `--profile-picture` (blank:
+/// unset), as at start and on a reload of the config file.
+pub(crate) fn profile_fields(
+    name: &Option<String>,
+    about: &Option<String>,
+    picture: &Option<String>,
+) -> Result<ProfileFields, ConfigError> {
+    Ok(ProfileFields {
+        name: non_empty(name),
+        about: non_empty(about),
+        picture: picture_url(picture)?,
+    })
+}
+
+/// `--profile-picture`: an http(s) URL (clients fetch it as an image), or
+/// `None` when unset or blank.
+fn picture_url(value: &Option<String>) -> Result<Option<String>, ConfigError> {
+    let Some(text) = non_empty(value) else {
+        return Ok(None);
+    };
+    match Url::parse(&text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(Some(text)),
+        _ => Err(refuse(
+            "--profile-picture",
+            format!(
+                "`{text}` is not an http(s) URL: give the image's address, e.g. https://example.com/bot.png"
+            ),
+        )),
+    }
+}
+
+/// A text flag's value, `None` when unset or blank.
+fn non_empty(value: &Option<String>) -> Option<String> {
+    value
+        .as_deref()
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
 }
 
 /// The newest copy of each identity event, as the relays hold them.

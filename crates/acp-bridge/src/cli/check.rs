@@ -57,8 +57,12 @@ pub async fn run(settings: &Settings) -> bool {
     println!(
         "config: ok (bot {}, owner {}, respond-to {}, multiple-event-handling {}, dedup {})",
         npub(&signer.public_key()),
-        settings.owner.as_ref().map_or_else(|| "none".to_owned(), npub),
-        flag_spelling(&settings.respond_to),
+        settings
+            .gate
+            .owner
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), npub),
+        flag_spelling(&settings.gate.respond_to),
         flag_spelling(&settings.turns.multiple_event_handling),
         flag_spelling(&settings.turns.dedup),
     );
@@ -92,15 +96,15 @@ async fn open_signer(settings: &Settings) -> Option<BotSigner> {
     let opened = tokio::time::timeout(
         SIGNER_CHECK_TIMEOUT,
         BotSigner::open(
-            &settings.signer,
+            &settings.signer.source,
             &settings.state_dir,
-            settings.signer_timeout,
+            settings.signer.timeout,
             &stop,
         ),
     )
     .await;
     stop.cancel();
-    match (opened, &settings.signer) {
+    match (opened, &settings.signer.source) {
         (Ok(Ok(signer)), SignerSource::Bunker(uri)) => {
             println!("signer: ok (remote signer {} answered)", uri.redacted());
             Some(signer)
@@ -121,17 +125,17 @@ async fn open_signer(settings: &Settings) -> Option<BotSigner> {
 }
 
 /// A secret file other users can read is a leak waiting to happen: the
-/// daemon only warns (see [`Settings::exposed_secret_files`]), `check` says
+/// daemon only warns (see `SignerSettings::exposed_files`), `check` says
 /// not ready.
 fn check_secret_files(settings: &Settings) -> bool {
-    for path in &settings.exposed_secret_files {
+    for path in &settings.signer.exposed_files {
         println!(
             "secret file: FAILED `{}` can be read by other users",
             path.display()
         );
         println!("  hint: chmod 600 {}", path.display());
     }
-    settings.exposed_secret_files.is_empty()
+    settings.signer.exposed_files.is_empty()
 }
 
 async fn check_agent(settings: &Settings) -> bool {

@@ -14,7 +14,7 @@ use clap::{ArgMatches, Command};
 
 use super::keys::{Key, Section, keys_of};
 use super::{ConfigFile, Shape, daemon_flags};
-use crate::config::SECRET_KEY_ENV;
+use crate::signer::args::SECRET_KEY_ENV;
 
 /// What a secret's value is shown as.
 const REDACTED: &str = "<redacted>";

@@ -21,10 +21,11 @@ use tokio::sync::mpsc;
 
 use super::keys::{KEYS, Key, key_named};
 use super::{ConfigFile, daemon_flags};
-use crate::config::{parse_allowlist, profile_fields};
 use crate::flags::parse_duration;
 use crate::gate::RespondTo;
+use crate::gate::args::parse_allowlist;
 use crate::identity::ProfileFields;
+use crate::identity::profile_fields;
 use crate::intake::RateLimit;
 
 const ALLOWLIST: &str = "allowlist";

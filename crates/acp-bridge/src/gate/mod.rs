@@ -11,6 +11,7 @@
 //! signature. A profile fetch that fails is never cached as "not a sibling",
 //! and the gate never waits for one (see [`profile_lookup`]).
 
+pub(crate) mod args;
 pub(crate) mod attestation;
 pub(crate) mod profile_lookup;
 pub(crate) mod sibling_cache;

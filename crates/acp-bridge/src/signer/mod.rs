@@ -19,6 +19,7 @@
 //! intake.
 
 mod app_keys;
+pub(crate) mod args;
 mod remote;
 mod source;
 
