@@ -22,7 +22,7 @@ use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 use crate::embedded_relay::RelaySpec;
 use crate::flags::ConfigError;
 use crate::flags::{
-    at_least_one, flag_defaults, flag_spelling, longer_than_zero, parse_duration, parse_socket_addr, refuse,
+    flag_defaults, flag_spelling, longer_than_zero, parse_duration, parse_socket_addr, refuse,
 };
 use crate::gate::args::{GateArgs, GateSettings};
 use crate::heart::args::{TurnArgs, TurnSettings};
@@ -35,6 +35,7 @@ use crate::pool::args::AgentArgs;
 use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::reply::ReplySettings;
 use crate::reply::args::ReplyArgs;
+use crate::routes::args::{RelayArgs, RelaySettings};
 use crate::shard::{Shard, ShardSpec};
 use crate::signer::args::{SignerArgs, SignerSettings};
 use crate::thread_context::{ContextArgs, ContextSettings};
@@ -55,15 +56,8 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Relay URL (repeatable or comma-separated). `embedded` starts an
-    /// in-process relay on loopback and uses it.
-    #[arg(
-        long = "relay",
-        env = "ACP_BRIDGE_RELAY",
-        value_delimiter = ',',
-        value_name = "URL"
-    )]
-    pub relays: Vec<String>,
+    #[command(flatten)]
+    pub relays: RelayArgs,
 
     #[command(flatten)]
     pub signer: SignerArgs,
@@ -74,12 +68,6 @@ pub struct RunArgs {
     /// Durable state (SQLite). Default: $STATE_DIRECTORY under systemd, else ./acp-bridge-state.
     #[arg(long, env = "ACP_BRIDGE_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-
-    /// Relay messages buffered per relay, and events queued for the intake,
-    /// at most; past it the daemon is behind and fetches again from its
-    /// watermark.
-    #[arg(long, env = "ACP_BRIDGE_RELAY_BUFFER", default_value_t = 4096)]
-    pub relay_buffer: usize,
 
     #[command(flatten)]
     pub agent: AgentArgs,
@@ -120,22 +108,6 @@ pub struct RunArgs {
     #[command(flatten)]
     pub profile: ProfileArgs,
 
-    /// The bot's DM inbox relays (NIP-17, kind 10050; repeatable or
-    /// comma-separated). Unset: the relays it listens on.
-    #[arg(long, env = "ACP_BRIDGE_DM_RELAYS", value_delimiter = ',', value_name = "URL")]
-    pub dm_relays: Vec<String>,
-
-    /// Directory relays (indexers such as wss://purplepag.es; repeatable or
-    /// comma-separated): the bot's profile and relay lists are published
-    /// there too, and people's relay lists are looked up there too, since
-    /// that is where clients look for them. Unset: the bot's relays only.
-    #[arg(
-        long,
-        env = "ACP_BRIDGE_DIRECTORY_RELAYS",
-        value_delimiter = ',',
-        value_name = "URL"
-    )]
-    pub directory_relays: Vec<String>,
     #[command(flatten)]
     pub groups: crate::groups::GroupArgs,
 
@@ -149,15 +121,13 @@ pub struct RunArgs {
 /// prints only the public key, a bunker URI no connection secret.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub relays: Vec<RelaySpec>,
+    /// The relays' flags: where the bot listens and publishes.
+    pub relays: RelaySettings,
     /// The signer's flags: who signs for the bot.
     pub signer: SignerSettings,
     /// The author gate's flags: who is heard.
     pub gate: GateSettings,
     pub state_dir: PathBuf,
-    /// `--relay-buffer`: relay messages buffered per relay, and events
-    /// queued for the intake, at most.
-    pub relay_buffer: usize,
     /// The intake's flags: what is heard, and its bounds.
     pub intake: IntakeLimits,
     /// The agents' flags: how the pool runs them.
@@ -175,11 +145,6 @@ pub struct Settings {
     pub shard: Shard,
     /// `--profile-*`: the profile fields the daemon manages.
     pub profile: ProfileFields,
-    /// `--dm-relays`: the DM inbox relays (empty: the bot's own relays).
-    pub dm_relays: Vec<RelayUrl>,
-    /// `--directory-relays`: where identities are published and looked up
-    /// besides the bot's relays.
-    pub directory_relays: Vec<RelayUrl>,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
     pub groups: crate::groups::GroupSettings,
 }
@@ -188,7 +153,7 @@ impl RunArgs {
     /// Validates every value. `env` reads the process environment (a
     /// parameter so tests need not mutate the real one).
     pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
-        let relays = parse_relays(&self.relays)?;
+        let relays = self.relays.validate()?;
         let signer = self.signer.validate(env)?;
         let gate = self.gate.validate()?;
         if gate.owner.is_none() && self.turns.permission_policy == PermissionPolicyArg::AskOwner {
@@ -206,15 +171,12 @@ impl RunArgs {
         }
         let intake = self.intake.validate()?;
         let profile = self.profile.validate()?;
-        let dm_relays = parse_relay_urls("--dm-relays", &self.dm_relays)?;
-        let directory_relays = parse_relay_urls("--directory-relays", &self.directory_relays)?;
         let groups = self
             .groups
-            .validate(&relays)
+            .validate(&relays.bot)
             .map_err(|error| refuse("--group", error.to_string()))?;
         let replies = self.replies.validate()?;
         let context = self.context.validate()?;
-        let relay_buffer = at_least_one("--relay-buffer", self.relay_buffer)?;
         let retention = longer_than_zero("--retention", self.retention)?;
         let shard = match self.shard.as_deref().filter(|spec| !spec.trim().is_empty()) {
             Some(spec) => spec
@@ -249,7 +211,6 @@ impl RunArgs {
             signer,
             gate,
             state_dir,
-            relay_buffer,
             intake,
             agent,
             replies,
@@ -260,8 +221,6 @@ impl RunArgs {
             metrics_addr: self.metrics_addr,
             shard,
             profile,
-            dm_relays,
-            directory_relays,
             groups,
         })
     }
@@ -284,11 +243,10 @@ impl Settings {
         let (command, args) = agent;
         let defaults: RunArgs = flag_defaults();
         Settings {
-            relays: vec![RelaySpec::Url(relay)],
+            relays: RelaySettings::local(relay),
             signer: SignerSettings::local(bot),
             gate: GateSettings::owner_only(owner),
             state_dir,
-            relay_buffer: defaults.relay_buffer,
             // Group chat only: the demo and the benchmarks speak in a group.
             intake: IntakeLimits {
                 kinds: vec![Kind::Custom(9)],
@@ -312,8 +270,6 @@ impl Settings {
             metrics_addr: None,
             shard: Shard::WHOLE,
             profile: ProfileFields::default(),
-            dm_relays: Vec::new(),
-            directory_relays: Vec::new(),
             groups: crate::groups::GroupSettings::default(),
         }
     }
@@ -323,6 +279,7 @@ impl Settings {
     pub fn summary(&self) -> String {
         let relays: Vec<String> = self
             .relays
+            .bot
             .iter()
             .map(|relay| match relay {
                 RelaySpec::Embedded => "embedded".to_owned(),
@@ -361,61 +318,6 @@ impl Settings {
             self.retention.as_secs(),
         )
     }
-}
-
-fn parse_relays(values: &[String]) -> Result<Vec<RelaySpec>, ConfigError> {
-    let mut relays = Vec::new();
-    for value in values
-        .iter()
-        .map(|value| value.trim())
-        .filter(|value| !value.is_empty())
-    {
-        let relay = if value == "embedded" {
-            RelaySpec::Embedded
-        } else {
-            RelaySpec::Url(relay_url("--relay", value)?)
-        };
-        if !relays.contains(&relay) {
-            relays.push(relay);
-        }
-    }
-    if relays.is_empty() {
-        return Err(refuse(
-            "--relay",
-            "at least one relay is required (a ws:// or wss:// URL, or `embedded`)",
-        ));
-    }
-    Ok(relays)
-}
-
-/// A list of relay URLs (`--dm-relays`, `--directory-relays`), in order,
-/// without duplicates.
-fn parse_relay_urls(flag: &'static str, values: &[String]) -> Result<Vec<RelayUrl>, ConfigError> {
-    let mut relays = Vec::new();
-    for value in values
-        .iter()
-        .map(|value| value.trim())
-        .filter(|value| !value.is_empty())
-    {
-        let relay = relay_url(flag, value)?;
-        if !relays.contains(&relay) {
-            relays.push(relay);
-        }
-    }
-    Ok(relays)
-}
-
-/// One relay URL of `flag`; a refusal says what a relay URL looks like.
-fn relay_url(flag: &'static str, value: &str) -> Result<RelayUrl, ConfigError> {
-    RelayUrl::parse(value).map_err(|error| {
-        refuse(
-            flag,
-            format!(
-                "`{value}` is not a relay URL ({}): use a ws:// or wss:// URL, e.g. wss://relay.example.com",
-                error.to_string().to_lowercase()
-            ),
-        )
-    })
 }
 
 /// Why `state_dir` can be neither used nor created (it is created at
@@ -499,7 +401,7 @@ mod tests {
             &[(&name, &secret), ("PATH", agents_dir())],
         )
         .expect("valid");
-        assert_eq!(settings.relays, vec![RelaySpec::Embedded]);
+        assert_eq!(settings.relays.bot, vec![RelaySpec::Embedded]);
         assert_eq!(settings.agent.args, vec!["acp"], "goose needs `acp`");
         assert_eq!(
             settings.agent.env,

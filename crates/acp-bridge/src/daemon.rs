@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use acp_client::{ClientConfig, DropObserver, PermissionPolicy, TurnOptions};
+use acp_client::{PermissionPolicy, TurnOptions};
 use nostr_sdk::prelude::{Client, ClientOptions, Kind, Relay, RelayOptions, RelayUrl};
 use sd_notify::NotifyState;
 use tokio::sync::{mpsc, watch};
@@ -26,7 +26,7 @@ use crate::embedded_relay::RelaySpec;
 use crate::gate::{AuthorGate, GateRules};
 use crate::groups::GroupDirectory;
 use crate::groups::membership::Membership;
-use crate::heart::{Heart, HeartSettings, TurnServices};
+use crate::heart::{Heart, TurnServices};
 use crate::housekeeping::Housekeeping;
 use crate::identity::{Identity, Wanted};
 use crate::intake::interest::Interest;
@@ -44,7 +44,6 @@ use crate::signer::{BotSigner, SignerOpenError};
 use crate::store::{Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
-use crate::thread_context::ThreadContext;
 use crate::transport::NoDelayTransport;
 
 /// Mentions waiting between the intake and the heart.
@@ -191,7 +190,7 @@ impl Stages {
             &settings.state_dir,
         );
         reaper::sweep(&store).await;
-        let (embedded, relay_urls) = relay_urls(&settings.relays).await?;
+        let (embedded, relay_urls) = relay_urls(&settings.relays.bot).await?;
         let (client, relays) = relay_client(&settings, &signer, &relay_urls).await?;
         let inbox_only = inbox_only_relays(&settings, &relay_urls);
         let (inbox_client, inbox_relays) = relay_client(&settings, &signer, &inbox_only).await?;
@@ -207,52 +206,34 @@ impl Stages {
         .with_shard(settings.shard);
         let pool = Pool::start(
             settings.agent.clone(),
-            ClientConfig {
-                cancel_timeout: settings.agent.cancel_timeout,
-                // Questions reach a person only with ask-owner (README).
-                elicitation: settings.turns.asks_owner(),
-                initialize_timeout: settings.agent.start_timeout,
-                drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
-                ..ClientConfig::default()
-            },
+            // Questions reach a person only with ask-owner (README).
+            settings.agent.client_config(settings.turns.asks_owner()),
             Arc::clone(&store),
         );
         let groups = GroupDirectory::new(&settings.groups);
         let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
         let gate_rules = settings.gate.rules();
-        let rate_limits = watch::Sender::new(RateLimit {
-            burst: settings.intake.rate_limit_burst,
-            refill: settings.intake.rate_limit_refill,
-        });
-        services.context = (settings.context.limit > 0).then(|| ThreadContext {
-            client: client.clone(),
-            store: Arc::clone(&store),
-            bot: signer.public_key(),
-            rules: gate_rules.clone(),
-            from: settings.context.from,
-            limit: settings.context.limit,
-            message_bytes: settings.intake.max_content_bytes,
-            block_bytes: settings.context.block_bytes,
-        });
+        let rate_limits = watch::Sender::new(settings.intake.rate_limit());
+        services.context = settings.context.for_turns(
+            &client,
+            &store,
+            signer.public_key(),
+            &gate_rules,
+            settings.intake.max_content_bytes,
+        );
         // Which shard asked each question: the intake learns it, the heart reads it.
         let question_askers = crate::shard::QuestionAskers::default();
         let heart = Heart::new(
             services,
             Ledger::new(Arc::clone(&store)),
-            HeartSettings {
-                mode_gate: settings.turns.mode_gate(),
-                capacity: (settings.agent.processes * settings.agent.turns_per_agent) as usize,
-                question_timeout: settings.turns.question_timeout,
-                cancel_timeout: settings.agent.cancel_timeout,
-                wait_notice_after: settings.turns.wait_notice_after,
-                shard: settings.shard,
-                question_askers: question_askers.clone(),
-            },
+            settings
+                .turns
+                .heart(&settings.agent, settings.shard, question_askers.clone()),
         );
 
         // Events waiting between the relay links and the intake: as many
         // as the SDK buffers per relay (`--relay-buffer`).
-        let (arrivals_tx, arrivals) = mpsc::channel(settings.relay_buffer);
+        let (arrivals_tx, arrivals) = mpsc::channel(settings.relays.buffer);
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
         let interest = Interest {
             bot: signer.public_key(),
@@ -329,21 +310,21 @@ impl Stages {
             wanted: Wanted::new(
                 settings.profile.clone(),
                 relay_urls.clone(),
-                settings.dm_relays.clone(),
+                settings.relays.dm_inbox.clone(),
             ),
         };
         let outbound = Arc::new(OutboundRelays::new(signer.clone()));
         let routes = Routes {
             directory: RelayDirectory::new(
                 client.clone(),
-                settings.directory_relays.clone(),
+                settings.relays.directory.clone(),
                 Arc::clone(&outbound),
             ),
             outbound,
             bot: signer.public_key(),
             bot_relays: BotRelays {
                 dm: identity.wanted.dm_relays().to_vec(),
-                directory: settings.directory_relays.clone(),
+                directory: settings.relays.directory.clone(),
             },
         };
         let membership = Membership {
@@ -553,7 +534,8 @@ fn inbox_only_relays(settings: &Settings, urls: &[RelayUrl]) -> Vec<RelayUrl> {
         return Vec::new();
     }
     settings
-        .dm_relays
+        .relays
+        .dm_inbox
         .iter()
         .filter(|url| !urls.contains(url))
         .cloned()
@@ -592,7 +574,7 @@ async fn relay_client(
                 url.clone(),
                 RelayOptions::new()
                     .reconnect(false)
-                    .notification_channel_size(settings.relay_buffer),
+                    .notification_channel_size(settings.relays.buffer),
             )
             .await
             .map_err(|error| relay_error(&error))?;

@@ -135,6 +135,31 @@ impl Default for ContextSettings {
     }
 }
 
+impl ContextSettings {
+    /// What turns need to quote their thread, or `None` when
+    /// `--thread-context` is 0; each message is cut at `message_bytes`
+    /// (`--max-content-bytes`).
+    pub(crate) fn for_turns(
+        &self,
+        client: &Client,
+        store: &Arc<Store>,
+        bot: PublicKey,
+        rules: &GateRules,
+        message_bytes: usize,
+    ) -> Option<ThreadContext> {
+        (self.limit > 0).then(|| ThreadContext {
+            client: client.clone(),
+            store: Arc::clone(store),
+            bot,
+            rules: rules.clone(),
+            from: self.from,
+            limit: self.limit,
+            message_bytes,
+            block_bytes: self.block_bytes,
+        })
+    }
+}
+
 impl ContextArgs {
     pub(crate) fn validate(&self) -> Result<ContextSettings, ConfigError> {
         if self.thread_context_bytes < MIN_CONTEXT_BYTES {

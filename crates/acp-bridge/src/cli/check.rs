@@ -69,7 +69,7 @@ pub async fn run(settings: &Settings) -> bool {
     let secrets_ok = check_secret_files(settings);
     let agent_ok = check_agent(settings).await;
     let mut relays_ok = true;
-    for relay in &settings.relays {
+    for relay in &settings.relays.bot {
         let reachable = check_relay(relay).await;
         relays_ok &= reachable;
         if reachable && let RelaySpec::Url(url) = relay {
@@ -425,19 +425,20 @@ fn report_acceptance(url: &RelayUrl, answers: &BTreeMap<SubscriptionId, Acceptan
 async fn check_identity(settings: &Settings, bot: PublicKey) {
     let urls: Vec<RelayUrl> = settings
         .relays
+        .bot
         .iter()
         .filter_map(|relay| match relay {
             RelaySpec::Url(url) => Some(url.clone()),
             RelaySpec::Embedded => None,
         })
         .collect();
-    if urls.len() < settings.relays.len() {
+    if urls.len() < settings.relays.bot.len() {
         println!(
             "identity: the embedded relay starts empty; its URL is added to the relay lists when it runs"
         );
     }
     let held = read_identity(&urls, bot).await;
-    let wanted = Wanted::new(settings.profile.clone(), urls, settings.dm_relays.clone());
+    let wanted = Wanted::new(settings.profile.clone(), urls, settings.relays.dm_inbox.clone());
     for planned in wanted.plan(&held) {
         let holds = held.of(planned.kind).map_or_else(
             || "nothing".to_owned(),

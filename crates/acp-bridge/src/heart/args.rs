@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::HeartSettings;
 use crate::flags::{ConfigError, flag_defaults, parse_duration, refuse};
 use crate::mode_gate::{Dedup, ModeGate, MultipleEventHandling};
-use crate::pool::PermissionPolicyArg;
+use crate::pool::{AgentSettings, PermissionPolicyArg};
+use crate::shard::{QuestionAskers, Shard};
 
 /// The longest `--permission-timeout` taken: a question to the owner holds
 /// its turn and its agent while it waits (24 h, as the flag's help says).
@@ -93,8 +95,23 @@ impl TurnSettings {
         self.permission_policy == PermissionPolicyArg::AskOwner
     }
 
-    pub(crate) fn mode_gate(&self) -> ModeGate {
-        ModeGate::new(self.multiple_event_handling, self.dedup)
+    /// The heart's settings: these, with the capacity and cancel bound
+    /// of `agent`, for the conversations of `shard`.
+    pub(crate) fn heart(
+        &self,
+        agent: &AgentSettings,
+        shard: Shard,
+        question_askers: QuestionAskers,
+    ) -> HeartSettings {
+        HeartSettings {
+            mode_gate: ModeGate::new(self.multiple_event_handling, self.dedup),
+            capacity: (agent.processes * agent.turns_per_agent) as usize,
+            question_timeout: self.question_timeout,
+            cancel_timeout: agent.cancel_timeout,
+            wait_notice_after: self.wait_notice_after,
+            shard,
+            question_askers,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use nostr_sdk::prelude::Kind;
 
-use super::{FollowThreads, IntakeLimits};
+use super::{FollowThreads, IntakeLimits, RateLimit};
 use crate::flags::{ConfigError, at_least_one, flag_defaults, longer_than_zero, parse_duration, refuse};
 use crate::loop_guard::ChainBounds;
 use crate::mention::SessionPolicy;
@@ -92,6 +92,17 @@ impl Default for IntakeLimits {
         IntakeArgs::default()
             .validate()
             .expect("the flags' defaults are valid")
+    }
+}
+
+impl IntakeLimits {
+    /// `--rate-limit-burst` and `--rate-limit-refill`, as a reload hands
+    /// them to the running intake.
+    pub(crate) fn rate_limit(&self) -> RateLimit {
+        RateLimit {
+            burst: self.rate_limit_burst,
+            refill: self.rate_limit_refill,
+        }
     }
 }
 

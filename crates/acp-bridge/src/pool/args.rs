@@ -6,11 +6,12 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use acp_client::AgentUser;
+use acp_client::{AgentUser, ClientConfig, DropObserver};
 use clap::Args;
 
 use super::{AgentSettings, check_program};
 use crate::flags::{ConfigError, flag_defaults, longer_than_zero, parse_duration, refuse};
+use crate::telemetry::metrics;
 
 /// Environment variables every agent gets (when set), beside `--agent-env`.
 /// Nothing else of the daemon's environment reaches an agent.
@@ -218,6 +219,19 @@ impl AgentSettings {
             ..AgentArgs::default()
         }
         .settings(args, env, std::env::temp_dir(), None)
+    }
+
+    /// The ACP client's configuration for these agents; `elicitation`:
+    /// whether their questions reach a person (`--permission-policy
+    /// ask-owner`), so they may ask for forms.
+    pub(crate) fn client_config(&self, elicitation: bool) -> ClientConfig {
+        ClientConfig {
+            cancel_timeout: self.cancel_timeout,
+            elicitation,
+            initialize_timeout: self.start_timeout,
+            drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
+            ..ClientConfig::default()
+        }
     }
 }
 

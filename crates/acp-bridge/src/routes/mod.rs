@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use nostr_sdk::prelude::{Event, Kind, PublicKey, RelayUrl, TagKind};
 
+pub(crate) mod args;
 mod outbound_relays;
 mod relay_directory;
 
