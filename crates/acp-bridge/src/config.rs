@@ -21,9 +21,7 @@ use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 
 use crate::embedded_relay::RelaySpec;
 use crate::flags::ConfigError;
-use crate::flags::{
-    flag_defaults, flag_spelling, longer_than_zero, parse_duration, parse_socket_addr, refuse,
-};
+use crate::flags::{flag_defaults, flag_spelling, longer_than_zero, parse_duration, refuse};
 use crate::gate::args::{GateArgs, GateSettings};
 use crate::heart::args::{TurnArgs, TurnSettings};
 use crate::identity::ProfileArgs;
@@ -38,6 +36,7 @@ use crate::reply::args::ReplyArgs;
 use crate::routes::args::{RelayArgs, RelaySettings};
 use crate::shard::{Shard, ShardSpec};
 use crate::signer::args::{SignerArgs, SignerSettings};
+use crate::telemetry::http::MetricsArgs;
 use crate::thread_context::{ContextArgs, ContextSettings};
 
 /// Set by systemd's `StateDirectory=`; our default state dir when present.
@@ -94,9 +93,8 @@ pub struct RunArgs {
     #[arg(long, env = "ACP_BRIDGE_RETENTION", default_value = "7d", value_parser = parse_duration)]
     pub retention: Duration,
 
-    /// Serve Prometheus metrics and /healthz here (off by default).
-    #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR", value_parser = parse_socket_addr)]
-    pub metrics_addr: Option<SocketAddr>,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 
     /// This replica's share of the bot: `INDEX/COUNT`, or `auto/COUNT` to
     /// take the index from the hostname's trailing `-N` (a StatefulSet
@@ -218,7 +216,7 @@ impl RunArgs {
             context,
             shutdown_grace: self.shutdown_grace,
             retention,
-            metrics_addr: self.metrics_addr,
+            metrics_addr: self.metrics.metrics_addr,
             shard,
             profile,
             groups,

@@ -1,5 +1,5 @@
 //! What every stage's flags share: the one-line refusal that names its
-//! flag, the value parsers (durations, listening addresses), the flags'
+//! flag, the duration parser, the flags'
 //! own spelling of an enum, and a group's defaults as clap makes them.
 //!
 //! Each stage owns its flags (a clap `Args` group next to the stage:
@@ -8,7 +8,6 @@
 //! without importing `config`, which imports the groups.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{Args, Command, FromArgMatches, ValueEnum};
@@ -78,15 +77,6 @@ pub(crate) fn at_least_one<T: Default + PartialEq + Copy>(
         return Err(refuse(flag, "must be at least 1"));
     }
     Ok(value)
-}
-
-/// Parses an `IP:PORT` listening address.
-pub(crate) fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
-    text.trim().parse().map_err(|_| {
-        format!(
-            "`{text}` is not an IP address and port: write e.g. 127.0.0.1:9464 (a host name is not taken)"
-        )
-    })
 }
 
 /// Parses `90s`, `15m`, `2h`, `7d` or `500ms`; `0` alone needs no unit.

@@ -43,6 +43,23 @@ use tokio_util::sync::CancellationToken;
 
 use crate::telemetry::metrics as record;
 
+/// The metrics endpoint's flag.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics and /healthz here (off by default).
+    #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR", value_parser = parse_socket_addr)]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Parses an `IP:PORT` listening address.
+fn parse_socket_addr(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "`{text}` is not an IP address and port: write e.g. 127.0.0.1:9464 (a host name is not taken)"
+        )
+    })
+}
+
 /// Histogram buckets of mention-to-reply latency, in seconds: agents answer
 /// in seconds to minutes.
 const LATENCY_BUCKETS_SECS: &[f64] = &[0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0];
