@@ -421,6 +421,36 @@ mod tests {
         );
     }
 
+    /// A stage's settings built without flags (`Default`, as the demo, the
+    /// benchmarks and the test rigs build them) are what the daemon runs
+    /// with when no flag is given: the defaults are written once.
+    #[test]
+    fn each_stage_s_default_settings_are_the_daemon_s_without_flags() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        let settings =
+            validate(&["--relay", "embedded", "--owner", &owner], &[(&name, &secret)]).expect("valid");
+        assert_eq!(
+            format!("{:?}", settings.intake),
+            format!("{:?}", IntakeLimits::default())
+        );
+        assert_eq!(settings.replies, ReplySettings::default());
+        assert_eq!(settings.turns, TurnSettings::default());
+        assert_eq!(settings.context, ContextSettings::default());
+        let local = AgentSettings::local(settings.agent.command.clone(), settings.agent.args.clone());
+        let bounds = |agent: &AgentSettings| {
+            (
+                agent.processes,
+                agent.turns_per_agent,
+                agent.idle_timeout,
+                agent.max_turn_duration,
+                agent.cancel_timeout,
+                agent.start_timeout,
+            )
+        };
+        assert_eq!(bounds(&local), bounds(&settings.agent));
+    }
+
     #[test]
     fn a_permission_timeout_of_never_or_beyond_a_day_is_refused() {
         let (name, secret) = key_env();

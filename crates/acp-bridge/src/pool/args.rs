@@ -378,28 +378,4 @@ mod tests {
             "the daemon's identity is replaced; what --agent-env lists stays"
         );
     }
-
-    /// Settings built without flags have the flags' defaults: one source.
-    #[test]
-    fn local_agents_have_the_flags_defaults() {
-        let local = AgentSettings::local("agent".to_owned(), Vec::new());
-        assert_eq!(
-            (
-                local.processes,
-                local.turns_per_agent,
-                local.idle_timeout,
-                local.max_turn_duration,
-                local.cancel_timeout,
-                local.start_timeout,
-            ),
-            (
-                1,
-                4,
-                Duration::from_secs(900),
-                Duration::from_secs(7200),
-                acp_client::DEFAULT_CANCEL_TIMEOUT,
-                acp_client::DEFAULT_INITIALIZE_TIMEOUT,
-            )
-        );
-    }
 }
