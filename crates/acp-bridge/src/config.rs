@@ -442,8 +442,6 @@ mod tests {
             (
                 agent.processes,
                 agent.turns_per_agent,
-                agent.idle_timeout,
-                agent.max_turn_duration,
                 agent.cancel_timeout,
                 agent.start_timeout,
             )

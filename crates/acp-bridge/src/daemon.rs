@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use acp_client::{PermissionPolicy, TurnOptions};
 use nostr_sdk::prelude::{Client, ClientOptions, Kind, Relay, RelayOptions, RelayUrl};
 use sd_notify::NotifyState;
 use tokio::sync::{mpsc, watch};
@@ -35,7 +34,6 @@ use crate::intake::{Inbound, Intake, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
-use crate::pool::PermissionPolicyArg;
 use crate::pool::{Pool, reaper};
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
@@ -490,16 +488,7 @@ fn turn_services(
     TurnServices {
         pool: pool.clone(),
         replier: replier.clone(),
-        options: TurnOptions {
-            idle_timeout: settings.agent.idle_timeout,
-            max_duration: settings.agent.max_turn_duration,
-            permission: match settings.turns.permission_policy {
-                PermissionPolicyArg::Allow => PermissionPolicy::AllowOnce,
-                PermissionPolicyArg::Reject => PermissionPolicy::RejectOnce,
-                PermissionPolicyArg::AskOwner => PermissionPolicy::AskCaller,
-            },
-            max_text_bytes: settings.replies.max_reply_bytes,
-        },
+        options: settings.turns.turn_options(settings.replies.max_reply_bytes),
         owner: settings.gate.owner.filter(|_| settings.turns.asks_owner()),
         store: Arc::clone(store),
         reply_content: settings.replies.content,

@@ -101,8 +101,8 @@ fn demo_settings(
         state_dir.to_path_buf(),
         (program.display().to_string(), args.map(str::to_owned).to_vec()),
     );
-    settings.agent.idle_timeout = DEMO_TIMEOUT;
-    settings.agent.max_turn_duration = DEMO_TIMEOUT;
+    settings.turns.idle_timeout = DEMO_TIMEOUT;
+    settings.turns.max_turn_duration = DEMO_TIMEOUT;
     Ok(settings)
 }
 

@@ -1,13 +1,14 @@
-//! The turns' flags (what a mid-turn mention does, how agents' questions
-//! are answered, when a waiting mention is told why) and their validation
+//! The turns' flags (their bounds, what a mid-turn mention does, how
+//! agents' questions are answered, when a waiting mention is told why) and their validation
 //! into [`TurnSettings`].
 
 use std::time::Duration;
 
+use acp_client::{PermissionPolicy, TurnOptions};
 use clap::Args;
 
 use super::HeartSettings;
-use crate::flags::{ConfigError, flag_defaults, parse_duration, refuse};
+use crate::flags::{ConfigError, flag_defaults, longer_than_zero, parse_duration, refuse};
 use crate::mode_gate::{Dedup, ModeGate, MultipleEventHandling};
 use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::shard::{QuestionAskers, Shard};
@@ -27,6 +28,14 @@ pub struct TurnArgs {
         default_value = "steer"
     )]
     pub multiple_event_handling: MultipleEventHandling,
+
+    /// A turn with no sign of life from the agent for this long fails.
+    #[arg(long, env = "ACP_BRIDGE_IDLE_TIMEOUT", default_value = "900s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Hard limit of one turn.
+    #[arg(long, env = "ACP_BRIDGE_MAX_TURN_DURATION", default_value = "7200s", value_parser = parse_duration)]
+    pub max_turn_duration: Duration,
 
     /// What happens to mid-turn mentions the mode gate does not take.
     #[arg(long, env = "ACP_BRIDGE_DEDUP", value_enum, default_value = "queue")]
@@ -77,6 +86,10 @@ pub struct TurnSettings {
     pub question_timeout: Duration,
     /// `--wait-notice-after` (`None`: off).
     pub wait_notice_after: Option<Duration>,
+    /// `--idle-timeout`: a turn with no sign of life this long fails.
+    pub idle_timeout: Duration,
+    /// `--max-turn-duration`: the hard limit of one turn.
+    pub max_turn_duration: Duration,
 }
 
 impl Default for TurnSettings {
@@ -93,6 +106,21 @@ impl TurnSettings {
     /// ask-owner`): only then do they reach a person (README).
     pub(crate) fn asks_owner(&self) -> bool {
         self.permission_policy == PermissionPolicyArg::AskOwner
+    }
+
+    /// What a turn asks of its agent: these bounds and permission
+    /// policy, its answer cut at `max_text_bytes` (`--max-reply-bytes`).
+    pub(crate) fn turn_options(&self, max_text_bytes: usize) -> TurnOptions {
+        TurnOptions {
+            idle_timeout: self.idle_timeout,
+            max_duration: self.max_turn_duration,
+            permission: match self.permission_policy {
+                PermissionPolicyArg::Allow => PermissionPolicy::AllowOnce,
+                PermissionPolicyArg::Reject => PermissionPolicy::RejectOnce,
+                PermissionPolicyArg::AskOwner => PermissionPolicy::AskCaller,
+            },
+            max_text_bytes,
+        }
     }
 
     /// The heart's settings: these, with the capacity and cancel bound
@@ -117,6 +145,12 @@ impl TurnSettings {
 
 impl TurnArgs {
     pub(crate) fn validate(&self) -> Result<TurnSettings, ConfigError> {
+        for (flag, value) in [
+            ("--idle-timeout", self.idle_timeout),
+            ("--max-turn-duration", self.max_turn_duration),
+        ] {
+            longer_than_zero(flag, value)?;
+        }
         if self.permission_timeout.is_zero() || self.permission_timeout > MAX_PERMISSION_TIMEOUT {
             return Err(refuse(
                 "--permission-timeout",
@@ -135,6 +169,8 @@ impl TurnArgs {
             permission_policy: self.permission_policy,
             question_timeout: self.permission_timeout,
             wait_notice_after: (!self.wait_notice_after.is_zero()).then_some(self.wait_notice_after),
+            idle_timeout: self.idle_timeout,
+            max_turn_duration: self.max_turn_duration,
         })
     }
 }

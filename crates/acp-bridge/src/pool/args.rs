@@ -1,5 +1,5 @@
 //! The agents' flags (`--agent-*`, `--agents`, `--turns-per-agent`,
-//! `--cwd`, the turn bounds) and their validation into [`AgentSettings`]:
+//! `--cwd`, the start and cancel bounds) and their validation into [`AgentSettings`]:
 //! how the pool runs agents.
 
 use std::collections::BTreeSet;
@@ -102,14 +102,6 @@ pub struct AgentArgs {
     #[arg(long, env = "ACP_BRIDGE_CWD", value_name = "DIR")]
     pub cwd: Option<PathBuf>,
 
-    /// A turn with no sign of life from the agent for this long fails.
-    #[arg(long, env = "ACP_BRIDGE_IDLE_TIMEOUT", default_value = "900s", value_parser = parse_duration)]
-    pub idle_timeout: Duration,
-
-    /// Hard limit of one turn.
-    #[arg(long, env = "ACP_BRIDGE_MAX_TURN_DURATION", default_value = "7200s", value_parser = parse_duration)]
-    pub max_turn_duration: Duration,
-
     /// An agent that has not ended a cancelled turn after this long is
     /// killed and replaced (its turn is retried).
     #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
@@ -138,8 +130,6 @@ impl AgentArgs {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<AgentSettings, ConfigError> {
         for (flag, value) in [
-            ("--idle-timeout", self.idle_timeout),
-            ("--max-turn-duration", self.max_turn_duration),
             ("--cancel-timeout", self.cancel_timeout),
             ("--agent-start-timeout", self.agent_start_timeout),
         ] {
@@ -196,8 +186,6 @@ impl AgentArgs {
             processes: self.agents,
             turns_per_agent: self.turns_per_agent,
             cwd,
-            idle_timeout: self.idle_timeout,
-            max_turn_duration: self.max_turn_duration,
             cancel_timeout: self.cancel_timeout,
             start_timeout: self.agent_start_timeout,
             auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),

@@ -65,8 +65,6 @@ pub struct AgentSettings {
     pub processes: u32,
     pub turns_per_agent: u32,
     pub cwd: PathBuf,
-    pub idle_timeout: Duration,
-    pub max_turn_duration: Duration,
     pub cancel_timeout: Duration,
     /// `--agent-start-timeout`: the bound on an agent's `initialize`.
     pub start_timeout: Duration,

@@ -104,8 +104,6 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         processes: 1,
         turns_per_agent: 1,
         cwd: std::env::temp_dir(),
-        idle_timeout: Duration::from_secs(60),
-        max_turn_duration: Duration::from_secs(60),
         cancel_timeout: Duration::from_secs(1),
         start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
         auth_method: None,
