@@ -1,6 +1,7 @@
 //! The conversations the heart holds: one [`Conversation`] per key, which
-//! owns its waiting mentions and its state (idle, backing off, running a
-//! turn), and the order in which they get turns.
+//! owns its waiting mentions and its state (idle, backing off, a turn whose
+//! agent is starting, a turn running), and the order in which they get
+//! turns.
 //!
 //! Fairness: among the conversations that may start a turn (idle, with
 //! mentions waiting), the one whose oldest waiting mention is oldest goes
@@ -10,16 +11,24 @@
 //! dropped and handed back so its author can be told. A mention is never
 //! waiting twice (by event id).
 //!
-//! The indices (`ready`, `wakeups`) are kept here, next to the states they
-//! index, by the only methods that change those states.
+//! Honest waiting: a mention taken for a turn carries its [`Wait`] (since
+//! when it waits, whether its author was told) on its queue entry, then on
+//! its turn, and back on its queue entry when a failed turn is retried; a
+//! mention waits while it is queued or its turn's agent is still starting
+//! ([`State::Starting`]). Past `--wait-notice-after` it is due a notice,
+//! once, and [`Conversations::why_waits`] says why from the state itself.
+//! Steers given back to the queue carry no [`Wait`]: they are never told.
+//!
+//! The indices (`ready`, `wakeups`, `due`) are kept here, next to the
+//! states they index, by the only methods that change those states.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::EventId;
 
 use super::turn::TurnMachine;
-use super::waiting::Holdup;
+use super::waiting::{DueIndex, Holdup, Wait};
 use crate::mention::{ConversationKey, Mention};
 
 /// Mentions one conversation may hold waiting.
@@ -46,15 +55,51 @@ pub(crate) struct Retry {
     pub after: String,
 }
 
+/// A conversation's turn: the turn in flight and the [`Wait`]s of the
+/// mentions it took that are waited on (by event id), kept for a retry.
+#[derive(Debug)]
+struct Turn<Link> {
+    running: Running<Link>,
+    waits: HashMap<EventId, Wait>,
+}
+
 #[derive(Debug)]
 enum State<Link> {
-    Idle,
-    /// A failed turn waits before its retry.
+    /// No turn; `after_failure` is why the last attempt failed when the
+    /// next turn is its retry.
+    Idle { after_failure: Option<String> },
+    /// A failed turn waits before its retry; its work, once queued again,
+    /// takes back its `waits`.
     BackingOff {
         until: Instant,
         failure: String,
+        waits: HashMap<EventId, Wait>,
     },
-    Running(Box<Running<Link>>),
+    /// A turn whose agent is still starting (a real agent's first start can
+    /// take a while): its mentions still wait, perhaps after the failure of
+    /// the conversation's last attempt.
+    Starting {
+        turn: Box<Turn<Link>>,
+        after_failure: Option<String>,
+    },
+    /// A turn whose agent is up: its mentions wait no more.
+    Running(Box<Turn<Link>>),
+}
+
+impl<Link> State<Link> {
+    fn turn(&self) -> Option<&Turn<Link>> {
+        match self {
+            State::Starting { turn, .. } | State::Running(turn) => Some(turn),
+            State::Idle { .. } | State::BackingOff { .. } => None,
+        }
+    }
+
+    fn turn_mut(&mut self) -> Option<&mut Turn<Link>> {
+        match self {
+            State::Starting { turn, .. } | State::Running(turn) => Some(turn),
+            State::Idle { .. } | State::BackingOff { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -62,6 +107,8 @@ struct Waiting {
     mention: Mention,
     /// Global arrival order: smaller waited longer.
     seq: u64,
+    /// `None`: never told (a steer given back, or notices are off).
+    wait: Option<Wait>,
 }
 
 /// One conversation: its waiting mentions and its state.
@@ -77,7 +124,7 @@ impl<Link> Default for Conversation<Link> {
         Conversation {
             waiting: VecDeque::new(),
             ids: HashSet::new(),
-            state: State::Idle,
+            state: State::Idle { after_failure: None },
         }
     }
 }
@@ -88,7 +135,7 @@ impl<Link> Conversation<Link> {
     }
 
     fn is_ready(&self) -> bool {
-        matches!(self.state, State::Idle) && !self.waiting.is_empty()
+        matches!(self.state, State::Idle { .. }) && !self.waiting.is_empty()
     }
 }
 
@@ -102,47 +149,78 @@ pub(crate) struct Conversations<Link> {
     ready: BTreeSet<(u64, ConversationKey)>,
     /// (until, key) of every conversation backing off.
     wakeups: BTreeSet<(Instant, ConversationKey)>,
+    /// When every waiting mention not told yet is due its notice.
+    due: DueIndex,
     next_seq: u64,
     waiting: usize,
     running: usize,
 }
 
 impl<Link> Default for Conversations<Link> {
+    /// Without waiting notices.
     fn default() -> Self {
+        Conversations::new(None)
+    }
+}
+
+impl<Link> Conversations<Link> {
+    /// Conversations whose mentions are due a notice once they waited
+    /// `wait_notice_after` (`None`: never).
+    pub(super) fn new(wait_notice_after: Option<Duration>) -> Self {
         Conversations {
             by_key: HashMap::new(),
             ready: BTreeSet::new(),
             wakeups: BTreeSet::new(),
+            due: DueIndex::new(wait_notice_after),
             next_seq: 0,
             waiting: 0,
             running: 0,
         }
     }
-}
 
-impl<Link> Conversations<Link> {
-    /// Queues a mention at the back of its conversation. Returns the
-    /// mention dropped to make room, if the conversation was full.
+    /// Queues a mention at the back of its conversation; it waits from
+    /// `now`, and its author is told if that lasts. Returns the mention
+    /// dropped to make room, if the conversation was full.
+    pub(super) fn enqueue(&mut self, mention: Mention, now: Instant) -> Option<Mention> {
+        let wait = self.due.start(now);
+        self.push(mention, false, wait)
+    }
+
+    /// Queues a mention at the back of its conversation without a waiting
+    /// notice (a steer given back). Returns the mention dropped to make
+    /// room, if the conversation was full.
     pub(super) fn push_back(&mut self, mention: Mention) -> Option<Mention> {
-        self.push(mention, false)
+        self.push(mention, false, None)
     }
 
     /// Puts mentions back at the front of their conversation (retries,
     /// mentions a turn returned): they keep their place ahead of newer
-    /// ones. Returns those dropped for room.
+    /// ones, and a retry's work its [`Wait`]s. Returns those dropped for
+    /// room.
     pub(super) fn push_front(&mut self, mentions: Vec<Mention>) -> Vec<Mention> {
         mentions
             .into_iter()
             .rev()
-            .filter_map(|mention| self.push(mention, true))
+            .filter_map(|mention| {
+                let wait = self.retried_wait(&mention);
+                self.push(mention, true, wait)
+            })
             .collect()
     }
 
-    fn push(&mut self, mention: Mention, front: bool) -> Option<Mention> {
+    /// The [`Wait`] a failed turn's mention takes back from its backoff.
+    fn retried_wait(&mut self, mention: &Mention) -> Option<Wait> {
+        match &mut self.by_key.get_mut(&mention.conversation)?.state {
+            State::BackingOff { waits, .. } => waits.remove(&mention.event_id),
+            _ => None,
+        }
+    }
+
+    fn push(&mut self, mention: Mention, front: bool, wait: Option<Wait>) -> Option<Mention> {
         let key = mention.conversation.clone();
         self.next_seq += 1;
         let next_seq = self.next_seq;
-        self.update(&key, |conversation| {
+        self.update(&key, |conversation, due| {
             if !conversation.ids.insert(mention.event_id) {
                 return (None, 0);
             }
@@ -153,7 +231,10 @@ impl<Link> Conversations<Link> {
             } else {
                 next_seq
             };
-            let waiting = Waiting { mention, seq };
+            if let Some(wait) = &wait {
+                due.insert(&key, mention.event_id, wait);
+            }
+            let waiting = Waiting { mention, seq, wait };
             if front {
                 conversation.waiting.push_front(waiting);
             } else {
@@ -162,81 +243,137 @@ impl<Link> Conversations<Link> {
             if conversation.waiting.len() <= CONVERSATION_QUEUE_CAP {
                 return (None, 1);
             }
-            let oldest = conversation.waiting.pop_front().map(|oldest| oldest.mention);
-            if let Some(oldest) = &oldest {
-                conversation.ids.remove(&oldest.event_id);
-            }
+            let oldest = conversation.waiting.pop_front();
+            let oldest = oldest.map(|oldest| {
+                conversation.ids.remove(&oldest.mention.event_id);
+                if let Some(wait) = &oldest.wait {
+                    due.remove(&key, oldest.mention.event_id, wait);
+                }
+                oldest.mention
+            });
             (oldest, 0)
         })
     }
 
     /// Takes the next batch, from the ready conversation waiting longest,
     /// and starts its turn with `start` (which builds the running turn
-    /// from the batch).
+    /// from the batch). The batch waits on, with its [`Wait`]s, until the
+    /// turn's agent is up ([`Conversations::agent_up`]).
     pub(super) fn start_next(
         &mut self,
         start: impl FnOnce(&ConversationKey, Vec<Mention>) -> Running<Link>,
     ) -> Option<ConversationKey> {
         let (_, key) = self.ready.first()?.clone();
-        self.update(&key, |conversation| {
+        self.update(&key, |conversation, _| {
             let take = conversation.waiting.len().min(BATCH_CAP);
+            let mut waits = HashMap::new();
             let batch: Vec<Mention> = conversation
                 .waiting
                 .drain(..take)
-                .map(|waiting| waiting.mention)
+                .map(|waiting| {
+                    if let Some(wait) = waiting.wait {
+                        waits.insert(waiting.mention.event_id, wait);
+                    }
+                    waiting.mention
+                })
                 .collect();
             for mention in &batch {
                 conversation.ids.remove(&mention.event_id);
             }
-            conversation.state = State::Running(Box::new(start(&key, batch)));
+            let after_failure =
+                match std::mem::replace(&mut conversation.state, State::Idle { after_failure: None }) {
+                    State::Idle { after_failure } => after_failure,
+                    _ => None,
+                };
+            let turn = Box::new(Turn {
+                running: start(&key, batch),
+                waits,
+            });
+            conversation.state = State::Starting { turn, after_failure };
             ((), -(take as isize))
         });
         self.running += 1;
         Some(key)
     }
 
+    /// The agent of the conversation's turn is up (or could not be had):
+    /// the turn's mentions wait no more.
+    pub(super) fn agent_up(&mut self, key: &ConversationKey) {
+        let Some(conversation) = self.by_key.get_mut(key) else {
+            return;
+        };
+        let state = std::mem::replace(&mut conversation.state, State::Idle { after_failure: None });
+        conversation.state = match state {
+            State::Starting { turn, .. } => {
+                for (id, wait) in &turn.waits {
+                    self.due.remove(key, *id, wait);
+                }
+                State::Running(turn)
+            }
+            other => other,
+        };
+    }
+
+    /// `mention` joined the conversation's turn while its agent starts (it
+    /// goes with the first prompt): it waits with that batch, from `now`.
+    /// Returns whether it waits; a live turn's steers do not.
+    pub(super) fn join_turn(&mut self, mention: &Mention, now: Instant) -> bool {
+        let Some(conversation) = self.by_key.get_mut(&mention.conversation) else {
+            return false;
+        };
+        let State::Starting { turn, .. } = &mut conversation.state else {
+            return false;
+        };
+        if let Some(wait) = self.due.start(now) {
+            self.due.insert(&mention.conversation, mention.event_id, &wait);
+            turn.waits.insert(mention.event_id, wait);
+        }
+        true
+    }
+
     /// The conversation's running turn.
     pub(super) fn running_mut(&mut self, key: &ConversationKey) -> Option<&mut Running<Link>> {
-        match &mut self.by_key.get_mut(key)?.state {
-            State::Running(running) => Some(running),
-            _ => None,
-        }
+        let turn = self.by_key.get_mut(key)?.state.turn_mut()?;
+        Some(&mut turn.running)
     }
 
     pub(super) fn running(&self, key: &ConversationKey) -> Option<&Running<Link>> {
-        match &self.by_key.get(key)?.state {
-            State::Running(running) => Some(running),
-            _ => None,
-        }
+        Some(&self.by_key.get(key)?.state.turn()?.running)
     }
 
     /// Every running turn.
     pub(super) fn running_turns(&self) -> impl Iterator<Item = (&ConversationKey, &Running<Link>)> {
         self.by_key
             .iter()
-            .filter_map(|(key, conversation)| match &conversation.state {
-                State::Running(running) => Some((key, running.as_ref())),
-                _ => None,
-            })
+            .filter_map(|(key, conversation)| Some((key, &conversation.state.turn()?.running)))
     }
 
     /// Ends the conversation's turn; it may start another at once, or
-    /// after `not_before` (a retry's backoff). Returns the ended turn.
+    /// after `not_before` (a retry's backoff, which keeps the turn's
+    /// [`Wait`]s for its work queued again). Returns the ended turn.
     pub(super) fn end_turn(
         &mut self,
         key: &ConversationKey,
         not_before: Option<Retry>,
     ) -> Option<Running<Link>> {
-        let ended = self.update(key, |conversation| {
+        self.agent_up(key);
+        let ended = self.update(key, |conversation, _| {
             let next = match not_before {
                 Some(retry) => State::BackingOff {
                     until: retry.at,
                     failure: retry.after,
+                    waits: HashMap::new(),
                 },
-                None => State::Idle,
+                None => State::Idle { after_failure: None },
             };
             match std::mem::replace(&mut conversation.state, next) {
-                State::Running(running) => (Some(*running), 0),
+                State::Starting { turn, .. } | State::Running(turn) => {
+                    let Turn { running, waits } = *turn;
+                    if let State::BackingOff { waits: kept, .. } = &mut conversation.state {
+                        *kept = waits;
+                    }
+                    (Some(running), 0)
+                }
                 other => {
                     conversation.state = other;
                     (None, 0)
@@ -249,14 +386,19 @@ impl<Link> Conversations<Link> {
         ended
     }
 
-    /// Ends every backoff due by `now`.
+    /// Ends every backoff due by `now`; the next turn is its retry.
     pub(super) fn wake(&mut self, now: Instant) {
         while let Some((until, key)) = self.wakeups.first().cloned() {
             if until > now {
                 break;
             }
-            self.update(&key, |conversation| {
-                conversation.state = State::Idle;
+            self.update(&key, |conversation, _| {
+                let idle = State::Idle { after_failure: None };
+                if let State::BackingOff { failure, .. } = std::mem::replace(&mut conversation.state, idle) {
+                    conversation.state = State::Idle {
+                        after_failure: Some(failure),
+                    };
+                }
                 ((), 0)
             });
         }
@@ -273,13 +415,13 @@ impl<Link> Conversations<Link> {
         let conversation = self.by_key.get(key)?;
         match &conversation.state {
             _ if conversation.waiting.is_empty() => None,
-            State::Running(_) => Some(Holdup::TurnInFlight),
-            State::BackingOff { until, failure } => Some(Holdup::BackingOff {
+            State::Starting { .. } | State::Running(_) => Some(Holdup::TurnInFlight),
+            State::BackingOff { until, failure, .. } => Some(Holdup::BackingOff {
                 retry_in: until.saturating_duration_since(now),
                 failure: failure.clone(),
             }),
-            State::Idle if self.running < capacity => None,
-            State::Idle => Some(Holdup::Capacity {
+            State::Idle { .. } if self.running < capacity => None,
+            State::Idle { .. } => Some(Holdup::Capacity {
                 ahead: self.ready.iter().take_while(|(_, ready)| ready != key).count(),
                 running: self.running,
                 capacity,
@@ -287,14 +429,77 @@ impl<Link> Conversations<Link> {
         }
     }
 
-    /// A mention waiting in the conversation of `key`.
-    pub(super) fn waiting_mention(&self, key: &ConversationKey, id: &EventId) -> Option<&Mention> {
+    /// Why the mention `id` of the conversation of `key` waits, and the
+    /// mention: in the batch of a turn whose agent is starting, or in the
+    /// queue for the conversation's reason ([`Conversations::holdup`]).
+    /// `None` when it does not wait (any more).
+    pub(super) fn why_waits(
+        &self,
+        key: &ConversationKey,
+        id: &EventId,
+        now: Instant,
+        capacity: usize,
+    ) -> Option<(Holdup, &Mention)> {
         let conversation = self.by_key.get(key)?;
-        conversation
+        if let State::Starting { turn, after_failure } = &conversation.state
+            && let Some(mention) = turn.running.turn.mention(id)
+        {
+            let after_failure = after_failure.clone();
+            return Some((Holdup::AgentStarting { after_failure }, mention));
+        }
+        let mention = conversation
             .waiting
             .iter()
             .map(|waiting| &waiting.mention)
-            .find(|mention| mention.event_id == *id)
+            .find(|mention| mention.event_id == *id)?;
+        Some((self.holdup(key, now, capacity)?, mention))
+    }
+
+    /// When the next waiting mention is due a notice.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.due.next()
+    }
+
+    /// The mentions due a notice by `now`: one per waiting group of a
+    /// conversation, its newest due mention. A conversation's mentions
+    /// wait in up to two groups, the batch of its turn whose agent is
+    /// starting and its queue behind that turn; every mention of a group
+    /// counts as told by its one notice (they share a batch, and the
+    /// reason), and the other group is told for itself when it is due.
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<(ConversationKey, EventId)> {
+        // (key, in the starting turn) → the group's newest due mention.
+        let mut groups: HashMap<(ConversationKey, bool), EventId> = HashMap::new();
+        for (key, id) in self.due.pop_due(now) {
+            let starting = self.by_key.get(&key).is_some_and(|conversation| {
+                matches!(&conversation.state, State::Starting { turn, .. } if turn.waits.contains_key(&id))
+            });
+            groups.insert((key, starting), id);
+        }
+        for (key, starting) in groups.keys() {
+            let Some(conversation) = self.by_key.get_mut(key) else {
+                continue;
+            };
+            let waits: Vec<(EventId, &mut Wait)> = match (&mut conversation.state, *starting) {
+                (State::Starting { turn, .. }, true) => {
+                    turn.waits.iter_mut().map(|(id, wait)| (*id, wait)).collect()
+                }
+                (_, true) => Vec::new(),
+                (_, false) => conversation
+                    .waiting
+                    .iter_mut()
+                    .filter_map(|waiting| Some((waiting.mention.event_id, waiting.wait.as_mut()?)))
+                    .collect(),
+            };
+            for (id, wait) in waits {
+                self.due.tell(key, id, wait);
+            }
+        }
+        let mut due: Vec<_> = groups
+            .into_iter()
+            .map(|((conversation, _), id)| (conversation, id))
+            .collect();
+        due.sort();
+        due
     }
 
     /// Mentions waiting in total.
@@ -316,12 +521,13 @@ impl<Link> Conversations<Link> {
 
     /// Applies `change` to the conversation of `key` (created if needed),
     /// keeping the indices and counts in step; `change` returns its result
-    /// and how the number of waiting mentions changed. An idle conversation
-    /// left with nothing waiting is forgotten.
+    /// and how the number of waiting mentions changed, and keeps the due
+    /// index in step with the entries it adds or drops. An idle
+    /// conversation left with nothing waiting is forgotten.
     fn update<T>(
         &mut self,
         key: &ConversationKey,
-        change: impl FnOnce(&mut Conversation<Link>) -> (T, isize),
+        change: impl FnOnce(&mut Conversation<Link>, &mut DueIndex) -> (T, isize),
     ) -> T {
         let conversation = self.by_key.entry(key.clone()).or_default();
         if let Some(seq) = conversation.head_seq().filter(|_| conversation.is_ready()) {
@@ -330,7 +536,7 @@ impl<Link> Conversations<Link> {
         if let State::BackingOff { until, .. } = conversation.state {
             self.wakeups.remove(&(until, key.clone()));
         }
-        let (result, waiting_delta) = change(conversation);
+        let (result, waiting_delta) = change(conversation, &mut self.due);
         self.waiting = self.waiting.saturating_add_signed(waiting_delta);
         if let Some(seq) = conversation.head_seq().filter(|_| conversation.is_ready()) {
             self.ready.insert((seq, key.clone()));
@@ -339,7 +545,7 @@ impl<Link> Conversations<Link> {
             State::BackingOff { until, .. } => {
                 self.wakeups.insert((until, key.clone()));
             }
-            State::Idle if conversation.waiting.is_empty() => {
+            State::Idle { .. } if conversation.waiting.is_empty() => {
                 self.by_key.remove(key);
             }
             _ => {}
@@ -353,8 +559,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::heart::turn::TurnStart;
+    use crate::heart::turn::{Input, TurnStart};
     use crate::mention::test_mention;
+    use crate::prompt::Framing;
 
     fn mention(conversation: &str, n: u64) -> Mention {
         test_mention(conversation, n, &format!("{conversation}-{n}"), true)
@@ -495,5 +702,223 @@ mod tests {
         conversations.end_turn(&mention("a", 1).conversation, None);
         assert!(conversations.by_key.is_empty());
         assert!(conversations.ready.is_empty() && conversations.wakeups.is_empty());
+    }
+
+    const AFTER: Duration = Duration::from_secs(5);
+
+    fn waiter(conversation: &str, n: u64) -> Mention {
+        test_mention(conversation, n, "hi", false)
+    }
+
+    /// Fails the conversation's turn; its work is queued again for a retry
+    /// at `at`.
+    fn fail_and_requeue(conversations: &mut Conversations<Vec<Mention>>, key: &ConversationKey, at: Instant) {
+        let retry = Retry {
+            at,
+            after: "the agent failed to start up".to_owned(),
+        };
+        let work = conversations.end_turn(key, Some(retry)).expect("a turn").link;
+        assert!(conversations.push_front(work).is_empty());
+    }
+
+    /// Whether `id` waits in a turn whose agent is starting.
+    fn starting(
+        conversations: &Conversations<Vec<Mention>>,
+        key: &ConversationKey,
+        id: &EventId,
+    ) -> Option<Holdup> {
+        match conversations.why_waits(key, id, Instant::now(), 1)? {
+            (holdup @ Holdup::AgentStarting { .. }, mention) => {
+                assert_eq!(mention.event_id, *id);
+                Some(holdup)
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_mention_that_starts_in_time_is_never_due() {
+        let mut conversations = Conversations::new(Some(AFTER));
+        let now = Instant::now();
+        let mention = waiter("a", 1);
+        let key = mention.conversation.clone();
+        conversations.enqueue(mention, now);
+        assert_eq!(conversations.next_due(), Some(now + AFTER));
+        start(&mut conversations).expect("a turn");
+        conversations.agent_up(&key);
+        assert_eq!(conversations.next_due(), None);
+        assert!(conversations.take_due(now + AFTER).is_empty());
+    }
+
+    #[test]
+    fn a_mention_is_told_once_through_retries_and_a_conversation_once_for_its_batch() {
+        let mut conversations = Conversations::new(Some(AFTER));
+        let now = Instant::now();
+        let (first, second) = (waiter("a", 1), waiter("a", 2));
+        let (key, first_id) = (first.conversation.clone(), first.event_id);
+        conversations.enqueue(first, now);
+        conversations.enqueue(second, now + Duration::from_secs(1));
+        assert_eq!(conversations.take_due(now + AFTER), vec![(key.clone(), first_id)]);
+        assert_eq!(
+            conversations.next_due(),
+            None,
+            "the batch's other mention counts as told"
+        );
+        start(&mut conversations).expect("a turn");
+        conversations.agent_up(&key);
+        fail_and_requeue(&mut conversations, &key, now + AFTER * 2);
+        assert_eq!(conversations.waiting_in(&key), 2);
+        assert_eq!(
+            conversations.next_due(),
+            None,
+            "told mentions wait silently after a retry"
+        );
+    }
+
+    #[test]
+    fn a_mention_waits_on_while_its_agent_starts_and_the_reason_names_a_failure_retried() {
+        let mut conversations = Conversations::new(Some(AFTER));
+        let now = Instant::now();
+        let mention = waiter("a", 1);
+        let (id, key) = (mention.event_id, mention.conversation.clone());
+        conversations.enqueue(mention, now);
+        start(&mut conversations).expect("a turn");
+        assert_eq!(conversations.next_due(), Some(now + AFTER), "still waiting");
+        assert_eq!(
+            starting(&conversations, &key, &id),
+            Some(Holdup::AgentStarting { after_failure: None })
+        );
+        let retry_at = now + Duration::from_secs(1);
+        fail_and_requeue(&mut conversations, &key, retry_at);
+        conversations.wake(retry_at);
+        start(&mut conversations).expect("the retry");
+        let holdup = starting(&conversations, &key, &id).expect("starting");
+        assert!(
+            holdup
+                .describe()
+                .contains("the last attempt failed (the agent failed to start up)")
+        );
+        assert_eq!(conversations.next_due(), Some(now + AFTER), "still waiting");
+        conversations.agent_up(&key);
+        assert!(starting(&conversations, &key, &id).is_none());
+        assert_eq!(conversations.next_due(), None, "the agent is up: no more waiting");
+    }
+
+    #[test]
+    fn a_retried_mention_keeps_its_first_queueing_time() {
+        let mut conversations = Conversations::new(Some(AFTER));
+        let now = Instant::now();
+        let mention = waiter("a", 1);
+        let key = mention.conversation.clone();
+        conversations.enqueue(mention, now);
+        start(&mut conversations).expect("a turn");
+        conversations.agent_up(&key);
+        fail_and_requeue(&mut conversations, &key, now + Duration::from_secs(3));
+        assert_eq!(conversations.next_due(), Some(now + AFTER));
+        conversations.wake(now + Duration::from_secs(3));
+        start(&mut conversations).expect("the retry");
+        conversations.end_turn(&key, None);
+        assert_eq!(conversations.next_due(), None);
+        assert!(conversations.by_key.is_empty(), "done: forgotten");
+    }
+
+    #[test]
+    fn steers_given_back_are_not_tracked_and_off_means_off() {
+        let now = Instant::now();
+        let mut conversations = Conversations::<Vec<Mention>>::new(Some(AFTER));
+        conversations.push_back(waiter("a", 1));
+        assert_eq!(conversations.next_due(), None);
+        let mut off = Conversations::<Vec<Mention>>::new(None);
+        off.enqueue(waiter("a", 1), now);
+        assert_eq!(off.next_due(), None);
+        let waits = off.by_key.values().flat_map(|conversation| &conversation.waiting);
+        assert!(waits.map(|waiting| waiting.wait).all(|wait| wait.is_none()));
+    }
+
+    #[test]
+    fn a_mention_that_joins_a_starting_turn_waits_with_its_batch() {
+        let mut conversations = Conversations::new(Some(AFTER));
+        let now = Instant::now();
+        let first = waiter("a", 1);
+        let joined = test_mention("a", 2, "me too", false);
+        let key = first.conversation.clone();
+        assert!(!conversations.join_turn(&joined, now), "no turn is starting");
+        conversations.enqueue(first, now);
+        start(&mut conversations).expect("a turn");
+        assert!(conversations.join_turn(&joined, now + Duration::from_secs(1)));
+        let absorb = Input::Absorb {
+            mentions: vec![joined.clone()],
+            framing: Framing::Steer,
+        };
+        let running = conversations.running_mut(&key).expect("running");
+        running.turn.handle(absorb, now);
+        assert_eq!(
+            starting(&conversations, &key, &joined.event_id),
+            Some(Holdup::AgentStarting { after_failure: None }),
+            "waits with the batch"
+        );
+        assert_eq!(
+            conversations.take_due(now + AFTER * 2),
+            vec![(key.clone(), joined.event_id)]
+        );
+        assert_eq!(conversations.next_due(), None, "one notice for the batch");
+        conversations.agent_up(&key);
+        assert!(!conversations.join_turn(&joined, now), "the turn is live now");
+    }
+
+    #[test]
+    fn the_queue_behind_a_starting_turn_is_told_for_itself() {
+        let now = Instant::now();
+        let (starting, queued) = (waiter("a", 1), waiter("a", 2));
+        let (key, starting_id, queued_id) =
+            (starting.conversation.clone(), starting.event_id, queued.event_id);
+        let mut conversations = Conversations::new(Some(AFTER));
+        conversations.enqueue(starting.clone(), now);
+        start(&mut conversations).expect("a turn");
+        conversations.enqueue(queued.clone(), now + Duration::from_secs(2));
+        assert_eq!(
+            conversations.take_due(now + AFTER),
+            vec![(key.clone(), starting_id)],
+            "the starting batch is due first"
+        );
+        assert_eq!(
+            conversations.next_due(),
+            Some(now + Duration::from_secs(2) + AFTER),
+            "the queued mention is not counted as told by the batch's notice"
+        );
+        assert_eq!(
+            conversations.take_due(now + AFTER * 2),
+            vec![(key.clone(), queued_id)]
+        );
+        assert!(matches!(
+            conversations.why_waits(&key, &queued_id, now, 1),
+            Some((Holdup::TurnInFlight, _))
+        ));
+        // Both due in one look: one notice for each group.
+        let mut conversations = Conversations::new(Some(AFTER));
+        conversations.enqueue(starting, now);
+        start(&mut conversations).expect("a turn");
+        conversations.enqueue(queued, now);
+        let mut due = conversations.take_due(now + AFTER);
+        due.sort_by_key(|(_, id)| *id);
+        let mut expected = vec![(key.clone(), starting_id), (key, queued_id)];
+        expected.sort_by_key(|(_, id)| *id);
+        assert_eq!(due, expected);
+        assert_eq!(conversations.next_due(), None);
+    }
+
+    #[test]
+    fn a_full_conversation_drops_its_oldest_with_its_due_notice() {
+        let mut conversations = Conversations::<Vec<Mention>>::new(Some(AFTER));
+        let now = Instant::now();
+        conversations.enqueue(waiter("a", 0), now);
+        for n in 1..=CONVERSATION_QUEUE_CAP as u64 {
+            conversations.enqueue(waiter("a", n), now + Duration::from_secs(1));
+        }
+        assert_eq!(
+            conversations.next_due(),
+            Some(now + Duration::from_secs(1) + AFTER),
+            "the dropped mention is due nothing"
+        );
     }
 }
