@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::EventId;
 
-use super::turn::TurnMachine;
+use super::turn::{Input, TurnMachine};
 use super::waiting::{DueIndex, Holdup, Wait};
 use crate::mention::{ConversationKey, Mention};
 
@@ -296,9 +296,34 @@ impl<Link> Conversations<Link> {
         Some(key)
     }
 
+    /// Feeds the conversation's turn one input through `handle` (which
+    /// runs its machine), keeping the waiting in step with the turn: the
+    /// mentions it absorbs while its agent starts wait with its batch, from
+    /// `now`, and once its agent is up (or could not be had) its mentions
+    /// wait no more. `None` when the conversation has no turn.
+    pub(super) fn step<T>(
+        &mut self,
+        key: &ConversationKey,
+        input: Input,
+        now: Instant,
+        handle: impl FnOnce(&mut Running<Link>, Input) -> T,
+    ) -> Option<T> {
+        if let Input::Absorb { mentions, .. } = &input {
+            for mention in mentions {
+                self.join_turn(mention, now);
+            }
+        }
+        let running = self.running_mut(key)?;
+        let handled = handle(running, input);
+        if !running.turn.agent_starting() {
+            self.agent_up(key);
+        }
+        Some(handled)
+    }
+
     /// The agent of the conversation's turn is up (or could not be had):
     /// the turn's mentions wait no more.
-    pub(super) fn agent_up(&mut self, key: &ConversationKey) {
+    fn agent_up(&mut self, key: &ConversationKey) {
         let Some(conversation) = self.by_key.get_mut(key) else {
             return;
         };
@@ -317,7 +342,7 @@ impl<Link> Conversations<Link> {
     /// `mention` joined the conversation's turn while its agent starts (it
     /// goes with the first prompt): it waits with that batch, from `now`.
     /// Returns whether it waits; a live turn's steers do not.
-    pub(super) fn join_turn(&mut self, mention: &Mention, now: Instant) -> bool {
+    fn join_turn(&mut self, mention: &Mention, now: Instant) -> bool {
         let Some(conversation) = self.by_key.get_mut(&mention.conversation) else {
             return false;
         };
@@ -559,7 +584,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::heart::turn::{Input, TurnStart};
+    use crate::heart::turn::TurnStart;
     use crate::mention::test_mention;
     use crate::prompt::Framing;
 
@@ -845,13 +870,14 @@ mod tests {
         assert!(!conversations.join_turn(&joined, now), "no turn is starting");
         conversations.enqueue(first, now);
         start(&mut conversations).expect("a turn");
-        assert!(conversations.join_turn(&joined, now + Duration::from_secs(1)));
         let absorb = Input::Absorb {
             mentions: vec![joined.clone()],
             framing: Framing::Steer,
         };
-        let running = conversations.running_mut(&key).expect("running");
-        running.turn.handle(absorb, now);
+        let joined_at = now + Duration::from_secs(1);
+        conversations.step(&key, absorb, joined_at, |running, input| {
+            running.turn.handle(input, joined_at)
+        });
         assert_eq!(
             starting(&conversations, &key, &joined.event_id),
             Some(Holdup::AgentStarting { after_failure: None }),
@@ -862,7 +888,9 @@ mod tests {
             vec![(key.clone(), joined.event_id)]
         );
         assert_eq!(conversations.next_due(), None, "one notice for the batch");
-        conversations.agent_up(&key);
+        conversations.step(&key, Input::Leased, now, |running, input| {
+            running.turn.handle(input, now)
+        });
         assert!(!conversations.join_turn(&joined, now), "the turn is live now");
     }
 

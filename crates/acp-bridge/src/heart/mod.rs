@@ -252,8 +252,6 @@ impl Heart {
             ),
             Decision::Absorb(framing) => {
                 self.counters.absorbed += 1;
-                // Joining a turn whose agent still starts is waiting too.
-                self.conversations.join_turn(&mention, Instant::now());
                 let mentions = vec![mention];
                 self.step(&key, Input::Absorb { mentions, framing });
             }
@@ -427,9 +425,6 @@ impl Heart {
             .running(&report.conversation)
             .is_some_and(|running| running.turn_id == report.turn_id);
         if current {
-            if matches!(report.input, Input::Leased | Input::LeaseFailed(_)) {
-                self.conversations.agent_up(&report.conversation);
-            }
             self.step(&report.conversation, report.input);
         }
     }
@@ -437,17 +432,20 @@ impl Heart {
     /// Feeds the conversation's turn one input, inside the turn's span, and
     /// routes what comes out.
     fn step(&mut self, key: &ConversationKey, input: Input) {
-        let Some(running) = self.conversations.running_mut(key) else {
+        let now = Instant::now();
+        let stepped = self.conversations.step(key, input, now, |running, input| {
+            let asked = running.turn.question_event();
+            let actions = {
+                let _span = running.link.span().clone().entered();
+                running.turn.handle(input, now)
+            };
+            let closed = asked.filter(|asked| running.turn.question_event() != Some(*asked));
+            (closed, actions)
+        });
+        let Some((closed, actions)) = stepped else {
             return;
         };
-        let asked = running.turn.question_event();
-        let actions = {
-            let _span = running.link.span().clone().entered();
-            running.turn.handle(input, Instant::now())
-        };
-        if let Some(asked) = asked
-            && running.turn.question_event() != Some(asked)
-        {
+        if let Some(asked) = closed {
             self.closed_questions.record(asked);
         }
         self.apply(key, actions);

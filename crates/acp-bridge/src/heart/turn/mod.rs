@@ -264,6 +264,12 @@ impl TurnMachine {
         }
     }
 
+    /// Whether the turn waits for its agent (the lease), which may take a
+    /// while the first time; its mentions still wait meanwhile.
+    pub(super) fn agent_starting(&self) -> bool {
+        self.phase == Phase::Leasing
+    }
+
     /// The turn's mention `id`, whatever its role.
     pub(super) fn mention(&self, id: &EventId) -> Option<&Mention> {
         self.entries
