@@ -310,7 +310,7 @@ impl<Link> Conversations<Link> {
     ) -> Option<T> {
         if let Input::Absorb { mentions, .. } = &input {
             for mention in mentions {
-                self.join_turn(mention, now);
+                self.join_turn(key, mention.event_id, now);
             }
         }
         let running = self.running_mut(key)?;
@@ -339,19 +339,19 @@ impl<Link> Conversations<Link> {
         };
     }
 
-    /// `mention` joined the conversation's turn while its agent starts (it
+    /// `id` joined the turn of `key` while its agent starts (it
     /// goes with the first prompt): it waits with that batch, from `now`.
     /// Returns whether it waits; a live turn's steers do not.
-    fn join_turn(&mut self, mention: &Mention, now: Instant) -> bool {
-        let Some(conversation) = self.by_key.get_mut(&mention.conversation) else {
+    fn join_turn(&mut self, key: &ConversationKey, id: EventId, now: Instant) -> bool {
+        let Some(conversation) = self.by_key.get_mut(key) else {
             return false;
         };
         let State::Starting { turn, .. } = &mut conversation.state else {
             return false;
         };
         if let Some(wait) = self.due.start(now) {
-            self.due.insert(&mention.conversation, mention.event_id, &wait);
-            turn.waits.insert(mention.event_id, wait);
+            self.due.insert(key, id, &wait);
+            turn.waits.insert(id, wait);
         }
         true
     }
@@ -867,7 +867,10 @@ mod tests {
         let first = waiter("a", 1);
         let joined = test_mention("a", 2, "me too", false);
         let key = first.conversation.clone();
-        assert!(!conversations.join_turn(&joined, now), "no turn is starting");
+        assert!(
+            !conversations.join_turn(&key, joined.event_id, now),
+            "no turn is starting"
+        );
         conversations.enqueue(first, now);
         start(&mut conversations).expect("a turn");
         let absorb = Input::Absorb {
@@ -891,7 +894,10 @@ mod tests {
         conversations.step(&key, Input::Leased, now, |running, input| {
             running.turn.handle(input, now)
         });
-        assert!(!conversations.join_turn(&joined, now), "the turn is live now");
+        assert!(
+            !conversations.join_turn(&key, joined.event_id, now),
+            "the turn is live now"
+        );
     }
 
     #[test]
