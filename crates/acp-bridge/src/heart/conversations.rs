@@ -55,8 +55,10 @@ pub(crate) struct Retry {
     pub after: String,
 }
 
-/// A conversation's turn: the turn in flight and the [`Wait`]s of the
-/// mentions it took that are waited on (by event id), kept for a retry.
+/// A conversation's turn: the turn in flight, and the [`Wait`] of each of
+/// its entries that is waited on (by event id: those it took from the
+/// queue with one, and those that joined it while its agent started). They
+/// leave with the turn: to its backoff for a retry, else forgotten.
 #[derive(Debug)]
 struct Turn<Link> {
     running: Running<Link>,
@@ -436,7 +438,7 @@ impl<Link> Conversations<Link> {
 
     /// Why the mentions waiting in the conversation of `key` have no turn
     /// yet; `None` when it has nothing waiting or may start now.
-    pub(super) fn holdup(&self, key: &ConversationKey, now: Instant, capacity: usize) -> Option<Holdup> {
+    fn holdup(&self, key: &ConversationKey, now: Instant, capacity: usize) -> Option<Holdup> {
         let conversation = self.by_key.get(key)?;
         match &conversation.state {
             _ if conversation.waiting.is_empty() => None,
