@@ -40,7 +40,7 @@ pub(crate) use driver::TurnServices;
 use crate::backoff::Backoff;
 use crate::commands::OwnerCommand;
 use crate::deadline::sleep_until;
-use crate::intake::Inbound;
+use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};

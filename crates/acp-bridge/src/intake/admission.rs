@@ -17,7 +17,8 @@ use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
 use super::reply_lookup::Looked;
-use super::{Arrival, DropReason, Inbound, Intake, Screened};
+use super::{Arrival, DropReason, Intake, Screened};
+use crate::inbound::Inbound;
 use crate::ledger::OtherShards;
 use crate::mention::{Intent, Mention, Thread};
 use crate::reply::Reaction;

@@ -49,9 +49,11 @@ use nostr_sdk::prelude::{
 };
 use tokio::sync::{mpsc, watch};
 
+use crate::clock_skew::{FOLLOW_UP_CLOCK_SKEW_SECS, MAX_FUTURE_SKEW_SECS};
 use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, AuthorGate, Hearing, Standing};
 use crate::groups::GroupDirectory;
+use crate::inbound::Inbound;
 use crate::ledger::{Ledger, OtherShards};
 use crate::loop_guard::{ChainBounds, Hop, LoopGuard};
 use crate::mention::{self, Intent, Mention, Thread};
@@ -70,8 +72,6 @@ pub enum FollowThreads {
     Off,
 }
 
-/// Events dated further ahead than this are refused (the SDK does not).
-pub(crate) const MAX_FUTURE_SKEW_SECS: u64 = 120;
 /// Authors tracked by the rate limiter at most.
 const RATE_LIMIT_TRACKED_AUTHORS: usize = 10_000;
 /// Past `--max-queued`, this many overload notices in a burst, then one
@@ -80,10 +80,6 @@ const OVERLOAD_NOTICE_BURST: u32 = 5;
 const OVERLOAD_NOTICE_REFILL: std::time::Duration = std::time::Duration::from_secs(30);
 /// The journal's count of queued mentions is read again at most this often.
 const QUEUED_COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
-/// How much earlier than the bot's first answer in a thread a reply there
-/// may be dated and still follow up on it: people's clocks run a little
-/// behind the bot's, but a reply from before the answer was not to it.
-const FOLLOW_UP_CLOCK_SKEW_SECS: i64 = 5;
 
 /// What a relay link hands to the intake, in arrival order.
 #[derive(Debug)]
@@ -116,17 +112,6 @@ pub enum Arrival {
 /// since it may forget a seen event only once every relay would refuse it
 /// by its date.
 pub(crate) type SubscriptionFloors = HashMap<RelayUrl, Timestamp>;
-
-/// What the intake hands to the heart.
-#[derive(Debug)]
-pub enum Inbound {
-    Mention(Mention),
-    /// An owner command (checked before the author gate, owner only).
-    Command {
-        mention: Mention,
-        command: OwnerCommand,
-    },
-}
 
 /// Why an event was not accepted (label of the `events_dropped` metric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
