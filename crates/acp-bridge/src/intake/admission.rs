@@ -17,7 +17,7 @@ use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
 use super::reply_lookup::Looked;
-use super::{Arrival, DropReason, Intake, Screened};
+use super::{Arrival, DropReason, Intake};
 use crate::inbound::Inbound;
 use crate::ledger::OtherShards;
 use crate::mention::{Intent, Mention, Thread};
@@ -30,6 +30,18 @@ use crate::telemetry::metrics;
 /// delays it by about a millisecond; smaller batches give back the commit
 /// savings.
 pub const INTAKE_BATCH: usize = 32;
+
+/// An event that passed screening: a mention to act on, or one of a
+/// conversation another shard answers, to be journaled as seen only.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "lives for one batch; boxing would cost an allocation per mention"
+)]
+pub(super) enum Screened {
+    Ours(Mention),
+    OtherShards(OtherShards),
+}
 
 /// An admitted mention and where its outcome goes in the batch's results.
 struct Pending {
@@ -80,9 +92,11 @@ impl Intake {
                     {
                         tracing::error!(%relay, %error, "cannot store the watermark");
                     }
-                    self.caught_up.insert(relay, at);
+                    self.screener.caught_up.insert(relay, at);
                 }
-                Arrival::AnsweredOnRelay { answered } => self.before_start.answered_on_relay(answered),
+                Arrival::AnsweredOnRelay { answered } => {
+                    self.screener.before_start.answered_on_relay(answered)
+                }
                 Arrival::Event { relay, event } => {
                     // The moment a mention reaches the bridge (benchmarks
                     // measure steer latency from here).
@@ -107,6 +121,7 @@ impl Intake {
         outcomes: &mut Vec<Result<(), DropReason>>,
     ) {
         let (dms, public): (Vec<Event>, Vec<Event>) = self
+            .screener
             .before_start
             .caught_up(relay)
             .into_iter()
@@ -134,7 +149,7 @@ impl Intake {
             answered,
         } = looked;
         match answered.map(|answered| self.ledger.taken_elsewhere(&answered)) {
-            Ok(Ok(new)) => self.before_start.answered_on_relay(new),
+            Ok(Ok(new)) => self.screener.before_start.answered_on_relay(new),
             Ok(Err(error)) => {
                 tracing::warn!(%relay, %error, "cannot journal what the bot answered before this start; answering it again");
             }
@@ -143,12 +158,12 @@ impl Intake {
             }
         }
         let (mut pending, mut outcomes) = (Vec::new(), Vec::new());
-        self.replaying_held = true;
+        self.screener.replaying_held = true;
         for event in &events {
             self.take_event(relay.clone(), event, &mut pending, &mut outcomes)
                 .await;
         }
-        self.replaying_held = false;
+        self.screener.replaying_held = false;
         self.commit(&mut pending, &mut outcomes).await;
         self.publish_floors();
     }
