@@ -13,7 +13,7 @@ use nostr_sdk::prelude::{Event, EventId, RelayUrl, Timestamp, UnsignedEvent, Unw
 
 use super::admission::Screened;
 use super::queued_count::QueuedCount;
-use super::screening::{self, Addressed, Lookups, Now, Screener, Verdict};
+use super::screening::{self, Addressed, Candidate, Lookups, Now, Screener, Verdict};
 use super::{DropReason, Intake, own_replies};
 use crate::gate::{AuthorFacts, AuthorGate, Hearing};
 use crate::ledger::Ledger;
@@ -78,15 +78,13 @@ impl Intake {
     /// to become, or why it is dropped.
     pub(super) async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<Screened, DropReason> {
         self.take_new_rate_limits();
+        let now = Now::read();
         let addressed = {
             let (screener, answers) = self.screening();
-            screener.address(relay, event, Now::read(), &answers)?
+            screener.address(relay, event, now, &answers)?
         };
         let verdict = match addressed {
-            Addressed::Public(candidate) => {
-                let (screener, mut answers) = self.screening();
-                screener.judge(relay, candidate, Now::read(), &mut answers)
-            }
+            Addressed::Public(candidate) => self.judge(relay, candidate, now),
             Addressed::Sealed => {
                 let gift = UnwrappedGift::from_gift_wrap(&self.signer, event)
                     .await
@@ -102,8 +100,9 @@ impl Intake {
                     return Err(DropReason::OwnEvent);
                 }
                 let candidate = screening::direct(event, gift.sender, &rumor, rumor_id)?;
-                let (screener, mut answers) = self.screening();
-                screener.judge(relay, candidate, Now::read(), &mut answers)
+                // Judged by the time the unwrap is done (a remote signer
+                // takes a round trip).
+                self.judge(relay, candidate, Now::read())
             }
         };
         match verdict {
@@ -120,6 +119,11 @@ impl Intake {
             }
             Verdict::OtherShard(other) => Ok(Screened::OtherShards(other)),
         }
+    }
+
+    fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>, now: Now) -> Verdict {
+        let (screener, mut answers) = self.screening();
+        screener.judge(relay, candidate, now, &mut answers)
     }
 
     /// The screener, and the answers to its questions.
