@@ -28,11 +28,13 @@
 //! clock; [`shell`] reads the clock, answers screening's lookups from the
 //! journal, the gate and the loop guard, and unwraps gift wraps;
 //! [`admission`] journals a batch's verdicts and acts on them (hands on,
-//! notices, drop counts and logs); [`event_loop`] is the task that feeds
-//! it. [`DropReason`] names every drop.
+//! notices, drop counts and logs); [`before_start_shell`] releases and
+//! looks up what [`before_start`] holds; [`event_loop`] is the task that
+//! feeds them all. [`DropReason`] names every drop.
 
 mod admission;
 mod before_start;
+mod before_start_shell;
 mod drop_reason;
 mod event_loop;
 mod followed_threads;

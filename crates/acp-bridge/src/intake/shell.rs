@@ -5,16 +5,16 @@
 //!
 //! The bot's own DM copies stop here, with their effects: a replica's
 //! question is recorded as asked by it, and a copy from before this start
-//! journals the DM it answered (see `before_start`).
+//! journals the DM it answered (see `before_start_shell`).
 
 use std::time::Instant;
 
-use nostr_sdk::prelude::{Event, EventId, RelayUrl, Timestamp, UnsignedEvent, UnwrappedGift};
+use nostr_sdk::prelude::{Event, EventId, RelayUrl, UnwrappedGift};
 
 use super::admission::Screened;
 use super::queued_count::QueuedCount;
 use super::screening::{self, Addressed, Candidate, Lookups, Now, Screener, Verdict};
-use super::{DropReason, Intake, own_replies};
+use super::{DropReason, Intake};
 use crate::gate::{AuthorFacts, AuthorGate, Hearing};
 use crate::ledger::Ledger;
 use crate::loop_guard::LoopGuard;
@@ -148,32 +148,6 @@ impl Intake {
         {
             let rate = *updates.borrow_and_update();
             self.screener.limiter.set_rate(rate.burst, rate.refill);
-        }
-    }
-
-    /// The bot's copy of a DM it sent before this start (NIP-17): the
-    /// message its rumor replies to was answered, by this bot key if not by
-    /// this daemon. Journaled as seen by its rumor id, which is how a DM's
-    /// answer names it (see `before_start`). Only a copy dated within the
-    /// subscription's window: an answer is never older than the DM it
-    /// answers, and a DM older than the window is refused anyway (the DM
-    /// filter reaches two days further back, for the wraps' dates).
-    fn learn_own_answer(&self, relay: &RelayUrl, rumor: &UnsignedEvent) {
-        let in_window = self
-            .screener
-            .check_time_window(relay, rumor.created_at, Timestamp::now())
-            .is_ok();
-        if !in_window || !self.screener.before_start.predates_start(rumor.created_at) {
-            return;
-        }
-        let answered: Vec<EventId> = own_replies::answered_mentions(&rumor.tags)
-            .filter(|answered| !self.ledger.seen(&answered.to_hex()))
-            .collect();
-        if answered.is_empty() {
-            return;
-        }
-        if let Err(error) = self.ledger.taken_elsewhere(&answered) {
-            tracing::warn!(%error, messages = ?answered, "cannot journal a DM the bot answered before this start");
         }
     }
 }
