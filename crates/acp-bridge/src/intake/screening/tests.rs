@@ -63,6 +63,8 @@ struct Rig {
     owner: Keys,
     author: Keys,
     relay: RelayUrl,
+    /// The one moment every row is screened at.
+    now: Now,
 }
 
 fn rig() -> Rig {
@@ -97,13 +99,10 @@ fn rig() -> Rig {
         owner,
         author: Keys::generate(),
         relay: RelayUrl::parse("ws://127.0.0.1:1").expect("url"),
-    }
-}
-
-fn now() -> Now {
-    Now {
-        wall: Timestamp::from_secs(NOW),
-        instant: Instant::now(),
+        now: Now {
+            wall: Timestamp::from_secs(NOW),
+            instant: Instant::now(),
+        },
     }
 }
 
@@ -121,12 +120,10 @@ enum Seen {
 
 /// What a row hands to screening.
 enum Input {
-    Public(Event),
+    /// An event as a relay delivers it (a gift wrap stops at `Sealed`).
+    Delivered(Event),
     /// The DM `rumor` from `sender`, as the shell unwraps it.
-    Direct {
-        sender: PublicKey,
-        rumor: UnsignedEvent,
-    },
+    Direct { sender: PublicKey, rumor: UnsignedEvent },
 }
 
 impl Rig {
@@ -141,11 +138,11 @@ impl Rig {
     }
 
     fn authors_message(&self, text: &str) -> Input {
-        Input::Public(self.group_message(&self.author, text, NOW - 10))
+        Input::Delivered(self.group_message(&self.author, text, NOW - 10))
     }
 
     fn owners_message(&self, text: &str) -> Input {
-        Input::Public(self.group_message(&self.owner, text, NOW - 10))
+        Input::Delivered(self.group_message(&self.owner, text, NOW - 10))
     }
 
     /// A DM to the bot from `by`, dated `at`.
@@ -161,9 +158,9 @@ impl Rig {
 
     /// Everything screening decides about `input`, as the shell runs it.
     fn screen(&mut self, input: Input) -> Seen {
-        let (relay, now) = (self.relay.clone(), now());
+        let (relay, now) = (self.relay.clone(), self.now);
         match input {
-            Input::Public(event) => match self.screener.address(&relay, &event, now, &self.world) {
+            Input::Delivered(event) => match self.screener.address(&relay, &event, now, &self.world) {
                 Err(reason) => Seen::Drop(reason),
                 Ok(Addressed::Sealed) => Seen::Sealed,
                 Ok(Addressed::Public(candidate)) => {
@@ -228,13 +225,13 @@ fn rows() -> Vec<Row> {
                     .tag(Tag::public_key(rig.bot.public_key()))
                     .sign_with_keys(&rig.author)
                     .expect("sign");
-                Input::Public(event)
+                Input::Delivered(event)
             },
             Seen::Drop(NotAMention),
         ),
         (
             "the bot's own event",
-            |rig| Input::Public(rig.group_message(&rig.bot.clone(), "mine", NOW)),
+            |rig| Input::Delivered(rig.group_message(&rig.bot.clone(), "mine", NOW)),
             Seen::Drop(OwnEvent),
         ),
         (
@@ -243,7 +240,7 @@ fn rows() -> Vec<Row> {
                 let event = EventBuilder::text_note("just talking")
                     .sign_with_keys(&rig.author)
                     .expect("sign");
-                Input::Public(event)
+                Input::Delivered(event)
             },
             Seen::Drop(NotAMention),
         ),
@@ -257,7 +254,7 @@ fn rows() -> Vec<Row> {
                     .custom_created_at(Timestamp::from_secs(NOW - 10))
                     .sign_with_keys(&rig.author)
                     .expect("sign");
-                Input::Public(event)
+                Input::Delivered(event)
             },
             Seen::Take(Intent::Turn),
         ),
@@ -273,7 +270,7 @@ fn rows() -> Vec<Row> {
                     ))
                     .sign_with_keys(&rig.author)
                     .expect("sign");
-                Input::Public(event)
+                Input::Delivered(event)
             },
             Seen::Drop(NotAMention),
         ),
@@ -282,7 +279,7 @@ fn rows() -> Vec<Row> {
             |rig| {
                 let event = rig.group_message(&rig.author, "again", NOW - 10);
                 rig.world.seen.insert(event.id);
-                Input::Public(event)
+                Input::Delivered(event)
             },
             Seen::Drop(Duplicate),
         ),
@@ -292,7 +289,7 @@ fn rows() -> Vec<Row> {
                 let event = rig.group_message(&rig.author, "answered", NOW - 10);
                 rig.world.seen.insert(event.id);
                 rig.screener.before_start.answered_on_relay([event.id]);
-                Input::Public(event)
+                Input::Delivered(event)
             },
             Seen::Drop(AnsweredBeforeStart),
         ),
@@ -304,7 +301,7 @@ fn rows() -> Vec<Row> {
                     .custom_created_at(Timestamp::from_secs(NOW + MAX_FUTURE_SKEW_SECS + 1))
                     .sign_with_keys(&Keys::generate())
                     .expect("sign");
-                Input::Public(wrap)
+                Input::Delivered(wrap)
             },
             Seen::Drop(FromTheFuture),
         ),
@@ -317,7 +314,7 @@ fn rows() -> Vec<Row> {
                     .sign_with_keys(&Keys::generate())
                     .expect("sign");
                 wrap.content = "tampered".into();
-                Input::Public(wrap)
+                Input::Delivered(wrap)
             },
             Seen::Drop(BadSignature),
         ),
@@ -329,7 +326,7 @@ fn rows() -> Vec<Row> {
                     .custom_created_at(Timestamp::from_secs(NOW - 10))
                     .sign_with_keys(&Keys::generate())
                     .expect("sign");
-                Input::Public(wrap)
+                Input::Delivered(wrap)
             },
             Seen::Sealed,
         ),
@@ -340,7 +337,7 @@ fn rows() -> Vec<Row> {
                     .tag(Tag::public_key(rig.bot.public_key()))
                     .sign_with_keys(&rig.author)
                     .expect("sign");
-                Input::Public(event)
+                Input::Delivered(event)
             },
             Seen::Drop(Malformed),
         ),
@@ -357,7 +354,7 @@ fn rows() -> Vec<Row> {
         ),
         (
             "dated too far ahead",
-            |rig| Input::Public(rig.group_message(&rig.author, "soon", NOW + MAX_FUTURE_SKEW_SECS + 1)),
+            |rig| Input::Delivered(rig.group_message(&rig.author, "soon", NOW + MAX_FUTURE_SKEW_SECS + 1)),
             Seen::Drop(FromTheFuture),
         ),
         (
@@ -399,7 +396,7 @@ fn rows() -> Vec<Row> {
             |rig| {
                 let mut event = rig.group_message(&rig.author, "harmless", NOW - 10);
                 event.content = "changed".into();
-                Input::Public(event)
+                Input::Delivered(event)
             },
             Seen::Drop(BadSignature),
         ),
@@ -434,7 +431,7 @@ fn rows() -> Vec<Row> {
             |rig| {
                 rig.screener.looks_up_replies = true;
                 rig.screener.before_start.subscribed(rig.relay.clone());
-                Input::Public(rig.group_message(&rig.author, "old", STARTED_AT - 10))
+                Input::Delivered(rig.group_message(&rig.author, "old", STARTED_AT - 10))
             },
             Seen::Drop(AwaitingCatchUp),
         ),
@@ -518,7 +515,7 @@ fn rows() -> Vec<Row> {
             |rig| {
                 rig.world.queued = MAX_QUEUED;
                 for _ in 0..OVERLOAD_NOTICE_BURST + 1 {
-                    rig.screener.overload_notices.admit(&(), now().instant);
+                    rig.screener.overload_notices.admit(&(), rig.now.instant);
                 }
                 rig.authors_message("busy?")
             },
@@ -573,7 +570,7 @@ impl Rig {
             .custom_created_at(Timestamp::from_secs(NOW - 10))
             .sign_with_keys(&self.owner)
             .expect("sign");
-        Input::Public(event)
+        Input::Delivered(event)
     }
 
     /// This replica answers the other half of two shards: not the room's.
@@ -590,7 +587,7 @@ fn spend_tokens(rig: &mut Rig, count: usize) {
 
 fn spend_tokens_of(rig: &mut Rig, author: PublicKey, count: usize) {
     for _ in 0..count {
-        rig.screener.limiter.admit(&author, now().instant);
+        rig.screener.limiter.admit(&author, rig.now.instant);
     }
 }
 
@@ -617,8 +614,10 @@ fn every_drop_reason_screening_gives_has_a_row() {
             _ => None,
         })
         .collect();
-    // Given around screening, not by it: the unwrap (the shell), the journal (the batch).
-    let elsewhere = ["undecryptable", "not_journaled"];
+    // Given around screening, not by it: the unwrap (the shell), the
+    // journal (the batch), and another shard's mention, which screening
+    // gives as `Verdict::OtherShard` for the batch to journal as seen.
+    let elsewhere = ["undecryptable", "not_journaled", "other_shard"];
     let all = [
         DropReason::OwnEvent,
         DropReason::NotAMention,
@@ -627,6 +626,7 @@ fn every_drop_reason_screening_gives_has_a_row() {
         DropReason::FromTheFuture,
         DropReason::Malformed,
         DropReason::BadSignature,
+        DropReason::Gate(Refusal::NotHeard),
         DropReason::LoopBound,
         DropReason::RateLimited,
         DropReason::Overloaded,
@@ -637,6 +637,7 @@ fn every_drop_reason_screening_gives_has_a_row() {
         DropReason::AwaitingCatchUp,
         DropReason::Undecryptable,
         DropReason::NotJournaled,
+        DropReason::OtherShard,
     ];
     for reason in all {
         assert!(
@@ -652,10 +653,10 @@ fn a_mention_taken_is_dated_by_now_and_knows_its_relay() {
     let mut rig = rig();
     let event = rig.group_message(&rig.author.clone(), "hello", NOW - 10);
     let relay = rig.relay.clone();
-    let Ok(Addressed::Public(candidate)) = rig.screener.address(&relay, &event, now(), &rig.world) else {
+    let Ok(Addressed::Public(candidate)) = rig.screener.address(&relay, &event, rig.now, &rig.world) else {
         panic!("addressed to the bot");
     };
-    let Verdict::Take(mention) = rig.screener.judge(&relay, candidate, now(), &mut rig.world) else {
+    let Verdict::Take(mention) = rig.screener.judge(&relay, candidate, rig.now, &mut rig.world) else {
         panic!("taken");
     };
     assert_eq!(mention.accepted_at, NOW);
