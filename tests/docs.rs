@@ -15,6 +15,8 @@ const BRIDGE: &str = env!("CARGO_BIN_EXE_acp-bridge");
 const REPOSITORY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 /// The heading of the README's flag table.
 const FLAG_TABLE_HEADING: &str = "### Flags";
+/// The heading of the README's config file example.
+const CONFIG_EXAMPLE_HEADING: &str = "### A config file";
 /// Subcommands whose flags the docs may name besides the daemon's.
 const SUBCOMMANDS: [&str; 4] = ["check", "keygen", "demo", "scripted-agent"];
 /// Flags of other programs the docs show: cargo and its test harness, the
@@ -310,4 +312,56 @@ fn every_path_and_link_the_docs_give_exists() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The README's config file example, as a newcomer copies it: `acp-bridge
+/// config` reads it without a refusal (a renamed key, a key in the wrong
+/// table or a value of the wrong type would stop it) and reports every key
+/// it sets as set by the file.
+#[test]
+fn the_readmes_config_file_example_is_read_key_by_key() {
+    let readme = read("README.md");
+    let section = &readme[readme
+        .find(CONFIG_EXAMPLE_HEADING)
+        .expect("the README has a config file example")..];
+    let example = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|block| block.split("\n```").next())
+        .expect("the config file section holds a ```toml block");
+    let dir = std::env::temp_dir().join(format!("acp-bridge-docs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let file = dir.join("acp-bridge.toml");
+    std::fs::write(&file, example).expect("write the example");
+    let output = Command::new(BRIDGE)
+        .arg("config")
+        .arg("--config")
+        .arg(&file)
+        .env_clear()
+        .output()
+        .expect("run acp-bridge config");
+    std::fs::remove_dir_all(&dir).ok();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the README's example is refused: {stderr}"
+    );
+    let printed = String::from_utf8(output.stdout).expect("config prints UTF-8");
+    let keys_set: Vec<&str> = example
+        .lines()
+        .filter_map(|line| line.split_once(" = ").map(|(key, _)| key))
+        .collect();
+    assert!(
+        keys_set.len() >= 10,
+        "the example sets a handful of keys: {keys_set:?}"
+    );
+    for key in keys_set {
+        let from_file = printed
+            .lines()
+            .any(|line| line.starts_with(&format!("{key} = ")) && line.ends_with("# file"));
+        assert!(
+            from_file,
+            "`{key}` of the README's example is not reported as set by the file:\n{printed}"
+        );
+    }
 }

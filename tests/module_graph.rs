@@ -161,3 +161,32 @@ fn imports_are_read_from_use_lines_groups_and_inline_paths() {
     let found: Vec<String> = imported_modules(code).into_iter().collect();
     assert_eq!(found, ["gate", "ledger", "mention", "metrics", "reply", "store"]);
 }
+
+#[test]
+fn the_stages_below_the_intake_do_not_import_it() {
+    let graph = import_graph();
+    // What the heart reaches, itself included: the stages an accepted
+    // mention goes through. They name the hand-off (`inbound`) and the
+    // clock-skew bounds (`clock_skew`), never the intake that makes them.
+    let mut below = BTreeSet::from(["heart".to_owned()]);
+    let mut next = vec!["heart".to_owned()];
+    while let Some(module) = next.pop() {
+        for imported in graph.get(&module).into_iter().flatten() {
+            if below.insert(imported.clone()) {
+                next.push(imported.clone());
+            }
+        }
+    }
+    assert!(
+        below.contains("inbound"),
+        "the heart takes `Inbound` from its own module: {below:?}"
+    );
+    let importers: Vec<&String> = below
+        .iter()
+        .filter(|module| graph[*module].contains("intake"))
+        .collect();
+    assert!(
+        importers.is_empty(),
+        "stages below the intake that import it: {importers:?}"
+    );
+}

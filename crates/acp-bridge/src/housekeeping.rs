@@ -32,8 +32,9 @@ use nostr_sdk::prelude::{RelayUrl, Timestamp};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
+use crate::intake::SubscriptionFloors;
 use crate::intake::relay_link::subscription_since;
-use crate::intake::{MAX_FUTURE_SKEW_SECS, SubscriptionFloors};
 use crate::store::{Store, StoreError, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
@@ -117,7 +118,7 @@ impl Housekeeping {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intake::relay_link::SINCE_SKEW;
+    use crate::clock_skew::SINCE_SKEW;
     use crate::store::scratch::ScratchDir;
     use crate::store::{Finish, NewMention, OutgoingEvent};
 

@@ -16,6 +16,7 @@
 
 mod backoff;
 pub mod cli;
+mod clock_skew;
 mod commands;
 mod config;
 mod config_file;
@@ -28,6 +29,7 @@ mod groups;
 mod heart;
 mod housekeeping;
 mod identity;
+mod inbound;
 mod intake;
 mod isolation;
 mod ledger;
@@ -55,9 +57,8 @@ pub use embedded_relay::EmbeddedRelay;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
 pub use gate::{AuthorGate, GateRules, RespondTo};
 pub use heart::BATCH_CAP;
-pub use intake::{
-    Arrival, DEFAULT_MAX_PARKED_BYTES, FollowThreads, INTAKE_BATCH, Inbound, Intake, IntakeLimits,
-};
+pub use inbound::Inbound;
+pub use intake::{Arrival, DEFAULT_MAX_PARKED_BYTES, FollowThreads, INTAKE_BATCH, Intake, IntakeLimits};
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use mention::{Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
 pub use pool::AGENT_ENV_BASELINE;

@@ -49,9 +49,9 @@ use nostr_sdk::prelude::{
     Alphabet, Client, Event, EventId, Filter, Kind, PublicKey, SingleLetterTag, Timestamp,
 };
 
+use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
 use crate::flags::{ConfigError, flag_defaults, refuse};
 use crate::gate::{AuthorFacts, GateRules, Standing};
-use crate::intake::MAX_FUTURE_SKEW_SECS;
 use crate::mention::{self, Mention, Thread, short_npub};
 use crate::prompt::{self, Earlier};
 use crate::store::Store;

@@ -41,7 +41,7 @@ pub(crate) use driver::TurnServices;
 use crate::backoff::Backoff;
 use crate::commands::OwnerCommand;
 use crate::deadline::sleep_until;
-use crate::intake::Inbound;
+use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
@@ -52,7 +52,7 @@ use driver::{DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};
 use turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
-use waiting::Waiters;
+use waiting::NoticeBudget;
 
 /// Attempts of one mention before it is given up with a notice.
 pub(crate) const MAX_TURN_ATTEMPTS: u32 = 3;
@@ -126,7 +126,9 @@ pub(crate) struct Heart {
     draining: bool,
     /// Drivers of turns abandoned at shutdown, to be waited for.
     abandoned: Vec<DriverLink>,
-    waiters: Waiters,
+    /// How many waiting notices may go out (their facts are the
+    /// conversations').
+    wait_notices: NoticeBudget,
     /// Questions posted and since closed: a reply to one is told so.
     closed_questions: ClosedQuestions,
 }
@@ -135,9 +137,9 @@ impl Heart {
     pub(crate) fn new(services: TurnServices, ledger: Ledger, settings: HeartSettings) -> Self {
         let (reports_tx, reports_rx) = mpsc::channel(REPORT_QUEUE);
         Heart {
-            conversations: Conversations::default(),
+            conversations: Conversations::new(settings.wait_notice_after),
             notices: Notices::new(services.replier.clone()),
-            waiters: Waiters::new(settings.wait_notice_after),
+            wait_notices: NoticeBudget::default(),
             services,
             ledger,
             settings,
@@ -251,8 +253,6 @@ impl Heart {
             ),
             Decision::Absorb(framing) => {
                 self.counters.absorbed += 1;
-                // Joining a turn whose agent still starts is waiting too.
-                self.waiters.joined_starting(&mention, Instant::now());
                 let mentions = vec![mention];
                 self.step(&key, Input::Absorb { mentions, framing });
             }
@@ -426,9 +426,6 @@ impl Heart {
             .running(&report.conversation)
             .is_some_and(|running| running.turn_id == report.turn_id);
         if current {
-            if matches!(report.input, Input::Leased | Input::LeaseFailed(_)) {
-                self.waiters.agent_up(&report.conversation);
-            }
             self.step(&report.conversation, report.input);
         }
     }
@@ -436,17 +433,20 @@ impl Heart {
     /// Feeds the conversation's turn one input, inside the turn's span, and
     /// routes what comes out.
     fn step(&mut self, key: &ConversationKey, input: Input) {
-        let Some(running) = self.conversations.running_mut(key) else {
+        let now = Instant::now();
+        let stepped = self.conversations.step(key, input, now, |running, input| {
+            let asked = running.turn.question_event();
+            let actions = {
+                let _span = running.link.span().clone().entered();
+                running.turn.handle(input, now)
+            };
+            let closed = asked.filter(|asked| running.turn.question_event() != Some(*asked));
+            (closed, actions)
+        });
+        let Some((closed, actions)) = stepped else {
             return;
         };
-        let asked = running.turn.question_event();
-        let actions = {
-            let _span = running.link.span().clone().entered();
-            running.turn.handle(input, Instant::now())
-        };
-        if let Some(asked) = asked
-            && running.turn.question_event() != Some(asked)
-        {
+        if let Some(asked) = closed {
             self.closed_questions.record(asked);
         }
         self.apply(key, actions);
@@ -482,11 +482,8 @@ impl Heart {
         if outcome.ran() {
             metrics::turn_finished(outcome.label());
         }
-        self.waiters.agent_up(key);
         let after = self.after_turn(key, &outcome, &work);
         let retry = after.retry().cloned();
-        self.waiters
-            .retrying(key, retry.as_ref().map(|retry| retry.after.clone()));
         let Some(ended) = self.conversations.end_turn(key, retry) else {
             return;
         };
@@ -508,18 +505,12 @@ impl Heart {
         }
         match after {
             AfterTurn::RetryLater(_) => {
-                let now = Instant::now();
-                work.iter()
-                    .for_each(|mention| self.waiters.requeued(mention.event_id, now));
                 for dropped in self.conversations.push_front(work) {
                     self.overflowed(dropped);
                 }
             }
-            AfterTurn::GiveUp { notice } => {
-                self.waiters.finished(work.iter().map(|mention| mention.event_id));
-                self.notices.give_up(work, notice);
-            }
-            AfterTurn::Settled => self.waiters.finished(work.iter().map(|mention| mention.event_id)),
+            AfterTurn::GiveUp { notice } => self.notices.give_up(work, notice),
+            AfterTurn::Settled => {}
         }
         metrics::queue_depth(self.conversations.waiting());
     }
@@ -561,7 +552,6 @@ impl Heart {
         }
         while self.conversations.running_count() < self.settings.capacity {
             let started = self.conversations.start_next(|key, batch| {
-                self.waiters.leasing(key, &batch);
                 self.next_turn_id += 1;
                 self.counters.turns_started += 1;
                 let turn_id = self.next_turn_id;
@@ -595,9 +585,9 @@ impl Heart {
 
     /// Queues a mention for a turn; its author is told if it waits long.
     fn enqueue(&mut self, mention: Mention) {
-        self.waiters
-            .queued(mention.event_id, &mention.conversation, Instant::now());
-        self.requeue(mention);
+        if let Some(dropped) = self.conversations.enqueue(mention, Instant::now()) {
+            self.overflowed(dropped);
+        }
     }
 
     /// Queues a mention without a waiting notice (a steer given back).
@@ -608,14 +598,13 @@ impl Heart {
     }
 
     fn overflowed(&mut self, dropped: Mention) {
-        self.waiters.finished([dropped.event_id]);
         self.notices.overflowed(dropped);
     }
 
     /// When the heart must look again without being told: a backoff ends or
     /// a waiting mention is due its notice.
     fn next_wake(&self) -> Option<Instant> {
-        [self.conversations.next_wake(), self.waiters.next_due()]
+        [self.conversations.next_wake(), self.conversations.next_due()]
             .into_iter()
             .flatten()
             .min()
@@ -627,19 +616,13 @@ impl Heart {
         if self.draining {
             return;
         }
-        for (key, id) in self.waiters.take_due(now) {
-            let (holdup, mention) = match self.waiters.starting(&key, &id) {
-                Some((holdup, mention)) => (holdup, mention.clone()),
-                None => {
-                    let capacity = self.settings.capacity;
-                    let holdup = self.conversations.holdup(&key, now, capacity);
-                    match (holdup, self.conversations.waiting_mention(&key, &id)) {
-                        (Some(holdup), Some(mention)) => (holdup, mention.clone()),
-                        _ => continue,
-                    }
-                }
+        for (key, id) in self.conversations.take_due(now) {
+            let capacity = self.settings.capacity;
+            let Some((holdup, mention)) = self.conversations.why_waits(&key, &id, now, capacity) else {
+                continue;
             };
-            if !self.waiters.admit(now) {
+            let mention = mention.clone();
+            if !self.wait_notices.admit(now) {
                 metrics::wait_notice(holdup.label(), false);
                 tracing::info!(conversation = %key, reason = holdup.label(), "waiting notice budget spent: not telling a waiting mention why");
                 continue;

@@ -13,11 +13,11 @@
 //! (`--shard`) is journaled in the same transaction, finished at once: it
 //! is a duplicate when offered again, and nothing else.
 
-use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Timestamp};
+use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
-use super::reply_lookup::Looked;
-use super::{Arrival, DropReason, Inbound, Intake, Screened};
+use super::{Arrival, DropReason, Intake};
+use crate::inbound::Inbound;
 use crate::ledger::OtherShards;
 use crate::mention::{Intent, Mention, Thread};
 use crate::reply::Reaction;
@@ -30,8 +30,20 @@ use crate::telemetry::metrics;
 /// savings.
 pub const INTAKE_BATCH: usize = 32;
 
+/// An event that passed screening: a mention to act on, or one of a
+/// conversation another shard answers, to be journaled as seen only.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "lives for one batch; boxing would cost an allocation per mention"
+)]
+pub(super) enum Screened {
+    Ours(Mention),
+    OtherShards(OtherShards),
+}
+
 /// An admitted mention and where its outcome goes in the batch's results.
-struct Pending {
+pub(super) struct Pending {
     index: usize,
     relay: RelayUrl,
     /// Where a subscription must start to deliver the event again (see
@@ -79,9 +91,11 @@ impl Intake {
                     {
                         tracing::error!(%relay, %error, "cannot store the watermark");
                     }
-                    self.caught_up.insert(relay, at);
+                    self.screener.caught_up.insert(relay, at);
                 }
-                Arrival::AnsweredOnRelay { answered } => self.before_start.answered_on_relay(answered),
+                Arrival::AnsweredOnRelay { answered } => {
+                    self.screener.before_start.answered_on_relay(answered)
+                }
                 Arrival::Event { relay, event } => {
                     // The moment a mention reaches the bridge (benchmarks
                     // measure steer latency from here).
@@ -96,65 +110,9 @@ impl Intake {
         outcomes
     }
 
-    /// `relay` delivered its stored events: the DMs held for it are
-    /// screened again (the bot's copies of its answers are through), the
-    /// public events held are looked up in one query (see `reply_lookup`).
-    async fn release_held(
-        &mut self,
-        relay: &RelayUrl,
-        pending: &mut Vec<Pending>,
-        outcomes: &mut Vec<Result<(), DropReason>>,
-    ) {
-        let (dms, public): (Vec<Event>, Vec<Event>) = self
-            .before_start
-            .caught_up(relay)
-            .into_iter()
-            .partition(|event| event.kind == Kind::GiftWrap);
-        let unchecked = match (&self.reply_lookup, public.is_empty()) {
-            (Some(lookup), false) => {
-                lookup.start(relay.clone(), public);
-                Vec::new()
-            }
-            _ => public,
-        };
-        for held in dms.iter().chain(&unchecked) {
-            self.take_event(relay.clone(), held, pending, outcomes).await;
-        }
-    }
-
-    /// A finished reply lookup: what the bot replied to is journaled as
-    /// answered before this start; then the events are screened again,
-    /// those dropped as such and the rest taken. A relay that could not
-    /// tell leaves them to be answered.
-    pub(super) async fn take_looked(&mut self, looked: Looked) {
-        let Looked {
-            relay,
-            events,
-            answered,
-        } = looked;
-        match answered.map(|answered| self.ledger.taken_elsewhere(&answered)) {
-            Ok(Ok(new)) => self.before_start.answered_on_relay(new),
-            Ok(Err(error)) => {
-                tracing::warn!(%relay, %error, "cannot journal what the bot answered before this start; answering it again");
-            }
-            Err(error) => {
-                tracing::warn!(%relay, events = events.len(), %error, "cannot ask the relay which events from before this start the bot answered; answering them");
-            }
-        }
-        let (mut pending, mut outcomes) = (Vec::new(), Vec::new());
-        self.replaying_held = true;
-        for event in &events {
-            self.take_event(relay.clone(), event, &mut pending, &mut outcomes)
-                .await;
-        }
-        self.replaying_held = false;
-        self.commit(&mut pending, &mut outcomes).await;
-        self.publish_floors();
-    }
-
     /// Screens one event: admitted, it joins the batch to journal;
     /// otherwise its outcome is booked.
-    async fn take_event(
+    pub(super) async fn take_event(
         &mut self,
         relay: RelayUrl,
         event: &Event,
@@ -182,7 +140,11 @@ impl Intake {
     /// Journals the pending mentions in one transaction, then acts on each
     /// that was new. One already journaled (another relay, a replay, twice
     /// in this batch) is a duplicate.
-    async fn commit(&mut self, pending: &mut Vec<Pending>, outcomes: &mut [Result<(), DropReason>]) {
+    pub(super) async fn commit(
+        &mut self,
+        pending: &mut Vec<Pending>,
+        outcomes: &mut [Result<(), DropReason>],
+    ) {
         if pending.is_empty() {
             return;
         }

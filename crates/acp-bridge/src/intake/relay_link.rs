@@ -58,12 +58,10 @@ use super::own_replies::OwnReplies;
 use super::subscriptions::{Subscriptions, Verdict};
 use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
+use crate::clock_skew::SINCE_SKEW;
 use crate::deadline::sleep_until;
 use crate::store::Store;
 
-/// Subscriptions start this far before the watermark, for clock skew and
-/// delivery delay.
-pub(crate) const SINCE_SKEW: Duration = Duration::from_secs(300);
 /// Without a watermark (first start), only this much history is fetched.
 const FIRST_START_LOOKBACK: Duration = SINCE_SKEW;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

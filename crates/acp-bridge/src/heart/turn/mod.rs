@@ -264,6 +264,20 @@ impl TurnMachine {
         }
     }
 
+    /// Whether the turn waits for its agent (the lease), which may take a
+    /// while the first time; its mentions still wait meanwhile.
+    pub(super) fn agent_starting(&self) -> bool {
+        self.phase == Phase::Leasing
+    }
+
+    /// The turn's mention `id`, whatever its role.
+    pub(super) fn mention(&self, id: &EventId) -> Option<&Mention> {
+        self.entries
+            .iter()
+            .map(|entry| &entry.mention)
+            .find(|mention| mention.event_id == *id)
+    }
+
     /// Whether this turn's questions are asked in a DM (the owner's own, or
     /// the owner's about a DM with someone else).
     pub(super) fn asks_privately(&self) -> bool {

@@ -1,0 +1,153 @@
+//! The shell around screening: reads the clock, answers screening's
+//! [`Lookups`] from the journal, the author gate and the loop guard,
+//! unwraps gift wraps with the bot's signer, and turns the [`Verdict`]
+//! into what the batch journals (see `admission`).
+//!
+//! The bot's own DM copies stop here, with their effects: a replica's
+//! question is recorded as asked by it, and a copy from before this start
+//! journals the DM it answered (see `before_start_shell`).
+
+use std::time::Instant;
+
+use nostr_sdk::prelude::{Event, EventId, RelayUrl, UnwrappedGift};
+
+use super::admission::Screened;
+use super::queued_count::QueuedCount;
+use super::screening::{self, Addressed, Candidate, Lookups, Now, Screener, Verdict};
+use super::{DropReason, Intake};
+use crate::gate::{AuthorFacts, AuthorGate, Hearing};
+use crate::ledger::Ledger;
+use crate::loop_guard::LoopGuard;
+use crate::mention::Intent;
+use crate::shard::{QuestionAskers, Shard};
+use crate::store::Store;
+
+/// Screening's questions, answered from the intake's handles.
+struct Answers<'a> {
+    store: &'a Store,
+    ledger: &'a Ledger,
+    gate: &'a mut AuthorGate,
+    loop_guard: &'a mut LoopGuard,
+    question_askers: &'a QuestionAskers,
+    shard: Shard,
+    queued: &'a mut QueuedCount,
+}
+
+impl Lookups for Answers<'_> {
+    fn seen(&self, id: &EventId) -> bool {
+        self.ledger.seen(&id.to_hex())
+    }
+
+    fn first_answered(&self, root: &EventId) -> Option<i64> {
+        self.store.thread_first_answered(&root.to_hex()).ok().flatten()
+    }
+
+    fn hear(&mut self, facts: AuthorFacts<'_>) -> Hearing {
+        self.gate.admit(facts)
+    }
+
+    fn asked_here(&self, question: EventId) -> Option<bool> {
+        self.shard.takes_reply_to_question(self.question_askers, question)
+    }
+
+    fn question_open(&self, question: &EventId) -> bool {
+        self.store
+            .question_is_open(&question.to_hex())
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "cannot read the open questions; the owner's reply goes by the shard hash");
+                false
+            })
+    }
+
+    fn depth_of(&mut self, replies_to: Option<EventId>) -> u32 {
+        self.loop_guard.depth_of(replies_to)
+    }
+
+    fn follow_up_depth(&mut self, root: EventId, replies_to: Option<EventId>) -> u32 {
+        self.loop_guard.follow_up_depth(root, replies_to)
+    }
+
+    fn queued(&mut self) -> usize {
+        let store = self.store;
+        self.queued.get(Instant::now(), || store.journal_pending_count())
+    }
+}
+
+impl Intake {
+    /// Runs one event through every check but the journal's: what it is
+    /// to become, or why it is dropped.
+    pub(super) async fn screen(&mut self, relay: &RelayUrl, event: &Event) -> Result<Screened, DropReason> {
+        self.take_new_rate_limits();
+        let now = Now::read();
+        let addressed = {
+            let (screener, answers) = self.screening();
+            screener.address(relay, event, now, &answers)?
+        };
+        let verdict = match addressed {
+            Addressed::Public(candidate) => self.judge(relay, candidate, now),
+            Addressed::Sealed => {
+                let gift = UnwrappedGift::from_gift_wrap(&self.signer, event)
+                    .await
+                    .map_err(|_| DropReason::Undecryptable)?;
+                let mut rumor = gift.rumor;
+                let rumor_id = rumor.id();
+                if gift.sender == self.signer.public_key() {
+                    // The bot's copy of its own DM (NIP-17): a replica's
+                    // question says which replica asked it.
+                    self.question_askers
+                        .record(rumor_id, rumor.tags.as_slice(), Instant::now());
+                    self.learn_own_answer(relay, &rumor);
+                    return Err(DropReason::OwnEvent);
+                }
+                let candidate = screening::direct(event, gift.sender, &rumor, rumor_id)?;
+                // Judged by the time the unwrap is done (a remote signer
+                // takes a round trip).
+                self.judge(relay, candidate, Now::read())
+            }
+        };
+        match verdict {
+            Verdict::Drop(reason) => Err(reason),
+            Verdict::Take(mention) => {
+                if mention.intent == Intent::Turn {
+                    self.queued.add_one();
+                }
+                Ok(Screened::Ours(mention))
+            }
+            Verdict::Notice { mut mention, text } => {
+                mention.intent = Intent::Notice(text);
+                Ok(Screened::Ours(mention))
+            }
+            Verdict::OtherShard(other) => Ok(Screened::OtherShards(other)),
+        }
+    }
+
+    fn judge(&mut self, relay: &RelayUrl, candidate: Candidate<'_>, now: Now) -> Verdict {
+        let (screener, mut answers) = self.screening();
+        screener.judge(relay, candidate, now, &mut answers)
+    }
+
+    /// The screener, and the answers to its questions.
+    fn screening(&mut self) -> (&mut Screener, Answers<'_>) {
+        let answers = Answers {
+            store: &self.store,
+            ledger: &self.ledger,
+            gate: &mut self.gate,
+            loop_guard: &mut self.loop_guard,
+            question_askers: &self.question_askers,
+            shard: self.screener.shard,
+            queued: &mut self.queued,
+        };
+        (&mut self.screener, answers)
+    }
+
+    /// New rate limits from a reload of the config file, taken before the
+    /// next admission.
+    fn take_new_rate_limits(&mut self) {
+        if let Some(updates) = &mut self.rate_limits
+            && updates.has_changed().unwrap_or(false)
+        {
+            let rate = *updates.borrow_and_update();
+            self.screener.limiter.set_rate(rate.burst, rate.refill);
+        }
+    }
+}
