@@ -3,12 +3,13 @@
 //! `config_file`) and its validation into [`Settings`].
 //!
 //! Each stage owns its flags, as a clap `Args` group next to it
-//! (`signer::args`, `gate::args`, `intake::args`, `pool::args`,
-//! `heart::args`, `reply::args`, …) that validates them into that stage's
-//! settings; [`RunArgs`] flattens the groups and holds the daemon's own
-//! flags (relays, state dir, shard, shutdown), and checks what spans
-//! groups (an owner for `ask-owner`, an owner that is not the bot, a state
-//! dir the agents' user cannot reach). Validation happens before any
+//! (`routes::args`, `signer::args`, `gate::args`, `intake::args`,
+//! `pool::args`, `heart::args`, `reply::args`, …) that validates them into
+//! that stage's settings, and whose `Default` is the flags' defaults;
+//! [`RunArgs`] flattens the groups, holds the daemon's own flags (state
+//! dir, retention, shard, shutdown grace, worker threads), and checks
+//! what spans groups (an owner for `ask-owner`, an owner that is not the
+//! bot, a state dir the agents' user cannot reach). Validation happens before any
 //! connection is made, and every refusal is one line that names the flag,
 //! so an operator reading `journalctl` sees at once what to fix.
 
@@ -20,12 +21,10 @@ use clap::Args;
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 
 use crate::embedded_relay::RelaySpec;
-use crate::flags::ConfigError;
-use crate::flags::{flag_defaults, flag_spelling, longer_than_zero, parse_duration, refuse};
+use crate::flags::{ConfigError, flag_defaults, flag_spelling, longer_than_zero, parse_duration, refuse};
 use crate::gate::args::{GateArgs, GateSettings};
 use crate::heart::args::{TurnArgs, TurnSettings};
-use crate::identity::ProfileArgs;
-use crate::identity::ProfileFields;
+use crate::identity::{ProfileArgs, ProfileFields};
 use crate::intake::IntakeLimits;
 use crate::intake::args::IntakeArgs;
 use crate::mention::npub;

@@ -72,8 +72,8 @@ impl Default for TurnArgs {
     }
 }
 
-/// How turns take mid-turn mentions and agents' questions: [`TurnArgs`],
-/// checked.
+/// How long turns may run, and how they take mid-turn mentions and
+/// agents' questions: [`TurnArgs`], checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnSettings {
     /// `--multiple-event-handling`.
