@@ -30,7 +30,7 @@ mod waiting;
 
 use std::time::{Duration, Instant};
 
-use nostr_sdk::prelude::{EventId, Timestamp};
+use nostr_sdk::prelude::Timestamp;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +45,7 @@ use crate::ledger::Ledger;
 use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
 use crate::pool::Starts;
+use crate::store::LeftOver;
 use crate::telemetry::metrics;
 use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
@@ -652,22 +653,18 @@ impl Heart {
     /// Questions posted before a crash died with their turns: their threads
     /// are told so and they are forgotten.
     fn expire_stale_questions(&mut self) {
-        let store = &self.services.store;
-        let stale = match store.questions_open() {
+        let stale = match self.services.questions.expire_left_over() {
             Ok(stale) => stale,
             Err(error) => return tracing::error!(%error, "cannot read the open questions"),
         };
-        for (event_id, payload) in stale {
-            if let Ok(mention) = serde_json::from_str::<Mention>(&payload) {
-                tracing::info!(question = %event_id, "marking a stale question expired");
+        for LeftOver { question, under } in stale {
+            if let Some(mention) = under {
+                tracing::info!(%question, "marking a stale question expired");
                 let text = "This question expired: the bridge restarted. If the agent still needs it, it will ask again.";
                 self.notices
                     .about_question(mention, self.services.owner, text.to_owned());
             }
-            let _ = store.question_close(&event_id);
-            if let Ok(event_id) = EventId::from_hex(&event_id) {
-                self.closed_questions.record(event_id);
-            }
+            self.closed_questions.record(question);
         }
     }
 

@@ -59,7 +59,7 @@ use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
 use crate::shard::{QuestionAskers, Shard};
 use crate::signer::BotSigner;
-use crate::store::Store;
+use crate::store::{Questions, Store};
 
 /// Which replies without the bot's `p` tag count as mentions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -275,6 +275,8 @@ pub struct Intake {
     signer: BotSigner,
     store: Arc<Store>,
     ledger: Ledger,
+    /// Whether an owner's reply answers a question asked here.
+    questions: Questions,
     gate: AuthorGate,
     replier: Replier,
     loop_guard: LoopGuard,
@@ -336,6 +338,7 @@ impl Intake {
             bot_hex: signer.public_key().to_hex(),
             signer,
             ledger: Ledger::new(Arc::clone(&store)),
+            questions: Questions::new(Arc::clone(&store)),
             store,
             gate,
             replier,
@@ -781,8 +784,8 @@ impl Intake {
         }
         // A question asked here whose copy has not come back (yet).
         let open_here = self
-            .store
-            .question_is_open(&replied.to_hex())
+            .questions
+            .is_open(replied)
             .unwrap_or_else(|error| {
                 tracing::warn!(%error, "cannot read the open questions; the owner's reply goes by the shard hash");
                 false
@@ -1078,8 +1081,8 @@ mod tests {
             "no question asked yet"
         );
         rig.intake
-            .store
-            .question_open(&question.to_hex(), "{}", 1)
+            .questions
+            .open(question, &crate::mention::test_mention("room", 1, "may I?", true))
             .unwrap();
         let allow = answer("allow, really").await.expect("wrap");
         assert_eq!(rig.screen(&allow).await, Ok(()));

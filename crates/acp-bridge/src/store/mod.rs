@@ -55,6 +55,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub(crate) use agent_groups::AgentGroup;
+pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use sessions::SessionUsage;
 
 /// File name of the database inside the state dir.
@@ -86,6 +87,9 @@ pub enum StoreError {
     /// SQLite refused an operation.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A door could not turn a domain value into the JSON its row keeps.
+    #[error("cannot serialize a row's payload: {0}")]
+    Serialize(#[from] serde_json::Error),
     /// Another process holds the lock of this state dir.
     #[error("{} is locked: another acp-bridge uses this state dir", path.display())]
     Locked { path: PathBuf },
