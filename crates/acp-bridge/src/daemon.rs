@@ -43,7 +43,7 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
-use crate::store::{Questions, Store, StoreError};
+use crate::store::{AgentGroups, Questions, Sessions, Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
 use crate::thread_context::ThreadContext;
@@ -192,7 +192,8 @@ impl Stages {
             &settings.agent.cwd,
             &settings.state_dir,
         );
-        reaper::sweep(&store).await;
+        let agent_groups = AgentGroups::new(Arc::clone(&store));
+        reaper::sweep(&agent_groups).await;
         let (embedded, relay_urls) = relay_urls(&settings.relays).await?;
         let (client, relays) = relay_client(&settings, &signer, &relay_urls).await?;
         let inbox_only = inbox_only_relays(&settings, &relay_urls);
@@ -217,7 +218,8 @@ impl Stages {
                 drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
                 ..ClientConfig::default()
             },
-            Arc::clone(&store),
+            Sessions::new(Arc::clone(&store)),
+            agent_groups,
         );
         let groups = GroupDirectory::new(&settings.groups);
         let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
@@ -535,6 +537,7 @@ fn turn_services(
         },
         owner: settings.owner.filter(|_| asks_owner),
         store: Arc::clone(store),
+        sessions: Sessions::new(Arc::clone(store)),
         questions: Questions::new(Arc::clone(store)),
         reply_content: settings.reply_content,
         context: None,

@@ -40,7 +40,7 @@ use crate::groups::GroupDirectory;
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
 use crate::reply::{Replier, ReplyContent};
-use crate::store::{Questions, Store};
+use crate::store::{Questions, Sessions, Store};
 use crate::telemetry::metrics;
 use crate::thread_context::{PendingMark, ThreadContext};
 
@@ -53,8 +53,10 @@ pub(crate) struct TurnServices {
     /// With `--permission-policy ask-owner`: the owner, who answers the
     /// agent's questions. Without, questions are answered `cancelled`.
     pub owner: Option<PublicKey>,
-    /// Sessions' usage is recorded, for `!status`.
+    /// The owner's model and mode choices and the agent's offers.
     pub store: Arc<Store>,
+    /// Sessions' usage is recorded, for `!status`.
+    pub sessions: Sessions,
     /// Open questions are recorded, so a restart can mark them expired.
     pub questions: Questions,
     /// `--reply-content`.
@@ -470,7 +472,7 @@ impl Driver {
                         .filter(|steer| steer.folded)
                         .map(|steer| steer.accepted.message_id.clone())
                         .collect(),
-                    usage: usage::record(&self.services.store, &self.conversation, &outcome),
+                    usage: usage::record(&self.services.sessions, &self.conversation, &outcome),
                     message: self.reply_text(&outcome),
                     stop_reason: outcome.stop_reason,
                 };

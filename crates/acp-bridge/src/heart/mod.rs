@@ -413,7 +413,7 @@ impl Heart {
 
     /// The conversation's session usage, as the agent last reported it.
     fn usage_text(&self, key: &ConversationKey) -> String {
-        let reported = self.services.store.session_usage(key.as_str()).ok().flatten();
+        let reported = self.services.sessions.usage(key).ok().flatten();
         match reported.as_ref().and_then(usage::describe) {
             Some(usage) => format!(" This conversation's session: {usage}."),
             None => String::new(),

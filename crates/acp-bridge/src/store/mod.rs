@@ -54,9 +54,9 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub(crate) use agent_groups::AgentGroup;
+pub(crate) use agent_groups::{AgentGroup, AgentGroups};
 pub(crate) use questions::{LeftOver, Questions};
-pub(crate) use sessions::SessionUsage;
+pub(crate) use sessions::{SessionUsage, Sessions};
 
 /// File name of the database inside the state dir.
 const DB_FILE_NAME: &str = "acp-bridge.sqlite3";

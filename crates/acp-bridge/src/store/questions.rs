@@ -78,7 +78,7 @@ impl Questions {
 
 impl Store {
     /// Records an open question.
-    fn question_open(&self, event_id: &str, payload: &str, now: i64) -> Result<()> {
+    pub(super) fn question_open(&self, event_id: &str, payload: &str, now: i64) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "INSERT OR REPLACE INTO question (event_id, payload, asked_at) VALUES (?1, ?2, ?3)",
@@ -88,7 +88,7 @@ impl Store {
     }
 
     /// Forgets a question (answered, timed out, cancelled, or expired).
-    fn question_close(&self, event_id: &str) -> Result<()> {
+    pub(super) fn question_close(&self, event_id: &str) -> Result<()> {
         self.conn()
             .prepare_cached("DELETE FROM question WHERE event_id = ?1")?
             .execute(params![event_id])?;
@@ -96,7 +96,7 @@ impl Store {
     }
 
     /// Whether `event_id` is a question this bridge posted and still waits on.
-    fn question_is_open(&self, event_id: &str) -> Result<bool> {
+    pub(super) fn question_is_open(&self, event_id: &str) -> Result<bool> {
         Ok(self
             .conn()
             .prepare_cached("SELECT 1 FROM question WHERE event_id = ?1")?
@@ -104,7 +104,7 @@ impl Store {
     }
 
     /// Questions still recorded open, oldest first: (event id, payload).
-    fn questions_open(&self) -> Result<Vec<(String, String)>> {
+    pub(super) fn questions_open(&self) -> Result<Vec<(String, String)>> {
         let conn = self.conn();
         let mut statement =
             conn.prepare_cached("SELECT event_id, payload FROM question ORDER BY asked_at")?;
