@@ -43,7 +43,7 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
-use crate::store::{AgentGroups, Questions, Sessions, Store, StoreError};
+use crate::store::{AgentGroups, Controls, Questions, Sessions, Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
 use crate::thread_context::ThreadContext;
@@ -537,6 +537,7 @@ fn turn_services(
         },
         owner: settings.owner.filter(|_| asks_owner),
         store: Arc::clone(store),
+        controls: Controls::new(Arc::clone(store)),
         sessions: Sessions::new(Arc::clone(store)),
         questions: Questions::new(Arc::clone(store)),
         reply_content: settings.reply_content,

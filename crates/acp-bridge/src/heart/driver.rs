@@ -40,7 +40,7 @@ use crate::groups::GroupDirectory;
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
 use crate::reply::{Replier, ReplyContent};
-use crate::store::{Questions, Sessions, Store};
+use crate::store::{Controls, Questions, Sessions, Store};
 use crate::telemetry::metrics;
 use crate::thread_context::{PendingMark, ThreadContext};
 
@@ -53,8 +53,10 @@ pub(crate) struct TurnServices {
     /// With `--permission-policy ask-owner`: the owner, who answers the
     /// agent's questions. Without, questions are answered `cancelled`.
     pub owner: Option<PublicKey>,
-    /// The owner's model and mode choices and the agent's offers.
+    /// The outbox's refusals, for `!status`.
     pub store: Arc<Store>,
+    /// The owner's model and mode choices and the agent's offers.
+    pub controls: Controls,
     /// Sessions' usage is recorded, for `!status`.
     pub sessions: Sessions,
     /// Open questions are recorded, so a restart can mark them expired.
@@ -312,7 +314,7 @@ impl Driver {
                     tracing::Span::current().record("steer_method", self.steer.as_str());
                     let anchor = self.anchor.as_ref();
                     controls::on_lease(
-                        &self.services.store,
+                        &self.services.controls,
                         &self.services.replier,
                         &self.conversation,
                         &lease,

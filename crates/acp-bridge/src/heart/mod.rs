@@ -342,7 +342,7 @@ impl Heart {
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
             (OwnerCommand::Control { kind, choice }, running) => controls::command(
-                &self.services.store,
+                &self.services.controls,
                 &key,
                 kind,
                 choice.as_deref(),
@@ -407,7 +407,7 @@ impl Heart {
         format!(
             " This conversation: {turn}, {} mention(s) waiting.{}",
             self.conversations.waiting_in(key),
-            controls::describe(&self.services.store, key)
+            controls::describe(&self.services.controls, key)
         )
     }
 

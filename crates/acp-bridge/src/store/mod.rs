@@ -55,6 +55,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub(crate) use agent_groups::{AgentGroup, AgentGroups};
+pub(crate) use controls::Controls;
 pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use sessions::{SessionUsage, Sessions};
 
