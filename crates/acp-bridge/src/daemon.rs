@@ -43,7 +43,7 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
-use crate::store::{AgentGroups, Controls, Questions, Sessions, Store, StoreError};
+use crate::store::{AgentGroups, Controls, JoinedGroups, Questions, Sessions, Store, StoreError};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
 use crate::thread_context::ThreadContext;
@@ -364,7 +364,7 @@ impl Stages {
         let membership = Membership {
             client: client.clone(),
             signer,
-            store: Arc::clone(&store),
+            joined: JoinedGroups::new(Arc::clone(&store)),
             settings: settings.groups.clone(),
             directory: groups,
             relays: relay_urls
