@@ -43,7 +43,9 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
-use crate::store::{AgentGroups, Controls, JoinedGroups, Questions, Sessions, Store, StoreError};
+use crate::store::{
+    AgentGroups, Controls, JoinedGroups, Questions, Sessions, Store, StoreError, Watermarks,
+};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
 use crate::thread_context::ThreadContext;
@@ -375,6 +377,7 @@ impl Stages {
         };
         let housekeeping = Housekeeping {
             store: Arc::clone(&store),
+            watermarks: Watermarks::new(Arc::clone(&store)),
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::intake::relay_link::subscription_since;
 use crate::intake::{MAX_FUTURE_SKEW_SECS, SubscriptionFloors};
-use crate::store::{Store, StoreError, sql_seconds};
+use crate::store::{Store, StoreError, Watermarks, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
 pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -51,6 +51,8 @@ pub(crate) struct Pruned {
 #[derive(Debug)]
 pub(crate) struct Housekeeping {
     pub store: Arc<Store>,
+    /// The relays' watermarks, and the seen horizon raised before a prune.
+    pub watermarks: Watermarks,
     /// The configured relays: their floors decide how long a finished
     /// mention must stay for dedup.
     pub relays: Vec<RelayUrl>,
@@ -90,7 +92,7 @@ impl Housekeeping {
         // A row accepted before `accepted_before` is of an event dated
         // before this (the intake refuses dates further ahead).
         let seen_horizon = accepted_before.saturating_add(MAX_FUTURE_SKEW_SECS as i64);
-        self.store.raise_seen_horizon(seen_horizon)?;
+        self.watermarks.raise_seen_horizon(seen_horizon)?;
         Ok(Pruned {
             mentions: self.store.journal_prune(retained_since, accepted_before)?,
             replies: self.store.outbox_prune_settled(retained_since)?,
@@ -103,9 +105,9 @@ impl Housekeeping {
     fn lowest_floor(&self, now: u64) -> Result<u64, StoreError> {
         let mut lowest = now;
         let floors = self.floors.borrow();
-        let seen_horizon = self.store.seen_horizon()?;
+        let seen_horizon = self.watermarks.seen_horizon()?;
         for relay in &self.relays {
-            let watermark = self.store.watermark(relay.as_str())?;
+            let watermark = self.watermarks.of(relay)?;
             let next = subscription_since(watermark, None, seen_horizon, now);
             let live = floors.get(relay).map_or(next, |floor| floor.as_secs());
             lowest = lowest.min(next).min(live);
@@ -133,9 +135,11 @@ mod tests {
     fn rig() -> Rig {
         let dir = ScratchDir::new("housekeeping");
         let relay = RelayUrl::parse("ws://127.0.0.1:7777").unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
         Rig {
             housekeeping: Housekeeping {
-                store: Arc::new(Store::open(dir.path()).unwrap()),
+                watermarks: Watermarks::new(Arc::clone(&store)),
+                store,
                 relays: vec![relay.clone()],
                 floors: watch::Sender::new(SubscriptionFloors::default()).subscribe(),
                 retention: Duration::from_secs(7 * DAY),
@@ -165,8 +169,9 @@ mod tests {
         }
 
         fn watermark(&self, at: u64) {
-            self.store()
-                .advance_watermark(self.relay.as_str(), sql_seconds(at))
+            self.housekeeping
+                .watermarks
+                .advance(&self.relay, Timestamp::from_secs(at))
                 .unwrap();
         }
 
@@ -284,7 +289,7 @@ mod tests {
         rig.accept("old", old);
         rig.finish("old", old);
         assert_eq!(rig.housekeeping.prune(NOW).unwrap().mentions, 1);
-        let horizon = rig.store().seen_horizon().unwrap().expect("raised");
+        let horizon = rig.housekeeping.watermarks.seen_horizon().unwrap().expect("raised");
         assert_eq!(horizon, sql_seconds(NOW - 7 * DAY + MAX_FUTURE_SKEW_SECS));
         assert!(
             (old + MAX_FUTURE_SKEW_SECS) < horizon as u64,

@@ -59,7 +59,7 @@ use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
 use crate::shard::{QuestionAskers, Shard};
 use crate::signer::BotSigner;
-use crate::store::{Questions, Store};
+use crate::store::{Questions, Store, Watermarks};
 
 /// Which replies without the bot's `p` tag count as mentions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -277,6 +277,8 @@ pub struct Intake {
     ledger: Ledger,
     /// Whether an owner's reply answers a question asked here.
     questions: Questions,
+    /// Each relay's watermark, advanced as the intake catches up.
+    watermarks: Watermarks,
     gate: AuthorGate,
     replier: Replier,
     loop_guard: LoopGuard,
@@ -339,6 +341,7 @@ impl Intake {
             signer,
             ledger: Ledger::new(Arc::clone(&store)),
             questions: Questions::new(Arc::clone(&store)),
+            watermarks: Watermarks::new(Arc::clone(&store)),
             store,
             gate,
             replier,
@@ -1219,7 +1222,7 @@ mod tests {
             "the copy from the second relay was not handed on"
         );
         assert_eq!(
-            rig.intake.store.watermark(rig.relay.as_str()).unwrap(),
+            rig.intake.watermarks.of(&rig.relay).unwrap(),
             Some(1_000)
         );
         assert_eq!(rig.intake.store.journal_pending_count().unwrap(), 2);

@@ -59,7 +59,7 @@ use super::subscriptions::{Subscriptions, Verdict};
 use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
 use crate::deadline::sleep_until;
-use crate::store::Store;
+use crate::store::{Store, Watermarks};
 
 /// Subscriptions start this far before the watermark, for clock skew and
 /// delivery delay.
@@ -140,6 +140,8 @@ pub(crate) struct RelayLink {
     url: RelayUrl,
     interest: Interest,
     store: Arc<Store>,
+    /// Where `since` starts: this relay's watermark, the seen horizon.
+    watermarks: Watermarks,
     arrivals: mpsc::Sender<Arrival>,
     status: LinkStatus,
     refetch: RefetchFrom,
@@ -169,6 +171,7 @@ impl RelayLink {
             url: relay.url().clone(),
             relay,
             interest,
+            watermarks: Watermarks::new(Arc::clone(&store)),
             store,
             arrivals,
             status,
@@ -527,13 +530,13 @@ impl RelayLink {
 
     /// The `since` of a subscription made now (see [`subscription_since`]).
     fn since_reaching(&self, oldest_untaken: Option<Timestamp>) -> Timestamp {
-        let watermark = self.store.watermark(self.url.as_str()).unwrap_or_else(|error| {
+        let watermark = self.watermarks.of(&self.url).unwrap_or_else(|error| {
             tracing::error!(relay = %self.url, %error, "cannot read the watermark; using the first-start window");
             None
         });
         // Housekeeping keeps the horizon below the watermark's reach:
         // without it, nothing older than that is asked for.
-        let (oldest_untaken, seen_horizon) = match self.store.seen_horizon() {
+        let (oldest_untaken, seen_horizon) = match self.watermarks.seen_horizon() {
             Ok(horizon) => (oldest_untaken, horizon),
             Err(error) => {
                 tracing::error!(relay = %self.url, %error, "cannot read the seen horizon; fetching nothing older than the watermark");
