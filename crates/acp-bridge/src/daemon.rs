@@ -44,7 +44,8 @@ use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
 use crate::store::{
-    AgentGroups, Controls, JoinedGroups, Questions, Sessions, Store, StoreError, Watermarks,
+    AgentGroups, AnsweredThreads, Controls, JoinedGroups, Questions, Sessions, Store, StoreError,
+    Watermarks,
 };
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
@@ -378,6 +379,7 @@ impl Stages {
         let housekeeping = Housekeeping {
             store: Arc::clone(&store),
             watermarks: Watermarks::new(Arc::clone(&store)),
+            threads: AnsweredThreads::new(Arc::clone(&store)),
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::intake::relay_link::subscription_since;
 use crate::intake::{MAX_FUTURE_SKEW_SECS, SubscriptionFloors};
-use crate::store::{Store, StoreError, Watermarks, sql_seconds};
+use crate::store::{AnsweredThreads, Store, StoreError, Watermarks, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
 pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -53,6 +53,8 @@ pub(crate) struct Housekeeping {
     pub store: Arc<Store>,
     /// The relays' watermarks, and the seen horizon raised before a prune.
     pub watermarks: Watermarks,
+    /// Threads no longer followed are forgotten.
+    pub threads: AnsweredThreads,
     /// The configured relays: their floors decide how long a finished
     /// mention must stay for dedup.
     pub relays: Vec<RelayUrl>,
@@ -96,7 +98,7 @@ impl Housekeeping {
         Ok(Pruned {
             mentions: self.store.journal_prune(retained_since, accepted_before)?,
             replies: self.store.outbox_prune_settled(retained_since)?,
-            threads: self.store.threads_prune(retained_since)?,
+            threads: self.threads.prune(retained_since)?,
         })
     }
 
@@ -139,6 +141,7 @@ mod tests {
         Rig {
             housekeeping: Housekeeping {
                 watermarks: Watermarks::new(Arc::clone(&store)),
+                threads: AnsweredThreads::new(Arc::clone(&store)),
                 store,
                 relays: vec![relay.clone()],
                 floors: watch::Sender::new(SubscriptionFloors::default()).subscribe(),

@@ -59,7 +59,7 @@ use crate::rate_limit::{Admission, RateLimiter};
 use crate::reply::Replier;
 use crate::shard::{QuestionAskers, Shard};
 use crate::signer::BotSigner;
-use crate::store::{Questions, Store, Watermarks};
+use crate::store::{AnsweredThreads, Questions, Store, Watermarks};
 
 /// Which replies without the bot's `p` tag count as mentions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -279,6 +279,8 @@ pub struct Intake {
     questions: Questions,
     /// Each relay's watermark, advanced as the intake catches up.
     watermarks: Watermarks,
+    /// Whether a reply is in a thread the bot answered in.
+    threads: AnsweredThreads,
     gate: AuthorGate,
     replier: Replier,
     loop_guard: LoopGuard,
@@ -342,6 +344,7 @@ impl Intake {
             ledger: Ledger::new(Arc::clone(&store)),
             questions: Questions::new(Arc::clone(&store)),
             watermarks: Watermarks::new(Arc::clone(&store)),
+            threads: AnsweredThreads::new(Arc::clone(&store)),
             store,
             gate,
             replier,
@@ -860,7 +863,7 @@ impl Intake {
         let (root, reply) = mention::nip10_threading(&event.tags);
         let first_answer = root
             .or(reply)
-            .and_then(|root| self.store.thread_first_answered(&root.to_hex()).ok().flatten());
+            .and_then(|root| self.threads.first_answered(root).ok().flatten());
         // Replies older than the bot's first answer were talk among people
         // (the thread's subscription delivers them again): not addressed to it.
         first_answer.is_some_and(|first| {

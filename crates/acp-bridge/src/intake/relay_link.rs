@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
-    Event, EventId, Filter, Kind, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
+    Event, Filter, Kind, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
     SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::{broadcast, mpsc, watch};
@@ -59,7 +59,8 @@ use super::subscriptions::{Subscriptions, Verdict};
 use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
 use crate::deadline::sleep_until;
-use crate::store::{Store, Watermarks};
+use crate::ledger::Ledger;
+use crate::store::{AnsweredThreads, Store, Watermarks};
 
 /// Subscriptions start this far before the watermark, for clock skew and
 /// delivery delay.
@@ -139,7 +140,10 @@ pub(crate) struct RelayLink {
     relay: Relay,
     url: RelayUrl,
     interest: Interest,
-    store: Arc<Store>,
+    /// Journals the mentions the bot's own replies show answered.
+    ledger: Ledger,
+    /// The threads the bot answered in, to follow and to learn.
+    answered: AnsweredThreads,
     /// Where `since` starts: this relay's watermark, the seen horizon.
     watermarks: Watermarks,
     arrivals: mpsc::Sender<Arrival>,
@@ -171,8 +175,9 @@ impl RelayLink {
             url: relay.url().clone(),
             relay,
             interest,
-            watermarks: Watermarks::new(Arc::clone(&store)),
-            store,
+            ledger: Ledger::new(Arc::clone(&store)),
+            answered: AnsweredThreads::new(Arc::clone(&store)),
+            watermarks: Watermarks::new(store),
             arrivals,
             status,
             refetch,
@@ -398,7 +403,7 @@ impl RelayLink {
                 limit: MAX_OWN_REPLIES_READ,
                 follow_threads: self.interest.follow_threads,
             };
-            let answered = own_replies.learn(&self.store).await;
+            let answered = own_replies.learn(&self.ledger, &self.answered).await;
             if !answered.is_empty() {
                 self.forward(Arrival::AnsweredOnRelay { answered }).await;
             }
@@ -445,7 +450,7 @@ impl RelayLink {
     /// refetch). A failure is logged: mentions that tag the bot still
     /// arrive.
     async fn follow_all_threads(&mut self, since: Timestamp) {
-        let Some(answered) = answered_threads(&self.store, &self.url, i64::MIN) else {
+        let Some(answered) = answered_threads(&self.answered, &self.url, i64::MIN) else {
             return;
         };
         let had_recent = self.followed.has_recent();
@@ -466,12 +471,12 @@ impl RelayLink {
     /// all their recent events per answer, 2.4 M instructions per mention
     /// (BENCHMARKS §8).
     async fn follow_new_threads(&mut self) {
-        let Some(lately) = answered_threads(&self.store, &self.url, self.followed.read_from()) else {
+        let Some(lately) = answered_threads(&self.answered, &self.url, self.followed.read_from()) else {
             return;
         };
         let renewal = self
             .followed
-            .renew(&lately, || answered_threads(&self.store, &self.url, i64::MIN));
+            .renew(&lately, || answered_threads(&self.answered, &self.url, i64::MIN));
         let (subscription, roots, new) = match renewal {
             Renewal::Unchanged => return,
             Renewal::Recent { recent, new } => (RECENT_THREADS_SUBSCRIPTION_ID, recent, new),
@@ -613,23 +618,14 @@ fn is_forwarded(subscription: &str) -> bool {
 
 /// The threads answered in at `since` or later, most recent first, at most
 /// [`MAX_FOLLOWED_THREADS`]; `None` (logged) when the store fails.
-fn answered_threads(store: &Store, relay: &RelayUrl, since: i64) -> Option<Vec<Answered>> {
-    match store.threads_answered_since(since, MAX_FOLLOWED_THREADS) {
-        Ok(threads) => Some(parse_roots(&threads)),
+fn answered_threads(threads: &AnsweredThreads, relay: &RelayUrl, since: i64) -> Option<Vec<Answered>> {
+    match threads.answered_since(since, MAX_FOLLOWED_THREADS) {
+        Ok(threads) => Some(threads),
         Err(error) => {
             tracing::warn!(%relay, %error, "cannot read the answered threads");
             None
         }
     }
-}
-
-/// The store's answered threads with their roots parsed (a root that is not
-/// an event id, which the bridge never stores, is skipped).
-fn parse_roots(threads: &[(String, i64)]) -> Vec<Answered> {
-    threads
-        .iter()
-        .filter_map(|(root, at)| EventId::from_hex(root).ok().map(|root| (root, *at)))
-        .collect()
 }
 
 #[cfg(test)]

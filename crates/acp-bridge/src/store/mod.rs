@@ -59,6 +59,7 @@ pub(crate) use controls::Controls;
 pub(crate) use joined_groups::JoinedGroups;
 pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use sessions::{SessionUsage, Sessions};
+pub use threads::AnsweredThreads;
 pub(crate) use watermark::Watermarks;
 
 /// File name of the database inside the state dir.
