@@ -44,7 +44,7 @@ use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
 use crate::store::{
-    AgentGroups, AnsweredThreads, Controls, JoinedGroups, Questions, Sessions, Store, StoreError,
+    AgentGroups, AnsweredThreads, ContextMarks, Controls, JoinedGroups, Questions, Sessions, Store, StoreError,
     Watermarks,
 };
 use crate::telemetry::http::{self, Health};
@@ -233,7 +233,8 @@ impl Stages {
         });
         services.context = (settings.thread_context > 0).then(|| ThreadContext {
             client: client.clone(),
-            store: Arc::clone(&store),
+            ledger: Ledger::new(Arc::clone(&store)),
+            marks: ContextMarks::new(Arc::clone(&store)),
             bot: signer.public_key(),
             rules: gate_rules.clone(),
             from: settings.thread_context_from,

@@ -12,6 +12,7 @@
 //! The ledger owns the mapping of [`Mention`] onto the store's rows (hex ids
 //! and JSON payloads). It owns no queue and decides nothing.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use nostr_sdk::prelude::{Event, EventId, JsonUtil, PublicKey, Timestamp};
@@ -150,6 +151,19 @@ impl Ledger {
                 tracing::warn!(%error, "cannot remember an answered thread");
                 false
             })
+    }
+
+    /// Which of `event_ids` the journal took in (and has not pruned).
+    pub(crate) fn journaled_among(&self, event_ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        let ids: Vec<String> = event_ids.iter().map(EventId::to_hex).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let found = self.store.journal_contains_any(&ids)?;
+        Ok(event_ids
+            .iter()
+            .zip(&ids)
+            .filter(|(_, id)| found.contains(*id))
+            .map(|(event_id, _)| *event_id)
+            .collect())
     }
 
     /// Whether the event was taken in before (the seen set).

@@ -56,6 +56,7 @@ use rusqlite::Connection;
 
 pub(crate) use agent_groups::{AgentGroup, AgentGroups};
 pub(crate) use controls::Controls;
+pub(crate) use thread_context::ContextMarks;
 pub(crate) use joined_groups::JoinedGroups;
 pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use sessions::{SessionUsage, Sessions};
