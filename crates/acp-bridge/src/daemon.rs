@@ -44,7 +44,7 @@ use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
 use crate::store::{
-    AgentGroups, AnsweredThreads, ContextMarks, Controls, JoinedGroups, Questions, Sessions, Store, StoreError,
+    AgentGroups, AnsweredThreads, ContextMarks, Controls, JoinedGroups, Outbox, Questions, Sessions, Store, StoreError,
     Watermarks,
 };
 use crate::telemetry::http::{self, Health};
@@ -343,7 +343,7 @@ impl Stages {
         let identity = Identity {
             client: client.clone(),
             signer: signer.clone(),
-            store: Arc::clone(&store),
+            outbox: Outbox::new(Arc::clone(&store)),
             outlet: replier.outlet(),
             wanted: Wanted::new(
                 settings.profile.clone(),
@@ -381,13 +381,14 @@ impl Stages {
             store: Arc::clone(&store),
             watermarks: Watermarks::new(Arc::clone(&store)),
             threads: AnsweredThreads::new(Arc::clone(&store)),
+            outbox: Outbox::new(Arc::clone(&store)),
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,
         };
         let publisher = Arc::new(Publisher::new(
             client.clone(),
-            Arc::clone(&store),
+            Outbox::new(Arc::clone(&store)),
             replier.outlet(),
             routes,
         ));
@@ -542,7 +543,7 @@ fn turn_services(
             max_text_bytes: settings.max_reply_bytes,
         },
         owner: settings.owner.filter(|_| asks_owner),
-        store: Arc::clone(store),
+        outbox: Outbox::new(Arc::clone(store)),
         controls: Controls::new(Arc::clone(store)),
         sessions: Sessions::new(Arc::clone(store)),
         questions: Questions::new(Arc::clone(store)),

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::intake::relay_link::subscription_since;
 use crate::intake::{MAX_FUTURE_SKEW_SECS, SubscriptionFloors};
-use crate::store::{AnsweredThreads, Store, StoreError, Watermarks, sql_seconds};
+use crate::store::{AnsweredThreads, Outbox, Store, StoreError, Watermarks, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
 pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -55,6 +55,8 @@ pub(crate) struct Housekeeping {
     pub watermarks: Watermarks,
     /// Threads no longer followed are forgotten.
     pub threads: AnsweredThreads,
+    /// Replies sent or refused long ago are removed.
+    pub outbox: Outbox,
     /// The configured relays: their floors decide how long a finished
     /// mention must stay for dedup.
     pub relays: Vec<RelayUrl>,
@@ -97,7 +99,7 @@ impl Housekeeping {
         self.watermarks.raise_seen_horizon(seen_horizon)?;
         Ok(Pruned {
             mentions: self.store.journal_prune(retained_since, accepted_before)?,
-            replies: self.store.outbox_prune_settled(retained_since)?,
+            replies: self.outbox.prune_settled(retained_since)?,
             threads: self.threads.prune(retained_since)?,
         })
     }
@@ -142,6 +144,7 @@ mod tests {
             housekeeping: Housekeeping {
                 watermarks: Watermarks::new(Arc::clone(&store)),
                 threads: AnsweredThreads::new(Arc::clone(&store)),
+                outbox: Outbox::new(Arc::clone(&store)),
                 store,
                 relays: vec![relay.clone()],
                 floors: watch::Sender::new(SubscriptionFloors::default()).subscribe(),
@@ -194,7 +197,10 @@ mod tests {
                 .outbox_put(&reply, &[event_id], Finish::Answered, sql_seconds(at))
                 .unwrap();
             if sent {
-                self.store().outbox_mark_sent(reply_id, sql_seconds(at)).unwrap();
+                self.housekeeping
+                    .outbox
+                    .mark_sent(&[reply_id], sql_seconds(at))
+                    .unwrap();
             }
         }
     }
@@ -215,8 +221,9 @@ mod tests {
         rig.answer("answered-recent", "reply-recent", NOW - DAY, true);
         rig.accept("refused-old", old);
         rig.answer("refused-old", "reply-refused", old, false);
-        rig.store()
-            .outbox_mark_refused("reply-refused", "blocked: no bots", sql_seconds(old))
+        rig.housekeeping
+            .outbox
+            .mark_refused("reply-refused", "blocked: no bots", sql_seconds(old))
             .unwrap();
 
         let pruned = rig.housekeeping.prune(NOW).unwrap();
@@ -234,7 +241,7 @@ mod tests {
             pending.len() == 1 && pending[0].event_id == "pending-old",
             "pending work is never pruned: {pending:?}"
         );
-        let unsent = rig.store().outbox_due(i64::MAX).unwrap();
+        let unsent = rig.housekeeping.outbox.due(i64::MAX).unwrap();
         assert!(
             unsent.len() == 1 && unsent[0].event_id == "reply-unsent",
             "unsent replies are never pruned: {unsent:?}"

@@ -16,7 +16,6 @@
 //! when the heart drops its end of the channel.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use acp_client::{
     AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
@@ -40,7 +39,7 @@ use crate::groups::GroupDirectory;
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
 use crate::reply::{Replier, ReplyContent};
-use crate::store::{Controls, Questions, Sessions, Store};
+use crate::store::{Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
 use crate::thread_context::{PendingMark, ThreadContext};
 
@@ -54,7 +53,7 @@ pub(crate) struct TurnServices {
     /// agent's questions. Without, questions are answered `cancelled`.
     pub owner: Option<PublicKey>,
     /// The outbox's refusals, for `!status`.
-    pub store: Arc<Store>,
+    pub outbox: Outbox,
     /// The owner's model and mode choices and the agent's offers.
     pub controls: Controls,
     /// Sessions' usage is recorded, for `!status`.

@@ -380,7 +380,7 @@ impl Heart {
             self.counters.queued_mid_turn,
             blocked.len(),
         ) + &crate::shard::status_text(self.settings.shard);
-        let refusals = crate::reply::publisher::refusals_text(&self.services.store, in_private);
+        let refusals = crate::reply::publisher::refusals_text(&self.services.outbox, in_private);
         let counts = counts + &self.conversation_text(key);
         if !in_private {
             return counts + &refusals + " Details only in a DM: send !status there.";

@@ -1058,7 +1058,7 @@ mod tests {
         assert!(rig.inbound.try_recv().is_err(), "nothing handed on");
         assert_eq!(rig.intake.store.journal_pending_count().unwrap(), 0);
         assert!(
-            rig.intake.store.outbox_due(i64::MAX).unwrap().is_empty(),
+            crate::store::Outbox::new(Arc::clone(&rig.intake.store)).due(i64::MAX).unwrap().is_empty(),
             "no notice"
         );
 

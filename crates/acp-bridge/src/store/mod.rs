@@ -58,6 +58,7 @@ pub(crate) use agent_groups::{AgentGroup, AgentGroups};
 pub(crate) use controls::Controls;
 pub(crate) use thread_context::ContextMarks;
 pub(crate) use joined_groups::JoinedGroups;
+pub(crate) use outbox::Outbox;
 pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use sessions::{SessionUsage, Sessions};
 pub use threads::AnsweredThreads;
@@ -169,7 +170,7 @@ pub struct OutgoingEvent<'a> {
 
 /// A stored event the relay has not yet acknowledged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboxEntry {
+pub(crate) struct OutboxEntry {
     pub event_id: String,
     /// See [`OutgoingEvent::relay_hint`].
     pub relay_hint: Option<String>,
@@ -182,7 +183,7 @@ pub struct OutboxEntry {
 
 /// The outbox entries relays refused for good, for `!status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OutboxRefusals {
+pub(crate) struct OutboxRefusals {
     /// Entries refused and not yet pruned.
     pub count: u64,
     /// The newest refusal's reason, as the relay gave it.
