@@ -378,7 +378,7 @@ impl Stages {
                 .collect(),
         };
         let housekeeping = Housekeeping {
-            store: Arc::clone(&store),
+            journal: Ledger::new(Arc::clone(&store)),
             watermarks: Watermarks::new(Arc::clone(&store)),
             threads: AnsweredThreads::new(Arc::clone(&store)),
             outbox: Outbox::new(Arc::clone(&store)),

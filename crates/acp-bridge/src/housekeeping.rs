@@ -25,7 +25,6 @@
 //! two days back, say) thus cannot reopen a window whose seen entries are
 //! gone.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{RelayUrl, Timestamp};
@@ -34,7 +33,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::intake::relay_link::subscription_since;
 use crate::intake::{MAX_FUTURE_SKEW_SECS, SubscriptionFloors};
-use crate::store::{AnsweredThreads, Outbox, Store, StoreError, Watermarks, sql_seconds};
+use crate::ledger::Ledger;
+use crate::store::{AnsweredThreads, Outbox, StoreError, Watermarks, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
 pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -50,7 +50,8 @@ pub(crate) struct Pruned {
 
 #[derive(Debug)]
 pub(crate) struct Housekeeping {
-    pub store: Arc<Store>,
+    /// Finished mentions are pruned from the journal.
+    pub journal: Ledger,
     /// The relays' watermarks, and the seen horizon raised before a prune.
     pub watermarks: Watermarks,
     /// Threads no longer followed are forgotten.
@@ -98,7 +99,7 @@ impl Housekeeping {
         let seen_horizon = accepted_before.saturating_add(MAX_FUTURE_SKEW_SECS as i64);
         self.watermarks.raise_seen_horizon(seen_horizon)?;
         Ok(Pruned {
-            mentions: self.store.journal_prune(retained_since, accepted_before)?,
+            mentions: self.journal.prune(retained_since, accepted_before)?,
             replies: self.outbox.prune_settled(retained_since)?,
             threads: self.threads.prune(retained_since)?,
         })
@@ -125,13 +126,16 @@ mod tests {
     use super::*;
     use crate::intake::relay_link::SINCE_SKEW;
     use crate::store::scratch::ScratchDir;
-    use crate::store::{Finish, NewMention, OutgoingEvent};
+    use std::sync::Arc;
+
+    use crate::store::{Finish, NewMention, OutgoingEvent, Store};
 
     const DAY: u64 = 24 * 3600;
     const NOW: u64 = 100 * DAY;
 
     struct Rig {
         housekeeping: Housekeeping,
+        store: Arc<Store>,
         relay: RelayUrl,
         _dir: ScratchDir,
     }
@@ -145,19 +149,20 @@ mod tests {
                 watermarks: Watermarks::new(Arc::clone(&store)),
                 threads: AnsweredThreads::new(Arc::clone(&store)),
                 outbox: Outbox::new(Arc::clone(&store)),
-                store,
+                journal: Ledger::new(Arc::clone(&store)),
                 relays: vec![relay.clone()],
                 floors: watch::Sender::new(SubscriptionFloors::default()).subscribe(),
                 retention: Duration::from_secs(7 * DAY),
             },
             relay,
+            store,
             _dir: dir,
         }
     }
 
     impl Rig {
         fn store(&self) -> &Store {
-            &self.housekeeping.store
+            &self.store
         }
 
         fn accept(&self, event_id: &str, at: u64) {

@@ -166,6 +166,18 @@ impl Ledger {
             .collect())
     }
 
+    /// How many mentions are pending (for `--max-queued`).
+    pub(crate) fn pending_count(&self) -> Result<u64, StoreError> {
+        self.store.journal_pending_count()
+    }
+
+    /// Removes mentions finished before `finished_before` and accepted
+    /// before `accepted_before` (unix seconds); returns how many. Pending
+    /// mentions are never removed; a removed id is no longer a duplicate.
+    pub(crate) fn prune(&self, finished_before: i64, accepted_before: i64) -> Result<usize, StoreError> {
+        self.store.journal_prune(finished_before, accepted_before)
+    }
+
     /// Whether the event was taken in before (the seen set).
     pub(crate) fn seen(&self, event_id: &str) -> bool {
         self.store.journal_contains(event_id).unwrap_or(false)

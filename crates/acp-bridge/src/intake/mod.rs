@@ -273,7 +273,6 @@ enum Signature<'a> {
 #[derive(Debug)]
 pub struct Intake {
     signer: BotSigner,
-    store: Arc<Store>,
     ledger: Ledger,
     /// Whether an owner's reply answers a question asked here.
     questions: Questions,
@@ -344,8 +343,7 @@ impl Intake {
             ledger: Ledger::new(Arc::clone(&store)),
             questions: Questions::new(Arc::clone(&store)),
             watermarks: Watermarks::new(Arc::clone(&store)),
-            threads: AnsweredThreads::new(Arc::clone(&store)),
-            store,
+            threads: AnsweredThreads::new(store),
             gate,
             replier,
             loop_guard,
@@ -763,8 +761,8 @@ impl Intake {
     /// (read at most once per [`QUEUED_COUNT_REFRESH`], plus what was
     /// admitted since).
     fn queue_is_full(&mut self) -> bool {
-        let store = &self.store;
-        self.queued.get(Instant::now(), || store.journal_pending_count()) >= self.limits.max_queued
+        let ledger = &self.ledger;
+        self.queued.get(Instant::now(), || ledger.pending_count()) >= self.limits.max_queued
     }
 
     /// A notice that the bot is overloaded, while the global budget for
@@ -903,6 +901,7 @@ mod tests {
         bot: Keys,
         owner: Keys,
         relay: RelayUrl,
+        store: Arc<Store>,
         _dir: ScratchDir,
     }
 
@@ -941,7 +940,7 @@ mod tests {
         Rig {
             intake: Intake::new(
                 BotSigner::from_keys(bot.clone()),
-                store,
+                Arc::clone(&store),
                 gate,
                 replier,
                 loop_guard,
@@ -952,6 +951,7 @@ mod tests {
             bot,
             owner,
             relay: RelayUrl::parse("ws://127.0.0.1:1").expect("url"),
+            store,
             _dir: dir,
         }
     }
@@ -1056,9 +1056,9 @@ mod tests {
             assert_eq!(rig.screen(&event).await, Err(DropReason::Duplicate), "seen");
         }
         assert!(rig.inbound.try_recv().is_err(), "nothing handed on");
-        assert_eq!(rig.intake.store.journal_pending_count().unwrap(), 0);
+        assert_eq!(rig.intake.ledger.pending_count().unwrap(), 0);
         assert!(
-            crate::store::Outbox::new(Arc::clone(&rig.intake.store)).due(i64::MAX).unwrap().is_empty(),
+            crate::store::Outbox::new(Arc::clone(&rig.store)).due(i64::MAX).unwrap().is_empty(),
             "no notice"
         );
 
@@ -1228,6 +1228,6 @@ mod tests {
             rig.intake.watermarks.of(&rig.relay).unwrap(),
             Some(1_000)
         );
-        assert_eq!(rig.intake.store.journal_pending_count().unwrap(), 2);
+        assert_eq!(rig.intake.ledger.pending_count().unwrap(), 2);
     }
 }

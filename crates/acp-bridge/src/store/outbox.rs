@@ -147,7 +147,7 @@ impl Store {
     /// a reply costs one commit, not one per table. True when the thread is
     /// new to the bot. Idempotent: when the first part is already stored,
     /// nothing changes (and the thread is not new).
-    pub fn outbox_put_series(
+    pub(crate) fn outbox_put_series(
         &self,
         parts: &[OutgoingEvent<'_>],
         answers: &[&str],
