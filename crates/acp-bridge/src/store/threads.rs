@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{Result, Store, sql_seconds};
 
 /// The door to the answered threads, the only way to the table (a reply
-/// stored with [`Store::outbox_put_series`] records its thread inside that
+/// stored with `Store::outbox_put_series` records its thread inside that
 /// transaction): threads are named by their root's event id.
 #[derive(Debug, Clone)]
 pub struct AnsweredThreads {
