@@ -44,8 +44,8 @@ use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
 use crate::store::{
-    AgentGroups, AnsweredThreads, ContextMarks, Controls, JoinedGroups, Outbox, Questions, Sessions, Store, StoreError,
-    Watermarks,
+    AgentGroups, AnsweredThreads, ContextMarks, Controls, JoinedGroups, Outbox, Questions, Sessions, Store,
+    StoreError, Watermarks,
 };
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;

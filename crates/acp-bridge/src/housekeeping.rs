@@ -304,7 +304,12 @@ mod tests {
         rig.accept("old", old);
         rig.finish("old", old);
         assert_eq!(rig.housekeeping.prune(NOW).unwrap().mentions, 1);
-        let horizon = rig.housekeeping.watermarks.seen_horizon().unwrap().expect("raised");
+        let horizon = rig
+            .housekeeping
+            .watermarks
+            .seen_horizon()
+            .unwrap()
+            .expect("raised");
         assert_eq!(horizon, sql_seconds(NOW - 7 * DAY + MAX_FUTURE_SKEW_SECS));
         assert!(
             (old + MAX_FUTURE_SKEW_SECS) < horizon as u64,

@@ -37,8 +37,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{
-    Client, Event, EventBuilder, Filter, Kind, NostrSigner, PublicKey, RelayUrl, ReqExitPolicy,
-    Tag, TagKind, TagStandard, Timestamp,
+    Client, Event, EventBuilder, Filter, Kind, NostrSigner, PublicKey, RelayUrl, ReqExitPolicy, Tag, TagKind,
+    TagStandard, Timestamp,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;

@@ -376,7 +376,9 @@ mod tests {
     #[test]
     fn before_any_session_a_choice_is_kept_for_when_it_starts() {
         let dir = ScratchDir::new("controls-before");
-        let store = Controls::new(std::sync::Arc::new(crate::store::Store::open(dir.path()).unwrap()));
+        let store = Controls::new(std::sync::Arc::new(
+            crate::store::Store::open(dir.path()).unwrap(),
+        ));
         let key = ConversationKey::from_journal("dm:a");
         let listed = command(&store, &key, ControlKind::Model, None, false);
         assert!(listed.contains("has not told its models yet"), "{listed}");
@@ -386,7 +388,10 @@ mod tests {
             "{set}"
         );
         assert_eq!(
-            store.chosen(&ConversationKey::from_journal("dm:a"), "model").unwrap().as_deref(),
+            store
+                .chosen(&ConversationKey::from_journal("dm:a"), "model")
+                .unwrap()
+                .as_deref(),
             Some("deep")
         );
         let listed = command(&store, &key, ControlKind::Model, None, false);
@@ -396,7 +401,9 @@ mod tests {
     #[test]
     fn another_conversations_offer_checks_a_new_one_and_says_so() {
         let dir = ScratchDir::new("controls-other");
-        let store = Controls::new(std::sync::Arc::new(crate::store::Store::open(dir.path()).unwrap()));
+        let store = Controls::new(std::sync::Arc::new(
+            crate::store::Store::open(dir.path()).unwrap(),
+        ));
         offered(
             &store,
             &ConversationKey::from_journal("dm:a"),
@@ -408,7 +415,12 @@ mod tests {
         assert!(listed.contains("* fast\n- deep"), "{listed}");
         let unknown = command(&store, &key, ControlKind::Model, Some("huge"), false);
         assert_eq!(unknown, "Unknown model `huge`. Valid: fast, deep.");
-        assert_eq!(store.chosen(&ConversationKey::from_journal("dm:b"), "model").unwrap(), None);
+        assert_eq!(
+            store
+                .chosen(&ConversationKey::from_journal("dm:b"), "model")
+                .unwrap(),
+            None
+        );
         let no_modes = command(&store, &key, ControlKind::Mode, Some("code"), false);
         assert!(no_modes.contains("offers no mode choice"), "{no_modes}");
     }
@@ -416,7 +428,9 @@ mod tests {
     #[test]
     fn a_choice_during_a_turn_waits_for_the_next_and_status_says_so() {
         let dir = ScratchDir::new("controls-running");
-        let store = Controls::new(std::sync::Arc::new(crate::store::Store::open(dir.path()).unwrap()));
+        let store = Controls::new(std::sync::Arc::new(
+            crate::store::Store::open(dir.path()).unwrap(),
+        ));
         let key = ConversationKey::from_journal("dm:a");
         offered(&store, &key, Some(models("fast")));
         let set = command(&store, &key, ControlKind::Model, Some("deep"), true);

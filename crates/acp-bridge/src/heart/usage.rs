@@ -49,7 +49,11 @@ impl TurnUsage {
 
 /// Reads a prompt's usage, records it (metrics, the conversation's row) and
 /// returns it for the turn's log line.
-pub(crate) fn record(sessions: &Sessions, conversation: &ConversationKey, outcome: &TurnOutcome) -> TurnUsage {
+pub(crate) fn record(
+    sessions: &Sessions,
+    conversation: &ConversationKey,
+    outcome: &TurnOutcome,
+) -> TurnUsage {
     let answered = outcome.result.get("usage");
     let tokens = |key: &str| answered.and_then(|usage| usage.get(key)).and_then(Value::as_u64);
     for (key, kind) in TOKEN_KINDS {

@@ -1058,7 +1058,10 @@ mod tests {
         assert!(rig.inbound.try_recv().is_err(), "nothing handed on");
         assert_eq!(rig.intake.ledger.pending_count().unwrap(), 0);
         assert!(
-            crate::store::Outbox::new(Arc::clone(&rig.store)).due(i64::MAX).unwrap().is_empty(),
+            crate::store::Outbox::new(Arc::clone(&rig.store))
+                .due(i64::MAX)
+                .unwrap()
+                .is_empty(),
             "no notice"
         );
 
@@ -1224,10 +1227,7 @@ mod tests {
             rig.inbound.try_recv().is_err(),
             "the copy from the second relay was not handed on"
         );
-        assert_eq!(
-            rig.intake.watermarks.of(&rig.relay).unwrap(),
-            Some(1_000)
-        );
+        assert_eq!(rig.intake.watermarks.of(&rig.relay).unwrap(), Some(1_000));
         assert_eq!(rig.intake.ledger.pending_count().unwrap(), 2);
     }
 }

@@ -6,7 +6,6 @@
 //! is slow to start. Deciding when to start one, and what a failure means
 //! for the breaker, is the actor's.
 
-
 use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig, ProgramError};
 use tokio_util::sync::CancellationToken;
 

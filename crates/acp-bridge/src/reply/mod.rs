@@ -607,8 +607,8 @@ fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -
 mod tests {
     use super::*;
     use crate::mention::test_mention;
-    use crate::store::{MentionState, Outbox};
     use crate::store::scratch::ScratchDir;
+    use crate::store::{MentionState, Outbox};
     use nostr_sdk::prelude::Keys;
 
     fn replier(store: &Arc<Store>) -> Replier {

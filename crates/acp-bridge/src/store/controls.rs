@@ -43,7 +43,12 @@ impl Controls {
 
     /// Forgets the owner's choice of `kind` if it is still `value`, and
     /// says whether it did (a newer choice stays).
-    pub(crate) fn drop_if_still(&self, conversation: &ConversationKey, kind: &str, value: &str) -> Result<bool> {
+    pub(crate) fn drop_if_still(
+        &self,
+        conversation: &ConversationKey,
+        kind: &str,
+        value: &str,
+    ) -> Result<bool> {
         self.store.control_drop(conversation.as_str(), kind, value)
     }
 

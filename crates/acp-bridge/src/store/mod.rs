@@ -73,11 +73,11 @@ use rusqlite::Connection;
 
 pub(crate) use agent_groups::{AgentGroup, AgentGroups};
 pub(crate) use controls::Controls;
-pub(crate) use thread_context::ContextMarks;
 pub(crate) use joined_groups::JoinedGroups;
 pub(crate) use outbox::Outbox;
 pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use sessions::{SessionUsage, Sessions};
+pub(crate) use thread_context::ContextMarks;
 pub use threads::AnsweredThreads;
 pub(crate) use watermark::Watermarks;
 

@@ -51,8 +51,7 @@ impl Outbox {
             relay_hint: None,
             json: &event.as_json(),
         };
-        self.store
-            .outbox_put(&outgoing, &[], Finish::Notified, sql_now())
+        self.store.outbox_put(&outgoing, &[], Finish::Notified, sql_now())
     }
 
     /// Entries neither sent nor refused whose next attempt is due at `now`.

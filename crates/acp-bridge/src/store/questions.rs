@@ -43,7 +43,8 @@ impl Questions {
     /// Records `question`, asked under `under`, as open.
     pub(crate) fn open(&self, question: EventId, under: &Mention) -> Result<()> {
         let payload = serde_json::to_string(under)?;
-        self.store.question_open(&question.to_hex(), &payload, super::sql_now())
+        self.store
+            .question_open(&question.to_hex(), &payload, super::sql_now())
     }
 
     /// Forgets `question` (answered, timed out, cancelled).

@@ -79,7 +79,13 @@ impl Store {
 
     /// Remembers the conversation's session; a new one replaces the old
     /// (and its usage, and the thread context the old one was given).
-    pub(super) fn session_keep(&self, conversation: &str, agent: &str, session_id: &str, now: i64) -> Result<()> {
+    pub(super) fn session_keep(
+        &self,
+        conversation: &str,
+        agent: &str,
+        session_id: &str,
+        now: i64,
+    ) -> Result<()> {
         let replaced = self
             .conn()
             .prepare_cached(

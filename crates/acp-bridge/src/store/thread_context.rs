@@ -37,7 +37,12 @@ impl ContextMarks {
 
     /// Moves the conversation's mark to `created_at` with `event_ids`
     /// unless it is already at a later second.
-    pub(crate) fn advance(&self, conversation: &ConversationKey, created_at: i64, event_ids: &str) -> Result<()> {
+    pub(crate) fn advance(
+        &self,
+        conversation: &ConversationKey,
+        created_at: i64,
+        event_ids: &str,
+    ) -> Result<()> {
         self.store
             .advance_context_mark(conversation.as_str(), created_at, event_ids)
     }
@@ -68,7 +73,12 @@ impl Store {
     /// Moves the conversation's mark to `created_at` with `event_ids` (all
     /// the ids seen at that second, the caller's union) unless it is
     /// already at a later second.
-    pub(super) fn advance_context_mark(&self, conversation: &str, created_at: i64, event_ids: &str) -> Result<()> {
+    pub(super) fn advance_context_mark(
+        &self,
+        conversation: &str,
+        created_at: i64,
+        event_ids: &str,
+    ) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "INSERT INTO thread_context (conversation, created_at, event_id) VALUES (?1, ?2, ?3)

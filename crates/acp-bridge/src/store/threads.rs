@@ -29,7 +29,8 @@ impl AnsweredThreads {
     /// Records that the bot answered in the thread rooted at `root` at
     /// `at`; true when the thread is new to it.
     pub fn answered(&self, root: EventId, at: Timestamp) -> Result<bool> {
-        self.store.thread_answered(&root.to_hex(), sql_seconds(at.as_secs()))
+        self.store
+            .thread_answered(&root.to_hex(), sql_seconds(at.as_secs()))
     }
 
     /// When (unix seconds) the bot first answered in the thread rooted at
