@@ -31,7 +31,7 @@ use crate::housekeeping::Housekeeping;
 use crate::identity::{Identity, Wanted};
 use crate::intake::FollowThreads;
 use crate::intake::interest::Interest;
-use crate::intake::relay_link::{LinkStatus, RelayLink};
+use crate::intake::relay_link::{LinkDoors, LinkStatus, RelayLink};
 use crate::intake::{Inbound, Intake, IntakeLimits, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
@@ -298,6 +298,11 @@ impl Stages {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }
         let (mut relays_connected, mut relays_listening) = (Vec::new(), Vec::new());
+        let link_doors = LinkDoors {
+            ledger: Ledger::new(Arc::clone(&store)),
+            answered: AnsweredThreads::new(Arc::clone(&store)),
+            watermarks: Watermarks::new(Arc::clone(&store)),
+        };
         let mut links: Vec<RelayLink> = relays
             .into_iter()
             .map(|relay| {
@@ -312,7 +317,7 @@ impl Stages {
                 RelayLink::new(
                     relay,
                     relay_interest,
-                    Arc::clone(&store),
+                    link_doors.clone(),
                     arrivals_tx.clone(),
                     status,
                     refetch,
@@ -332,7 +337,7 @@ impl Stages {
             RelayLink::new(
                 relay,
                 dms_only.clone(),
-                Arc::clone(&store),
+                link_doors.clone(),
                 arrivals_tx.clone(),
                 LinkStatus::default(),
                 refetch,

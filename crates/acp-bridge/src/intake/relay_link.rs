@@ -39,7 +39,6 @@
 //! Nothing slow runs here: events are handed to the intake task through a
 //! bounded channel, which is where backpressure belongs.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
@@ -60,7 +59,7 @@ use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
 use crate::deadline::sleep_until;
 use crate::ledger::Ledger;
-use crate::store::{AnsweredThreads, Store, Watermarks};
+use crate::store::{AnsweredThreads, Watermarks};
 
 /// Subscriptions start this far before the watermark, for clock skew and
 /// delivery delay.
@@ -140,12 +139,8 @@ pub(crate) struct RelayLink {
     relay: Relay,
     url: RelayUrl,
     interest: Interest,
-    /// Journals the mentions the bot's own replies show answered.
-    ledger: Ledger,
-    /// The threads the bot answered in, to follow and to learn.
-    answered: AnsweredThreads,
-    /// Where `since` starts: this relay's watermark, the seen horizon.
-    watermarks: Watermarks,
+    /// The durable state the link reads and writes.
+    doors: LinkDoors,
     arrivals: mpsc::Sender<Arrival>,
     status: LinkStatus,
     refetch: RefetchFrom,
@@ -161,11 +156,22 @@ pub(crate) struct RelayLink {
     subscriptions: Subscriptions,
 }
 
+/// The store's tables a relay link reaches, one door each.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkDoors {
+    /// Journals the mentions the bot's own replies show answered.
+    pub ledger: Ledger,
+    /// The threads the bot answered in, to follow and to learn.
+    pub answered: AnsweredThreads,
+    /// Where `since` starts: this relay's watermark, the seen horizon.
+    pub watermarks: Watermarks,
+}
+
 impl RelayLink {
     pub(crate) fn new(
         relay: Relay,
         interest: Interest,
-        store: Arc<Store>,
+        doors: LinkDoors,
         arrivals: mpsc::Sender<Arrival>,
         status: LinkStatus,
         refetch: RefetchFrom,
@@ -175,9 +181,7 @@ impl RelayLink {
             url: relay.url().clone(),
             relay,
             interest,
-            ledger: Ledger::new(Arc::clone(&store)),
-            answered: AnsweredThreads::new(Arc::clone(&store)),
-            watermarks: Watermarks::new(store),
+            doors,
             arrivals,
             status,
             refetch,
@@ -403,7 +407,7 @@ impl RelayLink {
                 limit: MAX_OWN_REPLIES_READ,
                 follow_threads: self.interest.follow_threads,
             };
-            let answered = own_replies.learn(&self.ledger, &self.answered).await;
+            let answered = own_replies.learn(&self.doors.ledger, &self.doors.answered).await;
             if !answered.is_empty() {
                 self.forward(Arrival::AnsweredOnRelay { answered }).await;
             }
@@ -450,7 +454,7 @@ impl RelayLink {
     /// refetch). A failure is logged: mentions that tag the bot still
     /// arrive.
     async fn follow_all_threads(&mut self, since: Timestamp) {
-        let Some(answered) = answered_threads(&self.answered, &self.url, i64::MIN) else {
+        let Some(answered) = answered_threads(&self.doors.answered, &self.url, i64::MIN) else {
             return;
         };
         let had_recent = self.followed.has_recent();
@@ -471,12 +475,13 @@ impl RelayLink {
     /// all their recent events per answer, 2.4 M instructions per mention
     /// (BENCHMARKS §8).
     async fn follow_new_threads(&mut self) {
-        let Some(lately) = answered_threads(&self.answered, &self.url, self.followed.read_from()) else {
+        let Some(lately) = answered_threads(&self.doors.answered, &self.url, self.followed.read_from())
+        else {
             return;
         };
-        let renewal = self
-            .followed
-            .renew(&lately, || answered_threads(&self.answered, &self.url, i64::MIN));
+        let renewal = self.followed.renew(&lately, || {
+            answered_threads(&self.doors.answered, &self.url, i64::MIN)
+        });
         let (subscription, roots, new) = match renewal {
             Renewal::Unchanged => return,
             Renewal::Recent { recent, new } => (RECENT_THREADS_SUBSCRIPTION_ID, recent, new),
@@ -535,13 +540,13 @@ impl RelayLink {
 
     /// The `since` of a subscription made now (see [`subscription_since`]).
     fn since_reaching(&self, oldest_untaken: Option<Timestamp>) -> Timestamp {
-        let watermark = self.watermarks.of(&self.url).unwrap_or_else(|error| {
+        let watermark = self.doors.watermarks.of(&self.url).unwrap_or_else(|error| {
             tracing::error!(relay = %self.url, %error, "cannot read the watermark; using the first-start window");
             None
         });
         // Housekeeping keeps the horizon below the watermark's reach:
         // without it, nothing older than that is asked for.
-        let (oldest_untaken, seen_horizon) = match self.watermarks.seen_horizon() {
+        let (oldest_untaken, seen_horizon) = match self.doors.watermarks.seen_horizon() {
             Ok(horizon) => (oldest_untaken, horizon),
             Err(error) => {
                 tracing::error!(relay = %self.url, %error, "cannot read the seen horizon; fetching nothing older than the watermark");
