@@ -30,7 +30,7 @@ use crate::housekeeping::Housekeeping;
 use crate::identity::{Identity, Wanted};
 use crate::inbound::Inbound;
 use crate::intake::interest::Interest;
-use crate::intake::relay_link::{LinkStatus, RelayLink};
+use crate::intake::relay_link::{LinkDoors, LinkStatus, RelayLink};
 use crate::intake::{Intake, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
@@ -40,7 +40,10 @@ use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
 use crate::signer::{BotSigner, SignerOpenError};
-use crate::store::{Store, StoreError};
+use crate::store::{
+    AgentGroups, AnsweredThreads, Controls, JoinedGroups, Outbox, Questions, Sessions, Store, StoreError,
+    Watermarks,
+};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
 use crate::transport::NoDelayTransport;
@@ -188,7 +191,8 @@ impl Stages {
             &settings.agent.cwd,
             &settings.state_dir,
         );
-        reaper::sweep(&store).await;
+        let agent_groups = AgentGroups::new(Arc::clone(&store));
+        reaper::sweep(&agent_groups).await;
         let (embedded, relay_urls) = relay_urls(&settings.relays.bot).await?;
         let (client, relays) = relay_client(&settings, &signer, &relay_urls).await?;
         let inbox_only = inbox_only_relays(&settings, &relay_urls);
@@ -207,7 +211,8 @@ impl Stages {
             settings.agent.clone(),
             // Questions reach a person only with ask-owner (README).
             settings.agent.client_config(settings.turns.asks_owner()),
-            Arc::clone(&store),
+            Sessions::new(Arc::clone(&store)),
+            agent_groups,
         );
         let groups = GroupDirectory::new(&settings.groups);
         let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
@@ -259,6 +264,11 @@ impl Stages {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }
         let (mut relays_connected, mut relays_listening) = (Vec::new(), Vec::new());
+        let link_doors = LinkDoors {
+            ledger: Ledger::new(Arc::clone(&store)),
+            answered: AnsweredThreads::new(Arc::clone(&store)),
+            watermarks: Watermarks::new(Arc::clone(&store)),
+        };
         let mut links: Vec<RelayLink> = relays
             .into_iter()
             .map(|relay| {
@@ -273,7 +283,7 @@ impl Stages {
                 RelayLink::new(
                     relay,
                     relay_interest,
-                    Arc::clone(&store),
+                    link_doors.clone(),
                     arrivals_tx.clone(),
                     status,
                     refetch,
@@ -293,7 +303,7 @@ impl Stages {
             RelayLink::new(
                 relay,
                 dms_only.clone(),
-                Arc::clone(&store),
+                link_doors.clone(),
                 arrivals_tx.clone(),
                 LinkStatus::default(),
                 refetch,
@@ -304,7 +314,7 @@ impl Stages {
         let identity = Identity {
             client: client.clone(),
             signer: signer.clone(),
-            store: Arc::clone(&store),
+            outbox: Outbox::new(Arc::clone(&store)),
             outlet: replier.outlet(),
             wanted: Wanted::new(
                 settings.profile.clone(),
@@ -329,7 +339,7 @@ impl Stages {
         let membership = Membership {
             client: client.clone(),
             signer,
-            store: Arc::clone(&store),
+            joined: JoinedGroups::new(Arc::clone(&store)),
             settings: settings.groups.clone(),
             directory: groups,
             relays: relay_urls
@@ -339,14 +349,17 @@ impl Stages {
                 .collect(),
         };
         let housekeeping = Housekeeping {
-            store: Arc::clone(&store),
+            journal: Ledger::new(Arc::clone(&store)),
+            watermarks: Watermarks::new(Arc::clone(&store)),
+            threads: AnsweredThreads::new(Arc::clone(&store)),
+            outbox: Outbox::new(Arc::clone(&store)),
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,
         };
         let publisher = Arc::new(Publisher::new(
             client.clone(),
-            Arc::clone(&store),
+            Outbox::new(Arc::clone(&store)),
             replier.outlet(),
             routes,
         ));
@@ -491,7 +504,10 @@ fn turn_services(
         replier: replier.clone(),
         options: settings.turns.turn_options(settings.replies.max_reply_bytes),
         owner: settings.gate.owner.filter(|_| settings.turns.asks_owner()),
-        store: Arc::clone(store),
+        outbox: Outbox::new(Arc::clone(store)),
+        controls: Controls::new(Arc::clone(store)),
+        sessions: Sessions::new(Arc::clone(store)),
+        questions: Questions::new(Arc::clone(store)),
         reply_content: settings.replies.content,
         context: None,
         groups: groups.clone(),

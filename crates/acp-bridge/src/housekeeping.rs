@@ -25,7 +25,6 @@
 //! two days back, say) thus cannot reopen a window whose seen entries are
 //! gone.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{RelayUrl, Timestamp};
@@ -35,7 +34,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
 use crate::intake::SubscriptionFloors;
 use crate::intake::relay_link::subscription_since;
-use crate::store::{Store, StoreError, sql_seconds};
+use crate::ledger::Ledger;
+use crate::store::{AnsweredThreads, Outbox, StoreError, Watermarks, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
 pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -51,7 +51,14 @@ pub(crate) struct Pruned {
 
 #[derive(Debug)]
 pub(crate) struct Housekeeping {
-    pub store: Arc<Store>,
+    /// Finished mentions are pruned from the journal.
+    pub journal: Ledger,
+    /// The relays' watermarks, and the seen horizon raised before a prune.
+    pub watermarks: Watermarks,
+    /// Threads no longer followed are forgotten.
+    pub threads: AnsweredThreads,
+    /// Replies sent or refused long ago are removed.
+    pub outbox: Outbox,
     /// The configured relays: their floors decide how long a finished
     /// mention must stay for dedup.
     pub relays: Vec<RelayUrl>,
@@ -91,11 +98,11 @@ impl Housekeeping {
         // A row accepted before `accepted_before` is of an event dated
         // before this (the intake refuses dates further ahead).
         let seen_horizon = accepted_before.saturating_add(MAX_FUTURE_SKEW_SECS as i64);
-        self.store.raise_seen_horizon(seen_horizon)?;
+        self.watermarks.raise_seen_horizon(seen_horizon)?;
         Ok(Pruned {
-            mentions: self.store.journal_prune(retained_since, accepted_before)?,
-            replies: self.store.outbox_prune_settled(retained_since)?,
-            threads: self.store.threads_prune(retained_since)?,
+            mentions: self.journal.prune(retained_since, accepted_before)?,
+            replies: self.outbox.prune_settled(retained_since)?,
+            threads: self.threads.prune(retained_since)?,
         })
     }
 
@@ -104,9 +111,9 @@ impl Housekeeping {
     fn lowest_floor(&self, now: u64) -> Result<u64, StoreError> {
         let mut lowest = now;
         let floors = self.floors.borrow();
-        let seen_horizon = self.store.seen_horizon()?;
+        let seen_horizon = self.watermarks.seen_horizon()?;
         for relay in &self.relays {
-            let watermark = self.store.watermark(relay.as_str())?;
+            let watermark = self.watermarks.of(relay)?;
             let next = subscription_since(watermark, None, seen_horizon, now);
             let live = floors.get(relay).map_or(next, |floor| floor.as_secs());
             lowest = lowest.min(next).min(live);
@@ -120,13 +127,16 @@ mod tests {
     use super::*;
     use crate::clock_skew::SINCE_SKEW;
     use crate::store::scratch::ScratchDir;
-    use crate::store::{Finish, NewMention, OutgoingEvent};
+    use std::sync::Arc;
+
+    use crate::store::{Finish, NewMention, OutgoingEvent, Store};
 
     const DAY: u64 = 24 * 3600;
     const NOW: u64 = 100 * DAY;
 
     struct Rig {
         housekeeping: Housekeeping,
+        store: Arc<Store>,
         relay: RelayUrl,
         _dir: ScratchDir,
     }
@@ -134,21 +144,26 @@ mod tests {
     fn rig() -> Rig {
         let dir = ScratchDir::new("housekeeping");
         let relay = RelayUrl::parse("ws://127.0.0.1:7777").unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
         Rig {
             housekeeping: Housekeeping {
-                store: Arc::new(Store::open(dir.path()).unwrap()),
+                watermarks: Watermarks::new(Arc::clone(&store)),
+                threads: AnsweredThreads::new(Arc::clone(&store)),
+                outbox: Outbox::new(Arc::clone(&store)),
+                journal: Ledger::new(Arc::clone(&store)),
                 relays: vec![relay.clone()],
                 floors: watch::Sender::new(SubscriptionFloors::default()).subscribe(),
                 retention: Duration::from_secs(7 * DAY),
             },
             relay,
+            store,
             _dir: dir,
         }
     }
 
     impl Rig {
         fn store(&self) -> &Store {
-            &self.housekeeping.store
+            &self.store
         }
 
         fn accept(&self, event_id: &str, at: u64) {
@@ -166,8 +181,9 @@ mod tests {
         }
 
         fn watermark(&self, at: u64) {
-            self.store()
-                .advance_watermark(self.relay.as_str(), sql_seconds(at))
+            self.housekeeping
+                .watermarks
+                .advance(&self.relay, Timestamp::from_secs(at))
                 .unwrap();
         }
 
@@ -187,7 +203,10 @@ mod tests {
                 .outbox_put(&reply, &[event_id], Finish::Answered, sql_seconds(at))
                 .unwrap();
             if sent {
-                self.store().outbox_mark_sent(reply_id, sql_seconds(at)).unwrap();
+                self.housekeeping
+                    .outbox
+                    .mark_sent(&[reply_id], sql_seconds(at))
+                    .unwrap();
             }
         }
     }
@@ -208,8 +227,9 @@ mod tests {
         rig.answer("answered-recent", "reply-recent", NOW - DAY, true);
         rig.accept("refused-old", old);
         rig.answer("refused-old", "reply-refused", old, false);
-        rig.store()
-            .outbox_mark_refused("reply-refused", "blocked: no bots", sql_seconds(old))
+        rig.housekeeping
+            .outbox
+            .mark_refused("reply-refused", "blocked: no bots", sql_seconds(old))
             .unwrap();
 
         let pruned = rig.housekeeping.prune(NOW).unwrap();
@@ -227,7 +247,7 @@ mod tests {
             pending.len() == 1 && pending[0].event_id == "pending-old",
             "pending work is never pruned: {pending:?}"
         );
-        let unsent = rig.store().outbox_due(i64::MAX).unwrap();
+        let unsent = rig.housekeeping.outbox.due(i64::MAX).unwrap();
         assert!(
             unsent.len() == 1 && unsent[0].event_id == "reply-unsent",
             "unsent replies are never pruned: {unsent:?}"
@@ -285,7 +305,12 @@ mod tests {
         rig.accept("old", old);
         rig.finish("old", old);
         assert_eq!(rig.housekeeping.prune(NOW).unwrap().mentions, 1);
-        let horizon = rig.store().seen_horizon().unwrap().expect("raised");
+        let horizon = rig
+            .housekeeping
+            .watermarks
+            .seen_horizon()
+            .unwrap()
+            .expect("raised");
         assert_eq!(horizon, sql_seconds(NOW - 7 * DAY + MAX_FUTURE_SKEW_SECS));
         assert!(
             (old + MAX_FUTURE_SKEW_SECS) < horizon as u64,

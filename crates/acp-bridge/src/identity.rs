@@ -34,12 +34,11 @@
 //! lacks it while another holds the configured copy is not repaired.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{
-    Client, Event, EventBuilder, Filter, JsonUtil, Kind, NostrSigner, PublicKey, RelayUrl, ReqExitPolicy,
-    Tag, TagKind, TagStandard, Timestamp, Url,
+    Client, Event, EventBuilder, Filter, Kind, NostrSigner, PublicKey, RelayUrl, ReqExitPolicy, Tag, TagKind,
+    TagStandard, Timestamp, Url,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -48,7 +47,7 @@ use crate::backoff::Backoff;
 use crate::flags::{ConfigError, refuse};
 use crate::reply::publisher::Outlet;
 use crate::signer::BotSigner;
-use crate::store::{Finish, OutgoingEvent, Store, sql_now};
+use crate::store::Outbox;
 
 /// A relay that has not answered the read of the bot's identity within
 /// this is counted as not answering.
@@ -396,7 +395,7 @@ pub(crate) async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, I
 pub(crate) struct Identity {
     pub client: Client,
     pub signer: BotSigner,
-    pub store: Arc<Store>,
+    pub outbox: Outbox,
     pub outlet: Outlet,
     pub wanted: Wanted,
 }
@@ -452,13 +451,7 @@ impl Identity {
     /// Signs `planned` and puts it in the outbox, for every relay.
     async fn store_for_publishing(&self, planned: &Planned) -> Result<(), IdentityError> {
         let event = planned.sign(&self.signer).await?;
-        let outgoing = OutgoingEvent {
-            event_id: &event.id.to_hex(),
-            relay_hint: None,
-            json: &event.as_json(),
-        };
-        self.store
-            .outbox_put(&outgoing, &[], Finish::Notified, sql_now())?;
+        self.outbox.put_unanswering(&event)?;
         Ok(())
     }
 }

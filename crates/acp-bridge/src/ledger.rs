@@ -12,13 +12,15 @@
 //! The ledger owns the mapping of [`Mention`] onto the store's rows (hex ids
 //! and JSON payloads). It owns no queue and decides nothing.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use nostr_sdk::prelude::{Event, EventId, JsonUtil, PublicKey};
+use nostr_sdk::prelude::{Event, EventId, JsonUtil, PublicKey, Timestamp};
 
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::store::{
-    Finish, NewMention, OutgoingEvent, PendingCursor, Store, StoreError, sql_now, sql_seconds,
+    AnsweredThreads, Finish, NewMention, OutgoingEvent, PendingCursor, Store, StoreError, sql_now,
+    sql_seconds,
 };
 
 /// Pending mentions read from the journal in one go at start-up.
@@ -46,11 +48,16 @@ pub(crate) struct OtherShards {
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
     store: Arc<Store>,
+    /// Threads answered without an event of ours (`thread_answered`).
+    threads: AnsweredThreads,
 }
 
 impl Ledger {
     pub(crate) fn new(store: Arc<Store>) -> Self {
-        Ledger { store }
+        Ledger {
+            threads: AnsweredThreads::new(Arc::clone(&store)),
+            store,
+        }
     }
 
     /// Journals `mentions` as pending, in one transaction. One flag per
@@ -135,15 +142,40 @@ impl Ledger {
     /// Remembers that the bot answered in the thread of `mention` (DMs have
     /// none); true when the thread is new to it.
     pub(crate) fn thread_answered(&self, mention: &Mention) -> bool {
-        let Some(root) = thread_root(mention) else {
+        let Some(root) = thread_root_id(mention) else {
             return false;
         };
-        self.store
-            .thread_answered(&root, sql_now())
+        self.threads
+            .answered(root, Timestamp::now())
             .unwrap_or_else(|error| {
                 tracing::warn!(%error, "cannot remember an answered thread");
                 false
             })
+    }
+
+    /// Which of `event_ids` the journal took in (and has not pruned).
+    pub(crate) fn journaled_among(&self, event_ids: &[EventId]) -> Result<HashSet<EventId>, StoreError> {
+        let ids: Vec<String> = event_ids.iter().map(EventId::to_hex).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let found = self.store.journal_contains_any(&ids)?;
+        Ok(event_ids
+            .iter()
+            .zip(&ids)
+            .filter(|(_, id)| found.contains(*id))
+            .map(|(event_id, _)| *event_id)
+            .collect())
+    }
+
+    /// How many mentions are pending (for `--max-queued`).
+    pub(crate) fn pending_count(&self) -> Result<u64, StoreError> {
+        self.store.journal_pending_count()
+    }
+
+    /// Removes mentions finished before `finished_before` and accepted
+    /// before `accepted_before` (unix seconds); returns how many. Pending
+    /// mentions are never removed; a removed id is no longer a duplicate.
+    pub(crate) fn prune(&self, finished_before: i64, accepted_before: i64) -> Result<usize, StoreError> {
+        self.store.journal_prune(finished_before, accepted_before)
     }
 
     /// Whether the event was taken in before (the seen set).
@@ -255,13 +287,17 @@ impl Ledger {
     }
 }
 
-/// The root of the thread `mention` is in, as the store keeps it; DMs have
-/// none.
-fn thread_root(mention: &Mention) -> Option<String> {
+/// The root of the thread `mention` is in; DMs have none.
+fn thread_root_id(mention: &Mention) -> Option<EventId> {
     match &mention.thread {
-        Thread::Group { root, .. } | Thread::Note { root, .. } => Some(root.to_hex()),
+        Thread::Group { root, .. } | Thread::Note { root, .. } => Some(*root),
         Thread::Direct { .. } => None,
     }
+}
+
+/// [`thread_root_id`] as the store keeps it.
+fn thread_root(mention: &Mention) -> Option<String> {
+    thread_root_id(mention).map(|root| root.to_hex())
 }
 
 fn hex_ids(mentions: &[Mention]) -> Vec<String> {

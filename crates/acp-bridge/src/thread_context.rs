@@ -52,9 +52,10 @@ use nostr_sdk::prelude::{
 use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
 use crate::flags::{ConfigError, flag_defaults, refuse};
 use crate::gate::{AuthorFacts, GateRules, Standing};
-use crate::mention::{self, Mention, Thread, short_npub};
+use crate::ledger::Ledger;
+use crate::mention::{self, ConversationKey, Mention, Thread, short_npub};
 use crate::prompt::{self, Earlier};
-use crate::store::Store;
+use crate::store::{ContextMarks, Store};
 use crate::telemetry::metrics;
 
 /// How long the relay may take to return a thread's earlier messages.
@@ -149,7 +150,8 @@ impl ContextSettings {
     ) -> Option<ThreadContext> {
         (self.limit > 0).then(|| ThreadContext {
             client: client.clone(),
-            store: Arc::clone(store),
+            ledger: Ledger::new(Arc::clone(store)),
+            marks: ContextMarks::new(Arc::clone(store)),
             bot,
             rules: rules.clone(),
             from: self.from,
@@ -182,7 +184,10 @@ impl ContextArgs {
 #[derive(Debug, Clone)]
 pub(crate) struct ThreadContext {
     pub client: Client,
-    pub store: Arc<Store>,
+    /// Which fetched events the journal took in (left out).
+    pub ledger: Ledger,
+    /// How far each conversation's session was given its thread.
+    pub marks: ContextMarks,
     pub bot: PublicKey,
     /// The author gate's rules: who is heard, and how they stand.
     pub rules: GateRules,
@@ -208,17 +213,17 @@ pub(crate) struct Gathered {
 /// context it stands for has not been accepted yet.
 #[derive(Debug)]
 pub(crate) struct PendingMark {
-    store: Arc<Store>,
-    conversation: String,
+    marks: ContextMarks,
+    conversation: ConversationKey,
     mark: Mark,
 }
 
 impl PendingMark {
     /// The agent accepted the prompt: the session has seen its context.
     pub(crate) fn commit(self) {
-        if let Err(error) =
-            self.store
-                .advance_context_mark(&self.conversation, self.mark.at, &self.mark.ids_text())
+        if let Err(error) = self
+            .marks
+            .advance(&self.conversation, self.mark.at, &self.mark.ids_text())
         {
             tracing::warn!(%error, "cannot record the thread context given to the session");
         }
@@ -298,10 +303,9 @@ impl ThreadContext {
         let Some(first) = batch.first() else {
             return Gathered::default();
         };
-        let conversation = first.conversation.as_str();
         let mark = self
-            .store
-            .context_mark(conversation)
+            .marks
+            .of(&first.conversation)
             .ok()
             .flatten()
             .map(|(at, ids)| Mark::read(at, &ids));
@@ -366,8 +370,8 @@ impl ThreadContext {
             .unwrap_or_default()
             .advanced(seen_batch.chain(seen_context));
         let pending = (Some(&next) != mark.as_ref()).then(|| PendingMark {
-            store: Arc::clone(&self.store),
-            conversation: conversation.to_owned(),
+            marks: self.marks.clone(),
+            conversation: first.conversation.clone(),
             mark: next,
         });
         if asked_the_relay {
@@ -432,14 +436,9 @@ impl ThreadContext {
     /// prompted, or refused. Kept when the journal cannot be read (the
     /// agent sees a message twice rather than not at all).
     fn leave_out_journaled(&self, events: &mut Vec<Event>) {
-        let ids: Vec<String> = events.iter().map(|event| event.id.to_hex()).collect();
-        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        match self.store.journal_contains_any(&ids) {
-            Ok(journaled) => {
-                // `retain` visits the events in order, as `ids` holds them.
-                let mut fresh = ids.iter().map(|id| !journaled.contains(id));
-                events.retain(|_| fresh.next().unwrap_or(true));
-            }
+        let ids: Vec<EventId> = events.iter().map(|event| event.id).collect();
+        match self.ledger.journaled_among(&ids) {
+            Ok(journaled) => events.retain(|event| !journaled.contains(&event.id)),
             Err(error) => {
                 tracing::warn!(%error, "cannot check the thread context against the journal; keeping it all")
             }

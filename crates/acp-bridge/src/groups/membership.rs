@@ -19,7 +19,6 @@
 //! authentication (closed groups do) gets it. A request that could not be
 //! sent (relay gone, timeout) is logged and tried again at the next start.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::pool::relay::Error as RelayError;
@@ -35,7 +34,7 @@ use super::metadata::{
 use super::relay_key::relay_key;
 use super::{GroupAddress, GroupDirectory, GroupSettings, same_relay};
 use crate::signer::BotSigner;
-use crate::store::{Store, sql_now};
+use crate::store::JoinedGroups;
 use crate::telemetry::metrics;
 
 /// How long the read of a group's metadata and members may take.
@@ -112,7 +111,7 @@ async fn relay_signer(group: &GroupAddress) -> Option<PublicKey> {
 pub(crate) struct Membership {
     pub client: Client,
     pub signer: BotSigner,
-    pub store: Arc<Store>,
+    pub joined: JoinedGroups,
     pub settings: GroupSettings,
     pub directory: GroupDirectory,
     /// Each relay the bot reads, with whether its link is connected and
@@ -158,7 +157,7 @@ impl Membership {
     pub(crate) async fn run(self, stop: CancellationToken) {
         // Read before any group is entered: a group remembered now is one
         // the bot was in before this start.
-        let remembered = self.store.joined_groups().unwrap_or_else(|error| {
+        let remembered = self.joined.all().unwrap_or_else(|error| {
             tracing::error!(%error, "cannot read the groups the bot joined; none is left at this start");
             Vec::new()
         });
@@ -343,13 +342,13 @@ impl Membership {
 
     fn remember(&self, group: &GroupAddress) {
         let relay = group.relay.as_str_without_trailing_slash();
-        if let Err(error) = self.store.joined_group_record(relay, &group.id, sql_now()) {
+        if let Err(error) = self.joined.record(relay, &group.id) {
             tracing::error!(%group, %error, "cannot remember the group; it is not left when dropped from the configuration");
         }
     }
 
     fn forget(&self, relay: &str, id: &str) {
-        if let Err(error) = self.store.joined_group_forget(relay, id) {
+        if let Err(error) = self.joined.forget(relay, id) {
             tracing::error!(relay, group_id = id, %error, "cannot forget a group the bot left");
         }
     }

@@ -29,7 +29,7 @@ use super::steer_strategy::SteerMethod;
 use crate::mention::{ConversationKey, Mention};
 use crate::pool::Lease;
 use crate::reply::Replier;
-use crate::store::{Store, sql_now};
+use crate::store::Controls;
 
 /// What the agent offered a conversation at its last turn's start.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -51,16 +51,16 @@ struct Found {
 
 impl Offer {
     /// The conversation's own offer, else another conversation's.
-    fn read(store: &Store, key: &ConversationKey) -> Option<Found> {
-        if let Some(offer) = Self::parse(store.agent_offer(Some(key.as_str()))) {
+    fn read(controls: &Controls, key: &ConversationKey) -> Option<Found> {
+        if let Some(offer) = Self::parse(controls.offer(Some(key))) {
             return Some(Found { offer, own: true });
         }
-        Self::parse(store.agent_offer(None)).map(|offer| Found { offer, own: false })
+        Self::parse(controls.offer(None)).map(|offer| Found { offer, own: false })
     }
 
     /// The conversation's own offer only.
-    fn read_own(store: &Store, key: &ConversationKey) -> Option<Offer> {
-        Self::read(store, key).and_then(|found| found.own.then_some(found.offer))
+    fn read_own(controls: &Controls, key: &ConversationKey) -> Option<Offer> {
+        Self::read(controls, key).and_then(|found| found.own.then_some(found.offer))
     }
 
     fn parse(stored: crate::store::Result<Option<String>>) -> Option<Offer> {
@@ -70,9 +70,9 @@ impl Offer {
         serde_json::from_str(&text).ok()
     }
 
-    fn keep(&self, store: &Store, key: &ConversationKey) {
+    fn keep(&self, controls: &Controls, key: &ConversationKey) {
         let text = serde_json::to_string(self).expect("an offer serializes");
-        if let Err(error) = store.agent_offer_keep(key.as_str(), &text, sql_now()) {
+        if let Err(error) = controls.keep_offer(key, &text) {
             tracing::warn!(conversation = %key, %error, "cannot keep what the agent offered");
         }
     }
@@ -98,16 +98,16 @@ impl Offer {
 
 /// `!model [ID]` / `!mode [ID]` in the conversation `key`: the answer.
 pub(crate) fn command(
-    store: &Store,
+    controls: &Controls,
     key: &ConversationKey,
     kind: ControlKind,
     choice: Option<&str>,
     turn_running: bool,
 ) -> String {
-    let found = Offer::read(store, key);
+    let found = Offer::read(controls, key);
     match choice {
-        None => list(kind, found, chosen(store, key, kind)),
-        Some(value) => choose(store, key, kind, value, found, turn_running),
+        None => list(kind, found, chosen(controls, key, kind)),
+        Some(value) => choose(controls, key, kind, value, found, turn_running),
     }
 }
 
@@ -171,7 +171,7 @@ fn capitalized(word: &str) -> String {
 }
 
 fn choose(
-    store: &Store,
+    controls: &Controls,
     key: &ConversationKey,
     kind: ControlKind,
     value: &str,
@@ -188,7 +188,7 @@ fn choose(
             Some(_) => {}
         }
     }
-    if let Err(error) = store.control_choose(key.as_str(), name, value, sql_now()) {
+    if let Err(error) = controls.choose(key, name, value) {
         tracing::error!(conversation = %key, %error, "cannot keep the owner's choice");
         return format!("Sorry, I could not keep that {name} choice: {error}.");
     }
@@ -209,9 +209,9 @@ fn valid(control: &Control) -> String {
     ids.join(", ")
 }
 
-fn chosen(store: &Store, key: &ConversationKey, kind: ControlKind) -> Option<String> {
-    store
-        .control_chosen(key.as_str(), kind.as_str())
+fn chosen(controls: &Controls, key: &ConversationKey, kind: ControlKind) -> Option<String> {
+    controls
+        .chosen(key, kind.as_str())
         .inspect_err(|error| tracing::warn!(conversation = %key, %error, "cannot read the owner's choice"))
         .ok()
         .flatten()
@@ -222,14 +222,14 @@ fn chosen(store: &Store, key: &ConversationKey, kind: ControlKind) -> Option<Str
 /// choice that could not apply. Takes the store and the replier, not the
 /// driver's `TurnServices`, since the driver calls it (no import loop).
 pub(crate) async fn on_lease(
-    store: &Store,
+    controls: &Controls,
     replier: &Replier,
     key: &ConversationKey,
     lease: &Lease,
     steer: SteerMethod,
     anchor: Option<&Mention>,
 ) {
-    let notes = align(store, key, &lease.client, &lease.session, steer).await;
+    let notes = align(controls, key, &lease.client, &lease.session, steer).await;
     if let Some(anchor) = anchor {
         let notices = Notices::new(replier.clone());
         for note in notes {
@@ -242,7 +242,7 @@ pub(crate) async fn on_lease(
 /// choices the session does not hold. Returns what the owner must be told
 /// (a choice that could not apply).
 async fn align(
-    store: &Store,
+    controls: &Controls,
     key: &ConversationKey,
     client: &AgentClient,
     session: &SessionId,
@@ -254,7 +254,7 @@ async fn align(
         mode: described.control(ControlKind::Mode),
         steer: Some(steer.as_str().to_owned()),
     };
-    let kept = Offer::read_own(store, key);
+    let kept = Offer::read_own(controls, key);
     if described.is_empty()
         && let Some(kept) = &kept
     {
@@ -270,7 +270,7 @@ async fn align(
     }
     let mut notes = Vec::new();
     for kind in ControlKind::ALL {
-        let Some(wanted) = chosen(store, key, kind) else {
+        let Some(wanted) = chosen(controls, key, kind) else {
             continue;
         };
         let name = kind.as_str();
@@ -296,7 +296,7 @@ async fn align(
                 tracing::warn!(conversation = %key, session = %session, kind = name, value = %wanted, %why, "cannot apply the owner's choice; dropped it");
                 // The owner may have chosen again while this one was tried:
                 // that newer choice stays, and is what the next turn applies.
-                match store.control_drop(key.as_str(), name, &wanted) {
+                match controls.drop_if_still(key, name, &wanted) {
                     Ok(true) => notes.push(format!(
                         "Your {name} choice `{wanted}` could not be applied: {why}. The agent's own {name} is used; choose again with !{name}."
                     )),
@@ -307,21 +307,21 @@ async fn align(
         }
     }
     if kept.as_ref() != Some(&offer) {
-        offer.keep(store, key);
+        offer.keep(controls, key);
     }
     notes
 }
 
 /// `!status`'s words for the conversation's model, mode and steer path.
-pub(crate) fn describe(store: &Store, key: &ConversationKey) -> String {
-    let Some(offer) = Offer::read_own(store, key) else {
+pub(crate) fn describe(controls: &Controls, key: &ConversationKey) -> String {
+    let Some(offer) = Offer::read_own(controls, key) else {
         return String::new();
     };
     let mut parts = Vec::new();
     for kind in ControlKind::ALL {
         let name = kind.as_str();
         let current = offer.control(kind).and_then(|control| control.current.clone());
-        let part = match (current, chosen(store, key, kind)) {
+        let part = match (current, chosen(controls, key, kind)) {
             (Some(current), Some(chosen)) if current != chosen => {
                 format!("{name} {current} (chosen: {chosen}, from the next turn)")
             }
@@ -364,7 +364,7 @@ mod tests {
         }
     }
 
-    fn offered(store: &Store, key: &ConversationKey, model: Option<Control>) {
+    fn offered(store: &Controls, key: &ConversationKey, model: Option<Control>) {
         let offer = Offer {
             model,
             mode: None,
@@ -376,7 +376,9 @@ mod tests {
     #[test]
     fn before_any_session_a_choice_is_kept_for_when_it_starts() {
         let dir = ScratchDir::new("controls-before");
-        let store = Store::open(dir.path()).unwrap();
+        let store = Controls::new(std::sync::Arc::new(
+            crate::store::Store::open(dir.path()).unwrap(),
+        ));
         let key = ConversationKey::from_journal("dm:a");
         let listed = command(&store, &key, ControlKind::Model, None, false);
         assert!(listed.contains("has not told its models yet"), "{listed}");
@@ -386,7 +388,10 @@ mod tests {
             "{set}"
         );
         assert_eq!(
-            store.control_chosen("dm:a", "model").unwrap().as_deref(),
+            store
+                .chosen(&ConversationKey::from_journal("dm:a"), "model")
+                .unwrap()
+                .as_deref(),
             Some("deep")
         );
         let listed = command(&store, &key, ControlKind::Model, None, false);
@@ -396,7 +401,9 @@ mod tests {
     #[test]
     fn another_conversations_offer_checks_a_new_one_and_says_so() {
         let dir = ScratchDir::new("controls-other");
-        let store = Store::open(dir.path()).unwrap();
+        let store = Controls::new(std::sync::Arc::new(
+            crate::store::Store::open(dir.path()).unwrap(),
+        ));
         offered(
             &store,
             &ConversationKey::from_journal("dm:a"),
@@ -408,7 +415,12 @@ mod tests {
         assert!(listed.contains("* fast\n- deep"), "{listed}");
         let unknown = command(&store, &key, ControlKind::Model, Some("huge"), false);
         assert_eq!(unknown, "Unknown model `huge`. Valid: fast, deep.");
-        assert_eq!(store.control_chosen("dm:b", "model").unwrap(), None);
+        assert_eq!(
+            store
+                .chosen(&ConversationKey::from_journal("dm:b"), "model")
+                .unwrap(),
+            None
+        );
         let no_modes = command(&store, &key, ControlKind::Mode, Some("code"), false);
         assert!(no_modes.contains("offers no mode choice"), "{no_modes}");
     }
@@ -416,7 +428,9 @@ mod tests {
     #[test]
     fn a_choice_during_a_turn_waits_for_the_next_and_status_says_so() {
         let dir = ScratchDir::new("controls-running");
-        let store = Store::open(dir.path()).unwrap();
+        let store = Controls::new(std::sync::Arc::new(
+            crate::store::Store::open(dir.path()).unwrap(),
+        ));
         let key = ConversationKey::from_journal("dm:a");
         offered(&store, &key, Some(models("fast")));
         let set = command(&store, &key, ControlKind::Model, Some("deep"), true);

@@ -16,7 +16,6 @@
 //! when the heart drops its end of the channel.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use acp_client::{
     AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
@@ -40,7 +39,7 @@ use crate::groups::GroupDirectory;
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
 use crate::reply::{Replier, ReplyContent};
-use crate::store::{Store, sql_now};
+use crate::store::{Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
 use crate::thread_context::{PendingMark, ThreadContext};
 
@@ -53,9 +52,14 @@ pub(crate) struct TurnServices {
     /// With `--permission-policy ask-owner`: the owner, who answers the
     /// agent's questions. Without, questions are answered `cancelled`.
     pub owner: Option<PublicKey>,
-    /// Open questions are recorded, so a restart can mark them expired;
-    /// sessions' usage too, for `!status`.
-    pub store: Arc<Store>,
+    /// The outbox's refusals, for `!status`.
+    pub outbox: Outbox,
+    /// The owner's model and mode choices and the agent's offers.
+    pub controls: Controls,
+    /// Sessions' usage is recorded, for `!status`.
+    pub sessions: Sessions,
+    /// Open questions are recorded, so a restart can mark them expired.
+    pub questions: Questions,
     /// `--reply-content`.
     pub reply_content: ReplyContent,
     /// `--thread-context` (`None`: off).
@@ -309,7 +313,7 @@ impl Driver {
                     tracing::Span::current().record("steer_method", self.steer.as_str());
                     let anchor = self.anchor.as_ref();
                     controls::on_lease(
-                        &self.services.store,
+                        &self.services.controls,
                         &self.services.replier,
                         &self.conversation,
                         &lease,
@@ -352,7 +356,7 @@ impl Driver {
             DriverAction::RejectQuestion { ticket } => self.answer_question(ticket, None).await,
             DriverAction::CancelQuestions => {
                 for (_, question) in self.questions.drain() {
-                    close_question(&self.services.store, question.event);
+                    close_question(&self.services.questions, question.event);
                     let _ = question.handle.cancel().await;
                 }
             }
@@ -447,7 +451,7 @@ impl Driver {
                     .map(|(ticket, _)| *ticket);
                 if let Some(question) = ticket.and_then(|ticket| self.questions.remove(&ticket)) {
                     // Answered -32800 by the client already: nothing to send.
-                    close_question(&self.services.store, question.event);
+                    close_question(&self.services.questions, question.event);
                 }
                 if let Some(ticket) = ticket {
                     self.report(Input::QuestionWithdrawn { ticket }).await;
@@ -469,7 +473,7 @@ impl Driver {
                         .filter(|steer| steer.folded)
                         .map(|steer| steer.accepted.message_id.clone())
                         .collect(),
-                    usage: usage::record(&self.services.store, &self.conversation, &outcome),
+                    usage: usage::record(&self.services.sessions, &self.conversation, &outcome),
                     message: self.reply_text(&outcome),
                     stop_reason: outcome.stop_reason,
                 };
@@ -549,12 +553,7 @@ impl Driver {
         };
         tracing::info!(question = %event, kind, %summary, "asked the owner");
         question.event = Some(event);
-        if let Ok(payload) = serde_json::to_string(under)
-            && let Err(error) = self
-                .services
-                .store
-                .question_open(&event.to_hex(), &payload, sql_now())
-        {
+        if let Err(error) = self.services.questions.open(event, under) {
             tracing::warn!(%error, "cannot record the open question");
         }
         self.report(Input::QuestionPosted {
@@ -570,7 +569,7 @@ impl Driver {
         let Some(question) = self.questions.remove(&ticket) else {
             return;
         };
-        close_question(&self.services.store, question.event);
+        close_question(&self.services.questions, question.event);
         if let Err(error) = question.handle.answer(answer).await {
             tracing::warn!(%error, "the answer did not reach the agent");
         }
@@ -605,9 +604,9 @@ fn truncation_marker(max_reply_bytes: usize) -> String {
     format!("[answer truncated at {max_reply_bytes} bytes]")
 }
 
-fn close_question(store: &Store, event: Option<EventId>) {
+fn close_question(questions: &Questions, event: Option<EventId>) {
     if let Some(event) = event
-        && let Err(error) = store.question_close(&event.to_hex())
+        && let Err(error) = questions.close(event)
     {
         tracing::warn!(%error, "cannot forget the closed question");
     }

@@ -31,7 +31,7 @@ mod waiting;
 
 use std::time::{Duration, Instant};
 
-use nostr_sdk::prelude::{EventId, Timestamp};
+use nostr_sdk::prelude::Timestamp;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +46,7 @@ use crate::ledger::Ledger;
 use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
 use crate::pool::Starts;
+use crate::store::LeftOver;
 use crate::telemetry::metrics;
 use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
@@ -342,7 +343,7 @@ impl Heart {
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
             (OwnerCommand::Control { kind, choice }, running) => controls::command(
-                &self.services.store,
+                &self.services.controls,
                 &key,
                 kind,
                 choice.as_deref(),
@@ -380,7 +381,7 @@ impl Heart {
             self.counters.queued_mid_turn,
             blocked.len(),
         ) + &crate::shard::status_text(self.settings.shard);
-        let refusals = crate::reply::publisher::refusals_text(&self.services.store, in_private);
+        let refusals = crate::reply::publisher::refusals_text(&self.services.outbox, in_private);
         let counts = counts + &self.conversation_text(key);
         if !in_private {
             return counts + &refusals + " Details only in a DM: send !status there.";
@@ -407,13 +408,13 @@ impl Heart {
         format!(
             " This conversation: {turn}, {} mention(s) waiting.{}",
             self.conversations.waiting_in(key),
-            controls::describe(&self.services.store, key)
+            controls::describe(&self.services.controls, key)
         )
     }
 
     /// The conversation's session usage, as the agent last reported it.
     fn usage_text(&self, key: &ConversationKey) -> String {
-        let reported = self.services.store.session_usage(key.as_str()).ok().flatten();
+        let reported = self.services.sessions.usage(key).ok().flatten();
         match reported.as_ref().and_then(usage::describe) {
             Some(usage) => format!(" This conversation's session: {usage}."),
             None => String::new(),
@@ -636,22 +637,18 @@ impl Heart {
     /// Questions posted before a crash died with their turns: their threads
     /// are told so and they are forgotten.
     fn expire_stale_questions(&mut self) {
-        let store = &self.services.store;
-        let stale = match store.questions_open() {
+        let stale = match self.services.questions.expire_left_over() {
             Ok(stale) => stale,
             Err(error) => return tracing::error!(%error, "cannot read the open questions"),
         };
-        for (event_id, payload) in stale {
-            if let Ok(mention) = serde_json::from_str::<Mention>(&payload) {
-                tracing::info!(question = %event_id, "marking a stale question expired");
+        for LeftOver { question, under } in stale {
+            if let Some(mention) = under {
+                tracing::info!(%question, "marking a stale question expired");
                 let text = "This question expired: the bridge restarted. If the agent still needs it, it will ask again.";
                 self.notices
                     .about_question(mention, self.services.owner, text.to_owned());
             }
-            let _ = store.question_close(&event_id);
-            if let Ok(event_id) = EventId::from_hex(&event_id) {
-                self.closed_questions.record(event_id);
-            }
+            self.closed_questions.record(question);
         }
     }
 

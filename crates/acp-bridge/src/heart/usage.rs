@@ -7,7 +7,7 @@ use acp_client::TurnOutcome;
 use serde_json::Value;
 
 use crate::mention::ConversationKey;
-use crate::store::{SessionUsage, Store};
+use crate::store::{SessionUsage, Sessions};
 use crate::telemetry::metrics;
 
 /// The token kinds of ACP's prompt `usage`, and their metric labels.
@@ -49,7 +49,11 @@ impl TurnUsage {
 
 /// Reads a prompt's usage, records it (metrics, the conversation's row) and
 /// returns it for the turn's log line.
-pub(crate) fn record(store: &Store, conversation: &ConversationKey, outcome: &TurnOutcome) -> TurnUsage {
+pub(crate) fn record(
+    sessions: &Sessions,
+    conversation: &ConversationKey,
+    outcome: &TurnOutcome,
+) -> TurnUsage {
     let answered = outcome.result.get("usage");
     let tokens = |key: &str| answered.and_then(|usage| usage.get(key)).and_then(Value::as_u64);
     for (key, kind) in TOKEN_KINDS {
@@ -67,15 +71,15 @@ pub(crate) fn record(store: &Store, conversation: &ConversationKey, outcome: &Tu
         currency: reported.cost.map(|cost| cost.currency),
     };
     if outcome.usage.is_some() {
-        keep(store, conversation, &usage);
+        keep(sessions, conversation, &usage);
     }
     usage
 }
 
 /// Keeps the session's usage, counting the cost it added since the last
 /// report (the agent reports the session's total).
-fn keep(store: &Store, conversation: &ConversationKey, usage: &TurnUsage) {
-    let before = store.session_usage(conversation.as_str()).ok().flatten();
+fn keep(sessions: &Sessions, conversation: &ConversationKey, usage: &TurnUsage) {
+    let before = sessions.usage(conversation).ok().flatten();
     if let (Some(cost), Some(currency)) = (usage.cost, &usage.currency) {
         let earlier = before
             .as_ref()
@@ -92,7 +96,7 @@ fn keep(store: &Store, conversation: &ConversationKey, usage: &TurnUsage) {
         cost: usage.cost,
         currency: usage.currency.clone(),
     };
-    if let Err(error) = store.session_usage_record(conversation.as_str(), &row) {
+    if let Err(error) = sessions.record_usage(conversation, &row) {
         tracing::debug!(%conversation, %error, "cannot keep the session's usage");
     }
 }

@@ -21,7 +21,6 @@ use crate::inbound::Inbound;
 use crate::ledger::OtherShards;
 use crate::mention::{Intent, Mention, Thread};
 use crate::reply::Reaction;
-use crate::store::sql_seconds;
 use crate::telemetry::metrics;
 
 /// Arrivals taken in one go at most. A batch's first mention waits for the
@@ -85,10 +84,7 @@ impl Intake {
                     self.release_held(&relay, &mut pending, &mut outcomes).await;
                     self.commit(&mut pending, &mut outcomes).await;
                     let watermark = self.untaken.watermark(&relay, at);
-                    if let Err(error) = self
-                        .store
-                        .advance_watermark(relay.as_str(), sql_seconds(watermark.as_secs()))
-                    {
+                    if let Err(error) = self.watermarks.advance(&relay, watermark) {
                         tracing::error!(%relay, %error, "cannot store the watermark");
                     }
                     self.screener.caught_up.insert(relay, at);

@@ -74,7 +74,7 @@ use crate::loop_guard::{ChainBounds, LoopGuard};
 use crate::reply::Replier;
 use crate::shard::{QuestionAskers, Shard};
 use crate::signer::BotSigner;
-use crate::store::Store;
+use crate::store::{AnsweredThreads, Questions, Store, Watermarks};
 
 /// Which replies without the bot's `p` tag count as mentions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -147,8 +147,13 @@ pub struct IntakeLimits {
 #[derive(Debug)]
 pub struct Intake {
     signer: BotSigner,
-    store: Arc<Store>,
     ledger: Ledger,
+    /// Whether an owner's reply answers a question asked here.
+    questions: Questions,
+    /// Each relay's watermark, advanced as the intake catches up.
+    watermarks: Watermarks,
+    /// Whether a reply is in a thread the bot answered in.
+    threads: AnsweredThreads,
     gate: AuthorGate,
     replier: Replier,
     loop_guard: LoopGuard,
@@ -185,7 +190,9 @@ impl Intake {
             queued: QueuedCount::default(),
             signer,
             ledger: Ledger::new(Arc::clone(&store)),
-            store,
+            questions: Questions::new(Arc::clone(&store)),
+            watermarks: Watermarks::new(Arc::clone(&store)),
+            threads: AnsweredThreads::new(store),
             gate,
             replier,
             loop_guard,

@@ -25,7 +25,6 @@
 //! the threads from the store as it always does.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{
@@ -35,7 +34,7 @@ use nostr_sdk::prelude::{
 use crate::ledger::Ledger;
 use crate::mention;
 use crate::reply::is_interim;
-use crate::store::Store;
+use crate::store::AnsweredThreads;
 
 /// How long the relay may take to return the bot's replies.
 const OWN_REPLIES_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,7 +59,7 @@ impl OwnReplies<'_> {
     /// `before_start`). A relay that does not answer costs the log line,
     /// and the daemon goes on with what its own store knows (answering
     /// again rather than not at all).
-    pub(super) async fn learn(self, store: &Arc<Store>) -> Vec<EventId> {
+    pub(super) async fn learn(self, ledger: &Ledger, threads: &AnsweredThreads) -> Vec<EventId> {
         let filter = Filter::new().author(self.bot).kinds(self.kinds).limit(self.limit);
         let fetched = self
             .relay
@@ -82,14 +81,14 @@ impl OwnReplies<'_> {
             .flat_map(|reply| answered_mentions(&reply.tags))
             .collect();
         let answered: Vec<EventId> = answered.into_iter().collect();
-        let seen = Ledger::new(Arc::clone(store))
+        let seen = ledger
             .taken_elsewhere(&answered)
             .unwrap_or_else(|error| {
                 tracing::warn!(relay = %self.relay.url(), %error, "cannot journal the mentions the bot's replies answer");
                 Vec::new()
             });
         let new_threads = match self.follow_threads {
-            true => record_threads(store, &replies),
+            true => record_threads(threads, &replies),
             false => 0,
         };
         tracing::info!(
@@ -105,14 +104,14 @@ impl OwnReplies<'_> {
 
 /// Records the threads `replies` (oldest first) answered in; how many were
 /// new to the store.
-fn record_threads(store: &Store, replies: &[Event]) -> usize {
+fn record_threads(threads: &AnsweredThreads, replies: &[Event]) -> usize {
     let mut new_threads = 0;
     for reply in replies {
         let (root, replied) = mention::nip10_threading(&reply.tags);
         let Some(root) = root.or(replied) else {
             continue;
         };
-        match store.thread_answered(&root.to_hex(), reply.created_at.as_secs() as i64) {
+        match threads.answered(root, reply.created_at) {
             Ok(new) => new_threads += usize::from(new),
             Err(error) => {
                 tracing::warn!(%error, "cannot record a thread the bot answered in");

@@ -39,11 +39,10 @@
 //! Nothing slow runs here: events are handed to the intake task through a
 //! bounded channel, which is where backpressure belongs.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
-    Event, EventId, Filter, Kind, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
+    Event, Filter, Kind, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
     SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::{broadcast, mpsc, watch};
@@ -60,7 +59,8 @@ use super::untaken::RefetchFrom;
 use crate::backoff::Backoff;
 use crate::clock_skew::SINCE_SKEW;
 use crate::deadline::sleep_until;
-use crate::store::Store;
+use crate::ledger::Ledger;
+use crate::store::{AnsweredThreads, Watermarks};
 
 /// Without a watermark (first start), only this much history is fetched.
 const FIRST_START_LOOKBACK: Duration = SINCE_SKEW;
@@ -137,7 +137,8 @@ pub(crate) struct RelayLink {
     relay: Relay,
     url: RelayUrl,
     interest: Interest,
-    store: Arc<Store>,
+    /// The durable state the link reads and writes.
+    doors: LinkDoors,
     arrivals: mpsc::Sender<Arrival>,
     status: LinkStatus,
     refetch: RefetchFrom,
@@ -153,11 +154,22 @@ pub(crate) struct RelayLink {
     subscriptions: Subscriptions,
 }
 
+/// The store's tables a relay link reaches, one door each.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkDoors {
+    /// Journals the mentions the bot's own replies show answered.
+    pub ledger: Ledger,
+    /// The threads the bot answered in, to follow and to learn.
+    pub answered: AnsweredThreads,
+    /// Where `since` starts: this relay's watermark, the seen horizon.
+    pub watermarks: Watermarks,
+}
+
 impl RelayLink {
     pub(crate) fn new(
         relay: Relay,
         interest: Interest,
-        store: Arc<Store>,
+        doors: LinkDoors,
         arrivals: mpsc::Sender<Arrival>,
         status: LinkStatus,
         refetch: RefetchFrom,
@@ -167,7 +179,7 @@ impl RelayLink {
             url: relay.url().clone(),
             relay,
             interest,
-            store,
+            doors,
             arrivals,
             status,
             refetch,
@@ -393,7 +405,7 @@ impl RelayLink {
                 limit: MAX_OWN_REPLIES_READ,
                 follow_threads: self.interest.follow_threads,
             };
-            let answered = own_replies.learn(&self.store).await;
+            let answered = own_replies.learn(&self.doors.ledger, &self.doors.answered).await;
             if !answered.is_empty() {
                 self.forward(Arrival::AnsweredOnRelay { answered }).await;
             }
@@ -440,7 +452,7 @@ impl RelayLink {
     /// refetch). A failure is logged: mentions that tag the bot still
     /// arrive.
     async fn follow_all_threads(&mut self, since: Timestamp) {
-        let Some(answered) = answered_threads(&self.store, &self.url, i64::MIN) else {
+        let Some(answered) = answered_threads(&self.doors.answered, &self.url, i64::MIN) else {
             return;
         };
         let had_recent = self.followed.has_recent();
@@ -461,12 +473,13 @@ impl RelayLink {
     /// all their recent events per answer, 2.4 M instructions per mention
     /// (BENCHMARKS §8).
     async fn follow_new_threads(&mut self) {
-        let Some(lately) = answered_threads(&self.store, &self.url, self.followed.read_from()) else {
+        let Some(lately) = answered_threads(&self.doors.answered, &self.url, self.followed.read_from())
+        else {
             return;
         };
-        let renewal = self
-            .followed
-            .renew(&lately, || answered_threads(&self.store, &self.url, i64::MIN));
+        let renewal = self.followed.renew(&lately, || {
+            answered_threads(&self.doors.answered, &self.url, i64::MIN)
+        });
         let (subscription, roots, new) = match renewal {
             Renewal::Unchanged => return,
             Renewal::Recent { recent, new } => (RECENT_THREADS_SUBSCRIPTION_ID, recent, new),
@@ -525,13 +538,13 @@ impl RelayLink {
 
     /// The `since` of a subscription made now (see [`subscription_since`]).
     fn since_reaching(&self, oldest_untaken: Option<Timestamp>) -> Timestamp {
-        let watermark = self.store.watermark(self.url.as_str()).unwrap_or_else(|error| {
+        let watermark = self.doors.watermarks.of(&self.url).unwrap_or_else(|error| {
             tracing::error!(relay = %self.url, %error, "cannot read the watermark; using the first-start window");
             None
         });
         // Housekeeping keeps the horizon below the watermark's reach:
         // without it, nothing older than that is asked for.
-        let (oldest_untaken, seen_horizon) = match self.store.seen_horizon() {
+        let (oldest_untaken, seen_horizon) = match self.doors.watermarks.seen_horizon() {
             Ok(horizon) => (oldest_untaken, horizon),
             Err(error) => {
                 tracing::error!(relay = %self.url, %error, "cannot read the seen horizon; fetching nothing older than the watermark");
@@ -608,23 +621,14 @@ fn is_forwarded(subscription: &str) -> bool {
 
 /// The threads answered in at `since` or later, most recent first, at most
 /// [`MAX_FOLLOWED_THREADS`]; `None` (logged) when the store fails.
-fn answered_threads(store: &Store, relay: &RelayUrl, since: i64) -> Option<Vec<Answered>> {
-    match store.threads_answered_since(since, MAX_FOLLOWED_THREADS) {
-        Ok(threads) => Some(parse_roots(&threads)),
+fn answered_threads(threads: &AnsweredThreads, relay: &RelayUrl, since: i64) -> Option<Vec<Answered>> {
+    match threads.answered_since(since, MAX_FOLLOWED_THREADS) {
+        Ok(threads) => Some(threads),
         Err(error) => {
             tracing::warn!(%relay, %error, "cannot read the answered threads");
             None
         }
     }
-}
-
-/// The store's answered threads with their roots parsed (a root that is not
-/// an event id, which the bridge never stores, is skipped).
-fn parse_roots(threads: &[(String, i64)]) -> Vec<Answered> {
-    threads
-        .iter()
-        .filter_map(|(root, at)| EventId::from_hex(root).ok().map(|root| (root, *at)))
-        .collect()
 }
 
 #[cfg(test)]

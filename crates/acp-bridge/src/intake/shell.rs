@@ -20,11 +20,12 @@ use crate::ledger::Ledger;
 use crate::loop_guard::LoopGuard;
 use crate::mention::Intent;
 use crate::shard::{QuestionAskers, Shard};
-use crate::store::Store;
+use crate::store::{AnsweredThreads, Questions};
 
 /// Screening's questions, answered from the intake's handles.
 struct Answers<'a> {
-    store: &'a Store,
+    threads: &'a AnsweredThreads,
+    questions: &'a Questions,
     ledger: &'a Ledger,
     gate: &'a mut AuthorGate,
     loop_guard: &'a mut LoopGuard,
@@ -39,7 +40,7 @@ impl Lookups for Answers<'_> {
     }
 
     fn first_answered(&self, root: &EventId) -> Option<i64> {
-        self.store.thread_first_answered(&root.to_hex()).ok().flatten()
+        self.threads.first_answered(*root).ok().flatten()
     }
 
     fn hear(&mut self, facts: AuthorFacts<'_>) -> Hearing {
@@ -51,9 +52,7 @@ impl Lookups for Answers<'_> {
     }
 
     fn question_open(&self, question: &EventId) -> bool {
-        self.store
-            .question_is_open(&question.to_hex())
-            .unwrap_or_else(|error| {
+        self.questions.is_open(*question).unwrap_or_else(|error| {
                 tracing::warn!(%error, "cannot read the open questions; the owner's reply goes by the shard hash");
                 false
             })
@@ -68,8 +67,8 @@ impl Lookups for Answers<'_> {
     }
 
     fn queued(&mut self) -> usize {
-        let store = self.store;
-        self.queued.get(Instant::now(), || store.journal_pending_count())
+        let ledger = self.ledger;
+        self.queued.get(Instant::now(), || ledger.pending_count())
     }
 }
 
@@ -129,7 +128,8 @@ impl Intake {
     /// The screener, and the answers to its questions.
     fn screening(&mut self) -> (&mut Screener, Answers<'_>) {
         let answers = Answers {
-            store: &self.store,
+            threads: &self.threads,
+            questions: &self.questions,
             ledger: &self.ledger,
             gate: &mut self.gate,
             loop_guard: &mut self.loop_guard,

@@ -16,6 +16,7 @@ struct Rig {
     bot: Keys,
     owner: Keys,
     relay: RelayUrl,
+    store: Arc<Store>,
     _dir: ScratchDir,
 }
 
@@ -45,7 +46,7 @@ fn rig() -> Rig {
     Rig {
         intake: Intake::new(
             BotSigner::from_keys(bot.clone()),
-            store,
+            Arc::clone(&store),
             gate,
             replier,
             loop_guard,
@@ -56,6 +57,7 @@ fn rig() -> Rig {
         bot,
         owner,
         relay: RelayUrl::parse("ws://127.0.0.1:1").expect("url"),
+        store,
         _dir: dir,
     }
 }
@@ -158,9 +160,12 @@ async fn another_shards_mention_is_journaled_as_seen_and_nothing_else() {
         assert_eq!(rig.screen(&event).await, Err(DropReason::Duplicate), "seen");
     }
     assert!(rig.inbound.try_recv().is_err(), "nothing handed on");
-    assert_eq!(rig.intake.store.journal_pending_count().unwrap(), 0);
+    assert_eq!(rig.intake.ledger.pending_count().unwrap(), 0);
     assert!(
-        rig.intake.store.outbox_due(i64::MAX).unwrap().is_empty(),
+        crate::store::Outbox::new(Arc::clone(&rig.store))
+            .due(i64::MAX)
+            .unwrap()
+            .is_empty(),
         "no notice"
     );
 
@@ -188,8 +193,8 @@ async fn the_owners_answer_to_a_question_asked_here_is_taken_whatever_shard_its_
         "no question asked yet"
     );
     rig.intake
-        .store
-        .question_open(&question.to_hex(), "{}", 1)
+        .questions
+        .open(question, &crate::mention::test_mention("room", 1, "may I?", true))
         .unwrap();
     let allow = answer("allow, really").await.expect("wrap");
     assert_eq!(rig.screen(&allow).await, Ok(()));
@@ -324,9 +329,6 @@ async fn a_batch_journals_each_mention_once_and_hands_them_on_in_order() {
         rig.inbound.try_recv().is_err(),
         "the copy from the second relay was not handed on"
     );
-    assert_eq!(
-        rig.intake.store.watermark(rig.relay.as_str()).unwrap(),
-        Some(1_000)
-    );
-    assert_eq!(rig.intake.store.journal_pending_count().unwrap(), 2);
+    assert_eq!(rig.intake.watermarks.of(&rig.relay).unwrap(), Some(1_000));
+    assert_eq!(rig.intake.ledger.pending_count().unwrap(), 2);
 }

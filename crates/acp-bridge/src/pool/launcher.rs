@@ -6,22 +6,20 @@
 //! is slow to start. Deciding when to start one, and what a failure means
 //! for the breaker, is the actor's.
 
-use std::sync::Arc;
-
 use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig, ProgramError};
 use tokio_util::sync::CancellationToken;
 
 use super::AgentSettings;
 use super::auth::{AuthChoice, AuthPolicy};
 use super::{PoolError, reaper};
-use crate::store::Store;
+use crate::store::AgentGroups;
 
 /// How the pool makes an agent.
 #[derive(Debug, Clone)]
 pub(super) enum Launcher {
     /// The operator's `--agent-command`, as a process of its own, its
     /// process group recorded in the store while it runs.
-    Command(Box<AgentSettings>, Arc<Store>),
+    Command(Box<AgentSettings>, AgentGroups),
     /// The scripted agent served on in-process pipes, with one script per
     /// slot: unit tests of the pool without processes.
     #[cfg(test)]
@@ -50,9 +48,9 @@ impl Launcher {
         let name = format!("{}#{}.{generation}", self.program(), slot + 1);
         let auth = self.auth();
         let client = match self {
-            Launcher::Command(settings, store) => {
+            Launcher::Command(settings, groups) => {
                 let client = spawn(&settings, &name, config)?;
-                reaper::track(&store, &client);
+                reaper::track(&groups, &client);
                 client
             }
             #[cfg(test)]

@@ -35,7 +35,7 @@ use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::mention::ConversationKey;
-use crate::store::Store;
+use crate::store::{AgentGroups, Sessions};
 use crate::telemetry::http::AgentCircuit;
 use actor::{Actor, Request};
 pub use args::AGENT_ENV_BASELINE;
@@ -167,20 +167,21 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// Starts the pool's actor on the current runtime; conversations'
-    /// sessions are kept in `store`.
-    pub(crate) fn start(settings: AgentSettings, client_config: ClientConfig, store: Arc<Store>) -> Pool {
+    /// sessions are kept in `sessions`, the agents' process groups in
+    /// `groups`.
+    pub(crate) fn start(
+        settings: AgentSettings,
+        client_config: ClientConfig,
+        sessions: Sessions,
+        groups: AgentGroups,
+    ) -> Pool {
         let processes = settings.processes as usize;
         let agent = std::iter::once(settings.command.as_str())
             .chain(settings.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let sessions = SessionBook::new(
-            Arc::clone(&store),
-            agent,
-            &settings.cwd,
-            AuthPolicy::new(&settings),
-        );
-        let launcher = Launcher::Command(Box::new(settings), Arc::clone(&store));
+        let sessions = SessionBook::new(sessions, agent, &settings.cwd, AuthPolicy::new(&settings));
+        let launcher = Launcher::Command(Box::new(settings), groups);
         Pool::with_launcher(launcher, processes, sessions, client_config)
     }
 

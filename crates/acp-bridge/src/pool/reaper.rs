@@ -28,14 +28,13 @@
 //! daemon are the service manager's (systemd's cgroup) or the container's
 //! to end.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use acp_client::AgentClient;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::store::{AgentGroup, Store, sql_now};
+use crate::store::{AgentGroup, AgentGroups};
 
 /// How long the sweep lets a leftover group end on SIGTERM before SIGKILL.
 const SWEEP_TERM_GRACE: Duration = Duration::from_secs(2);
@@ -48,7 +47,7 @@ const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
 /// Records the process group of a spawned agent, and forgets it once the
 /// agent's connection closed (the agent's last handle kills its group).
-pub(super) fn track(store: &Arc<Store>, client: &AgentClient) {
+pub(super) fn track(groups: &AgentGroups, client: &AgentClient) {
     let Some(pgid) = client.pid().and_then(|pid| i32::try_from(pid).ok()) else {
         return;
     };
@@ -65,14 +64,14 @@ pub(super) fn track(store: &Arc<Store>, client: &AgentClient) {
         boot_id,
         start_ticks: leader.start_ticks,
     };
-    if let Err(error) = store.agent_group_record(&group, sql_now()) {
+    if let Err(error) = groups.record(&group) {
         tracing::warn!(agent = client.name(), pgid, %error, "cannot record the agent's process group");
         return;
     }
-    let (store, exit) = (Arc::clone(store), client.exit_watch());
+    let (groups, exit) = (groups.clone(), client.exit_watch());
     tokio::spawn(async move {
         exit.wait().await;
-        if let Err(error) = store.agent_group_forget(pgid) {
+        if let Err(error) = groups.forget(pgid) {
             tracing::warn!(pgid, %error, "cannot forget an ended agent's process group");
         }
     });
@@ -80,8 +79,8 @@ pub(super) fn track(store: &Arc<Store>, client: &AgentClient) {
 
 /// Ends the agent process groups a previous run left, and forgets every
 /// recorded group. Call at start-up, before any agent starts.
-pub(crate) async fn sweep(store: &Store) {
-    let groups = match store.agent_groups() {
+pub(crate) async fn sweep(recorded: &AgentGroups) {
+    let groups = match recorded.all() {
         Ok(groups) => groups,
         Err(error) => {
             tracing::warn!(%error, "cannot read the agent process groups of the previous run");
@@ -95,7 +94,7 @@ pub(crate) async fn sweep(store: &Store) {
             Standing::LeaderGone => note_leaderless(group.pgid),
             Standing::NotOurs => {}
         }
-        if let Err(error) = store.agent_group_forget(group.pgid) {
+        if let Err(error) = recorded.forget(group.pgid) {
             tracing::warn!(pgid = group.pgid, %error, "cannot forget a swept agent process group");
         }
     }
@@ -343,11 +342,12 @@ mod tests {
     /// How long a test waits for processes to appear in or leave a group.
     const MEMBERS_PATIENCE: Duration = Duration::from_secs(10);
 
-    fn store_with(group: &AgentGroup) -> (Store, crate::store::scratch::ScratchDir) {
+    fn store_with(group: &AgentGroup) -> (AgentGroups, crate::store::scratch::ScratchDir) {
         let dir = crate::store::scratch::ScratchDir::new("sweep");
-        let store = Store::open(dir.path()).expect("store");
-        store.agent_group_record(group, sql_now()).expect("record");
-        (store, dir)
+        let store = crate::store::Store::open(dir.path()).expect("store");
+        let groups = AgentGroups::new(std::sync::Arc::new(store));
+        groups.record(group).expect("record");
+        (groups, dir)
     }
 
     #[tokio::test]
@@ -356,7 +356,7 @@ mod tests {
         let (store, _dir) = store_with(&group.recorded);
         sweep(&store).await;
         assert_eq!(live_members(group.pgid), 0, "leader and helper ended");
-        assert!(store.agent_groups().expect("groups").is_empty());
+        assert!(store.all().expect("groups").is_empty());
     }
 
     #[tokio::test]
@@ -369,6 +369,6 @@ mod tests {
         let left = live_members(group.pgid);
         println!("sweep of a recorded group whose leader is gone: {left} of 1 member left running");
         assert_eq!(left, 1, "the member the sweep cannot prove ours is left alone");
-        assert!(store.agent_groups().expect("groups").is_empty(), "and forgotten");
+        assert!(store.all().expect("groups").is_empty(), "and forgotten");
     }
 }

@@ -20,12 +20,12 @@ use acp_client::{AcpError, AgentClient, AgentInfo, SessionId, codes};
 use super::PoolError;
 use super::auth::{AuthChoice, AuthPolicy};
 use crate::mention::ConversationKey;
-use crate::store::{Store, sql_now};
+use crate::store::Sessions;
 
 /// Where conversations' sessions are kept, and how they are opened.
 #[derive(Debug)]
 pub(super) struct SessionBook {
-    store: Arc<Store>,
+    sessions: Sessions,
     /// The agent command line: a session means something only to the
     /// agent that made it.
     agent: String,
@@ -34,9 +34,9 @@ pub(super) struct SessionBook {
 }
 
 impl SessionBook {
-    pub(super) fn new(store: Arc<Store>, agent: String, cwd: &Path, auth: AuthPolicy) -> Self {
+    pub(super) fn new(sessions: Sessions, agent: String, cwd: &Path, auth: AuthPolicy) -> Self {
         SessionBook {
-            store,
+            sessions,
             agent,
             cwd: cwd.into(),
             auth,
@@ -58,10 +58,7 @@ impl SessionBook {
             .await
             .map_err(|error| self.new_session_failed(client.info(), error))?;
         tracing::info!(%conversation, session = %session, agent = client.name(), "session opened");
-        if let Err(error) =
-            self.store
-                .session_keep(conversation.as_str(), &self.agent, session.as_str(), sql_now())
-        {
+        if let Err(error) = self.sessions.keep(conversation, &self.agent, session.as_str()) {
             tracing::warn!(%conversation, %error, "cannot keep the session id; the next agent process starts afresh");
         }
         Ok(session)
@@ -69,13 +66,13 @@ impl SessionBook {
 
     /// The conversation's next turn starts a fresh session.
     pub(super) fn forget(&self, conversation: &ConversationKey) {
-        if let Err(error) = self.store.session_forget(conversation.as_str()) {
+        if let Err(error) = self.sessions.forget(conversation) {
             tracing::warn!(%conversation, %error, "cannot forget the session id");
         }
     }
 
     async fn reopen(&self, client: &AgentClient, conversation: &ConversationKey) -> Option<SessionId> {
-        let kept = match self.store.session_of(conversation.as_str(), &self.agent) {
+        let kept = match self.sessions.of(conversation, &self.agent) {
             Ok(kept) => SessionId(kept?),
             Err(error) => {
                 tracing::warn!(%conversation, %error, "cannot read the kept session id");

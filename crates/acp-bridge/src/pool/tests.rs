@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::actor::{IDLE_AGENT_REAP, REAP_INTERVAL, Request};
 use super::breaker::{BREAKER_COOL_DOWN, CRASHES_TO_OPEN};
 use super::*;
+use crate::store::Store;
 use crate::store::scratch::ScratchDir;
 
 /// How long the slow agent of these tests takes to answer `initialize`.
@@ -75,7 +76,7 @@ fn pool(scripts: &[Options]) -> TestPool {
 fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
     let (store, dir) = store();
     let sessions = SessionBook::new(
-        store,
+        Sessions::new(store),
         "scripted".into(),
         &std::env::temp_dir(),
         AuthPolicy::default(),
@@ -92,7 +93,12 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
 /// A pool of the configured command, as the daemon starts it.
 fn command_pool(settings: AgentSettings) -> TestPool {
     let (store, dir) = store();
-    let pool = Pool::start(settings, ClientConfig::default(), store);
+    let pool = Pool::start(
+        settings,
+        ClientConfig::default(),
+        Sessions::new(Arc::clone(&store)),
+        AgentGroups::new(store),
+    );
     TestPool { pool, _dir: dir }
 }
 
@@ -403,14 +409,20 @@ async fn an_agent_s_process_group_is_recorded_while_it_runs() {
     let dir = std::env::temp_dir().join(format!("acp-bridge-pool-groups-{}", std::process::id()));
     let (agent, fifo) = fifo_agent(&dir);
     let (store, _state) = store();
-    let pool = Pool::start(agent, ClientConfig::default(), Arc::clone(&store));
+    let groups = AgentGroups::new(Arc::clone(&store));
+    let pool = Pool::start(
+        agent,
+        ClientConfig::default(),
+        Sessions::new(store),
+        groups.clone(),
+    );
     let _parked = lease_in_background(&pool, "a");
     let (started, gone) = watch_fifo(&fifo);
     tokio::time::timeout(PATIENCE, started)
         .await
         .expect("the agent runs")
         .expect("watcher");
-    let recorded = || store.agent_groups().expect("groups");
+    let recorded = || groups.all().expect("groups");
     let deadline = Instant::now() + PATIENCE;
     while recorded().is_empty() {
         assert!(Instant::now() < deadline, "the agent's group is recorded");

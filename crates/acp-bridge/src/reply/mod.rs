@@ -610,8 +610,8 @@ fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -
 mod tests {
     use super::*;
     use crate::mention::test_mention;
-    use crate::store::MentionState;
     use crate::store::scratch::ScratchDir;
+    use crate::store::{MentionState, Outbox};
     use nostr_sdk::prelude::Keys;
 
     fn replier(store: &Arc<Store>) -> Replier {
@@ -639,8 +639,8 @@ mod tests {
             .unwrap()
             .expect("published by the daemon");
 
-        let stored: Vec<Event> = store
-            .outbox_due(i64::MAX)
+        let stored: Vec<Event> = Outbox::new(Arc::clone(&store))
+            .due(i64::MAX)
             .unwrap()
             .iter()
             .map(|entry| Event::from_json(&entry.json).unwrap())
@@ -714,9 +714,9 @@ mod tests {
     }
 
     /// What the outbox holds, oldest first.
-    fn outbox(store: &Store) -> Vec<Event> {
-        store
-            .outbox_due(i64::MAX)
+    fn outbox(store: &Arc<Store>) -> Vec<Event> {
+        Outbox::new(Arc::clone(store))
+            .due(i64::MAX)
             .unwrap()
             .iter()
             .map(|entry| Event::from_json(&entry.json).unwrap())

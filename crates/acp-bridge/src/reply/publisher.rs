@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::routes::{EXTRA_ATTEMPTS, EXTRA_RETRY_DELAY, Primary, Routes};
-use crate::store::{OutboxEntry, Store, sql_now, sql_seconds};
+use crate::store::{Outbox, OutboxEntry, sql_now, sql_seconds};
 use crate::telemetry::metrics;
 
 /// Replies being published at once; a newer one starts while older ones
@@ -106,7 +106,7 @@ impl Outlet {
 #[derive(Debug, Clone)]
 pub(crate) struct Publisher {
     client: Client,
-    store: Arc<Store>,
+    outbox: Outbox,
     outlet: Outlet,
     routes: Arc<Routes>,
 }
@@ -114,10 +114,10 @@ pub(crate) struct Publisher {
 impl Publisher {
     /// Publishes through `client` (the listening one) to the bot's relays,
     /// and through `routes` to the readers' relays.
-    pub(crate) fn new(client: Client, store: Arc<Store>, outlet: Outlet, routes: Routes) -> Self {
+    pub(crate) fn new(client: Client, outbox: Outbox, outlet: Outlet, routes: Routes) -> Self {
         Publisher {
             client,
-            store,
+            outbox,
             outlet,
             routes: Arc::new(routes),
         }
@@ -166,7 +166,7 @@ impl Publisher {
     /// just before the stop). Returns true when no entry is left to
     /// publish.
     pub(crate) async fn flush(&self) -> bool {
-        let entries = match self.store.outbox_due(i64::MAX) {
+        let entries = match self.outbox.due(i64::MAX) {
             Ok(entries) => entries,
             Err(error) => {
                 tracing::error!(%error, "cannot read the outbox");
@@ -185,7 +185,7 @@ impl Publisher {
             .collect::<Vec<()>>();
         let (sent, _) = tokio::join!(replies, reactions);
         self.mark_sent(&sent);
-        matches!(self.store.outbox_next_due(), Ok(None))
+        matches!(self.outbox.next_due(), Ok(None))
     }
 
     /// Starts publishing the due entries not in flight yet, within the bound.
@@ -194,7 +194,7 @@ impl Publisher {
         if room == 0 {
             return;
         }
-        let due = match self.store.outbox_due(sql_now()) {
+        let due = match self.outbox.due(sql_now()) {
             Ok(due) => due,
             Err(error) => return tracing::error!(%error, "cannot read the outbox"),
         };
@@ -237,7 +237,7 @@ impl Publisher {
     /// already due is in flight or waits for room, and a finished publish
     /// wakes the loop.
     fn pause(&self) -> Duration {
-        match self.store.outbox_next_due() {
+        match self.outbox.next_due() {
             Ok(Some(due)) if due > sql_now() => {
                 let wait = u64::try_from(due - sql_now()).unwrap_or(0);
                 Duration::from_secs(wait).min(OUTBOX_POLL_INTERVAL)
@@ -252,7 +252,7 @@ impl Publisher {
             return;
         }
         let ids: Vec<&str> = sent.iter().map(String::as_str).collect();
-        if let Err(error) = self.store.outbox_mark_all_sent(&ids, sql_now()) {
+        if let Err(error) = self.outbox.mark_sent(&ids, sql_now()) {
             tracing::error!(%error, replies = sent.len(), "cannot mark replies sent (they may be published again, same ids)");
         }
     }
@@ -292,7 +292,7 @@ impl Publisher {
                 let delay_secs = delay.as_secs().max(1);
                 tracing::warn!(%event_id, %why, retry_in_secs = delay_secs, "no relay accepted a reply; will retry");
                 let due = sql_now().saturating_add(sql_seconds(delay_secs));
-                if let Err(error) = self.store.outbox_retry_at(event_id, due) {
+                if let Err(error) = self.outbox.retry_at(event_id, due) {
                     tracing::error!(%event_id, %error, "cannot record a failed publish");
                 }
             }
@@ -303,7 +303,7 @@ impl Publisher {
     fn refused(&self, event_id: &str, reason: &'static str, message: &str) {
         metrics::reply_failed(reason);
         tracing::warn!(%event_id, reason, relay_said = %message, "a relay refused a reply for good; it is not published again");
-        if let Err(error) = self.store.outbox_mark_refused(event_id, message, sql_now()) {
+        if let Err(error) = self.outbox.mark_refused(event_id, message, sql_now()) {
             tracing::error!(%event_id, %error, "cannot record a refused reply");
         }
     }
@@ -412,8 +412,8 @@ impl Publisher {
 
 /// `!status`'s words for the replies relays refused, empty when none was;
 /// the last relay's reason only `with_reason` (the owner's DM).
-pub(crate) fn refusals_text(store: &Store, with_reason: bool) -> String {
-    match store.outbox_refusals() {
+pub(crate) fn refusals_text(outbox: &Outbox, with_reason: bool) -> String {
+    match outbox.refusals() {
         Ok(refusals) if refusals.count > 0 => {
             let reason = match (with_reason, refusals.last_reason.as_deref()) {
                 (false, _) => String::new(),

@@ -5,13 +5,15 @@
 //! leader apart from a later process that got the same pid: the boot it
 //! ran in and its start time in clock ticks since boot.
 
+use std::sync::Arc;
+
 use rusqlite::params;
 
-use super::{Result, Store};
+use super::{Result, Store, sql_now};
 
 /// One recorded agent process group.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentGroup {
+pub(crate) struct AgentGroup {
     /// The process group id, which is the leader's pid.
     pub pgid: i32,
     /// `/proc/sys/kernel/random/boot_id` when the leader started.
@@ -20,9 +22,37 @@ pub struct AgentGroup {
     pub start_ticks: u64,
 }
 
+/// The door to the recorded agent process groups: the pool records and
+/// forgets them, the start-up sweep reads them. The only way to the table.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentGroups {
+    store: Arc<Store>,
+}
+
+impl AgentGroups {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        AgentGroups { store }
+    }
+
+    /// Records the group of an agent that just started.
+    pub(crate) fn record(&self, group: &AgentGroup) -> Result<()> {
+        self.store.agent_group_record(group, sql_now())
+    }
+
+    /// Forgets a group (its agent ended, or the sweep dealt with it).
+    pub(crate) fn forget(&self, pgid: i32) -> Result<()> {
+        self.store.agent_group_forget(pgid)
+    }
+
+    /// Every recorded group, oldest first.
+    pub(crate) fn all(&self) -> Result<Vec<AgentGroup>> {
+        self.store.agent_groups()
+    }
+}
+
 impl Store {
     /// Records the group of an agent that just started.
-    pub fn agent_group_record(&self, group: &AgentGroup, now: i64) -> Result<()> {
+    pub(super) fn agent_group_record(&self, group: &AgentGroup, now: i64) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "INSERT OR REPLACE INTO agent_group (pgid, boot_id, start_ticks, started_at)
@@ -38,7 +68,7 @@ impl Store {
     }
 
     /// Forgets a group (its agent ended, or the sweep dealt with it).
-    pub fn agent_group_forget(&self, pgid: i32) -> Result<()> {
+    pub(super) fn agent_group_forget(&self, pgid: i32) -> Result<()> {
         self.conn()
             .prepare_cached("DELETE FROM agent_group WHERE pgid = ?1")?
             .execute(params![pgid])?;
@@ -46,7 +76,7 @@ impl Store {
     }
 
     /// Every recorded group, oldest first.
-    pub fn agent_groups(&self) -> Result<Vec<AgentGroup>> {
+    pub(super) fn agent_groups(&self) -> Result<Vec<AgentGroup>> {
         let conn = self.conn();
         let mut statement =
             conn.prepare_cached("SELECT pgid, boot_id, start_ticks FROM agent_group ORDER BY started_at")?;

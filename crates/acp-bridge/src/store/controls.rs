@@ -9,13 +9,65 @@
 //! and after a restart. Neither is forgotten on `!rotate`: the owner's
 //! choice is the conversation's, not the session's.
 
+use std::sync::Arc;
+
 use rusqlite::{OptionalExtension, params};
 
-use super::{Result, Store};
+use super::{Result, Store, sql_now};
+use crate::mention::ConversationKey;
+
+/// The door to the owner's choices and the agent's offers, per
+/// conversation: the heart's `!model` / `!mode` and the turn's start go
+/// through it. The only way to the two tables. A choice's kind (`model`,
+/// `mode`) and the offer's JSON are the heart's words, kept as given.
+#[derive(Debug, Clone)]
+pub(crate) struct Controls {
+    store: Arc<Store>,
+}
+
+impl Controls {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        Controls { store }
+    }
+
+    /// The owner's choice of `kind` for the conversation.
+    pub(crate) fn chosen(&self, conversation: &ConversationKey, kind: &str) -> Result<Option<String>> {
+        self.store.control_chosen(conversation.as_str(), kind)
+    }
+
+    /// Keeps the owner's choice of `kind`, replacing an earlier one.
+    pub(crate) fn choose(&self, conversation: &ConversationKey, kind: &str, value: &str) -> Result<()> {
+        self.store
+            .control_choose(conversation.as_str(), kind, value, sql_now())
+    }
+
+    /// Forgets the owner's choice of `kind` if it is still `value`, and
+    /// says whether it did (a newer choice stays).
+    pub(crate) fn drop_if_still(
+        &self,
+        conversation: &ConversationKey,
+        kind: &str,
+        value: &str,
+    ) -> Result<bool> {
+        self.store.control_drop(conversation.as_str(), kind, value)
+    }
+
+    /// Keeps what the agent offered the conversation (opaque JSON).
+    pub(crate) fn keep_offer(&self, conversation: &ConversationKey, offer: &str) -> Result<()> {
+        self.store
+            .agent_offer_keep(conversation.as_str(), offer, sql_now())
+    }
+
+    /// What the agent last offered the conversation; with `None`, the
+    /// offer recorded most recently for any conversation.
+    pub(crate) fn offer(&self, conversation: Option<&ConversationKey>) -> Result<Option<String>> {
+        self.store.agent_offer(conversation.map(ConversationKey::as_str))
+    }
+}
 
 impl Store {
     /// The owner's choice of `kind` (`model`, `mode`) for the conversation.
-    pub fn control_chosen(&self, conversation: &str, kind: &str) -> Result<Option<String>> {
+    pub(super) fn control_chosen(&self, conversation: &str, kind: &str) -> Result<Option<String>> {
         let found = self
             .conn()
             .prepare_cached("SELECT value FROM control_choice WHERE conversation = ?1 AND kind = ?2")?
@@ -25,7 +77,7 @@ impl Store {
     }
 
     /// Keeps the owner's choice of `kind`, replacing an earlier one.
-    pub fn control_choose(&self, conversation: &str, kind: &str, value: &str, now: i64) -> Result<()> {
+    pub(super) fn control_choose(&self, conversation: &str, kind: &str, value: &str, now: i64) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "INSERT INTO control_choice (conversation, kind, value, chosen_at) VALUES (?1, ?2, ?3, ?4)
@@ -38,7 +90,7 @@ impl Store {
     /// Forgets the owner's choice of `kind` if it is still `value`, and
     /// says whether it did: a choice the owner made while `value` was
     /// being applied (and refused) stays.
-    pub fn control_drop(&self, conversation: &str, kind: &str, value: &str) -> Result<bool> {
+    pub(super) fn control_drop(&self, conversation: &str, kind: &str, value: &str) -> Result<bool> {
         let dropped = self
             .conn()
             .prepare_cached(
@@ -50,7 +102,7 @@ impl Store {
 
     /// Keeps what the agent offered the conversation at a turn's start
     /// (written when it changed).
-    pub fn agent_offer_keep(&self, conversation: &str, offer: &str, now: i64) -> Result<()> {
+    pub(super) fn agent_offer_keep(&self, conversation: &str, offer: &str, now: i64) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "INSERT INTO agent_offer (conversation, offer, seen_at) VALUES (?1, ?2, ?3)
@@ -63,7 +115,7 @@ impl Store {
     /// What the agent last offered the conversation; with `None`, the offer
     /// recorded most recently for any conversation (for a conversation
     /// before its first turn).
-    pub fn agent_offer(&self, conversation: Option<&str>) -> Result<Option<String>> {
+    pub(super) fn agent_offer(&self, conversation: Option<&str>) -> Result<Option<String>> {
         let conn = self.conn();
         let found = match conversation {
             Some(conversation) => conn

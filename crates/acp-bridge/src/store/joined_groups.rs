@@ -2,13 +2,44 @@
 //! by `groups::membership`, which records a group when it joins it (or
 //! finds itself a member) and forgets it once it has left.
 
+use std::sync::Arc;
+
 use rusqlite::params;
 
-use super::{Result, Store};
+use super::{Result, Store, sql_now};
+
+/// The door to the joined groups, the only way to the table. Groups are
+/// named by relay URL (as `groups` normalises it) and group id; the store
+/// does not know `groups::GroupAddress` (it would import its caller).
+#[derive(Debug, Clone)]
+pub(crate) struct JoinedGroups {
+    store: Arc<Store>,
+}
+
+impl JoinedGroups {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        JoinedGroups { store }
+    }
+
+    /// Remembers that the bot is a member of group `group_id` on `relay`.
+    pub(crate) fn record(&self, relay: &str, group_id: &str) -> Result<()> {
+        self.store.joined_group_record(relay, group_id, sql_now())
+    }
+
+    /// Forgets a group the bot has left.
+    pub(crate) fn forget(&self, relay: &str, group_id: &str) -> Result<()> {
+        self.store.joined_group_forget(relay, group_id)
+    }
+
+    /// Every group remembered, as (relay, group id), oldest first.
+    pub(crate) fn all(&self) -> Result<Vec<(String, String)>> {
+        self.store.joined_groups()
+    }
+}
 
 impl Store {
     /// Remembers that the bot is a member of group `group_id` on `relay`.
-    pub fn joined_group_record(&self, relay: &str, group_id: &str, now: i64) -> Result<()> {
+    pub(super) fn joined_group_record(&self, relay: &str, group_id: &str, now: i64) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "INSERT INTO joined_group (relay, group_id, joined_at) VALUES (?1, ?2, ?3)
@@ -19,7 +50,7 @@ impl Store {
     }
 
     /// Forgets a group the bot has left.
-    pub fn joined_group_forget(&self, relay: &str, group_id: &str) -> Result<()> {
+    pub(super) fn joined_group_forget(&self, relay: &str, group_id: &str) -> Result<()> {
         self.conn()
             .prepare_cached("DELETE FROM joined_group WHERE relay = ?1 AND group_id = ?2")?
             .execute(params![relay, group_id])?;
@@ -27,7 +58,7 @@ impl Store {
     }
 
     /// Every group remembered, as (relay, group id), oldest first.
-    pub fn joined_groups(&self) -> Result<Vec<(String, String)>> {
+    pub(super) fn joined_groups(&self) -> Result<Vec<(String, String)>> {
         let conn = self.conn();
         let mut statement = conn
             .prepare_cached("SELECT relay, group_id FROM joined_group ORDER BY joined_at, relay, group_id")?;

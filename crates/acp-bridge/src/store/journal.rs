@@ -18,8 +18,11 @@
 
 use std::collections::HashSet;
 
+#[cfg(test)]
+use rusqlite::OptionalExtension;
+#[cfg(test)]
 use rusqlite::types::Type;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::{Finish, MentionState, NewMention, PendingCursor, PendingMention, Result, Store};
 
@@ -40,7 +43,7 @@ impl Store {
     /// finished as `dropped` at `now`: they are kept only as seen ids, so a
     /// relay offering them again is a duplicate, and never resume. One flag
     /// per mention of each slice, in order: false for an id taken in before.
-    pub fn journal_take_in(
+    pub(crate) fn journal_take_in(
         &self,
         ours: &[NewMention<'_>],
         others: &[NewMention<'_>],
@@ -86,7 +89,7 @@ impl Store {
     /// One cached point lookup per id: an `IN (?, …)` list is a new
     /// statement for every length, and compiling it cost more than the few
     /// lookups a thread context needs (BENCHMARKS §8).
-    pub fn journal_contains_any<'a>(&self, event_ids: &[&'a str]) -> Result<HashSet<&'a str>> {
+    pub(crate) fn journal_contains_any<'a>(&self, event_ids: &[&'a str]) -> Result<HashSet<&'a str>> {
         let conn = self.conn();
         let mut select = conn.prepare_cached(SELECT_JOURNALED)?;
         let mut found = HashSet::new();
@@ -110,7 +113,7 @@ impl Store {
     /// `None`), oldest accepted first (ties in the order they were
     /// accepted). Start-up reads them a page at a time, so a long journal
     /// is never held in memory twice.
-    pub fn journal_pending_page(
+    pub(crate) fn journal_pending_page(
         &self,
         after: Option<PendingCursor>,
         limit: usize,
@@ -147,12 +150,12 @@ impl Store {
 
     /// Every pending mention, in order (for tests).
     #[cfg(test)]
-    pub fn journal_pending(&self) -> Result<Vec<PendingMention>> {
+    pub(crate) fn journal_pending(&self) -> Result<Vec<PendingMention>> {
         self.journal_pending_page(None, usize::MAX)
     }
 
     /// How many mentions are pending.
-    pub fn journal_pending_count(&self) -> Result<u64> {
+    pub(crate) fn journal_pending_count(&self) -> Result<u64> {
         let conn = self.conn();
         let count = conn
             .prepare_cached("SELECT count(*) FROM mention WHERE state = 'pending'")?
@@ -163,7 +166,7 @@ impl Store {
     /// Counts one more turn started for the mention and returns the new
     /// count, so a retry bound holds across restarts. An id that is not in
     /// the journal is an error ([`rusqlite::Error::QueryReturnedNoRows`]).
-    pub fn journal_record_attempt(&self, event_id: &str) -> Result<u32> {
+    pub(crate) fn journal_record_attempt(&self, event_id: &str) -> Result<u32> {
         let conn = self.conn();
         let attempts = conn
             .prepare_cached(
@@ -176,7 +179,7 @@ impl Store {
 
     /// Rewrites the payload of a pending mention (what it is to become
     /// changed); a finished or unknown one is left as it is.
-    pub fn journal_rewrite_pending(&self, event_id: &str, payload: &str) -> Result<()> {
+    pub(crate) fn journal_rewrite_pending(&self, event_id: &str, payload: &str) -> Result<()> {
         self.conn()
             .prepare_cached("UPDATE mention SET payload = ?2 WHERE event_id = ?1 AND state = 'pending'")?
             .execute(params![event_id, payload])?;
@@ -199,7 +202,8 @@ impl Store {
 
     /// Where the mention stands, or `None` when it is not journalled (never
     /// accepted, or pruned).
-    pub fn journal_state(&self, event_id: &str) -> Result<Option<MentionState>> {
+    #[cfg(test)]
+    pub(crate) fn journal_state(&self, event_id: &str) -> Result<Option<MentionState>> {
         let conn = self.conn();
         let state = conn
             .prepare_cached("SELECT state FROM mention WHERE event_id = ?1")?
@@ -220,7 +224,7 @@ impl Store {
     /// Removes mentions finished before `finished_before` and accepted
     /// before `accepted_before`; returns how many. Pending mentions are
     /// never removed. A removed id is no longer a duplicate.
-    pub fn journal_prune(&self, finished_before: i64, accepted_before: i64) -> Result<usize> {
+    pub(crate) fn journal_prune(&self, finished_before: i64, accepted_before: i64) -> Result<usize> {
         let deleted = self
             .conn()
             .prepare_cached("DELETE FROM mention WHERE finished_at < ?1 AND accepted_at < ?2")?

@@ -11,7 +11,21 @@
 //!   them for good;
 //! - `questions`: permission questions posted and still open;
 //! - `sessions`: each conversation's agent session, for resume and load;
-//! - `agent_groups`: process groups of the agents that run now.
+//! - `agent_groups`: process groups of the agents that run now;
+//! - `controls`, `threads`, `thread_context`, `joined_groups`: the owner's
+//!   choices and the agent's offers, the threads the bot answered in, what
+//!   each session was given of its thread, the NIP-29 groups it joined.
+//!
+//! Each table has one door: a small type in the table's file (`Questions`,
+//! `Sessions`, `AgentGroups`, `Controls`, `Watermarks`, `AnsweredThreads`,
+//! `ContextMarks`, `JoinedGroups`, `Outbox`), built by the daemon from the
+//! one `Arc<Store>` and handed only to the stages that use that table, so a
+//! stage's fields say which tables it touches. The table's SQL methods on
+//! [`Store`] are `pub(super)`: the door is the only way in. The journal's
+//! door is the ledger (`crate::ledger`, outside this module, as DESIGN.md
+//! has it), so the journal's methods are `pub(crate)` for it; the few left
+//! `pub` are the public face the integration tests and benches seed a
+//! state dir with.
 //!
 //! Storing a reply and finishing the mentions it answers is one transaction
 //! ([`Store::outbox_put`]): after a crash a mention is either still pending
@@ -19,9 +33,12 @@
 //! signed event is published again), never both and never neither. That is
 //! the exactly-once guarantee of the daemon.
 //!
-//! The store knows nothing of Nostr: ids are lowercase hex strings, events and
-//! mention payloads are opaque JSON strings chosen by the caller, timestamps
-//! are unix seconds passed in by the caller (the store reads no clock).
+//! The SQL knows nothing of Nostr: rows keep ids as lowercase hex strings,
+//! events and mention payloads as opaque JSON strings, timestamps as unix
+//! seconds passed in (no SQL method reads a clock). The doors above it
+//! speak the domain's types (`EventId`, `RelayUrl`, `ConversationKey`,
+//! `Mention`) and map them onto those rows; a door whose caller has no
+//! time of its own reads the clock (`sql_now`).
 //!
 //! Every method is synchronous and is one short transaction on one
 //! connection behind a mutex: in WAL mode with `synchronous=NORMAL` that is
@@ -54,8 +71,15 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub(crate) use agent_groups::AgentGroup;
-pub(crate) use sessions::SessionUsage;
+pub(crate) use agent_groups::{AgentGroup, AgentGroups};
+pub(crate) use controls::Controls;
+pub(crate) use joined_groups::JoinedGroups;
+pub(crate) use outbox::Outbox;
+pub(crate) use questions::{LeftOver, Questions};
+pub(crate) use sessions::{SessionUsage, Sessions};
+pub(crate) use thread_context::ContextMarks;
+pub use threads::AnsweredThreads;
+pub(crate) use watermark::Watermarks;
 
 /// File name of the database inside the state dir.
 const DB_FILE_NAME: &str = "acp-bridge.sqlite3";
@@ -86,6 +110,9 @@ pub enum StoreError {
     /// SQLite refused an operation.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A door could not turn a domain value into the JSON its row keeps.
+    #[error("cannot serialize a row's payload: {0}")]
+    Serialize(#[from] serde_json::Error),
     /// Another process holds the lock of this state dir.
     #[error("{} is locked: another acp-bridge uses this state dir", path.display())]
     Locked { path: PathBuf },
@@ -128,7 +155,7 @@ pub struct NewMention<'a> {
 
 /// An accepted mention that has no outcome yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingMention {
+pub(crate) struct PendingMention {
     /// Where the next page of pending mentions starts after this one.
     pub cursor: PendingCursor,
     pub event_id: String,
@@ -142,7 +169,7 @@ pub struct PendingMention {
 /// A position in the pending mentions' order (accepted at, then accepted
 /// order), for reading them a page at a time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PendingCursor {
+pub(crate) struct PendingCursor {
     accepted_at: i64,
     seq: i64,
 }
@@ -160,7 +187,7 @@ pub struct OutgoingEvent<'a> {
 
 /// A stored event the relay has not yet acknowledged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboxEntry {
+pub(crate) struct OutboxEntry {
     pub event_id: String,
     /// See [`OutgoingEvent::relay_hint`].
     pub relay_hint: Option<String>,
@@ -173,7 +200,7 @@ pub struct OutboxEntry {
 
 /// The outbox entries relays refused for good, for `!status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OutboxRefusals {
+pub(crate) struct OutboxRefusals {
     /// Entries refused and not yet pruned.
     pub count: u64,
     /// The newest refusal's reason, as the relay gave it.
@@ -193,7 +220,7 @@ pub enum Finish {
 
 /// Where a journalled mention stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MentionState {
+pub(crate) enum MentionState {
     Pending,
     Answered,
     Notified,
@@ -258,6 +285,7 @@ impl MentionState {
         }
     }
 
+    #[cfg(test)]
     fn from_sql(text: &str) -> Option<MentionState> {
         Some(match text {
             "pending" => MentionState::Pending,

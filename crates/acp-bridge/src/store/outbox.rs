@@ -17,11 +17,78 @@
 //! (for `!status` and forensics) without being published again until
 //! housekeeping prunes it.
 
+use std::sync::Arc;
+
+use nostr_sdk::prelude::{Event, JsonUtil};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::journal::finish_pending;
 use super::threads::record_answered;
-use super::{Finish, OutboxEntry, OutboxRefusals, OutgoingEvent, Result, Store};
+use super::{Finish, OutboxEntry, OutboxRefusals, OutgoingEvent, Result, Store, sql_now};
+
+/// The door to the outbox for everything but the answers' transaction
+/// (the ledger's [`Store::outbox_put`], which finishes mentions with them):
+/// the publisher reads what is due and records what the relays said,
+/// the identity stores its events, housekeeping prunes, `!status` counts
+/// refusals. An entry is named by the id it was stored under; times are
+/// the caller's unix seconds, so the publisher's clock (and its tests')
+/// decides what is due.
+#[derive(Debug, Clone)]
+pub(crate) struct Outbox {
+    store: Arc<Store>,
+}
+
+impl Outbox {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        Outbox { store }
+    }
+
+    /// Stores a signed event that answers no mention (the bot's identity),
+    /// for every relay; an event stored before is left as it is.
+    pub(crate) fn put_unanswering(&self, event: &Event) -> Result<()> {
+        let outgoing = OutgoingEvent {
+            event_id: &event.id.to_hex(),
+            relay_hint: None,
+            json: &event.as_json(),
+        };
+        self.store.outbox_put(&outgoing, &[], Finish::Notified, sql_now())
+    }
+
+    /// Entries neither sent nor refused whose next attempt is due at `now`.
+    pub(crate) fn due(&self, now: i64) -> Result<Vec<OutboxEntry>> {
+        self.store.outbox_due(now)
+    }
+
+    /// When the next entry is due; `None` when nothing is left to publish.
+    pub(crate) fn next_due(&self) -> Result<Option<i64>> {
+        self.store.outbox_next_due()
+    }
+
+    /// Records the relays' OK for `event_ids`, in one transaction.
+    pub(crate) fn mark_sent(&self, event_ids: &[&str], now: i64) -> Result<()> {
+        self.store.outbox_mark_all_sent(event_ids, now)
+    }
+
+    /// Counts a failed attempt and sets when to try again.
+    pub(crate) fn retry_at(&self, event_id: &str, next_attempt_at: i64) -> Result<()> {
+        self.store.outbox_retry_at(event_id, next_attempt_at)
+    }
+
+    /// Records a refusal for good: the entry is not published again.
+    pub(crate) fn mark_refused(&self, event_id: &str, reason: &str, now: i64) -> Result<()> {
+        self.store.outbox_mark_refused(event_id, reason, now)
+    }
+
+    /// The entries refused for good, for `!status`.
+    pub(crate) fn refusals(&self) -> Result<OutboxRefusals> {
+        self.store.outbox_refusals()
+    }
+
+    /// Removes entries sent or refused before `older_than`; returns how many.
+    pub(crate) fn prune_settled(&self, older_than: i64) -> Result<usize> {
+        self.store.outbox_prune_settled(older_than)
+    }
+}
 
 impl Store {
     /// Stores a signed event and, in the same transaction, moves each
@@ -79,7 +146,7 @@ impl Store {
     /// a reply costs one commit, not one per table. True when the thread is
     /// new to the bot. Idempotent: when the first part is already stored,
     /// nothing changes (and the thread is not new).
-    pub fn outbox_put_series(
+    pub(crate) fn outbox_put_series(
         &self,
         parts: &[OutgoingEvent<'_>],
         answers: &[&str],
@@ -114,7 +181,7 @@ impl Store {
 
     /// Entries neither sent nor refused that are due by `now` (unix
     /// seconds; `i64::MAX` for all of them), in the order stored.
-    pub fn outbox_due(&self, now: i64) -> Result<Vec<OutboxEntry>> {
+    pub(super) fn outbox_due(&self, now: i64) -> Result<Vec<OutboxEntry>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT event_id, relay_hint, json, stored_at, attempts FROM outbox
@@ -137,7 +204,7 @@ impl Store {
 
     /// When the next entry neither sent nor refused is due (unix seconds);
     /// `None` when there is none.
-    pub fn outbox_next_due(&self) -> Result<Option<i64>> {
+    pub(super) fn outbox_next_due(&self) -> Result<Option<i64>> {
         let conn = self.conn();
         let next = conn
             .prepare_cached(
@@ -148,18 +215,19 @@ impl Store {
         Ok(next)
     }
 
-    /// Records the relay's OK for the event. An event already marked keeps
-    /// its first time; an unknown id changes nothing.
-    pub fn outbox_mark_sent(&self, event_id: &str, now: i64) -> Result<()> {
+    /// Records the relay's OK for the event (the tests' shorthand for
+    /// [`outbox_mark_all_sent`](Self::outbox_mark_all_sent) of one).
+    #[cfg(test)]
+    pub(super) fn outbox_mark_sent(&self, event_id: &str, now: i64) -> Result<()> {
         self.outbox_mark_all_sent(&[event_id], now)
     }
 
     /// Records the relays' OKs for several events in one transaction (the
-    /// publisher collects those that arrive together), each as
-    /// [`outbox_mark_sent`](Self::outbox_mark_sent). `NORMAL` sync: a mark
+    /// publisher collects those that arrive together). An event already
+    /// marked keeps its first time; an unknown id changes nothing. `NORMAL` sync: a mark
     /// lost to a power cut only publishes the same event once more, which
     /// relays de-duplicate.
-    pub fn outbox_mark_all_sent(&self, event_ids: &[&str], now: i64) -> Result<()> {
+    pub(super) fn outbox_mark_all_sent(&self, event_ids: &[&str], now: i64) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
@@ -174,7 +242,7 @@ impl Store {
     }
 
     /// Counts a failed attempt and sets when the entry is due again.
-    pub fn outbox_retry_at(&self, event_id: &str, next_attempt_at: i64) -> Result<()> {
+    pub(super) fn outbox_retry_at(&self, event_id: &str, next_attempt_at: i64) -> Result<()> {
         let conn = self.conn();
         conn.prepare_cached(
             "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?2
@@ -186,7 +254,7 @@ impl Store {
 
     /// Records that a relay refused the event for good (`reason` as the
     /// relay gave it): it is never due again. A sent event stays sent.
-    pub fn outbox_mark_refused(&self, event_id: &str, reason: &str, now: i64) -> Result<()> {
+    pub(super) fn outbox_mark_refused(&self, event_id: &str, reason: &str, now: i64) -> Result<()> {
         let conn = self.conn();
         conn.prepare_cached(
             "UPDATE outbox SET attempts = attempts + 1, refused_at = ?2, refused_reason = ?3
@@ -197,7 +265,7 @@ impl Store {
     }
 
     /// How many stored entries were refused for good, and the newest reason.
-    pub fn outbox_refusals(&self) -> Result<OutboxRefusals> {
+    pub(super) fn outbox_refusals(&self) -> Result<OutboxRefusals> {
         let conn = self.conn();
         let count: u64 = conn
             .prepare_cached("SELECT count(*) FROM outbox WHERE refused_at IS NOT NULL")?
@@ -214,7 +282,7 @@ impl Store {
 
     /// Removes events sent or refused before `older_than`; returns how
     /// many. Events still to publish are never removed.
-    pub fn outbox_prune_settled(&self, older_than: i64) -> Result<usize> {
+    pub(super) fn outbox_prune_settled(&self, older_than: i64) -> Result<usize> {
         let conn = self.conn();
         let deleted = conn
             .prepare_cached("DELETE FROM outbox WHERE sent_at < ?1 OR refused_at < ?1")?

@@ -7,22 +7,68 @@
 //! which agent command (a session of another agent means nothing), and the
 //! context use and cost the agent last reported for it, for `!status`.
 
+use std::sync::Arc;
+
 use rusqlite::{OptionalExtension, params};
 
-use super::{Result, Store};
+use super::{Result, Store, sql_now};
+use crate::mention::ConversationKey;
 
 /// What the agent last reported about a session's size and cost.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SessionUsage {
+pub(crate) struct SessionUsage {
     pub used_tokens: Option<u64>,
     pub size_tokens: Option<u64>,
     pub cost: Option<f64>,
     pub currency: Option<String>,
 }
 
+/// The door to the conversations' sessions: the pool keeps, reopens and
+/// forgets them; the heart records and reads what the agent reported of
+/// them. The only way to the table.
+#[derive(Debug, Clone)]
+pub(crate) struct Sessions {
+    store: Arc<Store>,
+}
+
+impl Sessions {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        Sessions { store }
+    }
+
+    /// The session the conversation had with `agent` (its command line),
+    /// if any.
+    pub(crate) fn of(&self, conversation: &ConversationKey, agent: &str) -> Result<Option<String>> {
+        self.store.session_of(conversation.as_str(), agent)
+    }
+
+    /// Remembers the conversation's session; a new one replaces the old
+    /// (and its usage, and the thread context the old one was given).
+    pub(crate) fn keep(&self, conversation: &ConversationKey, agent: &str, session_id: &str) -> Result<()> {
+        self.store
+            .session_keep(conversation.as_str(), agent, session_id, sql_now())
+    }
+
+    /// Forgets the conversation's session (`!rotate`).
+    pub(crate) fn forget(&self, conversation: &ConversationKey) -> Result<()> {
+        self.store.session_forget(conversation.as_str())
+    }
+
+    /// Records what the agent reported; a field it did not report keeps
+    /// its last value.
+    pub(crate) fn record_usage(&self, conversation: &ConversationKey, usage: &SessionUsage) -> Result<()> {
+        self.store.session_usage_record(conversation.as_str(), usage)
+    }
+
+    /// What the agent last reported for the conversation's session.
+    pub(crate) fn usage(&self, conversation: &ConversationKey) -> Result<Option<SessionUsage>> {
+        self.store.session_usage(conversation.as_str())
+    }
+}
+
 impl Store {
     /// The session the conversation had with `agent`, if any.
-    pub fn session_of(&self, conversation: &str, agent: &str) -> Result<Option<String>> {
+    pub(super) fn session_of(&self, conversation: &str, agent: &str) -> Result<Option<String>> {
         let found = self
             .conn()
             .prepare_cached("SELECT session_id FROM agent_session WHERE conversation = ?1 AND agent = ?2")?
@@ -33,7 +79,13 @@ impl Store {
 
     /// Remembers the conversation's session; a new one replaces the old
     /// (and its usage, and the thread context the old one was given).
-    pub fn session_keep(&self, conversation: &str, agent: &str, session_id: &str, now: i64) -> Result<()> {
+    pub(super) fn session_keep(
+        &self,
+        conversation: &str,
+        agent: &str,
+        session_id: &str,
+        now: i64,
+    ) -> Result<()> {
         let replaced = self
             .conn()
             .prepare_cached(
@@ -50,7 +102,7 @@ impl Store {
     }
 
     /// Forgets the conversation's session (`!rotate`).
-    pub fn session_forget(&self, conversation: &str) -> Result<()> {
+    pub(super) fn session_forget(&self, conversation: &str) -> Result<()> {
         self.conn()
             .prepare_cached("DELETE FROM agent_session WHERE conversation = ?1")?
             .execute(params![conversation])?;
@@ -59,7 +111,7 @@ impl Store {
 
     /// Records what the agent reported; a field it did not report keeps
     /// its last value.
-    pub fn session_usage_record(&self, conversation: &str, usage: &SessionUsage) -> Result<()> {
+    pub(super) fn session_usage_record(&self, conversation: &str, usage: &SessionUsage) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "UPDATE agent_session SET used_tokens = coalesce(?2, used_tokens),
@@ -78,7 +130,7 @@ impl Store {
     }
 
     /// What the agent last reported for the conversation's session.
-    pub fn session_usage(&self, conversation: &str) -> Result<Option<SessionUsage>> {
+    pub(super) fn session_usage(&self, conversation: &str) -> Result<Option<SessionUsage>> {
         let found = self
             .conn()
             .prepare_cached(

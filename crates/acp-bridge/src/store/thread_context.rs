@@ -8,15 +8,51 @@
 //! session (`!rotate`, a session the agent lost): then it is forgotten, and
 //! the new session is given the thread again.
 
+use std::sync::Arc;
+
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store};
+use crate::mention::ConversationKey;
+
+/// The door to the thread-context marks, the only way to the table (a new
+/// session forgets its conversation's mark inside the sessions table's
+/// write). The mark's ids text is `thread_context`'s encoding, kept as
+/// given.
+#[derive(Debug, Clone)]
+pub(crate) struct ContextMarks {
+    store: Arc<Store>,
+}
+
+impl ContextMarks {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        ContextMarks { store }
+    }
+
+    /// What the conversation's session was given of its thread: the
+    /// newest second, and the ids of that second's events it saw.
+    pub(crate) fn of(&self, conversation: &ConversationKey) -> Result<Option<(i64, String)>> {
+        self.store.context_mark(conversation.as_str())
+    }
+
+    /// Moves the conversation's mark to `created_at` with `event_ids`
+    /// unless it is already at a later second.
+    pub(crate) fn advance(
+        &self,
+        conversation: &ConversationKey,
+        created_at: i64,
+        event_ids: &str,
+    ) -> Result<()> {
+        self.store
+            .advance_context_mark(conversation.as_str(), created_at, event_ids)
+    }
+}
 
 impl Store {
     /// What the conversation's session was given of its thread: the
     /// newest second, and the ids (hex, comma-separated) of that second's
     /// events it saw.
-    pub fn context_mark(&self, conversation: &str) -> Result<Option<(i64, String)>> {
+    pub(super) fn context_mark(&self, conversation: &str) -> Result<Option<(i64, String)>> {
         let mark = self
             .conn()
             .prepare_cached("SELECT created_at, event_id FROM thread_context WHERE conversation = ?1")?
@@ -27,7 +63,7 @@ impl Store {
 
     /// Forgets the conversation's mark: its session is new and has seen
     /// nothing of the thread.
-    pub fn forget_context_mark(&self, conversation: &str) -> Result<()> {
+    pub(super) fn forget_context_mark(&self, conversation: &str) -> Result<()> {
         self.conn()
             .prepare_cached("DELETE FROM thread_context WHERE conversation = ?1")?
             .execute(params![conversation])?;
@@ -37,7 +73,12 @@ impl Store {
     /// Moves the conversation's mark to `created_at` with `event_ids` (all
     /// the ids seen at that second, the caller's union) unless it is
     /// already at a later second.
-    pub fn advance_context_mark(&self, conversation: &str, created_at: i64, event_ids: &str) -> Result<()> {
+    pub(super) fn advance_context_mark(
+        &self,
+        conversation: &str,
+        created_at: i64,
+        event_ids: &str,
+    ) -> Result<()> {
         self.conn()
             .prepare_cached(
                 "INSERT INTO thread_context (conversation, created_at, event_id) VALUES (?1, ?2, ?3)

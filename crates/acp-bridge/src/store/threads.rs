@@ -6,22 +6,70 @@
 //! a reply after it) and the last (the relay links follow the most recent
 //! threads, and housekeeping forgets those past the retention).
 
+use std::sync::Arc;
+
+use nostr_sdk::prelude::{EventId, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, Store};
+use super::{Result, Store, sql_seconds};
+
+/// The door to the answered threads, the only way to the table (a reply
+/// stored with `Store::outbox_put_series` records its thread inside that
+/// transaction): threads are named by their root's event id.
+#[derive(Debug, Clone)]
+pub struct AnsweredThreads {
+    store: Arc<Store>,
+}
+
+impl AnsweredThreads {
+    pub fn new(store: Arc<Store>) -> Self {
+        AnsweredThreads { store }
+    }
+
+    /// Records that the bot answered in the thread rooted at `root` at
+    /// `at`; true when the thread is new to it.
+    pub fn answered(&self, root: EventId, at: Timestamp) -> Result<bool> {
+        self.store
+            .thread_answered(&root.to_hex(), sql_seconds(at.as_secs()))
+    }
+
+    /// When (unix seconds) the bot first answered in the thread rooted at
+    /// `root`; `None` when it never did.
+    pub(crate) fn first_answered(&self, root: EventId) -> Result<Option<i64>> {
+        self.store.thread_first_answered(&root.to_hex())
+    }
+
+    /// The `limit` threads answered in most recently, at `since` (unix
+    /// seconds) or later (`i64::MIN`: any time), newest first: each root
+    /// with when it was last answered in. A root that is not an event id
+    /// (the bridge never stores one) is skipped.
+    pub(crate) fn answered_since(&self, since: i64, limit: usize) -> Result<Vec<(EventId, i64)>> {
+        let threads = self.store.threads_answered_since(since, limit)?;
+        Ok(threads
+            .iter()
+            .filter_map(|(root, at)| EventId::from_hex(root).ok().map(|root| (root, *at)))
+            .collect())
+    }
+
+    /// Forgets threads last answered in before `older_than` (unix
+    /// seconds); returns how many.
+    pub(crate) fn prune(&self, older_than: i64) -> Result<usize> {
+        self.store.threads_prune(older_than)
+    }
+}
 
 impl Store {
     /// Records that the bot answered in the thread rooted at `root` at `now`;
     /// true when the thread is new to it. (A reply stored by
     /// [`Store::outbox_put_series`] records its thread in its own
     /// transaction; this is for answers the bridge does not post.)
-    pub fn thread_answered(&self, root: &str, now: i64) -> Result<bool> {
+    pub(super) fn thread_answered(&self, root: &str, now: i64) -> Result<bool> {
         Ok(record_answered(&self.conn(), root, now)?)
     }
 
     /// When the bot first answered in the thread rooted at `root`; `None`
     /// when it never did.
-    pub fn thread_first_answered(&self, root: &str) -> Result<Option<i64>> {
+    pub(super) fn thread_first_answered(&self, root: &str) -> Result<Option<i64>> {
         let found = self
             .conn()
             .prepare_cached("SELECT first_answered_at FROM answered_thread WHERE root = ?1")?
@@ -33,7 +81,7 @@ impl Store {
     /// The `limit` threads answered in most recently, at `since` or later
     /// (`i64::MIN`: any time), newest first: each root with when it was last
     /// answered in.
-    pub fn threads_answered_since(&self, since: i64, limit: usize) -> Result<Vec<(String, i64)>> {
+    pub(super) fn threads_answered_since(&self, since: i64, limit: usize) -> Result<Vec<(String, i64)>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT root, answered_at FROM answered_thread WHERE answered_at >= ?1
@@ -48,7 +96,7 @@ impl Store {
     }
 
     /// Forgets threads last answered in before `older_than`; returns how many.
-    pub fn threads_prune(&self, older_than: i64) -> Result<usize> {
+    pub(super) fn threads_prune(&self, older_than: i64) -> Result<usize> {
         let deleted = self
             .conn()
             .prepare_cached("DELETE FROM answered_thread WHERE answered_at < ?1")?

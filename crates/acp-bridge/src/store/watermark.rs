@@ -12,13 +12,55 @@
 //! rows) of events dated before it, so no subscription may reach below it
 //! again. It never moves backwards either.
 
+use std::sync::Arc;
+
+use nostr_sdk::prelude::{RelayUrl, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
-use super::{Result, Store};
+use super::{Result, Store, sql_seconds};
+
+/// The door to the watermarks and the seen horizon, the only way to the
+/// table: the intake advances a relay's watermark as it catches up, the
+/// relay links read it for `since`, housekeeping raises the horizon before
+/// it prunes. Values read are unix seconds, as `subscription_since` takes
+/// them.
+#[derive(Debug, Clone)]
+pub(crate) struct Watermarks {
+    store: Arc<Store>,
+}
+
+impl Watermarks {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        Watermarks { store }
+    }
+
+    /// The watermark of `relay`, if one was ever recorded.
+    pub(crate) fn of(&self, relay: &RelayUrl) -> Result<Option<i64>> {
+        self.store.watermark(relay.as_str())
+    }
+
+    /// Raises the watermark of `relay` to `created_at`; a lower value
+    /// leaves it where it is.
+    pub(crate) fn advance(&self, relay: &RelayUrl, created_at: Timestamp) -> Result<()> {
+        self.store
+            .advance_watermark(relay.as_str(), sql_seconds(created_at.as_secs()))
+    }
+
+    /// The date before which seen entries may have been pruned, if any were.
+    pub(crate) fn seen_horizon(&self) -> Result<Option<i64>> {
+        self.store.seen_horizon()
+    }
+
+    /// Raises the seen horizon to `created_at` (unix seconds; before
+    /// pruning what it covers); a lower value leaves it where it is.
+    pub(crate) fn raise_seen_horizon(&self, created_at: i64) -> Result<()> {
+        self.store.raise_seen_horizon(created_at)
+    }
+}
 
 impl Store {
     /// The watermark of `relay`, if one was ever recorded.
-    pub fn watermark(&self, relay: &str) -> Result<Option<i64>> {
+    pub(super) fn watermark(&self, relay: &str) -> Result<Option<i64>> {
         let conn = self.conn();
         let created_at = conn
             .prepare_cached("SELECT created_at FROM watermark WHERE relay = ?1")?
@@ -29,7 +71,7 @@ impl Store {
 
     /// Raises the watermark of `relay` to `created_at`; a lower value leaves
     /// it where it is.
-    pub fn advance_watermark(&self, relay: &str, created_at: i64) -> Result<()> {
+    pub(super) fn advance_watermark(&self, relay: &str, created_at: i64) -> Result<()> {
         let conn = self.conn();
         conn.prepare_cached(
             "INSERT INTO watermark (relay, created_at) VALUES (?1, ?2)
@@ -46,13 +88,13 @@ const SEEN_HORIZON_KEY: &str = "seen-horizon";
 
 impl Store {
     /// The date before which seen entries may have been pruned, if any were.
-    pub fn seen_horizon(&self) -> Result<Option<i64>> {
+    pub(super) fn seen_horizon(&self) -> Result<Option<i64>> {
         self.watermark(SEEN_HORIZON_KEY)
     }
 
     /// Raises the seen horizon to `created_at` (before pruning what it
     /// covers); a lower value leaves it where it is.
-    pub fn raise_seen_horizon(&self, created_at: i64) -> Result<()> {
+    pub(super) fn raise_seen_horizon(&self, created_at: i64) -> Result<()> {
         self.advance_watermark(SEEN_HORIZON_KEY, created_at)
     }
 }

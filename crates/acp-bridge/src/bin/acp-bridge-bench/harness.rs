@@ -45,10 +45,12 @@ fn seed_followed_threads(state: &Path) {
         return;
     };
     let store = acp_bridge::Store::open(state).expect("the bench's state dir");
-    let answered_at = Timestamp::now().as_secs() as i64 - 60;
+    let answered = acp_bridge::AnsweredThreads::new(std::sync::Arc::new(store));
+    let answered_at = Timestamp::from_secs(Timestamp::now().as_secs() - 60);
     for root in 1..=threads {
-        store
-            .thread_answered(&format!("{root:064x}"), answered_at)
+        let root = EventId::from_hex(&format!("{root:064x}")).expect("a synthetic root");
+        answered
+            .answered(root, answered_at)
             .expect("seed a followed thread");
     }
 }
