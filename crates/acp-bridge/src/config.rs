@@ -195,6 +195,7 @@ impl RunArgs {
             crate::isolation::check_state_dir(&state_dir, &agent.cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
+        agent.ensure_program_found()?;
         // Warnings last: they belong to a configuration that runs, never
         // before another flag's refusal.
         self.signer.warn_of_secret_sources(&signer);

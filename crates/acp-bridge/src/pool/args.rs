@@ -121,10 +121,11 @@ impl Default for AgentArgs {
 
 impl AgentArgs {
     /// How agents run, checked: the bounds, `--cwd` (default: the current
-    /// directory) and `--agent-user`, and the program, looked up as the
-    /// pool will run it, so that a missing or non-executable agent stops
-    /// start-up instead of failing the first mention. `env` reads the
-    /// daemon's environment, which the agents' is made of.
+    /// directory) and `--agent-user`. The program is looked up as the pool
+    /// will run it by [`AgentSettings::ensure_program_found`], so that a
+    /// missing or non-executable agent stops start-up instead of failing
+    /// the first mention. `env` reads the daemon's environment, which the
+    /// agents' is made of.
     pub(crate) fn validate(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
@@ -165,9 +166,7 @@ impl AgentArgs {
         if let Some(user) = &user {
             agent_env = as_agent_user(agent_env, user, &self.agent_env);
         }
-        let agent = self.settings(args, agent_env, cwd, user);
-        check_program(&agent).map_err(|problem| refuse("--agent-command", problem))?;
-        Ok(agent)
+        Ok(self.settings(args, agent_env, cwd, user))
     }
 
     /// These flags' settings for an agent run with `args` and `env` in
@@ -191,6 +190,16 @@ impl AgentArgs {
             auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
             user,
         }
+    }
+}
+
+impl AgentSettings {
+    /// Refuses an agent command that is not in the agent's PATH. Apart from
+    /// [`AgentArgs::validate`] so that the checks of the state dir against
+    /// the agents' user and cwd come first: a state dir the agents could
+    /// change is refused before a missing agent is.
+    pub(crate) fn ensure_program_found(&self) -> Result<(), ConfigError> {
+        check_program(self).map_err(|problem| refuse("--agent-command", problem))
     }
 }
 
