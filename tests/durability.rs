@@ -460,6 +460,7 @@ async fn an_owner_command_journaled_before_a_crash_resumes_as_a_command_not_a_pr
         accepted_at: Timestamp::now().as_secs(),
         origin: Some(relay),
         intent: acp_bridge::Intent::Command(acp_bridge::OwnerCommand::Cancel),
+        media: Vec::new(),
     };
     {
         let store = acp_bridge::Store::open(&scene.bridge.spec.state_dir).expect("the daemon's store");

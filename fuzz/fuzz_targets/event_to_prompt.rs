@@ -167,6 +167,7 @@ fn mention(input: &MentionInput, policy: SessionPolicy) -> Option<Mention> {
         accepted_at: 0,
         origin: None,
         intent: Intent::Turn,
+        media: Vec::new(),
     })
 }
 

@@ -27,6 +27,7 @@ use crate::heart::args::{TurnArgs, TurnSettings};
 use crate::identity::{ProfileArgs, ProfileFields};
 use crate::intake::IntakeLimits;
 use crate::intake::args::IntakeArgs;
+use crate::media::{MediaArgs, MediaFetcher};
 use crate::mention::npub;
 use crate::pool::args::AgentArgs;
 use crate::pool::{AgentSettings, PermissionPolicyArg};
@@ -82,6 +83,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub context: ContextArgs,
 
+    #[command(flatten)]
+    pub media: MediaArgs,
+
     /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
     #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -135,6 +139,8 @@ pub struct Settings {
     pub turns: TurnSettings,
     /// The thread context's flags.
     pub context: ContextSettings,
+    /// The flags of images in prompts.
+    pub media: MediaFetcher,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -174,6 +180,7 @@ impl RunArgs {
             .map_err(|error| refuse("--group", error.to_string()))?;
         let replies = self.replies.validate()?;
         let context = self.context.validate()?;
+        let media = self.media.validate()?;
         let retention = longer_than_zero("--retention", self.retention)?;
         let shard = match self.shard.as_deref().filter(|spec| !spec.trim().is_empty()) {
             Some(spec) => spec
@@ -214,6 +221,7 @@ impl RunArgs {
             replies,
             turns,
             context,
+            media,
             shutdown_grace: self.shutdown_grace,
             retention,
             metrics_addr: self.metrics.metrics_addr,
@@ -262,6 +270,7 @@ impl Settings {
                 limit: 0,
                 ..ContextSettings::default()
             },
+            media: MediaFetcher::default(),
             // A local run is stopped by its program, which waits for less.
             shutdown_grace: Duration::from_secs(5),
             retention: defaults.retention,

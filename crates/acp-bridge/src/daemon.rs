@@ -511,6 +511,7 @@ fn turn_services(
         reply_content: settings.replies.content,
         context: None,
         groups: groups.clone(),
+        media: settings.media,
     }
 }
 

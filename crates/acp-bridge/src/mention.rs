@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::commands::OwnerCommand;
 use crate::gate::Standing;
+use crate::media::MediaRef;
 
 /// Which conversations share an agent session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -151,6 +152,10 @@ pub struct Mention {
     pub origin: Option<RelayUrl>,
     #[serde(default)]
     pub intent: Intent,
+    /// The images it carries (`imeta` tags, bare image URLs), fetched for
+    /// its prompt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<MediaRef>,
 }
 
 impl Mention {
@@ -308,6 +313,7 @@ pub(crate) fn test_mention(channel: &str, seed: u64, content: &str, from_owner: 
         accepted_at: 1,
         origin: None,
         intent: Intent::Turn,
+        media: Vec::new(),
     }
 }
 
@@ -427,6 +433,13 @@ mod tests {
             accepted_at: 1,
             origin: Some(RelayUrl::parse("wss://relay.example").expect("url")),
             intent: Intent::Command(OwnerCommand::Cancel),
+            media: vec![MediaRef {
+                url: "https://e.com/a.png".into(),
+                mime: Some("image/png".into()),
+                sha256: None,
+                size: Some(3),
+                dim: Some((1, 1)),
+            }],
         };
         let json = serde_json::to_string(&mention).expect("serialize");
         assert_eq!(serde_json::from_str::<Mention>(&json).expect("parse"), mention);

@@ -106,6 +106,9 @@ pub struct AgentInfo {
     /// `_meta.claudeCode.promptQueueing`: a prompt sent mid-turn is queued,
     /// not refused.
     pub prompt_queueing: bool,
+    /// `agentCapabilities.promptCapabilities.image`: prompts may carry
+    /// `image` blocks.
+    pub prompt_image: bool,
     /// `agentCapabilities`, raw: capabilities grow faster than this client.
     pub capabilities: Value,
     /// The whole `_meta` object, for hints this client does not interpret.
@@ -152,6 +155,7 @@ impl AgentInfo {
                 .and_then(Value::as_bool)
                 == Some(true),
             prompt_queueing: flag(meta, &["claudeCode", "promptQueueing"]),
+            prompt_image: flag(capabilities, &["promptCapabilities", "image"]),
             capabilities: capabilities.cloned().unwrap_or(Value::Null),
             meta: meta.cloned(),
         }
@@ -173,7 +177,8 @@ mod tests {
             "authMethods": [],
             "agentCapabilities": {
                 "loadSession": true,
-                "sessionCapabilities": {"resume": {}, "close": {}, "list": {}, "fork": {}}
+                "sessionCapabilities": {"resume": {}, "close": {}, "list": {}, "fork": {}},
+                "promptCapabilities": {"image": true, "embeddedContext": true}
             },
             "_meta": {"steering": {"supported": true}, "claudeCode": {"promptQueueing": true}}
         });
@@ -182,10 +187,11 @@ mod tests {
         assert!(info.load_session && info.resume_session && info.close_session);
         assert!(info.session_steering && info.prompt_queueing);
         assert!(info.auth_methods.is_empty());
+        assert!(info.prompt_image);
 
         let bare = AgentInfo::from_initialize_result(&json!({"protocolVersion": 1}));
         assert!(!bare.load_session && !bare.resume_session && !bare.close_session);
-        assert!(!bare.session_steering && !bare.prompt_queueing);
+        assert!(!bare.session_steering && !bare.prompt_queueing && !bare.prompt_image);
         let hinted_otherwise = json!({"_meta": {"steering": {"supported": "yes"}}});
         assert!(!AgentInfo::from_initialize_result(&hinted_otherwise).session_steering);
     }

@@ -57,13 +57,26 @@ impl fmt::Display for SessionId {
     }
 }
 
-/// A prompt content block. Only text is built by this client; anything else
-/// can be passed through raw.
+/// A prompt content block. Text and images are built by this client;
+/// anything else can be passed through raw.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ContentBlock {
     Text(TextBlock),
+    Image(ImageBlock),
     Raw(Value),
+}
+
+/// An image given inline (`promptCapabilities.image`): its bytes as
+/// base64, never a URL for the agent (or its provider) to fetch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImageBlock {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+    /// Base64 (standard alphabet, padded).
+    pub data: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -78,6 +91,16 @@ impl ContentBlock {
         ContentBlock::Text(TextBlock {
             kind: "text",
             text: text.into(),
+        })
+    }
+
+    /// An image block of `bytes` of type `mime_type` (`image/png`, …).
+    pub fn image(mime_type: impl Into<String>, bytes: &[u8]) -> Self {
+        use base64::Engine as _;
+        ContentBlock::Image(ImageBlock {
+            kind: "image",
+            mime_type: mime_type.into(),
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
         })
     }
 }
@@ -562,5 +585,14 @@ mod tests {
     fn prompt_text_block_serializes_as_acp_text_content() {
         let block = serde_json::to_value(ContentBlock::text("hi")).expect("serializable");
         assert_eq!(block, json!({"type": "text", "text": "hi"}));
+    }
+
+    #[test]
+    fn prompt_image_block_serializes_as_acp_image_content_in_base64() {
+        let block = serde_json::to_value(ContentBlock::image("image/png", b"\x89PNG")).expect("serializable");
+        assert_eq!(
+            block,
+            json!({"type": "image", "mimeType": "image/png", "data": "iVBORw=="})
+        );
     }
 }

@@ -30,7 +30,7 @@ pub(crate) fn initialize_result(options: &Options) -> Value {
         "protocolVersion": options.protocol_version,
         "agentCapabilities": {
             "loadSession": options.reopen_sessions == Some(Reopen::Load),
-            "promptCapabilities": { "image": false, "audio": false, "embeddedContext": false },
+            "promptCapabilities": { "image": options.images, "audio": false, "embeddedContext": false },
         },
         "agentInfo": { "name": options.name, "version": env!("CARGO_PKG_VERSION") },
         "authMethods": [],
@@ -52,6 +52,24 @@ pub(crate) fn text_of(blocks: &[Value]) -> String {
         .iter()
         .filter(|block| block["type"] == "text")
         .filter_map(|block| block["text"].as_str())
+        .collect()
+}
+
+/// A line per `image` block: its type and its decoded length (`[image
+/// image/png, 68 bytes]`), so a test can see what reached the agent.
+pub(crate) fn images_of(blocks: &[Value]) -> String {
+    blocks
+        .iter()
+        .filter(|block| block["type"] == "image")
+        .map(|block| {
+            let data = block["data"].as_str().unwrap_or_default();
+            let padding = data.bytes().rev().take_while(|&byte| byte == b'=').count();
+            let bytes = (data.len() / 4 * 3).saturating_sub(padding.min(2));
+            format!(
+                "\n[image {}, {bytes} bytes]",
+                block["mimeType"].as_str().unwrap_or("?")
+            )
+        })
         .collect()
 }
 
@@ -148,6 +166,33 @@ mod tests {
             json!({"type": "text", "text": "b"}),
         ];
         assert_eq!(text_of(&blocks), "ab");
+    }
+
+    #[test]
+    fn images_of_names_each_image_blocks_type_and_length() {
+        let blocks = [
+            json!({"type": "text", "text": "a"}),
+            json!({"type": "image", "mimeType": "image/png", "data": "iVBORw=="}),
+            json!({"type": "image", "mimeType": "image/gif", "data": "YWJj"}),
+        ];
+        assert_eq!(
+            images_of(&blocks),
+            "\n[image image/png, 4 bytes]\n[image image/gif, 3 bytes]"
+        );
+        assert!(
+            !initialize_result(&Options::default())["agentCapabilities"]["promptCapabilities"]["image"]
+                .as_bool()
+                .unwrap()
+        );
+        let images = initialize_result(&Options {
+            images: true,
+            ..Options::default()
+        });
+        assert!(
+            images["agentCapabilities"]["promptCapabilities"]["image"]
+                .as_bool()
+                .unwrap()
+        );
     }
 
     #[test]

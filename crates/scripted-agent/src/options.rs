@@ -95,6 +95,12 @@ pub struct Options {
     #[arg(long)]
     pub session_steering: bool,
 
+    /// Advertise `promptCapabilities.image`, and end every final message
+    /// with what each image block of its prompt held (`[image image/png,
+    /// N bytes]`).
+    #[arg(long)]
+    pub images: bool,
+
     /// Reopen sessions of earlier processes: advertise and serve
     /// `session/resume` (with `session/close`), or `session/load` (which
     /// replays a line of history first). Any `sess_` id is taken as known.
@@ -180,6 +186,7 @@ impl Default for Options {
             init_delay_ms: None,
             no_steer: false,
             session_steering: false,
+            images: false,
             reopen_sessions: None,
             controls: None,
             steering_starts_turns: false,
@@ -212,6 +219,7 @@ impl Options {
             (self.chatter, "--chatter"),
             (self.no_steer, "--no-steer"),
             (self.session_steering, "--session-steering"),
+            (self.images, "--images"),
             (self.steering_starts_turns, "--steering-starts-turns"),
             (self.end_run_after_steer, "--end-run-after-steer"),
             (self.hang, "--hang"),

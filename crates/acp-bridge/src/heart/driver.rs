@@ -18,8 +18,8 @@
 use std::collections::HashMap;
 
 use acp_client::{
-    AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
-    PermissionKind, PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
+    AcpError, AnswerError, CancelOutcome, ElicitationAction, ElicitationQuestion, PermissionKind,
+    PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
 };
 use nostr_sdk::prelude::{EventId, PublicKey, Timestamp};
 use tokio::sync::mpsc;
@@ -36,8 +36,10 @@ use super::turn::{
 use super::usage;
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
+use crate::media::{self, MediaFetcher, MediaRef};
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
+use crate::prompt::BRIDGE_MARK;
 use crate::reply::{Replier, ReplyContent};
 use crate::store::{Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
@@ -66,6 +68,8 @@ pub(crate) struct TurnServices {
     pub context: Option<ThreadContext>,
     /// What the groups' relays say of them, for the prompts.
     pub groups: GroupDirectory,
+    /// How the images mentions carry are fetched into prompts.
+    pub media: MediaFetcher,
 }
 
 /// What a driver tells the heart.
@@ -326,7 +330,7 @@ impl Driver {
                 }
                 Err(error) => self.report(Input::LeaseFailed(error)).await,
             },
-            DriverAction::Prompt(text) => self.prompt(text).await,
+            DriverAction::Prompt(text, media) => self.prompt(text, media).await,
             DriverAction::Steer { ticket, text } => {
                 if let Some(lease) = &self.lease {
                     let answer = self.steer.steer(&lease.client, &lease.session, &text).await;
@@ -389,7 +393,7 @@ impl Driver {
         Flow::Continue
     }
 
-    async fn prompt(&mut self, text: String) {
+    async fn prompt(&mut self, text: String, media: Vec<MediaRef>) {
         // The first prompt carries what the session has not seen of the thread.
         let text = match (self.context_for.take(), &self.services.context) {
             (Some(batch), Some(context)) => {
@@ -401,13 +405,22 @@ impl Driver {
         };
         let text = self.group_preface.clone() + &text;
         let Some(lease) = &self.lease else { return };
+        let takes_images = lease.client.info().is_some_and(|info| info.prompt_image);
+        let carries_media = !media.is_empty();
+        let (blocks, summary) =
+            media::prompt_blocks(&self.services.media, text, BRIDGE_MARK, media, takes_images).await;
+        if carries_media {
+            tracing::info!(
+                images_shown = summary.shown,
+                image_bytes = summary.shown_bytes,
+                images_as_text = summary.as_text,
+                agent_takes_images = takes_images,
+                "prompt carries images"
+            );
+        }
         let prompt = lease
             .client
-            .prompt(
-                &lease.session,
-                vec![ContentBlock::text(text)],
-                self.services.options,
-            )
+            .prompt(&lease.session, blocks, self.services.options)
             .await;
         match prompt {
             Ok(turn) => self.turn = Some(turn),

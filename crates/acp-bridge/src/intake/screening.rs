@@ -29,6 +29,7 @@ use crate::gate::{AuthorFacts, Hearing, Standing};
 use crate::groups::GroupDirectory;
 use crate::ledger::OtherShards;
 use crate::loop_guard::Hop;
+use crate::media;
 use crate::mention::{self, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::shard::Shard;
@@ -393,6 +394,7 @@ impl Screener {
             accepted_at: now.wall.as_secs(),
             origin: Some(relay.clone()),
             intent: Intent::Turn,
+            media: media::media_of(candidate.tags, candidate.content),
         };
         Ok(self.admit(mention, command, hop, now, lookups))
     }

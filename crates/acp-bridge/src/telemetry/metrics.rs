@@ -35,6 +35,7 @@ const METRICS_CONNECTIONS_REFUSED: &str = "acp_bridge_metrics_connections_refuse
 const AGENT_UPDATES_DROPPED: &str = "acp_bridge_agent_updates_dropped_total";
 const GROUP_REQUESTS: &str = "acp_bridge_group_requests_total";
 const SIGNER_REQUESTS_FAILED: &str = "acp_bridge_signer_requests_failed_total";
+const PROMPT_IMAGES: &str = "acp_bridge_prompt_images_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -82,6 +83,18 @@ const LOOKUP_RESULTS: &[&str] = &["found", "none", "failed"];
 /// The heart's `Holdup` labels.
 const HOLDUPS: &[&str] = &["capacity", "turn_in_flight", "backing_off", "agent_starting"];
 const CONTEXT_RESULTS: &[&str] = &["included", "nothing_new", "failed"];
+/// `prompt_images{outcome}`: `shown`, or media's `Refusal` labels.
+const IMAGE_OUTCOMES: &[&str] = &[
+    "shown",
+    "agent_takes_none",
+    "too_many",
+    "too_large",
+    "scheme",
+    "private_address",
+    "type",
+    "hash",
+    "failed",
+];
 const TOKEN_KINDS: &[&str] = &["input", "output", "thought", "cached_read", "cached_write"];
 /// acp-client's `DroppedUpdate` labels.
 const UPDATE_DROPS: &[&str] = &[
@@ -117,7 +130,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 11] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 12] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -129,6 +142,7 @@ pub(crate) fn register_at_zero() {
         (THREAD_CONTEXT, "result", CONTEXT_RESULTS),
         (AGENT_TOKENS, "kind", TOKEN_KINDS),
         (AGENT_UPDATES_DROPPED, "reason", UPDATE_DROPS),
+        (PROMPT_IMAGES, "outcome", IMAGE_OUTCOMES),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -237,6 +251,12 @@ pub(crate) fn wait_notice(reason: &'static str, sent: bool) {
 /// in time; the turn went on without).
 pub(crate) fn thread_context(result: &'static str) {
     counter!(THREAD_CONTEXT, "result" => listed(CONTEXT_RESULTS, result)).increment(1);
+}
+
+/// An image a prompt's mention carried: shown to the agent, or given as
+/// its URL (`outcome` says why).
+pub(crate) fn prompt_image(outcome: &'static str) {
+    counter!(PROMPT_IMAGES, "outcome" => listed(IMAGE_OUTCOMES, outcome)).increment(1);
 }
 
 pub(crate) fn mention_to_reply(seconds: f64) {

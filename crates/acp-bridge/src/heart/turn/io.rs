@@ -9,6 +9,7 @@ use nostr_sdk::prelude::EventId;
 
 use super::questions::{Answer, Asked, QuestionTicket};
 use crate::heart::usage::TurnUsage;
+use crate::media::MediaRef;
 use crate::mention::Mention;
 use crate::pool::PoolError;
 use crate::prompt::Framing;
@@ -163,7 +164,8 @@ impl From<HeartAction> for Action {
 #[derive(Debug, PartialEq)]
 pub(crate) enum DriverAction {
     Lease,
-    Prompt(String),
+    /// Prompt the agent with this text and the images of these mentions.
+    Prompt(String, Vec<MediaRef>),
     Steer {
         ticket: SteerTicket,
         text: String,

@@ -46,6 +46,7 @@ pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
 use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
 
 use super::usage::TurnUsage;
+use crate::media::MediaRef;
 use crate::mention::Mention;
 use crate::prompt::{self, Framing};
 
@@ -300,14 +301,16 @@ impl TurnMachine {
             // Cancelled before anything was asked of the agent.
             return self.finish(Outcome::CancelledByOwner, out);
         }
-        self.prompt(prompt::fresh_prompt(&self.mentions_in(&Role::Prompted)), out);
+        let prompted = self.mentions_in(&Role::Prompted);
+        self.prompt(prompt::fresh_prompt(&prompted), media_of(&prompted), out);
     }
 
-    fn prompt(&mut self, text: String, out: &mut Vec<Action>) {
+    /// Prompts the agent with `text` and the images `media`.
+    fn prompt(&mut self, text: String, media: Vec<MediaRef>, out: &mut Vec<Action>) {
         tracing::info!(mentions = self.count(&Role::Prompted), "prompting the agent");
         self.phase = Phase::Prompting;
         self.cancel_asked = false;
-        out.push(DriverAction::Prompt(text).into());
+        out.push(DriverAction::Prompt(text, media).into());
     }
 
     fn absorb(&mut self, mentions: Vec<Mention>, framing: Framing, now: Instant, out: &mut Vec<Action>) {
@@ -565,7 +568,8 @@ impl TurnMachine {
         );
         let text = prompt::merged_prompt(&self.mentions_in(&Role::Prompted), &new, framing);
         self.relabel(&Role::Merging, Role::Prompted);
-        self.prompt(text, out);
+        // The session saw the earlier mentions' images with their prompt.
+        self.prompt(text, media_of(&new), out);
     }
 
     fn on_question_asked(&mut self, asked: Asked, out: &mut Vec<Action>) {
@@ -774,6 +778,14 @@ impl TurnMachine {
         self.entries = kept;
         taken.into_iter().map(|entry| entry.mention).collect()
     }
+}
+
+/// The images `mentions` carry, in order.
+fn media_of(mentions: &[Mention]) -> Vec<MediaRef> {
+    mentions
+        .iter()
+        .flat_map(|mention| mention.media.iter().cloned())
+        .collect()
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ impl Rig {
         let mut rig = Self::leasing(batch);
         let actions = rig.feed(Input::Leased);
         assert!(
-            matches!(actions.as_slice(), [Action::Driver(DriverAction::Prompt(_))]),
+            matches!(actions.as_slice(), [Action::Driver(DriverAction::Prompt(..))]),
             "{actions:?}"
         );
         rig
@@ -267,7 +267,7 @@ fn an_agent_that_cannot_steer_gets_cancel_and_one_merged_reprompt() {
     assert_eq!(actions, [Action::Driver(DriverAction::SetTimer(Some(quiet)))]);
     let actions = rig.advance(MERGE_QUIET_PERIOD);
     let [
-        Action::Driver(DriverAction::Prompt(merged)),
+        Action::Driver(DriverAction::Prompt(merged, _)),
         Action::Driver(DriverAction::SetTimer(None)),
     ] = actions.as_slice()
     else {
@@ -351,7 +351,7 @@ fn a_burst_during_a_cancel_costs_one_cancel_and_one_reprompt() {
     let prompts: Vec<&String> = actions
         .iter()
         .filter_map(|action| match action {
-            Action::Driver(DriverAction::Prompt(text)) => Some(text),
+            Action::Driver(DriverAction::Prompt(text, _)) => Some(text),
             _ => None,
         })
         .collect();
@@ -382,14 +382,17 @@ fn a_burst_that_never_goes_quiet_is_reprompted_at_the_gather_bound() {
         assert!(
             !actions
                 .iter()
-                .any(|a| matches!(a, Action::Driver(DriverAction::Prompt(_)))),
+                .any(|a| matches!(a, Action::Driver(DriverAction::Prompt(..)))),
             "{actions:?}"
         );
         seed += 1;
     }
     let actions = rig.advance(MERGE_GATHER_MAX - elapsed);
     assert_eq!(
-        count(&actions, |a| matches!(a, Action::Driver(DriverAction::Prompt(_)))),
+        count(&actions, |a| matches!(
+            a,
+            Action::Driver(DriverAction::Prompt(..))
+        )),
         1,
         "{actions:?}"
     );
@@ -581,7 +584,7 @@ fn mentions_absorbed_before_the_first_prompt_join_it() {
     let mut rig = Rig::leasing(&["first"]);
     assert_eq!(rig.absorb(10, "second", Framing::Steer), []);
     let actions = rig.feed(Input::Leased);
-    let [Action::Driver(DriverAction::Prompt(text))] = actions.as_slice() else {
+    let [Action::Driver(DriverAction::Prompt(text, _))] = actions.as_slice() else {
         panic!("{actions:?}");
     };
     assert!(text.contains("> first") && text.contains("> second"));
@@ -633,7 +636,7 @@ fn the_owner_cancel_before_the_agent_is_ready_never_prompts() {
     assert!(
         !actions
             .iter()
-            .any(|a| matches!(a, Action::Driver(DriverAction::Prompt(_)))),
+            .any(|a| matches!(a, Action::Driver(DriverAction::Prompt(..)))),
         "{actions:?}"
     );
     let (outcome, work, _) = rig.end(&actions, &[]);
@@ -650,7 +653,10 @@ fn the_owner_cancel_during_a_merge_gather_still_reprompts_the_merge() {
     rig.ended(StopReason::Cancelled, &[]);
     let actions = rig.feed(Input::OwnerCancel);
     assert_eq!(
-        count(&actions, |a| matches!(a, Action::Driver(DriverAction::Prompt(_)))),
+        count(&actions, |a| matches!(
+            a,
+            Action::Driver(DriverAction::Prompt(..))
+        )),
         1,
         "{actions:?}"
     );

@@ -1,0 +1,300 @@
+//! One bounded HTTP(S) GET, for the daemon's few fetches of someone else's
+//! URL (a group relay's NIP-11 document, an image a mention carries).
+//!
+//! hyper's HTTP/1 client (hyper already serves the metrics) over TCP, or
+//! TLS with the web's root certificates (the stack the relay connections
+//! use already). Every fetch is bounded in time and in size, follows no
+//! redirect (a 3xx is an answer like any other non-200), and, unless its
+//! caller allows it, refuses a host that resolves to a loopback, private,
+//! link-local or otherwise non-public address: the address checked is the
+//! address connected to, so a second DNS answer cannot slip past the check.
+//! It owns no retry and no cache.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Bytes;
+use hyper::{Request, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use nostr_sdk::prelude::Url;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_util::task::AbortOnDropHandle;
+
+/// Whether a fetch may reach loopback and private addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrivateAddresses {
+    /// Public addresses only: a URL someone else wrote cannot reach the
+    /// daemon's own host or network.
+    Refused,
+    /// Any address (the operator's own relays, a test's loopback server).
+    Allowed,
+}
+
+/// The bounds of one fetch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    /// The whole fetch (resolve, connect, TLS, request, answer) takes at most this.
+    pub timeout: Duration,
+    /// A body larger than this is refused.
+    pub max_bytes: usize,
+    /// The `Accept` header sent.
+    pub accept: &'static str,
+    pub private_addresses: PrivateAddresses,
+}
+
+/// A 200 answer.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    /// The `Content-Type` header, if the server sent a readable one.
+    pub content_type: Option<String>,
+    pub body: Bytes,
+}
+
+/// Why a fetch gave nothing.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HttpGetError {
+    #[error("the URL has no host")]
+    NoHost,
+    #[error("the scheme `{0}` is not fetched")]
+    Scheme(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the host resolves to a private or loopback address ({0})")]
+    PrivateAddress(IpAddr),
+    #[error("larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("the server answered `{0}`")]
+    Status(String),
+    #[error("cannot build the request: {0}")]
+    Request(String),
+    #[error("HTTP: {0}")]
+    Http(#[from] hyper::Error),
+}
+
+/// Fetches `url` (`http`/`ws` in the clear, `https`/`wss` over TLS) within
+/// `bounds`.
+pub(crate) async fn get(url: &Url, bounds: Bounds) -> Result<Answer, HttpGetError> {
+    tokio::time::timeout(bounds.timeout, fetch(url, bounds))
+        .await
+        .map_err(|_| HttpGetError::Timeout(bounds.timeout))?
+}
+
+async fn fetch(url: &Url, bounds: Bounds) -> Result<Answer, HttpGetError> {
+    let tls = match url.scheme() {
+        "https" | "wss" => true,
+        "http" | "ws" => false,
+        other => return Err(HttpGetError::Scheme(other.to_owned())),
+    };
+    let host = url.host_str().ok_or(HttpGetError::NoHost)?;
+    let port = url.port_or_known_default().unwrap_or(if tls { 443 } else { 80 });
+    let target = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let authority = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    let request = Request::get(target)
+        .header(header::HOST, authority)
+        .header(header::ACCEPT, bounds.accept)
+        .header(header::USER_AGENT, "acp-bridge")
+        .body(Empty::<Bytes>::new())
+        .map_err(|error| HttpGetError::Request(error.to_string()))?;
+    // An IPv6 literal is written in brackets in a URL, not to the resolver.
+    let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+    let tcp = connect(bare_host, port, bounds.private_addresses).await?;
+    if tls {
+        let tls = tls_connector().connect(server_name(bare_host)?, tcp).await?;
+        exchange(tls, request, bounds.max_bytes).await
+    } else {
+        exchange(tcp, request, bounds.max_bytes).await
+    }
+}
+
+/// Connects to the first address of `host` that answers, among those the
+/// policy allows.
+async fn connect(host: &str, port: u16, private: PrivateAddresses) -> Result<TcpStream, HttpGetError> {
+    let mut refused = None;
+    let mut last_error = None;
+    for address in tokio::net::lookup_host((host, port)).await? {
+        if private == PrivateAddresses::Refused && !is_public(address.ip()) {
+            refused.get_or_insert(address.ip());
+            continue;
+        }
+        match TcpStream::connect(SocketAddr::new(address.ip(), port)).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    Err(match (last_error, refused) {
+        (Some(error), _) => HttpGetError::Io(error),
+        (None, Some(address)) => HttpGetError::PrivateAddress(address),
+        (None, None) => HttpGetError::Io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the host resolves to no address",
+        )),
+    })
+}
+
+/// Whether `address` is on the public internet: not loopback, private,
+/// link-local, shared (CGNAT), unique-local, multicast, broadcast,
+/// documentation or unspecified.
+pub(crate) fn is_public(address: IpAddr) -> bool {
+    match address {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            let shared = a == 100 && (64..128).contains(&b);
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || shared
+                || a == 0)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            let unique_local = first & 0xfe00 == 0xfc00;
+            let link_local = first & 0xffc0 == 0xfe80;
+            !(v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || unique_local || link_local)
+        }
+    }
+}
+
+/// Sends `request` over `stream` (HTTP/1.1, hyper) and reads the answer's
+/// body, refusing one that is not a 200 or is past `max_bytes`.
+async fn exchange(
+    stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    request: Request<Empty<Bytes>>,
+    max_bytes: usize,
+) -> Result<Answer, HttpGetError> {
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    // Ends with the fetch, whichever way it ends.
+    let _connection = AbortOnDropHandle::new(tokio::spawn(connection));
+    let response = sender.send_request(request).await?;
+    if response.status() != StatusCode::OK {
+        return Err(HttpGetError::Status(response.status().to_string()));
+    }
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let body = Limited::new(response.into_body(), max_bytes)
+        .collect()
+        .await
+        .map_err(|error| match error.downcast::<hyper::Error>() {
+            Ok(error) => HttpGetError::Http(*error),
+            Err(_) => HttpGetError::TooLarge(max_bytes),
+        })?
+        .to_bytes();
+    Ok(Answer { content_type, body })
+}
+
+fn tls_connector() -> tokio_rustls::TlsConnector {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+fn server_name(host: &str) -> Result<rustls::pki_types::ServerName<'static>, HttpGetError> {
+    rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|error| HttpGetError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, error)))
+}
+
+/// A one-shot HTTP server on loopback that answers `answer` to the first
+/// request; its port. For the fetchers' unit tests.
+#[cfg(test)]
+pub(crate) async fn serving_once(answer: Vec<u8>) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut request = [0u8; 1024];
+        let _ = stream.read(&mut request).await;
+        let _ = stream.write_all(&answer).await;
+    });
+    port
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUNDS: Bounds = Bounds {
+        timeout: Duration::from_secs(5),
+        max_bytes: 16,
+        accept: "*/*",
+        private_addresses: PrivateAddresses::Allowed,
+    };
+
+    #[test]
+    fn only_public_addresses_are_public() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        for public in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
+            assert!(is_public(public.parse().unwrap()), "{public}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_loopback_host_is_refused_unless_allowed() {
+        let port = serving_once(b"HTTP/1.0 200 OK\r\n\r\nhi".to_vec()).await;
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/x")).unwrap();
+        let refused = Bounds {
+            private_addresses: PrivateAddresses::Refused,
+            ..BOUNDS
+        };
+        assert!(matches!(
+            get(&url, refused).await,
+            Err(HttpGetError::PrivateAddress(_))
+        ));
+        let answer = get(&url, BOUNDS).await.unwrap();
+        assert_eq!(&answer.body[..], b"hi");
+    }
+
+    #[tokio::test]
+    async fn a_large_body_a_redirect_and_another_scheme_are_refused() {
+        let port = serving_once(b"HTTP/1.0 200 OK\r\n\r\n0123456789abcdefXYZ".to_vec()).await;
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+        assert!(matches!(get(&url, BOUNDS).await, Err(HttpGetError::TooLarge(16))));
+
+        let redirect = b"HTTP/1.1 302 Found\r\nLocation: file:///etc/passwd\r\nContent-Length: 0\r\n\r\n";
+        let port = serving_once(redirect.to_vec()).await;
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+        assert!(matches!(get(&url, BOUNDS).await, Err(HttpGetError::Status(_))));
+
+        let url = Url::parse("file:///etc/passwd").unwrap();
+        assert!(matches!(get(&url, BOUNDS).await, Err(HttpGetError::Scheme(_))));
+    }
+}

@@ -1,0 +1,168 @@
+//! Which images a mention carries: its NIP-92 `imeta` tags, then the bare
+//! image URLs of its text. Pure: read at acceptance and journaled with the
+//! mention, fetched (or not) when its prompt is built.
+
+use nostr_sdk::prelude::{Tag, Url};
+use serde::{Deserialize, Serialize};
+
+/// Most images taken from one mention (qwen-code's own per-prompt cap);
+/// the rest stay URLs in the text.
+pub(crate) const MAX_IMAGES_PER_MENTION: usize = 4;
+
+/// File name endings of the image types agents take, for URLs with no
+/// `imeta` tag.
+const IMAGE_EXTENSIONS: [&str; 5] = [".png", ".jpg", ".jpeg", ".gif", ".webp"];
+
+/// One image a mention points at, with what its `imeta` tag says of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaRef {
+    pub url: String,
+    /// `m`: the MIME type the author claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime: Option<String>,
+    /// `x`: the SHA-256 of the file, lowercase hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// `size`: its length in bytes, as claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// `dim`: width and height in pixels, as claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dim: Option<(u32, u32)>,
+}
+
+/// The images of a mention: each `imeta` tag whose `m` is an image type
+/// (or that has no `m`), then each image URL of `content` no tag named,
+/// in order, without repeats, at most [`MAX_IMAGES_PER_MENTION`].
+pub(crate) fn media_of(tags: &[Tag], content: &str) -> Vec<MediaRef> {
+    let mut found: Vec<MediaRef> = Vec::new();
+    let tagged = tags.iter().filter_map(imeta).filter(|media| {
+        media
+            .mime
+            .as_deref()
+            .is_none_or(|mime| mime.starts_with("image/"))
+    });
+    let bare = content
+        .split_whitespace()
+        .filter_map(bare_image_url)
+        .map(|url| MediaRef {
+            url,
+            mime: None,
+            sha256: None,
+            size: None,
+            dim: None,
+        });
+    for media in tagged.chain(bare) {
+        if found.len() == MAX_IMAGES_PER_MENTION {
+            break;
+        }
+        if !found.iter().any(|known| known.url == media.url) {
+            found.push(media);
+        }
+    }
+    found
+}
+
+/// A NIP-92 `imeta` tag read: `["imeta", "url <url>", "m <mime>", …]`,
+/// each entry a key and a value split at the first space. `None` without
+/// a `url`; unknown keys are skipped.
+pub(crate) fn imeta(tag: &Tag) -> Option<MediaRef> {
+    let mut values = tag.as_slice().iter();
+    if values.next().map(String::as_str) != Some("imeta") {
+        return None;
+    }
+    let mut media = MediaRef {
+        url: String::new(),
+        mime: None,
+        sha256: None,
+        size: None,
+        dim: None,
+    };
+    for entry in values {
+        let Some((key, value)) = entry.split_once(' ') else {
+            continue;
+        };
+        let value = value.trim();
+        match key {
+            "url" => media.url = value.to_owned(),
+            "m" => media.mime = Some(value.to_ascii_lowercase()),
+            "x" => media.sha256 = Some(value.to_ascii_lowercase()),
+            "size" => media.size = value.parse().ok(),
+            "dim" => {
+                media.dim = value
+                    .split_once('x')
+                    .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+            }
+            _ => {}
+        }
+    }
+    (!media.url.is_empty()).then_some(media)
+}
+
+/// `word` as an http(s) URL whose path ends in an image type's extension.
+fn bare_image_url(word: &str) -> Option<String> {
+    let word = word.trim_end_matches([',', '.', ')', ']', '>', '"', '\'']);
+    let url = Url::parse(word).ok()?;
+    let path = url.path().to_ascii_lowercase();
+    let image = matches!(url.scheme(), "http" | "https")
+        && IMAGE_EXTENSIONS.iter().any(|extension| path.ends_with(extension));
+    image.then(|| word.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use nostr_sdk::prelude::TagKind;
+
+    use super::*;
+
+    fn imeta_tag(entries: &[&str]) -> Tag {
+        Tag::custom(TagKind::custom("imeta"), entries.iter().copied())
+    }
+
+    #[test]
+    fn an_imeta_tag_gives_url_type_hash_size_and_dimensions() {
+        let tag = imeta_tag(&[
+            "url https://example.com/cat.png",
+            "m image/PNG",
+            "x ABCDEF",
+            "size 1234",
+            "dim 640x480",
+            "blurhash whatever",
+            "nonsense",
+        ]);
+        assert_eq!(
+            imeta(&tag),
+            Some(MediaRef {
+                url: "https://example.com/cat.png".into(),
+                mime: Some("image/png".into()),
+                sha256: Some("abcdef".into()),
+                size: Some(1234),
+                dim: Some((640, 480)),
+            })
+        );
+        assert_eq!(imeta(&imeta_tag(&["m image/png", "size 3"])), None);
+        let other = Tag::custom(TagKind::custom("r"), ["url https://example.com/a.png"]);
+        assert_eq!(imeta(&other), None);
+        let bad_numbers = imeta(&imeta_tag(&["url https://e.com/a", "size big", "dim 3by4"])).unwrap();
+        assert_eq!((bad_numbers.size, bad_numbers.dim), (None, None));
+    }
+
+    #[test]
+    fn images_come_from_imeta_tags_then_bare_urls_without_repeats() {
+        let tags = [
+            imeta_tag(&["url https://e.com/a.png", "m image/png"]),
+            imeta_tag(&["url https://e.com/song.mp3", "m audio/mpeg"]),
+            Tag::hashtag("cats"),
+        ];
+        let content =
+            "look https://e.com/a.png and https://e.com/b.JPG, not https://e.com/c.txt or ftp://e.com/d.png";
+        let urls: Vec<String> = media_of(&tags, content).into_iter().map(|m| m.url).collect();
+        assert_eq!(urls, ["https://e.com/a.png", "https://e.com/b.JPG"]);
+    }
+
+    #[test]
+    fn a_mention_gives_at_most_its_cap_of_images() {
+        let content: Vec<String> = (0..10).map(|n| format!("https://e.com/{n}.webp")).collect();
+        assert_eq!(media_of(&[], &content.join(" ")).len(), MAX_IMAGES_PER_MENTION);
+    }
+}

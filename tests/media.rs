@@ -1,0 +1,164 @@
+//! Media in: an image a mention carries (a NIP-92 `imeta` tag, or a bare
+//! image URL) reaches an agent that advertises `promptCapabilities.image`
+//! as an `image` block the daemon fetched; an image it does not fetch
+//! (too large, a private address, an agent that takes none) reaches the
+//! agent as its URL with the reason, and the mention is still answered.
+//!
+//! The images are served by a small HTTP server on loopback in the test;
+//! the scripted agent (`--images`) ends its answer with a line per image
+//! block it got (`[image image/png, N bytes]`).
+
+mod support;
+
+use nostr_sdk::prelude::*;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A 1×1 PNG.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\rIDATx\x9cc\xf8\xff\xff?\0\x05\xfe\x02\xfe\xa7\x35\x81\x84\0\0\0\0IEND\xaeB`\x82";
+/// The `--max-image-bytes` of these tests; `/big.png` is larger.
+const MAX_IMAGE_BYTES: usize = 1024;
+
+/// An HTTP server on loopback serving `/small.png` ([`PNG`]) and
+/// `/big.png` (a PNG past [`MAX_IMAGE_BYTES`]); its base URL.
+async fn image_server() -> String {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 2048];
+                let read = stream.read(&mut request).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&request[..read]);
+                let body = if request.starts_with("GET /big.png ") {
+                    [PNG, &vec![0u8; MAX_IMAGE_BYTES * 2]].concat()
+                } else {
+                    PNG.to_vec()
+                };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// A NIP-92 `imeta` tag for the PNG at `url`.
+fn imeta(url: &str) -> Tag {
+    Tag::custom(
+        TagKind::custom("imeta"),
+        [
+            format!("url {url}"),
+            "m image/png".to_owned(),
+            "dim 1x1".to_owned(),
+        ],
+    )
+}
+
+/// The owner mentions the bot in `channel` with `text` and `tags`; the
+/// bot's answer.
+async fn answer_to(scene: &Scene, channel: &str, text: &str, tags: &[Tag]) -> String {
+    let mention = scene
+        .owner
+        .publish(group_message(&scene.bot, channel, text, tags))
+        .await;
+    let answer = scene.reply_to(&mention).await.content;
+    println!("answer:\n{answer}");
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imeta_image_reaches_the_agent_as_an_image_block_and_an_oversize_one_as_its_url() {
+    let images = image_server().await;
+    let max = MAX_IMAGE_BYTES.to_string();
+    let scene = Scene::builder()
+        .agent(&["--round-delay-ms", "20", "--rounds", "1", "--images"])
+        .flags(&["--fetch-private-addresses", "--max-image-bytes", &max])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+
+    let mark = log.cursor();
+    let small = format!("{images}/small.png");
+    let answer = answer_to(
+        &scene,
+        "pics",
+        &format!("what is this? {small}"),
+        &[imeta(&small)],
+    )
+    .await;
+    assert!(
+        answer.contains(&format!("[image image/png, {} bytes]", PNG.len())),
+        "the agent got the image: {answer}"
+    );
+    assert!(
+        answer.contains(&format!("[acp-bridge] image: {small} — attached")),
+        "{answer}"
+    );
+    let carried = log.wait(mark, Line::new("prompt carries images")).await;
+    assert_eq!(carried["images_shown"], 1, "{carried}");
+    assert_eq!(carried["image_bytes"], PNG.len(), "{carried}");
+
+    let mark = log.cursor();
+    let big = format!("{images}/big.png");
+    let answer = answer_to(&scene, "pics", "and this?", &[imeta(&big)]).await;
+    assert!(
+        answer.contains(&format!("[acp-bridge] image: {big} — not shown: too large")),
+        "{answer}"
+    );
+    assert!(!answer.contains("[image image/"), "no image block: {answer}");
+    let carried = log.wait(mark, Line::new("prompt carries images")).await;
+    assert_eq!(
+        (
+            carried["images_shown"].as_u64(),
+            carried["images_as_text"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
+}
+
+/// Without `--fetch-private-addresses`, a URL on the daemon's own host is
+/// not fetched: the agent gets it as text and the mention is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_at_a_private_address_is_refused_and_the_mention_still_answered() {
+    let images = image_server().await;
+    let scene = Scene::builder()
+        .agent(&["--round-delay-ms", "20", "--rounds", "1", "--images"])
+        .start()
+        .await;
+    let small = format!("{images}/small.png");
+    let answer = answer_to(&scene, "pics", &format!("look {small}"), &[]).await;
+    assert!(
+        answer.contains(&format!(
+            "[acp-bridge] image: {small} — not shown: a private address"
+        )),
+        "{answer}"
+    );
+    assert!(!answer.contains("[image image/"), "no image block: {answer}");
+}
+
+/// An agent that does not advertise `promptCapabilities.image` gets the
+/// URL as text, and nothing is fetched for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_takes_no_images_gets_the_url_as_text() {
+    let images = image_server().await;
+    let scene = Scene::builder()
+        .flags(&["--fetch-private-addresses"])
+        .start()
+        .await;
+    let small = format!("{images}/small.png");
+    let answer = answer_to(&scene, "pics", "look", &[imeta(&small)]).await;
+    assert!(
+        answer.contains(&format!(
+            "[acp-bridge] image: {small} — not shown: the agent does not take images"
+        )),
+        "{answer}"
+    );
+    assert!(!answer.contains("[image image/"), "no image block: {answer}");
+}
