@@ -20,7 +20,8 @@ pub struct MediaRef {
     /// `m`: the MIME type the author claims.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime: Option<String>,
-    /// `x`: the SHA-256 of the file, lowercase hex.
+    /// `x`: the SHA-256 of the file, lowercase hex; else the one a Blossom
+    /// URL names (`/<sha256>[.ext]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// `size`: its length in bytes, as claimed.
@@ -52,7 +53,8 @@ pub(crate) fn media_of(tags: &[Tag], content: &str) -> Vec<MediaRef> {
             size: None,
             dim: None,
         });
-    for media in tagged.chain(bare) {
+    for mut media in tagged.chain(bare) {
+        media.sha256 = media.sha256.or_else(|| blossom_hash(&media.url));
         if found.len() == MAX_IMAGES_PER_MENTION {
             break;
         }
@@ -97,6 +99,15 @@ pub(crate) fn imeta(tag: &Tag) -> Option<MediaRef> {
         }
     }
     (!media.url.is_empty()).then_some(media)
+}
+
+/// The SHA-256 a Blossom blob URL names: its last path segment, without
+/// an extension, when that is 64 hex digits (BUD-01 `GET /<sha256>`).
+fn blossom_hash(url: &str) -> Option<String> {
+    let url = Url::parse(url).ok()?;
+    let name = url.path_segments()?.next_back()?;
+    let stem = name.split_once('.').map_or(name, |(stem, _)| stem);
+    (stem.len() == 64 && stem.bytes().all(|byte| byte.is_ascii_hexdigit())).then(|| stem.to_ascii_lowercase())
 }
 
 /// `word` as an http(s) URL whose path ends in an image type's extension.
@@ -158,6 +169,21 @@ mod tests {
             "look https://e.com/a.png and https://e.com/b.JPG, not https://e.com/c.txt or ftp://e.com/d.png";
         let urls: Vec<String> = media_of(&tags, content).into_iter().map(|m| m.url).collect();
         assert_eq!(urls, ["https://e.com/a.png", "https://e.com/b.JPG"]);
+    }
+
+    #[test]
+    fn a_blossom_url_names_the_hash_its_blob_must_have() {
+        let hash = "AB".repeat(32);
+        let content = format!("https://blossom.example/{hash}.png");
+        let found = media_of(&[], &content);
+        assert_eq!(found[0].sha256, Some(hash.to_ascii_lowercase()));
+        let tagged = imeta_tag(&[&format!("url https://b.example/{hash}"), "x 00", "m image/png"]);
+        assert_eq!(
+            media_of(&[tagged], "")[0].sha256.as_deref(),
+            Some("00"),
+            "the tag's own x wins"
+        );
+        assert_eq!(media_of(&[], "https://e.com/abc.png")[0].sha256, None);
     }
 
     #[test]
