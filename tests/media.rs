@@ -80,6 +80,7 @@ async fn an_imeta_image_reaches_the_agent_as_an_image_block_and_an_oversize_one_
     let scene = Scene::builder()
         .agent(&["--round-delay-ms", "20", "--rounds", "1", "--images"])
         .flags(&["--fetch-private-addresses", "--max-image-bytes", &max])
+        .metrics()
         .start()
         .await;
     let log = &scene.bridge.log;
