@@ -122,6 +122,12 @@ async fn an_imeta_image_reaches_the_agent_as_an_image_block_and_an_oversize_one_
         ),
         (Some(0), Some(1))
     );
+    let port = scene.metrics_port();
+    let counted = (
+        metric(port, r#"acp_bridge_prompt_images_total{outcome="shown"}"#).await,
+        metric(port, r#"acp_bridge_prompt_images_total{outcome="too_large"}"#).await,
+    );
+    assert_eq!(counted, (1.0, 1.0), "each image's outcome is counted");
 }
 
 /// Without `--fetch-private-addresses`, a URL on the daemon's own host is
