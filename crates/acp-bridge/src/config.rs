@@ -80,6 +80,9 @@ pub struct RunArgs {
     pub turns: TurnArgs,
 
     #[command(flatten)]
+    pub mcp: crate::mcp::args::McpArgs,
+
+    #[command(flatten)]
     pub context: ContextArgs,
 
     /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
@@ -135,6 +138,8 @@ pub struct Settings {
     pub turns: TurnSettings,
     /// The thread context's flags.
     pub context: ContextSettings,
+    /// `--mcp`: whether sessions are offered the bridge's own MCP server.
+    pub mcp: crate::mcp::args::McpMode,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -214,6 +219,7 @@ impl RunArgs {
             replies,
             turns,
             context,
+            mcp: self.mcp.mcp,
             shutdown_grace: self.shutdown_grace,
             retention,
             metrics_addr: self.metrics.metrics_addr,
@@ -262,6 +268,7 @@ impl Settings {
                 limit: 0,
                 ..ContextSettings::default()
             },
+            mcp: defaults.mcp.mcp,
             // A local run is stopped by its program, which waits for less.
             shutdown_grace: Duration::from_secs(5),
             retention: defaults.retention,

@@ -34,6 +34,7 @@ mod intake;
 mod isolation;
 mod ledger;
 mod loop_guard;
+mod mcp;
 mod mention;
 mod mode_gate;
 mod pool;

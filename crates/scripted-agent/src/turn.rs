@@ -50,6 +50,8 @@ struct Transcript {
     reads: Vec<String>,
     /// `--controls`: the session's model and mode.
     controls: Option<String>,
+    /// What became of the `[mcp-post=…]` tool call.
+    mcp_line: Option<String>,
 }
 
 /// Why the rounds stopped before their end.
@@ -144,6 +146,11 @@ async fn play_rounds(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript
             run_tool(agent, turn, transcript).await?;
         }
         if round == 1
+            && let Some(text) = turn.script.mcp_post.clone()
+        {
+            transcript.mcp_line = Some(post_message(agent, turn, text).await?);
+        }
+        if round == 1
             && let Some(kind) = turn.script.elicit
         {
             transcript.elicit_line = Some(ask_form(agent, turn, kind).await?);
@@ -196,6 +203,27 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     acp::send_update(&agent.outbox, &session_id, done).await?;
     transcript.tool_line = Some(line);
     Ok(())
+}
+
+/// `[mcp-post=TEXT]`: calls `post_message` on the MCP server offered for
+/// the session; the final message's line about it.
+async fn post_message(agent: &Agent, turn: &mut Turn, text: String) -> Result<String, Halt> {
+    let session_id = turn.run.session_id().to_owned();
+    let Some(server) = agent.sessions.mcp_server(&session_id) else {
+        return Ok("mcp post_message: no HTTP MCP server was offered".to_owned());
+    };
+    let server = if turn.script.mcp_wrong_token {
+        server.with_wrong_token()
+    } else {
+        server
+    };
+    let arguments = json!({ "text": text });
+    let line = turn
+        .run
+        .interruptible(crate::mcp_client::call_tool(&server, "post_message", arguments))
+        .await?;
+    log!("session {session_id}: {line}");
+    Ok(line)
 }
 
 /// What became of a request the agent sent the client.
@@ -377,9 +405,13 @@ fn final_message(prompt_text: &str, transcript: &Transcript) -> String {
         message.push_str("\nsteer: ");
         message.push_str(steer);
     }
-    for line in [&transcript.tool_line, &transcript.elicit_line]
-        .into_iter()
-        .flatten()
+    for line in [
+        &transcript.tool_line,
+        &transcript.mcp_line,
+        &transcript.elicit_line,
+    ]
+    .into_iter()
+    .flatten()
     {
         message.push('\n');
         message.push_str(line);
@@ -455,13 +487,14 @@ mod tests {
         let transcript = Transcript {
             folded_steers: vec!["one".into(), "two".into()],
             tool_line: Some("tool: allowed (allow_once)".into()),
+            mcp_line: Some("mcp post_message: ok: posted".into()),
             elicit_line: Some("elicitation: decline".into()),
             reads: vec!["cat /x: error: denied".into()],
             controls: Some("model: fast, mode: ask".into()),
         };
         assert_eq!(
             final_message("hi", &transcript),
-            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\nelicitation: decline\ncat /x: error: denied\nmodel: fast, mode: ask"
+            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\nmcp post_message: ok: posted\nelicitation: decline\ncat /x: error: denied\nmodel: fast, mode: ask"
         );
         assert_eq!(final_message("hi", &Transcript::default()), "done: hi");
     }

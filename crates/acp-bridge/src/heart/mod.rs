@@ -6,7 +6,8 @@
 //! synchronous [`TurnMachine`](turn) that holds the turn's mentions with
 //! their roles. The heart feeds each machine its inputs (mid-turn mentions
 //! through the mode gate, owner commands, the owner's answers to its
-//! questions as [`question_replies`] routes them, and what the turn's
+//! questions as [`question_replies`] routes them, the agents' calls of the
+//! bridge's MCP tools as [`tools`] carries them out, and what the turn's
 //! driver reports) and routes the actions that come out: agent work to the
 //! turn's [`driver`], mentions back to their conversation, notices to
 //! [`notices`]. It never waits on anything slow: sends to drivers and the
@@ -25,6 +26,7 @@ mod driver;
 mod notices;
 mod question_replies;
 mod steer_strategy;
+mod tools;
 mod turn;
 mod usage;
 mod waiting;
@@ -43,6 +45,7 @@ use crate::commands::OwnerCommand;
 use crate::deadline::sleep_until;
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
+use crate::mcp::ToolRequest;
 use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
 use crate::pool::Starts;
@@ -132,6 +135,9 @@ pub(crate) struct Heart {
     wait_notices: NoticeBudget,
     /// Questions posted and since closed: a reply to one is told so.
     closed_questions: ClosedQuestions,
+    /// Messages each conversation's agent may still post mid-turn
+    /// (`post_message`; see [`tools`]).
+    tool_posts: crate::rate_limit::RateLimiter<ConversationKey>,
 }
 
 impl Heart {
@@ -151,6 +157,7 @@ impl Heart {
             draining: false,
             abandoned: Vec::new(),
             closed_questions: ClosedQuestions::default(),
+            tool_posts: tools::post_budget(),
         }
     }
 
@@ -198,9 +205,11 @@ impl Heart {
     }
 
     /// Runs until `stop` is cancelled, then drains (see the module doc).
+    /// `tool_requests` are the calls of the bridge's MCP tools.
     pub(crate) async fn run(
         mut self,
         mut inbound: mpsc::Receiver<Inbound>,
+        mut tool_requests: mpsc::Receiver<ToolRequest>,
         stop: CancellationToken,
         grace: Duration,
     ) {
@@ -217,6 +226,7 @@ impl Heart {
                     None => inbound_open = false,
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report),
+                Some(request) = tool_requests.recv() => self.on_tool_request(request),
                 () = sleep_until(wake.map(Into::into)) => self.conversations.wake(Instant::now()),
             }
         }

@@ -224,13 +224,33 @@ impl Replier {
     /// (a notice may quote what the agent or the owner wrote). Returns the
     /// id of the first part.
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
+        let parts = self.store_interim(mention, text).await?;
+        Ok(parts[0].event.id)
+    }
+
+    /// Posts what the agent says mid-turn (its `post_message` tool) in the
+    /// thread of `mention`, which it does not finish: like [`inform`]
+    /// (`Self::inform`), labelled interim and cut into a series when long,
+    /// and, like an answer, counted as the bot's reply in the mention's
+    /// chain, so a bot answering it is bounded by the hop bounds.
+    pub async fn post_interim(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
+        let parts = self.store_interim(mention, text).await?;
+        for part in &parts {
+            self.chains.record_reply(part.seen_as, mention.chain_depth);
+        }
+        Ok(parts[0].event.id)
+    }
+
+    /// Signs `text` as an interim series in the thread of `mention` and
+    /// stores it in the outbox.
+    async fn store_interim(&self, mention: &Mention, text: &str) -> Result<Vec<Signed>, ReplyError> {
         let parts = self
             .build_series(std::slice::from_ref(mention), text, Standing::Interim)
             .await?;
         for event in parts.iter().flat_map(Signed::events) {
             self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
         }
-        Ok(parts[0].event.id)
+        Ok(parts)
     }
 
     /// Asks `owner` something in the thread of `mention` (mentioning them),
