@@ -116,3 +116,75 @@ async fn with_mcp_off_no_server_is_offered() {
         answer.content
     );
 }
+
+/// The `Authorization` value each `session/new`, `/load` and `/resume` the
+/// agents received offered, in order.
+fn offered_tokens(scene: &Scene) -> Vec<(String, String)> {
+    scene
+        .agent_frames()
+        .iter()
+        .filter(|frame| {
+            matches!(
+                frame["method"].as_str(),
+                Some("session/new" | "session/load" | "session/resume")
+            )
+        })
+        .map(|frame| {
+            let value = &frame["params"]["mcpServers"][0]["headers"][0]["value"];
+            (
+                frame["method"].as_str().unwrap_or_default().to_owned(),
+                value.as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_session_is_offered_the_same_token_and_it_still_works() {
+    let scene = Scene::builder()
+        .agent(&[
+            "--rounds",
+            "1",
+            "--round-delay-ms",
+            "10",
+            "--reopen-sessions",
+            "resume",
+        ])
+        .frame_log()
+        .start()
+        .await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+
+    let first = scene.mention("room", "hello").await;
+    scene.reply_to(&first).await;
+    // The agent dies between turns; the next turn's agent resumes the session.
+    let mark = log.cursor();
+    for pid in scene.bridge.agent_pids() {
+        std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+    }
+    log.wait(mark, Line::new("agent exited unexpectedly")).await;
+    let second = scene.mention("room", "[mcp-post=back again]").await;
+    let answer = owner.reply_containing(&bot, &second.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp post_message: ok"),
+        "the resumed session's token works: {}",
+        answer.content
+    );
+    let reopened = log.wait(mark, Line::new("session reopened")).await;
+    assert_eq!(reopened["how"], "resumed");
+
+    // Frames are in order per agent process only: compared as a set.
+    let offered = offered_tokens(&scene);
+    let mut methods: Vec<&str> = offered.iter().map(|(method, _)| method.as_str()).collect();
+    methods.sort_unstable();
+    assert_eq!(methods, ["session/new", "session/resume"]);
+    assert!(offered[0].1.starts_with("Bearer "), "{offered:?}");
+    assert_eq!(
+        offered[0].1, offered[1].1,
+        "one token for the session's life in this run"
+    );
+}
