@@ -5,8 +5,21 @@
 
 mod support;
 
+use std::time::Duration;
+
 use nostr_sdk::prelude::*;
 use support::*;
+
+/// The bot's reactions to `event_id` on the relay now.
+async fn reactions_to(person: &Person, bot: &PublicKey, event_id: &EventId) -> Vec<String> {
+    let filter = Filter::new().author(*bot).kind(Kind::Reaction).event(*event_id);
+    let events = person
+        .client
+        .fetch_events(filter, Duration::from_secs(5))
+        .await
+        .expect("fetch");
+    events.into_iter().map(|event| event.content).collect()
+}
 
 /// Whether the bot's message is labelled interim (it answers nothing).
 fn is_interim(event: &Event) -> bool {
@@ -109,9 +122,7 @@ async fn with_mcp_off_no_server_is_offered() {
     let mention = scene.mention("room", "[mcp-post=hello]").await;
     let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
     assert!(
-        answer
-            .content
-            .contains("mcp post_message: no HTTP MCP server was offered"),
+        answer.content.contains("mcp: no HTTP MCP server was offered"),
         "{}",
         answer.content
     );
@@ -186,5 +197,52 @@ async fn a_resumed_session_is_offered_the_same_token_and_it_still_works() {
     assert_eq!(
         offered[0].1, offered[1].1,
         "one token for the session's life in this run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn react_marks_a_message_of_this_conversation() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    let mention = scene.mention("room", "nice work [mcp-react=🎉]").await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp react: ok: reacted"),
+        "{}",
+        answer.content
+    );
+    let probe = async || {
+        let reactions = reactions_to(owner, &bot, &mention.id).await;
+        reactions.iter().any(|emoji| emoji == "🎉").then_some(())
+    };
+    eventually(PATIENCE, probe, || "the agent's 🎉 on the mention".to_owned()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn react_refuses_a_message_of_another_conversation() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    let elsewhere = scene.mention("other-room", "hello").await;
+    scene.reply_to(&elsewhere).await;
+    let text = format!("[mcp-react=🎉] [mcp-event={}]", elsewhere.id.to_hex());
+    let mention = scene.mention("room", &text).await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains(&format!(
+            "mcp react: error: no message {} in this conversation",
+            elsewhere.id.to_hex()
+        )),
+        "{}",
+        answer.content
+    );
+    // The refusal came before the answer, and both rooms are settled since.
+    scene.settle("other-room").await;
+    scene.settle("room").await;
+    let reactions = reactions_to(owner, &bot, &elsewhere.id).await;
+    assert!(
+        !reactions.iter().any(|emoji| emoji == "🎉"),
+        "another conversation's message got no reaction: {reactions:?}"
     );
 }

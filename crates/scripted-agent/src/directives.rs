@@ -40,6 +40,8 @@ struct Directives {
     withdraw_elicit: bool,
     foreign_updates: Option<u32>,
     mcp_post: Option<String>,
+    mcp_react: Option<String>,
+    mcp_event: Option<String>,
     mcp_wrong_token: bool,
 }
 
@@ -89,6 +91,8 @@ impl Directives {
             }
             Some(("cat", path)) if !path.is_empty() => self.cat.push(path.to_owned()),
             Some(("mcp-post", text)) if !text.is_empty() => self.mcp_post = Some(text.to_owned()),
+            Some(("mcp-react", emoji)) if !emoji.is_empty() => self.mcp_react = Some(emoji.to_owned()),
+            Some(("mcp-event", id)) if !id.is_empty() => self.mcp_event = Some(id.to_owned()),
             Some(("detached-child", mark)) if is_mark(mark) => {
                 self.detached_child = Some(mark.to_owned());
             }
@@ -151,7 +155,11 @@ pub(crate) struct TurnScript {
     /// In round 1, call the offered MCP server's `post_message` with this
     /// text (see `mcp_client`).
     pub(crate) mcp_post: Option<String>,
-    /// Call it with a token that was never minted.
+    /// Then call its `react` with this emoji, on `mcp_event`, else on the
+    /// first `event <id>` the prompt quotes (the mention itself).
+    pub(crate) mcp_react: Option<String>,
+    pub(crate) mcp_event: Option<String>,
+    /// Call the tools with a token that was never minted.
     pub(crate) mcp_wrong_token: bool,
 }
 
@@ -189,6 +197,8 @@ impl TurnScript {
             withdraw_elicit: directives.withdraw_elicit,
             foreign_updates: directives.foreign_updates.unwrap_or(0),
             mcp_post: directives.mcp_post,
+            mcp_react: directives.mcp_react,
+            mcp_event: directives.mcp_event,
             mcp_wrong_token: directives.mcp_wrong_token,
         }
     }
@@ -262,6 +272,9 @@ mod tests {
         let script = TurnScript::new(&Options::default(), "[mcp-post=working on it] [mcp-wrong-token]");
         assert_eq!(script.mcp_post.as_deref(), Some("working on it"));
         assert!(script.mcp_wrong_token);
+        let script = TurnScript::new(&Options::default(), "[mcp-react=👍] [mcp-event=abc]");
+        assert_eq!(script.mcp_react.as_deref(), Some("👍"));
+        assert_eq!(script.mcp_event.as_deref(), Some("abc"));
     }
 
     #[test]

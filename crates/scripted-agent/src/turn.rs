@@ -50,8 +50,8 @@ struct Transcript {
     reads: Vec<String>,
     /// `--controls`: the session's model and mode.
     controls: Option<String>,
-    /// What became of the `[mcp-post=…]` tool call.
-    mcp_line: Option<String>,
+    /// What became of the `[mcp-post=…]` and `[mcp-react=…]` tool calls.
+    mcp_lines: Vec<String>,
 }
 
 /// Why the rounds stopped before their end.
@@ -145,10 +145,8 @@ async fn play_rounds(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript
         if round == 1 && turn.script.tool {
             run_tool(agent, turn, transcript).await?;
         }
-        if round == 1
-            && let Some(text) = turn.script.mcp_post.clone()
-        {
-            transcript.mcp_line = Some(post_message(agent, turn, text).await?);
+        if round == 1 {
+            call_mcp_tools(agent, turn, transcript).await?;
         }
         if round == 1
             && let Some(kind) = turn.script.elicit
@@ -205,25 +203,52 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     Ok(())
 }
 
-/// `[mcp-post=TEXT]`: calls `post_message` on the MCP server offered for
-/// the session; the final message's line about it.
-async fn post_message(agent: &Agent, turn: &mut Turn, text: String) -> Result<String, Halt> {
+/// `[mcp-post=TEXT]`, `[mcp-react=EMOJI]`: calls `post_message`, then
+/// `react`, on the MCP server offered for the session; the final message
+/// gets a line about each call.
+async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
+    let mut calls = Vec::new();
+    if let Some(text) = &turn.script.mcp_post {
+        calls.push(("post_message", json!({ "text": text })));
+    }
+    if let Some(emoji) = &turn.script.mcp_react {
+        let event_id = turn
+            .script
+            .mcp_event
+            .clone()
+            .or_else(|| first_quoted_event(&turn.prompt_text))
+            .unwrap_or_default();
+        calls.push(("react", json!({ "event_id": event_id, "emoji": emoji })));
+    }
+    if calls.is_empty() {
+        return Ok(());
+    }
     let session_id = turn.run.session_id().to_owned();
     let Some(server) = agent.sessions.mcp_server(&session_id) else {
-        return Ok("mcp post_message: no HTTP MCP server was offered".to_owned());
+        transcript
+            .mcp_lines
+            .push("mcp: no HTTP MCP server was offered".to_owned());
+        return Ok(());
     };
     let server = if turn.script.mcp_wrong_token {
         server.with_wrong_token()
     } else {
         server
     };
-    let arguments = json!({ "text": text });
-    let line = turn
-        .run
-        .interruptible(crate::mcp_client::call_tool(&server, "post_message", arguments))
-        .await?;
-    log!("session {session_id}: {line}");
-    Ok(line)
+    for (tool, arguments) in calls {
+        let call = crate::mcp_client::call_tool(&server, tool, arguments);
+        let line = turn.run.interruptible(call).await?;
+        log!("session {session_id}: {line}");
+        transcript.mcp_lines.push(line);
+    }
+    Ok(())
+}
+
+/// The id of the first message the prompt quotes (`…, event <hex>:`).
+fn first_quoted_event(prompt_text: &str) -> Option<String> {
+    let (_, rest) = prompt_text.split_once(", event ")?;
+    let id: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+    (id.len() == 64).then_some(id)
 }
 
 /// What became of a request the agent sent the client.
@@ -405,14 +430,9 @@ fn final_message(prompt_text: &str, transcript: &Transcript) -> String {
         message.push_str("\nsteer: ");
         message.push_str(steer);
     }
-    for line in [
-        &transcript.tool_line,
-        &transcript.mcp_line,
-        &transcript.elicit_line,
-    ]
-    .into_iter()
-    .flatten()
-    {
+    let tool_line = transcript.tool_line.iter();
+    let elicit_line = transcript.elicit_line.iter();
+    for line in tool_line.chain(&transcript.mcp_lines).chain(elicit_line) {
         message.push('\n');
         message.push_str(line);
     }
@@ -487,7 +507,7 @@ mod tests {
         let transcript = Transcript {
             folded_steers: vec!["one".into(), "two".into()],
             tool_line: Some("tool: allowed (allow_once)".into()),
-            mcp_line: Some("mcp post_message: ok: posted".into()),
+            mcp_lines: vec!["mcp post_message: ok: posted".into()],
             elicit_line: Some("elicitation: decline".into()),
             reads: vec!["cat /x: error: denied".into()],
             controls: Some("model: fast, mode: ask".into()),

@@ -10,9 +10,16 @@
 //! replier counts it in the mention's chain). It works only while the
 //! conversation has a turn in flight: a message from a session between
 //! turns would belong under no mention.
+//!
+//! `react` reacts to a mention the journal holds for the caller's
+//! conversation, and to nothing else: the lookup is by event id *and*
+//! conversation, so an id from another conversation is "not found". It
+//! draws on the same budget, and follows the bot's own rule for
+//! reactions (none in a DM, none with `--no-reactions`).
 
 use std::time::{Duration, Instant};
 
+use nostr_sdk::prelude::EventId;
 use tokio::sync::oneshot;
 
 use super::Heart;
@@ -27,10 +34,21 @@ pub(super) const POST_REFILL: Duration = Duration::from_secs(10);
 /// Conversations whose post budget is remembered at once.
 pub(super) const POST_BUDGETS_TRACKED: usize = 1024;
 
+/// The longest reaction taken (an emoji with modifiers, a `:shortcode:`).
+pub(super) const MAX_EMOJI_BYTES: usize = 64;
+
 /// What a tool is told: a message for the model, or why not.
 type Answer = oneshot::Sender<Result<String, String>>;
 
-/// The per-conversation budget of messages posted mid-turn.
+/// The refusal once the budget is spent.
+fn too_many() -> String {
+    format!(
+        "too many messages and reactions: at most {POST_BURST} in a row, then one every {} s; put the rest in your answer",
+        POST_REFILL.as_secs()
+    )
+}
+
+/// The per-conversation budget of messages posted mid-turn and reactions.
 pub(super) fn post_budget() -> RateLimiter<ConversationKey> {
     RateLimiter::new(POST_BURST, POST_REFILL, POST_BUDGETS_TRACKED)
 }
@@ -44,7 +62,33 @@ impl Heart {
         } = request;
         match action {
             ToolAction::PostMessage { text } => self.post_message(&conversation, text, answer),
+            ToolAction::React { event_id, emoji } => {
+                let _ = answer.send(self.react(&conversation, &event_id, &emoji));
+            }
         }
+    }
+
+    /// Reacts with `emoji` to the conversation's journaled mention
+    /// `event_id`; a message of another conversation is refused as unknown,
+    /// saying nothing of it.
+    fn react(&mut self, key: &ConversationKey, event_id: &str, emoji: &str) -> Result<String, String> {
+        if emoji.trim().is_empty() || emoji.len() > MAX_EMOJI_BYTES || emoji.contains(char::is_control) {
+            return Err(format!(
+                "the reaction must be one short emoji (at most {MAX_EMOJI_BYTES} bytes, one line)"
+            ));
+        }
+        let mention = EventId::parse(event_id.trim())
+            .ok()
+            .and_then(|id| self.ledger.mention_in(&id, key))
+            .ok_or_else(|| format!("no message {event_id} in this conversation"))?;
+        if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
+            return Err(too_many());
+        }
+        if !self.services.replier.react_with(&mention, emoji) {
+            return Err("reactions are off here (a DM, or the bridge runs with --no-reactions)".to_owned());
+        }
+        tracing::info!(conversation = %key, event_id = %mention.event_id, "reacted for the agent");
+        Ok("reacted".to_owned())
     }
 
     /// Posts `text` under the mention the conversation's turn works on.
@@ -76,10 +120,7 @@ impl Heart {
             return;
         };
         if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
-            let _ = answer.send(Err(format!(
-                "too many messages: at most {POST_BURST} in a row, then one every {} s; put the rest in your answer",
-                POST_REFILL.as_secs()
-            )));
+            let _ = answer.send(Err(too_many()));
             return;
         }
         let replier = self.services.replier.clone();

@@ -17,7 +17,7 @@ pub enum McpMode {
 /// The MCP server's flags.
 #[derive(Debug, Clone, Args)]
 pub struct McpArgs {
-    /// The bridge's own MCP server (the `post_message` tool), offered to
+    /// The bridge's own MCP server (`post_message`, `react`), offered to
     /// each session: `auto` over loopback HTTP to agents that advertise
     /// it, `off` to none.
     #[arg(long, env = "ACP_BRIDGE_MCP", value_enum, default_value = "auto")]

@@ -39,6 +39,8 @@ pub(crate) enum ToolAction {
     /// Post `text` in the thread of the turn in flight, now, as an interim
     /// message (it does not answer the mention).
     PostMessage { text: String },
+    /// React (NIP-25) with `emoji` to the conversation's message `event_id`.
+    React { event_id: String, emoji: String },
 }
 
 impl ToolAction {
@@ -46,6 +48,7 @@ impl ToolAction {
     pub(crate) fn tool(&self) -> &'static str {
         match self {
             ToolAction::PostMessage { .. } => "post_message",
+            ToolAction::React { .. } => "react",
         }
     }
 }
@@ -54,6 +57,14 @@ impl ToolAction {
 pub(crate) struct PostMessage {
     /// The message, as it should appear in the thread.
     text: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct React {
+    /// The id of a message of this conversation (hex, or `note1…`/`nevent1…`).
+    event_id: String,
+    /// The reaction: an emoji, or `+` / `-`.
+    emoji: String,
 }
 
 /// The tools of one request, bound to the conversation of its token.
@@ -85,6 +96,18 @@ impl BridgeTools {
         Parameters(PostMessage { text }): Parameters<PostMessage>,
     ) -> Result<CallToolResult, ErrorData> {
         Ok(self.ask(ToolAction::PostMessage { text }).await)
+    }
+
+    /// Reacts to a message of this conversation (a mention the bridge took
+    /// in) with an emoji.
+    #[tool(
+        description = "React with an emoji to a message of this conversation (a message you were asked in), by its event id."
+    )]
+    async fn react(
+        &self,
+        Parameters(React { event_id, emoji }): Parameters<React>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::React { event_id, emoji }).await)
     }
 
     /// Sends `action` to the heart and turns its answer into the tool's

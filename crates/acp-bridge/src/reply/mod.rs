@@ -161,8 +161,15 @@ impl Replier {
     /// for DMs: a public reaction would reveal a private conversation.
     /// Returns at once: a task signs it and the publisher sends it.
     pub fn react(&self, mention: &Mention, reaction: Reaction) {
+        self.react_with(mention, reaction.emoji());
+    }
+
+    /// Reacts to `mention` with `emoji` (also the agent's `react` tool),
+    /// like [`Replier::react`]: returns at once, and `false` without
+    /// reacting with `--no-reactions` or in a DM.
+    pub(crate) fn react_with(&self, mention: &Mention, emoji: &str) -> bool {
         if !self.reactions || mention.thread.is_direct() {
-            return;
+            return false;
         }
         let mut tags = vec![
             Tag::event(mention.event_id),
@@ -173,8 +180,9 @@ impl Replier {
             tags.push(group_tag(channel));
         }
         let (signer, outlet, origin) = (self.signer.clone(), self.outlet.clone(), mention.origin.clone());
+        let emoji = emoji.to_owned();
         tokio::spawn(async move {
-            match EventBuilder::new(Kind::Reaction, reaction.emoji())
+            match EventBuilder::new(Kind::Reaction, emoji)
                 .tags(tags)
                 .sign(&signer)
                 .await
@@ -183,6 +191,7 @@ impl Replier {
                 Err(error) => tracing::warn!(%error, "could not sign a reaction"),
             }
         });
+        true
     }
 
     /// Publishes the agent's answer to `mentions` (one turn's batch; the
