@@ -81,6 +81,15 @@ async fn post_message_mid_turn_lands_in_the_thread_before_the_answer() {
     )
     .await;
     assert_eq!(calls, 1.0, "the call is counted");
+    let status = scene.mention("room", "!status").await;
+    let status = scene.reply_to(&status).await;
+    assert!(
+        status
+            .content
+            .contains("Agents' calls of the bridge's tools (MCP): 1."),
+        "!status shows the call: {}",
+        status.content
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

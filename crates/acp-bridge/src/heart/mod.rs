@@ -71,6 +71,8 @@ struct Counters {
     turns_started: u64,
     absorbed: u64,
     queued_mid_turn: u64,
+    /// Calls of the bridge's MCP tools (see [`tools`]).
+    tool_calls: u64,
 }
 
 /// What becomes of a turn's work once the turn ended.
@@ -377,7 +379,7 @@ impl Heart {
             .collect();
         let pool = self.services.pool.status();
         let counts = format!(
-            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}.",
+            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}. Agents' calls of the bridge's tools (MCP): {}.",
             self.conversations.running_count(),
             self.conversations.waiting(),
             pool.alive,
@@ -390,6 +392,7 @@ impl Heart {
             self.counters.absorbed,
             self.counters.queued_mid_turn,
             blocked.len(),
+            self.counters.tool_calls,
         ) + &crate::shard::status_text(self.settings.shard);
         let refusals = crate::reply::publisher::refusals_text(&self.services.outbox, in_private);
         let counts = counts + &self.conversation_text(key);

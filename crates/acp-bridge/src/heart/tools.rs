@@ -60,6 +60,7 @@ impl Heart {
             action,
             answer,
         } = request;
+        self.counters.tool_calls += 1;
         match action {
             ToolAction::PostMessage { text } => self.post_message(&conversation, text, answer),
             ToolAction::React { event_id, emoji } => {
