@@ -28,14 +28,14 @@ use crate::mention::ConversationKey;
 use crate::rate_limit::{Admission, RateLimiter};
 
 /// Messages a conversation's agent may post in a row.
-pub(super) const POST_BURST: u32 = 5;
+const POST_BURST: u32 = 5;
 /// One more message a conversation's agent may post after this long.
-pub(super) const POST_REFILL: Duration = Duration::from_secs(10);
+const POST_REFILL: Duration = Duration::from_secs(10);
 /// Conversations whose post budget is remembered at once.
-pub(super) const POST_BUDGETS_TRACKED: usize = 1024;
+const POST_BUDGETS_TRACKED: usize = 1024;
 
 /// The longest reaction taken (an emoji with modifiers, a `:shortcode:`).
-pub(super) const MAX_EMOJI_BYTES: usize = 64;
+const MAX_EMOJI_BYTES: usize = 64;
 
 /// What a tool is told: a message for the model, or why not.
 type Answer = oneshot::Sender<Result<String, String>>;
