@@ -255,3 +255,28 @@ async fn react_refuses_a_message_of_another_conversation() {
         "another conversation's message got no reaction: {reactions:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_finishing_in_the_shutdown_grace_can_still_post() {
+    let mut scene = Scene::builder().start().await;
+    let mention = scene
+        .mention_mid_turn("room", "[mcp-post=almost done] [rounds=1] [delay=500]")
+        .await;
+    // SIGTERM while the turn waits before its tool call: the turn finishes
+    // in the grace, and its call is carried out, not left waiting.
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "{status}");
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp post_message: ok"),
+        "{}",
+        answer.content
+    );
+    let said = owner.events_referencing(&bot, &mention.id).await;
+    assert!(
+        said.iter()
+            .any(|event| event.content == "almost done" && is_interim(event)),
+        "{said:#?}"
+    );
+}

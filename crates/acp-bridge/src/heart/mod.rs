@@ -232,7 +232,7 @@ impl Heart {
                 () = sleep_until(wake.map(Into::into)) => self.conversations.wake(Instant::now()),
             }
         }
-        self.drain(grace).await;
+        self.drain(grace, tool_requests).await;
     }
 
     fn on_mention(&mut self, mention: Mention) {
@@ -668,7 +668,9 @@ impl Heart {
     /// Shutdown: turns in flight get `grace` to end on their own (nothing
     /// new starts), then are abandoned; their drivers get the cancel
     /// timeout to stop. The agents are stopped after this, by the daemon.
-    async fn drain(mut self, grace: Duration) {
+    /// Their calls of the bridge's tools are still carried out meanwhile:
+    /// a turn finishing in the grace may post its progress.
+    async fn drain(mut self, grace: Duration, mut tool_requests: mpsc::Receiver<ToolRequest>) {
         self.draining = true;
         tracing::info!(
             in_flight = self.conversations.running_count(),
@@ -677,9 +679,16 @@ impl Heart {
         );
         let deadline = tokio::time::Instant::now() + grace;
         while self.conversations.running_count() > 0 {
-            match tokio::time::timeout_at(deadline, self.reports_rx.recv()).await {
-                Ok(Some(report)) => self.on_report(report),
-                Ok(None) | Err(_) => break,
+            let next = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    report = self.reports_rx.recv() => Drained::Report(report),
+                    Some(request) = tool_requests.recv() => Drained::ToolCall(request),
+                }
+            });
+            match next.await {
+                Ok(Drained::Report(Some(report))) => self.on_report(report),
+                Ok(Drained::ToolCall(request)) => self.on_tool_request(request),
+                Ok(Drained::Report(None)) | Err(_) => break,
             }
         }
         if self.conversations.running_count() > 0 {
@@ -704,6 +713,12 @@ impl Heart {
             tracing::warn!("some abandoned turns did not stop within the cancel timeout");
         }
     }
+}
+
+/// What the heart takes while it drains.
+enum Drained {
+    Report(Option<Report>),
+    ToolCall(ToolRequest),
 }
 
 /// The backoff before retry number `attempts`.
