@@ -280,3 +280,25 @@ async fn a_turn_finishing_in_the_shutdown_grace_can_still_post() {
         "{said:#?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posts_past_the_budget_are_refused_to_the_model() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    let mention = scene.mention("room", "[mcp-post=step] [mcp-posts=6]").await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    let ok = answer.content.matches("mcp post_message: ok").count();
+    let refused = answer
+        .content
+        .matches("mcp post_message: error: too many messages and reactions")
+        .count();
+    assert_eq!((ok, refused), (5, 1), "{}", answer.content);
+    scene.settle("room").await;
+    let said = owner.events_referencing(&bot, &mention.id).await;
+    let posted = said
+        .iter()
+        .filter(|event| event.content.starts_with("step ("))
+        .count();
+    assert_eq!(posted, 5, "only the admitted posts are in the thread: {said:#?}");
+}

@@ -40,6 +40,7 @@ struct Directives {
     withdraw_elicit: bool,
     foreign_updates: Option<u32>,
     mcp_post: Option<String>,
+    mcp_posts: Option<u32>,
     mcp_react: Option<String>,
     mcp_event: Option<String>,
     mcp_wrong_token: bool,
@@ -91,6 +92,7 @@ impl Directives {
             }
             Some(("cat", path)) if !path.is_empty() => self.cat.push(path.to_owned()),
             Some(("mcp-post", text)) if !text.is_empty() => self.mcp_post = Some(text.to_owned()),
+            Some(("mcp-posts", count)) => self.mcp_posts = count.parse().ok().or(self.mcp_posts),
             Some(("mcp-react", emoji)) if !emoji.is_empty() => self.mcp_react = Some(emoji.to_owned()),
             Some(("mcp-event", id)) if !id.is_empty() => self.mcp_event = Some(id.to_owned()),
             Some(("detached-child", mark)) if is_mark(mark) => {
@@ -155,6 +157,9 @@ pub(crate) struct TurnScript {
     /// In round 1, call the offered MCP server's `post_message` with this
     /// text (see `mcp_client`).
     pub(crate) mcp_post: Option<String>,
+    /// How many times to post it (`[mcp-posts=N]`, default once), each
+    /// numbered `(k/N)` when more than one.
+    pub(crate) mcp_posts: u32,
     /// Then call its `react` with this emoji, on `mcp_event`, else on the
     /// first `event <id>` the prompt quotes (the mention itself).
     pub(crate) mcp_react: Option<String>,
@@ -197,6 +202,7 @@ impl TurnScript {
             withdraw_elicit: directives.withdraw_elicit,
             foreign_updates: directives.foreign_updates.unwrap_or(0),
             mcp_post: directives.mcp_post,
+            mcp_posts: directives.mcp_posts.unwrap_or(1),
             mcp_react: directives.mcp_react,
             mcp_event: directives.mcp_event,
             mcp_wrong_token: directives.mcp_wrong_token,
@@ -271,6 +277,8 @@ mod tests {
         assert_eq!(script.foreign_updates, 1000);
         let script = TurnScript::new(&Options::default(), "[mcp-post=working on it] [mcp-wrong-token]");
         assert_eq!(script.mcp_post.as_deref(), Some("working on it"));
+        assert_eq!(script.mcp_posts, 1);
+        assert_eq!(TurnScript::new(&Options::default(), "[mcp-posts=6]").mcp_posts, 6);
         assert!(script.mcp_wrong_token);
         let script = TurnScript::new(&Options::default(), "[mcp-react=👍] [mcp-event=abc]");
         assert_eq!(script.mcp_react.as_deref(), Some("👍"));

@@ -203,13 +203,21 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     Ok(())
 }
 
-/// `[mcp-post=TEXT]`, `[mcp-react=EMOJI]`: calls `post_message`, then
+/// `[mcp-post=TEXT]` (`[mcp-posts=N]` times), `[mcp-react=EMOJI]`: calls `post_message`, then
 /// `react`, on the MCP server offered for the session; the final message
 /// gets a line about each call.
 async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
     let mut calls = Vec::new();
     if let Some(text) = &turn.script.mcp_post {
-        calls.push(("post_message", json!({ "text": text })));
+        let total = turn.script.mcp_posts;
+        for k in 1..=total {
+            let text = if total > 1 {
+                format!("{text} ({k}/{total})")
+            } else {
+                text.clone()
+            };
+            calls.push(("post_message", json!({ "text": text })));
+        }
     }
     if let Some(emoji) = &turn.script.mcp_react {
         let event_id = turn
@@ -501,6 +509,15 @@ fn start_detached_child(session_id: &str, mark: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_quoted_event_is_the_mention() {
+        let id = "ab".repeat(32);
+        let prompt = format!("[acp-bridge] Message from npub1x (the owner), event {id}:\n> hi");
+        assert_eq!(first_quoted_event(&prompt), Some(id));
+        assert_eq!(first_quoted_event("no event here"), None);
+        assert_eq!(first_quoted_event("x, event abc:"), None, "a short id is no id");
+    }
 
     #[test]
     fn final_message_lists_steers_then_the_tool() {
