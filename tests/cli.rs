@@ -232,6 +232,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--session-policy", "global"),
     ("--permission-policy", "deny-some"),
     ("--permission-timeout", "25h"),
+    ("--mcp", "sometimes"),
     ("--wait-notice-after", "5"),
     ("--thread-context", "101"),
     ("--thread-context-from", "everyone"),

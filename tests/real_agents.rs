@@ -597,3 +597,37 @@ async fn claude_asks_the_owner_with_its_question_tool() {
     );
     println!("claude's answer after the owner's choice: {}", answer.content);
 }
+
+/// claude-agent-acp is offered the bridge's own MCP server (loopback HTTP,
+/// a bearer token of the session), lists its tools to the model as
+/// `mcp__acp_bridge__*`, and the model's `post_message` call lands in the
+/// thread mid-turn as an interim message, before the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_posts_in_the_thread_mid_turn_through_the_bridge_tool() {
+    let provider = provider(Streaming::default());
+    provider.use_tool(ScriptedToolUse {
+        trigger: "report progress".into(),
+        name: "mcp__acp_bridge__post_message".into(),
+        input: serde_json::json!({"text": "halfway there"}),
+    });
+    let mut claude = RealAgent::claude(&provider);
+    // Claude Code defers MCP tools behind its ToolSearch tool; the fake
+    // model calls the tool directly, so it must be offered up front.
+    claude.env.push(("ENABLE_TOOL_SEARCH", "false".into()));
+    let scene = claude.scene(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "please report progress").await;
+    let posted = owner.reply_containing(&bot, &mention.id, "halfway there").await;
+    let interim = posted
+        .tags
+        .iter()
+        .any(|tag| matches!(tag.as_slice(), [name, label, ..] if name == "l" && label == "interim"));
+    assert!(interim, "a posted message is interim: {posted:?}");
+    let answer = owner.reply_containing(&bot, &mention.id, "reply to: ").await;
+    assert!(posted.created_at <= answer.created_at);
+    let parts = user_parts(&provider);
+    assert!(
+        parts.iter().any(|part| part.contains("posted in the thread")),
+        "the tool's result went back to the model: {parts:?}"
+    );
+}

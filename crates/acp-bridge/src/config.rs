@@ -81,6 +81,9 @@ pub struct RunArgs {
     pub turns: TurnArgs,
 
     #[command(flatten)]
+    pub mcp: crate::mcp::args::McpArgs,
+
+    #[command(flatten)]
     pub context: ContextArgs,
 
     #[command(flatten)]
@@ -141,6 +144,8 @@ pub struct Settings {
     pub context: ContextSettings,
     /// The flags of images in prompts.
     pub media: MediaFetcher,
+    /// `--mcp`: whether sessions are offered the bridge's own MCP server.
+    pub mcp: crate::mcp::args::McpMode,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -222,6 +227,7 @@ impl RunArgs {
             turns,
             context,
             media,
+            mcp: self.mcp.mcp,
             shutdown_grace: self.shutdown_grace,
             retention,
             metrics_addr: self.metrics.metrics_addr,
@@ -271,6 +277,7 @@ impl Settings {
                 ..ContextSettings::default()
             },
             media: MediaFetcher::default(),
+            mcp: defaults.mcp.mcp,
             // A local run is stopped by its program, which waits for less.
             shutdown_grace: Duration::from_secs(5),
             retention: defaults.retention,

@@ -63,6 +63,8 @@ pub enum DaemonError {
     Relay { url: RelayUrl, reason: String },
     #[error("--metrics-addr: {0}")]
     Metrics(String),
+    #[error("the bridge's MCP server cannot listen on loopback: {0}")]
+    Mcp(String),
     #[error("signer: {0}")]
     Signer(#[from] SignerOpenError),
     #[error("--owner is the bot's own key (as the remote signer says); the owner must be a different key")]
@@ -110,6 +112,10 @@ struct Stages {
     arrivals: mpsc::Receiver<crate::intake::Arrival>,
     heart: Heart,
     inbound: mpsc::Receiver<Inbound>,
+    /// Calls of the bridge's MCP tools, for the heart.
+    tool_requests: mpsc::Receiver<crate::mcp::ToolRequest>,
+    /// Stops the MCP server's listener, after the heart.
+    mcp_stop: CancellationToken,
     housekeeping: Housekeeping,
     publisher: Arc<Publisher>,
     identity: Identity,
@@ -207,12 +213,19 @@ impl Stages {
             reply_recorder,
         )
         .with_shard(settings.shard);
+        // Bound before any agent starts: sessions are offered its address.
+        let (tool_tx, tool_requests) = mpsc::channel(crate::mcp::TOOL_REQUEST_QUEUE);
+        let mcp_stop = CancellationToken::new();
+        let mcp = crate::mcp::start(settings.mcp, tool_tx, mcp_stop.clone())
+            .await
+            .map_err(|error| DaemonError::Mcp(error.to_string()))?;
         let pool = Pool::start(
             settings.agent.clone(),
             // Questions reach a person only with ask-owner (README).
             settings.agent.client_config(settings.turns.asks_owner()),
             Sessions::new(Arc::clone(&store)),
             agent_groups,
+            mcp,
         );
         let groups = GroupDirectory::new(&settings.groups);
         let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
@@ -391,6 +404,8 @@ impl Stages {
             arrivals,
             heart,
             inbound,
+            tool_requests,
+            mcp_stop,
             housekeeping,
             publisher,
             identity,
@@ -437,7 +452,10 @@ impl Stages {
         listening.push(tokio::spawn(announce(self.relays_listening, stop.clone())));
 
         self.heart.resume();
-        self.heart.run(self.inbound, stop, self.shutdown_grace).await;
+        self.heart
+            .run(self.inbound, self.tool_requests, stop, self.shutdown_grace)
+            .await;
+        self.mcp_stop.cancel();
 
         Stopping {
             listening,

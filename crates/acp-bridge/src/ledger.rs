@@ -213,6 +213,17 @@ impl Ledger {
         (mentions, next)
     }
 
+    /// Mention `event_id` if it was taken in for `conversation` (and is
+    /// still journaled); `None` for a mention of any other conversation.
+    pub(crate) fn mention_in(&self, event_id: &EventId, conversation: &ConversationKey) -> Option<Mention> {
+        let payload = self
+            .store
+            .journal_payload_in(&event_id.to_hex(), conversation.as_str())
+            .inspect_err(|error| tracing::error!(%error, "cannot read the journal"))
+            .ok()??;
+        serde_json::from_str(&payload).ok()
+    }
+
     /// Counts one more failed turn for `mentions`; returns the most any of
     /// them has had (so a retry bound holds across restarts).
     pub(crate) fn attempted(&self, mentions: &[Mention], unknown: u32) -> u32 {

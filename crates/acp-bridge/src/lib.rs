@@ -35,6 +35,7 @@ mod intake;
 mod isolation;
 mod ledger;
 mod loop_guard;
+mod mcp;
 mod media;
 mod mention;
 mod mode_gate;

@@ -39,6 +39,11 @@ struct Directives {
     elicit: Option<ElicitKind>,
     withdraw_elicit: bool,
     foreign_updates: Option<u32>,
+    mcp_post: Option<String>,
+    mcp_posts: Option<u32>,
+    mcp_react: Option<String>,
+    mcp_event: Option<String>,
+    mcp_wrong_token: bool,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -72,6 +77,7 @@ impl Directives {
                 "advertise-wrong-run" => self.advertise_wrong_run = true,
                 "child" => self.child = true,
                 "withdraw-elicit" => self.withdraw_elicit = true,
+                "mcp-wrong-token" => self.mcp_wrong_token = true,
                 _ => {}
             },
             Some(("rounds", value)) => self.rounds = value.parse().ok().or(self.rounds),
@@ -85,6 +91,10 @@ impl Directives {
                 self.stop_reason = Some(value.to_owned());
             }
             Some(("cat", path)) if !path.is_empty() => self.cat.push(path.to_owned()),
+            Some(("mcp-post", text)) if !text.is_empty() => self.mcp_post = Some(text.to_owned()),
+            Some(("mcp-posts", count)) => self.mcp_posts = count.parse().ok().or(self.mcp_posts),
+            Some(("mcp-react", emoji)) if !emoji.is_empty() => self.mcp_react = Some(emoji.to_owned()),
+            Some(("mcp-event", id)) if !id.is_empty() => self.mcp_event = Some(id.to_owned()),
             Some(("detached-child", mark)) if is_mark(mark) => {
                 self.detached_child = Some(mark.to_owned());
             }
@@ -144,6 +154,18 @@ pub(crate) struct TurnScript {
     /// Before the rounds, stream this many updates, each for a session of
     /// its own that the client never opened.
     pub(crate) foreign_updates: u32,
+    /// In round 1, call the offered MCP server's `post_message` with this
+    /// text (see `mcp_client`).
+    pub(crate) mcp_post: Option<String>,
+    /// How many times to post it (`[mcp-posts=N]`, default once), each
+    /// numbered `(k/N)` when more than one.
+    pub(crate) mcp_posts: u32,
+    /// Then call its `react` with this emoji, on `mcp_event`, else on the
+    /// first `event <id>` the prompt quotes (the mention itself).
+    pub(crate) mcp_react: Option<String>,
+    pub(crate) mcp_event: Option<String>,
+    /// Call the tools with a token that was never minted.
+    pub(crate) mcp_wrong_token: bool,
 }
 
 impl TurnScript {
@@ -179,6 +201,11 @@ impl TurnScript {
                 .or(directives.withdraw_elicit.then_some(ElicitKind::Choice)),
             withdraw_elicit: directives.withdraw_elicit,
             foreign_updates: directives.foreign_updates.unwrap_or(0),
+            mcp_post: directives.mcp_post,
+            mcp_posts: directives.mcp_posts.unwrap_or(1),
+            mcp_react: directives.mcp_react,
+            mcp_event: directives.mcp_event,
+            mcp_wrong_token: directives.mcp_wrong_token,
         }
     }
 }
@@ -248,6 +275,14 @@ mod tests {
         );
         let script = TurnScript::new(&Options::default(), "[foreign-updates=1000]");
         assert_eq!(script.foreign_updates, 1000);
+        let script = TurnScript::new(&Options::default(), "[mcp-post=working on it] [mcp-wrong-token]");
+        assert_eq!(script.mcp_post.as_deref(), Some("working on it"));
+        assert_eq!(script.mcp_posts, 1);
+        assert_eq!(TurnScript::new(&Options::default(), "[mcp-posts=6]").mcp_posts, 6);
+        assert!(script.mcp_wrong_token);
+        let script = TurnScript::new(&Options::default(), "[mcp-react=👍] [mcp-event=abc]");
+        assert_eq!(script.mcp_react.as_deref(), Some("👍"));
+        assert_eq!(script.mcp_event.as_deref(), Some("abc"));
     }
 
     #[test]

@@ -46,6 +46,7 @@ mod filler;
 mod frame_log;
 mod goose_steer;
 mod ids;
+mod mcp_client;
 mod misbehaviour;
 mod options;
 mod permission;

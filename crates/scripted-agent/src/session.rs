@@ -6,6 +6,7 @@
 //! atomic against the turn draining or clearing it. No I/O happens here:
 //! callers send the frames that tell the client what changed.
 
+use crate::mcp_client::HttpServer;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -58,6 +59,8 @@ pub(crate) struct Sessions {
 #[derive(Debug, Default)]
 struct Session {
     live: Option<LiveRun>,
+    /// The HTTP MCP server the client offered when it opened the session.
+    mcp: Option<HttpServer>,
 }
 
 #[derive(Debug)]
@@ -107,6 +110,21 @@ impl Sessions {
     /// Registers a session; one already known keeps its live run.
     pub(crate) fn insert(&self, session_id: String) {
         self.lock().entry(session_id).or_default();
+    }
+
+    /// Keeps the HTTP MCP server offered for the session (or none), as
+    /// the client's last `session/new`, `load` or `resume` gave it.
+    pub(crate) fn offer_mcp(&self, session_id: &str, server: Option<HttpServer>) {
+        if let Some(session) = self.lock().get_mut(session_id) {
+            session.mcp = server;
+        }
+    }
+
+    /// The HTTP MCP server offered for the session, if any.
+    pub(crate) fn mcp_server(&self, session_id: &str) -> Option<HttpServer> {
+        self.lock()
+            .get(session_id)
+            .and_then(|session| session.mcp.clone())
     }
 
     pub(crate) fn remove(&self, session_id: &str) {

@@ -50,6 +50,8 @@ struct Transcript {
     reads: Vec<String>,
     /// `--controls`: the session's model and mode.
     controls: Option<String>,
+    /// What became of the `[mcp-post=…]` and `[mcp-react=…]` tool calls.
+    mcp_lines: Vec<String>,
 }
 
 /// Why the rounds stopped before their end.
@@ -143,6 +145,9 @@ async fn play_rounds(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript
         if round == 1 && turn.script.tool {
             run_tool(agent, turn, transcript).await?;
         }
+        if round == 1 {
+            call_mcp_tools(agent, turn, transcript).await?;
+        }
         if round == 1
             && let Some(kind) = turn.script.elicit
         {
@@ -196,6 +201,62 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     acp::send_update(&agent.outbox, &session_id, done).await?;
     transcript.tool_line = Some(line);
     Ok(())
+}
+
+/// `[mcp-post=TEXT]` (`[mcp-posts=N]` times), `[mcp-react=EMOJI]`: calls `post_message`, then
+/// `react`, on the MCP server offered for the session; the final message
+/// gets a line about each call.
+async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
+    let mut calls = Vec::new();
+    if let Some(text) = &turn.script.mcp_post {
+        let total = turn.script.mcp_posts;
+        for k in 1..=total {
+            let text = if total > 1 {
+                format!("{text} ({k}/{total})")
+            } else {
+                text.clone()
+            };
+            calls.push(("post_message", json!({ "text": text })));
+        }
+    }
+    if let Some(emoji) = &turn.script.mcp_react {
+        let event_id = turn
+            .script
+            .mcp_event
+            .clone()
+            .or_else(|| first_quoted_event(&turn.prompt_text))
+            .unwrap_or_default();
+        calls.push(("react", json!({ "event_id": event_id, "emoji": emoji })));
+    }
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let session_id = turn.run.session_id().to_owned();
+    let Some(server) = agent.sessions.mcp_server(&session_id) else {
+        transcript
+            .mcp_lines
+            .push("mcp: no HTTP MCP server was offered".to_owned());
+        return Ok(());
+    };
+    let server = if turn.script.mcp_wrong_token {
+        server.with_wrong_token()
+    } else {
+        server
+    };
+    for (tool, arguments) in calls {
+        let call = crate::mcp_client::call_tool(&server, tool, arguments);
+        let line = turn.run.interruptible(call).await?;
+        log!("session {session_id}: {line}");
+        transcript.mcp_lines.push(line);
+    }
+    Ok(())
+}
+
+/// The id of the first message the prompt quotes (`…, event <hex>:`).
+fn first_quoted_event(prompt_text: &str) -> Option<String> {
+    let (_, rest) = prompt_text.split_once(", event ")?;
+    let id: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+    (id.len() == 64).then_some(id)
 }
 
 /// What became of a request the agent sent the client.
@@ -377,10 +438,9 @@ fn final_message(prompt_text: &str, transcript: &Transcript) -> String {
         message.push_str("\nsteer: ");
         message.push_str(steer);
     }
-    for line in [&transcript.tool_line, &transcript.elicit_line]
-        .into_iter()
-        .flatten()
-    {
+    let tool_line = transcript.tool_line.iter();
+    let elicit_line = transcript.elicit_line.iter();
+    for line in tool_line.chain(&transcript.mcp_lines).chain(elicit_line) {
         message.push('\n');
         message.push_str(line);
     }
@@ -451,17 +511,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_first_quoted_event_is_the_mention() {
+        let id = "ab".repeat(32);
+        let prompt = format!("[acp-bridge] Message from npub1x (the owner), event {id}:\n> hi");
+        assert_eq!(first_quoted_event(&prompt), Some(id));
+        assert_eq!(first_quoted_event("no event here"), None);
+        assert_eq!(first_quoted_event("x, event abc:"), None, "a short id is no id");
+    }
+
+    #[test]
     fn final_message_lists_steers_then_the_tool() {
         let transcript = Transcript {
             folded_steers: vec!["one".into(), "two".into()],
             tool_line: Some("tool: allowed (allow_once)".into()),
+            mcp_lines: vec!["mcp post_message: ok: posted".into()],
             elicit_line: Some("elicitation: decline".into()),
             reads: vec!["cat /x: error: denied".into()],
             controls: Some("model: fast, mode: ask".into()),
         };
         assert_eq!(
             final_message("hi", &transcript),
-            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\nelicitation: decline\ncat /x: error: denied\nmodel: fast, mode: ask"
+            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\nmcp post_message: ok: posted\nelicitation: decline\ncat /x: error: denied\nmodel: fast, mode: ask"
         );
         assert_eq!(final_message("hi", &Transcript::default()), "done: hi");
     }

@@ -136,6 +136,7 @@ pub(crate) const KEYS: &[Key] = &[
     key("agent-start-timeout", Section::Agent),
     key("permission-policy", Section::Agent),
     key("permission-timeout", Section::Agent),
+    key("mcp", Section::Agent),
     key("session-policy", Section::Turns),
     key("multiple-event-handling", Section::Turns),
     key("dedup", Section::Turns),

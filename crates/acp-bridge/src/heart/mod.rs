@@ -6,7 +6,8 @@
 //! synchronous [`TurnMachine`](turn) that holds the turn's mentions with
 //! their roles. The heart feeds each machine its inputs (mid-turn mentions
 //! through the mode gate, owner commands, the owner's answers to its
-//! questions as [`question_replies`] routes them, and what the turn's
+//! questions as [`question_replies`] routes them, the agents' calls of the
+//! bridge's MCP tools as [`tools`] carries them out, and what the turn's
 //! driver reports) and routes the actions that come out: agent work to the
 //! turn's [`driver`], mentions back to their conversation, notices to
 //! [`notices`]. It never waits on anything slow: sends to drivers and the
@@ -25,6 +26,7 @@ mod driver;
 mod notices;
 mod question_replies;
 mod steer_strategy;
+mod tools;
 mod turn;
 mod usage;
 mod waiting;
@@ -43,6 +45,7 @@ use crate::commands::OwnerCommand;
 use crate::deadline::sleep_until;
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
+use crate::mcp::ToolRequest;
 use crate::mention::{ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
 use crate::pool::Starts;
@@ -68,6 +71,8 @@ struct Counters {
     turns_started: u64,
     absorbed: u64,
     queued_mid_turn: u64,
+    /// Calls of the bridge's MCP tools (see [`tools`]).
+    tool_calls: u64,
 }
 
 /// What becomes of a turn's work once the turn ended.
@@ -132,6 +137,9 @@ pub(crate) struct Heart {
     wait_notices: NoticeBudget,
     /// Questions posted and since closed: a reply to one is told so.
     closed_questions: ClosedQuestions,
+    /// Messages each conversation's agent may still post mid-turn
+    /// (`post_message`; see [`tools`]).
+    tool_posts: crate::rate_limit::RateLimiter<ConversationKey>,
 }
 
 impl Heart {
@@ -151,6 +159,7 @@ impl Heart {
             draining: false,
             abandoned: Vec::new(),
             closed_questions: ClosedQuestions::default(),
+            tool_posts: tools::post_budget(),
         }
     }
 
@@ -198,9 +207,11 @@ impl Heart {
     }
 
     /// Runs until `stop` is cancelled, then drains (see the module doc).
+    /// `tool_requests` are the calls of the bridge's MCP tools.
     pub(crate) async fn run(
         mut self,
         mut inbound: mpsc::Receiver<Inbound>,
+        mut tool_requests: mpsc::Receiver<ToolRequest>,
         stop: CancellationToken,
         grace: Duration,
     ) {
@@ -217,10 +228,11 @@ impl Heart {
                     None => inbound_open = false,
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report),
+                Some(request) = tool_requests.recv() => self.on_tool_request(request),
                 () = sleep_until(wake.map(Into::into)) => self.conversations.wake(Instant::now()),
             }
         }
-        self.drain(grace).await;
+        self.drain(grace, tool_requests).await;
     }
 
     fn on_mention(&mut self, mention: Mention) {
@@ -367,7 +379,7 @@ impl Heart {
             .collect();
         let pool = self.services.pool.status();
         let counts = format!(
-            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}.",
+            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}. Agents' calls of the bridge's tools (MCP): {}.",
             self.conversations.running_count(),
             self.conversations.waiting(),
             pool.alive,
@@ -380,6 +392,7 @@ impl Heart {
             self.counters.absorbed,
             self.counters.queued_mid_turn,
             blocked.len(),
+            self.counters.tool_calls,
         ) + &crate::shard::status_text(self.settings.shard);
         let refusals = crate::reply::publisher::refusals_text(&self.services.outbox, in_private);
         let counts = counts + &self.conversation_text(key);
@@ -655,7 +668,9 @@ impl Heart {
     /// Shutdown: turns in flight get `grace` to end on their own (nothing
     /// new starts), then are abandoned; their drivers get the cancel
     /// timeout to stop. The agents are stopped after this, by the daemon.
-    async fn drain(mut self, grace: Duration) {
+    /// Their calls of the bridge's tools are still carried out meanwhile:
+    /// a turn finishing in the grace may post its progress.
+    async fn drain(mut self, grace: Duration, mut tool_requests: mpsc::Receiver<ToolRequest>) {
         self.draining = true;
         tracing::info!(
             in_flight = self.conversations.running_count(),
@@ -664,9 +679,16 @@ impl Heart {
         );
         let deadline = tokio::time::Instant::now() + grace;
         while self.conversations.running_count() > 0 {
-            match tokio::time::timeout_at(deadline, self.reports_rx.recv()).await {
-                Ok(Some(report)) => self.on_report(report),
-                Ok(None) | Err(_) => break,
+            let next = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    report = self.reports_rx.recv() => Drained::Report(report),
+                    Some(request) = tool_requests.recv() => Drained::ToolCall(request),
+                }
+            });
+            match next.await {
+                Ok(Drained::Report(Some(report))) => self.on_report(report),
+                Ok(Drained::ToolCall(request)) => self.on_tool_request(request),
+                Ok(Drained::Report(None)) | Err(_) => break,
             }
         }
         if self.conversations.running_count() > 0 {
@@ -691,6 +713,12 @@ impl Heart {
             tracing::warn!("some abandoned turns did not stop within the cancel timeout");
         }
     }
+}
+
+/// What the heart takes while it drains.
+enum Drained {
+    Report(Option<Report>),
+    ToolCall(ToolRequest),
 }
 
 /// The backoff before retry number `attempts`.

@@ -174,13 +174,14 @@ impl Pool {
         client_config: ClientConfig,
         sessions: Sessions,
         groups: AgentGroups,
+        mcp: Option<crate::mcp::McpOffers>,
     ) -> Pool {
         let processes = settings.processes as usize;
         let agent = std::iter::once(settings.command.as_str())
             .chain(settings.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let sessions = SessionBook::new(sessions, agent, &settings.cwd, AuthPolicy::new(&settings));
+        let sessions = SessionBook::new(sessions, agent, &settings.cwd, AuthPolicy::new(&settings), mcp);
         let launcher = Launcher::Command(Box::new(settings), groups);
         Pool::with_launcher(launcher, processes, sessions, client_config)
     }

@@ -11,6 +11,10 @@
 //! session answered -32000 ("authentication required") is a configuration
 //! problem, explained by [`AuthPolicy`]. Runs on the lessee's task, never
 //! on the pool's actor.
+//!
+//! Every open (new, load, resume) offers the session the bridge's own MCP
+//! server when it runs (see `mcp`): the same entry, token included, each
+//! time within one daemon run, until the session is forgotten.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ use acp_client::{AcpError, AgentClient, AgentInfo, SessionId, codes};
 
 use super::PoolError;
 use super::auth::{AuthChoice, AuthPolicy};
+use crate::mcp::McpOffers;
 use crate::mention::ConversationKey;
 use crate::store::Sessions;
 
@@ -31,16 +36,33 @@ pub(super) struct SessionBook {
     agent: String,
     cwd: Arc<Path>,
     auth: AuthPolicy,
+    /// The bridge's own MCP server (`None`: `--mcp off`).
+    mcp: Option<McpOffers>,
 }
 
 impl SessionBook {
-    pub(super) fn new(sessions: Sessions, agent: String, cwd: &Path, auth: AuthPolicy) -> Self {
+    pub(super) fn new(
+        sessions: Sessions,
+        agent: String,
+        cwd: &Path,
+        auth: AuthPolicy,
+        mcp: Option<McpOffers>,
+    ) -> Self {
         SessionBook {
             sessions,
             agent,
             cwd: cwd.into(),
             auth,
+            mcp,
         }
+    }
+
+    /// The `mcpServers` the conversation's session is opened with.
+    fn mcp_servers(&self, client: &AgentClient, conversation: &ConversationKey) -> Vec<serde_json::Value> {
+        self.mcp
+            .as_ref()
+            .map(|mcp| mcp.servers(client.info(), conversation))
+            .unwrap_or_default()
     }
 
     /// The conversation's session on `client`'s agent: reopened if the
@@ -54,7 +76,7 @@ impl SessionBook {
             return Ok(session);
         }
         let session = client
-            .new_session(&self.cwd, Vec::new())
+            .new_session(&self.cwd, self.mcp_servers(client, conversation))
             .await
             .map_err(|error| self.new_session_failed(client.info(), error))?;
         tracing::info!(%conversation, session = %session, agent = client.name(), "session opened");
@@ -66,6 +88,9 @@ impl SessionBook {
 
     /// The conversation's next turn starts a fresh session.
     pub(super) fn forget(&self, conversation: &ConversationKey) {
+        if let Some(mcp) = &self.mcp {
+            mcp.revoke(conversation);
+        }
         if let Err(error) = self.sessions.forget(conversation) {
             tracing::warn!(%conversation, %error, "cannot forget the session id");
         }
@@ -83,10 +108,17 @@ impl SessionBook {
         let (how, reopened) = if info.resume_session {
             (
                 "resumed",
-                client.resume_session(&kept, &self.cwd, Vec::new()).await,
+                client
+                    .resume_session(&kept, &self.cwd, self.mcp_servers(client, conversation))
+                    .await,
             )
         } else if info.load_session {
-            ("loaded", client.load_session(&kept, &self.cwd, Vec::new()).await)
+            (
+                "loaded",
+                client
+                    .load_session(&kept, &self.cwd, self.mcp_servers(client, conversation))
+                    .await,
+            )
         } else {
             tracing::info!(%conversation, session = %kept, "the agent cannot reopen sessions; opening a new one");
             return None;

@@ -80,6 +80,7 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
         "scripted".into(),
         &std::env::temp_dir(),
         AuthPolicy::default(),
+        None,
     );
     let pool = Pool::with_launcher(
         Launcher::InProcess(scripts.to_vec()),
@@ -98,6 +99,7 @@ fn command_pool(settings: AgentSettings) -> TestPool {
         ClientConfig::default(),
         Sessions::new(Arc::clone(&store)),
         AgentGroups::new(store),
+        None,
     );
     TestPool { pool, _dir: dir }
 }
@@ -415,6 +417,7 @@ async fn an_agent_s_process_group_is_recorded_while_it_runs() {
         ClientConfig::default(),
         Sessions::new(store),
         groups.clone(),
+        None,
     );
     let _parked = lease_in_background(&pool, "a");
     let (started, gone) = watch_fifo(&fifo);

@@ -161,8 +161,15 @@ impl Replier {
     /// for DMs: a public reaction would reveal a private conversation.
     /// Returns at once: a task signs it and the publisher sends it.
     pub fn react(&self, mention: &Mention, reaction: Reaction) {
+        self.react_with(mention, reaction.emoji());
+    }
+
+    /// Reacts to `mention` with `emoji` (also the agent's `react` tool),
+    /// like [`Replier::react`]: returns at once, and `false` without
+    /// reacting with `--no-reactions` or in a DM.
+    pub(crate) fn react_with(&self, mention: &Mention, emoji: &str) -> bool {
         if !self.reactions || mention.thread.is_direct() {
-            return;
+            return false;
         }
         let mut tags = vec![
             Tag::event(mention.event_id),
@@ -173,8 +180,9 @@ impl Replier {
             tags.push(group_tag(channel));
         }
         let (signer, outlet, origin) = (self.signer.clone(), self.outlet.clone(), mention.origin.clone());
+        let emoji = emoji.to_owned();
         tokio::spawn(async move {
-            match EventBuilder::new(Kind::Reaction, reaction.emoji())
+            match EventBuilder::new(Kind::Reaction, emoji)
                 .tags(tags)
                 .sign(&signer)
                 .await
@@ -183,6 +191,7 @@ impl Replier {
                 Err(error) => tracing::warn!(%error, "could not sign a reaction"),
             }
         });
+        true
     }
 
     /// Publishes the agent's answer to `mentions` (one turn's batch; the
@@ -224,13 +233,33 @@ impl Replier {
     /// (a notice may quote what the agent or the owner wrote). Returns the
     /// id of the first part.
     pub async fn inform(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
+        let parts = self.store_interim(mention, text).await?;
+        Ok(parts[0].event.id)
+    }
+
+    /// Posts what the agent says mid-turn (its `post_message` tool) in the
+    /// thread of `mention`, which it does not finish: like [`inform`]
+    /// (`Self::inform`), labelled interim and cut into a series when long,
+    /// and, like an answer, counted as the bot's reply in the mention's
+    /// chain, so a bot answering it is bounded by the hop bounds.
+    pub async fn post_interim(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
+        let parts = self.store_interim(mention, text).await?;
+        for part in &parts {
+            self.chains.record_reply(part.seen_as, mention.chain_depth);
+        }
+        Ok(parts[0].event.id)
+    }
+
+    /// Signs `text` as an interim series in the thread of `mention` and
+    /// stores it in the outbox.
+    async fn store_interim(&self, mention: &Mention, text: &str) -> Result<Vec<Signed>, ReplyError> {
         let parts = self
             .build_series(std::slice::from_ref(mention), text, Standing::Interim)
             .await?;
         for event in parts.iter().flat_map(Signed::events) {
             self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
         }
-        Ok(parts[0].event.id)
+        Ok(parts)
     }
 
     /// Asks `owner` something in the thread of `mention` (mentioning them),

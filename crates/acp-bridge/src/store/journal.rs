@@ -18,7 +18,6 @@
 
 use std::collections::HashSet;
 
-#[cfg(test)]
 use rusqlite::OptionalExtension;
 #[cfg(test)]
 use rusqlite::types::Type;
@@ -99,6 +98,18 @@ impl Store {
             }
         }
         Ok(found)
+    }
+
+    /// The journaled payload of mention `event_id` when it belongs to
+    /// `conversation` (and has not been pruned); `None` for any other.
+    pub(crate) fn journal_payload_in(&self, event_id: &str, conversation: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT payload FROM mention WHERE event_id = ?1 AND conversation = ?2 AND payload != '{}'",
+            )?
+            .query_row(params![event_id, conversation], |row| row.get(0))
+            .optional()?)
     }
 
     /// Whether `event_id` was taken in (and not pruned since).

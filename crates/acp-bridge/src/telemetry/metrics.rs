@@ -35,6 +35,8 @@ const METRICS_CONNECTIONS_REFUSED: &str = "acp_bridge_metrics_connections_refuse
 const AGENT_UPDATES_DROPPED: &str = "acp_bridge_agent_updates_dropped_total";
 const GROUP_REQUESTS: &str = "acp_bridge_group_requests_total";
 const SIGNER_REQUESTS_FAILED: &str = "acp_bridge_signer_requests_failed_total";
+const MCP_TOOL_CALLS: &str = "acp_bridge_mcp_tool_calls_total";
+const MCP_UNAUTHORIZED: &str = "acp_bridge_mcp_unauthorized_total";
 const PROMPT_IMAGES: &str = "acp_bridge_prompt_images_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
@@ -104,6 +106,9 @@ const UPDATE_DROPS: &[&str] = &[
     "question_overflow",
 ];
 /// `group_requests{request, outcome}`: the outcomes each request can have.
+/// The bridge's own MCP tools (`mcp/tools.rs`) and how a call ended.
+const MCP_TOOLS: &[&str] = &["post_message", "react"];
+const MCP_CALL_OUTCOMES: &[&str] = &["ok", "refused"];
 const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
     ("join", &["accepted", "member", "pending", "refused", "unsent"]),
     ("leave", &["accepted", "refused", "unsent"]),
@@ -127,6 +132,7 @@ pub(crate) fn register_at_zero() {
         REACTIONS_DROPPED,
         METRICS_CONNECTIONS_REFUSED,
         SIGNER_REQUESTS_FAILED,
+        MCP_UNAUTHORIZED,
     ] {
         counter!(name).increment(0);
     }
@@ -152,6 +158,11 @@ pub(crate) fn register_at_zero() {
     for &(request, outcomes) in GROUP_REQUEST_OUTCOMES {
         for &outcome in outcomes {
             counter!(GROUP_REQUESTS, "request" => request, "outcome" => outcome).increment(0);
+        }
+    }
+    for &tool in MCP_TOOLS {
+        for &outcome in MCP_CALL_OUTCOMES {
+            counter!(MCP_TOOL_CALLS, "tool" => tool, "outcome" => outcome).increment(0);
         }
     }
 }
@@ -308,4 +319,16 @@ pub(crate) fn signer_up(up: bool) {
 /// A request to the remote signer that went unanswered (it is tried again).
 pub(crate) fn signer_request_failed() {
     counter!(SIGNER_REQUESTS_FAILED).increment(1);
+}
+
+/// A call of one of the bridge's MCP tools, by `tool` and `outcome`
+/// (`ok`, or `refused`: the model was told why).
+pub(crate) fn mcp_tool_call(tool: &'static str, outcome: &'static str) {
+    counter!(MCP_TOOL_CALLS, "tool" => listed(MCP_TOOLS, tool), "outcome" => listed(MCP_CALL_OUTCOMES, outcome))
+        .increment(1);
+}
+
+/// A request to the MCP server without a live token, refused with 401.
+pub(crate) fn mcp_unauthorized() {
+    counter!(MCP_UNAUTHORIZED).increment(1);
 }

@@ -56,6 +56,20 @@ pub fn init_logging(format: Option<LogFormat>, filter: &LogFilter) {
     }
 }
 
+/// Targets logged at `warn` unless the filter names them: rmcp (the MCP
+/// server, `mcp`) logs three `info` lines for every request it serves.
+const QUIET_TARGETS: [&str; 1] = ["rmcp"];
+
+/// `filter`, with [`QUIET_TARGETS`] it does not name set to `warn`.
+fn with_quiet_dependencies(filter: &str) -> String {
+    QUIET_TARGETS
+        .iter()
+        .filter(|target| !filter.contains(*target))
+        .fold(filter.to_owned(), |filter, target| {
+            format!("{filter},{target}=warn")
+        })
+}
+
 /// The subscriber [`init_logging`] installs, writing to `writer`.
 fn subscriber<W>(
     format: LogFormat,
@@ -66,7 +80,7 @@ where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
     // Checked when parsed: nothing of it is dropped here.
-    let filter = EnvFilter::new(filter.as_str());
+    let filter = EnvFilter::new(with_quiet_dependencies(filter.as_str()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);
@@ -80,5 +94,20 @@ where
                 .with_span_list(false)
                 .finish(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rmcp_is_quiet_unless_the_filter_names_it() {
+        assert_eq!(with_quiet_dependencies("info"), "info,rmcp=warn");
+        assert_eq!(
+            with_quiet_dependencies("info,acp_bridge=debug"),
+            "info,acp_bridge=debug,rmcp=warn"
+        );
+        assert_eq!(with_quiet_dependencies("info,rmcp=debug"), "info,rmcp=debug");
     }
 }

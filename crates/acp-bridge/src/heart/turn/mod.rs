@@ -245,6 +245,18 @@ impl TurnMachine {
         out
     }
 
+    /// The mention the agent works on now, under which a message it posts
+    /// mid-turn threads (`post_message`): the newest one in its prompt or
+    /// folded into it, else the turn's first.
+    pub(super) fn working_on(&self) -> &Mention {
+        let prompted = self
+            .entries
+            .iter()
+            .rev()
+            .find(|entry| matches!(entry.role, Role::Prompted | Role::Steered { .. }));
+        &prompted.unwrap_or(&self.entries[0]).mention
+    }
+
     /// When the turn started (its lease was asked for).
     pub(super) fn started(&self) -> Instant {
         self.started

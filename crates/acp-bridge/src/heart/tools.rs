@@ -1,0 +1,142 @@
+//! The heart's side of the bridge's MCP tools: a [`ToolRequest`] from the
+//! MCP server (see `mcp`) is checked against the conversation's live turn
+//! and carried out through the replier, and its outcome goes back to the
+//! tool. The heart owns the turns, so only it knows which mention a
+//! message posted mid-turn belongs under.
+//!
+//! `post_message` is bounded like a reply: its text by `--max-reply-bytes`,
+//! its rate by a per-conversation budget of [`POST_BURST`] messages with
+//! one more every [`POST_REFILL`], its thread by the hop bounds (the
+//! replier counts it in the mention's chain). It works only while the
+//! conversation has a turn in flight: a message from a session between
+//! turns would belong under no mention.
+//!
+//! `react` reacts to a mention the journal holds for the caller's
+//! conversation, and to nothing else: the lookup is by event id *and*
+//! conversation, so an id from another conversation is "not found". It
+//! draws on the same budget, and follows the bot's own rule for
+//! reactions (none in a DM, none with `--no-reactions`).
+
+use std::time::{Duration, Instant};
+
+use nostr_sdk::prelude::EventId;
+use tokio::sync::oneshot;
+
+use super::Heart;
+use crate::mcp::{ToolAction, ToolRequest};
+use crate::mention::ConversationKey;
+use crate::rate_limit::{Admission, RateLimiter};
+
+/// Messages a conversation's agent may post in a row.
+const POST_BURST: u32 = 5;
+/// One more message a conversation's agent may post after this long.
+const POST_REFILL: Duration = Duration::from_secs(10);
+/// Conversations whose post budget is remembered at once.
+const POST_BUDGETS_TRACKED: usize = 1024;
+
+/// The longest reaction taken (an emoji with modifiers, a `:shortcode:`).
+const MAX_EMOJI_BYTES: usize = 64;
+
+/// What a tool is told: a message for the model, or why not.
+type Answer = oneshot::Sender<Result<String, String>>;
+
+/// The refusal once the budget is spent.
+fn too_many() -> String {
+    format!(
+        "too many messages and reactions: at most {POST_BURST} in a row, then one every {} s; put the rest in your answer",
+        POST_REFILL.as_secs()
+    )
+}
+
+/// The per-conversation budget of messages posted mid-turn and reactions.
+pub(super) fn post_budget() -> RateLimiter<ConversationKey> {
+    RateLimiter::new(POST_BURST, POST_REFILL, POST_BUDGETS_TRACKED)
+}
+
+impl Heart {
+    pub(super) fn on_tool_request(&mut self, request: ToolRequest) {
+        let ToolRequest {
+            conversation,
+            action,
+            answer,
+        } = request;
+        self.counters.tool_calls += 1;
+        match action {
+            ToolAction::PostMessage { text } => self.post_message(&conversation, text, answer),
+            ToolAction::React { event_id, emoji } => {
+                let _ = answer.send(self.react(&conversation, &event_id, &emoji));
+            }
+        }
+    }
+
+    /// Reacts with `emoji` to the conversation's journaled mention
+    /// `event_id`; a message of another conversation is refused as unknown,
+    /// saying nothing of it.
+    fn react(&mut self, key: &ConversationKey, event_id: &str, emoji: &str) -> Result<String, String> {
+        if emoji.trim().is_empty() || emoji.len() > MAX_EMOJI_BYTES || emoji.contains(char::is_control) {
+            return Err(format!(
+                "the reaction must be one short emoji (at most {MAX_EMOJI_BYTES} bytes, one line)"
+            ));
+        }
+        let mention = EventId::parse(event_id.trim())
+            .ok()
+            .and_then(|id| self.ledger.mention_in(&id, key))
+            .ok_or_else(|| format!("no message {event_id} in this conversation"))?;
+        if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
+            return Err(too_many());
+        }
+        if !self.services.replier.react_with(&mention, emoji) {
+            return Err("reactions are off here (a DM, or the bridge runs with --no-reactions)".to_owned());
+        }
+        tracing::info!(conversation = %key, event_id = %mention.event_id, "reacted for the agent");
+        Ok("reacted".to_owned())
+    }
+
+    /// Posts `text` under the mention the conversation's turn works on.
+    fn post_message(&mut self, key: &ConversationKey, text: String, answer: Answer) {
+        let max_bytes = self.services.options.max_text_bytes;
+        let refusal = if text.trim().is_empty() {
+            Some("the message is empty".to_owned())
+        } else if text.len() > max_bytes {
+            Some(format!(
+                "the message is {} bytes; at most {max_bytes} are posted",
+                text.len()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            let _ = answer.send(Err(why));
+            return;
+        }
+        let Some(mention) = self
+            .conversations
+            .running(key)
+            .map(|running| running.turn.working_on().clone())
+        else {
+            let _ = answer.send(Err(
+                "no turn is in flight in this conversation: post_message works only while you answer a message"
+                    .to_owned(),
+            ));
+            return;
+        };
+        if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
+            let _ = answer.send(Err(too_many()));
+            return;
+        }
+        let replier = self.services.replier.clone();
+        tokio::spawn(async move {
+            let outcome = match replier.post_interim(&mention, &text).await {
+                Ok(event) => {
+                    tracing::info!(conversation = %mention.conversation, event_id = %event, under = %mention.event_id, "posted a message for the agent mid-turn");
+                    Ok("posted in the thread".to_owned())
+                }
+                Err(error) => {
+                    tracing::error!(%error, "cannot store a message the agent posted");
+                    Err("the message could not be posted (see the bridge's log)".to_owned())
+                }
+            };
+            let _ = answer.send(outcome);
+        });
+    }
+}

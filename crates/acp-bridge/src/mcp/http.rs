@@ -1,0 +1,179 @@
+//! The MCP server's loopback HTTP listener: the bearer check, then rmcp's
+//! streamable-HTTP service.
+//!
+//! Bound on `127.0.0.1:0` at start, before any session is offered it (the
+//! agents give a server little time to answer at session start). Served
+//! with the same hyper 1 `service_fn` shape as the metrics endpoint
+//! (`telemetry/http.rs`), with bounds of its own: at most
+//! [`MAX_CONNECTIONS`] at once, [`REQUEST_HEAD_TIMEOUT`] for a request's
+//! head, [`CONNECTION_LIFETIME`] for a connection, and request bodies of at
+//! most [`MAX_REQUEST_BODY_BYTES`] (our tools take short arguments).
+//!
+//! Every request must carry `Authorization: Bearer <token>` of a live
+//! session (see [`tokens`](super::tokens)); any other gets 401 with an
+//! empty body, before rmcp reads a byte of it. The token's conversation is
+//! then fixed in the tools that serve the request: rmcp runs stateless
+//! (no `Mcp-Session-Id`, no session map to bound or evict), so each
+//! request is served by a service built for its conversation alone.
+//! rmcp also checks the `Host` header against loopback names (DNS
+//! rebinding) and refuses any request with an `Origin` (no browser calls
+//! this server).
+
+use std::convert::Infallible;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::tokens::TokenRegistry;
+use super::tools::{BridgeTools, ToolRequest};
+use crate::telemetry::http::AcceptBackoff;
+use crate::telemetry::metrics;
+
+/// Connections served at once: a few per agent process (each keeps one
+/// alive per session it runs), with headroom.
+const MAX_CONNECTIONS: usize = 64;
+/// How long a connection may take to send a request's head, and how long a
+/// kept-alive one may sit idle before its next.
+const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest a connection lives, whatever it does (an agent reconnects).
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
+/// The largest request body rmcp reads (a tool call's JSON).
+const MAX_REQUEST_BODY_BYTES: usize = 256 * 1024;
+/// The path the server answers on.
+pub(super) const PATH: &str = "/mcp";
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// What serving needs, shared by every connection.
+#[derive(Debug)]
+struct Shared {
+    tokens: Arc<TokenRegistry>,
+    heart: mpsc::Sender<ToolRequest>,
+    stop: CancellationToken,
+}
+
+/// Binds the listener now (so a failure stops the start) and serves until
+/// `stop`. Returns the bound address.
+pub(super) async fn bind(
+    tokens: Arc<TokenRegistry>,
+    heart: mpsc::Sender<ToolRequest>,
+    stop: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "serving the bridge's MCP server on loopback");
+    let shared = Arc::new(Shared { tokens, heart, stop });
+    tokio::spawn(serve(listener, shared));
+    Ok(addr)
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = AcceptBackoff::default();
+    loop {
+        let accepted = tokio::select! {
+            () = shared.stop.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff.reset();
+                stream
+            }
+            Err(error) => {
+                let wait = backoff.next_wait();
+                tracing::warn!(%error, backoff_ms = wait.as_millis() as u64, "MCP server: accept failed, waiting before the next");
+                tokio::select! {
+                    () = shared.stop.cancelled() => return,
+                    () = tokio::time::sleep(wait) => continue,
+                }
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::warn!(
+                max = MAX_CONNECTIONS,
+                "MCP server: too many connections; closing one"
+            );
+            continue;
+        };
+        tokio::spawn(serve_connection(stream, slot, Arc::clone(&shared)));
+    }
+}
+
+async fn serve_connection(stream: TcpStream, slot: OwnedSemaphorePermit, shared: Arc<Shared>) {
+    let service = service_fn(move |request| {
+        let shared = Arc::clone(&shared);
+        async move { Ok::<_, Infallible>(respond(request, &shared).await) }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(REQUEST_HEAD_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service);
+    match tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::debug!(%error, "MCP connection ended with an error"),
+        Err(_) => tracing::debug!("MCP connection closed at the end of its lifetime"),
+    }
+    drop(slot);
+}
+
+/// 401 unless the request carries a live token; else rmcp's answer, with
+/// the tools bound to the token's conversation.
+async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Body> {
+    let conversation = bearer(&request).and_then(|token| shared.tokens.resolve(token));
+    let Some(conversation) = conversation else {
+        metrics::mcp_unauthorized();
+        tracing::info!(
+            path = request.uri().path(),
+            "MCP request without a live token: 401"
+        );
+        return status(StatusCode::UNAUTHORIZED);
+    };
+    if request.uri().path() != PATH {
+        return status(StatusCode::NOT_FOUND);
+    }
+    let heart = shared.heart.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(BridgeTools::new(conversation.clone(), heart.clone())),
+        Arc::new(NeverSessionManager::default()),
+        StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .enforce_origin_validation()
+            .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
+            .with_cancellation_token(shared.stop.child_token()),
+    );
+    service.handle(request).await
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(request: &Request<Incoming>) -> Option<&str> {
+    let value = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// An answer with `code` and no body: nothing that tells a prober more.
+fn status(code: StatusCode) -> Response<Body> {
+    let mut response = Response::new(Empty::new().boxed());
+    *response.status_mut() = code;
+    response
+}

@@ -1,0 +1,159 @@
+//! The MCP server's bearer tokens: one per conversation's session, bound to
+//! that conversation and no other.
+//!
+//! A token is 32 random bytes from the OS, written as hex; only its
+//! SHA-256 is kept as the key it is looked up by, so the lookup is a hash
+//! map probe on a digest, not a comparison of secrets that could leak
+//! their prefix through timing. The conversation's token is the same for
+//! every `session/new`, `session/load` and `session/resume` of its
+//! session during this daemon run (claude-agent-acp rebuilds a session's
+//! process when its `mcpServers` change), and a new one is minted once the
+//! session is forgotten (`!rotate`). Tokens are not persisted: a restarted
+//! daemon mints new ones for the sessions it reopens.
+//!
+//! Owns minting, resolving and revoking; knows nothing of HTTP or tools.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+
+use nostr_sdk::hashes::{Hash, sha256};
+
+use crate::mention::ConversationKey;
+
+/// Random bytes in a token (256 bits).
+const TOKEN_BYTES: usize = 32;
+
+/// A session's secret, as sent in its `Authorization: Bearer` header.
+/// `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Token(String);
+
+impl Token {
+    /// The hex text sent to the agent.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+/// The OS gave no random bytes.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read random bytes for an MCP token: {0}")]
+pub(crate) struct MintError(String);
+
+/// Which conversation each live token belongs to.
+#[derive(Debug, Default)]
+pub(crate) struct TokenRegistry {
+    inner: Mutex<Registry>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    /// SHA-256 of a token → its conversation.
+    by_digest: HashMap<[u8; 32], ConversationKey>,
+    /// A conversation's live token.
+    by_conversation: HashMap<ConversationKey, Token>,
+}
+
+impl TokenRegistry {
+    /// The conversation's token: the one it has, or a new one.
+    pub(crate) fn token_for(&self, conversation: &ConversationKey) -> Result<Token, MintError> {
+        let mut registry = self.lock();
+        if let Some(token) = registry.by_conversation.get(conversation) {
+            return Ok(token.clone());
+        }
+        let mut bytes = [0u8; TOKEN_BYTES];
+        getrandom::fill(&mut bytes).map_err(|error| MintError(error.to_string()))?;
+        let token = Token(bytes.iter().map(|byte| format!("{byte:02x}")).collect());
+        registry
+            .by_digest
+            .insert(digest(token.expose()), conversation.clone());
+        registry
+            .by_conversation
+            .insert(conversation.clone(), token.clone());
+        Ok(token)
+    }
+
+    /// The conversation `presented` was minted for, if it is live.
+    pub(crate) fn resolve(&self, presented: &str) -> Option<ConversationKey> {
+        self.lock().by_digest.get(&digest(presented)).cloned()
+    }
+
+    /// The conversation's token stops working; its next session gets a new one.
+    pub(crate) fn revoke(&self, conversation: &ConversationKey) {
+        let mut registry = self.lock();
+        if let Some(token) = registry.by_conversation.remove(conversation) {
+            registry.by_digest.remove(&digest(token.expose()));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        // A panic while holding this lock leaves the maps consistent (each
+        // change is one insert or remove pair), so a poisoned lock is used.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    sha256::Hash::hash(token.as_bytes()).to_byte_array()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ConversationKey {
+        ConversationKey::from_journal(name)
+    }
+
+    #[test]
+    fn a_token_resolves_to_its_own_conversation_only() {
+        let registry = TokenRegistry::default();
+        let alice = registry.token_for(&key("alice")).expect("token");
+        let bob = registry.token_for(&key("bob")).expect("token");
+        assert_ne!(alice, bob);
+        assert_eq!(alice.expose().len(), 2 * TOKEN_BYTES);
+        assert_eq!(registry.resolve(alice.expose()), Some(key("alice")));
+        assert_eq!(registry.resolve(bob.expose()), Some(key("bob")));
+    }
+
+    #[test]
+    fn a_conversation_keeps_its_token_until_revoked() {
+        let registry = TokenRegistry::default();
+        let first = registry.token_for(&key("alice")).expect("token");
+        assert_eq!(registry.token_for(&key("alice")).expect("token"), first);
+        registry.revoke(&key("alice"));
+        assert_eq!(
+            registry.resolve(first.expose()),
+            None,
+            "a revoked token resolves to nothing"
+        );
+        let second = registry.token_for(&key("alice")).expect("token");
+        assert_ne!(second, first);
+        assert_eq!(registry.resolve(second.expose()), Some(key("alice")));
+    }
+
+    #[test]
+    fn an_unknown_token_resolves_to_nothing() {
+        let registry = TokenRegistry::default();
+        let alice = registry.token_for(&key("alice")).expect("token");
+        assert_eq!(registry.resolve(""), None);
+        assert_eq!(registry.resolve(&"0".repeat(2 * TOKEN_BYTES)), None);
+        let mut altered = alice.expose().to_owned();
+        altered.replace_range(0..1, if altered.starts_with('0') { "1" } else { "0" });
+        assert_eq!(registry.resolve(&altered), None);
+    }
+
+    #[test]
+    fn a_token_is_not_shown_by_debug() {
+        let registry = TokenRegistry::default();
+        let token = registry.token_for(&key("alice")).expect("token");
+        assert!(!format!("{token:?}").contains(token.expose()));
+    }
+}

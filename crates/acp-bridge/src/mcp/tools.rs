@@ -1,0 +1,156 @@
+//! The tools the bridge's MCP server offers, and the requests they send.
+//!
+//! A tool is a typed function with a doc comment (the description the
+//! model reads). It holds the conversation its token was minted for (the
+//! HTTP layer resolved it before rmcp saw the request), turns the call into
+//! a [`ToolRequest`] for the heart, which owns turns and replies, and
+//! returns what the heart answered. No tool takes a conversation, thread or
+//! session argument, and none touches the store or a relay itself.
+//! A refusal the model should read (no turn running, too long, too many
+//! posts) is a tool result marked as an error, not a protocol error.
+
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::mention::ConversationKey;
+use crate::telemetry::metrics;
+
+/// How long a tool waits for the heart's answer before telling the model
+/// it is not known whether the call took effect.
+const HEART_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a tool asks the heart to do, for the conversation of its token.
+#[derive(Debug)]
+pub(crate) struct ToolRequest {
+    pub conversation: ConversationKey,
+    pub action: ToolAction,
+    /// The heart's answer: what the model is told (`Err`: a refusal).
+    pub answer: oneshot::Sender<Result<String, String>>,
+}
+
+/// The work a tool asks for.
+#[derive(Debug)]
+pub(crate) enum ToolAction {
+    /// Post `text` in the thread of the turn in flight, now, as an interim
+    /// message (it does not answer the mention).
+    PostMessage { text: String },
+    /// React (NIP-25) with `emoji` to the conversation's message `event_id`.
+    React { event_id: String, emoji: String },
+}
+
+impl ToolAction {
+    /// The tool's name, for logs and metrics.
+    pub(crate) fn tool(&self) -> &'static str {
+        match self {
+            ToolAction::PostMessage { .. } => "post_message",
+            ToolAction::React { .. } => "react",
+        }
+    }
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct PostMessage {
+    /// The message, as it should appear in the thread.
+    text: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct React {
+    /// The id of a message of this conversation (hex, or `note1…`/`nevent1…`).
+    event_id: String,
+    /// The reaction: an emoji, or `+` / `-`.
+    emoji: String,
+}
+
+/// The tools of one request, bound to the conversation of its token.
+#[derive(Debug, Clone)]
+pub(crate) struct BridgeTools {
+    conversation: ConversationKey,
+    heart: mpsc::Sender<ToolRequest>,
+    tool_router: ToolRouter<Self>,
+}
+
+#[tool_router]
+impl BridgeTools {
+    pub(crate) fn new(conversation: ConversationKey, heart: mpsc::Sender<ToolRequest>) -> Self {
+        BridgeTools {
+            conversation,
+            heart,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Posts a message in this conversation's thread now, while you keep
+    /// working: progress, or a part of the answer. It does not replace your
+    /// final answer, which is still posted when your turn ends.
+    #[tool(
+        description = "Post a message in this conversation's thread now, while you keep working (progress, or a part of the answer). Your final answer is still posted when your turn ends."
+    )]
+    async fn post_message(
+        &self,
+        Parameters(PostMessage { text }): Parameters<PostMessage>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::PostMessage { text }).await)
+    }
+
+    /// Reacts to a message of this conversation (a mention the bridge took
+    /// in) with an emoji.
+    #[tool(
+        description = "React with an emoji to a message of this conversation (a message you were asked in), by its event id."
+    )]
+    async fn react(
+        &self,
+        Parameters(React { event_id, emoji }): Parameters<React>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::React { event_id, emoji }).await)
+    }
+
+    /// Sends `action` to the heart and turns its answer into the tool's
+    /// result; logs and counts the call.
+    async fn ask(&self, action: ToolAction) -> CallToolResult {
+        let tool = action.tool();
+        let (answer, answered) = oneshot::channel();
+        let request = ToolRequest {
+            conversation: self.conversation.clone(),
+            action,
+            answer,
+        };
+        let outcome = if self.heart.send(request).await.is_err() {
+            Err("the bridge is shutting down".to_owned())
+        } else {
+            match tokio::time::timeout(HEART_ANSWER_TIMEOUT, answered).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_)) => Err("the bridge is shutting down".to_owned()),
+                Err(_) => Err(
+                    "the bridge did not answer in time; the call may or may not have taken effect".to_owned(),
+                ),
+            }
+        };
+        let label = if outcome.is_ok() { "ok" } else { "refused" };
+        metrics::mcp_tool_call(tool, label);
+        match outcome {
+            Ok(said) => {
+                tracing::info!(conversation = %self.conversation, tool, "MCP tool call done");
+                CallToolResult::success(vec![ContentBlock::text(said)])
+            }
+            Err(why) => {
+                tracing::info!(conversation = %self.conversation, tool, reason = %why, "MCP tool call refused");
+                CallToolResult::error(vec![ContentBlock::text(why)])
+            }
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for BridgeTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
+            "Tools of the chat bridge that runs this session: they act on this conversation only.",
+        )
+    }
+}

@@ -1,0 +1,304 @@
+//! The bridge's own MCP server (issue 24 §1), end to end: the scripted
+//! agent advertises `mcpCapabilities.http`, is offered the server in
+//! `session/new`, and calls its tools over HTTP with the bearer token it
+//! was given, as a real agent's MCP client does.
+
+mod support;
+
+use std::time::Duration;
+
+use nostr_sdk::prelude::*;
+use support::*;
+
+/// The bot's reactions to `event_id` on the relay now.
+async fn reactions_to(person: &Person, bot: &PublicKey, event_id: &EventId) -> Vec<String> {
+    let filter = Filter::new().author(*bot).kind(Kind::Reaction).event(*event_id);
+    let events = person
+        .client
+        .fetch_events(filter, Duration::from_secs(5))
+        .await
+        .expect("fetch");
+    events.into_iter().map(|event| event.content).collect()
+}
+
+/// Whether the bot's message is labelled interim (it answers nothing).
+fn is_interim(event: &Event) -> bool {
+    event.tags.iter().any(|tag| {
+        matches!(tag.as_slice(), [name, label, namespace, ..] if name == "l" && label == "interim" && namespace == "acp-bridge")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_message_mid_turn_lands_in_the_thread_before_the_answer() {
+    let scene = Scene::builder().metrics().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    let mention = scene
+        .mention("room", "report as you go [mcp-post=working on it] [rounds=2]")
+        .await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer
+            .content
+            .contains("mcp post_message: ok: posted in the thread"),
+        "the tool answered the agent mid-turn: {}",
+        answer.content
+    );
+    assert!(!is_interim(&answer), "the answer finishes the mention");
+
+    // Everything the turn left is in once the conversation is settled.
+    scene.settle("room").await;
+    let said = owner.events_referencing(&bot, &mention.id).await;
+    let posted: Vec<&Event> = said
+        .iter()
+        .filter(|event| event.content == "working on it")
+        .collect();
+    assert_eq!(posted.len(), 1, "posted once: {said:#?}");
+    let posted = posted[0];
+    assert!(is_interim(posted), "a posted message does not answer the mention");
+    assert_eq!(posted.kind, Kind::Custom(9));
+    let threaded: std::collections::BTreeSet<_> = [
+        (mention.id.to_hex(), "root".to_owned()),
+        (mention.id.to_hex(), "reply".to_owned()),
+    ]
+    .into();
+    assert_eq!(
+        e_tags(posted),
+        threaded,
+        "threaded under the mention, like the answer"
+    );
+    assert!(
+        posted.created_at <= answer.created_at,
+        "posted mid-turn, before the answer"
+    );
+    let answers: Vec<&Event> = said.iter().filter(|event| !is_interim(event)).collect();
+    assert_eq!(answers.len(), 1, "the answer still arrives once: {said:#?}");
+    assert_eq!(answers[0].id, answer.id);
+
+    let calls = metric(
+        scene.metrics_port(),
+        "acp_bridge_mcp_tool_calls_total{tool=\"post_message\",outcome=\"ok\"}",
+    )
+    .await;
+    assert_eq!(calls, 1.0, "the call is counted");
+    let status = scene.mention("room", "!status").await;
+    let status = scene.reply_to(&status).await;
+    assert!(
+        status
+            .content
+            .contains("Agents' calls of the bridge's tools (MCP): 1."),
+        "!status shows the call: {}",
+        status.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_with_a_wrong_token_gets_401_and_posts_nothing() {
+    let scene = Scene::builder().metrics().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mark = scene.bridge.log.cursor();
+
+    let mention = scene
+        .mention("room", "[mcp-post=sneaky words] [mcp-wrong-token]")
+        .await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp post_message: HTTP 401"),
+        "{}",
+        answer.content
+    );
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("MCP request without a live token: 401"))
+        .await;
+
+    // The answer came after the refused call; the settled thread holds
+    // nothing else from the bot.
+    scene.settle("room").await;
+    let said = owner.events_referencing(&bot, &mention.id).await;
+    assert_eq!(said.len(), 1, "only the answer: {said:#?}");
+    assert_eq!(said[0].id, answer.id);
+    let refused = metric(scene.metrics_port(), "acp_bridge_mcp_unauthorized_total").await;
+    assert!(refused >= 1.0, "the refusal is counted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_mcp_off_no_server_is_offered() {
+    let scene = Scene::builder().flags(&["--mcp", "off"]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    let mention = scene.mention("room", "[mcp-post=hello]").await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp: no HTTP MCP server was offered"),
+        "{}",
+        answer.content
+    );
+}
+
+/// The `Authorization` value each `session/new`, `/load` and `/resume` the
+/// agents received offered, in order.
+fn offered_tokens(scene: &Scene) -> Vec<(String, String)> {
+    scene
+        .agent_frames()
+        .iter()
+        .filter(|frame| {
+            matches!(
+                frame["method"].as_str(),
+                Some("session/new" | "session/load" | "session/resume")
+            )
+        })
+        .map(|frame| {
+            let value = &frame["params"]["mcpServers"][0]["headers"][0]["value"];
+            (
+                frame["method"].as_str().unwrap_or_default().to_owned(),
+                value.as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_session_is_offered_the_same_token_and_it_still_works() {
+    let scene = Scene::builder()
+        .agent(&[
+            "--rounds",
+            "1",
+            "--round-delay-ms",
+            "10",
+            "--reopen-sessions",
+            "resume",
+        ])
+        .frame_log()
+        .start()
+        .await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+
+    let first = scene.mention("room", "hello").await;
+    scene.reply_to(&first).await;
+    // The agent dies between turns; the next turn's agent resumes the session.
+    let mark = log.cursor();
+    for pid in scene.bridge.agent_pids() {
+        std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+    }
+    log.wait(mark, Line::new("agent exited unexpectedly")).await;
+    let second = scene.mention("room", "[mcp-post=back again]").await;
+    let answer = owner.reply_containing(&bot, &second.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp post_message: ok"),
+        "the resumed session's token works: {}",
+        answer.content
+    );
+    let reopened = log.wait(mark, Line::new("session reopened")).await;
+    assert_eq!(reopened["how"], "resumed");
+
+    // Frames are in order per agent process only: compared as a set.
+    let offered = offered_tokens(&scene);
+    let mut methods: Vec<&str> = offered.iter().map(|(method, _)| method.as_str()).collect();
+    methods.sort_unstable();
+    assert_eq!(methods, ["session/new", "session/resume"]);
+    assert!(offered[0].1.starts_with("Bearer "), "{offered:?}");
+    assert_eq!(
+        offered[0].1, offered[1].1,
+        "one token for the session's life in this run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn react_marks_a_message_of_this_conversation() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    let mention = scene.mention("room", "nice work [mcp-react=🎉]").await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp react: ok: reacted"),
+        "{}",
+        answer.content
+    );
+    let probe = async || {
+        let reactions = reactions_to(owner, &bot, &mention.id).await;
+        reactions.iter().any(|emoji| emoji == "🎉").then_some(())
+    };
+    eventually(PATIENCE, probe, || "the agent's 🎉 on the mention".to_owned()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn react_refuses_a_message_of_another_conversation() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    let elsewhere = scene.mention("other-room", "hello").await;
+    scene.reply_to(&elsewhere).await;
+    let text = format!("[mcp-react=🎉] [mcp-event={}]", elsewhere.id.to_hex());
+    let mention = scene.mention("room", &text).await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains(&format!(
+            "mcp react: error: no message {} in this conversation",
+            elsewhere.id.to_hex()
+        )),
+        "{}",
+        answer.content
+    );
+    // The refusal came before the answer, and both rooms are settled since.
+    scene.settle("other-room").await;
+    scene.settle("room").await;
+    let reactions = reactions_to(owner, &bot, &elsewhere.id).await;
+    assert!(
+        !reactions.iter().any(|emoji| emoji == "🎉"),
+        "another conversation's message got no reaction: {reactions:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_finishing_in_the_shutdown_grace_can_still_post() {
+    let mut scene = Scene::builder().start().await;
+    let mention = scene
+        .mention_mid_turn("room", "[mcp-post=almost done] [rounds=1] [delay=500]")
+        .await;
+    // SIGTERM while the turn waits before its tool call: the turn finishes
+    // in the grace, and its call is carried out, not left waiting.
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "{status}");
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp post_message: ok"),
+        "{}",
+        answer.content
+    );
+    let said = owner.events_referencing(&bot, &mention.id).await;
+    assert!(
+        said.iter()
+            .any(|event| event.content == "almost done" && is_interim(event)),
+        "{said:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posts_past_the_budget_are_refused_to_the_model() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+
+    let mention = scene.mention("room", "[mcp-post=step] [mcp-posts=6]").await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done: ").await;
+    let ok = answer.content.matches("mcp post_message: ok").count();
+    let refused = answer
+        .content
+        .matches("mcp post_message: error: too many messages and reactions")
+        .count();
+    assert_eq!((ok, refused), (5, 1), "{}", answer.content);
+    scene.settle("room").await;
+    let said = owner.events_referencing(&bot, &mention.id).await;
+    let posted = said
+        .iter()
+        .filter(|event| event.content.starts_with("step ("))
+        .count();
+    assert_eq!(posted, 5, "only the admitted posts are in the thread: {said:#?}");
+}
