@@ -29,6 +29,7 @@ mod groups;
 mod heart;
 mod housekeeping;
 mod http_get;
+mod http_server;
 mod identity;
 mod inbound;
 mod intake;

@@ -27,19 +27,16 @@ use std::time::Duration;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::tokens::TokenRegistry;
 use super::tools::{BridgeTools, ToolRequest};
-use crate::telemetry::http::AcceptBackoff;
+use crate::http_server::{self, ServerBounds};
 use crate::telemetry::metrics;
 
 /// Connections served at once: a few per agent process (each keeps one
@@ -80,54 +77,27 @@ pub(super) async fn bind(
     Ok(addr)
 }
 
-async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut backoff = AcceptBackoff::default();
-    loop {
-        let accepted = tokio::select! {
-            () = shared.stop.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => {
-                backoff.reset();
-                stream
-            }
-            Err(error) => {
-                let wait = backoff.next_wait();
-                tracing::warn!(%error, backoff_ms = wait.as_millis() as u64, "MCP server: accept failed, waiting before the next");
-                tokio::select! {
-                    () = shared.stop.cancelled() => return,
-                    () = tokio::time::sleep(wait) => continue,
-                }
-            }
-        };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::warn!(
-                max = MAX_CONNECTIONS,
-                "MCP server: too many connections; closing one"
-            );
-            continue;
-        };
-        tokio::spawn(serve_connection(stream, slot, Arc::clone(&shared)));
-    }
-}
+/// The server's bounds (see the module doc).
+const BOUNDS: ServerBounds = ServerBounds {
+    name: "MCP server",
+    max_connections: MAX_CONNECTIONS,
+    head_timeout: REQUEST_HEAD_TIMEOUT,
+    lifetime: CONNECTION_LIFETIME,
+    on_full: || {
+        tracing::warn!(
+            max = MAX_CONNECTIONS,
+            "MCP server: too many connections; closing one"
+        )
+    },
+};
 
-async fn serve_connection(stream: TcpStream, slot: OwnedSemaphorePermit, shared: Arc<Shared>) {
-    let service = service_fn(move |request| {
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let stop = shared.stop.clone();
+    let answer = move |request| {
         let shared = Arc::clone(&shared);
-        async move { Ok::<_, Infallible>(respond(request, &shared).await) }
-    });
-    let connection = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(REQUEST_HEAD_TIMEOUT)
-        .serve_connection(TokioIo::new(stream), service);
-    match tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::debug!(%error, "MCP connection ended with an error"),
-        Err(_) => tracing::debug!("MCP connection closed at the end of its lifetime"),
-    }
-    drop(slot);
+        async move { respond(request, &shared).await }
+    };
+    http_server::serve(listener, BOUNDS, stop, answer).await;
 }
 
 /// 401 unless the request carries a live token; else rmcp's answer, with

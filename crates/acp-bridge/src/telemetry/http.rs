@@ -7,40 +7,29 @@
 //! start and why, agents that keep crashing).
 //!
 //! Whoever reaches the port controls how many connections are open and how
-//! slowly they speak, so each is bounded:
-//! - at most [`MAX_CONNECTIONS`] are served at once; one more is closed as
-//!   soon as it is accepted (its file descriptor is given back at once,
-//!   rather than left queued in the kernel), and counted;
-//! - a connection waiting for a request's head (its first request, or the
-//!   next one on a kept-alive connection) is closed after
-//!   [`REQUEST_HEAD_TIMEOUT`]: an idle socket holds a slot for no longer;
-//! - no connection lives longer than [`CONNECTION_LIFETIME`] (a client that
-//!   sends a request and never reads the answer); a scraper reconnects;
-//! - a failed accept (out of file descriptors, EMFILE) waits before the
-//!   next one, from [`ACCEPT_BACKOFF_MIN`] doubling to
-//!   [`ACCEPT_BACKOFF_MAX`], instead of trying again at once in a loop.
+//! slowly they speak, so it is bounded as `http_server` says: at most
+//! [`MAX_CONNECTIONS`] at once (one more closed at once and counted),
+//! [`REQUEST_HEAD_TIMEOUT`] for a request's head, [`CONNECTION_LIFETIME`]
+//! for a connection, and a backoff after failed accepts.
 //!
 //! The cap keeps the daemon's descriptors safe, not the scraper's access:
 //! whoever can open connections can keep the slots busy. Bind the port where
 //! only the scraper reaches it (loopback, or a pod IP behind a
 //! NetworkPolicy; see `deploy/`).
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::http_server::{self, ServerBounds};
 use crate::telemetry::metrics as record;
 
 /// The metrics endpoint's flag.
@@ -73,10 +62,6 @@ pub(crate) const MAX_CONNECTIONS: usize = 32;
 pub(crate) const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a connection lives, whatever it does.
 pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
-/// The first wait after a failed accept.
-pub(crate) const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
-/// The longest wait after failed accepts in a row.
-pub(crate) const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// What `/healthz` asks of the agent pool. A trait, so that telemetry
 /// (which the pool records its metrics through) does not import the pool.
@@ -144,84 +129,19 @@ pub(crate) async fn bind(
     Ok(tokio::spawn(serve(listener, metrics, health, stop)))
 }
 
+/// The endpoint's bounds (see the module doc).
+const BOUNDS: ServerBounds = ServerBounds {
+    name: "metrics endpoint",
+    max_connections: MAX_CONNECTIONS,
+    head_timeout: REQUEST_HEAD_TIMEOUT,
+    lifetime: CONNECTION_LIFETIME,
+    // Counted, not logged: whoever floods the port would flood the log.
+    on_full: record::metrics_connection_refused,
+};
+
 async fn serve(listener: TcpListener, metrics: PrometheusHandle, health: Health, stop: CancellationToken) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut backoff = AcceptBackoff::default();
-    loop {
-        let accepted = tokio::select! {
-            () = stop.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => {
-                backoff.reset();
-                stream
-            }
-            Err(error) => {
-                let wait = backoff.next_wait();
-                tracing::warn!(%error, backoff_ms = wait.as_millis() as u64, "metrics endpoint: accept failed, waiting before the next");
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(wait) => continue,
-                }
-            }
-        };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            // Dropped: closed at once, the descriptor given back. Counted,
-            // not logged: whoever floods the port would flood the log.
-            record::metrics_connection_refused();
-            continue;
-        };
-        tokio::spawn(serve_connection(stream, slot, metrics.clone(), health.clone()));
-    }
-}
-
-/// Serves one connection within its bounds; the slot is freed when it ends.
-async fn serve_connection(
-    stream: TcpStream,
-    slot: OwnedSemaphorePermit,
-    metrics: PrometheusHandle,
-    health: Health,
-) {
-    let service = service_fn(move |request| {
-        let response = respond(&request, &metrics, &health);
-        async move { Ok::<_, Infallible>(response) }
-    });
-    let connection = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(REQUEST_HEAD_TIMEOUT)
-        .serve_connection(TokioIo::new(stream), service);
-    match tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::debug!(%error, "metrics connection ended with an error"),
-        Err(_) => tracing::debug!(
-            lifetime_secs = CONNECTION_LIFETIME.as_secs(),
-            "metrics connection closed at the end of its lifetime"
-        ),
-    }
-    drop(slot);
-}
-
-/// The wait after failed accepts in a row: doubling from
-/// [`ACCEPT_BACKOFF_MIN`] to [`ACCEPT_BACKOFF_MAX`], back to none after a
-/// success. The MCP server's listener waits the same way.
-#[derive(Debug, Default)]
-pub(crate) struct AcceptBackoff {
-    last: Option<Duration>,
-}
-
-impl AcceptBackoff {
-    pub(crate) fn next_wait(&mut self) -> Duration {
-        let wait = self
-            .last
-            .map_or(ACCEPT_BACKOFF_MIN, |last| (last * 2).min(ACCEPT_BACKOFF_MAX));
-        self.last = Some(wait);
-        wait
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.last = None;
-    }
+    let answer = move |request: Request<Incoming>| std::future::ready(respond(&request, &metrics, &health));
+    http_server::serve(listener, BOUNDS, stop, answer).await;
 }
 
 fn respond(
@@ -247,21 +167,4 @@ fn respond(
         response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
     }
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn accept_backoff_doubles_to_its_bound_and_restarts_after_a_success() {
-        let mut backoff = AcceptBackoff::default();
-        let waits: Vec<Duration> = (0..10).map(|_| backoff.next_wait()).collect();
-        assert_eq!(waits[0], ACCEPT_BACKOFF_MIN);
-        assert_eq!(waits[1], ACCEPT_BACKOFF_MIN * 2);
-        assert!(waits.windows(2).all(|pair| pair[0] <= pair[1]));
-        assert_eq!(waits[9], ACCEPT_BACKOFF_MAX);
-        backoff.reset();
-        assert_eq!(backoff.next_wait(), ACCEPT_BACKOFF_MIN);
-    }
 }
