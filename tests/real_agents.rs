@@ -604,6 +604,21 @@ async fn claude_asks_the_owner_with_its_question_tool() {
 /// thread mid-turn as an interim message, before the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_posts_in_the_thread_mid_turn_through_the_bridge_tool() {
+    claude_posts_mid_turn(&[]).await;
+}
+
+/// With `--permission-policy ask-owner`, claude asks permission for the
+/// bridge's own tool like for any MCP tool; the bridge allows its own tools
+/// itself (they are bounded by the bridge), so the owner is not asked and
+/// the post lands all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claudes_calls_of_the_bridge_tool_are_not_put_to_the_owner() {
+    claude_posts_mid_turn(&["--permission-policy", "ask-owner"]).await;
+}
+
+/// A mention whose turn makes claude call `post_message`, with `flags`:
+/// the post is in the thread, interim, before the answer.
+async fn claude_posts_mid_turn(flags: &[&str]) {
     let provider = provider(Streaming::default());
     provider.use_tool(ScriptedToolUse {
         trigger: "report progress".into(),
@@ -614,7 +629,7 @@ async fn claude_posts_in_the_thread_mid_turn_through_the_bridge_tool() {
     // Claude Code defers MCP tools behind its ToolSearch tool; the fake
     // model calls the tool directly, so it must be offered up front.
     claude.env.push(("ENABLE_TOOL_SEARCH", "false".into()));
-    let scene = claude.scene(&[]).start().await;
+    let scene = claude.scene(flags).start().await;
     let (owner, bot) = (&scene.owner, scene.bot);
     let mention = scene.mention("room", "please report progress").await;
     let posted = owner.reply_containing(&bot, &mention.id, "halfway there").await;

@@ -53,6 +53,11 @@ pub struct ClientConfig {
     /// Told of every update the client drops at one of its bounds (see
     /// [`crate::DroppedUpdate`]).
     pub drops: DropObserver,
+    /// The name of an MCP server the caller itself offers its sessions: a
+    /// permission question about one of its tools is allowed whatever the
+    /// turn's policy, since the caller bounds those tools itself (see
+    /// [`crate::PermissionRequest::is_tool_of_mcp_server`]).
+    pub own_mcp_server: Option<&'static str>,
 }
 
 impl Default for ClientConfig {
@@ -64,6 +69,7 @@ impl Default for ClientConfig {
             cancel_timeout: DEFAULT_CANCEL_TIMEOUT,
             elicitation: false,
             drops: DropObserver::default(),
+            own_mcp_server: None,
         }
     }
 }
@@ -145,6 +151,7 @@ impl AgentClient {
             Box::pin(writer),
             config.request_timeout,
             config.drops.clone(),
+            config.own_mcp_server,
         ));
         let frames = FramedRead::new(reader, FrameCodec::new(config.max_line_bytes));
         tokio::spawn(read_loop(Arc::clone(&conn), frames, probe));

@@ -233,6 +233,8 @@ pub(crate) struct Connection {
     killed: AtomicBool,
     write_timeout: Duration,
     drops: DropObserver,
+    /// See [`crate::ClientConfig::own_mcp_server`].
+    own_mcp_server: Option<&'static str>,
     /// An update for an unknown session was already warned of (the next
     /// ones are only counted: the agent could send millions).
     warned_unknown_session: AtomicBool,
@@ -247,7 +249,13 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    pub(crate) fn new(agent: String, writer: BoxWrite, write_timeout: Duration, drops: DropObserver) -> Self {
+    pub(crate) fn new(
+        agent: String,
+        writer: BoxWrite,
+        write_timeout: Duration,
+        drops: DropObserver,
+        own_mcp_server: Option<&'static str>,
+    ) -> Self {
         Connection {
             agent,
             writer: tokio::sync::Mutex::new(FramedWrite::new(writer, LinesCodec::new())),
@@ -258,6 +266,7 @@ impl Connection {
             killed: AtomicBool::new(false),
             write_timeout,
             drops,
+            own_mcp_server,
             warned_unknown_session: AtomicBool::new(false),
         }
     }
@@ -688,7 +697,17 @@ impl Connection {
             self.write_detached(jsonrpc::response(&id, &permission::outcome(None)));
             return;
         };
-        let event = match turn.policy {
+        let own_tool = self
+            .own_mcp_server
+            .is_some_and(|server| request.is_tool_of_mcp_server(server));
+        // The caller's own tools are bounded by the caller; asking a person
+        // (or refusing) each of them would only get in the way.
+        let policy = if own_tool {
+            PermissionPolicy::AllowOnce
+        } else {
+            turn.policy
+        };
+        let event = match policy {
             PermissionPolicy::AskCaller => {
                 let open = PermissionQuestion::open_request(id);
                 let open_requests = &mut session_state.open_requests;

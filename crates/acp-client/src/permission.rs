@@ -110,6 +110,19 @@ impl PermissionRequest {
         self.tool_call.get("title").and_then(Value::as_str)
     }
 
+    /// Whether the tool call is one of the tools of the MCP server named
+    /// `server`, as the agent names it: claude-agent-acp gives the tool's
+    /// name as `_meta.claudeCode.toolName`, `mcp__<server>__<tool>`. Other
+    /// agents say nothing that tells an MCP tool from another, so their
+    /// questions about it are answered by the turn's policy.
+    pub fn is_tool_of_mcp_server(&self, server: &str) -> bool {
+        self.tool_call["_meta"]["claudeCode"]["toolName"]
+            .as_str()
+            .and_then(|name| name.strip_prefix("mcp__"))
+            .and_then(|name| name.strip_prefix(server))
+            .is_some_and(|tool| tool.starts_with("__") && tool.len() > 2)
+    }
+
     /// The first offered option of the first kind in `preference` that the
     /// agent offered at all.
     pub fn option_of_kind(&self, preference: &[PermissionKind]) -> Option<&PermissionOption> {
@@ -213,6 +226,28 @@ mod tests {
             .collect();
         PermissionRequest::parse(json!({"sessionId": "s", "toolCall": {"title": "rm"}, "options": options}))
             .expect("valid request")
+    }
+
+    #[test]
+    fn a_tool_of_an_mcp_server_is_told_by_claudes_tool_name_only() {
+        let named = |tool_call: Value| {
+            PermissionRequest::parse(json!({"sessionId": "s", "toolCall": tool_call, "options": []}))
+                .expect("valid request")
+                .is_tool_of_mcp_server("acp_bridge")
+        };
+        let claude = |name: &str| json!({"title": "x", "_meta": {"claudeCode": {"toolName": name}}});
+        assert!(named(claude("mcp__acp_bridge__post_message")));
+        assert!(
+            !named(claude("mcp__acp_bridge_evil__post_message")),
+            "another server"
+        );
+        assert!(!named(claude("mcp__other__post_message")));
+        assert!(!named(claude("mcp__acp_bridge__")), "no tool");
+        assert!(!named(claude("Bash")));
+        assert!(
+            !named(json!({"title": "mcp__acp_bridge__post_message"})),
+            "a title proves nothing"
+        );
     }
 
     /// An option kind this client does not know (the ACP schema crate

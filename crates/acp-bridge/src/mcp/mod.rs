@@ -27,6 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use args::McpMode;
+pub(crate) use offer::SERVER_NAME;
 pub(crate) use tools::{ToolAction, ToolRequest};
 
 use crate::mention::ConversationKey;

@@ -227,6 +227,7 @@ impl AgentSettings {
             elicitation,
             initialize_timeout: self.start_timeout,
             drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
+            own_mcp_server: Some(crate::mcp::SERVER_NAME),
             ..ClientConfig::default()
         }
     }
