@@ -22,7 +22,7 @@ mod relay;
 mod remote_signer;
 mod scene;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -109,17 +109,51 @@ pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
     shlex::try_join(words.iter().map(AsRef::as_ref)).expect("no NUL in the agent's arguments")
 }
 
-/// A fresh directory under the system temp dir.
+/// The name every directory of [`temp_dir`] starts with.
+const TEMP_DIR_PREFIX: &str = "acp-bridge-e2e-";
+
+/// A fresh directory under the system temp dir. The first call of a test
+/// process removes the directories of test processes that have ended.
 pub fn temp_dir(name: &str) -> PathBuf {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(remove_ended_processes_temp_dirs);
     let dir = std::env::temp_dir().join(format!(
-        "acp-bridge-e2e-{name}-{}-{}",
+        "{TEMP_DIR_PREFIX}{name}-{}-{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
+}
+
+/// Removes the [`temp_dir`]s (and the daemon logs written beside them)
+/// whose process, the pid in their name, no longer runs: a test keeps its
+/// directories while it runs, as a restarted daemon reuses its state dir,
+/// and nothing else would remove them. A pid reused since only keeps its
+/// old ones for a later sweep.
+fn remove_ended_processes_temp_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|name| name.strip_prefix(TEMP_DIR_PREFIX)) else {
+            continue;
+        };
+        // `<name>-<pid>-<n>`, or a daemon's log beside its state dir:
+        // `<name>-<pid>-<n>.log-<start>`.
+        let stem = rest.split('.').next().unwrap_or(rest);
+        let pid = stem.rsplit('-').nth(1).and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let path = entry.path();
+            let _ = match path.is_dir() {
+                true => std::fs::remove_dir_all(path),
+                false => std::fs::remove_file(path),
+            };
+        }
+    }
 }
 
 /// A free loopback port (bound, then released).
