@@ -109,6 +109,9 @@ pub struct AgentInfo {
     /// `agentCapabilities.promptCapabilities.image`: prompts may carry
     /// `image` blocks.
     pub prompt_image: bool,
+    /// `agentCapabilities.mcpCapabilities.http == true`: sessions may be
+    /// given MCP servers over HTTP.
+    pub mcp_http: bool,
     /// `agentCapabilities`, raw: capabilities grow faster than this client.
     pub capabilities: Value,
     /// The whole `_meta` object, for hints this client does not interpret.
@@ -156,6 +159,10 @@ impl AgentInfo {
                 == Some(true),
             prompt_queueing: flag(meta, &["claudeCode", "promptQueueing"]),
             prompt_image: flag(capabilities, &["promptCapabilities", "image"]),
+            mcp_http: capabilities
+                .and_then(|capabilities| capabilities.pointer("/mcpCapabilities/http"))
+                .and_then(Value::as_bool)
+                == Some(true),
             capabilities: capabilities.cloned().unwrap_or(Value::Null),
             meta: meta.cloned(),
         }
@@ -188,12 +195,29 @@ mod tests {
         assert!(info.session_steering && info.prompt_queueing);
         assert!(info.auth_methods.is_empty());
         assert!(info.prompt_image);
+        assert!(!info.mcp_http, "no mcpCapabilities");
 
         let bare = AgentInfo::from_initialize_result(&json!({"protocolVersion": 1}));
         assert!(!bare.load_session && !bare.resume_session && !bare.close_session);
         assert!(!bare.session_steering && !bare.prompt_queueing && !bare.prompt_image);
         let hinted_otherwise = json!({"_meta": {"steering": {"supported": "yes"}}});
         assert!(!AgentInfo::from_initialize_result(&hinted_otherwise).session_steering);
+    }
+
+    #[test]
+    fn mcp_over_http_only_when_the_agent_says_true() {
+        let mcp_http = |capabilities: Value| {
+            AgentInfo::from_initialize_result(
+                &json!({"protocolVersion": 1, "agentCapabilities": capabilities}),
+            )
+            .mcp_http
+        };
+        assert!(mcp_http(json!({"mcpCapabilities": {"http": true, "sse": false}})));
+        assert!(!mcp_http(
+            json!({"mcpCapabilities": {"http": false, "sse": true}})
+        ));
+        assert!(!mcp_http(json!({"mcpCapabilities": {}})));
+        assert!(!mcp_http(json!({})));
     }
 
     #[test]

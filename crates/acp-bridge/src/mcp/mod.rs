@@ -48,7 +48,7 @@ impl McpOffers {
     /// The `mcpServers` of the conversation's session on the agent `info`
     /// describes: the bridge's server when the agent takes HTTP, else none.
     pub(crate) fn servers(&self, info: Option<&AgentInfo>, conversation: &ConversationKey) -> Vec<Value> {
-        if !info.is_some_and(offer::takes_http) {
+        if !info.is_some_and(|info| info.mcp_http) {
             return Vec::new();
         }
         match self.tokens.token_for(conversation) {

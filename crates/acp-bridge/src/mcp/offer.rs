@@ -2,10 +2,10 @@
 //! schema gives an HTTP server, and the agents read (see
 //! notes/research-24.md §2): `{"type":"http","name","url","headers":[{name,value}]}`,
 //! with `headers` an array (gemini maps over it; a missing one crashes it).
-//! Offered only to agents whose `initialize` says `mcpCapabilities.http`;
+//! Offered only to agents whose `initialize` says `mcpCapabilities.http`
+//! ([`acp_client::AgentInfo::mcp_http`]);
 //! `sse` is never offered (codex refuses a whole `session/new` over it).
 
-use acp_client::AgentInfo;
 use serde_json::{Value, json};
 
 use super::tokens::Token;
@@ -13,14 +13,6 @@ use super::tokens::Token;
 /// The server's name as the agents show it (claude: `mcp__acp_bridge__post_message`).
 /// Letters, digits and `_` only: codex checks server names.
 pub(crate) const SERVER_NAME: &str = "acp_bridge";
-
-/// Whether the agent takes an HTTP MCP server (`mcpCapabilities.http`).
-pub(crate) fn takes_http(info: &AgentInfo) -> bool {
-    info.capabilities
-        .pointer("/mcpCapabilities/http")
-        .and_then(Value::as_bool)
-        == Some(true)
-}
 
 /// The entry for the server at `url`, authorised by `token`.
 pub(crate) fn http_entry(url: &str, token: &Token) -> Value {
@@ -54,22 +46,5 @@ mod tests {
                 "headers": [{"name": "Authorization", "value": format!("Bearer {}", token.expose())}],
             })
         );
-    }
-
-    #[test]
-    fn only_an_agent_advertising_http_takes_it() {
-        let info = |capabilities: Value| {
-            AgentInfo::from_initialize_result(
-                &json!({"protocolVersion": 1, "agentCapabilities": capabilities}),
-            )
-        };
-        assert!(takes_http(&info(
-            json!({"mcpCapabilities": {"http": true, "sse": false}})
-        )));
-        assert!(!takes_http(&info(
-            json!({"mcpCapabilities": {"http": false, "sse": true}})
-        )));
-        assert!(!takes_http(&info(json!({"mcpCapabilities": {}}))));
-        assert!(!takes_http(&info(json!({}))));
     }
 }
