@@ -1,5 +1,6 @@
-//! One bounded HTTP(S) GET, for the daemon's few fetches of someone else's
-//! URL (a group relay's NIP-11 document, an image a mention carries).
+//! One bounded HTTP(S) GET or PUT, for the daemon's few requests to
+//! someone else's URL (a group relay's NIP-11 document, an image a mention
+//! carries; a file `send_file` uploads to a Blossom server).
 //!
 //! hyper's HTTP/1 client (hyper already serves the metrics) over TCP, or
 //! TLS with the web's root certificates (the stack the relay connections
@@ -14,9 +15,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
-use hyper::{Request, StatusCode, header};
+use hyper::{Method, Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use nostr_sdk::prelude::Url;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -76,15 +77,32 @@ pub(crate) enum HttpGetError {
     Http(#[from] hyper::Error),
 }
 
+/// What a PUT sends: its body, typed, with an `Authorization` header.
+#[derive(Debug)]
+pub(crate) struct Upload<'a> {
+    pub body: Bytes,
+    pub content_type: &'a str,
+    pub authorization: &'a str,
+}
+
 /// Fetches `url` (`http`/`ws` in the clear, `https`/`wss` over TLS) within
 /// `bounds`.
 pub(crate) async fn get(url: &Url, bounds: Bounds) -> Result<Answer, HttpGetError> {
-    tokio::time::timeout(bounds.timeout, fetch(url, bounds))
+    tokio::time::timeout(bounds.timeout, fetch(url, None, bounds))
         .await
         .map_err(|_| HttpGetError::Timeout(bounds.timeout))?
 }
 
-async fn fetch(url: &Url, bounds: Bounds) -> Result<Answer, HttpGetError> {
+/// PUTs `upload` to `url` within `bounds` (which bound the answer's body
+/// too); any 2xx is an answer, and, like a GET, it follows no redirect: an
+/// authorized upload goes to the server named and nowhere else.
+pub(crate) async fn put(url: &Url, upload: Upload<'_>, bounds: Bounds) -> Result<Answer, HttpGetError> {
+    tokio::time::timeout(bounds.timeout, fetch(url, Some(upload), bounds))
+        .await
+        .map_err(|_| HttpGetError::Timeout(bounds.timeout))?
+}
+
+async fn fetch(url: &Url, upload: Option<Upload<'_>>, bounds: Bounds) -> Result<Answer, HttpGetError> {
     let tls = match url.scheme() {
         "https" | "wss" => true,
         "http" | "ws" => false,
@@ -100,12 +118,20 @@ async fn fetch(url: &Url, bounds: Bounds) -> Result<Answer, HttpGetError> {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),
     };
-    let request = Request::get(target)
+    let builder = Request::builder()
+        .uri(target)
         .header(header::HOST, authority)
         .header(header::ACCEPT, bounds.accept)
-        .header(header::USER_AGENT, "acp-bridge")
-        .body(Empty::<Bytes>::new())
-        .map_err(|error| HttpGetError::Request(error.to_string()))?;
+        .header(header::USER_AGENT, "acp-bridge");
+    let request = match upload {
+        None => builder.method(Method::GET).body(Full::new(Bytes::new())),
+        Some(upload) => builder
+            .method(Method::PUT)
+            .header(header::CONTENT_TYPE, upload.content_type)
+            .header(header::AUTHORIZATION, upload.authorization)
+            .body(Full::new(upload.body)),
+    }
+    .map_err(|error| HttpGetError::Request(error.to_string()))?;
     // An IPv6 literal is written in brackets in a URL, not to the resolver.
     let bare_host = host.trim_start_matches('[').trim_end_matches(']');
     let tcp = connect(bare_host, port, bounds.private_addresses).await?;
@@ -172,19 +198,31 @@ pub(crate) fn is_public(address: IpAddr) -> bool {
     }
 }
 
+/// The header a Blossom server (BUD-01) says why it refused in.
+const REASON_HEADER: &str = "x-reason";
+
 /// Sends `request` over `stream` (HTTP/1.1, hyper) and reads the answer's
-/// body, refusing one that is not a 200 or is past `max_bytes`.
+/// body, refusing one past `max_bytes`, and one that is not a 200 (a GET)
+/// or a 2xx (a PUT).
 async fn exchange(
     stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    request: Request<Empty<Bytes>>,
+    request: Request<Full<Bytes>>,
     max_bytes: usize,
 ) -> Result<Answer, HttpGetError> {
+    let is_get = request.method() == Method::GET;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     // Ends with the fetch, whichever way it ends.
     let _connection = AbortOnDropHandle::new(tokio::spawn(connection));
     let response = sender.send_request(request).await?;
-    if response.status() != StatusCode::OK {
-        return Err(HttpGetError::Status(response.status().to_string()));
+    let status = response.status();
+    if (is_get && status != StatusCode::OK) || !status.is_success() {
+        let reason = response
+            .headers()
+            .get(REASON_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(|reason| format!(": {}", reason.chars().take(200).collect::<String>()))
+            .unwrap_or_default();
+        return Err(HttpGetError::Status(format!("{status}{reason}")));
     }
     let content_type = response
         .headers()
@@ -296,5 +334,34 @@ mod tests {
 
         let url = Url::parse("file:///etc/passwd").unwrap();
         assert!(matches!(get(&url, BOUNDS).await, Err(HttpGetError::Scheme(_))));
+    }
+
+    #[tokio::test]
+    async fn a_put_sends_its_body_and_takes_any_2xx_but_no_redirect() {
+        let upload = || Upload {
+            body: Bytes::from_static(b"blob"),
+            content_type: "text/plain",
+            authorization: "Nostr abc",
+        };
+        let port = serving_once(b"HTTP/1.0 201 Created\r\n\r\n{}".to_vec()).await;
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/upload")).unwrap();
+        assert_eq!(&put(&url, upload(), BOUNDS).await.unwrap().body[..], b"{}");
+
+        let redirect =
+            b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://elsewhere/\r\nContent-Length: 0\r\n\r\n";
+        let port = serving_once(redirect.to_vec()).await;
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/upload")).unwrap();
+        assert!(matches!(
+            put(&url, upload(), BOUNDS).await,
+            Err(HttpGetError::Status(_))
+        ));
+
+        let refused = b"HTTP/1.1 401 Unauthorized\r\nX-Reason: expired\r\nContent-Length: 0\r\n\r\n";
+        let port = serving_once(refused.to_vec()).await;
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/upload")).unwrap();
+        match put(&url, upload(), BOUNDS).await {
+            Err(HttpGetError::Status(status)) => assert_eq!(status, "401 Unauthorized: expired"),
+            other => panic!("{other:?}"),
+        }
     }
 }
