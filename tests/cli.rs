@@ -240,6 +240,8 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--max-image-bytes", "0"),
     ("--media-fetch-timeout", "121s"),
     ("--fetch-private-addresses", "maybe"),
+    ("--blossom", "ftp://blossom.example.com"),
+    ("--max-file-bytes", "0"),
     ("--shutdown-grace", "30"),
     ("--retention", "7"),
     ("--metrics-addr", "localhost"),

@@ -89,6 +89,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub media: MediaArgs,
 
+    #[command(flatten)]
+    pub files: crate::send_file::FileArgs,
+
     /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
     #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -144,6 +147,8 @@ pub struct Settings {
     pub context: ContextSettings,
     /// The flags of images in prompts.
     pub media: MediaFetcher,
+    /// `send_file`'s flags (`--blossom`, `--max-file-bytes`).
+    pub files: crate::send_file::FileSettings,
     /// `--mcp`: whether sessions are offered the bridge's own MCP server.
     pub mcp: crate::mcp::args::McpMode,
     pub shutdown_grace: Duration,
@@ -186,6 +191,7 @@ impl RunArgs {
         let replies = self.replies.validate()?;
         let context = self.context.validate()?;
         let media = self.media.validate()?;
+        let files = self.files.validate()?;
         let retention = longer_than_zero("--retention", self.retention)?;
         let shard = match self.shard.as_deref().filter(|spec| !spec.trim().is_empty()) {
             Some(spec) => spec
@@ -227,6 +233,7 @@ impl RunArgs {
             turns,
             context,
             media,
+            files,
             mcp: self.mcp.mcp,
             shutdown_grace: self.shutdown_grace,
             retention,
@@ -277,6 +284,7 @@ impl Settings {
                 ..ContextSettings::default()
             },
             media: MediaFetcher::default(),
+            files: crate::send_file::FileSettings::default(),
             mcp: defaults.mcp.mcp,
             // A local run is stopped by its program, which waits for less.
             shutdown_grace: Duration::from_secs(5),

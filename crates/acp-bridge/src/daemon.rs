@@ -228,7 +228,7 @@ impl Stages {
             mcp,
         );
         let groups = GroupDirectory::new(&settings.groups);
-        let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
+        let mut services = turn_services(&settings, &pool, &replier, &store, &groups, &signer);
         let gate_rules = settings.gate.rules();
         let rate_limits = watch::Sender::new(settings.intake.rate_limit());
         services.context = settings.context.for_turns(
@@ -516,6 +516,7 @@ fn turn_services(
     replier: &Replier,
     store: &Arc<Store>,
     groups: &GroupDirectory,
+    signer: &BotSigner,
 ) -> TurnServices {
     TurnServices {
         pool: pool.clone(),
@@ -530,6 +531,12 @@ fn turn_services(
         context: None,
         groups: groups.clone(),
         media: settings.media,
+        files: crate::send_file::FileSender::new(
+            settings.files.clone(),
+            settings.agent.cwd.clone(),
+            signer.clone(),
+            settings.media.private_addresses,
+        ),
     }
 }
 

@@ -44,6 +44,7 @@ struct Directives {
     mcp_react: Option<String>,
     mcp_event: Option<String>,
     mcp_wrong_token: bool,
+    mcp_send_file: Option<(String, String)>,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -95,6 +96,10 @@ impl Directives {
             Some(("mcp-posts", count)) => self.mcp_posts = count.parse().ok().or(self.mcp_posts),
             Some(("mcp-react", emoji)) if !emoji.is_empty() => self.mcp_react = Some(emoji.to_owned()),
             Some(("mcp-event", id)) if !id.is_empty() => self.mcp_event = Some(id.to_owned()),
+            Some(("mcp-send-file", spec)) if !spec.is_empty() => {
+                let (path, caption) = spec.split_once('|').unwrap_or((spec, ""));
+                self.mcp_send_file = Some((path.to_owned(), caption.to_owned()));
+            }
             Some(("detached-child", mark)) if is_mark(mark) => {
                 self.detached_child = Some(mark.to_owned());
             }
@@ -166,6 +171,9 @@ pub(crate) struct TurnScript {
     pub(crate) mcp_event: Option<String>,
     /// Call the tools with a token that was never minted.
     pub(crate) mcp_wrong_token: bool,
+    /// Then call its `send_file` with this path and caption
+    /// (`[mcp-send-file=PATH|CAPTION]`).
+    pub(crate) mcp_send_file: Option<(String, String)>,
 }
 
 impl TurnScript {
@@ -206,6 +214,7 @@ impl TurnScript {
             mcp_react: directives.mcp_react,
             mcp_event: directives.mcp_event,
             mcp_wrong_token: directives.mcp_wrong_token,
+            mcp_send_file: directives.mcp_send_file,
         }
     }
 }
@@ -283,6 +292,11 @@ mod tests {
         let script = TurnScript::new(&Options::default(), "[mcp-react=👍] [mcp-event=abc]");
         assert_eq!(script.mcp_react.as_deref(), Some("👍"));
         assert_eq!(script.mcp_event.as_deref(), Some("abc"));
+        let script = TurnScript::new(&Options::default(), "[mcp-send-file=out/chart.png|the chart]");
+        assert_eq!(
+            script.mcp_send_file,
+            Some(("out/chart.png".to_owned(), "the chart".to_owned()))
+        );
     }
 
     #[test]

@@ -203,8 +203,8 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     Ok(())
 }
 
-/// `[mcp-post=TEXT]` (`[mcp-posts=N]` times), `[mcp-react=EMOJI]`: calls `post_message`, then
-/// `react`, on the MCP server offered for the session; the final message
+/// `[mcp-post=TEXT]` (`[mcp-posts=N]` times), `[mcp-react=EMOJI]`,
+/// `[mcp-send-file=PATH|CAPTION]`: calls `post_message`, then `react`, then `send_file`, on the MCP server offered for the session; the final message
 /// gets a line about each call.
 async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
     let mut calls = Vec::new();
@@ -227,6 +227,9 @@ async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcr
             .or_else(|| first_quoted_event(&turn.prompt_text))
             .unwrap_or_default();
         calls.push(("react", json!({ "event_id": event_id, "emoji": emoji })));
+    }
+    if let Some((path, caption)) = &turn.script.mcp_send_file {
+        calls.push(("send_file", json!({ "path": path, "caption": caption })));
     }
     if calls.is_empty() {
         return Ok(());

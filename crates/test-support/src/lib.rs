@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+pub mod blossom;
 pub mod fake_provider;
 
 /// The workspace root (where `Cargo.toml` and `tests/` live).

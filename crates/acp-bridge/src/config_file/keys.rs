@@ -137,6 +137,8 @@ pub(crate) const KEYS: &[Key] = &[
     key("permission-policy", Section::Agent),
     key("permission-timeout", Section::Agent),
     key("mcp", Section::Agent),
+    key("blossom", Section::Agent),
+    key("max-file-bytes", Section::Agent),
     key("session-policy", Section::Turns),
     key("multiple-event-handling", Section::Turns),
     key("dedup", Section::Turns),

@@ -70,6 +70,8 @@ pub(crate) struct TurnServices {
     pub groups: GroupDirectory,
     /// How the images mentions carry are fetched into prompts.
     pub media: MediaFetcher,
+    /// How the agents' `send_file` calls are carried out.
+    pub files: crate::send_file::FileSender,
 }
 
 /// What a driver tells the heart.

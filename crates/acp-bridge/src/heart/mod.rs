@@ -25,6 +25,7 @@ mod conversations;
 mod driver;
 mod notices;
 mod question_replies;
+mod send_file;
 mod steer_strategy;
 mod tools;
 mod turn;

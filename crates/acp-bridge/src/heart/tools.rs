@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use super::Heart;
 use crate::mcp::{ToolAction, ToolRequest};
-use crate::mention::ConversationKey;
+use crate::mention::{ConversationKey, Mention};
 use crate::rate_limit::{Admission, RateLimiter};
 
 /// Messages a conversation's agent may post in a row.
@@ -38,10 +38,10 @@ const POST_BUDGETS_TRACKED: usize = 1024;
 const MAX_EMOJI_BYTES: usize = 64;
 
 /// What a tool is told: a message for the model, or why not.
-type Answer = oneshot::Sender<Result<String, String>>;
+pub(super) type Answer = oneshot::Sender<Result<String, String>>;
 
 /// The refusal once the budget is spent.
-fn too_many() -> String {
+pub(super) fn too_many() -> String {
     format!(
         "too many messages and reactions: at most {POST_BURST} in a row, then one every {} s; put the rest in your answer",
         POST_REFILL.as_secs()
@@ -66,7 +66,22 @@ impl Heart {
             ToolAction::React { event_id, emoji } => {
                 let _ = answer.send(self.react(&conversation, &event_id, &emoji));
             }
+            ToolAction::SendFile { path, caption } => self.send_file(&conversation, path, caption, answer),
         }
+    }
+
+    /// The mention the conversation's turn in flight works on: what a
+    /// message posted for the agent threads under. `tool` names the
+    /// refusal's tool.
+    pub(super) fn mention_in_flight(&self, key: &ConversationKey, tool: &str) -> Result<Mention, String> {
+        self.conversations
+            .running(key)
+            .map(|running| running.turn.working_on().clone())
+            .ok_or_else(|| {
+                format!(
+                    "no turn is in flight in this conversation: {tool} works only while you answer a message"
+                )
+            })
     }
 
     /// Reacts with `emoji` to the conversation's journaled mention
@@ -109,16 +124,12 @@ impl Heart {
             let _ = answer.send(Err(why));
             return;
         }
-        let Some(mention) = self
-            .conversations
-            .running(key)
-            .map(|running| running.turn.working_on().clone())
-        else {
-            let _ = answer.send(Err(
-                "no turn is in flight in this conversation: post_message works only while you answer a message"
-                    .to_owned(),
-            ));
-            return;
+        let mention = match self.mention_in_flight(key, "post_message") {
+            Ok(mention) => mention,
+            Err(why) => {
+                let _ = answer.send(Err(why));
+                return;
+            }
         };
         if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
             let _ = answer.send(Err(too_many()));

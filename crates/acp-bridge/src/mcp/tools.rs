@@ -41,6 +41,9 @@ pub(crate) enum ToolAction {
     PostMessage { text: String },
     /// React (NIP-25) with `emoji` to the conversation's message `event_id`.
     React { event_id: String, emoji: String },
+    /// Upload the file `path` of the conversation's workspace to Blossom
+    /// and post its link with `caption`, like `PostMessage`.
+    SendFile { path: String, caption: String },
 }
 
 impl ToolAction {
@@ -49,6 +52,16 @@ impl ToolAction {
         match self {
             ToolAction::PostMessage { .. } => "post_message",
             ToolAction::React { .. } => "react",
+            ToolAction::SendFile { .. } => "send_file",
+        }
+    }
+
+    /// How long the tool waits for the heart's answer: a file's upload
+    /// takes its own bound on top.
+    fn answer_timeout(&self) -> Duration {
+        match self {
+            ToolAction::SendFile { .. } => HEART_ANSWER_TIMEOUT + crate::send_file::UPLOAD_TIMEOUT,
+            _ => HEART_ANSWER_TIMEOUT,
         }
     }
 }
@@ -65,6 +78,15 @@ pub(crate) struct React {
     event_id: String,
     /// The reaction: an emoji, or `+` / `-`.
     emoji: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct SendFile {
+    /// The file, relative to your working directory (or an absolute path in it).
+    path: String,
+    /// A line said with the file.
+    #[serde(default)]
+    caption: String,
 }
 
 /// The tools of one request, bound to the conversation of its token.
@@ -110,10 +132,23 @@ impl BridgeTools {
         Ok(self.ask(ToolAction::React { event_id, emoji }).await)
     }
 
+    /// Sends a file of the working directory into this conversation's
+    /// thread: uploaded to the bridge's Blossom servers, posted as a link.
+    #[tool(
+        description = "Send a file from your working directory into this conversation's thread, with a caption: images, audio, video, PDF, archives or text, up to the bridge's size bound. It is uploaded and posted as a link."
+    )]
+    async fn send_file(
+        &self,
+        Parameters(SendFile { path, caption }): Parameters<SendFile>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::SendFile { path, caption }).await)
+    }
+
     /// Sends `action` to the heart and turns its answer into the tool's
     /// result; logs and counts the call.
     async fn ask(&self, action: ToolAction) -> CallToolResult {
         let tool = action.tool();
+        let timeout = action.answer_timeout();
         let (answer, answered) = oneshot::channel();
         let request = ToolRequest {
             conversation: self.conversation.clone(),
@@ -123,7 +158,7 @@ impl BridgeTools {
         let outcome = if self.heart.send(request).await.is_err() {
             Err("the bridge is shutting down".to_owned())
         } else {
-            match tokio::time::timeout(HEART_ANSWER_TIMEOUT, answered).await {
+            match tokio::time::timeout(timeout, answered).await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(_)) => Err("the bridge is shutting down".to_owned()),
                 Err(_) => Err(

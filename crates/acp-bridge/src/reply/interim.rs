@@ -38,6 +38,29 @@ impl Standing {
     }
 }
 
+/// What marks a message beside its thread: its standing's labels, and
+/// `extra` tags (a file's NIP-92 `imeta`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Marks<'a> {
+    pub standing: Standing,
+    pub extra: &'a [Tag],
+}
+
+impl Marks<'_> {
+    /// The tags: the standing's labels, then the extra ones.
+    pub(super) fn labels(self) -> Vec<Tag> {
+        let mut tags = self.standing.labels();
+        tags.extend_from_slice(self.extra);
+        tags
+    }
+}
+
+impl From<Standing> for Marks<'static> {
+    fn from(standing: Standing) -> Self {
+        Marks { standing, extra: &[] }
+    }
+}
+
 /// Whether `tags` mark the bot's message as interim: it answers nothing.
 pub(crate) fn is_interim(tags: &Tags) -> bool {
     tags.iter()

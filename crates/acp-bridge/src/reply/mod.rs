@@ -43,8 +43,8 @@ use crate::shard::Shard;
 use crate::signer::BotSigner;
 use crate::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
-use interim::Standing;
 pub(crate) use interim::is_interim;
+use interim::{Marks, Standing};
 use publisher::Outlet;
 use tokio::sync::watch;
 
@@ -243,7 +243,18 @@ impl Replier {
     /// and, like an answer, counted as the bot's reply in the mention's
     /// chain, so a bot answering it is bounded by the hop bounds.
     pub async fn post_interim(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let parts = self.store_interim(mention, text).await?;
+        self.post_interim_tagged(mention, text, &[]).await
+    }
+
+    /// [`post_interim`](Self::post_interim) with `extra` tags on every
+    /// part (`send_file`'s NIP-92 `imeta`).
+    pub async fn post_interim_tagged(
+        &self,
+        mention: &Mention,
+        text: &str,
+        extra: &[Tag],
+    ) -> Result<EventId, ReplyError> {
+        let parts = self.store_interim_tagged(mention, text, extra).await?;
         for part in &parts {
             self.chains.record_reply(part.seen_as, mention.chain_depth);
         }
@@ -253,8 +264,22 @@ impl Replier {
     /// Signs `text` as an interim series in the thread of `mention` and
     /// stores it in the outbox.
     async fn store_interim(&self, mention: &Mention, text: &str) -> Result<Vec<Signed>, ReplyError> {
+        self.store_interim_tagged(mention, text, &[]).await
+    }
+
+    /// [`store_interim`](Self::store_interim) with `extra` tags.
+    async fn store_interim_tagged(
+        &self,
+        mention: &Mention,
+        text: &str,
+        extra: &[Tag],
+    ) -> Result<Vec<Signed>, ReplyError> {
+        let marks = Marks {
+            standing: Standing::Interim,
+            extra,
+        };
         let parts = self
-            .build_series(std::slice::from_ref(mention), text, Standing::Interim)
+            .build_series(std::slice::from_ref(mention), text, marks)
             .await?;
         for event in parts.iter().flat_map(Signed::events) {
             self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
@@ -283,7 +308,7 @@ impl Replier {
                         std::slice::from_ref(mention),
                         &series::cut(text),
                         Some(owner),
-                        Standing::Interim,
+                        Standing::Interim.into(),
                     )
                     .await?;
                 self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
@@ -314,7 +339,9 @@ impl Replier {
         match (&mention.thread, owner) {
             (Thread::Direct { peer, .. }, Some(owner)) if *peer != owner => {
                 let text = series::cut(&about_private(mention, text));
-                let signed = self.direct_message(owner, &text, None, Standing::Interim).await?;
+                let signed = self
+                    .direct_message(owner, &text, None, Standing::Interim.into())
+                    .await?;
                 for event in signed.events() {
                     self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
                 }
@@ -341,7 +368,7 @@ impl Replier {
         finish: Finish,
     ) -> Result<EventId, ReplyError> {
         let answers_in = mentions.last().filter(|_| finish == Finish::Answered);
-        let built = self.build_series(mentions, text, Standing::Finishes).await;
+        let built = self.build_series(mentions, text, Standing::Finishes.into()).await;
         let (parts, finish) = self.or_notice(built, mentions, finish).await?;
         let events: Vec<Event> = parts.iter().flat_map(Signed::events).cloned().collect();
         let origin = mentions.last().and_then(|newest| newest.origin.as_ref());
@@ -381,7 +408,12 @@ impl Replier {
             Err(error) if finish == Finish::Answered => {
                 tracing::error!(%error, "cannot build the answer; a notice goes instead");
                 let notice = self
-                    .build(mentions, UNBUILDABLE_ANSWER_NOTICE, None, Standing::Finishes)
+                    .build(
+                        mentions,
+                        UNBUILDABLE_ANSWER_NOTICE,
+                        None,
+                        Standing::Finishes.into(),
+                    )
                     .await?;
                 Ok((vec![notice], Finish::Notified))
             }
@@ -396,7 +428,7 @@ impl Replier {
         &self,
         mentions: &[Mention],
         text: &str,
-        standing: Standing,
+        standing: Marks<'_>,
     ) -> Result<Vec<Signed>, ReplyError> {
         let mut parts = Vec::new();
         let mut previous = None;
@@ -435,7 +467,7 @@ impl Replier {
         mentions: &[Mention],
         text: &str,
         also_notify: Option<PublicKey>,
-        standing: Standing,
+        standing: Marks<'_>,
     ) -> Result<Signed, ReplyError> {
         self.build_part(mentions, text, also_notify, None, standing).await
     }
@@ -449,7 +481,7 @@ impl Replier {
         text: &str,
         also_notify: Option<PublicKey>,
         previous: Option<EventId>,
-        standing: Standing,
+        standing: Marks<'_>,
     ) -> Result<Signed, ReplyError> {
         let newest = mentions
             .last()
@@ -513,7 +545,7 @@ impl Replier {
         peer: PublicKey,
         text: &str,
         replying_to: Option<EventId>,
-        standing: Standing,
+        standing: Marks<'_>,
     ) -> Result<Signed, ReplyError> {
         self.wrap_with_copy(peer, self.rumor(peer, text, replying_to, standing.labels()))
             .await

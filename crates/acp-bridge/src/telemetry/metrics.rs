@@ -38,6 +38,8 @@ const SIGNER_REQUESTS_FAILED: &str = "acp_bridge_signer_requests_failed_total";
 const MCP_TOOL_CALLS: &str = "acp_bridge_mcp_tool_calls_total";
 const MCP_UNAUTHORIZED: &str = "acp_bridge_mcp_unauthorized_total";
 const PROMPT_IMAGES: &str = "acp_bridge_prompt_images_total";
+const BLOSSOM_UPLOADS: &str = "acp_bridge_blossom_uploads_total";
+const BLOSSOM_UPLOAD_BYTES: &str = "acp_bridge_blossom_upload_bytes_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -107,7 +109,9 @@ const UPDATE_DROPS: &[&str] = &[
 ];
 /// `group_requests{request, outcome}`: the outcomes each request can have.
 /// The bridge's own MCP tools (`mcp/tools.rs`) and how a call ended.
-const MCP_TOOLS: &[&str] = &["post_message", "react"];
+const MCP_TOOLS: &[&str] = &["post_message", "react", "send_file"];
+/// `blossom_uploads{outcome}`: `ok`, or send_file's `BlossomError` labels.
+const BLOSSOM_OUTCOMES: &[&str] = &["ok", "sign", "timeout", "refused", "failed", "bad_descriptor"];
 const MCP_CALL_OUTCOMES: &[&str] = &["ok", "refused"];
 const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
     ("join", &["accepted", "member", "pending", "refused", "unsent"]),
@@ -133,10 +137,11 @@ pub(crate) fn register_at_zero() {
         METRICS_CONNECTIONS_REFUSED,
         SIGNER_REQUESTS_FAILED,
         MCP_UNAUTHORIZED,
+        BLOSSOM_UPLOAD_BYTES,
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 12] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 13] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -149,6 +154,7 @@ pub(crate) fn register_at_zero() {
         (AGENT_TOKENS, "kind", TOKEN_KINDS),
         (AGENT_UPDATES_DROPPED, "reason", UPDATE_DROPS),
         (PROMPT_IMAGES, "outcome", IMAGE_OUTCOMES),
+        (BLOSSOM_UPLOADS, "outcome", BLOSSOM_OUTCOMES),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -326,6 +332,13 @@ pub(crate) fn signer_request_failed() {
 pub(crate) fn mcp_tool_call(tool: &'static str, outcome: &'static str) {
     counter!(MCP_TOOL_CALLS, "tool" => listed(MCP_TOOLS, tool), "outcome" => listed(MCP_CALL_OUTCOMES, outcome))
         .increment(1);
+}
+
+/// One upload of a file `send_file` sends to one Blossom server, by
+/// `outcome`; `bytes` is the blob's size when it was stored.
+pub(crate) fn blossom_upload(outcome: &'static str, bytes: usize) {
+    counter!(BLOSSOM_UPLOADS, "outcome" => listed(BLOSSOM_OUTCOMES, outcome)).increment(1);
+    counter!(BLOSSOM_UPLOAD_BYTES).increment(bytes as u64);
 }
 
 /// A request to the MCP server without a live token, refused with 401.

@@ -1,0 +1,165 @@
+//! Opening the file an agent names, beneath its workspace and nowhere else.
+//!
+//! The daemon may run as root (with `--agent-user`), so a path the model
+//! wrote must not reach the key file, the state dir or `/etc/shadow`.
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` from the workspace's
+//! directory has the kernel refuse, during resolution, any `..`, absolute
+//! symlink or symlink chain that would leave it, and `/proc` magic links:
+//! there is no check-then-open window for a swapped symlink. The file is
+//! opened non-blocking (a FIFO does not hang the open), then `fstat`ed on
+//! the same descriptor: regular files only, at most the size bound.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::sys::stat::Mode;
+
+/// Why a file is not sent; each says what the model should know.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpenError {
+    #[error("`{0}` is outside your working directory; only files in it can be sent")]
+    Outside(String),
+    #[error("there is no file `{0}` in your working directory")]
+    NotFound(String),
+    #[error("`{0}` is not a regular file")]
+    NotRegular(String),
+    #[error("`{path}` is {size} bytes; at most {max} bytes are sent")]
+    TooLarge { path: String, size: u64, max: u64 },
+    #[error("`{path}` cannot be read: {error}")]
+    Io { path: String, error: std::io::Error },
+}
+
+/// The path to open relative to `workspace`: `path` as given when it is
+/// relative, and an absolute path inside `workspace` made relative to it
+/// (models like absolute paths). An absolute path elsewhere is refused
+/// here; everything else is left to the kernel's resolution.
+fn relative_to(workspace: &Path, path: &str) -> Result<PathBuf, OpenError> {
+    let given = Path::new(path);
+    if !given.is_absolute() {
+        return Ok(given.to_path_buf());
+    }
+    given
+        .strip_prefix(workspace)
+        .ok()
+        .filter(|rest| rest.components().all(|part| matches!(part, Component::Normal(_))))
+        .map(Path::to_path_buf)
+        .ok_or_else(|| OpenError::Outside(path.to_owned()))
+}
+
+/// The bytes of the regular file `path` beneath `workspace`, if it has at
+/// most `max_bytes`. Blocking: run it off the async threads.
+pub(crate) fn read_beneath(workspace: &Path, path: &str, max_bytes: u64) -> Result<Vec<u8>, OpenError> {
+    let io = |error: std::io::Error| OpenError::Io {
+        path: path.to_owned(),
+        error,
+    };
+    let relative = relative_to(workspace, path)?;
+    if relative.as_os_str().is_empty() {
+        return Err(OpenError::NotRegular(path.to_owned()));
+    }
+    let dir = File::open(workspace).map_err(io)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .mode(Mode::empty())
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(&dir, relative.as_path(), how).map_err(|errno| match errno {
+        Errno::EXDEV | Errno::ELOOP => OpenError::Outside(path.to_owned()),
+        Errno::ENOENT | Errno::ENOTDIR => OpenError::NotFound(path.to_owned()),
+        other => io(other.into()),
+    })?;
+    let file = File::from(fd);
+    let meta = file.metadata().map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(OpenError::NotRegular(path.to_owned()));
+    }
+    let too_large = |size| OpenError::TooLarge {
+        path: path.to_owned(),
+        size,
+        max: max_bytes,
+    };
+    if meta.len() > max_bytes {
+        return Err(too_large(meta.len()));
+    }
+    // The file may grow after the fstat: read one byte past the bound.
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace() -> (PathBuf, PathBuf) {
+        let base = std::env::temp_dir().join(format!(
+            "acp-bridge-open-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let workspace = base.join("ws");
+        std::fs::create_dir_all(workspace.join("sub")).unwrap();
+        std::fs::write(base.join("secret"), b"secret").unwrap();
+        std::fs::write(workspace.join("sub/a.txt"), b"hello").unwrap();
+        (base, workspace)
+    }
+
+    #[test]
+    fn a_file_beneath_is_read_by_relative_or_absolute_path() {
+        let (base, ws) = workspace();
+        assert_eq!(read_beneath(&ws, "sub/a.txt", 100).unwrap(), b"hello");
+        assert_eq!(read_beneath(&ws, "./sub/../sub/a.txt", 100).unwrap(), b"hello");
+        let absolute = ws.join("sub/a.txt");
+        assert_eq!(
+            read_beneath(&ws, absolute.to_str().unwrap(), 100).unwrap(),
+            b"hello"
+        );
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn escapes_directories_fifos_and_large_files_are_refused() {
+        let (base, ws) = workspace();
+        let secret = base.join("secret");
+        std::os::unix::fs::symlink(&secret, ws.join("link")).unwrap();
+        std::os::unix::fs::symlink("../secret", ws.join("relative-link")).unwrap();
+        nix::unistd::mkfifo(&ws.join("fifo"), Mode::S_IRWXU).unwrap();
+        let outside = |path: &str| matches!(read_beneath(&ws, path, 100), Err(OpenError::Outside(_)));
+        assert!(outside("../secret"));
+        assert!(outside("sub/../../secret"));
+        assert!(outside(secret.to_str().unwrap()));
+        assert!(outside("/etc/passwd"));
+        assert!(outside("link"));
+        assert!(outside("relative-link"));
+        assert!(outside("/proc/self/root/etc/passwd"));
+        assert!(matches!(
+            read_beneath(&ws, "sub", 100),
+            Err(OpenError::NotRegular(_))
+        ));
+        assert!(matches!(
+            read_beneath(&ws, "fifo", 100),
+            Err(OpenError::NotRegular(_))
+        ));
+        assert!(matches!(
+            read_beneath(&ws, "", 100),
+            Err(OpenError::NotRegular(_))
+        ));
+        assert!(matches!(
+            read_beneath(&ws, "nope", 100),
+            Err(OpenError::NotFound(_))
+        ));
+        assert!(matches!(
+            read_beneath(&ws, "sub/a.txt", 4),
+            Err(OpenError::TooLarge { size: 5, max: 4, .. })
+        ));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}
