@@ -8,6 +8,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nostr_sdk::hashes::Hash as _;
+
 use support::*;
 use test_support::fake_provider::{FakeProvider, RecordedRequest, ScriptedToolUse, Streaming};
 use test_support::npm_agent;
@@ -643,6 +645,56 @@ async fn claude_posts_mid_turn(flags: &[&str]) {
     let parts = user_parts(&provider);
     assert!(
         parts.iter().any(|part| part.contains("posted in the thread")),
+        "the tool's result went back to the model: {parts:?}"
+    );
+}
+
+/// claude-agent-acp calls the bridge's `send_file` (as
+/// `mcp__acp_bridge__send_file`) on a file of its working directory: the
+/// loopback Blossom server holds the file's bytes, and the thread gets the
+/// caption and the link with a NIP-92 `imeta` tag, before the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_sends_a_file_through_the_bridge_tool() {
+    const PDF: &[u8] = b"%PDF-1.7\nnot much of a report\n";
+    let blossom = test_support::blossom::BlossomServer::start().expect("blossom server");
+    let provider = provider(Streaming::default());
+    provider.use_tool(ScriptedToolUse {
+        trigger: "send me the report".into(),
+        name: "mcp__acp_bridge__send_file".into(),
+        input: serde_json::json!({"path": "report.pdf", "caption": "the report"}),
+    });
+    let mut claude = RealAgent::claude(&provider);
+    claude.env.push(("ENABLE_TOOL_SEARCH", "false".into()));
+    std::fs::write(claude.home.join("report.pdf"), PDF).expect("the file");
+    let base = blossom.base_url();
+    let scene = claude
+        .scene(&["--blossom", &base, "--fetch-private-addresses"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "please send me the report").await;
+    let posted = owner.reply_containing(&bot, &mention.id, "the report\n").await;
+    let imeta = posted
+        .tags
+        .iter()
+        .find(|tag| tag.as_slice().first().map(String::as_str) == Some("imeta"))
+        .expect("an imeta tag");
+    let hash = nostr_sdk::hashes::sha256::Hash::hash(PDF).to_string();
+    assert!(
+        imeta.as_slice().contains(&format!("x {hash}"))
+            && imeta.as_slice().contains(&"m application/pdf".to_owned()),
+        "{imeta:?}"
+    );
+    assert_eq!(
+        blossom.blob(&hash).as_deref(),
+        Some(PDF),
+        "the server holds the file"
+    );
+    let answer = owner.reply_containing(&bot, &mention.id, "reply to: ").await;
+    assert!(posted.created_at <= answer.created_at);
+    let parts = user_parts(&provider);
+    assert!(
+        parts.iter().any(|part| part.contains("sent: ")),
         "the tool's result went back to the model: {parts:?}"
     );
 }
