@@ -224,6 +224,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--agents", "0"),
     ("--turns-per-agent", "0"),
     ("--cwd", "/nonexistent/work"),
+    ("--workspace", "per-user"),
     ("--idle-timeout", "5"),
     ("--max-turn-duration", "5x"),
     ("--cancel-timeout", "0s"),

@@ -369,6 +369,8 @@ impl Stages {
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,
+            workspaces: settings.agent.workspaces(),
+            pool: pool.watch_status(),
         };
         let publisher = Arc::new(Publisher::new(
             client.clone(),
@@ -533,7 +535,7 @@ fn turn_services(
         media: settings.media,
         files: crate::send_file::FileSender::new(
             settings.files.clone(),
-            settings.agent.cwd.clone(),
+            settings.agent.workspaces(),
             signer.clone(),
             settings.media.private_addresses,
         ),

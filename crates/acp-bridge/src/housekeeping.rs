@@ -35,7 +35,9 @@ use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
 use crate::intake::SubscriptionFloors;
 use crate::intake::relay_link::subscription_since;
 use crate::ledger::Ledger;
+use crate::pool::PoolStatus;
 use crate::store::{AnsweredThreads, Outbox, StoreError, Watermarks, sql_seconds};
+use crate::workspace::Workspaces;
 
 /// How often the state dir is pruned. The first pass runs at start-up.
 pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -65,6 +67,11 @@ pub(crate) struct Housekeeping {
     /// The intake's live subscription floors.
     pub floors: watch::Receiver<SubscriptionFloors>,
     pub retention: Duration,
+    /// Conversations' workspaces idle past the retention are removed…
+    pub workspaces: Workspaces,
+    /// …but not those of the conversations with a live session (the
+    /// pool's status says which).
+    pub pool: watch::Receiver<PoolStatus>,
 }
 
 impl Housekeeping {
@@ -87,6 +94,20 @@ impl Housekeeping {
                 ),
                 Err(error) => tracing::error!(%error, "cannot prune the state dir"),
             }
+            self.prune_workspaces();
+        }
+    }
+
+    /// Removes the conversations' workspaces idle past the retention,
+    /// sparing those with a live session.
+    fn prune_workspaces(&self) {
+        let live = self.pool.borrow().live_sessions.clone();
+        let removed = self
+            .workspaces
+            .prune(crate::workspace::idle_since(self.retention), &live);
+        if !removed.is_empty() {
+            let paths: Vec<String> = removed.iter().map(|path| path.display().to_string()).collect();
+            tracing::info!(count = removed.len(), ?paths, "idle workspaces removed");
         }
     }
 
@@ -154,6 +175,12 @@ mod tests {
                 relays: vec![relay.clone()],
                 floors: watch::Sender::new(SubscriptionFloors::default()).subscribe(),
                 retention: Duration::from_secs(7 * DAY),
+                workspaces: Workspaces::new(
+                    &std::env::temp_dir(),
+                    crate::workspace::WorkspaceMode::Shared,
+                    None,
+                ),
+                pool: watch::Sender::new(PoolStatus::default()).subscribe(),
             },
             relay,
             store,

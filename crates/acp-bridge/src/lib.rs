@@ -53,6 +53,7 @@ mod store;
 mod telemetry;
 mod thread_context;
 mod transport;
+mod workspace;
 
 pub use commands::OwnerCommand;
 pub use config::{RunArgs, Settings};

@@ -45,6 +45,7 @@ struct Directives {
     mcp_event: Option<String>,
     mcp_wrong_token: bool,
     mcp_send_file: Option<(String, String)>,
+    say_cwd: bool,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -79,6 +80,7 @@ impl Directives {
                 "child" => self.child = true,
                 "withdraw-elicit" => self.withdraw_elicit = true,
                 "mcp-wrong-token" => self.mcp_wrong_token = true,
+                "say-cwd" => self.say_cwd = true,
                 _ => {}
             },
             Some(("rounds", value)) => self.rounds = value.parse().ok().or(self.rounds),
@@ -174,6 +176,8 @@ pub(crate) struct TurnScript {
     /// Then call its `send_file` with this path and caption
     /// (`[mcp-send-file=PATH|CAPTION]`).
     pub(crate) mcp_send_file: Option<(String, String)>,
+    /// End the final message with `cwd: <the session's cwd>` (`[say-cwd]`).
+    pub(crate) say_cwd: bool,
 }
 
 impl TurnScript {
@@ -215,6 +219,7 @@ impl TurnScript {
             mcp_event: directives.mcp_event,
             mcp_wrong_token: directives.mcp_wrong_token,
             mcp_send_file: directives.mcp_send_file,
+            say_cwd: directives.say_cwd,
         }
     }
 }
@@ -292,6 +297,7 @@ mod tests {
         let script = TurnScript::new(&Options::default(), "[mcp-react=👍] [mcp-event=abc]");
         assert_eq!(script.mcp_react.as_deref(), Some("👍"));
         assert_eq!(script.mcp_event.as_deref(), Some("abc"));
+        assert!(TurnScript::new(&Options::default(), "[say-cwd]").say_cwd);
         let script = TurnScript::new(&Options::default(), "[mcp-send-file=out/chart.png|the chart]");
         assert_eq!(
             script.mcp_send_file,

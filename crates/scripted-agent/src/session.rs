@@ -61,6 +61,8 @@ struct Session {
     live: Option<LiveRun>,
     /// The HTTP MCP server the client offered when it opened the session.
     mcp: Option<HttpServer>,
+    /// The `cwd` the client gave when it last opened the session.
+    cwd: Option<String>,
 }
 
 #[derive(Debug)]
@@ -118,6 +120,21 @@ impl Sessions {
         if let Some(session) = self.lock().get_mut(session_id) {
             session.mcp = server;
         }
+    }
+
+    /// Keeps the `cwd` the client's last `session/new`, `load` or
+    /// `resume` gave for the session.
+    pub(crate) fn set_cwd(&self, session_id: &str, cwd: Option<&str>) {
+        if let Some(session) = self.lock().get_mut(session_id) {
+            session.cwd = cwd.map(str::to_owned);
+        }
+    }
+
+    /// The session's `cwd`, as the client last gave it.
+    pub(crate) fn cwd(&self, session_id: &str) -> Option<String> {
+        self.lock()
+            .get(session_id)
+            .and_then(|session| session.cwd.clone())
     }
 
     /// The HTTP MCP server offered for the session, if any.

@@ -52,6 +52,8 @@ struct Transcript {
     controls: Option<String>,
     /// What became of the `[mcp-post=…]` and `[mcp-react=…]` tool calls.
     mcp_lines: Vec<String>,
+    /// `[say-cwd]`: `cwd: <the session's cwd>`.
+    cwd_line: Option<String>,
 }
 
 /// Why the rounds stopped before their end.
@@ -379,6 +381,10 @@ async fn finish(
     if !cancelled && !fail {
         transcript.reads = turn.script.cat.iter().map(|path| read_file(path)).collect();
         transcript.controls = agent.controls.status_line(session_id);
+        if turn.script.say_cwd {
+            let cwd = agent.sessions.cwd(session_id).unwrap_or_default();
+            transcript.cwd_line = Some(format!("cwd: {cwd}"));
+        }
         let message = final_message(&turn.prompt_text, &transcript);
         acp::send_update(&agent.outbox, session_id, update::agent_text(&message)).await?;
         if let Some(bytes) = turn.script.say_bytes {
@@ -451,7 +457,7 @@ fn final_message(prompt_text: &str, transcript: &Transcript) -> String {
         message.push('\n');
         message.push_str(read);
     }
-    if let Some(line) = &transcript.controls {
+    for line in transcript.controls.iter().chain(&transcript.cwd_line) {
         message.push('\n');
         message.push_str(line);
     }
@@ -531,10 +537,11 @@ mod tests {
             elicit_line: Some("elicitation: decline".into()),
             reads: vec!["cat /x: error: denied".into()],
             controls: Some("model: fast, mode: ask".into()),
+            cwd_line: Some("cwd: /w".into()),
         };
         assert_eq!(
             final_message("hi", &transcript),
-            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\nmcp post_message: ok: posted\nelicitation: decline\ncat /x: error: denied\nmodel: fast, mode: ask"
+            "done: hi\nsteer: one\nsteer: two\ntool: allowed (allow_once)\nmcp post_message: ok: posted\nelicitation: decline\ncat /x: error: denied\nmodel: fast, mode: ask\ncwd: /w"
         );
         assert_eq!(final_message("hi", &Transcript::default()), "done: hi");
     }

@@ -252,7 +252,21 @@ impl Actor {
                     }
                 }
             }
+            self.publish_live_sessions();
         }
+    }
+
+    /// Tells [`PoolStatus`] which conversations have a live session now
+    /// (workspace pruning spares them), when that changed.
+    fn publish_live_sessions(&self) {
+        self.status.send_if_modified(|status| {
+            let same = status.live_sessions.len() == self.sessions.len()
+                && self.sessions.keys().all(|key| status.live_sessions.contains(key));
+            if !same {
+                status.live_sessions = self.sessions.keys().cloned().collect();
+            }
+            !same
+        });
     }
 
     /// Answers a request; a shutdown is handed back to the loop.

@@ -12,6 +12,7 @@ use clap::Args;
 use super::{AgentSettings, check_program};
 use crate::flags::{ConfigError, flag_defaults, longer_than_zero, parse_duration, refuse};
 use crate::telemetry::metrics;
+use crate::workspace::{WorkspaceMode, Workspaces};
 
 /// Environment variables every agent gets (when set), beside `--agent-env`.
 /// Nothing else of the daemon's environment reaches an agent.
@@ -102,6 +103,12 @@ pub struct AgentArgs {
     #[arg(long, env = "ACP_BRIDGE_CWD", value_name = "DIR")]
     pub cwd: Option<PathBuf>,
 
+    /// Which directory each conversation's sessions run in: `shared` (all
+    /// in --cwd) or `per-conversation` (each in a directory of its own
+    /// under --cwd/conversations/, removed once idle past --retention).
+    #[arg(long, env = "ACP_BRIDGE_WORKSPACE", value_enum, default_value = "shared")]
+    pub workspace: WorkspaceMode,
+
     /// An agent that has not ended a cancelled turn after this long is
     /// killed and replaced (its turn is retried).
     #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
@@ -185,6 +192,7 @@ impl AgentArgs {
             processes: self.agents,
             turns_per_agent: self.turns_per_agent,
             cwd,
+            workspace: self.workspace,
             cancel_timeout: self.cancel_timeout,
             start_timeout: self.agent_start_timeout,
             auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
@@ -200,6 +208,13 @@ impl AgentSettings {
     /// change is refused before a missing agent is.
     pub(crate) fn ensure_program_found(&self) -> Result<(), ConfigError> {
         check_program(self).map_err(|problem| refuse("--agent-command", problem))
+    }
+
+    /// The conversations' working directories under `--cwd`, owned by the
+    /// agents' user.
+    pub(crate) fn workspaces(&self) -> Workspaces {
+        let owner = self.user.as_ref().map(|user| (user.uid, user.gid));
+        Workspaces::new(&self.cwd, self.workspace, owner)
     }
 }
 

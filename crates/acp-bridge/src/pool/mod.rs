@@ -65,6 +65,9 @@ pub struct AgentSettings {
     pub processes: u32,
     pub turns_per_agent: u32,
     pub cwd: PathBuf,
+    /// `--workspace`: which directory under `cwd` each conversation's
+    /// sessions run in.
+    pub workspace: crate::workspace::WorkspaceMode,
     pub cancel_timeout: Duration,
     /// `--agent-start-timeout`: the bound on an agent's `initialize`.
     pub start_timeout: Duration,
@@ -136,6 +139,8 @@ pub(crate) struct PoolStatus {
     pub starts: Starts,
     /// The breaker's last recorded failure, kept after it closes.
     pub last_failure: Option<String>,
+    /// The conversations whose session lives on an agent now.
+    pub live_sessions: std::collections::BTreeSet<ConversationKey>,
 }
 
 /// Whether the pool starts agents. An agent that cannot start at all is a
@@ -181,7 +186,8 @@ impl Pool {
             .chain(settings.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let sessions = SessionBook::new(sessions, agent, &settings.cwd, AuthPolicy::new(&settings), mcp);
+        let workspaces = settings.workspaces();
+        let sessions = SessionBook::new(sessions, agent, workspaces, AuthPolicy::new(&settings), mcp);
         let launcher = Launcher::Command(Box::new(settings), groups);
         Pool::with_launcher(launcher, processes, sessions, client_config)
     }
@@ -222,7 +228,10 @@ impl Pool {
         self.requests.send(request).map_err(|_| PoolError::ShutDown)?;
         let grant = granted.await.map_err(|_| PoolError::ShutDown)??;
         let session = match grant.session {
-            Some(session) => session,
+            Some(session) => {
+                self.sessions.mark_used(conversation);
+                session
+            }
             None => {
                 // A failure here drops the grant, whose hold releases the slot.
                 let opened = self.sessions.open(&grant.client, conversation).await;
@@ -283,6 +292,11 @@ impl Pool {
     /// The pool as the actor last published it; never waits for the actor.
     pub(crate) fn status(&self) -> PoolStatus {
         self.status.borrow().clone()
+    }
+
+    /// The pool's status as the actor publishes it, to watch.
+    pub(crate) fn watch_status(&self) -> watch::Receiver<PoolStatus> {
+        self.status.clone()
     }
 
     /// Whether agents are started now, and if not, why.

@@ -17,7 +17,6 @@
 //! time within one daemon run, until the session is forgotten.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use acp_client::{AcpError, AgentClient, AgentInfo, SessionId, codes};
 
@@ -26,6 +25,7 @@ use super::auth::{AuthChoice, AuthPolicy};
 use crate::mcp::McpOffers;
 use crate::mention::ConversationKey;
 use crate::store::Sessions;
+use crate::workspace::Workspaces;
 
 /// Where conversations' sessions are kept, and how they are opened.
 #[derive(Debug)]
@@ -34,7 +34,8 @@ pub(super) struct SessionBook {
     /// The agent command line: a session means something only to the
     /// agent that made it.
     agent: String,
-    cwd: Arc<Path>,
+    /// Where each conversation's sessions run.
+    workspaces: Workspaces,
     auth: AuthPolicy,
     /// The bridge's own MCP server (`None`: `--mcp off`).
     mcp: Option<McpOffers>,
@@ -44,14 +45,14 @@ impl SessionBook {
     pub(super) fn new(
         sessions: Sessions,
         agent: String,
-        cwd: &Path,
+        workspaces: Workspaces,
         auth: AuthPolicy,
         mcp: Option<McpOffers>,
     ) -> Self {
         SessionBook {
             sessions,
             agent,
-            cwd: cwd.into(),
+            workspaces,
             auth,
             mcp,
         }
@@ -72,11 +73,15 @@ impl SessionBook {
         client: &AgentClient,
         conversation: &ConversationKey,
     ) -> Result<SessionId, PoolError> {
-        if let Some(session) = self.reopen(client, conversation).await {
+        let cwd = self
+            .workspaces
+            .prepare(conversation)
+            .map_err(|error| PoolError::Session(error.to_string()))?;
+        if let Some(session) = self.reopen(client, conversation, &cwd).await {
             return Ok(session);
         }
         let session = client
-            .new_session(&self.cwd, self.mcp_servers(client, conversation))
+            .new_session(&cwd, self.mcp_servers(client, conversation))
             .await
             .map_err(|error| self.new_session_failed(client.info(), error))?;
         tracing::info!(%conversation, session = %session, agent = client.name(), "session opened");
@@ -96,7 +101,20 @@ impl SessionBook {
         }
     }
 
-    async fn reopen(&self, client: &AgentClient, conversation: &ConversationKey) -> Option<SessionId> {
+    /// The conversation's live session takes a turn: its workspace is in
+    /// use (so not pruned as idle).
+    pub(super) fn mark_used(&self, conversation: &ConversationKey) {
+        if let Err(error) = self.workspaces.prepare(conversation) {
+            tracing::warn!(%conversation, %error, "cannot mark the workspace used");
+        }
+    }
+
+    async fn reopen(
+        &self,
+        client: &AgentClient,
+        conversation: &ConversationKey,
+        cwd: &Path,
+    ) -> Option<SessionId> {
         let kept = match self.sessions.of(conversation, &self.agent) {
             Ok(kept) => SessionId(kept?),
             Err(error) => {
@@ -109,14 +127,14 @@ impl SessionBook {
             (
                 "resumed",
                 client
-                    .resume_session(&kept, &self.cwd, self.mcp_servers(client, conversation))
+                    .resume_session(&kept, cwd, self.mcp_servers(client, conversation))
                     .await,
             )
         } else if info.load_session {
             (
                 "loaded",
                 client
-                    .load_session(&kept, &self.cwd, self.mcp_servers(client, conversation))
+                    .load_session(&kept, cwd, self.mcp_servers(client, conversation))
                     .await,
             )
         } else {

@@ -78,7 +78,11 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
     let sessions = SessionBook::new(
         Sessions::new(store),
         "scripted".into(),
-        &std::env::temp_dir(),
+        crate::workspace::Workspaces::new(
+            &std::env::temp_dir(),
+            crate::workspace::WorkspaceMode::Shared,
+            None,
+        ),
         AuthPolicy::default(),
         None,
     );
@@ -112,6 +116,7 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         processes: 1,
         turns_per_agent: 1,
         cwd: std::env::temp_dir(),
+        workspace: crate::workspace::WorkspaceMode::Shared,
         cancel_timeout: Duration::from_secs(1),
         start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
         auth_method: None,
@@ -159,8 +164,13 @@ async fn while_a_slot_is_starting_status_release_rotate_and_discard_take_effect_
         alive: 1,
         starts: Starts::Allowed,
         last_failure: None,
+        live_sessions: Default::default(),
     };
-    assert_eq!(pool.status(), expected);
+    let status = PoolStatus {
+        live_sessions: Default::default(),
+        ..pool.status()
+    };
+    assert_eq!(status, expected);
 
     // Released, slot 1 is the least loaded again: a new conversation goes there.
     pool.release(&b);

@@ -12,7 +12,7 @@ mod blossom;
 mod mime;
 mod open;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -26,6 +26,7 @@ use crate::http_get::PrivateAddresses;
 use crate::mention::ConversationKey;
 use crate::signer::BotSigner;
 use crate::telemetry::metrics;
+use crate::workspace::Workspaces;
 use blossom::Blob;
 use open::OpenError;
 
@@ -86,23 +87,23 @@ impl Sent {
 #[derive(Debug, Clone)]
 pub(crate) struct FileSender {
     settings: Arc<FileSettings>,
-    workspace: Arc<Path>,
+    workspaces: Workspaces,
     signer: BotSigner,
     private_addresses: PrivateAddresses,
 }
 
 impl FileSender {
-    /// Files are read beneath `workspace` (`--cwd`), uploaded with
+    /// Files are read beneath each conversation's workspace, uploaded with
     /// authorizations `signer` signs.
     pub(crate) fn new(
         settings: FileSettings,
-        workspace: PathBuf,
+        workspaces: Workspaces,
         signer: BotSigner,
         private_addresses: PrivateAddresses,
     ) -> Self {
         FileSender {
             settings: Arc::new(settings),
-            workspace: workspace.into(),
+            workspaces,
             signer,
             private_addresses,
         }
@@ -126,13 +127,15 @@ impl FileSender {
         if let Some(refusal) = self.unavailable() {
             return Err(refusal);
         }
-        let workspace = self.workspace_of(conversation);
+        let root = self.workspaces.root().to_path_buf();
+        let workspace = self.workspaces.relative_dir_of(conversation);
         let max_bytes = self.settings.max_file_bytes;
         let owned_path = path.to_owned();
-        let bytes =
-            tokio::task::spawn_blocking(move || open::read_beneath(&workspace, &owned_path, max_bytes))
-                .await
-                .map_err(|_| SendFileError::Upload)??;
+        let bytes = tokio::task::spawn_blocking(move || {
+            open::read_beneath(&root, &workspace, &owned_path, max_bytes)
+        })
+        .await
+        .map_err(|_| SendFileError::Upload)??;
         let name = display_name(path);
         let mime = mime::sniff(&name, &bytes).ok_or_else(|| SendFileError::Type(path.to_owned()))?;
         let blob = Blob::new(bytes, mime);
@@ -173,11 +176,6 @@ impl FileSender {
             size: blob.bytes.len(),
             sha256: blob.sha256,
         })
-    }
-
-    /// The directory `conversation`'s agent works in.
-    fn workspace_of(&self, _conversation: &ConversationKey) -> PathBuf {
-        self.workspace.to_path_buf()
     }
 }
 

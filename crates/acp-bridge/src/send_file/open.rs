@@ -49,23 +49,47 @@ fn relative_to(workspace: &Path, path: &str) -> Result<PathBuf, OpenError> {
         .ok_or_else(|| OpenError::Outside(path.to_owned()))
 }
 
-/// The bytes of the regular file `path` beneath `workspace`, if it has at
-/// most `max_bytes`. Blocking: run it off the async threads.
-pub(crate) fn read_beneath(workspace: &Path, path: &str, max_bytes: u64) -> Result<Vec<u8>, OpenError> {
+/// How every path is resolved: never above the directory it starts from,
+/// never through a `/proc` magic link.
+fn beneath(flags: OFlag) -> OpenHow {
+    OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .mode(Mode::empty())
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS)
+}
+
+/// The bytes of the regular file `path` beneath the workspace `workspace`
+/// (relative to `root`, `--cwd`; empty: `root` itself), if it has at most
+/// `max_bytes`. The workspace itself is opened beneath `root` too, so a
+/// workspace replaced by a symlink leads nowhere. Blocking: run it off the
+/// async threads.
+pub(crate) fn read_beneath(
+    root: &Path,
+    workspace: &Path,
+    path: &str,
+    max_bytes: u64,
+) -> Result<Vec<u8>, OpenError> {
     let io = |error: std::io::Error| OpenError::Io {
         path: path.to_owned(),
         error,
     };
-    let relative = relative_to(workspace, path)?;
+    let relative = relative_to(&root.join(workspace), path)?;
     if relative.as_os_str().is_empty() {
         return Err(OpenError::NotRegular(path.to_owned()));
     }
-    let dir = File::open(workspace).map_err(io)?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
-        .mode(Mode::empty())
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = openat2(&dir, relative.as_path(), how).map_err(|errno| match errno {
+    let mut dir = File::open(root).map_err(io)?;
+    if !workspace.as_os_str().is_empty() {
+        let fd =
+            openat2(&dir, workspace, beneath(OFlag::O_RDONLY | OFlag::O_DIRECTORY)).map_err(|errno| {
+                match errno {
+                    Errno::ENOENT => OpenError::NotFound(path.to_owned()),
+                    Errno::EXDEV | Errno::ELOOP | Errno::ENOTDIR => OpenError::Outside(path.to_owned()),
+                    other => io(other.into()),
+                }
+            })?;
+        dir = File::from(fd);
+    }
+    let fd = openat2(&dir, relative.as_path(), beneath(OFlag::O_RDONLY)).map_err(|errno| match errno {
         Errno::EXDEV | Errno::ELOOP => OpenError::Outside(path.to_owned()),
         Errno::ENOENT | Errno::ENOTDIR => OpenError::NotFound(path.to_owned()),
         other => io(other.into()),
@@ -112,16 +136,18 @@ mod tests {
         (base, workspace)
     }
 
+    /// `read_beneath` with `ws` as the root (shared mode).
+    fn read(ws: &Path, path: &str, max: u64) -> Result<Vec<u8>, OpenError> {
+        read_beneath(ws, Path::new(""), path, max)
+    }
+
     #[test]
     fn a_file_beneath_is_read_by_relative_or_absolute_path() {
         let (base, ws) = workspace();
-        assert_eq!(read_beneath(&ws, "sub/a.txt", 100).unwrap(), b"hello");
-        assert_eq!(read_beneath(&ws, "./sub/../sub/a.txt", 100).unwrap(), b"hello");
+        assert_eq!(read(&ws, "sub/a.txt", 100).unwrap(), b"hello");
+        assert_eq!(read(&ws, "./sub/../sub/a.txt", 100).unwrap(), b"hello");
         let absolute = ws.join("sub/a.txt");
-        assert_eq!(
-            read_beneath(&ws, absolute.to_str().unwrap(), 100).unwrap(),
-            b"hello"
-        );
+        assert_eq!(read(&ws, absolute.to_str().unwrap(), 100).unwrap(), b"hello");
         std::fs::remove_dir_all(base).unwrap();
     }
 
@@ -132,7 +158,7 @@ mod tests {
         std::os::unix::fs::symlink(&secret, ws.join("link")).unwrap();
         std::os::unix::fs::symlink("../secret", ws.join("relative-link")).unwrap();
         nix::unistd::mkfifo(&ws.join("fifo"), Mode::S_IRWXU).unwrap();
-        let outside = |path: &str| matches!(read_beneath(&ws, path, 100), Err(OpenError::Outside(_)));
+        let outside = |path: &str| matches!(read(&ws, path, 100), Err(OpenError::Outside(_)));
         assert!(outside("../secret"));
         assert!(outside("sub/../../secret"));
         assert!(outside(secret.to_str().unwrap()));
@@ -140,25 +166,37 @@ mod tests {
         assert!(outside("link"));
         assert!(outside("relative-link"));
         assert!(outside("/proc/self/root/etc/passwd"));
+        assert!(matches!(read(&ws, "sub", 100), Err(OpenError::NotRegular(_))));
+        assert!(matches!(read(&ws, "fifo", 100), Err(OpenError::NotRegular(_))));
+        assert!(matches!(read(&ws, "", 100), Err(OpenError::NotRegular(_))));
+        assert!(matches!(read(&ws, "nope", 100), Err(OpenError::NotFound(_))));
         assert!(matches!(
-            read_beneath(&ws, "sub", 100),
-            Err(OpenError::NotRegular(_))
-        ));
-        assert!(matches!(
-            read_beneath(&ws, "fifo", 100),
-            Err(OpenError::NotRegular(_))
-        ));
-        assert!(matches!(
-            read_beneath(&ws, "", 100),
-            Err(OpenError::NotRegular(_))
-        ));
-        assert!(matches!(
-            read_beneath(&ws, "nope", 100),
-            Err(OpenError::NotFound(_))
-        ));
-        assert!(matches!(
-            read_beneath(&ws, "sub/a.txt", 4),
+            read(&ws, "sub/a.txt", 4),
             Err(OpenError::TooLarge { size: 5, max: 4, .. })
+        ));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_conversations_workspace_is_its_own_root_and_cannot_be_a_symlink_out() {
+        let (base, root) = workspace();
+        std::fs::create_dir_all(root.join("conversations/a")).unwrap();
+        std::fs::write(root.join("conversations/a/mine.txt"), b"mine").unwrap();
+        std::os::unix::fs::symlink(&base, root.join("conversations/b")).unwrap();
+        let a = Path::new("conversations/a");
+        assert_eq!(read_beneath(&root, a, "mine.txt", 100).unwrap(), b"mine");
+        let absolute = root.join("conversations/a/mine.txt");
+        assert_eq!(
+            read_beneath(&root, a, absolute.to_str().unwrap(), 100).unwrap(),
+            b"mine"
+        );
+        assert!(matches!(
+            read_beneath(&root, a, "../../sub/a.txt", 100),
+            Err(OpenError::Outside(_))
+        ));
+        assert!(matches!(
+            read_beneath(&root, Path::new("conversations/b"), "secret", 100),
+            Err(OpenError::Outside(_))
         ));
         std::fs::remove_dir_all(base).unwrap();
     }

@@ -1,0 +1,247 @@
+//! Which directory each conversation's agent works in (`--workspace`).
+//!
+//! `shared` (the default): every session runs in `--cwd`, as before.
+//! `per-conversation`: each conversation's sessions run in a directory of
+//! its own, `<cwd>/conversations/<16 hex of sha256(conversation key)>`,
+//! created on first use (0700, owned by `--agent-user` when set) under a
+//! `conversations/` dir the daemon owns (0711: agents can enter their own
+//! directory but neither list nor rename the others'). The name is a pure
+//! function of the key, so a restarted daemon finds the same directory
+//! and a reopened session keeps its files.
+//!
+//! A directory's modification time says when its conversation last had a
+//! turn (each lease touches it); [`Workspaces::prune`] removes those idle
+//! longer than `--retention`, except the conversations with a live session.
+//! `send_file` reads beneath the same directory (see `send_file`).
+
+use std::collections::BTreeSet;
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use clap::ValueEnum;
+use nostr_sdk::hashes::{Hash as _, sha256};
+
+use crate::mention::ConversationKey;
+
+/// Where conversations' workspaces live, under `--cwd`.
+pub(crate) const CONVERSATIONS_DIR: &str = "conversations";
+/// Hex digits of the key's hash in a workspace's name: 64 bits, no
+/// collision among any plausible number of conversations.
+const DIR_NAME_HEX: usize = 16;
+/// `conversations/`: the daemon's, enterable by the agents' user.
+const CONVERSATIONS_DIR_MODE: u32 = 0o711;
+/// A conversation's workspace: its agent's only.
+const WORKSPACE_MODE: u32 = 0o700;
+
+/// `--workspace`: which directory a conversation's sessions run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum WorkspaceMode {
+    /// Every session in `--cwd`.
+    #[default]
+    Shared,
+    /// Each conversation in a directory of its own under `--cwd`.
+    PerConversation,
+}
+
+/// Why a conversation's workspace could not be made ready.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot prepare the workspace `{path}`: {error}")]
+pub(crate) struct WorkspaceError {
+    path: PathBuf,
+    error: std::io::Error,
+}
+
+/// The conversations' working directories. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Workspaces {
+    root: Arc<Path>,
+    mode: WorkspaceMode,
+    /// `--agent-user`'s uid and gid: the owner of each workspace.
+    owner: Option<(u32, u32)>,
+}
+
+impl Workspaces {
+    /// Workspaces under `root` (`--cwd`, canonical), owned by `owner`.
+    pub(crate) fn new(root: &Path, mode: WorkspaceMode, owner: Option<(u32, u32)>) -> Self {
+        Workspaces {
+            root: root.into(),
+            mode,
+            owner,
+        }
+    }
+
+    /// `--cwd`, which holds every workspace.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The workspace of `conversation` relative to [`root`](Self::root)
+    /// (empty when shared).
+    pub(crate) fn relative_dir_of(&self, conversation: &ConversationKey) -> PathBuf {
+        match self.mode {
+            WorkspaceMode::Shared => PathBuf::new(),
+            WorkspaceMode::PerConversation => Path::new(CONVERSATIONS_DIR).join(dir_name(conversation)),
+        }
+    }
+
+    /// The directory `conversation`'s sessions run in.
+    pub(crate) fn dir_of(&self, conversation: &ConversationKey) -> PathBuf {
+        self.root.join(self.relative_dir_of(conversation))
+    }
+
+    /// The directory of `conversation`, created if it is not yet, and
+    /// marked used now.
+    pub(crate) fn prepare(&self, conversation: &ConversationKey) -> Result<PathBuf, WorkspaceError> {
+        let dir = self.dir_of(conversation);
+        if self.mode == WorkspaceMode::Shared {
+            return Ok(dir);
+        }
+        let failed = |path: &Path| {
+            let path = path.to_owned();
+            move |error| WorkspaceError { path, error }
+        };
+        let parent = self.root.join(CONVERSATIONS_DIR);
+        create(&parent, CONVERSATIONS_DIR_MODE, None).map_err(failed(&parent))?;
+        if create(&dir, WORKSPACE_MODE, self.owner).map_err(failed(&dir))? {
+            tracing::info!(%conversation, path = %dir.display(), "workspace created");
+        }
+        touch(&dir).map_err(failed(&dir))?;
+        Ok(dir)
+    }
+
+    /// Removes the workspaces not used since `idle_since`, except those of
+    /// the conversations `live` (sessions alive now); the paths removed.
+    /// Shared mode removes nothing.
+    pub(crate) fn prune(&self, idle_since: SystemTime, live: &BTreeSet<ConversationKey>) -> Vec<PathBuf> {
+        if self.mode == WorkspaceMode::Shared {
+            return Vec::new();
+        }
+        let keep: BTreeSet<PathBuf> = live.iter().map(|key| self.dir_of(key)).collect();
+        let Ok(entries) = std::fs::read_dir(self.root.join(CONVERSATIONS_DIR)) else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            // Not followed: a symlink planted here is not a workspace.
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let idle = meta.modified().is_ok_and(|used| used < idle_since);
+            if !meta.is_dir() || !idle || keep.contains(&path) {
+                continue;
+            }
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => removed.push(path),
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "cannot remove an idle workspace")
+                }
+            }
+        }
+        removed
+    }
+}
+
+/// The workspace name of `conversation`: stable across restarts, safe as
+/// a file name whatever the key holds.
+fn dir_name(conversation: &ConversationKey) -> String {
+    let hash = sha256::Hash::hash(conversation.as_str().as_bytes()).to_string();
+    hash[..DIR_NAME_HEX].to_owned()
+}
+
+/// Creates `dir` with `mode` (not following a symlink put in its place),
+/// owned by `owner` when given; whether it was created now.
+fn create(dir: &Path, mode: u32, owner: Option<(u32, u32)>) -> std::io::Result<bool> {
+    match DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {
+            // The umask may have taken bits off: set exactly.
+            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
+            }
+            Ok(true)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            if std::fs::symlink_metadata(dir)?.is_dir() {
+                Ok(false)
+            } else {
+                Err(std::io::Error::other("it exists and is not a directory"))
+            }
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Marks `dir` used now (its modification time).
+fn touch(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.set_modified(SystemTime::now())
+}
+
+/// How long ago `retention` is from now, for [`Workspaces::prune`].
+pub(crate) fn idle_since(retention: Duration) -> SystemTime {
+    SystemTime::now()
+        .checked_sub(retention)
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn root(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("acp-bridge-ws-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn key(text: &str) -> ConversationKey {
+        ConversationKey::from_journal(text)
+    }
+
+    #[test]
+    fn shared_is_the_root_and_per_conversation_a_stable_dir_of_each() {
+        let root = root("names");
+        let shared = Workspaces::new(&root, WorkspaceMode::Shared, None);
+        assert_eq!(shared.prepare(&key("a")).unwrap(), root);
+        assert!(!root.join(CONVERSATIONS_DIR).exists(), "shared creates nothing");
+
+        let each = Workspaces::new(&root, WorkspaceMode::PerConversation, None);
+        let a = each.prepare(&key("group:a")).unwrap();
+        let b = each.prepare(&key("group:b")).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a, each.dir_of(&key("group:a")), "the same dir each time");
+        assert_eq!(a.parent().unwrap(), root.join(CONVERSATIONS_DIR));
+        assert_eq!(a.file_name().unwrap().len(), DIR_NAME_HEX);
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&a), WORKSPACE_MODE);
+        assert_eq!(mode(&root.join(CONVERSATIONS_DIR)), CONVERSATIONS_DIR_MODE);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn idle_workspaces_go_but_live_and_recent_ones_stay() {
+        let root = root("prune");
+        let each = Workspaces::new(&root, WorkspaceMode::PerConversation, None);
+        let (old, live, recent) = (key("old"), key("live"), key("recent"));
+        for conversation in [&old, &live, &recent] {
+            let dir = each.prepare(conversation).unwrap();
+            std::fs::write(dir.join("file"), "x").unwrap();
+        }
+        let long_ago = SystemTime::now() - Duration::from_secs(3600);
+        for conversation in [&old, &live] {
+            std::fs::File::open(each.dir_of(conversation))
+                .unwrap()
+                .set_modified(long_ago)
+                .unwrap();
+        }
+        let removed = each.prune(idle_since(Duration::from_secs(60)), &[live.clone()].into());
+        assert_eq!(removed, [each.dir_of(&old)]);
+        assert!(each.dir_of(&live).exists() && each.dir_of(&recent).exists());
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}

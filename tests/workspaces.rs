@@ -1,0 +1,139 @@
+//! `--workspace` (issue 24 §4), end to end: in `per-conversation` mode each
+//! conversation's sessions run in a directory of their own under `--cwd`
+//! (the scripted agent says the `cwd` its session was opened with), stable
+//! across the conversation's turns; `send_file` reads from it; `shared`
+//! mode keeps every session in `--cwd`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use support::*;
+use test_support::blossom::BlossomServer;
+
+/// The `cwd: …` line of an answer of the scripted agent.
+fn said_cwd(answer: &str) -> PathBuf {
+    let line = answer
+        .lines()
+        .find_map(|line| line.strip_prefix("cwd: "))
+        .unwrap_or_else(|| panic!("no cwd line: {answer}"));
+    PathBuf::from(line)
+}
+
+fn flags(cwd: &Path, mode: &str) -> Vec<String> {
+    vec![
+        "--cwd".into(),
+        cwd.to_str().expect("utf-8 path").into(),
+        "--workspace".into(),
+        mode.into(),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_conversation_works_in_a_directory_of_its_own() {
+    let cwd = std::fs::canonicalize(temp_dir("workspaces-each")).expect("cwd");
+    let flags = flags(&cwd, "per-conversation");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let scene = Scene::builder().flags(&flags).start().await;
+
+    let first = scene.mention("room", "[say-cwd]").await;
+    let room = said_cwd(&scene.reply_to(&first).await.content);
+    let other = scene.mention("other-room", "[say-cwd]").await;
+    let other_room = said_cwd(&scene.reply_to(&other).await.content);
+    assert_ne!(room, other_room, "two conversations, two directories");
+    for dir in [&room, &other_room] {
+        assert_eq!(dir.parent(), Some(cwd.join("conversations").as_path()));
+        assert!(dir.is_dir(), "{} exists", dir.display());
+    }
+    let again = scene.mention("room", "[say-cwd]").await;
+    assert_eq!(
+        said_cwd(&scene.reply_to(&again).await.content),
+        room,
+        "the conversation keeps its directory"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_mode_keeps_every_session_in_the_cwd() {
+    let cwd = std::fs::canonicalize(temp_dir("workspaces-shared")).expect("cwd");
+    let flags = flags(&cwd, "shared");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let scene = Scene::builder().flags(&flags).start().await;
+
+    for room in ["room", "other-room"] {
+        let mention = scene.mention(room, "[say-cwd]").await;
+        assert_eq!(said_cwd(&scene.reply_to(&mention).await.content), cwd);
+    }
+    assert!(!cwd.join("conversations").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_file_reads_from_the_conversations_own_directory() {
+    let blossom = BlossomServer::start().expect("blossom server");
+    let cwd = std::fs::canonicalize(temp_dir("workspaces-send")).expect("cwd");
+    std::fs::write(cwd.join("shared.txt"), "in the root").expect("file");
+    let base = blossom.base_url();
+    let mut flags = flags(&cwd, "per-conversation");
+    flags.extend(["--blossom".into(), base, "--fetch-private-addresses".into()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let scene = Scene::builder().flags(&flags).start().await;
+
+    let first = scene.mention("room", "[say-cwd]").await;
+    let room = said_cwd(&scene.reply_to(&first).await.content);
+    std::fs::write(room.join("notes.txt"), "the room's notes").expect("file");
+    let send = scene.mention("room", "[mcp-send-file=notes.txt|notes]").await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let answer = owner.reply_containing(&bot, &send.id, "done: ").await.content;
+    assert!(answer.contains("mcp send_file: ok: sent: "), "{answer}");
+    let root_file = scene
+        .mention("room", "[mcp-send-file=../../shared.txt|root]")
+        .await;
+    let answer = owner
+        .reply_containing(&bot, &root_file.id, "done: ")
+        .await
+        .content;
+    assert!(
+        answer.contains("mcp send_file: error: `../../shared.txt` is outside your working directory"),
+        "another directory than the conversation's is out of reach: {answer}"
+    );
+    assert_eq!(blossom.blob_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_idle_past_the_retention_is_removed_at_the_next_pass() {
+    let cwd = std::fs::canonicalize(temp_dir("workspaces-prune")).expect("cwd");
+    let flags = flags(&cwd, "per-conversation");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut scene = Scene::builder().flags(&flags).start().await;
+
+    let old = scene.mention("room", "[say-cwd]").await;
+    let old_dir = said_cwd(&scene.reply_to(&old).await.content);
+    std::fs::write(old_dir.join("work.txt"), "done long ago").expect("file");
+    let recent = scene.mention("other-room", "[say-cwd]").await;
+    let recent_dir = said_cwd(&scene.reply_to(&recent).await.content);
+    assert!(
+        scene
+            .bridge
+            .terminate(std::time::Duration::from_secs(30))
+            .await
+            .success()
+    );
+    // Last used eight days ago, past the default retention of seven.
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+    std::fs::File::open(&old_dir)
+        .and_then(|dir| dir.set_modified(long_ago))
+        .expect("backdate the workspace");
+
+    // Housekeeping's first pass runs at start-up.
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let removed = log.wait(log.start(), Line::new("idle workspaces removed")).await;
+    assert_eq!(removed["count"], 1, "{removed}");
+    assert!(!old_dir.exists(), "the idle workspace is gone");
+    assert!(recent_dir.is_dir(), "the recent one stays");
+
+    // The conversation starts afresh in a new, empty directory of the same name.
+    let back = scene.mention("room", "[say-cwd]").await;
+    assert_eq!(said_cwd(&scene.reply_to(&back).await.content), old_dir);
+    assert!(!old_dir.join("work.txt").exists());
+}
