@@ -225,6 +225,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--turns-per-agent", "0"),
     ("--cwd", "/nonexistent/work"),
     ("--workspace", "per-user"),
+    ("--workspace-repo", "/nonexistent/repo"),
     ("--idle-timeout", "5"),
     ("--max-turn-duration", "5x"),
     ("--cancel-timeout", "0s"),

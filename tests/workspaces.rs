@@ -137,3 +137,68 @@ async fn a_workspace_idle_past_the_retention_is_removed_at_the_next_pass() {
     assert_eq!(said_cwd(&scene.reply_to(&back).await.content), old_dir);
     assert!(!old_dir.join("work.txt").exists());
 }
+
+/// Runs `git` in `dir` with `args`; its stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_repo_each_workspace_is_a_worktree_of_it_until_pruned() {
+    let base = std::fs::canonicalize(temp_dir("workspaces-repo")).expect("base");
+    let (cwd, repo) = (base.join("work"), base.join("repo"));
+    std::fs::create_dir_all(&cwd).expect("cwd");
+    std::fs::create_dir_all(&repo).expect("repo");
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("README.md"), "the project\n").expect("file");
+    git(&repo, &["add", "README.md"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let mut flags = flags(&cwd, "per-conversation");
+    flags.extend([
+        "--workspace-repo".into(),
+        repo.to_str().expect("utf-8 path").into(),
+    ]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut scene = Scene::builder().flags(&flags).start().await;
+
+    let mention = scene.mention("room", "[say-cwd]").await;
+    let dir = said_cwd(&scene.reply_to(&mention).await.content);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("README.md")).expect("checked out"),
+        "the project\n"
+    );
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(
+        listed.contains(&format!("worktree {}", dir.display())),
+        "a worktree of the repo: {listed}"
+    );
+
+    assert!(
+        scene
+            .bridge
+            .terminate(std::time::Duration::from_secs(30))
+            .await
+            .success()
+    );
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+    std::fs::File::open(&dir)
+        .and_then(|dir| dir.set_modified(long_ago))
+        .expect("backdate the workspace");
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::new("idle workspaces removed")).await;
+    assert!(!dir.exists(), "the worktree is gone");
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(
+        !listed.contains(&dir.display().to_string()),
+        "and the repo no longer lists it: {listed}"
+    );
+}

@@ -94,17 +94,18 @@ impl Housekeeping {
                 ),
                 Err(error) => tracing::error!(%error, "cannot prune the state dir"),
             }
-            self.prune_workspaces();
+            self.prune_workspaces().await;
         }
     }
 
     /// Removes the conversations' workspaces idle past the retention,
     /// sparing those with a live session.
-    fn prune_workspaces(&self) {
+    async fn prune_workspaces(&self) {
         let live = self.pool.borrow().live_sessions.clone();
         let removed = self
             .workspaces
-            .prune(crate::workspace::idle_since(self.retention), &live);
+            .prune(crate::workspace::idle_since(self.retention), &live)
+            .await;
         if !removed.is_empty() {
             let paths: Vec<String> = removed.iter().map(|path| path.display().to_string()).collect();
             tracing::info!(count = removed.len(), ?paths, "idle workspaces removed");

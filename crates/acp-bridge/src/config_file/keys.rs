@@ -134,6 +134,7 @@ pub(crate) const KEYS: &[Key] = &[
     key("turns-per-agent", Section::Agent),
     key("cwd", Section::Agent),
     key("workspace", Section::Agent),
+    key("workspace-repo", Section::Agent),
     key("agent-start-timeout", Section::Agent),
     key("permission-policy", Section::Agent),
     key("permission-timeout", Section::Agent),

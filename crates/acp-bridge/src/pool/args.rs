@@ -109,6 +109,12 @@ pub struct AgentArgs {
     #[arg(long, env = "ACP_BRIDGE_WORKSPACE", value_enum, default_value = "shared")]
     pub workspace: WorkspaceMode,
 
+    /// With --workspace per-conversation: each new workspace is a detached
+    /// `git worktree` of this repository (owned by --agent-user when set).
+    /// When git fails, the conversation works in a plain directory.
+    #[arg(long, env = "ACP_BRIDGE_WORKSPACE_REPO", value_name = "DIR")]
+    pub workspace_repo: Option<PathBuf>,
+
     /// An agent that has not ended a cancelled turn after this long is
     /// killed and replaced (its turn is retried).
     #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
@@ -127,6 +133,31 @@ impl Default for AgentArgs {
 }
 
 impl AgentArgs {
+    /// `--workspace-repo`, canonical: an existing directory, and only with
+    /// per-conversation workspaces (a shared one has no worktree to make).
+    fn workspace_repo(&self) -> Result<Option<PathBuf>, ConfigError> {
+        let Some(repo) = self
+            .workspace_repo
+            .as_ref()
+            .filter(|repo| !repo.as_os_str().is_empty())
+        else {
+            return Ok(None);
+        };
+        if self.workspace != WorkspaceMode::PerConversation {
+            return Err(refuse("--workspace-repo", "needs --workspace per-conversation"));
+        }
+        let repo = std::fs::canonicalize(repo)
+            .ok()
+            .filter(|repo| repo.is_dir())
+            .ok_or_else(|| {
+                refuse(
+                    "--workspace-repo",
+                    format!("`{}` is not a directory", repo.display()),
+                )
+            })?;
+        Ok(Some(repo))
+    }
+
     /// How agents run, checked: the bounds, `--cwd` (default: the current
     /// directory) and `--agent-user`. The program is looked up as the pool
     /// will run it by [`AgentSettings::ensure_program_found`], so that a
@@ -169,11 +200,15 @@ impl AgentArgs {
             Some(words) => split_agent_args(words)?,
             None => default_agent_args(&self.agent_command),
         };
+        let workspace_repo = self.workspace_repo()?;
         let mut agent_env = agent_environment(&self.agent_env, env);
         if let Some(user) = &user {
             agent_env = as_agent_user(agent_env, user, &self.agent_env);
         }
-        Ok(self.settings(args, agent_env, cwd, user))
+        Ok(AgentSettings {
+            workspace_repo,
+            ..self.settings(args, agent_env, cwd, user)
+        })
     }
 
     /// These flags' settings for an agent run with `args` and `env` in
@@ -193,6 +228,7 @@ impl AgentArgs {
             turns_per_agent: self.turns_per_agent,
             cwd,
             workspace: self.workspace,
+            workspace_repo: None,
             cancel_timeout: self.cancel_timeout,
             start_timeout: self.agent_start_timeout,
             auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
@@ -214,7 +250,7 @@ impl AgentSettings {
     /// agents' user.
     pub(crate) fn workspaces(&self) -> Workspaces {
         let owner = self.user.as_ref().map(|user| (user.uid, user.gid));
-        Workspaces::new(&self.cwd, self.workspace, owner)
+        Workspaces::new(&self.cwd, self.workspace, owner).with_repo(self.workspace_repo.clone())
     }
 }
 

@@ -68,6 +68,8 @@ pub struct AgentSettings {
     /// `--workspace`: which directory under `cwd` each conversation's
     /// sessions run in.
     pub workspace: crate::workspace::WorkspaceMode,
+    /// `--workspace-repo` (canonical): new workspaces are worktrees of it.
+    pub workspace_repo: Option<PathBuf>,
     pub cancel_timeout: Duration,
     /// `--agent-start-timeout`: the bound on an agent's `initialize`.
     pub start_timeout: Duration,

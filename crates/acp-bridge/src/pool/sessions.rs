@@ -76,6 +76,7 @@ impl SessionBook {
         let cwd = self
             .workspaces
             .prepare(conversation)
+            .await
             .map_err(|error| PoolError::Session(error.to_string()))?;
         if let Some(session) = self.reopen(client, conversation, &cwd).await {
             return Ok(session);
@@ -104,9 +105,7 @@ impl SessionBook {
     /// The conversation's live session takes a turn: its workspace is in
     /// use (so not pruned as idle).
     pub(super) fn mark_used(&self, conversation: &ConversationKey) {
-        if let Err(error) = self.workspaces.prepare(conversation) {
-            tracing::warn!(%conversation, %error, "cannot mark the workspace used");
-        }
+        self.workspaces.mark_used(conversation);
     }
 
     async fn reopen(

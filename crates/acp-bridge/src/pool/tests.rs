@@ -117,6 +117,7 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         turns_per_agent: 1,
         cwd: std::env::temp_dir(),
         workspace: crate::workspace::WorkspaceMode::Shared,
+        workspace_repo: None,
         cancel_timeout: Duration::from_secs(1),
         start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
         auth_method: None,

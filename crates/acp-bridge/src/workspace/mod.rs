@@ -9,10 +9,19 @@
 //! function of the key, so a restarted daemon finds the same directory
 //! and a reopened session keeps its files.
 //!
+//! With `--workspace-repo`, a new workspace is made a detached worktree of
+//! that repository ([`git`]). When git fails (not a repository, not the
+//! agents' to write, a timeout), the conversation works in the plain
+//! directory and the log says why: a broken repository must not make the
+//! bot unable to answer at all, and the agent can still clone or fetch.
+//!
 //! A directory's modification time says when its conversation last had a
 //! turn (each lease touches it); [`Workspaces::prune`] removes those idle
-//! longer than `--retention`, except the conversations with a live session.
-//! `send_file` reads beneath the same directory (see `send_file`).
+//! longer than `--retention` (a worktree through `git worktree remove`),
+//! except the conversations with a live session. `send_file` reads beneath
+//! the same directory (see `send_file`).
+
+mod git;
 
 use std::collections::BTreeSet;
 use std::fs::DirBuilder;
@@ -61,6 +70,8 @@ pub(crate) struct Workspaces {
     mode: WorkspaceMode,
     /// `--agent-user`'s uid and gid: the owner of each workspace.
     owner: Option<(u32, u32)>,
+    /// `--workspace-repo`: new workspaces are worktrees of it.
+    repo: Option<git::Repo>,
 }
 
 impl Workspaces {
@@ -70,7 +81,14 @@ impl Workspaces {
             root: root.into(),
             mode,
             owner,
+            repo: None,
         }
+    }
+
+    /// New workspaces become worktrees of the repository at `repo`.
+    pub(crate) fn with_repo(mut self, repo: Option<PathBuf>) -> Self {
+        self.repo = repo.map(|path| git::Repo::new(path, self.owner));
+        self
     }
 
     /// `--cwd`, which holds every workspace.
@@ -92,9 +110,9 @@ impl Workspaces {
         self.root.join(self.relative_dir_of(conversation))
     }
 
-    /// The directory of `conversation`, created if it is not yet, and
-    /// marked used now.
-    pub(crate) fn prepare(&self, conversation: &ConversationKey) -> Result<PathBuf, WorkspaceError> {
+    /// The directory of `conversation`, created if it is not yet (a
+    /// worktree of `--workspace-repo` if set), and marked used now.
+    pub(crate) async fn prepare(&self, conversation: &ConversationKey) -> Result<PathBuf, WorkspaceError> {
         let dir = self.dir_of(conversation);
         if self.mode == WorkspaceMode::Shared {
             return Ok(dir);
@@ -106,16 +124,41 @@ impl Workspaces {
         let parent = self.root.join(CONVERSATIONS_DIR);
         create(&parent, CONVERSATIONS_DIR_MODE, None).map_err(failed(&parent))?;
         if create(&dir, WORKSPACE_MODE, self.owner).map_err(failed(&dir))? {
-            tracing::info!(%conversation, path = %dir.display(), "workspace created");
+            let worktree = match &self.repo {
+                None => false,
+                Some(repo) => match repo.add_worktree(&dir).await {
+                    Ok(()) => true,
+                    Err(error) => {
+                        tracing::error!(%conversation, path = %dir.display(), %error, "cannot make the workspace a worktree of --workspace-repo; the conversation works in a plain directory");
+                        false
+                    }
+                },
+            };
+            tracing::info!(%conversation, path = %dir.display(), worktree, "workspace created");
         }
         touch(&dir).map_err(failed(&dir))?;
         Ok(dir)
     }
 
+    /// The conversation's live session takes a turn: its workspace is in
+    /// use (so not pruned as idle).
+    pub(crate) fn mark_used(&self, conversation: &ConversationKey) {
+        if self.mode == WorkspaceMode::Shared {
+            return;
+        }
+        if let Err(error) = touch(&self.dir_of(conversation)) {
+            tracing::warn!(%conversation, %error, "cannot mark the workspace used");
+        }
+    }
+
     /// Removes the workspaces not used since `idle_since`, except those of
     /// the conversations `live` (sessions alive now); the paths removed.
     /// Shared mode removes nothing.
-    pub(crate) fn prune(&self, idle_since: SystemTime, live: &BTreeSet<ConversationKey>) -> Vec<PathBuf> {
+    pub(crate) async fn prune(
+        &self,
+        idle_since: SystemTime,
+        live: &BTreeSet<ConversationKey>,
+    ) -> Vec<PathBuf> {
         if self.mode == WorkspaceMode::Shared {
             return Vec::new();
         }
@@ -134,12 +177,24 @@ impl Workspaces {
             if !meta.is_dir() || !idle || keep.contains(&path) {
                 continue;
             }
+            if let Some(repo) = &self.repo
+                && repo.remove_worktree(&path).await.is_ok()
+            {
+                removed.push(path);
+                continue;
+            }
             match std::fs::remove_dir_all(&path) {
                 Ok(()) => removed.push(path),
                 Err(error) => {
                     tracing::warn!(path = %path.display(), %error, "cannot remove an idle workspace")
                 }
             }
+        }
+        if let Some(repo) = &self.repo
+            && !removed.is_empty()
+            && let Err(error) = repo.prune_worktrees().await
+        {
+            tracing::warn!(%error, "cannot prune the worktrees of --workspace-repo");
         }
         removed
     }
@@ -203,16 +258,16 @@ mod tests {
         ConversationKey::from_journal(text)
     }
 
-    #[test]
-    fn shared_is_the_root_and_per_conversation_a_stable_dir_of_each() {
+    #[tokio::test]
+    async fn shared_is_the_root_and_per_conversation_a_stable_dir_of_each() {
         let root = root("names");
         let shared = Workspaces::new(&root, WorkspaceMode::Shared, None);
-        assert_eq!(shared.prepare(&key("a")).unwrap(), root);
+        assert_eq!(shared.prepare(&key("a")).await.unwrap(), root);
         assert!(!root.join(CONVERSATIONS_DIR).exists(), "shared creates nothing");
 
         let each = Workspaces::new(&root, WorkspaceMode::PerConversation, None);
-        let a = each.prepare(&key("group:a")).unwrap();
-        let b = each.prepare(&key("group:b")).unwrap();
+        let a = each.prepare(&key("group:a")).await.unwrap();
+        let b = each.prepare(&key("group:b")).await.unwrap();
         assert_ne!(a, b);
         assert_eq!(a, each.dir_of(&key("group:a")), "the same dir each time");
         assert_eq!(a.parent().unwrap(), root.join(CONVERSATIONS_DIR));
@@ -223,13 +278,13 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
-    #[test]
-    fn idle_workspaces_go_but_live_and_recent_ones_stay() {
+    #[tokio::test]
+    async fn idle_workspaces_go_but_live_and_recent_ones_stay() {
         let root = root("prune");
         let each = Workspaces::new(&root, WorkspaceMode::PerConversation, None);
         let (old, live, recent) = (key("old"), key("live"), key("recent"));
         for conversation in [&old, &live, &recent] {
-            let dir = each.prepare(conversation).unwrap();
+            let dir = each.prepare(conversation).await.unwrap();
             std::fs::write(dir.join("file"), "x").unwrap();
         }
         let long_ago = SystemTime::now() - Duration::from_secs(3600);
@@ -239,7 +294,9 @@ mod tests {
                 .set_modified(long_ago)
                 .unwrap();
         }
-        let removed = each.prune(idle_since(Duration::from_secs(60)), &[live.clone()].into());
+        let removed = each
+            .prune(idle_since(Duration::from_secs(60)), &[live.clone()].into())
+            .await;
         assert_eq!(removed, [each.dir_of(&old)]);
         assert!(each.dir_of(&live).exists() && each.dir_of(&recent).exists());
         std::fs::remove_dir_all(root).unwrap();
