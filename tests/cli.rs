@@ -226,6 +226,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--cwd", "/nonexistent/work"),
     ("--workspace", "per-user"),
     ("--workspace-repo", "/nonexistent/repo"),
+    ("--workspace-extra-dir", "/nonexistent/docs"),
     ("--idle-timeout", "5"),
     ("--max-turn-duration", "5x"),
     ("--cancel-timeout", "0s"),

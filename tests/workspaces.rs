@@ -202,3 +202,46 @@ async fn with_a_repo_each_workspace_is_a_worktree_of_it_until_pruned() {
         "and the repo no longer lists it: {listed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extra_dirs_reach_agents_that_take_additional_directories() {
+    let base = std::fs::canonicalize(temp_dir("workspaces-extra")).expect("base");
+    let (cwd, shared) = (base.join("work"), base.join("docs"));
+    std::fs::create_dir_all(&cwd).expect("cwd");
+    std::fs::create_dir_all(&shared).expect("extra dir");
+    let mut flags = flags(&cwd, "per-conversation");
+    flags.extend([
+        "--workspace-extra-dir".into(),
+        shared.to_str().expect("utf-8 path").into(),
+    ]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let taking = Scene::builder()
+        .agent(&[
+            "--round-delay-ms",
+            "20",
+            "--rounds",
+            "1",
+            "--additional-directories",
+        ])
+        .flags(&flags)
+        .start()
+        .await;
+    let mention = taking.mention("room", "[say-cwd]").await;
+    let answer = taking.reply_to(&mention).await.content;
+    assert!(
+        answer.contains(&format!("(additional: {})", shared.display())),
+        "{answer}"
+    );
+
+    // An agent that does not advertise them gets none, and the log says so.
+    let plain = Scene::builder().flags(&flags).start().await;
+    let mention = plain.mention("room", "[say-cwd]").await;
+    let answer = plain.reply_to(&mention).await.content;
+    assert!(!answer.contains("additional"), "{answer}");
+    let log = &plain.bridge.log;
+    log.wait(
+        log.start(),
+        Line::new("the agent does not take additionalDirectories; its sessions get only their cwd"),
+    )
+    .await;
+}

@@ -100,6 +100,9 @@ pub struct AgentInfo {
     pub resume_session: bool,
     /// `agentCapabilities.sessionCapabilities.close`: `session/close` ends one.
     pub close_session: bool,
+    /// `agentCapabilities.sessionCapabilities.additionalDirectories`:
+    /// sessions may be given directories beside their `cwd`.
+    pub additional_directories: bool,
     /// `_meta.steering.supported == true`: the agent takes
     /// `_session/steering` into a running turn.
     pub session_steering: bool,
@@ -152,6 +155,7 @@ impl AgentInfo {
             load_session: flag(capabilities, &["loadSession"]),
             resume_session: flag(capabilities, &["sessionCapabilities", "resume"]),
             close_session: flag(capabilities, &["sessionCapabilities", "close"]),
+            additional_directories: flag(capabilities, &["sessionCapabilities", "additionalDirectories"]),
             session_steering: meta
                 .and_then(|meta| meta.get("steering"))
                 .and_then(|steering| steering.get("supported"))
@@ -184,7 +188,7 @@ mod tests {
             "authMethods": [],
             "agentCapabilities": {
                 "loadSession": true,
-                "sessionCapabilities": {"resume": {}, "close": {}, "list": {}, "fork": {}},
+                "sessionCapabilities": {"resume": {}, "close": {}, "list": {}, "fork": {}, "additionalDirectories": {}},
                 "promptCapabilities": {"image": true, "embeddedContext": true}
             },
             "_meta": {"steering": {"supported": true}, "claudeCode": {"promptQueueing": true}}
@@ -192,6 +196,7 @@ mod tests {
         let info = AgentInfo::from_initialize_result(&claude);
         assert_eq!(info.name.as_deref(), Some("claude-agent-acp"));
         assert!(info.load_session && info.resume_session && info.close_session);
+        assert!(info.additional_directories);
         assert!(info.session_steering && info.prompt_queueing);
         assert!(info.auth_methods.is_empty());
         assert!(info.prompt_image);
@@ -199,6 +204,7 @@ mod tests {
 
         let bare = AgentInfo::from_initialize_result(&json!({"protocolVersion": 1}));
         assert!(!bare.load_session && !bare.resume_session && !bare.close_session);
+        assert!(!bare.additional_directories);
         assert!(!bare.session_steering && !bare.prompt_queueing && !bare.prompt_image);
         let hinted_otherwise = json!({"_meta": {"steering": {"supported": "yes"}}});
         assert!(!AgentInfo::from_initialize_result(&hinted_otherwise).session_steering);

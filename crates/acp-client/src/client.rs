@@ -6,7 +6,7 @@
 //! [`crate::turn`].
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -58,6 +58,12 @@ pub struct ClientConfig {
     /// turn's policy, since the caller bounds those tools itself (see
     /// [`crate::PermissionRequest::is_tool_of_mcp_server`]).
     pub own_mcp_server: Option<&'static str>,
+    /// Directories (absolute) every session may use beside its `cwd`,
+    /// sent as `additionalDirectories` on `session/new`, `load` and
+    /// `resume` to agents that advertise
+    /// `sessionCapabilities.additionalDirectories`, and left out (said once
+    /// per agent, at `initialize`) for the others.
+    pub additional_directories: Vec<PathBuf>,
 }
 
 impl Default for ClientConfig {
@@ -70,6 +76,7 @@ impl Default for ClientConfig {
             elicitation: false,
             drops: DropObserver::default(),
             own_mcp_server: None,
+            additional_directories: Vec::new(),
         }
     }
 }
@@ -242,8 +249,26 @@ impl AgentClient {
             });
         }
         let info = AgentInfo::from_initialize_result(&result);
+        if !self.config.additional_directories.is_empty() && !info.additional_directories {
+            tracing::warn!(agent = %self.conn.agent, "the agent does not take additionalDirectories; its sessions get only their cwd");
+        }
         let _ = self.info.set(info.clone());
         Ok(info)
+    }
+
+    /// The params of opening a session in `cwd` (with `sessionId` when
+    /// given), with the configured `additionalDirectories` when the agent
+    /// takes them.
+    fn session_params(&self, session: Option<&SessionId>, cwd: &Path, mcp_servers: Vec<Value>) -> Value {
+        let mut params = json!({"cwd": cwd, "mcpServers": mcp_servers});
+        if let Some(session) = session {
+            params["sessionId"] = json!(session);
+        }
+        let takes_them = self.info().is_some_and(|info| info.additional_directories);
+        if takes_them && !self.config.additional_directories.is_empty() {
+            params["additionalDirectories"] = json!(self.config.additional_directories);
+        }
+        params
     }
 
     /// What the agent said in `initialize`; `None` before it answered.
@@ -256,7 +281,7 @@ impl AgentClient {
     /// is read; updates the agent sent for it before are kept too, within
     /// [`crate::UNCLAIMED_UPDATES_LIMIT`].
     pub async fn new_session(&self, cwd: &Path, mcp_servers: Vec<Value>) -> Result<SessionId, AcpError> {
-        let params = json!({"cwd": cwd, "mcpServers": mcp_servers});
+        let params = self.session_params(None, cwd, mcp_servers);
         let result = self
             .request_as(
                 Waiter::OpenSession,
@@ -296,7 +321,7 @@ impl AgentClient {
     ) -> Result<(), AcpError> {
         // Known before the answer: the agent may describe it first.
         self.conn.lock().sessions.entry(session.clone()).or_default();
-        let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": mcp_servers});
+        let params = self.session_params(Some(session), cwd, mcp_servers);
         let result = self
             .request(methods::SESSION_RESUME, params, self.config.request_timeout)
             .await?;
@@ -314,7 +339,7 @@ impl AgentClient {
         mcp_servers: Vec<Value>,
     ) -> Result<(), AcpError> {
         self.conn.set_replaying(session, true);
-        let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": mcp_servers});
+        let params = self.session_params(Some(session), cwd, mcp_servers);
         let loaded = self
             .request(methods::SESSION_LOAD, params, self.config.request_timeout)
             .await;

@@ -40,6 +40,9 @@ pub(crate) fn initialize_result(options: &Options) -> Value {
     if options.reopen_sessions == Some(Reopen::Resume) {
         result["agentCapabilities"]["sessionCapabilities"] = json!({ "resume": {}, "close": {} });
     }
+    if options.additional_directories {
+        result["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"] = json!({});
+    }
     if options.session_steering
         && let Some(object) = result.as_object_mut()
     {

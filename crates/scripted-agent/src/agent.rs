@@ -195,7 +195,7 @@ impl Agent {
         log!("session {session_id}: reopened");
         self.sessions.insert(session_id.to_owned());
         self.sessions.offer_mcp(session_id, HttpServer::offered(params));
-        self.sessions.set_cwd(session_id, params["cwd"].as_str());
+        self.sessions.set_cwd(session_id, params);
         Ok(session_id.to_owned())
     }
 
@@ -208,7 +208,7 @@ impl Agent {
         log!("session {session_id}: created (cwd {cwd})");
         self.sessions.insert(session_id.clone());
         self.sessions.offer_mcp(&session_id, HttpServer::offered(params));
-        self.sessions.set_cwd(&session_id, Some(cwd));
+        self.sessions.set_cwd(&session_id, params);
         let mut result = self.controls.open(&session_id);
         result["sessionId"] = json!(session_id);
         Ok(result)

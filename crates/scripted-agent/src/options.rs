@@ -95,6 +95,11 @@ pub struct Options {
     #[arg(long)]
     pub session_steering: bool,
 
+    /// Advertise `sessionCapabilities.additionalDirectories`; `[say-cwd]`
+    /// then also says the directories a session was given.
+    #[arg(long)]
+    pub additional_directories: bool,
+
     /// Advertise `promptCapabilities.image`, and end every final message
     /// with what each image block of its prompt held (`[image image/png,
     /// N bytes]`).
@@ -186,6 +191,7 @@ impl Default for Options {
             init_delay_ms: None,
             no_steer: false,
             session_steering: false,
+            additional_directories: false,
             images: false,
             reopen_sessions: None,
             controls: None,
@@ -219,6 +225,7 @@ impl Options {
             (self.chatter, "--chatter"),
             (self.no_steer, "--no-steer"),
             (self.session_steering, "--session-steering"),
+            (self.additional_directories, "--additional-directories"),
             (self.images, "--images"),
             (self.steering_starts_turns, "--steering-starts-turns"),
             (self.end_run_after_steer, "--end-run-after-steer"),

@@ -122,11 +122,16 @@ impl Sessions {
         }
     }
 
-    /// Keeps the `cwd` the client's last `session/new`, `load` or
-    /// `resume` gave for the session.
-    pub(crate) fn set_cwd(&self, session_id: &str, cwd: Option<&str>) {
+    /// Keeps where the client's last `session/new`, `load` or `resume`
+    /// put the session: its `cwd`, then its `additionalDirectories`.
+    pub(crate) fn set_cwd(&self, session_id: &str, params: &serde_json::Value) {
         if let Some(session) = self.lock().get_mut(session_id) {
-            session.cwd = cwd.map(str::to_owned);
+            let mut place = params["cwd"].as_str().unwrap_or_default().to_owned();
+            if let Some(extra) = params["additionalDirectories"].as_array() {
+                let extra: Vec<&str> = extra.iter().filter_map(serde_json::Value::as_str).collect();
+                place.push_str(&format!(" (additional: {})", extra.join(", ")));
+            }
+            session.cwd = Some(place);
         }
     }
 

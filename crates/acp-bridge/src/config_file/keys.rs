@@ -135,6 +135,7 @@ pub(crate) const KEYS: &[Key] = &[
     key("cwd", Section::Agent),
     key("workspace", Section::Agent),
     key("workspace-repo", Section::Agent),
+    key("workspace-extra-dir", Section::Agent),
     key("agent-start-timeout", Section::Agent),
     key("permission-policy", Section::Agent),
     key("permission-timeout", Section::Agent),

@@ -115,6 +115,17 @@ pub struct AgentArgs {
     #[arg(long, env = "ACP_BRIDGE_WORKSPACE_REPO", value_name = "DIR")]
     pub workspace_repo: Option<PathBuf>,
 
+    /// A directory every session may use beside its workspace (repeatable,
+    /// or comma-separated), passed as ACP `additionalDirectories` to agents
+    /// that advertise it; other agents get only their workspace (logged).
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_WORKSPACE_EXTRA_DIR",
+        value_delimiter = ',',
+        value_name = "DIR"
+    )]
+    pub workspace_extra_dir: Vec<PathBuf>,
+
     /// An agent that has not ended a cancelled turn after this long is
     /// killed and replaced (its turn is retried).
     #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
@@ -156,6 +167,26 @@ impl AgentArgs {
                 )
             })?;
         Ok(Some(repo))
+    }
+
+    /// `--workspace-extra-dir`, canonical (ACP wants absolute paths):
+    /// existing directories.
+    fn extra_dirs(&self) -> Result<Vec<PathBuf>, ConfigError> {
+        self.workspace_extra_dir
+            .iter()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .map(|dir| {
+                std::fs::canonicalize(dir)
+                    .ok()
+                    .filter(|dir| dir.is_dir())
+                    .ok_or_else(|| {
+                        refuse(
+                            "--workspace-extra-dir",
+                            format!("`{}` is not a directory", dir.display()),
+                        )
+                    })
+            })
+            .collect()
     }
 
     /// How agents run, checked: the bounds, `--cwd` (default: the current
@@ -201,12 +232,14 @@ impl AgentArgs {
             None => default_agent_args(&self.agent_command),
         };
         let workspace_repo = self.workspace_repo()?;
+        let extra_dirs = self.extra_dirs()?;
         let mut agent_env = agent_environment(&self.agent_env, env);
         if let Some(user) = &user {
             agent_env = as_agent_user(agent_env, user, &self.agent_env);
         }
         Ok(AgentSettings {
             workspace_repo,
+            extra_dirs,
             ..self.settings(args, agent_env, cwd, user)
         })
     }
@@ -229,6 +262,7 @@ impl AgentArgs {
             cwd,
             workspace: self.workspace,
             workspace_repo: None,
+            extra_dirs: Vec::new(),
             cancel_timeout: self.cancel_timeout,
             start_timeout: self.agent_start_timeout,
             auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
@@ -279,6 +313,7 @@ impl AgentSettings {
             initialize_timeout: self.start_timeout,
             drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
             own_mcp_server: Some(crate::mcp::SERVER_NAME),
+            additional_directories: self.extra_dirs.clone(),
             ..ClientConfig::default()
         }
     }

@@ -70,6 +70,9 @@ pub struct AgentSettings {
     pub workspace: crate::workspace::WorkspaceMode,
     /// `--workspace-repo` (canonical): new workspaces are worktrees of it.
     pub workspace_repo: Option<PathBuf>,
+    /// `--workspace-extra-dir` (canonical): offered to every session as
+    /// `additionalDirectories`.
+    pub extra_dirs: Vec<PathBuf>,
     pub cancel_timeout: Duration,
     /// `--agent-start-timeout`: the bound on an agent's `initialize`.
     pub start_timeout: Duration,

@@ -118,6 +118,7 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         cwd: std::env::temp_dir(),
         workspace: crate::workspace::WorkspaceMode::Shared,
         workspace_repo: None,
+        extra_dirs: Vec::new(),
         cancel_timeout: Duration::from_secs(1),
         start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
         auth_method: None,
