@@ -245,3 +245,51 @@ async fn extra_dirs_reach_agents_that_take_additional_directories() {
     )
     .await;
 }
+
+/// `id -u [user]`.
+fn uid_of(user: Option<&str>) -> Option<u32> {
+    let output = std::process::Command::new("id")
+        .arg("-u")
+        .args(user)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&output.stdout).trim().parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_agent_user_the_workspace_is_that_users_alone() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    const AGENT_USER: &str = "nobody";
+    if uid_of(None) != Some(0) {
+        println!("skipped: --agent-user needs a daemon running as root (CI runs as root)");
+        return;
+    }
+    let cwd = std::fs::canonicalize(temp_dir("workspaces-user")).expect("cwd");
+    std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut flags = flags(&cwd, "per-conversation");
+    flags.extend(["--agent-user".into(), AGENT_USER.into()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let scene = Scene::builder().flags(&flags).start().await;
+
+    let mention = scene.mention("room", "[say-cwd]").await;
+    let dir = said_cwd(&scene.reply_to(&mention).await.content);
+    let meta = std::fs::metadata(&dir).expect("the workspace");
+    assert_eq!(
+        Some(meta.uid()),
+        uid_of(Some(AGENT_USER)),
+        "owned by the agent user"
+    );
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    let parent = std::fs::metadata(cwd.join("conversations")).expect("conversations/");
+    assert_eq!((parent.uid(), parent.permissions().mode() & 0o777), (0, 0o711));
+
+    // The agent, as that user, reads what is in its workspace.
+    let file = dir.join("notes.txt");
+    std::fs::write(&file, "in the workspace").expect("file");
+    let read = scene.mention("room", &format!("[cat={}]", file.display())).await;
+    let answer = scene.reply_to(&read).await.content;
+    assert!(
+        answer.contains(&format!("{}: in the workspace", file.display())),
+        "{answer}"
+    );
+}
