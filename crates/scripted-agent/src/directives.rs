@@ -44,6 +44,7 @@ struct Directives {
     mcp_react: Option<String>,
     mcp_event: Option<String>,
     mcp_wrong_token: bool,
+    tasks: crate::mcp_tasks::TaskCalls,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -65,6 +66,9 @@ impl Directives {
     }
 
     fn apply(&mut self, inner: &str) {
+        if self.tasks.apply(inner) {
+            return;
+        }
         match inner.split_once('=') {
             None => match inner {
                 "tool" => self.tool = true,
@@ -166,6 +170,8 @@ pub(crate) struct TurnScript {
     pub(crate) mcp_event: Option<String>,
     /// Call the tools with a token that was never minted.
     pub(crate) mcp_wrong_token: bool,
+    /// Then `delegate`, `task_status`, `task_stop` (see `mcp_tasks`).
+    pub(crate) mcp_tasks: crate::mcp_tasks::TaskCalls,
 }
 
 impl TurnScript {
@@ -206,6 +212,7 @@ impl TurnScript {
             mcp_react: directives.mcp_react,
             mcp_event: directives.mcp_event,
             mcp_wrong_token: directives.mcp_wrong_token,
+            mcp_tasks: directives.tasks,
         }
     }
 }

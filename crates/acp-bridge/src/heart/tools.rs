@@ -66,6 +66,13 @@ impl Heart {
             ToolAction::React { event_id, emoji } => {
                 let _ = answer.send(self.react(&conversation, &event_id, &emoji));
             }
+            ToolAction::Delegate(call) => self.delegate(&conversation, call, answer),
+            ToolAction::TaskStatus { id } => {
+                let _ = answer.send(self.task_status(&conversation, &id));
+            }
+            ToolAction::TaskStop { id } => {
+                let _ = answer.send(self.task_stop(&conversation, &id));
+            }
         }
     }
 

@@ -41,6 +41,12 @@ pub(crate) enum ToolAction {
     PostMessage { text: String },
     /// React (NIP-25) with `emoji` to the conversation's message `event_id`.
     React { event_id: String, emoji: String },
+    /// Start a delegated task (see `heart/tasks`).
+    Delegate(crate::heart::DelegateCall),
+    /// Where the conversation's task `id` stands.
+    TaskStatus { id: String },
+    /// Stop the conversation's task `id`.
+    TaskStop { id: String },
 }
 
 impl ToolAction {
@@ -49,6 +55,20 @@ impl ToolAction {
         match self {
             ToolAction::PostMessage { .. } => "post_message",
             ToolAction::React { .. } => "react",
+            ToolAction::Delegate(_) => "delegate",
+            ToolAction::TaskStatus { .. } => "task_status",
+            ToolAction::TaskStop { .. } => "task_stop",
+        }
+    }
+
+    /// How long the tool waits for the heart's answer: a delegation in the
+    /// foreground is answered once its task ends, or its wait is over.
+    fn answer_timeout(&self) -> Duration {
+        match self {
+            ToolAction::Delegate(call) if !call.background => {
+                HEART_ANSWER_TIMEOUT + crate::heart::FOREGROUND_WAIT
+            }
+            _ => HEART_ANSWER_TIMEOUT,
         }
     }
 }
@@ -65,6 +85,24 @@ pub(crate) struct React {
     event_id: String,
     /// The reaction: an emoji, or `+` / `-`.
     emoji: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct Delegate {
+    /// The task, complete in itself: the task's session sees nothing else.
+    prompt: String,
+    /// Who does it: `self` (a fresh session of this agent, the default).
+    to: Option<String>,
+    /// `true` (the default): return a task id at once; the result comes to
+    /// you as a message when the task ends. `false`: wait for the result
+    /// (for a few minutes at most).
+    background: Option<bool>,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct TaskId {
+    /// The task id `delegate` returned.
+    id: String,
 }
 
 /// The tools of one request, bound to the conversation of its token.
@@ -110,10 +148,52 @@ impl BridgeTools {
         Ok(self.ask(ToolAction::React { event_id, emoji }).await)
     }
 
+    /// Hands a task to a fresh session; its result comes back framed by
+    /// the bridge (see `heart/tasks`).
+    #[tool(
+        description = "Delegate a task to a fresh session of this agent (to: \"self\", the default), which sees only your prompt. With background true (the default) you get a task id at once and the task's result reaches you as a message framed by the bridge when it ends (or starts your next turn if you have finished). With background false the call waits for the result, for a few minutes at most."
+    )]
+    async fn delegate(
+        &self,
+        Parameters(Delegate {
+            prompt,
+            to,
+            background,
+        }): Parameters<Delegate>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let call = crate::heart::DelegateCall {
+            prompt,
+            to: to.unwrap_or_else(|| "self".to_owned()),
+            background: background.unwrap_or(true),
+        };
+        Ok(self.ask(ToolAction::Delegate(call)).await)
+    }
+
+    /// Where a task of this conversation stands.
+    #[tool(
+        description = "Where a task you delegated stands: running, done (with its result), failed, or stopped."
+    )]
+    async fn task_status(
+        &self,
+        Parameters(TaskId { id }): Parameters<TaskId>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::TaskStatus { id }).await)
+    }
+
+    /// Stops a running task of this conversation.
+    #[tool(description = "Stop a task you delegated that still runs.")]
+    async fn task_stop(
+        &self,
+        Parameters(TaskId { id }): Parameters<TaskId>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::TaskStop { id }).await)
+    }
+
     /// Sends `action` to the heart and turns its answer into the tool's
     /// result; logs and counts the call.
     async fn ask(&self, action: ToolAction) -> CallToolResult {
         let tool = action.tool();
+        let answer_timeout = action.answer_timeout();
         let (answer, answered) = oneshot::channel();
         let request = ToolRequest {
             conversation: self.conversation.clone(),
@@ -123,7 +203,7 @@ impl BridgeTools {
         let outcome = if self.heart.send(request).await.is_err() {
             Err("the bridge is shutting down".to_owned())
         } else {
-            match tokio::time::timeout(HEART_ANSWER_TIMEOUT, answered).await {
+            match tokio::time::timeout(answer_timeout, answered).await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(_)) => Err("the bridge is shutting down".to_owned()),
                 Err(_) => Err(

@@ -38,6 +38,7 @@ const SIGNER_REQUESTS_FAILED: &str = "acp_bridge_signer_requests_failed_total";
 const MCP_TOOL_CALLS: &str = "acp_bridge_mcp_tool_calls_total";
 const MCP_UNAUTHORIZED: &str = "acp_bridge_mcp_unauthorized_total";
 const PROMPT_IMAGES: &str = "acp_bridge_prompt_images_total";
+const DELEGATED_TASKS: &str = "acp_bridge_delegated_tasks_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -107,7 +108,9 @@ const UPDATE_DROPS: &[&str] = &[
 ];
 /// `group_requests{request, outcome}`: the outcomes each request can have.
 /// The bridge's own MCP tools (`mcp/tools.rs`) and how a call ended.
-const MCP_TOOLS: &[&str] = &["post_message", "react"];
+const MCP_TOOLS: &[&str] = &["post_message", "react", "delegate", "task_status", "task_stop"];
+/// How delegated tasks (`heart/tasks`) ended.
+const TASK_OUTCOMES: &[&str] = &["done", "failed", "stopped"];
 const MCP_CALL_OUTCOMES: &[&str] = &["ok", "refused"];
 const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
     ("join", &["accepted", "member", "pending", "refused", "unsent"]),
@@ -136,7 +139,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 12] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 13] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -149,6 +152,7 @@ pub(crate) fn register_at_zero() {
         (AGENT_TOKENS, "kind", TOKEN_KINDS),
         (AGENT_UPDATES_DROPPED, "reason", UPDATE_DROPS),
         (PROMPT_IMAGES, "outcome", IMAGE_OUTCOMES),
+        (DELEGATED_TASKS, "outcome", TASK_OUTCOMES),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -326,6 +330,11 @@ pub(crate) fn signer_request_failed() {
 pub(crate) fn mcp_tool_call(tool: &'static str, outcome: &'static str) {
     counter!(MCP_TOOL_CALLS, "tool" => listed(MCP_TOOLS, tool), "outcome" => listed(MCP_CALL_OUTCOMES, outcome))
         .increment(1);
+}
+
+/// A delegated task ended (`done`, `failed`, `stopped`).
+pub(crate) fn delegated_task(outcome: &'static str) {
+    counter!(DELEGATED_TASKS, "outcome" => listed(TASK_OUTCOMES, outcome)).increment(1);
 }
 
 /// A request to the MCP server without a live token, refused with 401.
