@@ -179,6 +179,16 @@ async fn a_task_of_another_conversation_is_not_found() {
         );
     }
 
+    let status = scene.mention("room", "!status").await;
+    let status = scene.reply_to(&status).await;
+    assert!(
+        status
+            .content
+            .contains("0 mention(s) waiting, 1 delegated task(s) running."),
+        "!status counts the conversation's running task: {}",
+        status.content
+    );
+
     let own = scene
         .mention("room", "[mcp-task-status=t1] [mcp-task-stop=t1]")
         .await;
