@@ -7,6 +7,7 @@
 
 mod support;
 
+use acp_bridge::Attestation;
 use nostr_sdk::prelude::*;
 use support::*;
 
@@ -236,5 +237,92 @@ async fn a_foreground_delegation_returns_the_result_as_the_tool_result() {
         log.matching(mark, Line::new("task result returned to the waiting tool call"))
             .len()
             == 1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sibling_bots_reply_is_folded_into_the_live_turn() {
+    let stage = Scene::builder().stage().await;
+    let sibling = stage.join().await;
+    let attestation = Attestation::sign(&stage.owner.keys, &sibling.public_key(), "kind=9").expect("sign");
+    sibling
+        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
+        .await;
+    let stranger = Keys::generate().public_key();
+    let scene = stage.start().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    // The gate learns the sibling when it first writes to the bot.
+    let hello = sibling.mention_in_group(&bot, "bots", "hello").await;
+    sibling.reply_containing(&bot, &hello.id, "done: ").await;
+
+    let refused = scene
+        .mention(
+            "room",
+            &format!(
+                "[mcp-delegate=hi] [mcp-delegate-to={}]",
+                stranger.to_bech32().expect("npub")
+            ),
+        )
+        .await;
+    let refused = scene.owner.reply_containing(&bot, &refused.id, "done: ").await;
+    assert!(
+        refused.content.contains("is not a sibling bot this bridge hears"),
+        "{}",
+        refused.content
+    );
+
+    let mark = log.cursor();
+    let npub = sibling.public_key().to_bech32().expect("npub");
+    let mention = scene
+        .mention(
+            "room",
+            &format!("[mcp-delegate=add two and two] [mcp-delegate-to={npub}] [rounds=20] [delay=400]"),
+        )
+        .await;
+    let posted = log.wait(mark, Line::new("task posted for a sibling bot")).await;
+    let task_post = EventId::parse(posted["event"].as_str().expect("event id")).expect("id");
+    let probe = async || {
+        let found = sibling.events_referencing(&bot, &mention.id).await;
+        found.into_iter().find(|event| event.id == task_post)
+    };
+    let task_post = eventually(PATIENCE, probe, || "the task's post".to_owned()).await;
+    assert!(
+        task_post.content.contains("add two and two"),
+        "{}",
+        task_post.content
+    );
+    assert!(
+        p_tags(&task_post, &sibling.public_key()),
+        "the post mentions the sibling"
+    );
+
+    let answer = sibling
+        .publish(group_message(
+            &bot,
+            "room",
+            "four",
+            &[
+                Tag::parse(["e", &mention.id.to_hex(), "", "root"]).expect("tag"),
+                Tag::parse(["e", &task_post.id.to_hex(), "", "reply"]).expect("tag"),
+            ],
+        ))
+        .await;
+    log.wait(mark, Line::new("a sibling bot replied with a task's result"))
+        .await;
+    let reply = scene.owner.reply_containing(&bot, &mention.id, "done: ").await;
+    let (_, steered) = reply.content.split_once("steer: ").expect("steered");
+    assert!(steered.contains("Result of task t1"), "{}", reply.content);
+    assert!(steered.contains("> four"), "{}", reply.content);
+
+    scene.settle("room").await;
+    let answered: Vec<Event> = sibling
+        .events_referencing(&bot, &answer.id)
+        .await
+        .into_iter()
+        .filter(|event| event.kind == Kind::Custom(9))
+        .collect();
+    assert!(
+        answered.is_empty(),
+        "the sibling's reply is no turn of its own: {answered:#?}"
     );
 }

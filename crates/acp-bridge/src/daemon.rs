@@ -228,8 +228,9 @@ impl Stages {
             mcp,
         );
         let groups = GroupDirectory::new(&settings.groups);
-        let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
         let gate_rules = settings.gate.rules();
+        let mut services = turn_services(&settings, &pool, &replier, &store, &groups);
+        services.gate = Some(gate_rules.clone());
         let rate_limits = watch::Sender::new(settings.intake.rate_limit());
         services.context = settings.context.for_turns(
             &client,
@@ -528,6 +529,7 @@ fn turn_services(
         questions: Questions::new(Arc::clone(store)),
         reply_content: settings.replies.content,
         context: None,
+        gate: None,
         groups: groups.clone(),
         media: settings.media,
     }

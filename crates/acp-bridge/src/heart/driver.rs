@@ -70,6 +70,8 @@ pub(crate) struct TurnServices {
     pub groups: GroupDirectory,
     /// How the images mentions carry are fetched into prompts.
     pub media: MediaFetcher,
+    /// Who the gate hears: which bots a task may be delegated to.
+    pub gate: Option<crate::gate::GateRules>,
 }
 
 /// What a driver tells the heart.

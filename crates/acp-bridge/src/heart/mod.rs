@@ -236,7 +236,7 @@ impl Heart {
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report),
                 Some(request) = tool_requests.recv() => self.on_tool_request(request),
-                Some(ended) = self.tasks.endings.recv() => self.on_task_ended(ended),
+                Some(news) = self.tasks.endings.recv() => self.on_task_news(news),
                 () = sleep_until(wake.map(Into::into)) => self.conversations.wake(Instant::now()),
             }
         }
@@ -244,6 +244,9 @@ impl Heart {
     }
 
     fn on_mention(&mut self, mention: Mention) {
+        if self.sibling_result(&mention) {
+            return;
+        }
         match self.question_reply(&mention) {
             QuestionReply::Answers(key) => self.on_answer(key, mention),
             QuestionReply::Closed => self.on_closed_question(mention),

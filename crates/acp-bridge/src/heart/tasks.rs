@@ -25,6 +25,14 @@
 //! free turn slot (the pool places it on the least loaded agent like any
 //! session), so a parent waiting for its task cannot starve it.
 //!
+//! `to: <sibling bot>` (its npub or hex key; only a bot the author gate
+//! has verified as the owner's sibling, and not from a DM) posts the
+//! prompt in the thread of the delegating mention, mentioning that bot;
+//! its reply to that post (heard because it is a sibling) is the task's
+//! result, taken by the heart before it could become a turn, and goes the
+//! same way as a task's result. Without a reply in
+//! [`SIBLING_REPLY_TIMEOUT`] the task fails; `task_stop` stops waiting.
+//!
 //! Tasks live in memory only: a daemon restart loses running tasks and
 //! their results (the delegating turn's mention resumes and the agent can
 //! delegate again). While the daemon runs no result is lost: every task
@@ -33,6 +41,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use nostr_sdk::prelude::{EventId, PublicKey};
+
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -40,8 +50,9 @@ use tracing::Instrument;
 use super::Heart;
 use super::task_runner;
 use super::turn::Input;
-use crate::mention::{ConversationKey, Intent};
+use crate::mention::{ConversationKey, Intent, Mention};
 use crate::prompt::{self, Framing};
+use crate::store::Finish;
 use crate::telemetry::metrics;
 
 /// The longest a `delegate` with `background: false` waits for its task.
@@ -56,12 +67,14 @@ const ENDED_TASKS_KEPT: usize = 256;
 const ENDINGS_QUEUE: usize = 64;
 /// Between the delegating conversation's key and the task id in a task's.
 const TASK_SEGMENT: &str = "/task/";
+/// How long a task handed to a sibling bot waits for its reply.
+const SIBLING_REPLY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// A `delegate` call, as the tool took it.
 #[derive(Debug)]
 pub(crate) struct DelegateCall {
     pub prompt: String,
-    /// `self`, or another bot (not built yet: refused).
+    /// `self`, or the npub / hex key of a sibling bot.
     pub to: String,
     pub background: bool,
 }
@@ -109,13 +122,18 @@ struct Task {
     state: State,
     /// A `background: false` call still waiting for the result.
     foreground: Option<oneshot::Sender<String>>,
+    /// Handed to this sibling bot, by this message once posted: its reply
+    /// to that message is the result.
+    sibling: Option<(PublicKey, Option<EventId>)>,
 }
 
-/// A task's run ended.
+/// What a task's own work tells the heart.
 #[derive(Debug)]
-pub(super) struct TaskEnded {
-    id: String,
-    ending: Ending,
+pub(super) enum TaskNews {
+    /// It ended.
+    Ended { id: String, ending: Ending },
+    /// Its prompt was posted for a sibling bot, as `event`.
+    Posted { id: String, event: EventId },
 }
 
 /// Every task of this daemon run.
@@ -125,9 +143,9 @@ pub(super) struct Tasks {
     /// Ended tasks, oldest first, for forgetting.
     ended: VecDeque<String>,
     next_id: u64,
-    endings_tx: mpsc::Sender<TaskEnded>,
-    /// Where the heart takes the endings from.
-    pub(super) endings: mpsc::Receiver<TaskEnded>,
+    endings_tx: mpsc::Sender<TaskNews>,
+    /// Where the heart takes the tasks' news from.
+    pub(super) endings: mpsc::Receiver<TaskNews>,
 }
 
 impl Default for Tasks {
@@ -206,11 +224,10 @@ impl Heart {
 
     /// Checks the call against the bounds and starts its task; its id.
     fn start_task(&mut self, key: &ConversationKey, call: &DelegateCall) -> Result<String, String> {
-        if call.to.trim() != "self" {
-            return Err(
-                "only to: \"self\" is supported; delegating to another bot is not available here".to_owned(),
-            );
-        }
+        let sibling = match call.to.trim() {
+            "self" => None,
+            to => Some(self.sibling(to)?),
+        };
         if depth(key) >= MAX_DELEGATION_DEPTH {
             return Err(format!(
                 "this session runs a delegated task itself, and tasks may be delegated at most {MAX_DELEGATION_DEPTH} level(s) deep: do the work yourself"
@@ -238,27 +255,19 @@ impl Heart {
             .ok_or(
                 "no turn is in flight in this conversation: delegate works only while you answer a message",
             )?;
+        if sibling.is_some() && under.thread.is_direct() {
+            return Err(
+                "a private conversation cannot mention another bot: delegate to \"self\" here".to_owned(),
+            );
+        }
         self.tasks.next_id += 1;
         let id = format!("t{}", self.tasks.next_id);
-        let task_key = ConversationKey::from_journal(&format!("{key}{TASK_SEGMENT}{id}"));
         let stop = CancellationToken::new();
-        let span = tracing::info_span!("task", task_id = %id, conversation = %task_key);
-        let run = task_runner::run(
-            self.services.pool.clone(),
-            self.services.options,
-            task_key,
-            prompt::task_prompt(&id, &call.prompt),
-            stop.clone(),
-        );
         let endings = self.tasks.endings_tx.clone();
-        let task_id = id.clone();
-        tokio::spawn(
-            async move {
-                let ending = run.await;
-                let _ = endings.send(TaskEnded { id: task_id, ending }).await;
-            }
-            .instrument(span),
-        );
+        match sibling {
+            None => self.run_on_self(key, &id, &call.prompt, stop.clone(), endings),
+            Some(bot) => self.hand_to_sibling(&under, bot, &id, &call.prompt, stop.clone(), endings),
+        }
         tracing::info!(conversation = %key, task_id = %id, background = call.background, "task started");
         self.tasks.tasks.insert(
             id.clone(),
@@ -270,15 +279,149 @@ impl Heart {
                     since: Instant::now(),
                 },
                 foreground: None,
+                sibling: sibling.map(|bot| (bot, None)),
             },
         );
         Ok(id)
     }
 
+    /// The sibling bot `to` names, if the gate hears it as one.
+    fn sibling(&self, to: &str) -> Result<PublicKey, String> {
+        let bot = PublicKey::parse(to)
+            .map_err(|_| format!("to must be \"self\" or the npub or hex key of a sibling bot, not {to}"))?;
+        if !self
+            .services
+            .gate
+            .as_ref()
+            .is_some_and(|gate| gate.known_sibling(&bot))
+        {
+            return Err(format!(
+                "{to} is not a sibling bot this bridge hears (a bot your owner attested that has written to it)"
+            ));
+        }
+        Ok(bot)
+    }
+
+    /// Runs the task on a fresh session of the pool.
+    fn run_on_self(
+        &self,
+        key: &ConversationKey,
+        id: &str,
+        prompt: &str,
+        stop: CancellationToken,
+        endings: mpsc::Sender<TaskNews>,
+    ) {
+        let task_key = ConversationKey::from_journal(&format!("{key}{TASK_SEGMENT}{id}"));
+        let span = tracing::info_span!("task", task_id = %id, conversation = %task_key);
+        let run = task_runner::run(
+            self.services.pool.clone(),
+            self.services.options,
+            task_key,
+            prompt::task_prompt(id, prompt),
+            stop,
+        );
+        let id = id.to_owned();
+        tokio::spawn(
+            async move {
+                let ending = run.await;
+                let _ = endings.send(TaskNews::Ended { id, ending }).await;
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Posts the task in the thread of `under`, mentioning the sibling bot,
+    /// and waits for its reply (see [`Heart::sibling_result`]), a stop, or
+    /// [`SIBLING_REPLY_TIMEOUT`].
+    fn hand_to_sibling(
+        &self,
+        under: &Mention,
+        bot: PublicKey,
+        id: &str,
+        prompt: &str,
+        stop: CancellationToken,
+        endings: mpsc::Sender<TaskNews>,
+    ) {
+        let replier = self.services.replier.clone();
+        let under = under.clone();
+        let text = format!("{prompt}\n\n(Task {id}: please reply to this message with the result.)");
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let ending = match replier.mention_in_thread(&under, bot, &text).await {
+                Ok(event) => {
+                    tracing::info!(task_id = %id, %event, "task posted for a sibling bot");
+                    let posted = TaskNews::Posted {
+                        id: id.clone(),
+                        event,
+                    };
+                    let _ = endings.send(posted).await;
+                    tokio::select! {
+                        () = stop.cancelled() => Ending::Stopped,
+                        () = tokio::time::sleep(SIBLING_REPLY_TIMEOUT) => Ending::Failed(format!(
+                            "the sibling bot did not reply within {} s", SIBLING_REPLY_TIMEOUT.as_secs()
+                        )),
+                    }
+                }
+                Err(error) => Ending::Failed(format!("the task could not be posted: {error}")),
+            };
+            let _ = endings.send(TaskNews::Ended { id, ending }).await;
+        });
+    }
+
+    /// What a task's work reports.
+    pub(super) fn on_task_news(&mut self, news: TaskNews) {
+        match news {
+            TaskNews::Ended { id, ending } => self.on_task_ended(id, ending),
+            TaskNews::Posted { id, event } => {
+                if let Some(Task {
+                    sibling: Some((_, posted)),
+                    ..
+                }) = self.tasks.tasks.get_mut(&id)
+                {
+                    *posted = Some(event);
+                }
+            }
+        }
+    }
+
+    /// Whether `mention` is a sibling bot's reply to the task posted for
+    /// it; if so it is the task's result, and no turn of its own.
+    pub(super) fn sibling_result(&mut self, mention: &Mention) -> bool {
+        let Some(replied) = mention.replies_to.filter(|_| mention.from_sibling) else {
+            return false;
+        };
+        let found = self.tasks.tasks.iter().find(|(_, task)| {
+            matches!(task.state, State::Running { .. })
+                && task.sibling == Some((mention.author, Some(replied)))
+        });
+        let Some((id, task)) = found else {
+            return false;
+        };
+        let id = id.clone();
+        if let State::Running { stop, .. } = &task.state {
+            stop.cancel();
+        }
+        tracing::info!(task_id = %id, event_id = %mention.event_id, "a sibling bot replied with a task's result");
+        if let Err(error) = self
+            .ledger
+            .settle_without_event(std::slice::from_ref(mention), Finish::Answered)
+        {
+            tracing::warn!(event_id = %mention.event_id, %error, "cannot journal that a sibling's reply was taken");
+        }
+        self.on_task_ended(id, Ending::Done(mention.content.clone()));
+        true
+    }
+
     /// A task ended: its result goes to a foreground call still waiting,
     /// else into the delegating conversation (see the module doc).
-    pub(super) fn on_task_ended(&mut self, TaskEnded { id, ending }: TaskEnded) {
-        let Some(task) = self.tasks.tasks.get_mut(&id) else {
+    fn on_task_ended(&mut self, id: String, ending: Ending) {
+        // A task ends once: a stop after a sibling's reply changes nothing.
+        let Some(task) = self
+            .tasks
+            .tasks
+            .get_mut(&id)
+            .filter(|task| matches!(task.state, State::Running { .. }))
+        else {
             return;
         };
         metrics::delegated_task(ending.label());

@@ -91,7 +91,9 @@ pub(crate) struct React {
 pub(crate) struct Delegate {
     /// The task, complete in itself: the task's session sees nothing else.
     prompt: String,
-    /// Who does it: `self` (a fresh session of this agent, the default).
+    /// Who does it: `self` (a fresh session of this agent, the default),
+    /// or the npub / hex key of a sibling bot of the owner's, which is
+    /// mentioned in the thread and whose reply is the result.
     to: Option<String>,
     /// `true` (the default): return a task id at once; the result comes to
     /// you as a message when the task ends. `false`: wait for the result
@@ -151,7 +153,7 @@ impl BridgeTools {
     /// Hands a task to a fresh session; its result comes back framed by
     /// the bridge (see `heart/tasks`).
     #[tool(
-        description = "Delegate a task to a fresh session of this agent (to: \"self\", the default), which sees only your prompt. With background true (the default) you get a task id at once and the task's result reaches you as a message framed by the bridge when it ends (or starts your next turn if you have finished). With background false the call waits for the result, for a few minutes at most."
+        description = "Delegate a task to a fresh session of this agent (to: \"self\", the default), which sees only your prompt, or to a sibling bot of your owner's (to: its npub), which is mentioned in this thread with the prompt and whose reply is the result. With background true (the default) you get a task id at once and the task's result reaches you as a message framed by the bridge when it ends (or starts your next turn if you have finished). With background false the call waits for the result, for a few minutes at most."
     )]
     async fn delegate(
         &self,
