@@ -179,6 +179,25 @@ impl Tasks {
     }
 }
 
+/// What a `background: false` call of task `id` answers: the task's
+/// result if it comes within `wait`, else that the task still runs. The
+/// receiver is dropped on return, so a result that comes later finds it
+/// gone and is delivered as a message instead (never lost, never twice).
+async fn foreground_answer(id: &str, result: oneshot::Receiver<String>, wait: Duration) -> String {
+    let waited = tokio::time::timeout(wait, result).await;
+    match waited {
+        Ok(Ok(result)) => result,
+        _ => format!(
+            "task {id} still runs after {} s; {FOREGROUND_LATER}",
+            wait.as_secs()
+        ),
+    }
+}
+
+/// How a task's result reaches the delegating session when the tool call
+/// does not return it.
+const FOREGROUND_LATER: &str = "its result will reach you as a message framed by the bridge when it ends";
+
 /// How many delegations deep the session of `key` is.
 fn depth(key: &ConversationKey) -> usize {
     key.as_str().matches(TASK_SEGMENT).count()
@@ -198,9 +217,8 @@ impl Heart {
                 return;
             }
         };
-        let later = "its result will reach you as a message framed by the bridge when it ends";
         if call.background {
-            let _ = answer.send(Ok(format!("task {id} started; {later}")));
+            let _ = answer.send(Ok(format!("task {id} started; {FOREGROUND_LATER}")));
             return;
         }
         let (result_tx, result) = oneshot::channel();
@@ -208,16 +226,7 @@ impl Heart {
             task.foreground = Some(result_tx);
         }
         tokio::spawn(async move {
-            // Bound apart: the receiver is dropped here, so a result that
-            // comes later finds it gone and is delivered as a message.
-            let waited = tokio::time::timeout(FOREGROUND_WAIT, result).await;
-            let said = match waited {
-                Ok(Ok(result)) => result,
-                _ => format!(
-                    "task {id} still runs after {} s; {later}",
-                    FOREGROUND_WAIT.as_secs()
-                ),
-            };
+            let said = foreground_answer(&id, result, FOREGROUND_WAIT).await;
             let _ = answer.send(Ok(said));
         });
     }
@@ -501,6 +510,24 @@ impl Heart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_foreground_call_returns_the_result_in_time_and_leaves_a_late_one_to_be_delivered() {
+        let (sender, result) = oneshot::channel();
+        sender.send("42".to_owned()).expect("send");
+        assert_eq!(
+            foreground_answer("t1", result, Duration::from_secs(5)).await,
+            "42"
+        );
+
+        let (sender, result) = oneshot::channel::<String>();
+        let said = foreground_answer("t2", result, Duration::from_millis(10)).await;
+        assert!(said.starts_with("task t2 still runs"), "{said}");
+        assert!(
+            sender.send("late".to_owned()).is_err(),
+            "a late result is refused here, so the heart delivers it as a message"
+        );
+    }
 
     #[test]
     fn depth_counts_the_task_segments_of_a_key() {
