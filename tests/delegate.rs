@@ -208,7 +208,13 @@ async fn a_task_of_another_conversation_is_not_found() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreground_delegation_returns_the_result_as_the_tool_result() {
-    let scene = Scene::builder().start().await;
+    // One agent, one turn at a time: the parent's turn holds the only turn
+    // slot while it waits, and the task still gets a session (a task's
+    // lease never waits for a turn slot), so the wait cannot deadlock.
+    let scene = Scene::builder()
+        .flags(&["--agents", "1", "--turns-per-agent", "1"])
+        .start()
+        .await;
     let log = &scene.bridge.log;
     let mark = log.cursor();
     let mention = scene
