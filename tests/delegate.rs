@@ -332,3 +332,26 @@ async fn a_sibling_bots_reply_is_folded_into_the_live_turn() {
         "the sibling's reply is no turn of its own: {answered:#?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_fails_reports_back_as_failed() {
+    let scene = Scene::builder().metrics().start().await;
+    let mention = scene
+        .mention("room", "[mcp-delegate=break it {fail}] [rounds=12] [delay=400]")
+        .await;
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "Result of task t1")
+        .await;
+    assert!(
+        answer.content.contains("> The task failed: "),
+        "{}",
+        answer.content
+    );
+    let failed = metric(
+        scene.metrics_port(),
+        "acp_bridge_delegated_tasks_total{outcome=\"failed\"}",
+    )
+    .await;
+    assert_eq!(failed, 1.0);
+}

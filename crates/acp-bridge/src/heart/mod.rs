@@ -236,7 +236,7 @@ impl Heart {
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report),
                 Some(request) = tool_requests.recv() => self.on_tool_request(request),
-                Some(news) = self.tasks.endings.recv() => self.on_task_news(news),
+                Some(news) = self.tasks.news.recv() => self.on_task_news(news),
                 () = sleep_until(wake.map(Into::into)) => self.conversations.wake(Instant::now()),
             }
         }

@@ -63,8 +63,8 @@ pub(crate) const MAX_DELEGATION_DEPTH: usize = 1;
 pub(crate) const MAX_OPEN_TASKS: usize = 3;
 /// Ended tasks whose status is still answered (the oldest is forgotten).
 const ENDED_TASKS_KEPT: usize = 256;
-/// Task endings waiting for the heart.
-const ENDINGS_QUEUE: usize = 64;
+/// Tasks' news waiting for the heart.
+const NEWS_QUEUE: usize = 64;
 /// Between the delegating conversation's key and the task id in a task's.
 const TASK_SEGMENT: &str = "/task/";
 /// How long a task handed to a sibling bot waits for its reply.
@@ -143,20 +143,20 @@ pub(super) struct Tasks {
     /// Ended tasks, oldest first, for forgetting.
     ended: VecDeque<String>,
     next_id: u64,
-    endings_tx: mpsc::Sender<TaskNews>,
+    news_tx: mpsc::Sender<TaskNews>,
     /// Where the heart takes the tasks' news from.
-    pub(super) endings: mpsc::Receiver<TaskNews>,
+    pub(super) news: mpsc::Receiver<TaskNews>,
 }
 
 impl Default for Tasks {
     fn default() -> Self {
-        let (endings_tx, endings) = mpsc::channel(ENDINGS_QUEUE);
+        let (news_tx, news) = mpsc::channel(NEWS_QUEUE);
         Tasks {
             tasks: HashMap::new(),
             ended: VecDeque::new(),
             next_id: 0,
-            endings_tx,
-            endings,
+            news_tx,
+            news,
         }
     }
 }
@@ -272,10 +272,10 @@ impl Heart {
         self.tasks.next_id += 1;
         let id = format!("t{}", self.tasks.next_id);
         let stop = CancellationToken::new();
-        let endings = self.tasks.endings_tx.clone();
+        let news = self.tasks.news_tx.clone();
         match sibling {
-            None => self.run_on_self(key, &id, &call.prompt, stop.clone(), endings),
-            Some(bot) => self.hand_to_sibling(&under, bot, &id, &call.prompt, stop.clone(), endings),
+            None => self.run_on_self(key, &id, &call.prompt, stop.clone(), news),
+            Some(bot) => self.hand_to_sibling(&under, bot, &id, &call.prompt, stop.clone(), news),
         }
         tracing::info!(conversation = %key, task_id = %id, background = call.background, "task started");
         self.tasks.tasks.insert(
@@ -318,7 +318,7 @@ impl Heart {
         id: &str,
         prompt: &str,
         stop: CancellationToken,
-        endings: mpsc::Sender<TaskNews>,
+        news: mpsc::Sender<TaskNews>,
     ) {
         let task_key = ConversationKey::from_journal(&format!("{key}{TASK_SEGMENT}{id}"));
         let span = tracing::info_span!("task", task_id = %id, conversation = %task_key);
@@ -333,7 +333,7 @@ impl Heart {
         tokio::spawn(
             async move {
                 let ending = run.await;
-                let _ = endings.send(TaskNews::Ended { id, ending }).await;
+                let _ = news.send(TaskNews::Ended { id, ending }).await;
             }
             .instrument(span),
         );
@@ -349,7 +349,7 @@ impl Heart {
         id: &str,
         prompt: &str,
         stop: CancellationToken,
-        endings: mpsc::Sender<TaskNews>,
+        news: mpsc::Sender<TaskNews>,
     ) {
         let replier = self.services.replier.clone();
         let under = under.clone();
@@ -363,7 +363,7 @@ impl Heart {
                         id: id.clone(),
                         event,
                     };
-                    let _ = endings.send(posted).await;
+                    let _ = news.send(posted).await;
                     tokio::select! {
                         () = stop.cancelled() => Ending::Stopped,
                         () = tokio::time::sleep(SIBLING_REPLY_TIMEOUT) => Ending::Failed(format!(
@@ -373,7 +373,7 @@ impl Heart {
                 }
                 Err(error) => Ending::Failed(format!("the task could not be posted: {error}")),
             };
-            let _ = endings.send(TaskNews::Ended { id, ending }).await;
+            let _ = news.send(TaskNews::Ended { id, ending }).await;
         });
     }
 
