@@ -26,7 +26,6 @@ mod driver;
 mod notices;
 mod question_replies;
 mod steer_strategy;
-mod task_runner;
 mod tasks;
 mod tools;
 mod turn;

@@ -2,7 +2,7 @@
 //! `task_stop` tools (issue 24 §1).
 //!
 //! `delegate(prompt, to: "self")` starts a task: one prompt on a fresh
-//! session of the pool (see [`task_runner`](super::task_runner)), seeded
+//! session of the pool (see [`runner`]), seeded
 //! with the prompt alone under the bridge's framing. The tool answers with
 //! the task's id at once (`background`, the default), or waits for the
 //! result for at most [`FOREGROUND_WAIT`], below the agents' own MCP tool
@@ -25,13 +25,8 @@
 //! free turn slot (the pool places it on the least loaded agent like any
 //! session), so a parent waiting for its task cannot starve it.
 //!
-//! `to: <sibling bot>` (its npub or hex key; only a bot the author gate
-//! has verified as the owner's sibling, and not from a DM) posts the
-//! prompt in the thread of the delegating mention, mentioning that bot;
-//! its reply to that post (heard because it is a sibling) is the task's
-//! result, taken by the heart before it could become a turn, and goes the
-//! same way as a task's result. Without a reply in
-//! [`SIBLING_REPLY_TIMEOUT`] the task fails; `task_stop` stops waiting.
+//! `to: <sibling bot>` hands the task to a sibling bot instead (see
+//! [`sibling`]); its reply is the result, which goes the same way.
 //!
 //! Tasks live in memory only: a daemon restart loses running tasks and
 //! their results (the delegating turn's mention resumes and the agent can
@@ -47,12 +42,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+mod runner;
+mod sibling;
+
 use super::Heart;
-use super::task_runner;
 use super::turn::Input;
-use crate::mention::{ConversationKey, Intent, Mention};
+use crate::mention::{ConversationKey, Intent};
 use crate::prompt::{self, Framing};
-use crate::store::Finish;
 use crate::telemetry::metrics;
 
 /// The longest a `delegate` with `background: false` waits for its task.
@@ -67,8 +63,6 @@ const ENDED_TASKS_KEPT: usize = 256;
 const NEWS_QUEUE: usize = 64;
 /// Between the delegating conversation's key and the task id in a task's.
 const TASK_SEGMENT: &str = "/task/";
-/// How long a task handed to a sibling bot waits for its reply.
-const SIBLING_REPLY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// A `delegate` call, as the tool took it.
 #[derive(Debug)]
@@ -294,23 +288,6 @@ impl Heart {
         Ok(id)
     }
 
-    /// The sibling bot `to` names, if the gate hears it as one.
-    fn sibling(&self, to: &str) -> Result<PublicKey, String> {
-        let bot = PublicKey::parse(to)
-            .map_err(|_| format!("to must be \"self\" or the npub or hex key of a sibling bot, not {to}"))?;
-        if !self
-            .services
-            .gate
-            .as_ref()
-            .is_some_and(|gate| gate.known_sibling(&bot))
-        {
-            return Err(format!(
-                "{to} is not a sibling bot this bridge hears (a bot your owner attested that has written to it)"
-            ));
-        }
-        Ok(bot)
-    }
-
     /// Runs the task on a fresh session of the pool.
     fn run_on_self(
         &self,
@@ -322,7 +299,7 @@ impl Heart {
     ) {
         let task_key = ConversationKey::from_journal(&format!("{key}{TASK_SEGMENT}{id}"));
         let span = tracing::info_span!("task", task_id = %id, conversation = %task_key);
-        let run = task_runner::run(
+        let run = runner::run(
             self.services.pool.clone(),
             self.services.options,
             task_key,
@@ -339,44 +316,6 @@ impl Heart {
         );
     }
 
-    /// Posts the task in the thread of `under`, mentioning the sibling bot,
-    /// and waits for its reply (see [`Heart::sibling_result`]), a stop, or
-    /// [`SIBLING_REPLY_TIMEOUT`].
-    fn hand_to_sibling(
-        &self,
-        under: &Mention,
-        bot: PublicKey,
-        id: &str,
-        prompt: &str,
-        stop: CancellationToken,
-        news: mpsc::Sender<TaskNews>,
-    ) {
-        let replier = self.services.replier.clone();
-        let under = under.clone();
-        let text = format!("{prompt}\n\n(Task {id}: please reply to this message with the result.)");
-        let id = id.to_owned();
-        tokio::spawn(async move {
-            let ending = match replier.mention_in_thread(&under, bot, &text).await {
-                Ok(event) => {
-                    tracing::info!(task_id = %id, %event, "task posted for a sibling bot");
-                    let posted = TaskNews::Posted {
-                        id: id.clone(),
-                        event,
-                    };
-                    let _ = news.send(posted).await;
-                    tokio::select! {
-                        () = stop.cancelled() => Ending::Stopped,
-                        () = tokio::time::sleep(SIBLING_REPLY_TIMEOUT) => Ending::Failed(format!(
-                            "the sibling bot did not reply within {} s", SIBLING_REPLY_TIMEOUT.as_secs()
-                        )),
-                    }
-                }
-                Err(error) => Ending::Failed(format!("the task could not be posted: {error}")),
-            };
-            let _ = news.send(TaskNews::Ended { id, ending }).await;
-        });
-    }
-
     /// What a task's work reports.
     pub(super) fn on_task_news(&mut self, news: TaskNews) {
         match news {
@@ -391,34 +330,6 @@ impl Heart {
                 }
             }
         }
-    }
-
-    /// Whether `mention` is a sibling bot's reply to the task posted for
-    /// it; if so it is the task's result, and no turn of its own.
-    pub(super) fn sibling_result(&mut self, mention: &Mention) -> bool {
-        let Some(replied) = mention.replies_to.filter(|_| mention.from_sibling) else {
-            return false;
-        };
-        let found = self.tasks.tasks.iter().find(|(_, task)| {
-            matches!(task.state, State::Running { .. })
-                && task.sibling == Some((mention.author, Some(replied)))
-        });
-        let Some((id, task)) = found else {
-            return false;
-        };
-        let id = id.clone();
-        if let State::Running { stop, .. } = &task.state {
-            stop.cancel();
-        }
-        tracing::info!(task_id = %id, event_id = %mention.event_id, "a sibling bot replied with a task's result");
-        if let Err(error) = self
-            .ledger
-            .settle_without_event(std::slice::from_ref(mention), Finish::Answered)
-        {
-            tracing::warn!(event_id = %mention.event_id, %error, "cannot journal that a sibling's reply was taken");
-        }
-        self.on_task_ended(id, Ending::Done(mention.content.clone()));
-        true
     }
 
     /// A task ended: its result goes to a foreground call still waiting,

@@ -4,7 +4,7 @@
 //! prompt, and the prompt's final message as the result.
 //!
 //! Owns the task's I/O and nothing of its bookkeeping: the heart (see
-//! [`tasks`](super::tasks)) learns how it ended and carries the result
+//! [`tasks`](super)) learns how it ended and carries the result
 //! back. The agent's questions are not put to anyone: a question dropped
 //! is answered `cancelled`, as with `--permission-policy` other than
 //! `ask-owner`. Once the run ends the task's session is forgotten (its
@@ -13,7 +13,7 @@
 use acp_client::{ContentBlock, TurnOptions, TurnProgress};
 use tokio_util::sync::CancellationToken;
 
-use super::tasks::Ending;
+use super::Ending;
 use crate::mention::ConversationKey;
 use crate::pool::{Lease, Pool};
 
