@@ -228,8 +228,9 @@ impl Stages {
             mcp,
         );
         let groups = GroupDirectory::new(&settings.groups);
-        let mut services = turn_services(&settings, &pool, &replier, &store, &groups, &signer);
         let gate_rules = settings.gate.rules();
+        let mut services = turn_services(&settings, &pool, &replier, &store, &groups, &signer);
+        services.gate = Some(gate_rules.clone());
         let rate_limits = watch::Sender::new(settings.intake.rate_limit());
         services.context = settings.context.for_turns(
             &client,
@@ -531,6 +532,7 @@ fn turn_services(
         questions: Questions::new(Arc::clone(store)),
         reply_content: settings.replies.content,
         context: None,
+        gate: None,
         groups: groups.clone(),
         media: settings.media,
         files: crate::send_file::FileSender::new(

@@ -123,6 +123,11 @@ pub enum Intent {
     /// The owner's answer to a question of the turn in flight (set by the
     /// heart when it routes the answer).
     Answer,
+    /// The result of task `task`, which the turn under this mention
+    /// delegated (made by the heart, never journaled: see `heart/tasks`);
+    /// the content is the result, quoted to the agent under the bridge's
+    /// own header.
+    TaskResult { task: String },
 }
 
 /// One accepted mention.

@@ -91,6 +91,21 @@ pub fn steer_text(new: &[Mention]) -> String {
     framed(new, STEER_HEADER, STEER_CLOSING)
 }
 
+/// The prompt of delegated task `task`: the delegating session's `prompt`
+/// alone, quoted under the bridge's framing (see `heart/tasks`).
+pub(crate) fn task_prompt(task: &str, prompt: &str) -> String {
+    let mut text = String::new();
+    bridge_line(
+        &mut text,
+        &format!(
+            "You are running task {task}, delegated to you by another session of an agent. Only your final message goes back to it, as the task's result."
+        ),
+    );
+    quote(&mut text, "The task, as it was written:", prompt);
+    bridge_line(&mut text, "End of the task.");
+    text
+}
+
 /// The re-prompt after a fallback cancel: what the agent was working on,
 /// then the new messages under the chosen framing.
 pub fn merged_prompt(working_on: &[Mention], new: &[Mention], framing: Framing) -> String {
@@ -228,6 +243,10 @@ fn quote_earlier(text: &mut String, message: &Earlier<'_>) {
 }
 
 fn quote_message(text: &mut String, mention: &Mention) {
+    if let crate::mention::Intent::TaskResult { task } = &mention.intent {
+        let header = format!("Result of task {task}, which you delegated (the bridge relays it, quoted):");
+        return quote(text, &header, &mention.content);
+    }
     let header = format!(
         "Message from {} ({}), event {}:",
         mention.author_short(),

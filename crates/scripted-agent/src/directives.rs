@@ -46,6 +46,7 @@ struct Directives {
     mcp_wrong_token: bool,
     mcp_send_file: Option<(String, String)>,
     say_cwd: bool,
+    tasks: crate::mcp_tasks::TaskCalls,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -67,6 +68,9 @@ impl Directives {
     }
 
     fn apply(&mut self, inner: &str) {
+        if self.tasks.apply(inner) {
+            return;
+        }
         match inner.split_once('=') {
             None => match inner {
                 "tool" => self.tool = true,
@@ -178,6 +182,8 @@ pub(crate) struct TurnScript {
     pub(crate) mcp_send_file: Option<(String, String)>,
     /// End the final message with `cwd: <the session's cwd>` (`[say-cwd]`).
     pub(crate) say_cwd: bool,
+    /// Then `delegate`, `task_status`, `task_stop` (see `mcp_tasks`).
+    pub(crate) mcp_tasks: crate::mcp_tasks::TaskCalls,
 }
 
 impl TurnScript {
@@ -220,6 +226,7 @@ impl TurnScript {
             mcp_wrong_token: directives.mcp_wrong_token,
             mcp_send_file: directives.mcp_send_file,
             say_cwd: directives.say_cwd,
+            mcp_tasks: directives.tasks,
         }
     }
 }

@@ -233,7 +233,7 @@ async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcr
     if let Some((path, caption)) = &turn.script.mcp_send_file {
         calls.push(("send_file", json!({ "path": path, "caption": caption })));
     }
-    if calls.is_empty() {
+    if calls.is_empty() && !turn.script.mcp_tasks.any() {
         return Ok(());
     }
     let session_id = turn.run.session_id().to_owned();
@@ -251,6 +251,11 @@ async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcr
     for (tool, arguments) in calls {
         let call = crate::mcp_client::call_tool(&server, tool, arguments);
         let line = turn.run.interruptible(call).await?;
+        log!("session {session_id}: {line}");
+        transcript.mcp_lines.push(line);
+    }
+    let tasks = turn.script.mcp_tasks.clone();
+    for line in turn.run.interruptible(tasks.call(&server)).await? {
         log!("session {session_id}: {line}");
         transcript.mcp_lines.push(line);
     }

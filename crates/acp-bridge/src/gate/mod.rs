@@ -159,6 +159,17 @@ impl GateRules {
         *self.allowlist.write().unwrap_or_else(PoisonError::into_inner) = allowlist;
     }
 
+    /// Whether the gate has verified `author` as a sibling bot of the
+    /// owner (its attestation, cached; a stale verdict still counts, as
+    /// the gate hears it on it), without asking the network.
+    pub(crate) fn known_sibling(&self, author: &PublicKey) -> bool {
+        let mut siblings = self.siblings.lock().unwrap_or_else(PoisonError::into_inner);
+        match siblings.get(author, std::time::Instant::now()) {
+            Some(verdict) => verdict != SiblingVerdict::NotSibling,
+            None => siblings.stale_attestations(author).is_some(),
+        }
+    }
+
     fn allowlisted(&self, author: &PublicKey) -> bool {
         self.allowlist
             .read()

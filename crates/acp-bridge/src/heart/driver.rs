@@ -72,6 +72,8 @@ pub(crate) struct TurnServices {
     pub media: MediaFetcher,
     /// How the agents' `send_file` calls are carried out.
     pub files: crate::send_file::FileSender,
+    /// Who the gate hears: which bots a task may be delegated to.
+    pub gate: Option<crate::gate::GateRules>,
 }
 
 /// What a driver tells the heart.

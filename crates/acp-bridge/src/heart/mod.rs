@@ -27,6 +27,7 @@ mod notices;
 mod question_replies;
 mod send_file;
 mod steer_strategy;
+mod tasks;
 mod tools;
 mod turn;
 mod usage;
@@ -40,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use conversations::BATCH_CAP;
 pub(crate) use driver::TurnServices;
+pub(crate) use tasks::{DelegateCall, FOREGROUND_WAIT};
 
 use crate::backoff::Backoff;
 use crate::commands::OwnerCommand;
@@ -141,6 +143,8 @@ pub(crate) struct Heart {
     /// Messages each conversation's agent may still post mid-turn
     /// (`post_message`; see [`tools`]).
     tool_posts: crate::rate_limit::RateLimiter<ConversationKey>,
+    /// Tasks the agents delegated (`delegate`; see [`tasks`]).
+    tasks: tasks::Tasks,
 }
 
 impl Heart {
@@ -161,6 +165,7 @@ impl Heart {
             abandoned: Vec::new(),
             closed_questions: ClosedQuestions::default(),
             tool_posts: tools::post_budget(),
+            tasks: tasks::Tasks::default(),
         }
     }
 
@@ -197,7 +202,8 @@ impl Heart {
     /// the last run is told so; only a turn is queued.
     fn resume_one(&mut self, mention: Mention) {
         match mention.intent.clone() {
-            Intent::Turn => self.enqueue(mention),
+            // Task results are not journaled; one would be a turn.
+            Intent::Turn | Intent::TaskResult { .. } => self.enqueue(mention),
             Intent::Command(command) => self.on_command(mention, command),
             Intent::Notice(text) => self.notices.notify(vec![mention], text),
             Intent::Answer => self.notices.notify(
@@ -230,6 +236,7 @@ impl Heart {
                 },
                 Some(report) = self.reports_rx.recv() => self.on_report(report),
                 Some(request) = tool_requests.recv() => self.on_tool_request(request),
+                Some(news) = self.tasks.news.recv() => self.on_task_news(news),
                 () = sleep_until(wake.map(Into::into)) => self.conversations.wake(Instant::now()),
             }
         }
@@ -237,6 +244,9 @@ impl Heart {
     }
 
     fn on_mention(&mut self, mention: Mention) {
+        if self.sibling_result(&mention) {
+            return;
+        }
         match self.question_reply(&mention) {
             QuestionReply::Answers(key) => self.on_answer(key, mention),
             QuestionReply::Closed => self.on_closed_question(mention),
@@ -419,8 +429,12 @@ impl Heart {
             ),
             None => "no turn in flight".to_owned(),
         };
+        let tasks = match self.tasks.running_in(key) {
+            0 => String::new(),
+            running => format!(", {running} delegated task(s) running"),
+        };
         format!(
-            " This conversation: {turn}, {} mention(s) waiting.{}",
+            " This conversation: {turn}, {} mention(s) waiting{tasks}.{}",
             self.conversations.waiting_in(key),
             controls::describe(&self.services.controls, key)
         )

@@ -67,6 +67,13 @@ impl Heart {
                 let _ = answer.send(self.react(&conversation, &event_id, &emoji));
             }
             ToolAction::SendFile { path, caption } => self.send_file(&conversation, path, caption, answer),
+            ToolAction::Delegate(call) => self.delegate(&conversation, call, answer),
+            ToolAction::TaskStatus { id } => {
+                let _ = answer.send(self.task_status(&conversation, &id));
+            }
+            ToolAction::TaskStop { id } => {
+                let _ = answer.send(self.task_stop(&conversation, &id));
+            }
         }
     }
 

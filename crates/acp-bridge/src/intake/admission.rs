@@ -248,8 +248,8 @@ impl Intake {
                 self.hand_on(Inbound::Mention(mention)).await;
             }
             Intent::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,
-            // The intake never makes answers: the heart tells them apart.
-            Intent::Answer => self.hand_on(Inbound::Mention(mention)).await,
+            // The intake never makes answers or task results: the heart does.
+            Intent::Answer | Intent::TaskResult { .. } => self.hand_on(Inbound::Mention(mention)).await,
             Intent::Notice(text) => {
                 if let Err(error) = self.replier.notify(std::slice::from_ref(&mention), &text).await {
                     tracing::error!(event_id = %mention.event_id, %error, "cannot store a notice");

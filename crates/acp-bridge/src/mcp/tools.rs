@@ -44,6 +44,12 @@ pub(crate) enum ToolAction {
     /// Upload the file `path` of the conversation's workspace to Blossom
     /// and post its link with `caption`, like `PostMessage`.
     SendFile { path: String, caption: String },
+    /// Start a delegated task (see `heart/tasks`).
+    Delegate(crate::heart::DelegateCall),
+    /// Where the conversation's task `id` stands.
+    TaskStatus { id: String },
+    /// Stop the conversation's task `id`.
+    TaskStop { id: String },
 }
 
 impl ToolAction {
@@ -53,14 +59,21 @@ impl ToolAction {
             ToolAction::PostMessage { .. } => "post_message",
             ToolAction::React { .. } => "react",
             ToolAction::SendFile { .. } => "send_file",
+            ToolAction::Delegate(_) => "delegate",
+            ToolAction::TaskStatus { .. } => "task_status",
+            ToolAction::TaskStop { .. } => "task_stop",
         }
     }
 
     /// How long the tool waits for the heart's answer: a file's upload
-    /// takes its own bound on top.
+    /// takes its own bound on top, and a delegation in the foreground is
+    /// answered once its task ends or its wait is over.
     fn answer_timeout(&self) -> Duration {
         match self {
             ToolAction::SendFile { .. } => HEART_ANSWER_TIMEOUT + crate::send_file::UPLOAD_TIMEOUT,
+            ToolAction::Delegate(call) if !call.background => {
+                HEART_ANSWER_TIMEOUT + crate::heart::FOREGROUND_WAIT
+            }
             _ => HEART_ANSWER_TIMEOUT,
         }
     }
@@ -87,6 +100,26 @@ pub(crate) struct SendFile {
     /// A line said with the file.
     #[serde(default)]
     caption: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct Delegate {
+    /// The task, complete in itself: the task's session sees nothing else.
+    prompt: String,
+    /// Who does it: `self` (a fresh session of this agent, the default),
+    /// or the npub / hex key of a sibling bot of the owner's, which is
+    /// mentioned in the thread and whose reply is the result.
+    to: Option<String>,
+    /// `true` (the default): return a task id at once; the result comes to
+    /// you as a message when the task ends. `false`: wait for the result
+    /// (for a few minutes at most).
+    background: Option<bool>,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct TaskId {
+    /// The task id `delegate` returned.
+    id: String,
 }
 
 /// The tools of one request, bound to the conversation of its token.
@@ -144,11 +177,52 @@ impl BridgeTools {
         Ok(self.ask(ToolAction::SendFile { path, caption }).await)
     }
 
+    /// Hands a task to a fresh session; its result comes back framed by
+    /// the bridge (see `heart/tasks`).
+    #[tool(
+        description = "Delegate a task to a fresh session of this agent (to: \"self\", the default), which sees only your prompt, or to a sibling bot of your owner's (to: its npub), which is mentioned in this thread with the prompt and whose reply is the result. With background true (the default) you get a task id at once and the task's result reaches you as a message framed by the bridge when it ends (or starts your next turn if you have finished). With background false the call waits for the result, for a few minutes at most."
+    )]
+    async fn delegate(
+        &self,
+        Parameters(Delegate {
+            prompt,
+            to,
+            background,
+        }): Parameters<Delegate>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let call = crate::heart::DelegateCall {
+            prompt,
+            to: to.unwrap_or_else(|| "self".to_owned()),
+            background: background.unwrap_or(true),
+        };
+        Ok(self.ask(ToolAction::Delegate(call)).await)
+    }
+
+    /// Where a task of this conversation stands.
+    #[tool(
+        description = "Where a task you delegated stands: running, done (with its result), failed, or stopped."
+    )]
+    async fn task_status(
+        &self,
+        Parameters(TaskId { id }): Parameters<TaskId>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::TaskStatus { id }).await)
+    }
+
+    /// Stops a running task of this conversation.
+    #[tool(description = "Stop a task you delegated that still runs.")]
+    async fn task_stop(
+        &self,
+        Parameters(TaskId { id }): Parameters<TaskId>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::TaskStop { id }).await)
+    }
+
     /// Sends `action` to the heart and turns its answer into the tool's
     /// result; logs and counts the call.
     async fn ask(&self, action: ToolAction) -> CallToolResult {
         let tool = action.tool();
-        let timeout = action.answer_timeout();
+        let answer_timeout = action.answer_timeout();
         let (answer, answered) = oneshot::channel();
         let request = ToolRequest {
             conversation: self.conversation.clone(),
@@ -158,7 +232,7 @@ impl BridgeTools {
         let outcome = if self.heart.send(request).await.is_err() {
             Err("the bridge is shutting down".to_owned())
         } else {
-            match tokio::time::timeout(timeout, answered).await {
+            match tokio::time::timeout(answer_timeout, answered).await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(_)) => Err("the bridge is shutting down".to_owned()),
                 Err(_) => Err(

@@ -287,6 +287,42 @@ impl Replier {
         Ok(parts)
     }
 
+    /// Says `text` in the thread of `mention` (a group or a note thread),
+    /// mentioning `whom`, without finishing the mention: a delegated
+    /// task's prompt for a sibling bot (see `heart/tasks`). One event, cut
+    /// to fit, counted as the bot's reply in the mention's chain, so the
+    /// sibling's answer is bounded by the hop bounds. Returns its id as a
+    /// reply to it references it.
+    pub async fn mention_in_thread(
+        &self,
+        mention: &Mention,
+        whom: PublicKey,
+        text: &str,
+    ) -> Result<EventId, ReplyError> {
+        let seen_as = self.post_mentioning(mention, whom, text).await?;
+        self.chains.record_reply(seen_as, mention.chain_depth);
+        Ok(seen_as)
+    }
+
+    /// One interim event in the thread of `mention`, mentioning `whom`.
+    async fn post_mentioning(
+        &self,
+        mention: &Mention,
+        whom: PublicKey,
+        text: &str,
+    ) -> Result<EventId, ReplyError> {
+        let signed = self
+            .build(
+                std::slice::from_ref(mention),
+                &series::cut(text),
+                Some(whom),
+                Standing::Interim.into(),
+            )
+            .await?;
+        self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
+        Ok(signed.seen_as)
+    }
+
     /// Asks `owner` something in the thread of `mention` (mentioning them),
     /// without finishing the mention; about a DM with someone else, in a DM
     /// to the owner that names the conversation (the peer must not be asked,
@@ -302,18 +338,7 @@ impl Replier {
         let (text, replying_to) = match mention.thread {
             Thread::Direct { peer, message } if peer == owner => (text.to_owned(), Some(message)),
             Thread::Direct { .. } => (about_private(mention, text), None),
-            _ => {
-                let signed = self
-                    .build(
-                        std::slice::from_ref(mention),
-                        &series::cut(text),
-                        Some(owner),
-                        Standing::Interim.into(),
-                    )
-                    .await?;
-                self.put_in_outbox(&signed.event, to, &[], Finish::Notified)?;
-                return Ok(signed.seen_as);
-            }
+            _ => return self.post_mentioning(mention, owner, text).await,
         };
         let tags = self.shard.is_sharded().then(|| self.shard.question_tag());
         let tags = tags.into_iter().chain(Standing::Interim.labels());

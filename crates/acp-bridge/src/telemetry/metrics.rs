@@ -40,6 +40,7 @@ const MCP_UNAUTHORIZED: &str = "acp_bridge_mcp_unauthorized_total";
 const PROMPT_IMAGES: &str = "acp_bridge_prompt_images_total";
 const BLOSSOM_UPLOADS: &str = "acp_bridge_blossom_uploads_total";
 const BLOSSOM_UPLOAD_BYTES: &str = "acp_bridge_blossom_upload_bytes_total";
+const DELEGATED_TASKS: &str = "acp_bridge_delegated_tasks_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -107,12 +108,21 @@ const UPDATE_DROPS: &[&str] = &[
     "turn_events_full",
     "question_overflow",
 ];
-/// `group_requests{request, outcome}`: the outcomes each request can have.
-/// The bridge's own MCP tools (`mcp/tools.rs`) and how a call ended.
-const MCP_TOOLS: &[&str] = &["post_message", "react", "send_file"];
 /// `blossom_uploads{outcome}`: `ok`, or send_file's `BlossomError` labels.
 const BLOSSOM_OUTCOMES: &[&str] = &["ok", "sign", "timeout", "refused", "failed", "bad_descriptor"];
+/// The bridge's own MCP tools (`mcp/tools.rs`) and how a call ended.
+const MCP_TOOLS: &[&str] = &[
+    "post_message",
+    "react",
+    "send_file",
+    "delegate",
+    "task_status",
+    "task_stop",
+];
+/// How delegated tasks (`heart/tasks`) ended.
+const TASK_OUTCOMES: &[&str] = &["done", "failed", "stopped"];
 const MCP_CALL_OUTCOMES: &[&str] = &["ok", "refused"];
+/// `group_requests{request, outcome}`: the outcomes each request can have.
 const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
     ("join", &["accepted", "member", "pending", "refused", "unsent"]),
     ("leave", &["accepted", "refused", "unsent"]),
@@ -141,7 +151,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 13] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 14] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -155,6 +165,7 @@ pub(crate) fn register_at_zero() {
         (AGENT_UPDATES_DROPPED, "reason", UPDATE_DROPS),
         (PROMPT_IMAGES, "outcome", IMAGE_OUTCOMES),
         (BLOSSOM_UPLOADS, "outcome", BLOSSOM_OUTCOMES),
+        (DELEGATED_TASKS, "outcome", TASK_OUTCOMES),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -339,6 +350,11 @@ pub(crate) fn mcp_tool_call(tool: &'static str, outcome: &'static str) {
 pub(crate) fn blossom_upload(outcome: &'static str, bytes: usize) {
     counter!(BLOSSOM_UPLOADS, "outcome" => listed(BLOSSOM_OUTCOMES, outcome)).increment(1);
     counter!(BLOSSOM_UPLOAD_BYTES).increment(bytes as u64);
+}
+
+/// A delegated task ended (`done`, `failed`, `stopped`).
+pub(crate) fn delegated_task(outcome: &'static str) {
+    counter!(DELEGATED_TASKS, "outcome" => listed(TASK_OUTCOMES, outcome)).increment(1);
 }
 
 /// A request to the MCP server without a live token, refused with 401.

@@ -1,0 +1,357 @@
+//! Delegated tasks (issue 24 §1: `delegate`, `task_status`, `task_stop`),
+//! end to end: the scripted agent calls the bridge's MCP tools over HTTP
+//! (`[mcp-delegate=…]`, see its `mcp_tasks`), the task runs on a fresh
+//! session of the same agent (which answers `done: <its prompt>`), and
+//! its result comes back framed by the bridge: steered into the live
+//! turn, or starting the conversation's next turn.
+
+mod support;
+
+use acp_bridge::Attestation;
+use nostr_sdk::prelude::*;
+use support::*;
+
+/// The bot's events under `mention` once its conversation has settled.
+async fn settled_replies(scene: &Scene, channel: &str, mention: &Event) -> Vec<Event> {
+    scene.settle(channel).await;
+    scene.owner.events_referencing(&scene.bot, &mention.id).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_task_result_is_steered_into_the_live_turn() {
+    let scene = Scene::builder().metrics().start().await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+
+    let mention = scene
+        .mention(
+            "room",
+            "plan it [mcp-delegate=count the apples] [rounds=12] [delay=400]",
+        )
+        .await;
+    log.wait(mark, Line::new("task result steered into the live turn"))
+        .await;
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "done: ")
+        .await;
+    let text = &answer.content;
+    assert!(text.contains("mcp delegate: ok: task t1 started"), "{text}");
+    let (_, steered) = text
+        .split_once("steer: ")
+        .expect("the result came as a steer of this turn");
+    assert!(
+        steered.contains("[acp-bridge] Result of task t1, which you delegated"),
+        "{text}"
+    );
+    assert!(
+        steered.contains("> done: [acp-bridge (quoted)] You are running task t1"),
+        "the task's final message, quoted: {text}"
+    );
+    assert!(
+        steered.contains("> > count the apples"),
+        "the task saw its prompt: {text}"
+    );
+    assert!(
+        !steered.contains("plan it"),
+        "the task saw nothing of the parent's prompt: {text}"
+    );
+
+    let replies = settled_replies(&scene, "room", &mention).await;
+    assert_eq!(
+        replies.len(),
+        1,
+        "one answer, the result folded into it: {replies:#?}"
+    );
+    let done = metric(
+        scene.metrics_port(),
+        "acp_bridge_delegated_tasks_total{outcome=\"done\"}",
+    )
+    .await;
+    assert_eq!(done, 1.0, "the task's outcome is counted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_after_the_turn_ended_starts_the_next_turn_under_the_mention() {
+    let scene = Scene::builder().start().await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+
+    let mention = scene
+        .mention("room", "[mcp-delegate=slow work {rounds=8} {delay=300}]")
+        .await;
+    let first = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "done: ")
+        .await;
+    assert!(
+        first.content.contains("mcp delegate: ok: task t1 started"),
+        "{}",
+        first.content
+    );
+    assert!(!first.content.contains("Result of task"), "{}", first.content);
+
+    log.wait(mark, Line::new("task result starts the next turn"))
+        .await;
+    let second = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "Result of task t1")
+        .await;
+    assert_ne!(second.id, first.id);
+    assert!(second.content.contains("> > slow work"), "{}", second.content);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_cannot_delegate_past_the_depth_cap() {
+    let scene = Scene::builder().start().await;
+    let mention = scene
+        .mention(
+            "room",
+            "[mcp-delegate=go deeper {mcp-delegate=deepest}] [rounds=12] [delay=400]",
+        )
+        .await;
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "Result of task t1")
+        .await;
+    assert!(
+        answer
+            .content
+            .contains("> mcp delegate: error: this session runs a delegated task itself"),
+        "the task's own delegate was refused, and the task said so: {}",
+        answer.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_stop_stops_a_running_task_and_it_reports_back_as_stopped() {
+    let scene = Scene::builder().metrics().start().await;
+    let mention = scene
+        .mention(
+            "room",
+            "[mcp-delegate=long work {rounds=60} {delay=500}] [mcp-task-stop] [rounds=12] [delay=400]",
+        )
+        .await;
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "Result of task t1")
+        .await;
+    let text = &answer.content;
+    assert!(text.contains("mcp task_stop: ok: task t1 is stopping"), "{text}");
+    assert!(text.contains("> The task was stopped before it ended."), "{text}");
+    let stopped = metric(
+        scene.metrics_port(),
+        "acp_bridge_delegated_tasks_total{outcome=\"stopped\"}",
+    )
+    .await;
+    assert_eq!(stopped, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_of_another_conversation_is_not_found() {
+    let scene = Scene::builder().start().await;
+    let started = scene
+        .mention("room", "[mcp-delegate=long work {rounds=60} {delay=500}]")
+        .await;
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &started.id, "done: ")
+        .await;
+    assert!(
+        answer.content.contains("ok: task t1 started"),
+        "{}",
+        answer.content
+    );
+
+    let other = scene
+        .mention("elsewhere", "[mcp-task-status=t1] [mcp-task-stop=t1]")
+        .await;
+    let refused = scene
+        .owner
+        .reply_containing(&scene.bot, &other.id, "done: ")
+        .await;
+    for tool in ["task_status", "task_stop"] {
+        assert!(
+            refused
+                .content
+                .contains(&format!("mcp {tool}: error: no task t1 in this conversation")),
+            "{}",
+            refused.content
+        );
+    }
+
+    let status = scene.mention("room", "!status").await;
+    let status = scene.reply_to(&status).await;
+    assert!(
+        status
+            .content
+            .contains("0 mention(s) waiting, 1 delegated task(s) running."),
+        "!status counts the conversation's running task: {}",
+        status.content
+    );
+
+    let own = scene
+        .mention("room", "[mcp-task-status=t1] [mcp-task-stop=t1]")
+        .await;
+    let own = scene.owner.reply_containing(&scene.bot, &own.id, "done: ").await;
+    assert!(
+        own.content.contains("mcp task_status: ok: task t1 is running"),
+        "{}",
+        own.content
+    );
+    assert!(
+        own.content.contains("mcp task_stop: ok: task t1 is stopping"),
+        "{}",
+        own.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_delegation_returns_the_result_as_the_tool_result() {
+    // One agent, one turn at a time: the parent's turn holds the only turn
+    // slot while it waits, and the task still gets a session (a task's
+    // lease never waits for a turn slot), so the wait cannot deadlock.
+    let scene = Scene::builder()
+        .flags(&["--agents", "1", "--turns-per-agent", "1"])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    let mention = scene
+        .mention("room", "[mcp-delegate=quick sums] [mcp-delegate-wait]")
+        .await;
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "done: ")
+        .await;
+    let (_, returned) = answer
+        .content
+        .split_once("mcp delegate: ok: ")
+        .expect("the tool answered");
+    assert!(
+        returned.contains("done: [acp-bridge] You are running task t1"),
+        "the tool's result is the task's final message: {}",
+        answer.content
+    );
+    let replies = settled_replies(&scene, "room", &mention).await;
+    assert_eq!(
+        replies.len(),
+        1,
+        "the result is not delivered again: {replies:#?}"
+    );
+    assert!(
+        log.matching(mark, Line::new("task result returned to the waiting tool call"))
+            .len()
+            == 1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sibling_bots_reply_is_folded_into_the_live_turn() {
+    let stage = Scene::builder().stage().await;
+    let sibling = stage.join().await;
+    let attestation = Attestation::sign(&stage.owner.keys, &sibling.public_key(), "kind=9").expect("sign");
+    sibling
+        .publish(EventBuilder::metadata(&Metadata::new().name("sibling")).tag(attestation.to_tag()))
+        .await;
+    let stranger = Keys::generate().public_key();
+    let scene = stage.start().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    // The gate learns the sibling when it first writes to the bot.
+    let hello = sibling.mention_in_group(&bot, "bots", "hello").await;
+    sibling.reply_containing(&bot, &hello.id, "done: ").await;
+
+    let refused = scene
+        .mention(
+            "room",
+            &format!(
+                "[mcp-delegate=hi] [mcp-delegate-to={}]",
+                stranger.to_bech32().expect("npub")
+            ),
+        )
+        .await;
+    let refused = scene.owner.reply_containing(&bot, &refused.id, "done: ").await;
+    assert!(
+        refused.content.contains("is not a sibling bot this bridge hears"),
+        "{}",
+        refused.content
+    );
+
+    let mark = log.cursor();
+    let npub = sibling.public_key().to_bech32().expect("npub");
+    let mention = scene
+        .mention(
+            "room",
+            &format!("[mcp-delegate=add two and two] [mcp-delegate-to={npub}] [rounds=20] [delay=400]"),
+        )
+        .await;
+    let posted = log.wait(mark, Line::new("task posted for a sibling bot")).await;
+    let task_post = EventId::parse(posted["event"].as_str().expect("event id")).expect("id");
+    let probe = async || {
+        let found = sibling.events_referencing(&bot, &mention.id).await;
+        found.into_iter().find(|event| event.id == task_post)
+    };
+    let task_post = eventually(PATIENCE, probe, || "the task's post".to_owned()).await;
+    assert!(
+        task_post.content.contains("add two and two"),
+        "{}",
+        task_post.content
+    );
+    assert!(
+        p_tags(&task_post, &sibling.public_key()),
+        "the post mentions the sibling"
+    );
+
+    let answer = sibling
+        .publish(group_message(
+            &bot,
+            "room",
+            "four",
+            &[
+                Tag::parse(["e", &mention.id.to_hex(), "", "root"]).expect("tag"),
+                Tag::parse(["e", &task_post.id.to_hex(), "", "reply"]).expect("tag"),
+            ],
+        ))
+        .await;
+    log.wait(mark, Line::new("a sibling bot replied with a task's result"))
+        .await;
+    let reply = scene.owner.reply_containing(&bot, &mention.id, "done: ").await;
+    let (_, steered) = reply.content.split_once("steer: ").expect("steered");
+    assert!(steered.contains("Result of task t1"), "{}", reply.content);
+    assert!(steered.contains("> four"), "{}", reply.content);
+
+    scene.settle("room").await;
+    let answered: Vec<Event> = sibling
+        .events_referencing(&bot, &answer.id)
+        .await
+        .into_iter()
+        .filter(|event| event.kind == Kind::Custom(9))
+        .collect();
+    assert!(
+        answered.is_empty(),
+        "the sibling's reply is no turn of its own: {answered:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_fails_reports_back_as_failed() {
+    let scene = Scene::builder().metrics().start().await;
+    let mention = scene
+        .mention("room", "[mcp-delegate=break it {fail}] [rounds=12] [delay=400]")
+        .await;
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "Result of task t1")
+        .await;
+    assert!(
+        answer.content.contains("> The task failed: "),
+        "{}",
+        answer.content
+    );
+    let failed = metric(
+        scene.metrics_port(),
+        "acp_bridge_delegated_tasks_total{outcome=\"failed\"}",
+    )
+    .await;
+    assert_eq!(failed, 1.0);
+}
