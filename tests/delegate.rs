@@ -185,7 +185,7 @@ async fn a_task_of_another_conversation_is_not_found() {
     assert!(
         status
             .content
-            .contains("0 mention(s) waiting, 1 delegated task(s) running."),
+            .contains("0 mention(s) waiting, 1 delegated task(s) running (t1)."),
         "!status counts the conversation's running task: {}",
         status.content
     );

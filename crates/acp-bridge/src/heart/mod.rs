@@ -429,9 +429,10 @@ impl Heart {
             ),
             None => "no turn in flight".to_owned(),
         };
-        let tasks = match self.tasks.running_in(key) {
+        let running = self.tasks.running_in(key);
+        let tasks = match running.len() {
             0 => String::new(),
-            running => format!(", {running} delegated task(s) running"),
+            count => format!(", {count} delegated task(s) running ({})", running.join(", ")),
         };
         format!(
             " This conversation: {turn}, {} mention(s) waiting{tasks}.{}",

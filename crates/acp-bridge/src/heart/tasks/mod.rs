@@ -109,6 +109,8 @@ enum State {
 
 #[derive(Debug)]
 struct Task {
+    /// Its place in the order tasks were started in.
+    number: u64,
     /// The conversation that delegated it: the only one that sees it.
     owner: ConversationKey,
     /// The mention whose turn delegated it: its result is answered under it.
@@ -157,11 +159,16 @@ impl Default for Tasks {
 
 impl Tasks {
     /// The conversation's tasks still running.
-    pub(super) fn running_in(&self, key: &ConversationKey) -> usize {
-        self.tasks
-            .values()
-            .filter(|task| task.owner == *key && matches!(task.state, State::Running { .. }))
-            .count()
+    /// The ids of the conversation's tasks still running, oldest first.
+    pub(super) fn running_in(&self, key: &ConversationKey) -> Vec<&str> {
+        let mut running: Vec<(u64, &str)> = self
+            .tasks
+            .iter()
+            .filter(|(_, task)| task.owner == *key && matches!(task.state, State::Running { .. }))
+            .map(|(id, task)| (task.number, id.as_str()))
+            .collect();
+        running.sort_unstable();
+        running.into_iter().map(|(_, id)| id).collect()
     }
 
     /// The conversation's task `id`; another conversation's is not found.
@@ -246,7 +253,7 @@ impl Heart {
                 call.prompt.len()
             ));
         }
-        if self.tasks.running_in(key) >= MAX_OPEN_TASKS {
+        if self.tasks.running_in(key).len() >= MAX_OPEN_TASKS {
             return Err(format!(
                 "this conversation already has {MAX_OPEN_TASKS} tasks running; wait for one to end or stop one"
             ));
@@ -275,6 +282,7 @@ impl Heart {
         self.tasks.tasks.insert(
             id.clone(),
             Task {
+                number: self.tasks.next_id,
                 owner: key.clone(),
                 under,
                 state: State::Running {
