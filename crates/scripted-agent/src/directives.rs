@@ -44,6 +44,7 @@ struct Directives {
     mcp_react: Option<String>,
     mcp_event: Option<String>,
     mcp_wrong_token: bool,
+    mcp_read_thread: Option<u32>,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -94,6 +95,9 @@ impl Directives {
             Some(("mcp-post", text)) if !text.is_empty() => self.mcp_post = Some(text.to_owned()),
             Some(("mcp-posts", count)) => self.mcp_posts = count.parse().ok().or(self.mcp_posts),
             Some(("mcp-react", emoji)) if !emoji.is_empty() => self.mcp_react = Some(emoji.to_owned()),
+            Some(("mcp-read-thread", limit)) => {
+                self.mcp_read_thread = limit.parse().ok().or(self.mcp_read_thread);
+            }
             Some(("mcp-event", id)) if !id.is_empty() => self.mcp_event = Some(id.to_owned()),
             Some(("detached-child", mark)) if is_mark(mark) => {
                 self.detached_child = Some(mark.to_owned());
@@ -166,6 +170,8 @@ pub(crate) struct TurnScript {
     pub(crate) mcp_event: Option<String>,
     /// Call the tools with a token that was never minted.
     pub(crate) mcp_wrong_token: bool,
+    /// Then call its `read_thread` with this limit.
+    pub(crate) mcp_read_thread: Option<u32>,
 }
 
 impl TurnScript {
@@ -206,6 +212,7 @@ impl TurnScript {
             mcp_react: directives.mcp_react,
             mcp_event: directives.mcp_event,
             mcp_wrong_token: directives.mcp_wrong_token,
+            mcp_read_thread: directives.mcp_read_thread,
         }
     }
 }
@@ -283,6 +290,8 @@ mod tests {
         let script = TurnScript::new(&Options::default(), "[mcp-react=👍] [mcp-event=abc]");
         assert_eq!(script.mcp_react.as_deref(), Some("👍"));
         assert_eq!(script.mcp_event.as_deref(), Some("abc"));
+        let script = TurnScript::new(&Options::default(), "[mcp-read-thread=3]");
+        assert_eq!(script.mcp_read_thread, Some(3));
     }
 
     #[test]

@@ -203,9 +203,10 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     Ok(())
 }
 
-/// `[mcp-post=TEXT]` (`[mcp-posts=N]` times), `[mcp-react=EMOJI]`: calls `post_message`, then
-/// `react`, on the MCP server offered for the session; the final message
-/// gets a line about each call.
+/// `[mcp-post=TEXT]` (`[mcp-posts=N]` times), `[mcp-react=EMOJI]`,
+/// `[mcp-read-thread=N]`: calls `post_message`, then `react`, then
+/// `read_thread`, on the MCP server offered for the session; the final
+/// message gets a line about each call (with what `read_thread` returned).
 async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
     let mut calls = Vec::new();
     if let Some(text) = &turn.script.mcp_post {
@@ -227,6 +228,9 @@ async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcr
             .or_else(|| first_quoted_event(&turn.prompt_text))
             .unwrap_or_default();
         calls.push(("react", json!({ "event_id": event_id, "emoji": emoji })));
+    }
+    if let Some(limit) = turn.script.mcp_read_thread {
+        calls.push(("read_thread", json!({ "limit": limit })));
     }
     if calls.is_empty() {
         return Ok(());

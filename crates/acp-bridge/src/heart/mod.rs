@@ -26,6 +26,7 @@ mod driver;
 mod notices;
 mod question_replies;
 mod steer_strategy;
+mod thread_reader;
 mod tools;
 mod turn;
 mod usage;

@@ -38,7 +38,7 @@ const POST_BUDGETS_TRACKED: usize = 1024;
 const MAX_EMOJI_BYTES: usize = 64;
 
 /// What a tool is told: a message for the model, or why not.
-type Answer = oneshot::Sender<Result<String, String>>;
+pub(super) type Answer = oneshot::Sender<Result<String, String>>;
 
 /// The refusal once the budget is spent.
 fn too_many() -> String {
@@ -66,6 +66,7 @@ impl Heart {
             ToolAction::React { event_id, emoji } => {
                 let _ = answer.send(self.react(&conversation, &event_id, &emoji));
             }
+            ToolAction::ReadThread { limit } => self.read_thread(&conversation, limit, answer),
         }
     }
 

@@ -41,6 +41,8 @@ pub(crate) enum ToolAction {
     PostMessage { text: String },
     /// React (NIP-25) with `emoji` to the conversation's message `event_id`.
     React { event_id: String, emoji: String },
+    /// Read up to `limit` of the newest messages of the conversation's thread.
+    ReadThread { limit: u32 },
 }
 
 impl ToolAction {
@@ -49,6 +51,7 @@ impl ToolAction {
         match self {
             ToolAction::PostMessage { .. } => "post_message",
             ToolAction::React { .. } => "react",
+            ToolAction::ReadThread { .. } => "read_thread",
         }
     }
 }
@@ -65,6 +68,12 @@ pub(crate) struct React {
     event_id: String,
     /// The reaction: an emoji, or `+` / `-`.
     emoji: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct ReadThread {
+    /// How many of the thread's newest messages to read (the bridge caps it).
+    limit: u32,
 }
 
 /// The tools of one request, bound to the conversation of its token.
@@ -108,6 +117,18 @@ impl BridgeTools {
         Parameters(React { event_id, emoji }): Parameters<React>,
     ) -> Result<CallToolResult, ErrorData> {
         Ok(self.ask(ToolAction::React { event_id, emoji }).await)
+    }
+
+    /// Reads the newest messages of this conversation's thread, quoted
+    /// with their authors' standing, as the bridge's thread context does.
+    #[tool(
+        description = "Read the newest messages of this conversation's thread (up to `limit`; the bridge caps it), quoted with who wrote them. Only authors the bridge listens to are shown."
+    )]
+    async fn read_thread(
+        &self,
+        Parameters(ReadThread { limit }): Parameters<ReadThread>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::ReadThread { limit }).await)
     }
 
     /// Sends `action` to the heart and turns its answer into the tool's

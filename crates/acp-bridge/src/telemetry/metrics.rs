@@ -107,7 +107,7 @@ const UPDATE_DROPS: &[&str] = &[
 ];
 /// `group_requests{request, outcome}`: the outcomes each request can have.
 /// The bridge's own MCP tools (`mcp/tools.rs`) and how a call ended.
-const MCP_TOOLS: &[&str] = &["post_message", "react"];
+const MCP_TOOLS: &[&str] = &["post_message", "react", "read_thread"];
 const MCP_CALL_OUTCOMES: &[&str] = &["ok", "refused"];
 const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
     ("join", &["accepted", "member", "pending", "refused", "unsent"]),
