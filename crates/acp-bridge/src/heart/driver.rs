@@ -36,7 +36,7 @@ use super::turn::{
 use super::usage;
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
-use crate::media::{self, MediaFetcher, MediaRef};
+use crate::media::{self, AgentTakes, MediaFetcher, MediaRef};
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
 use crate::prompt::BRIDGE_MARK;
@@ -405,16 +405,20 @@ impl Driver {
         };
         let text = self.group_preface.clone() + &text;
         let Some(lease) = &self.lease else { return };
-        let takes_images = lease.client.info().is_some_and(|info| info.prompt_image);
+        let takes = AgentTakes::of(lease.client.info());
         let carries_media = !media.is_empty();
         let (blocks, summary) =
-            media::prompt_blocks(&self.services.media, text, BRIDGE_MARK, media, takes_images).await;
+            media::prompt_blocks(&self.services.media, text, BRIDGE_MARK, media, takes).await;
         if carries_media {
             tracing::info!(
                 images_shown = summary.shown,
                 image_bytes = summary.shown_bytes,
+                audio_shown = summary.audio_shown,
+                audio_bytes = summary.audio_bytes,
                 images_as_text = summary.as_text,
-                agent_takes_images = takes_images,
+                linked = summary.linked,
+                agent_takes_images = takes.image,
+                agent_takes_audio = takes.audio,
                 "prompt carries images"
             );
         }

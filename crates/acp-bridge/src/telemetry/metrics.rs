@@ -38,6 +38,7 @@ const SIGNER_REQUESTS_FAILED: &str = "acp_bridge_signer_requests_failed_total";
 const MCP_TOOL_CALLS: &str = "acp_bridge_mcp_tool_calls_total";
 const MCP_UNAUTHORIZED: &str = "acp_bridge_mcp_unauthorized_total";
 const PROMPT_IMAGES: &str = "acp_bridge_prompt_images_total";
+const PROMPT_AUDIO: &str = "acp_bridge_prompt_audio_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -85,7 +86,8 @@ const LOOKUP_RESULTS: &[&str] = &["found", "none", "failed"];
 /// The heart's `Holdup` labels.
 const HOLDUPS: &[&str] = &["capacity", "turn_in_flight", "backing_off", "agent_starting"];
 const CONTEXT_RESULTS: &[&str] = &["included", "nothing_new", "failed"];
-/// `prompt_images{outcome}`: `shown`, or media's `Refusal` labels.
+/// `prompt_images{outcome}` and `prompt_audio{outcome}`: `shown`, or
+/// media's `Refusal` labels.
 const IMAGE_OUTCOMES: &[&str] = &[
     "shown",
     "agent_takes_none",
@@ -136,7 +138,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 12] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 13] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -149,6 +151,7 @@ pub(crate) fn register_at_zero() {
         (AGENT_TOKENS, "kind", TOKEN_KINDS),
         (AGENT_UPDATES_DROPPED, "reason", UPDATE_DROPS),
         (PROMPT_IMAGES, "outcome", IMAGE_OUTCOMES),
+        (PROMPT_AUDIO, "outcome", IMAGE_OUTCOMES),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -268,6 +271,12 @@ pub(crate) fn thread_context(result: &'static str) {
 /// its URL (`outcome` says why).
 pub(crate) fn prompt_image(outcome: &'static str) {
     counter!(PROMPT_IMAGES, "outcome" => listed(IMAGE_OUTCOMES, outcome)).increment(1);
+}
+
+/// An audio clip a prompt's mention carried: shown to the agent, or given
+/// as its URL (`outcome` says why).
+pub(crate) fn prompt_audio(outcome: &'static str) {
+    counter!(PROMPT_AUDIO, "outcome" => listed(IMAGE_OUTCOMES, outcome)).increment(1);
 }
 
 pub(crate) fn mention_to_reply(seconds: f64) {
