@@ -238,3 +238,59 @@ async fn an_agent_that_takes_no_images_gets_the_url_as_text() {
         "a link the agent can open instead: {answer}"
     );
 }
+
+/// A mention with an image, steered into a live turn natively (goose's
+/// steer), reaches the agent as an image block inside the steer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_steered_into_a_live_turn_reaches_the_agent_as_an_image_block() {
+    steered_image_reaches_the_agent(&[]).await;
+}
+
+/// The same through `_session/steering`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_steered_through_session_steering_reaches_the_agent_as_an_image_block() {
+    steered_image_reaches_the_agent(&["--session-steering"]).await;
+}
+
+/// The owner's second mention, carrying an image, arrives while the first
+/// one's turn runs on an agent speaking the steer `agent` flags choose:
+/// the steer carries the image block, and the one turn's answer says so
+/// in its steer line.
+async fn steered_image_reaches_the_agent(agent: &[&str]) {
+    let images = image_server().await;
+    let mut flags = vec!["--rounds", "6", "--round-delay-ms", "300", "--images"];
+    flags.extend(agent);
+    let scene = Scene::builder()
+        .agent(&flags)
+        .flags(&["--fetch-private-addresses"])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    scene.mention_mid_turn("room", "write the report").await;
+    let small = format!("{images}/small.png");
+    let mark = log.cursor();
+    let second = scene
+        .owner
+        .publish(group_message(
+            &scene.bot,
+            "room",
+            "and look at this",
+            &[imeta(&small)],
+        ))
+        .await;
+    log.wait(mark, Line::new("steered into the live turn")).await;
+    let carried = log.wait(mark, Line::new("prompt carries images")).await;
+    assert_eq!(carried["images_shown"], 1, "{carried}");
+    let answer = scene.reply_to(&second).await.content;
+    println!("answer:\n{answer}");
+    let (_, steer) = answer
+        .split_once("\nsteer: ")
+        .unwrap_or_else(|| panic!("the mention was steered into the turn: {answer}"));
+    for expected in [
+        "> and look at this".to_owned(),
+        format!("[acp-bridge] image: {small} — attached"),
+        format!("[image image/png, {} bytes]", PNG.len()),
+    ] {
+        assert!(steer.contains(&expected), "`{expected}` in the steer: {answer}");
+    }
+}

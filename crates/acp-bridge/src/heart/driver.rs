@@ -18,8 +18,8 @@
 use std::collections::HashMap;
 
 use acp_client::{
-    AcpError, AnswerError, CancelOutcome, ElicitationAction, ElicitationQuestion, PermissionKind,
-    PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
+    AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
+    PermissionKind, PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
 };
 use nostr_sdk::prelude::{EventId, PublicKey, Timestamp};
 use tokio::sync::mpsc;
@@ -331,9 +331,10 @@ impl Driver {
                 Err(error) => self.report(Input::LeaseFailed(error)).await,
             },
             DriverAction::Prompt(text, media) => self.prompt(text, media).await,
-            DriverAction::Steer { ticket, text } => {
+            DriverAction::Steer { ticket, text, media } => {
                 if let Some(lease) = &self.lease {
-                    let answer = self.steer.steer(&lease.client, &lease.session, &text).await;
+                    let blocks = self.blocks(lease, text, media).await;
+                    let answer = self.steer.steer(&lease.client, &lease.session, blocks).await;
                     self.report(Input::SteerAnswered { ticket, answer }).await;
                 }
             }
@@ -405,6 +406,26 @@ impl Driver {
         };
         let text = self.group_preface.clone() + &text;
         let Some(lease) = &self.lease else { return };
+        let blocks = self.blocks(lease, text, media).await;
+        let prompt = lease
+            .client
+            .prompt(&lease.session, blocks, self.services.options)
+            .await;
+        match prompt {
+            Ok(turn) => self.turn = Some(turn),
+            Err(error) => {
+                // Not accepted: the retry's prompt carries the context again.
+                self.context_mark = None;
+                let failure = TurnFailure::Agent(error.to_string());
+                self.report(Input::PromptEnded(Err(failure))).await;
+            }
+        }
+    }
+
+    /// The blocks of a prompt or steer of `text` whose mentions carry
+    /// `media`, fetched for what the leased agent takes; says in the log
+    /// what they carry when there are media.
+    async fn blocks(&self, lease: &Lease, text: String, media: Vec<MediaRef>) -> Vec<ContentBlock> {
         let takes = AgentTakes::of(lease.client.info());
         let carries_media = !media.is_empty();
         let (blocks, summary) =
@@ -422,19 +443,7 @@ impl Driver {
                 "prompt carries images"
             );
         }
-        let prompt = lease
-            .client
-            .prompt(&lease.session, blocks, self.services.options)
-            .await;
-        match prompt {
-            Ok(turn) => self.turn = Some(turn),
-            Err(error) => {
-                // Not accepted: the retry's prompt carries the context again.
-                self.context_mark = None;
-                let failure = TurnFailure::Agent(error.to_string());
-                self.report(Input::PromptEnded(Err(failure))).await;
-            }
-        }
+        blocks
     }
 
     fn start_cancel(&mut self) {
