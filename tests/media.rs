@@ -14,6 +14,8 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use nostr_sdk::prelude::*;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,10 +24,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\rIDATx\x9cc\xf8\xff\xff?\0\x05\xfe\x02\xfe\xa7\x35\x81\x84\0\0\0\0IEND\xaeB`\x82";
 /// The start of an Ogg file, as `/clip.ogg` serves it.
 const OGG: &[u8] = b"OggS\0\x02\0\0\0\0\0\0\0\0";
+/// How many times `/once.png` (a [`PNG`]) was asked for.
+static ONCE_GETS: AtomicUsize = AtomicUsize::new(0);
 /// The `--max-image-bytes` of these tests; `/big.png` is larger.
 const MAX_IMAGE_BYTES: usize = 1024;
 
-/// An HTTP server on loopback serving `/small.png` ([`PNG`]),
+/// An HTTP server on loopback serving `/small.png` and `/once.png` (each a
+/// [`PNG`], the second counted in [`ONCE_GETS`]),
 /// `/big.png` (a PNG past [`MAX_IMAGE_BYTES`]) and `/clip.ogg` ([`OGG`]);
 /// its base URL.
 async fn image_server() -> String {
@@ -39,6 +44,9 @@ async fn image_server() -> String {
                 let mut request = [0u8; 2048];
                 let read = stream.read(&mut request).await.unwrap_or(0);
                 let request = String::from_utf8_lossy(&request[..read]);
+                if request.starts_with("GET /once.png ") {
+                    ONCE_GETS.fetch_add(1, Ordering::SeqCst);
+                }
                 let (content_type, body) = if request.starts_with("GET /big.png ") {
                     ("image/png", [PNG, &vec![0u8; MAX_IMAGE_BYTES * 2]].concat())
                 } else if request.starts_with("GET /clip.ogg ") {
@@ -293,4 +301,39 @@ async fn steered_image_reaches_the_agent(agent: &[&str]) {
     ] {
         assert!(steer.contains(&expected), "`{expected}` in the steer: {answer}");
     }
+}
+
+/// A prompt the agent refused is retried with its image, which the daemon
+/// fetched once: the retry takes it from the daemon's cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_is_fetched_once_for_a_prompt_and_its_retry() {
+    let images = image_server().await;
+    let scene = Scene::builder()
+        .agent(&[
+            "--round-delay-ms",
+            "20",
+            "--rounds",
+            "1",
+            "--images",
+            "--fail-first-prompts",
+            "1",
+        ])
+        .flags(&["--fetch-private-addresses"])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let once = format!("{images}/once.png");
+    let mark = log.cursor();
+    let answer = answer_to(&scene, "pics", "what is this?", &[imeta(&once)]).await;
+    assert!(
+        answer.contains(&format!("[image image/png, {} bytes]", PNG.len())),
+        "the retry carried the image: {answer}"
+    );
+    let prompts = log.matching(mark, Line::new("prompt carries images"));
+    assert_eq!(prompts.len(), 2, "the failed prompt and its retry carried it");
+    assert!(
+        prompts.iter().all(|line| line["images_shown"] == 1),
+        "{prompts:?}"
+    );
+    assert_eq!(ONCE_GETS.load(Ordering::SeqCst), 1, "fetched once");
 }

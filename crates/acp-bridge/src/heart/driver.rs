@@ -36,7 +36,7 @@ use super::turn::{
 use super::usage;
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
-use crate::media::{self, AgentTakes, MediaFetcher, MediaRef};
+use crate::media::{self, AgentTakes, MediaCache, MediaFetcher, MediaRef};
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
 use crate::prompt::BRIDGE_MARK;
@@ -70,6 +70,8 @@ pub(crate) struct TurnServices {
     pub groups: GroupDirectory,
     /// How the images mentions carry are fetched into prompts.
     pub media: MediaFetcher,
+    /// The media fetched lately, shared by every turn.
+    pub media_cache: MediaCache,
 }
 
 /// What a driver tells the heart.
@@ -428,8 +430,15 @@ impl Driver {
     async fn blocks(&self, lease: &Lease, text: String, media: Vec<MediaRef>) -> Vec<ContentBlock> {
         let takes = AgentTakes::of(lease.client.info());
         let carries_media = !media.is_empty();
-        let (blocks, summary) =
-            media::prompt_blocks(&self.services.media, text, BRIDGE_MARK, media, takes).await;
+        let (blocks, summary) = media::prompt_blocks(
+            &self.services.media,
+            &self.services.media_cache,
+            text,
+            BRIDGE_MARK,
+            media,
+            takes,
+        )
+        .await;
         if carries_media {
             tracing::info!(
                 images_shown = summary.shown,

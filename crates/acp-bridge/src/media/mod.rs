@@ -7,11 +7,13 @@
 //! agent that advertises `promptCapabilities.image` gets `image` blocks,
 //! one that advertises `promptCapabilities.audio` `audio` blocks; any other
 //! gets the URL as a line of the prompt's text and a `resource_link`, and
-//! any medium refused or failed the URL as a line with the reason. It owns
-//! no cache: a medium is fetched for each prompt that carries it.
+//! any medium refused or failed the URL as a line with the reason. A
+//! medium fetched is kept a while (`cache`): a prompt or steer that
+//! carries it again (a retry) does not fetch it again.
 
 mod args;
 mod blocks;
+mod cache;
 mod fetch;
 mod refs;
 
@@ -20,6 +22,7 @@ use futures_util::future::join_all;
 
 pub use args::MediaArgs;
 pub(crate) use blocks::MediaSummary;
+pub(crate) use cache::MediaCache;
 pub use fetch::MediaFetcher;
 use refs::MediaKind;
 pub use refs::MediaRef;
@@ -58,10 +61,11 @@ impl AgentTakes {
 
 /// The content blocks of a prompt of `text` whose mentions carry `media`,
 /// for an agent that takes the kinds `takes` says; the bridge's lines
-/// about the media start with `mark`. The media are fetched at once, each
-/// within its bounds.
+/// about the media start with `mark`. The media not in `cache` are fetched
+/// at once, each within its bounds, and kept there.
 pub(crate) async fn prompt_blocks(
     fetcher: &MediaFetcher,
+    cache: &MediaCache,
     text: String,
     mark: &str,
     media: Vec<MediaRef>,
@@ -72,8 +76,14 @@ pub(crate) async fn prompt_blocks(
             Err(fetch::Refusal::AgentTakesNone(media.kind()))
         } else if index >= MAX_MEDIA_PER_PROMPT {
             Err(fetch::Refusal::TooMany)
+        } else if let Some(cached) = cache.get(media) {
+            Ok(cached)
         } else {
-            fetcher.fetch(media).await
+            let fetched = fetcher.fetch(media).await;
+            if let Ok(fetched) = &fetched {
+                cache.put(media, fetched);
+            }
+            fetched
         }
     });
     let outcomes = join_all(fetches).await;
