@@ -103,3 +103,34 @@ async fn read_thread_is_refused_when_thread_context_is_off() {
         "{answer}"
     );
 }
+
+/// A `limit` past `--thread-context` is capped there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_thread_caps_the_limit_at_thread_context() {
+    let scene = Scene::builder()
+        .flags(&["--thread-context", "2", "--follow-threads", "off"])
+        .start()
+        .await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let root = owner
+        .publish(
+            EventBuilder::text_note("a thread")
+                .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - 100)),
+        )
+        .await;
+    for (text, seconds_ago) in [("one", 30), ("two", 20), ("three", 10)] {
+        owner.publish(note_in_thread(&root, text, seconds_ago)).await;
+    }
+    let mark = log.cursor();
+    let mention = owner
+        .publish(ask(&root, bot, "read it all [mcp-read-thread=50]"))
+        .await;
+    let answer = scene.reply_to(&mention).await.content;
+    let (_, read) = answer
+        .split_once(READ_MARK)
+        .unwrap_or_else(|| panic!("no `{READ_MARK}` in:\n{answer}"));
+    assert_eq!(read.matches("Earlier message from").count(), 2, "{read}");
+    assert!(read.contains("> three") && !read.contains("> two"), "{read}");
+    let line = log.wait(mark, Line::new("thread read for the agent")).await;
+    assert_eq!(line["quoted"], 2, "{line}");
+}
