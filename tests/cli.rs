@@ -241,6 +241,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--thread-context-from", "everyone"),
     ("--thread-context-bytes", "1"),
     ("--max-image-bytes", "0"),
+    ("--max-audio-bytes", "0"),
     ("--media-fetch-timeout", "121s"),
     ("--fetch-private-addresses", "maybe"),
     ("--blossom", "ftp://blossom.example.com"),

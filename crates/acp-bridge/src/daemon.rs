@@ -35,6 +35,7 @@ use crate::intake::{Intake, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
+use crate::media::MediaCache;
 use crate::pool::{Pool, reaper};
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
@@ -541,6 +542,7 @@ fn turn_services(
             signer.clone(),
             settings.media.private_addresses,
         ),
+        media_cache: MediaCache::default(),
     }
 }
 

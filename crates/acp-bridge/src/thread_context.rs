@@ -284,6 +284,58 @@ impl Mark {
     }
 }
 
+/// How much of a thread one read fetches and keeps.
+#[derive(Debug)]
+struct Reading {
+    /// Only events from this second on (the session's mark).
+    since: Option<i64>,
+    /// The newest this many quoted messages at most.
+    limit: usize,
+    /// Leave out what the journal took in (the session saw it).
+    leave_out_journaled: bool,
+}
+
+/// One read of a thread: the framed block and what it holds.
+#[derive(Debug)]
+struct Read {
+    text: String,
+    /// Date (unix seconds) and id of each message the block quotes.
+    quoted: Vec<(i64, EventId)>,
+    left_out: LeftOut,
+    /// False when the thread needs no query (a DM, a new top-level note).
+    asked_the_relay: bool,
+}
+
+impl Read {
+    /// The line that says what the agent got and why the rest was left out.
+    fn log(&self, message: &'static str) {
+        let left_out = &self.left_out;
+        tracing::info!(
+            quoted = self.quoted.len(),
+            bytes = self.text.len(),
+            off_thread = left_out.off_thread,
+            unheard = left_out.unheard,
+            bad_signature = left_out.bad_signature,
+            over_budget = left_out.over_budget,
+            "{message}"
+        );
+    }
+}
+
+/// What `read_thread` gives the agent.
+#[derive(Debug)]
+pub(crate) struct ThreadRead {
+    /// The framed messages; empty when there are none.
+    pub text: String,
+    /// How many messages it quotes.
+    pub quoted: usize,
+}
+
+/// The relay did not answer a thread read in time.
+#[derive(Debug, thiserror::Error)]
+#[error("the relay did not return the thread: {0}")]
+pub(crate) struct ReadError(String);
+
 /// Why fetched events were left out, for the log line that says what the
 /// agent got.
 #[derive(Debug, Default)]
@@ -309,7 +361,80 @@ impl ThreadContext {
             .ok()
             .flatten()
             .map(|(at, ids)| Mark::read(at, &ids));
-        let filters = self.filters(&first.thread, mark.as_ref().map(|mark| mark.at));
+        let reading = Reading {
+            since: mark.as_ref().map(|mark| mark.at),
+            limit: self.limit,
+            leave_out_journaled: true,
+        };
+        let is_new = |event: &Event| self.is_new_context(event, batch, mark.as_ref());
+        let read = match self.read(first, &reading, is_new).await {
+            Ok(read) => read,
+            Err(error) => {
+                metrics::thread_context("failed");
+                tracing::warn!(%error, "no thread context: the relay did not answer; prompting without it");
+                return Gathered::default();
+            }
+        };
+        // The session sees the batch too: the next turn's fetch starts at
+        // the newest second it saw, so it reads only what came since.
+        let seen_batch = batch
+            .iter()
+            .map(|mention| (mention.created_at.as_secs() as i64, mention.event_id.to_hex()));
+        let seen_context = read.quoted.iter().map(|(at, id)| (*at, id.to_hex()));
+        let next = mark
+            .clone()
+            .unwrap_or_default()
+            .advanced(seen_batch.chain(seen_context));
+        let pending = (Some(&next) != mark.as_ref()).then(|| PendingMark {
+            marks: self.marks.clone(),
+            conversation: first.conversation.clone(),
+            mark: next,
+        });
+        if read.asked_the_relay {
+            let kept = read.quoted.len();
+            metrics::thread_context(if kept == 0 { "nothing_new" } else { "included" });
+            read.log("thread context for the prompt");
+        }
+        Gathered {
+            text: read.text,
+            mark: pending,
+        }
+    }
+
+    /// The thread of `mention` as the `read_thread` tool gives it: its
+    /// newest `limit` messages from heard authors (capped at
+    /// `--thread-context`), whether or not the session saw them, framed
+    /// and bounded like the context block. The bot's own messages are left
+    /// out; the session's mark does not move. A DM thread reads as empty.
+    pub(crate) async fn read_thread(&self, mention: &Mention, limit: usize) -> Result<ThreadRead, ReadError> {
+        let reading = Reading {
+            since: None,
+            limit: limit.clamp(1, self.limit),
+            leave_out_journaled: false,
+        };
+        let not_future = |event: &Event| {
+            event.pubkey != self.bot
+                && event.created_at.as_secs() <= Timestamp::now().as_secs() + MAX_FUTURE_SKEW_SECS
+        };
+        let read = self.read(mention, &reading, not_future).await?;
+        read.log("thread read for the agent");
+        Ok(ThreadRead {
+            quoted: read.quoted.len(),
+            text: read.text,
+        })
+    }
+
+    /// Fetches the thread of `first` as `reading` says, keeps the events of
+    /// this very thread that `keep` accepts, and frames the newest
+    /// `reading.limit` of them from heard authors, signed, within the byte
+    /// bounds.
+    async fn read(
+        &self,
+        first: &Mention,
+        reading: &Reading,
+        keep: impl Fn(&Event) -> bool,
+    ) -> Result<Read, ReadError> {
+        let filters = self.filters(&first.thread, reading.since, reading.limit);
         let asked_the_relay = !filters.is_empty();
         let fetches = filters.into_iter().map(|filter| async {
             match &first.origin {
@@ -323,22 +448,17 @@ impl ThreadContext {
         });
         let mut earlier: Vec<Event> = Vec::new();
         for fetched in futures_util::future::join_all(fetches).await {
-            match fetched {
-                Ok(events) => earlier.extend(events),
-                Err(error) => {
-                    metrics::thread_context("failed");
-                    tracing::warn!(%error, "no thread context: the relay did not answer; prompting without it");
-                    return Gathered::default();
-                }
-            }
+            earlier.extend(fetched.map_err(|error| ReadError(error.to_string()))?);
         }
         let mut left_out = LeftOut::default();
         earlier.retain(|event| {
             let in_thread = in_thread(event, &first.thread);
             left_out.off_thread += usize::from(!in_thread);
-            in_thread && self.is_new_context(event, batch, mark.as_ref())
+            in_thread && keep(event)
         });
-        self.leave_out_journaled(&mut earlier);
+        if reading.leave_out_journaled {
+            self.leave_out_journaled(&mut earlier);
+        }
         earlier.sort_by_key(|event| (event.created_at, event.id));
         earlier.dedup_by_key(|event| event.id);
         let mut quoted: Vec<(&Event, Standing)> = earlier
@@ -349,7 +469,7 @@ impl ThreadContext {
                 Some((event, standing?))
             })
             .collect();
-        let skip = quoted.len().saturating_sub(self.limit);
+        let skip = quoted.len().saturating_sub(reading.limit);
         quoted.drain(..skip);
         quoted.retain(|(event, _)| {
             let signed = event.verify().is_ok();
@@ -357,42 +477,23 @@ impl ThreadContext {
             signed
         });
         let (text, kept) = self.block(&quoted, &mut left_out);
-        // The session sees the batch too: the next turn's fetch starts at
-        // the newest second it saw, so it reads only what came since.
-        let seen_batch = batch
+        let quoted = quoted[quoted.len() - kept..]
             .iter()
-            .map(|mention| (mention.created_at.as_secs() as i64, mention.event_id.to_hex()));
-        let seen_context = quoted[quoted.len() - kept..]
-            .iter()
-            .map(|(event, _)| (event.created_at.as_secs() as i64, event.id.to_hex()));
-        let next = mark
-            .clone()
-            .unwrap_or_default()
-            .advanced(seen_batch.chain(seen_context));
-        let pending = (Some(&next) != mark.as_ref()).then(|| PendingMark {
-            marks: self.marks.clone(),
-            conversation: first.conversation.clone(),
-            mark: next,
-        });
-        if asked_the_relay {
-            metrics::thread_context(if kept == 0 { "nothing_new" } else { "included" });
-            tracing::info!(
-                quoted = kept,
-                bytes = text.len(),
-                off_thread = left_out.off_thread,
-                unheard = left_out.unheard,
-                bad_signature = left_out.bad_signature,
-                over_budget = left_out.over_budget,
-                "thread context for the prompt"
-            );
-        }
-        Gathered { text, mark: pending }
+            .map(|(event, _)| (event.created_at.as_secs() as i64, event.id))
+            .collect();
+        Ok(Read {
+            text,
+            quoted,
+            left_out,
+            asked_the_relay,
+        })
     }
 
     /// The relay queries for the thread's earlier messages, after `since`
     /// (a note thread's root only the first time: it is never new later).
-    /// Every query is limited.
-    fn filters(&self, thread: &Thread, since: Option<i64>) -> Vec<Filter> {
+    /// Every query is limited, with room beside `limit` for the events
+    /// left out.
+    fn filters(&self, thread: &Thread, since: Option<i64>, limit: usize) -> Vec<Filter> {
         let (replies, root) = match thread {
             // A new top-level note is its own root: nothing came before it,
             // so a first turn on it costs no round trip.
@@ -410,7 +511,7 @@ impl ThreadContext {
             Thread::Direct { .. } => return Vec::new(),
         };
         // Room for the events left out (the turn's own, the bot's, the unheard).
-        let replies = replies.limit(self.limit.saturating_mul(4));
+        let replies = replies.limit(limit.saturating_mul(4));
         let replies = match since {
             Some(since) => replies.since(Timestamp::from_secs(since.max(0) as u64)),
             None => replies,

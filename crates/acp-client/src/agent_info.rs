@@ -112,6 +112,9 @@ pub struct AgentInfo {
     /// `agentCapabilities.promptCapabilities.image`: prompts may carry
     /// `image` blocks.
     pub prompt_image: bool,
+    /// `agentCapabilities.promptCapabilities.audio`: prompts may carry
+    /// `audio` blocks.
+    pub prompt_audio: bool,
     /// `agentCapabilities.mcpCapabilities.http == true`: sessions may be
     /// given MCP servers over HTTP.
     pub mcp_http: bool,
@@ -163,6 +166,7 @@ impl AgentInfo {
                 == Some(true),
             prompt_queueing: flag(meta, &["claudeCode", "promptQueueing"]),
             prompt_image: flag(capabilities, &["promptCapabilities", "image"]),
+            prompt_audio: flag(capabilities, &["promptCapabilities", "audio"]),
             mcp_http: capabilities
                 .and_then(|capabilities| capabilities.pointer("/mcpCapabilities/http"))
                 .and_then(Value::as_bool)
@@ -189,7 +193,7 @@ mod tests {
             "agentCapabilities": {
                 "loadSession": true,
                 "sessionCapabilities": {"resume": {}, "close": {}, "list": {}, "fork": {}, "additionalDirectories": {}},
-                "promptCapabilities": {"image": true, "embeddedContext": true}
+                "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true}
             },
             "_meta": {"steering": {"supported": true}, "claudeCode": {"promptQueueing": true}}
         });
@@ -199,13 +203,15 @@ mod tests {
         assert!(info.additional_directories);
         assert!(info.session_steering && info.prompt_queueing);
         assert!(info.auth_methods.is_empty());
-        assert!(info.prompt_image);
+        assert!(info.prompt_image && !info.prompt_audio);
         assert!(!info.mcp_http, "no mcpCapabilities");
 
         let bare = AgentInfo::from_initialize_result(&json!({"protocolVersion": 1}));
         assert!(!bare.load_session && !bare.resume_session && !bare.close_session);
         assert!(!bare.additional_directories);
         assert!(!bare.session_steering && !bare.prompt_queueing && !bare.prompt_image);
+        let gemini = json!({"agentCapabilities": {"promptCapabilities": {"image": true, "audio": true}}});
+        assert!(AgentInfo::from_initialize_result(&gemini).prompt_audio);
         let hinted_otherwise = json!({"_meta": {"steering": {"supported": "yes"}}});
         assert!(!AgentInfo::from_initialize_result(&hinted_otherwise).session_steering);
     }

@@ -401,9 +401,20 @@ impl AgentClient {
         session: &SessionId,
         text: &str,
     ) -> Result<SteeringOutcome, SteerRefusal> {
+        self.steer_session_with(session, vec![ContentBlock::text(text)])
+            .await
+    }
+
+    /// [`AgentClient::steer_session`] with any content blocks (text,
+    /// images, …): `_session/steering` takes a prompt like `session/prompt`.
+    pub async fn steer_session_with(
+        &self,
+        session: &SessionId,
+        prompt: Vec<ContentBlock>,
+    ) -> Result<SteeringOutcome, SteerRefusal> {
         let params = json!({
             "sessionId": session,
-            "prompt": [ContentBlock::text(text)],
+            "prompt": prompt,
             "_meta": {"steering": {"idleBehavior": "promptRequired"}},
         });
         let answer = self
@@ -527,6 +538,16 @@ impl AgentClient {
     /// holding the writer, i.e. at the moment the request is written. When
     /// no turn is in flight or no run id is known, nothing is written.
     pub async fn steer(&self, session: &SessionId, text: &str) -> Result<SteerAccepted, SteerRefusal> {
+        self.steer_with(session, vec![ContentBlock::text(text)]).await
+    }
+
+    /// [`AgentClient::steer`] with any content blocks (text, images, …):
+    /// goose's steer takes a prompt like `session/prompt`.
+    pub async fn steer_with(
+        &self,
+        session: &SessionId,
+        prompt: Vec<ContentBlock>,
+    ) -> Result<SteerAccepted, SteerRefusal> {
         let (reply_tx, reply_rx) = oneshot::channel();
         {
             let mut writer = self.conn.writer().await;
@@ -556,7 +577,7 @@ impl AgentClient {
                 let params = json!({
                     "sessionId": session,
                     "expectedRunId": run_id,
-                    "prompt": [ContentBlock::text(text)],
+                    "prompt": prompt,
                 });
                 (id, params)
             };

@@ -63,7 +63,8 @@ pub use permission::{
 pub use process::AgentCommand;
 pub use program::{DEFAULT_SEARCH_PATH, ProgramError};
 pub use protocol::{
-    ContentBlock, Cost, ImageBlock, PROTOCOL_VERSION, SessionId, StopReason, ToolCall, TurnEvent, Usage,
+    ContentBlock, Cost, ImageBlock, PROTOCOL_VERSION, ResourceLinkBlock, SessionId, StopReason, ToolCall,
+    TurnEvent, Usage,
 };
 pub use stderr_tail::{STDERR_TAIL_LINE_BYTES, STDERR_TAIL_LINES};
 pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};

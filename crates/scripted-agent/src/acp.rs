@@ -30,7 +30,7 @@ pub(crate) fn initialize_result(options: &Options) -> Value {
         "protocolVersion": options.protocol_version,
         "agentCapabilities": {
             "loadSession": options.reopen_sessions == Some(Reopen::Load),
-            "promptCapabilities": { "image": options.images, "audio": false, "embeddedContext": false },
+            "promptCapabilities": { "image": options.images, "audio": options.audio, "embeddedContext": false },
             // It takes an HTTP MCP server (and calls it on `[mcp-post=…]`).
             "mcpCapabilities": { "http": true, "sse": false },
         },
@@ -60,20 +60,30 @@ pub(crate) fn text_of(blocks: &[Value]) -> String {
         .collect()
 }
 
-/// A line per `image` block: its type and its decoded length (`[image
-/// image/png, 68 bytes]`), so a test can see what reached the agent.
-pub(crate) fn images_of(blocks: &[Value]) -> String {
+/// A line per `image` or `audio` block, with its type and its decoded
+/// length (`[image image/png, 68 bytes]`), and per `resource_link` block,
+/// with its name, URI and type (`[resource_link a.png
+/// https://…/a.png image/png]`), so a test can see what reached the agent.
+pub(crate) fn media_of(blocks: &[Value]) -> String {
     blocks
         .iter()
-        .filter(|block| block["type"] == "image")
-        .map(|block| {
-            let data = block["data"].as_str().unwrap_or_default();
-            let padding = data.bytes().rev().take_while(|&byte| byte == b'=').count();
-            let bytes = (data.len() / 4 * 3).saturating_sub(padding.min(2));
-            format!(
-                "\n[image {}, {bytes} bytes]",
-                block["mimeType"].as_str().unwrap_or("?")
-            )
+        .filter_map(|block| {
+            let kind = block["type"].as_str()?;
+            let mime = block["mimeType"].as_str().unwrap_or("?");
+            match kind {
+                "image" | "audio" => {
+                    let data = block["data"].as_str().unwrap_or_default();
+                    let padding = data.bytes().rev().take_while(|&byte| byte == b'=').count();
+                    let bytes = (data.len() / 4 * 3).saturating_sub(padding.min(2));
+                    Some(format!("\n[{kind} {mime}, {bytes} bytes]"))
+                }
+                "resource_link" => Some(format!(
+                    "\n[resource_link {} {} {mime}]",
+                    block["name"].as_str().unwrap_or("?"),
+                    block["uri"].as_str().unwrap_or("?"),
+                )),
+                _ => None,
+            }
         })
         .collect()
 }
@@ -174,15 +184,16 @@ mod tests {
     }
 
     #[test]
-    fn images_of_names_each_image_blocks_type_and_length() {
+    fn media_of_names_each_media_blocks_type_and_length_and_each_link() {
         let blocks = [
             json!({"type": "text", "text": "a"}),
             json!({"type": "image", "mimeType": "image/png", "data": "iVBORw=="}),
-            json!({"type": "image", "mimeType": "image/gif", "data": "YWJj"}),
+            json!({"type": "audio", "mimeType": "audio/ogg", "data": "YWJj"}),
+            json!({"type": "resource_link", "name": "b.gif", "uri": "https://e.com/b.gif", "mimeType": "image/gif"}),
         ];
         assert_eq!(
-            images_of(&blocks),
-            "\n[image image/png, 4 bytes]\n[image image/gif, 3 bytes]"
+            media_of(&blocks),
+            "\n[image image/png, 4 bytes]\n[audio audio/ogg, 3 bytes]\n[resource_link b.gif https://e.com/b.gif image/gif]"
         );
         assert!(
             !initialize_result(&Options::default())["agentCapabilities"]["promptCapabilities"]["image"]
@@ -193,10 +204,18 @@ mod tests {
             images: true,
             ..Options::default()
         });
-        assert!(
-            images["agentCapabilities"]["promptCapabilities"]["image"]
-                .as_bool()
-                .unwrap()
+        let capabilities = &images["agentCapabilities"]["promptCapabilities"];
+        assert_eq!(
+            (&capabilities["image"], &capabilities["audio"]),
+            (&json!(true), &json!(false))
+        );
+        let audio = initialize_result(&Options {
+            audio: true,
+            ..Options::default()
+        });
+        assert_eq!(
+            audio["agentCapabilities"]["promptCapabilities"]["audio"],
+            json!(true)
         );
     }
 

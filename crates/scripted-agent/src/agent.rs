@@ -227,7 +227,7 @@ impl Agent {
                 return self.outbox.respond_error(id, error).await;
             }
         };
-        let prompt_text = acp::text_of(&params.prompt) + &acp::images_of(&params.prompt);
+        let prompt_text = acp::text_of(&params.prompt) + &acp::media_of(&params.prompt);
         self.start_turn(&params.session_id, prompt_text, Some(id), turns)
             .await
     }

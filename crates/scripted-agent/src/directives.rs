@@ -47,6 +47,7 @@ struct Directives {
     mcp_send_file: Option<(String, String)>,
     say_cwd: bool,
     tasks: crate::mcp_tasks::TaskCalls,
+    mcp_read_thread: Option<u32>,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -101,6 +102,9 @@ impl Directives {
             Some(("mcp-post", text)) if !text.is_empty() => self.mcp_post = Some(text.to_owned()),
             Some(("mcp-posts", count)) => self.mcp_posts = count.parse().ok().or(self.mcp_posts),
             Some(("mcp-react", emoji)) if !emoji.is_empty() => self.mcp_react = Some(emoji.to_owned()),
+            Some(("mcp-read-thread", limit)) => {
+                self.mcp_read_thread = limit.parse().ok().or(self.mcp_read_thread);
+            }
             Some(("mcp-event", id)) if !id.is_empty() => self.mcp_event = Some(id.to_owned()),
             Some(("mcp-send-file", spec)) if !spec.is_empty() => {
                 let (path, caption) = spec.split_once('|').unwrap_or((spec, ""));
@@ -184,6 +188,8 @@ pub(crate) struct TurnScript {
     pub(crate) say_cwd: bool,
     /// Then `delegate`, `task_status`, `task_stop` (see `mcp_tasks`).
     pub(crate) mcp_tasks: crate::mcp_tasks::TaskCalls,
+    /// Then call its `read_thread` with this limit.
+    pub(crate) mcp_read_thread: Option<u32>,
 }
 
 impl TurnScript {
@@ -227,6 +233,7 @@ impl TurnScript {
             mcp_send_file: directives.mcp_send_file,
             say_cwd: directives.say_cwd,
             mcp_tasks: directives.tasks,
+            mcp_read_thread: directives.mcp_read_thread,
         }
     }
 }
@@ -310,6 +317,8 @@ mod tests {
             script.mcp_send_file,
             Some(("out/chart.png".to_owned(), "the chart".to_owned()))
         );
+        let script = TurnScript::new(&Options::default(), "[mcp-read-thread=3]");
+        assert_eq!(script.mcp_read_thread, Some(3));
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub(crate) async fn handle(agent: &Agent, id: Value, params: Value) -> Result<()
 fn accept(agent: &Agent, params: Value) -> Result<Accepted, RpcError> {
     let params: SteerParams =
         serde_json::from_value(params).map_err(|e| RpcError::invalid_params(e.to_string()))?;
-    let text = acp::text_of(&params.prompt);
+    let text = acp::text_of(&params.prompt) + &acp::media_of(&params.prompt);
     if text.is_empty() {
         return Err(RpcError::invalid_params("prompt must not be empty"));
     }

@@ -106,6 +106,11 @@ pub struct Options {
     #[arg(long)]
     pub images: bool,
 
+    /// Advertise `promptCapabilities.audio`, and end every final message
+    /// with what each audio block held (`[audio audio/ogg, N bytes]`).
+    #[arg(long)]
+    pub audio: bool,
+
     /// Reopen sessions of earlier processes: advertise and serve
     /// `session/resume` (with `session/close`), or `session/load` (which
     /// replays a line of history first). Any `sess_` id is taken as known.
@@ -193,6 +198,7 @@ impl Default for Options {
             session_steering: false,
             additional_directories: false,
             images: false,
+            audio: false,
             reopen_sessions: None,
             controls: None,
             steering_starts_turns: false,
@@ -227,6 +233,7 @@ impl Options {
             (self.session_steering, "--session-steering"),
             (self.additional_directories, "--additional-directories"),
             (self.images, "--images"),
+            (self.audio, "--audio"),
             (self.steering_starts_turns, "--steering-starts-turns"),
             (self.end_run_after_steer, "--end-run-after-steer"),
             (self.hang, "--hang"),

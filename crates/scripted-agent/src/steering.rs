@@ -39,7 +39,7 @@ pub(crate) enum Steering {
 pub(crate) fn handle(agent: &Agent, params: Value) -> Result<Steering, RpcError> {
     let params: SteeringParams =
         serde_json::from_value(params).map_err(|error| RpcError::invalid_params(error.to_string()))?;
-    let text = acp::text_of(&params.prompt);
+    let text = acp::text_of(&params.prompt) + &acp::media_of(&params.prompt);
     if text.is_empty() {
         return Err(RpcError::invalid_params("prompt must not be empty"));
     }

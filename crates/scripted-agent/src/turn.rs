@@ -206,8 +206,10 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
 }
 
 /// `[mcp-post=TEXT]` (`[mcp-posts=N]` times), `[mcp-react=EMOJI]`,
-/// `[mcp-send-file=PATH|CAPTION]`: calls `post_message`, then `react`, then `send_file`, on the MCP server offered for the session; the final message
-/// gets a line about each call.
+/// `[mcp-send-file=PATH|CAPTION]`, `[mcp-read-thread=N]`: calls
+/// `post_message`, then `react`, then `send_file`, then `read_thread`, on
+/// the MCP server offered for the session; the final message gets a line
+/// about each call (with what `read_thread` returned).
 async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
     let mut calls = Vec::new();
     if let Some(text) = &turn.script.mcp_post {
@@ -232,6 +234,9 @@ async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcr
     }
     if let Some((path, caption)) = &turn.script.mcp_send_file {
         calls.push(("send_file", json!({ "path": path, "caption": caption })));
+    }
+    if let Some(limit) = turn.script.mcp_read_thread {
+        calls.push(("read_thread", json!({ "limit": limit })));
     }
     if calls.is_empty() && !turn.script.mcp_tasks.any() {
         return Ok(());

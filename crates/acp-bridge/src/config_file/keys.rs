@@ -154,6 +154,7 @@ pub(crate) const KEYS: &[Key] = &[
     key("thread-context-from", Section::Turns),
     key("thread-context-bytes", Section::Turns),
     key("max-image-bytes", Section::Turns),
+    key("max-audio-bytes", Section::Turns),
     key("media-fetch-timeout", Section::Turns),
     key("fetch-private-addresses", Section::Turns),
     key("reply-mode", Section::Replies),

@@ -18,8 +18,8 @@
 use std::collections::HashMap;
 
 use acp_client::{
-    AcpError, AnswerError, CancelOutcome, ElicitationAction, ElicitationQuestion, PermissionKind,
-    PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
+    AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
+    PermissionKind, PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
 };
 use nostr_sdk::prelude::{EventId, PublicKey, Timestamp};
 use tokio::sync::mpsc;
@@ -36,7 +36,7 @@ use super::turn::{
 use super::usage;
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
-use crate::media::{self, MediaFetcher, MediaRef};
+use crate::media::{self, AgentTakes, MediaCache, MediaFetcher, MediaRef};
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::pool::{Lease, Pool};
 use crate::prompt::BRIDGE_MARK;
@@ -74,6 +74,8 @@ pub(crate) struct TurnServices {
     pub files: crate::send_file::FileSender,
     /// Who the gate hears: which bots a task may be delegated to.
     pub gate: Option<crate::gate::GateRules>,
+    /// The media fetched lately, shared by every turn.
+    pub media_cache: MediaCache,
 }
 
 /// What a driver tells the heart.
@@ -335,9 +337,10 @@ impl Driver {
                 Err(error) => self.report(Input::LeaseFailed(error)).await,
             },
             DriverAction::Prompt(text, media) => self.prompt(text, media).await,
-            DriverAction::Steer { ticket, text } => {
+            DriverAction::Steer { ticket, text, media } => {
                 if let Some(lease) = &self.lease {
-                    let answer = self.steer.steer(&lease.client, &lease.session, &text).await;
+                    let blocks = self.blocks(lease, text, media).await;
+                    let answer = self.steer.steer(&lease.client, &lease.session, blocks).await;
                     self.report(Input::SteerAnswered { ticket, answer }).await;
                 }
             }
@@ -409,19 +412,7 @@ impl Driver {
         };
         let text = self.group_preface.clone() + &text;
         let Some(lease) = &self.lease else { return };
-        let takes_images = lease.client.info().is_some_and(|info| info.prompt_image);
-        let carries_media = !media.is_empty();
-        let (blocks, summary) =
-            media::prompt_blocks(&self.services.media, text, BRIDGE_MARK, media, takes_images).await;
-        if carries_media {
-            tracing::info!(
-                images_shown = summary.shown,
-                image_bytes = summary.shown_bytes,
-                images_as_text = summary.as_text,
-                agent_takes_images = takes_images,
-                "prompt carries images"
-            );
-        }
+        let blocks = self.blocks(lease, text, media).await;
         let prompt = lease
             .client
             .prompt(&lease.session, blocks, self.services.options)
@@ -435,6 +426,37 @@ impl Driver {
                 self.report(Input::PromptEnded(Err(failure))).await;
             }
         }
+    }
+
+    /// The blocks of a prompt or steer of `text` whose mentions carry
+    /// `media`, fetched for what the leased agent takes; says in the log
+    /// what they carry when there are media.
+    async fn blocks(&self, lease: &Lease, text: String, media: Vec<MediaRef>) -> Vec<ContentBlock> {
+        let takes = AgentTakes::of(lease.client.info());
+        let carries_media = !media.is_empty();
+        let (blocks, summary) = media::prompt_blocks(
+            &self.services.media,
+            &self.services.media_cache,
+            text,
+            BRIDGE_MARK,
+            media,
+            takes,
+        )
+        .await;
+        if carries_media {
+            tracing::info!(
+                images_shown = summary.shown,
+                image_bytes = summary.shown_bytes,
+                audio_shown = summary.audio_shown,
+                audio_bytes = summary.audio_bytes,
+                images_as_text = summary.as_text,
+                linked = summary.linked,
+                agent_takes_images = takes.image,
+                agent_takes_audio = takes.audio,
+                "prompt carries images"
+            );
+        }
+        blocks
     }
 
     fn start_cancel(&mut self) {

@@ -28,6 +28,7 @@ mod question_replies;
 mod send_file;
 mod steer_strategy;
 mod tasks;
+mod thread_reader;
 mod tools;
 mod turn;
 mod usage;

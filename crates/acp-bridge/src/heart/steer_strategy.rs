@@ -6,7 +6,7 @@
 //! (the machine then falls back to cancel + merge), never chosen by agent
 //! name.
 
-use acp_client::{AgentClient, SessionId, SteerRefusal, SteeringOutcome};
+use acp_client::{AgentClient, ContentBlock, SessionId, SteerRefusal, SteeringOutcome};
 
 use super::turn::SteerAnswer;
 
@@ -31,10 +31,16 @@ impl SteerMethod {
         }
     }
 
-    /// Writes the steer and reads the agent's answer.
-    pub(super) async fn steer(self, client: &AgentClient, session: &SessionId, text: &str) -> SteerAnswer {
+    /// Writes the steer (its text, and the images or audio its mentions
+    /// carry, as a prompt's blocks) and reads the agent's answer.
+    pub(super) async fn steer(
+        self,
+        client: &AgentClient,
+        session: &SessionId,
+        blocks: Vec<ContentBlock>,
+    ) -> SteerAnswer {
         match self {
-            SteerMethod::SessionSteering => match client.steer_session(session, text).await {
+            SteerMethod::SessionSteering => match client.steer_session_with(session, blocks).await {
                 Ok(SteeringOutcome::Injected) => SteerAnswer::Delivered,
                 Ok(SteeringOutcome::PromptRequired) => {
                     SteerAnswer::TurnOver("no turn was running: prompt required".into())
@@ -51,7 +57,7 @@ impl SteerMethod {
                 }
                 Err(refusal) => refused(refusal),
             },
-            SteerMethod::GooseRun => match client.steer(session, text).await {
+            SteerMethod::GooseRun => match client.steer_with(session, blocks).await {
                 Ok(accepted) => SteerAnswer::AwaitingFold {
                     message_id: accepted.message_id,
                 },

@@ -74,6 +74,7 @@ impl Heart {
             ToolAction::TaskStop { id } => {
                 let _ = answer.send(self.task_stop(&conversation, &id));
             }
+            ToolAction::ReadThread { limit } => self.read_thread(&conversation, limit, answer),
         }
     }
 

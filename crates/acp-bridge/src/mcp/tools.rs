@@ -50,6 +50,8 @@ pub(crate) enum ToolAction {
     TaskStatus { id: String },
     /// Stop the conversation's task `id`.
     TaskStop { id: String },
+    /// Read up to `limit` of the newest messages of the conversation's thread.
+    ReadThread { limit: u32 },
 }
 
 impl ToolAction {
@@ -62,6 +64,7 @@ impl ToolAction {
             ToolAction::Delegate(_) => "delegate",
             ToolAction::TaskStatus { .. } => "task_status",
             ToolAction::TaskStop { .. } => "task_stop",
+            ToolAction::ReadThread { .. } => "read_thread",
         }
     }
 
@@ -120,6 +123,12 @@ pub(crate) struct Delegate {
 pub(crate) struct TaskId {
     /// The task id `delegate` returned.
     id: String,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct ReadThread {
+    /// How many of the thread's newest messages to read (the bridge caps it).
+    limit: u32,
 }
 
 /// The tools of one request, bound to the conversation of its token.
@@ -216,6 +225,18 @@ impl BridgeTools {
         Parameters(TaskId { id }): Parameters<TaskId>,
     ) -> Result<CallToolResult, ErrorData> {
         Ok(self.ask(ToolAction::TaskStop { id }).await)
+    }
+
+    /// Reads the newest messages of this conversation's thread, quoted
+    /// with their authors' standing, as the bridge's thread context does.
+    #[tool(
+        description = "Read the newest messages of this conversation's thread (up to `limit`; the bridge caps it), quoted with who wrote them. Only authors the bridge listens to are shown."
+    )]
+    async fn read_thread(
+        &self,
+        Parameters(ReadThread { limit }): Parameters<ReadThread>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.ask(ToolAction::ReadThread { limit }).await)
     }
 
     /// Sends `action` to the heart and turns its answer into the tool's

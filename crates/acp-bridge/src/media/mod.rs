@@ -1,57 +1,98 @@
-//! Images people post, into the agent's prompt.
+//! Images and audio people post, into the agent's prompt.
 //!
-//! Owns reading which images a mention carries (`refs`: NIP-92 `imeta`
-//! tags and bare image URLs, kept on the journaled mention), fetching them
-//! under the operator's bounds (`fetch`, through the daemon's one bounded
-//! GET), and building the prompt's content blocks (`blocks`). An agent
-//! that advertises `promptCapabilities.image` gets `image` blocks; any
-//! other, and any image refused or failed, gets the URL as a line of the
-//! prompt's text with the reason. It owns no cache: an image is fetched
-//! for each prompt that carries it.
+//! Owns reading which media a mention carries (`refs`: NIP-92 `imeta` tags
+//! and bare image and audio URLs, kept on the journaled mention), fetching
+//! them under the operator's bounds (`fetch`, through the daemon's one
+//! bounded GET), and building the prompt's content blocks (`blocks`). An
+//! agent that advertises `promptCapabilities.image` gets `image` blocks,
+//! one that advertises `promptCapabilities.audio` `audio` blocks; any other
+//! gets the URL as a line of the prompt's text and a `resource_link`, and
+//! any medium refused or failed the URL as a line with the reason. A
+//! medium fetched is kept a while (`cache`): a prompt or steer that
+//! carries it again (a retry) does not fetch it again.
 
 mod args;
 mod blocks;
+mod cache;
 mod fetch;
 mod refs;
 
-use acp_client::ContentBlock;
+use acp_client::{AgentInfo, ContentBlock};
 use futures_util::future::join_all;
 
 pub use args::MediaArgs;
 pub(crate) use blocks::MediaSummary;
+pub(crate) use cache::MediaCache;
 pub use fetch::MediaFetcher;
+use refs::MediaKind;
 pub use refs::MediaRef;
 pub(crate) use refs::media_of;
 
 use crate::telemetry::metrics;
 
-/// Most images one prompt carries (qwen-code's own cap); past it they stay
-/// URLs in the text.
-pub(crate) const MAX_IMAGES_PER_PROMPT: usize = 4;
+/// Most media one prompt carries (qwen-code's own cap of images); past it
+/// they stay URLs in the text.
+pub(crate) const MAX_MEDIA_PER_PROMPT: usize = 4;
+
+/// Which kinds of media an agent takes inline, as its `initialize` said
+/// (`promptCapabilities`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AgentTakes {
+    pub image: bool,
+    pub audio: bool,
+}
+
+impl AgentTakes {
+    /// What the agent `info` describes takes; nothing when unknown.
+    pub(crate) fn of(info: Option<&AgentInfo>) -> Self {
+        AgentTakes {
+            image: info.is_some_and(|info| info.prompt_image),
+            audio: info.is_some_and(|info| info.prompt_audio),
+        }
+    }
+
+    fn takes(self, kind: MediaKind) -> bool {
+        match kind {
+            MediaKind::Image => self.image,
+            MediaKind::Audio => self.audio,
+        }
+    }
+}
 
 /// The content blocks of a prompt of `text` whose mentions carry `media`,
-/// for an agent that takes images (`agent_takes_images`) or not; the
-/// bridge's lines about the images start with `mark`. The images are
-/// fetched at once, each within its bounds.
+/// for an agent that takes the kinds `takes` says; the bridge's lines
+/// about the media start with `mark`. The media not in `cache` are fetched
+/// at once, each within its bounds, and kept there.
 pub(crate) async fn prompt_blocks(
     fetcher: &MediaFetcher,
+    cache: &MediaCache,
     text: String,
     mark: &str,
     media: Vec<MediaRef>,
-    agent_takes_images: bool,
+    takes: AgentTakes,
 ) -> (Vec<ContentBlock>, MediaSummary) {
     let fetches = media.iter().enumerate().map(|(index, media)| async move {
-        if !agent_takes_images {
-            Err(fetch::Refusal::AgentTakesNone)
-        } else if index >= MAX_IMAGES_PER_PROMPT {
+        if !takes.takes(media.kind()) {
+            Err(fetch::Refusal::AgentTakesNone(media.kind()))
+        } else if index >= MAX_MEDIA_PER_PROMPT {
             Err(fetch::Refusal::TooMany)
+        } else if let Some(cached) = cache.get(media) {
+            Ok(cached)
         } else {
-            fetcher.image(media).await
+            let fetched = fetcher.fetch(media).await;
+            if let Ok(fetched) = &fetched {
+                cache.put(media, fetched);
+            }
+            fetched
         }
     });
     let outcomes = join_all(fetches).await;
-    for outcome in &outcomes {
-        metrics::prompt_image(outcome.as_ref().map_or_else(fetch::Refusal::as_str, |_| "shown"));
+    for (media, outcome) in media.iter().zip(&outcomes) {
+        let outcome = outcome.as_ref().map_or_else(fetch::Refusal::as_str, |_| "shown");
+        match media.kind() {
+            MediaKind::Image => metrics::prompt_image(outcome),
+            MediaKind::Audio => metrics::prompt_audio(outcome),
+        }
     }
     blocks::prompt_blocks(text, mark, media.into_iter().zip(outcomes).collect())
 }

@@ -1,19 +1,58 @@
-//! Which images a mention carries: its NIP-92 `imeta` tags, then the bare
-//! image URLs of its text. Pure: read at acceptance and journaled with the
-//! mention, fetched (or not) when its prompt is built.
+//! Which images and audio clips a mention carries: its NIP-92 `imeta`
+//! tags, then the bare image and audio URLs of its text. Pure: read at
+//! acceptance and journaled with the mention, fetched (or not) when its
+//! prompt is built.
 
 use nostr_sdk::prelude::{Tag, Url};
 use serde::{Deserialize, Serialize};
 
-/// Most images taken from one mention (qwen-code's own per-prompt cap);
-/// the rest stay URLs in the text.
-pub(crate) const MAX_IMAGES_PER_MENTION: usize = 4;
+/// Most media (images and audio) taken from one mention (qwen-code's own
+/// per-prompt cap of images); the rest stay URLs in the text.
+pub(crate) const MAX_MEDIA_PER_MENTION: usize = 4;
 
 /// File name endings of the image types agents take, for URLs with no
-/// `imeta` tag.
-const IMAGE_EXTENSIONS: [&str; 5] = [".png", ".jpg", ".jpeg", ".gif", ".webp"];
+/// `imeta` tag, and the type each names.
+const IMAGE_EXTENSIONS: [(&str, &str); 5] = [
+    (".png", "image/png"),
+    (".jpg", "image/jpeg"),
+    (".jpeg", "image/jpeg"),
+    (".gif", "image/gif"),
+    (".webp", "image/webp"),
+];
 
-/// One image a mention points at, with what its `imeta` tag says of it.
+/// File name endings of the audio types fetched, for URLs with no `imeta`
+/// tag (or one without `m`), and the type each names. `.webm` is left out:
+/// it is as often a video.
+const AUDIO_EXTENSIONS: [(&str, &str); 7] = [
+    (".mp3", "audio/mpeg"),
+    (".ogg", "audio/ogg"),
+    (".oga", "audio/ogg"),
+    (".opus", "audio/ogg"),
+    (".wav", "audio/wav"),
+    (".m4a", "audio/mp4"),
+    (".flac", "audio/flac"),
+];
+
+/// What a media reference is, for the prompt: an agent takes each kind
+/// only when its `promptCapabilities` say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MediaKind {
+    Image,
+    Audio,
+}
+
+impl MediaKind {
+    /// The word in the prompt's lines and the ACP block's type.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            MediaKind::Image => "image",
+            MediaKind::Audio => "audio",
+        }
+    }
+}
+
+/// One image or audio clip a mention points at, with what its `imeta` tag
+/// says of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MediaRef {
     pub url: String,
@@ -32,20 +71,44 @@ pub struct MediaRef {
     pub dim: Option<(u32, u32)>,
 }
 
-/// The images of a mention: each `imeta` tag whose `m` is an image type
-/// (or that has no `m`), then each image URL of `content` no tag named,
-/// in order, without repeats, at most [`MAX_IMAGES_PER_MENTION`].
+impl MediaRef {
+    /// Audio when its `m` says so, or (without `m`) its URL ends as an
+    /// audio file does; else an image (an `imeta` tag without `m` was
+    /// always taken for one).
+    pub(crate) fn kind(&self) -> MediaKind {
+        match self.mime.as_deref() {
+            Some(mime) if mime.starts_with("audio/") => MediaKind::Audio,
+            Some(_) => MediaKind::Image,
+            None if typed_by_extension(&self.url, &AUDIO_EXTENSIONS).is_some() => MediaKind::Audio,
+            None => MediaKind::Image,
+        }
+    }
+
+    /// Its type as far as known before a fetch: the tag's `m`, else the
+    /// one its URL's extension names.
+    pub(crate) fn claimed_type(&self) -> Option<String> {
+        self.mime.clone().or_else(|| {
+            typed_by_extension(&self.url, &IMAGE_EXTENSIONS)
+                .or_else(|| typed_by_extension(&self.url, &AUDIO_EXTENSIONS))
+                .map(str::to_owned)
+        })
+    }
+}
+
+/// The media of a mention: each `imeta` tag whose `m` is an image or audio
+/// type (or that has no `m`), then each image or audio URL of `content` no
+/// tag named, in order, without repeats, at most [`MAX_MEDIA_PER_MENTION`].
 pub(crate) fn media_of(tags: &[Tag], content: &str) -> Vec<MediaRef> {
     let mut found: Vec<MediaRef> = Vec::new();
     let tagged = tags.iter().filter_map(imeta).filter(|media| {
         media
             .mime
             .as_deref()
-            .is_none_or(|mime| mime.starts_with("image/"))
+            .is_none_or(|mime| mime.starts_with("image/") || mime.starts_with("audio/"))
     });
     let bare = content
         .split_whitespace()
-        .filter_map(bare_image_url)
+        .filter_map(bare_media_url)
         .map(|url| MediaRef {
             url,
             mime: None,
@@ -55,7 +118,7 @@ pub(crate) fn media_of(tags: &[Tag], content: &str) -> Vec<MediaRef> {
         });
     for mut media in tagged.chain(bare) {
         media.sha256 = media.sha256.or_else(|| blossom_hash(&media.url));
-        if found.len() == MAX_IMAGES_PER_MENTION {
+        if found.len() == MAX_MEDIA_PER_MENTION {
             break;
         }
         if !found.iter().any(|known| known.url == media.url) {
@@ -110,14 +173,24 @@ fn blossom_hash(url: &str) -> Option<String> {
     (stem.len() == 64 && stem.bytes().all(|byte| byte.is_ascii_hexdigit())).then(|| stem.to_ascii_lowercase())
 }
 
-/// `word` as an http(s) URL whose path ends in an image type's extension.
-fn bare_image_url(word: &str) -> Option<String> {
+/// The type `extensions` give the path of `url`, if its path ends in one.
+fn typed_by_extension(url: &str, extensions: &[(&str, &'static str)]) -> Option<&'static str> {
+    let path = Url::parse(url).ok()?.path().to_ascii_lowercase();
+    extensions
+        .iter()
+        .find(|(extension, _)| path.ends_with(extension))
+        .map(|(_, mime)| *mime)
+}
+
+/// `word` as an http(s) URL whose path ends in an image or audio type's
+/// extension.
+fn bare_media_url(word: &str) -> Option<String> {
     let word = word.trim_end_matches([',', '.', ')', ']', '>', '"', '\'']);
     let url = Url::parse(word).ok()?;
-    let path = url.path().to_ascii_lowercase();
-    let image = matches!(url.scheme(), "http" | "https")
-        && IMAGE_EXTENSIONS.iter().any(|extension| path.ends_with(extension));
-    image.then(|| word.to_owned())
+    let media = matches!(url.scheme(), "http" | "https")
+        && (typed_by_extension(word, &IMAGE_EXTENSIONS).is_some()
+            || typed_by_extension(word, &AUDIO_EXTENSIONS).is_some());
+    media.then(|| word.to_owned())
 }
 
 #[cfg(test)]
@@ -159,16 +232,45 @@ mod tests {
     }
 
     #[test]
-    fn images_come_from_imeta_tags_then_bare_urls_without_repeats() {
+    fn media_come_from_imeta_tags_then_bare_urls_without_repeats() {
         let tags = [
             imeta_tag(&["url https://e.com/a.png", "m image/png"]),
-            imeta_tag(&["url https://e.com/song.mp3", "m audio/mpeg"]),
+            imeta_tag(&["url https://e.com/song", "m audio/mpeg"]),
+            imeta_tag(&["url https://e.com/film.mp4", "m video/mp4"]),
             Tag::hashtag("cats"),
         ];
-        let content =
-            "look https://e.com/a.png and https://e.com/b.JPG, not https://e.com/c.txt or ftp://e.com/d.png";
-        let urls: Vec<String> = media_of(&tags, content).into_iter().map(|m| m.url).collect();
-        assert_eq!(urls, ["https://e.com/a.png", "https://e.com/b.JPG"]);
+        let content = "look https://e.com/a.png and https://e.com/b.JPG, https://e.com/c.txt ftp://e.com/d.png https://e.com/e.ogg";
+        let found = media_of(&tags, content);
+        let urls: Vec<&str> = found.iter().map(|m| m.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "https://e.com/a.png",
+                "https://e.com/song",
+                "https://e.com/b.JPG",
+                "https://e.com/e.ogg"
+            ]
+        );
+        let kinds: Vec<MediaKind> = found.iter().map(MediaRef::kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                MediaKind::Image,
+                MediaKind::Audio,
+                MediaKind::Image,
+                MediaKind::Audio
+            ]
+        );
+        let types: Vec<Option<String>> = found.iter().map(MediaRef::claimed_type).collect();
+        assert_eq!(
+            types,
+            [
+                Some("image/png".to_owned()),
+                Some("audio/mpeg".to_owned()),
+                Some("image/jpeg".to_owned()),
+                Some("audio/ogg".to_owned())
+            ]
+        );
     }
 
     #[test]
@@ -187,8 +289,8 @@ mod tests {
     }
 
     #[test]
-    fn a_mention_gives_at_most_its_cap_of_images() {
+    fn a_mention_gives_at_most_its_cap_of_media() {
         let content: Vec<String> = (0..10).map(|n| format!("https://e.com/{n}.webp")).collect();
-        assert_eq!(media_of(&[], &content.join(" ")).len(), MAX_IMAGES_PER_MENTION);
+        assert_eq!(media_of(&[], &content.join(" ")).len(), MAX_MEDIA_PER_MENTION);
     }
 }

@@ -41,6 +41,7 @@ const PROMPT_IMAGES: &str = "acp_bridge_prompt_images_total";
 const BLOSSOM_UPLOADS: &str = "acp_bridge_blossom_uploads_total";
 const BLOSSOM_UPLOAD_BYTES: &str = "acp_bridge_blossom_upload_bytes_total";
 const DELEGATED_TASKS: &str = "acp_bridge_delegated_tasks_total";
+const PROMPT_AUDIO: &str = "acp_bridge_prompt_audio_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -88,7 +89,8 @@ const LOOKUP_RESULTS: &[&str] = &["found", "none", "failed"];
 /// The heart's `Holdup` labels.
 const HOLDUPS: &[&str] = &["capacity", "turn_in_flight", "backing_off", "agent_starting"];
 const CONTEXT_RESULTS: &[&str] = &["included", "nothing_new", "failed"];
-/// `prompt_images{outcome}`: `shown`, or media's `Refusal` labels.
+/// `prompt_images{outcome}` and `prompt_audio{outcome}`: `shown`, or
+/// media's `Refusal` labels.
 const IMAGE_OUTCOMES: &[&str] = &[
     "shown",
     "agent_takes_none",
@@ -118,6 +120,7 @@ const MCP_TOOLS: &[&str] = &[
     "delegate",
     "task_status",
     "task_stop",
+    "read_thread",
 ];
 /// How delegated tasks (`heart/tasks`) ended.
 const TASK_OUTCOMES: &[&str] = &["done", "failed", "stopped"];
@@ -151,7 +154,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 14] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 15] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -166,6 +169,7 @@ pub(crate) fn register_at_zero() {
         (PROMPT_IMAGES, "outcome", IMAGE_OUTCOMES),
         (BLOSSOM_UPLOADS, "outcome", BLOSSOM_OUTCOMES),
         (DELEGATED_TASKS, "outcome", TASK_OUTCOMES),
+        (PROMPT_AUDIO, "outcome", IMAGE_OUTCOMES),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -285,6 +289,12 @@ pub(crate) fn thread_context(result: &'static str) {
 /// its URL (`outcome` says why).
 pub(crate) fn prompt_image(outcome: &'static str) {
     counter!(PROMPT_IMAGES, "outcome" => listed(IMAGE_OUTCOMES, outcome)).increment(1);
+}
+
+/// An audio clip a prompt's mention carried: shown to the agent, or given
+/// as its URL (`outcome` says why).
+pub(crate) fn prompt_audio(outcome: &'static str) {
+    counter!(PROMPT_AUDIO, "outcome" => listed(IMAGE_OUTCOMES, outcome)).increment(1);
 }
 
 pub(crate) fn mention_to_reply(seconds: f64) {

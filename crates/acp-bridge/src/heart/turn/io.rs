@@ -166,9 +166,11 @@ pub(crate) enum DriverAction {
     Lease,
     /// Prompt the agent with this text and the images of these mentions.
     Prompt(String, Vec<MediaRef>),
+    /// Steer the live prompt with this text and the media of its mentions.
     Steer {
         ticket: SteerTicket,
         text: String,
+        media: Vec<MediaRef>,
     },
     /// Cancel the live prompt (once per prompt).
     Cancel,

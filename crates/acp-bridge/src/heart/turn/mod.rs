@@ -387,6 +387,7 @@ impl TurnMachine {
                     DriverAction::Steer {
                         ticket,
                         text: prompt::steer_text(&mentions),
+                        media: media_of(&mentions),
                     }
                     .into(),
                 );

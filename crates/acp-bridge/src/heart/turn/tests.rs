@@ -184,7 +184,7 @@ fn count(actions: &[Action], predicate: impl Fn(&Action) -> bool) -> usize {
 fn native_steer_confirmed_by_its_fold_is_answered_by_the_same_turn() {
     let mut rig = Rig::prompting(&["write the report"]);
     let actions = rig.absorb(10, "also the budget", Framing::Steer);
-    let [Action::Driver(DriverAction::Steer { ticket, text })] = actions.as_slice() else {
+    let [Action::Driver(DriverAction::Steer { ticket, text, .. })] = actions.as_slice() else {
         panic!("{actions:?}");
     };
     assert!(text.contains(prompt::STEER_HEADER) && text.contains("> also the budget"));

@@ -1,0 +1,136 @@
+//! The `read_thread` tool of the bridge's MCP server (issue 24 §1), end to
+//! end: the scripted agent calls it (`[mcp-read-thread=N]`) and answers
+//! with what it got, which follows the thread context's rules: only heard
+//! authors, the newest `N`, framed by the bridge.
+
+mod support;
+
+use nostr_sdk::prelude::*;
+use support::*;
+
+/// What the agent's answer says `read_thread` returned.
+const READ_MARK: &str = "mcp read_thread: ok: ";
+
+/// A kind-1 reply in the thread of `root`, dated `seconds_ago`.
+fn note_in_thread(root: &Event, text: &str, seconds_ago: u64) -> EventBuilder {
+    EventBuilder::text_note_reply(text, root, Some(root), None)
+        .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - seconds_ago))
+}
+
+/// A reply in the thread of `root` that mentions the bot.
+fn ask(root: &Event, bot: PublicKey, text: &str) -> EventBuilder {
+    EventBuilder::text_note_reply(text, root, Some(root), None).tag(Tag::public_key(bot))
+}
+
+/// A second mention in a thread gets no context (the session saw it all),
+/// but `read_thread` reads the thread again: the newest `limit` messages of
+/// heard authors, never the stranger's (who would be among the newest if
+/// heard), never the bot's own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_thread_gives_the_newest_heard_messages_up_to_the_limit() {
+    let friend = Keys::generate();
+    let friend_npub = friend.public_key().to_bech32().expect("npub");
+    let scene = Scene::builder()
+        .flags(&[
+            "--respond-to",
+            "allowlist",
+            "--allowlist",
+            &friend_npub,
+            "--thread-context",
+            "10",
+            "--follow-threads",
+            "off",
+        ])
+        .start()
+        .await;
+    let friend = Person::join_as(friend, &scene.relay.url()).await;
+    let stranger = scene.join().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+
+    let root = owner
+        .publish(
+            EventBuilder::text_note("a thread about turtles")
+                .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - 100)),
+        )
+        .await;
+    friend.publish(note_in_thread(&root, "note three", 90)).await;
+    friend.publish(note_in_thread(&root, "note four", 80)).await;
+    stranger
+        .publish(note_in_thread(&root, "the stranger's words", 70))
+        .await;
+    let first = owner.publish(ask(&root, bot, "first question")).await;
+    scene.reply_to(&first).await;
+
+    let mark = log.cursor();
+    let second = owner
+        .publish(ask(&root, bot, "second question [mcp-read-thread=3]"))
+        .await;
+    let answer = scene.reply_to(&second).await.content;
+    println!("answer:\n{answer}");
+    let (prompt, read) = answer
+        .split_once(READ_MARK)
+        .unwrap_or_else(|| panic!("no `{READ_MARK}` in:\n{answer}"));
+    assert!(
+        !prompt.contains("> note four"),
+        "the second prompt carries no context: the session saw it"
+    );
+    for newest in [
+        "> note four",
+        "> first question",
+        "> second question",
+        "[acp-bridge] End of the earlier messages.",
+    ] {
+        assert!(read.contains(newest), "`{newest}` is read:\n{read}");
+    }
+    for left_out in ["note three", "the stranger's words", "a thread about turtles"] {
+        assert!(!read.contains(left_out), "`{left_out}` is not read:\n{read}");
+    }
+    assert_eq!(read.matches("Earlier message from").count(), 3, "{read}");
+    let line = log.wait(mark, Line::new("thread read for the agent")).await;
+    assert_eq!(line["quoted"], 3, "{line}");
+    assert_eq!(line["unheard"], 1, "{line}");
+}
+
+/// With `--thread-context 0` there is nothing to read by: the tool is
+/// refused, and the mention is answered all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_thread_is_refused_when_thread_context_is_off() {
+    let scene = Scene::builder().flags(&["--thread-context", "0"]).start().await;
+    let mention = scene.mention("room", "[mcp-read-thread=5]").await;
+    let answer = scene.reply_to(&mention).await.content;
+    assert!(
+        answer.contains("mcp read_thread: error: reading the thread is off here"),
+        "{answer}"
+    );
+}
+
+/// A `limit` past `--thread-context` is capped there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_thread_caps_the_limit_at_thread_context() {
+    let scene = Scene::builder()
+        .flags(&["--thread-context", "2", "--follow-threads", "off"])
+        .start()
+        .await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let root = owner
+        .publish(
+            EventBuilder::text_note("a thread")
+                .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - 100)),
+        )
+        .await;
+    for (text, seconds_ago) in [("one", 30), ("two", 20), ("three", 10)] {
+        owner.publish(note_in_thread(&root, text, seconds_ago)).await;
+    }
+    let mark = log.cursor();
+    let mention = owner
+        .publish(ask(&root, bot, "read it all [mcp-read-thread=50]"))
+        .await;
+    let answer = scene.reply_to(&mention).await.content;
+    let (_, read) = answer
+        .split_once(READ_MARK)
+        .unwrap_or_else(|| panic!("no `{READ_MARK}` in:\n{answer}"));
+    assert_eq!(read.matches("Earlier message from").count(), 2, "{read}");
+    assert!(read.contains("> three") && !read.contains("> two"), "{read}");
+    let line = log.wait(mark, Line::new("thread read for the agent")).await;
+    assert_eq!(line["quoted"], 2, "{line}");
+}
