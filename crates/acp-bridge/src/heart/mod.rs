@@ -42,7 +42,6 @@ use tokio_util::sync::CancellationToken;
 
 pub use conversations::BATCH_CAP;
 pub(crate) use driver::TurnServices;
-pub(crate) use tasks::{DelegateCall, FOREGROUND_WAIT};
 
 use crate::backoff::Backoff;
 use crate::commands::OwnerCommand;

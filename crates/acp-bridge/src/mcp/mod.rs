@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use args::McpMode;
 pub(crate) use offer::SERVER_NAME;
-pub(crate) use tools::{ToolAction, ToolRequest};
+pub(crate) use tools::{DelegateCall, FOREGROUND_WAIT, ToolAction, ToolRequest};
 
 use crate::mention::ConversationKey;
 use tokens::TokenRegistry;

@@ -24,6 +24,20 @@ use crate::telemetry::metrics;
 /// it is not known whether the call took effect.
 const HEART_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The longest a `delegate` with `background: false` waits for its task
+/// (the heart's side of it is `heart/tasks`): below the agents' own MCP
+/// tool timeouts (codex and goose give up after 300 s).
+pub(crate) const FOREGROUND_WAIT: Duration = Duration::from_secs(240);
+
+/// A `delegate` call, as the tool took it.
+#[derive(Debug)]
+pub(crate) struct DelegateCall {
+    pub prompt: String,
+    /// `self`, or the npub / hex key of a sibling bot.
+    pub to: String,
+    pub background: bool,
+}
+
 /// What a tool asks the heart to do, for the conversation of its token.
 #[derive(Debug)]
 pub(crate) struct ToolRequest {
@@ -45,7 +59,7 @@ pub(crate) enum ToolAction {
     /// and post its link with `caption`, like `PostMessage`.
     SendFile { path: String, caption: String },
     /// Start a delegated task (see `heart/tasks`).
-    Delegate(crate::heart::DelegateCall),
+    Delegate(DelegateCall),
     /// Where the conversation's task `id` stands.
     TaskStatus { id: String },
     /// Stop the conversation's task `id`.
@@ -74,9 +88,7 @@ impl ToolAction {
     fn answer_timeout(&self) -> Duration {
         match self {
             ToolAction::SendFile { .. } => HEART_ANSWER_TIMEOUT + crate::send_file::UPLOAD_TIMEOUT,
-            ToolAction::Delegate(call) if !call.background => {
-                HEART_ANSWER_TIMEOUT + crate::heart::FOREGROUND_WAIT
-            }
+            ToolAction::Delegate(call) if !call.background => HEART_ANSWER_TIMEOUT + FOREGROUND_WAIT,
             _ => HEART_ANSWER_TIMEOUT,
         }
     }
@@ -199,7 +211,7 @@ impl BridgeTools {
             background,
         }): Parameters<Delegate>,
     ) -> Result<CallToolResult, ErrorData> {
-        let call = crate::heart::DelegateCall {
+        let call = DelegateCall {
             prompt,
             to: to.unwrap_or_else(|| "self".to_owned()),
             background: background.unwrap_or(true),

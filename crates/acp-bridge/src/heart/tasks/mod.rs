@@ -47,12 +47,11 @@ mod sibling;
 
 use super::Heart;
 use super::turn::Input;
+use crate::mcp::{DelegateCall, FOREGROUND_WAIT};
 use crate::mention::{ConversationKey, Intent};
 use crate::prompt::{self, Framing};
 use crate::telemetry::metrics;
 
-/// The longest a `delegate` with `background: false` waits for its task.
-pub(crate) const FOREGROUND_WAIT: Duration = Duration::from_secs(240);
 /// Sessions at this depth (a task's own is 1) cannot delegate.
 pub(crate) const MAX_DELEGATION_DEPTH: usize = 1;
 /// Tasks a conversation may have running at once.
@@ -63,15 +62,6 @@ const ENDED_TASKS_KEPT: usize = 256;
 const NEWS_QUEUE: usize = 64;
 /// Between the delegating conversation's key and the task id in a task's.
 const TASK_SEGMENT: &str = "/task/";
-
-/// A `delegate` call, as the tool took it.
-#[derive(Debug)]
-pub(crate) struct DelegateCall {
-    pub prompt: String,
-    /// `self`, or the npub / hex key of a sibling bot.
-    pub to: String,
-    pub background: bool,
-}
 
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
