@@ -266,8 +266,15 @@ async fn with_an_agent_user_the_workspace_is_that_users_alone() {
     }
     let cwd = std::fs::canonicalize(temp_dir("workspaces-user")).expect("cwd");
     std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let blossom = BlossomServer::start().expect("blossom server");
     let mut flags = flags(&cwd, "per-conversation");
-    flags.extend(["--agent-user".into(), AGENT_USER.into()]);
+    flags.extend([
+        "--agent-user".into(),
+        AGENT_USER.into(),
+        "--blossom".into(),
+        blossom.base_url(),
+        "--fetch-private-addresses".into(),
+    ]);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let scene = Scene::builder().flags(&flags).start().await;
 
@@ -292,4 +299,21 @@ async fn with_an_agent_user_the_workspace_is_that_users_alone() {
         answer.contains(&format!("{}: in the workspace", file.display())),
         "{answer}"
     );
+
+    // send_file reads as root, but only what the agent user could read: a
+    // root-only file (say, a hard link planted to one) is refused.
+    std::fs::write(dir.join("root-only.txt"), "not for the agent").expect("file");
+    std::fs::set_permissions(dir.join("root-only.txt"), std::fs::Permissions::from_mode(0o600))
+        .expect("chmod");
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let refused = scene.mention("room", "[mcp-send-file=root-only.txt|x]").await;
+    let answer = owner.reply_containing(&bot, &refused.id, "done: ").await.content;
+    assert!(
+        answer.contains("mcp send_file: error: `root-only.txt` is not readable by the user you run as"),
+        "{answer}"
+    );
+    let sent = scene.mention("room", "[mcp-send-file=notes.txt|x]").await;
+    let answer = owner.reply_containing(&bot, &sent.id, "done: ").await.content;
+    assert!(answer.contains("mcp send_file: ok: sent: "), "{answer}");
+    assert_eq!(blossom.blob_count(), 1);
 }

@@ -539,6 +539,7 @@ fn turn_services(
         files: crate::send_file::FileSender::new(
             settings.files.clone(),
             settings.agent.workspaces(),
+            settings.agent.user.as_ref(),
             signer.clone(),
             settings.media.private_addresses,
         ),

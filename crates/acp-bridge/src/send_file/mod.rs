@@ -15,6 +15,7 @@ mod open;
 use std::path::Path;
 use std::sync::Arc;
 
+use acp_client::AgentUser;
 use futures_util::future::join_all;
 use nostr_sdk::prelude::{Tag, TagKind, Url};
 
@@ -28,7 +29,7 @@ use crate::signer::BotSigner;
 use crate::telemetry::metrics;
 use crate::workspace::Workspaces;
 use blossom::Blob;
-use open::OpenError;
+use open::{OpenError, Reader};
 
 /// The longest file name said in the upload authorization.
 const MAX_NAME_CHARS: usize = 80;
@@ -88,22 +89,31 @@ impl Sent {
 pub(crate) struct FileSender {
     settings: Arc<FileSettings>,
     workspaces: Workspaces,
+    /// `--agent-user`: files it could not read itself are refused.
+    reader: Option<Reader>,
     signer: BotSigner,
     private_addresses: PrivateAddresses,
 }
 
 impl FileSender {
-    /// Files are read beneath each conversation's workspace, uploaded with
-    /// authorizations `signer` signs.
+    /// Files are read beneath each conversation's workspace (for `agent_user`,
+    /// only those it could read), uploaded with authorizations `signer` signs.
     pub(crate) fn new(
         settings: FileSettings,
         workspaces: Workspaces,
+        agent_user: Option<&AgentUser>,
         signer: BotSigner,
         private_addresses: PrivateAddresses,
     ) -> Self {
         FileSender {
             settings: Arc::new(settings),
             workspaces,
+            reader: agent_user.map(|user| Reader {
+                uid: user.uid,
+                gids: std::iter::once(user.gid)
+                    .chain(user.groups.iter().copied())
+                    .collect(),
+            }),
             signer,
             private_addresses,
         }
@@ -131,8 +141,9 @@ impl FileSender {
         let workspace = self.workspaces.relative_dir_of(conversation);
         let max_bytes = self.settings.max_file_bytes;
         let owned_path = path.to_owned();
+        let reader = self.reader.clone();
         let bytes = tokio::task::spawn_blocking(move || {
-            open::read_beneath(&root, &workspace, &owned_path, max_bytes)
+            open::read_beneath(&root, &workspace, &owned_path, max_bytes, reader.as_ref())
         })
         .await
         .map_err(|_| SendFileError::Upload)??;

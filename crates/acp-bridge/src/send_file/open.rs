@@ -28,8 +28,35 @@ pub(crate) enum OpenError {
     NotRegular(String),
     #[error("`{path}` is {size} bytes; at most {max} bytes are sent")]
     TooLarge { path: String, size: u64, max: u64 },
+    #[error("`{0}` is not readable by the user you run as")]
+    NotYours(String),
     #[error("`{path}` cannot be read: {error}")]
     Io { path: String, error: std::io::Error },
+}
+
+/// The user the agents run as (`--agent-user`): the daemon (root) reads
+/// for them only what they could read themselves, so a hard link to a
+/// root-only file planted in the workspace gives them nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reader {
+    pub uid: u32,
+    /// Its primary and supplementary groups.
+    pub gids: Vec<u32>,
+}
+
+impl Reader {
+    /// Whether the permission bits of `meta` let this user read it.
+    fn may_read(&self, meta: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let mode = meta.mode();
+        if meta.uid() == self.uid {
+            mode & 0o400 != 0
+        } else if self.gids.contains(&meta.gid()) {
+            mode & 0o040 != 0
+        } else {
+            mode & 0o004 != 0
+        }
+    }
 }
 
 /// The path to open relative to `workspace`: `path` as given when it is
@@ -68,6 +95,7 @@ pub(crate) fn read_beneath(
     workspace: &Path,
     path: &str,
     max_bytes: u64,
+    reader: Option<&Reader>,
 ) -> Result<Vec<u8>, OpenError> {
     let io = |error: std::io::Error| OpenError::Io {
         path: path.to_owned(),
@@ -98,6 +126,9 @@ pub(crate) fn read_beneath(
     let meta = file.metadata().map_err(io)?;
     if !meta.file_type().is_file() {
         return Err(OpenError::NotRegular(path.to_owned()));
+    }
+    if reader.is_some_and(|reader| !reader.may_read(&meta)) {
+        return Err(OpenError::NotYours(path.to_owned()));
     }
     let too_large = |size| OpenError::TooLarge {
         path: path.to_owned(),
@@ -138,7 +169,7 @@ mod tests {
 
     /// `read_beneath` with `ws` as the root (shared mode).
     fn read(ws: &Path, path: &str, max: u64) -> Result<Vec<u8>, OpenError> {
-        read_beneath(ws, Path::new(""), path, max)
+        read_beneath(ws, Path::new(""), path, max, None)
     }
 
     #[test]
@@ -184,20 +215,50 @@ mod tests {
         std::fs::write(root.join("conversations/a/mine.txt"), b"mine").unwrap();
         std::os::unix::fs::symlink(&base, root.join("conversations/b")).unwrap();
         let a = Path::new("conversations/a");
-        assert_eq!(read_beneath(&root, a, "mine.txt", 100).unwrap(), b"mine");
+        assert_eq!(read_beneath(&root, a, "mine.txt", 100, None).unwrap(), b"mine");
         let absolute = root.join("conversations/a/mine.txt");
         assert_eq!(
-            read_beneath(&root, a, absolute.to_str().unwrap(), 100).unwrap(),
+            read_beneath(&root, a, absolute.to_str().unwrap(), 100, None).unwrap(),
             b"mine"
         );
         assert!(matches!(
-            read_beneath(&root, a, "../../sub/a.txt", 100),
+            read_beneath(&root, a, "../../sub/a.txt", 100, None),
             Err(OpenError::Outside(_))
         ));
         assert!(matches!(
-            read_beneath(&root, Path::new("conversations/b"), "secret", 100),
+            read_beneath(&root, Path::new("conversations/b"), "secret", 100, None),
             Err(OpenError::Outside(_))
         ));
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn with_an_agent_user_only_what_it_could_read_is_read() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let (base, ws) = workspace();
+        let file = ws.join("sub/a.txt");
+        let meta = std::fs::metadata(&file).unwrap();
+        let owner = Reader {
+            uid: meta.uid(),
+            gids: vec![],
+        };
+        let stranger = Reader {
+            uid: meta.uid() + 1,
+            gids: vec![],
+        };
+        let in_group = Reader {
+            uid: meta.uid() + 1,
+            gids: vec![meta.gid()],
+        };
+        let read_as = |reader: &Reader| read_beneath(&ws, Path::new(""), "sub/a.txt", 100, Some(reader));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(read_as(&owner).is_ok());
+        assert!(read_as(&in_group).is_ok());
+        assert!(matches!(read_as(&stranger), Err(OpenError::NotYours(_))));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(matches!(read_as(&in_group), Err(OpenError::NotYours(_))));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_as(&stranger).is_ok());
         std::fs::remove_dir_all(base).unwrap();
     }
 }

@@ -1,6 +1,6 @@
 //! `--workspace-repo`: a conversation's workspace as a detached worktree of
-//! the operator's git repository (`git worktree add --detach`), removed
-//! with `git worktree remove --force` when pruned.
+//! the operator's git repository (`git worktree add --detach`); once a
+//! pruned workspace is deleted, `git worktree prune` drops its entry.
 //!
 //! `git` runs as a child process, bounded by [`GIT_TIMEOUT`], as the agents'
 //! user when `--agent-user` is set: the worktree's files and its metadata in
@@ -49,17 +49,6 @@ impl Repo {
             OsStr::new("worktree"),
             OsStr::new("add"),
             OsStr::new("--detach"),
-            dir.as_os_str(),
-        ])
-        .await
-    }
-
-    /// Removes the worktree `dir`, changes and all.
-    pub(crate) async fn remove_worktree(&self, dir: &Path) -> Result<(), GitError> {
-        self.git(&[
-            OsStr::new("worktree"),
-            OsStr::new("remove"),
-            OsStr::new("--force"),
             dir.as_os_str(),
         ])
         .await

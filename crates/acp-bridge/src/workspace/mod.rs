@@ -17,9 +17,12 @@
 //!
 //! A directory's modification time says when its conversation last had a
 //! turn (each lease touches it); [`Workspaces::prune`] removes those idle
-//! longer than `--retention` (a worktree through `git worktree remove`),
-//! except the conversations with a live session. `send_file` reads beneath
-//! the same directory (see `send_file`).
+//! longer than `--retention`, except the conversations with a live
+//! session. It first renames one aside under the lock a lease takes to use
+//! a workspace, then deletes it and lets `git worktree prune` drop a
+//! worktree's entry: `git worktree remove` on the live path would race a
+//! turn that starts meanwhile and delete its files under it. `send_file`
+//! reads beneath the same directory (see `send_file`).
 
 mod git;
 
@@ -44,6 +47,8 @@ const DIR_NAME_HEX: usize = 16;
 const CONVERSATIONS_DIR_MODE: u32 = 0o711;
 /// A conversation's workspace: its agent's only.
 const WORKSPACE_MODE: u32 = 0o700;
+/// The name a pruned workspace is moved to before it is deleted.
+const TOMBSTONE_PREFIX: &str = ".pruned-";
 
 /// `--workspace`: which directory a conversation's sessions run in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
@@ -72,6 +77,8 @@ pub(crate) struct Workspaces {
     owner: Option<(u32, u32)>,
     /// `--workspace-repo`: new workspaces are worktrees of it.
     repo: Option<git::Repo>,
+    /// See [`Workspaces::lock_use`].
+    in_use: Arc<std::sync::Mutex<()>>,
 }
 
 impl Workspaces {
@@ -82,6 +89,7 @@ impl Workspaces {
             mode,
             owner,
             repo: None,
+            in_use: Arc::default(),
         }
     }
 
@@ -122,8 +130,14 @@ impl Workspaces {
             move |error| WorkspaceError { path, error }
         };
         let parent = self.root.join(CONVERSATIONS_DIR);
-        create(&parent, CONVERSATIONS_DIR_MODE, None).map_err(failed(&parent))?;
-        if create(&dir, WORKSPACE_MODE, self.owner).map_err(failed(&dir))? {
+        let created = {
+            let _using = self.lock_use();
+            create(&parent, CONVERSATIONS_DIR_MODE, None).map_err(failed(&parent))?;
+            let created = create(&dir, WORKSPACE_MODE, self.owner).map_err(failed(&dir))?;
+            touch(&dir).map_err(failed(&dir))?;
+            created
+        };
+        if created {
             let worktree = match &self.repo {
                 None => false,
                 Some(repo) => match repo.add_worktree(&dir).await {
@@ -146,6 +160,7 @@ impl Workspaces {
         if self.mode == WorkspaceMode::Shared {
             return;
         }
+        let _using = self.lock_use();
         if let Err(error) = touch(&self.dir_of(conversation)) {
             tracing::warn!(%conversation, %error, "cannot mark the workspace used");
         }
@@ -163,31 +178,36 @@ impl Workspaces {
             return Vec::new();
         }
         let keep: BTreeSet<PathBuf> = live.iter().map(|key| self.dir_of(key)).collect();
-        let Ok(entries) = std::fs::read_dir(self.root.join(CONVERSATIONS_DIR)) else {
+        let conversations = self.root.join(CONVERSATIONS_DIR);
+        let Ok(entries) = std::fs::read_dir(&conversations) else {
             return Vec::new();
         };
         let mut removed = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
-            // Not followed: a symlink planted here is not a workspace.
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // One a pass before could not finish removing.
+            if name.starts_with(TOMBSTONE_PREFIX) {
+                remove(&path);
                 continue;
+            }
+            if keep.contains(&path) {
+                continue;
+            }
+            // Checked and moved aside under the lock a turn takes to use a
+            // workspace: a turn starting now gets a fresh directory, never
+            // one being deleted.
+            let tombstone = conversations.join(format!("{TOMBSTONE_PREFIX}{name}"));
+            let moved = {
+                let _using = self.lock_use();
+                // Not followed: a symlink planted here is not a workspace.
+                let idle = std::fs::symlink_metadata(&path)
+                    .is_ok_and(|meta| meta.is_dir() && meta.modified().is_ok_and(|used| used < idle_since));
+                idle && std::fs::rename(&path, &tombstone).is_ok()
             };
-            let idle = meta.modified().is_ok_and(|used| used < idle_since);
-            if !meta.is_dir() || !idle || keep.contains(&path) {
-                continue;
-            }
-            if let Some(repo) = &self.repo
-                && repo.remove_worktree(&path).await.is_ok()
-            {
+            if moved {
+                remove(&tombstone);
                 removed.push(path);
-                continue;
-            }
-            match std::fs::remove_dir_all(&path) {
-                Ok(()) => removed.push(path),
-                Err(error) => {
-                    tracing::warn!(path = %path.display(), %error, "cannot remove an idle workspace")
-                }
             }
         }
         if let Some(repo) = &self.repo
@@ -197,6 +217,14 @@ impl Workspaces {
             tracing::warn!(%error, "cannot prune the worktrees of --workspace-repo");
         }
         removed
+    }
+
+    /// Held while a workspace is created or marked used, and while pruning
+    /// decides on one and moves it aside.
+    fn lock_use(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.in_use
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -227,6 +255,13 @@ fn create(dir: &Path, mode: u32, owner: Option<(u32, u32)>) -> std::io::Result<b
             }
         }
         Err(error) => Err(error),
+    }
+}
+
+/// Deletes the moved-aside workspace `path`, saying so if it cannot.
+fn remove(path: &Path) {
+    if let Err(error) = std::fs::remove_dir_all(path) {
+        tracing::warn!(path = %path.display(), %error, "cannot remove an idle workspace");
     }
 }
 
@@ -287,6 +322,10 @@ mod tests {
             let dir = each.prepare(conversation).await.unwrap();
             std::fs::write(dir.join("file"), "x").unwrap();
         }
+        let leftover = root
+            .join(CONVERSATIONS_DIR)
+            .join(format!("{TOMBSTONE_PREFIX}gone"));
+        std::fs::create_dir_all(leftover.join("deep")).unwrap();
         let long_ago = SystemTime::now() - Duration::from_secs(3600);
         for conversation in [&old, &live] {
             std::fs::File::open(each.dir_of(conversation))
@@ -299,6 +338,11 @@ mod tests {
             .await;
         assert_eq!(removed, [each.dir_of(&old)]);
         assert!(each.dir_of(&live).exists() && each.dir_of(&recent).exists());
+        assert!(!leftover.exists(), "what a pass before left is removed");
+        let entries = std::fs::read_dir(root.join(CONVERSATIONS_DIR)).unwrap().count();
+        assert_eq!(entries, 2, "no tombstone stays");
+        let fresh = each.prepare(&old).await.unwrap();
+        assert!(!fresh.join("file").exists(), "the conversation starts afresh");
         std::fs::remove_dir_all(root).unwrap();
     }
 }
