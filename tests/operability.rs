@@ -9,7 +9,7 @@ use nostr_sdk::prelude::{Alphabet, Filter, SingleLetterTag};
 use support::*;
 
 #[test]
-fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn_and_a_follow_up_without_a_mention() {
+fn demo_runs_to_completion_and_shows_the_steer_a_follow_up_without_a_mention_progress_and_a_delegated_task() {
     let output = Command::new(bridge_binary())
         .arg("demo")
         .output()
@@ -38,8 +38,8 @@ fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn_and_a_follow_up_
     );
     assert_eq!(
         stdout.matches("bridge → prompting the agent").count(),
-        2,
-        "one turn for both mentions, one for the follow-up: {stdout}"
+        3,
+        "one turn for both mentions, one for the follow-up, one for the agent's hands: {stdout}"
     );
     let (_, follow_up) = stdout
         .split_once("owner  → (a reply in the bot's thread, no mention)")
@@ -50,6 +50,21 @@ fn demo_runs_to_completion_and_shows_the_steer_in_the_same_turn_and_a_follow_up_
             && follow_up.contains("the reply in the bot's thread, without a mention, was answered there"),
         "the follow-up is heard and answered: {follow_up}"
     );
+    let (_, hands) = follow_up
+        .split_once("[mcp-delegate=")
+        .expect("the demo asks for work with the bridge's tools");
+    for step in [
+        "posted progress in the thread (the bridge's post_message tool)",
+        "│ On it: checking the build first.",
+        "delegated task t1 to a fresh session",
+        "task t1 ended: done",
+        "task t1's result steered into the delegating agent's live turn",
+        "│ [acp-bridge] Result of task t1, which you delegated",
+        "│ > > Count the open issues.",
+        "the task it delegated ran on a",
+    ] {
+        assert!(hands.contains(step), "{step:?} missing from: {hands}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,11 +3,15 @@
 //! Starts the embedded relay, a bridge with a generated bot key and owner
 //! key, the built-in scripted agent, and a simulated owner who mentions the
 //! bot, mentions it again while the agent works, and then replies in the
-//! bot's thread without mentioning it. The daemon's own log events are
-//! narrated as the conversation happens (mention, accepted, steered, reply);
-//! the demo exits 0 only when the second mention was folded into the live
-//! turn, one reply answered both, and the follow-up was answered in the
-//! thread. No API key, no network.
+//! bot's thread without mentioning it. Then it asks for work that uses the
+//! bridge's own tools (MCP): the agent posts progress in the thread and
+//! delegates a task to a fresh session, whose result the bridge steers
+//! into the agent's live turn. The daemon's own log events are narrated as
+//! the conversation happens (mention, accepted, steered, reply); the demo
+//! exits 0 only when the second mention was folded into the live turn, one
+//! reply answered both, the follow-up was answered in the thread, and the
+//! progress message and the task's result both reached the thread and the
+//! turn. No API key, no network.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -35,6 +39,12 @@ const FIRST_MENTION: &str = "Please draft the release notes for v1.2.";
 const SECOND_MENTION: &str = "Also mention the fixed crash on start-up.";
 /// A reply in the bot's thread that does not mention it.
 const FOLLOW_UP: &str = "Thanks! Keep them under ten lines, please.";
+/// Work for the agent's hands: the scripted agent follows the `[...]`
+/// directives (a model would decide this itself): post progress through
+/// the bridge's `post_message`, `delegate` a task, and work long enough
+/// for the task's result to come back into this turn.
+const HANDS_MENTION: &str = "Get v1.2 ready to ship, and have a helper count the open issues meanwhile. \
+     [mcp-post=On it: checking the build first.] [mcp-delegate=Count the open issues.] [rounds=10]";
 
 /// Runs the demo; the exit status says whether the steer folded in.
 pub async fn run() -> Result<(), String> {
@@ -159,13 +169,52 @@ async fn converse(
     let follow_up = say(&client, owner, None, FOLLOW_UP, &thread).await?;
     narration.wait_for("turn finished").await;
     let answer = reply_to(&mut incoming, follow_up.id).await?;
+    if !answer.content.contains(&format!("> {FOLLOW_UP}")) {
+        return Err(format!(
+            "the follow-up was not answered in the thread; raw reply: {}",
+            answer.as_json()
+        ));
+    }
+    println!("\ndemo ok: the reply in the bot's thread, without a mention, was answered there.\n");
+
+    let outcome = use_the_tools(&client, bot, owner, narration, &mut incoming).await;
     client.shutdown().await;
-    if answer.content.contains(&format!("> {FOLLOW_UP}")) {
-        println!("\ndemo ok: the reply in the bot's thread, without a mention, was answered there.");
+    outcome
+}
+
+/// The agent's hands: a mention whose turn posts progress through the
+/// bridge's MCP server and delegates a task, whose result is steered into
+/// the same turn.
+async fn use_the_tools(
+    client: &Client,
+    bot: &Keys,
+    owner: &Keys,
+    narration: &mut Narrative,
+    incoming: &mut tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+) -> Result<(), String> {
+    let mention = say(client, owner, Some(bot), HANDS_MENTION, &[]).await?;
+    let progress = reply_to(incoming, mention.id).await?;
+    if !crate::reply::is_interim(&progress.tags) || !progress.content.contains("checking the build") {
+        return Err(format!(
+            "the agent's progress message did not come first; raw event: {}",
+            progress.as_json()
+        ));
+    }
+    narration.wait_for("task result steered into the live turn").await;
+    let turn = narration.wait_for("turn finished").await;
+    let answer = reply_to(incoming, mention.id).await?;
+    let steered_result = answer
+        .content
+        .split_once("steer: ")
+        .is_some_and(|(_, steered)| steered.contains("Result of task t1"));
+    let same_turn = turn.get("stop_reason").map(String::as_str) == Some("end_turn");
+    if steered_result && same_turn && !crate::reply::is_interim(&answer.tags) {
+        println!("\ndemo ok: the agent posted progress mid-turn, and the task it delegated ran on a");
+        println!("         fresh session whose result was steered into the live turn and answered.");
         Ok(())
     } else {
         Err(format!(
-            "the follow-up was not answered in the thread; raw reply: {}",
+            "the task's result did not land in the live turn (steered: {steered_result}, end_turn: {same_turn}); raw reply: {}",
             answer.as_json()
         ))
     }
@@ -278,6 +327,18 @@ fn narrate(event: &Narration) -> Option<String> {
         "native steer not possible; falling back to cancel + merge" => {
             "bridge ↪ native steer refused: cancel + merge".to_owned()
         }
+        "posted a message for the agent mid-turn" => {
+            "agent  ✎ posted progress in the thread (the bridge's post_message tool)".to_owned()
+        }
+        "task started" => format!(
+            "agent  ⇢ delegated task {} to a fresh session (the bridge's delegate tool)",
+            field("task_id")
+        ),
+        "task ended" => format!("task   ✓ task {} ended: {}", field("task_id"), field("outcome")),
+        "task result steered into the live turn" => format!(
+            "bridge ↪ task {}'s result steered into the delegating agent's live turn",
+            field("task_id")
+        ),
         "turn finished" => format!(
             "bridge ✓ turn finished: outcome {}, stop reason {}, steer path {}, agent time {} ms",
             field("outcome"),
