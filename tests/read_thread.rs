@@ -11,39 +11,13 @@ use support::*;
 /// What the agent's answer says `read_thread` returned.
 const READ_MARK: &str = "mcp read_thread: ok: ";
 
-/// A kind-1 reply in the thread of `root`, dated `seconds_ago`.
-fn note_in_thread(root: &Event, text: &str, seconds_ago: u64) -> EventBuilder {
-    EventBuilder::text_note_reply(text, root, Some(root), None)
-        .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - seconds_ago))
-}
-
-/// A reply in the thread of `root` that mentions the bot.
-fn ask(root: &Event, bot: PublicKey, text: &str) -> EventBuilder {
-    EventBuilder::text_note_reply(text, root, Some(root), None).tag(Tag::public_key(bot))
-}
-
 /// A second mention in a thread gets no context (the session saw it all),
 /// but `read_thread` reads the thread again: the newest `limit` messages of
 /// heard authors, never the stranger's (who would be among the newest if
 /// heard), never the bot's own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_thread_gives_the_newest_heard_messages_up_to_the_limit() {
-    let friend = Keys::generate();
-    let friend_npub = friend.public_key().to_bech32().expect("npub");
-    let scene = Scene::builder()
-        .flags(&[
-            "--respond-to",
-            "allowlist",
-            "--allowlist",
-            &friend_npub,
-            "--thread-context",
-            "10",
-            "--follow-threads",
-            "off",
-        ])
-        .start()
-        .await;
-    let friend = Person::join_as(friend, &scene.relay.url()).await;
+    let (scene, friend) = scene_with_an_allowlisted_friend().await;
     let stranger = scene.join().await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
 
@@ -58,12 +32,12 @@ async fn read_thread_gives_the_newest_heard_messages_up_to_the_limit() {
     stranger
         .publish(note_in_thread(&root, "the stranger's words", 70))
         .await;
-    let first = owner.publish(ask(&root, bot, "first question")).await;
+    let first = owner.publish(ask_in_thread(&root, bot, "first question")).await;
     scene.reply_to(&first).await;
 
     let mark = log.cursor();
     let second = owner
-        .publish(ask(&root, bot, "second question [mcp-read-thread=3]"))
+        .publish(ask_in_thread(&root, bot, "second question [mcp-read-thread=3]"))
         .await;
     let answer = scene.reply_to(&second).await.content;
     println!("answer:\n{answer}");
@@ -123,7 +97,7 @@ async fn read_thread_caps_the_limit_at_thread_context() {
     }
     let mark = log.cursor();
     let mention = owner
-        .publish(ask(&root, bot, "read it all [mcp-read-thread=50]"))
+        .publish(ask_in_thread(&root, bot, "read it all [mcp-read-thread=50]"))
         .await;
     let answer = scene.reply_to(&mention).await.content;
     let (_, read) = answer

@@ -10,17 +10,6 @@ use support::*;
 
 const CONTEXT_HEADER: &str = "Earlier messages in this thread, for context";
 
-/// A kind-1 reply in the thread of `root`, dated `seconds_ago`.
-fn note_in_thread(root: &Event, text: &str, seconds_ago: u64) -> EventBuilder {
-    EventBuilder::text_note_reply(text, root, Some(root), None)
-        .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - seconds_ago))
-}
-
-/// A reply in the thread of `root` that mentions the bot.
-fn ask(root: &Event, bot: PublicKey, text: &str) -> EventBuilder {
-    EventBuilder::text_note_reply(text, root, Some(root), None).tag(Tag::public_key(bot))
-}
-
 /// The owner's note thread with one earlier note in it: the prompt of the
 /// owner's mention there, and a cursor on the log from just before it.
 async fn prompt_after_one_note<R: RelayServer>(scene: &Scene<R>) -> (String, Cursor) {
@@ -28,7 +17,7 @@ async fn prompt_after_one_note<R: RelayServer>(scene: &Scene<R>) -> (String, Cur
     let root = owner.publish(EventBuilder::text_note("a thread")).await;
     owner.publish(note_in_thread(&root, "an earlier note", 5)).await;
     let mark = log.cursor();
-    let mention = owner.publish(ask(&root, bot, "bot?")).await;
+    let mention = owner.publish(ask_in_thread(&root, bot, "bot?")).await;
     let prompt = scene.reply_to(&mention).await.content;
     println!("prompt:\n{prompt}");
     (prompt, mark)
@@ -46,23 +35,7 @@ fn at(haystack: &str, needle: &str) -> usize {
 /// (whose root note and imitation of the bridge never reach the agent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_mention_gets_the_heard_part_of_the_thread_and_the_next_only_what_is_new() {
-    let friend = Keys::generate();
-    let friend_npub = friend.public_key().to_bech32().expect("npub");
-    let scene = Scene::builder()
-        .flags(&[
-            "--respond-to",
-            "allowlist",
-            "--allowlist",
-            &friend_npub,
-            "--thread-context",
-            "10",
-            // The earlier notes stay context, not follow-ups of the answer.
-            "--follow-threads",
-            "off",
-        ])
-        .start()
-        .await;
-    let friend = Person::join_as(friend, &scene.relay.url()).await;
+    let (scene, friend) = scene_with_an_allowlisted_friend().await;
     let stranger = scene.join().await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
 
@@ -142,7 +115,7 @@ async fn a_first_mention_gets_the_heard_part_of_the_thread_and_the_next_only_wha
 
     // Later in the same thread: only what the session has not seen.
     friend.publish(note_in_thread(&root, "or maybe Speedy", 0)).await;
-    let again = owner.publish(ask(&root, bot, "and now?")).await;
+    let again = owner.publish(ask_in_thread(&root, bot, "and now?")).await;
     let reply = scene.reply_to(&again).await;
     let prompt = reply.content.as_str();
     println!("second prompt:\n{prompt}");
@@ -180,7 +153,7 @@ async fn anyone_quotes_strangers_as_someone() {
             5,
         ))
         .await;
-    let mention = owner.publish(ask(&root, bot, "bot?")).await;
+    let mention = owner.publish(ask_in_thread(&root, bot, "bot?")).await;
     let prompt = scene.reply_to(&mention).await.content;
     println!("prompt:\n{prompt}");
     let order = [
@@ -304,7 +277,7 @@ async fn the_context_is_bounded_in_bytes() {
         let long = format!("note {n} begins. {}", "lorem ipsum ".repeat(500));
         owner.publish(note_in_thread(&root, &long, 50 - n)).await;
     }
-    let mention = owner.publish(ask(&root, bot, "bot?")).await;
+    let mention = owner.publish(ask_in_thread(&root, bot, "bot?")).await;
     let prompt = scene.reply_to(&mention).await.content;
     let start = at(&prompt, CONTEXT_HEADER);
     let end = at(&prompt, "End of the earlier messages.") + "End of the earlier messages.\n".len();
@@ -372,7 +345,7 @@ async fn a_future_dated_reply_is_left_out_and_does_not_silence_the_thread() {
         )
         .await;
     owner.publish(note_in_thread(&root, "an earlier note", 5)).await;
-    let ask = |text: &str| ask(&root, bot, text);
+    let ask = |text: &str| ask_in_thread(&root, bot, text);
     let first = owner.publish(ask("bot?")).await;
     let prompt = scene.reply_to(&first).await.content;
     assert!(prompt.contains("> an earlier note"), "{prompt}");
@@ -391,7 +364,7 @@ async fn thread_context_zero_sends_none() {
     let (owner, bot) = (&scene.owner, scene.bot);
     let root = owner.publish(EventBuilder::text_note("a thread")).await;
     owner.publish(note_in_thread(&root, "an earlier note", 0)).await;
-    let mention = owner.publish(ask(&root, bot, "bot?")).await;
+    let mention = owner.publish(ask_in_thread(&root, bot, "bot?")).await;
     let reply = scene.reply_to(&mention).await;
     assert!(!reply.content.contains(CONTEXT_HEADER), "{}", reply.content);
     assert!(!reply.content.contains("an earlier note"), "{}", reply.content);

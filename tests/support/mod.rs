@@ -21,6 +21,7 @@ mod processes;
 mod relay;
 mod remote_signer;
 mod scene;
+mod threads;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -37,6 +38,7 @@ pub use processes::{descendants, scripted_agents_below};
 pub use relay::{Proxy, RelayServer, TestRelay};
 pub use remote_signer::{BUNKER_SECRET, RemoteSigner};
 pub use scene::{Scene, SceneBuilder, Stage, Tally, assert_exactly_once};
+pub use threads::{ask_in_thread, note_in_thread, scene_with_an_allowlisted_friend};
 
 /// How long a test waits for something the daemon should do.
 pub const PATIENCE: Duration = Duration::from_secs(30);

@@ -6,43 +6,25 @@
 //! (outside the workspace, too large, a type not sent) spends the budget
 //! too: it also bounds how fast an agent can probe the file system.
 
-use std::time::Instant;
-
 use super::Heart;
-use super::tools::{Answer, too_many};
+use super::tools::Answer;
 use crate::mention::ConversationKey;
-use crate::rate_limit::Admission;
 
 impl Heart {
     /// Sends the file `path` of the conversation's workspace with
     /// `caption` in the thread of its turn in flight.
     pub(super) fn send_file(&mut self, key: &ConversationKey, path: String, caption: String, answer: Answer) {
-        let max_bytes = self.services.options.max_text_bytes;
-        let refusal = if let Some(why) = self.services.files.unavailable() {
-            Some(why.to_string())
-        } else if caption.len() > max_bytes {
-            Some(format!(
-                "the caption is {} bytes; at most {max_bytes} are posted",
-                caption.len()
-            ))
-        } else {
-            None
+        let check = match self.services.files.unavailable() {
+            Some(why) => Err(why.to_string()),
+            None => self.postable("caption", &caption),
         };
-        if let Some(why) = refusal {
-            let _ = answer.send(Err(why));
-            return;
-        }
-        let mention = match self.mention_in_flight(key, "send_file") {
+        let mention = match self.admit_post(key, "send_file", check) {
             Ok(mention) => mention,
             Err(why) => {
                 let _ = answer.send(Err(why));
                 return;
             }
         };
-        if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
-            let _ = answer.send(Err(too_many()));
-            return;
-        }
         let files = self.services.files.clone();
         let replier = self.services.replier.clone();
         let key = key.clone();

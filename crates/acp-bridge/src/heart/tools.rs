@@ -41,7 +41,7 @@ const MAX_EMOJI_BYTES: usize = 64;
 pub(super) type Answer = oneshot::Sender<Result<String, String>>;
 
 /// The refusal once the budget is spent.
-pub(super) fn too_many() -> String {
+fn too_many() -> String {
     format!(
         "too many messages and reactions: at most {POST_BURST} in a row, then one every {} s; put the rest in your answer",
         POST_REFILL.as_secs()
@@ -92,6 +92,36 @@ impl Heart {
             })
     }
 
+    /// Whether `text` (the call's `what`: message, caption) fits in one
+    /// message the bridge posts.
+    pub(super) fn postable(&self, what: &str, text: &str) -> Result<(), String> {
+        let max_bytes = self.services.options.max_text_bytes;
+        if text.len() > max_bytes {
+            return Err(format!(
+                "the {what} is {} bytes; at most {max_bytes} are posted",
+                text.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The mention a message `tool` posts goes under: refused when the
+    /// call's own `check` failed, when no turn is in flight, or when the
+    /// conversation's post budget is spent (which the call then draws on).
+    pub(super) fn admit_post(
+        &mut self,
+        key: &ConversationKey,
+        tool: &str,
+        check: Result<(), String>,
+    ) -> Result<Mention, String> {
+        check?;
+        let mention = self.mention_in_flight(key, tool)?;
+        if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
+            return Err(too_many());
+        }
+        Ok(mention)
+    }
+
     /// Reacts with `emoji` to the conversation's journaled mention
     /// `event_id`; a message of another conversation is refused as unknown,
     /// saying nothing of it.
@@ -117,32 +147,18 @@ impl Heart {
 
     /// Posts `text` under the mention the conversation's turn works on.
     fn post_message(&mut self, key: &ConversationKey, text: String, answer: Answer) {
-        let max_bytes = self.services.options.max_text_bytes;
-        let refusal = if text.trim().is_empty() {
-            Some("the message is empty".to_owned())
-        } else if text.len() > max_bytes {
-            Some(format!(
-                "the message is {} bytes; at most {max_bytes} are posted",
-                text.len()
-            ))
+        let check = if text.trim().is_empty() {
+            Err("the message is empty".to_owned())
         } else {
-            None
+            self.postable("message", &text)
         };
-        if let Some(why) = refusal {
-            let _ = answer.send(Err(why));
-            return;
-        }
-        let mention = match self.mention_in_flight(key, "post_message") {
+        let mention = match self.admit_post(key, "post_message", check) {
             Ok(mention) => mention,
             Err(why) => {
                 let _ = answer.send(Err(why));
                 return;
             }
         };
-        if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
-            let _ = answer.send(Err(too_many()));
-            return;
-        }
         let replier = self.services.replier.clone();
         tokio::spawn(async move {
             let outcome = match replier.post_interim(&mention, &text).await {

@@ -46,6 +46,7 @@ mod runner;
 mod sibling;
 
 use super::Heart;
+use super::tools::Answer;
 use super::turn::Input;
 use crate::mcp::{DelegateCall, FOREGROUND_WAIT};
 use crate::mention::{ConversationKey, Intent};
@@ -193,9 +194,6 @@ const FOREGROUND_LATER: &str = "its result will reach you as a message framed by
 fn depth(key: &ConversationKey) -> usize {
     key.as_str().matches(TASK_SEGMENT).count()
 }
-
-/// What a tool is told: a message for the model, or why not.
-type Answer = oneshot::Sender<Result<String, String>>;
 
 impl Heart {
     /// Starts a task for the conversation `key`, whose turn is in flight.
