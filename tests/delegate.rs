@@ -17,6 +17,15 @@ async fn settled_replies(scene: &Scene, channel: &str, mention: &Event) -> Vec<E
     scene.owner.events_referencing(&scene.bot, &mention.id).await
 }
 
+/// The scripted agent's answer to `mention`: its final message (`done: …`),
+/// with a line for each tool call it made.
+async fn answer_to(scene: &Scene, mention: &Event) -> Event {
+    scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "done: ")
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_task_result_is_steered_into_the_live_turn() {
     let scene = Scene::builder().metrics().start().await;
@@ -31,10 +40,7 @@ async fn a_background_task_result_is_steered_into_the_live_turn() {
         .await;
     log.wait(mark, Line::new("task result steered into the live turn"))
         .await;
-    let answer = scene
-        .owner
-        .reply_containing(&scene.bot, &mention.id, "done: ")
-        .await;
+    let answer = answer_to(&scene, &mention).await;
     let text = &answer.content;
     assert!(text.contains("mcp delegate: ok: task t1 started"), "{text}");
     let (_, steered) = text
@@ -80,10 +86,7 @@ async fn a_result_after_the_turn_ended_starts_the_next_turn_under_the_mention() 
     let mention = scene
         .mention("room", "[mcp-delegate=slow work {rounds=8} {delay=300}]")
         .await;
-    let first = scene
-        .owner
-        .reply_containing(&scene.bot, &mention.id, "done: ")
-        .await;
+    let first = answer_to(&scene, &mention).await;
     assert!(
         first.content.contains("mcp delegate: ok: task t1 started"),
         "{}",
@@ -153,10 +156,7 @@ async fn a_task_of_another_conversation_is_not_found() {
     let started = scene
         .mention("room", "[mcp-delegate=long work {rounds=60} {delay=500}]")
         .await;
-    let answer = scene
-        .owner
-        .reply_containing(&scene.bot, &started.id, "done: ")
-        .await;
+    let answer = answer_to(&scene, &started).await;
     assert!(
         answer.content.contains("ok: task t1 started"),
         "{}",
@@ -166,10 +166,7 @@ async fn a_task_of_another_conversation_is_not_found() {
     let other = scene
         .mention("elsewhere", "[mcp-task-status=t1] [mcp-task-stop=t1]")
         .await;
-    let refused = scene
-        .owner
-        .reply_containing(&scene.bot, &other.id, "done: ")
-        .await;
+    let refused = answer_to(&scene, &other).await;
     for tool in ["task_status", "task_stop"] {
         assert!(
             refused
@@ -193,7 +190,7 @@ async fn a_task_of_another_conversation_is_not_found() {
     let own = scene
         .mention("room", "[mcp-task-status=t1] [mcp-task-stop=t1]")
         .await;
-    let own = scene.owner.reply_containing(&scene.bot, &own.id, "done: ").await;
+    let own = answer_to(&scene, &own).await;
     assert!(
         own.content.contains("mcp task_status: ok: task t1 is running"),
         "{}",
@@ -220,10 +217,7 @@ async fn a_foreground_delegation_returns_the_result_as_the_tool_result() {
     let mention = scene
         .mention("room", "[mcp-delegate=quick sums] [mcp-delegate-wait]")
         .await;
-    let answer = scene
-        .owner
-        .reply_containing(&scene.bot, &mention.id, "done: ")
-        .await;
+    let answer = answer_to(&scene, &mention).await;
     let (_, returned) = answer
         .content
         .split_once("mcp delegate: ok: ")

@@ -99,6 +99,26 @@ async fn send_file_reads_from_the_conversations_own_directory() {
     assert_eq!(blossom.blob_count(), 1);
 }
 
+/// Stops the daemon, makes `workspace` last used eight days ago (past the
+/// default retention of seven) and starts it again; returns the log line
+/// of housekeeping's first pass, which runs at start-up.
+async fn restart_with_idle(scene: &mut Scene, workspace: &Path) -> serde_json::Value {
+    assert!(
+        scene
+            .bridge
+            .terminate(std::time::Duration::from_secs(30))
+            .await
+            .success()
+    );
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+    std::fs::File::open(workspace)
+        .and_then(|dir| dir.set_modified(long_ago))
+        .expect("backdate the workspace");
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::new("idle workspaces removed")).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_idle_past_the_retention_is_removed_at_the_next_pass() {
     let cwd = std::fs::canonicalize(temp_dir("workspaces-prune")).expect("cwd");
@@ -111,23 +131,7 @@ async fn a_workspace_idle_past_the_retention_is_removed_at_the_next_pass() {
     std::fs::write(old_dir.join("work.txt"), "done long ago").expect("file");
     let recent = scene.mention("other-room", "[say-cwd]").await;
     let recent_dir = said_cwd(&scene.reply_to(&recent).await.content);
-    assert!(
-        scene
-            .bridge
-            .terminate(std::time::Duration::from_secs(30))
-            .await
-            .success()
-    );
-    // Last used eight days ago, past the default retention of seven.
-    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
-    std::fs::File::open(&old_dir)
-        .and_then(|dir| dir.set_modified(long_ago))
-        .expect("backdate the workspace");
-
-    // Housekeeping's first pass runs at start-up.
-    scene.restart(scene.spec()).await;
-    let log = &scene.bridge.log;
-    let removed = log.wait(log.start(), Line::new("idle workspaces removed")).await;
+    let removed = restart_with_idle(&mut scene, &old_dir).await;
     assert_eq!(removed["count"], 1, "{removed}");
     assert!(!old_dir.exists(), "the idle workspace is gone");
     assert!(recent_dir.is_dir(), "the recent one stays");
@@ -181,20 +185,7 @@ async fn with_a_repo_each_workspace_is_a_worktree_of_it_until_pruned() {
         "a worktree of the repo: {listed}"
     );
 
-    assert!(
-        scene
-            .bridge
-            .terminate(std::time::Duration::from_secs(30))
-            .await
-            .success()
-    );
-    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
-    std::fs::File::open(&dir)
-        .and_then(|dir| dir.set_modified(long_ago))
-        .expect("backdate the workspace");
-    scene.restart(scene.spec()).await;
-    let log = &scene.bridge.log;
-    log.wait(log.start(), Line::new("idle workspaces removed")).await;
+    restart_with_idle(&mut scene, &dir).await;
     assert!(!dir.exists(), "the worktree is gone");
     let listed = git(&repo, &["worktree", "list", "--porcelain"]);
     assert!(
