@@ -101,6 +101,11 @@ pub struct Options {
     #[arg(long)]
     pub images: bool,
 
+    /// Do not advertise `mcpCapabilities.http`: the client then offers its
+    /// MCP server as a stdio entry, which `[mcp-post=…]` runs.
+    #[arg(long)]
+    pub no_mcp_http: bool,
+
     /// Reopen sessions of earlier processes: advertise and serve
     /// `session/resume` (with `session/close`), or `session/load` (which
     /// replays a line of history first). Any `sess_` id is taken as known.
@@ -187,6 +192,7 @@ impl Default for Options {
             no_steer: false,
             session_steering: false,
             images: false,
+            no_mcp_http: false,
             reopen_sessions: None,
             controls: None,
             steering_starts_turns: false,
@@ -220,6 +226,7 @@ impl Options {
             (self.no_steer, "--no-steer"),
             (self.session_steering, "--session-steering"),
             (self.images, "--images"),
+            (self.no_mcp_http, "--no-mcp-http"),
             (self.steering_starts_turns, "--steering-starts-turns"),
             (self.end_run_after_steer, "--end-run-after-steer"),
             (self.hang, "--hang"),

@@ -6,7 +6,7 @@
 //! atomic against the turn draining or clearing it. No I/O happens here:
 //! callers send the frames that tell the client what changed.
 
-use crate::mcp_client::HttpServer;
+use crate::mcp_client::McpServer;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -59,8 +59,8 @@ pub(crate) struct Sessions {
 #[derive(Debug, Default)]
 struct Session {
     live: Option<LiveRun>,
-    /// The HTTP MCP server the client offered when it opened the session.
-    mcp: Option<HttpServer>,
+    /// The MCP server the client offered when it opened the session.
+    mcp: Option<McpServer>,
 }
 
 #[derive(Debug)]
@@ -114,14 +114,14 @@ impl Sessions {
 
     /// Keeps the HTTP MCP server offered for the session (or none), as
     /// the client's last `session/new`, `load` or `resume` gave it.
-    pub(crate) fn offer_mcp(&self, session_id: &str, server: Option<HttpServer>) {
+    pub(crate) fn offer_mcp(&self, session_id: &str, server: Option<McpServer>) {
         if let Some(session) = self.lock().get_mut(session_id) {
             session.mcp = server;
         }
     }
 
-    /// The HTTP MCP server offered for the session, if any.
-    pub(crate) fn mcp_server(&self, session_id: &str) -> Option<HttpServer> {
+    /// The MCP server offered for the session, if any.
+    pub(crate) fn mcp_server(&self, session_id: &str) -> Option<McpServer> {
         self.lock()
             .get(session_id)
             .and_then(|session| session.mcp.clone())

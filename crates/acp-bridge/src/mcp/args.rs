@@ -10,7 +10,7 @@ pub enum McpMode {
     /// Offer none: agents get an empty `mcpServers`, as before issue 24.
     Off,
     /// Offer it over loopback HTTP to agents that advertise
-    /// `mcpCapabilities.http`; agents that do not get none.
+    /// `mcpCapabilities.http`, over stdio (`acp-bridge mcp`) to the others.
     Auto,
 }
 
@@ -19,7 +19,7 @@ pub enum McpMode {
 pub struct McpArgs {
     /// The bridge's own MCP server (`post_message`, `react`), offered to
     /// each session: `auto` over loopback HTTP to agents that advertise
-    /// it, `off` to none.
+    /// it and over stdio (`acp-bridge mcp`) to the others, `off` to none.
     #[arg(long, env = "ACP_BRIDGE_MCP", value_enum, default_value = "auto")]
     pub mcp: McpMode,
 }
