@@ -144,8 +144,8 @@ pub struct Settings {
     pub context: ContextSettings,
     /// The flags of images in prompts.
     pub media: MediaFetcher,
-    /// `--mcp`: whether sessions are offered the bridge's own MCP server.
-    pub mcp: crate::mcp::args::McpMode,
+    /// `--mcp`, `--mcp-servers`: the MCP servers sessions are offered.
+    pub mcp: crate::mcp::args::McpSettings,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -208,6 +208,7 @@ impl RunArgs {
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
         agent.ensure_program_found()?;
+        let mcp = self.mcp.validate(env)?;
         // Warnings last: they belong to a configuration that runs, never
         // before another flag's refusal.
         self.signer.warn_of_secret_sources(&signer);
@@ -227,7 +228,7 @@ impl RunArgs {
             turns,
             context,
             media,
-            mcp: self.mcp.mcp,
+            mcp,
             shutdown_grace: self.shutdown_grace,
             retention,
             metrics_addr: self.metrics.metrics_addr,
@@ -277,7 +278,7 @@ impl Settings {
                 ..ContextSettings::default()
             },
             media: MediaFetcher::default(),
-            mcp: defaults.mcp.mcp,
+            mcp: crate::mcp::args::McpSettings::without_operator_servers(defaults.mcp.mcp),
             // A local run is stopped by its program, which waits for less.
             shutdown_grace: Duration::from_secs(5),
             retention: defaults.retention,

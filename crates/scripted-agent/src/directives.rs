@@ -44,6 +44,7 @@ struct Directives {
     mcp_react: Option<String>,
     mcp_event: Option<String>,
     mcp_wrong_token: bool,
+    say_mcp_servers: bool,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -78,6 +79,7 @@ impl Directives {
                 "child" => self.child = true,
                 "withdraw-elicit" => self.withdraw_elicit = true,
                 "mcp-wrong-token" => self.mcp_wrong_token = true,
+                "say-mcp-servers" => self.say_mcp_servers = true,
                 _ => {}
             },
             Some(("rounds", value)) => self.rounds = value.parse().ok().or(self.rounds),
@@ -166,6 +168,8 @@ pub(crate) struct TurnScript {
     pub(crate) mcp_event: Option<String>,
     /// Call the tools with a token that was never minted.
     pub(crate) mcp_wrong_token: bool,
+    /// Say which MCP servers the session was offered (see `mcp_offered`).
+    pub(crate) say_mcp_servers: bool,
 }
 
 impl TurnScript {
@@ -206,6 +210,7 @@ impl TurnScript {
             mcp_react: directives.mcp_react,
             mcp_event: directives.mcp_event,
             mcp_wrong_token: directives.mcp_wrong_token,
+            say_mcp_servers: directives.say_mcp_servers,
         }
     }
 }

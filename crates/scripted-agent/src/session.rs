@@ -61,6 +61,8 @@ struct Session {
     live: Option<LiveRun>,
     /// The MCP server the client offered when it opened the session.
     mcp: Option<McpServer>,
+    /// What it offered, in one line (`[say-mcp-servers]`).
+    mcp_offered: String,
 }
 
 #[derive(Debug)]
@@ -114,10 +116,19 @@ impl Sessions {
 
     /// Keeps the HTTP MCP server offered for the session (or none), as
     /// the client's last `session/new`, `load` or `resume` gave it.
-    pub(crate) fn offer_mcp(&self, session_id: &str, server: Option<McpServer>) {
+    pub(crate) fn offer_mcp(&self, session_id: &str, params: &serde_json::Value) {
         if let Some(session) = self.lock().get_mut(session_id) {
-            session.mcp = server;
+            session.mcp = McpServer::offered(params);
+            session.mcp_offered = crate::mcp_offered::summary(params);
         }
+    }
+
+    /// The MCP servers offered for the session, in one line.
+    pub(crate) fn mcp_offered(&self, session_id: &str) -> String {
+        self.lock()
+            .get(session_id)
+            .map(|session| session.mcp_offered.clone())
+            .unwrap_or_default()
     }
 
     /// The MCP server offered for the session, if any.
