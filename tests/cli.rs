@@ -236,6 +236,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--permission-policy", "deny-some"),
     ("--permission-timeout", "25h"),
     ("--mcp", "sometimes"),
+    ("--mcp-servers", "/nonexistent/mcp-servers.json"),
     ("--wait-notice-after", "5"),
     ("--thread-context", "101"),
     ("--thread-context-from", "everyone"),
@@ -960,4 +961,40 @@ async fn sighup_reloads_the_profile() {
     )
     .await;
     log.wait(mark, published).await;
+}
+
+#[test]
+fn an_mcp_servers_file_is_refused_at_start_for_an_unset_variable_or_a_reserved_name() {
+    let dir = temp_dir("mcp-servers");
+    let file = dir.join("mcp-servers.json");
+    for (text, env, expected) in [
+        (
+            r#"{"mcpServers": {"github": {"command": "gh", "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}}}}"#,
+            &[][..],
+            "server `github`: ${GITHUB_TOKEN} is not set in the daemon's environment",
+        ),
+        (
+            r#"{"mcpServers": {"acp_bridge": {"command": "gh"}}}"#,
+            &[("GITHUB_TOKEN", "x")][..],
+            "the name `acp_bridge` is the bridge's own server's",
+        ),
+        (
+            r#"{"mcpServers": {"docs": {"type": "sse"}}}"#,
+            &[][..],
+            "server `docs`: an sse server needs `url`",
+        ),
+    ] {
+        std::fs::write(&file, text).expect("file");
+        let mut args = valid_flags_except(&dir, "");
+        args.push(format!("--mcp-servers={}", path(&file)));
+        let (code, lines) = refused(&args, env);
+        assert_eq!(code, 2, "{text}: {lines:#?}");
+        assert_eq!(lines.len(), 1, "one line: {lines:#?}");
+        assert!(
+            lines[0].starts_with("acp-bridge: --mcp-servers: ")
+                && lines[0].contains(&path(&file))
+                && lines[0].contains(expected),
+            "{lines:#?}"
+        );
+    }
 }

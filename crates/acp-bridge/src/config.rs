@@ -149,8 +149,8 @@ pub struct Settings {
     pub media: MediaFetcher,
     /// `send_file`'s flags (`--blossom`, `--max-file-bytes`).
     pub files: crate::send_file::FileSettings,
-    /// `--mcp`: whether sessions are offered the bridge's own MCP server.
-    pub mcp: crate::mcp::args::McpMode,
+    /// `--mcp`, `--mcp-servers`: the MCP servers sessions are offered.
+    pub mcp: crate::mcp::args::McpSettings,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -214,6 +214,7 @@ impl RunArgs {
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
         agent.ensure_program_found()?;
+        let mcp = self.mcp.validate(env)?;
         // Warnings last: they belong to a configuration that runs, never
         // before another flag's refusal.
         self.signer.warn_of_secret_sources(&signer);
@@ -234,7 +235,7 @@ impl RunArgs {
             context,
             media,
             files,
-            mcp: self.mcp.mcp,
+            mcp,
             shutdown_grace: self.shutdown_grace,
             retention,
             metrics_addr: self.metrics.metrics_addr,
@@ -285,7 +286,7 @@ impl Settings {
             },
             media: MediaFetcher::default(),
             files: crate::send_file::FileSettings::default(),
-            mcp: defaults.mcp.mcp,
+            mcp: crate::mcp::args::McpSettings::without_operator_servers(defaults.mcp.mcp),
             // A local run is stopped by its program, which waits for less.
             shutdown_grace: Duration::from_secs(5),
             retention: defaults.retention,

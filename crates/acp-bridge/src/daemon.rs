@@ -217,7 +217,7 @@ impl Stages {
         // Bound before any agent starts: sessions are offered its address.
         let (tool_tx, tool_requests) = mpsc::channel(crate::mcp::TOOL_REQUEST_QUEUE);
         let mcp_stop = CancellationToken::new();
-        let mcp = crate::mcp::start(settings.mcp, tool_tx, mcp_stop.clone())
+        let mcp = crate::mcp::start(settings.mcp.clone(), tool_tx, mcp_stop.clone())
             .await
             .map_err(|error| DaemonError::Mcp(error.to_string()))?;
         let pool = Pool::start(

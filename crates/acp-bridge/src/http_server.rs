@@ -123,14 +123,14 @@ async fn serve_connection<H, Fut, B>(
 
 /// The wait after failed accepts in a row: doubling from
 /// [`ACCEPT_BACKOFF_MIN`] to [`ACCEPT_BACKOFF_MAX`], back to none after a
-/// success.
+/// success. The MCP server's local socket (`mcp/socket.rs`) waits the same.
 #[derive(Debug, Default)]
-struct AcceptBackoff {
+pub(crate) struct AcceptBackoff {
     last: Option<Duration>,
 }
 
 impl AcceptBackoff {
-    fn next_wait(&mut self) -> Duration {
+    pub(crate) fn next_wait(&mut self) -> Duration {
         let wait = self
             .last
             .map_or(ACCEPT_BACKOFF_MIN, |last| (last * 2).min(ACCEPT_BACKOFF_MAX));
@@ -138,7 +138,7 @@ impl AcceptBackoff {
         wait
     }
 
-    fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.last = None;
     }
 }

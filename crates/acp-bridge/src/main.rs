@@ -51,6 +51,10 @@ enum Command {
     /// Print the configuration in effect as TOML, each value with where it
     /// came from (default, file, env, flag); secrets redacted.
     Config(Box<RunArgs>),
+    /// Carry an agent's MCP client over stdio to the daemon's MCP server:
+    /// agents without MCP over HTTP run it from the entry the bridge
+    /// offered (it reads ACP_BRIDGE_MCP_TOKEN and ACP_BRIDGE_MCP_SOCKET).
+    Mcp,
     /// Run the scripted ACP agent (tests and the demo use it).
     #[command(hide = true)]
     ScriptedAgent(scripted_agent::Options),
@@ -154,6 +158,10 @@ fn main() -> ExitCode {
     let command = cli.command.unwrap_or(Command::Run(Box::new(cli.run)));
     match command {
         Command::ScriptedAgent(options) => scripted_agent::run_stdio(options),
+        Command::Mcp => match acp_bridge::cli::mcp::run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => fail(&error.to_string()),
+        },
         Command::Keygen { out } => match acp_bridge::cli::keygen::write_new_key(&out) {
             Ok(npub) => {
                 println!("{npub}");

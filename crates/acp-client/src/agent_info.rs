@@ -118,6 +118,9 @@ pub struct AgentInfo {
     /// `agentCapabilities.mcpCapabilities.http == true`: sessions may be
     /// given MCP servers over HTTP.
     pub mcp_http: bool,
+    /// `agentCapabilities.mcpCapabilities.sse == true`: sessions may be
+    /// given MCP servers over SSE.
+    pub mcp_sse: bool,
     /// `agentCapabilities`, raw: capabilities grow faster than this client.
     pub capabilities: Value,
     /// The whole `_meta` object, for hints this client does not interpret.
@@ -169,6 +172,10 @@ impl AgentInfo {
             prompt_audio: flag(capabilities, &["promptCapabilities", "audio"]),
             mcp_http: capabilities
                 .and_then(|capabilities| capabilities.pointer("/mcpCapabilities/http"))
+                .and_then(Value::as_bool)
+                == Some(true),
+            mcp_sse: capabilities
+                .and_then(|capabilities| capabilities.pointer("/mcpCapabilities/sse"))
                 .and_then(Value::as_bool)
                 == Some(true),
             capabilities: capabilities.cloned().unwrap_or(Value::Null),
@@ -230,6 +237,19 @@ mod tests {
         ));
         assert!(!mcp_http(json!({"mcpCapabilities": {}})));
         assert!(!mcp_http(json!({})));
+    }
+
+    #[test]
+    fn mcp_over_sse_only_when_the_agent_says_true() {
+        let mcp_sse = |capabilities: Value| {
+            AgentInfo::from_initialize_result(
+                &json!({"protocolVersion": 1, "agentCapabilities": capabilities}),
+            )
+            .mcp_sse
+        };
+        assert!(mcp_sse(json!({"mcpCapabilities": {"http": false, "sse": true}})));
+        assert!(!mcp_sse(json!({"mcpCapabilities": {"http": true, "sse": false}})));
+        assert!(!mcp_sse(json!({})));
     }
 
     #[test]

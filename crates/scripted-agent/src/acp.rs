@@ -31,8 +31,9 @@ pub(crate) fn initialize_result(options: &Options) -> Value {
         "agentCapabilities": {
             "loadSession": options.reopen_sessions == Some(Reopen::Load),
             "promptCapabilities": { "image": options.images, "audio": options.audio, "embeddedContext": false },
-            // It takes an HTTP MCP server (and calls it on `[mcp-post=…]`).
-            "mcpCapabilities": { "http": true, "sse": false },
+            // It takes an HTTP MCP server unless told not to (and calls
+            // the bridge's on `[mcp-post=…]`, over HTTP or stdio).
+            "mcpCapabilities": { "http": !options.no_mcp_http, "sse": false },
         },
         "agentInfo": { "name": options.name, "version": env!("CARGO_PKG_VERSION") },
         "authMethods": [],

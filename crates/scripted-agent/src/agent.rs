@@ -4,7 +4,6 @@
 //! steer sent right after it already sees the live run) and is then played
 //! by its own task.
 
-use crate::mcp_client::HttpServer;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -194,8 +193,8 @@ impl Agent {
         }
         log!("session {session_id}: reopened");
         self.sessions.insert(session_id.to_owned());
-        self.sessions.offer_mcp(session_id, HttpServer::offered(params));
         self.sessions.set_cwd(session_id, params);
+        self.sessions.offer_mcp(session_id, params);
         Ok(session_id.to_owned())
     }
 
@@ -207,8 +206,8 @@ impl Agent {
         let session_id = self.ids.session();
         log!("session {session_id}: created (cwd {cwd})");
         self.sessions.insert(session_id.clone());
-        self.sessions.offer_mcp(&session_id, HttpServer::offered(params));
         self.sessions.set_cwd(&session_id, params);
+        self.sessions.offer_mcp(&session_id, params);
         let mut result = self.controls.open(&session_id);
         result["sessionId"] = json!(session_id);
         Ok(result)

@@ -48,6 +48,7 @@ struct Directives {
     say_cwd: bool,
     tasks: crate::mcp_tasks::TaskCalls,
     mcp_read_thread: Option<u32>,
+    say_mcp_servers: bool,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -86,6 +87,7 @@ impl Directives {
                 "withdraw-elicit" => self.withdraw_elicit = true,
                 "mcp-wrong-token" => self.mcp_wrong_token = true,
                 "say-cwd" => self.say_cwd = true,
+                "say-mcp-servers" => self.say_mcp_servers = true,
                 _ => {}
             },
             Some(("rounds", value)) => self.rounds = value.parse().ok().or(self.rounds),
@@ -190,6 +192,8 @@ pub(crate) struct TurnScript {
     pub(crate) mcp_tasks: crate::mcp_tasks::TaskCalls,
     /// Then call its `read_thread` with this limit.
     pub(crate) mcp_read_thread: Option<u32>,
+    /// Say which MCP servers the session was offered (see `mcp_offered`).
+    pub(crate) say_mcp_servers: bool,
 }
 
 impl TurnScript {
@@ -234,6 +238,7 @@ impl TurnScript {
             say_cwd: directives.say_cwd,
             mcp_tasks: directives.tasks,
             mcp_read_thread: directives.mcp_read_thread,
+            say_mcp_servers: directives.say_mcp_servers,
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use serde_json::json;
 
-use crate::mcp_client::{HttpServer, call_tool};
+use crate::mcp_client::{McpServer, call_tool};
 
 /// The task calls one turn makes, from its directives.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl TaskCalls {
     }
 
     /// Makes the calls in order; a line for each.
-    pub(crate) async fn call(&self, server: &HttpServer) -> Vec<String> {
+    pub(crate) async fn call(&self, server: &McpServer) -> Vec<String> {
         let mut lines = Vec::new();
         let mut delegated = String::new();
         if let Some(prompt) = &self.delegate {

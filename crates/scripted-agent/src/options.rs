@@ -111,6 +111,11 @@ pub struct Options {
     #[arg(long)]
     pub audio: bool,
 
+    /// Do not advertise `mcpCapabilities.http`: the client then offers its
+    /// MCP server as a stdio entry, which `[mcp-post=…]` runs.
+    #[arg(long)]
+    pub no_mcp_http: bool,
+
     /// Reopen sessions of earlier processes: advertise and serve
     /// `session/resume` (with `session/close`), or `session/load` (which
     /// replays a line of history first). Any `sess_` id is taken as known.
@@ -199,6 +204,7 @@ impl Default for Options {
             additional_directories: false,
             images: false,
             audio: false,
+            no_mcp_http: false,
             reopen_sessions: None,
             controls: None,
             steering_starts_turns: false,
@@ -234,6 +240,7 @@ impl Options {
             (self.additional_directories, "--additional-directories"),
             (self.images, "--images"),
             (self.audio, "--audio"),
+            (self.no_mcp_http, "--no-mcp-http"),
             (self.steering_starts_turns, "--steering-starts-turns"),
             (self.end_run_after_steer, "--end-run-after-steer"),
             (self.hang, "--hang"),

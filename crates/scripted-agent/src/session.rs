@@ -6,7 +6,7 @@
 //! atomic against the turn draining or clearing it. No I/O happens here:
 //! callers send the frames that tell the client what changed.
 
-use crate::mcp_client::HttpServer;
+use crate::mcp_client::McpServer;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -59,10 +59,12 @@ pub(crate) struct Sessions {
 #[derive(Debug, Default)]
 struct Session {
     live: Option<LiveRun>,
-    /// The HTTP MCP server the client offered when it opened the session.
-    mcp: Option<HttpServer>,
     /// The `cwd` the client gave when it last opened the session.
     cwd: Option<String>,
+    /// The MCP server the client offered when it opened the session.
+    mcp: Option<McpServer>,
+    /// What it offered, in one line (`[say-mcp-servers]`).
+    mcp_offered: String,
 }
 
 #[derive(Debug)]
@@ -116,9 +118,10 @@ impl Sessions {
 
     /// Keeps the HTTP MCP server offered for the session (or none), as
     /// the client's last `session/new`, `load` or `resume` gave it.
-    pub(crate) fn offer_mcp(&self, session_id: &str, server: Option<HttpServer>) {
+    pub(crate) fn offer_mcp(&self, session_id: &str, params: &serde_json::Value) {
         if let Some(session) = self.lock().get_mut(session_id) {
-            session.mcp = server;
+            session.mcp = McpServer::offered(params);
+            session.mcp_offered = crate::mcp_offered::summary(params);
         }
     }
 
@@ -142,8 +145,16 @@ impl Sessions {
             .and_then(|session| session.cwd.clone())
     }
 
-    /// The HTTP MCP server offered for the session, if any.
-    pub(crate) fn mcp_server(&self, session_id: &str) -> Option<HttpServer> {
+    /// The MCP servers offered for the session, in one line.
+    pub(crate) fn mcp_offered(&self, session_id: &str) -> String {
+        self.lock()
+            .get(session_id)
+            .map(|session| session.mcp_offered.clone())
+            .unwrap_or_default()
+    }
+
+    /// The MCP server offered for the session, if any.
+    pub(crate) fn mcp_server(&self, session_id: &str) -> Option<McpServer> {
         self.lock()
             .get(session_id)
             .and_then(|session| session.mcp.clone())

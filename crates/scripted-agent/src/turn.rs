@@ -211,6 +211,10 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
 /// the MCP server offered for the session; the final message gets a line
 /// about each call (with what `read_thread` returned).
 async fn call_mcp_tools(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -> Result<(), Halt> {
+    if turn.script.say_mcp_servers {
+        let offered = agent.sessions.mcp_offered(turn.run.session_id());
+        transcript.mcp_lines.push(offered);
+    }
     let mut calls = Vec::new();
     if let Some(text) = &turn.script.mcp_post {
         let total = turn.script.mcp_posts;

@@ -1,10 +1,12 @@
-//! The operator's tools beside the daemon: `keygen`, `check` and `demo`.
-//! Each is one file with one job; `main.rs` only dispatches to them.
+//! The operator's tools beside the daemon: `keygen`, `check` and `demo`,
+//! and `mcp`, which agents run. Each is one file with one job; `main.rs`
+//! only dispatches to them.
 
 pub mod check;
 mod check_groups;
 pub mod demo;
 pub mod keygen;
+pub mod mcp;
 
 use nostr_sdk::prelude::{Client, ClientOptions, Relay, RelayOptions, RelayUrl};
 

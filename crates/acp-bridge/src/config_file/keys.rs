@@ -15,6 +15,7 @@ pub(crate) enum Section {
     Gate,
     Groups,
     Agent,
+    Mcp,
     Turns,
     Replies,
     State,
@@ -26,13 +27,14 @@ impl Section {
     /// Every section, in the order the file and `acp-bridge config` show
     /// them: the path of a mention, from the relays to the reply, then the
     /// daemon's own.
-    pub(crate) const ALL: [Section; 11] = [
+    pub(crate) const ALL: [Section; 12] = [
         Section::Relays,
         Section::Signer,
         Section::Identity,
         Section::Gate,
         Section::Groups,
         Section::Agent,
+        Section::Mcp,
         Section::Turns,
         Section::Replies,
         Section::State,
@@ -49,6 +51,7 @@ impl Section {
             Section::Gate => "gate",
             Section::Groups => "groups",
             Section::Agent => "agent",
+            Section::Mcp => "mcp",
             Section::Turns => "turns",
             Section::Replies => "replies",
             Section::State => "state",
@@ -139,9 +142,10 @@ pub(crate) const KEYS: &[Key] = &[
     key("agent-start-timeout", Section::Agent),
     key("permission-policy", Section::Agent),
     key("permission-timeout", Section::Agent),
-    key("mcp", Section::Agent),
-    key("blossom", Section::Agent),
-    key("max-file-bytes", Section::Agent),
+    key("mcp", Section::Mcp),
+    key("mcp-servers", Section::Mcp),
+    key("blossom", Section::Mcp),
+    key("max-file-bytes", Section::Mcp),
     key("session-policy", Section::Turns),
     key("multiple-event-handling", Section::Turns),
     key("dedup", Section::Turns),

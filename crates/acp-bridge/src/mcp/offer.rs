@@ -5,9 +5,17 @@
 //! Offered only to agents whose `initialize` says `mcpCapabilities.http`
 //! ([`acp_client::AgentInfo::mcp_http`]);
 //! `sse` is never offered (codex refuses a whole `session/new` over it).
+//! Other agents get the stdio entry: `acp-bridge mcp` (this very
+//! executable), which carries the session's stdio to the server's local
+//! socket: `{"name","command","args":["mcp"],"env":[{name,value}]}`, with
+//! no `type` (claude-agent-acp drops an entry typed `stdio`) and `args`
+//! and `env` always present (qwen-code ignores a stdio entry without
+//! them). The token goes in `env`, never in `args`: any local user can
+//! read a process's argv.
 
 use serde_json::{Value, json};
 
+use super::socket::{SOCKET_ENV, TOKEN_ENV};
 use super::tokens::Token;
 
 /// The server's name as the agents show it (claude: `mcp__acp_bridge__post_message`).
@@ -21,6 +29,20 @@ pub(crate) fn http_entry(url: &str, token: &Token) -> Value {
         "name": SERVER_NAME,
         "url": url,
         "headers": [{"name": "Authorization", "value": format!("Bearer {}", token.expose())}],
+    })
+}
+
+/// The stdio entry: `command mcp`, told the socket's name and the token
+/// in its environment.
+pub(crate) fn stdio_entry(command: &str, socket: &str, token: &Token) -> Value {
+    json!({
+        "name": SERVER_NAME,
+        "command": command,
+        "args": ["mcp"],
+        "env": [
+            {"name": TOKEN_ENV, "value": token.expose()},
+            {"name": SOCKET_ENV, "value": socket},
+        ],
     })
 }
 
@@ -44,6 +66,27 @@ mod tests {
                 "name": "acp_bridge",
                 "url": "http://127.0.0.1:4000/mcp",
                 "headers": [{"name": "Authorization", "value": format!("Bearer {}", token.expose())}],
+            })
+        );
+    }
+
+    #[test]
+    fn the_stdio_entry_has_no_type_and_keeps_the_token_out_of_argv() {
+        let registry = TokenRegistry::default();
+        let token = registry
+            .token_for(&ConversationKey::from_journal("c"))
+            .expect("token");
+        let entry = stdio_entry("/usr/bin/acp-bridge", "acp-bridge-mcp-00", &token);
+        assert_eq!(
+            entry,
+            json!({
+                "name": "acp_bridge",
+                "command": "/usr/bin/acp-bridge",
+                "args": ["mcp"],
+                "env": [
+                    {"name": "ACP_BRIDGE_MCP_TOKEN", "value": token.expose()},
+                    {"name": "ACP_BRIDGE_MCP_SOCKET", "value": "acp-bridge-mcp-00"},
+                ],
             })
         );
     }

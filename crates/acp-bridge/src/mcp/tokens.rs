@@ -11,6 +11,10 @@
 //! session is forgotten (`!rotate`). Tokens are not persisted: a restarted
 //! daemon mints new ones for the sessions it reopens.
 //!
+//! A token's revocation is also a signal ([`TokenRegistry::bind`]): a
+//! stdio connection is bound once, when it opens, so it is closed when its
+//! token is revoked rather than serving a conversation's old session on.
+//!
 //! Owns minting, resolving and revoking; knows nothing of HTTP or tools.
 
 use std::collections::HashMap;
@@ -18,6 +22,7 @@ use std::fmt;
 use std::sync::Mutex;
 
 use nostr_sdk::hashes::{Hash, sha256};
+use tokio_util::sync::CancellationToken;
 
 use crate::mention::ConversationKey;
 
@@ -53,10 +58,18 @@ pub(crate) struct TokenRegistry {
     inner: Mutex<Registry>,
 }
 
+/// What a live token stands for.
+#[derive(Debug, Clone)]
+struct Binding {
+    conversation: ConversationKey,
+    /// Cancelled when the token is revoked.
+    revoked: CancellationToken,
+}
+
 #[derive(Debug, Default)]
 struct Registry {
     /// SHA-256 of a token → its conversation.
-    by_digest: HashMap<[u8; 32], ConversationKey>,
+    by_digest: HashMap<[u8; 32], Binding>,
     /// A conversation's live token.
     by_conversation: HashMap<ConversationKey, Token>,
 }
@@ -71,9 +84,11 @@ impl TokenRegistry {
         let mut bytes = [0u8; TOKEN_BYTES];
         getrandom::fill(&mut bytes).map_err(|error| MintError(error.to_string()))?;
         let token = Token(bytes.iter().map(|byte| format!("{byte:02x}")).collect());
-        registry
-            .by_digest
-            .insert(digest(token.expose()), conversation.clone());
+        let binding = Binding {
+            conversation: conversation.clone(),
+            revoked: CancellationToken::new(),
+        };
+        registry.by_digest.insert(digest(token.expose()), binding);
         registry
             .by_conversation
             .insert(conversation.clone(), token.clone());
@@ -82,14 +97,23 @@ impl TokenRegistry {
 
     /// The conversation `presented` was minted for, if it is live.
     pub(crate) fn resolve(&self, presented: &str) -> Option<ConversationKey> {
-        self.lock().by_digest.get(&digest(presented)).cloned()
+        self.bind(presented).map(|(conversation, _)| conversation)
+    }
+
+    /// The conversation `presented` was minted for, if it is live, and a
+    /// signal cancelled when it is revoked.
+    pub(crate) fn bind(&self, presented: &str) -> Option<(ConversationKey, CancellationToken)> {
+        let binding = self.lock().by_digest.get(&digest(presented)).cloned()?;
+        Some((binding.conversation, binding.revoked))
     }
 
     /// The conversation's token stops working; its next session gets a new one.
     pub(crate) fn revoke(&self, conversation: &ConversationKey) {
         let mut registry = self.lock();
-        if let Some(token) = registry.by_conversation.remove(conversation) {
-            registry.by_digest.remove(&digest(token.expose()));
+        if let Some(token) = registry.by_conversation.remove(conversation)
+            && let Some(binding) = registry.by_digest.remove(&digest(token.expose()))
+        {
+            binding.revoked.cancel();
         }
     }
 
@@ -137,6 +161,19 @@ mod tests {
         let second = registry.token_for(&key("alice")).expect("token");
         assert_ne!(second, first);
         assert_eq!(registry.resolve(second.expose()), Some(key("alice")));
+    }
+
+    #[test]
+    fn revoking_a_token_signals_its_bindings() {
+        let registry = TokenRegistry::default();
+        let token = registry.token_for(&key("alice")).expect("token");
+        let (conversation, revoked) = registry.bind(token.expose()).expect("bound");
+        assert_eq!(conversation, key("alice"));
+        assert!(!revoked.is_cancelled());
+        registry.revoke(&key("bob"));
+        assert!(!revoked.is_cancelled(), "another conversation's revocation");
+        registry.revoke(&key("alice"));
+        assert!(revoked.is_cancelled());
     }
 
     #[test]
