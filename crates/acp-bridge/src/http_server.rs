@@ -61,25 +61,8 @@ pub(crate) async fn serve<H, Fut, B>(
 {
     let slots = Arc::new(Semaphore::new(bounds.max_connections));
     let mut backoff = AcceptBackoff::default();
-    loop {
-        let accepted = tokio::select! {
-            () = stop.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => {
-                backoff.reset();
-                stream
-            }
-            Err(error) => {
-                let wait = backoff.next_wait();
-                tracing::warn!(%error, backoff_ms = wait.as_millis() as u64, "{}: accept failed, waiting before the next", bounds.name);
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(wait) => continue,
-                }
-            }
-        };
+    let accept = || async { listener.accept().await.map(|(stream, _)| stream) };
+    while let Some(stream) = backoff.next_connection(bounds.name, &stop, accept).await {
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             (bounds.on_full)();
             continue;
@@ -140,6 +123,40 @@ impl AcceptBackoff {
 
     pub(crate) fn reset(&mut self) {
         self.last = None;
+    }
+
+    /// The next connection `accept` gives, for the listener `name`: a
+    /// failed accept (a full descriptor table, say) is logged and waited
+    /// out rather than retried at once. `None` once `stop` is cancelled.
+    pub(crate) async fn next_connection<S, F>(
+        &mut self,
+        name: &str,
+        stop: &CancellationToken,
+        mut accept: impl FnMut() -> F,
+    ) -> Option<S>
+    where
+        F: Future<Output = std::io::Result<S>>,
+    {
+        loop {
+            let accepted = tokio::select! {
+                () = stop.cancelled() => return None,
+                accepted = accept() => accepted,
+            };
+            match accepted {
+                Ok(stream) => {
+                    self.reset();
+                    return Some(stream);
+                }
+                Err(error) => {
+                    let wait = self.next_wait();
+                    tracing::warn!(%error, backoff_ms = wait.as_millis() as u64, "{name}: accept failed, waiting before the next");
+                    tokio::select! {
+                        () = stop.cancelled() => return None,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -89,25 +89,8 @@ pub(super) fn bind(
 async fn serve(listener: UnixListener, shared: Arc<Shared>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut backoff = AcceptBackoff::default();
-    loop {
-        let accepted = tokio::select! {
-            () = shared.stop.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => {
-                backoff.reset();
-                stream
-            }
-            Err(error) => {
-                let wait = backoff.next_wait();
-                tracing::warn!(%error, backoff_ms = wait.as_millis() as u64, "MCP socket: accept failed, waiting before the next");
-                tokio::select! {
-                    () = shared.stop.cancelled() => return,
-                    () = tokio::time::sleep(wait) => continue,
-                }
-            }
-        };
+    let accept = || async { listener.accept().await.map(|(stream, _)| stream) };
+    while let Some(stream) = backoff.next_connection("MCP socket", &shared.stop, accept).await {
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             tracing::warn!(
                 max = MAX_CONNECTIONS,
