@@ -47,6 +47,7 @@ mod frame_log;
 mod goose_steer;
 mod ids;
 mod mcp_client;
+mod mcp_http;
 mod mcp_offered;
 mod mcp_stdio;
 mod mcp_tasks;

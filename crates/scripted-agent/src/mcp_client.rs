@@ -14,15 +14,13 @@
 //! refused) or `… HTTP 401` (the server did; over stdio, `… the server
 //! closed the connection`).
 
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::ClientInitializeError;
+use serde_json::Value;
 
-/// The largest answer read from the server.
-const MAX_ANSWER_BYTES: u64 = 1024 * 1024;
-/// The MCP protocol version the client asks for.
-const PROTOCOL_VERSION: &str = "2025-06-18";
-
+pub(crate) use crate::mcp_http::HttpServer;
+use crate::mcp_http::PostTransport;
 use crate::mcp_stdio::StdioServer;
 
 /// The name the bridge's own MCP server is offered under.
@@ -63,81 +61,21 @@ impl McpServer {
     }
 }
 
-/// An HTTP MCP server a session was offered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HttpServer {
-    /// `host:port` of an `http://` URL.
-    authority: String,
-    path: String,
-    headers: Vec<(String, String)>,
-}
-
-impl HttpServer {
-    /// The server of a `type: http` entry.
-    fn from_entry(entry: &Value) -> Option<HttpServer> {
-        let rest = entry["url"].as_str()?.strip_prefix("http://")?;
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let headers = entry["headers"]
-            .as_array()?
-            .iter()
-            .filter_map(|header| {
-                Some((
-                    header["name"].as_str()?.to_owned(),
-                    header["value"].as_str()?.to_owned(),
-                ))
-            })
-            .collect();
-        Some(HttpServer {
-            authority: authority.to_owned(),
-            path: format!("/{path}"),
-            headers,
-        })
-    }
-
-    /// The same server, presented with a token nobody minted.
-    pub(crate) fn with_wrong_token(mut self) -> HttpServer {
-        for (name, value) in &mut self.headers {
-            if name.eq_ignore_ascii_case("authorization") {
-                *value = format!("Bearer {}", wrong_token());
-            }
-        }
-        self
-    }
-}
-
-/// Calls `tool` with `arguments` and says how it went, in one line.
+/// Calls `tool` with `arguments` through rmcp's client (the official Rust
+/// MCP SDK's: `initialize`, `notifications/initialized`, `tools/call`) and
+/// says how it went, in one line.
 pub(crate) async fn call_tool(server: &McpServer, tool: &str, arguments: Value) -> String {
-    let outcome = async {
-        let mut connection = match server {
-            McpServer::Http(server) => Connection::Http(server),
-            McpServer::Stdio(server) => Connection::Stdio(Box::new(server.spawn()?)),
-        };
-        let initialize = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "scripted-agent", "version": env!("CARGO_PKG_VERSION")},
-            },
-        });
-        connection.send(&initialize).await?;
-        connection
-            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await?;
-        let call = json!({
-            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments},
-        });
-        connection.send(&call).await
-    };
-    let line = match outcome.await {
-        Ok(answer) => {
-            let result = &answer["result"];
-            let text = result["content"][0]["text"].as_str().unwrap_or_default();
-            match (result.is_object(), result["isError"] == true) {
-                (true, false) => format!("ok: {text}"),
-                (true, true) => format!("error: {text}"),
-                (false, _) => format!("protocol error: {}", answer["error"]),
+    let line = match call(server, tool, arguments).await {
+        Ok(result) => {
+            let text = result
+                .content
+                .first()
+                .and_then(|block| block.as_text())
+                .map_or("", |text| text.text.as_str());
+            if result.is_error == Some(true) {
+                format!("error: {text}")
+            } else {
+                format!("ok: {text}")
             }
         }
         Err(why) => why,
@@ -145,83 +83,32 @@ pub(crate) async fn call_tool(server: &McpServer, tool: &str, arguments: Value) 
     format!("mcp {tool}: {line}")
 }
 
-/// Where the messages of one tool call go.
-enum Connection<'a> {
-    Http(&'a HttpServer),
-    Stdio(Box<crate::mcp_stdio::StdioConnection>),
-}
-
-impl Connection<'_> {
-    /// Sends one JSON-RPC message; the answer to a request, `null` for a
-    /// notification, or why there is none.
-    async fn send(&mut self, message: &Value) -> Result<Value, String> {
-        match self {
-            Connection::Http(server) => post(server, message).await,
-            Connection::Stdio(connection) => connection.send(message).await,
+/// One tool call on a connection of its own; why not, when the server
+/// refused the connection or the call.
+async fn call(server: &McpServer, tool: &str, arguments: Value) -> Result<CallToolResult, String> {
+    // A stdio server's process lives as long as its connection.
+    let mut _process = None;
+    let connected = match server {
+        McpServer::Http(server) => ().serve(PostTransport::new(server.clone())).await,
+        McpServer::Stdio(server) => {
+            let (process, stdio) = server.spawn()?;
+            _process = Some(process);
+            ().serve(stdio).await
         }
+    };
+    let client = connected.map_err(|error| match error {
+        ClientInitializeError::TransportError { error, .. } => error.error.to_string(),
+        ClientInitializeError::ConnectionClosed(_) => "the server closed the connection".to_owned(),
+        other => format!("protocol error: {other}"),
+    })?;
+    let mut call = CallToolRequestParams::new(tool.to_owned());
+    if let Value::Object(arguments) = arguments {
+        call = call.with_arguments(arguments);
     }
-}
-
-/// POSTs one JSON-RPC message; the answer's JSON (`null` for a 202), or
-/// why there is none.
-async fn post(server: &HttpServer, message: &Value) -> Result<Value, String> {
-    let body = message.to_string();
-    let mut request = format!(
-        "POST {} HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {PROTOCOL_VERSION}\r\nContent-Length: {}\r\n",
-        server.path,
-        server.authority,
-        body.len()
-    );
-    for (name, value) in &server.headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    let mut stream = TcpStream::connect(&server.authority)
+    let result = client
+        .call_tool(call)
         .await
-        .map_err(|error| format!("cannot connect: {error}"))?;
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .map_err(|error| format!("cannot send: {error}"))?;
-    let mut answer = Vec::new();
-    stream
-        .take(MAX_ANSWER_BYTES)
-        .read_to_end(&mut answer)
-        .await
-        .map_err(|error| format!("cannot read: {error}"))?;
-    let answer = String::from_utf8_lossy(&answer);
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head.split(' ').nth(1).unwrap_or_default();
-    match status {
-        "200" => serde_json::from_str(body.trim()).map_err(|error| format!("bad JSON answer: {error}")),
-        "202" => Ok(Value::Null),
-        other => Err(format!("HTTP {other}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_http_entry_of_an_offer_is_read_and_its_token_can_be_spoiled() {
-        let params = json!({"mcpServers": [
-            {"name": "other", "command": "/bin/x", "args": [], "env": []},
-            {"type": "http", "name": "acp_bridge", "url": "http://127.0.0.1:4000/mcp",
-             "headers": [{"name": "Authorization", "value": "Bearer abc"}]},
-        ]});
-        let Some(McpServer::Http(server)) = McpServer::offered(&params) else {
-            panic!("an http entry");
-        };
-        assert_eq!(server.authority, "127.0.0.1:4000");
-        assert_eq!(server.path, "/mcp");
-        assert_eq!(
-            server.headers,
-            vec![("Authorization".to_owned(), "Bearer abc".to_owned())]
-        );
-        let spoiled = server.with_wrong_token();
-        assert_eq!(spoiled.headers[0].1, format!("Bearer {}", "0".repeat(64)));
-        assert_eq!(McpServer::offered(&json!({"mcpServers": []})), None);
-    }
+        .map_err(|error| format!("protocol error: {error}"));
+    let _ = client.cancel().await;
+    result
 }

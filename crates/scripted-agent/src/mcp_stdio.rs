@@ -1,21 +1,18 @@
 //! The stdio half of the agent's MCP client: a stdio entry's command run
 //! with its args and env (on top of the agent's own environment, as real
-//! agents do), spoken to in newline-delimited JSON-RPC, one process per
-//! tool call. `[mcp-wrong-token]` replaces the entry's
-//! `ACP_BRIDGE_MCP_TOKEN` with a token nobody minted.
+//! agents do), one process per tool call, whose stdout and stdin rmcp's
+//! client speaks newline-delimited JSON-RPC on. `[mcp-wrong-token]`
+//! replaces the entry's `ACP_BRIDGE_MCP_TOKEN` with a token nobody minted.
 
 use std::process::Stdio;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::mcp_client::wrong_token;
 
 /// The variable the bridge's stdio entry carries its token in.
 const TOKEN_ENV: &str = "ACP_BRIDGE_MCP_TOKEN";
-/// Lines read while waiting for an answer (notifications come between).
-const MAX_LINES_PER_ANSWER: usize = 64;
 
 /// A stdio MCP server a session was offered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,8 +59,9 @@ impl StdioServer {
         self
     }
 
-    /// Starts the command for one tool call.
-    pub(crate) fn spawn(&self) -> Result<StdioConnection, String> {
+    /// Starts the command for one tool call: the process (killed when
+    /// dropped) and its stdout and stdin, for rmcp.
+    pub(crate) fn spawn(&self) -> Result<(Child, (ChildStdout, ChildStdin)), String> {
         let mut child = Command::new(&self.command)
             .args(&self.args)
             .envs(self.env.iter().map(|(name, value)| (name, value)))
@@ -75,50 +73,7 @@ impl StdioServer {
             .map_err(|error| format!("cannot start {}: {error}", self.command))?;
         let stdin = child.stdin.take().ok_or("no stdin")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
-        Ok(StdioConnection {
-            _child: child,
-            stdin,
-            stdout: BufReader::new(stdout),
-        })
-    }
-}
-
-/// A running stdio server; killed when dropped.
-pub(crate) struct StdioConnection {
-    _child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl StdioConnection {
-    /// Writes `message` as one line; for a request, reads lines until its
-    /// answer (`null` for a notification).
-    pub(crate) async fn send(&mut self, message: &Value) -> Result<Value, String> {
-        let line = format!("{message}\n");
-        self.stdin
-            .write_all(line.as_bytes())
-            .await
-            .map_err(|error| format!("cannot send: {error}"))?;
-        let Some(id) = message.get("id") else {
-            return Ok(Value::Null);
-        };
-        for _ in 0..MAX_LINES_PER_ANSWER {
-            let mut line = String::new();
-            let read = self
-                .stdout
-                .read_line(&mut line)
-                .await
-                .map_err(|error| format!("cannot read: {error}"))?;
-            if read == 0 {
-                return Err("the server closed the connection".to_owned());
-            }
-            let answer: Value =
-                serde_json::from_str(line.trim()).map_err(|error| format!("bad JSON answer: {error}"))?;
-            if answer.get("id") == Some(id) {
-                return Ok(answer);
-            }
-        }
-        Err("no answer".to_owned())
+        Ok((child, (stdout, stdin)))
     }
 }
 
