@@ -53,7 +53,8 @@ enum Command {
     Config(Box<RunArgs>),
     /// Carry an agent's MCP client over stdio to the daemon's MCP server:
     /// agents without MCP over HTTP run it from the entry the bridge
-    /// offered (it reads ACP_BRIDGE_MCP_TOKEN and ACP_BRIDGE_MCP_SOCKET).
+    /// offered, whose environment names the session's token and the
+    /// daemon's socket (set by the daemon, not an operator's setting).
     Mcp,
     /// Run the scripted ACP agent (tests and the demo use it).
     #[command(hide = true)]
