@@ -7,23 +7,18 @@
 //! BUD-01 says, and is recorded for the test to read.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::net::{SocketAddr, TcpListener as StdTcpListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 
 use base64::Engine as _;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use nostr_sdk::hashes::{Hash as _, sha256};
 use nostr_sdk::prelude::{Event, JsonUtil, Kind, Timestamp};
 use serde_json::json;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+
+use crate::loopback_http::LoopbackHttp;
 
 /// The largest upload taken.
 const MAX_UPLOAD_BYTES: usize = 64 * 1024 * 1024;
@@ -37,46 +32,25 @@ struct State {
 /// The server, on its own thread and runtime; stops when dropped.
 #[derive(Debug)]
 pub struct BlossomServer {
-    addr: SocketAddr,
+    server: LoopbackHttp,
     state: Arc<State>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl BlossomServer {
     /// Starts a server on a free loopback port.
     pub fn start() -> std::io::Result<BlossomServer> {
-        let listener = StdTcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
         let state = Arc::new(State::default());
-        let (stop, stopped) = oneshot::channel();
         let serving = Arc::clone(&state);
-        let thread = std::thread::Builder::new()
-            .name(format!("blossom-{}", addr.port()))
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let listener = TcpListener::from_std(listener).expect("a listener");
-                    tokio::select! {
-                        _ = stopped => {}
-                        () = accept_loop(listener, addr, serving) => {}
-                    }
-                });
-            })?;
-        Ok(BlossomServer {
-            addr,
-            state,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        let server = LoopbackHttp::start("blossom", move |request, addr| {
+            let state = Arc::clone(&serving);
+            async move { answer(request, addr, &state).await }
+        })?;
+        Ok(BlossomServer { server, state })
     }
 
     /// `http://127.0.0.1:PORT/`, what `--blossom` takes.
     pub fn base_url(&self) -> String {
-        format!("http://{}/", self.addr)
+        format!("http://{}/", self.server.addr())
     }
 
     /// The stored blob of hash `sha256` (hex).
@@ -95,37 +69,8 @@ impl BlossomServer {
     }
 }
 
-impl Drop for BlossomServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-async fn accept_loop(listener: TcpListener, addr: SocketAddr, state: Arc<State>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let state = Arc::clone(&state);
-        let service = service_fn(move |request| {
-            let state = Arc::clone(&state);
-            async move { Ok::<_, Infallible>(answer(request, addr, &state).await) }
-        });
-        tokio::spawn(async move {
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
 }
 
 fn respond(status: StatusCode, body: impl Into<Bytes>, reason: Option<&str>) -> Response<Full<Bytes>> {

@@ -24,30 +24,27 @@
 //! messages API can answer a prompt with a tool call instead of text, so
 //! that a test drives an agent's own tools (claude's AskUserQuestion).
 //!
-//! The server runs on a thread and runtime of its own: it serves sync tests,
-//! async tests and tests with a paused clock alike, and stops when the
-//! [`FakeProvider`] is dropped.
+//! The server runs on a thread and runtime of its own (`loopback_http`): it
+//! serves sync tests, async tests and tests with a paused clock alike, and
+//! stops when the [`FakeProvider`] is dropped.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::net::{SocketAddr, TcpListener as StdTcpListener};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes, Frame, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, header};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::time::Sleep;
+
+use crate::loopback_http::LoopbackHttp;
 
 /// The model name answered when a request names none.
 const DEFAULT_MODEL: &str = "fake-model";
@@ -256,66 +253,44 @@ impl ScriptedToolUse {
 /// A running fake provider; stops when dropped.
 #[derive(Debug)]
 pub struct FakeProvider {
-    addr: SocketAddr,
+    server: LoopbackHttp,
     log: watch::Receiver<Vec<RecordedRequest>>,
     streaming: Arc<Mutex<Streaming>>,
     tool_use: Arc<Mutex<Option<ScriptedToolUse>>>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl FakeProvider {
     /// Starts a provider on a free loopback port, streaming at `streaming`'s
     /// pace.
     pub fn start(streaming: Streaming) -> std::io::Result<FakeProvider> {
-        let listener = StdTcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
         let (log_sender, log) = watch::channel(Vec::new());
         let streaming = Arc::new(Mutex::new(streaming));
         let tool_use = Arc::new(Mutex::new(None));
-        let (stop, stopped) = oneshot::channel();
         let state = Arc::new(State {
             log: log_sender,
             streaming: Arc::clone(&streaming),
             tool_use: Arc::clone(&tool_use),
             ids: AtomicU64::new(0),
         });
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-provider-{}", addr.port()))
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let listener = match TcpListener::from_std(listener) {
-                        Ok(listener) => listener,
-                        Err(error) => panic!("fake provider cannot listen on {addr}: {error}"),
-                    };
-                    tokio::select! {
-                        _ = stopped => {}
-                        () = accept_loop(listener, state) => {}
-                    }
-                });
-            })?;
+        let server = LoopbackHttp::start("fake-provider", move |request, _| {
+            answer(request, Arc::clone(&state))
+        })?;
         Ok(FakeProvider {
-            addr,
+            server,
             log,
             streaming,
             tool_use,
-            stop: Some(stop),
-            thread: Some(thread),
         })
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash or `/v1`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     /// Changes the pace of the answers to come.
@@ -356,17 +331,6 @@ impl FakeProvider {
     }
 }
 
-impl Drop for FakeProvider {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// What the connections share.
 struct State {
     log: watch::Sender<Vec<RecordedRequest>>,
@@ -401,26 +365,6 @@ impl State {
             .as_ref()
             .filter(|tool| api == Api::Messages && tool.applies_to(body))
             .cloned()
-    }
-}
-
-async fn accept_loop(listener: TcpListener, state: Arc<State>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let state = Arc::clone(&state);
-        let service = service_fn(move |request| {
-            let state = Arc::clone(&state);
-            async move { Ok::<_, Infallible>(answer(request, state).await) }
-        });
-        tokio::spawn(async move {
-            // A client hanging up mid-stream ends the connection with an
-            // error; the body's drop has already recorded it.
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
     }
 }
 

@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 
 pub mod blossom;
 pub mod fake_provider;
+mod loopback_http;
 
 /// The workspace root (where `Cargo.toml` and `tests/` live).
 pub fn workspace_root() -> &'static Path {
