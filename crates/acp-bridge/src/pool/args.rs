@@ -157,16 +157,7 @@ impl AgentArgs {
         if self.workspace != WorkspaceMode::PerConversation {
             return Err(refuse("--workspace-repo", "needs --workspace per-conversation"));
         }
-        let repo = std::fs::canonicalize(repo)
-            .ok()
-            .filter(|repo| repo.is_dir())
-            .ok_or_else(|| {
-                refuse(
-                    "--workspace-repo",
-                    format!("`{}` is not a directory", repo.display()),
-                )
-            })?;
-        Ok(Some(repo))
+        existing_dir("--workspace-repo", repo).map(Some)
     }
 
     /// `--workspace-extra-dir`, canonical (ACP wants absolute paths):
@@ -175,17 +166,7 @@ impl AgentArgs {
         self.workspace_extra_dir
             .iter()
             .filter(|dir| !dir.as_os_str().is_empty())
-            .map(|dir| {
-                std::fs::canonicalize(dir)
-                    .ok()
-                    .filter(|dir| dir.is_dir())
-                    .ok_or_else(|| {
-                        refuse(
-                            "--workspace-extra-dir",
-                            format!("`{}` is not a directory", dir.display()),
-                        )
-                    })
-            })
+            .map(|dir| existing_dir("--workspace-extra-dir", dir))
             .collect()
     }
 
@@ -406,6 +387,15 @@ fn as_agent_user(
         }
     }
     env
+}
+
+/// `dir`, canonical (ACP wants absolute paths), if it is an existing
+/// directory; else `flag`'s refusal.
+fn existing_dir(flag: &'static str, dir: &Path) -> Result<PathBuf, ConfigError> {
+    std::fs::canonicalize(dir)
+        .ok()
+        .filter(|dir| dir.is_dir())
+        .ok_or_else(|| refuse(flag, format!("`{}` is not a directory", dir.display())))
 }
 
 #[cfg(test)]
