@@ -24,26 +24,42 @@ pub(crate) const SERVER_NAME: &str = "acp_bridge";
 
 /// The entry for the server at `url`, authorised by `token`.
 pub(crate) fn http_entry(url: &str, token: &Token) -> Value {
-    json!({
-        "type": "http",
-        "name": SERVER_NAME,
-        "url": url,
-        "headers": [{"name": "Authorization", "value": format!("Bearer {}", token.expose())}],
-    })
+    remote_entry(
+        "http",
+        SERVER_NAME,
+        url,
+        &[("Authorization", &format!("Bearer {}", token.expose()))],
+    )
 }
 
 /// The stdio entry: `command mcp`, told the socket's name and the token
 /// in its environment.
 pub(crate) fn stdio_entry(command: &str, socket: &str, token: &Token) -> Value {
-    json!({
-        "name": SERVER_NAME,
-        "command": command,
-        "args": ["mcp"],
-        "env": [
-            {"name": TOKEN_ENV, "value": token.expose()},
-            {"name": SOCKET_ENV, "value": socket},
-        ],
-    })
+    command_entry(
+        SERVER_NAME,
+        command,
+        &["mcp"],
+        &[(TOKEN_ENV, token.expose()), (SOCKET_ENV, socket)],
+    )
+}
+
+/// An entry of a server over `kind` (`http` or `sse`) at `url`: the
+/// headers as an array of `{name, value}`, present even when empty.
+pub(crate) fn remote_entry(kind: &str, name: &str, url: &str, headers: &[(&str, &str)]) -> Value {
+    json!({"type": kind, "name": name, "url": url, "headers": pairs(headers)})
+}
+
+/// An entry of a server the agent runs: no `type`, `args` and `env` (an
+/// array of `{name, value}`) present even when empty.
+pub(crate) fn command_entry(name: &str, command: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
+    json!({"name": name, "command": command, "args": args, "env": pairs(env)})
+}
+
+fn pairs(pairs: &[(&str, &str)]) -> Vec<Value> {
+    pairs
+        .iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect()
 }
 
 #[cfg(test)]

@@ -27,9 +27,9 @@ use std::path::Path;
 
 use acp_client::AgentInfo;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::offer::SERVER_NAME;
+use super::offer::{self, SERVER_NAME};
 
 /// The largest file read (a list of servers, not data).
 const MAX_FILE_BYTES: u64 = 256 * 1024;
@@ -105,24 +105,19 @@ impl OperatorServer {
         }
     }
 
-    /// The `mcpServers` entry, in the ACP shape.
+    /// The `mcpServers` entry, in the ACP shape (see `offer`).
     pub(crate) fn entry(&self) -> Value {
-        let pairs = |pairs: &[(String, String)]| -> Vec<Value> {
-            pairs
-                .iter()
-                .map(|(name, value)| json!({"name": name, "value": value}))
-                .collect()
-        };
         match &self.transport {
-            Transport::Stdio { command, args, env } => json!({
-                "name": self.name, "command": command, "args": args, "env": pairs(env),
-            }),
-            Transport::Http { url, headers } => json!({
-                "type": "http", "name": self.name, "url": url, "headers": pairs(headers),
-            }),
-            Transport::Sse { url, headers } => json!({
-                "type": "sse", "name": self.name, "url": url, "headers": pairs(headers),
-            }),
+            Transport::Stdio { command, args, env } => {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                offer::command_entry(&self.name, command, &args, &borrowed(env))
+            }
+            Transport::Http { url, headers } => {
+                offer::remote_entry("http", &self.name, url, &borrowed(headers))
+            }
+            Transport::Sse { url, headers } => {
+                offer::remote_entry("sse", &self.name, url, &borrowed(headers))
+            }
         }
     }
 }
@@ -265,9 +260,18 @@ fn resolve(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, 
     Ok(resolved)
 }
 
+/// `pairs` as the `(name, value)` slices `offer` takes.
+fn borrowed(pairs: &[(String, String)]) -> Vec<(&str, &str)> {
+    pairs
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn env(name: &str) -> Option<String> {
         (name == "GITHUB_TOKEN").then(|| "s3cret".to_owned())
