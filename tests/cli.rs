@@ -998,3 +998,40 @@ fn an_mcp_servers_file_is_refused_at_start_for_an_unset_variable_or_a_reserved_n
         );
     }
 }
+
+/// `[agents.NAME]` profiles are checked at start like the flags: a table
+/// that cannot be a profile (an unknown key, no command, two defaults) is
+/// refused in one line naming its key, and a profile whose program is
+/// missing in one line naming the profile, before any relay is contacted.
+#[test]
+fn agent_profiles_are_refused_in_one_line_naming_the_key() {
+    for (text, says) in [
+        (
+            "[agents.codex]\ncommand = \"codex-acp\"\nmodel = \"o3\"\n",
+            "unknown key `agents.codex.model`",
+        ),
+        (
+            "[agents.codex]\nargs = [\"acp\"]\n",
+            "`agents.codex.command` is missing",
+        ),
+        (
+            "[agents.a]\ncommand = \"a\"\ndefault = true\n[agents.b]\ncommand = \"b\"\ndefault = true\n",
+            "`agents.a.default` and `agents.b.default` are both true",
+        ),
+        (
+            "[agents.a]\ncommand = \"a\"\n[agents.b]\ncommand = \"b\"\n",
+            "no profile is the default",
+        ),
+        (
+            "[agents.codex]\ncommand = \"/nonexistent/codex-acp\"\n",
+            "--config: [agents.codex]: --agent-command: `/nonexistent/codex-acp` does not exist",
+        ),
+    ] {
+        let file = config_file(text);
+        let (code, stderr) = start_scripted(&["--config", &file]);
+        assert_ne!(code, 0, "{text:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|line| !line.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{text:?}: one line: {stderr}");
+        assert!(lines[0].contains(says), "{text:?}: {stderr}");
+    }
+}

@@ -31,6 +31,7 @@ use crate::media::{MediaArgs, MediaFetcher};
 use crate::mention::npub;
 use crate::pool::args::AgentArgs;
 use crate::pool::{AgentSettings, PermissionPolicyArg};
+use crate::profiles::Profiles;
 use crate::reply::ReplySettings;
 use crate::reply::args::ReplyArgs;
 use crate::routes::args::{RelayArgs, RelaySettings};
@@ -137,8 +138,12 @@ pub struct Settings {
     pub state_dir: PathBuf,
     /// The intake's flags: what is heard, and its bounds.
     pub intake: IntakeLimits,
-    /// The agents' flags: how the pool runs them.
+    /// The agents' flags: how the pool runs them. Their cwd, workspace,
+    /// user and timeouts hold for every profile.
     pub agent: AgentSettings,
+    /// The agent profiles (`[agents.NAME]`, or the flags' one profile
+    /// `default`).
+    pub agent_profiles: Profiles,
     /// The replies' flags.
     pub replies: ReplySettings,
     /// The turns' flags: mid-turn mentions, agents' questions, waiting.
@@ -166,6 +171,16 @@ impl RunArgs {
     /// Validates every value. `env` reads the process environment (a
     /// parameter so tests need not mutate the real one).
     pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
+        self.validate_with_profiles(env, &[])
+    }
+
+    /// [`RunArgs::validate`], with the config file's `[agents.NAME]`
+    /// profiles (none: the flags make the one profile `default`).
+    pub fn validate_with_profiles(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        profiles: &[crate::config_file::ProfileTable],
+    ) -> Result<Settings, ConfigError> {
         let relays = self.relays.validate()?;
         let signer = self.signer.validate(env)?;
         let gate = self.gate.validate()?;
@@ -215,6 +230,11 @@ impl RunArgs {
         }
         agent.ensure_program_found()?;
         let mcp = self.mcp.validate(env)?;
+        let agent_profiles = if profiles.is_empty() {
+            Profiles::single(agent.clone(), mcp.clone())
+        } else {
+            Profiles::from_tables(profiles, &self.agent, &self.mcp, env)?
+        };
         // Warnings last: they belong to a configuration that runs, never
         // before another flag's refusal.
         self.signer.warn_of_secret_sources(&signer);
@@ -230,6 +250,7 @@ impl RunArgs {
             state_dir,
             intake,
             agent,
+            agent_profiles,
             replies,
             turns,
             context,
@@ -272,7 +293,11 @@ impl Settings {
                 kinds: vec![Kind::Custom(9)],
                 ..IntakeLimits::default()
             },
-            agent: AgentSettings::local(command, args),
+            agent: AgentSettings::local(command.clone(), args.clone()),
+            agent_profiles: Profiles::single(
+                AgentSettings::local(command, args),
+                crate::mcp::args::McpSettings::without_operator_servers(defaults.mcp.mcp),
+            ),
             replies: ReplySettings::default(),
             // No notice of waiting: a program waits without being told.
             turns: TurnSettings {

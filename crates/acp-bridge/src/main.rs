@@ -306,7 +306,8 @@ fn refused_value_origin(error: &clap::Error, file: Option<&ConfigFile>) -> Strin
 /// (which says where a value that was not a flag came from, when it came
 /// from the config file).
 fn settings(args: &RunArgs, sources: &Sources) -> Option<Settings> {
-    match args.validate(&|name| std::env::var(name).ok()) {
+    let profiles = sources.file.as_ref().map_or(&[][..], ConfigFile::profiles);
+    match args.validate_with_profiles(&|name| std::env::var(name).ok(), profiles) {
         Ok(settings) => Some(settings),
         Err(error) => {
             let origin = match sources.file {

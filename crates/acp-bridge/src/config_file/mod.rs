@@ -14,6 +14,7 @@
 
 mod effective;
 pub(crate) mod keys;
+mod profiles;
 mod reload;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use crate::config::RunArgs;
 use crate::telemetry::LogArgs;
 pub use effective::effective_configuration;
 use keys::{Key, Section, key_named};
+pub use profiles::ProfileTable;
 pub use reload::{Reload, reload_on_hangup};
 
 /// A config file read and checked: each key's values, as clap takes them
@@ -32,6 +34,8 @@ pub use reload::{Reload, reload_on_hangup};
 pub struct ConfigFile {
     path: PathBuf,
     values: Vec<(&'static Key, Vec<String>)>,
+    /// `[agents.NAME]` tables, in the file's order; empty without them.
+    profiles: Vec<ProfileTable>,
 }
 
 /// Why a config file was refused: one line naming the file, and the key
@@ -69,6 +73,9 @@ pub enum ConfigFileError {
         key: String,
         instead: &'static str,
     },
+    /// An `[agents.NAME]` profile that cannot be one (see [`profiles`]).
+    #[error("--config {path}: {problem}")]
+    Profiles { path: String, problem: String },
 }
 
 /// The command that holds every daemon flag, as `run` takes them: what
@@ -128,7 +135,12 @@ impl ConfigFile {
         })?;
         let flags = daemon_flags();
         let mut values = Vec::new();
+        let mut agent_profiles = Vec::new();
         for (section_name, entries) in &table {
+            if section_name == profiles::AGENTS_TABLE {
+                agent_profiles = profiles::read_profiles(&shown, entries)?;
+                continue;
+            }
             let (Some(section), toml::Value::Table(entries)) = (Section::named(section_name), entries) else {
                 return Err(outside_a_section(&shown, section_name, entries));
             };
@@ -164,7 +176,14 @@ impl ConfigFile {
         Ok(ConfigFile {
             path: path.to_owned(),
             values,
+            profiles: agent_profiles,
         })
+    }
+
+    /// The file's `[agents.NAME]` profiles, in its order (none when it
+    /// has no `[agents]` table: the flags make the one profile).
+    pub fn profiles(&self) -> &[ProfileTable] {
+        &self.profiles
     }
 
     /// The file's path, as given.
