@@ -81,7 +81,7 @@ pub use reply::{Replier, ReplyMode};
 pub use shard::{Shard, ShardSpec};
 pub use shutdown::Shutdown;
 pub use signer::BotSigner;
-pub use store::{AnsweredThreads, Finish, NewMention, OutgoingEvent, Store};
+pub use store::{AnsweredThreads, ConversationProfiles, Finish, NewMention, OutgoingEvent, Store};
 pub use telemetry::{
     LogArgs, LogFilter, LogFilterError, LogFormat, RUST_LOG_ENV, RustLogError, init_logging,
 };

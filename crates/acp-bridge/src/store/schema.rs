@@ -178,6 +178,18 @@ CREATE TABLE joined_group (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 12: the agent profile each conversation keeps (its first
+/// turn's pick, or the owner's `!agent NAME`), see
+/// `store::conversation_profiles`. Conversations without a row use the
+/// resolver's pick (before profiles: the one profile `default`).
+const V12_CONVERSATION_PROFILES: &str = "
+CREATE TABLE conversation_profile (
+    conversation TEXT PRIMARY KEY,
+    profile      TEXT NOT NULL,
+    chosen_at    INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -191,6 +203,7 @@ const MIGRATIONS: &[&str] = &[
     V9_THREAD_CONTEXT,
     V10_THREAD_FIRST_ANSWER,
     V11_JOINED_GROUPS,
+    V12_CONVERSATION_PROFILES,
 ];
 
 /// The schema version this build writes.
