@@ -179,7 +179,7 @@ impl RunArgs {
     pub fn validate_with_profiles(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-        profiles: &[crate::config_file::ProfileTable],
+        profiles: &[crate::profiles::ProfileTable],
     ) -> Result<Settings, ConfigError> {
         let relays = self.relays.validate()?;
         let signer = self.signer.validate(env)?;

@@ -36,7 +36,7 @@ use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
 use crate::media::MediaCache;
-use crate::pool::{Pool, reaper};
+use crate::pool::{Pools, reaper};
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
@@ -121,7 +121,7 @@ struct Stages {
     publisher: Arc<Publisher>,
     identity: Identity,
     membership: Membership,
-    pool: Pool,
+    pool: Pools,
     client: Client,
     /// The links to the bot's DM inbox relays that are not among its
     /// relays (`--dm-relays`): apart, so nothing else publishes there.
@@ -220,13 +220,18 @@ impl Stages {
         let mcp = crate::mcp::start(settings.mcp.clone(), tool_tx, mcp_stop.clone())
             .await
             .map_err(|error| DaemonError::Mcp(error.to_string()))?;
-        let pool = Pool::start(
-            settings.agent.clone(),
+        let profiles = &settings.agent_profiles;
+        let pool = Pools::start(
+            profiles
+                .all()
+                .iter()
+                .map(|profile| (profile.name.as_str(), &profile.agent, &profile.mcp)),
+            &profiles.default_profile().name,
             // Questions reach a person only with ask-owner (README).
-            settings.agent.client_config(settings.turns.asks_owner()),
-            Sessions::new(Arc::clone(&store)),
-            agent_groups,
-            mcp,
+            settings.turns.asks_owner(),
+            &Sessions::new(Arc::clone(&store)),
+            &agent_groups,
+            mcp.as_ref(),
         );
         let groups = GroupDirectory::new(&settings.groups);
         let gate_rules = settings.gate.rules();
@@ -242,13 +247,13 @@ impl Stages {
         );
         // Which shard asked each question: the intake learns it, the heart reads it.
         let question_askers = crate::shard::QuestionAskers::default();
-        let heart = Heart::new(
-            services,
-            Ledger::new(Arc::clone(&store)),
+        let mut heart_settings =
             settings
                 .turns
-                .heart(&settings.agent, settings.shard, question_askers.clone()),
-        );
+                .heart(&settings.agent, settings.shard, question_askers.clone());
+        // Turn slots are global: every profile's agents' turns.
+        heart_settings.capacity = settings.agent_profiles.capacity();
+        let heart = Heart::new(services, Ledger::new(Arc::clone(&store)), heart_settings);
 
         // Events waiting between the relay links and the intake: as many
         // as the SDK buffers per relay (`--relay-buffer`).
@@ -372,7 +377,7 @@ impl Stages {
             floors: intake.floors(),
             retention: settings.retention,
             workspaces: settings.agent.workspaces(),
-            pool: pool.watch_status(),
+            pools: pool.watch_statuses(),
         };
         let publisher = Arc::new(Publisher::new(
             client.clone(),
@@ -482,7 +487,7 @@ impl Stages {
 #[derive(Debug)]
 struct Stopping {
     listening: Vec<JoinHandle<()>>,
-    pool: Pool,
+    pool: Pools,
     publisher: Arc<Publisher>,
     publisher_stop: CancellationToken,
     publishing: JoinHandle<()>,
@@ -516,7 +521,7 @@ impl Stopping {
 /// What every turn needs from the other stages.
 fn turn_services(
     settings: &Settings,
-    pool: &Pool,
+    pool: &Pools,
     replier: &Replier,
     store: &Arc<Store>,
     groups: &GroupDirectory,
@@ -524,6 +529,10 @@ fn turn_services(
 ) -> TurnServices {
     TurnServices {
         pool: pool.clone(),
+        profiles: crate::profiles::ProfileBook::new(
+            settings.agent_profiles.clone(),
+            crate::store::ConversationProfiles::new(Arc::clone(store)),
+        ),
         replier: replier.clone(),
         options: settings.turns.turn_options(settings.replies.max_reply_bytes),
         owner: settings.gate.owner.filter(|_| settings.turns.asks_owner()),

@@ -70,8 +70,8 @@ pub(crate) struct Housekeeping {
     /// Conversations' workspaces idle past the retention are removed…
     pub workspaces: Workspaces,
     /// …but not those of the conversations with a live session (the
-    /// pool's status says which).
-    pub pool: watch::Receiver<PoolStatus>,
+    /// pools' status, one per profile, says which).
+    pub pools: Vec<watch::Receiver<PoolStatus>>,
 }
 
 impl Housekeeping {
@@ -101,7 +101,11 @@ impl Housekeeping {
     /// Removes the conversations' workspaces idle past the retention,
     /// sparing those with a live session.
     async fn prune_workspaces(&self) {
-        let live = self.pool.borrow().live_sessions.clone();
+        let live: std::collections::BTreeSet<_> = self
+            .pools
+            .iter()
+            .flat_map(|pool| pool.borrow().live_sessions.clone())
+            .collect();
         let removed = self
             .workspaces
             .prune(crate::workspace::idle_since(self.retention), &live)
@@ -181,7 +185,7 @@ mod tests {
                     crate::workspace::WorkspaceMode::Shared,
                     None,
                 ),
-                pool: watch::Sender::new(PoolStatus::default()).subscribe(),
+                pools: vec![watch::Sender::new(PoolStatus::default()).subscribe()],
             },
             relay,
             store,

@@ -58,9 +58,7 @@ mod workspace;
 
 pub use commands::OwnerCommand;
 pub use config::{RunArgs, Settings};
-pub use config_file::{
-    ConfigFile, ConfigFileError, ProfileTable, Reload, effective_configuration, reload_on_hangup,
-};
+pub use config_file::{ConfigFile, ConfigFileError, Reload, effective_configuration, reload_on_hangup};
 pub use daemon::{DaemonError, run, run_reloading};
 pub use embedded_relay::EmbeddedRelay;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
@@ -72,7 +70,7 @@ pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use media::{MediaArgs, MediaFetcher, MediaRef};
 pub use mention::{Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
 pub use pool::AGENT_ENV_BASELINE;
-pub use profiles::{DEFAULT_PROFILE, Profile, Profiles, resolve as profile_resolve};
+pub use profiles::{DEFAULT_PROFILE, Profile, ProfileTable, Profiles};
 pub use prompt::{
     BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
     steer_text,
@@ -81,7 +79,7 @@ pub use reply::{Replier, ReplyMode};
 pub use shard::{Shard, ShardSpec};
 pub use shutdown::Shutdown;
 pub use signer::BotSigner;
-pub use store::{AnsweredThreads, ConversationProfiles, Finish, NewMention, OutgoingEvent, Store};
+pub use store::{AnsweredThreads, Finish, NewMention, OutgoingEvent, Store};
 pub use telemetry::{
     LogArgs, LogFilter, LogFilterError, LogFormat, RUST_LOG_ENV, RustLogError, init_logging,
 };

@@ -22,10 +22,10 @@ use std::path::{Path, PathBuf};
 use clap::{Arg, ArgAction, Args, Command};
 
 use crate::config::RunArgs;
+use crate::profiles::ProfileTable;
 use crate::telemetry::LogArgs;
 pub use effective::effective_configuration;
 use keys::{Key, Section, key_named};
-pub use profiles::ProfileTable;
 pub use reload::{Reload, reload_on_hangup};
 
 /// A config file read and checked: each key's values, as clap takes them

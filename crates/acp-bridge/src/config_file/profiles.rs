@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use nostr_sdk::PublicKey;
 
 use super::{ConfigFileError, a_type};
+use crate::profiles::ProfileTable;
 
 /// The table that holds the profiles (`[agents.claude]`, `[agents.codex]`).
 pub(crate) const AGENTS_TABLE: &str = "agents";
@@ -37,30 +38,6 @@ const PROFILE_KEYS: &[&str] = &[
 const PROCESSES_RANGE: std::ops::RangeInclusive<i64> = 1..=64;
 /// `--turns-per-agent`'s bounds, which a profile's `turns-per-agent` shares.
 const TURNS_PER_AGENT_RANGE: std::ops::RangeInclusive<i64> = 1..=1024;
-
-/// One `[agents.NAME]` table as the file writes it. `None` (or empty) is
-/// a key left unset: the `[agent]` flags' value applies.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProfileTable {
-    /// `NAME`: what `!agent NAME`, `!status` and the metrics call it.
-    pub name: String,
-    pub command: String,
-    /// `args`: an array, or one string split as `--agent-args` splits it.
-    pub args: Option<Vec<String>>,
-    /// `env`: names of variables passed through, as `--agent-env`.
-    pub env: Option<Vec<String>>,
-    pub auth_method: Option<String>,
-    pub processes: Option<u32>,
-    pub turns_per_agent: Option<u32>,
-    pub mcp_servers: Option<PathBuf>,
-    /// `default = true`.
-    pub default: bool,
-    /// Routing: conversations (as the bridge writes their keys) that use
-    /// this profile.
-    pub channels: Vec<String>,
-    /// Routing: authors whose mention starts a conversation on this profile.
-    pub authors: Vec<PublicKey>,
-}
 
 /// The `[agents]` table's profiles, checked: each table's keys, and
 /// exactly one default when there are several.

@@ -38,7 +38,7 @@ use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
 use crate::media::{self, AgentTakes, MediaCache, MediaFetcher, MediaRef};
 use crate::mention::{ConversationKey, Mention, Thread};
-use crate::pool::{Lease, Pool};
+use crate::pool::{Lease, Pools};
 use crate::prompt::BRIDGE_MARK;
 use crate::reply::{Replier, ReplyContent};
 use crate::store::{Controls, Outbox, Questions, Sessions};
@@ -48,7 +48,10 @@ use crate::thread_context::{PendingMark, ThreadContext};
 /// What every turn's driver shares.
 #[derive(Debug, Clone)]
 pub(crate) struct TurnServices {
-    pub pool: Pool,
+    /// Each agent profile's pool.
+    pub pool: Pools,
+    /// Which profile each conversation's turns run on.
+    pub profiles: crate::profiles::ProfileBook,
     pub replier: Replier,
     pub options: TurnOptions,
     /// With `--permission-policy ask-owner`: the owner, who answers the
@@ -121,10 +124,12 @@ pub(crate) fn spawn(
     reports: mpsc::Sender<Report>,
 ) -> DriverLink {
     let newest = batch.last();
+    let profile = services.profiles.for_turn(&conversation, batch.first());
     let span = tracing::info_span!(
         "turn",
         turn_id,
         conversation = %conversation,
+        profile = %profile,
         event_id = newest.map(|m| m.event_id.to_hex()).unwrap_or_default(),
         author = newest.map(Mention::author_short).unwrap_or_default(),
         session = tracing::field::Empty,
@@ -144,6 +149,7 @@ pub(crate) fn spawn(
     let driver = Driver {
         services,
         conversation,
+        profile,
         turn_id,
         actions,
         reports,
@@ -253,6 +259,8 @@ impl Handle {
 struct Driver {
     services: TurnServices,
     conversation: ConversationKey,
+    /// The agent profile the turn leases from.
+    profile: String,
     turn_id: u64,
     actions: mpsc::UnboundedReceiver<DriverAction>,
     reports: mpsc::Sender<Report>,
@@ -316,7 +324,7 @@ impl Driver {
 
     async fn perform(&mut self, action: DriverAction) -> Flow {
         match action {
-            DriverAction::Lease => match self.services.pool.lease(&self.conversation).await {
+            DriverAction::Lease => match self.services.pool.lease(&self.profile, &self.conversation).await {
                 Ok(lease) => {
                     tracing::Span::current().record("session", lease.session.as_str());
                     self.steer = SteerMethod::for_agent(&lease.client);

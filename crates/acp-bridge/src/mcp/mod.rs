@@ -75,6 +75,20 @@ struct StdioOffer {
 }
 
 impl McpOffers {
+    /// What a profile's sessions are offered: the bridge's own server of
+    /// `shared` (if any), and the profile's operator servers.
+    pub(crate) fn for_profile(shared: Option<&McpOffers>, profile: &McpSettings) -> Option<McpOffers> {
+        let own = shared.and_then(|offers| offers.own.clone());
+        if own.is_none() && profile.operator.is_empty() {
+            return None;
+        }
+        Some(McpOffers {
+            own,
+            operator: Arc::clone(&profile.operator),
+            left_out: Arc::default(),
+        })
+    }
+
     /// The `mcpServers` of the conversation's session on the agent `info`
     /// describes: the bridge's server (over HTTP when the agent takes it,
     /// else over stdio), then the operator's that the agent takes.

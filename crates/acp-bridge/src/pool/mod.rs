@@ -21,6 +21,7 @@ pub(crate) mod args;
 mod auth;
 mod breaker;
 mod launcher;
+mod pools;
 pub(crate) mod reaper;
 mod sessions;
 #[cfg(test)]
@@ -43,6 +44,7 @@ pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
 pub(crate) use launcher::{agent_command, check_program};
+pub(crate) use pools::Pools;
 use sessions::SessionBook;
 
 /// How permission questions of agents are answered.
@@ -133,6 +135,8 @@ pub(crate) struct Lease {
     pub session: SessionId,
     slot: usize,
     generation: u64,
+    /// Which of [`Pools`] it came from.
+    pool: usize,
 }
 
 /// What the pool looks like now, for `!status` and `/healthz`.
@@ -262,6 +266,7 @@ impl Pool {
             session,
             slot,
             generation,
+            pool: 0,
         })
     }
 

@@ -6,11 +6,15 @@
 //! conversation uses ([`resolve`]). It does not own running the agents:
 //! the pool does, one per profile.
 
-pub mod resolve;
+mod book;
+mod resolve;
+
+use std::path::PathBuf;
 
 use nostr_sdk::PublicKey;
 
-use crate::config_file::ProfileTable;
+pub(crate) use book::ProfileBook;
+
 use crate::flags::{ConfigError, refuse};
 use crate::mcp::args::{McpArgs, McpSettings};
 use crate::pool::AgentSettings;
@@ -19,6 +23,30 @@ use crate::pool::args::AgentArgs;
 /// The profile's name when the flags alone make the one profile; stored
 /// sessions of a daemon without profiles are this profile's.
 pub const DEFAULT_PROFILE: &str = "default";
+
+/// One `[agents.NAME]` table as the file writes it. `None` (or empty) is
+/// a key left unset: the `[agent]` flags' value applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileTable {
+    /// `NAME`: what `!agent NAME`, `!status` and the metrics call it.
+    pub name: String,
+    pub command: String,
+    /// `args`: an array, or one string split as `--agent-args` splits it.
+    pub args: Option<Vec<String>>,
+    /// `env`: names of variables passed through, as `--agent-env`.
+    pub env: Option<Vec<String>>,
+    pub auth_method: Option<String>,
+    pub processes: Option<u32>,
+    pub turns_per_agent: Option<u32>,
+    pub mcp_servers: Option<PathBuf>,
+    /// `default = true`.
+    pub default: bool,
+    /// Routing: conversations (as the bridge writes their keys) that use
+    /// this profile.
+    pub channels: Vec<String>,
+    /// Routing: authors whose mention starts a conversation on this profile.
+    pub authors: Vec<PublicKey>,
+}
 
 /// One agent profile, checked.
 #[derive(Debug, Clone)]
@@ -86,6 +114,14 @@ impl Profiles {
     /// The profile a conversation uses when nothing picks another.
     pub fn default_profile(&self) -> &Profile {
         &self.profiles[self.default]
+    }
+
+    /// The turns all profiles may run at once: the heart's capacity.
+    pub fn capacity(&self) -> usize {
+        self.profiles
+            .iter()
+            .map(|profile| (profile.agent.processes * profile.agent.turns_per_agent) as usize)
+            .sum()
     }
 
     /// The profile named `name`, if configured.

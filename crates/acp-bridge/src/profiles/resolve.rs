@@ -14,7 +14,7 @@ use super::{Profile, Profiles};
 
 /// What the pick is made from.
 #[derive(Debug, Clone, Copy)]
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     /// The conversation's stored profile, if any.
     pub stored: Option<&'a str>,
     /// The conversation's key, as the bridge writes it.
@@ -27,7 +27,7 @@ pub struct Facts<'a> {
 
 /// Why that profile was picked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Why {
+pub(crate) enum Why {
     /// The conversation's stored choice.
     Stored,
     /// A routing rule on its channel.
@@ -40,14 +40,14 @@ pub enum Why {
 
 /// The pick, and a stored name that is no longer configured (to log once).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pick<'p> {
+pub(crate) struct Pick<'p> {
     pub profile: &'p str,
     pub why: Why,
     pub stale: Option<String>,
 }
 
 /// The profile `facts` pick among `profiles`.
-pub fn pick<'p>(profiles: &'p Profiles, facts: Facts<'_>) -> Pick<'p> {
+pub(crate) fn pick<'p>(profiles: &'p Profiles, facts: Facts<'_>) -> Pick<'p> {
     let stored = facts.stored.map(|name| profiles.named(name).ok_or(name));
     if let Some(Ok(profile)) = stored {
         return Pick {

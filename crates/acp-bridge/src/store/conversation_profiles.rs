@@ -17,29 +17,29 @@ use crate::mention::ConversationKey;
 
 /// The door to the conversations' profiles: the only way to the table.
 #[derive(Debug, Clone)]
-pub struct ConversationProfiles {
+pub(crate) struct ConversationProfiles {
     store: Arc<Store>,
 }
 
 impl ConversationProfiles {
-    pub fn new(store: Arc<Store>) -> Self {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
         ConversationProfiles { store }
     }
 
     /// The profile the conversation keeps, if it has run or been switched.
-    pub fn stored(&self, conversation: &ConversationKey) -> Result<Option<String>> {
+    pub(crate) fn stored(&self, conversation: &ConversationKey) -> Result<Option<String>> {
         self.store.conversation_profile(conversation.as_str())
     }
 
     /// Keeps `profile`, the pick of the conversation's first turn, unless
     /// the conversation already keeps one; the profile it keeps after.
-    pub fn keep_first(&self, conversation: &ConversationKey, profile: &str) -> Result<String> {
+    pub(crate) fn keep_first(&self, conversation: &ConversationKey, profile: &str) -> Result<String> {
         self.store
             .conversation_profile_keep_first(conversation.as_str(), profile, sql_now())
     }
 
     /// The owner's `!agent NAME`: the conversation keeps `profile` from now.
-    pub fn choose(&self, conversation: &ConversationKey, profile: &str) -> Result<()> {
+    pub(crate) fn choose(&self, conversation: &ConversationKey, profile: &str) -> Result<()> {
         self.store
             .conversation_profile_choose(conversation.as_str(), profile, sql_now())
     }

@@ -74,7 +74,7 @@ use rusqlite::Connection;
 
 pub(crate) use agent_groups::{AgentGroup, AgentGroups};
 pub(crate) use controls::Controls;
-pub use conversation_profiles::ConversationProfiles;
+pub(crate) use conversation_profiles::ConversationProfiles;
 pub(crate) use joined_groups::JoinedGroups;
 pub(crate) use outbox::Outbox;
 pub(crate) use questions::{LeftOver, Questions};

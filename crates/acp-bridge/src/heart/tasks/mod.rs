@@ -297,6 +297,8 @@ impl Heart {
         let span = tracing::info_span!("task", task_id = %id, conversation = %task_key);
         let run = runner::run(
             self.services.pool.clone(),
+            // A task runs on its conversation's profile.
+            self.services.profiles.of(key),
             self.services.options,
             task_key,
             prompt::task_prompt(id, prompt),

@@ -15,19 +15,20 @@ use tokio_util::sync::CancellationToken;
 
 use super::Ending;
 use crate::mention::ConversationKey;
-use crate::pool::{Lease, Pool};
+use crate::pool::{Lease, Pools};
 
-/// Runs `prompt` on a fresh session for `key` until it ends or `stop` is
-/// cancelled.
+/// Runs `prompt` on a fresh session of an agent of `profile` for `key`
+/// until it ends or `stop` is cancelled.
 pub(super) async fn run(
-    pool: Pool,
+    pool: Pools,
+    profile: String,
     options: TurnOptions,
     key: ConversationKey,
     prompt: String,
     stop: CancellationToken,
 ) -> Ending {
     let lease = tokio::select! {
-        leased = pool.lease(&key) => match leased {
+        leased = pool.lease(&profile, &key) => match leased {
             Ok(lease) => lease,
             Err(error) => return Ending::Failed(format!("no agent for the task: {error}")),
         },
@@ -42,7 +43,7 @@ pub(super) async fn run(
 
 /// The prompt and its end; a stop cancels it and waits for that end.
 async fn prompt_once(
-    pool: &Pool,
+    pool: &Pools,
     lease: &Lease,
     options: TurnOptions,
     prompt: String,
