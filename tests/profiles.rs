@@ -59,3 +59,68 @@ async fn a_channel_rule_routes_a_conversation_to_its_profile() {
         .await;
     }
 }
+
+/// The owner says `text` in `room` and gets the bot's answer's text (a
+/// numbered `@ask-N`, set aside by the command parser, keeps the same
+/// text said twice from being the same event).
+async fn ask(scene: &Scene, room: &str, text: &str) -> String {
+    static ASKED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mention = scene.mention(room, &format!("{text} @ask-{n}")).await;
+    scene.reply_to(&mention).await.content
+}
+
+/// `!agent` lists the profiles; `!agent NAME` switches the conversation
+/// mid-conversation: the thread is told, and the next turn is answered by
+/// the other profile's agent on a fresh session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_switches_a_conversation_to_another_profile_on_a_fresh_session() {
+    let mut stage = Scene::builder()
+        .agent(&["--rounds", "1", "--round-delay-ms", "10"])
+        .stage()
+        .await;
+    stage
+        .spec
+        .flags
+        .extend(["--config".to_owned(), two_profiles("nowhere'none")]);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+
+    let first = ask(&scene, "room", "hello").await;
+    assert!(!first.contains("model:"), "the default profile's agent: {first}");
+    log.wait(
+        log.start(),
+        Line::new("session opened").in_span("profile", "plain"),
+    )
+    .await;
+
+    let listed = ask(&scene, "room", "!agent").await;
+    assert!(
+        listed.contains("plain (default, this conversation's)") && listed.contains("controlled"),
+        "{listed}"
+    );
+    let unknown = ask(&scene, "room", "!agent nosuch").await;
+    assert!(
+        unknown.contains("No agent profile is named `nosuch`") && unknown.contains("controlled"),
+        "{unknown}"
+    );
+
+    let switched = ask(&scene, "room", "!agent controlled").await;
+    assert_eq!(
+        switched, "This conversation now talks to controlled; it starts a fresh session.",
+        "the notice"
+    );
+    let after_switch = log.cursor();
+    let answer = ask(&scene, "room", "hello again").await;
+    assert!(
+        answer.contains("model: fast, mode: ask"),
+        "the other profile's agent: {answer}"
+    );
+    log.wait(
+        after_switch,
+        Line::new("session opened").in_span("profile", "controlled"),
+    )
+    .await;
+    let listed = ask(&scene, "room", "!agent").await;
+    assert!(listed.contains("controlled (this conversation's)"), "{listed}");
+}

@@ -1,9 +1,9 @@
 //! Owner commands: `!cancel`, `!status`, `!rotate`, `!model`, `!mode`,
-//! `!help`.
+//! `!agent`, `!help`.
 //!
 //! A command is a mention whose whole text, once references to people
-//! (`nostr:npub…`, `@name`) are set aside, is the command word; `!model`
-//! and `!mode` alone take one more word, the choice. Only the
+//! (`nostr:npub…`, `@name`) are set aside, is the command word; `!model`,
+//! `!mode` and `!agent` alone take one more word, the choice. Only the
 //! owner's signed mentions are parsed as commands; from anyone else the
 //! same text is an ordinary message. What each command does lives with the
 //! heart, which owns the state they act on.
@@ -25,6 +25,8 @@ pub enum OwnerCommand {
         kind: ControlKind,
         choice: Option<String>,
     },
+    /// List the agent profiles, or switch the conversation to one.
+    Agent { name: Option<String> },
     /// List the commands.
     Help,
 }
@@ -42,6 +44,9 @@ impl OwnerCommand {
             "!help" => OwnerCommand::Help,
             "!model" => Self::control(ControlKind::Model, words.next()),
             "!mode" => Self::control(ControlKind::Mode, words.next()),
+            "!agent" => OwnerCommand::Agent {
+                name: words.next().map(str::to_owned),
+            },
             _ => return None,
         };
         words.next().is_none().then_some(command)
@@ -67,6 +72,7 @@ impl OwnerCommand {
                 kind: ControlKind::Mode,
                 ..
             } => "!mode",
+            OwnerCommand::Agent { .. } => "!agent",
             OwnerCommand::Help => "!help",
         }
     }
@@ -80,6 +86,7 @@ impl OwnerCommand {
             "!rotate: a fresh agent session for this conversation (its model and mode stay).",
             "!model [ID]: this conversation's models (the current one marked), or choose one for its next turns.",
             "!mode [ID]: the same for the agent's modes.",
+            "!agent [NAME]: the agent profiles (this conversation's marked), or switch this conversation to one (a fresh session).",
             "!help: this list.",
         ]
         .join("\n")
@@ -110,6 +117,17 @@ mod tests {
             OwnerCommand::parse("!mode code"),
             Some(OwnerCommand::control(ControlKind::Mode, Some("code")))
         );
+        assert_eq!(
+            OwnerCommand::parse("!agent codex"),
+            Some(OwnerCommand::Agent {
+                name: Some("codex".to_owned())
+            })
+        );
+        assert_eq!(
+            OwnerCommand::parse("!agent"),
+            Some(OwnerCommand::Agent { name: None })
+        );
+        assert_eq!(OwnerCommand::parse("!agent codex now"), None);
         assert_eq!(OwnerCommand::parse("!model deep please"), None);
         assert_eq!(OwnerCommand::parse("!status now"), None);
         assert_eq!(OwnerCommand::parse(""), None);

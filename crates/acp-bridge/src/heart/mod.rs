@@ -365,6 +365,20 @@ impl Heart {
             // Commands come from the owner only: a DM is the owner's own.
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
+            (OwnerCommand::Agent { name }, running) => {
+                let switch = self
+                    .services
+                    .profiles
+                    .command(&key, name.as_deref(), running.is_some());
+                if switch.switched {
+                    // As `!rotate`: the old session ends after the turn in flight.
+                    match running {
+                        Some(running) => running.rotate_after = true,
+                        None => self.services.pool.rotate(&key),
+                    }
+                }
+                switch.answer
+            }
             (OwnerCommand::Control { kind, choice }, running) => controls::command(
                 &self.services.controls,
                 &key,

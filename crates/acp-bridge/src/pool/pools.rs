@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use super::{AgentSettings, Lease, Pool, PoolError, PoolStatus, Starts};
 use crate::mcp::McpOffers;
-use crate::mention::ConversationKey;
 use crate::mcp::args::McpSettings;
+use crate::mention::ConversationKey;
 use crate::store::{AgentGroups, Sessions};
 use crate::telemetry::http::AgentCircuit;
 

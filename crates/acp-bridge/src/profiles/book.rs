@@ -14,6 +14,14 @@ use super::resolve::{Facts, pick};
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::store::ConversationProfiles;
 
+/// What `!agent` answers, and whether the conversation switched (its
+/// session is then to be rotated, as `!rotate` does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgentSwitch {
+    pub answer: String,
+    pub switched: bool,
+}
+
 /// The profiles and the conversations' choices; cheap to clone.
 #[derive(Debug, Clone)]
 pub(crate) struct ProfileBook {
@@ -72,6 +80,66 @@ impl ProfileBook {
         self.stored_name(conversation)
             .filter(|name| self.profiles.named(name).is_some())
             .unwrap_or_else(|| self.profiles.default_profile().name.clone())
+    }
+
+    /// The owner's `!agent [NAME]` in `conversation` (`mid_turn`: a turn
+    /// is in flight there): the profiles listed, or the conversation
+    /// switched to `name` from its next turn.
+    pub(crate) fn command(
+        &self,
+        conversation: &ConversationKey,
+        name: Option<&str>,
+        mid_turn: bool,
+    ) -> AgentSwitch {
+        let current = self.of(conversation);
+        let listed = || self.listing(&current);
+        let answer = |answer: String, switched: bool| AgentSwitch { answer, switched };
+        let Some(name) = name else {
+            return answer(format!("{} Switch with !agent NAME.", listed()), false);
+        };
+        if self.profiles.named(name).is_none() {
+            return answer(format!("No agent profile is named `{name}`. {}", listed()), false);
+        }
+        if name == current {
+            return answer(format!("This conversation already talks to {name}."), false);
+        }
+        if let Err(error) = self.stored.choose(conversation, name) {
+            tracing::warn!(%conversation, %error, "cannot keep the conversation's profile");
+            return answer(
+                format!("Cannot switch to {name}: the choice could not be kept ({error})."),
+                false,
+            );
+        }
+        tracing::info!(%conversation, from = %current, to = name, "conversation switched to another agent profile");
+        let when = if mid_turn { " after the turn in flight" } else { "" };
+        answer(
+            format!("This conversation now talks to {name}; it starts a fresh session{when}."),
+            true,
+        )
+    }
+
+    /// `Agent profiles: a (default, this conversation's), b.`
+    fn listing(&self, current: &str) -> String {
+        let default = &self.profiles.default_profile().name;
+        let names: Vec<String> = self
+            .profiles
+            .all()
+            .iter()
+            .map(|profile| {
+                let marks: Vec<&str> = [
+                    (&profile.name == default).then_some("default"),
+                    (profile.name == current).then_some("this conversation's"),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                match marks.as_slice() {
+                    [] => profile.name.clone(),
+                    marks => format!("{} ({})", profile.name, marks.join(", ")),
+                }
+            })
+            .collect();
+        format!("Agent profiles: {}.", names.join(", "))
     }
 
     fn stored_name(&self, conversation: &ConversationKey) -> Option<String> {
