@@ -89,7 +89,7 @@ async fn every_counter_is_on_metrics_at_zero_right_after_ready() {
         "acp_bridge_turns_total{outcome=\"cancelled_by_owner\"} 0",
         "acp_bridge_events_dropped_total{reason=\"rate_limited\"} 0",
         "acp_bridge_replies_failed_total{reason=\"blocked\"} 0",
-        "acp_bridge_agent_respawns_total 0",
+        "acp_bridge_agent_respawns_total{profile=\"default\"} 0",
         "acp_bridge_steers_total{path=\"fallback\"} 0",
         "acp_bridge_group_requests_total{request=\"join\",outcome=\"refused\"} 0",
         "acp_bridge_queue_depth 0",

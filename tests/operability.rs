@@ -130,7 +130,10 @@ async fn json_logs_carry_the_turn_fields_and_metrics_count_the_turn() {
         metrics.contains("acp_bridge_mention_to_reply_seconds_bucket"),
         "{metrics}"
     );
-    assert!(metrics.contains("acp_bridge_agents_alive 1"), "{metrics}");
+    assert!(
+        metrics.contains("acp_bridge_agents_alive{profile=\"default\"} 1"),
+        "{metrics}"
+    );
     let health = http_get(port, "/healthz").await;
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
 }

@@ -24,11 +24,12 @@ fn two_profiles(routed_channel: &str) -> String {
 
 /// A channel rule sends one group's conversation to its profile's agent,
 /// and every other conversation to the default's: each answered by its
-/// own agent process, and the turn's log names the profile.
+/// own agent process, which `!status`, the metrics and the turn's log name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channel_rule_routes_a_conversation_to_its_profile() {
     let mut stage = Scene::builder()
         .agent(&["--rounds", "1", "--round-delay-ms", "10"])
+        .metrics()
         .stage()
         .await;
     let relay = stage.spec.relay_url.trim_end_matches('/').to_owned();
@@ -49,6 +50,22 @@ async fn a_channel_rule_routes_a_conversation_to_its_profile() {
         !answer.contains("model:"),
         "the default profile's agent: {answer}"
     );
+
+    let status = ask(&scene, "routed", "!status").await;
+    assert!(
+        status.contains("Agents alive: 2 (controlled 1, plain 1).")
+            && status.contains("Its agent profile: controlled."),
+        "{status}"
+    );
+    let metrics = http_get(scene.metrics_port(), "/metrics").await;
+    for profile in ["plain", "controlled"] {
+        for series in [
+            format!("acp_bridge_agents_alive{{profile=\"{profile}\"}} 1"),
+            format!("acp_bridge_agent_respawns_total{{profile=\"{profile}\"}} 0"),
+        ] {
+            assert!(metrics.contains(&series), "{series}: {metrics}");
+        }
+    }
 
     let log = &scene.bridge.log;
     for profile in ["controlled", "plain"] {

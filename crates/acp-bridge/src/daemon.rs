@@ -178,6 +178,13 @@ impl Stages {
             Some(_) => {
                 let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
                 metrics::register_at_zero();
+                metrics::register_profiles_at_zero(
+                    settings
+                        .agent_profiles
+                        .all()
+                        .iter()
+                        .map(|profile| profile.name.as_str()),
+                );
                 Some(recorder)
             }
             None => None,

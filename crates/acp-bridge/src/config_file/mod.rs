@@ -34,7 +34,7 @@ pub use reload::{Reload, reload_on_hangup};
 pub struct ConfigFile {
     path: PathBuf,
     values: Vec<(&'static Key, Vec<String>)>,
-    /// `[agents.NAME]` tables, in the file's order; empty without them.
+    /// `[agents.NAME]` tables, in name order; empty without them.
     profiles: Vec<ProfileTable>,
 }
 

@@ -404,10 +404,11 @@ impl Heart {
             .collect();
         let pool = self.services.pool.status();
         let counts = format!(
-            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}. Agents' calls of the bridge's tools (MCP): {}.",
+            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}. Agents' calls of the bridge's tools (MCP): {}.",
             self.conversations.running_count(),
             self.conversations.waiting(),
             pool.alive,
+            self.services.pool.alive_by_profile(),
             match pool.starts {
                 Starts::Allowed => "",
                 Starts::CannotStart(_) => " (the agent cannot start)",
@@ -449,8 +450,9 @@ impl Heart {
             count => format!(", {count} delegated task(s) running ({})", running.join(", ")),
         };
         format!(
-            " This conversation: {turn}, {} mention(s) waiting{tasks}.{}",
+            " This conversation: {turn}, {} mention(s) waiting{tasks}. Its agent profile: {}.{}",
             self.conversations.waiting_in(key),
+            self.services.profiles.of(key),
             controls::describe(&self.services.controls, key)
         )
     }

@@ -10,6 +10,7 @@
 //! the heart's capacity (agents × turns per agent) bounds that.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use acp_client::{AgentClient, ClientConfig, ExitReason, SessionId};
@@ -193,6 +194,8 @@ pub(super) struct Actor {
     /// handle is gone.
     myself: mpsc::WeakUnboundedSender<Request>,
     status: watch::Sender<PoolStatus>,
+    /// The agent profile whose agents these are: their metrics' label.
+    profile: Arc<str>,
     starts: JoinSet<Started>,
     /// Cancels the starts under way (shutdown).
     stop: CancellationToken,
@@ -208,8 +211,10 @@ impl Actor {
             mpsc::UnboundedReceiver<Request>,
         ),
         status: watch::Sender<PoolStatus>,
+        profile: Arc<str>,
     ) -> Self {
         Actor {
+            profile,
             launcher,
             client_config,
             slots: (0..processes)
@@ -336,7 +341,7 @@ impl Actor {
             && agent.client.exit().is_some()
         {
             self.vacate(index);
-            metrics::agent_respawned();
+            metrics::agent_respawned(&self.profile);
         }
         let waiter = Waiter { conversation, reply };
         match &mut self.slots[index].state {
@@ -532,11 +537,12 @@ impl Actor {
         let exit = client.exit_watch();
         let name = client.name().to_owned();
         let status = self.status.clone();
+        let profile = Arc::clone(&self.profile);
         let crashes = self.myself.clone();
-        count_alive(&status, 1);
+        count_alive(&status, &profile, 1);
         tokio::spawn(async move {
             let exit = exit.wait().await;
-            count_alive(&status, -1);
+            count_alive(&status, &profile, -1);
             if exit.reason != ExitReason::Killed {
                 tracing::warn!(agent = %name, %exit, "agent exited unexpectedly");
                 if let Some(crashes) = crashes.upgrade() {
@@ -595,11 +601,11 @@ fn close_session(client: &AgentClient, session: SessionId) {
     });
 }
 
-fn count_alive(status: &watch::Sender<PoolStatus>, change: isize) {
+fn count_alive(status: &watch::Sender<PoolStatus>, profile: &str, change: isize) {
     let mut alive = 0;
     status.send_modify(|status| {
         status.alive = status.alive.saturating_add_signed(change);
         alive = status.alive;
     });
-    metrics::agents_alive(alive);
+    metrics::agents_alive(profile, alive);
 }

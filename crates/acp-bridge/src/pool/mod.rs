@@ -180,10 +180,11 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    /// Starts the pool's actor on the current runtime; conversations'
-    /// sessions are kept in `sessions`, the agents' process groups in
-    /// `groups`.
+    /// Starts the pool's actor of agent profile `profile` on the current
+    /// runtime; conversations' sessions are kept in `sessions`, the agents'
+    /// process groups in `groups`.
     pub(crate) fn start(
+        profile: &str,
         settings: AgentSettings,
         client_config: ClientConfig,
         sessions: Sessions,
@@ -198,10 +199,11 @@ impl Pool {
         let workspaces = settings.workspaces();
         let sessions = SessionBook::new(sessions, agent, workspaces, AuthPolicy::new(&settings), mcp);
         let launcher = Launcher::Command(Box::new(settings), groups);
-        Pool::with_launcher(launcher, processes, sessions, client_config)
+        Pool::with_launcher(profile, launcher, processes, sessions, client_config)
     }
 
     fn with_launcher(
+        profile: &str,
         launcher: Launcher,
         processes: usize,
         sessions: SessionBook,
@@ -216,6 +218,7 @@ impl Pool {
             client_config,
             (requests.downgrade(), inbox),
             status_tx,
+            profile.into(),
         );
         tokio::spawn(actor.run());
         Pool {

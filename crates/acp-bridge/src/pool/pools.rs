@@ -44,6 +44,7 @@ impl Pools {
             .into_iter()
             .map(|(name, agent, servers)| {
                 let pool = Pool::start(
+                    name,
                     agent.clone(),
                     agent.client_config(elicitation),
                     sessions.clone(),
@@ -114,6 +115,20 @@ impl Pools {
             .iter()
             .map(|(name, pool)| (name.as_str(), pool.status()))
             .collect()
+    }
+
+    /// `!status`'s split of the agents alive by profile (` (claude 1,
+    /// codex 0)`); nothing with one profile.
+    pub(crate) fn alive_by_profile(&self) -> String {
+        if self.pools.len() < 2 {
+            return String::new();
+        }
+        let each: Vec<String> = self
+            .statuses()
+            .into_iter()
+            .map(|(name, status)| format!("{name} {}", status.alive))
+            .collect();
+        format!(" ({})", each.join(", "))
     }
 
     /// The profiles' status summed: every agent alive and live session;

@@ -87,6 +87,7 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
         None,
     );
     let pool = Pool::with_launcher(
+        crate::profiles::DEFAULT_PROFILE,
         Launcher::InProcess(scripts.to_vec()),
         scripts.len(),
         sessions,
@@ -99,6 +100,7 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
 fn command_pool(settings: AgentSettings) -> TestPool {
     let (store, dir) = store();
     let pool = Pool::start(
+        crate::profiles::DEFAULT_PROFILE,
         settings,
         ClientConfig::default(),
         Sessions::new(Arc::clone(&store)),
@@ -425,6 +427,7 @@ async fn an_agent_s_process_group_is_recorded_while_it_runs() {
     let (store, _state) = store();
     let groups = AgentGroups::new(Arc::clone(&store));
     let pool = Pool::start(
+        crate::profiles::DEFAULT_PROFILE,
         agent,
         ClientConfig::default(),
         Sessions::new(store),

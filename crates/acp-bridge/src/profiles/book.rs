@@ -66,10 +66,10 @@ impl ProfileBook {
         );
         if let Some(stale) = &picked.stale {
             self.log_stale_once(stale, picked.profile);
-        } else if stored.is_none() {
-            if let Err(error) = self.stored.keep_first(conversation, picked.profile) {
-                tracing::warn!(%conversation, %error, "cannot keep the conversation's profile");
-            }
+        } else if stored.is_none()
+            && let Err(error) = self.stored.keep_first(conversation, picked.profile)
+        {
+            tracing::warn!(%conversation, %error, "cannot keep the conversation's profile");
         }
         picked.profile.to_owned()
     }

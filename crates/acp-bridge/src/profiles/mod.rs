@@ -106,7 +106,8 @@ impl Profiles {
         Ok(Profiles { profiles, default })
     }
 
-    /// Every profile, in the file's order.
+    /// Every profile, in name order (the config file's tables are read
+    /// sorted): the order their routing rules are tried in.
     pub fn all(&self) -> &[Profile] {
         &self.profiles
     }

@@ -138,13 +138,12 @@ const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
 /// `agent_cost_total` is left out: its currency is known only when an
 /// agent reports one.
 pub(crate) fn register_at_zero() {
-    for name in [PARKED_EVENTS, PARKED_EVENT_BYTES, QUEUE_DEPTH, AGENTS_ALIVE] {
+    for name in [PARKED_EVENTS, PARKED_EVENT_BYTES, QUEUE_DEPTH] {
         gauge!(name).set(0.0);
     }
     for name in [
         EVENTS_RECEIVED,
         EVENTS_ACCEPTED,
-        AGENT_RESPAWNS,
         REPLIES_TRUNCATED,
         REACTIONS_DROPPED,
         METRICS_CONNECTIONS_REFUSED,
@@ -185,6 +184,15 @@ pub(crate) fn register_at_zero() {
         for &outcome in MCP_CALL_OUTCOMES {
             counter!(MCP_TOOL_CALLS, "tool" => tool, "outcome" => outcome).increment(0);
         }
+    }
+}
+
+/// The agents' series of each agent profile (`profile` label: the
+/// configured names, so their number is bounded) at 0.
+pub(crate) fn register_profiles_at_zero<'a>(profiles: impl IntoIterator<Item = &'a str>) {
+    for profile in profiles {
+        gauge!(AGENTS_ALIVE, "profile" => profile.to_owned()).set(0.0);
+        counter!(AGENT_RESPAWNS, "profile" => profile.to_owned()).increment(0);
     }
 }
 
@@ -229,12 +237,14 @@ pub(crate) fn queue_depth(depth: usize) {
     gauge!(QUEUE_DEPTH).set(depth as f64);
 }
 
-pub(crate) fn agents_alive(alive: usize) {
-    gauge!(AGENTS_ALIVE).set(alive as f64);
+/// Agent processes of `profile` initialized and not yet exited.
+pub(crate) fn agents_alive(profile: &str, alive: usize) {
+    gauge!(AGENTS_ALIVE, "profile" => profile.to_owned()).set(alive as f64);
 }
 
-pub(crate) fn agent_respawned() {
-    counter!(AGENT_RESPAWNS).increment(1);
+/// An agent of `profile` found exited at a lease, and replaced.
+pub(crate) fn agent_respawned(profile: &str) {
+    counter!(AGENT_RESPAWNS, "profile" => profile.to_owned()).increment(1);
 }
 
 /// An answer cut at `--max-reply-bytes`.
