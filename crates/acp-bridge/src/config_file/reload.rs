@@ -115,12 +115,9 @@ fn changes(
     in_force: &mut InForce,
 ) -> Option<Reload> {
     let file = newer.path().display().to_string();
-    for key in KEYS
-        .iter()
-        .filter(|key| !RELOADABLE.contains(&key.name) && started.raw(key.name) != newer.raw(key.name))
-    {
+    for key in waiting_for_restart(started, newer) {
         tracing::warn!(
-            key = %path_of(key.name),
+            %key,
             %file,
             "SIGHUP: this setting cannot change while the daemon runs; restart it to apply the file's value"
         );
@@ -270,6 +267,21 @@ fn id_of(flags: &clap::Command, long: &str) -> String {
     arg_of(flags, long).get_id().as_str().to_owned()
 }
 
+/// The keys (`section.key`) that `newer` changes against `started` and a
+/// reload cannot apply; `agents` for the agent profiles, whose pools are
+/// started once.
+fn waiting_for_restart(started: &ConfigFile, newer: &ConfigFile) -> Vec<String> {
+    let mut keys: Vec<String> = KEYS
+        .iter()
+        .filter(|key| !RELOADABLE.contains(&key.name) && started.raw(key.name) != newer.raw(key.name))
+        .map(|key| path_of(key.name))
+        .collect();
+    if started.profiles() != newer.profiles() {
+        keys.push(super::profiles::AGENTS_TABLE.to_owned());
+    }
+    keys
+}
+
 fn path_of(long: &str) -> String {
     let key: &Key = key_named(long).expect("every reloadable key is a key");
     format!("{}.{}", key.section.name(), key.name)
@@ -344,6 +356,17 @@ mod tests {
             changes(&started, &broken, &matches(&started, &[]), &mut in_force()),
             None
         );
+    }
+
+    #[test]
+    fn changed_agent_profiles_wait_for_a_restart() {
+        let started = file("[agents.a]\ncommand = \"a\"\n");
+        let newer = file("[agents.a]\ncommand = \"b\"\n[turns]\nsession-policy = \"thread\"\n");
+        assert_eq!(
+            waiting_for_restart(&started, &newer),
+            ["turns.session-policy", "agents"]
+        );
+        assert!(waiting_for_restart(&started, &started).is_empty());
     }
 
     #[test]
