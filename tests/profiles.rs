@@ -7,15 +7,15 @@ use support::*;
 
 /// The config file of two profiles of the scripted agent that answer
 /// apart: `plain` (the default, the scene's agent flags) and `controlled`
-/// (which ends every answer with its `model: …, mode: …`), routed to
-/// conversations in group `routed`.
-fn two_profiles(routed_channel: &str) -> String {
+/// (which ends every answer with its `model: …, mode: …`), with the
+/// routing rule `routing` (a TOML line).
+fn two_profiles(routing: &str) -> String {
     let binary = bridge_binary();
     let text = format!(
         "[agents.plain]\ncommand = \"{binary}\"\ndefault = true\n\n\
          [agents.controlled]\ncommand = \"{binary}\"\n\
          args = [\"scripted-agent\", \"--rounds\", \"1\", \"--round-delay-ms\", \"10\", \"--controls\", \"config\"]\n\
-         channels = [\"{routed_channel}\"]\n"
+         {routing}\n"
     );
     let file = temp_dir("profiles").join("acp-bridge.toml");
     std::fs::write(&file, text).expect("config file");
@@ -33,7 +33,7 @@ async fn a_channel_rule_routes_a_conversation_to_its_profile() {
         .stage()
         .await;
     let relay = stage.spec.relay_url.trim_end_matches('/').to_owned();
-    let config = two_profiles(&format!("{relay}'routed"));
+    let config = two_profiles(&format!("channels = [\"{relay}'routed\"]"));
     stage.spec.flags.extend(["--config".to_owned(), config]);
     let scene = stage.start().await;
 
@@ -96,10 +96,7 @@ async fn agent_switches_a_conversation_to_another_profile_on_a_fresh_session() {
         .agent(&["--rounds", "1", "--round-delay-ms", "10"])
         .stage()
         .await;
-    stage
-        .spec
-        .flags
-        .extend(["--config".to_owned(), two_profiles("nowhere'none")]);
+    stage.spec.flags.extend(["--config".to_owned(), two_profiles("")]);
     let scene = stage.start().await;
     let log = &scene.bridge.log;
 
@@ -140,4 +137,41 @@ async fn agent_switches_a_conversation_to_another_profile_on_a_fresh_session() {
     .await;
     let listed = ask(&scene, "room", "!agent").await;
     assert!(listed.contains("controlled (this conversation's)"), "{listed}");
+}
+
+/// An author rule picks the profile of a conversation that author starts;
+/// a conversation that already ran keeps its profile whoever mentions the
+/// bot next, so a second author cannot flip its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_author_rule_picks_a_new_conversations_profile_and_does_not_flip_a_running_one() {
+    let friend = nostr_sdk::Keys::generate();
+    let friend_hex = friend.public_key().to_hex();
+    let mut stage = Scene::builder()
+        .agent(&["--rounds", "1", "--round-delay-ms", "10"])
+        .flags(&["--respond-to", "allowlist", "--allowlist", &friend_hex])
+        .stage()
+        .await;
+    let config = two_profiles(&format!("authors = [\"{friend_hex}\"]"));
+    stage.spec.flags.extend(["--config".to_owned(), config]);
+    let scene = stage.start().await;
+    let friend = Person::join_as(friend, &scene.relay.url()).await;
+
+    let owners = ask(&scene, "room", "hello").await;
+    assert!(
+        !owners.contains("model:"),
+        "the owner's conversation: the default: {owners}"
+    );
+    let joined = friend.mention_in_group(&scene.bot, "room", "me too").await;
+    let answer = scene.reply_to(&joined).await.content;
+    assert!(
+        !answer.contains("model:"),
+        "the conversation keeps its profile: {answer}"
+    );
+
+    let started = friend.mention_in_group(&scene.bot, "friends", "hello").await;
+    let answer = scene.reply_to(&started).await.content;
+    assert!(
+        answer.contains("model: fast, mode: ask"),
+        "the friend's own conversation: the routed profile: {answer}"
+    );
 }
