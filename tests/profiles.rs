@@ -175,3 +175,32 @@ async fn an_author_rule_picks_a_new_conversations_profile_and_does_not_flip_a_ru
         "the friend's own conversation: the routed profile: {answer}"
     );
 }
+
+/// `!agent NAME` during a turn applies after it: the turn in flight is
+/// answered by the profile it started on, the next by the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_mid_turn_switches_after_the_turn_in_flight() {
+    let mut stage = Scene::builder()
+        .agent(&["--rounds", "3", "--round-delay-ms", "300"])
+        .stage()
+        .await;
+    stage.spec.flags.extend(["--config".to_owned(), two_profiles("")]);
+    let scene = stage.start().await;
+
+    let work = scene.mention_mid_turn("room", "long work [rounds=3]").await;
+    let switched = ask(&scene, "room", "!agent controlled").await;
+    assert_eq!(
+        switched,
+        "This conversation now talks to controlled; it starts a fresh session after the turn in flight."
+    );
+    let answer = scene.reply_to(&work).await.content;
+    assert!(
+        !answer.contains("model:"),
+        "the turn in flight stays on its profile: {answer}"
+    );
+    let next = ask(&scene, "room", "next [rounds=1]").await;
+    assert!(
+        next.contains("model: fast, mode: ask"),
+        "the next turn: the new profile: {next}"
+    );
+}
