@@ -228,7 +228,11 @@ impl RunArgs {
             crate::isolation::check_state_dir(&state_dir, &agent.cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
         }
-        agent.ensure_program_found()?;
+        // With profiles, each names (and checks) its own program: the
+        // flags' command is only their default.
+        if profiles.is_empty() {
+            agent.ensure_program_found()?;
+        }
         let mcp = self.mcp.validate(env)?;
         let agent_profiles = if profiles.is_empty() {
             Profiles::single(agent.clone(), mcp.clone())
@@ -417,6 +421,55 @@ mod tests {
         }
         cli.run
             .validate(&|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    /// With `[agents.NAME]` profiles, the flags' agent command is only
+    /// their default: a missing one is no refusal, a profile's is.
+    #[test]
+    fn profiles_check_their_own_programs_not_the_flags_one() {
+        let (name, secret) = key_env();
+        let owner = Keys::generate().public_key().to_hex();
+        let cli = Cli::try_parse_from([
+            "acp-bridge",
+            "--relay",
+            "embedded",
+            "--owner",
+            &owner,
+            "--agent-command",
+            "/nonexistent/agent",
+        ])
+        .expect("flags parse");
+        let env = |wanted: &str| match wanted {
+            "PATH" => Some(agents_dir().to_owned()),
+            _ if wanted == name => Some(secret.clone()),
+            _ => None,
+        };
+        let table = |command: &str| crate::profiles::ProfileTable {
+            name: "only".to_owned(),
+            command: command.to_owned(),
+            args: None,
+            env: None,
+            auth_method: None,
+            processes: None,
+            turns_per_agent: None,
+            mcp_servers: None,
+            default: false,
+            channels: Vec::new(),
+            authors: Vec::new(),
+        };
+        let settings = cli
+            .run
+            .validate_with_profiles(&env, &[table("goose")])
+            .expect("the profile's program is found");
+        assert_eq!(settings.agent_profiles.default_profile().agent.command, "goose");
+        let missing = cli
+            .run
+            .validate_with_profiles(&env, &[table("/nonexistent/codex")])
+            .expect_err("the profile's program is missing");
+        assert!(
+            missing.problem.starts_with("[agents.only]: --agent-command: "),
+            "{missing}"
+        );
     }
 
     /// A directory holding an executable `goose`, made once per test run.
