@@ -204,3 +204,31 @@ async fn agent_mid_turn_switches_after_the_turn_in_flight() {
         "the next turn: the new profile: {next}"
     );
 }
+
+/// `acp-bridge check` starts every profile's agent once and names each.
+#[test]
+fn check_starts_every_profiles_agent() {
+    let secret = nostr_sdk::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::Keys::generate().public_key().to_hex();
+    let config = two_profiles("");
+    let output = check_with_agent_args(
+        "embedded",
+        &owner,
+        Some(&secret),
+        "scripted-agent",
+        &["--config", &config],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    for profile in ["plain", "controlled"] {
+        assert!(
+            stdout.contains(&format!("agent: ok profile {profile} `")),
+            "{profile}: {stdout}"
+        );
+    }
+    assert_eq!(
+        stdout.matches("agent: ok, a session opens").count(),
+        2,
+        "{stdout}"
+    );
+}

@@ -28,7 +28,8 @@ use crate::flags::flag_spelling;
 use crate::identity::{self, Held, Wanted};
 use crate::intake::interest::Interest;
 use crate::mention::npub;
-use crate::pool::{AuthChoice, AuthPolicy, agent_command};
+use crate::pool::{AgentSettings, AuthChoice, AuthPolicy, agent_command};
+use crate::profiles::DEFAULT_PROFILE;
 use crate::signer::{BotSigner, SignerSource};
 
 use super::{added_relay, authenticating_client};
@@ -67,7 +68,10 @@ pub async fn run(settings: &Settings) -> bool {
         flag_spelling(&settings.turns.dedup),
     );
     let secrets_ok = check_secret_files(settings);
-    let agent_ok = check_agent(settings).await;
+    let mut agent_ok = true;
+    for profile in settings.agent_profiles.all() {
+        agent_ok &= check_agent(&profile.name, &profile.agent).await;
+    }
     let mut relays_ok = true;
     for relay in &settings.relays.bot {
         let reachable = check_relay(relay).await;
@@ -138,9 +142,16 @@ fn check_secret_files(settings: &Settings) -> bool {
     settings.signer.exposed_files.is_empty()
 }
 
-async fn check_agent(settings: &Settings) -> bool {
-    let command = agent_command(&settings.agent, "check");
-    let shown = format!("`{} {}`", settings.agent.command, settings.agent.args.join(" "));
+/// Starts agent profile `profile`'s agent once (the flags' one profile,
+/// `default`, is not named).
+async fn check_agent(profile: &str, agent: &AgentSettings) -> bool {
+    let command = agent_command(agent, "check");
+    let program = format!("`{} {}`", agent.command, agent.args.join(" "));
+    let shown = if profile == DEFAULT_PROFILE {
+        program
+    } else {
+        format!("profile {profile} {program}")
+    };
     let config = ClientConfig {
         initialize_timeout: AGENT_CHECK_TIMEOUT,
         ..ClientConfig::default()
@@ -168,7 +179,7 @@ async fn check_agent(settings: &Settings) -> bool {
                     "goose's steer is tried, cancel + merge otherwise"
                 }
             );
-            check_auth(settings, &client, &info).await
+            check_auth(agent, &client, &info).await
         }
         Err(error) => {
             println!("agent: FAILED {shown}: {error}");
@@ -191,7 +202,7 @@ async fn check_agent(settings: &Settings) -> bool {
 
 /// Lists the agent's auth methods, authenticates as the daemon would, and
 /// opens a session to prove the agent takes work.
-async fn check_auth(settings: &Settings, client: &AgentClient, info: &acp_client::AgentInfo) -> bool {
+async fn check_auth(agent: &AgentSettings, client: &AgentClient, info: &acp_client::AgentInfo) -> bool {
     let offered: Vec<String> = info.auth_methods.iter().map(|method| method.describe()).collect();
     println!(
         "auth: the agent offers {}",
@@ -201,7 +212,7 @@ async fn check_auth(settings: &Settings, client: &AgentClient, info: &acp_client
             offered.join(", ")
         }
     );
-    let choice = AuthPolicy::new(&settings.agent).choose(info);
+    let choice = AuthPolicy::new(agent).choose(info);
     if let AuthChoice::Method(method) = &choice {
         match client.authenticate(method).await {
             Ok(()) => println!("auth: ok, authenticated with `{method}`"),
@@ -211,7 +222,7 @@ async fn check_auth(settings: &Settings, client: &AgentClient, info: &acp_client
             }
         }
     }
-    match client.new_session(&settings.agent.cwd, Vec::new()).await {
+    match client.new_session(&agent.cwd, Vec::new()).await {
         Ok(_) => {
             println!("agent: ok, a session opens");
             true
