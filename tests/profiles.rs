@@ -68,6 +68,9 @@ async fn a_channel_rule_routes_a_conversation_to_its_profile() {
     }
 
     let log = &scene.bridge.log;
+    let starting = log.wait(log.start(), Line::new("starting acp-bridge")).await;
+    let config = starting["config"].as_str().expect("the config field");
+    assert!(config.contains("profiles=[controlled,plain]"), "{config}");
     for profile in ["controlled", "plain"] {
         log.wait(
             log.start(),

@@ -345,8 +345,14 @@ impl Settings {
             .map(|kind| kind.as_u16().to_string())
             .collect();
         let env_names: Vec<&str> = self.agent.env.iter().map(|(name, _)| name.as_str()).collect();
+        let profile_names: Vec<&str> = self
+            .agent_profiles
+            .all()
+            .iter()
+            .map(|profile| profile.name.as_str())
+            .collect();
         format!(
-            "bot={} owner={} respond_to={} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] mode={} dedup={} session_policy={} permission={} reply_mode={} reactions={} retention={}s",
+            "bot={} owner={} respond_to={} allowlist={} relays=[{}] kinds=[{}] state_dir={} agent=`{} {}` agents={} agent_env=[{}] profiles=[{}] mode={} dedup={} session_policy={} permission={} reply_mode={} reactions={} retention={}s",
             self.signer
                 .source
                 .known_public_key()
@@ -361,6 +367,7 @@ impl Settings {
             self.agent.args.join(" "),
             self.agent.processes,
             env_names.join(","),
+            profile_names.join(","),
             flag_spelling(&self.turns.multiple_event_handling),
             flag_spelling(&self.turns.dedup),
             flag_spelling(&self.intake.session_policy),
