@@ -257,6 +257,29 @@ mod tests {
         );
     }
 
+    /// The commented `[agents.*]` block at the end of
+    /// `deploy/config/acp-bridge.toml.example`, uncommented, is valid.
+    #[test]
+    fn the_example_files_profiles_are_valid() {
+        let example = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/config/acp-bridge.toml.example"
+        ));
+        let block: String = example
+            .lines()
+            .skip_while(|line| !line.starts_with("# [agents."))
+            .map(|line| {
+                line.strip_prefix("# ")
+                    .or_else(|| line.strip_prefix('#'))
+                    .unwrap_or(line)
+            })
+            .flat_map(|line| [line, "\n"])
+            .collect();
+        let profiles = read(&block).unwrap_or_else(|error| panic!("{error}"));
+        let names: Vec<&str> = profiles.iter().map(|profile| profile.name.as_str()).collect();
+        assert_eq!(names, ["claude", "codex"]);
+    }
+
     #[test]
     fn one_profile_is_the_default_without_saying_so() {
         let profiles = read("[agents.only]\ncommand = \"goose\"\n").expect("valid");
