@@ -45,6 +45,7 @@ mod prompt;
 mod rate_limit;
 mod reply;
 mod routes;
+mod schedule;
 mod send_file;
 mod shard;
 mod shutdown;

@@ -15,6 +15,7 @@
 mod effective;
 pub(crate) mod keys;
 mod reload;
+mod schedules;
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,8 @@ pub use reload::{Reload, reload_on_hangup};
 pub struct ConfigFile {
     path: PathBuf,
     values: Vec<(&'static Key, Vec<String>)>,
+    /// The `[[schedule]]` entries.
+    schedules: Vec<crate::schedule::Schedule>,
 }
 
 /// Why a config file was refused: one line naming the file, and the key
@@ -62,6 +65,13 @@ pub enum ConfigFileError {
         key: String,
         expected: &'static str,
         found: &'static str,
+    },
+    #[error("--config {path}: [[schedule]] {entry}: `{key}` {reason}")]
+    Schedule {
+        path: String,
+        entry: String,
+        key: String,
+        reason: String,
     },
     #[error("--config {path}: `{key}` is a secret, which the config file does not hold: {instead}")]
     Secret {
@@ -128,7 +138,17 @@ impl ConfigFile {
         })?;
         let flags = daemon_flags();
         let mut values = Vec::new();
+        let mut schedules = Vec::new();
         for (section_name, entries) in &table {
+            if section_name == schedules::SCHEDULE_TABLE {
+                schedules = schedules::parse(entries).map_err(|refusal| ConfigFileError::Schedule {
+                    path: shown.clone(),
+                    entry: refusal.entry,
+                    key: refusal.key,
+                    reason: refusal.reason,
+                })?;
+                continue;
+            }
             let (Some(section), toml::Value::Table(entries)) = (Section::named(section_name), entries) else {
                 return Err(outside_a_section(&shown, section_name, entries));
             };
@@ -164,12 +184,18 @@ impl ConfigFile {
         Ok(ConfigFile {
             path: path.to_owned(),
             values,
+            schedules,
         })
     }
 
     /// The file's path, as given.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file's `[[schedule]]` entries.
+    pub fn schedules(&self) -> &[crate::schedule::Schedule] {
+        &self.schedules
     }
 
     /// The raw values the file gives flag `--long`, if any.
