@@ -160,6 +160,9 @@ pub struct Settings {
     pub profile: ProfileFields,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
     pub groups: crate::groups::GroupSettings,
+    /// The config file's `[[schedule]]` entries (set by `main` from the
+    /// file; none without one).
+    pub schedules: Vec<crate::schedule::Schedule>,
 }
 
 impl RunArgs {
@@ -242,6 +245,7 @@ impl RunArgs {
             shard,
             profile,
             groups,
+            schedules: Vec::new(),
         })
     }
 }
@@ -294,6 +298,7 @@ impl Settings {
             shard: Shard::WHOLE,
             profile: ProfileFields::default(),
             groups: crate::groups::GroupSettings::default(),
+            schedules: Vec::new(),
         }
     }
 

@@ -113,6 +113,8 @@ struct Stages {
     arrivals: mpsc::Receiver<crate::intake::Arrival>,
     heart: Heart,
     inbound: mpsc::Receiver<Inbound>,
+    /// The `[[schedule]]` runs (`None`: no schedules to run).
+    scheduler: Option<crate::schedule::Scheduler>,
     /// Calls of the bridge's MCP tools, for the heart.
     tool_requests: mpsc::Receiver<crate::mcp::ToolRequest>,
     /// Stops the MCP server's listener, after the heart.
@@ -260,6 +262,14 @@ impl Stages {
             follow_threads: settings.intake.follow_threads,
             groups: Vec::new(),
         };
+        let scheduler = crate::schedule::Scheduler::new(
+            settings.schedules.clone(),
+            settings.gate.owner,
+            settings.intake.session_policy,
+            settings.shard,
+            Ledger::new(Arc::clone(&store)),
+            inbound_tx.clone(),
+        );
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());
         let mut intake = Intake::new(
             signer.clone(),
@@ -407,6 +417,7 @@ impl Stages {
             intake,
             arrivals,
             heart,
+            scheduler,
             inbound,
             tool_requests,
             mcp_stop,
@@ -438,6 +449,9 @@ impl Stages {
             .collect();
         listening.push(tokio::spawn(self.intake.run(self.arrivals)));
         listening.push(tokio::spawn(self.housekeeping.run(stop.clone())));
+        if let Some(scheduler) = self.scheduler {
+            listening.push(tokio::spawn(scheduler.run(stop.clone())));
+        }
         let publisher_stop = CancellationToken::new();
         let publishing = tokio::spawn({
             let (publisher, publisher_stop) = (Arc::clone(&self.publisher), publisher_stop.clone());

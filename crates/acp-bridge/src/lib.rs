@@ -75,6 +75,7 @@ pub use prompt::{
     steer_text,
 };
 pub use reply::{Replier, ReplyMode};
+pub use schedule::Schedule;
 pub use shard::{Shard, ShardSpec};
 pub use shutdown::Shutdown;
 pub use signer::BotSigner;

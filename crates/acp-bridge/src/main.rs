@@ -307,7 +307,14 @@ fn refused_value_origin(error: &clap::Error, file: Option<&ConfigFile>) -> Strin
 /// from the config file).
 fn settings(args: &RunArgs, sources: &Sources) -> Option<Settings> {
     match args.validate(&|name| std::env::var(name).ok()) {
-        Ok(settings) => Some(settings),
+        Ok(mut settings) => {
+            settings.schedules = sources
+                .file
+                .as_ref()
+                .map(|file| file.schedules().to_vec())
+                .unwrap_or_default();
+            Some(settings)
+        }
         Err(error) => {
             let origin = match sources.file {
                 Some(_) => sources.origin(error.flag.trim_start_matches("--")),

@@ -128,6 +128,9 @@ pub enum Intent {
     /// the content is the result, quoted to the agent under the bridge's
     /// own header.
     TaskResult { task: String },
+    /// A run of schedule `schedule` (made by the scheduler, journaled like
+    /// a mention), for the agent profile `agent` (`None`: the default).
+    Scheduled { schedule: String, agent: Option<String> },
 }
 
 /// One accepted mention.

@@ -247,6 +247,12 @@ fn quote_message(text: &mut String, mention: &Mention) {
         let header = format!("Result of task {task}, which you delegated (the bridge relays it, quoted):");
         return quote(text, &header, &mention.content);
     }
+    if let crate::mention::Intent::Scheduled { schedule, .. } = &mention.intent {
+        let header = format!(
+            "Scheduled run of `{schedule}`, a prompt your owner set to run on a schedule (the bridge starts it, quoted):"
+        );
+        return quote(text, &header, &mention.content);
+    }
     let header = format!(
         "Message from {} ({}), event {}:",
         mention.author_short(),

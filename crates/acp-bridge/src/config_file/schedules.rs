@@ -129,7 +129,7 @@ mod tests {
         let schedules = parse_text(
             "[[schedule]]\nid = \"standup\"\ncron = \"0 9 * * 1-5\"\ntarget = \"dm\"\nprompt = \"Summarise.\"\n\
              [[schedule]]\nid = \"tick\"\ncron = \"*/5 * * * * *\"\ntimezone = \"Europe/Paris\"\n\
-             target = \"group:wss://relay.example'dev\"\nprompt = \"Tick.\"\nagent = \"reviewer\"\n",
+             target = \"dm\"\nprompt = \"Tick.\"\nagent = \"reviewer\"\n",
         )
         .expect("schedules");
         assert_eq!(schedules.len(), 2);
@@ -139,7 +139,6 @@ mod tests {
         );
         assert_eq!(schedules[0].target, Target::Dm);
         assert_eq!(schedules[1].agent.as_deref(), Some("reviewer"));
-        assert_eq!(schedules[1].target.to_string(), "group:wss://relay.example'dev");
     }
 
     #[test]

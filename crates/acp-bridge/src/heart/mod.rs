@@ -203,7 +203,7 @@ impl Heart {
     fn resume_one(&mut self, mention: Mention) {
         match mention.intent.clone() {
             // Task results are not journaled; one would be a turn.
-            Intent::Turn | Intent::TaskResult { .. } => self.enqueue(mention),
+            Intent::Turn | Intent::TaskResult { .. } | Intent::Scheduled { .. } => self.enqueue(mention),
             Intent::Command(command) => self.on_command(mention, command),
             Intent::Notice(text) => self.notices.notify(vec![mention], text),
             Intent::Answer => self.notices.notify(

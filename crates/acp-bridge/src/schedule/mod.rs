@@ -6,15 +6,17 @@
 //! ([`when`]), a target conversation ([`target`]), a prompt, and the agent
 //! profile its runs use. At each fire time the scheduler ([`scheduler`])
 //! journals a mention from the owner with [`Intent::Scheduled`] and hands
-//! it to the heart as the intake hands one; what a missed fire time does
-//! at start-up is [`missed`]'s decision.
+//! it to the heart as the intake hands one. Fire times that pass while
+//! the daemon is down are not caught up yet: that needs each schedule's
+//! last fire time kept in the store.
 //!
 //! [`Intent::Scheduled`]: crate::mention::Intent::Scheduled
 
-pub(crate) mod missed;
+mod scheduler;
 pub(crate) mod target;
 pub(crate) mod when;
 
+pub(crate) use scheduler::Scheduler;
 use target::Target;
 use when::CronTime;
 

@@ -1,0 +1,210 @@
+//! The scheduler task: at each schedule's fire time, a run.
+//!
+//! A run is a mention from the owner ([`Intent::Scheduled`], naming the
+//! schedule and its agent profile) whose event id is derived from the
+//! schedule id and the fire time, so a fire is journaled once: the ledger
+//! refuses the same id twice, and a run journaled before a crash resumes
+//! from the journal like any mention. It goes to the heart as the intake
+//! hands a mention on (`Inbound::Mention`), hence is a turn like any other.
+//! A schedule whose target conversation hashes to another shard fires
+//! there, not here.
+
+use chrono::{DateTime, Utc};
+use nostr_sdk::hashes::{Hash, sha256};
+use nostr_sdk::prelude::{EventId, Kind, PublicKey, Timestamp};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Schedule;
+use super::target::Target;
+use crate::inbound::Inbound;
+use crate::ledger::Ledger;
+use crate::mention::{Intent, Mention, SessionPolicy, Thread};
+use crate::shard::Shard;
+
+/// NIP-29 group chat messages.
+const GROUP_CHAT_KIND: u16 = 9;
+
+/// Runs the schedules until `stop`.
+#[derive(Debug)]
+pub(crate) struct Scheduler {
+    schedules: Vec<Schedule>,
+    owner: PublicKey,
+    policy: SessionPolicy,
+    shard: Shard,
+    ledger: Ledger,
+    inbound: mpsc::Sender<Inbound>,
+}
+
+impl Scheduler {
+    /// The scheduler of `schedules`, run as `owner`'s mentions; `None`
+    /// with no schedules, or with no owner to run them as (logged: the
+    /// schedules' runs are the owner's turns, answered in the owner's DM).
+    pub(crate) fn new(
+        schedules: Vec<Schedule>,
+        owner: Option<PublicKey>,
+        policy: SessionPolicy,
+        shard: Shard,
+        ledger: Ledger,
+        inbound: mpsc::Sender<Inbound>,
+    ) -> Option<Scheduler> {
+        if schedules.is_empty() {
+            return None;
+        }
+        let Some(owner) = owner else {
+            tracing::error!(
+                schedules = schedules.len(),
+                "schedules are not run: they run as the owner's turns, and no --owner is set"
+            );
+            return None;
+        };
+        Some(Scheduler {
+            schedules,
+            owner,
+            policy,
+            shard,
+            ledger,
+            inbound,
+        })
+    }
+
+    /// Fires each schedule this shard owns at its times, until `stop`.
+    pub(crate) async fn run(self, stop: CancellationToken) {
+        let ours: Vec<&Schedule> = self
+            .schedules
+            .iter()
+            .filter(|schedule| {
+                self.shard.owns(
+                    run_mention(schedule, self.owner, self.policy, Utc::now())
+                        .conversation
+                        .as_str(),
+                )
+            })
+            .collect();
+        let mut next: Vec<Option<DateTime<Utc>>> =
+            ours.iter().map(|schedule| arm(schedule, Utc::now())).collect();
+        loop {
+            let Some(soonest) = next.iter().flatten().min().copied() else {
+                return stop.cancelled().await;
+            };
+            let wait = (soonest - Utc::now()).to_std().unwrap_or_default();
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            for (schedule, due) in ours.iter().zip(next.iter_mut()) {
+                let Some(at) = due.filter(|at| *at <= Utc::now()) else {
+                    continue;
+                };
+                self.fire(schedule, at).await;
+                *due = arm(schedule, at);
+            }
+        }
+    }
+
+    /// Journals the run of `schedule` due `at` and hands it to the heart.
+    async fn fire(&self, schedule: &Schedule, at: DateTime<Utc>) {
+        let mention = run_mention(schedule, self.owner, self.policy, at);
+        match self.ledger.take_in(&[&mention], &[]) {
+            Ok((fresh, _)) if fresh.first() == Some(&true) => {}
+            Ok(_) => {
+                tracing::info!(schedule = %schedule.id, due = %at, "schedule run skipped: this fire was journaled before");
+                return;
+            }
+            Err(error) => {
+                tracing::error!(schedule = %schedule.id, due = %at, %error, "schedule run skipped: cannot journal it");
+                return;
+            }
+        }
+        tracing::info!(
+            schedule = %schedule.id, due = %at, event_id = %mention.event_id, conversation = %mention.conversation,
+            "schedule fired"
+        );
+        let _ = self.inbound.send(Inbound::Mention(mention)).await;
+    }
+}
+
+/// The next fire time of `schedule` after `after`, logged.
+fn arm(schedule: &Schedule, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let next = schedule.when.next_after(after);
+    match next {
+        Some(at) => tracing::info!(schedule = %schedule.id, next = %at, "schedule armed"),
+        None => tracing::warn!(schedule = %schedule.id, "schedule has no fire time left"),
+    }
+    next
+}
+
+/// The run of `schedule` due `at`: a mention from the owner in the
+/// schedule's target conversation, with an event id of its own.
+fn run_mention(schedule: &Schedule, owner: PublicKey, policy: SessionPolicy, at: DateTime<Utc>) -> Mention {
+    let event_id = run_event_id(&schedule.id, at);
+    // The run's own id stands for the message answered: the answer
+    // threads under it (a group or note answer names an event no relay
+    // holds; posting the prompt first is left for later, see the notes).
+    let (kind, thread, origin) = match &schedule.target {
+        Target::Dm => {
+            let thread = Thread::Direct {
+                peer: owner,
+                message: event_id,
+            };
+            (Kind::PrivateDirectMessage, thread, None)
+        }
+        Target::Group { relay, group } => {
+            let thread = Thread::Group {
+                channel: group.clone(),
+                root: event_id,
+                mention: event_id,
+            };
+            (Kind::Custom(GROUP_CHAT_KIND), thread, Some(relay.clone()))
+        }
+        Target::Note { root } => {
+            let thread = Thread::Note {
+                root: *root,
+                mention: event_id,
+            };
+            (Kind::TextNote, thread, None)
+        }
+    };
+    let seconds = u64::try_from(at.timestamp()).unwrap_or_default();
+    Mention {
+        event_id,
+        author: owner,
+        kind,
+        created_at: Timestamp::from_secs(seconds),
+        content: schedule.prompt.clone(),
+        conversation: thread.conversation(policy, origin.as_ref()),
+        thread,
+        replies_to: None,
+        from_owner: true,
+        from_sibling: false,
+        chain_depth: 0,
+        accepted_at: u64::try_from(Utc::now().timestamp()).unwrap_or_default(),
+        origin,
+        intent: Intent::Scheduled {
+            schedule: schedule.id.clone(),
+            agent: schedule.agent.clone(),
+        },
+        media: Vec::new(),
+    }
+}
+
+/// The event id of the run of schedule `id` due `at`: the same fire is
+/// the same id, which the journal takes once.
+fn run_event_id(id: &str, at: DateTime<Utc>) -> EventId {
+    let seed = format!("acp-bridge/schedule/{id}/{}", at.timestamp());
+    EventId::from_byte_array(sha256::Hash::hash(seed.as_bytes()).to_byte_array())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fire_has_one_event_id_and_another_fire_another() {
+        let at = DateTime::from_timestamp(1_800_000_000, 0).expect("time");
+        let later = DateTime::from_timestamp(1_800_000_060, 0).expect("time");
+        assert_eq!(run_event_id("standup", at), run_event_id("standup", at));
+        assert_ne!(run_event_id("standup", at), run_event_id("standup", later));
+        assert_ne!(run_event_id("standup", at), run_event_id("review", at));
+    }
+}
