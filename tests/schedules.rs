@@ -4,7 +4,18 @@
 
 mod support;
 
+use std::time::{Duration, SystemTime};
+
+use nostr_sdk::prelude::EventId;
 use support::*;
+
+/// Every two seconds, in the Paris zone (the zone does not move seconds).
+const EVERY_TWO_SECONDS: &str = "[[schedule]]\nid = \"tick\"\ncron = \"*/2 * * * * *\"\n\
+     timezone = \"Europe/Paris\"\ntarget = \"dm\"\nprompt = \"scheduled check-in\"\n";
+/// The cron's period, and more: a fire time surely passes within it.
+const PERIOD_AND_MARGIN: Duration = Duration::from_millis(2_500);
+/// How long a stopped daemon gets to exit.
+const EXIT_WITHIN: Duration = Duration::from_secs(20);
 
 /// A config file holding `text`; its path.
 fn config_file(text: &str) -> String {
@@ -18,14 +29,18 @@ fn config_file(text: &str) -> String {
 /// framed as a scheduled run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_schedule_fires_and_is_answered_in_the_owners_dm() {
-    let file = config_file(
-        "[[schedule]]\nid = \"tick\"\ncron = \"*/2 * * * * *\"\ntimezone = \"Europe/Paris\"\n\
-         target = \"dm\"\nprompt = \"scheduled check-in\"\n",
-    );
+    let file = config_file(EVERY_TWO_SECONDS);
     let scene = Scene::builder().flags(&["--config", &file]).start().await;
     let log = &scene.bridge.log;
     log.wait(log.start(), Line::new("schedule armed").with("schedule", "tick"))
         .await;
+    // Armed after the start-up catch-up check: a new schedule has none.
+    assert!(
+        log.matching(log.start(), Line::new("schedule caught up"))
+            .is_empty(),
+        "{}",
+        log.tail(20)
+    );
     let fired = log
         .wait(log.start(), Line::new("schedule fired").with("schedule", "tick"))
         .await;
@@ -39,7 +54,55 @@ async fn a_config_schedule_fires_and_is_answered_in_the_owners_dm() {
         "the agent saw the run framed as scheduled: {}",
         answer.content
     );
-    let run = nostr_sdk::prelude::EventId::from_hex(&run).expect("hex");
+    let run = EventId::from_hex(&run).expect("hex");
     log.wait(log.start(), Line::new("turn finished").in_turn(&run))
         .await;
+}
+
+/// A fire time that passes while the daemon is down makes one catch-up
+/// run at the next start (not one per missed time), answered, its prompt
+/// saying it was due while the bridge was down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_time_missed_while_down_makes_one_catch_up_run() {
+    let file = config_file(EVERY_TWO_SECONDS);
+    let mut scene = Scene::builder().flags(&["--config", &file]).start().await;
+    let log = &scene.bridge.log;
+    let fired = log
+        .wait(log.start(), Line::new("schedule fired").with("schedule", "tick"))
+        .await;
+    let first = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    log.wait(log.start(), Line::new("turn finished").in_turn(&first))
+        .await;
+    scene.bridge.terminate(EXIT_WITHIN).await;
+    // The condition under test is time passing while the daemon is down:
+    // wait until at least one fire time (several, at times) has passed.
+    let down_until = SystemTime::now() + PERIOD_AND_MARGIN;
+    while SystemTime::now() < down_until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let caught = log
+        .wait(
+            log.start(),
+            Line::new("schedule caught up").with("schedule", "tick"),
+        )
+        .await;
+    // Arming comes after every catch-up decision of the start.
+    log.wait(log.start(), Line::new("schedule armed").with("schedule", "tick"))
+        .await;
+    assert_eq!(
+        log.matching(log.start(), Line::new("schedule caught up")).len(),
+        1,
+        "one catch-up run, not one per missed time: {caught}"
+    );
+    let answer = scene
+        .owner
+        .dm_containing(&scene.bot, "this is its one catch-up run")
+        .await;
+    assert!(
+        answer.content.contains("> scheduled check-in"),
+        "{}",
+        answer.content
+    );
 }

@@ -268,6 +268,7 @@ impl Stages {
             settings.intake.session_policy,
             settings.shard,
             Ledger::new(Arc::clone(&store)),
+            crate::store::ScheduleFires::new(Arc::clone(&store)),
             inbound_tx.clone(),
         );
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());

@@ -6,12 +6,13 @@
 //! ([`when`]), a target conversation ([`target`]), a prompt, and the agent
 //! profile its runs use. At each fire time the scheduler ([`scheduler`])
 //! journals a mention from the owner with [`Intent::Scheduled`] and hands
-//! it to the heart as the intake hands one. Fire times that pass while
-//! the daemon is down are not caught up yet: that needs each schedule's
-//! last fire time kept in the store.
+//! it to the heart as the intake hands one. The store keeps each
+//! schedule's last fire time, from which [`missed`] decides the one
+//! catch-up run for fire times that passed while the daemon was down.
 //!
 //! [`Intent::Scheduled`]: crate::mention::Intent::Scheduled
 
+mod missed;
 mod scheduler;
 pub(crate) mod target;
 pub(crate) mod when;

@@ -16,11 +16,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Schedule;
+use super::missed::{self, AtStart};
 use super::target::Target;
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{Intent, Mention, SessionPolicy, Thread};
 use crate::shard::Shard;
+use crate::store::ScheduleFires;
 
 /// NIP-29 group chat messages.
 const GROUP_CHAT_KIND: u16 = 9;
@@ -33,6 +35,7 @@ pub(crate) struct Scheduler {
     policy: SessionPolicy,
     shard: Shard,
     ledger: Ledger,
+    fires: ScheduleFires,
     inbound: mpsc::Sender<Inbound>,
 }
 
@@ -46,6 +49,7 @@ impl Scheduler {
         policy: SessionPolicy,
         shard: Shard,
         ledger: Ledger,
+        fires: ScheduleFires,
         inbound: mpsc::Sender<Inbound>,
     ) -> Option<Scheduler> {
         if schedules.is_empty() {
@@ -64,6 +68,7 @@ impl Scheduler {
             policy,
             shard,
             ledger,
+            fires,
             inbound,
         })
     }
@@ -81,6 +86,9 @@ impl Scheduler {
                 )
             })
             .collect();
+        for schedule in &ours {
+            self.catch_up(schedule).await;
+        }
         let mut next: Vec<Option<DateTime<Utc>>> =
             ours.iter().map(|schedule| arm(schedule, Utc::now())).collect();
         loop {
@@ -96,16 +104,42 @@ impl Scheduler {
                 let Some(at) = due.filter(|at| *at <= Utc::now()) else {
                     continue;
                 };
-                self.fire(schedule, at).await;
+                self.fire(schedule, at, false).await;
                 *due = arm(schedule, at);
             }
         }
     }
 
-    /// Journals the run of `schedule` due `at` and hands it to the heart.
-    async fn fire(&self, schedule: &Schedule, at: DateTime<Utc>) {
-        let mention = run_mention(schedule, self.owner, self.policy, at);
-        match self.ledger.take_in(&[&mention], &[]) {
+    /// The one catch-up run of `schedule` when a fire time passed while
+    /// the daemon was down (see [`missed`]).
+    async fn catch_up(&self, schedule: &Schedule) {
+        let last = match self.fires.last(&schedule.id) {
+            Ok(last) => last.and_then(|seconds| DateTime::from_timestamp(seconds, 0)),
+            Err(error) => {
+                tracing::error!(schedule = %schedule.id, %error, "cannot read when the schedule last fired; no catch-up run");
+                return;
+            }
+        };
+        let decision = missed::at_start(last, |after| schedule.when.next_after(after), Utc::now());
+        if let AtStart::CatchUp { due } = decision {
+            tracing::info!(schedule = %schedule.id, due = %due, "schedule caught up");
+            self.fire(schedule, due, true).await;
+        }
+    }
+
+    /// Journals the run of `schedule` due `at` (a catch-up run when
+    /// `missed`), keeps `at` as its last fire time, and hands the run to
+    /// the heart.
+    async fn fire(&self, schedule: &Schedule, at: DateTime<Utc>, missed: bool) {
+        let mut mention = run_mention(schedule, self.owner, self.policy, at);
+        if let Intent::Scheduled { missed_due, .. } = &mut mention.intent {
+            *missed_due = missed.then(|| at.timestamp());
+        }
+        let journaled = self.ledger.take_in(&[&mention], &[]);
+        if let Err(error) = self.fires.record(&schedule.id, at.timestamp()) {
+            tracing::error!(schedule = %schedule.id, %error, "cannot keep the schedule's last fire time");
+        }
+        match journaled {
             Ok((fresh, _)) if fresh.first() == Some(&true) => {}
             Ok(_) => {
                 tracing::info!(schedule = %schedule.id, due = %at, "schedule run skipped: this fire was journaled before");
@@ -183,6 +217,7 @@ fn run_mention(schedule: &Schedule, owner: PublicKey, policy: SessionPolicy, at:
         intent: Intent::Scheduled {
             schedule: schedule.id.clone(),
             agent: schedule.agent.clone(),
+            missed_due: None,
         },
         media: Vec::new(),
     }
