@@ -106,3 +106,42 @@ async fn a_fire_time_missed_while_down_makes_one_catch_up_run() {
         answer.content
     );
 }
+
+/// A fire while the schedule's previous run still runs is skipped,
+/// logged and counted (the run itself counted as fired).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_while_the_previous_run_runs_is_skipped() {
+    let file = config_file(
+        "[[schedule]]\nid = \"slow\"\ncron = \"*/2 * * * * *\"\ntarget = \"dm\"\n\
+         prompt = \"slow check-in [delay=4500]\"\n",
+    );
+    let scene = Scene::builder()
+        .flags(&["--config", &file])
+        .metrics()
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let skipped = log
+        .wait(
+            log.start(),
+            Line::new("schedule run skipped")
+                .with("schedule", "slow")
+                .with("reason", "previous run still waiting or running"),
+        )
+        .await;
+    let previous = EventId::from_hex(skipped["previous"].as_str().expect("previous")).expect("hex");
+    log.wait(log.start(), Line::new("turn finished").in_turn(&previous))
+        .await;
+    let skips = metric(
+        scene.metrics_port(),
+        "acp_bridge_schedule_runs_total{outcome=\"skipped\"}",
+    )
+    .await;
+    assert!(skips >= 1.0, "the skipped fire is counted: {skips}");
+    let fired = metric(
+        scene.metrics_port(),
+        "acp_bridge_schedule_runs_total{outcome=\"fired\"}",
+    )
+    .await;
+    assert!(fired >= 1.0, "the run is counted: {fired}");
+}

@@ -7,7 +7,11 @@
 //! from the journal like any mention. It goes to the heart as the intake
 //! hands a mention on (`Inbound::Mention`), hence is a turn like any other.
 //! A schedule whose target conversation hashes to another shard fires
-//! there, not here.
+//! there, not here. A fire while the schedule's previous run still waits
+//! or runs is skipped (logged, counted).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 use nostr_sdk::hashes::{Hash, sha256};
@@ -23,6 +27,7 @@ use crate::ledger::Ledger;
 use crate::mention::{Intent, Mention, SessionPolicy, Thread};
 use crate::shard::Shard;
 use crate::store::ScheduleFires;
+use crate::telemetry::metrics;
 
 /// NIP-29 group chat messages.
 const GROUP_CHAT_KIND: u16 = 9;
@@ -37,6 +42,9 @@ pub(crate) struct Scheduler {
     ledger: Ledger,
     fires: ScheduleFires,
     inbound: mpsc::Sender<Inbound>,
+    /// Each schedule's latest run of this daemon run: a fire while it
+    /// still waits or runs is skipped.
+    latest_runs: Mutex<HashMap<String, EventId>>,
 }
 
 impl Scheduler {
@@ -70,6 +78,7 @@ impl Scheduler {
             ledger,
             fires,
             inbound,
+            latest_runs: Mutex::default(),
         })
     }
 
@@ -110,6 +119,22 @@ impl Scheduler {
         }
     }
 
+    /// The latest run of schedule `id`, when it still waits or runs.
+    fn still_pending(&self, id: &str) -> Option<EventId> {
+        let previous = *self
+            .latest_runs
+            .lock()
+            .expect("never poisoned: no panic while held")
+            .get(id)?;
+        match self.ledger.is_pending(&previous) {
+            Ok(pending) => pending.then_some(previous),
+            Err(error) => {
+                tracing::warn!(schedule = %id, %error, "cannot read whether the previous run ended; running anyway");
+                None
+            }
+        }
+    }
+
     /// The one catch-up run of `schedule` when a fire time passed while
     /// the daemon was down (see [`missed`]).
     async fn catch_up(&self, schedule: &Schedule) {
@@ -131,6 +156,10 @@ impl Scheduler {
     /// `missed`), keeps `at` as its last fire time, and hands the run to
     /// the heart.
     async fn fire(&self, schedule: &Schedule, at: DateTime<Utc>, missed: bool) {
+        if let Some(previous) = self.still_pending(&schedule.id) {
+            tracing::info!(schedule = %schedule.id, due = %at, %previous, reason = "previous run still waiting or running", "schedule run skipped");
+            return metrics::schedule_run("skipped");
+        }
         let mut mention = run_mention(schedule, self.owner, self.policy, at);
         if let Intent::Scheduled { missed_due, .. } = &mut mention.intent {
             *missed_due = missed.then(|| at.timestamp());
@@ -142,14 +171,19 @@ impl Scheduler {
         match journaled {
             Ok((fresh, _)) if fresh.first() == Some(&true) => {}
             Ok(_) => {
-                tracing::info!(schedule = %schedule.id, due = %at, "schedule run skipped: this fire was journaled before");
-                return;
+                tracing::info!(schedule = %schedule.id, due = %at, reason = "journaled before", "schedule run skipped");
+                return metrics::schedule_run("skipped");
             }
             Err(error) => {
-                tracing::error!(schedule = %schedule.id, due = %at, %error, "schedule run skipped: cannot journal it");
-                return;
+                tracing::error!(schedule = %schedule.id, due = %at, %error, reason = "cannot journal it", "schedule run skipped");
+                return metrics::schedule_run("skipped");
             }
         }
+        metrics::schedule_run(if missed { "caught_up" } else { "fired" });
+        self.latest_runs
+            .lock()
+            .expect("never poisoned: no panic while held")
+            .insert(schedule.id.clone(), mention.event_id);
         tracing::info!(
             schedule = %schedule.id, due = %at, event_id = %mention.event_id, conversation = %mention.conversation,
             "schedule fired"

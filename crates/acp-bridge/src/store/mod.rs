@@ -287,7 +287,6 @@ impl MentionState {
         }
     }
 
-    #[cfg(test)]
     fn from_sql(text: &str) -> Option<MentionState> {
         Some(match text {
             "pending" => MentionState::Pending,
