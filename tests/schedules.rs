@@ -26,7 +26,8 @@ fn config_file(text: &str) -> String {
 
 /// A schedule with a seconds cron fires while the daemon runs: the run is
 /// journaled as a mention of the owner and answered in the owner's DM,
-/// framed as a scheduled run.
+/// framed as a scheduled run; `!schedules` lists it with its next run and
+/// `!status` counts it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_schedule_fires_and_is_answered_in_the_owners_dm() {
     let file = config_file(EVERY_TWO_SECONDS);
@@ -57,6 +58,15 @@ async fn a_config_schedule_fires_and_is_answered_in_the_owners_dm() {
     let run = EventId::from_hex(&run).expect("hex");
     log.wait(log.start(), Line::new("turn finished").in_turn(&run))
         .await;
+
+    // The owner sees the schedule, its next run, and the count in !status.
+    scene.owner.dm(&scene.bot, "!schedules").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "Schedules: 1.\ntick: next run 20")
+        .await;
+    scene.owner.dm(&scene.bot, "!status").await;
+    scene.owner.dm_containing(&scene.bot, " Schedules: 1.").await;
 }
 
 /// A fire time that passes while the daemon is down makes one catch-up

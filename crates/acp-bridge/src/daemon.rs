@@ -244,13 +244,11 @@ impl Stages {
         );
         // Which shard asked each question: the intake learns it, the heart reads it.
         let question_askers = crate::shard::QuestionAskers::default();
-        let heart = Heart::new(
-            services,
-            Ledger::new(Arc::clone(&store)),
-            settings
-                .turns
-                .heart(&settings.agent, settings.shard, question_askers.clone()),
-        );
+        let heart_settings = settings
+            .turns
+            .heart(&settings.agent, settings.shard, question_askers.clone());
+        let schedule_board = heart_settings.schedules.clone();
+        let heart = Heart::new(services, Ledger::new(Arc::clone(&store)), heart_settings);
 
         // Events waiting between the relay links and the intake: as many
         // as the SDK buffers per relay (`--relay-buffer`).
@@ -270,6 +268,7 @@ impl Stages {
             Ledger::new(Arc::clone(&store)),
             crate::store::ScheduleFires::new(Arc::clone(&store)),
             inbound_tx.clone(),
+            schedule_board,
         );
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());
         let mut intake = Intake::new(

@@ -25,6 +25,8 @@ pub enum OwnerCommand {
         kind: ControlKind,
         choice: Option<String>,
     },
+    /// List the schedules and their next runs.
+    Schedules,
     /// List the commands.
     Help,
 }
@@ -40,6 +42,7 @@ impl OwnerCommand {
             "!status" => OwnerCommand::Status,
             "!rotate" => OwnerCommand::Rotate,
             "!help" => OwnerCommand::Help,
+            "!schedules" => OwnerCommand::Schedules,
             "!model" => Self::control(ControlKind::Model, words.next()),
             "!mode" => Self::control(ControlKind::Mode, words.next()),
             _ => return None,
@@ -67,6 +70,7 @@ impl OwnerCommand {
                 kind: ControlKind::Mode,
                 ..
             } => "!mode",
+            OwnerCommand::Schedules => "!schedules",
             OwnerCommand::Help => "!help",
         }
     }
@@ -80,6 +84,7 @@ impl OwnerCommand {
             "!rotate: a fresh agent session for this conversation (its model and mode stay).",
             "!model [ID]: this conversation's models (the current one marked), or choose one for its next turns.",
             "!mode [ID]: the same for the agent's modes.",
+            "!schedules: the schedules this daemon runs, with their next runs.",
             "!help: this list.",
         ]
         .join("\n")
@@ -99,6 +104,7 @@ mod tests {
         );
         assert_eq!(OwnerCommand::parse("@bot !rotate"), Some(OwnerCommand::Rotate));
         assert_eq!(OwnerCommand::parse("!help"), Some(OwnerCommand::Help));
+        assert_eq!(OwnerCommand::parse("!schedules"), Some(OwnerCommand::Schedules));
         assert_eq!(OwnerCommand::parse("please !cancel"), None);
         assert_eq!(OwnerCommand::parse("!cancel now"), None);
         assert_eq!(OwnerCommand::parse("!cancelled"), None);

@@ -105,6 +105,8 @@ impl AfterTurn {
 #[derive(Debug, Clone)]
 pub(crate) struct HeartSettings {
     pub mode_gate: ModeGate,
+    /// The schedules' next runs (`!schedules`, `!status`).
+    pub schedules: crate::schedule::Board,
     /// Turns in flight at most (agents × turns per agent).
     pub capacity: usize,
     /// `--permission-timeout`.
@@ -364,6 +366,7 @@ impl Heart {
             }
             // Commands come from the owner only: a DM is the owner's own.
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
+            (OwnerCommand::Schedules, _) => self.settings.schedules.listing(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
             (OwnerCommand::Control { kind, choice }, running) => controls::command(
                 &self.services.controls,
@@ -404,7 +407,8 @@ impl Heart {
             self.counters.queued_mid_turn,
             blocked.len(),
             self.counters.tool_calls,
-        ) + &crate::shard::status_text(self.settings.shard);
+        ) + &crate::shard::status_text(self.settings.shard)
+            + &format!(" Schedules: {}.", self.settings.schedules.count());
         let refusals = crate::reply::publisher::refusals_text(&self.services.outbox, in_private);
         let counts = counts + &self.conversation_text(key);
         if !in_private {

@@ -12,11 +12,13 @@
 //!
 //! [`Intent::Scheduled`]: crate::mention::Intent::Scheduled
 
+mod board;
 mod missed;
 mod scheduler;
 pub(crate) mod target;
 pub(crate) mod when;
 
+pub(crate) use board::Board;
 pub(crate) use scheduler::Scheduler;
 use target::Target;
 use when::CronTime;

@@ -19,9 +19,9 @@ use nostr_sdk::prelude::{EventId, Kind, PublicKey, Timestamp};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Schedule;
 use super::missed::{self, AtStart};
 use super::target::Target;
+use super::{Board, Schedule};
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{Intent, Mention, SessionPolicy, Thread};
@@ -45,6 +45,8 @@ pub(crate) struct Scheduler {
     /// Each schedule's latest run of this daemon run: a fire while it
     /// still waits or runs is skipped.
     latest_runs: Mutex<HashMap<String, EventId>>,
+    /// Where the next fire times are shown to the heart.
+    board: Board,
 }
 
 impl Scheduler {
@@ -59,6 +61,7 @@ impl Scheduler {
         ledger: Ledger,
         fires: ScheduleFires,
         inbound: mpsc::Sender<Inbound>,
+        board: Board,
     ) -> Option<Scheduler> {
         if schedules.is_empty() {
             return None;
@@ -79,6 +82,7 @@ impl Scheduler {
             fires,
             inbound,
             latest_runs: Mutex::default(),
+            board,
         })
     }
 
@@ -98,8 +102,10 @@ impl Scheduler {
         for schedule in &ours {
             self.catch_up(schedule).await;
         }
-        let mut next: Vec<Option<DateTime<Utc>>> =
-            ours.iter().map(|schedule| arm(schedule, Utc::now())).collect();
+        let mut next: Vec<Option<DateTime<Utc>>> = ours
+            .iter()
+            .map(|schedule| arm(schedule, Utc::now(), &self.board))
+            .collect();
         loop {
             let Some(soonest) = next.iter().flatten().min().copied() else {
                 return stop.cancelled().await;
@@ -114,7 +120,7 @@ impl Scheduler {
                     continue;
                 };
                 self.fire(schedule, at, false).await;
-                *due = arm(schedule, at);
+                *due = arm(schedule, at, &self.board);
             }
         }
     }
@@ -192,9 +198,11 @@ impl Scheduler {
     }
 }
 
-/// The next fire time of `schedule` after `after`, logged.
-fn arm(schedule: &Schedule, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+/// The next fire time of `schedule` after `after`, logged and shown on
+/// `board`.
+fn arm(schedule: &Schedule, after: DateTime<Utc>, board: &Board) -> Option<DateTime<Utc>> {
     let next = schedule.when.next_after(after);
+    board.set_next(&schedule.id, next);
     match next {
         Some(at) => tracing::info!(schedule = %schedule.id, next = %at, "schedule armed"),
         None => tracing::warn!(schedule = %schedule.id, "schedule has no fire time left"),
