@@ -265,8 +265,7 @@ impl Stages {
             settings.gate.owner,
             settings.intake.session_policy,
             settings.shard,
-            Ledger::new(Arc::clone(&store)),
-            crate::store::ScheduleFires::new(Arc::clone(&store)),
+            &store,
             inbound_tx.clone(),
             schedule_board,
         );

@@ -11,7 +11,7 @@
 //! or runs is skipped (logged, counted).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use nostr_sdk::hashes::{Hash, sha256};
@@ -26,7 +26,7 @@ use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{Intent, Mention, SessionPolicy, Thread};
 use crate::shard::Shard;
-use crate::store::ScheduleFires;
+use crate::store::{ScheduleFires, Store};
 use crate::telemetry::metrics;
 
 /// NIP-29 group chat messages.
@@ -58,8 +58,7 @@ impl Scheduler {
         owner: Option<PublicKey>,
         policy: SessionPolicy,
         shard: Shard,
-        ledger: Ledger,
-        fires: ScheduleFires,
+        store: &Arc<Store>,
         inbound: mpsc::Sender<Inbound>,
         board: Board,
     ) -> Option<Scheduler> {
@@ -78,8 +77,8 @@ impl Scheduler {
             owner,
             policy,
             shard,
-            ledger,
-            fires,
+            ledger: Ledger::new(Arc::clone(store)),
+            fires: ScheduleFires::new(Arc::clone(store)),
             inbound,
             latest_runs: Mutex::default(),
             board,
