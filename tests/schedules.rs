@@ -155,3 +155,35 @@ async fn a_fire_while_the_previous_run_runs_is_skipped() {
     .await;
     assert!(fired >= 1.0, "the run is counted: {fired}");
 }
+
+/// The owner's message in the target conversation while a scheduled run
+/// is in flight steers that run, as any mid-turn mention does: the run's
+/// answer carries the steer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_message_steers_a_scheduled_run_in_flight() {
+    let file = config_file(EVERY_TWO_SECONDS);
+    let scene = Scene::builder()
+        .agent(&["--rounds", "6", "--round-delay-ms", "300"])
+        .flags(&["--config", &file])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let fired = log
+        .wait(log.start(), Line::new("schedule fired").with("schedule", "tick"))
+        .await;
+    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    log.wait(log.start(), Line::new("agent run started").in_turn(&run))
+        .await;
+    let mark = log.cursor();
+    scene.owner.dm(&scene.bot, "also cover the budget").await;
+    log.wait(mark, Line::new("steered into the live turn")).await;
+    let answer = scene
+        .owner
+        .dm_containing(&scene.bot, "> also cover the budget")
+        .await;
+    assert!(
+        answer.content.contains("> scheduled check-in"),
+        "the steer is in the scheduled run's answer: {}",
+        answer.content
+    );
+}
