@@ -187,3 +187,80 @@ async fn the_owners_message_steers_a_scheduled_run_in_flight() {
         answer.content
     );
 }
+
+/// A schedule whose target is a NIP-29 group is answered in that group,
+/// threaded under the run (the bot's kind 9 with the group's `h` tag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_schedule_is_answered_in_its_group() {
+    let mut stage = Scene::builder().stage().await;
+    let file = config_file(&format!(
+        "[[schedule]]\nid = \"room-tick\"\ncron = \"*/2 * * * * *\"\n\
+         target = \"group:{}'room\"\nprompt = \"scheduled check-in\"\n",
+        stage.relay.url()
+    ));
+    stage.spec.flags.extend(["--config".to_owned(), file]);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    let fired = log
+        .wait(
+            log.start(),
+            Line::new("schedule fired").with("schedule", "room-tick"),
+        )
+        .await;
+    assert_eq!(
+        fired["conversation"].as_str(),
+        Some(format!("group:{}'room", scene.relay.url()).as_str())
+    );
+    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &run, "> scheduled check-in")
+        .await;
+    assert_eq!(answer.kind, nostr_sdk::prelude::Kind::Custom(9));
+    assert!(
+        answer.tags.iter().any(|tag| tag.as_slice() == ["h", "room"]),
+        "{:?}",
+        answer.tags
+    );
+}
+
+/// A schedule whose target is a public note thread is answered in that
+/// thread: a kind 1 of the bot's naming the thread's root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_schedule_is_answered_in_its_thread() {
+    let mut stage = Scene::builder().stage().await;
+    let root = stage
+        .owner
+        .publish(nostr_sdk::prelude::EventBuilder::text_note("the weekly thread"))
+        .await;
+    let file = config_file(&format!(
+        "[[schedule]]\nid = \"weekly\"\ncron = \"*/2 * * * * *\"\n\
+         target = \"note:{}\"\nprompt = \"scheduled check-in\"\n",
+        root.id.to_hex()
+    ));
+    stage.spec.flags.extend(["--config".to_owned(), file]);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    let fired = log
+        .wait(
+            log.start(),
+            Line::new("schedule fired").with("schedule", "weekly"),
+        )
+        .await;
+    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &root.id, "> scheduled check-in")
+        .await;
+    assert_eq!(answer.kind, nostr_sdk::prelude::Kind::TextNote);
+    let referenced: Vec<String> = answer
+        .tags
+        .iter()
+        .filter(|tag| tag.as_slice().first().map(String::as_str) == Some("e"))
+        .filter_map(|tag| tag.as_slice().get(1).cloned())
+        .collect();
+    assert!(
+        referenced.contains(&run.to_hex()),
+        "threaded under the run: {referenced:?}"
+    );
+}
