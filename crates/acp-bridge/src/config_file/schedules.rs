@@ -141,6 +141,23 @@ mod tests {
         assert_eq!(schedules[1].agent.as_deref(), Some("reviewer"));
     }
 
+    /// The commented example in `deploy/config/acp-bridge.toml.example`,
+    /// uncommented, is a schedule the daemon takes.
+    #[test]
+    fn the_example_files_schedule_parses() {
+        let example = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/config/acp-bridge.toml.example"
+        ));
+        let block: String = example[example.find("# [[schedule]]").expect("the example")..]
+            .lines()
+            .map(|line| line.strip_prefix("# ").unwrap_or(line))
+            .flat_map(|line| [line, "\n"])
+            .collect();
+        let schedules = parse_text(&block).unwrap_or_else(|refusal| panic!("{refusal:?}"));
+        assert_eq!(schedules[0].id, "standup");
+    }
+
     #[test]
     fn a_refusal_names_the_entry_and_the_key() {
         let good = "cron = \"* * * * *\"\ntarget = \"dm\"\nprompt = \"p\"\n";
