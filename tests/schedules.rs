@@ -264,3 +264,33 @@ async fn a_note_schedule_is_answered_in_its_thread() {
         "threaded under the run: {referenced:?}"
     );
 }
+
+/// Two shards of one bot with the same schedule: its runs fire on the
+/// shard owning the owner's DM conversation only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_fires_on_the_shard_owning_its_conversation_only() {
+    let file = config_file(EVERY_TWO_SECONDS);
+    let scene = Scene::builder()
+        .flags(&["--shard", "0/2", "--config", &file])
+        .start()
+        .await;
+    let replica = Bridge::start(&scene.spec().replica(&["--shard", "1/2", "--config", &file]));
+    replica.ready().await;
+    // Three armings each: both shards passed at least two fire times.
+    for log in [&scene.bridge.log, &replica.log] {
+        log.wait_nth(
+            log.start(),
+            3,
+            Line::new("schedule armed").with("schedule", "tick"),
+        )
+        .await;
+    }
+    let fired: Vec<usize> = [&scene.bridge.log, &replica.log]
+        .iter()
+        .map(|log| log.matching(log.start(), Line::new("schedule fired")).len())
+        .collect();
+    assert!(
+        fired.iter().filter(|count| **count > 0).count() == 1,
+        "exactly one shard fires the schedule: {fired:?}"
+    );
+}

@@ -85,20 +85,11 @@ impl Scheduler {
         })
     }
 
-    /// Fires each schedule this shard owns at its times, until `stop`.
+    /// Fires each schedule at its times, until `stop` (a fire whose
+    /// conversation another shard owns is left to it).
     pub(crate) async fn run(self, stop: CancellationToken) {
-        let ours: Vec<&Schedule> = self
-            .schedules
-            .iter()
-            .filter(|schedule| {
-                self.shard.owns(
-                    run_mention(schedule, self.owner, self.policy, Utc::now())
-                        .conversation
-                        .as_str(),
-                )
-            })
-            .collect();
-        for schedule in &ours {
+        let ours = &self.schedules;
+        for schedule in ours {
             self.catch_up(schedule).await;
         }
         let mut next: Vec<Option<DateTime<Utc>>> = ours
@@ -166,6 +157,12 @@ impl Scheduler {
             return metrics::schedule_run("skipped");
         }
         let mut mention = run_mention(schedule, self.owner, self.policy, at);
+        // Per fire, not per schedule: under `--session-policy thread` each
+        // run in a group is a thread, hence a conversation, of its own.
+        if !self.shard.owns(mention.conversation.as_str()) {
+            tracing::debug!(schedule = %schedule.id, due = %at, conversation = %mention.conversation, "schedule fire is another shard's");
+            return;
+        }
         if let Intent::Scheduled { missed_due, .. } = &mut mention.intent {
             *missed_due = missed.then(|| at.timestamp());
         }
