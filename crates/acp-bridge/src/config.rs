@@ -165,6 +165,9 @@ pub struct Settings {
     pub profile: ProfileFields,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
     pub groups: crate::groups::GroupSettings,
+    /// The config file's `[[schedule]]` entries (set by `main` from the
+    /// file; none without one).
+    pub schedules: Vec<crate::schedule::Schedule>,
 }
 
 impl RunArgs {
@@ -267,6 +270,7 @@ impl RunArgs {
             shard,
             profile,
             groups,
+            schedules: Vec::new(),
         })
     }
 }
@@ -323,6 +327,7 @@ impl Settings {
             shard: Shard::WHOLE,
             profile: ProfileFields::default(),
             groups: crate::groups::GroupSettings::default(),
+            schedules: Vec::new(),
         }
     }
 

@@ -113,6 +113,8 @@ struct Stages {
     arrivals: mpsc::Receiver<crate::intake::Arrival>,
     heart: Heart,
     inbound: mpsc::Receiver<Inbound>,
+    /// The `[[schedule]]` runs (`None`: no schedules to run).
+    scheduler: Option<crate::schedule::Scheduler>,
     /// Calls of the bridge's MCP tools, for the heart.
     tool_requests: mpsc::Receiver<crate::mcp::ToolRequest>,
     /// Stops the MCP server's listener, after the heart.
@@ -260,6 +262,7 @@ impl Stages {
                 .heart(&settings.agent, settings.shard, question_askers.clone());
         // Turn slots are global: every profile's agents' turns.
         heart_settings.capacity = settings.agent_profiles.capacity();
+        let schedule_board = heart_settings.schedules.clone();
         let heart = Heart::new(services, Ledger::new(Arc::clone(&store)), heart_settings);
 
         // Events waiting between the relay links and the intake: as many
@@ -272,6 +275,15 @@ impl Stages {
             follow_threads: settings.intake.follow_threads,
             groups: Vec::new(),
         };
+        let scheduler = crate::schedule::Scheduler::new(
+            settings.schedules.clone(),
+            settings.gate.owner,
+            settings.intake.session_policy,
+            settings.shard,
+            &store,
+            inbound_tx.clone(),
+            schedule_board,
+        );
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());
         let mut intake = Intake::new(
             signer.clone(),
@@ -419,6 +431,7 @@ impl Stages {
             intake,
             arrivals,
             heart,
+            scheduler,
             inbound,
             tool_requests,
             mcp_stop,
@@ -450,6 +463,9 @@ impl Stages {
             .collect();
         listening.push(tokio::spawn(self.intake.run(self.arrivals)));
         listening.push(tokio::spawn(self.housekeeping.run(stop.clone())));
+        if let Some(scheduler) = self.scheduler {
+            listening.push(tokio::spawn(scheduler.run(stop.clone())));
+        }
         let publisher_stop = CancellationToken::new();
         let publishing = tokio::spawn({
             let (publisher, publisher_stop) = (Arc::clone(&self.publisher), publisher_stop.clone());

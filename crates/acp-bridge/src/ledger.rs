@@ -19,8 +19,8 @@ use nostr_sdk::prelude::{Event, EventId, JsonUtil, PublicKey, Timestamp};
 
 use crate::mention::{ConversationKey, Mention, Thread};
 use crate::store::{
-    AnsweredThreads, Finish, NewMention, OutgoingEvent, PendingCursor, Store, StoreError, sql_now,
-    sql_seconds,
+    AnsweredThreads, Finish, MentionState, NewMention, OutgoingEvent, PendingCursor, Store, StoreError,
+    sql_now, sql_seconds,
 };
 
 /// Pending mentions read from the journal in one go at start-up.
@@ -176,6 +176,12 @@ impl Ledger {
     /// mentions are never removed; a removed id is no longer a duplicate.
     pub(crate) fn prune(&self, finished_before: i64, accepted_before: i64) -> Result<usize, StoreError> {
         self.store.journal_prune(finished_before, accepted_before)
+    }
+
+    /// Whether `event_id` is journaled and not finished yet (waiting or
+    /// running).
+    pub(crate) fn is_pending(&self, event_id: &EventId) -> Result<bool, StoreError> {
+        Ok(self.store.journal_state(&event_id.to_hex())? == Some(MentionState::Pending))
     }
 
     /// Whether the event was taken in before (the seen set).

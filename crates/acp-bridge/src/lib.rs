@@ -46,6 +46,7 @@ mod prompt;
 mod rate_limit;
 mod reply;
 mod routes;
+mod schedule;
 mod send_file;
 mod shard;
 mod shutdown;
@@ -76,6 +77,7 @@ pub use prompt::{
     steer_text,
 };
 pub use reply::{Replier, ReplyMode};
+pub use schedule::Schedule;
 pub use shard::{Shard, ShardSpec};
 pub use shutdown::Shutdown;
 pub use signer::BotSigner;

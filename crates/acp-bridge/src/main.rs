@@ -308,7 +308,14 @@ fn refused_value_origin(error: &clap::Error, file: Option<&ConfigFile>) -> Strin
 fn settings(args: &RunArgs, sources: &Sources) -> Option<Settings> {
     let profiles = sources.file.as_ref().map_or(&[][..], ConfigFile::profiles);
     match args.validate_with_profiles(&|name| std::env::var(name).ok(), profiles) {
-        Ok(settings) => Some(settings),
+        Ok(mut settings) => {
+            settings.schedules = sources
+                .file
+                .as_ref()
+                .map(|file| file.schedules().to_vec())
+                .unwrap_or_default();
+            Some(settings)
+        }
         Err(error) => {
             let origin = match sources.file {
                 Some(_) => sources.origin(error.flag.trim_start_matches("--")),

@@ -128,6 +128,16 @@ pub enum Intent {
     /// the content is the result, quoted to the agent under the bridge's
     /// own header.
     TaskResult { task: String },
+    /// A run of schedule `schedule` (made by the scheduler, journaled like
+    /// a mention), for the agent profile `agent` (`None`: the default).
+    Scheduled {
+        schedule: String,
+        agent: Option<String>,
+        /// For a catch-up run (see `schedule::missed`): the fire time,
+        /// unix seconds, that passed while the daemon was down.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        missed_due: Option<i64>,
+    },
 }
 
 /// One accepted mention.

@@ -247,6 +247,24 @@ fn quote_message(text: &mut String, mention: &Mention) {
         let header = format!("Result of task {task}, which you delegated (the bridge relays it, quoted):");
         return quote(text, &header, &mention.content);
     }
+    if let crate::mention::Intent::Scheduled {
+        schedule, missed_due, ..
+    } = &mention.intent
+    {
+        let late = missed_due
+            .and_then(|due| chrono::DateTime::from_timestamp(due, 0))
+            .map(|due| {
+                format!(
+                    " It was due at {} while the bridge was down; this is its one catch-up run.",
+                    due.to_rfc3339()
+                )
+            })
+            .unwrap_or_default();
+        let header = format!(
+            "Scheduled run of `{schedule}`, a prompt your owner set to run on a schedule (the bridge starts it, quoted):{late}"
+        );
+        return quote(text, &header, &mention.content);
+    }
     let header = format!(
         "Message from {} ({}), event {}:",
         mention.author_short(),

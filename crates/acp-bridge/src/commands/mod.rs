@@ -27,6 +27,8 @@ pub enum OwnerCommand {
     },
     /// List the agent profiles, or switch the conversation to one.
     Agent { name: Option<String> },
+    /// List the schedules and their next runs.
+    Schedules,
     /// List the commands.
     Help,
 }
@@ -42,6 +44,7 @@ impl OwnerCommand {
             "!status" => OwnerCommand::Status,
             "!rotate" => OwnerCommand::Rotate,
             "!help" => OwnerCommand::Help,
+            "!schedules" => OwnerCommand::Schedules,
             "!model" => Self::control(ControlKind::Model, words.next()),
             "!mode" => Self::control(ControlKind::Mode, words.next()),
             "!agent" => OwnerCommand::Agent {
@@ -73,6 +76,7 @@ impl OwnerCommand {
                 ..
             } => "!mode",
             OwnerCommand::Agent { .. } => "!agent",
+            OwnerCommand::Schedules => "!schedules",
             OwnerCommand::Help => "!help",
         }
     }
@@ -87,6 +91,7 @@ impl OwnerCommand {
             "!model [ID]: this conversation's models (the current one marked), or choose one for its next turns.",
             "!mode [ID]: the same for the agent's modes.",
             "!agent [NAME]: the agent profiles (this conversation's marked), or switch this conversation to one (a fresh session).",
+            "!schedules: the schedules this daemon runs, with their next runs.",
             "!help: this list.",
         ]
         .join("\n")
@@ -106,6 +111,7 @@ mod tests {
         );
         assert_eq!(OwnerCommand::parse("@bot !rotate"), Some(OwnerCommand::Rotate));
         assert_eq!(OwnerCommand::parse("!help"), Some(OwnerCommand::Help));
+        assert_eq!(OwnerCommand::parse("!schedules"), Some(OwnerCommand::Schedules));
         assert_eq!(OwnerCommand::parse("please !cancel"), None);
         assert_eq!(OwnerCommand::parse("!cancel now"), None);
         assert_eq!(OwnerCommand::parse("!cancelled"), None);

@@ -16,6 +16,7 @@ mod effective;
 pub(crate) mod keys;
 mod profiles;
 mod reload;
+mod schedules;
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,8 @@ pub struct ConfigFile {
     values: Vec<(&'static Key, Vec<String>)>,
     /// `[agents.NAME]` tables, in name order; empty without them.
     profiles: Vec<ProfileTable>,
+    /// The `[[schedule]]` entries.
+    schedules: Vec<crate::schedule::Schedule>,
 }
 
 /// Why a config file was refused: one line naming the file, and the key
@@ -66,6 +69,13 @@ pub enum ConfigFileError {
         key: String,
         expected: &'static str,
         found: &'static str,
+    },
+    #[error("--config {path}: [[schedule]] {entry}: `{key}` {reason}")]
+    Schedule {
+        path: String,
+        entry: String,
+        key: String,
+        reason: String,
     },
     #[error("--config {path}: `{key}` is a secret, which the config file does not hold: {instead}")]
     Secret {
@@ -136,9 +146,19 @@ impl ConfigFile {
         let flags = daemon_flags();
         let mut values = Vec::new();
         let mut agent_profiles = Vec::new();
+        let mut schedules = Vec::new();
         for (section_name, entries) in &table {
             if section_name == profiles::AGENTS_TABLE {
                 agent_profiles = profiles::read_profiles(&shown, entries)?;
+                continue;
+            }
+            if section_name == schedules::SCHEDULE_TABLE {
+                schedules = schedules::parse(entries).map_err(|refusal| ConfigFileError::Schedule {
+                    path: shown.clone(),
+                    entry: refusal.entry,
+                    key: refusal.key,
+                    reason: refusal.reason,
+                })?;
                 continue;
             }
             let (Some(section), toml::Value::Table(entries)) = (Section::named(section_name), entries) else {
@@ -177,6 +197,7 @@ impl ConfigFile {
             path: path.to_owned(),
             values,
             profiles: agent_profiles,
+            schedules,
         })
     }
 
@@ -189,6 +210,11 @@ impl ConfigFile {
     /// The file's path, as given.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file's `[[schedule]]` entries.
+    pub fn schedules(&self) -> &[crate::schedule::Schedule] {
+        &self.schedules
     }
 
     /// The raw values the file gives flag `--long`, if any.

@@ -105,6 +105,8 @@ impl AfterTurn {
 #[derive(Debug, Clone)]
 pub(crate) struct HeartSettings {
     pub mode_gate: ModeGate,
+    /// The schedules' next runs (`!schedules`, `!status`).
+    pub schedules: crate::schedule::Board,
     /// Turns in flight at most (agents × turns per agent).
     pub capacity: usize,
     /// `--permission-timeout`.
@@ -203,7 +205,7 @@ impl Heart {
     fn resume_one(&mut self, mention: Mention) {
         match mention.intent.clone() {
             // Task results are not journaled; one would be a turn.
-            Intent::Turn | Intent::TaskResult { .. } => self.enqueue(mention),
+            Intent::Turn | Intent::TaskResult { .. } | Intent::Scheduled { .. } => self.enqueue(mention),
             Intent::Command(command) => self.on_command(mention, command),
             Intent::Notice(text) => self.notices.notify(vec![mention], text),
             Intent::Answer => self.notices.notify(
@@ -364,6 +366,7 @@ impl Heart {
             }
             // Commands come from the owner only: a DM is the owner's own.
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
+            (OwnerCommand::Schedules, _) => self.settings.schedules.listing(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
             (OwnerCommand::Agent { name }, running) => {
                 let switch = self
@@ -419,7 +422,8 @@ impl Heart {
             self.counters.queued_mid_turn,
             blocked.len(),
             self.counters.tool_calls,
-        ) + &crate::shard::status_text(self.settings.shard);
+        ) + &crate::shard::status_text(self.settings.shard)
+            + &format!(" Schedules: {}.", self.settings.schedules.count());
         let refusals = crate::reply::publisher::refusals_text(&self.services.outbox, in_private);
         let counts = counts + &self.conversation_text(key);
         if !in_private {

@@ -249,7 +249,9 @@ impl Intake {
             }
             Intent::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,
             // The intake never makes answers or task results: the heart does.
-            Intent::Answer | Intent::TaskResult { .. } => self.hand_on(Inbound::Mention(mention)).await,
+            Intent::Answer | Intent::TaskResult { .. } | Intent::Scheduled { .. } => {
+                self.hand_on(Inbound::Mention(mention)).await
+            }
             Intent::Notice(text) => {
                 if let Err(error) = self.replier.notify(std::slice::from_ref(&mention), &text).await {
                     tracing::error!(event_id = %mention.event_id, %error, "cannot store a notice");

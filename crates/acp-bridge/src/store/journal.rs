@@ -19,7 +19,6 @@
 use std::collections::HashSet;
 
 use rusqlite::OptionalExtension;
-#[cfg(test)]
 use rusqlite::types::Type;
 use rusqlite::{Connection, TransactionBehavior, params};
 
@@ -213,7 +212,6 @@ impl Store {
 
     /// Where the mention stands, or `None` when it is not journalled (never
     /// accepted, or pruned).
-    #[cfg(test)]
     pub(crate) fn journal_state(&self, event_id: &str) -> Result<Option<MentionState>> {
         let conn = self.conn();
         let state = conn

@@ -59,6 +59,7 @@ mod joined_groups;
 mod journal;
 mod outbox;
 mod questions;
+mod schedule_fires;
 mod schema;
 mod sessions;
 mod thread_context;
@@ -78,6 +79,7 @@ pub(crate) use conversation_profiles::ConversationProfiles;
 pub(crate) use joined_groups::JoinedGroups;
 pub(crate) use outbox::Outbox;
 pub(crate) use questions::{LeftOver, Questions};
+pub(crate) use schedule_fires::ScheduleFires;
 pub(crate) use sessions::{SessionUsage, Sessions};
 pub(crate) use thread_context::ContextMarks;
 pub use threads::AnsweredThreads;
@@ -287,7 +289,6 @@ impl MentionState {
         }
     }
 
-    #[cfg(test)]
     fn from_sql(text: &str) -> Option<MentionState> {
         Some(match text {
             "pending" => MentionState::Pending,

@@ -190,6 +190,15 @@ CREATE TABLE conversation_profile (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 14: when each schedule last fired (see `crate::schedule`), for
+/// the catch-up run of a fire time missed while the daemon was down.
+const V14_SCHEDULE_FIRES: &str = "
+CREATE TABLE schedule_fire (
+    schedule_id TEXT NOT NULL PRIMARY KEY,
+    last_due    INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -204,6 +213,7 @@ const MIGRATIONS: &[&str] = &[
     V10_THREAD_FIRST_ANSWER,
     V11_JOINED_GROUPS,
     V12_CONVERSATION_PROFILES,
+    V14_SCHEDULE_FIRES,
 ];
 
 /// The schema version this build writes.

@@ -41,6 +41,7 @@ const PROMPT_IMAGES: &str = "acp_bridge_prompt_images_total";
 const BLOSSOM_UPLOADS: &str = "acp_bridge_blossom_uploads_total";
 const BLOSSOM_UPLOAD_BYTES: &str = "acp_bridge_blossom_upload_bytes_total";
 const DELEGATED_TASKS: &str = "acp_bridge_delegated_tasks_total";
+const SCHEDULE_RUNS: &str = "acp_bridge_schedule_runs_total";
 const PROMPT_AUDIO: &str = "acp_bridge_prompt_audio_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
@@ -124,6 +125,10 @@ const MCP_TOOLS: &[&str] = &[
 ];
 /// How delegated tasks (`heart/tasks`) ended.
 const TASK_OUTCOMES: &[&str] = &["done", "failed", "stopped"];
+/// A schedule's fire time: run, run late (the start-up catch-up), or
+/// skipped (its previous run still waits or runs, or it could not be
+/// journaled).
+const SCHEDULE_OUTCOMES: &[&str] = &["fired", "caught_up", "skipped"];
 const MCP_CALL_OUTCOMES: &[&str] = &["ok", "refused"];
 /// `group_requests{request, outcome}`: the outcomes each request can have.
 const GROUP_REQUEST_OUTCOMES: &[(&str, &[&str])] = &[
@@ -153,7 +158,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 15] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 16] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -168,6 +173,7 @@ pub(crate) fn register_at_zero() {
         (PROMPT_IMAGES, "outcome", IMAGE_OUTCOMES),
         (BLOSSOM_UPLOADS, "outcome", BLOSSOM_OUTCOMES),
         (DELEGATED_TASKS, "outcome", TASK_OUTCOMES),
+        (SCHEDULE_RUNS, "outcome", SCHEDULE_OUTCOMES),
         (PROMPT_AUDIO, "outcome", IMAGE_OUTCOMES),
     ];
     for (name, label, values) in labelled {
@@ -370,6 +376,11 @@ pub(crate) fn mcp_tool_call(tool: &'static str, outcome: &'static str) {
 pub(crate) fn blossom_upload(outcome: &'static str, bytes: usize) {
     counter!(BLOSSOM_UPLOADS, "outcome" => listed(BLOSSOM_OUTCOMES, outcome)).increment(1);
     counter!(BLOSSOM_UPLOAD_BYTES).increment(bytes as u64);
+}
+
+/// A schedule's fire time came (`fired`, `caught_up`, `skipped`).
+pub(crate) fn schedule_run(outcome: &'static str) {
+    counter!(SCHEDULE_RUNS, "outcome" => listed(SCHEDULE_OUTCOMES, outcome)).increment(1);
 }
 
 /// A delegated task ended (`done`, `failed`, `stopped`).

@@ -1,0 +1,114 @@
+//! When a schedule fires: a cron expression read in an IANA time zone.
+//!
+//! Owns parsing the two (5 fields, or 6 with seconds first; no year
+//! field) and the next fire time after an instant. Fire times are UTC
+//! instants; the zone only decides which instants the fields name, so
+//! `0 9 * * *` in `Europe/Paris` fires at 09:00 Paris time across DST.
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
+
+/// A cron expression and the zone it is read in.
+#[derive(Debug, Clone)]
+pub(crate) struct CronTime {
+    cron: Cron,
+    zone: Tz,
+}
+
+impl CronTime {
+    /// Parses `cron` and the IANA zone name `zone`; the refusal says which
+    /// is wrong and why.
+    pub(crate) fn parse(cron: &str, zone: &str) -> Result<CronTime, String> {
+        let fields = cron.split_whitespace().count();
+        if !(5..=6).contains(&fields) {
+            return Err(format!(
+                "`{cron}` has {fields} fields; a cron has 5 (minute hour day month weekday), or 6 with seconds first"
+            ));
+        }
+        let parser = CronParser::builder()
+            .seconds(Seconds::Optional)
+            .year(Year::Disallowed)
+            .build();
+        let cron = parser
+            .parse(cron)
+            .map_err(|error| format!("`{cron}` is not a cron expression: {error}"))?;
+        let zone = zone
+            .parse::<Tz>()
+            .map_err(|_| format!("`{zone}` is not an IANA time zone (e.g. UTC, Europe/Paris)"))?;
+        Ok(CronTime { cron, zone })
+    }
+
+    /// The first fire time strictly after `after`; `None` when the
+    /// expression never matches again (`0 0 30 2 *`).
+    pub(crate) fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let local = after.with_timezone(&self.zone);
+        self.cron
+            .find_next_occurrence(&local, false)
+            .ok()
+            .map(|next| next.with_timezone(&Utc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .expect("rfc3339")
+            .with_timezone(&Utc)
+    }
+
+    #[test]
+    fn five_fields_fire_on_the_minute_and_six_take_seconds_first() {
+        let daily = CronTime::parse("30 9 * * *", "UTC").expect("cron");
+        assert_eq!(
+            daily.next_after(at("2026-01-01T09:29:59Z")),
+            Some(at("2026-01-01T09:30:00Z"))
+        );
+        assert_eq!(
+            daily.next_after(at("2026-01-01T09:30:00Z")),
+            Some(at("2026-01-02T09:30:00Z"))
+        );
+        let every_two = CronTime::parse("*/2 * * * * *", "UTC").expect("cron");
+        assert_eq!(
+            every_two.next_after(at("2026-01-01T00:00:01Z")),
+            Some(at("2026-01-01T00:00:02Z"))
+        );
+    }
+
+    #[test]
+    fn the_zone_decides_the_instant_across_daylight_saving() {
+        let paris = CronTime::parse("0 9 * * *", "Europe/Paris").expect("cron");
+        // Winter: UTC+1; summer: UTC+2.
+        assert_eq!(
+            paris.next_after(at("2026-01-10T00:00:00Z")),
+            Some(at("2026-01-10T08:00:00Z"))
+        );
+        assert_eq!(
+            paris.next_after(at("2026-07-10T00:00:00Z")),
+            Some(at("2026-07-10T07:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_bad_expression_or_zone_is_refused_by_name() {
+        for (cron, zone, says) in [
+            ("* * * *", "UTC", "4 fields"),
+            ("* * * * * * *", "UTC", "7 fields"),
+            ("61 * * * *", "UTC", "not a cron expression"),
+            ("* * * * *", "Mars/Olympus", "not an IANA time zone"),
+        ] {
+            let refusal = CronTime::parse(cron, zone).expect_err(cron);
+            assert!(refusal.contains(says), "{cron} {zone}: {refusal}");
+        }
+    }
+
+    #[test]
+    fn a_date_that_never_comes_has_no_next_time() {
+        let never = CronTime::parse("0 0 30 2 *", "UTC").expect("cron");
+        assert_eq!(never.next_after(at("2026-01-01T00:00:00Z")), None);
+    }
+}

@@ -1,0 +1,296 @@
+//! Work on a schedule end to end (issue 25 §3): a `[[schedule]]` of the
+//! config file fires at its cron times, and each run is a turn of the
+//! scripted agent answered in its target.
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use nostr_sdk::prelude::EventId;
+use support::*;
+
+/// Every two seconds, in the Paris zone (the zone does not move seconds).
+const EVERY_TWO_SECONDS: &str = "[[schedule]]\nid = \"tick\"\ncron = \"*/2 * * * * *\"\n\
+     timezone = \"Europe/Paris\"\ntarget = \"dm\"\nprompt = \"scheduled check-in\"\n";
+/// The cron's period, and more: a fire time surely passes within it.
+const PERIOD_AND_MARGIN: Duration = Duration::from_millis(2_500);
+/// How long a stopped daemon gets to exit.
+const EXIT_WITHIN: Duration = Duration::from_secs(20);
+
+/// A config file holding `text`; its path.
+fn config_file(text: &str) -> String {
+    let file = temp_dir("schedules").join("acp-bridge.toml");
+    std::fs::write(&file, text).expect("config file");
+    file.to_str().expect("a UTF-8 path").to_owned()
+}
+
+/// A schedule with a seconds cron fires while the daemon runs: the run is
+/// journaled as a mention of the owner and answered in the owner's DM,
+/// framed as a scheduled run; `!schedules` lists it with its next run and
+/// `!status` counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_schedule_fires_and_is_answered_in_the_owners_dm() {
+    let file = config_file(EVERY_TWO_SECONDS);
+    let scene = Scene::builder().flags(&["--config", &file]).start().await;
+    let log = &scene.bridge.log;
+    log.wait(log.start(), Line::new("schedule armed").with("schedule", "tick"))
+        .await;
+    // Armed after the start-up catch-up check: a new schedule has none.
+    assert!(
+        log.matching(log.start(), Line::new("schedule caught up"))
+            .is_empty(),
+        "{}",
+        log.tail(20)
+    );
+    let fired = log
+        .wait(log.start(), Line::new("schedule fired").with("schedule", "tick"))
+        .await;
+    let run = fired["event_id"].as_str().expect("the run's event id").to_owned();
+    let answer = scene
+        .owner
+        .dm_containing(&scene.bot, "> scheduled check-in")
+        .await;
+    assert!(
+        answer.content.contains("Scheduled run of `tick`"),
+        "the agent saw the run framed as scheduled: {}",
+        answer.content
+    );
+    let run = EventId::from_hex(&run).expect("hex");
+    log.wait(log.start(), Line::new("turn finished").in_turn(&run))
+        .await;
+
+    // The owner sees the schedule, its next run, and the count in !status.
+    scene.owner.dm(&scene.bot, "!schedules").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "Schedules: 1.\ntick: next run 20")
+        .await;
+    scene.owner.dm(&scene.bot, "!status").await;
+    scene.owner.dm_containing(&scene.bot, " Schedules: 1.").await;
+}
+
+/// A fire time that passes while the daemon is down makes one catch-up
+/// run at the next start (not one per missed time), answered, its prompt
+/// saying it was due while the bridge was down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_time_missed_while_down_makes_one_catch_up_run() {
+    let file = config_file(EVERY_TWO_SECONDS);
+    let mut scene = Scene::builder().flags(&["--config", &file]).start().await;
+    let log = &scene.bridge.log;
+    let fired = log
+        .wait(log.start(), Line::new("schedule fired").with("schedule", "tick"))
+        .await;
+    let first = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    log.wait(log.start(), Line::new("turn finished").in_turn(&first))
+        .await;
+    scene.bridge.terminate(EXIT_WITHIN).await;
+    // The condition under test is time passing while the daemon is down:
+    // wait until at least one fire time (several, at times) has passed.
+    let down_until = SystemTime::now() + PERIOD_AND_MARGIN;
+    while SystemTime::now() < down_until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let caught = log
+        .wait(
+            log.start(),
+            Line::new("schedule caught up").with("schedule", "tick"),
+        )
+        .await;
+    // Arming comes after every catch-up decision of the start.
+    log.wait(log.start(), Line::new("schedule armed").with("schedule", "tick"))
+        .await;
+    assert_eq!(
+        log.matching(log.start(), Line::new("schedule caught up")).len(),
+        1,
+        "one catch-up run, not one per missed time: {caught}"
+    );
+    let answer = scene
+        .owner
+        .dm_containing(&scene.bot, "this is its one catch-up run")
+        .await;
+    assert!(
+        answer.content.contains("> scheduled check-in"),
+        "{}",
+        answer.content
+    );
+}
+
+/// A fire while the schedule's previous run still runs is skipped,
+/// logged and counted (the run itself counted as fired).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_while_the_previous_run_runs_is_skipped() {
+    let file = config_file(
+        "[[schedule]]\nid = \"slow\"\ncron = \"*/2 * * * * *\"\ntarget = \"dm\"\n\
+         prompt = \"slow check-in [delay=4500]\"\n",
+    );
+    let scene = Scene::builder()
+        .flags(&["--config", &file])
+        .metrics()
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let skipped = log
+        .wait(
+            log.start(),
+            Line::new("schedule run skipped")
+                .with("schedule", "slow")
+                .with("reason", "previous run still waiting or running"),
+        )
+        .await;
+    let previous = EventId::from_hex(skipped["previous"].as_str().expect("previous")).expect("hex");
+    log.wait(log.start(), Line::new("turn finished").in_turn(&previous))
+        .await;
+    let skips = metric(
+        scene.metrics_port(),
+        "acp_bridge_schedule_runs_total{outcome=\"skipped\"}",
+    )
+    .await;
+    assert!(skips >= 1.0, "the skipped fire is counted: {skips}");
+    let fired = metric(
+        scene.metrics_port(),
+        "acp_bridge_schedule_runs_total{outcome=\"fired\"}",
+    )
+    .await;
+    assert!(fired >= 1.0, "the run is counted: {fired}");
+}
+
+/// The owner's message in the target conversation while a scheduled run
+/// is in flight steers that run, as any mid-turn mention does: the run's
+/// answer carries the steer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_message_steers_a_scheduled_run_in_flight() {
+    let file = config_file(EVERY_TWO_SECONDS);
+    let scene = Scene::builder()
+        .agent(&["--rounds", "6", "--round-delay-ms", "300"])
+        .flags(&["--config", &file])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let fired = log
+        .wait(log.start(), Line::new("schedule fired").with("schedule", "tick"))
+        .await;
+    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    log.wait(log.start(), Line::new("agent run started").in_turn(&run))
+        .await;
+    let mark = log.cursor();
+    scene.owner.dm(&scene.bot, "also cover the budget").await;
+    log.wait(mark, Line::new("steered into the live turn")).await;
+    let answer = scene
+        .owner
+        .dm_containing(&scene.bot, "> also cover the budget")
+        .await;
+    assert!(
+        answer.content.contains("> scheduled check-in"),
+        "the steer is in the scheduled run's answer: {}",
+        answer.content
+    );
+}
+
+/// A schedule whose target is a NIP-29 group is answered in that group,
+/// threaded under the run (the bot's kind 9 with the group's `h` tag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_schedule_is_answered_in_its_group() {
+    let mut stage = Scene::builder().stage().await;
+    let file = config_file(&format!(
+        "[[schedule]]\nid = \"room-tick\"\ncron = \"*/2 * * * * *\"\n\
+         target = \"group:{}'room\"\nprompt = \"scheduled check-in\"\n",
+        stage.relay.url()
+    ));
+    stage.spec.flags.extend(["--config".to_owned(), file]);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    let fired = log
+        .wait(
+            log.start(),
+            Line::new("schedule fired").with("schedule", "room-tick"),
+        )
+        .await;
+    assert_eq!(
+        fired["conversation"].as_str(),
+        Some(format!("group:{}'room", scene.relay.url()).as_str())
+    );
+    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &run, "> scheduled check-in")
+        .await;
+    assert_eq!(answer.kind, nostr_sdk::prelude::Kind::Custom(9));
+    assert!(
+        answer.tags.iter().any(|tag| tag.as_slice() == ["h", "room"]),
+        "{:?}",
+        answer.tags
+    );
+}
+
+/// A schedule whose target is a public note thread is answered in that
+/// thread: a kind 1 of the bot's naming the thread's root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_schedule_is_answered_in_its_thread() {
+    let mut stage = Scene::builder().stage().await;
+    let root = stage
+        .owner
+        .publish(nostr_sdk::prelude::EventBuilder::text_note("the weekly thread"))
+        .await;
+    let file = config_file(&format!(
+        "[[schedule]]\nid = \"weekly\"\ncron = \"*/2 * * * * *\"\n\
+         target = \"note:{}\"\nprompt = \"scheduled check-in\"\n",
+        root.id.to_hex()
+    ));
+    stage.spec.flags.extend(["--config".to_owned(), file]);
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+    let fired = log
+        .wait(
+            log.start(),
+            Line::new("schedule fired").with("schedule", "weekly"),
+        )
+        .await;
+    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &root.id, "> scheduled check-in")
+        .await;
+    assert_eq!(answer.kind, nostr_sdk::prelude::Kind::TextNote);
+    let referenced: Vec<String> = answer
+        .tags
+        .iter()
+        .filter(|tag| tag.as_slice().first().map(String::as_str) == Some("e"))
+        .filter_map(|tag| tag.as_slice().get(1).cloned())
+        .collect();
+    assert!(
+        referenced.contains(&run.to_hex()),
+        "threaded under the run: {referenced:?}"
+    );
+}
+
+/// Two shards of one bot with the same schedule: its runs fire on the
+/// shard owning the owner's DM conversation only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_fires_on_the_shard_owning_its_conversation_only() {
+    let file = config_file(EVERY_TWO_SECONDS);
+    let scene = Scene::builder()
+        .flags(&["--shard", "0/2", "--config", &file])
+        .start()
+        .await;
+    let replica = Bridge::start(&scene.spec().replica(&["--shard", "1/2", "--config", &file]));
+    replica.ready().await;
+    // Three armings each: both shards passed at least two fire times.
+    for log in [&scene.bridge.log, &replica.log] {
+        log.wait_nth(
+            log.start(),
+            3,
+            Line::new("schedule armed").with("schedule", "tick"),
+        )
+        .await;
+    }
+    let fired: Vec<usize> = [&scene.bridge.log, &replica.log]
+        .iter()
+        .map(|log| log.matching(log.start(), Line::new("schedule fired")).len())
+        .collect();
+    assert!(
+        fired.iter().filter(|count| **count > 0).count() == 1,
+        "exactly one shard fires the schedule: {fired:?}"
+    );
+}
