@@ -118,6 +118,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub groups: crate::groups::GroupArgs,
 
+    #[command(flatten)]
+    pub budget: crate::budget::BudgetArgs,
+
     /// Threads of the daemon's async runtime (default: one per CPU).
     #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub worker_threads: Option<u16>,
@@ -160,6 +163,8 @@ pub struct Settings {
     pub profile: ProfileFields,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
     pub groups: crate::groups::GroupSettings,
+    /// `--budget-*`: what the turns may spend.
+    pub budget: crate::budget::BudgetArgs,
 }
 
 impl RunArgs {
@@ -242,6 +247,7 @@ impl RunArgs {
             shard,
             profile,
             groups,
+            budget: self.budget.clone(),
         })
     }
 }
@@ -294,6 +300,7 @@ impl Settings {
             shard: Shard::WHOLE,
             profile: ProfileFields::default(),
             groups: crate::groups::GroupSettings::default(),
+            budget: crate::budget::BudgetArgs::default(),
         }
     }
 

@@ -531,6 +531,11 @@ fn turn_services(
         controls: Controls::new(Arc::clone(store)),
         sessions: Sessions::new(Arc::clone(store)),
         questions: Questions::new(Arc::clone(store)),
+        budget: crate::budget::Budget::new(
+            &settings.budget,
+            settings.gate.owner,
+            crate::store::SpendBook::new(Arc::clone(store)),
+        ),
         reply_content: settings.replies.content,
         context: None,
         gate: None,

@@ -178,6 +178,22 @@ CREATE TABLE joined_group (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 13: each turn's spend, as the agent reported it (see
+/// `budget`): sums per author and period come from here.
+const V13_TURN_SPEND: &str = "
+CREATE TABLE turn_spend (
+    at           INTEGER NOT NULL,
+    conversation TEXT NOT NULL,
+    author       TEXT NOT NULL,
+    turns        INTEGER NOT NULL,
+    tokens       INTEGER NOT NULL,
+    cost         REAL NOT NULL,
+    currency     TEXT
+) STRICT;
+CREATE INDEX turn_spend_at ON turn_spend (at);
+CREATE INDEX turn_spend_author_at ON turn_spend (author, at);
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -191,6 +207,7 @@ const MIGRATIONS: &[&str] = &[
     V9_THREAD_CONTEXT,
     V10_THREAD_FIRST_ANSWER,
     V11_JOINED_GROUPS,
+    V13_TURN_SPEND,
 ];
 
 /// The schema version this build writes.

@@ -42,6 +42,7 @@ const BLOSSOM_UPLOADS: &str = "acp_bridge_blossom_uploads_total";
 const BLOSSOM_UPLOAD_BYTES: &str = "acp_bridge_blossom_upload_bytes_total";
 const DELEGATED_TASKS: &str = "acp_bridge_delegated_tasks_total";
 const PROMPT_AUDIO: &str = "acp_bridge_prompt_audio_total";
+const BUDGET_REFUSALS: &str = "acp_bridge_budget_refusals_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -68,6 +69,8 @@ const DROP_REASONS: &[&str] = &[
     "answered_before_start",
     "awaiting_catch_up",
 ];
+/// `budget_refusals{scope}`: the budget's scopes (`budget::Scope`).
+const BUDGET_SCOPES: &[&str] = &["bot", "author"];
 const TURN_OUTCOMES: &[&str] = &[
     "answered",
     "notified",
@@ -154,7 +157,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 15] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 16] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -170,6 +173,7 @@ pub(crate) fn register_at_zero() {
         (BLOSSOM_UPLOADS, "outcome", BLOSSOM_OUTCOMES),
         (DELEGATED_TASKS, "outcome", TASK_OUTCOMES),
         (PROMPT_AUDIO, "outcome", IMAGE_OUTCOMES),
+        (BUDGET_REFUSALS, "scope", BUDGET_SCOPES),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -212,6 +216,11 @@ pub(crate) fn event_dropped(reason: &'static str) {
 
 pub(crate) fn turn_finished(outcome: &'static str) {
     counter!(TURNS, "outcome" => listed(TURN_OUTCOMES, outcome)).increment(1);
+}
+
+/// A mention given up before its turn: a budget of `scope` was spent.
+pub(crate) fn budget_refused(scope: &'static str) {
+    counter!(BUDGET_REFUSALS, "scope" => listed(BUDGET_SCOPES, scope)).increment(1);
 }
 
 pub(crate) fn steer(path: &'static str) {

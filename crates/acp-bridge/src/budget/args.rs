@@ -1,0 +1,60 @@
+//! The budget's flags: limits per UTC day and month, for the whole bot and
+//! for each author. Each is a comma-separated list of amounts
+//! (`"5 USD, 200k tokens, 50 turns"`, see [`super::amount`]); empty, the
+//! default, is no limit.
+
+use clap::Args;
+
+use super::amount::Amount;
+use crate::flags::flag_defaults;
+
+/// The budget's flags.
+#[derive(Debug, Clone, Args)]
+pub struct BudgetArgs {
+    /// What the whole bot may spend per UTC day (from midnight), for
+    /// everyone, the owner included: amounts such as "5 USD, 200k tokens,
+    /// 50 turns". Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_BOT_PER_DAY",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_bot_per_day: Vec<Amount>,
+
+    /// What the whole bot may spend per UTC month (from the 1st). Empty:
+    /// no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_BOT_PER_MONTH",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_bot_per_month: Vec<Amount>,
+
+    /// What each author other than the owner may spend per UTC day, each
+    /// separately. Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_AUTHOR_PER_DAY",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_author_per_day: Vec<Amount>,
+
+    /// What each author other than the owner may spend per UTC month.
+    /// Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_AUTHOR_PER_MONTH",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_author_per_month: Vec<Amount>,
+}
+
+impl Default for BudgetArgs {
+    fn default() -> Self {
+        flag_defaults()
+    }
+}

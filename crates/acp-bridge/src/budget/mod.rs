@@ -1,0 +1,324 @@
+//! Budgets: what the agents' turns may spend per UTC day and month, for
+//! the whole bot and for each author, checked before a turn starts and
+//! never in the middle of one (DESIGN.md).
+//!
+//! Spend is measured, not estimated: each turn counts one turn when it
+//! starts, and each prompt answered adds its tokens (the answer's
+//! `usage`: input + output) and the cost the session's `usage_update`
+//! added since the last report. It is kept in the store (`SpendBook`), so
+//! a restart forgets nothing; the sums per scope and period are SQL over
+//! it. The whole bot's limits bind everyone, the owner too (the owner is
+//! told which flag raises them); an author's limits bind each author but
+//! the owner, each separately. A spend is counted against the author of
+//! the batch's newest mention.
+//!
+//! Owns the limits and the check; the heart asks it before starting a
+//! turn and gives up a refused mention with the notice it writes.
+
+pub(crate) mod amount;
+pub(crate) mod args;
+mod period;
+
+use std::sync::Arc;
+
+use nostr_sdk::prelude::PublicKey;
+
+use crate::mention::ConversationKey;
+use crate::store::{SpendBook, SpendRow, Spent};
+use amount::{Amount, Unit};
+pub(crate) use args::BudgetArgs;
+use period::Period;
+
+/// Whose spend a limit sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Everyone's.
+    Bot,
+    /// One author's (never the owner's).
+    Author,
+}
+
+impl Scope {
+    /// The metric label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Scope::Bot => "bot",
+            Scope::Author => "author",
+        }
+    }
+}
+
+/// The limits, per scope and period.
+#[derive(Debug, Clone, Default)]
+struct Limits {
+    bot_day: Vec<Amount>,
+    bot_month: Vec<Amount>,
+    author_day: Vec<Amount>,
+    author_month: Vec<Amount>,
+}
+
+impl Limits {
+    fn of(&self, scope: Scope, period: Period) -> &[Amount] {
+        match (scope, period) {
+            (Scope::Bot, Period::Day) => &self.bot_day,
+            (Scope::Bot, Period::Month) => &self.bot_month,
+            (Scope::Author, Period::Day) => &self.author_day,
+            (Scope::Author, Period::Month) => &self.author_month,
+        }
+    }
+}
+
+/// Why a mention may not have a turn: a limit reached.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    pub scope: Scope,
+    period: Period,
+    limit: Amount,
+    spent: f64,
+    /// Unix seconds.
+    resets_at: i64,
+}
+
+impl Refusal {
+    /// The notice its author is given; the owner is also told how to
+    /// raise the limit.
+    pub(crate) fn notice(&self, to_owner: bool) -> String {
+        let whose = match self.scope {
+            Scope::Bot => "the bot's",
+            Scope::Author => "your",
+        };
+        let mut text = format!(
+            "Sorry, I cannot take this on: {whose} {} budget is spent ({} of {}). It resets at {}.",
+            self.period.adjective(),
+            self.limit.show(self.spent),
+            self.limit,
+            period::utc_minute(self.resets_at),
+        );
+        if to_owner {
+            let flag = format!(
+                "budget-{}-per-{}",
+                self.scope.label(),
+                match self.period {
+                    Period::Day => "day",
+                    Period::Month => "month",
+                }
+            );
+            text += &format!(
+                " To raise it, change --{flag} (ACP_BRIDGE_{}) and restart.",
+                flag.to_uppercase().replace('-', "_")
+            );
+        }
+        text
+    }
+}
+
+/// The limits and the spend they are checked against.
+#[derive(Debug, Clone)]
+pub(crate) struct Budget {
+    limits: Arc<Limits>,
+    owner: Option<PublicKey>,
+    book: SpendBook,
+}
+
+impl Budget {
+    pub(crate) fn new(args: &BudgetArgs, owner: Option<PublicKey>, book: SpendBook) -> Self {
+        let limits = Limits {
+            bot_day: args.budget_bot_per_day.clone(),
+            bot_month: args.budget_bot_per_month.clone(),
+            author_day: args.budget_author_per_day.clone(),
+            author_month: args.budget_author_per_month.clone(),
+        };
+        Budget {
+            limits: Arc::new(limits),
+            owner,
+            book,
+        }
+    }
+
+    /// Whether `author` is the owner (told how to raise a limit, and
+    /// bound by the bot's limits only).
+    pub(crate) fn is_owner(&self, author: &PublicKey) -> bool {
+        self.owner.as_ref() == Some(author)
+    }
+
+    /// The first limit a turn for `author` would pass at `now` (unix
+    /// seconds): the bot's, then the author's; `None` when it may start.
+    /// A store that cannot be read refuses nothing (logged).
+    pub(crate) fn refusal(&self, author: &PublicKey, now: i64) -> Option<Refusal> {
+        let author_hex = author.to_hex();
+        let mut scopes = vec![(Scope::Bot, None)];
+        if !self.is_owner(author) {
+            scopes.push((Scope::Author, Some(author_hex.as_str())));
+        }
+        for (scope, whose) in scopes {
+            for period in Period::ALL {
+                let limits = self.limits.of(scope, period);
+                if limits.is_empty() {
+                    continue;
+                }
+                let spent = match self.book.spent(whose, period.start(now)) {
+                    Ok(spent) => spent,
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot read the spend; the budget is not checked");
+                        return None;
+                    }
+                };
+                if let Some((limit, spent)) = reached(limits, &spent) {
+                    return Some(Refusal {
+                        scope,
+                        period,
+                        limit: limit.clone(),
+                        spent,
+                        resets_at: period.next_start(now),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// Counts one turn started for `author` at `now`.
+    pub(crate) fn turn_started(&self, conversation: &ConversationKey, author: &PublicKey, now: i64) {
+        self.record(
+            conversation,
+            SpendRow {
+                at: now,
+                author: author.to_hex(),
+                turns: 1,
+                tokens: 0,
+                cost: 0.0,
+                currency: None,
+            },
+        );
+    }
+
+    /// Counts what one prompt of a turn for `author` spent: its tokens and
+    /// the cost it added.
+    pub(crate) fn prompt_spent(
+        &self,
+        conversation: &ConversationKey,
+        author: &PublicKey,
+        tokens: u64,
+        cost: Option<(f64, String)>,
+        now: i64,
+    ) {
+        let (cost, currency) = match cost {
+            Some((amount, currency)) => (amount, Some(currency)),
+            None => (0.0, None),
+        };
+        self.record(
+            conversation,
+            SpendRow {
+                at: now,
+                author: author.to_hex(),
+                turns: 0,
+                tokens,
+                cost,
+                currency,
+            },
+        );
+    }
+
+    fn record(&self, conversation: &ConversationKey, row: SpendRow) {
+        if let Err(error) = self.book.record(conversation, &row) {
+            tracing::warn!(%conversation, %error, "cannot keep a turn's spend");
+        }
+    }
+}
+
+/// The first of `limits` that `spent` reached, with what was spent of
+/// its unit.
+fn reached<'a>(limits: &'a [Amount], spent: &Spent) -> Option<(&'a Amount, f64)> {
+    limits.iter().find_map(|limit| {
+        let used = match &limit.unit {
+            Unit::Turns => spent.turns as f64,
+            Unit::Tokens => spent.tokens as f64,
+            Unit::Currency(code) => spent.cost.get(code).copied().unwrap_or(0.0),
+        };
+        (used >= limit.quantity).then_some((limit, used))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use nostr_sdk::prelude::Keys;
+
+    use super::*;
+    use crate::store::Store;
+    use crate::store::scratch::ScratchDir;
+
+    /// 2026-11-26 22:53:24 UTC.
+    const NOW: i64 = 1_795_733_604;
+    const DAY: i64 = 86_400;
+
+    fn budget(dir: &ScratchDir, args: BudgetArgs, owner: Option<PublicKey>) -> Budget {
+        let book = SpendBook::new(Arc::new(Store::open(dir.path()).unwrap()));
+        Budget::new(&args, owner, book)
+    }
+
+    fn amounts(text: &str) -> Vec<Amount> {
+        text.split(',').map(|amount| amount.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn an_authors_daily_limit_binds_that_author_only_until_midnight() {
+        let dir = ScratchDir::new("budget-author");
+        let args = BudgetArgs {
+            budget_author_per_day: amounts("2 turns"),
+            ..BudgetArgs::default()
+        };
+        let owner = Keys::generate().public_key();
+        let budget = budget(&dir, args, Some(owner));
+        let (stranger, other) = (Keys::generate().public_key(), Keys::generate().public_key());
+        let key = ConversationKey::from_journal("c");
+        budget.turn_started(&key, &stranger, NOW - DAY);
+        budget.turn_started(&key, &stranger, NOW - 10);
+        assert_eq!(
+            budget.refusal(&stranger, NOW),
+            None,
+            "yesterday's turn is not today's"
+        );
+        budget.turn_started(&key, &stranger, NOW - 5);
+        let refusal = budget.refusal(&stranger, NOW).expect("two turns today");
+        assert_eq!(refusal.scope, Scope::Author);
+        assert_eq!(
+            refusal.notice(false),
+            "Sorry, I cannot take this on: your daily budget is spent (2 turns of 2 turns). It resets at 2026-11-27 00:00 UTC."
+        );
+        assert_eq!(budget.refusal(&other, NOW), None, "each author separately");
+        budget.turn_started(&key, &owner, NOW);
+        budget.turn_started(&key, &owner, NOW);
+        assert_eq!(budget.refusal(&owner, NOW), None, "the owner has no author limit");
+        let tomorrow = Period::Day.next_start(NOW);
+        assert_eq!(budget.refusal(&stranger, tomorrow), None, "reset at midnight UTC");
+    }
+
+    #[test]
+    fn the_bots_monthly_cost_limit_binds_the_owner_too() {
+        let dir = ScratchDir::new("budget-bot");
+        let args = BudgetArgs {
+            budget_bot_per_month: amounts("1 USD, 1M tokens"),
+            ..BudgetArgs::default()
+        };
+        let owner = Keys::generate().public_key();
+        let budget = budget(&dir, args, Some(owner));
+        let key = ConversationKey::from_journal("c");
+        let someone = Keys::generate().public_key();
+        budget.prompt_spent(&key, &someone, 500, Some((0.6, "USD".into())), NOW - 20 * DAY);
+        budget.prompt_spent(&key, &someone, 500, Some((0.3, "EUR".into())), NOW);
+        assert_eq!(budget.refusal(&owner, NOW), None);
+        budget.prompt_spent(&key, &someone, 500, Some((0.4, "USD".into())), NOW);
+        let refusal = budget.refusal(&owner, NOW).expect("1.00 USD this month");
+        assert_eq!(refusal.scope, Scope::Bot);
+        let notice = refusal.notice(true);
+        assert!(
+            notice.contains("the bot's monthly budget is spent (1.00 USD of 1.00 USD)"),
+            "{notice}"
+        );
+        assert!(notice.contains("2026-12-01 00:00 UTC"), "{notice}");
+        assert!(
+            notice.contains("--budget-bot-per-month (ACP_BRIDGE_BUDGET_BOT_PER_MONTH)"),
+            "{notice}"
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! What each turn spent, as the agent reported it: one row per turn start
+//! (a turn) and per prompt answered (its tokens and the cost it added),
+//! with when, the conversation and the author it is counted against.
+//!
+//! Owns the rows and their sums; what a limit is and whether a sum passes
+//! it is `budget`'s.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rusqlite::params;
+
+use super::{Result, Store};
+use crate::mention::ConversationKey;
+
+/// One spend, as it is recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SpendRow {
+    /// Unix seconds.
+    pub at: i64,
+    /// The author (hex public key) it is counted against.
+    pub author: String,
+    pub turns: u64,
+    pub tokens: u64,
+    /// The cost it added, in `currency` (0 when none was reported).
+    pub cost: f64,
+    pub currency: Option<String>,
+}
+
+/// Sums of spend over a scope and period.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Spent {
+    pub turns: u64,
+    pub tokens: u64,
+    /// Cost per currency.
+    pub cost: BTreeMap<String, f64>,
+}
+
+/// The door to the spend rows: the heart records, the budget sums.
+#[derive(Debug, Clone)]
+pub(crate) struct SpendBook {
+    store: Arc<Store>,
+}
+
+impl SpendBook {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        SpendBook { store }
+    }
+
+    /// Keeps one spend of `conversation`.
+    pub(crate) fn record(&self, conversation: &ConversationKey, row: &SpendRow) -> Result<()> {
+        self.store.spend_record(conversation.as_str(), row)
+    }
+
+    /// What was spent since `since` (unix seconds): by `author` only, or
+    /// by everyone with `None`.
+    pub(crate) fn spent(&self, author: Option<&str>, since: i64) -> Result<Spent> {
+        self.store.spend_sum(author, since)
+    }
+}
+
+impl Store {
+    pub(super) fn spend_record(&self, conversation: &str, row: &SpendRow) -> Result<()> {
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO turn_spend (at, conversation, author, turns, tokens, cost, currency)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                row.at,
+                conversation,
+                row.author,
+                row.turns as i64,
+                row.tokens as i64,
+                row.cost,
+                row.currency
+            ])?;
+        Ok(())
+    }
+
+    pub(super) fn spend_sum(&self, author: Option<&str>, since: i64) -> Result<Spent> {
+        let conn = self.conn();
+        let mut statement = conn.prepare_cached(
+            "SELECT currency, SUM(turns), SUM(tokens), SUM(cost) FROM turn_spend
+             WHERE at >= ?1 AND (?2 IS NULL OR author = ?2) GROUP BY currency",
+        )?;
+        let rows = statement.query_map(params![since, author], |row| {
+            Ok((
+                row.get::<_, Option<String>>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+                row.get::<_, f64>(3)?,
+            ))
+        })?;
+        let mut spent = Spent::default();
+        for row in rows {
+            let (currency, turns, tokens, cost) = row?;
+            spent.turns += turns.max(0) as u64;
+            spent.tokens += tokens.max(0) as u64;
+            if let Some(currency) = currency {
+                *spent.cost.entry(currency).or_default() += cost;
+            }
+        }
+        Ok(spent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::scratch::ScratchDir;
+
+    fn row(at: i64, author: &str, turns: u64, cost: f64) -> SpendRow {
+        SpendRow {
+            at,
+            author: author.to_owned(),
+            turns,
+            tokens: 10,
+            cost,
+            currency: (cost > 0.0).then(|| "USD".to_owned()),
+        }
+    }
+
+    #[test]
+    fn sums_per_author_and_since() {
+        let dir = ScratchDir::new("spend");
+        let book = SpendBook::new(Arc::new(Store::open(dir.path()).unwrap()));
+        let key = ConversationKey::from_journal("c");
+        book.record(&key, &row(100, "a", 1, 0.0)).unwrap();
+        book.record(&key, &row(200, "a", 0, 0.5)).unwrap();
+        book.record(&key, &row(300, "b", 1, 0.25)).unwrap();
+        let all = book.spent(None, 150).unwrap();
+        assert_eq!(all.turns, 1);
+        assert_eq!(all.tokens, 20);
+        assert_eq!(all.cost.get("USD"), Some(&0.75));
+        let by_a = book.spent(Some("a"), 0).unwrap();
+        assert_eq!((by_a.turns, by_a.tokens), (1, 20));
+        assert_eq!(by_a.cost.get("USD"), Some(&0.5));
+    }
+}

@@ -1,0 +1,89 @@
+//! Budgets, end to end: a limit reached gives the next mention up with an
+//! honest notice before its turn starts, for that author only (or for
+//! everyone, the bot's), and the spend outlives a restart.
+
+mod support;
+
+use std::time::Duration;
+
+use nostr_sdk::prelude::*;
+use support::*;
+
+/// How long a daemon is given to stop before the restart.
+const STOP_WITHIN: Duration = Duration::from_secs(10);
+
+/// `person`'s one reply from the bot to `mention` (an answer or a notice).
+async fn reply_to(person: &Person, bot: &PublicKey, mention: &Event) -> String {
+    person.replies_from(bot, &mention.id, 1).await.remove(0).content
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_daily_quota_refuses_that_stranger_and_no_one_else() {
+    let scene = Scene::builder()
+        .flags(&["--respond-to", "anyone", "--budget-author-per-day", "1 turns"])
+        .start()
+        .await;
+    let (stranger, other) = (scene.join().await, scene.join().await);
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+
+    let first = stranger.mention_in_group(&bot, "room", "first question").await;
+    let answer = reply_to(&stranger, &bot, &first).await;
+    assert!(!answer.contains("budget"), "{answer}");
+
+    let mark = log.cursor();
+    let second = stranger.mention_in_group(&bot, "room", "second question").await;
+    let notice = reply_to(&stranger, &bot, &second).await;
+    assert!(
+        notice.contains("your daily budget is spent (1 turns of 1 turns). It resets at ")
+            && notice.contains(" 00:00 UTC."),
+        "{notice}"
+    );
+    assert!(
+        !notice.contains("--budget"),
+        "only the owner is told the flag: {notice}"
+    );
+    log.wait(
+        mark,
+        Line::new("mention refused: budget spent").with("scope", "author"),
+    )
+    .await;
+
+    let from_other = other.mention_in_group(&bot, "room", "my first question").await;
+    let answer = reply_to(&other, &bot, &from_other).await;
+    assert!(
+        !answer.contains("budget"),
+        "another author is still answered: {answer}"
+    );
+    let from_owner = scene.mention("room", "and mine").await;
+    let answer = scene.reply_to(&from_owner).await.content;
+    assert!(
+        !answer.contains("budget"),
+        "the owner has no author quota: {answer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bots_daily_limit_binds_the_owner_and_outlives_a_restart() {
+    let mut scene = Scene::builder()
+        .flags(&["--budget-bot-per-day", "1 turns"])
+        .start()
+        .await;
+    let first = scene.mention("room", "the day's one question").await;
+    let answer = scene.reply_to(&first).await.content;
+    assert!(!answer.contains("budget"), "{answer}");
+
+    scene.bridge.terminate(STOP_WITHIN).await;
+    let spec = scene.spec();
+    scene.restart(spec).await;
+
+    let second = scene.mention("room", "one more, after the restart").await;
+    let notice = scene.reply_to(&second).await.content;
+    assert!(
+        notice.contains("the bot's daily budget is spent (1 turns of 1 turns)"),
+        "{notice}"
+    );
+    assert!(
+        notice.contains("To raise it, change --budget-bot-per-day (ACP_BRIDGE_BUDGET_BOT_PER_DAY)"),
+        "the owner is told how to raise it: {notice}"
+    );
+}
