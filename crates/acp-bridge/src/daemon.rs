@@ -368,6 +368,7 @@ impl Stages {
             watermarks: Watermarks::new(Arc::clone(&store)),
             threads: AnsweredThreads::new(Arc::clone(&store)),
             outbox: Outbox::new(Arc::clone(&store)),
+            spend: crate::store::SpendBook::new(Arc::clone(&store)),
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,

@@ -29,6 +29,12 @@ use amount::{Amount, Unit};
 pub(crate) use args::BudgetArgs;
 use period::Period;
 
+/// Where the spend still needed at `now` begins (unix seconds): the
+/// longest period's, the month's; housekeeping forgets what is older.
+pub(crate) fn spend_needed_since(now: i64) -> i64 {
+    Period::Month.start(now)
+}
+
 /// Whose spend a limit sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Scope {

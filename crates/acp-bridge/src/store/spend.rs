@@ -52,6 +52,12 @@ impl SpendBook {
         self.store.spend_record(conversation.as_str(), row)
     }
 
+    /// Forgets the spend recorded before `before` (unix seconds), and
+    /// says how many rows went.
+    pub(crate) fn prune(&self, before: i64) -> Result<usize> {
+        self.store.spend_prune(before)
+    }
+
     /// What was spent since `since` (unix seconds): by `author` only, or
     /// by everyone with `None`.
     pub(crate) fn spent(&self, author: Option<&str>, since: i64) -> Result<Spent> {
@@ -76,6 +82,14 @@ impl Store {
                 row.currency
             ])?;
         Ok(())
+    }
+
+    pub(super) fn spend_prune(&self, before: i64) -> Result<usize> {
+        let pruned = self
+            .conn()
+            .prepare_cached("DELETE FROM turn_spend WHERE at < ?1")?
+            .execute(params![before])?;
+        Ok(pruned)
     }
 
     pub(super) fn spend_sum(&self, author: Option<&str>, since: i64) -> Result<Spent> {
