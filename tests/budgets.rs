@@ -87,3 +87,28 @@ async fn the_bots_daily_limit_binds_the_owner_and_outlives_a_restart() {
         "the owner is told how to raise it: {notice}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversations_daily_limit_refuses_there_and_not_elsewhere() {
+    let scene = Scene::builder()
+        .flags(&["--budget-conversation-per-day", "1 turns"])
+        .start()
+        .await;
+    let first = scene.mention("busy", "the room's one question").await;
+    let answer = scene.reply_to(&first).await.content;
+    assert!(!answer.contains("budget"), "{answer}");
+
+    let second = scene.mention("busy", "and another here").await;
+    let notice = scene.reply_to(&second).await.content;
+    assert!(
+        notice.contains("this conversation's daily budget is spent (1 turns of 1 turns)")
+            && notice.contains("--budget-conversation-per-day"),
+        "{notice}"
+    );
+    let elsewhere = scene.mention("quiet", "a question in another room").await;
+    let answer = scene.reply_to(&elsewhere).await.content;
+    assert!(
+        !answer.contains("budget"),
+        "another conversation is still answered: {answer}"
+    );
+}

@@ -207,6 +207,8 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--budget-bot-per-month", "5"),
     ("--budget-author-per-day", "1.5 turns"),
     ("--budget-author-per-month", "1 usd"),
+    ("--budget-conversation-per-day", "5 EURO"),
+    ("--budget-conversation-per-month", "k tokens"),
     ("--kinds", "4"),
     ("--state-dir", "/dev/null"),
     ("--reply-mode", "sometimes"),

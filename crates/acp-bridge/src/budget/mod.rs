@@ -1,5 +1,5 @@
 //! Budgets: what the agents' turns may spend per UTC day and month, for
-//! the whole bot and for each author, checked before a turn starts and
+//! the whole bot, for each author and for each conversation, checked before a turn starts and
 //! never in the middle of one (DESIGN.md).
 //!
 //! Spend is measured, not estimated: each turn counts one turn when it
@@ -7,9 +7,9 @@
 //! `usage`: input + output) and the cost the session's `usage_update`
 //! added since the last report. It is kept in the store (`SpendBook`), so
 //! a restart forgets nothing; the sums per scope and period are SQL over
-//! it. The whole bot's limits bind everyone, the owner too (the owner is
-//! told which flag raises them); an author's limits bind each author but
-//! the owner, each separately. A spend is counted against the author of
+//! it. The whole bot's and a conversation's limits bind everyone, the
+//! owner too (the owner is told which flag raises them); an author's
+//! limits bind each author but the owner, each separately. A spend is counted against the author of
 //! the batch's newest mention.
 //!
 //! Owns the limits and the check; the heart asks it before starting a
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use nostr_sdk::prelude::PublicKey;
 
 use crate::mention::ConversationKey;
-use crate::store::{SpendBook, SpendRow, Spent};
+use crate::store::{SpendBook, SpendRow, Spent, Whose};
 use amount::{Amount, Unit};
 pub(crate) use args::BudgetArgs;
 use period::Period;
@@ -42,6 +42,8 @@ pub(crate) enum Scope {
     Bot,
     /// One author's (never the owner's).
     Author,
+    /// One conversation's, whoever asked.
+    Conversation,
 }
 
 impl Scope {
@@ -50,6 +52,7 @@ impl Scope {
         match self {
             Scope::Bot => "bot",
             Scope::Author => "author",
+            Scope::Conversation => "conversation",
         }
     }
 }
@@ -61,6 +64,8 @@ struct Limits {
     bot_month: Vec<Amount>,
     author_day: Vec<Amount>,
     author_month: Vec<Amount>,
+    conversation_day: Vec<Amount>,
+    conversation_month: Vec<Amount>,
 }
 
 impl Limits {
@@ -70,6 +75,8 @@ impl Limits {
             (Scope::Bot, Period::Month) => &self.bot_month,
             (Scope::Author, Period::Day) => &self.author_day,
             (Scope::Author, Period::Month) => &self.author_month,
+            (Scope::Conversation, Period::Day) => &self.conversation_day,
+            (Scope::Conversation, Period::Month) => &self.conversation_month,
         }
     }
 }
@@ -92,6 +99,7 @@ impl Refusal {
         let whose = match self.scope {
             Scope::Bot => "the bot's",
             Scope::Author => "your",
+            Scope::Conversation => "this conversation's",
         };
         let mut text = format!(
             "Sorry, I cannot take this on: {whose} {} budget is spent ({} of {}). It resets at {}.",
@@ -133,6 +141,8 @@ impl Budget {
             bot_month: args.budget_bot_per_month.clone(),
             author_day: args.budget_author_per_day.clone(),
             author_month: args.budget_author_per_month.clone(),
+            conversation_day: args.budget_conversation_per_day.clone(),
+            conversation_month: args.budget_conversation_per_month.clone(),
         };
         Budget {
             limits: Arc::new(limits),
@@ -147,14 +157,23 @@ impl Budget {
         self.owner.as_ref() == Some(author)
     }
 
-    /// The first limit a turn for `author` would pass at `now` (unix
-    /// seconds): the bot's, then the author's; `None` when it may start.
-    /// A store that cannot be read refuses nothing (logged).
-    pub(crate) fn refusal(&self, author: &PublicKey, now: i64) -> Option<Refusal> {
+    /// The first limit a turn for `author` in `conversation` would pass
+    /// at `now` (unix seconds): the bot's, the conversation's, then the
+    /// author's; `None` when it may start. A store that cannot be read
+    /// refuses nothing (logged).
+    pub(crate) fn refusal(
+        &self,
+        author: &PublicKey,
+        conversation: &ConversationKey,
+        now: i64,
+    ) -> Option<Refusal> {
         let author_hex = author.to_hex();
-        let mut scopes = vec![(Scope::Bot, None)];
+        let mut scopes = vec![
+            (Scope::Bot, Whose::Everyone),
+            (Scope::Conversation, Whose::Conversation(conversation)),
+        ];
         if !self.is_owner(author) {
-            scopes.push((Scope::Author, Some(author_hex.as_str())));
+            scopes.push((Scope::Author, Whose::Author(&author_hex)));
         }
         for (scope, whose) in scopes {
             for period in Period::ALL {
@@ -280,23 +299,31 @@ mod tests {
         budget.turn_started(&key, &stranger, NOW - DAY);
         budget.turn_started(&key, &stranger, NOW - 10);
         assert_eq!(
-            budget.refusal(&stranger, NOW),
+            budget.refusal(&stranger, &key, NOW),
             None,
             "yesterday's turn is not today's"
         );
         budget.turn_started(&key, &stranger, NOW - 5);
-        let refusal = budget.refusal(&stranger, NOW).expect("two turns today");
+        let refusal = budget.refusal(&stranger, &key, NOW).expect("two turns today");
         assert_eq!(refusal.scope, Scope::Author);
         assert_eq!(
             refusal.notice(false),
             "Sorry, I cannot take this on: your daily budget is spent (2 turns of 2 turns). It resets at 2026-11-27 00:00 UTC."
         );
-        assert_eq!(budget.refusal(&other, NOW), None, "each author separately");
+        assert_eq!(budget.refusal(&other, &key, NOW), None, "each author separately");
         budget.turn_started(&key, &owner, NOW);
         budget.turn_started(&key, &owner, NOW);
-        assert_eq!(budget.refusal(&owner, NOW), None, "the owner has no author limit");
+        assert_eq!(
+            budget.refusal(&owner, &key, NOW),
+            None,
+            "the owner has no author limit"
+        );
         let tomorrow = Period::Day.next_start(NOW);
-        assert_eq!(budget.refusal(&stranger, tomorrow), None, "reset at midnight UTC");
+        assert_eq!(
+            budget.refusal(&stranger, &key, tomorrow),
+            None,
+            "reset at midnight UTC"
+        );
     }
 
     #[test]
@@ -312,9 +339,9 @@ mod tests {
         let someone = Keys::generate().public_key();
         budget.prompt_spent(&key, &someone, 500, Some((0.6, "USD".into())), NOW - 20 * DAY);
         budget.prompt_spent(&key, &someone, 500, Some((0.3, "EUR".into())), NOW);
-        assert_eq!(budget.refusal(&owner, NOW), None);
+        assert_eq!(budget.refusal(&owner, &key, NOW), None);
         budget.prompt_spent(&key, &someone, 500, Some((0.4, "USD".into())), NOW);
-        let refusal = budget.refusal(&owner, NOW).expect("1.00 USD this month");
+        let refusal = budget.refusal(&owner, &key, NOW).expect("1.00 USD this month");
         assert_eq!(refusal.scope, Scope::Bot);
         let notice = refusal.notice(true);
         assert!(

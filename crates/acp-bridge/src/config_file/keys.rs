@@ -172,6 +172,8 @@ pub(crate) const KEYS: &[Key] = &[
     key("budget-bot-per-month", Section::Budget),
     key("budget-author-per-day", Section::Budget),
     key("budget-author-per-month", Section::Budget),
+    key("budget-conversation-per-day", Section::Budget),
+    key("budget-conversation-per-month", Section::Budget),
     key("state-dir", Section::State),
     key("retention", Section::State),
     key("log-format", Section::Telemetry),

@@ -585,7 +585,7 @@ impl Heart {
             let budget = &self.services.budget;
             let refused = self
                 .conversations
-                .refuse_next(|mention| budget.refusal(&mention.author, now));
+                .refuse_next(|mention| budget.refusal(&mention.author, &mention.conversation, now));
             if !refused.is_empty() {
                 self.refuse_over_budget(refused);
                 continue;

@@ -79,7 +79,7 @@ pub(crate) use joined_groups::JoinedGroups;
 pub(crate) use outbox::Outbox;
 pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use sessions::{SessionUsage, Sessions};
-pub(crate) use spend::{SpendBook, SpendRow, Spent};
+pub(crate) use spend::{SpendBook, SpendRow, Spent, Whose};
 pub(crate) use thread_context::ContextMarks;
 pub use threads::AnsweredThreads;
 pub(crate) use watermark::Watermarks;

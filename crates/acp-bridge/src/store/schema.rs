@@ -179,7 +179,7 @@ CREATE TABLE joined_group (
 ";
 
 /// Version 13: each turn's spend, as the agent reported it (see
-/// `budget`): sums per author and period come from here.
+/// `budget`): sums per author, conversation and period come from here.
 const V13_TURN_SPEND: &str = "
 CREATE TABLE turn_spend (
     at           INTEGER NOT NULL,
@@ -192,6 +192,7 @@ CREATE TABLE turn_spend (
 ) STRICT;
 CREATE INDEX turn_spend_at ON turn_spend (at);
 CREATE INDEX turn_spend_author_at ON turn_spend (author, at);
+CREATE INDEX turn_spend_conversation_at ON turn_spend (conversation, at);
 ";
 
 /// Every migration, oldest first; `user_version` N means the first N ran.

@@ -27,6 +27,15 @@ pub(crate) struct SpendRow {
     pub currency: Option<String>,
 }
 
+/// Whose spend a sum counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Whose<'a> {
+    Everyone,
+    /// One author's (hex public key).
+    Author(&'a str),
+    Conversation(&'a ConversationKey),
+}
+
 /// Sums of spend over a scope and period.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Spent {
@@ -58,10 +67,14 @@ impl SpendBook {
         self.store.spend_prune(before)
     }
 
-    /// What was spent since `since` (unix seconds): by `author` only, or
-    /// by everyone with `None`.
-    pub(crate) fn spent(&self, author: Option<&str>, since: i64) -> Result<Spent> {
-        self.store.spend_sum(author, since)
+    /// What `whose` spent since `since` (unix seconds).
+    pub(crate) fn spent(&self, whose: Whose<'_>, since: i64) -> Result<Spent> {
+        let (author, conversation) = match whose {
+            Whose::Everyone => (None, None),
+            Whose::Author(author) => (Some(author), None),
+            Whose::Conversation(key) => (None, Some(key.as_str())),
+        };
+        self.store.spend_sum(author, conversation, since)
     }
 }
 
@@ -92,13 +105,19 @@ impl Store {
         Ok(pruned)
     }
 
-    pub(super) fn spend_sum(&self, author: Option<&str>, since: i64) -> Result<Spent> {
+    pub(super) fn spend_sum(
+        &self,
+        author: Option<&str>,
+        conversation: Option<&str>,
+        since: i64,
+    ) -> Result<Spent> {
         let conn = self.conn();
         let mut statement = conn.prepare_cached(
             "SELECT currency, SUM(turns), SUM(tokens), SUM(cost) FROM turn_spend
-             WHERE at >= ?1 AND (?2 IS NULL OR author = ?2) GROUP BY currency",
+             WHERE at >= ?1 AND (?2 IS NULL OR author = ?2) AND (?3 IS NULL OR conversation = ?3)
+             GROUP BY currency",
         )?;
-        let rows = statement.query_map(params![since, author], |row| {
+        let rows = statement.query_map(params![since, author, conversation], |row| {
             Ok((
                 row.get::<_, Option<String>>(0)?,
                 row.get::<_, i64>(1)?,
@@ -139,16 +158,21 @@ mod tests {
     fn sums_per_author_and_since() {
         let dir = ScratchDir::new("spend");
         let book = SpendBook::new(Arc::new(Store::open(dir.path()).unwrap()));
-        let key = ConversationKey::from_journal("c");
+        let (key, other) = (
+            ConversationKey::from_journal("c"),
+            ConversationKey::from_journal("d"),
+        );
         book.record(&key, &row(100, "a", 1, 0.0)).unwrap();
         book.record(&key, &row(200, "a", 0, 0.5)).unwrap();
-        book.record(&key, &row(300, "b", 1, 0.25)).unwrap();
-        let all = book.spent(None, 150).unwrap();
+        book.record(&other, &row(300, "b", 1, 0.25)).unwrap();
+        let all = book.spent(Whose::Everyone, 150).unwrap();
         assert_eq!(all.turns, 1);
         assert_eq!(all.tokens, 20);
         assert_eq!(all.cost.get("USD"), Some(&0.75));
-        let by_a = book.spent(Some("a"), 0).unwrap();
+        let by_a = book.spent(Whose::Author("a"), 0).unwrap();
         assert_eq!((by_a.turns, by_a.tokens), (1, 20));
         assert_eq!(by_a.cost.get("USD"), Some(&0.5));
+        let in_d = book.spent(Whose::Conversation(&other), 0).unwrap();
+        assert_eq!((in_d.turns, in_d.tokens), (1, 10));
     }
 }

@@ -70,7 +70,7 @@ const DROP_REASONS: &[&str] = &[
     "awaiting_catch_up",
 ];
 /// `budget_refusals{scope}`: the budget's scopes (`budget::Scope`).
-const BUDGET_SCOPES: &[&str] = &["bot", "author"];
+const BUDGET_SCOPES: &[&str] = &["bot", "author", "conversation"];
 const TURN_OUTCOMES: &[&str] = &[
     "answered",
     "notified",
