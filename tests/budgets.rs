@@ -112,3 +112,30 @@ async fn a_conversations_daily_limit_refuses_there_and_not_elsewhere() {
         "another conversation is still answered: {answer}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_tells_the_owner_what_was_spent_today_and_this_month() {
+    let scene = Scene::builder().start().await;
+    let question = scene.mention("room", "a question that costs a turn").await;
+    scene.reply_to(&question).await;
+    let elsewhere = scene.mention("other", "and one elsewhere").await;
+    scene.reply_to(&elsewhere).await;
+
+    let asked = scene.mention("room", "!usage").await;
+    let usage = scene.reply_to(&asked).await.content;
+    let today = usage.lines().next().unwrap_or_default();
+    assert!(
+        today.starts_with("Today (since ")
+            && today.contains("the bot 2 turns")
+            && today.contains("this conversation 1 turns")
+            && today.contains("you 2 turns"),
+        "{usage}"
+    );
+    assert!(
+        usage
+            .lines()
+            .nth(1)
+            .is_some_and(|month| month.starts_with("This month (since ")),
+        "{usage}"
+    );
+}

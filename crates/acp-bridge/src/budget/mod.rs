@@ -18,6 +18,7 @@
 pub(crate) mod amount;
 pub(crate) mod args;
 mod period;
+mod report;
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! Owner commands: `!cancel`, `!status`, `!rotate`, `!model`, `!mode`,
-//! `!help`.
+//! `!usage`, `!help`.
 //!
 //! A command is a mention whose whole text, once references to people
 //! (`nostr:npub…`, `@name`) are set aside, is the command word; `!model`
@@ -25,6 +25,8 @@ pub enum OwnerCommand {
         kind: ControlKind,
         choice: Option<String>,
     },
+    /// Reply with what the turns spent today and this month.
+    Usage,
     /// List the commands.
     Help,
 }
@@ -40,6 +42,7 @@ impl OwnerCommand {
             "!status" => OwnerCommand::Status,
             "!rotate" => OwnerCommand::Rotate,
             "!help" => OwnerCommand::Help,
+            "!usage" => OwnerCommand::Usage,
             "!model" => Self::control(ControlKind::Model, words.next()),
             "!mode" => Self::control(ControlKind::Mode, words.next()),
             _ => return None,
@@ -67,6 +70,7 @@ impl OwnerCommand {
                 kind: ControlKind::Mode,
                 ..
             } => "!mode",
+            OwnerCommand::Usage => "!usage",
             OwnerCommand::Help => "!help",
         }
     }
@@ -80,6 +84,7 @@ impl OwnerCommand {
             "!rotate: a fresh agent session for this conversation (its model and mode stay).",
             "!model [ID]: this conversation's models (the current one marked), or choose one for its next turns.",
             "!mode [ID]: the same for the agent's modes.",
+            "!usage: what the turns spent today and this month (UTC); sent in a DM, the top authors too.",
             "!help: this list.",
         ]
         .join("\n")
@@ -99,6 +104,8 @@ mod tests {
         );
         assert_eq!(OwnerCommand::parse("@bot !rotate"), Some(OwnerCommand::Rotate));
         assert_eq!(OwnerCommand::parse("!help"), Some(OwnerCommand::Help));
+        assert_eq!(OwnerCommand::parse("@bot !usage"), Some(OwnerCommand::Usage));
+        assert_eq!(OwnerCommand::parse("!usage today"), None);
         assert_eq!(OwnerCommand::parse("please !cancel"), None);
         assert_eq!(OwnerCommand::parse("!cancel now"), None);
         assert_eq!(OwnerCommand::parse("!cancelled"), None);

@@ -365,6 +365,11 @@ impl Heart {
             // Commands come from the owner only: a DM is the owner's own.
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
+            (OwnerCommand::Usage, _) => {
+                self.services
+                    .budget
+                    .usage_text(&key, mention.thread.is_direct(), crate::store::sql_now())
+            }
             (OwnerCommand::Control { kind, choice }, running) => controls::command(
                 &self.services.controls,
                 &key,

@@ -45,6 +45,17 @@ pub(crate) struct Spent {
     pub cost: BTreeMap<String, f64>,
 }
 
+impl Spent {
+    /// Adds one group of rows' sums.
+    fn add(&mut self, currency: Option<String>, turns: i64, tokens: i64, cost: f64) {
+        self.turns += turns.max(0) as u64;
+        self.tokens += tokens.max(0) as u64;
+        if let Some(currency) = currency {
+            *self.cost.entry(currency).or_default() += cost;
+        }
+    }
+}
+
 /// The door to the spend rows: the heart records, the budget sums.
 #[derive(Debug, Clone)]
 pub(crate) struct SpendBook {
@@ -65,6 +76,17 @@ impl SpendBook {
     /// says how many rows went.
     pub(crate) fn prune(&self, before: i64) -> Result<usize> {
         self.store.spend_prune(before)
+    }
+
+    /// What each author spent since `since` (unix seconds), the most
+    /// turns first, at most `count` of them.
+    pub(crate) fn top_authors(&self, since: i64, count: usize) -> Result<Vec<(String, Spent)>> {
+        let mut authors = self.store.spend_by_author(since)?;
+        authors.sort_by(|(a, spent_a), (b, spent_b)| {
+            (spent_b.turns, spent_b.tokens, a).cmp(&(spent_a.turns, spent_a.tokens, b))
+        });
+        authors.truncate(count);
+        Ok(authors)
     }
 
     /// What `whose` spent since `since` (unix seconds).
@@ -105,6 +127,32 @@ impl Store {
         Ok(pruned)
     }
 
+    pub(super) fn spend_by_author(&self, since: i64) -> Result<Vec<(String, Spent)>> {
+        let conn = self.conn();
+        let mut statement = conn.prepare_cached(
+            "SELECT author, currency, SUM(turns), SUM(tokens), SUM(cost) FROM turn_spend
+             WHERE at >= ?1 GROUP BY author, currency",
+        )?;
+        let rows = statement.query_map(params![since], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Option<String>>(1)?,
+                row.get::<_, i64>(2)?,
+                row.get::<_, i64>(3)?,
+                row.get::<_, f64>(4)?,
+            ))
+        })?;
+        let mut by_author: BTreeMap<String, Spent> = BTreeMap::new();
+        for row in rows {
+            let (author, currency, turns, tokens, cost) = row?;
+            by_author
+                .entry(author)
+                .or_default()
+                .add(currency, turns, tokens, cost);
+        }
+        Ok(by_author.into_iter().collect())
+    }
+
     pub(super) fn spend_sum(
         &self,
         author: Option<&str>,
@@ -128,11 +176,7 @@ impl Store {
         let mut spent = Spent::default();
         for row in rows {
             let (currency, turns, tokens, cost) = row?;
-            spent.turns += turns.max(0) as u64;
-            spent.tokens += tokens.max(0) as u64;
-            if let Some(currency) = currency {
-                *spent.cost.entry(currency).or_default() += cost;
-            }
+            spent.add(currency, turns, tokens, cost);
         }
         Ok(spent)
     }
@@ -174,5 +218,13 @@ mod tests {
         assert_eq!(by_a.cost.get("USD"), Some(&0.5));
         let in_d = book.spent(Whose::Conversation(&other), 0).unwrap();
         assert_eq!((in_d.turns, in_d.tokens), (1, 10));
+        book.record(&other, &row(400, "b", 1, 0.0)).unwrap();
+        let top = book.top_authors(0, 1).unwrap();
+        assert_eq!(top.len(), 1);
+        assert_eq!(
+            (top[0].0.as_str(), top[0].1.turns),
+            ("b", 2),
+            "the most turns first"
+        );
     }
 }
