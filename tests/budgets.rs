@@ -12,9 +12,20 @@ use support::*;
 /// How long a daemon is given to stop before the restart.
 const STOP_WITHIN: Duration = Duration::from_secs(10);
 
-/// `person`'s one reply from the bot to `mention` (an answer or a notice).
+/// `person`'s first reply from the bot to `mention` (a refusal).
 async fn reply_to(person: &Person, bot: &PublicKey, mention: &Event) -> String {
     person.replies_from(bot, &mention.id, 1).await.remove(0).content
+}
+
+/// The answer to `mention` whose turn took the last of a limit: it comes
+/// with the warning that the budget is all spent.
+async fn answer_after_warning(person: &Person, bot: &PublicKey, mention: &Event) -> String {
+    let replies = person.replies_from(bot, &mention.id, 2).await;
+    let (warnings, answers): (Vec<&Event>, Vec<&Event>) = replies.iter().partition(|reply| {
+        reply.content.starts_with("Note: ") && reply.content.contains("budget is 100% spent")
+    });
+    assert!(warnings.len() == 1 && answers.len() == 1, "{replies:?}");
+    answers[0].content.clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,8 +38,8 @@ async fn a_strangers_daily_quota_refuses_that_stranger_and_no_one_else() {
     let (bot, log) = (scene.bot, &scene.bridge.log);
 
     let first = stranger.mention_in_group(&bot, "room", "first question").await;
-    let answer = reply_to(&stranger, &bot, &first).await;
-    assert!(!answer.contains("budget"), "{answer}");
+    let answer = answer_after_warning(&stranger, &bot, &first).await;
+    assert!(!answer.starts_with("Sorry"), "{answer}");
 
     let mark = log.cursor();
     let second = stranger.mention_in_group(&bot, "room", "second question").await;
@@ -49,9 +60,9 @@ async fn a_strangers_daily_quota_refuses_that_stranger_and_no_one_else() {
     .await;
 
     let from_other = other.mention_in_group(&bot, "room", "my first question").await;
-    let answer = reply_to(&other, &bot, &from_other).await;
+    let answer = answer_after_warning(&other, &bot, &from_other).await;
     assert!(
-        !answer.contains("budget"),
+        !answer.starts_with("Sorry"),
         "another author is still answered: {answer}"
     );
     let from_owner = scene.mention("room", "and mine").await;
@@ -69,8 +80,8 @@ async fn the_bots_daily_limit_binds_the_owner_and_outlives_a_restart() {
         .start()
         .await;
     let first = scene.mention("room", "the day's one question").await;
-    let answer = scene.reply_to(&first).await.content;
-    assert!(!answer.contains("budget"), "{answer}");
+    let answer = answer_after_warning(&scene.owner, &scene.bot, &first).await;
+    assert!(!answer.starts_with("Sorry"), "{answer}");
 
     scene.bridge.terminate(STOP_WITHIN).await;
     let spec = scene.spec();
@@ -95,8 +106,8 @@ async fn a_conversations_daily_limit_refuses_there_and_not_elsewhere() {
         .start()
         .await;
     let first = scene.mention("busy", "the room's one question").await;
-    let answer = scene.reply_to(&first).await.content;
-    assert!(!answer.contains("budget"), "{answer}");
+    let answer = answer_after_warning(&scene.owner, &scene.bot, &first).await;
+    assert!(!answer.starts_with("Sorry"), "{answer}");
 
     let second = scene.mention("busy", "and another here").await;
     let notice = scene.reply_to(&second).await.content;
@@ -106,9 +117,9 @@ async fn a_conversations_daily_limit_refuses_there_and_not_elsewhere() {
         "{notice}"
     );
     let elsewhere = scene.mention("quiet", "a question in another room").await;
-    let answer = scene.reply_to(&elsewhere).await.content;
+    let answer = answer_after_warning(&scene.owner, &scene.bot, &elsewhere).await;
     assert!(
-        !answer.contains("budget"),
+        !answer.starts_with("Sorry"),
         "another conversation is still answered: {answer}"
     );
 }
@@ -138,4 +149,45 @@ async fn usage_tells_the_owner_what_was_spent_today_and_this_month() {
             .is_some_and(|month| month.starts_with("This month (since ")),
         "{usage}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scope_near_its_limit_is_warned_once_even_across_a_restart() {
+    let mut scene = Scene::builder()
+        .flags(&["--budget-bot-per-day", "5 turns", "--budget-warn-at", "40"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let first = scene.mention("room", "one").await;
+    scene.reply_to(&first).await;
+    assert_eq!(
+        owner.events_referencing(&bot, &first.id).await.len(),
+        1,
+        "20%: no warning"
+    );
+
+    let second = scene.mention("room", "two").await;
+    let replies = owner.replies_from(&bot, &second.id, 2).await;
+    let warnings: Vec<&Event> = replies
+        .iter()
+        .filter(|reply| {
+            reply
+                .content
+                .contains("Note: the bot's daily budget is 40% spent (2 turns of 5 turns)")
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{replies:?}");
+
+    let third = scene.mention("room", "three").await;
+    scene.reply_to(&third).await;
+    scene.bridge.terminate(STOP_WITHIN).await;
+    let spec = scene.spec();
+    scene.restart(spec).await;
+    let fourth = scene.mention("room", "four").await;
+    let answer = scene.reply_to(&fourth).await;
+    for mention in [&third, &fourth] {
+        let replies = scene.owner.events_referencing(&scene.bot, &mention.id).await;
+        assert_eq!(replies.len(), 1, "warned once a day: {replies:?}");
+    }
+    assert!(!answer.content.starts_with("Sorry"), "{}", answer.content);
 }

@@ -209,6 +209,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--budget-author-per-month", "1 usd"),
     ("--budget-conversation-per-day", "5 EURO"),
     ("--budget-conversation-per-month", "k tokens"),
+    ("--budget-warn-at", "150"),
     ("--kinds", "4"),
     ("--state-dir", "/dev/null"),
     ("--reply-mode", "sometimes"),

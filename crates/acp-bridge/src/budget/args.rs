@@ -70,6 +70,17 @@ pub struct BudgetArgs {
         value_name = "AMOUNT"
     )]
     pub budget_conversation_per_month: Vec<Amount>,
+
+    /// Percent of a limit at which its scope is warned, once per period:
+    /// the author whose turn starts past it is told in the thread.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_WARN_AT",
+        default_value = "80",
+        value_name = "PERCENT",
+        value_parser = clap::value_parser!(u8).range(1..=100)
+    )]
+    pub budget_warn_at: u8,
 }
 
 impl Default for BudgetArgs {

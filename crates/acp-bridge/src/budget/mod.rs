@@ -26,6 +26,7 @@ use nostr_sdk::prelude::PublicKey;
 
 use crate::mention::ConversationKey;
 use crate::store::{SpendBook, SpendRow, Spent, Whose};
+use crate::telemetry::metrics;
 use amount::{Amount, Unit};
 pub(crate) use args::BudgetArgs;
 use period::Period;
@@ -54,6 +55,15 @@ impl Scope {
             Scope::Bot => "bot",
             Scope::Author => "author",
             Scope::Conversation => "conversation",
+        }
+    }
+
+    /// Whose budget, in a notice.
+    fn whose(self) -> &'static str {
+        match self {
+            Scope::Bot => "the bot's",
+            Scope::Author => "your",
+            Scope::Conversation => "this conversation's",
         }
     }
 }
@@ -97,13 +107,9 @@ impl Refusal {
     /// The notice its author is given; the owner is also told how to
     /// raise the limit.
     pub(crate) fn notice(&self, to_owner: bool) -> String {
-        let whose = match self.scope {
-            Scope::Bot => "the bot's",
-            Scope::Author => "your",
-            Scope::Conversation => "this conversation's",
-        };
         let mut text = format!(
-            "Sorry, I cannot take this on: {whose} {} budget is spent ({} of {}). It resets at {}.",
+            "Sorry, I cannot take this on: {} {} budget is spent ({} of {}). It resets at {}.",
+            self.scope.whose(),
             self.period.adjective(),
             self.limit.show(self.spent),
             self.limit,
@@ -131,6 +137,8 @@ impl Refusal {
 #[derive(Debug, Clone)]
 pub(crate) struct Budget {
     limits: Arc<Limits>,
+    /// `--budget-warn-at`: the share of a limit (percent) that is warned of.
+    warn_at_percent: u8,
     owner: Option<PublicKey>,
     book: SpendBook,
 }
@@ -147,6 +155,7 @@ impl Budget {
         };
         Budget {
             limits: Arc::new(limits),
+            warn_at_percent: args.budget_warn_at,
             owner,
             book,
         }
@@ -169,14 +178,7 @@ impl Budget {
         now: i64,
     ) -> Option<Refusal> {
         let author_hex = author.to_hex();
-        let mut scopes = vec![
-            (Scope::Bot, Whose::Everyone),
-            (Scope::Conversation, Whose::Conversation(conversation)),
-        ];
-        if !self.is_owner(author) {
-            scopes.push((Scope::Author, Whose::Author(&author_hex)));
-        }
-        for (scope, whose) in scopes {
+        for (scope, whose) in self.scopes(author, &author_hex, conversation) {
             for period in Period::ALL {
                 let limits = self.limits.of(scope, period);
                 if limits.is_empty() {
@@ -201,6 +203,78 @@ impl Budget {
             }
         }
         None
+    }
+
+    /// The scopes a turn for `author` in `conversation` counts in, in the
+    /// order they are checked.
+    fn scopes<'a>(
+        &self,
+        author: &PublicKey,
+        author_hex: &'a str,
+        conversation: &'a ConversationKey,
+    ) -> Vec<(Scope, Whose<'a>)> {
+        let mut scopes = vec![
+            (Scope::Bot, Whose::Everyone),
+            (Scope::Conversation, Whose::Conversation(conversation)),
+        ];
+        if !self.is_owner(author) {
+            scopes.push((Scope::Author, Whose::Author(author_hex)));
+        }
+        scopes
+    }
+
+    /// The warnings due at `now` as a turn for `author` in `conversation`
+    /// starts: each scope whose spend of a limit reached
+    /// `--budget-warn-at`, told once per scope and period (kept in the
+    /// store, so a restart does not tell it again).
+    pub(crate) fn warnings(
+        &self,
+        author: &PublicKey,
+        conversation: &ConversationKey,
+        now: i64,
+    ) -> Vec<String> {
+        let author_hex = author.to_hex();
+        let share = f64::from(self.warn_at_percent) / 100.0;
+        let mut warnings = Vec::new();
+        for (scope, whose) in self.scopes(author, &author_hex, conversation) {
+            for period in Period::ALL {
+                let limits = self.limits.of(scope, period);
+                if limits.is_empty() {
+                    continue;
+                }
+                let since = period.start(now);
+                let Ok(spent) = self.book.spent(whose, since) else {
+                    continue;
+                };
+                let near = limits.iter().find_map(|limit| {
+                    let used = used(limit, &spent);
+                    (used >= limit.quantity * share).then_some((limit, used))
+                });
+                let Some((limit, used)) = near else { continue };
+                let whom = match whose {
+                    Whose::Everyone => "",
+                    Whose::Author(author) => author,
+                    Whose::Conversation(key) => key.as_str(),
+                };
+                if self.book.warn_once(scope.label(), whom, since).unwrap_or(false) {
+                    metrics::budget_warned(scope.label());
+                    warnings.push(format!(
+                        "Note: {} {} budget is {:.0}% spent ({} of {}). It resets at {}.",
+                        scope.whose(),
+                        period.adjective(),
+                        if limit.quantity > 0.0 {
+                            used / limit.quantity * 100.0
+                        } else {
+                            100.0
+                        },
+                        limit.show(used),
+                        limit,
+                        period::utc_minute(period.next_start(now)),
+                    ));
+                }
+            }
+        }
+        warnings
     }
 
     /// Counts one turn started for `author` at `now`.
@@ -256,13 +330,18 @@ impl Budget {
 /// its unit.
 fn reached<'a>(limits: &'a [Amount], spent: &Spent) -> Option<(&'a Amount, f64)> {
     limits.iter().find_map(|limit| {
-        let used = match &limit.unit {
-            Unit::Turns => spent.turns as f64,
-            Unit::Tokens => spent.tokens as f64,
-            Unit::Currency(code) => spent.cost.get(code).copied().unwrap_or(0.0),
-        };
+        let used = used(limit, spent);
         (used >= limit.quantity).then_some((limit, used))
     })
+}
+
+/// What `spent` holds of `limit`'s unit.
+fn used(limit: &Amount, spent: &Spent) -> f64 {
+    match &limit.unit {
+        Unit::Turns => spent.turns as f64,
+        Unit::Tokens => spent.tokens as f64,
+        Unit::Currency(code) => spent.cost.get(code).copied().unwrap_or(0.0),
+    }
 }
 
 #[cfg(test)]

@@ -174,6 +174,7 @@ pub(crate) const KEYS: &[Key] = &[
     key("budget-author-per-month", Section::Budget),
     key("budget-conversation-per-day", Section::Budget),
     key("budget-conversation-per-month", Section::Budget),
+    key("budget-warn-at", Section::Budget),
     key("state-dir", Section::State),
     key("retention", Section::State),
     key("log-format", Section::Telemetry),

@@ -597,7 +597,11 @@ impl Heart {
             }
             let started = self.conversations.start_next(|key, batch| {
                 if let Some(newest) = batch.last() {
-                    self.services.budget.turn_started(key, &newest.author, now);
+                    let budget = &self.services.budget;
+                    budget.turn_started(key, &newest.author, now);
+                    for warning in budget.warnings(&newest.author, key, now) {
+                        self.notices.inform(newest.clone(), warning);
+                    }
                 }
                 self.next_turn_id += 1;
                 self.counters.turns_started += 1;

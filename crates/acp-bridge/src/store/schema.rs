@@ -179,7 +179,8 @@ CREATE TABLE joined_group (
 ";
 
 /// Version 13: each turn's spend, as the agent reported it (see
-/// `budget`): sums per author, conversation and period come from here.
+/// `budget`): sums per author, conversation and period come from here;
+/// and the budget warnings given, once per scope and period.
 const V13_TURN_SPEND: &str = "
 CREATE TABLE turn_spend (
     at           INTEGER NOT NULL,
@@ -193,6 +194,12 @@ CREATE TABLE turn_spend (
 CREATE INDEX turn_spend_at ON turn_spend (at);
 CREATE INDEX turn_spend_author_at ON turn_spend (author, at);
 CREATE INDEX turn_spend_conversation_at ON turn_spend (conversation, at);
+CREATE TABLE budget_warning (
+    scope        TEXT NOT NULL,
+    whom         TEXT NOT NULL,
+    period_start INTEGER NOT NULL,
+    PRIMARY KEY (scope, whom, period_start)
+) WITHOUT ROWID, STRICT;
 ";
 
 /// Every migration, oldest first; `user_version` N means the first N ran.

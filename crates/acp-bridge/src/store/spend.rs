@@ -2,6 +2,9 @@
 //! (a turn) and per prompt answered (its tokens and the cost it added),
 //! with when, the conversation and the author it is counted against.
 //!
+//! Beside them, the warnings given (a scope near its limit is told once
+//! per period, and a restart must not tell it again).
+//!
 //! Owns the rows and their sums; what a limit is and whether a sum passes
 //! it is `budget`'s.
 
@@ -72,8 +75,15 @@ impl SpendBook {
         self.store.spend_record(conversation.as_str(), row)
     }
 
+    /// Marks the warning of `scope` for `whom` in the period starting at
+    /// `period_start` as given; `false` when it was given already.
+    pub(crate) fn warn_once(&self, scope: &str, whom: &str, period_start: i64) -> Result<bool> {
+        self.store.budget_warn_once(scope, whom, period_start)
+    }
+
     /// Forgets the spend recorded before `before` (unix seconds), and
-    /// says how many rows went.
+    /// the warnings of periods begun before it; says how many rows of
+    /// spend went.
     pub(crate) fn prune(&self, before: i64) -> Result<usize> {
         self.store.spend_prune(before)
     }
@@ -119,9 +129,21 @@ impl Store {
         Ok(())
     }
 
-    pub(super) fn spend_prune(&self, before: i64) -> Result<usize> {
-        let pruned = self
+    pub(super) fn budget_warn_once(&self, scope: &str, whom: &str, period_start: i64) -> Result<bool> {
+        let added = self
             .conn()
+            .prepare_cached(
+                "INSERT OR IGNORE INTO budget_warning (scope, whom, period_start) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![scope, whom, period_start])?;
+        Ok(added == 1)
+    }
+
+    pub(super) fn spend_prune(&self, before: i64) -> Result<usize> {
+        let conn = self.conn();
+        conn.prepare_cached("DELETE FROM budget_warning WHERE period_start < ?1")?
+            .execute(params![before])?;
+        let pruned = conn
             .prepare_cached("DELETE FROM turn_spend WHERE at < ?1")?
             .execute(params![before])?;
         Ok(pruned)

@@ -43,6 +43,7 @@ const BLOSSOM_UPLOAD_BYTES: &str = "acp_bridge_blossom_upload_bytes_total";
 const DELEGATED_TASKS: &str = "acp_bridge_delegated_tasks_total";
 const PROMPT_AUDIO: &str = "acp_bridge_prompt_audio_total";
 const BUDGET_REFUSALS: &str = "acp_bridge_budget_refusals_total";
+const BUDGET_WARNINGS: &str = "acp_bridge_budget_warnings_total";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -157,7 +158,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 16] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 17] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -174,6 +175,7 @@ pub(crate) fn register_at_zero() {
         (DELEGATED_TASKS, "outcome", TASK_OUTCOMES),
         (PROMPT_AUDIO, "outcome", IMAGE_OUTCOMES),
         (BUDGET_REFUSALS, "scope", BUDGET_SCOPES),
+        (BUDGET_WARNINGS, "scope", BUDGET_SCOPES),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -221,6 +223,11 @@ pub(crate) fn turn_finished(outcome: &'static str) {
 /// A mention given up before its turn: a budget of `scope` was spent.
 pub(crate) fn budget_refused(scope: &'static str) {
     counter!(BUDGET_REFUSALS, "scope" => listed(BUDGET_SCOPES, scope)).increment(1);
+}
+
+/// A scope warned that its spend neared a limit (`--budget-warn-at`).
+pub(crate) fn budget_warned(scope: &'static str) {
+    counter!(BUDGET_WARNINGS, "scope" => listed(BUDGET_SCOPES, scope)).increment(1);
 }
 
 pub(crate) fn steer(path: &'static str) {
