@@ -94,7 +94,7 @@ async fn the_bots_daily_limit_binds_the_owner_and_outlives_a_restart() {
         "{notice}"
     );
     assert!(
-        notice.contains("To raise it, change --budget-bot-per-day (ACP_BRIDGE_BUDGET_BOT_PER_DAY)"),
+        notice.contains("To raise it, send !budget bot day AMOUNT (or off), or change --budget-bot-per-day (ACP_BRIDGE_BUDGET_BOT_PER_DAY)"),
         "the owner is told how to raise it: {notice}"
     );
 }
@@ -190,4 +190,45 @@ async fn a_scope_near_its_limit_is_warned_once_even_across_a_restart() {
         assert_eq!(replies.len(), 1, "warned once a day: {replies:?}");
     }
     assert!(!answer.content.starts_with("Sorry"), "{}", answer.content);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_overrides_a_limit_until_set_back_to_the_flags() {
+    let scene = Scene::builder()
+        .flags(&["--budget-bot-per-day", "1 turns"])
+        .start()
+        .await;
+    let first = scene.mention("room", "the day's one question").await;
+    answer_after_warning(&scene.owner, &scene.bot, &first).await;
+
+    let raised = scene.mention("room", "!budget bot day 3 turns").await;
+    let answer = scene.reply_to(&raised).await.content;
+    assert_eq!(answer, "The bot per day limit is now 3 turns.");
+    let listed = scene.mention("room", "!budget").await;
+    let limits = scene.reply_to(&listed).await.content;
+    assert!(
+        limits.contains("bot per day: 3 turns (set by !budget)"),
+        "{limits}"
+    );
+    assert!(limits.contains("author per month: off (flag)"), "{limits}");
+
+    let second = scene
+        .mention("room", "a second question, under the raised limit")
+        .await;
+    let answer = scene.reply_to(&second).await.content;
+    assert!(!answer.starts_with("Sorry"), "{answer}");
+
+    let back = scene.mention("room", "!budget bot day default").await;
+    let answer = scene.reply_to(&back).await.content;
+    assert_eq!(answer, "The bot per day limit is now back to the flag's.");
+    let third = scene.mention("room", "a third question").await;
+    let notice = scene.reply_to(&third).await.content;
+    assert!(
+        notice.contains("the bot's daily budget is spent (2 turns of 1 turns)"),
+        "{notice}"
+    );
+
+    let wrong = scene.mention("room", "!budget bot week 5 USD").await;
+    let refusal = scene.reply_to(&wrong).await.content;
+    assert!(refusal.starts_with("\"week\" is not a period."), "{refusal}");
 }

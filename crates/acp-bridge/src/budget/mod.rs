@@ -17,6 +17,7 @@
 
 pub(crate) mod amount;
 pub(crate) mod args;
+mod command;
 mod period;
 mod report;
 
@@ -49,7 +50,9 @@ pub(crate) enum Scope {
 }
 
 impl Scope {
-    /// The metric label.
+    pub(crate) const ALL: [Scope; 3] = [Scope::Bot, Scope::Author, Scope::Conversation];
+
+    /// The metric label, and the word of flags and `!budget`.
     pub(crate) fn label(self) -> &'static str {
         match self {
             Scope::Bot => "bot",
@@ -116,16 +119,10 @@ impl Refusal {
             period::utc_minute(self.resets_at),
         );
         if to_owner {
-            let flag = format!(
-                "budget-{}-per-{}",
-                self.scope.label(),
-                match self.period {
-                    Period::Day => "day",
-                    Period::Month => "month",
-                }
-            );
+            let (scope, period) = (self.scope.label(), self.period.word());
+            let flag = format!("budget-{scope}-per-{period}");
             text += &format!(
-                " To raise it, change --{flag} (ACP_BRIDGE_{}) and restart.",
+                " To raise it, send !budget {scope} {period} AMOUNT (or off), or change --{flag} (ACP_BRIDGE_{}).",
                 flag.to_uppercase().replace('-', "_")
             );
         }
@@ -180,7 +177,7 @@ impl Budget {
         let author_hex = author.to_hex();
         for (scope, whose) in self.scopes(author, &author_hex, conversation) {
             for period in Period::ALL {
-                let limits = self.limits.of(scope, period);
+                let limits = self.limits_of(scope, period);
                 if limits.is_empty() {
                     continue;
                 }
@@ -191,7 +188,7 @@ impl Budget {
                         return None;
                     }
                 };
-                if let Some((limit, spent)) = reached(limits, &spent) {
+                if let Some((limit, spent)) = reached(&limits, &spent) {
                     return Some(Refusal {
                         scope,
                         period,
@@ -203,6 +200,32 @@ impl Budget {
             }
         }
         None
+    }
+
+    /// The limits of `scope` per `period`: the owner's `!budget` override
+    /// if there is one (`off`: none), else the flag's.
+    fn limits_of(&self, scope: Scope, period: Period) -> Vec<Amount> {
+        match self.overridden(scope, period) {
+            Some(limits) => limits,
+            None => self.limits.of(scope, period).to_vec(),
+        }
+    }
+
+    /// The owner's override, read (a store that cannot be read, or an
+    /// override that no longer parses, is no override; logged).
+    fn overridden(&self, scope: Scope, period: Period) -> Option<Vec<Amount>> {
+        let written = self
+            .book
+            .override_of(scope.label(), period.word())
+            .inspect_err(|error| tracing::warn!(%error, "cannot read the budget's overrides"))
+            .ok()??;
+        match command::read_amounts(&written) {
+            Ok(limits) => Some(limits),
+            Err(error) => {
+                tracing::warn!(%error, "a budget override does not parse; the flag's limit holds");
+                None
+            }
+        }
     }
 
     /// The scopes a turn for `author` in `conversation` counts in, in the
@@ -238,7 +261,7 @@ impl Budget {
         let mut warnings = Vec::new();
         for (scope, whose) in self.scopes(author, &author_hex, conversation) {
             for period in Period::ALL {
-                let limits = self.limits.of(scope, period);
+                let limits = self.limits_of(scope, period);
                 if limits.is_empty() {
                     continue;
                 }

@@ -14,6 +14,14 @@ pub(crate) enum Period {
 impl Period {
     pub(crate) const ALL: [Period; 2] = [Period::Day, Period::Month];
 
+    /// The word flags and `!budget` use (`day`, `month`).
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Period::Day => "day",
+            Period::Month => "month",
+        }
+    }
+
     /// The adjective a notice uses (`the bot's daily budget`).
     pub(crate) fn adjective(self) -> &'static str {
         match self {

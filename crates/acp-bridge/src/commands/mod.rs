@@ -1,9 +1,10 @@
 //! Owner commands: `!cancel`, `!status`, `!rotate`, `!model`, `!mode`,
-//! `!usage`, `!help`.
+//! `!usage`, `!budget`, `!help`.
 //!
 //! A command is a mention whose whole text, once references to people
 //! (`nostr:npub…`, `@name`) are set aside, is the command word; `!model`
-//! and `!mode` alone take one more word, the choice. Only the
+//! and `!mode` alone take one more word, the choice, and `!budget` the
+//! rest of the message (a setting whose amounts hold spaces). Only the
 //! owner's signed mentions are parsed as commands; from anyone else the
 //! same text is an ordinary message. What each command does lives with the
 //! heart, which owns the state they act on.
@@ -27,6 +28,9 @@ pub enum OwnerCommand {
     },
     /// Reply with what the turns spent today and this month.
     Usage,
+    /// Reply with the budget's limits, or override one (the rest of the
+    /// message: `SCOPE PERIOD AMOUNTS|off|default`).
+    Budget { setting: Option<String> },
     /// List the commands.
     Help,
 }
@@ -43,6 +47,12 @@ impl OwnerCommand {
             "!rotate" => OwnerCommand::Rotate,
             "!help" => OwnerCommand::Help,
             "!usage" => OwnerCommand::Usage,
+            "!budget" => {
+                let rest: Vec<&str> = words.by_ref().collect();
+                OwnerCommand::Budget {
+                    setting: (!rest.is_empty()).then(|| rest.join(" ")),
+                }
+            }
             "!model" => Self::control(ControlKind::Model, words.next()),
             "!mode" => Self::control(ControlKind::Mode, words.next()),
             _ => return None,
@@ -71,6 +81,7 @@ impl OwnerCommand {
                 ..
             } => "!mode",
             OwnerCommand::Usage => "!usage",
+            OwnerCommand::Budget { .. } => "!budget",
             OwnerCommand::Help => "!help",
         }
     }
@@ -85,6 +96,7 @@ impl OwnerCommand {
             "!model [ID]: this conversation's models (the current one marked), or choose one for its next turns.",
             "!mode [ID]: the same for the agent's modes.",
             "!usage: what the turns spent today and this month (UTC); sent in a DM, the top authors too.",
+            "!budget [SCOPE PERIOD AMOUNTS|off|default]: the budget's limits, or override one (SCOPE bot, author or conversation; PERIOD day or month).",
             "!help: this list.",
         ]
         .join("\n")
@@ -106,6 +118,16 @@ mod tests {
         assert_eq!(OwnerCommand::parse("!help"), Some(OwnerCommand::Help));
         assert_eq!(OwnerCommand::parse("@bot !usage"), Some(OwnerCommand::Usage));
         assert_eq!(OwnerCommand::parse("!usage today"), None);
+        assert_eq!(
+            OwnerCommand::parse("!budget"),
+            Some(OwnerCommand::Budget { setting: None })
+        );
+        assert_eq!(
+            OwnerCommand::parse("@bot !budget bot  day 5 USD, 50 turns"),
+            Some(OwnerCommand::Budget {
+                setting: Some("bot day 5 USD, 50 turns".to_owned())
+            })
+        );
         assert_eq!(OwnerCommand::parse("please !cancel"), None);
         assert_eq!(OwnerCommand::parse("!cancel now"), None);
         assert_eq!(OwnerCommand::parse("!cancelled"), None);

@@ -365,6 +365,7 @@ impl Heart {
             // Commands come from the owner only: a DM is the owner's own.
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
+            (OwnerCommand::Budget { setting }, _) => self.services.budget.command(setting.as_deref()),
             (OwnerCommand::Usage, _) => {
                 self.services
                     .budget

@@ -180,7 +180,8 @@ CREATE TABLE joined_group (
 
 /// Version 13: each turn's spend, as the agent reported it (see
 /// `budget`): sums per author, conversation and period come from here;
-/// and the budget warnings given, once per scope and period.
+/// the budget warnings given, once per scope and period; and the owner's
+/// `!budget` overrides of the limits.
 const V13_TURN_SPEND: &str = "
 CREATE TABLE turn_spend (
     at           INTEGER NOT NULL,
@@ -199,6 +200,12 @@ CREATE TABLE budget_warning (
     whom         TEXT NOT NULL,
     period_start INTEGER NOT NULL,
     PRIMARY KEY (scope, whom, period_start)
+) WITHOUT ROWID, STRICT;
+CREATE TABLE budget_override (
+    scope   TEXT NOT NULL,
+    period  TEXT NOT NULL,
+    amounts TEXT NOT NULL,
+    PRIMARY KEY (scope, period)
 ) WITHOUT ROWID, STRICT;
 ";
 

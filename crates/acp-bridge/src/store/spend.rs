@@ -3,7 +3,8 @@
 //! with when, the conversation and the author it is counted against.
 //!
 //! Beside them, the warnings given (a scope near its limit is told once
-//! per period, and a restart must not tell it again).
+//! per period, and a restart must not tell it again), and the owner's
+//! `!budget` overrides of a limit (as written, the budget reads them).
 //!
 //! Owns the rows and their sums; what a limit is and whether a sum passes
 //! it is `budget`'s.
@@ -11,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store};
 use crate::mention::ConversationKey;
@@ -75,6 +76,16 @@ impl SpendBook {
         self.store.spend_record(conversation.as_str(), row)
     }
 
+    /// The owner's override of the `scope` limit per `period`, as written.
+    pub(crate) fn override_of(&self, scope: &str, period: &str) -> Result<Option<String>> {
+        self.store.budget_override(scope, period)
+    }
+
+    /// Keeps the owner's override (`Some`), or forgets it (`None`).
+    pub(crate) fn set_override(&self, scope: &str, period: &str, amounts: Option<&str>) -> Result<()> {
+        self.store.budget_set_override(scope, period, amounts)
+    }
+
     /// Marks the warning of `scope` for `whom` in the period starting at
     /// `period_start` as given; `false` when it was given already.
     pub(crate) fn warn_once(&self, scope: &str, whom: &str, period_start: i64) -> Result<bool> {
@@ -126,6 +137,31 @@ impl Store {
                 row.cost,
                 row.currency
             ])?;
+        Ok(())
+    }
+
+    pub(super) fn budget_override(&self, scope: &str, period: &str) -> Result<Option<String>> {
+        let found = self
+            .conn()
+            .prepare_cached("SELECT amounts FROM budget_override WHERE scope = ?1 AND period = ?2")?
+            .query_row(params![scope, period], |row| row.get(0))
+            .optional()?;
+        Ok(found)
+    }
+
+    pub(super) fn budget_set_override(&self, scope: &str, period: &str, amounts: Option<&str>) -> Result<()> {
+        let conn = self.conn();
+        match amounts {
+            Some(amounts) => conn
+                .prepare_cached(
+                    "INSERT INTO budget_override (scope, period, amounts) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (scope, period) DO UPDATE SET amounts = excluded.amounts",
+                )?
+                .execute(params![scope, period, amounts])?,
+            None => conn
+                .prepare_cached("DELETE FROM budget_override WHERE scope = ?1 AND period = ?2")?
+                .execute(params![scope, period])?,
+        };
         Ok(())
     }
 
