@@ -232,3 +232,41 @@ async fn budget_overrides_a_limit_until_set_back_to_the_flags() {
     let refusal = scene.reply_to(&wrong).await.content;
     assert!(refusal.starts_with("\"week\" is not a period."), "{refusal}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cost_counted_is_what_each_turn_added_to_its_session() {
+    let scene = Scene::builder()
+        .flags(&[
+            "--budget-bot-per-day",
+            "1 USD, 2k tokens",
+            "--budget-warn-at",
+            "100",
+        ])
+        .start()
+        .await;
+    // The agent reports its session's total: 0.60, then 0.90. The turns
+    // spent 0.60 and 0.30, under the limit; counting totals would pass it.
+    for (text, cost) in [
+        ("[session-cost=0.60] [tokens=400/500] one", "0.60"),
+        ("[session-cost=0.90] [tokens=300/200] two", "0.90"),
+    ] {
+        let mention = scene.mention("room", text).await;
+        let answer = scene.reply_to(&mention).await.content;
+        assert!(!answer.starts_with("Sorry"), "{cost}: {answer}");
+    }
+    let asked = scene.mention("room", "!usage").await;
+    let usage = scene.reply_to(&asked).await.content;
+    assert!(
+        usage.contains("the bot 2 turns, 1400 tokens, 0.9000 USD"),
+        "{usage}"
+    );
+
+    let third = scene.mention("room", "[session-cost=1.20] three").await;
+    scene.reply_to(&third).await;
+    let fourth = scene.mention("room", "four").await;
+    let notice = scene.reply_to(&fourth).await.content;
+    assert!(
+        notice.contains("the bot's daily budget is spent (1.20 USD of 1.00 USD)"),
+        "{notice}"
+    );
+}
