@@ -242,6 +242,7 @@ async fn the_cost_counted_is_what_each_turn_added_to_its_session() {
             "--budget-warn-at",
             "100",
         ])
+        .metrics()
         .start()
         .await;
     // The agent reports its session's total: 0.60, then 0.90. The turns
@@ -269,4 +270,19 @@ async fn the_cost_counted_is_what_each_turn_added_to_its_session() {
         notice.contains("the bot's daily budget is spent (1.20 USD of 1.00 USD)"),
         "{notice}"
     );
+
+    let body = http_get(scene.metrics_port(), "/metrics").await;
+    for series in [
+        "acp_bridge_budget_spend_total{unit=\"turns\"} 3",
+        "acp_bridge_budget_spend_total{unit=\"tokens\"} 1400",
+        "acp_bridge_budget_refusals_total{scope=\"bot\"} 1",
+        "acp_bridge_budget_bot_limit{period=\"day\",unit=\"USD\"} 1",
+        "acp_bridge_budget_bot_limit{period=\"day\",unit=\"tokens\"} 2000",
+        "acp_bridge_budget_bot_spent{period=\"day\",unit=\"tokens\"} 1400",
+    ] {
+        assert!(
+            body.lines().any(|line| line == series),
+            "{series} absent:\n{body}"
+        );
+    }
 }

@@ -67,6 +67,17 @@ impl FromStr for Amount {
     }
 }
 
+impl Unit {
+    /// The word a metric's `unit` label and an amount use.
+    pub(crate) fn word(&self) -> &str {
+        match self {
+            Unit::Turns => "turns",
+            Unit::Tokens => "tokens",
+            Unit::Currency(code) => code,
+        }
+    }
+}
+
 impl Amount {
     /// `quantity` of this amount's unit, written as an amount is.
     pub(crate) fn show(&self, quantity: f64) -> String {

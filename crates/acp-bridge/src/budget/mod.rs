@@ -188,6 +188,16 @@ impl Budget {
                         return None;
                     }
                 };
+                if scope == Scope::Bot {
+                    for limit in &limits {
+                        metrics::budget_bot(
+                            period.word(),
+                            limit.unit.word(),
+                            used(limit, &spent),
+                            limit.quantity,
+                        );
+                    }
+                }
                 if let Some((limit, spent)) = reached(&limits, &spent) {
                     return Some(Refusal {
                         scope,
@@ -302,6 +312,7 @@ impl Budget {
 
     /// Counts one turn started for `author` at `now`.
     pub(crate) fn turn_started(&self, conversation: &ConversationKey, author: &PublicKey, now: i64) {
+        metrics::budget_spend("turns", 1);
         self.record(
             conversation,
             SpendRow {
@@ -325,6 +336,7 @@ impl Budget {
         cost: Option<(f64, String)>,
         now: i64,
     ) {
+        metrics::budget_spend("tokens", tokens);
         let (cost, currency) = match cost {
             Some((amount, currency)) => (amount, Some(currency)),
             None => (0.0, None),

@@ -44,6 +44,9 @@ const DELEGATED_TASKS: &str = "acp_bridge_delegated_tasks_total";
 const PROMPT_AUDIO: &str = "acp_bridge_prompt_audio_total";
 const BUDGET_REFUSALS: &str = "acp_bridge_budget_refusals_total";
 const BUDGET_WARNINGS: &str = "acp_bridge_budget_warnings_total";
+const BUDGET_SPEND: &str = "acp_bridge_budget_spend_total";
+const BUDGET_BOT_SPENT: &str = "acp_bridge_budget_bot_spent";
+const BUDGET_BOT_LIMIT: &str = "acp_bridge_budget_bot_limit";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -72,6 +75,9 @@ const DROP_REASONS: &[&str] = &[
 ];
 /// `budget_refusals{scope}`: the budget's scopes (`budget::Scope`).
 const BUDGET_SCOPES: &[&str] = &["bot", "author", "conversation"];
+/// `budget_spend{unit}`: the units counted without a currency (cost is
+/// `agent_cost_total{currency}`).
+const BUDGET_UNITS: &[&str] = &["turns", "tokens"];
 const TURN_OUTCOMES: &[&str] = &[
     "answered",
     "notified",
@@ -158,7 +164,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 17] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 18] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -176,6 +182,7 @@ pub(crate) fn register_at_zero() {
         (PROMPT_AUDIO, "outcome", IMAGE_OUTCOMES),
         (BUDGET_REFUSALS, "scope", BUDGET_SCOPES),
         (BUDGET_WARNINGS, "scope", BUDGET_SCOPES),
+        (BUDGET_SPEND, "unit", BUDGET_UNITS),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -223,6 +230,20 @@ pub(crate) fn turn_finished(outcome: &'static str) {
 /// A mention given up before its turn: a budget of `scope` was spent.
 pub(crate) fn budget_refused(scope: &'static str) {
     counter!(BUDGET_REFUSALS, "scope" => listed(BUDGET_SCOPES, scope)).increment(1);
+}
+
+/// Spend counted against the budgets, in `unit` (`turns`, `tokens`).
+pub(crate) fn budget_spend(unit: &'static str, amount: u64) {
+    counter!(BUDGET_SPEND, "unit" => listed(BUDGET_UNITS, unit)).increment(amount);
+}
+
+/// The whole bot's spend in `period` (`day`, `month`) of a limit's
+/// `unit` (`turns`, `tokens` or a currency of a configured limit: bounded
+/// by the configuration), beside that limit.
+pub(crate) fn budget_bot(period: &'static str, unit: &str, spent: f64, limit: f64) {
+    let labels = [("period", period.to_owned()), ("unit", unit.to_owned())];
+    gauge!(BUDGET_BOT_SPENT, &labels).set(spent);
+    gauge!(BUDGET_BOT_LIMIT, &labels).set(limit);
 }
 
 /// A scope warned that its spend neared a limit (`--budget-warn-at`).
