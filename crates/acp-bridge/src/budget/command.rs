@@ -60,16 +60,25 @@ impl Budget {
         let value = words.next().unwrap_or_default().trim();
         let (kept, now) = match value {
             "default" => (None, "back to the flag's".to_owned()),
-            "off" => (Some("off".to_owned()), "off".to_owned()),
+            "off" => (Some(Vec::new()), "off".to_owned()),
             amounts => {
                 let limits = read_amounts(amounts).map_err(|error| format!("{error}."))?;
                 let written = written(&limits);
-                (Some(written.clone()), written)
+                (Some(limits), written)
             }
         };
+        let stored = kept.as_ref().map(|limits| match limits.is_empty() {
+            true => "off".to_owned(),
+            false => written(limits),
+        });
         self.book
-            .set_override(scope.label(), period.word(), kept.as_deref())
+            .set_override(scope.label(), period.word(), stored.as_deref())
             .map_err(|error| format!("Cannot keep it: {error}."))?;
+        let key = (scope.label(), period.word());
+        match kept {
+            Some(limits) => self.overrides.lock().insert(key, limits),
+            None => self.overrides.lock().remove(&key),
+        };
         tracing::info!(scope = scope.label(), period = period.word(), limit = %now, "budget overridden");
         Ok(format!(
             "The {} per {} limit is now {now}.",

@@ -21,7 +21,8 @@ mod command;
 mod period;
 mod report;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use nostr_sdk::prelude::PublicKey;
 
@@ -134,6 +135,8 @@ impl Refusal {
 #[derive(Debug, Clone)]
 pub(crate) struct Budget {
     limits: Arc<Limits>,
+    /// The owner's `!budget` overrides, shared by every clone.
+    overrides: Overrides,
     /// `--budget-warn-at`: the share of a limit (percent) that is warned of.
     warn_at_percent: u8,
     owner: Option<PublicKey>,
@@ -150,8 +153,17 @@ impl Budget {
             conversation_day: args.budget_conversation_per_day.clone(),
             conversation_month: args.budget_conversation_per_month.clone(),
         };
+        let overrides = Overrides::default();
+        for scope in Scope::ALL {
+            for period in Period::ALL {
+                if let Some(limits) = read_override(&book, scope, period) {
+                    overrides.lock().insert((scope.label(), period.word()), limits);
+                }
+            }
+        }
         Budget {
             limits: Arc::new(limits),
+            overrides,
             warn_at_percent: args.budget_warn_at,
             owner,
             book,
@@ -221,21 +233,12 @@ impl Budget {
         }
     }
 
-    /// The owner's override, read (a store that cannot be read, or an
-    /// override that no longer parses, is no override; logged).
+    /// The owner's override of `scope` per `period`, if any.
     fn overridden(&self, scope: Scope, period: Period) -> Option<Vec<Amount>> {
-        let written = self
-            .book
-            .override_of(scope.label(), period.word())
-            .inspect_err(|error| tracing::warn!(%error, "cannot read the budget's overrides"))
-            .ok()??;
-        match command::read_amounts(&written) {
-            Ok(limits) => Some(limits),
-            Err(error) => {
-                tracing::warn!(%error, "a budget override does not parse; the flag's limit holds");
-                None
-            }
-        }
+        self.overrides
+            .lock()
+            .get(&(scope.label(), period.word()))
+            .cloned()
     }
 
     /// The scopes a turn for `author` in `conversation` counts in, in the
@@ -361,6 +364,38 @@ impl Budget {
     }
 }
 
+/// The owner's `!budget` overrides, by scope and period words: read from
+/// the store at start and kept in step by `!budget`, so that a check
+/// (at every dispatch, for every waiting mention) reads no override from
+/// the store.
+#[derive(Debug, Clone, Default)]
+struct Overrides(Arc<Mutex<OverrideMap>>);
+
+/// Overridden limits by (scope, period) words.
+type OverrideMap = HashMap<(&'static str, &'static str), Vec<Amount>>;
+
+impl Overrides {
+    fn lock(&self) -> MutexGuard<'_, OverrideMap> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The override kept in the store (a store that cannot be read, or an
+/// override that no longer parses, is no override; logged).
+fn read_override(book: &SpendBook, scope: Scope, period: Period) -> Option<Vec<Amount>> {
+    let written = book
+        .override_of(scope.label(), period.word())
+        .inspect_err(|error| tracing::warn!(%error, "cannot read the budget's overrides"))
+        .ok()??;
+    match command::read_amounts(&written) {
+        Ok(limits) => Some(limits),
+        Err(error) => {
+            tracing::warn!(%error, "a budget override does not parse; the flag's limit holds");
+            None
+        }
+    }
+}
+
 /// The first of `limits` that `spent` reached, with what was spent of
 /// its unit.
 fn reached<'a>(limits: &'a [Amount], spent: &Spent) -> Option<(&'a Amount, f64)> {
@@ -467,6 +502,104 @@ mod tests {
         assert!(
             notice.contains("--budget-bot-per-month (ACP_BRIDGE_BUDGET_BOT_PER_MONTH)"),
             "{notice}"
+        );
+    }
+
+    #[test]
+    fn a_conversations_limit_binds_everyone_there_and_no_other_conversation() {
+        let dir = ScratchDir::new("budget-conversation");
+        let args = BudgetArgs {
+            budget_conversation_per_day: amounts("100 tokens"),
+            ..BudgetArgs::default()
+        };
+        let owner = Keys::generate().public_key();
+        let budget = budget(&dir, args, Some(owner));
+        let busy = ConversationKey::from_journal("busy");
+        let quiet = ConversationKey::from_journal("quiet");
+        budget.prompt_spent(&busy, &Keys::generate().public_key(), 100, None, NOW);
+        let refusal = budget.refusal(&owner, &busy, NOW).expect("100 tokens here today");
+        assert_eq!(refusal.scope, Scope::Conversation);
+        let notice = refusal.notice(true);
+        assert!(
+            notice.contains("this conversation's daily budget is spent (100 tokens of 100 tokens)"),
+            "{notice}"
+        );
+        assert!(notice.contains("--budget-conversation-per-day"), "{notice}");
+        assert_eq!(budget.refusal(&owner, &quiet, NOW), None);
+    }
+
+    #[test]
+    fn a_scope_past_the_warning_share_is_warned_once_per_period() {
+        let dir = ScratchDir::new("budget-warn");
+        let args = BudgetArgs {
+            budget_bot_per_day: amounts("10 turns"),
+            budget_warn_at: 50,
+            ..BudgetArgs::default()
+        };
+        let budget = budget(&dir, args, None);
+        let key = ConversationKey::from_journal("c");
+        let someone = Keys::generate().public_key();
+        for _ in 0..4 {
+            budget.turn_started(&key, &someone, NOW);
+        }
+        assert!(
+            budget.warnings(&someone, &key, NOW).is_empty(),
+            "40% is below 50%"
+        );
+        budget.turn_started(&key, &someone, NOW);
+        assert_eq!(
+            budget.warnings(&someone, &key, NOW),
+            [
+                "Note: the bot's daily budget is 50% spent (5 turns of 10 turns). It resets at 2026-11-27 00:00 UTC."
+            ]
+        );
+        budget.turn_started(&key, &someone, NOW);
+        assert!(budget.warnings(&someone, &key, NOW).is_empty(), "once a day");
+        let tomorrow = Period::Day.next_start(NOW);
+        for _ in 0..5 {
+            budget.turn_started(&key, &someone, tomorrow);
+        }
+        assert_eq!(
+            budget.warnings(&someone, &key, tomorrow).len(),
+            1,
+            "again the next day"
+        );
+    }
+
+    #[test]
+    fn an_override_wins_over_the_flag_and_outlives_a_restart() {
+        let dir = ScratchDir::new("budget-override");
+        let args = BudgetArgs {
+            budget_bot_per_day: amounts("1 turns"),
+            ..BudgetArgs::default()
+        };
+        let key = ConversationKey::from_journal("c");
+        let someone = Keys::generate().public_key();
+        {
+            let budget = budget(&dir, args.clone(), None);
+            budget.turn_started(&key, &someone, NOW);
+            assert!(budget.refusal(&someone, &key, NOW).is_some());
+            assert_eq!(
+                budget.command(Some("bot day off")),
+                "The bot per day limit is now off."
+            );
+            assert_eq!(budget.refusal(&someone, &key, NOW), None);
+        }
+        let restarted = budget(&dir, args, None);
+        assert_eq!(
+            restarted.refusal(&someone, &key, NOW),
+            None,
+            "the override is kept"
+        );
+        assert!(
+            restarted
+                .command(None)
+                .contains("bot per day: off (set by !budget)")
+        );
+        restarted.command(Some("bot day default"));
+        assert!(
+            restarted.refusal(&someone, &key, NOW).is_some(),
+            "the flag's limit again"
         );
     }
 }

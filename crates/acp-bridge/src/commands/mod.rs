@@ -128,6 +128,16 @@ mod tests {
                 setting: Some("bot day 5 USD, 50 turns".to_owned())
             })
         );
+        assert_eq!(
+            OwnerCommand::parse("!budget"),
+            Some(OwnerCommand::Budget { setting: None })
+        );
+        assert_eq!(
+            OwnerCommand::parse("@bot !budget bot  day 5 USD, 50 turns"),
+            Some(OwnerCommand::Budget {
+                setting: Some("bot day 5 USD, 50 turns".to_owned())
+            })
+        );
         assert_eq!(OwnerCommand::parse("please !cancel"), None);
         assert_eq!(OwnerCommand::parse("!cancel now"), None);
         assert_eq!(OwnerCommand::parse("!cancelled"), None);

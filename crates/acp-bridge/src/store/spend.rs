@@ -284,5 +284,23 @@ mod tests {
             ("b", 2),
             "the most turns first"
         );
+        assert_eq!(book.prune(300).unwrap(), 2, "rows before 300");
+        assert_eq!(book.spent(Whose::Everyone, 0).unwrap().turns, 2);
+    }
+
+    #[test]
+    fn a_warning_is_given_once_per_period_and_overrides_are_kept() {
+        let dir = ScratchDir::new("spend-marks");
+        let book = SpendBook::new(Arc::new(Store::open(dir.path()).unwrap()));
+        assert!(book.warn_once("bot", "", 0).unwrap());
+        assert!(!book.warn_once("bot", "", 0).unwrap(), "once");
+        assert!(book.warn_once("bot", "", 86_400).unwrap(), "once per period");
+        assert!(book.warn_once("author", "a", 0).unwrap(), "per scope and whom");
+        book.set_override("bot", "day", Some("5.00 USD")).unwrap();
+        book.set_override("bot", "day", Some("off")).unwrap();
+        assert_eq!(book.override_of("bot", "day").unwrap().as_deref(), Some("off"));
+        assert_eq!(book.override_of("bot", "month").unwrap(), None);
+        book.set_override("bot", "day", None).unwrap();
+        assert_eq!(book.override_of("bot", "day").unwrap(), None);
     }
 }

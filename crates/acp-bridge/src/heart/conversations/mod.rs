@@ -258,9 +258,10 @@ impl<Link> Conversations<Link> {
     }
 
     /// Takes out of the ready conversation waiting longest the mentions
-    /// `refuse` gives a reason not to start a turn for (a budget spent),
-    /// with that reason: the heart gives them up before
-    /// [`Conversations::start_next`] takes the rest.
+    /// of its next batch (the first [`BATCH_CAP`]) that `refuse` gives a
+    /// reason not to start a turn for (a budget spent), with that reason:
+    /// the heart gives them up before [`Conversations::start_next`] takes
+    /// the rest.
     pub(super) fn refuse_next<R>(
         &mut self,
         mut refuse: impl FnMut(&Mention) -> Option<R>,
@@ -271,8 +272,11 @@ impl<Link> Conversations<Link> {
         self.update(&key, |conversation, due| {
             let mut refused = Vec::new();
             let mut kept = VecDeque::with_capacity(conversation.waiting.len());
-            for waiting in conversation.waiting.drain(..) {
-                let Some(reason) = refuse(&waiting.mention) else {
+            // Only the mentions the next batch would take: the rest are
+            // judged when their turn comes.
+            for (index, waiting) in conversation.waiting.drain(..).enumerate() {
+                let judged = index < BATCH_CAP;
+                let Some(reason) = judged.then(|| refuse(&waiting.mention)).flatten() else {
                     kept.push_back(waiting);
                     continue;
                 };
