@@ -119,6 +119,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub groups: crate::groups::GroupArgs,
 
+    #[command(flatten)]
+    pub budget: crate::budget::BudgetArgs,
+
     /// Threads of the daemon's async runtime (default: one per CPU).
     #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub worker_threads: Option<u16>,
@@ -168,6 +171,8 @@ pub struct Settings {
     /// The config file's `[[schedule]]` entries (set by `main` from the
     /// file; none without one).
     pub schedules: Vec<crate::schedule::Schedule>,
+    /// `--budget-*`: what the turns may spend.
+    pub budget: crate::budget::BudgetArgs,
 }
 
 impl RunArgs {
@@ -271,6 +276,7 @@ impl RunArgs {
             profile,
             groups,
             schedules: Vec::new(),
+            budget: self.budget.clone(),
         })
     }
 }
@@ -328,6 +334,7 @@ impl Settings {
             profile: ProfileFields::default(),
             groups: crate::groups::GroupSettings::default(),
             schedules: Vec::new(),
+            budget: crate::budget::BudgetArgs::default(),
         }
     }
 

@@ -36,7 +36,7 @@ use crate::intake::SubscriptionFloors;
 use crate::intake::relay_link::subscription_since;
 use crate::ledger::Ledger;
 use crate::pool::PoolStatus;
-use crate::store::{AnsweredThreads, Outbox, StoreError, Watermarks, sql_seconds};
+use crate::store::{AnsweredThreads, Outbox, SpendBook, StoreError, Watermarks, sql_seconds};
 use crate::workspace::Workspaces;
 
 /// How often the state dir is pruned. The first pass runs at start-up.
@@ -49,6 +49,8 @@ pub(crate) struct Pruned {
     pub replies: usize,
     /// Threads no longer followed (`--follow-threads`).
     pub threads: usize,
+    /// Turns' spend older than the budgets' longest period.
+    pub spend: usize,
 }
 
 #[derive(Debug)]
@@ -61,6 +63,8 @@ pub(crate) struct Housekeeping {
     pub threads: AnsweredThreads,
     /// Replies sent or refused long ago are removed.
     pub outbox: Outbox,
+    /// Turns' spend no budget period needs any more is removed.
+    pub spend: SpendBook,
     /// The configured relays: their floors decide how long a finished
     /// mention must stay for dedup.
     pub relays: Vec<RelayUrl>,
@@ -90,6 +94,7 @@ impl Housekeeping {
                     mentions = pruned.mentions,
                     replies = pruned.replies,
                     threads = pruned.threads,
+                    spend = pruned.spend,
                     "state dir pruned"
                 ),
                 Err(error) => tracing::error!(%error, "cannot prune the state dir"),
@@ -129,6 +134,9 @@ impl Housekeeping {
             mentions: self.journal.prune(retained_since, accepted_before)?,
             replies: self.outbox.prune_settled(retained_since)?,
             threads: self.threads.prune(retained_since)?,
+            spend: self
+                .spend
+                .prune(crate::budget::spend_needed_since(sql_seconds(now)))?,
         })
     }
 
@@ -176,6 +184,7 @@ mod tests {
                 watermarks: Watermarks::new(Arc::clone(&store)),
                 threads: AnsweredThreads::new(Arc::clone(&store)),
                 outbox: Outbox::new(Arc::clone(&store)),
+                spend: SpendBook::new(Arc::clone(&store)),
                 journal: Ledger::new(Arc::clone(&store)),
                 relays: vec![relay.clone()],
                 floors: watch::Sender::new(SubscriptionFloors::default()).subscribe(),
@@ -263,6 +272,19 @@ mod tests {
             .outbox
             .mark_refused("reply-refused", "blocked: no bots", sql_seconds(old))
             .unwrap();
+        let month_start = crate::budget::spend_needed_since(sql_seconds(NOW));
+        for at in [month_start - 1, month_start] {
+            let spent = crate::store::SpendRow {
+                at,
+                author: "a".into(),
+                turns: 1,
+                tokens: 0,
+                cost: 0.0,
+                currency: None,
+            };
+            let key = crate::mention::ConversationKey::from_journal("room");
+            rig.housekeeping.spend.record(&key, &spent).unwrap();
+        }
 
         let pruned = rig.housekeeping.prune(NOW).unwrap();
 
@@ -271,7 +293,8 @@ mod tests {
             Pruned {
                 mentions: 4,
                 replies: 2,
-                threads: 0
+                threads: 0,
+                spend: 1,
             }
         );
         let pending = rig.store().journal_pending().unwrap();

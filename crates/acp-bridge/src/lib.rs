@@ -15,6 +15,7 @@
 #![warn(unreachable_pub)]
 
 mod backoff;
+mod budget;
 pub mod cli;
 mod clock_skew;
 mod commands;

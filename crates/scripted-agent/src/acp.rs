@@ -142,6 +142,17 @@ pub(crate) mod update {
         })
     }
 
+    /// The session's usage so far: its cost in USD (the total, not this
+    /// prompt's share, as ACP's `usage_update` has it).
+    pub(crate) fn usage(cost: f64) -> Value {
+        json!({
+            "sessionUpdate": "usage_update",
+            "used": 1000,
+            "size": 200_000,
+            "cost": { "amount": cost, "currency": "USD" },
+        })
+    }
+
     pub(crate) fn agent_text(text: &str) -> Value {
         chunk("agent_message_chunk", text)
     }

@@ -49,6 +49,8 @@ struct Directives {
     tasks: crate::mcp_tasks::TaskCalls,
     mcp_read_thread: Option<u32>,
     say_mcp_servers: bool,
+    session_cost: Option<String>,
+    tokens: Option<(u64, u64)>,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -116,6 +118,15 @@ impl Directives {
                 self.detached_child = Some(mark.to_owned());
             }
             Some(("elicit", kind)) => self.elicit = ElicitKind::parse(kind).or(self.elicit),
+            Some(("session-cost", value)) if value.parse::<f64>().is_ok_and(|cost| cost >= 0.0) => {
+                self.session_cost = Some(value.to_owned());
+            }
+            Some(("tokens", value)) => {
+                let counts = value
+                    .split_once('/')
+                    .and_then(|(input, output)| Some((input.parse().ok()?, output.parse().ok()?)));
+                self.tokens = counts.or(self.tokens);
+            }
             Some(("foreign-updates", value)) => {
                 self.foreign_updates = value.parse().ok().or(self.foreign_updates);
             }
@@ -194,6 +205,12 @@ pub(crate) struct TurnScript {
     pub(crate) mcp_read_thread: Option<u32>,
     /// Say which MCP servers the session was offered (see `mcp_offered`).
     pub(crate) say_mcp_servers: bool,
+    /// The session's cost so far (USD), reported in a `usage_update`
+    /// before the answer (`[session-cost=0.25]`).
+    pub(crate) session_cost: Option<String>,
+    /// The prompt's input and output tokens, in the answer's `usage`
+    /// (`[tokens=400/700]`).
+    pub(crate) tokens: Option<(u64, u64)>,
 }
 
 impl TurnScript {
@@ -239,6 +256,8 @@ impl TurnScript {
             mcp_tasks: directives.tasks,
             mcp_read_thread: directives.mcp_read_thread,
             say_mcp_servers: directives.say_mcp_servers,
+            session_cost: directives.session_cost,
+            tokens: directives.tokens,
         }
     }
 }
@@ -289,6 +308,9 @@ mod tests {
         assert!(directives.no_run_id && directives.advertise_wrong_run);
         assert_eq!(Directives::parse("[say-bytes=200000]").say_bytes, Some(200_000));
         assert_eq!(Directives::parse("[title-bytes=9000]").title_bytes, Some(9000));
+        let usage = Directives::parse("[session-cost=0.25] [session-cost=x] [tokens=4/7] [tokens=4]");
+        assert_eq!(usage.session_cost.as_deref(), Some("0.25"));
+        assert_eq!(usage.tokens, Some((4, 7)));
         let directives = Directives::parse(
             "[cat=/a] [cat=] [child] [cat=/b c] [detached-child=m-1] [detached-child=$(x)]",
         );

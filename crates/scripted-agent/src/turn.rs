@@ -404,6 +404,14 @@ async fn finish(
         if let Some(bytes) = turn.script.say_bytes {
             say_filler(agent, session_id, bytes).await?;
         }
+        if let Some(cost) = turn
+            .script
+            .session_cost
+            .as_deref()
+            .and_then(|cost| cost.parse::<f64>().ok())
+        {
+            acp::send_update(&agent.outbox, session_id, update::usage(cost)).await?;
+        }
     }
     let discarded = agent.sessions.clear_run(&turn.run);
     if !turn.script.no_run_id {
@@ -424,7 +432,11 @@ async fn finish(
         } else {
             turn.script.stop_reason.as_str()
         };
-        Ok(json!({ "stopReason": stop_reason }))
+        let mut answer = json!({ "stopReason": stop_reason });
+        if let Some((input, output)) = turn.script.tokens.filter(|_| !cancelled) {
+            answer["usage"] = json!({ "inputTokens": input, "outputTokens": output });
+        }
+        Ok(answer)
     };
     log!(
         "session {session_id}: run {} answered {}",

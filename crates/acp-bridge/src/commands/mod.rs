@@ -1,9 +1,10 @@
 //! Owner commands: `!cancel`, `!status`, `!rotate`, `!model`, `!mode`,
-//! `!agent`, `!help`.
+//! `!agent`, `!schedules`, `!usage`, `!budget`, `!help`.
 //!
 //! A command is a mention whose whole text, once references to people
 //! (`nostr:npub…`, `@name`) are set aside, is the command word; `!model`,
-//! `!mode` and `!agent` alone take one more word, the choice. Only the
+//! `!mode` and `!agent` alone take one more word, the choice, and `!budget`
+//! the rest of the message (a setting whose amounts hold spaces). Only the
 //! owner's signed mentions are parsed as commands; from anyone else the
 //! same text is an ordinary message. What each command does lives with the
 //! heart, which owns the state they act on.
@@ -29,6 +30,11 @@ pub enum OwnerCommand {
     Agent { name: Option<String> },
     /// List the schedules and their next runs.
     Schedules,
+    /// Reply with what the turns spent today and this month.
+    Usage,
+    /// Reply with the budget's limits, or override one (the rest of the
+    /// message: `SCOPE PERIOD AMOUNTS|off|default`).
+    Budget { setting: Option<String> },
     /// List the commands.
     Help,
 }
@@ -45,6 +51,13 @@ impl OwnerCommand {
             "!rotate" => OwnerCommand::Rotate,
             "!help" => OwnerCommand::Help,
             "!schedules" => OwnerCommand::Schedules,
+            "!usage" => OwnerCommand::Usage,
+            "!budget" => {
+                let rest: Vec<&str> = words.by_ref().collect();
+                OwnerCommand::Budget {
+                    setting: (!rest.is_empty()).then(|| rest.join(" ")),
+                }
+            }
             "!model" => Self::control(ControlKind::Model, words.next()),
             "!mode" => Self::control(ControlKind::Mode, words.next()),
             "!agent" => OwnerCommand::Agent {
@@ -77,6 +90,8 @@ impl OwnerCommand {
             } => "!mode",
             OwnerCommand::Agent { .. } => "!agent",
             OwnerCommand::Schedules => "!schedules",
+            OwnerCommand::Usage => "!usage",
+            OwnerCommand::Budget { .. } => "!budget",
             OwnerCommand::Help => "!help",
         }
     }
@@ -92,6 +107,8 @@ impl OwnerCommand {
             "!mode [ID]: the same for the agent's modes.",
             "!agent [NAME]: the agent profiles (this conversation's marked), or switch this conversation to one (a fresh session).",
             "!schedules: the schedules this daemon runs, with their next runs.",
+            "!usage: what the turns spent today and this month (UTC); sent in a DM, the top authors too.",
+            "!budget [SCOPE PERIOD AMOUNTS|off|default]: the budget's limits, or override one (SCOPE bot, author or conversation; PERIOD day or month).",
             "!help: this list.",
         ]
         .join("\n")
@@ -112,6 +129,18 @@ mod tests {
         assert_eq!(OwnerCommand::parse("@bot !rotate"), Some(OwnerCommand::Rotate));
         assert_eq!(OwnerCommand::parse("!help"), Some(OwnerCommand::Help));
         assert_eq!(OwnerCommand::parse("!schedules"), Some(OwnerCommand::Schedules));
+        assert_eq!(OwnerCommand::parse("@bot !usage"), Some(OwnerCommand::Usage));
+        assert_eq!(OwnerCommand::parse("!usage today"), None);
+        assert_eq!(
+            OwnerCommand::parse("!budget"),
+            Some(OwnerCommand::Budget { setting: None })
+        );
+        assert_eq!(
+            OwnerCommand::parse("@bot !budget bot  day 5 USD, 50 turns"),
+            Some(OwnerCommand::Budget {
+                setting: Some("bot day 5 USD, 50 turns".to_owned())
+            })
+        );
         assert_eq!(OwnerCommand::parse("please !cancel"), None);
         assert_eq!(OwnerCommand::parse("!cancel now"), None);
         assert_eq!(OwnerCommand::parse("!cancelled"), None);

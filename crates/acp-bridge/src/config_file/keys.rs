@@ -18,6 +18,7 @@ pub(crate) enum Section {
     Mcp,
     Turns,
     Replies,
+    Budget,
     State,
     Telemetry,
     Daemon,
@@ -27,7 +28,7 @@ impl Section {
     /// Every section, in the order the file and `acp-bridge config` show
     /// them: the path of a mention, from the relays to the reply, then the
     /// daemon's own.
-    pub(crate) const ALL: [Section; 12] = [
+    pub(crate) const ALL: [Section; 13] = [
         Section::Relays,
         Section::Signer,
         Section::Identity,
@@ -37,6 +38,7 @@ impl Section {
         Section::Mcp,
         Section::Turns,
         Section::Replies,
+        Section::Budget,
         Section::State,
         Section::Telemetry,
         Section::Daemon,
@@ -54,6 +56,7 @@ impl Section {
             Section::Mcp => "mcp",
             Section::Turns => "turns",
             Section::Replies => "replies",
+            Section::Budget => "budget",
             Section::State => "state",
             Section::Telemetry => "telemetry",
             Section::Daemon => "daemon",
@@ -165,6 +168,13 @@ pub(crate) const KEYS: &[Key] = &[
     key("reply-content", Section::Replies),
     key("no-reactions", Section::Replies),
     key("max-reply-bytes", Section::Replies),
+    key("budget-bot-per-day", Section::Budget),
+    key("budget-bot-per-month", Section::Budget),
+    key("budget-author-per-day", Section::Budget),
+    key("budget-author-per-month", Section::Budget),
+    key("budget-conversation-per-day", Section::Budget),
+    key("budget-conversation-per-month", Section::Budget),
+    key("budget-warn-at", Section::Budget),
     key("state-dir", Section::State),
     key("retention", Section::State),
     key("log-format", Section::Telemetry),

@@ -65,6 +65,8 @@ pub(crate) struct TurnServices {
     pub sessions: Sessions,
     /// Open questions are recorded, so a restart can mark them expired.
     pub questions: Questions,
+    /// What turns may spend; each prompt's spend is counted in it.
+    pub budget: crate::budget::Budget,
     /// `--reply-content`.
     pub reply_content: ReplyContent,
     /// `--thread-context` (`None`: off).
@@ -513,6 +515,8 @@ impl Driver {
                 if let Some(run_id) = &outcome.run_id {
                     tracing::Span::current().record("run_id", run_id.as_str());
                 }
+                let usage = usage::record(&self.services.sessions, &self.conversation, &outcome);
+                self.count_spend(&usage);
                 let end = PromptEnd {
                     folded: outcome
                         .steers
@@ -520,7 +524,7 @@ impl Driver {
                         .filter(|steer| steer.folded)
                         .map(|steer| steer.accepted.message_id.clone())
                         .collect(),
-                    usage: usage::record(&self.services.sessions, &self.conversation, &outcome),
+                    usage,
                     message: self.reply_text(&outcome),
                     stop_reason: outcome.stop_reason,
                 };
@@ -532,6 +536,18 @@ impl Driver {
                 self.report(Input::PromptEnded(Err(failure_of(&error)))).await;
             }
         }
+    }
+
+    /// Counts a prompt's spend against the budget of the batch's newest
+    /// mention's author.
+    fn count_spend(&self, usage: &usage::TurnUsage) {
+        let Some(anchor) = &self.anchor else { return };
+        let tokens = usage.input_tokens.unwrap_or(0) + usage.output_tokens.unwrap_or(0);
+        let cost = usage.cost_added.zip(usage.currency.clone());
+        let now = crate::store::sql_now();
+        self.services
+            .budget
+            .prompt_spent(&self.conversation, &anchor.author, tokens, cost, now);
     }
 
     /// What of the agent's text the reply carries (`--reply-content`),

@@ -382,6 +382,12 @@ impl Heart {
                 }
                 switch.answer
             }
+            (OwnerCommand::Budget { setting }, _) => self.services.budget.command(setting.as_deref()),
+            (OwnerCommand::Usage, _) => {
+                self.services
+                    .budget
+                    .usage_text(&key, mention.thread.is_direct(), crate::store::sql_now())
+            }
             (OwnerCommand::Control { kind, choice }, running) => controls::command(
                 &self.services.controls,
                 &key,
@@ -601,7 +607,23 @@ impl Heart {
             return;
         }
         while self.conversations.running_count() < self.settings.capacity {
+            let now = crate::store::sql_now();
+            let budget = &self.services.budget;
+            let refused = self
+                .conversations
+                .refuse_next(|mention| budget.refusal(&mention.author, &mention.conversation, now));
+            if !refused.is_empty() {
+                self.refuse_over_budget(refused);
+                continue;
+            }
             let started = self.conversations.start_next(|key, batch| {
+                if let Some(newest) = batch.last() {
+                    let budget = &self.services.budget;
+                    budget.turn_started(key, &newest.author, now);
+                    for warning in budget.warnings(&newest.author, key, now) {
+                        self.notices.inform(newest.clone(), warning);
+                    }
+                }
                 self.next_turn_id += 1;
                 self.counters.turns_started += 1;
                 let turn_id = self.next_turn_id;
@@ -631,6 +653,22 @@ impl Heart {
             }
         }
         metrics::queue_depth(self.conversations.waiting());
+    }
+
+    /// Gives up mentions a budget refused, each told which limit and
+    /// when it resets (see [`crate::budget`]).
+    fn refuse_over_budget(&mut self, refused: Vec<(Mention, crate::budget::Refusal)>) {
+        for (mention, refusal) in refused {
+            tracing::info!(
+                conversation = %mention.conversation,
+                event_id = %mention.event_id,
+                scope = refusal.scope.label(),
+                "mention refused: budget spent"
+            );
+            metrics::budget_refused(refusal.scope.label());
+            let notice = refusal.notice(self.services.budget.is_owner(&mention.author));
+            self.notices.give_up(vec![mention], notice);
+        }
     }
 
     /// Queues a mention for a turn; its author is told if it waits long.

@@ -29,6 +29,9 @@ pub(crate) struct TurnUsage {
     pub context_size: Option<u64>,
     pub cost: Option<f64>,
     pub currency: Option<String>,
+    /// What the session's cost grew by since its last report, in
+    /// `currency`: what this turn spent (the budget counts it).
+    pub cost_added: Option<f64>,
 }
 
 impl TurnUsage {
@@ -44,6 +47,10 @@ impl TurnUsage {
         self.context_size = later.context_size.or(self.context_size);
         self.cost = later.cost.or(self.cost);
         self.currency = later.currency.or(self.currency.take());
+        self.cost_added = match (self.cost_added, later.cost_added) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -62,24 +69,26 @@ pub(crate) fn record(
         }
     }
     let reported = outcome.usage.clone().unwrap_or_default();
-    let usage = TurnUsage {
+    let mut usage = TurnUsage {
         input_tokens: tokens("inputTokens"),
         output_tokens: tokens("outputTokens"),
         context_used: reported.used,
         context_size: reported.size,
         cost: reported.cost.as_ref().map(|cost| cost.amount),
         currency: reported.cost.map(|cost| cost.currency),
+        cost_added: None,
     };
     if outcome.usage.is_some() {
-        keep(sessions, conversation, &usage);
+        usage.cost_added = keep(sessions, conversation, &usage);
     }
     usage
 }
 
-/// Keeps the session's usage, counting the cost it added since the last
-/// report (the agent reports the session's total).
-fn keep(sessions: &Sessions, conversation: &ConversationKey, usage: &TurnUsage) {
+/// Keeps the session's usage, and returns the cost it added since the
+/// last report (the agent reports the session's total).
+fn keep(sessions: &Sessions, conversation: &ConversationKey, usage: &TurnUsage) -> Option<f64> {
     let before = sessions.usage(conversation).ok().flatten();
+    let mut added = None;
     if let (Some(cost), Some(currency)) = (usage.cost, &usage.currency) {
         let earlier = before
             .as_ref()
@@ -88,6 +97,7 @@ fn keep(sessions: &Sessions, conversation: &ConversationKey, usage: &TurnUsage) 
             .unwrap_or(0.0);
         if cost > earlier {
             metrics::agent_cost(currency, cost - earlier);
+            added = Some(cost - earlier);
         }
     }
     let row = SessionUsage {
@@ -99,6 +109,7 @@ fn keep(sessions: &Sessions, conversation: &ConversationKey, usage: &TurnUsage) 
     if let Err(error) = sessions.record_usage(conversation, &row) {
         tracing::debug!(%conversation, %error, "cannot keep the session's usage");
     }
+    added
 }
 
 /// `!status`'s words for a conversation's session usage.

@@ -14,11 +14,12 @@
 //! - `agent_groups`: process groups of the agents that run now;
 //! - `controls`, `threads`, `thread_context`, `joined_groups`: the owner's
 //!   choices and the agent's offers, the threads the bot answered in, what
-//!   each session was given of its thread, the NIP-29 groups it joined.
+//!   each session was given of its thread, the NIP-29 groups it joined;
+//! - `spend`: what each turn spent, per author, for the budgets.
 //!
 //! Each table has one door: a small type in the table's file (`Questions`,
 //! `Sessions`, `AgentGroups`, `Controls`, `Watermarks`, `AnsweredThreads`,
-//! `ContextMarks`, `JoinedGroups`, `Outbox`), built by the daemon from the
+//! `ContextMarks`, `JoinedGroups`, `Outbox`, `SpendBook`), built by the daemon from the
 //! one `Arc<Store>` and handed only to the stages that use that table, so a
 //! stage's fields say which tables it touches. The table's SQL methods on
 //! [`Store`] are `pub(super)`: the door is the only way in. The journal's
@@ -62,6 +63,7 @@ mod questions;
 mod schedule_fires;
 mod schema;
 mod sessions;
+mod spend;
 mod thread_context;
 mod threads;
 mod watermark;
@@ -81,6 +83,7 @@ pub(crate) use outbox::Outbox;
 pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use schedule_fires::ScheduleFires;
 pub(crate) use sessions::{SessionUsage, Sessions};
+pub(crate) use spend::{SpendBook, SpendRow, Spent, Whose};
 pub(crate) use thread_context::ContextMarks;
 pub use threads::AnsweredThreads;
 pub(crate) use watermark::Watermarks;

@@ -190,6 +190,37 @@ CREATE TABLE conversation_profile (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 13: each turn's spend, as the agent reported it (see
+/// `budget`): sums per author, conversation and period come from here;
+/// the budget warnings given, once per scope and period; and the owner's
+/// `!budget` overrides of the limits.
+const V13_TURN_SPEND: &str = "
+CREATE TABLE turn_spend (
+    at           INTEGER NOT NULL,
+    conversation TEXT NOT NULL,
+    author       TEXT NOT NULL,
+    turns        INTEGER NOT NULL,
+    tokens       INTEGER NOT NULL,
+    cost         REAL NOT NULL,
+    currency     TEXT
+) STRICT;
+CREATE INDEX turn_spend_at ON turn_spend (at);
+CREATE INDEX turn_spend_author_at ON turn_spend (author, at);
+CREATE INDEX turn_spend_conversation_at ON turn_spend (conversation, at);
+CREATE TABLE budget_warning (
+    scope        TEXT NOT NULL,
+    whom         TEXT NOT NULL,
+    period_start INTEGER NOT NULL,
+    PRIMARY KEY (scope, whom, period_start)
+) WITHOUT ROWID, STRICT;
+CREATE TABLE budget_override (
+    scope   TEXT NOT NULL,
+    period  TEXT NOT NULL,
+    amounts TEXT NOT NULL,
+    PRIMARY KEY (scope, period)
+) WITHOUT ROWID, STRICT;
+";
+
 /// Version 14: when each schedule last fired (see `crate::schedule`), for
 /// the catch-up run of a fire time missed while the daemon was down.
 const V14_SCHEDULE_FIRES: &str = "
@@ -213,6 +244,7 @@ const MIGRATIONS: &[&str] = &[
     V10_THREAD_FIRST_ANSWER,
     V11_JOINED_GROUPS,
     V12_CONVERSATION_PROFILES,
+    V13_TURN_SPEND,
     V14_SCHEDULE_FIRES,
 ];
 

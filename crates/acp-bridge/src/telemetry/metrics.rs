@@ -43,6 +43,11 @@ const BLOSSOM_UPLOAD_BYTES: &str = "acp_bridge_blossom_upload_bytes_total";
 const DELEGATED_TASKS: &str = "acp_bridge_delegated_tasks_total";
 const SCHEDULE_RUNS: &str = "acp_bridge_schedule_runs_total";
 const PROMPT_AUDIO: &str = "acp_bridge_prompt_audio_total";
+const BUDGET_REFUSALS: &str = "acp_bridge_budget_refusals_total";
+const BUDGET_WARNINGS: &str = "acp_bridge_budget_warnings_total";
+const BUDGET_SPEND: &str = "acp_bridge_budget_spend_total";
+const BUDGET_BOT_SPENT: &str = "acp_bridge_budget_bot_spent";
+const BUDGET_BOT_LIMIT: &str = "acp_bridge_budget_bot_limit";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
 /// refusals among them).
@@ -69,6 +74,11 @@ const DROP_REASONS: &[&str] = &[
     "answered_before_start",
     "awaiting_catch_up",
 ];
+/// `budget_refusals{scope}`: the budget's scopes (`budget::Scope`).
+const BUDGET_SCOPES: &[&str] = &["bot", "author", "conversation"];
+/// `budget_spend{unit}`: the units counted without a currency (cost is
+/// `agent_cost_total{currency}`).
+const BUDGET_UNITS: &[&str] = &["turns", "tokens"];
 const TURN_OUTCOMES: &[&str] = &[
     "answered",
     "notified",
@@ -158,7 +168,7 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 16] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 19] = [
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -175,6 +185,9 @@ pub(crate) fn register_at_zero() {
         (DELEGATED_TASKS, "outcome", TASK_OUTCOMES),
         (SCHEDULE_RUNS, "outcome", SCHEDULE_OUTCOMES),
         (PROMPT_AUDIO, "outcome", IMAGE_OUTCOMES),
+        (BUDGET_REFUSALS, "scope", BUDGET_SCOPES),
+        (BUDGET_WARNINGS, "scope", BUDGET_SCOPES),
+        (BUDGET_SPEND, "unit", BUDGET_UNITS),
     ];
     for (name, label, values) in labelled {
         for &value in values {
@@ -226,6 +239,30 @@ pub(crate) fn event_dropped(reason: &'static str) {
 
 pub(crate) fn turn_finished(outcome: &'static str) {
     counter!(TURNS, "outcome" => listed(TURN_OUTCOMES, outcome)).increment(1);
+}
+
+/// A mention given up before its turn: a budget of `scope` was spent.
+pub(crate) fn budget_refused(scope: &'static str) {
+    counter!(BUDGET_REFUSALS, "scope" => listed(BUDGET_SCOPES, scope)).increment(1);
+}
+
+/// Spend counted against the budgets, in `unit` (`turns`, `tokens`).
+pub(crate) fn budget_spend(unit: &'static str, amount: u64) {
+    counter!(BUDGET_SPEND, "unit" => listed(BUDGET_UNITS, unit)).increment(amount);
+}
+
+/// The whole bot's spend in `period` (`day`, `month`) of a limit's
+/// `unit` (`turns`, `tokens` or a currency of a configured limit: bounded
+/// by the configuration), beside that limit.
+pub(crate) fn budget_bot(period: &'static str, unit: &str, spent: f64, limit: f64) {
+    let labels = [("period", period.to_owned()), ("unit", unit.to_owned())];
+    gauge!(BUDGET_BOT_SPENT, &labels).set(spent);
+    gauge!(BUDGET_BOT_LIMIT, &labels).set(limit);
+}
+
+/// A scope warned that its spend neared a limit (`--budget-warn-at`).
+pub(crate) fn budget_warned(scope: &'static str) {
+    counter!(BUDGET_WARNINGS, "scope" => listed(BUDGET_SCOPES, scope)).increment(1);
 }
 
 pub(crate) fn steer(path: &'static str) {

@@ -257,6 +257,41 @@ impl<Link> Conversations<Link> {
         })
     }
 
+    /// Takes out of the ready conversation waiting longest the mentions
+    /// of its next batch (the first [`BATCH_CAP`]) that `refuse` gives a
+    /// reason not to start a turn for (a budget spent), with that reason:
+    /// the heart gives them up before [`Conversations::start_next`] takes
+    /// the rest.
+    pub(super) fn refuse_next<R>(
+        &mut self,
+        mut refuse: impl FnMut(&Mention) -> Option<R>,
+    ) -> Vec<(Mention, R)> {
+        let Some((_, key)) = self.ready.first().cloned() else {
+            return Vec::new();
+        };
+        self.update(&key, |conversation, due| {
+            let mut refused = Vec::new();
+            let mut kept = VecDeque::with_capacity(conversation.waiting.len());
+            // Only the mentions the next batch would take: the rest are
+            // judged when their turn comes.
+            for (index, waiting) in conversation.waiting.drain(..).enumerate() {
+                let judged = index < BATCH_CAP;
+                let Some(reason) = judged.then(|| refuse(&waiting.mention)).flatten() else {
+                    kept.push_back(waiting);
+                    continue;
+                };
+                conversation.ids.remove(&waiting.mention.event_id);
+                if let Some(wait) = &waiting.wait {
+                    due.remove(&key, waiting.mention.event_id, wait);
+                }
+                refused.push((waiting.mention, reason));
+            }
+            conversation.waiting = kept;
+            let gone = -(refused.len() as isize);
+            (refused, gone)
+        })
+    }
+
     /// Takes the next batch, from the ready conversation waiting longest,
     /// and starts its turn with `start` (which builds the running turn
     /// from the batch). The batch waits on, with its [`Wait`]s, until the

@@ -137,6 +137,32 @@ fn a_full_conversation_drops_its_oldest() {
 }
 
 #[test]
+fn refused_mentions_leave_the_next_batch_and_the_rest_starts() {
+    let mut conversations = Conversations::<Vec<Mention>>::new(Some(AFTER));
+    let now = Instant::now();
+    conversations.enqueue(mention("a", 1), now);
+    conversations.enqueue(mention("a", 2), now);
+    conversations.enqueue(mention("b", 1), now);
+    let refused = conversations.refuse_next(|m| (m.content == "a-1").then_some("spent"));
+    assert_eq!(refused.len(), 1);
+    assert_eq!((refused[0].0.content.as_str(), refused[0].1), ("a-1", "spent"));
+    assert_eq!(conversations.waiting(), 2);
+    let (key, batch) = start(&mut conversations).expect("a");
+    assert_eq!((key.as_str(), contents(&batch)), ("group:a", vec!["a-2"]));
+    let refused = conversations.refuse_next(|_| Some("spent"));
+    assert_eq!(refused.len(), 1, "b's only mention");
+    assert_eq!(conversations.waiting(), 0);
+    assert!(start(&mut conversations).is_none());
+
+    let mut alone = Conversations::<Vec<Mention>>::new(Some(AFTER));
+    alone.enqueue(mention("c", 1), now);
+    assert!(alone.next_due().is_some());
+    assert_eq!(alone.refuse_next(|_| Some("spent")).len(), 1);
+    assert_eq!(alone.next_due(), None, "a refused mention is due no notice");
+    assert!(alone.by_key.is_empty(), "nor is its conversation kept");
+}
+
+#[test]
 fn idle_conversations_with_nothing_waiting_are_forgotten() {
     let mut conversations = Conversations::<Vec<Mention>>::default();
     conversations.push_back(mention("a", 1));

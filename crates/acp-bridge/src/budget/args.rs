@@ -1,0 +1,90 @@
+//! The budget's flags: limits per UTC day and month, for the whole bot,
+//! for each author and for each conversation. Each is a comma-separated list of amounts
+//! (`"5 USD, 200k tokens, 50 turns"`, see [`super::amount`]); empty, the
+//! default, is no limit.
+
+use clap::Args;
+
+use super::amount::Amount;
+use crate::flags::flag_defaults;
+
+/// The budget's flags.
+#[derive(Debug, Clone, Args)]
+pub struct BudgetArgs {
+    /// What the whole bot may spend per UTC day (from midnight), for
+    /// everyone, the owner included: amounts such as "5 USD, 200k tokens,
+    /// 50 turns". Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_BOT_PER_DAY",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_bot_per_day: Vec<Amount>,
+
+    /// What the whole bot may spend per UTC month (from the 1st). Empty:
+    /// no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_BOT_PER_MONTH",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_bot_per_month: Vec<Amount>,
+
+    /// What each author other than the owner may spend per UTC day, each
+    /// separately. Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_AUTHOR_PER_DAY",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_author_per_day: Vec<Amount>,
+
+    /// What each author other than the owner may spend per UTC month.
+    /// Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_AUTHOR_PER_MONTH",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_author_per_month: Vec<Amount>,
+
+    /// What each conversation (channel, thread, DM) may spend per UTC
+    /// day, whoever asks, the owner included. Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_CONVERSATION_PER_DAY",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_conversation_per_day: Vec<Amount>,
+
+    /// What each conversation may spend per UTC month. Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_CONVERSATION_PER_MONTH",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_conversation_per_month: Vec<Amount>,
+
+    /// Percent of a limit at which its scope is warned, once per period:
+    /// the author whose turn starts past it is told in the thread.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_WARN_AT",
+        default_value = "80",
+        value_name = "PERCENT",
+        value_parser = clap::value_parser!(u8).range(1..=100)
+    )]
+    pub budget_warn_at: u8,
+}
+
+impl Default for BudgetArgs {
+    fn default() -> Self {
+        flag_defaults()
+    }
+}
