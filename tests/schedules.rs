@@ -63,7 +63,10 @@ async fn a_config_schedule_fires_and_is_answered_in_the_owners_dm() {
     scene.owner.dm(&scene.bot, "!schedules").await;
     scene
         .owner
-        .dm_containing(&scene.bot, "Schedules: 1.\ntick: next run 20")
+        .dm_containing(
+            &scene.bot,
+            "Schedules: 1.\ntick (config file, in dm: scheduled check-in): next run 20",
+        )
         .await;
     scene.owner.dm(&scene.bot, "!status").await;
     scene.owner.dm_containing(&scene.bot, " Schedules: 1.").await;
@@ -293,4 +296,164 @@ async fn a_schedule_fires_on_the_shard_owning_its_conversation_only() {
         fired.iter().filter(|count| **count > 0).count() == 1,
         "exactly one shard fires the schedule: {fired:?}"
     );
+}
+
+/// How long past a one-shot's time the test waits before starting the
+/// daemon again, so the time has surely passed while it was down.
+const ONE_SHOT_MARGIN: Duration = Duration::from_millis(500);
+
+/// The owner schedules from chat: `!every` runs the prompt in the
+/// conversation it was given in, `!schedules` lists it with its id, and
+/// `!unschedule` stops it (no fire of it after the scheduler unarmed it,
+/// bounded by a later schedule's run that must come after).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_schedules_run_are_listed_and_stop_when_unscheduled() {
+    let scene = Scene::builder().start().await;
+    let log = &scene.bridge.log;
+    scene.owner.dm(&scene.bot, "!every 2s chat tick").await;
+    let set = scene
+        .owner
+        .dm_containing(&scene.bot, "Scheduled c1: every 2s")
+        .await;
+    assert!(set.content.contains("!unschedule c1"), "{}", set.content);
+    let fired = log
+        .wait(log.start(), Line::new("schedule fired").with("schedule", "c1"))
+        .await;
+    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    scene.owner.dm_containing(&scene.bot, "> chat tick").await;
+    log.wait(log.start(), Line::new("turn finished").in_turn(&run))
+        .await;
+
+    scene.owner.dm(&scene.bot, "!schedules").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "c1 (every 2s, in dm: chat tick): next run 20")
+        .await;
+    let before = log.cursor();
+    scene.owner.dm(&scene.bot, "!unschedule c1").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "Unscheduled c1: it runs no more.")
+        .await;
+    log.wait(before, Line::new("schedule unarmed").with("schedule", "c1"))
+        .await;
+    let unarmed = log.cursor();
+
+    // A one-shot set after it must fire and be answered; by then c1 would
+    // have fired again had it not been stopped (it fired every 2s).
+    scene.owner.dm(&scene.bot, "!at +3s closing marker").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "Scheduled c2: once at")
+        .await;
+    log.wait(unarmed, Line::new("schedule fired").with("schedule", "c2"))
+        .await;
+    scene.owner.dm_containing(&scene.bot, "> closing marker").await;
+    assert!(
+        log.matching(unarmed, Line::new("schedule fired").with("schedule", "c1"))
+            .is_empty(),
+        "c1 fired after it was unscheduled: {}",
+        log.tail(30)
+    );
+    scene.owner.dm(&scene.bot, "!unschedule standup").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "No schedule is named `standup`")
+        .await;
+}
+
+/// A one-shot `!at` whose time passes while the daemon is down runs once
+/// at the next start (its catch-up run, answered) and is then forgotten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_one_shot_missed_while_down_runs_once_after_restart() {
+    let mut scene = Scene::builder().start().await;
+    let sent = SystemTime::now();
+    scene.owner.dm(&scene.bot, "!at +5s missed ping").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "Scheduled c1: once at")
+        .await;
+    scene.bridge.terminate(EXIT_WITHIN).await;
+    assert!(
+        scene
+            .bridge
+            .log
+            .matching(scene.bridge.log.start(), Line::new("schedule fired"))
+            .is_empty(),
+        "the one-shot fired before the daemon stopped; the test needs it not to"
+    );
+    // The condition under test is its time passing while the daemon is down.
+    let down_until = sent + Duration::from_secs(5) + ONE_SHOT_MARGIN;
+    while SystemTime::now() < down_until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    log.wait(
+        log.start(),
+        Line::new("schedule caught up").with("schedule", "c1"),
+    )
+    .await;
+    let answer = scene
+        .owner
+        .dm_containing(&scene.bot, "this is its one catch-up run")
+        .await;
+    assert!(answer.content.contains("> missed ping"), "{}", answer.content);
+    scene.owner.dm(&scene.bot, "!schedules").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "No schedules run here")
+        .await;
+}
+
+/// A schedule's `agent` is the profile its runs use, whatever the target
+/// conversation keeps; one naming no profile is refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedules_runs_use_its_agent_profile() {
+    let binary = bridge_binary();
+    let profiles = format!(
+        "[agents.plain]\ncommand = \"{binary}\"\ndefault = true\n\n\
+         [agents.controlled]\ncommand = \"{binary}\"\n\
+         args = [\"scripted-agent\", \"--rounds\", \"1\", \"--round-delay-ms\", \"10\", \"--controls\", \"config\"]\n\n"
+    );
+    let refused = config_file(&format!(
+        "{profiles}[[schedule]]\nid = \"tick\"\ncron = \"*/2 * * * * *\"\ntarget = \"dm\"\n\
+         prompt = \"x\"\nagent = \"nosuch\"\n"
+    ));
+    let secret = nostr_sdk::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::Keys::generate().public_key().to_hex();
+    let output = check_with_agent_args(
+        "embedded",
+        &owner,
+        Some(&secret),
+        "scripted-agent",
+        &["--config", &refused],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success()
+            && stderr.contains("schedule `tick`: `agent = \"nosuch\"` names no agent profile"),
+        "{stderr}"
+    );
+
+    let file = config_file(&format!(
+        "{profiles}[[schedule]]\nid = \"tick\"\ncron = \"*/2 * * * * *\"\ntarget = \"dm\"\n\
+         prompt = \"profiled check-in\"\nagent = \"controlled\"\n"
+    ));
+    let scene = Scene::builder()
+        .agent(&["--rounds", "1", "--round-delay-ms", "10"])
+        .flags(&["--config", &file])
+        .start()
+        .await;
+    let answer = scene.owner.dm_containing(&scene.bot, "> profiled check-in").await;
+    assert!(
+        answer.content.contains("model: fast, mode: ask"),
+        "answered by the schedule's profile: {}",
+        answer.content
+    );
+    scene.owner.dm(&scene.bot, "!agent").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "controlled (this conversation's)")
+        .await;
 }

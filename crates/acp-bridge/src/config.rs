@@ -282,6 +282,31 @@ impl RunArgs {
 }
 
 impl Settings {
+    /// Takes the config file's `[[schedule]]` entries, refusing one whose
+    /// `agent` names no configured profile (a typo would otherwise run
+    /// every fire on the default agent).
+    pub fn take_schedules(&mut self, schedules: Vec<crate::schedule::Schedule>) -> Result<(), String> {
+        for schedule in &schedules {
+            if let Some(agent) = schedule.agent()
+                && self.agent_profiles.named(agent).is_none()
+            {
+                let known: Vec<&str> = self
+                    .agent_profiles
+                    .all()
+                    .iter()
+                    .map(|profile| profile.name.as_str())
+                    .collect();
+                return Err(format!(
+                    "schedule `{}`: `agent = \"{agent}\"` names no agent profile (the profiles: {})",
+                    schedule.id(),
+                    known.join(", ")
+                ));
+            }
+        }
+        self.schedules = schedules;
+        Ok(())
+    }
+
     /// Settings for a bridge run on one machine by a program rather than an
     /// operator (the demo, the benchmarks): one relay, the given keys and
     /// agent, owner-only, and every stage's flags at their defaults but

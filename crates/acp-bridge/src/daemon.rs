@@ -262,7 +262,12 @@ impl Stages {
                 .heart(&settings.agent, settings.shard, question_askers.clone());
         // Turn slots are global: every profile's agents' turns.
         heart_settings.capacity = settings.agent_profiles.capacity();
-        let schedule_board = heart_settings.schedules.clone();
+        // The chat's schedule commands reach the scheduler through the planner.
+        let (planner, schedule_changes) = crate::schedule::Planner::new(
+            crate::store::ChatSchedules::new(Arc::clone(&store)),
+            crate::schedule::Board::default(),
+        );
+        heart_settings.schedules = settings.gate.owner.map(|_| planner.clone());
         let heart = Heart::new(services, Ledger::new(Arc::clone(&store)), heart_settings);
 
         // Events waiting between the relay links and the intake: as many
@@ -282,7 +287,7 @@ impl Stages {
             settings.shard,
             &store,
             inbound_tx.clone(),
-            schedule_board,
+            (&planner, schedule_changes),
         );
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());
         let mut intake = Intake::new(

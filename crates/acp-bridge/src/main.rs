@@ -309,11 +309,11 @@ fn settings(args: &RunArgs, sources: &Sources) -> Option<Settings> {
     let profiles = sources.file.as_ref().map_or(&[][..], ConfigFile::profiles);
     match args.validate_with_profiles(&|name| std::env::var(name).ok(), profiles) {
         Ok(mut settings) => {
-            settings.schedules = sources
-                .file
-                .as_ref()
-                .map(|file| file.schedules().to_vec())
-                .unwrap_or_default();
+            let schedules = sources.file.as_ref().map(|file| file.schedules().to_vec());
+            if let Err(refusal) = settings.take_schedules(schedules.unwrap_or_default()) {
+                eprintln!("acp-bridge: --config: {refusal}");
+                return None;
+            }
             Some(settings)
         }
         Err(error) => {

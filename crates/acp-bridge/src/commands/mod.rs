@@ -1,10 +1,12 @@
 //! Owner commands: `!cancel`, `!status`, `!rotate`, `!model`, `!mode`,
-//! `!agent`, `!schedules`, `!usage`, `!budget`, `!help`.
+//! `!agent`, `!schedules`, `!every`, `!at`, `!unschedule`, `!usage`,
+//! `!budget`, `!help`.
 //!
 //! A command is a mention whose whole text, once references to people
 //! (`nostr:npub…`, `@name`) are set aside, is the command word; `!model`,
 //! `!mode` and `!agent` alone take one more word, the choice, and `!budget`
-//! the rest of the message (a setting whose amounts hold spaces). Only the
+//! the rest of the message (a setting whose amounts hold spaces), as do
+//! `!every` and `!at` (a prompt, kept as written). Only the
 //! owner's signed mentions are parsed as commands; from anyone else the
 //! same text is an ordinary message. What each command does lives with the
 //! heart, which owns the state they act on.
@@ -35,6 +37,12 @@ pub enum OwnerCommand {
     /// Reply with the budget's limits, or override one (the rest of the
     /// message: `SCOPE PERIOD AMOUNTS|off|default`).
     Budget { setting: Option<String> },
+    /// Run a prompt here every interval (`<interval> <prompt>`, as written).
+    Every { spec: String },
+    /// Run a prompt here once (`<time> <prompt>`, as written).
+    At { spec: String },
+    /// Stop a schedule set from chat.
+    Unschedule { id: String },
     /// List the commands.
     Help,
 }
@@ -63,6 +71,17 @@ impl OwnerCommand {
             "!agent" => OwnerCommand::Agent {
                 name: words.next().map(str::to_owned),
             },
+            "!unschedule" => OwnerCommand::Unschedule {
+                id: words.next().unwrap_or_default().to_owned(),
+            },
+            word @ ("!every" | "!at") => {
+                let spec = rest_after(content, word).to_owned();
+                return Some(if word == "!every" {
+                    OwnerCommand::Every { spec }
+                } else {
+                    OwnerCommand::At { spec }
+                });
+            }
             _ => return None,
         };
         words.next().is_none().then_some(command)
@@ -92,6 +111,9 @@ impl OwnerCommand {
             OwnerCommand::Schedules => "!schedules",
             OwnerCommand::Usage => "!usage",
             OwnerCommand::Budget { .. } => "!budget",
+            OwnerCommand::Every { .. } => "!every",
+            OwnerCommand::At { .. } => "!at",
+            OwnerCommand::Unschedule { .. } => "!unschedule",
             OwnerCommand::Help => "!help",
         }
     }
@@ -107,12 +129,22 @@ impl OwnerCommand {
             "!mode [ID]: the same for the agent's modes.",
             "!agent [NAME]: the agent profiles (this conversation's marked), or switch this conversation to one (a fresh session).",
             "!schedules: the schedules this daemon runs, with their next runs.",
+            "!every INTERVAL PROMPT: run PROMPT here every INTERVAL (30m, 1h, 1d).",
+            "!at TIME PROMPT: run PROMPT here once, at TIME (HH:MM UTC, an RFC 3339 instant, or +90m).",
+            "!unschedule ID: stop a schedule set with !every or !at.",
             "!usage: what the turns spent today and this month (UTC); sent in a DM, the top authors too.",
             "!budget [SCOPE PERIOD AMOUNTS|off|default]: the budget's limits, or override one (SCOPE bot, author or conversation; PERIOD day or month).",
             "!help: this list.",
         ]
         .join("\n")
     }
+}
+
+/// The text of `content` after `word`, one of its own words, as written
+/// (line breaks kept): a schedule's prompt.
+fn rest_after<'a>(content: &'a str, word: &str) -> &'a str {
+    let start = word.as_ptr() as usize - content.as_ptr() as usize + word.len();
+    content[start..].trim()
 }
 
 #[cfg(test)]
@@ -129,6 +161,24 @@ mod tests {
         assert_eq!(OwnerCommand::parse("@bot !rotate"), Some(OwnerCommand::Rotate));
         assert_eq!(OwnerCommand::parse("!help"), Some(OwnerCommand::Help));
         assert_eq!(OwnerCommand::parse("!schedules"), Some(OwnerCommand::Schedules));
+        assert_eq!(
+            OwnerCommand::parse("nostr:npub1xyz !every 1h  sum up\nthe day "),
+            Some(OwnerCommand::Every {
+                spec: "1h  sum up\nthe day".to_owned()
+            })
+        );
+        assert_eq!(
+            OwnerCommand::parse("!at +5m ping"),
+            Some(OwnerCommand::At {
+                spec: "+5m ping".to_owned()
+            })
+        );
+        assert_eq!(
+            OwnerCommand::parse("!unschedule c2"),
+            Some(OwnerCommand::Unschedule { id: "c2".to_owned() })
+        );
+        assert_eq!(OwnerCommand::parse("!unschedule c2 c3"), None);
+        assert_eq!(OwnerCommand::parse("every day !every 1h x"), None);
         assert_eq!(OwnerCommand::parse("@bot !usage"), Some(OwnerCommand::Usage));
         assert_eq!(OwnerCommand::parse("!usage today"), None);
         assert_eq!(

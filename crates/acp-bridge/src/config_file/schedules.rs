@@ -15,9 +15,9 @@
 //! ```
 
 use crate::mention::is_plausible_group_id;
-use crate::schedule::Schedule;
 use crate::schedule::target::Target;
-use crate::schedule::when::CronTime;
+use crate::schedule::when::{CronTime, When};
+use crate::schedule::{Origin, Schedule, chat};
 
 /// The top-level name of the schedule array.
 pub(super) const SCHEDULE_TABLE: &str = "schedule";
@@ -85,6 +85,13 @@ pub(super) fn parse(value: &toml::Value) -> Result<Vec<Schedule>, Refusal> {
                 "must be letters, digits, - and _ (it names the schedule in logs and commands)".into(),
             ));
         }
+        if chat::is_chat_id(&id) {
+            return Err(refuse(
+                name,
+                "id",
+                "has the form of the ids the chat's `!every`/`!at` give (c1, c2, …); pick another".into(),
+            ));
+        }
         if schedules.iter().any(|schedule| schedule.id == id) {
             return Err(refuse(
                 name,
@@ -107,7 +114,8 @@ pub(super) fn parse(value: &toml::Value) -> Result<Vec<Schedule>, Refusal> {
             prompt: required("prompt")?,
             agent: text("agent")?,
             id,
-            when,
+            when: When::Cron(Box::new(when)),
+            origin: Origin::File,
             target,
         };
         schedules.push(schedule);

@@ -133,7 +133,7 @@ impl TurnSettings {
     ) -> HeartSettings {
         HeartSettings {
             mode_gate: ModeGate::new(self.multiple_event_handling, self.dedup),
-            schedules: crate::schedule::Board::default(),
+            schedules: None,
             capacity: (agent.processes * agent.turns_per_agent) as usize,
             question_timeout: self.question_timeout,
             cancel_timeout: agent.cancel_timeout,

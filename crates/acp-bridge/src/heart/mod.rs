@@ -105,8 +105,10 @@ impl AfterTurn {
 #[derive(Debug, Clone)]
 pub(crate) struct HeartSettings {
     pub mode_gate: ModeGate,
-    /// The schedules' next runs (`!schedules`, `!status`).
-    pub schedules: crate::schedule::Board,
+    /// The schedules: `!every`, `!at`, `!unschedule`, and their next runs
+    /// for `!schedules` and `!status` (`None`: no scheduler, for want of an
+    /// owner, hence of anyone to give those commands).
+    pub schedules: Option<crate::schedule::Planner>,
     /// Turns in flight at most (agents × turns per agent).
     pub capacity: usize,
     /// `--permission-timeout`.
@@ -366,7 +368,14 @@ impl Heart {
             }
             // Commands come from the owner only: a DM is the owner's own.
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
-            (OwnerCommand::Schedules, _) => self.settings.schedules.listing(),
+            (OwnerCommand::Schedules, _) => self.schedules(|planner| planner.board().listing()),
+            (OwnerCommand::Every { spec }, _) => {
+                self.schedules(|planner| planner.every(&spec, &mention, chrono::Utc::now()))
+            }
+            (OwnerCommand::At { spec }, _) => {
+                self.schedules(|planner| planner.at(&spec, &mention, chrono::Utc::now()))
+            }
+            (OwnerCommand::Unschedule { id }, _) => self.schedules(|planner| planner.unschedule(&id)),
             (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
             (OwnerCommand::Agent { name }, running) => {
                 let switch = self
@@ -399,6 +408,14 @@ impl Heart {
         self.notices.notify(vec![mention], answer);
     }
 
+    /// What a schedule command answers, from the planner when there is one.
+    fn schedules(&self, answer: impl FnOnce(&crate::schedule::Planner) -> String) -> String {
+        self.settings.schedules.as_ref().map_or_else(
+            || "Schedules need --owner: their runs are the owner's turns.".to_owned(),
+            answer,
+        )
+    }
+
     /// `!status`: counts anywhere; which conversations wait on which
     /// questions, the last crash and this conversation's usage only
     /// `in_private` (the owner's DM), as a public thread is read by others.
@@ -429,7 +446,13 @@ impl Heart {
             blocked.len(),
             self.counters.tool_calls,
         ) + &crate::shard::status_text(self.settings.shard)
-            + &format!(" Schedules: {}.", self.settings.schedules.count());
+            + &format!(
+                " Schedules: {}.",
+                self.settings
+                    .schedules
+                    .as_ref()
+                    .map_or(0, |planner| planner.board().count())
+            );
         let refusals = crate::reply::publisher::refusals_text(&self.services.outbox, in_private);
         let counts = counts + &self.conversation_text(key);
         if !in_private {

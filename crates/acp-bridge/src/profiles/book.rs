@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::Profiles;
 use super::resolve::{Facts, pick};
-use crate::mention::{ConversationKey, Mention, Thread};
+use crate::mention::{ConversationKey, Intent, Mention, Thread};
 use crate::store::ConversationProfiles;
 
 /// What `!agent` answers, and whether the conversation switched (its
@@ -55,6 +55,14 @@ impl ProfileBook {
             _ => None,
         };
         let stored = self.stored_name(conversation);
+        if let Some(agent) = self.scheduled_agent(first) {
+            if stored.is_none()
+                && let Err(error) = self.stored.keep_first(conversation, agent)
+            {
+                tracing::warn!(%conversation, %error, "cannot keep the conversation's profile");
+            }
+            return agent.to_owned();
+        }
         let picked = pick(
             &self.profiles,
             Facts {
@@ -72,6 +80,20 @@ impl ProfileBook {
             tracing::warn!(%conversation, %error, "cannot keep the conversation's profile");
         }
         picked.profile.to_owned()
+    }
+
+    /// The profile a scheduled run asks for, when `first` is one and the
+    /// profile is configured (start-up refuses a schedule naming another).
+    /// It runs that turn whatever the conversation keeps, as the schedule
+    /// says; the conversation keeps its own profile for its other turns.
+    fn scheduled_agent<'a>(&self, first: &'a Mention) -> Option<&'a str> {
+        let Intent::Scheduled {
+            agent: Some(agent), ..
+        } = &first.intent
+        else {
+            return None;
+        };
+        self.profiles.named(agent).map(|_| agent.as_str())
     }
 
     /// The profile the conversation keeps if still configured, else the

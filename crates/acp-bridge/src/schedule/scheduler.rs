@@ -19,18 +19,30 @@ use nostr_sdk::prelude::{EventId, Kind, PublicKey, Timestamp};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::chat::{self, Change, Planner};
 use super::missed::{self, AtStart};
 use super::target::Target;
-use super::{Board, Schedule};
+use super::when::When;
+use super::{Board, Origin, Schedule};
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{Intent, Mention, SessionPolicy, Thread};
 use crate::shard::Shard;
-use crate::store::{ScheduleFires, Store};
+use crate::store::{ChatSchedules, ScheduleFires, Store};
 use crate::telemetry::metrics;
 
 /// NIP-29 group chat messages.
 const GROUP_CHAT_KIND: u16 = 9;
+/// How much of a prompt `!schedules` shows.
+const PROMPT_SHOWN_CHARS: usize = 60;
+
+/// Sleeps `wait`, or for ever when `None` (no schedule has a time left).
+async fn sleep_for(wait: Option<std::time::Duration>) {
+    match wait {
+        Some(wait) => tokio::time::sleep(wait).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// Runs the schedules until `stop`.
 #[derive(Debug)]
@@ -47,12 +59,17 @@ pub(crate) struct Scheduler {
     latest_runs: Mutex<HashMap<String, EventId>>,
     /// Where the next fire times are shown to the heart.
     board: Board,
+    /// The chat's schedules set and removed while running (`!every`,
+    /// `!at`, `!unschedule`), and where a one-shot is forgotten once run.
+    changes: mpsc::UnboundedReceiver<Change>,
+    chat: ChatSchedules,
 }
 
 impl Scheduler {
-    /// The scheduler of `schedules`, run as `owner`'s mentions; `None`
-    /// with no schedules, or with no owner to run them as (logged: the
-    /// schedules' runs are the owner's turns, answered in the owner's DM).
+    /// The scheduler of the config file's `schedules` and the chat's kept
+    /// ones, run as `owner`'s mentions; `None` with no owner to run them as
+    /// (logged when the file has schedules: their runs are the owner's
+    /// turns, and only the owner sets schedules from chat).
     pub(crate) fn new(
         schedules: Vec<Schedule>,
         owner: Option<PublicKey>,
@@ -60,18 +77,19 @@ impl Scheduler {
         shard: Shard,
         store: &Arc<Store>,
         inbound: mpsc::Sender<Inbound>,
-        board: Board,
+        (planner, changes): (&Planner, mpsc::UnboundedReceiver<Change>),
     ) -> Option<Scheduler> {
-        if schedules.is_empty() {
-            return None;
-        }
         let Some(owner) = owner else {
-            tracing::error!(
-                schedules = schedules.len(),
-                "schedules are not run: they run as the owner's turns, and no --owner is set"
-            );
+            if !schedules.is_empty() {
+                tracing::error!(
+                    schedules = schedules.len(),
+                    "schedules are not run: they run as the owner's turns, and no --owner is set"
+                );
+            }
             return None;
         };
+        let mut schedules = schedules;
+        schedules.extend(planner.kept());
         Some(Scheduler {
             schedules,
             owner,
@@ -81,31 +99,39 @@ impl Scheduler {
             fires: ScheduleFires::new(Arc::clone(store)),
             inbound,
             latest_runs: Mutex::default(),
-            board,
+            board: planner.board().clone(),
+            changes,
+            chat: ChatSchedules::new(Arc::clone(store)),
         })
     }
 
-    /// Fires each schedule at its times, until `stop` (a fire whose
-    /// conversation another shard owns is left to it).
-    pub(crate) async fn run(self, stop: CancellationToken) {
-        let ours = &self.schedules;
-        for schedule in ours {
+    /// Fires each schedule at its times, and takes the chat's changes,
+    /// until `stop` (a fire whose conversation another shard owns is left
+    /// to it).
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
+        let schedules = std::mem::take(&mut self.schedules);
+        for schedule in &schedules {
             self.catch_up(schedule).await;
         }
-        let mut next: Vec<Option<DateTime<Utc>>> = ours
-            .iter()
-            .map(|schedule| arm(schedule, Utc::now(), &self.board))
-            .collect();
+        let mut armed: Vec<(Schedule, Option<DateTime<Utc>>)> = Vec::new();
+        for schedule in schedules {
+            self.show(&schedule);
+            let next = arm(&schedule, Utc::now(), &self.board);
+            armed.push((schedule, next));
+        }
         loop {
-            let Some(soonest) = next.iter().flatten().min().copied() else {
-                return stop.cancelled().await;
-            };
-            let wait = (soonest - Utc::now()).to_std().unwrap_or_default();
+            self.forget_spent_one_shots(&mut armed);
+            let soonest = armed.iter().filter_map(|(_, next)| *next).min();
+            let wait = soonest.map(|at| (at - Utc::now()).to_std().unwrap_or_default());
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
+                change = self.changes.recv() => match change {
+                    Some(change) => self.take(change, &mut armed),
+                    None => return stop.cancelled().await,
+                },
+                () = sleep_for(wait) => {}
             }
-            for (schedule, due) in ours.iter().zip(next.iter_mut()) {
+            for (schedule, due) in &mut armed {
                 let Some(at) = due.filter(|at| *at <= Utc::now()) else {
                     continue;
                 };
@@ -113,6 +139,55 @@ impl Scheduler {
                 *due = arm(schedule, at, &self.board);
             }
         }
+    }
+
+    /// A chat schedule set or removed while running.
+    fn take(&self, change: Change, armed: &mut Vec<(Schedule, Option<DateTime<Utc>>)>) {
+        match change {
+            Change::Add(schedule) => {
+                self.show(&schedule);
+                let next = arm(&schedule, Utc::now(), &self.board);
+                armed.push((*schedule, next));
+            }
+            Change::Remove(id) => {
+                armed.retain(|(schedule, _)| schedule.id != id);
+                self.board.remove(&id);
+                tracing::info!(schedule = %id, "schedule unarmed");
+            }
+        }
+    }
+
+    /// A chat one-shot that has run is removed from the store and the
+    /// board: `!schedules` lists what is still to come.
+    fn forget_spent_one_shots(&self, armed: &mut Vec<(Schedule, Option<DateTime<Utc>>)>) {
+        armed.retain(|(schedule, next)| {
+            let spent = next.is_none() && schedule.when.is_once() && schedule.origin != Origin::File;
+            if spent {
+                if let Err(error) = self.chat.remove(&schedule.id) {
+                    tracing::warn!(schedule = %schedule.id, %error, "cannot forget a one-shot schedule that ran");
+                }
+                self.board.remove(&schedule.id);
+            }
+            !spent
+        });
+    }
+
+    /// Shows what `schedule` is on the board.
+    fn show(&self, schedule: &Schedule) {
+        let when = match &schedule.when {
+            When::Cron(_) => "config file".to_owned(),
+            when => chat::describe(when),
+        };
+        let prompt: String = schedule.prompt.chars().take(PROMPT_SHOWN_CHARS).collect();
+        let ellipsis = if prompt.len() < schedule.prompt.len() {
+            "…"
+        } else {
+            ""
+        };
+        self.board.describe(
+            &schedule.id,
+            format!("{when}, in {}: {prompt}{ellipsis}", schedule.target),
+        );
     }
 
     /// The latest run of schedule `id`, when it still waits or runs.
@@ -141,7 +216,17 @@ impl Scheduler {
                 return;
             }
         };
-        let decision = missed::at_start(last, |after| schedule.when.next_after(after), Utc::now());
+        // A chat schedule's fire times count from when it was set: one due
+        // before its first run, while the daemon was down, is missed too.
+        let since = match schedule.origin {
+            Origin::Chat { since } => Some(since),
+            Origin::File => None,
+        };
+        let decision = missed::at_start(
+            last.or(since),
+            |after| schedule.when.next_after(after),
+            Utc::now(),
+        );
         if let AtStart::CatchUp { due } = decision {
             tracing::info!(schedule = %schedule.id, due = %due, "schedule caught up");
             self.fire(schedule, due, true).await;
@@ -201,6 +286,7 @@ fn arm(schedule: &Schedule, after: DateTime<Utc>, board: &Board) -> Option<DateT
     board.set_next(&schedule.id, next);
     match next {
         Some(at) => tracing::info!(schedule = %schedule.id, next = %at, "schedule armed"),
+        None if schedule.when.is_once() => tracing::debug!(schedule = %schedule.id, "one-shot schedule ran"),
         None => tracing::warn!(schedule = %schedule.id, "schedule has no fire time left"),
     }
     next

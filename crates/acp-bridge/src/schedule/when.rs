@@ -51,6 +51,45 @@ impl CronTime {
     }
 }
 
+/// When a schedule fires: a cron in a zone (the config file), or, from
+/// chat, every `interval` counted from when it was set (`!every`), or
+/// once (`!at`).
+#[derive(Debug, Clone)]
+pub(crate) enum When {
+    Cron(Box<CronTime>),
+    Every {
+        interval: std::time::Duration,
+        since: DateTime<Utc>,
+    },
+    Once(DateTime<Utc>),
+}
+
+impl When {
+    /// The first fire time strictly after `after`; `None` when there is
+    /// none left (a one-shot that fired, a cron that never matches).
+    pub(crate) fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self {
+            When::Cron(cron) => cron.next_after(after),
+            When::Every { interval, since } => {
+                let step = chrono::Duration::from_std(*interval).ok()?;
+                if after < *since {
+                    return Some(*since + step);
+                }
+                let step_ms = step.num_milliseconds().max(1);
+                let elapsed = (after - *since).num_milliseconds();
+                let steps = elapsed / step_ms + 1;
+                Some(*since + chrono::Duration::milliseconds(steps.checked_mul(step_ms)?))
+            }
+            When::Once(at) => (*at > after).then_some(*at),
+        }
+    }
+
+    /// A one-shot: done once it has fired.
+    pub(crate) fn is_once(&self) -> bool {
+        matches!(self, When::Once(_))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +149,26 @@ mod tests {
     fn a_date_that_never_comes_has_no_next_time() {
         let never = CronTime::parse("0 0 30 2 *", "UTC").expect("cron");
         assert_eq!(never.next_after(at("2026-01-01T00:00:00Z")), None);
+    }
+
+    #[test]
+    fn every_counts_from_when_it_was_set_and_once_fires_once() {
+        let since = at("2026-01-01T00:00:00Z");
+        let every = When::Every {
+            interval: std::time::Duration::from_secs(1800),
+            since,
+        };
+        assert_eq!(every.next_after(since), Some(at("2026-01-01T00:30:00Z")));
+        assert_eq!(
+            every.next_after(at("2026-01-01T01:10:00Z")),
+            Some(at("2026-01-01T01:30:00Z"))
+        );
+        assert_eq!(
+            every.next_after(at("2026-01-01T01:30:00Z")),
+            Some(at("2026-01-01T02:00:00Z"))
+        );
+        let once = When::Once(at("2026-01-01T09:00:00Z"));
+        assert_eq!(once.next_after(since), Some(at("2026-01-01T09:00:00Z")));
+        assert_eq!(once.next_after(at("2026-01-01T09:00:00Z")), None);
     }
 }

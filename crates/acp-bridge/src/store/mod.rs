@@ -54,6 +54,7 @@
 //! [`StoreError::Locked`] instead of sharing the seen set and the outbox.
 
 mod agent_groups;
+mod chat_schedules;
 mod controls;
 mod conversation_profiles;
 mod joined_groups;
@@ -76,6 +77,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub(crate) use agent_groups::{AgentGroup, AgentGroups};
+pub(crate) use chat_schedules::{ChatScheduleRow, ChatSchedules};
 pub(crate) use controls::Controls;
 pub(crate) use conversation_profiles::ConversationProfiles;
 pub(crate) use joined_groups::JoinedGroups;

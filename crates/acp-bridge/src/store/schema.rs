@@ -222,11 +222,19 @@ CREATE TABLE budget_override (
 ";
 
 /// Version 14: when each schedule last fired (see `crate::schedule`), for
-/// the catch-up run of a fire time missed while the daemon was down.
-const V14_SCHEDULE_FIRES: &str = "
+/// the catch-up run of a fire time missed while the daemon was down; and
+/// the schedules the owner set from chat (`!every`, `!at`).
+const V14_SCHEDULES: &str = "
 CREATE TABLE schedule_fire (
     schedule_id TEXT NOT NULL PRIMARY KEY,
     last_due    INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+CREATE TABLE chat_schedule (
+    id     TEXT NOT NULL PRIMARY KEY,
+    timing TEXT NOT NULL,
+    target TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    since  INTEGER NOT NULL
 ) WITHOUT ROWID, STRICT;
 ";
 
@@ -245,7 +253,7 @@ const MIGRATIONS: &[&str] = &[
     V11_JOINED_GROUPS,
     V12_CONVERSATION_PROFILES,
     V13_TURN_SPEND,
-    V14_SCHEDULE_FIRES,
+    V14_SCHEDULES,
 ];
 
 /// The schema version this build writes.
