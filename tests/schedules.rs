@@ -214,11 +214,29 @@ async fn a_group_schedule_is_answered_in_its_group() {
         fired["conversation"].as_str(),
         Some(format!("group:{}'room", scene.relay.url()).as_str())
     );
-    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    // The prompt is posted in the group first, and the answer threads
+    // under that post, which readers can see and reply to.
+    let prompt = EventId::from_hex(fired["prompt_event"].as_str().expect("the prompt's post")).expect("hex");
     let answer = scene
         .owner
-        .reply_containing(&scene.bot, &run, "> scheduled check-in")
+        .reply_containing(&scene.bot, &prompt, "> scheduled check-in")
         .await;
+    let posted = scene
+        .owner
+        .client
+        .fetch_events(
+            nostr_sdk::prelude::Filter::new().id(prompt),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("fetch the prompt's post");
+    let posted = posted.first().expect("the prompt's post is on the relay");
+    assert_eq!(posted.content, "Scheduled `room-tick`: scheduled check-in");
+    assert!(
+        posted.tags.iter().any(|tag| tag.as_slice() == ["h", "room"]),
+        "posted in the group: {:?}",
+        posted.tags
+    );
     assert_eq!(answer.kind, nostr_sdk::prelude::Kind::Custom(9));
     assert!(
         answer.tags.iter().any(|tag| tag.as_slice() == ["h", "room"]),
@@ -250,7 +268,14 @@ async fn a_note_schedule_is_answered_in_its_thread() {
             Line::new("schedule fired").with("schedule", "weekly"),
         )
         .await;
-    let run = EventId::from_hex(fired["event_id"].as_str().expect("id")).expect("hex");
+    let prompt = EventId::from_hex(fired["prompt_event"].as_str().expect("the prompt's post")).expect("hex");
+    // The prompt is posted in the thread first (a reply to its root) ...
+    let posted = scene
+        .owner
+        .reply_containing(&scene.bot, &root.id, "Scheduled `weekly`: scheduled check-in")
+        .await;
+    assert_eq!(posted.id, prompt);
+    // ... and the answer threads under it, in the same thread.
     let answer = scene
         .owner
         .reply_containing(&scene.bot, &root.id, "> scheduled check-in")
@@ -263,8 +288,8 @@ async fn a_note_schedule_is_answered_in_its_thread() {
         .filter_map(|tag| tag.as_slice().get(1).cloned())
         .collect();
     assert!(
-        referenced.contains(&run.to_hex()),
-        "threaded under the run: {referenced:?}"
+        referenced.contains(&prompt.to_hex()) && referenced.contains(&root.id.to_hex()),
+        "threaded under the prompt's post, in the thread: {referenced:?}"
     );
 }
 

@@ -286,7 +286,7 @@ impl Stages {
             settings.intake.session_policy,
             settings.shard,
             &store,
-            inbound_tx.clone(),
+            (inbound_tx.clone(), replier.clone()),
             (&planner, schedule_changes),
         );
         let gate = AuthorGate::new(gate_rules.clone(), client.clone());

@@ -237,6 +237,56 @@ impl Replier {
         Ok(parts[0].event.id)
     }
 
+    /// Posts `text` where the answer to `mention` is to go, as a message
+    /// of its own, and returns the id clients see it by: a new message of
+    /// the group, a reply to the root of the note thread, a DM to the peer.
+    /// A scheduled run's prompt (see `schedule`), which its answer then
+    /// threads under, so readers see what was asked and can reply to it.
+    pub async fn announce(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
+        let sign_error =
+            |error: nostr_sdk::prelude::event::builder::Error| ReplyError::Sign(error.to_string());
+        let signed = match &mention.thread {
+            Thread::Group { channel, .. } => {
+                let event = EventBuilder::new(Kind::Custom(9), text)
+                    .tags([group_tag(channel)])
+                    .sign(&self.signer)
+                    .await
+                    .map_err(sign_error)?;
+                Signed {
+                    seen_as: event.id,
+                    event,
+                    self_copy: None,
+                }
+            }
+            Thread::Note { root, .. } => {
+                let event = EventBuilder::new(Kind::TextNote, text)
+                    .tags([Tag::from_standardized_without_cell(TagStandard::Event {
+                        event_id: *root,
+                        relay_url: None,
+                        marker: Some(nostr_sdk::prelude::Marker::Root),
+                        public_key: None,
+                        uppercase: false,
+                    })])
+                    .sign(&self.signer)
+                    .await
+                    .map_err(sign_error)?;
+                Signed {
+                    seen_as: event.id,
+                    event,
+                    self_copy: None,
+                }
+            }
+            Thread::Direct { peer, .. } => {
+                self.direct_message(*peer, text, None, Standing::Finishes.into())
+                    .await?
+            }
+        };
+        for event in signed.events() {
+            self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
+        }
+        Ok(signed.seen_as)
+    }
+
     /// Posts what the agent says mid-turn (its `post_message` tool) in the
     /// thread of `mention`, which it does not finish: like [`inform`]
     /// (`Self::inform`), labelled interim and cut into a series when long,

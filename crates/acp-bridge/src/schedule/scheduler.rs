@@ -27,6 +27,7 @@ use super::{Board, Origin, Schedule};
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mention::{Intent, Mention, SessionPolicy, Thread};
+use crate::reply::Replier;
 use crate::shard::Shard;
 use crate::store::{ChatSchedules, ScheduleFires, Store};
 use crate::telemetry::metrics;
@@ -63,6 +64,8 @@ pub(crate) struct Scheduler {
     /// `!at`, `!unschedule`), and where a one-shot is forgotten once run.
     changes: mpsc::UnboundedReceiver<Change>,
     chat: ChatSchedules,
+    /// Posts each run's prompt in its target.
+    replier: Replier,
 }
 
 impl Scheduler {
@@ -76,7 +79,7 @@ impl Scheduler {
         policy: SessionPolicy,
         shard: Shard,
         store: &Arc<Store>,
-        inbound: mpsc::Sender<Inbound>,
+        (inbound, replier): (mpsc::Sender<Inbound>, Replier),
         (planner, changes): (&Planner, mpsc::UnboundedReceiver<Change>),
     ) -> Option<Scheduler> {
         let Some(owner) = owner else {
@@ -102,6 +105,7 @@ impl Scheduler {
             board: planner.board().clone(),
             changes,
             chat: ChatSchedules::new(Arc::clone(store)),
+            replier,
         })
     }
 
@@ -190,6 +194,32 @@ impl Scheduler {
         );
     }
 
+    /// Posts the run's prompt in its target, so that readers see what was
+    /// asked and the answer threads under a message they can reply to;
+    /// the journaled run is rewritten to thread under it. Returns the
+    /// post's id. A post that cannot be made is logged, and the run still
+    /// runs (its answer then threads under the run's own id).
+    async fn announce(&self, schedule: &Schedule, mention: &mut Mention) -> Option<EventId> {
+        let text = format!("Scheduled `{}`: {}", schedule.id, schedule.prompt);
+        let posted = match self.replier.announce(mention, &text).await {
+            Ok(posted) => posted,
+            Err(error) => {
+                tracing::warn!(schedule = %schedule.id, %error, "cannot post the scheduled prompt; the answer threads under the run");
+                return None;
+            }
+        };
+        match &mut mention.thread {
+            Thread::Group { root, mention, .. } => (*root, *mention) = (posted, posted),
+            Thread::Note { mention, .. } => *mention = posted,
+            Thread::Direct { message, .. } => *message = posted,
+        }
+        mention.conversation = mention.thread.conversation(self.policy, mention.origin.as_ref());
+        if let Err(error) = self.ledger.reclassify(mention) {
+            tracing::warn!(schedule = %schedule.id, %error, "cannot journal where the scheduled run is answered");
+        }
+        Some(posted)
+    }
+
     /// The latest run of schedule `id`, when it still waits or runs.
     fn still_pending(&self, id: &str) -> Option<EventId> {
         let previous = *self
@@ -266,6 +296,7 @@ impl Scheduler {
                 return metrics::schedule_run("skipped");
             }
         }
+        let prompt_event = self.announce(schedule, &mut mention).await;
         metrics::schedule_run(if missed { "caught_up" } else { "fired" });
         self.latest_runs
             .lock()
@@ -273,6 +304,7 @@ impl Scheduler {
             .insert(schedule.id.clone(), mention.event_id);
         tracing::info!(
             schedule = %schedule.id, due = %at, event_id = %mention.event_id, conversation = %mention.conversation,
+            prompt_event = prompt_event.map(|id| id.to_hex()).unwrap_or_default(),
             "schedule fired"
         );
         let _ = self.inbound.send(Inbound::Mention(mention)).await;
@@ -296,9 +328,8 @@ fn arm(schedule: &Schedule, after: DateTime<Utc>, board: &Board) -> Option<DateT
 /// schedule's target conversation, with an event id of its own.
 fn run_mention(schedule: &Schedule, owner: PublicKey, policy: SessionPolicy, at: DateTime<Utc>) -> Mention {
     let event_id = run_event_id(&schedule.id, at);
-    // The run's own id stands for the message answered: the answer
-    // threads under it (a group or note answer names an event no relay
-    // holds; posting the prompt first is left for later, see the notes).
+    // The run's own id stands for the message answered until the run's
+    // prompt is posted in the target (see `Scheduler::announce`).
     let (kind, thread, origin) = match &schedule.target {
         Target::Dm => {
             let thread = Thread::Direct {
