@@ -17,6 +17,8 @@ const REPOSITORY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const FLAG_TABLE_HEADING: &str = "### Flags";
 /// The heading of the README's config file example.
 const CONFIG_EXAMPLE_HEADING: &str = "### A config file";
+/// The heading of the README's example of profiles, budgets and schedules.
+const PAID_AGENTS_HEADING: &str = "### Several agents, budgets and schedules";
 /// Subcommands whose flags the docs may name besides the daemon's.
 const SUBCOMMANDS: [&str; 4] = ["check", "keygen", "demo", "scripted-agent"];
 /// Flags of other programs the docs show: cargo and its test harness, the
@@ -318,18 +320,23 @@ fn every_path_and_link_the_docs_give_exists() {
 /// config` reads it without a refusal (a renamed key, a key in the wrong
 /// table or a value of the wrong type would stop it) and reports every key
 /// it sets as set by the file.
-#[test]
-fn the_readmes_config_file_example_is_read_key_by_key() {
-    let readme = read("README.md");
+/// The first ```toml block under the README's `heading`.
+fn toml_example(readme: &str, heading: &str) -> String {
     let section = &readme[readme
-        .find(CONFIG_EXAMPLE_HEADING)
-        .expect("the README has a config file example")..];
-    let example = section
+        .find(heading)
+        .unwrap_or_else(|| panic!("the README has a section `{heading}`"))..];
+    section
         .split("```toml\n")
         .nth(1)
         .and_then(|block| block.split("\n```").next())
-        .expect("the config file section holds a ```toml block");
-    let dir = std::env::temp_dir().join(format!("acp-bridge-docs-{}", std::process::id()));
+        .unwrap_or_else(|| panic!("the section `{heading}` holds a ```toml block"))
+        .to_owned()
+}
+
+/// `acp-bridge config` on `example` as a config file: it must read it
+/// without a refusal; what it prints.
+fn config_reads(example: &str, name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("acp-bridge-docs-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let file = dir.join("acp-bridge.toml");
     std::fs::write(&file, example).expect("write the example");
@@ -344,9 +351,16 @@ fn the_readmes_config_file_example_is_read_key_by_key() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "the README's example is refused: {stderr}"
+        "the README's example `{name}` is refused: {stderr}"
     );
-    let printed = String::from_utf8(output.stdout).expect("config prints UTF-8");
+    String::from_utf8(output.stdout).expect("config prints UTF-8")
+}
+
+#[test]
+fn the_readmes_config_file_example_is_read_key_by_key() {
+    let example = toml_example(&read("README.md"), CONFIG_EXAMPLE_HEADING);
+    let example = example.as_str();
+    let printed = config_reads(example, "config");
     let keys_set: Vec<&str> = example
         .lines()
         .filter_map(|line| line.split_once(" = ").map(|(key, _)| key))
@@ -364,4 +378,22 @@ fn the_readmes_config_file_example_is_read_key_by_key() {
             "`{key}` of the README's example is not reported as set by the file:\n{printed}"
         );
     }
+}
+
+/// The README's example of profiles, budgets and schedules is a config
+/// file the daemon reads: its `[agents.*]`, `[budget]` and `[[schedule]]`
+/// keys and values are all accepted, and its budget flags are set.
+#[test]
+fn the_readmes_profiles_budgets_and_schedules_example_is_read() {
+    let example = toml_example(&read("README.md"), PAID_AGENTS_HEADING);
+    for table in ["[agents.", "[budget]", "[[schedule]]"] {
+        assert!(example.contains(table), "the example shows {table}");
+    }
+    let printed = config_reads(&example, "paid-agents");
+    assert!(
+        printed
+            .lines()
+            .any(|line| line.starts_with("budget-bot-per-day = ") && line.ends_with("# file")),
+        "{printed}"
+    );
 }
