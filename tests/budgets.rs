@@ -21,9 +21,9 @@ async fn reply_to(person: &Person, bot: &PublicKey, mention: &Event) -> String {
 /// with the warning that the budget is all spent.
 async fn answer_after_warning(person: &Person, bot: &PublicKey, mention: &Event) -> String {
     let replies = person.replies_from(bot, &mention.id, 2).await;
-    let (warnings, answers): (Vec<&Event>, Vec<&Event>) = replies.iter().partition(|reply| {
-        reply.content.starts_with("Note: ") && reply.content.contains("budget is 100% spent")
-    });
+    let (warnings, answers): (Vec<&Event>, Vec<&Event>) = replies
+        .iter()
+        .partition(|reply| reply.content.starts_with("Note: ") && reply.content.contains(" is 100% spent"));
     assert!(warnings.len() == 1 && answers.len() == 1, "{replies:?}");
     answers[0].content.clone()
 }
@@ -71,6 +71,53 @@ async fn a_strangers_daily_quota_refuses_that_stranger_and_no_one_else() {
         !answer.contains("budget"),
         "the owner has no author quota: {answer}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_own_quota_binds_strangers_and_not_the_allowlist() {
+    let friend = Keys::generate();
+    let friend_npub = friend.public_key().to_bech32().expect("npub");
+    let scene = Scene::builder()
+        .flags(&[
+            "--respond-to",
+            "anyone",
+            "--allowlist",
+            &friend_npub,
+            "--budget-stranger-per-day",
+            "1 turns",
+        ])
+        .start()
+        .await;
+    let friend = Person::join_as(friend, &scene.relay.url()).await;
+    let stranger = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+
+    let first = stranger.mention_in_group(&bot, "room", "first question").await;
+    let answer = answer_after_warning(&stranger, &bot, &first).await;
+    assert!(!answer.starts_with("Sorry"), "{answer}");
+    let mark = log.cursor();
+    let second = stranger.mention_in_group(&bot, "room", "second question").await;
+    let notice = reply_to(&stranger, &bot, &second).await;
+    assert!(
+        notice.contains(
+            "your daily budget as a stranger to this bot is spent (1 turns of 1 turns). It resets at "
+        ),
+        "{notice}"
+    );
+    log.wait(
+        mark,
+        Line::new("mention refused: budget spent").with("scope", "stranger"),
+    )
+    .await;
+
+    for text in ["a friend's first", "a friend's second"] {
+        let mention = friend.mention_in_group(&bot, "room", text).await;
+        let answer = reply_to(&friend, &bot, &mention).await;
+        assert!(
+            !answer.contains("budget"),
+            "an allowlisted author is no stranger, and has no author limit: {answer}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

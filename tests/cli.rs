@@ -207,6 +207,8 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--budget-bot-per-month", "5"),
     ("--budget-author-per-day", "1.5 turns"),
     ("--budget-author-per-month", "1 usd"),
+    ("--budget-stranger-per-day", "2 turn"),
+    ("--budget-stranger-per-month", "-1 USD"),
     ("--budget-conversation-per-day", "5 EURO"),
     ("--budget-conversation-per-month", "k tokens"),
     ("--budget-warn-at", "150"),

@@ -1,5 +1,5 @@
 //! The budget's flags: limits per UTC day and month, for the whole bot,
-//! for each author and for each conversation. Each is a comma-separated list of amounts
+//! for each author, for each stranger and for each conversation. Each is a comma-separated list of amounts
 //! (`"5 USD, 200k tokens, 50 turns"`, see [`super::amount`]); empty, the
 //! default, is no limit.
 
@@ -51,6 +51,26 @@ pub struct BudgetArgs {
         value_name = "AMOUNT"
     )]
     pub budget_author_per_month: Vec<Amount>,
+
+    /// What each stranger (an author heard only because of `--respond-to
+    /// anyone`: not the owner, allowlisted or a sibling) may spend per UTC
+    /// day, each separately, on top of the author limits. Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_STRANGER_PER_DAY",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_stranger_per_day: Vec<Amount>,
+
+    /// What each stranger may spend per UTC month. Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_STRANGER_PER_MONTH",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_stranger_per_month: Vec<Amount>,
 
     /// What each conversation (channel, thread, DM) may spend per UTC
     /// day, whoever asks, the owner included. Empty: no limit.

@@ -172,6 +172,8 @@ pub(crate) const KEYS: &[Key] = &[
     key("budget-bot-per-month", Section::Budget),
     key("budget-author-per-day", Section::Budget),
     key("budget-author-per-month", Section::Budget),
+    key("budget-stranger-per-day", Section::Budget),
+    key("budget-stranger-per-month", Section::Budget),
     key("budget-conversation-per-day", Section::Budget),
     key("budget-conversation-per-month", Section::Budget),
     key("budget-warn-at", Section::Budget),

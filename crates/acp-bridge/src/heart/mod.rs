@@ -609,9 +609,9 @@ impl Heart {
         while self.conversations.running_count() < self.settings.capacity {
             let now = crate::store::sql_now();
             let budget = &self.services.budget;
-            let refused = self
-                .conversations
-                .refuse_next(|mention| budget.refusal(&mention.author, &mention.conversation, now));
+            let refused = self.conversations.refuse_next(|mention| {
+                budget.refusal(&mention.author, mention.standing(), &mention.conversation, now)
+            });
             if !refused.is_empty() {
                 self.refuse_over_budget(refused);
                 continue;
@@ -620,7 +620,7 @@ impl Heart {
                 if let Some(newest) = batch.last() {
                     let budget = &self.services.budget;
                     budget.turn_started(key, &newest.author, now);
-                    for warning in budget.warnings(&newest.author, key, now) {
+                    for warning in budget.warnings(&newest.author, newest.standing(), key, now) {
                         self.notices.inform(newest.clone(), warning);
                     }
                 }

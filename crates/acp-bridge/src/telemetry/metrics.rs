@@ -75,7 +75,7 @@ const DROP_REASONS: &[&str] = &[
     "awaiting_catch_up",
 ];
 /// `budget_refusals{scope}`: the budget's scopes (`budget::Scope`).
-const BUDGET_SCOPES: &[&str] = &["bot", "author", "conversation"];
+const BUDGET_SCOPES: &[&str] = &["bot", "author", "stranger", "conversation"];
 /// `budget_spend{unit}`: the units counted without a currency (cost is
 /// `agent_cost_total{currency}`).
 const BUDGET_UNITS: &[&str] = &["turns", "tokens"];
