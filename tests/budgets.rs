@@ -333,3 +333,47 @@ async fn the_cost_counted_is_what_each_turn_added_to_its_session() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_past_the_per_turn_cap_is_cancelled_and_its_people_told() {
+    let scene = Scene::builder()
+        .flags(&["--budget-turn-cap", "1 USD, 1M tokens"])
+        .metrics()
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    // Each round reports the session 0.40 USD dearer: 30 rounds of 100 ms
+    // would take 3 s and 12 USD; the cap stops it at the third report.
+    let runaway = scene
+        .mention("room", "[rounds=30] [delay=100] [round-cost=0.40] keep going")
+        .await;
+    let notice = scene.reply_to(&runaway).await.content;
+    assert!(
+        notice
+            .starts_with("I stopped this turn at the per-turn spending cap: it spent 1.20 USD of 1.00 USD."),
+        "{notice}"
+    );
+    assert!(!notice.contains("Cancelled by the owner"), "{notice}");
+    log.wait(
+        mark,
+        Line::new("turn finished")
+            .with("outcome", "capped")
+            .with("stop_reason", "cancelled"),
+    )
+    .await;
+
+    let next = scene.mention("room", "a short one").await;
+    let answer = scene.reply_to(&next).await.content;
+    assert!(!answer.contains("per-turn"), "the cap is per turn: {answer}");
+    let body = http_get(scene.metrics_port(), "/metrics").await;
+    for series in [
+        "acp_bridge_budget_turns_capped_total 1",
+        "acp_bridge_turns_total{outcome=\"capped\"} 1",
+    ] {
+        assert!(
+            body.lines().any(|line| line == series),
+            "{series} absent:\n{body}"
+        );
+    }
+}

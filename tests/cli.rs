@@ -211,6 +211,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--budget-stranger-per-month", "-1 USD"),
     ("--budget-conversation-per-day", "5 EURO"),
     ("--budget-conversation-per-month", "k tokens"),
+    ("--budget-turn-cap", "3 turns"),
     ("--budget-warn-at", "150"),
     ("--kinds", "4"),
     ("--state-dir", "/dev/null"),

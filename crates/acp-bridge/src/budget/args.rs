@@ -91,6 +91,18 @@ pub struct BudgetArgs {
     )]
     pub budget_conversation_per_month: Vec<Amount>,
 
+    /// What one turn may spend before it is cancelled (its people are
+    /// told it was stopped at this cap): amounts of tokens or a currency,
+    /// such as "1 USD, 500k tokens". Empty: no cap.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_TURN_CAP",
+        value_delimiter = ',',
+        value_name = "AMOUNT",
+        value_parser = super::turn_cap::per_turn_amount
+    )]
+    pub budget_turn_cap: Vec<Amount>,
+
     /// Percent of a limit at which its scope is warned, once per period:
     /// the author whose turn starts past it is told in the thread.
     #[arg(

@@ -22,6 +22,7 @@ pub(crate) mod args;
 mod command;
 mod period;
 mod report;
+pub(crate) mod turn_cap;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -153,6 +154,8 @@ pub(crate) struct Budget {
     warn_at_percent: u8,
     owner: Option<PublicKey>,
     book: SpendBook,
+    /// `--budget-turn-cap` (empty: none).
+    turn_cap: Arc<[Amount]>,
 }
 
 impl Budget {
@@ -181,7 +184,13 @@ impl Budget {
             warn_at_percent: args.budget_warn_at,
             owner,
             book,
+            turn_cap: args.budget_turn_cap.clone().into(),
         }
+    }
+
+    /// A new turn's spend against `--budget-turn-cap`; `None` without a cap.
+    pub(crate) fn turn_spend(&self) -> Option<turn_cap::TurnSpend> {
+        (!self.turn_cap.is_empty()).then(|| turn_cap::TurnSpend::new(self.turn_cap.to_vec()))
     }
 
     /// Whether `author` is the owner (told how to raise a limit, and

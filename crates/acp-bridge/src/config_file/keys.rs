@@ -176,6 +176,7 @@ pub(crate) const KEYS: &[Key] = &[
     key("budget-stranger-per-month", Section::Budget),
     key("budget-conversation-per-day", Section::Budget),
     key("budget-conversation-per-month", Section::Budget),
+    key("budget-turn-cap", Section::Budget),
     key("budget-warn-at", Section::Budget),
     key("state-dir", Section::State),
     key("retention", Section::State),

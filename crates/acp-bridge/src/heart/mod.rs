@@ -549,6 +549,10 @@ impl Heart {
         if outcome == Outcome::CancelledByOwner {
             self.notices.cancelled_by_owner(work.clone());
         }
+        if let Outcome::Capped(notice) = &outcome {
+            metrics::budget_turn_capped();
+            self.notices.give_up(work.clone(), notice.clone());
+        }
         if self.draining {
             // Failed and returned mentions stay pending in the journal.
             if outcome == Outcome::Abandoned {
