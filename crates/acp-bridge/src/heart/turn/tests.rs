@@ -666,6 +666,25 @@ fn a_turn_at_its_cap_is_cancelled_and_ends_capped_not_cancelled_by_the_owner() {
 }
 
 #[test]
+fn a_cap_reached_while_a_merge_gathers_ends_the_turn_without_the_reprompt() {
+    let mut rig = Rig::prompting(&["first"]);
+    rig.absorb(10, "second", Framing::Interrupt);
+    rig.ended(StopReason::Cancelled, &[]);
+    let actions = rig.feed(Input::CapReached("at the cap".into()));
+    assert_eq!(
+        count(&actions, |a| matches!(
+            a,
+            Action::Driver(DriverAction::Prompt(..))
+        )),
+        0,
+        "{actions:?}"
+    );
+    let (outcome, work, returned) = rig.end(&actions, &[]);
+    assert_eq!(outcome, Outcome::Capped("at the cap".into()));
+    assert_eq!((texts(&work), texts(&returned)), (vec!["first"], vec!["second"]));
+}
+
+#[test]
 fn the_owner_cancel_during_a_merge_gather_still_reprompts_the_merge() {
     let mut rig = Rig::prompting(&["first"]);
     rig.absorb(10, "second", Framing::Interrupt);
