@@ -110,6 +110,17 @@ async fn a_strangers_own_quota_binds_strangers_and_not_the_allowlist() {
     )
     .await;
 
+    let raise = scene.mention("room", "!budget stranger day 2 turns").await;
+    let answer = scene.reply_to(&raise).await.content;
+    assert_eq!(answer, "The stranger per day limit is now 2 turns.");
+    let third = stranger.mention_in_group(&bot, "room", "third question").await;
+    // Warned once a day per scope: the first turn's warning was the one.
+    let answer = reply_to(&stranger, &bot, &third).await;
+    assert!(
+        !answer.starts_with("Sorry"),
+        "the owner's override raised it: {answer}"
+    );
+
     for text in ["a friend's first", "a friend's second"] {
         let mention = friend.mention_in_group(&bot, "room", text).await;
         let answer = reply_to(&friend, &bot, &mention).await;
