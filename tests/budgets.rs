@@ -21,9 +21,9 @@ async fn reply_to(person: &Person, bot: &PublicKey, mention: &Event) -> String {
 /// with the warning that the budget is all spent.
 async fn answer_after_warning(person: &Person, bot: &PublicKey, mention: &Event) -> String {
     let replies = person.replies_from(bot, &mention.id, 2).await;
-    let (warnings, answers): (Vec<&Event>, Vec<&Event>) = replies.iter().partition(|reply| {
-        reply.content.starts_with("Note: ") && reply.content.contains("budget is 100% spent")
-    });
+    let (warnings, answers): (Vec<&Event>, Vec<&Event>) = replies
+        .iter()
+        .partition(|reply| reply.content.starts_with("Note: ") && reply.content.contains(" is 100% spent"));
     assert!(warnings.len() == 1 && answers.len() == 1, "{replies:?}");
     answers[0].content.clone()
 }
@@ -71,6 +71,64 @@ async fn a_strangers_daily_quota_refuses_that_stranger_and_no_one_else() {
         !answer.contains("budget"),
         "the owner has no author quota: {answer}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_own_quota_binds_strangers_and_not_the_allowlist() {
+    let friend = Keys::generate();
+    let friend_npub = friend.public_key().to_bech32().expect("npub");
+    let scene = Scene::builder()
+        .flags(&[
+            "--respond-to",
+            "anyone",
+            "--allowlist",
+            &friend_npub,
+            "--budget-stranger-per-day",
+            "1 turns",
+        ])
+        .start()
+        .await;
+    let friend = Person::join_as(friend, &scene.relay.url()).await;
+    let stranger = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+
+    let first = stranger.mention_in_group(&bot, "room", "first question").await;
+    let answer = answer_after_warning(&stranger, &bot, &first).await;
+    assert!(!answer.starts_with("Sorry"), "{answer}");
+    let mark = log.cursor();
+    let second = stranger.mention_in_group(&bot, "room", "second question").await;
+    let notice = reply_to(&stranger, &bot, &second).await;
+    assert!(
+        notice.contains(
+            "your daily budget as a stranger to this bot is spent (1 turns of 1 turns). It resets at "
+        ),
+        "{notice}"
+    );
+    log.wait(
+        mark,
+        Line::new("mention refused: budget spent").with("scope", "stranger"),
+    )
+    .await;
+
+    let raise = scene.mention("room", "!budget stranger day 2 turns").await;
+    let answer = scene.reply_to(&raise).await.content;
+    assert_eq!(answer, "The stranger per day limit is now 2 turns.");
+    let third = stranger.mention_in_group(&bot, "room", "third question").await;
+    // Warned once a day per scope: the first turn's warning was the one.
+    let answer = reply_to(&stranger, &bot, &third).await;
+    assert!(
+        !answer.starts_with("Sorry"),
+        "the owner's override raised it: {answer}"
+    );
+
+    for text in ["a friend's first", "a friend's second"] {
+        let mention = friend.mention_in_group(&bot, "room", text).await;
+        let answer = reply_to(&friend, &bot, &mention).await;
+        assert!(
+            !answer.contains("budget"),
+            "an allowlisted author is no stranger, and has no author limit: {answer}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,6 +337,50 @@ async fn the_cost_counted_is_what_each_turn_added_to_its_session() {
         "acp_bridge_budget_bot_limit{period=\"day\",unit=\"USD\"} 1",
         "acp_bridge_budget_bot_limit{period=\"day\",unit=\"tokens\"} 2000",
         "acp_bridge_budget_bot_spent{period=\"day\",unit=\"tokens\"} 1400",
+    ] {
+        assert!(
+            body.lines().any(|line| line == series),
+            "{series} absent:\n{body}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_past_the_per_turn_cap_is_cancelled_and_its_people_told() {
+    let scene = Scene::builder()
+        .flags(&["--budget-turn-cap", "1 USD, 1M tokens"])
+        .metrics()
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    // Each round reports the session 0.40 USD dearer: 30 rounds of 100 ms
+    // would take 3 s and 12 USD; the cap stops it at the third report.
+    let runaway = scene
+        .mention("room", "[rounds=30] [delay=100] [round-cost=0.40] keep going")
+        .await;
+    let notice = scene.reply_to(&runaway).await.content;
+    assert!(
+        notice
+            .starts_with("I stopped this turn at the per-turn spending cap: it spent 1.20 USD of 1.00 USD."),
+        "{notice}"
+    );
+    assert!(!notice.contains("Cancelled by the owner"), "{notice}");
+    log.wait(
+        mark,
+        Line::new("turn finished")
+            .with("outcome", "capped")
+            .with("stop_reason", "cancelled"),
+    )
+    .await;
+
+    let next = scene.mention("room", "a short one").await;
+    let answer = scene.reply_to(&next).await.content;
+    assert!(!answer.contains("per-turn"), "the cap is per turn: {answer}");
+    let body = http_get(scene.metrics_port(), "/metrics").await;
+    for series in [
+        "acp_bridge_budget_turns_capped_total 1",
+        "acp_bridge_turns_total{outcome=\"capped\"} 1",
     ] {
         assert!(
             body.lines().any(|line| line == series),

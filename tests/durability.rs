@@ -456,6 +456,7 @@ async fn an_owner_command_journaled_before_a_crash_resumes_as_a_command_not_a_pr
         replies_to,
         from_owner: true,
         from_sibling: false,
+        from_allowlist: false,
         chain_depth: 0,
         accepted_at: Timestamp::now().as_secs(),
         origin: Some(relay),

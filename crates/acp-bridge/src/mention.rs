@@ -155,6 +155,11 @@ pub struct Mention {
     pub replies_to: Option<EventId>,
     pub from_owner: bool,
     pub from_sibling: bool,
+    /// Heard because the author is on the allowlist (not only because of
+    /// `--respond-to anyone`): budgets tell them from strangers. Mentions
+    /// journaled before it was kept read `false`, as strangers, as then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_allowlist: bool,
     /// How many of our replies precede this mention in a reply chain (see
     /// `loop_guard`): 0 unless it answers one of our replies.
     pub chain_depth: u32,
@@ -179,14 +184,16 @@ impl Mention {
         short_npub(&self.author)
     }
 
-    /// Where its author stood when it was accepted, as far as the journal
-    /// keeps it: the owner and sibling marks only, so an allowlisted
-    /// author's mention reads as [`Standing::Stranger`].
+    /// Where its author stood when it was accepted, as the journal keeps
+    /// it (an allowlisted author's mention journaled before the allowlist
+    /// mark was kept reads as [`Standing::Stranger`]).
     pub fn standing(&self) -> Standing {
         if self.from_owner {
             Standing::Owner
         } else if self.from_sibling {
             Standing::Sibling
+        } else if self.from_allowlist {
+            Standing::Allowlisted
         } else {
             Standing::Stranger
         }
@@ -324,6 +331,7 @@ pub(crate) fn test_mention(channel: &str, seed: u64, content: &str, from_owner: 
         replies_to: None,
         from_owner,
         from_sibling: false,
+        from_allowlist: false,
         chain_depth: 0,
         accepted_at: 1,
         origin: None,
@@ -444,6 +452,7 @@ mod tests {
             replies_to,
             from_owner: true,
             from_sibling: false,
+            from_allowlist: false,
             chain_depth: 0,
             accepted_at: 1,
             origin: Some(RelayUrl::parse("wss://relay.example").expect("url")),
@@ -458,6 +467,28 @@ mod tests {
         };
         let json = serde_json::to_string(&mention).expect("serialize");
         assert_eq!(serde_json::from_str::<Mention>(&json).expect("parse"), mention);
+    }
+
+    #[test]
+    fn the_allowlist_mark_is_journaled_and_an_old_row_reads_as_a_stranger() {
+        let mut mention = test_mention("dev", 1, "hi", false);
+        let old = serde_json::to_string(&mention).expect("serialize");
+        assert!(
+            !old.contains("from_allowlist"),
+            "unmarked rows are written as before: {old}"
+        );
+        assert_eq!(
+            serde_json::from_str::<Mention>(&old).expect("parse").standing(),
+            Standing::Stranger
+        );
+        mention.from_allowlist = true;
+        let marked = serde_json::to_string(&mention).expect("serialize");
+        assert_eq!(
+            serde_json::from_str::<Mention>(&marked)
+                .expect("parse")
+                .standing(),
+            Standing::Allowlisted
+        );
     }
 
     #[test]

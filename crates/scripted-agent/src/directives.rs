@@ -50,6 +50,7 @@ struct Directives {
     mcp_read_thread: Option<u32>,
     say_mcp_servers: bool,
     session_cost: Option<String>,
+    round_cost: Option<String>,
     tokens: Option<(u64, u64)>,
 }
 
@@ -120,6 +121,9 @@ impl Directives {
             Some(("elicit", kind)) => self.elicit = ElicitKind::parse(kind).or(self.elicit),
             Some(("session-cost", value)) if value.parse::<f64>().is_ok_and(|cost| cost >= 0.0) => {
                 self.session_cost = Some(value.to_owned());
+            }
+            Some(("round-cost", value)) if value.parse::<f64>().is_ok_and(|cost| cost >= 0.0) => {
+                self.round_cost = Some(value.to_owned());
             }
             Some(("tokens", value)) => {
                 let counts = value
@@ -208,6 +212,10 @@ pub(crate) struct TurnScript {
     /// The session's cost so far (USD), reported in a `usage_update`
     /// before the answer (`[session-cost=0.25]`).
     pub(crate) session_cost: Option<String>,
+    /// After each round N, a `usage_update` giving the session's cost so
+    /// far as N times this (USD), as a session that started at zero
+    /// (`[round-cost=0.4]`): a turn that keeps spending while it runs.
+    pub(crate) round_cost: Option<String>,
     /// The prompt's input and output tokens, in the answer's `usage`
     /// (`[tokens=400/700]`).
     pub(crate) tokens: Option<(u64, u64)>,
@@ -257,6 +265,7 @@ impl TurnScript {
             mcp_read_thread: directives.mcp_read_thread,
             say_mcp_servers: directives.say_mcp_servers,
             session_cost: directives.session_cost,
+            round_cost: directives.round_cost,
             tokens: directives.tokens,
         }
     }
@@ -308,8 +317,11 @@ mod tests {
         assert!(directives.no_run_id && directives.advertise_wrong_run);
         assert_eq!(Directives::parse("[say-bytes=200000]").say_bytes, Some(200_000));
         assert_eq!(Directives::parse("[title-bytes=9000]").title_bytes, Some(9000));
-        let usage = Directives::parse("[session-cost=0.25] [session-cost=x] [tokens=4/7] [tokens=4]");
+        let usage = Directives::parse(
+            "[session-cost=0.25] [session-cost=x] [tokens=4/7] [tokens=4] [round-cost=0.4] [round-cost=-1]",
+        );
         assert_eq!(usage.session_cost.as_deref(), Some("0.25"));
+        assert_eq!(usage.round_cost.as_deref(), Some("0.4"));
         assert_eq!(usage.tokens, Some((4, 7)));
         let directives = Directives::parse(
             "[cat=/a] [cat=] [child] [cat=/b c] [detached-child=m-1] [detached-child=$(x)]",

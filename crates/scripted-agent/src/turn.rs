@@ -144,6 +144,15 @@ async fn play_rounds(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript
         fold_steers(agent, turn, transcript).await?;
         let text = format!("round {round}/{total}\n");
         acp::send_update(&agent.outbox, turn.run.session_id(), update::agent_text(&text)).await?;
+        if let Some(cost) = turn
+            .script
+            .round_cost
+            .as_deref()
+            .and_then(|cost| cost.parse::<f64>().ok())
+        {
+            let so_far = cost * f64::from(round);
+            acp::send_update(&agent.outbox, turn.run.session_id(), update::usage(so_far)).await?;
+        }
         if round == 1 && turn.script.tool {
             run_tool(agent, turn, transcript).await?;
         }

@@ -1,5 +1,5 @@
 //! The budget's flags: limits per UTC day and month, for the whole bot,
-//! for each author and for each conversation. Each is a comma-separated list of amounts
+//! for each author, for each stranger and for each conversation. Each is a comma-separated list of amounts
 //! (`"5 USD, 200k tokens, 50 turns"`, see [`super::amount`]); empty, the
 //! default, is no limit.
 
@@ -52,6 +52,26 @@ pub struct BudgetArgs {
     )]
     pub budget_author_per_month: Vec<Amount>,
 
+    /// What each stranger (an author heard only because of `--respond-to
+    /// anyone`: not the owner, allowlisted or a sibling) may spend per UTC
+    /// day, each separately, on top of the author limits. Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_STRANGER_PER_DAY",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_stranger_per_day: Vec<Amount>,
+
+    /// What each stranger may spend per UTC month. Empty: no limit.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_STRANGER_PER_MONTH",
+        value_delimiter = ',',
+        value_name = "AMOUNT"
+    )]
+    pub budget_stranger_per_month: Vec<Amount>,
+
     /// What each conversation (channel, thread, DM) may spend per UTC
     /// day, whoever asks, the owner included. Empty: no limit.
     #[arg(
@@ -70,6 +90,18 @@ pub struct BudgetArgs {
         value_name = "AMOUNT"
     )]
     pub budget_conversation_per_month: Vec<Amount>,
+
+    /// What one turn may spend before it is cancelled (its people are
+    /// told it was stopped at this cap): amounts of tokens or a currency,
+    /// such as "1 USD, 500k tokens". Empty: no cap.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_BUDGET_TURN_CAP",
+        value_delimiter = ',',
+        value_name = "AMOUNT",
+        value_parser = super::turn_cap::per_turn_amount
+    )]
+    pub budget_turn_cap: Vec<Amount>,
 
     /// Percent of a limit at which its scope is warned, once per period:
     /// the author whose turn starts past it is told in the thread.

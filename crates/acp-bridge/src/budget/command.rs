@@ -1,5 +1,5 @@
 //! `!budget`: the owner reads the limits, or overrides one. `!budget
-//! SCOPE PERIOD AMOUNTS` (SCOPE `bot`, `author` or `conversation`; PERIOD
+//! SCOPE PERIOD AMOUNTS` (SCOPE `bot`, `author`, `stranger` or `conversation`; PERIOD
 //! `day` or `month`; AMOUNTS comma-separated, or `off`) is kept in the
 //! store and wins over the flag until `!budget SCOPE PERIOD default`.
 
@@ -15,7 +15,7 @@ impl Budget {
             Some(setting) => match self.change(setting) {
                 Ok(answer) => answer,
                 Err(refusal) => format!(
-                    "{refusal} Write !budget SCOPE PERIOD AMOUNTS: SCOPE bot, author or conversation; PERIOD day or month; AMOUNTS such as \"5 USD, 50 turns\", or off, or default (the flag's)."
+                    "{refusal} Write !budget SCOPE PERIOD AMOUNTS: SCOPE bot, author, stranger or conversation; PERIOD day or month; AMOUNTS such as \"5 USD, 50 turns\", or off, or default (the flag's)."
                 ),
             },
         }

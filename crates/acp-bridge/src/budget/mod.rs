@@ -9,8 +9,10 @@
 //! a restart forgets nothing; the sums per scope and period are SQL over
 //! it. The whole bot's and a conversation's limits bind everyone, the
 //! owner too (the owner is told which flag raises them); an author's
-//! limits bind each author but the owner, each separately. A spend is counted against the author of
-//! the batch's newest mention.
+//! limits bind each author but the owner, each separately, and a
+//! stranger's (an author heard only because of `--respond-to anyone`)
+//! bind each stranger on top of them. A spend is counted against the
+//! author of the batch's newest mention.
 //!
 //! Owns the limits and the check; the heart asks it before starting a
 //! turn and gives up a refused mention with the notice it writes.
@@ -20,12 +22,14 @@ pub(crate) mod args;
 mod command;
 mod period;
 mod report;
+pub(crate) mod turn_cap;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nostr_sdk::prelude::PublicKey;
 
+use crate::gate::Standing;
 use crate::mention::ConversationKey;
 use crate::store::{SpendBook, SpendRow, Spent, Whose};
 use crate::telemetry::metrics;
@@ -46,28 +50,34 @@ pub(crate) enum Scope {
     Bot,
     /// One author's (never the owner's).
     Author,
+    /// One stranger's: an author heard only because of `--respond-to
+    /// anyone` (not the owner, not allowlisted, not a sibling).
+    Stranger,
     /// One conversation's, whoever asked.
     Conversation,
 }
 
 impl Scope {
-    pub(crate) const ALL: [Scope; 3] = [Scope::Bot, Scope::Author, Scope::Conversation];
+    pub(crate) const ALL: [Scope; 4] = [Scope::Bot, Scope::Author, Scope::Stranger, Scope::Conversation];
 
     /// The metric label, and the word of flags and `!budget`.
     pub(crate) fn label(self) -> &'static str {
         match self {
             Scope::Bot => "bot",
             Scope::Author => "author",
+            Scope::Stranger => "stranger",
             Scope::Conversation => "conversation",
         }
     }
 
-    /// Whose budget, in a notice.
-    fn whose(self) -> &'static str {
+    /// Whose budget of `period`, in a notice.
+    fn budget_of(self, period: Period) -> String {
+        let adjective = period.adjective();
         match self {
-            Scope::Bot => "the bot's",
-            Scope::Author => "your",
-            Scope::Conversation => "this conversation's",
+            Scope::Bot => format!("the bot's {adjective} budget"),
+            Scope::Author => format!("your {adjective} budget"),
+            Scope::Stranger => format!("your {adjective} budget as a stranger to this bot"),
+            Scope::Conversation => format!("this conversation's {adjective} budget"),
         }
     }
 }
@@ -79,6 +89,8 @@ struct Limits {
     bot_month: Vec<Amount>,
     author_day: Vec<Amount>,
     author_month: Vec<Amount>,
+    stranger_day: Vec<Amount>,
+    stranger_month: Vec<Amount>,
     conversation_day: Vec<Amount>,
     conversation_month: Vec<Amount>,
 }
@@ -90,6 +102,8 @@ impl Limits {
             (Scope::Bot, Period::Month) => &self.bot_month,
             (Scope::Author, Period::Day) => &self.author_day,
             (Scope::Author, Period::Month) => &self.author_month,
+            (Scope::Stranger, Period::Day) => &self.stranger_day,
+            (Scope::Stranger, Period::Month) => &self.stranger_month,
             (Scope::Conversation, Period::Day) => &self.conversation_day,
             (Scope::Conversation, Period::Month) => &self.conversation_month,
         }
@@ -112,9 +126,8 @@ impl Refusal {
     /// raise the limit.
     pub(crate) fn notice(&self, to_owner: bool) -> String {
         let mut text = format!(
-            "Sorry, I cannot take this on: {} {} budget is spent ({} of {}). It resets at {}.",
-            self.scope.whose(),
-            self.period.adjective(),
+            "Sorry, I cannot take this on: {} is spent ({} of {}). It resets at {}.",
+            self.scope.budget_of(self.period),
             self.limit.show(self.spent),
             self.limit,
             period::utc_minute(self.resets_at),
@@ -141,6 +154,8 @@ pub(crate) struct Budget {
     warn_at_percent: u8,
     owner: Option<PublicKey>,
     book: SpendBook,
+    /// `--budget-turn-cap` (empty: none).
+    turn_cap: Arc<[Amount]>,
 }
 
 impl Budget {
@@ -150,6 +165,8 @@ impl Budget {
             bot_month: args.budget_bot_per_month.clone(),
             author_day: args.budget_author_per_day.clone(),
             author_month: args.budget_author_per_month.clone(),
+            stranger_day: args.budget_stranger_per_day.clone(),
+            stranger_month: args.budget_stranger_per_month.clone(),
             conversation_day: args.budget_conversation_per_day.clone(),
             conversation_month: args.budget_conversation_per_month.clone(),
         };
@@ -167,7 +184,13 @@ impl Budget {
             warn_at_percent: args.budget_warn_at,
             owner,
             book,
+            turn_cap: args.budget_turn_cap.clone().into(),
         }
+    }
+
+    /// A new turn's spend against `--budget-turn-cap`; `None` without a cap.
+    pub(crate) fn turn_spend(&self) -> Option<turn_cap::TurnSpend> {
+        (!self.turn_cap.is_empty()).then(|| turn_cap::TurnSpend::new(self.turn_cap.to_vec()))
     }
 
     /// Whether `author` is the owner (told how to raise a limit, and
@@ -176,18 +199,19 @@ impl Budget {
         self.owner.as_ref() == Some(author)
     }
 
-    /// The first limit a turn for `author` in `conversation` would pass
-    /// at `now` (unix seconds): the bot's, the conversation's, then the
-    /// author's; `None` when it may start. A store that cannot be read
-    /// refuses nothing (logged).
+    /// The first limit a turn for `author` (heard as `standing`) in
+    /// `conversation` would pass at `now` (unix seconds): the bot's, the
+    /// conversation's, a stranger's, then the author's; `None` when it may
+    /// start. A store that cannot be read refuses nothing (logged).
     pub(crate) fn refusal(
         &self,
         author: &PublicKey,
+        standing: Standing,
         conversation: &ConversationKey,
         now: i64,
     ) -> Option<Refusal> {
         let author_hex = author.to_hex();
-        for (scope, whose) in self.scopes(author, &author_hex, conversation) {
+        for (scope, whose) in self.scopes(author, standing, &author_hex, conversation) {
             for period in Period::ALL {
                 let limits = self.limits_of(scope, period);
                 if limits.is_empty() {
@@ -241,11 +265,13 @@ impl Budget {
             .cloned()
     }
 
-    /// The scopes a turn for `author` in `conversation` counts in, in the
-    /// order they are checked.
+    /// The scopes a turn for `author` (heard as `standing`) in
+    /// `conversation` counts in, in the order they are checked: a stranger
+    /// is held to the stranger's limits and the author's both.
     fn scopes<'a>(
         &self,
         author: &PublicKey,
+        standing: Standing,
         author_hex: &'a str,
         conversation: &'a ConversationKey,
     ) -> Vec<(Scope, Whose<'a>)> {
@@ -253,26 +279,31 @@ impl Budget {
             (Scope::Bot, Whose::Everyone),
             (Scope::Conversation, Whose::Conversation(conversation)),
         ];
-        if !self.is_owner(author) {
-            scopes.push((Scope::Author, Whose::Author(author_hex)));
+        if self.is_owner(author) {
+            return scopes;
         }
+        if standing == Standing::Stranger {
+            scopes.push((Scope::Stranger, Whose::Author(author_hex)));
+        }
+        scopes.push((Scope::Author, Whose::Author(author_hex)));
         scopes
     }
 
-    /// The warnings due at `now` as a turn for `author` in `conversation`
-    /// starts: each scope whose spend of a limit reached
-    /// `--budget-warn-at`, told once per scope and period (kept in the
-    /// store, so a restart does not tell it again).
+    /// The warnings due at `now` as a turn for `author` (heard as
+    /// `standing`) in `conversation` starts: each scope whose spend of a
+    /// limit reached `--budget-warn-at`, told once per scope and period
+    /// (kept in the store, so a restart does not tell it again).
     pub(crate) fn warnings(
         &self,
         author: &PublicKey,
+        standing: Standing,
         conversation: &ConversationKey,
         now: i64,
     ) -> Vec<String> {
         let author_hex = author.to_hex();
         let share = f64::from(self.warn_at_percent) / 100.0;
         let mut warnings = Vec::new();
-        for (scope, whose) in self.scopes(author, &author_hex, conversation) {
+        for (scope, whose) in self.scopes(author, standing, &author_hex, conversation) {
             for period in Period::ALL {
                 let limits = self.limits_of(scope, period);
                 if limits.is_empty() {
@@ -295,9 +326,8 @@ impl Budget {
                 if self.book.warn_once(scope.label(), whom, since).unwrap_or(false) {
                     metrics::budget_warned(scope.label());
                     warnings.push(format!(
-                        "Note: {} {} budget is {:.0}% spent ({} of {}). It resets at {}.",
-                        scope.whose(),
-                        period.adjective(),
+                        "Note: {} is {:.0}% spent ({} of {}). It resets at {}.",
+                        scope.budget_of(period),
                         if limit.quantity > 0.0 {
                             used / limit.quantity * 100.0
                         } else {
@@ -449,30 +479,89 @@ mod tests {
         budget.turn_started(&key, &stranger, NOW - DAY);
         budget.turn_started(&key, &stranger, NOW - 10);
         assert_eq!(
-            budget.refusal(&stranger, &key, NOW),
+            budget.refusal(&stranger, Standing::Allowlisted, &key, NOW),
             None,
             "yesterday's turn is not today's"
         );
         budget.turn_started(&key, &stranger, NOW - 5);
-        let refusal = budget.refusal(&stranger, &key, NOW).expect("two turns today");
+        let refusal = budget
+            .refusal(&stranger, Standing::Allowlisted, &key, NOW)
+            .expect("two turns today");
         assert_eq!(refusal.scope, Scope::Author);
         assert_eq!(
             refusal.notice(false),
             "Sorry, I cannot take this on: your daily budget is spent (2 turns of 2 turns). It resets at 2026-11-27 00:00 UTC."
         );
-        assert_eq!(budget.refusal(&other, &key, NOW), None, "each author separately");
+        assert_eq!(
+            budget.refusal(&other, Standing::Allowlisted, &key, NOW),
+            None,
+            "each author separately"
+        );
         budget.turn_started(&key, &owner, NOW);
         budget.turn_started(&key, &owner, NOW);
         assert_eq!(
-            budget.refusal(&owner, &key, NOW),
+            budget.refusal(&owner, Standing::Allowlisted, &key, NOW),
             None,
             "the owner has no author limit"
         );
         let tomorrow = Period::Day.next_start(NOW);
         assert_eq!(
-            budget.refusal(&stranger, &key, tomorrow),
+            budget.refusal(&stranger, Standing::Allowlisted, &key, tomorrow),
             None,
             "reset at midnight UTC"
+        );
+    }
+
+    #[test]
+    fn a_strangers_limit_binds_strangers_only_and_the_authors_limit_them_too() {
+        let dir = ScratchDir::new("budget-stranger");
+        let args = BudgetArgs {
+            budget_stranger_per_day: amounts("1 turns"),
+            budget_author_per_month: amounts("3 turns"),
+            ..BudgetArgs::default()
+        };
+        let owner = Keys::generate().public_key();
+        let budget = budget(&dir, args, Some(owner));
+        let key = ConversationKey::from_journal("c");
+        let (stranger, friend) = (Keys::generate().public_key(), Keys::generate().public_key());
+        budget.turn_started(&key, &stranger, NOW);
+        let refusal = budget
+            .refusal(&stranger, Standing::Stranger, &key, NOW)
+            .expect("a stranger's one turn today");
+        assert_eq!(refusal.scope, Scope::Stranger);
+        assert!(
+            refusal
+                .notice(false)
+                .contains("your daily budget as a stranger to this bot is spent (1 turns of 1 turns)"),
+            "{}",
+            refusal.notice(false)
+        );
+        assert_eq!(
+            budget.command(Some("stranger day 2 turns")),
+            "The stranger per day limit is now 2 turns."
+        );
+        assert_eq!(budget.refusal(&stranger, Standing::Stranger, &key, NOW), None);
+        budget.command(Some("stranger day default"));
+        assert!(budget.command(None).contains("stranger per day: 1 turns (flag)"));
+        for standing in [Standing::Allowlisted, Standing::Sibling] {
+            budget.turn_started(&key, &friend, NOW);
+            assert_eq!(budget.refusal(&friend, standing, &key, NOW), None, "{standing:?}");
+        }
+        budget.turn_started(&key, &friend, NOW);
+        let refusal = budget.refusal(&friend, Standing::Allowlisted, &key, NOW);
+        assert_eq!(refusal.map(|refusal| refusal.scope), Some(Scope::Author));
+        for _ in 0..3 {
+            budget.turn_started(&key, &owner, NOW);
+        }
+        assert_eq!(budget.refusal(&owner, Standing::Owner, &key, NOW), None);
+        let tomorrow = Period::Day.next_start(NOW);
+        budget.turn_started(&key, &stranger, tomorrow);
+        budget.turn_started(&key, &stranger, tomorrow + 1);
+        let refusal = budget.refusal(&stranger, Standing::Stranger, &key, tomorrow + 2);
+        assert_eq!(
+            refusal.map(|refusal| refusal.scope),
+            Some(Scope::Stranger),
+            "the stranger's own limit is checked before the author's"
         );
     }
 
@@ -489,9 +578,11 @@ mod tests {
         let someone = Keys::generate().public_key();
         budget.prompt_spent(&key, &someone, 500, Some((0.6, "USD".into())), NOW - 20 * DAY);
         budget.prompt_spent(&key, &someone, 500, Some((0.3, "EUR".into())), NOW);
-        assert_eq!(budget.refusal(&owner, &key, NOW), None);
+        assert_eq!(budget.refusal(&owner, Standing::Allowlisted, &key, NOW), None);
         budget.prompt_spent(&key, &someone, 500, Some((0.4, "USD".into())), NOW);
-        let refusal = budget.refusal(&owner, &key, NOW).expect("1.00 USD this month");
+        let refusal = budget
+            .refusal(&owner, Standing::Allowlisted, &key, NOW)
+            .expect("1.00 USD this month");
         assert_eq!(refusal.scope, Scope::Bot);
         let notice = refusal.notice(true);
         assert!(
@@ -517,7 +608,9 @@ mod tests {
         let busy = ConversationKey::from_journal("busy");
         let quiet = ConversationKey::from_journal("quiet");
         budget.prompt_spent(&busy, &Keys::generate().public_key(), 100, None, NOW);
-        let refusal = budget.refusal(&owner, &busy, NOW).expect("100 tokens here today");
+        let refusal = budget
+            .refusal(&owner, Standing::Allowlisted, &busy, NOW)
+            .expect("100 tokens here today");
         assert_eq!(refusal.scope, Scope::Conversation);
         let notice = refusal.notice(true);
         assert!(
@@ -525,7 +618,7 @@ mod tests {
             "{notice}"
         );
         assert!(notice.contains("--budget-conversation-per-day"), "{notice}");
-        assert_eq!(budget.refusal(&owner, &quiet, NOW), None);
+        assert_eq!(budget.refusal(&owner, Standing::Allowlisted, &quiet, NOW), None);
     }
 
     #[test]
@@ -543,24 +636,33 @@ mod tests {
             budget.turn_started(&key, &someone, NOW);
         }
         assert!(
-            budget.warnings(&someone, &key, NOW).is_empty(),
+            budget
+                .warnings(&someone, Standing::Allowlisted, &key, NOW)
+                .is_empty(),
             "40% is below 50%"
         );
         budget.turn_started(&key, &someone, NOW);
         assert_eq!(
-            budget.warnings(&someone, &key, NOW),
+            budget.warnings(&someone, Standing::Allowlisted, &key, NOW),
             [
                 "Note: the bot's daily budget is 50% spent (5 turns of 10 turns). It resets at 2026-11-27 00:00 UTC."
             ]
         );
         budget.turn_started(&key, &someone, NOW);
-        assert!(budget.warnings(&someone, &key, NOW).is_empty(), "once a day");
+        assert!(
+            budget
+                .warnings(&someone, Standing::Allowlisted, &key, NOW)
+                .is_empty(),
+            "once a day"
+        );
         let tomorrow = Period::Day.next_start(NOW);
         for _ in 0..5 {
             budget.turn_started(&key, &someone, tomorrow);
         }
         assert_eq!(
-            budget.warnings(&someone, &key, tomorrow).len(),
+            budget
+                .warnings(&someone, Standing::Allowlisted, &key, tomorrow)
+                .len(),
             1,
             "again the next day"
         );
@@ -578,16 +680,20 @@ mod tests {
         {
             let budget = budget(&dir, args.clone(), None);
             budget.turn_started(&key, &someone, NOW);
-            assert!(budget.refusal(&someone, &key, NOW).is_some());
+            assert!(
+                budget
+                    .refusal(&someone, Standing::Allowlisted, &key, NOW)
+                    .is_some()
+            );
             assert_eq!(
                 budget.command(Some("bot day off")),
                 "The bot per day limit is now off."
             );
-            assert_eq!(budget.refusal(&someone, &key, NOW), None);
+            assert_eq!(budget.refusal(&someone, Standing::Allowlisted, &key, NOW), None);
         }
         let restarted = budget(&dir, args, None);
         assert_eq!(
-            restarted.refusal(&someone, &key, NOW),
+            restarted.refusal(&someone, Standing::Allowlisted, &key, NOW),
             None,
             "the override is kept"
         );
@@ -598,7 +704,9 @@ mod tests {
         );
         restarted.command(Some("bot day default"));
         assert!(
-            restarted.refusal(&someone, &key, NOW).is_some(),
+            restarted
+                .refusal(&someone, Standing::Allowlisted, &key, NOW)
+                .is_some(),
             "the flag's limit again"
         );
     }

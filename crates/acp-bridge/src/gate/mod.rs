@@ -202,7 +202,10 @@ impl GateRules {
         if Some(facts.author) == self.owner {
             return Hearing::Heard(Standing::Owner);
         }
-        let allowlisted = self.respond_to == RespondTo::Allowlist && self.allowlisted(&facts.author);
+        // Under `anyone` the allowlist still sets its authors apart from
+        // strangers (strangers have a budget of their own).
+        let allowlisted = matches!(self.respond_to, RespondTo::Allowlist | RespondTo::Anyone)
+            && self.allowlisted(&facts.author);
         if allowlisted && !facts.direct_message {
             return Hearing::Heard(Standing::Allowlisted);
         }

@@ -34,6 +34,7 @@ use super::turn::{
     TurnFailure, summary,
 };
 use super::usage;
+use crate::budget::turn_cap::{CapReached, TurnSpend};
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
 use crate::media::{self, AgentTakes, MediaCache, MediaFetcher, MediaRef};
@@ -148,6 +149,7 @@ pub(crate) fn spawn(
         }) => services.groups.preface(relay, channel),
         _ => String::new(),
     };
+    let services_turn_spend = services.budget.turn_spend();
     let driver = Driver {
         services,
         conversation,
@@ -166,6 +168,7 @@ pub(crate) fn spawn(
         context_for,
         context_mark: None,
         group_preface,
+        turn_spend: services_turn_spend,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -286,6 +289,8 @@ struct Driver {
     /// `groups`), put before every prompt of the turn; empty outside
     /// groups.
     group_preface: String,
+    /// The turn's spend against `--budget-turn-cap` (`None`: no cap).
+    turn_spend: Option<TurnSpend>,
 }
 
 impl Driver {
@@ -506,6 +511,12 @@ impl Driver {
                     self.report(Input::QuestionWithdrawn { ticket }).await;
                 }
             }
+            Ok(TurnProgress::Event(TurnEvent::Usage(usage))) => {
+                if let Some(cost) = &usage.cost {
+                    let reached = self.live_cost(cost.amount, &cost.currency);
+                    self.stop_at_cap(reached).await;
+                }
+            }
             Ok(TurnProgress::Event(event)) => observe(&event),
             Ok(TurnProgress::Finished(outcome)) => {
                 self.prompt_over();
@@ -517,6 +528,10 @@ impl Driver {
                 }
                 let usage = usage::record(&self.services.sessions, &self.conversation, &outcome);
                 self.count_spend(&usage);
+                let reached = self.turn_spend.as_mut().and_then(|spend| {
+                    let tokens = usage.input_tokens.unwrap_or(0) + usage.output_tokens.unwrap_or(0);
+                    spend.prompt_ended(tokens, usage.cost_added.zip(usage.currency.clone()))
+                });
                 let end = PromptEnd {
                     folded: outcome
                         .steers
@@ -529,6 +544,9 @@ impl Driver {
                     stop_reason: outcome.stop_reason,
                 };
                 self.report(Input::PromptEnded(Ok(end))).await;
+                // After the end: a prompt that finished keeps its answer;
+                // only a turn going on (a merge) is stopped.
+                self.stop_at_cap(reached).await;
             }
             Err(error) => {
                 self.prompt_over();
@@ -536,6 +554,29 @@ impl Driver {
                 self.report(Input::PromptEnded(Err(failure_of(&error)))).await;
             }
         }
+    }
+
+    /// A live report of the session's total cost, against the turn's cap;
+    /// the session's cost before the prompt is read once per prompt.
+    fn live_cost(&mut self, total: f64, currency: &str) -> Option<CapReached> {
+        let spend = self.turn_spend.as_mut()?;
+        if spend.needs_baseline() {
+            let before = self.services.sessions.usage(&self.conversation).ok().flatten();
+            spend.set_baseline(before.and_then(|before| before.cost.zip(before.currency)));
+        }
+        spend.session_cost(total, currency)
+    }
+
+    /// Tells the turn machine the turn passed its cap (counted and logged
+    /// by the heart at the turn's end).
+    async fn stop_at_cap(&self, reached: Option<CapReached>) {
+        let Some(reached) = reached else { return };
+        tracing::warn!(
+            spent = %reached.cap.show(reached.spent),
+            cap = %reached.cap,
+            "turn spend reached --budget-turn-cap: cancelling the turn"
+        );
+        self.report(Input::CapReached(reached.notice())).await;
     }
 
     /// Counts a prompt's spend against the budget of the batch's newest

@@ -572,6 +572,10 @@ impl Heart {
         if outcome == Outcome::CancelledByOwner {
             self.notices.cancelled_by_owner(work.clone());
         }
+        if let Outcome::Capped(notice) = &outcome {
+            metrics::budget_turn_capped();
+            self.notices.give_up(work.clone(), notice.clone());
+        }
         if self.draining {
             // Failed and returned mentions stay pending in the journal.
             if outcome == Outcome::Abandoned {
@@ -632,9 +636,9 @@ impl Heart {
         while self.conversations.running_count() < self.settings.capacity {
             let now = crate::store::sql_now();
             let budget = &self.services.budget;
-            let refused = self
-                .conversations
-                .refuse_next(|mention| budget.refusal(&mention.author, &mention.conversation, now));
+            let refused = self.conversations.refuse_next(|mention| {
+                budget.refusal(&mention.author, mention.standing(), &mention.conversation, now)
+            });
             if !refused.is_empty() {
                 self.refuse_over_budget(refused);
                 continue;
@@ -643,7 +647,7 @@ impl Heart {
                 if let Some(newest) = batch.last() {
                     let budget = &self.services.budget;
                     budget.turn_started(key, &newest.author, now);
-                    for warning in budget.warnings(&newest.author, key, now) {
+                    for warning in budget.warnings(&newest.author, newest.standing(), key, now) {
                         self.notices.inform(newest.clone(), warning);
                     }
                 }

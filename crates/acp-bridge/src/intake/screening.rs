@@ -390,6 +390,7 @@ impl Screener {
             replies_to: candidate.replies_to,
             from_owner,
             from_sibling: standing == Standing::Sibling,
+            from_allowlist: standing == Standing::Allowlisted,
             chain_depth,
             accepted_at: now.wall.as_secs(),
             origin: Some(relay.clone()),

@@ -366,6 +366,7 @@ fn run_mention(schedule: &Schedule, owner: PublicKey, policy: SessionPolicy, at:
         replies_to: None,
         from_owner: true,
         from_sibling: false,
+        from_allowlist: false,
         chain_depth: 0,
         accepted_at: u64::try_from(Utc::now().timestamp()).unwrap_or_default(),
         origin,

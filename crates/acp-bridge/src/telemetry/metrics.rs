@@ -45,6 +45,7 @@ const SCHEDULE_RUNS: &str = "acp_bridge_schedule_runs_total";
 const PROMPT_AUDIO: &str = "acp_bridge_prompt_audio_total";
 const BUDGET_REFUSALS: &str = "acp_bridge_budget_refusals_total";
 const BUDGET_WARNINGS: &str = "acp_bridge_budget_warnings_total";
+const BUDGET_TURNS_CAPPED: &str = "acp_bridge_budget_turns_capped_total";
 const BUDGET_SPEND: &str = "acp_bridge_budget_spend_total";
 const BUDGET_BOT_SPENT: &str = "acp_bridge_budget_bot_spent";
 const BUDGET_BOT_LIMIT: &str = "acp_bridge_budget_bot_limit";
@@ -75,7 +76,7 @@ const DROP_REASONS: &[&str] = &[
     "awaiting_catch_up",
 ];
 /// `budget_refusals{scope}`: the budget's scopes (`budget::Scope`).
-const BUDGET_SCOPES: &[&str] = &["bot", "author", "conversation"];
+const BUDGET_SCOPES: &[&str] = &["bot", "author", "stranger", "conversation"];
 /// `budget_spend{unit}`: the units counted without a currency (cost is
 /// `agent_cost_total{currency}`).
 const BUDGET_UNITS: &[&str] = &["turns", "tokens"];
@@ -84,6 +85,7 @@ const TURN_OUTCOMES: &[&str] = &[
     "notified",
     "failed",
     "cancelled_by_owner",
+    "capped",
     "abandoned",
 ];
 const STEER_PATHS: &[&str] = &["native", "fallback", "refused"];
@@ -165,6 +167,7 @@ pub(crate) fn register_at_zero() {
         SIGNER_REQUESTS_FAILED,
         MCP_UNAUTHORIZED,
         BLOSSOM_UPLOAD_BYTES,
+        BUDGET_TURNS_CAPPED,
     ] {
         counter!(name).increment(0);
     }
@@ -261,6 +264,11 @@ pub(crate) fn budget_bot(period: &'static str, unit: &str, spent: f64, limit: f6
 }
 
 /// A scope warned that its spend neared a limit (`--budget-warn-at`).
+/// A turn cancelled at `--budget-turn-cap`.
+pub(crate) fn budget_turn_capped() {
+    counter!(BUDGET_TURNS_CAPPED).increment(1);
+}
+
 pub(crate) fn budget_warned(scope: &'static str) {
     counter!(BUDGET_WARNINGS, "scope" => listed(BUDGET_SCOPES, scope)).increment(1);
 }

@@ -55,6 +55,9 @@ pub(crate) enum Input {
     OwnerReply(String),
     /// The owner's `!cancel`.
     OwnerCancel,
+    /// The turn's spend reached `--budget-turn-cap`; the notice its
+    /// people are given.
+    CapReached(String),
     /// Shutdown past the grace period: stop, leaving the mentions journaled
     /// for the next start.
     Abandon,
@@ -274,6 +277,9 @@ pub(crate) enum Outcome {
     Failed(TurnFailure),
     /// Cancelled by the owner; the heart tells them.
     CancelledByOwner,
+    /// Cancelled at `--budget-turn-cap`; the heart gives the work up with
+    /// this notice.
+    Capped(String),
     /// Stopped at shutdown; the mentions stay pending in the journal.
     Abandoned,
 }
@@ -291,6 +297,7 @@ impl Outcome {
             Outcome::Notified => "notified",
             Outcome::Failed(_) => "failed",
             Outcome::CancelledByOwner => "cancelled_by_owner",
+            Outcome::Capped(_) => "capped",
             Outcome::Abandoned => "abandoned",
         }
     }

@@ -93,10 +93,12 @@ enum Phase {
 }
 
 /// What the turn was told to do beside its work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Intent {
     Work,
     OwnerCancelled,
+    /// Cancelled at the per-turn cap; the notice its people are given.
+    Capped(String),
 }
 
 /// Which steer path a turn took (for its closing log line).
@@ -227,6 +229,7 @@ impl TurnMachine {
             }
             Input::OwnerReply(text) => self.on_owner_reply(&text, &mut out),
             Input::OwnerCancel => self.on_owner_cancel(&mut out),
+            Input::CapReached(notice) => self.on_cap_reached(notice, &mut out),
             Input::Abandon => self.finish(Outcome::Abandoned, &mut out),
             Input::Published(stored) => {
                 let Phase::Publishing(publication) = self.phase else {
@@ -343,7 +346,7 @@ impl TurnMachine {
 
     /// Folds mid-turn mentions into the live prompt.
     fn absorb_live(&mut self, mentions: Vec<Mention>, framing: Framing, out: &mut Vec<Action>) {
-        if self.intent == Intent::OwnerCancelled {
+        if self.intent != Intent::Work {
             return self.add(mentions, Role::Deferred);
         }
         if self.merge.is_some() {
@@ -446,7 +449,7 @@ impl TurnMachine {
                 // Relabelled in place: mentions that joined the merge while
                 // this steer was under way came after them, and the merge
                 // keeps arrival order (the reply threads under the newest).
-                if self.intent == Intent::OwnerCancelled {
+                if self.intent != Intent::Work {
                     self.relabel(&steering, Role::Deferred);
                 } else {
                     self.relabel(&steering, Role::Merging);
@@ -486,6 +489,10 @@ impl TurnMachine {
         }
         if self.intent == Intent::OwnerCancelled {
             return self.finish(Outcome::CancelledByOwner, out);
+        }
+        if let Intent::Capped(notice) = &self.intent {
+            self.stop_reason = ended.as_ref().ok().map(|end| end.stop_reason.clone());
+            return self.finish(Outcome::Capped(notice.clone()), out);
         }
         let end = match ended {
             Ok(end) => end,
@@ -586,7 +593,7 @@ impl TurnMachine {
     }
 
     fn on_question_asked(&mut self, asked: Asked, out: &mut Vec<Action>) {
-        if self.phase != Phase::Prompting || self.intent == Intent::OwnerCancelled {
+        if self.phase != Phase::Prompting || self.intent != Intent::Work {
             // Nobody will answer it: the driver answers it `cancelled`.
             out.push(DriverAction::CancelQuestions.into());
             return;
@@ -669,6 +676,8 @@ impl TurnMachine {
     fn on_owner_cancel(&mut self, out: &mut Vec<Action>) {
         match self.phase {
             Phase::Leasing => self.intent = Intent::OwnerCancelled,
+            // Already being cancelled at the cap: that is what it is told.
+            Phase::Prompting if matches!(self.intent, Intent::Capped(_)) => {}
             Phase::Prompting => {
                 self.intent = Intent::OwnerCancelled;
                 if self.questions.clear() {
@@ -680,6 +689,24 @@ impl TurnMachine {
             // is still owed to the people who wrote it.
             Phase::Gathering { .. } => self.reprompt_merged(out),
             Phase::Publishing(_) | Phase::Done => {}
+        }
+    }
+
+    /// The turn's spend reached `--budget-turn-cap`: cancel the live
+    /// prompt and end with `notice` once it stopped. Between prompts (a
+    /// merge gathering) it ends now; a turn publishing its answer has
+    /// nothing left to stop.
+    fn on_cap_reached(&mut self, notice: String, out: &mut Vec<Action>) {
+        match self.phase {
+            Phase::Prompting if self.intent == Intent::Work => {
+                self.intent = Intent::Capped(notice);
+                if self.questions.clear() {
+                    out.push(DriverAction::CancelQuestions.into());
+                }
+                self.cancel(out);
+            }
+            Phase::Gathering { .. } => self.finish(Outcome::Capped(notice), out),
+            Phase::Leasing | Phase::Prompting | Phase::Publishing(_) | Phase::Done => {}
         }
     }
 

@@ -647,6 +647,44 @@ fn the_owner_cancel_before_the_agent_is_ready_never_prompts() {
 }
 
 #[test]
+fn a_turn_at_its_cap_is_cancelled_and_ends_capped_not_cancelled_by_the_owner() {
+    let mut rig = Rig::prompting(&["first"]);
+    assert_eq!(
+        rig.feed(Input::CapReached("at the cap".into())),
+        [Action::Driver(DriverAction::Cancel)]
+    );
+    assert_eq!(rig.feed(Input::OwnerCancel), [], "already being stopped");
+    assert_eq!(
+        rig.absorb(10, "later", Framing::Steer),
+        [],
+        "a mention for a capped turn waits for the next"
+    );
+    let actions = rig.ended(StopReason::Cancelled, &[]);
+    let (outcome, work, returned) = rig.end(&actions, &[]);
+    assert_eq!(outcome, Outcome::Capped("at the cap".into()));
+    assert_eq!((texts(&work), texts(&returned)), (vec!["first"], vec!["later"]));
+}
+
+#[test]
+fn a_cap_reached_while_a_merge_gathers_ends_the_turn_without_the_reprompt() {
+    let mut rig = Rig::prompting(&["first"]);
+    rig.absorb(10, "second", Framing::Interrupt);
+    rig.ended(StopReason::Cancelled, &[]);
+    let actions = rig.feed(Input::CapReached("at the cap".into()));
+    assert_eq!(
+        count(&actions, |a| matches!(
+            a,
+            Action::Driver(DriverAction::Prompt(..))
+        )),
+        0,
+        "{actions:?}"
+    );
+    let (outcome, work, returned) = rig.end(&actions, &[]);
+    assert_eq!(outcome, Outcome::Capped("at the cap".into()));
+    assert_eq!((texts(&work), texts(&returned)), (vec!["first"], vec!["second"]));
+}
+
+#[test]
 fn the_owner_cancel_during_a_merge_gather_still_reprompts_the_merge() {
     let mut rig = Rig::prompting(&["first"]);
     rig.absorb(10, "second", Framing::Interrupt);
@@ -692,7 +730,7 @@ fn crowd(rig: &mut Rig, with_merge: bool) {
 #[test]
 fn every_exit_answers_or_returns_every_mention() {
     type Exit = fn(&mut Rig) -> Vec<Action>;
-    let exits: [(&str, Exit, Outcome); 7] = [
+    let exits: [(&str, Exit, Outcome); 8] = [
         (
             "answered",
             |rig| {
@@ -730,6 +768,14 @@ fn every_exit_answers_or_returns_every_mention() {
                 rig.ended(StopReason::Cancelled, &[])
             },
             Outcome::CancelledByOwner,
+        ),
+        (
+            "capped",
+            |rig| {
+                rig.feed(Input::CapReached("stopped at the cap".into()));
+                rig.ended(StopReason::Cancelled, &[])
+            },
+            Outcome::Capped("stopped at the cap".into()),
         ),
         (
             "abandoned at shutdown",
