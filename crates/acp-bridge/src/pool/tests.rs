@@ -19,6 +19,9 @@ use super::*;
 use crate::store::Store;
 use crate::store::scratch::ScratchDir;
 
+/// The profile name the pools of these tests run under (its metrics label).
+const TEST_PROFILE: &str = "test";
+
 /// How long the slow agent of these tests takes to answer `initialize`.
 const SLOW_INIT: Duration = Duration::from_secs(10);
 /// How long a test waits for a real process.
@@ -87,7 +90,7 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
         None,
     );
     let pool = Pool::with_launcher(
-        crate::profiles::DEFAULT_PROFILE,
+        TEST_PROFILE,
         Launcher::InProcess(scripts.to_vec()),
         scripts.len(),
         sessions,
@@ -100,7 +103,7 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
 fn command_pool(settings: AgentSettings) -> TestPool {
     let (store, dir) = store();
     let pool = Pool::start(
-        crate::profiles::DEFAULT_PROFILE,
+        TEST_PROFILE,
         settings,
         ClientConfig::default(),
         Sessions::new(Arc::clone(&store)),
@@ -427,7 +430,7 @@ async fn an_agent_s_process_group_is_recorded_while_it_runs() {
     let (store, _state) = store();
     let groups = AgentGroups::new(Arc::clone(&store));
     let pool = Pool::start(
-        crate::profiles::DEFAULT_PROFILE,
+        TEST_PROFILE,
         agent,
         ClientConfig::default(),
         Sessions::new(store),
