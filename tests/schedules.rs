@@ -17,6 +17,14 @@ const PERIOD_AND_MARGIN: Duration = Duration::from_millis(2_500);
 /// How long a stopped daemon gets to exit.
 const EXIT_WITHIN: Duration = Duration::from_secs(20);
 
+/// Keeps a stopped daemon down until `moment`: the condition under test
+/// is time passing while it is down, so this waits on the clock itself.
+async fn down_until(moment: SystemTime) {
+    while SystemTime::now() < moment {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A config file holding `text`; its path.
 fn config_file(text: &str) -> String {
     let file = temp_dir("schedules").join("acp-bridge.toml");
@@ -87,12 +95,8 @@ async fn a_fire_time_missed_while_down_makes_one_catch_up_run() {
     log.wait(log.start(), Line::new("turn finished").in_turn(&first))
         .await;
     scene.bridge.terminate(EXIT_WITHIN).await;
-    // The condition under test is time passing while the daemon is down:
-    // wait until at least one fire time (several, at times) has passed.
-    let down_until = SystemTime::now() + PERIOD_AND_MARGIN;
-    while SystemTime::now() < down_until {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // At least one fire time (several, at times) passes while it is down.
+    down_until(SystemTime::now() + PERIOD_AND_MARGIN).await;
     scene.restart(scene.spec()).await;
     let log = &scene.bridge.log;
     let caught = log
@@ -192,7 +196,8 @@ async fn the_owners_message_steers_a_scheduled_run_in_flight() {
 }
 
 /// A schedule whose target is a NIP-29 group is answered in that group,
-/// threaded under the run (the bot's kind 9 with the group's `h` tag).
+/// threaded under the run's prompt, which the bot posts there first (kind
+/// 9s with the group's `h` tag).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_schedule_is_answered_in_its_group() {
     let mut stage = Scene::builder().stage().await;
@@ -407,11 +412,7 @@ async fn a_chat_one_shot_missed_while_down_runs_once_after_restart() {
             .is_empty(),
         "the one-shot fired before the daemon stopped; the test needs it not to"
     );
-    // The condition under test is its time passing while the daemon is down.
-    let down_until = sent + Duration::from_secs(5) + ONE_SHOT_MARGIN;
-    while SystemTime::now() < down_until {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    down_until(sent + Duration::from_secs(5) + ONE_SHOT_MARGIN).await;
     scene.restart(scene.spec()).await;
     let log = &scene.bridge.log;
     log.wait(

@@ -133,7 +133,7 @@ impl OwnerCommand {
             "!at TIME PROMPT: run PROMPT here once, at TIME (HH:MM UTC, an RFC 3339 instant, or +90m).",
             "!unschedule ID: stop a schedule set with !every or !at.",
             "!usage: what the turns spent today and this month (UTC); sent in a DM, the top authors too.",
-            "!budget [SCOPE PERIOD AMOUNTS|off|default]: the budget's limits, or override one (SCOPE bot, author or conversation; PERIOD day or month).",
+            "!budget [SCOPE PERIOD AMOUNTS|off|default]: the budget's limits, or override one (SCOPE bot, author, stranger or conversation; PERIOD day or month).",
             "!help: this list.",
         ]
         .join("\n")

@@ -330,6 +330,29 @@ fn a_type(value: &toml::Value) -> &'static str {
     }
 }
 
+/// The commented block of `deploy/config/acp-bridge.toml.example` that
+/// starts at the line `marker` begins, up to the next empty line,
+/// uncommented: what an operator gets by removing the `# `s, for the
+/// tests that keep the example's commented tables valid.
+#[cfg(test)]
+fn example_block(marker: &str) -> String {
+    let example = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/config/acp-bridge.toml.example"
+    ));
+    example
+        .lines()
+        .skip_while(|line| !line.starts_with(marker))
+        .take_while(|line| !line.is_empty())
+        .map(|line| {
+            line.strip_prefix("# ")
+                .or_else(|| line.strip_prefix('#'))
+                .unwrap_or(line)
+        })
+        .flat_map(|line| [line, "\n"])
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

@@ -261,20 +261,7 @@ mod tests {
     /// `deploy/config/acp-bridge.toml.example`, uncommented, is valid.
     #[test]
     fn the_example_files_profiles_are_valid() {
-        let example = include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../deploy/config/acp-bridge.toml.example"
-        ));
-        let block: String = example
-            .lines()
-            .skip_while(|line| !line.starts_with("# [agents."))
-            .map(|line| {
-                line.strip_prefix("# ")
-                    .or_else(|| line.strip_prefix('#'))
-                    .unwrap_or(line)
-            })
-            .flat_map(|line| [line, "\n"])
-            .collect();
+        let block = super::super::example_block("# [agents.");
         let profiles = read(&block).unwrap_or_else(|error| panic!("{error}"));
         let names: Vec<&str> = profiles.iter().map(|profile| profile.name.as_str()).collect();
         assert_eq!(names, ["claude", "codex"]);

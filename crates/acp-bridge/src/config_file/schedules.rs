@@ -153,15 +153,7 @@ mod tests {
     /// uncommented, is a schedule the daemon takes.
     #[test]
     fn the_example_files_schedule_parses() {
-        let example = include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../deploy/config/acp-bridge.toml.example"
-        ));
-        let block: String = example[example.find("# [[schedule]]").expect("the example")..]
-            .lines()
-            .map(|line| line.strip_prefix("# ").unwrap_or(line))
-            .flat_map(|line| [line, "\n"])
-            .collect();
+        let block = super::super::example_block("# [[schedule]]");
         let schedules = parse_text(&block).unwrap_or_else(|refusal| panic!("{refusal:?}"));
         assert_eq!(schedules[0].id, "standup");
     }

@@ -243,48 +243,27 @@ impl Replier {
     /// A scheduled run's prompt (see `schedule`), which its answer then
     /// threads under, so readers see what was asked and can reply to it.
     pub async fn announce(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
-        let sign_error =
-            |error: nostr_sdk::prelude::event::builder::Error| ReplyError::Sign(error.to_string());
-        let signed = match &mention.thread {
+        let builder = match &mention.thread {
             Thread::Group { channel, .. } => {
-                let event = EventBuilder::new(Kind::Custom(9), text)
-                    .tags([group_tag(channel)])
-                    .sign(&self.signer)
-                    .await
-                    .map_err(sign_error)?;
-                Signed {
-                    seen_as: event.id,
-                    event,
-                    self_copy: None,
-                }
+                EventBuilder::new(Kind::Custom(9), text).tags([group_tag(channel)])
             }
-            Thread::Note { root, .. } => {
-                let event = EventBuilder::new(Kind::TextNote, text)
-                    .tags([Tag::from_standardized_without_cell(TagStandard::Event {
-                        event_id: *root,
-                        relay_url: None,
-                        marker: Some(nostr_sdk::prelude::Marker::Root),
-                        public_key: None,
-                        uppercase: false,
-                    })])
-                    .sign(&self.signer)
-                    .await
-                    .map_err(sign_error)?;
-                Signed {
-                    seen_as: event.id,
-                    event,
-                    self_copy: None,
-                }
-            }
+            Thread::Note { root, .. } => EventBuilder::new(Kind::TextNote, text).tags([root_marker(*root)]),
             Thread::Direct { peer, .. } => {
-                self.direct_message(*peer, text, None, Standing::Finishes.into())
-                    .await?
+                let signed = self
+                    .direct_message(*peer, text, None, Standing::Finishes.into())
+                    .await?;
+                for event in signed.events() {
+                    self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
+                }
+                return Ok(signed.seen_as);
             }
         };
-        for event in signed.events() {
-            self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
-        }
-        Ok(signed.seen_as)
+        let event = builder
+            .sign(&self.signer)
+            .await
+            .map_err(|error| ReplyError::Sign(error.to_string()))?;
+        self.put_in_outbox(&event, mention.origin.as_ref(), &[], Finish::Notified)?;
+        Ok(event.id)
     }
 
     /// Posts what the agent says mid-turn (its `post_message` tool) in the
@@ -726,18 +705,20 @@ fn reply_marker(event_id: EventId) -> Tag {
     })
 }
 
+/// The NIP-10 `e` tag naming a thread's root.
+fn root_marker(root: EventId) -> Tag {
+    Tag::from_standardized_without_cell(TagStandard::Event {
+        event_id: root,
+        relay_url: None,
+        marker: Some(nostr_sdk::prelude::Marker::Root),
+        public_key: None,
+        uppercase: false,
+    })
+}
+
 /// NIP-10 `root` and `reply` markers plus a `p` tag per author answered.
 fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -> Vec<Tag> {
-    let mut tags = vec![
-        Tag::from_standardized_without_cell(TagStandard::Event {
-            event_id: root,
-            relay_url: None,
-            marker: Some(nostr_sdk::prelude::Marker::Root),
-            public_key: None,
-            uppercase: false,
-        }),
-        reply_marker(mention),
-    ];
+    let mut tags = vec![root_marker(root), reply_marker(mention)];
     tags.extend(authors.iter().map(|author| Tag::public_key(*author)));
     tags
 }
