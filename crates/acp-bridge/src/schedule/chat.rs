@@ -284,13 +284,8 @@ fn from_row(row: ChatScheduleRow) -> Result<Schedule, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::when::tests::at;
     use super::*;
-
-    fn at(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text)
-            .expect("rfc3339")
-            .with_timezone(&Utc)
-    }
 
     #[test]
     fn at_reads_a_duration_ahead_a_clock_time_and_an_instant() {

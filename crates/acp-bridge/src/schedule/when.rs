@@ -91,10 +91,11 @@ impl When {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn at(text: &str) -> DateTime<Utc> {
+    /// An RFC 3339 instant, for the schedule module's tests.
+    pub(crate) fn at(text: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(text)
             .expect("rfc3339")
             .with_timezone(&Utc)
