@@ -163,6 +163,7 @@ fn mention(input: &MentionInput, policy: SessionPolicy) -> Option<Mention> {
         replies_to,
         from_owner: input.from_owner,
         from_sibling: input.from_sibling,
+        from_allowlist: false,
         chain_depth: 0,
         accepted_at: 0,
         origin: None,
