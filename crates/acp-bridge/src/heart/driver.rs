@@ -529,8 +529,8 @@ impl Driver {
                 let usage = usage::record(&self.services.sessions, &self.conversation, &outcome);
                 self.count_spend(&usage);
                 let reached = self.turn_spend.as_mut().and_then(|spend| {
-                    let tokens = usage.input_tokens.unwrap_or(0) + usage.output_tokens.unwrap_or(0);
-                    spend.prompt_ended(tokens, usage.cost_added.zip(usage.currency.clone()))
+                    let (tokens, cost) = usage.spent();
+                    spend.prompt_ended(tokens, cost)
                 });
                 let end = PromptEnd {
                     folded: outcome
@@ -583,8 +583,7 @@ impl Driver {
     /// mention's author.
     fn count_spend(&self, usage: &usage::TurnUsage) {
         let Some(anchor) = &self.anchor else { return };
-        let tokens = usage.input_tokens.unwrap_or(0) + usage.output_tokens.unwrap_or(0);
-        let cost = usage.cost_added.zip(usage.currency.clone());
+        let (tokens, cost) = usage.spent();
         let now = crate::store::sql_now();
         self.services
             .budget

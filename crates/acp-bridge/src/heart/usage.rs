@@ -35,6 +35,13 @@ pub(crate) struct TurnUsage {
 }
 
 impl TurnUsage {
+    /// What the prompt spent, as budgets count it: its tokens (input plus
+    /// output) and the cost it added to its session, with the currency.
+    pub(crate) fn spent(&self) -> (u64, Option<(f64, String)>) {
+        let tokens = self.input_tokens.unwrap_or(0) + self.output_tokens.unwrap_or(0);
+        (tokens, self.cost_added.zip(self.currency.clone()))
+    }
+
     /// Adds a later prompt of the same turn.
     pub(super) fn add(&mut self, later: TurnUsage) {
         let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
