@@ -283,7 +283,7 @@ async fn a_relay_link_that_falls_behind_fetches_again_and_loses_nothing() {
         .await;
     let log = &scene.bridge.log;
     // The intake stalls on a locked journal, so the link's buffers fill
-    // and the SDK drops what does not fit: the link is behind.
+    // and the relay tap drops what does not fit: the link is behind.
     let journal_lock = scene.bridge.lock_journal();
     let mark = log.cursor();
     let events: Vec<Event> = (0..60)
@@ -299,7 +299,7 @@ async fn a_relay_link_that_falls_behind_fetches_again_and_loses_nothing() {
     }
     log.wait(
         mark,
-        Line::new("fell behind the relay's notifications; re-subscribing from the watermark"),
+        Line::new("fell behind the relay's events; re-subscribing from the watermark"),
     )
     .await;
     journal_lock.release();

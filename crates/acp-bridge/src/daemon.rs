@@ -30,13 +30,14 @@ use crate::housekeeping::Housekeeping;
 use crate::identity::{Identity, Wanted};
 use crate::inbound::Inbound;
 use crate::intake::interest::Interest;
-use crate::intake::relay_link::{LinkDoors, LinkStatus, RelayLink};
+use crate::intake::relay_link::{LinkCues, LinkDoors, LinkStatus, LinkTap, RelayLink};
 use crate::intake::{Intake, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
 use crate::media::MediaCache;
 use crate::pool::{Pools, reaper};
+use crate::relay_tap::RelayTaps;
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
 use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
@@ -47,7 +48,7 @@ use crate::store::{
 };
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
-use crate::transport::NoDelayTransport;
+use crate::transport::TappedTransport;
 
 /// Mentions waiting between the intake and the heart.
 const INBOUND_QUEUE: usize = 1024;
@@ -210,9 +211,11 @@ impl Stages {
         let agent_groups = AgentGroups::new(Arc::clone(&store));
         reaper::sweep(&agent_groups).await;
         let (embedded, relay_urls) = relay_urls(&settings.relays.bot).await?;
-        let (client, relays) = relay_client(&settings, &signer, &relay_urls).await?;
+        // The daemon's own subscriptions are read off the wire (relay_tap).
+        let taps = RelayTaps::default();
+        let (client, relays) = relay_client(&settings, &signer, &relay_urls, &taps).await?;
         let inbox_only = inbox_only_relays(&settings, &relay_urls);
-        let (inbox_client, inbox_relays) = relay_client(&settings, &signer, &inbox_only).await?;
+        let (inbox_client, inbox_relays) = relay_client(&settings, &signer, &inbox_only, &taps).await?;
 
         let (reply_recorder, loop_guard) = loop_guard::loop_guard();
         let replier = Replier::new(
@@ -249,6 +252,7 @@ impl Stages {
         let rate_limits = watch::Sender::new(settings.intake.rate_limit());
         services.context = settings.context.for_turns(
             &client,
+            &taps,
             &store,
             signer.public_key(),
             &gate_rules,
@@ -330,8 +334,14 @@ impl Stages {
                     link_doors.clone(),
                     arrivals_tx.clone(),
                     status,
-                    refetch,
-                    replier.threads_answered(),
+                    LinkCues {
+                        refetch,
+                        threads: replier.threads_answered(),
+                    },
+                    LinkTap {
+                        taps: &taps,
+                        buffer: settings.relays.buffer,
+                    },
                 )
             })
             .collect();
@@ -350,8 +360,14 @@ impl Stages {
                 link_doors.clone(),
                 arrivals_tx.clone(),
                 LinkStatus::default(),
-                refetch,
-                replier.threads_answered(),
+                LinkCues {
+                    refetch,
+                    threads: replier.threads_answered(),
+                },
+                LinkTap {
+                    taps: &taps,
+                    buffer: settings.relays.buffer,
+                },
             )
         }));
         let signer_answering = signer.answering();
@@ -630,10 +646,11 @@ async fn relay_client(
     settings: &Settings,
     signer: &BotSigner,
     urls: &[RelayUrl],
+    taps: &RelayTaps,
 ) -> Result<(Client, Vec<Relay>), DaemonError> {
     let client = Client::builder()
         .signer(signer.clone())
-        .websocket_transport(NoDelayTransport)
+        .websocket_transport(TappedTransport { taps: taps.clone() })
         // Relays that ask for NIP-42 authentication get it: the SDK signs
         // their challenge through the bot's signer and sends the subscriptions
         // and events they refused `auth-required:` again (the SDK's

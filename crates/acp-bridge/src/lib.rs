@@ -45,6 +45,7 @@ mod pool;
 mod profiles;
 mod prompt;
 mod rate_limit;
+mod relay_tap;
 mod reply;
 mod routes;
 mod schedule;

@@ -27,7 +27,9 @@
 //!
 //! Nothing the relay returns is taken on its word: each event must be of a
 //! conversation kind, in this very thread, not dated in the future, and
-//! signed (checked again here for the quoted ones, whatever the SDK did).
+//! signed (checked here, for the quoted ones only: the read comes through
+//! the relay tap, which verifies nothing, and the bot's own messages are
+//! dropped there unread).
 //! Every query carries a limit. The context is bounded in bytes: each
 //! message cut at `--max-content-bytes`, the block at
 //! `--thread-context-bytes`, the newest messages kept first.
@@ -46,7 +48,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use nostr_sdk::prelude::{
-    Alphabet, Client, Event, EventId, Filter, Kind, PublicKey, SingleLetterTag, Timestamp,
+    Alphabet, Client, Event, EventId, Filter, Kind, PublicKey, RelayUrl, SingleLetterTag, Timestamp,
 };
 
 use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
@@ -55,6 +57,7 @@ use crate::gate::{AuthorFacts, GateRules, Standing};
 use crate::ledger::Ledger;
 use crate::mention::{self, ConversationKey, Mention, Thread, short_npub};
 use crate::prompt::{self, Earlier};
+use crate::relay_tap::{self, RelayTaps};
 use crate::store::{ContextMarks, Store};
 use crate::telemetry::metrics;
 
@@ -143,6 +146,7 @@ impl ContextSettings {
     pub(crate) fn for_turns(
         &self,
         client: &Client,
+        taps: &RelayTaps,
         store: &Arc<Store>,
         bot: PublicKey,
         rules: &GateRules,
@@ -150,6 +154,7 @@ impl ContextSettings {
     ) -> Option<ThreadContext> {
         (self.limit > 0).then(|| ThreadContext {
             client: client.clone(),
+            taps: taps.clone(),
             ledger: Ledger::new(Arc::clone(store)),
             marks: ContextMarks::new(Arc::clone(store)),
             bot,
@@ -184,6 +189,8 @@ impl ContextArgs {
 #[derive(Debug, Clone)]
 pub(crate) struct ThreadContext {
     pub client: Client,
+    /// The mention's relay is read through the tap (`relay_tap::fetch_once`).
+    pub taps: RelayTaps,
     /// Which fetched events the journal took in (left out).
     pub ledger: Ledger,
     /// How far each conversation's session was given its thread.
@@ -436,20 +443,11 @@ impl ThreadContext {
     ) -> Result<Read, ReadError> {
         let filters = self.filters(&first.thread, reading.since, reading.limit);
         let asked_the_relay = !filters.is_empty();
-        let fetches = filters.into_iter().map(|filter| async {
-            match &first.origin {
-                Some(relay) => {
-                    self.client
-                        .fetch_events_from([relay.clone()], filter, CONTEXT_FETCH_TIMEOUT)
-                        .await
-                }
-                None => self.client.fetch_events(filter, CONTEXT_FETCH_TIMEOUT).await,
-            }
-        });
-        let mut earlier: Vec<Event> = Vec::new();
-        for fetched in futures_util::future::join_all(fetches).await {
-            earlier.extend(fetched.map_err(|error| ReadError(error.to_string()))?);
-        }
+        let mut earlier = if filters.is_empty() {
+            Vec::new()
+        } else {
+            self.fetch(first.origin.as_ref(), filters).await?
+        };
         let mut left_out = LeftOut::default();
         earlier.retain(|event| {
             let in_thread = in_thread(event, &first.thread);
@@ -487,6 +485,27 @@ impl ThreadContext {
             left_out,
             asked_the_relay,
         })
+    }
+    /// What the relay holds for `filters`: the mention's own relay read
+    /// through the tap, unverified (what is quoted is verified here), the
+    /// bot's own messages left out unread; without a known relay, every
+    /// relay through the SDK.
+    async fn fetch(&self, origin: Option<&RelayUrl>, filters: Vec<Filter>) -> Result<Vec<Event>, ReadError> {
+        let failed = |error: &dyn std::fmt::Display| ReadError(error.to_string());
+        let Some(url) = origin else {
+            let fetches = filters
+                .into_iter()
+                .map(|filter| self.client.fetch_events(filter, CONTEXT_FETCH_TIMEOUT));
+            let mut earlier = Vec::new();
+            for fetched in futures_util::future::join_all(fetches).await {
+                earlier.extend(fetched.map_err(|error| failed(&error))?);
+            }
+            return Ok(earlier);
+        };
+        let relay = self.client.relay(url).await.map_err(|error| failed(&error))?;
+        relay_tap::fetch_once(&self.taps, &relay, filters, CONTEXT_FETCH_TIMEOUT, Some(self.bot))
+            .await
+            .map_err(|error| failed(&error))
     }
 
     /// The relay queries for the thread's earlier messages, after `since`

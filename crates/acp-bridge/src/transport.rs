@@ -11,20 +11,26 @@
 //! [`READ_BUFFER_BYTES`]).
 //!
 //! Only direct connections: proxies and Tor are not offered by this daemon.
+//!
+//! The daemon's own relay clients connect through [`TappedTransport`]: the
+//! same connection, with each frame offered to the relay tap
+//! ([`crate::relay_tap`]) before the SDK reads it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_wsocket::futures_util::stream::SplitSink;
-use async_wsocket::futures_util::{Sink, SinkExt, StreamExt, TryStreamExt};
+use async_wsocket::futures_util::{Sink, SinkExt, StreamExt, TryStreamExt, future};
 use async_wsocket::{Message, WebSocket};
 use nostr_sdk::pool::ConnectionMode;
 use nostr_sdk::pool::transport::error::TransportError;
 use nostr_sdk::pool::transport::websocket::{WebSocketSink, WebSocketStream, WebSocketTransport};
-use nostr_sdk::prelude::{BoxedFuture, Url};
+use nostr_sdk::prelude::{BoxedFuture, RelayUrl, Url};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use crate::relay_tap::RelayTaps;
 
 /// The websocket's read buffer. tungstenite zero-fills the whole buffer
 /// before every read from the socket; at its default of 128 KiB that fill
@@ -62,16 +68,65 @@ impl WebSocketTransport for NoDelayTransport {
         timeout: Duration,
     ) -> BoxedFuture<'a, Result<(WebSocketSink, WebSocketStream), TransportError>> {
         Box::pin(async move {
-            let socket = tokio::time::timeout(timeout, connect(url))
-                .await
-                .map_err(|_| TransportError::backend(ConnectError::Timeout))?
-                .map_err(TransportError::backend)?;
-            let (sink, stream) = socket.split();
-            let sink: WebSocketSink = Box::new(Outgoing(sink));
-            let stream: WebSocketStream = Box::pin(stream.map_err(TransportError::backend));
-            Ok((sink, stream))
+            let (sink, stream) = connect_within(url, timeout).await?;
+            Ok((
+                sink,
+                Box::pin(stream.map_err(TransportError::backend)) as WebSocketStream,
+            ))
         })
     }
+}
+
+/// [`NoDelayTransport`], with every text frame offered to the relay tap:
+/// the frames it routes never reach the SDK.
+#[derive(Debug, Clone)]
+pub(crate) struct TappedTransport {
+    pub(crate) taps: RelayTaps,
+}
+
+impl WebSocketTransport for TappedTransport {
+    fn support_ping(&self) -> bool {
+        true
+    }
+
+    fn connect<'a>(
+        &'a self,
+        url: &'a Url,
+        _mode: &'a ConnectionMode,
+        timeout: Duration,
+    ) -> BoxedFuture<'a, Result<(WebSocketSink, WebSocketStream), TransportError>> {
+        Box::pin(async move {
+            let (sink, stream) = connect_within(url, timeout).await?;
+            let url = RelayUrl::parse(url.as_str()).map_err(TransportError::backend)?;
+            let routes = self.taps.relay(&url);
+            let stream = stream.filter_map(move |message| {
+                future::ready(match message {
+                    Ok(Message::Text(frame)) => routes.sift(frame).map(|frame| Ok(Message::Text(frame))),
+                    other => Some(other.map_err(TransportError::backend)),
+                })
+            });
+            Ok((sink, Box::pin(stream) as WebSocketStream))
+        })
+    }
+}
+
+/// Connects within `timeout`: the SDK's sink, and the raw stream.
+async fn connect_within(
+    url: &Url,
+    timeout: Duration,
+) -> Result<
+    (
+        WebSocketSink,
+        async_wsocket::futures_util::stream::SplitStream<WebSocket>,
+    ),
+    TransportError,
+> {
+    let socket = tokio::time::timeout(timeout, connect(url))
+        .await
+        .map_err(|_| TransportError::backend(ConnectError::Timeout))?
+        .map_err(TransportError::backend)?;
+    let (sink, stream) = socket.split();
+    Ok((Box::new(Outgoing(sink)), stream))
 }
 
 async fn connect(url: &Url) -> Result<WebSocket, ConnectError> {

@@ -10,8 +10,10 @@
 //! while we were cut off are fetched once we are back, and the seen set in
 //! `store` drops the ones already handled.
 //!
-//! The SDK's broadcast channel drops messages when we lag behind; a lag is a
-//! gap, and a gap is closed by subscribing again from the watermark. The
+//! The tap's route drops frames when we lag behind (it never blocks the
+//! SDK's read of the socket, which carries the publishes' `OK`s too); a
+//! lag is a gap, and a gap is closed by subscribing again from the
+//! watermark. The
 //! intake may ask for the same ([`RefetchFrom`]): an event it could not
 //! take for a passing reason (the journal write failed, say) holds the
 //! watermark back and is fetched again a little later.
@@ -20,11 +22,14 @@
 //! housekeeping may have pruned the seen entries of older events, and the
 //! date check is then all that keeps them from being answered twice.
 //!
-//! Events are read from the relay's raw `EVENT` messages, not from the
-//! SDK's "new event" notifications: the SDK remembers every id it has
-//! seen and announces a re-sent event only as a raw message, so a
-//! re-subscription that reads only the notifications gets nothing back.
-//! De-duplication is the intake's (the journal).
+//! The subscriptions' `EVENT`, `EOSE` and `CLOSED` frames come from the
+//! relay tap ([`crate::relay_tap`]), in wire order, straight off the
+//! websocket: the SDK never reads, verifies or stores these events, and
+//! the bot's own (its replies coming back in the threads it follows) are
+//! dropped unread. The intake verifies what it may hear, once.
+//! De-duplication is the intake's (the journal). The SDK's notifications
+//! still say when the connection drops and when NIP-42 authentication
+//! succeeded or failed.
 //!
 //! Relays that ask for authentication (NIP-42) close a subscription with
 //! `auth-required:` and send a challenge. That is no broken link: the SDK
@@ -42,8 +47,8 @@
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{
-    Event, Filter, Kind, Relay, RelayMessage, RelayNotification, RelayStatus, RelayUrl,
-    SubscribeAutoCloseOptions, SubscribeOptions, SubscriptionId, Timestamp,
+    Event, Filter, Kind, Relay, RelayNotification, RelayStatus, RelayUrl, SubscribeAutoCloseOptions,
+    SubscribeOptions, SubscriptionId, Timestamp,
 };
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -60,6 +65,9 @@ use crate::backoff::Backoff;
 use crate::clock_skew::SINCE_SKEW;
 use crate::deadline::sleep_until;
 use crate::ledger::Ledger;
+use crate::relay_tap::{
+    Received, RelayTaps, RouteGuard, RouteSpec, Subscriptions as Taken, TapReceiver, Tapped,
+};
 use crate::store::{AnsweredThreads, Watermarks};
 
 /// Without a watermark (first start), only this much history is fetched.
@@ -93,7 +101,7 @@ const NEW_THREADS_SUBSCRIPTION_PREFIX: &str = "acp-bridge-threads-new-";
 /// How long the one-shot query of new threads may wait for its EOSE.
 const NEW_THREADS_QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Live subscriptions whose events go to the intake (with the one-shot
-/// reads of new threads: [`is_forwarded`]).
+/// reads of new threads: [`forwarded`]).
 const FORWARDED_SUBSCRIPTIONS: [&str; 5] = [
     SUBSCRIPTION_ID,
     DM_SUBSCRIPTION_ID,
@@ -152,6 +160,27 @@ pub(crate) struct RelayLink {
     learned_own_replies: bool,
     /// The mentions' and DMs' subscriptions on this connection.
     subscriptions: Subscriptions,
+    /// The frames of the forwarded subscriptions, off the wire.
+    tap: TapReceiver,
+    /// Keeps the tap's route for as long as the link runs.
+    _route: RouteGuard,
+}
+
+/// What asks the link to subscribe again.
+#[derive(Debug)]
+pub(crate) struct LinkCues {
+    /// The intake: fetch untaken events again.
+    pub refetch: RefetchFrom,
+    /// The replier: the bot answered in a new thread.
+    pub threads: watch::Receiver<()>,
+}
+
+/// How the link reads its subscriptions' frames.
+#[derive(Debug)]
+pub(crate) struct LinkTap<'a> {
+    pub taps: &'a RelayTaps,
+    /// Frames a burst may hold before the link lags (`--relay-buffer`).
+    pub buffer: usize,
 }
 
 /// The store's tables a relay link reaches, one door each.
@@ -172,9 +201,19 @@ impl RelayLink {
         doors: LinkDoors,
         arrivals: mpsc::Sender<Arrival>,
         status: LinkStatus,
-        refetch: RefetchFrom,
-        threads: watch::Receiver<()>,
+        cues: LinkCues,
+        tap: LinkTap<'_>,
     ) -> Self {
+        let LinkCues { refetch, threads } = cues;
+        let (tap, route) = tap.taps.route(
+            relay.url(),
+            RouteSpec {
+                subscriptions: forwarded(),
+                capacity: tap.buffer,
+                drop_authored_by: Some(interest.bot),
+                sdk_registered: true,
+            },
+        );
         RelayLink {
             url: relay.url().clone(),
             relay,
@@ -188,6 +227,8 @@ impl RelayLink {
             new_thread_reads: 0,
             learned_own_replies: false,
             subscriptions: Subscriptions::default(),
+            tap,
+            _route: route,
         }
     }
 
@@ -197,8 +238,11 @@ impl RelayLink {
         let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
         while !stop.is_cancelled() {
             // Subscribe to notifications before connecting: nothing between
-            // the connect and the first recv may be missed.
+            // the connect and the first recv may be missed. What the tap
+            // holds from the last connection is dropped, as the SDK's
+            // notifications of it are: the new subscriptions read it again.
             let mut notifications = self.relay.notifications();
+            self.tap.drain();
             match self.relay.try_connect(CONNECT_TIMEOUT).await {
                 // Connected as the stop came: nothing to listen for.
                 Ok(()) if stop.is_cancelled() => break,
@@ -271,24 +315,32 @@ impl RelayLink {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => return,
-                notification = notifications.recv() => match notification {
-                    Ok(RelayNotification::Message { message: RelayMessage::Event { subscription_id, event } }) => {
-                        if is_forwarded(subscription_id.as_str()) {
-                            self.forward(Arrival::Event { relay: self.url.clone(), event: Box::new(event.into_owned()) }).await;
-                        }
+                received = self.tap.recv() => match received {
+                    Received::Frame(Tapped::Event(event)) => {
+                        self.forward(Arrival::Event { relay: self.url.clone(), event }).await;
                     }
-                    Ok(RelayNotification::Message { message: RelayMessage::EndOfStoredEvents(id) }) => {
+                    Received::Frame(Tapped::EndOfStored(id)) => {
                         if self.subscriptions.end_of_stored(id.as_str()) {
                             self.delivered_stored().await;
                         }
                     }
-                    Ok(RelayNotification::Message { message: RelayMessage::Closed { subscription_id, message } }) => {
-                        if let Some(verdict) = self.subscriptions.closed(subscription_id.as_str(), &message, tokio::time::Instant::now())
+                    Received::Frame(Tapped::Closed { subscription, message }) => {
+                        if let Some(verdict) = self.subscriptions.closed(subscription.as_str(), &message, tokio::time::Instant::now())
                             && !self.carry_on(verdict, &message).await
                         {
                             return;
                         }
                     }
+                    Received::Lagged => {
+                        tracing::warn!(relay = %self.url, "fell behind the relay's events; re-subscribing from the watermark");
+                        if !self.subscribe(None).await {
+                            self.relay.disconnect();
+                            return;
+                        }
+                    }
+                    Received::Closed => return,
+                },
+                notification = notifications.recv() => match notification {
                     Ok(RelayNotification::Authenticated) => {
                         let again = self.subscriptions.authenticated_now();
                         if !again.is_empty() {
@@ -314,13 +366,10 @@ impl RelayLink {
                     }
                     Ok(RelayNotification::Shutdown) => return,
                     Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(relay = %self.url, missed, "fell behind the relay's notifications; re-subscribing from the watermark");
-                        if !self.subscribe(None).await {
-                            self.relay.disconnect();
-                            return;
-                        }
-                    }
+                    // The subscriptions' frames come by the tap: what a lag
+                    // loses here is at worst an `Authenticated`, which the
+                    // authentication deadline turns into a reconnect.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 changed = self.threads.changed() => {
@@ -613,10 +662,14 @@ pub(crate) fn refetch_since(event: &Event) -> Timestamp {
     }
 }
 
-/// Whether events of `subscription` go to the intake.
-fn is_forwarded(subscription: &str) -> bool {
-    FORWARDED_SUBSCRIPTIONS.contains(&subscription)
-        || subscription.starts_with(NEW_THREADS_SUBSCRIPTION_PREFIX)
+/// The subscriptions whose frames go to the link (and their events to the
+/// intake).
+fn forwarded() -> Vec<Taken> {
+    FORWARDED_SUBSCRIPTIONS
+        .iter()
+        .map(|id| Taken::Exactly((*id).to_owned()))
+        .chain([Taken::StartingWith(NEW_THREADS_SUBSCRIPTION_PREFIX.to_owned())])
+        .collect()
 }
 
 /// The threads answered in at `since` or later, most recent first, at most
@@ -695,9 +748,12 @@ mod tests {
 
     #[test]
     fn events_of_the_mention_thread_and_new_thread_subscriptions_are_forwarded_and_no_others() {
+        let forwarded = forwarded();
+        let is_forwarded = |id: &str| forwarded.iter().any(|taken| taken.takes(id));
         for id in [
             SUBSCRIPTION_ID,
             DM_SUBSCRIPTION_ID,
+            GROUPS_SUBSCRIPTION_ID,
             THREADS_SUBSCRIPTION_ID,
             RECENT_THREADS_SUBSCRIPTION_ID,
             "acp-bridge-threads-new-1",
@@ -705,8 +761,10 @@ mod tests {
         ] {
             assert!(is_forwarded(id), "{id}");
         }
-        // The SDK's own ids: thread context fetches, profile lookups.
+        // The SDK's own ids (profile lookups), the one-shot reads of the
+        // thread context.
         assert!(!is_forwarded("a1b2c3d4e5f60718"));
         assert!(!is_forwarded("acp-bridge-threads-newer"));
+        assert!(!is_forwarded("acp-bridge-read-1"));
     }
 }

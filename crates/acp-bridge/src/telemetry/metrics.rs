@@ -51,9 +51,11 @@ const BUDGET_BOT_SPENT: &str = "acp_bridge_budget_bot_spent";
 const BUDGET_BOT_LIMIT: &str = "acp_bridge_budget_bot_limit";
 
 /// `events_dropped{reason}`: the intake's `DropReason` labels (the gate's
-/// refusals among them).
+/// refusals among them), and the relay tap's (`too_large`, `expired`).
 const DROP_REASONS: &[&str] = &[
     "own_event",
+    "too_large",
+    "expired",
     "not_a_mention",
     "duplicate",
     "too_old",

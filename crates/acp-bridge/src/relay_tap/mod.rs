@@ -1,0 +1,315 @@
+//! The relay tap: the daemon's own subscriptions read straight off the
+//! websocket, the SDK's relay pool kept for the rest.
+//!
+//! Every frame a relay sends passes through the daemon's transport
+//! ([`crate::transport`]) before the SDK sees it. The SDK reads each one
+//! into a `serde_json::Value` and back out, verifies each event's signature
+//! (once per id, in a cache keyed by the id alone), checks it against its
+//! in-memory database and announces it on two broadcast channels: about
+//! 1.5 M instructions per answered mention on top of two verifications
+//! (BENCHMARKS §8). For the subscriptions whose events the daemon judges
+//! itself, that is all done twice or for nothing, so the tap takes their
+//! frames first:
+//! - an `EVENT` of a routed subscription is read in place ([`frame`]) and
+//!   handed to its route as an [`Event`], unverified: the route's reader
+//!   verifies what it acts on (the intake every event it may hear, the
+//!   thread context every event it quotes), over the very bytes it parsed,
+//!   so each event is verified once and only when it matters;
+//! - the bot's own events on a route that drops them are dropped on their
+//!   `pubkey` alone, before the rest is read (no filter can leave an
+//!   author out of a REQ, NIP-01);
+//! - `EOSE` and `CLOSED` of a routed subscription go to the route in wire
+//!   order after its events, and on to the SDK too when it registered the
+//!   subscription ([`Route::sdk_registered`]), so its bookkeeping (NIP-42
+//!   re-sends, `unsubscribe_all`) is what it was.
+//!
+//! Everything else (`OK`, `AUTH`, `NOTICE`, pings, other subscriptions)
+//! reaches the SDK untouched: connecting, NIP-42 authentication and
+//! publishing with its `OK` prefixes stay the SDK's. The limits the SDK
+//! puts on what it reads (the message size, an event's size and tags,
+//! NIP-40 expiry) are applied here to what the tap takes, with the SDK's
+//! own values ([`RelayLimits::default`]), so routing changes no outcome.
+//!
+//! A route's channel is bounded. The tap runs inside the SDK's read of the
+//! socket and never waits: a full route drops the frame and is marked
+//! lagged, and its reader re-subscribes from its watermark, as it did when
+//! the SDK's broadcast channel lagged.
+
+mod fetch;
+mod frame;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
+use nostr_sdk::pool::RelayLimits;
+use nostr_sdk::prelude::{Event, JsonUtil, PublicKey, RelayUrl, SubscriptionId};
+use tokio::sync::mpsc;
+
+use crate::telemetry::metrics;
+use frame::{Author, Head};
+
+pub(crate) use fetch::fetch_once;
+
+/// The SDK's limits on what it reads from a relay, its defaults (the
+/// daemon sets none), read once.
+static LIMITS: LazyLock<RelayLimits> = LazyLock::new(RelayLimits::default);
+
+/// What a route's reader gets, in the order the relay sent it.
+#[derive(Debug)]
+pub(crate) enum Tapped {
+    Event(Box<Event>),
+    EndOfStored(SubscriptionId),
+    Closed {
+        subscription: SubscriptionId,
+        message: String,
+    },
+}
+
+/// Which subscriptions a route takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Subscriptions {
+    /// This id.
+    Exactly(String),
+    /// Every id that starts so (one-shot reads numbered per connection).
+    StartingWith(String),
+}
+
+impl Subscriptions {
+    pub(crate) fn takes(&self, id: &str) -> bool {
+        match self {
+            Subscriptions::Exactly(exact) => id == exact,
+            Subscriptions::StartingWith(prefix) => id.starts_with(prefix.as_str()),
+        }
+    }
+}
+
+/// Where a relay's frames of some subscriptions go.
+#[derive(Debug)]
+pub(crate) struct Route {
+    subscriptions: Vec<Subscriptions>,
+    to: mpsc::Sender<Tapped>,
+    lagged: Arc<AtomicBool>,
+    /// The bot's key as hex: its own events are dropped unread.
+    drop_authored_by: Option<String>,
+    /// The SDK sent the REQ and tracks the subscription: its `EOSE` and
+    /// `CLOSED` reach the SDK as well.
+    sdk_registered: bool,
+}
+
+/// The reading end of a route.
+#[derive(Debug)]
+pub(crate) struct TapReceiver {
+    from: mpsc::Receiver<Tapped>,
+    lagged: Arc<AtomicBool>,
+}
+
+/// What a route's reader is told.
+#[derive(Debug)]
+pub(crate) enum Received {
+    Frame(Tapped),
+    /// A frame was dropped because the route was full: re-read from the
+    /// watermark.
+    Lagged,
+    /// The route is gone (the daemon is stopping).
+    Closed,
+}
+
+impl TapReceiver {
+    /// Drops what the route holds, and a lag it told of.
+    pub(crate) fn drain(&mut self) {
+        while self.from.try_recv().is_ok() {}
+        self.lagged.store(false, Ordering::Release);
+    }
+
+    /// The next frame; a lag is told before the frames after it.
+    pub(crate) async fn recv(&mut self) -> Received {
+        if self.lagged.swap(false, Ordering::AcqRel) {
+            return Received::Lagged;
+        }
+        match self.from.recv().await {
+            Some(tapped) => Received::Frame(tapped),
+            None => Received::Closed,
+        }
+    }
+}
+
+/// The routes of every relay, by URL: shared by the transport (which reads
+/// them per frame) and the readers (which add and remove theirs).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RelayTaps {
+    relays: Arc<Mutex<HashMap<RelayUrl, Arc<RelayRoutes>>>>,
+}
+
+/// One relay's routes.
+#[derive(Debug)]
+pub(crate) struct RelayRoutes {
+    url: RelayUrl,
+    routes: Mutex<Vec<(u64, Arc<Route>)>>,
+    next_route: AtomicU64,
+}
+
+/// Takes a route off its relay when dropped.
+#[derive(Debug)]
+pub(crate) struct RouteGuard {
+    relay: Arc<RelayRoutes>,
+    id: u64,
+}
+
+impl Drop for RouteGuard {
+    fn drop(&mut self) {
+        lock(&self.relay.routes).retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// What a new route asks for.
+#[derive(Debug)]
+pub(crate) struct RouteSpec {
+    pub subscriptions: Vec<Subscriptions>,
+    /// Frames the route holds before it lags.
+    pub capacity: usize,
+    /// Drop this key's events unread (the bot's own).
+    pub drop_authored_by: Option<PublicKey>,
+    pub sdk_registered: bool,
+}
+
+impl RelayTaps {
+    /// The routes of the relay at `url` (with or without its trailing
+    /// slash: the SDK hands the transport the URL with one).
+    pub(crate) fn relay(&self, url: &RelayUrl) -> Arc<RelayRoutes> {
+        let mut relays = lock(&self.relays);
+        let routes = relays.entry(url.clone()).or_insert_with(|| {
+            Arc::new(RelayRoutes {
+                url: url.clone(),
+                routes: Mutex::default(),
+                next_route: AtomicU64::default(),
+            })
+        });
+        Arc::clone(routes)
+    }
+
+    /// Routes `spec`'s subscriptions on the relay at `url` to a new
+    /// receiver, until the guard is dropped.
+    pub(crate) fn route(&self, url: &RelayUrl, spec: RouteSpec) -> (TapReceiver, RouteGuard) {
+        let (to, from) = mpsc::channel(spec.capacity.max(1));
+        let lagged = Arc::new(AtomicBool::new(false));
+        let route = Route {
+            subscriptions: spec.subscriptions,
+            to,
+            lagged: Arc::clone(&lagged),
+            drop_authored_by: spec.drop_authored_by.map(|key| key.to_hex()),
+            sdk_registered: spec.sdk_registered,
+        };
+        let relay = self.relay(url);
+        let id = relay.next_route.fetch_add(1, Ordering::Relaxed);
+        lock(&relay.routes).push((id, Arc::new(route)));
+        (TapReceiver { from, lagged }, RouteGuard { relay, id })
+    }
+}
+
+impl RelayRoutes {
+    /// Takes `frame` when it belongs to a route; returns it when it goes on
+    /// to the SDK (not routed, or an `EOSE`/`CLOSED` the SDK tracks too).
+    pub(crate) fn sift(&self, frame: String) -> Option<String> {
+        let head = Head::read(&frame);
+        let Some(route) = head.subscription().and_then(|id| self.route_of(id)) else {
+            return Some(frame);
+        };
+        let share = route.sdk_registered && !matches!(head, Head::Event { .. });
+        if let Some(tapped) = self.take(&route, head, frame.len()) {
+            route.deliver(tapped);
+        }
+        share.then_some(frame)
+    }
+
+    fn route_of(&self, subscription: &str) -> Option<Arc<Route>> {
+        lock(&self.routes)
+            .iter()
+            .find(|(_, route)| route.subscriptions.iter().any(|taken| taken.takes(subscription)))
+            .map(|(_, route)| Arc::clone(route))
+    }
+
+    /// What a routed frame hands on, or `None` when it is dropped here (the
+    /// bot's own event, over a limit, expired, unreadable: each counted).
+    fn take(&self, route: &Route, head: Head<'_>, frame_bytes: usize) -> Option<Tapped> {
+        let subscription = |id: Cow<'_, str>| SubscriptionId::new(id);
+        match head {
+            Head::EndOfStored { subscription: id } => Some(Tapped::EndOfStored(subscription(id))),
+            Head::Closed {
+                subscription: id,
+                message,
+            } => Some(Tapped::Closed {
+                subscription: subscription(id),
+                message: message.into_owned(),
+            }),
+            Head::Event {
+                subscription: id,
+                event,
+            } => {
+                metrics::event_received();
+                let author = Author::of(event);
+                let dropped = |event_id: &str, reason: &'static str| {
+                    metrics::event_dropped(reason);
+                    tracing::debug!(relay = %self.url, subscription = %id, event_id, reason, "event dropped");
+                    None
+                };
+                let claimed_id = author.as_ref().map_or("", |author| author.id.as_ref());
+                let limits = &*LIMITS;
+                if limits
+                    .messages
+                    .max_size
+                    .is_some_and(|max| frame_bytes > max as usize)
+                {
+                    tracing::warn!(relay = %self.url, subscription = %id, bytes = frame_bytes, "a relay message over the size limit was dropped");
+                    return dropped(claimed_id, "too_large");
+                }
+                if let (Some(bot), Some(author)) = (&route.drop_authored_by, &author)
+                    && author.is(bot)
+                {
+                    return dropped(claimed_id, "own_event");
+                }
+                let Ok(read) = Event::from_json(event.get()) else {
+                    return dropped(claimed_id, "malformed");
+                };
+                let too_large = limits
+                    .events
+                    .get_max_size(&read.kind)
+                    .is_some_and(|max| event.get().len() > max as usize);
+                let too_many_tags = limits
+                    .events
+                    .get_max_num_tags(&read.kind)
+                    .is_some_and(|max| read.tags.len() > usize::from(max));
+                if too_large || too_many_tags {
+                    tracing::warn!(relay = %self.url, subscription = %id, event_id = %read.id, "an event over the size or tag limit was dropped");
+                    return dropped(claimed_id, "too_large");
+                }
+                if read.is_expired() {
+                    return dropped(claimed_id, "expired");
+                }
+                Some(Tapped::Event(Box::new(read)))
+            }
+            Head::Other => None,
+        }
+    }
+}
+
+impl Route {
+    fn deliver(&self, tapped: Tapped) {
+        match self.to.try_send(tapped) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.lagged.store(true, Ordering::Release);
+            }
+            // The reader is gone; its guard takes the route off shortly.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,286 @@
+use nostr_sdk::prelude::{
+    EventBuilder, Filter, Keys, Kind, RelayMessage, RelayPoolNotification, Tag, Timestamp,
+};
+
+use super::*;
+
+const URL: &str = "ws://127.0.0.1:1";
+
+fn url(text: &str) -> RelayUrl {
+    RelayUrl::parse(text).expect("a relay URL")
+}
+
+fn route(taps: &RelayTaps, bot: &Keys, capacity: usize, sdk_registered: bool) -> (TapReceiver, RouteGuard) {
+    taps.route(
+        &url(URL),
+        RouteSpec {
+            subscriptions: vec![
+                Subscriptions::Exactly("mentions".to_owned()),
+                Subscriptions::StartingWith("once-".to_owned()),
+            ],
+            capacity,
+            drop_authored_by: Some(bot.public_key()),
+            sdk_registered,
+        },
+    )
+}
+
+fn event_frame(subscription: &str, event: &Event) -> String {
+    format!(r#"["EVENT","{subscription}",{}]"#, event.as_json())
+}
+
+fn note(author: &Keys, text: &str) -> Event {
+    EventBuilder::text_note(text)
+        .sign_with_keys(author)
+        .expect("sign")
+}
+
+async fn next(receiver: &mut TapReceiver) -> Received {
+    tokio::time::timeout(std::time::Duration::from_secs(5), receiver.recv())
+        .await
+        .expect("a frame was routed")
+}
+
+#[tokio::test]
+async fn a_routed_event_reaches_its_route_and_not_the_sdk() {
+    let (taps, bot, author) = (RelayTaps::default(), Keys::generate(), Keys::generate());
+    let (mut receiver, _guard) = route(&taps, &bot, 8, true);
+    let event = note(&author, "hello");
+    let routes = taps.relay(&url(URL));
+    assert_eq!(routes.sift(event_frame("mentions", &event)), None);
+    assert_eq!(routes.sift(event_frame("once-7", &event)), None);
+    for _ in 0..2 {
+        let Received::Frame(Tapped::Event(read)) = next(&mut receiver).await else {
+            panic!("the event");
+        };
+        assert_eq!(*read, event);
+    }
+}
+
+#[tokio::test]
+async fn frames_of_other_subscriptions_and_other_labels_go_on_to_the_sdk_untouched() {
+    let (taps, bot, author) = (RelayTaps::default(), Keys::generate(), Keys::generate());
+    let (_receiver, _guard) = route(&taps, &bot, 8, true);
+    // The SDK hands the transport the URL with a trailing slash.
+    let routes = taps.relay(&url("ws://127.0.0.1:1/"));
+    let other = event_frame("a1b2c3", &note(&author, "not ours"));
+    assert_eq!(routes.sift(other.clone()), Some(other));
+    for frame in [
+        r#"["OK","ab",true,""]"#,
+        r#"["AUTH","c"]"#,
+        r#"["EOSE","a1b2c3"]"#,
+    ] {
+        assert_eq!(routes.sift(frame.to_owned()).as_deref(), Some(frame));
+    }
+    // Another relay's routes are its own.
+    let elsewhere = event_frame("mentions", &note(&author, "x"));
+    assert_eq!(
+        taps.relay(&url("ws://127.0.0.1:2")).sift(elsewhere.clone()),
+        Some(elsewhere)
+    );
+}
+
+#[tokio::test]
+async fn the_bots_own_events_are_dropped_and_the_next_frame_still_comes() {
+    let (taps, bot) = (RelayTaps::default(), Keys::generate());
+    let (mut receiver, _guard) = route(&taps, &bot, 8, true);
+    let routes = taps.relay(&url(URL));
+    assert_eq!(
+        routes.sift(event_frame("mentions", &note(&bot, "my own reply"))),
+        None
+    );
+    assert_eq!(
+        routes.sift(r#"["EOSE","mentions"]"#.to_owned()).as_deref(),
+        Some(r#"["EOSE","mentions"]"#)
+    );
+    assert!(
+        matches!(next(&mut receiver).await, Received::Frame(Tapped::EndOfStored(id)) if id.as_str() == "mentions"),
+        "the own event was dropped: the EOSE after it comes first"
+    );
+}
+
+#[tokio::test]
+async fn end_and_close_go_to_the_sdk_only_when_it_registered_the_subscription() {
+    let (taps, bot) = (RelayTaps::default(), Keys::generate());
+    let (mut receiver, _guard) = route(&taps, &bot, 8, false);
+    let routes = taps.relay(&url(URL));
+    assert_eq!(routes.sift(r#"["EOSE","once-1"]"#.to_owned()), None);
+    assert_eq!(
+        routes.sift(r#"["CLOSED","once-2","auth-required: who?"]"#.to_owned()),
+        None
+    );
+    assert!(matches!(
+        next(&mut receiver).await,
+        Received::Frame(Tapped::EndOfStored(_))
+    ));
+    assert!(matches!(
+        next(&mut receiver).await,
+        Received::Frame(Tapped::Closed { message, .. }) if message == "auth-required: who?"
+    ));
+}
+
+#[tokio::test]
+async fn expired_unreadable_and_oversized_events_are_dropped() {
+    let (taps, bot, author) = (RelayTaps::default(), Keys::generate(), Keys::generate());
+    let (mut receiver, _guard) = route(&taps, &bot, 8, true);
+    let routes = taps.relay(&url(URL));
+    let expired = EventBuilder::text_note("gone")
+        .tag(Tag::expiration(Timestamp::from_secs(1)))
+        .sign_with_keys(&author)
+        .expect("sign");
+    assert_eq!(routes.sift(event_frame("mentions", &expired)), None);
+    assert_eq!(
+        routes.sift(r#"["EVENT","mentions",{"kind":"nine"}]"#.to_owned()),
+        None
+    );
+    let too_many_tags = EventBuilder::new(Kind::TextNote, "tags")
+        .tags((0..2_001).map(|n| Tag::hashtag(format!("t{n}"))))
+        .sign_with_keys(&author)
+        .expect("sign");
+    assert_eq!(routes.sift(event_frame("mentions", &too_many_tags)), None);
+    let huge = note(&author, &"x".repeat(LIMITS.messages.max_size.unwrap() as usize));
+    assert_eq!(routes.sift(event_frame("mentions", &huge)), None);
+    let fine = note(&author, "fine");
+    routes.sift(event_frame("mentions", &fine));
+    assert!(
+        matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == fine),
+        "only the event within the limits came through"
+    );
+}
+
+#[tokio::test]
+async fn a_full_route_drops_the_frame_and_says_it_lagged() {
+    let (taps, bot, author) = (RelayTaps::default(), Keys::generate(), Keys::generate());
+    let (mut receiver, _guard) = route(&taps, &bot, 1, true);
+    let routes = taps.relay(&url(URL));
+    let (first, second) = (note(&author, "first"), note(&author, "second"));
+    routes.sift(event_frame("mentions", &first));
+    routes.sift(event_frame("mentions", &second));
+    assert!(matches!(next(&mut receiver).await, Received::Lagged));
+    assert!(matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == first));
+    routes.sift(event_frame("mentions", &second));
+    assert!(matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == second));
+}
+
+#[tokio::test]
+async fn a_dropped_guard_hands_the_subscriptions_back_to_the_sdk() {
+    let (taps, bot, author) = (RelayTaps::default(), Keys::generate(), Keys::generate());
+    let (_receiver, guard) = route(&taps, &bot, 8, true);
+    drop(guard);
+    let frame = event_frame("mentions", &note(&author, "after"));
+    assert_eq!(taps.relay(&url(URL)).sift(frame.clone()), Some(frame));
+}
+
+/// A client of `relay` that reads through the tap.
+async fn tapped_client(relay: &crate::embedded_relay::EmbeddedRelay, taps: &RelayTaps) -> nostr_sdk::Client {
+    let client = nostr_sdk::Client::builder()
+        .websocket_transport(crate::transport::TappedTransport { taps: taps.clone() })
+        .build();
+    client
+        .add_relay(relay.url().clone())
+        .await
+        .expect("add the relay");
+    client
+        .try_connect_relay(relay.url().clone(), std::time::Duration::from_secs(5))
+        .await
+        .expect("connect");
+    client
+}
+
+/// Publishes `events` on `relay` (each signed by its own author).
+async fn stored(relay: &crate::embedded_relay::EmbeddedRelay, events: &[&Event]) {
+    let client = nostr_sdk::Client::builder()
+        .websocket_transport(crate::transport::NoDelayTransport)
+        .build();
+    client
+        .add_relay(relay.url().clone())
+        .await
+        .expect("add the relay");
+    client.connect().await;
+    for event in events {
+        client.send_event(event).await.expect("publish");
+    }
+    client.disconnect().await;
+}
+
+#[tokio::test]
+async fn over_a_real_relay_routed_events_bypass_the_sdk_and_the_bots_own_reach_neither() {
+    let relay = crate::embedded_relay::EmbeddedRelay::start(None)
+        .await
+        .expect("relay");
+    let (bot, author) = (Keys::generate(), Keys::generate());
+    let (theirs, own) = (note(&author, "a mention"), note(&bot, "the bot's answer"));
+    stored(&relay, &[&theirs, &own]).await;
+    let taps = RelayTaps::default();
+    let client = tapped_client(&relay, &taps).await;
+    let (mut receiver, _guard) = taps.route(
+        relay.url(),
+        RouteSpec {
+            subscriptions: vec![Subscriptions::Exactly("mentions".to_owned())],
+            capacity: 8,
+            drop_authored_by: Some(bot.public_key()),
+            sdk_registered: true,
+        },
+    );
+    let mut sdk = client.notifications();
+    client
+        .subscribe_with_id(
+            SubscriptionId::new("mentions"),
+            Filter::new().kind(Kind::TextNote),
+            None,
+        )
+        .await
+        .expect("subscribe");
+    assert!(matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == theirs));
+    assert!(
+        matches!(next(&mut receiver).await, Received::Frame(Tapped::EndOfStored(_))),
+        "the bot's own event was dropped: the EOSE comes next"
+    );
+    // The SDK hears of the EOSE too, and of no event before it.
+    loop {
+        let notification = tokio::time::timeout(std::time::Duration::from_secs(5), sdk.recv())
+            .await
+            .expect("the SDK hears of the EOSE")
+            .expect("notifications");
+        match notification {
+            RelayPoolNotification::Event { event, .. } => panic!("the SDK read {}", event.id),
+            RelayPoolNotification::Message {
+                message: RelayMessage::Event { event, .. },
+                ..
+            } => panic!("the SDK read {}", event.id),
+            RelayPoolNotification::Message {
+                message: RelayMessage::EndOfStoredEvents(id),
+                ..
+            } if id.as_str() == "mentions" => break,
+            _ => {}
+        }
+    }
+    relay.shutdown();
+}
+
+#[tokio::test]
+async fn a_one_shot_read_returns_what_the_relay_holds_but_the_bots_own() {
+    let relay = crate::embedded_relay::EmbeddedRelay::start(None)
+        .await
+        .expect("relay");
+    let (bot, author) = (Keys::generate(), Keys::generate());
+    let (first, own, second) = (note(&author, "one"), note(&bot, "mine"), note(&author, "two"));
+    stored(&relay, &[&first, &own, &second]).await;
+    let taps = RelayTaps::default();
+    let client = tapped_client(&relay, &taps).await;
+    let on_relay = client.relay(relay.url().clone()).await.expect("the relay");
+    let mut read = fetch_once(
+        &taps,
+        &on_relay,
+        vec![Filter::new().kind(Kind::TextNote).limit(10)],
+        std::time::Duration::from_secs(5),
+        Some(bot.public_key()),
+    )
+    .await
+    .expect("the read");
+    read.sort_by_key(|event| event.content.clone());
+    assert_eq!(read, vec![first, second]);
+    // The route is gone with the read: the next read has its own.
+    assert!(lock(&taps.relay(relay.url()).routes).is_empty());
+    relay.shutdown();
+}
