@@ -44,11 +44,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use nostr_sdk::pool::RelayLimits;
-use nostr_sdk::prelude::{Event, JsonUtil, PublicKey, RelayUrl, SubscriptionId};
+use nostr_sdk::prelude::{Event, PublicKey, RelayUrl, SubscriptionId};
 use tokio::sync::mpsc;
 
 use crate::telemetry::metrics;
-use frame::{Author, Head};
+use frame::Head;
 
 pub(crate) use fetch::fetch_once;
 
@@ -216,7 +216,7 @@ impl RelayRoutes {
         let Some(route) = head.subscription().and_then(|id| self.route_of(id)) else {
             return Some(frame);
         };
-        let share = route.sdk_registered && !matches!(head, Head::Event { .. });
+        let share = route.sdk_registered && matches!(head, Head::EndOfStored { .. } | Head::Closed { .. });
         if let Some(tapped) = self.take(&route, head, frame.len()) {
             route.deliver(tapped);
         }
@@ -248,46 +248,55 @@ impl RelayRoutes {
                 event,
             } => {
                 metrics::event_received();
-                let author = Author::of(event);
                 let dropped = |event_id: &str, reason: &'static str| {
                     metrics::event_dropped(reason);
                     tracing::debug!(relay = %self.url, subscription = %id, event_id, reason, "event dropped");
                     None
                 };
-                let claimed_id = author.as_ref().map_or("", |author| author.id.as_ref());
                 let limits = &*LIMITS;
+                // The frame's size bounds the event's (the SDK measured the event as it
+                // would write it again: a few bytes less).
                 if limits
                     .messages
                     .max_size
                     .is_some_and(|max| frame_bytes > max as usize)
                 {
                     tracing::warn!(relay = %self.url, subscription = %id, bytes = frame_bytes, "a relay message over the size limit was dropped");
-                    return dropped(claimed_id, "too_large");
+                    return dropped(&event.id, "too_large");
                 }
-                if let (Some(bot), Some(author)) = (&route.drop_authored_by, &author)
-                    && author.is(bot)
+                if route
+                    .drop_authored_by
+                    .as_ref()
+                    .is_some_and(|bot| event.is_by(bot))
                 {
-                    return dropped(claimed_id, "own_event");
+                    return dropped(&event.id, "own_event");
                 }
-                let Ok(read) = Event::from_json(event.get()) else {
-                    return dropped(claimed_id, "malformed");
+                let claimed_id = event.id.clone().into_owned();
+                let Ok(read) = event.decode() else {
+                    return dropped(&claimed_id, "malformed");
                 };
                 let too_large = limits
                     .events
                     .get_max_size(&read.kind)
-                    .is_some_and(|max| event.get().len() > max as usize);
+                    .is_some_and(|max| frame_bytes > max as usize);
                 let too_many_tags = limits
                     .events
                     .get_max_num_tags(&read.kind)
                     .is_some_and(|max| read.tags.len() > usize::from(max));
                 if too_large || too_many_tags {
                     tracing::warn!(relay = %self.url, subscription = %id, event_id = %read.id, "an event over the size or tag limit was dropped");
-                    return dropped(claimed_id, "too_large");
+                    return dropped(&claimed_id, "too_large");
                 }
                 if read.is_expired() {
-                    return dropped(claimed_id, "expired");
+                    return dropped(&claimed_id, "expired");
                 }
                 Some(Tapped::Event(Box::new(read)))
+            }
+            Head::Unreadable { subscription: id } => {
+                metrics::event_received();
+                metrics::event_dropped("malformed");
+                tracing::debug!(relay = %self.url, subscription = %id, reason = "malformed", "event dropped");
+                None
             }
             Head::Other => None,
         }

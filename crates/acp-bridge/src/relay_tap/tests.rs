@@ -1,5 +1,5 @@
 use nostr_sdk::prelude::{
-    EventBuilder, Filter, Keys, Kind, RelayMessage, RelayPoolNotification, Tag, Timestamp,
+    EventBuilder, Filter, JsonUtil, Keys, Kind, RelayMessage, RelayPoolNotification, Tag, Timestamp,
 };
 
 use super::*;
