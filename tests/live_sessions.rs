@@ -250,3 +250,47 @@ async fn with_every_live_session_busy_a_new_conversation_waits_is_told_and_is_an
         assert!(metrics.contains(series), "{series}: {metrics}");
     }
 }
+
+/// The bearer token each `session/new`, `/load` and `/resume` offered the
+/// bridge's MCP server with, in order.
+fn offered_tokens(scene: &Scene) -> Vec<String> {
+    scene
+        .agent_frames()
+        .iter()
+        .filter(|frame| {
+            matches!(
+                frame["method"].as_str(),
+                Some("session/new" | "session/load" | "session/resume")
+            )
+        })
+        .map(|frame| {
+            let value = &frame["params"]["mcpServers"][0]["headers"][0]["value"];
+            value.as_str().unwrap_or_default().to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_session_gives_up_its_mcp_token_and_the_reopened_one_gets_a_working_one() {
+    let scene = quiet_after_a_second("resume", &[]).start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    ask(&scene, "hello").await;
+    log.wait(log.start(), Line::new("session closed (idle)")).await;
+
+    let mark = log.cursor();
+    let again = scene.mention("room", "[mcp-post=back again]").await;
+    let answer = owner.reply_containing(&bot, &again.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp post_message: ok"),
+        "the reopened session's token works: {}",
+        answer.content
+    );
+    log.wait(mark, Line::new("session reopened")).await;
+    let offered = offered_tokens(&scene);
+    assert_eq!(offered.len(), 2, "{offered:?}");
+    assert!(offered[0].starts_with("Bearer "), "{offered:?}");
+    assert_ne!(
+        offered[0], offered[1],
+        "the closed session's token was revoked: the reopened one has a new token"
+    );
+}
