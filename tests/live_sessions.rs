@@ -294,3 +294,28 @@ async fn a_closed_session_gives_up_its_mcp_token_and_the_reopened_one_gets_a_wor
         "the closed session's token was revoked: the reopened one has a new token"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_while_its_quiet_agent_stops_reopens_the_session_only_once_the_agent_is_gone() {
+    // A lingering agent ignores the end of its input: stopping it takes the
+    // daemon's whole stop grace, and only then is it killed.
+    let scene = quiet_after_a_second("load", &["--linger"]).start().await;
+    let log = &scene.bridge.log;
+    let daemon = scene.bridge.pid();
+    ask(&scene, "remember this").await;
+    let session = first_session(&scene);
+    log.wait(
+        log.start(),
+        Line::new("session closed (idle)").with("how", "agent stopped"),
+    )
+    .await;
+
+    let again = ask(&scene, "and now").await;
+    assert!(again.contains("> and now"), "{again}");
+    assert_eq!(
+        scripted_agents_below(daemon).len(),
+        1,
+        "the stopping agent was gone before its session was loaded on a new one"
+    );
+    assert_eq!(sessions_of(&scene, "session/load"), vec![session]);
+}

@@ -61,6 +61,10 @@ pub(super) enum Request {
     Discard { slot: usize, generation: u64 },
     /// The conversation's next turn opens a fresh session.
     Rotate { conversation: ConversationKey },
+    /// The agent is done closing these conversations' sessions (its
+    /// `session/close` answered, or the agent stopped): their leases may
+    /// reopen them.
+    Closed { conversations: Vec<ConversationKey> },
     /// An agent exited without being killed (from its exit watcher).
     Crashed { failure: String },
     /// A lessee met a misconfiguration (authentication): stop starting
@@ -221,6 +225,11 @@ pub(super) struct Actor {
     /// Leases that need a session while `--max-live-sessions` are live and
     /// busy, in arrival order; admitted as sessions free.
     awaiting_session: VecDeque<Waiter>,
+    /// Conversations whose session is being closed (idle, LRU), with the
+    /// leases that came meanwhile: reopening a session the agent is still
+    /// tearing down (or that a stopping agent has not saved yet) could
+    /// find it gone, so they wait for [`Request::Closed`].
+    closing: HashMap<ConversationKey, Vec<Waiter>>,
     /// What a closed session releases beside the agent's side (its MCP token).
     book: Arc<SessionBook>,
 }
@@ -243,6 +252,7 @@ impl Actor {
             book,
             opening: HashSet::new(),
             awaiting_session: VecDeque::new(),
+            closing: HashMap::new(),
             profile,
             launcher,
             client_config,
@@ -363,7 +373,14 @@ impl Actor {
                 if let Some(old) = self.sessions.remove(&conversation)
                     && let Some(agent) = self.live(old.slot, old.generation)
                 {
-                    close_session(&agent.client, old.session);
+                    close_session(&agent.client, old.session, || ());
+                }
+            }
+            Request::Closed { conversations } => {
+                for conversation in conversations {
+                    for waiter in self.closing.remove(&conversation).unwrap_or_default() {
+                        self.lease(waiter.conversation, waiter.reply);
+                    }
                 }
             }
             Request::Crashed { failure } => {
@@ -396,6 +413,9 @@ impl Actor {
             metrics::agent_respawned(&self.profile);
         }
         let waiter = Waiter { conversation, reply };
+        if let Some(waiting) = self.closing.get_mut(&waiter.conversation) {
+            return waiting.push(waiter);
+        }
         if !self.sessions.contains_key(&waiter.conversation) {
             if !self.room_for_a_session() {
                 tracing::info!(
@@ -714,12 +734,30 @@ impl Actor {
         let Some(old) = self.sessions.remove(conversation) else {
             return;
         };
-        let Some(agent) = self.live(old.slot, old.generation) else {
+        let Some(client) = self
+            .live(old.slot, old.generation)
+            .map(|agent| agent.client.clone())
+        else {
             return;
         };
-        let agent_name = agent.client.name().to_owned();
-        close_session(&agent.client, old.session.clone());
+        let agent_name = client.name().to_owned();
+        let done = self.report_closed(vec![conversation.clone()]);
+        close_session(&client, old.session.clone(), done);
         self.closed(conversation, &old.session, &agent_name, reason, "session/close");
+    }
+
+    /// Marks `conversations` as closing; the returned step, run once the
+    /// agent is done, tells the actor so.
+    fn report_closed(&mut self, conversations: Vec<ConversationKey>) -> impl FnOnce() + Send + 'static {
+        for conversation in &conversations {
+            self.closing.entry(conversation.clone()).or_default();
+        }
+        let requests = self.myself.clone();
+        move || {
+            if let Some(requests) = requests.upgrade() {
+                let _ = requests.send(Request::Closed { conversations });
+            }
+        }
     }
 
     /// Stops `slot`'s agent, which cannot close a session, and releases
@@ -734,7 +772,11 @@ impl Actor {
             return;
         };
         let agent_name = agent.client.name().to_owned();
-        tokio::spawn(async move { agent.client.stop(AGENT_STOP_GRACE).await });
+        let done = self.report_closed(hosted.iter().map(|(key, _)| key.clone()).collect());
+        tokio::spawn(async move {
+            agent.client.stop(AGENT_STOP_GRACE).await;
+            done();
+        });
         for (conversation, session) in hosted {
             self.closed(&conversation, &session, &agent_name, reason, "agent stopped");
         }
@@ -805,7 +847,8 @@ impl Actor {
     /// Kills every agent, live or still starting; parked leases fail.
     async fn shut_down(&mut self) {
         self.stop.cancel();
-        for waiter in self.awaiting_session.drain(..) {
+        let closing = self.closing.drain().flat_map(|(_, waiters)| waiters);
+        for waiter in self.awaiting_session.drain(..).chain(closing) {
             let _ = waiter.reply.send(Err(PoolError::ShutDown));
         }
         let mut stopping = Vec::new();
@@ -863,16 +906,18 @@ fn closes_sessions(client: &AgentClient) -> bool {
 
 /// Ends a session the conversation no longer uses: closed on the agent when
 /// it offers `session/close` (on a task of its own: the actor never waits),
-/// else only forgotten by the client.
-fn close_session(client: &AgentClient, session: SessionId) {
+/// else only forgotten by the client; `done` runs once that is over.
+fn close_session(client: &AgentClient, session: SessionId, done: impl FnOnce() + Send + 'static) {
     if !closes_sessions(client) {
-        return client.forget_session(&session);
+        client.forget_session(&session);
+        return done();
     }
     let client = client.clone();
     tokio::spawn(async move {
         if let Err(error) = client.close_session(&session).await {
             tracing::debug!(%session, %error, "session/close failed; the session is forgotten all the same");
         }
+        done();
     });
 }
 
