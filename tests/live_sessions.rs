@@ -1,7 +1,8 @@
 //! What stays live. `--session-idle`: a conversation quiet past the limit
 //! has its session closed — `session/close` where the agent offers it, its
 //! agent stopped where it does not — and its next mention reopens the same
-//! session, with the owner's model choice applied again.
+//! session, with the owner's model choice applied again; a schedule's
+//! session too, between its runs.
 //! `--max-live-sessions`: a conversation that needs a session when the
 //! pool is full closes the least recently used idle one first, or waits
 //! (and is told so) while every live one is busy.
@@ -318,4 +319,42 @@ async fn a_mention_while_its_quiet_agent_stops_reopens_the_session_only_once_the
         "the stopping agent was gone before its session was loaded on a new one"
     );
     assert_eq!(sessions_of(&scene, "session/load"), vec![session]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_s_session_is_closed_between_its_runs_and_resumed_by_the_next() {
+    let file = temp_dir("live-sessions").join("acp-bridge.toml");
+    std::fs::write(
+        &file,
+        "[[schedule]]\nid = \"tick\"\ncron = \"*/2 * * * * *\"\ntarget = \"dm\"\nprompt = \"scheduled check-in\"\n",
+    )
+    .expect("config file");
+    let scene = Scene::builder()
+        .agent(&[
+            "--rounds",
+            "1",
+            "--round-delay-ms",
+            "10",
+            "--reopen-sessions",
+            "resume",
+        ])
+        .flags(&[
+            "--config",
+            file.to_str().expect("a UTF-8 path"),
+            "--session-idle",
+            "500ms",
+        ])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let closed = log.wait(log.start(), Line::new("session closed (idle)")).await;
+    assert_eq!(closed["how"], "session/close", "{closed}");
+    let mark = log.cursor();
+    let reopened = log.wait(mark, Line::new("session reopened")).await;
+    assert_eq!(reopened["how"], "resumed", "{reopened}");
+    assert_eq!(
+        reopened["session"], closed["session"],
+        "the next run resumed the schedule's session"
+    );
+    log.wait(mark, Line::new("turn finished")).await;
 }
