@@ -242,4 +242,17 @@ mod tests {
         let off = DueIndex::new(None);
         assert_eq!(off.start(now), None);
     }
+    #[test]
+    fn a_lease_parked_for_a_live_session_is_told_so_and_not_that_its_agent_starts() {
+        let starting = Holdup::AgentStarting { after_failure: None };
+        let told = starting.clone().for_a_lease_that(true);
+        assert_eq!(told, Holdup::LiveSessionsBusy);
+        assert!(told.describe().contains("every live agent session is busy"));
+        assert_eq!(starting.clone().for_a_lease_that(false), starting);
+        assert_eq!(
+            Holdup::TurnInFlight.for_a_lease_that(true),
+            Holdup::TurnInFlight,
+            "only a turn waiting for its lease waits for a session"
+        );
+    }
 }

@@ -426,6 +426,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn session_idle_takes_a_duration_or_off_and_zero_means_never() {
+        assert_eq!(duration_or_off("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(duration_or_off("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration_or_off("off"), Ok(Duration::ZERO));
+        assert!(duration_or_off("soon").is_err());
+        let never = |idle: &str| {
+            let args = AgentArgs {
+                session_idle: duration_or_off(idle).expect("valid"),
+                ..AgentArgs::default()
+            };
+            args.settings(Vec::new(), Vec::new(), std::env::temp_dir(), None)
+                .live
+        };
+        assert_eq!(never("0").session_idle, None);
+        assert_eq!(never("OFF").session_idle, None);
+        assert_eq!(never("30m").session_idle, Some(Duration::from_secs(1800)));
+        assert_eq!(AgentArgs::default().max_live_sessions, 0);
+        assert_eq!(never("30m").max_live_sessions, None, "0 is unbounded");
+    }
+
+    #[test]
     fn agent_environment_is_an_explicit_list_without_our_own_variables() {
         let env = |name: &str| match name {
             "PATH" => Some("/usr/bin".to_owned()),
