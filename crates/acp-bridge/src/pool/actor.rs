@@ -677,10 +677,7 @@ impl Actor {
             } else {
                 None
             };
-            next = match (next, due) {
-                (Some(next), Some(due)) => Some(next.min(due)),
-                (next, due) => next.or(due),
-            };
+            next = next.into_iter().chain(due).min();
         }
         next
     }
