@@ -246,7 +246,8 @@ async fn with_every_live_session_busy_a_new_conversation_waits_is_told_and_is_an
     for series in [
         "acp_bridge_sessions_closed_total{reason=\"lru\"} 1",
         "acp_bridge_wait_notices_total{reason=\"live_sessions_busy\"} 1",
-        "acp_bridge_sessions_live{profile=",
+        // b's, still busy, and c's; a's was closed to make room.
+        "acp_bridge_sessions_live{profile=\"default\"} 2",
     ] {
         assert!(metrics.contains(series), "{series}: {metrics}");
     }
