@@ -98,6 +98,8 @@ async fn a_quiet_session_is_closed_and_the_next_mention_resumes_it() {
         agents,
         "the agent process keeps running for other sessions"
     );
+    let status = ask(&scene, "!status").await;
+    assert!(status.contains(" Live sessions: 0. "), "{status}");
 
     let mark = log.cursor();
     let again = ask(&scene, "and now").await;
@@ -192,6 +194,8 @@ async fn a_full_pool_closes_the_least_recently_used_idle_session_first() {
         "a's is the least recently used: {closed}"
     );
     assert_eq!(sessions_of(&scene, "session/close"), vec![a.clone()]);
+    let status = ask_in(&scene, "c", "!status").await;
+    assert!(status.contains(" Live sessions: 2. "), "{status}");
 
     let mark = log.cursor();
     let again = ask_in(&scene, "a", "back again").await;
