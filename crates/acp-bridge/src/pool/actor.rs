@@ -303,14 +303,15 @@ impl Actor {
     }
 
     /// Tells [`PoolStatus`] which conversations have a live session now
-    /// (workspace pruning spares them), when that changed.
+    /// (workspace pruning spares them) and which wait for one, and the
+    /// live gauge, when that changed: not on every request of a mention.
     fn publish_live_sessions(&self) {
-        metrics::sessions_live(&self.profile, self.sessions.len());
         self.status.send_if_modified(|status| {
             let same = status.live_sessions.len() == self.sessions.len()
                 && self.sessions.keys().all(|key| status.live_sessions.contains(key));
             if !same {
                 status.live_sessions = self.sessions.keys().cloned().collect();
+                metrics::sessions_live(&self.profile, self.sessions.len());
             }
             let awaiting = self.awaiting_session.iter().map(|waiter| &waiter.conversation);
             let same_awaiting = status.awaiting_session.len() == self.awaiting_session.len()
