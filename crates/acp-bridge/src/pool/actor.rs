@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::breaker::Breaker;
 use super::launcher::{Launcher, StartFailure};
-use super::live_sessions::{self, Activity, LiveBounds};
+use super::live_sessions::{self, Activity, AgentDues, LiveBounds};
 use super::sessions::SessionBook;
 use super::{PoolError, PoolStatus};
 use crate::deadline::sleep_until;
@@ -662,19 +662,26 @@ impl Actor {
     /// When the next quiet session is due to close (`--session-idle`): one
     /// on an agent that closes sessions, or the last of an agent's sessions
     /// on one that does not (and has no lease in flight), since such an
-    /// agent can only be stopped as a whole.
+    /// agent can only be stopped as a whole. One pass over the sessions:
+    /// this runs after every request the actor answers.
     fn next_idle_close(&self) -> Option<Instant> {
         let limit = self.bounds.session_idle?;
+        if self.sessions.is_empty() {
+            return None;
+        }
+        let mut dues = vec![AgentDues::default(); self.slots.len()];
+        for known in self.sessions.values() {
+            dues[known.slot].add(&known.activity, limit);
+        }
         let mut next: Option<Instant> = None;
-        for (index, slot) in self.slots.iter().enumerate() {
+        for (slot, dues) in self.slots.iter().zip(dues) {
             let SlotState::Live(agent) = &slot.state else {
                 continue;
             };
-            let activities = self.sessions_on(index).map(|(_, known)| &known.activity);
             let due = if closes_sessions(&agent.client) {
-                activities.filter_map(|activity| activity.idle_due(limit)).min()
+                dues.first_idle()
             } else if slot.leases == 0 {
-                live_sessions::all_idle_due(activities, limit)
+                dues.all_idle()
             } else {
                 None
             };

@@ -99,19 +99,51 @@ where
         .map(|(_, key)| key)
 }
 
-/// When every one of an agent's sessions has been idle for `limit`: the
-/// moment an agent that cannot close a session may be stopped instead.
-/// `None` while any has a turn running, or when it has none.
+/// When one agent's sessions are due to close, gathered one session at a
+/// time (the actor makes one pass over all sessions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct AgentDues {
+    earliest: Option<Instant>,
+    latest: Option<Instant>,
+    busy: bool,
+}
+
+impl AgentDues {
+    /// Counts a session of the agent, idle for `limit` at its due.
+    pub(super) fn add(&mut self, activity: &Activity, limit: Duration) {
+        match activity.idle_due(limit) {
+            Some(due) => {
+                self.earliest = self.earliest.into_iter().chain(Some(due)).min();
+                self.latest = self.latest.max(Some(due));
+            }
+            None => self.busy = true,
+        }
+    }
+
+    /// When its first session is due to close: for an agent that closes
+    /// sessions one by one.
+    pub(super) fn first_idle(&self) -> Option<Instant> {
+        self.earliest
+    }
+
+    /// When every one of its sessions has been idle for the limit: the
+    /// moment an agent that cannot close a session may be stopped instead.
+    /// `None` while any has a turn running, or when it has none.
+    pub(super) fn all_idle(&self) -> Option<Instant> {
+        if self.busy { None } else { self.latest }
+    }
+}
+
+/// [`AgentDues::all_idle`] of `sessions`.
 pub(super) fn all_idle_due<'a>(
     sessions: impl IntoIterator<Item = &'a Activity>,
     limit: Duration,
 ) -> Option<Instant> {
-    let mut latest = None;
+    let mut dues = AgentDues::default();
     for activity in sessions {
-        let due = activity.idle_due(limit)?;
-        latest = latest.max(Some(due));
+        dues.add(activity, limit);
     }
-    latest
+    dues.all_idle()
 }
 
 #[cfg(test)]
@@ -180,6 +212,20 @@ mod tests {
             None,
             "an agent without sessions is the reaper's"
         );
+    }
+
+    #[test]
+    fn an_agent_s_first_due_is_its_earliest_idle_session_busy_ones_aside() {
+        let start = Instant::now();
+        let mut dues = AgentDues::default();
+        let mut busy = ended_at(start);
+        busy.begin();
+        dues.add(&busy, LIMIT);
+        dues.add(&ended_at(start + Duration::from_secs(5)), LIMIT);
+        dues.add(&ended_at(start + Duration::from_secs(2)), LIMIT);
+        assert_eq!(dues.first_idle(), Some(start + Duration::from_secs(2) + LIMIT));
+        assert_eq!(dues.all_idle(), None);
+        assert_eq!(AgentDues::default().first_idle(), None);
     }
 
     #[test]
