@@ -430,7 +430,7 @@ impl Heart {
             .collect();
         let pool = self.services.pool.status();
         let counts = format!(
-            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}. Agents' calls of the bridge's tools (MCP): {}.",
+            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}{}. Live sessions: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}. Agents' calls of the bridge's tools (MCP): {}.",
             self.conversations.running_count(),
             self.conversations.waiting(),
             pool.alive,
@@ -439,6 +439,11 @@ impl Heart {
                 Starts::Allowed => "",
                 Starts::CannotStart(_) => " (the agent cannot start)",
                 Starts::Paused => " (restarts paused after repeated crashes)",
+            },
+            pool.live_sessions.len(),
+            match pool.awaiting_session.len() {
+                0 => String::new(),
+                waiting => format!(" ({waiting} turn(s) waiting for one to free)"),
             },
             self.counters.turns_started,
             self.counters.absorbed,
@@ -736,6 +741,8 @@ impl Heart {
             let Some((holdup, mention)) = self.conversations.why_waits(&key, &id, now, capacity) else {
                 continue;
             };
+            let awaits_session = self.services.pool.status().awaiting_session.contains(&key);
+            let holdup = holdup.for_a_lease_that(awaits_session);
             let mention = mention.clone();
             if !self.wait_notices.admit(now) {
                 metrics::wait_notice(holdup.label(), false);
