@@ -289,3 +289,33 @@ fn cpu_ticks(pid: u32) -> u64 {
     };
     tick(11) + tick(12)
 }
+
+/// Every event the intake's subscriptions deliver counts once as received,
+/// and once as accepted or dropped, wherever it is dropped: the bot's own
+/// answer coming back on the thread it follows is dropped off the wire by
+/// the relay tap, before the intake sees it, and counted there.
+#[tokio::test]
+async fn every_event_received_counts_once_as_accepted_or_dropped() {
+    let scene = Scene::builder().metrics().start().await;
+    let (log, port) = (&scene.bridge.log, scene.metrics_port());
+    let mention = scene.mention("room", "count me").await;
+    let answer = scene.reply_to(&mention).await;
+    log.wait(log.start(), Line::dropped(&answer.id, "own_event"))
+        .await;
+    let body = http_get(port, "/metrics").await;
+    let sum = |prefix: &str| -> f64 {
+        body.lines()
+            .filter(|line| line.starts_with(prefix))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let received = sum("acp_bridge_events_received_total ");
+    let accepted = sum("acp_bridge_events_accepted_total ");
+    let dropped = sum("acp_bridge_events_dropped_total{");
+    assert!(
+        sum("acp_bridge_events_dropped_total{reason=\"own_event\"}") >= 1.0,
+        "{body}"
+    );
+    assert_eq!(accepted, 1.0, "the mention");
+    assert_eq!(received, accepted + dropped, "each event counted once: {body}");
+}

@@ -168,3 +168,142 @@ impl Sink<Message> for Outgoing {
         self.0.poll_close_unpin(cx).map_err(TransportError::backend)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The tap in the transport, over a real relay and the SDK's own
+    //! connection.
+
+    use std::time::Duration;
+
+    use nostr_sdk::prelude::{
+        Event, EventBuilder, Filter, Keys, Kind, RelayMessage, RelayPoolNotification, SubscriptionId,
+    };
+
+    use super::*;
+    use crate::embedded_relay::EmbeddedRelay;
+    use crate::relay_tap::{Received, RouteSpec, Subscriptions, Tapped, fetch_once};
+
+    fn note(author: &Keys, text: &str) -> Event {
+        EventBuilder::text_note(text)
+            .sign_with_keys(author)
+            .expect("sign")
+    }
+
+    async fn next(receiver: &mut crate::relay_tap::TapReceiver) -> Received {
+        tokio::time::timeout(Duration::from_secs(5), receiver.recv())
+            .await
+            .expect("a frame was routed")
+    }
+
+    /// A client of `relay` that reads through the tap.
+    async fn tapped_client(relay: &EmbeddedRelay, taps: &RelayTaps) -> nostr_sdk::Client {
+        let client = nostr_sdk::Client::builder()
+            .websocket_transport(TappedTransport { taps: taps.clone() })
+            .build();
+        client
+            .add_relay(relay.url().clone())
+            .await
+            .expect("add the relay");
+        client
+            .try_connect_relay(relay.url().clone(), Duration::from_secs(5))
+            .await
+            .expect("connect");
+        client
+    }
+
+    /// Publishes `events` on `relay` (each signed by its own author).
+    async fn stored(relay: &EmbeddedRelay, events: &[&Event]) {
+        let client = nostr_sdk::Client::builder()
+            .websocket_transport(NoDelayTransport)
+            .build();
+        client
+            .add_relay(relay.url().clone())
+            .await
+            .expect("add the relay");
+        client.connect().await;
+        for event in events {
+            client.send_event(event).await.expect("publish");
+        }
+        client.disconnect().await;
+    }
+
+    #[tokio::test]
+    async fn over_a_real_relay_routed_events_bypass_the_sdk_and_the_bots_own_reach_neither() {
+        let relay = EmbeddedRelay::start(None).await.expect("relay");
+        let (bot, author) = (Keys::generate(), Keys::generate());
+        let (theirs, own) = (note(&author, "a mention"), note(&bot, "the bot's answer"));
+        stored(&relay, &[&theirs, &own]).await;
+        let taps = RelayTaps::default();
+        let client = tapped_client(&relay, &taps).await;
+        let (mut receiver, _guard) = taps.route(
+            relay.url(),
+            RouteSpec {
+                subscriptions: vec![Subscriptions::Exactly("mentions".to_owned())],
+                capacity: 8,
+                drop_authored_by: Some(bot.public_key()),
+                sdk_registered: true,
+                intake: true,
+            },
+        );
+        let mut sdk = client.notifications();
+        client
+            .subscribe_with_id(
+                SubscriptionId::new("mentions"),
+                Filter::new().kind(Kind::TextNote),
+                None,
+            )
+            .await
+            .expect("subscribe");
+        assert!(matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == theirs));
+        assert!(
+            matches!(next(&mut receiver).await, Received::Frame(Tapped::EndOfStored(_))),
+            "the bot's own event was dropped: the EOSE comes next"
+        );
+        // The SDK hears of the EOSE too, and of no event before it.
+        loop {
+            let notification = tokio::time::timeout(Duration::from_secs(5), sdk.recv())
+                .await
+                .expect("the SDK hears of the EOSE")
+                .expect("notifications");
+            match notification {
+                RelayPoolNotification::Event { event, .. } => panic!("the SDK read {}", event.id),
+                RelayPoolNotification::Message {
+                    message: RelayMessage::Event { event, .. },
+                    ..
+                } => panic!("the SDK read {}", event.id),
+                RelayPoolNotification::Message {
+                    message: RelayMessage::EndOfStoredEvents(id),
+                    ..
+                } if id.as_str() == "mentions" => break,
+                _ => {}
+            }
+        }
+        relay.shutdown();
+    }
+
+    #[tokio::test]
+    async fn a_one_shot_read_returns_what_the_relay_holds_but_the_bots_own() {
+        let relay = EmbeddedRelay::start(None).await.expect("relay");
+        let (bot, author) = (Keys::generate(), Keys::generate());
+        let (first, own, second) = (note(&author, "one"), note(&bot, "mine"), note(&author, "two"));
+        stored(&relay, &[&first, &own, &second]).await;
+        let taps = RelayTaps::default();
+        let client = tapped_client(&relay, &taps).await;
+        let on_relay = client.relay(relay.url().clone()).await.expect("the relay");
+        let mut read = fetch_once(
+            &taps,
+            &on_relay,
+            vec![Filter::new().kind(Kind::TextNote).limit(10)],
+            Duration::from_secs(5),
+            Some(bot.public_key()),
+        )
+        .await
+        .expect("the read");
+        read.sort_by_key(|event| event.content.clone());
+        assert_eq!(read, vec![first, second]);
+        // The route is gone with the read: the next read has its own.
+        assert_eq!(taps.relay(relay.url()).routes_held(), 0);
+        relay.shutdown();
+    }
+}

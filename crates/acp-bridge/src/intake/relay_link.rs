@@ -212,6 +212,7 @@ impl RelayLink {
                 capacity: tap.buffer,
                 drop_authored_by: Some(interest.bot),
                 sdk_registered: true,
+                intake: true,
             },
         );
         RelayLink {

@@ -62,6 +62,7 @@ pub(crate) async fn fetch_once(
             capacity,
             drop_authored_by,
             sdk_registered: false,
+            intake: false,
         },
     );
     let subscription = SubscriptionId::new(id);

@@ -30,17 +30,24 @@
 //! NIP-40 expiry) are applied here to what the tap takes, with the SDK's
 //! own values ([`RelayLimits::default`]), so routing changes no outcome.
 //!
-//! A route's channel is bounded. The tap runs inside the SDK's read of the
-//! socket and never waits: a full route drops the frame and is marked
-//! lagged, and its reader re-subscribes from its watermark, as it did when
-//! the SDK's broadcast channel lagged.
+//! A route holds a bounded number of frames. The tap runs inside the SDK's
+//! read of the socket and never waits (that read carries the publishes'
+//! `OK`s and the intake's own lookups too): a full route drops the frame and
+//! is marked lagged, and its reader re-subscribes from its watermark, as it
+//! did when the SDK's broadcast channel lagged. That re-subscription replays
+//! what the relay holds since the watermark (minus the clock-skew margin),
+//! and a replay larger than the route would lag again, forever: each lag a
+//! reader is told of doubles the route's bound, up to [`MAX_WIDENING`]
+//! times its first, so the replay fits the next time (measured: a journal
+//! locked under 60 mentions with `--relay-buffer 8` lagged 4,230 times
+//! and lost mentions before the bound grew; `tests/faults.rs`).
 
 mod fetch;
 mod frame;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use nostr_sdk::pool::RelayLimits;
@@ -51,6 +58,11 @@ use crate::telemetry::metrics;
 use frame::Head;
 
 pub(crate) use fetch::fetch_once;
+
+/// How far lags may widen a route's bound: the most frames it may hold is
+/// this times its first bound (`--relay-buffer` for the links: 4,096 frames
+/// at first, 32,768 at most, some 32 MB of events).
+const MAX_WIDENING: usize = 8;
 
 /// The SDK's limits on what it reads from a relay, its defaults (the
 /// daemon sets none), read once.
@@ -89,19 +101,67 @@ impl Subscriptions {
 #[derive(Debug)]
 pub(crate) struct Route {
     subscriptions: Vec<Subscriptions>,
-    to: mpsc::Sender<Tapped>,
+    to: mpsc::UnboundedSender<Tapped>,
+    /// Frames sent and not yet received, and how many it may hold.
+    held: Arc<Holding>,
     lagged: Arc<AtomicBool>,
     /// The bot's key as hex: its own events are dropped unread.
     drop_authored_by: Option<String>,
     /// The SDK sent the REQ and tracks the subscription: its `EOSE` and
     /// `CLOSED` reach the SDK as well.
     sdk_registered: bool,
+    /// Its events are the intake's: the ones dropped here count in
+    /// `events_received_total` and `events_dropped_total` as the intake's
+    /// own drops do (the intake counts those it is handed).
+    intake: bool,
+}
+
+/// A route's count of frames in flight, and its bound.
+#[derive(Debug)]
+struct Holding {
+    frames: AtomicUsize,
+    bound: AtomicUsize,
+    most: usize,
+}
+
+impl Holding {
+    fn new(bound: usize) -> Self {
+        let bound = bound.max(1);
+        Holding {
+            frames: AtomicUsize::new(0),
+            bound: AtomicUsize::new(bound),
+            most: bound.saturating_mul(MAX_WIDENING),
+        }
+    }
+
+    /// Counts one more frame in, or `false` when the route is full.
+    fn take_one(&self) -> bool {
+        let bound = self.bound.load(Ordering::Acquire);
+        self.frames
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held < bound).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, frames: usize) {
+        self.frames.fetch_sub(frames, Ordering::AcqRel);
+    }
+
+    fn widen(&self) {
+        let _ = self
+            .bound
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |bound| {
+                Some(bound.saturating_mul(2).min(self.most))
+            });
+    }
 }
 
 /// The reading end of a route.
 #[derive(Debug)]
 pub(crate) struct TapReceiver {
-    from: mpsc::Receiver<Tapped>,
+    from: mpsc::UnboundedReceiver<Tapped>,
+    held: Arc<Holding>,
     lagged: Arc<AtomicBool>,
 }
 
@@ -119,17 +179,24 @@ pub(crate) enum Received {
 impl TapReceiver {
     /// Drops what the route holds, and a lag it told of.
     pub(crate) fn drain(&mut self) {
-        while self.from.try_recv().is_ok() {}
+        while self.from.try_recv().is_ok() {
+            self.held.give_back(1);
+        }
         self.lagged.store(false, Ordering::Release);
     }
 
-    /// The next frame; a lag is told before the frames after it.
+    /// The next frame; a lag is told before the frames after it, and
+    /// widens the route (see the module's doc).
     pub(crate) async fn recv(&mut self) -> Received {
         if self.lagged.swap(false, Ordering::AcqRel) {
+            self.held.widen();
             return Received::Lagged;
         }
         match self.from.recv().await {
-            Some(tapped) => Received::Frame(tapped),
+            Some(tapped) => {
+                self.held.give_back(1);
+                Received::Frame(tapped)
+            }
             None => Received::Closed,
         }
     }
@@ -167,11 +234,13 @@ impl Drop for RouteGuard {
 #[derive(Debug)]
 pub(crate) struct RouteSpec {
     pub subscriptions: Vec<Subscriptions>,
-    /// Frames the route holds before it lags.
+    /// Frames the route holds before it lags, at first.
     pub capacity: usize,
     /// Drop this key's events unread (the bot's own).
     pub drop_authored_by: Option<PublicKey>,
     pub sdk_registered: bool,
+    /// The intake reads the route (its drops are counted as the intake's).
+    pub intake: bool,
 }
 
 impl RelayTaps {
@@ -192,19 +261,22 @@ impl RelayTaps {
     /// Routes `spec`'s subscriptions on the relay at `url` to a new
     /// receiver, until the guard is dropped.
     pub(crate) fn route(&self, url: &RelayUrl, spec: RouteSpec) -> (TapReceiver, RouteGuard) {
-        let (to, from) = mpsc::channel(spec.capacity.max(1));
+        let (to, from) = mpsc::unbounded_channel();
+        let held = Arc::new(Holding::new(spec.capacity));
         let lagged = Arc::new(AtomicBool::new(false));
         let route = Route {
             subscriptions: spec.subscriptions,
             to,
+            held: Arc::clone(&held),
             lagged: Arc::clone(&lagged),
             drop_authored_by: spec.drop_authored_by.map(|key| key.to_hex()),
             sdk_registered: spec.sdk_registered,
+            intake: spec.intake,
         };
         let relay = self.relay(url);
         let id = relay.next_route.fetch_add(1, Ordering::Relaxed);
         lock(&relay.routes).push((id, Arc::new(route)));
-        (TapReceiver { from, lagged }, RouteGuard { relay, id })
+        (TapReceiver { from, held, lagged }, RouteGuard { relay, id })
     }
 }
 
@@ -221,6 +293,12 @@ impl RelayRoutes {
             route.deliver(tapped);
         }
         share.then_some(frame)
+    }
+
+    /// How many routes the relay holds (a read's is gone with the read).
+    #[cfg(test)]
+    pub(crate) fn routes_held(&self) -> usize {
+        lock(&self.routes).len()
     }
 
     fn route_of(&self, subscription: &str) -> Option<Arc<Route>> {
@@ -247,9 +325,8 @@ impl RelayRoutes {
                 subscription: id,
                 event,
             } => {
-                metrics::event_received();
                 let dropped = |event_id: &str, reason: &'static str| {
-                    metrics::event_dropped(reason);
+                    route.count_dropped(reason);
                     tracing::debug!(relay = %self.url, subscription = %id, event_id, reason, "event dropped");
                     None
                 };
@@ -293,8 +370,7 @@ impl RelayRoutes {
                 Some(Tapped::Event(Box::new(read)))
             }
             Head::Unreadable { subscription: id } => {
-                metrics::event_received();
-                metrics::event_dropped("malformed");
+                route.count_dropped("malformed");
                 tracing::debug!(relay = %self.url, subscription = %id, reason = "malformed", "event dropped");
                 None
             }
@@ -304,14 +380,21 @@ impl RelayRoutes {
 }
 
 impl Route {
+    fn count_dropped(&self, reason: &'static str) {
+        if self.intake {
+            metrics::event_received();
+            metrics::event_dropped(reason);
+        }
+    }
+
     fn deliver(&self, tapped: Tapped) {
-        match self.to.try_send(tapped) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.lagged.store(true, Ordering::Release);
-            }
+        if !self.held.take_one() {
+            self.lagged.store(true, Ordering::Release);
+            return;
+        }
+        if self.to.send(tapped).is_err() {
             // The reader is gone; its guard takes the route off shortly.
-            Err(mpsc::error::TrySendError::Closed(_)) => {}
+            self.held.give_back(1);
         }
     }
 }

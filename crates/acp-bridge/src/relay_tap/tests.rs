@@ -1,6 +1,4 @@
-use nostr_sdk::prelude::{
-    EventBuilder, Filter, JsonUtil, Keys, Kind, RelayMessage, RelayPoolNotification, Tag, Timestamp,
-};
+use nostr_sdk::prelude::{EventBuilder, JsonUtil, Keys, Kind, Tag, Timestamp};
 
 use super::*;
 
@@ -21,6 +19,7 @@ fn route(taps: &RelayTaps, bot: &Keys, capacity: usize, sdk_registered: bool) ->
             capacity,
             drop_authored_by: Some(bot.public_key()),
             sdk_registered,
+            intake: true,
         },
     )
 }
@@ -149,17 +148,24 @@ async fn expired_unreadable_and_oversized_events_are_dropped() {
 }
 
 #[tokio::test]
-async fn a_full_route_drops_the_frame_and_says_it_lagged() {
+async fn a_full_route_drops_the_frame_says_it_lagged_and_holds_twice_as_much_after() {
     let (taps, bot, author) = (RelayTaps::default(), Keys::generate(), Keys::generate());
     let (mut receiver, _guard) = route(&taps, &bot, 1, true);
     let routes = taps.relay(&url(URL));
-    let (first, second) = (note(&author, "first"), note(&author, "second"));
-    routes.sift(event_frame("mentions", &first));
-    routes.sift(event_frame("mentions", &second));
+    let notes: Vec<Event> = (0..4).map(|n| note(&author, &format!("note {n}"))).collect();
+    routes.sift(event_frame("mentions", &notes[0]));
+    routes.sift(event_frame("mentions", &notes[1]));
     assert!(matches!(next(&mut receiver).await, Received::Lagged));
-    assert!(matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == first));
-    routes.sift(event_frame("mentions", &second));
-    assert!(matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == second));
+    assert!(matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == notes[0]));
+    // The replay the lag asks for fits now: two frames, no lag.
+    routes.sift(event_frame("mentions", &notes[2]));
+    routes.sift(event_frame("mentions", &notes[3]));
+    for expected in &notes[2..] {
+        assert!(
+            matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == *expected),
+            "no lag: the route holds two now"
+        );
+    }
 }
 
 #[tokio::test]
@@ -169,118 +175,4 @@ async fn a_dropped_guard_hands_the_subscriptions_back_to_the_sdk() {
     drop(guard);
     let frame = event_frame("mentions", &note(&author, "after"));
     assert_eq!(taps.relay(&url(URL)).sift(frame.clone()), Some(frame));
-}
-
-/// A client of `relay` that reads through the tap.
-async fn tapped_client(relay: &crate::embedded_relay::EmbeddedRelay, taps: &RelayTaps) -> nostr_sdk::Client {
-    let client = nostr_sdk::Client::builder()
-        .websocket_transport(crate::transport::TappedTransport { taps: taps.clone() })
-        .build();
-    client
-        .add_relay(relay.url().clone())
-        .await
-        .expect("add the relay");
-    client
-        .try_connect_relay(relay.url().clone(), std::time::Duration::from_secs(5))
-        .await
-        .expect("connect");
-    client
-}
-
-/// Publishes `events` on `relay` (each signed by its own author).
-async fn stored(relay: &crate::embedded_relay::EmbeddedRelay, events: &[&Event]) {
-    let client = nostr_sdk::Client::builder()
-        .websocket_transport(crate::transport::NoDelayTransport)
-        .build();
-    client
-        .add_relay(relay.url().clone())
-        .await
-        .expect("add the relay");
-    client.connect().await;
-    for event in events {
-        client.send_event(event).await.expect("publish");
-    }
-    client.disconnect().await;
-}
-
-#[tokio::test]
-async fn over_a_real_relay_routed_events_bypass_the_sdk_and_the_bots_own_reach_neither() {
-    let relay = crate::embedded_relay::EmbeddedRelay::start(None)
-        .await
-        .expect("relay");
-    let (bot, author) = (Keys::generate(), Keys::generate());
-    let (theirs, own) = (note(&author, "a mention"), note(&bot, "the bot's answer"));
-    stored(&relay, &[&theirs, &own]).await;
-    let taps = RelayTaps::default();
-    let client = tapped_client(&relay, &taps).await;
-    let (mut receiver, _guard) = taps.route(
-        relay.url(),
-        RouteSpec {
-            subscriptions: vec![Subscriptions::Exactly("mentions".to_owned())],
-            capacity: 8,
-            drop_authored_by: Some(bot.public_key()),
-            sdk_registered: true,
-        },
-    );
-    let mut sdk = client.notifications();
-    client
-        .subscribe_with_id(
-            SubscriptionId::new("mentions"),
-            Filter::new().kind(Kind::TextNote),
-            None,
-        )
-        .await
-        .expect("subscribe");
-    assert!(matches!(next(&mut receiver).await, Received::Frame(Tapped::Event(read)) if *read == theirs));
-    assert!(
-        matches!(next(&mut receiver).await, Received::Frame(Tapped::EndOfStored(_))),
-        "the bot's own event was dropped: the EOSE comes next"
-    );
-    // The SDK hears of the EOSE too, and of no event before it.
-    loop {
-        let notification = tokio::time::timeout(std::time::Duration::from_secs(5), sdk.recv())
-            .await
-            .expect("the SDK hears of the EOSE")
-            .expect("notifications");
-        match notification {
-            RelayPoolNotification::Event { event, .. } => panic!("the SDK read {}", event.id),
-            RelayPoolNotification::Message {
-                message: RelayMessage::Event { event, .. },
-                ..
-            } => panic!("the SDK read {}", event.id),
-            RelayPoolNotification::Message {
-                message: RelayMessage::EndOfStoredEvents(id),
-                ..
-            } if id.as_str() == "mentions" => break,
-            _ => {}
-        }
-    }
-    relay.shutdown();
-}
-
-#[tokio::test]
-async fn a_one_shot_read_returns_what_the_relay_holds_but_the_bots_own() {
-    let relay = crate::embedded_relay::EmbeddedRelay::start(None)
-        .await
-        .expect("relay");
-    let (bot, author) = (Keys::generate(), Keys::generate());
-    let (first, own, second) = (note(&author, "one"), note(&bot, "mine"), note(&author, "two"));
-    stored(&relay, &[&first, &own, &second]).await;
-    let taps = RelayTaps::default();
-    let client = tapped_client(&relay, &taps).await;
-    let on_relay = client.relay(relay.url().clone()).await.expect("the relay");
-    let mut read = fetch_once(
-        &taps,
-        &on_relay,
-        vec![Filter::new().kind(Kind::TextNote).limit(10)],
-        std::time::Duration::from_secs(5),
-        Some(bot.public_key()),
-    )
-    .await
-    .expect("the read");
-    read.sort_by_key(|event| event.content.clone());
-    assert_eq!(read, vec![first, second]);
-    // The route is gone with the read: the next read has its own.
-    assert!(lock(&taps.relay(relay.url()).routes).is_empty());
-    relay.shutdown();
 }
