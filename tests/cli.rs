@@ -262,6 +262,8 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--metrics-addr", "localhost"),
     ("--shard", "3/2"),
     ("--agent-start-timeout", "120"),
+    ("--session-idle", "soon"),
+    ("--max-live-sessions", "-1"),
     ("--profile-picture", "helper.png"),
     ("--dm-relays", "http://relay.example.com"),
     ("--directory-relays", "notaurl"),

@@ -688,3 +688,67 @@ async fn claude_sends_a_file_through_the_bridge_tool() {
         "the tool's result went back to the model: {parts:?}"
     );
 }
+
+/// The `claude` CLI processes below `daemon` (claude-agent-acp runs one
+/// per live session), with their command lines.
+fn claude_clis_below(daemon: u32) -> Vec<String> {
+    descendants(daemon)
+        .into_iter()
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let words: Vec<String> = cmdline
+                .split(|byte| *byte == 0)
+                .filter(|word| !word.is_empty())
+                .map(|word| String::from_utf8_lossy(word).into_owned())
+                .collect();
+            let program = words.first()?;
+            let serving =
+                program.ends_with("/claude") && words.iter().any(|word| word.starts_with("--session-id"));
+            serving.then(|| words.join(" "))
+        })
+        .collect()
+}
+
+/// `--session-idle` with the agent issue 27 measured: the quiet
+/// conversation's session is closed (claude-agent-acp offers
+/// `session/close`), which ends its `claude` CLI, and the next mention is
+/// answered in the resumed session, the model sent the earlier exchange.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_holds_no_cli_for_a_quiet_conversation_and_resumes_it_with_its_context() {
+    let provider = provider(Streaming::default());
+    let scene = RealAgent::claude(&provider)
+        .scene(&["--session-idle", "3s"])
+        .start()
+        .await;
+    let daemon = scene.bridge.pid();
+    let log = &scene.bridge.log;
+    let first = scene.mention("room", "my name is Ada").await;
+    scene.reply_to(&first).await;
+    assert_eq!(
+        claude_clis_below(daemon).len(),
+        1,
+        "the live session's CLI, found as this test looks for it"
+    );
+    let closed = log.wait(log.start(), Line::new("session closed (idle)")).await;
+    assert_eq!(closed["how"], "session/close", "{closed}");
+    let no_cli = async || claude_clis_below(daemon).is_empty().then_some(());
+    let describe = || format!("no claude CLI left: {:?}", claude_clis_below(daemon));
+    eventually(PATIENCE, no_cli, describe).await;
+
+    let mark = log.cursor();
+    let second = scene.mention("room", "what is my name?").await;
+    scene.reply_to(&second).await;
+    let reopened = log.wait(mark, Line::new("session reopened")).await;
+    assert_eq!(reopened["how"], "resumed", "{reopened}");
+    assert_eq!(reopened["session"], closed["session"], "{reopened}");
+    println!("claude's session resumed in {} ms", reopened["latency_ms"]);
+    let asked = asked_about(&provider, "> what is my name?");
+    let history = asked
+        .last()
+        .expect("the second turn reached the model")
+        .user_texts();
+    assert!(
+        history.iter().any(|text| text.contains("> my name is Ada")),
+        "the resumed session carries the first exchange: {history:?}"
+    );
+}

@@ -143,6 +143,8 @@ pub(crate) const KEYS: &[Key] = &[
     key("workspace-repo", Section::Agent),
     key("workspace-extra-dir", Section::Agent),
     key("agent-start-timeout", Section::Agent),
+    key("session-idle", Section::Agent),
+    key("max-live-sessions", Section::Agent),
     key("permission-policy", Section::Agent),
     key("permission-timeout", Section::Agent),
     key("mcp", Section::Mcp),

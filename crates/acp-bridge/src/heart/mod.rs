@@ -736,6 +736,8 @@ impl Heart {
             let Some((holdup, mention)) = self.conversations.why_waits(&key, &id, now, capacity) else {
                 continue;
             };
+            let awaits_session = self.services.pool.status().awaiting_session.contains(&key);
+            let holdup = holdup.for_a_lease_that(awaits_session);
             let mention = mention.clone();
             if !self.wait_notices.admit(now) {
                 metrics::wait_notice(holdup.label(), false);

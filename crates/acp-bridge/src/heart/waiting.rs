@@ -41,6 +41,9 @@ pub(crate) enum Holdup {
     /// The mention's turn waits for its agent to start and open a session,
     /// perhaps again after the conversation's last attempt failed.
     AgentStarting { after_failure: Option<String> },
+    /// The mention's turn needs a live session, and every one the pool may
+    /// keep (`--max-live-sessions`) has a turn running.
+    LiveSessionsBusy,
 }
 
 impl Holdup {
@@ -51,6 +54,7 @@ impl Holdup {
             Holdup::TurnInFlight => "turn_in_flight",
             Holdup::BackingOff { .. } => "backing_off",
             Holdup::AgentStarting { .. } => "agent_starting",
+            Holdup::LiveSessionsBusy => "live_sessions_busy",
         }
     }
 
@@ -85,6 +89,20 @@ impl Holdup {
             Holdup::AgentStarting {
                 after_failure: Some(failure),
             } => format!("Waiting: the last attempt failed ({failure}); trying again, the agent is starting."),
+            Holdup::LiveSessionsBusy => {
+                "Queued: every live agent session is busy with another conversation; yours opens as soon as one frees.".to_owned()
+            }
+        }
+    }
+
+    /// This holdup, told more precisely when the pool says the
+    /// conversation's turn waits for a live session to free rather than
+    /// for its agent to start: the pool parks such a lease, so the heart
+    /// sees only a turn whose agent is not up yet.
+    pub(super) fn for_a_lease_that(self, awaits_live_session: bool) -> Holdup {
+        match self {
+            Holdup::AgentStarting { .. } if awaits_live_session => Holdup::LiveSessionsBusy,
+            other => other,
         }
     }
 }
@@ -223,5 +241,18 @@ mod tests {
         assert_eq!(index.next(), None, "a told wait is never due again");
         let off = DueIndex::new(None);
         assert_eq!(off.start(now), None);
+    }
+    #[test]
+    fn a_lease_parked_for_a_live_session_is_told_so_and_not_that_its_agent_starts() {
+        let starting = Holdup::AgentStarting { after_failure: None };
+        let told = starting.clone().for_a_lease_that(true);
+        assert_eq!(told, Holdup::LiveSessionsBusy);
+        assert!(told.describe().contains("every live agent session is busy"));
+        assert_eq!(starting.clone().for_a_lease_that(false), starting);
+        assert_eq!(
+            Holdup::TurnInFlight.for_a_lease_that(true),
+            Holdup::TurnInFlight,
+            "only a turn waiting for its lease waits for a session"
+        );
     }
 }

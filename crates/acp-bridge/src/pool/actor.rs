@@ -9,7 +9,7 @@
 //! Owns reaping idle agents too. Does not own how many turns run at once:
 //! the heart's capacity (agents × turns per agent) bounds that.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::breaker::Breaker;
 use super::launcher::{Launcher, StartFailure};
+use super::live_sessions::{self, Activity, LiveBounds};
+use super::sessions::SessionBook;
 use super::{PoolError, PoolStatus};
 use crate::deadline::sleep_until;
 use crate::mention::ConversationKey;
@@ -49,12 +51,20 @@ pub(super) enum Request {
         generation: u64,
         session: SessionId,
     },
-    /// A lease ended (or a grant was never taken up).
-    Release { slot: usize, generation: u64 },
+    /// A lease of `conversation` ended (or a grant was never taken up).
+    Release {
+        slot: usize,
+        generation: u64,
+        conversation: ConversationKey,
+    },
     /// The lessee killed its agent; the slot starts a fresh one when next leased.
     Discard { slot: usize, generation: u64 },
     /// The conversation's next turn opens a fresh session.
     Rotate { conversation: ConversationKey },
+    /// The agent is done closing these conversations' sessions (its
+    /// `session/close` answered, or the agent stopped): their leases may
+    /// reopen them.
+    Closed { conversations: Vec<ConversationKey> },
     /// An agent exited without being killed (from its exit watcher).
     Crashed { failure: String },
     /// A lessee met a misconfiguration (authentication): stop starting
@@ -80,6 +90,7 @@ pub(super) struct Hold {
     requests: mpsc::WeakUnboundedSender<Request>,
     pub(super) slot: usize,
     pub(super) generation: u64,
+    conversation: ConversationKey,
     kept: bool,
 }
 
@@ -99,6 +110,7 @@ impl Drop for Hold {
             let _ = requests.send(Request::Release {
                 slot: self.slot,
                 generation: self.generation,
+                conversation: self.conversation.clone(),
             });
         }
     }
@@ -138,19 +150,23 @@ struct LiveAgent {
 }
 
 impl LiveAgent {
-    /// Answers a lease with this agent, in `slot`. If the lessee is gone,
-    /// the dropped grant's hold releases the slot again.
+    /// Answers a lease with this agent, in `slot`, counting the turn on
+    /// the conversation's session when it has one here. If the lessee is
+    /// gone, the dropped grant's hold releases the slot again.
     fn grant(
         &self,
         slot: usize,
-        sessions: &HashMap<ConversationKey, SessionRef>,
+        sessions: &mut HashMap<ConversationKey, SessionRef>,
         requests: &mpsc::WeakUnboundedSender<Request>,
         waiter: Waiter,
     ) {
         let session = sessions
-            .get(&waiter.conversation)
+            .get_mut(&waiter.conversation)
             .filter(|known| known.slot == slot && known.generation == self.generation)
-            .map(|known| known.session.clone());
+            .map(|known| {
+                known.activity.begin();
+                known.session.clone()
+            });
         let grant = Grant {
             client: self.client.clone(),
             session,
@@ -158,6 +174,7 @@ impl LiveAgent {
                 requests: requests.clone(),
                 slot,
                 generation: self.generation,
+                conversation: waiter.conversation.clone(),
                 kept: false,
             },
         };
@@ -171,6 +188,7 @@ struct SessionRef {
     slot: usize,
     generation: u64,
     session: SessionId,
+    activity: Activity,
 }
 
 /// How a start task ended.
@@ -199,6 +217,21 @@ pub(super) struct Actor {
     starts: JoinSet<Started>,
     /// Cancels the starts under way (shutdown).
     stop: CancellationToken,
+    /// When quiet sessions are closed, and how many may be live.
+    bounds: LiveBounds,
+    /// Conversations admitted to open (or reopen) a session that have not
+    /// reported it yet: they count as live.
+    opening: HashSet<ConversationKey>,
+    /// Leases that need a session while `--max-live-sessions` are live and
+    /// busy, in arrival order; admitted as sessions free.
+    awaiting_session: VecDeque<Waiter>,
+    /// Conversations whose session is being closed (idle, LRU), with the
+    /// leases that came meanwhile: reopening a session the agent is still
+    /// tearing down (or that a stopping agent has not saved yet) could
+    /// find it gone, so they wait for [`Request::Closed`].
+    closing: HashMap<ConversationKey, Vec<Waiter>>,
+    /// What a closed session releases beside the agent's side (its MCP token).
+    book: Arc<SessionBook>,
 }
 
 impl Actor {
@@ -212,8 +245,14 @@ impl Actor {
         ),
         status: watch::Sender<PoolStatus>,
         profile: Arc<str>,
+        (bounds, book): (LiveBounds, Arc<SessionBook>),
     ) -> Self {
         Actor {
+            bounds,
+            book,
+            opening: HashSet::new(),
+            awaiting_session: VecDeque::new(),
+            closing: HashMap::new(),
             profile,
             launcher,
             client_config,
@@ -245,6 +284,7 @@ impl Actor {
                 biased;
                 _ = reap.tick() => self.reap_idle(),
                 () = sleep_until(self.breaker.open_until) => self.close_breaker_when_due(),
+                () = sleep_until(self.next_idle_close()) => self.close_idle_sessions(),
                 Some(joined) = self.starts.join_next() => self.on_started(joined),
                 request = self.requests.recv() => {
                     let Some(request) = request else {
@@ -257,6 +297,7 @@ impl Actor {
                     }
                 }
             }
+            self.admit_awaiting();
             self.publish_live_sessions();
         }
     }
@@ -264,13 +305,20 @@ impl Actor {
     /// Tells [`PoolStatus`] which conversations have a live session now
     /// (workspace pruning spares them), when that changed.
     fn publish_live_sessions(&self) {
+        metrics::sessions_live(&self.profile, self.sessions.len());
         self.status.send_if_modified(|status| {
             let same = status.live_sessions.len() == self.sessions.len()
                 && self.sessions.keys().all(|key| status.live_sessions.contains(key));
             if !same {
                 status.live_sessions = self.sessions.keys().cloned().collect();
             }
-            !same
+            let awaiting = self.awaiting_session.iter().map(|waiter| &waiter.conversation);
+            let same_awaiting = status.awaiting_session.len() == self.awaiting_session.len()
+                && awaiting.clone().all(|key| status.awaiting_session.contains(key));
+            if !same_awaiting {
+                status.awaiting_session = awaiting.cloned().collect();
+            }
+            !same || !same_awaiting
         });
     }
 
@@ -284,6 +332,7 @@ impl Actor {
                 generation,
                 session,
             } => {
+                self.opening.remove(&conversation);
                 // A report for an agent that is gone is stale: its session
                 // went with it.
                 if self.live(slot, generation).is_some() {
@@ -291,14 +340,28 @@ impl Actor {
                         slot,
                         generation,
                         session,
+                        activity: Activity::opened_for_turn(Instant::now()),
                     };
                     self.sessions.insert(conversation, session);
                 }
             }
-            Request::Release { slot, generation } => {
+            Request::Release {
+                slot,
+                generation,
+                conversation,
+            } => {
                 self.slots[slot].leases = self.slots[slot].leases.saturating_sub(1);
                 if let Some(agent) = self.live(slot, generation) {
                     agent.last_used = Instant::now();
+                }
+                // A conversation runs one turn at a time: its lease ended,
+                // so it opens nothing any more (a failed open ends here).
+                self.opening.remove(&conversation);
+                if let Some(known) = self.sessions.get_mut(&conversation)
+                    && known.slot == slot
+                    && known.generation == generation
+                {
+                    known.activity.end(Instant::now());
                 }
             }
             Request::Discard { slot, generation } => {
@@ -310,7 +373,14 @@ impl Actor {
                 if let Some(old) = self.sessions.remove(&conversation)
                     && let Some(agent) = self.live(old.slot, old.generation)
                 {
-                    close_session(&agent.client, old.session);
+                    close_session(&agent.client, old.session, || ());
+                }
+            }
+            Request::Closed { conversations } => {
+                for conversation in conversations {
+                    for waiter in self.closing.remove(&conversation).unwrap_or_default() {
+                        self.lease(waiter.conversation, waiter.reply);
+                    }
                 }
             }
             Request::Crashed { failure } => {
@@ -336,7 +406,6 @@ impl Actor {
             Some(known) => known.slot,
             None => self.least_loaded(),
         };
-        self.slots[index].leases += 1;
         if let SlotState::Live(agent) = &self.slots[index].state
             && agent.client.exit().is_some()
         {
@@ -344,15 +413,32 @@ impl Actor {
             metrics::agent_respawned(&self.profile);
         }
         let waiter = Waiter { conversation, reply };
+        if let Some(waiting) = self.closing.get_mut(&waiter.conversation) {
+            return waiting.push(waiter);
+        }
+        if !self.sessions.contains_key(&waiter.conversation) {
+            if !self.room_for_a_session() {
+                tracing::info!(
+                    conversation = %waiter.conversation,
+                    live = self.sessions.len() + self.opening.len(),
+                    "every live session is busy: the turn waits for one to free"
+                );
+                self.awaiting_session.push_back(waiter);
+                return;
+            }
+            self.opening.insert(waiter.conversation.clone());
+        }
+        self.slots[index].leases += 1;
         match &mut self.slots[index].state {
             SlotState::Live(agent) => {
                 agent.last_used = Instant::now();
-                agent.grant(index, &self.sessions, &self.myself, waiter);
+                agent.grant(index, &mut self.sessions, &self.myself, waiter);
             }
             SlotState::Starting { waiters, .. } => waiters.push(waiter),
             SlotState::Empty => match self.breaker.open_for(Instant::now()) {
                 Some(seconds) => {
                     self.slots[index].leases -= 1;
+                    self.opening.remove(&waiter.conversation);
                     let refusal = match &self.breaker.cannot_start {
                         Some(reason) => PoolError::CannotStart(reason.clone()),
                         None => PoolError::CircuitOpen {
@@ -364,6 +450,63 @@ impl Actor {
                 }
                 None => self.begin_start(index, waiter),
             },
+        }
+    }
+
+    /// Whether one more session may be live (`--max-live-sessions`),
+    /// making room by closing the least recently used idle session that
+    /// can be closed now. Leases already waiting go first.
+    fn room_for_a_session(&mut self) -> bool {
+        let Some(max) = self.bounds.max_live_sessions else {
+            return true;
+        };
+        if !self.awaiting_session.is_empty() {
+            return false;
+        }
+        if self.sessions.len() + self.opening.len() < max {
+            return true;
+        }
+        let closable = self
+            .sessions
+            .iter()
+            .filter(|(_, known)| self.closable_now(known.slot))
+            .map(|(key, known)| (key, &known.activity));
+        let Some(oldest) = live_sessions::least_recently_used(closable).cloned() else {
+            return false;
+        };
+        let slot = self.sessions[&oldest].slot;
+        if self.slot_closes_sessions(slot) {
+            self.close_session_of(&oldest, CloseReason::Lru);
+        } else {
+            self.stop_agent_for_its_sessions(slot, CloseReason::Lru);
+        }
+        self.sessions.len() + self.opening.len() < max
+    }
+
+    /// Whether an idle session on `slot` can be closed now: its agent
+    /// closes sessions, or has nothing else running and can be stopped.
+    fn closable_now(&self, slot: usize) -> bool {
+        self.slot_closes_sessions(slot)
+            || (self.slots[slot].leases == 0
+                && self
+                    .sessions_on(slot)
+                    .all(|(_, known)| known.activity.idle_since().is_some()))
+    }
+
+    fn slot_closes_sessions(&self, slot: usize) -> bool {
+        matches!(&self.slots[slot].state, SlotState::Live(agent) if closes_sessions(&agent.client))
+    }
+
+    /// Leases waiting for a live session, tried again in their order (a
+    /// session freed or closed since); those whose lessee is gone are dropped.
+    fn admit_awaiting(&mut self) {
+        if self.awaiting_session.is_empty() {
+            return;
+        }
+        for waiter in std::mem::take(&mut self.awaiting_session) {
+            if !waiter.reply.is_closed() {
+                self.lease(waiter.conversation, waiter.reply);
+            }
         }
     }
 
@@ -439,7 +582,7 @@ impl Actor {
                     last_used: Instant::now(),
                 };
                 for waiter in waiters {
-                    agent.grant(index, &self.sessions, &self.myself, waiter);
+                    agent.grant(index, &mut self.sessions, &self.myself, waiter);
                 }
                 self.slots[index].state = SlotState::Live(agent);
             }
@@ -462,6 +605,7 @@ impl Actor {
                 }
                 self.publish_breaker();
                 for waiter in waiters {
+                    self.opening.remove(&waiter.conversation);
                     let _ = waiter.reply.send(Err(failure.error.clone()));
                 }
             }
@@ -514,6 +658,149 @@ impl Actor {
         }
     }
 
+    /// When the next quiet session is due to close (`--session-idle`): one
+    /// on an agent that closes sessions, or the last of an agent's sessions
+    /// on one that does not (and has no lease in flight), since such an
+    /// agent can only be stopped as a whole.
+    fn next_idle_close(&self) -> Option<Instant> {
+        let limit = self.bounds.session_idle?;
+        let mut next: Option<Instant> = None;
+        for (index, slot) in self.slots.iter().enumerate() {
+            let SlotState::Live(agent) = &slot.state else {
+                continue;
+            };
+            let activities = self.sessions_on(index).map(|(_, known)| &known.activity);
+            let due = if closes_sessions(&agent.client) {
+                activities.filter_map(|activity| activity.idle_due(limit)).min()
+            } else if slot.leases == 0 {
+                live_sessions::all_idle_due(activities, limit)
+            } else {
+                None
+            };
+            next = next.into_iter().chain(due).min();
+        }
+        next
+    }
+
+    /// The sessions kept on `slot`'s agent.
+    fn sessions_on(&self, slot: usize) -> impl Iterator<Item = (&ConversationKey, &SessionRef)> {
+        self.sessions.iter().filter(move |(_, known)| known.slot == slot)
+    }
+
+    /// Closes the sessions quiet past `--session-idle`: each with
+    /// `session/close` where its agent offers it; else the agent is stopped
+    /// once all its sessions are quiet (the conversations' next mentions
+    /// reopen them on a fresh process).
+    fn close_idle_sessions(&mut self) {
+        let Some(limit) = self.bounds.session_idle else {
+            return;
+        };
+        let now = Instant::now();
+        for index in 0..self.slots.len() {
+            let slot = &self.slots[index];
+            let SlotState::Live(agent) = &slot.state else {
+                continue;
+            };
+            if closes_sessions(&agent.client) {
+                let quiet: Vec<ConversationKey> = live_sessions::idle_past(
+                    self.sessions_on(index).map(|(key, known)| (key, &known.activity)),
+                    now,
+                    limit,
+                )
+                .into_iter()
+                .cloned()
+                .collect();
+                for conversation in quiet {
+                    self.close_session_of(&conversation, CloseReason::Idle);
+                }
+            } else if slot.leases == 0
+                && live_sessions::all_idle_due(
+                    self.sessions_on(index).map(|(_, known)| &known.activity),
+                    limit,
+                )
+                .is_some_and(|due| due <= now)
+            {
+                self.stop_agent_for_its_sessions(index, CloseReason::Idle);
+            }
+        }
+    }
+
+    /// Closes `conversation`'s session on its agent (which offers
+    /// `session/close`) and releases what the session held.
+    fn close_session_of(&mut self, conversation: &ConversationKey, reason: CloseReason) {
+        let Some(old) = self.sessions.remove(conversation) else {
+            return;
+        };
+        let Some(client) = self
+            .live(old.slot, old.generation)
+            .map(|agent| agent.client.clone())
+        else {
+            return;
+        };
+        let agent_name = client.name().to_owned();
+        let done = self.report_closed(vec![conversation.clone()]);
+        close_session(&client, old.session.clone(), done);
+        self.closed(conversation, &old.session, &agent_name, reason, "session/close");
+    }
+
+    /// Marks `conversations` as closing; the returned step, run once the
+    /// agent is done, tells the actor so.
+    fn report_closed(&mut self, conversations: Vec<ConversationKey>) -> impl FnOnce() + Send + 'static {
+        for conversation in &conversations {
+            self.closing.entry(conversation.clone()).or_default();
+        }
+        let requests = self.myself.clone();
+        move || {
+            if let Some(requests) = requests.upgrade() {
+                let _ = requests.send(Request::Closed { conversations });
+            }
+        }
+    }
+
+    /// Stops `slot`'s agent, which cannot close a session, and releases
+    /// what each of its sessions held. Its stdin is closed first, so that
+    /// an agent that saves its sessions on the way out can reopen them.
+    fn stop_agent_for_its_sessions(&mut self, slot: usize, reason: CloseReason) {
+        let hosted: Vec<(ConversationKey, SessionId)> = self
+            .sessions_on(slot)
+            .map(|(key, known)| (key.clone(), known.session.clone()))
+            .collect();
+        let Some(agent) = self.vacate(slot) else {
+            return;
+        };
+        let agent_name = agent.client.name().to_owned();
+        let done = self.report_closed(hosted.iter().map(|(key, _)| key.clone()).collect());
+        tokio::spawn(async move {
+            agent.client.stop(AGENT_STOP_GRACE).await;
+            done();
+        });
+        for (conversation, session) in hosted {
+            self.closed(&conversation, &session, &agent_name, reason, "agent stopped");
+        }
+    }
+
+    /// Releases what a closed session held (its MCP token), and says so.
+    fn closed(
+        &self,
+        conversation: &ConversationKey,
+        session: &SessionId,
+        agent: &str,
+        reason: CloseReason,
+        how: &'static str,
+    ) {
+        self.book.release(conversation);
+        metrics::session_closed(reason.as_str());
+        tracing::info!(
+            %conversation,
+            %session,
+            agent,
+            how,
+            reason = reason.as_str(),
+            "session closed ({})",
+            reason.as_str()
+        );
+    }
+
     fn close_breaker_when_due(&mut self) {
         self.breaker.open_for(Instant::now());
         self.publish_breaker();
@@ -557,6 +844,10 @@ impl Actor {
     /// Kills every agent, live or still starting; parked leases fail.
     async fn shut_down(&mut self) {
         self.stop.cancel();
+        let closing = self.closing.drain().flat_map(|(_, waiters)| waiters);
+        for waiter in self.awaiting_session.drain(..).chain(closing) {
+            let _ = waiter.reply.send(Err(PoolError::ShutDown));
+        }
         let mut stopping = Vec::new();
         for slot in &mut self.slots {
             match std::mem::replace(&mut slot.state, SlotState::Empty) {
@@ -586,18 +877,44 @@ impl Actor {
     }
 }
 
+/// Why a live session was closed while its conversation kept it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CloseReason {
+    /// Quiet past `--session-idle`.
+    Idle,
+    /// The least recently used idle one, to make room under
+    /// `--max-live-sessions`.
+    Lru,
+}
+
+impl CloseReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::Idle => "idle",
+            CloseReason::Lru => "lru",
+        }
+    }
+}
+
+/// Whether the agent offers `session/close`.
+fn closes_sessions(client: &AgentClient) -> bool {
+    client.info().is_some_and(|info| info.close_session)
+}
+
 /// Ends a session the conversation no longer uses: closed on the agent when
 /// it offers `session/close` (on a task of its own: the actor never waits),
-/// else only forgotten by the client.
-fn close_session(client: &AgentClient, session: SessionId) {
-    if !client.info().is_some_and(|info| info.close_session) {
-        return client.forget_session(&session);
+/// else only forgotten by the client; `done` runs once that is over.
+fn close_session(client: &AgentClient, session: SessionId, done: impl FnOnce() + Send + 'static) {
+    if !closes_sessions(client) {
+        client.forget_session(&session);
+        return done();
     }
     let client = client.clone();
     tokio::spawn(async move {
         if let Err(error) = client.close_session(&session).await {
             tracing::debug!(%session, %error, "session/close failed; the session is forgotten all the same");
         }
+        done();
     });
 }
 

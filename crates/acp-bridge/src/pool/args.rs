@@ -9,7 +9,7 @@ use std::time::Duration;
 use acp_client::{AgentUser, ClientConfig, DropObserver};
 use clap::Args;
 
-use super::{AgentSettings, check_program};
+use super::{AgentSettings, LiveBounds, check_program};
 use crate::flags::{ConfigError, flag_defaults, longer_than_zero, parse_duration, refuse};
 use crate::telemetry::metrics;
 use crate::workspace::{WorkspaceMode, Workspaces};
@@ -135,6 +135,17 @@ pub struct AgentArgs {
     /// agent in a pod that is still being scheduled takes tens of seconds).
     #[arg(long, env = "ACP_BRIDGE_AGENT_START_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
     pub agent_start_timeout: Duration,
+
+    /// A conversation whose session has had no turn for this long has it
+    /// closed (`session/close`, or its agent stopped once all its sessions
+    /// are quiet); its next mention reopens it. `0` or `off`: never.
+    #[arg(long, env = "ACP_BRIDGE_SESSION_IDLE", default_value = "30m", value_parser = duration_or_off)]
+    pub session_idle: Duration,
+
+    /// Sessions live at once per agent profile: a new one closes the least
+    /// recently used idle one first. `0`: unbounded.
+    #[arg(long, env = "ACP_BRIDGE_MAX_LIVE_SESSIONS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub max_live_sessions: u32,
 }
 
 impl Default for AgentArgs {
@@ -248,6 +259,10 @@ impl AgentArgs {
             start_timeout: self.agent_start_timeout,
             auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
             user,
+            live: LiveBounds {
+                session_idle: Some(self.session_idle).filter(|idle| !idle.is_zero()),
+                max_live_sessions: Some(self.max_live_sessions as usize).filter(|max| *max > 0),
+            },
         }
     }
 }
@@ -298,6 +313,14 @@ impl AgentSettings {
             ..ClientConfig::default()
         }
     }
+}
+
+/// `--session-idle`: a duration, or `off` (the same as `0`: never).
+fn duration_or_off(text: &str) -> Result<Duration, String> {
+    if text.trim().eq_ignore_ascii_case("off") {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(text)
 }
 
 /// goose speaks ACP only as `goose acp`; the other known agents take no
@@ -401,6 +424,27 @@ fn existing_dir(flag: &'static str, dir: &Path) -> Result<PathBuf, ConfigError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_idle_takes_a_duration_or_off_and_zero_means_never() {
+        assert_eq!(duration_or_off("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(duration_or_off("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration_or_off("off"), Ok(Duration::ZERO));
+        assert!(duration_or_off("soon").is_err());
+        let never = |idle: &str| {
+            let args = AgentArgs {
+                session_idle: duration_or_off(idle).expect("valid"),
+                ..AgentArgs::default()
+            };
+            args.settings(Vec::new(), Vec::new(), std::env::temp_dir(), None)
+                .live
+        };
+        assert_eq!(never("0").session_idle, None);
+        assert_eq!(never("OFF").session_idle, None);
+        assert_eq!(never("30m").session_idle, Some(Duration::from_secs(1800)));
+        assert_eq!(AgentArgs::default().max_live_sessions, 0);
+        assert_eq!(never("30m").max_live_sessions, None, "0 is unbounded");
+    }
 
     #[test]
     fn agent_environment_is_an_explicit_list_without_our_own_variables() {

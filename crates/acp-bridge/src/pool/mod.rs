@@ -21,6 +21,7 @@ pub(crate) mod args;
 mod auth;
 mod breaker;
 mod launcher;
+mod live_sessions;
 mod pools;
 pub(crate) mod reaper;
 mod sessions;
@@ -44,6 +45,7 @@ pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
 pub(crate) use launcher::{agent_command, check_program};
+pub(crate) use live_sessions::LiveBounds;
 pub(crate) use pools::Pools;
 use sessions::SessionBook;
 
@@ -82,6 +84,8 @@ pub struct AgentSettings {
     pub auth_method: Option<String>,
     /// `--agent-user`; agents run as the daemon's user when `None`.
     pub user: Option<AgentUser>,
+    /// `--session-idle` and `--max-live-sessions`: what stays live.
+    pub live: LiveBounds,
 }
 
 /// Why no agent could be leased.
@@ -133,6 +137,8 @@ impl PoolError {
 pub(crate) struct Lease {
     pub client: AgentClient,
     pub session: SessionId,
+    /// Whose session it is: its release ends a turn on that session.
+    conversation: ConversationKey,
     slot: usize,
     generation: u64,
     /// Which of [`Pools`] it came from.
@@ -150,6 +156,9 @@ pub(crate) struct PoolStatus {
     pub last_failure: Option<String>,
     /// The conversations whose session lives on an agent now.
     pub live_sessions: std::collections::BTreeSet<ConversationKey>,
+    /// The conversations whose turn waits for a live session to free
+    /// (`--max-live-sessions`): their waiting notice says so.
+    pub awaiting_session: std::collections::BTreeSet<ConversationKey>,
 }
 
 /// Whether the pool starts agents. An agent that cannot start at all is a
@@ -197,16 +206,17 @@ impl Pool {
             .collect::<Vec<_>>()
             .join(" ");
         let workspaces = settings.workspaces();
+        let live = settings.live;
         let sessions = SessionBook::new(sessions, agent, workspaces, AuthPolicy::new(&settings), mcp);
         let launcher = Launcher::Command(Box::new(settings), groups);
-        Pool::with_launcher(profile, launcher, processes, sessions, client_config)
+        Pool::with_launcher(profile, launcher, processes, (sessions, live), client_config)
     }
 
     fn with_launcher(
         profile: &str,
         launcher: Launcher,
         processes: usize,
-        sessions: SessionBook,
+        (sessions, live): (SessionBook, LiveBounds),
         client_config: ClientConfig,
     ) -> Pool {
         let (requests, inbox) = mpsc::unbounded_channel();
@@ -219,6 +229,7 @@ impl Pool {
             (requests.downgrade(), inbox),
             status_tx,
             profile.into(),
+            (live, Arc::clone(&sessions)),
         );
         tokio::spawn(actor.run());
         Pool {
@@ -267,6 +278,7 @@ impl Pool {
         Ok(Lease {
             client: grant.client,
             session,
+            conversation: conversation.clone(),
             slot,
             generation,
             pool: 0,
@@ -278,6 +290,7 @@ impl Pool {
         let _ = self.requests.send(Request::Release {
             slot: lease.slot,
             generation: lease.generation,
+            conversation: lease.conversation.clone(),
         });
     }
 

@@ -17,6 +17,7 @@
 //! time within one daemon run, until the session is forgotten.
 
 use std::path::Path;
+use std::time::Instant;
 
 use acp_client::{AcpError, AgentClient, AgentInfo, SessionId, codes};
 
@@ -94,11 +95,18 @@ impl SessionBook {
 
     /// The conversation's next turn starts a fresh session.
     pub(super) fn forget(&self, conversation: &ConversationKey) {
-        if let Some(mcp) = &self.mcp {
-            mcp.revoke(conversation);
-        }
+        self.release(conversation);
         if let Err(error) = self.sessions.forget(conversation) {
             tracing::warn!(%conversation, %error, "cannot forget the session id");
+        }
+    }
+
+    /// The conversation's session was closed on the agent (it is kept, to
+    /// be reopened): what it held while live goes, its MCP token first
+    /// (the reopened session is offered a new one).
+    pub(super) fn release(&self, conversation: &ConversationKey) {
+        if let Some(mcp) = &self.mcp {
+            mcp.revoke(conversation);
         }
     }
 
@@ -122,6 +130,7 @@ impl SessionBook {
             }
         };
         let info = client.info()?;
+        let asked = Instant::now();
         let (how, reopened) = if info.resume_session {
             (
                 "resumed",
@@ -142,7 +151,8 @@ impl SessionBook {
         };
         match reopened {
             Ok(()) => {
-                tracing::info!(%conversation, session = %kept, agent = client.name(), how, "session reopened");
+                let latency_ms = asked.elapsed().as_millis() as u64;
+                tracing::info!(%conversation, session = %kept, agent = client.name(), how, latency_ms, "session reopened");
                 Some(kept)
             }
             Err(error) => {

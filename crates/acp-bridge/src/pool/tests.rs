@@ -93,7 +93,7 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
         TEST_PROFILE,
         Launcher::InProcess(scripts.to_vec()),
         scripts.len(),
-        sessions,
+        (sessions, LiveBounds::default()),
         config,
     );
     TestPool { pool, _dir: dir }
@@ -128,6 +128,7 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
         auth_method: None,
         user: None,
+        live: LiveBounds::default(),
     }
 }
 
@@ -172,6 +173,7 @@ async fn while_a_slot_is_starting_status_release_rotate_and_discard_take_effect_
         starts: Starts::Allowed,
         last_failure: None,
         live_sessions: Default::default(),
+        awaiting_session: Default::default(),
     };
     let status = PoolStatus {
         live_sessions: Default::default(),

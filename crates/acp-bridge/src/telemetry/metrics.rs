@@ -16,6 +16,8 @@ const PARKED_EVENTS: &str = "acp_bridge_parked_events";
 const PARKED_EVENT_BYTES: &str = "acp_bridge_parked_event_bytes";
 const QUEUE_DEPTH: &str = "acp_bridge_queue_depth";
 const AGENTS_ALIVE: &str = "acp_bridge_agents_alive";
+const SESSIONS_LIVE: &str = "acp_bridge_sessions_live";
+const SESSIONS_CLOSED: &str = "acp_bridge_sessions_closed_total";
 const EVENTS_RECEIVED: &str = "acp_bridge_events_received_total";
 const EVENTS_ACCEPTED: &str = "acp_bridge_events_accepted_total";
 const EVENTS_DROPPED: &str = "acp_bridge_events_dropped_total";
@@ -88,6 +90,9 @@ const TURN_OUTCOMES: &[&str] = &[
     "capped",
     "abandoned",
 ];
+/// `sessions_closed{reason}`: why a live session was closed while its
+/// conversation kept it (`--session-idle`, `--max-live-sessions`).
+const SESSION_CLOSE_REASONS: &[&str] = &["idle", "lru"];
 const STEER_PATHS: &[&str] = &["native", "fallback", "refused"];
 const REPLY_FAILURES: &[&str] = &[
     "blocked",
@@ -100,7 +105,13 @@ const REPLY_FAILURES: &[&str] = &[
 const DELIVERY_OUTCOMES: &[&str] = &["accepted", "refused", "failed"];
 const LOOKUP_RESULTS: &[&str] = &["found", "none", "failed"];
 /// The heart's `Holdup` labels.
-const HOLDUPS: &[&str] = &["capacity", "turn_in_flight", "backing_off", "agent_starting"];
+const HOLDUPS: &[&str] = &[
+    "capacity",
+    "turn_in_flight",
+    "backing_off",
+    "agent_starting",
+    "live_sessions_busy",
+];
 const CONTEXT_RESULTS: &[&str] = &["included", "nothing_new", "failed"];
 /// `prompt_images{outcome}` and `prompt_audio{outcome}`: `shown`, or
 /// media's `Refusal` labels.
@@ -171,7 +182,8 @@ pub(crate) fn register_at_zero() {
     ] {
         counter!(name).increment(0);
     }
-    let labelled: [(&'static str, &'static str, &[&'static str]); 19] = [
+    let labelled: [(&'static str, &'static str, &[&'static str]); 20] = [
+        (SESSIONS_CLOSED, "reason", SESSION_CLOSE_REASONS),
         (EVENTS_DROPPED, "reason", DROP_REASONS),
         (TURNS, "outcome", TURN_OUTCOMES),
         (STEERS, "path", STEER_PATHS),
@@ -214,6 +226,7 @@ pub(crate) fn register_at_zero() {
 pub(crate) fn register_profiles_at_zero<'a>(profiles: impl IntoIterator<Item = &'a str>) {
     for profile in profiles {
         gauge!(AGENTS_ALIVE, "profile" => profile.to_owned()).set(0.0);
+        gauge!(SESSIONS_LIVE, "profile" => profile.to_owned()).set(0.0);
         counter!(AGENT_RESPAWNS, "profile" => profile.to_owned()).increment(0);
     }
 }
@@ -291,6 +304,17 @@ pub(crate) fn queue_depth(depth: usize) {
 /// Agent processes of `profile` initialized and not yet exited.
 pub(crate) fn agents_alive(profile: &str, alive: usize) {
     gauge!(AGENTS_ALIVE, "profile" => profile.to_owned()).set(alive as f64);
+}
+
+/// Sessions of `profile` live on its agents now.
+pub(crate) fn sessions_live(profile: &str, live: usize) {
+    gauge!(SESSIONS_LIVE, "profile" => profile.to_owned()).set(live as f64);
+}
+
+/// A live session closed while its conversation kept it, for `reason`
+/// (`idle`, `lru`).
+pub(crate) fn session_closed(reason: &'static str) {
+    counter!(SESSIONS_CLOSED, "reason" => listed(SESSION_CLOSE_REASONS, reason)).increment(1);
 }
 
 /// An agent of `profile` found exited at a lease, and replaced.

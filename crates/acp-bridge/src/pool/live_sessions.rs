@@ -1,0 +1,191 @@
+//! Bounds on what is live: which of a pool's live sessions to close, and
+//! when (`--session-idle`, `--max-live-sessions`).
+//!
+//! Owns the pure choice only: a session's activity (its last turn's end,
+//! the turns on it now), the sessions idle past the limit, the least
+//! recently used idle one, and when the next becomes due. How a session is
+//! closed (`session/close`, or its agent stopped) and what closing releases
+//! is the pool's actor's. No IO, no clock of its own: `now` comes in.
+//!
+//! The bounds are per pool, that is per agent profile: each profile's
+//! actor owns its sessions, so it can close one without asking another
+//! task, and a profile that bursts never closes another profile's
+//! sessions. With one profile (the default) that is the machine's bound;
+//! with several, the operator gives each profile its share.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How long a quiet conversation's session stays live, and how many may.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveBounds {
+    /// `--session-idle`: a session without a turn for this long is closed;
+    /// `None`: never.
+    pub session_idle: Option<Duration>,
+    /// `--max-live-sessions`: sessions live at once in one pool; `None`:
+    /// unbounded.
+    pub max_live_sessions: Option<usize>,
+}
+
+/// What a live session is doing: the turns on it now, and when its last
+/// one ended (or it was opened).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Activity {
+    /// Turns leased on the session and not yet released.
+    turns: usize,
+    last_turn: Instant,
+}
+
+impl Activity {
+    /// A session opened for a turn that holds it now.
+    pub(super) fn opened_for_turn(now: Instant) -> Activity {
+        Activity {
+            turns: 1,
+            last_turn: now,
+        }
+    }
+
+    /// A turn leases the session.
+    pub(super) fn begin(&mut self) {
+        self.turns += 1;
+    }
+
+    /// A turn on the session ended at `now`.
+    pub(super) fn end(&mut self, now: Instant) {
+        self.turns = self.turns.saturating_sub(1);
+        self.last_turn = now;
+    }
+
+    /// Since when no turn runs on the session; `None` while one does.
+    pub(super) fn idle_since(&self) -> Option<Instant> {
+        (self.turns == 0).then_some(self.last_turn)
+    }
+
+    /// When the session has been idle for `limit`; `None` while a turn runs.
+    pub(super) fn idle_due(&self, limit: Duration) -> Option<Instant> {
+        self.idle_since().map(|since| since + limit)
+    }
+}
+
+/// The sessions idle for `limit` or longer at `now`.
+pub(super) fn idle_past<'a, K>(
+    sessions: impl IntoIterator<Item = (&'a K, &'a Activity)>,
+    now: Instant,
+    limit: Duration,
+) -> Vec<&'a K>
+where
+    K: 'a,
+{
+    sessions
+        .into_iter()
+        .filter(|(_, activity)| activity.idle_due(limit).is_some_and(|due| due <= now))
+        .map(|(key, _)| key)
+        .collect()
+}
+
+/// The idle session whose last turn ended longest ago: the one to close
+/// when the pool is full. `None` when every session has a turn running.
+pub(super) fn least_recently_used<'a, K>(
+    sessions: impl IntoIterator<Item = (&'a K, &'a Activity)>,
+) -> Option<&'a K>
+where
+    K: 'a,
+{
+    sessions
+        .into_iter()
+        .filter_map(|(key, activity)| activity.idle_since().map(|since| (since, key)))
+        .min_by_key(|(since, _)| *since)
+        .map(|(_, key)| key)
+}
+
+/// When every one of an agent's sessions has been idle for `limit`: the
+/// moment an agent that cannot close a session may be stopped instead.
+/// `None` while any has a turn running, or when it has none.
+pub(super) fn all_idle_due<'a>(
+    sessions: impl IntoIterator<Item = &'a Activity>,
+    limit: Duration,
+) -> Option<Instant> {
+    let mut latest = None;
+    for activity in sessions {
+        let due = activity.idle_due(limit)?;
+        latest = latest.max(Some(due));
+    }
+    latest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_secs(60);
+
+    fn ended_at(at: Instant) -> Activity {
+        let mut activity = Activity::opened_for_turn(at);
+        activity.end(at);
+        activity
+    }
+
+    #[test]
+    fn a_session_is_idle_past_the_limit_only_once_its_turns_ended_that_long_ago() {
+        let start = Instant::now();
+        let old = ended_at(start);
+        let recent = ended_at(start + Duration::from_secs(30));
+        let mut busy = ended_at(start);
+        busy.begin();
+        let sessions = [("old", old), ("recent", recent), ("busy", busy)];
+        let at = start + LIMIT;
+        let idle = idle_past(sessions.iter().map(|(key, activity)| (key, activity)), at, LIMIT);
+        assert_eq!(idle, vec![&"old"]);
+    }
+
+    #[test]
+    fn a_session_with_a_turn_running_is_never_due() {
+        let mut activity = Activity::opened_for_turn(Instant::now());
+        assert_eq!(activity.idle_due(LIMIT), None);
+        activity.begin();
+        activity.end(Instant::now());
+        assert_eq!(activity.idle_due(LIMIT), None, "one turn still runs");
+        let ended = Instant::now();
+        activity.end(ended);
+        assert_eq!(activity.idle_due(LIMIT), Some(ended + LIMIT));
+    }
+
+    #[test]
+    fn the_least_recently_used_idle_session_is_chosen_and_busy_ones_never() {
+        let start = Instant::now();
+        let mut oldest_but_busy = ended_at(start);
+        oldest_but_busy.begin();
+        let older = ended_at(start + Duration::from_secs(1));
+        let newer = ended_at(start + Duration::from_secs(2));
+        let sessions = [("busy", oldest_but_busy), ("newer", newer), ("older", older)];
+        let chosen = least_recently_used(sessions.iter().map(|(key, activity)| (key, activity)));
+        assert_eq!(chosen, Some(&"older"));
+    }
+
+    #[test]
+    fn an_agent_is_due_to_stop_only_once_all_its_sessions_are_idle() {
+        let start = Instant::now();
+        let early = ended_at(start);
+        let late = ended_at(start + Duration::from_secs(5));
+        assert_eq!(
+            all_idle_due([&early, &late], LIMIT),
+            Some(start + Duration::from_secs(5) + LIMIT)
+        );
+        let mut busy = ended_at(start);
+        busy.begin();
+        assert_eq!(all_idle_due([&early, &busy], LIMIT), None);
+        assert_eq!(
+            all_idle_due([], LIMIT),
+            None,
+            "an agent without sessions is the reaper's"
+        );
+    }
+
+    #[test]
+    fn no_session_is_chosen_when_all_are_busy() {
+        let sessions = [("a", Activity::opened_for_turn(Instant::now()))];
+        let chosen = least_recently_used(sessions.iter().map(|(key, activity)| (key, activity)));
+        assert_eq!(chosen, None);
+    }
+}
