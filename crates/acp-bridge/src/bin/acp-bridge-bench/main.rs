@@ -186,17 +186,17 @@ async fn live_memory_section(agent: BenchAgent) {
         println!("\n{reason}");
     }
     let first = stages.iter().find(|(conversations, _)| *conversations == 1);
-    let last = stages
-        .iter()
-        .filter(|(conversations, _)| *conversations > 1)
-        .next_back();
+    let last = stages.iter().rfind(|(conversations, _)| *conversations > 1);
     if let (Some((_, one)), Some((many, at_many))) = (first, last) {
-        let per_session_kib = at_many.total.pss_kib.saturating_sub(one.total.pss_kib) / (*many as u64 - 1);
+        let added = *many as u64 - 1;
+        let per_session_kib = at_many.total.pss_kib.saturating_sub(one.total.pss_kib) / added;
+        let per_session_rss_kib = at_many.total.rss_kib.saturating_sub(one.total.rss_kib) / added;
         let (conversations, _) = spread_run();
         let unbounded_kib = one.total.pss_kib + per_session_kib * (conversations as u64 - 1);
         println!(
-            "\nPer added live conversation (PSS, 1 → {many}): {}. {conversations} live conversations without a bound, computed (not run) as the tree at 1 plus {} more: {}.",
+            "\nPer added live conversation (1 → {many}): {} PSS ({} RSS summed). {conversations} live conversations without a bound, computed (not run) as the tree at 1 plus {} more: {} PSS.",
             mib(per_session_kib),
+            mib(per_session_rss_kib),
             conversations - 1,
             mib(unbounded_kib)
         );
