@@ -344,7 +344,7 @@ fn count_messages(log: &Path, mark: usize, message: &str) -> usize {
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|line| {
-            line["fields"]["message"]
+            line["message"]
                 .as_str()
                 .is_some_and(|logged| logged.starts_with(message))
         })
