@@ -18,6 +18,12 @@ use crate::paths::{bridge_binary, temp_dir};
 /// How long any single wait of the bench may take.
 pub const PATIENCE: Duration = Duration::from_secs(120);
 
+/// More daemon flags for every benched daemon, to compare configurations:
+/// `ACP_BRIDGE_BENCH_FLAGS="--follow-threads off"`.
+pub fn daemon_flags() -> String {
+    std::env::var("ACP_BRIDGE_BENCH_FLAGS").unwrap_or_default()
+}
+
 /// With `ACP_BRIDGE_BENCH_FOLLOWED=N`, a daemon starts as one that has
 /// answered in N threads already (synthetic roots), so that a run measures
 /// what following that many threads costs; the daemon follows 500 at most.
@@ -124,13 +130,7 @@ impl DaemonProcess {
             .arg("--log-format")
             .arg("json")
             .args(flags)
-            // More daemon flags to compare configurations:
-            // ACP_BRIDGE_BENCH_FLAGS="--follow-threads off".
-            .args(
-                std::env::var("ACP_BRIDGE_BENCH_FLAGS")
-                    .unwrap_or_default()
-                    .split_whitespace(),
-            )
+            .args(daemon_flags().split_whitespace())
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())

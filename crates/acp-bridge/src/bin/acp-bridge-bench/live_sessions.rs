@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 use nostr_sdk::prelude::*;
 
 use crate::agent_launch::AgentLaunch;
-use crate::harness::{DaemonProcess, Owner, PATIENCE};
+use crate::harness::{DaemonProcess, Owner, PATIENCE, daemon_flags};
 use crate::process_tree::{self, TreeMemory};
 
 /// Live conversations at which the tree is measured.
@@ -273,7 +273,7 @@ pub struct ResumeRun {
     /// A second mention right after the first reply: the session is live.
     pub live: Vec<Duration>,
     /// A mention after the session was closed for idleness (none without
-    /// `--session-idle`: sessions are then never closed).
+    /// `--session-idle` among the daemon flags).
     pub resumed: Vec<Duration>,
     /// How many of the resumed turns the daemon logged as reopening the
     /// earlier session (the rest opened a new one).
@@ -303,10 +303,8 @@ pub async fn resume_latency(agent: BenchAgent, samples: usize) -> ResumeRun {
             return run;
         }
     }
-    let session_idle = std::env::var("ACP_BRIDGE_BENCH_FLAGS")
-        .unwrap_or_default()
-        .contains("--session-idle");
-    if session_idle {
+    // The default idle time (minutes) is longer than a run.
+    if daemon_flags().contains("--session-idle") {
         let deadline = Instant::now() + PATIENCE;
         while count_messages(&rig.daemon.log, mark, SESSION_CLOSED_MESSAGE) < samples {
             if Instant::now() > deadline {

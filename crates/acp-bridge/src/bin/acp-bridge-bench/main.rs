@@ -24,7 +24,7 @@ mod steer_latency;
 
 use std::time::Duration;
 
-use harness::{ms, percentiles};
+use harness::{daemon_flags, ms, percentiles};
 use live_sessions::BenchAgent;
 use process_tree::TreeMemory;
 
@@ -111,7 +111,7 @@ async fn run() {
         println!(
             "## What a live conversation costs ({}; daemon flags: `{}`; load average before: {})\n",
             agent.name(),
-            std::env::var("ACP_BRIDGE_BENCH_FLAGS").unwrap_or_default(),
+            daemon_flags(),
             load_average()
         );
     }
@@ -191,15 +191,22 @@ async fn live_memory_section(agent: BenchAgent) {
         let added = *many as u64 - 1;
         let per_session_kib = at_many.total.pss_kib.saturating_sub(one.total.pss_kib) / added;
         let per_session_rss_kib = at_many.total.rss_kib.saturating_sub(one.total.rss_kib) / added;
-        let (conversations, _) = spread_run();
-        let unbounded_kib = one.total.pss_kib + per_session_kib * (conversations as u64 - 1);
         println!(
-            "\nPer added live conversation (1 → {many}): {} PSS ({} RSS summed). {conversations} live conversations without a bound, computed (not run) as the tree at 1 plus {} more: {} PSS.",
+            "\nPer added live conversation (1 → {many}): {} PSS ({} RSS summed).",
             mib(per_session_kib),
-            mib(per_session_rss_kib),
-            conversations - 1,
-            mib(unbounded_kib)
+            mib(per_session_rss_kib)
         );
+        // Unbounded, the tree grows by one session per conversation; under
+        // --max-live-sessions the slope above is not a session's cost.
+        if !daemon_flags().contains("--max-live-sessions") {
+            let (conversations, _) = spread_run();
+            let unbounded_kib = one.total.pss_kib + per_session_kib * (conversations as u64 - 1);
+            println!(
+                "{conversations} live conversations without a bound, computed (not run) as the tree at 1 plus {} more: {} PSS.",
+                conversations - 1,
+                mib(unbounded_kib)
+            );
+        }
     }
     println!();
 }
@@ -255,7 +262,7 @@ async fn resume_section(agent: BenchAgent) {
             run.resumed.len()
         );
     } else if run.stopped.is_none() {
-        println!("\nNo `--session-idle` in ACP_BRIDGE_BENCH_FLAGS: sessions are never closed.");
+        println!("\nNo `--session-idle` in ACP_BRIDGE_BENCH_FLAGS: no session is closed during the run.");
     }
     if let Some(reason) = run.stopped {
         println!("\n{reason}");
