@@ -11,6 +11,7 @@ use std::time::Duration;
 use nostr_sdk::hashes::Hash as _;
 
 use support::*;
+use test_support::claude_agent::ClaudeAgent;
 use test_support::fake_provider::{FakeProvider, RecordedRequest, ScriptedToolUse, Streaming};
 use test_support::npm_agent;
 
@@ -33,22 +34,11 @@ impl RealAgent {
     /// claude-agent-acp against the provider's Anthropic messages API.
     fn claude(provider: &FakeProvider) -> Self {
         let home = temp_dir("claude-home");
-        // The default `auto` mode adds a notice of its own to the first turn.
-        write(
-            &home.join(".claude/settings.json"),
-            r#"{"permissions":{"defaultMode":"default"}}"#,
-        );
+        let claude = ClaudeAgent::against(provider, &home);
         RealAgent {
-            program: npm_agent("claude-agent-acp"),
+            program: claude.program,
             args: "",
-            env: vec![
-                ("ANTHROPIC_BASE_URL", provider.base_url()),
-                ("ANTHROPIC_API_KEY", "dummy".into()),
-                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-                ("DISABLE_AUTOUPDATER", "1".into()),
-                ("DISABLE_TELEMETRY", "1".into()),
-                ("DISABLE_ERROR_REPORTING", "1".into()),
-            ],
+            env: claude.env,
             home,
         }
     }

@@ -18,6 +18,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 pub mod blossom;
+pub mod claude_agent;
 pub mod fake_provider;
 mod loopback_http;
 

@@ -9,7 +9,8 @@ use acp_bridge::EmbeddedRelay;
 use acp_client::{AgentClient, AgentCommand, ClientConfig, ContentBlock, TurnOptions};
 use nostr_sdk::prelude::*;
 
-use crate::harness::{DaemonProcess, Owner, bridge_binary};
+use crate::harness::{DaemonProcess, Owner};
+use crate::paths::bridge_binary;
 
 const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 

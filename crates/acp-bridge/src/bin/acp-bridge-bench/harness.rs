@@ -12,26 +12,16 @@ use acp_bridge::EmbeddedRelay;
 use nostr_sdk::prelude::*;
 use tokio::sync::oneshot;
 
+use crate::agent_launch::AgentLaunch;
+use crate::paths::{bridge_binary, temp_dir};
+
 /// How long any single wait of the bench may take.
 pub const PATIENCE: Duration = Duration::from_secs(120);
 
-/// The `acp-bridge` binary next to this one (built by the same cargo run).
-pub fn bridge_binary() -> PathBuf {
-    let here = std::env::current_exe().expect("own path");
-    let sibling = here.with_file_name("acp-bridge");
-    assert!(
-        sibling.exists(),
-        "{} not found: build both binaries first: `cargo build --release -p acp-bridge --bins`",
-        sibling.display()
-    );
-    sibling
-}
-
-pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("acp-bridge-bench-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// More daemon flags for every benched daemon, to compare configurations:
+/// `ACP_BRIDGE_BENCH_FLAGS="--follow-threads off"`.
+pub fn daemon_flags() -> String {
+    std::env::var("ACP_BRIDGE_BENCH_FLAGS").unwrap_or_default()
 }
 
 /// With `ACP_BRIDGE_BENCH_FOLLOWED=N`, a daemon starts as one that has
@@ -70,8 +60,14 @@ pub struct DaemonProcess {
 }
 
 impl DaemonProcess {
+    /// The daemon running the scripted agent with `agent_args`.
     pub fn spawn(relay: &EmbeddedRelay, owner: &Keys, agent_args: &str, flags: &[&str]) -> Self {
-        Self::spawn_under(Keys::generate(), &[], relay, owner, agent_args, flags)
+        Self::spawn_agent(relay, owner, &AgentLaunch::scripted(agent_args), flags)
+    }
+
+    /// The daemon running `agent`.
+    pub fn spawn_agent(relay: &EmbeddedRelay, owner: &Keys, agent: &AgentLaunch, flags: &[&str]) -> Self {
+        Self::spawn_under(Keys::generate(), &[], relay, owner, agent, flags)
     }
 
     /// Another daemon of the bot `bot` (a shard: `flags` say which), with a
@@ -83,19 +79,25 @@ impl DaemonProcess {
         agent_args: &str,
         flags: &[&str],
     ) -> Self {
-        Self::spawn_under(bot.clone(), &[], relay, owner, agent_args, flags)
+        Self::spawn_under(
+            bot.clone(),
+            &[],
+            relay,
+            owner,
+            &AgentLaunch::scripted(agent_args),
+            flags,
+        )
     }
 
     /// The daemon of `bot`, run under `wrapper` (e.g. valgrind and its
-    /// options; the agents it starts are not), with a state dir of its own.
-    /// `agent_args` are the scripted agent's flags, as shell words (the
-    /// daemon splits `--agent-args` as a shell would).
+    /// options; the agents it starts are not), with a state dir of its own,
+    /// running `agent`.
     pub fn spawn_under(
         bot: Keys,
         wrapper: &[&str],
         relay: &EmbeddedRelay,
         owner: &Keys,
-        agent_args: &str,
+        agent: &AgentLaunch,
         flags: &[&str],
     ) -> Self {
         static LAUNCHES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -120,24 +122,21 @@ impl DaemonProcess {
             .arg("--state-dir")
             .arg(&state)
             .arg("--agent-command")
-            .arg(&binary)
+            .arg(&agent.command)
+            .args(agent.daemon_flags())
             .arg("--no-reactions")
             // A queued flood would otherwise add a waiting notice per batch.
             .args(["--wait-notice-after", "0"])
             .arg("--log-format")
             .arg("json")
             .args(flags)
-            // More daemon flags to compare configurations:
-            // ACP_BRIDGE_BENCH_FLAGS="--follow-threads off".
-            .args(
-                std::env::var("ACP_BRIDGE_BENCH_FLAGS")
-                    .unwrap_or_default()
-                    .split_whitespace(),
-            )
+            .args(daemon_flags().split_whitespace())
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
-            .env("ACP_BRIDGE_AGENT_ARGS", format!("scripted-agent {agent_args}"))
+            .env("ACP_BRIDGE_AGENT_ARGS", &agent.args)
+            .envs(agent.env.iter().map(|(name, value)| (name, value)))
+            .envs(agent.home.iter().map(|home| ("HOME", home)))
             // Override to profile: ACP_BRIDGE_BENCH_RUST_LOG=debug.
             .env(
                 "RUST_LOG",
@@ -309,4 +308,36 @@ pub fn frames(dir: &Path) -> Vec<serde_json::Value> {
         }
     }
     frames
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms_each(values: &[u64]) -> Vec<Duration> {
+        values.iter().map(|ms| Duration::from_millis(*ms)).collect()
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank_of_the_sorted_samples() {
+        let mut samples = ms_each(&[90, 10, 50, 30, 70, 20, 60, 40, 80, 100]);
+        assert_eq!(
+            percentiles(&mut samples),
+            (Duration::from_millis(50), Duration::from_millis(100))
+        );
+    }
+
+    #[test]
+    fn p99_of_a_hundred_samples_is_the_99th_and_of_one_sample_that_sample() {
+        let mut hundred = ms_each(&(1..=100).rev().collect::<Vec<_>>());
+        assert_eq!(
+            percentiles(&mut hundred),
+            (Duration::from_millis(50), Duration::from_millis(99))
+        );
+        let mut one = ms_each(&[7]);
+        assert_eq!(
+            percentiles(&mut one),
+            (Duration::from_millis(7), Duration::from_millis(7))
+        );
+    }
 }

@@ -18,7 +18,8 @@ use std::process::Command;
 use acp_bridge::EmbeddedRelay;
 use nostr_sdk::prelude::*;
 
-use crate::harness::{DaemonProcess, Owner, cpu_time, temp_dir};
+use crate::harness::{DaemonProcess, Owner, cpu_time};
+use crate::paths::temp_dir;
 
 const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 const WARM_UP: usize = 5;
@@ -59,7 +60,7 @@ pub async fn per_mention() -> Result<PerMention, String> {
         &wrapper,
         &relay,
         &owner_keys,
-        ZERO_THINK_TIME,
+        &crate::agent_launch::AgentLaunch::scripted(ZERO_THINK_TIME),
         &[],
     );
     daemon.ready().await;

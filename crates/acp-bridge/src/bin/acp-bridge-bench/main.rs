@@ -3,21 +3,30 @@
 //!
 //! ```sh
 //! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [shards] [instructions]
+//! target/release/acp-bridge-bench sessions [--agent claude|scripted]   # or one part: live-memory, spread, resume
 //! ```
 //!
-//! Everything runs on loopback with the built-in scripted agent; nothing is
-//! asserted (targets are for the report, the machines are shared and noisy).
+//! Everything runs on loopback with the built-in scripted agent, except
+//! `sessions`, which by default runs claude-agent-acp against a loopback
+//! fake model provider; nothing is asserted (targets are for the report, the
+//! machines are shared and noisy).
 
+mod agent_launch;
 mod e2e;
 mod harness;
 mod instructions;
+mod live_sessions;
 mod memory;
+mod paths;
+mod process_tree;
 mod shards;
 mod steer_latency;
 
 use std::time::Duration;
 
-use harness::{ms, percentiles};
+use harness::{daemon_flags, ms, percentiles};
+use live_sessions::BenchAgent;
+use process_tree::TreeMemory;
 
 /// Mid-turn mentions per steer measurement.
 const STEER_SAMPLES: usize = 200;
@@ -40,6 +49,21 @@ fn run_override(name: &str) -> Option<(usize, usize)> {
     let (conversations, turns) = spec.split_once('x')?;
     Some((conversations.parse().ok()?, turns.parse().ok()?))
 }
+/// Conversations of a `spread` run, and seconds between two new ones.
+const SPREAD_RUN: (usize, usize) = (100, 3);
+/// Override the spread run: `ACP_BRIDGE_BENCH_SPREAD=20x2` (conversations x seconds).
+fn spread_run() -> (usize, usize) {
+    run_override("ACP_BRIDGE_BENCH_SPREAD").unwrap_or(SPREAD_RUN)
+}
+/// Returning conversations measured by `resume` (p99 of 10 is their maximum).
+const RESUME_SAMPLES: usize = 10;
+/// Override the samples of `resume`: `ACP_BRIDGE_BENCH_RESUME_SAMPLES=5`.
+fn resume_samples() -> usize {
+    std::env::var("ACP_BRIDGE_BENCH_RESUME_SAMPLES")
+        .ok()
+        .and_then(|samples| samples.parse().ok())
+        .unwrap_or(RESUME_SAMPLES)
+}
 const SESSION_CONVERSATIONS: usize = 1_000;
 const QUEUED_EVENTS: usize = 10_000;
 const QUEUED_CONVERSATIONS: usize = 100;
@@ -54,7 +78,8 @@ fn main() {
 
 async fn run() {
     let arrivals = steer_latency::Arrivals::install();
-    let sections: Vec<String> = std::env::args().skip(1).collect();
+    let mut sections: Vec<String> = std::env::args().skip(1).collect();
+    let agent = take_agent(&mut sections);
     let wanted = |section: &str| sections.is_empty() || sections.iter().any(|wanted| wanted == section);
     println!(
         "acp-bridge-bench on {} CPU(s)\n",
@@ -76,6 +101,173 @@ async fn run() {
     if sections.iter().any(|wanted| wanted == "instructions") {
         instructions_section().await;
     }
+    // Slow, and a real agent by default: only when asked for.
+    let asked = |part: &str| {
+        sections
+            .iter()
+            .any(|wanted| wanted == part || wanted == "sessions")
+    };
+    if ["live-memory", "spread", "resume"].iter().any(|part| asked(part)) {
+        println!(
+            "## What a live conversation costs ({}; daemon flags: `{}`; load average before: {})\n",
+            agent.name(),
+            daemon_flags(),
+            load_average()
+        );
+    }
+    if asked("live-memory") {
+        live_memory_section(agent).await;
+    }
+    if asked("spread") {
+        spread_section(agent).await;
+    }
+    if asked("resume") {
+        resume_section(agent).await;
+    }
+}
+
+/// `--agent claude|scripted` out of the arguments (default: claude).
+fn take_agent(arguments: &mut Vec<String>) -> BenchAgent {
+    let Some(at) = arguments.iter().position(|argument| argument == "--agent") else {
+        return BenchAgent::Claude;
+    };
+    let name = arguments.get(at + 1).cloned().unwrap_or_default();
+    arguments.drain(at..(at + 2).min(arguments.len()));
+    match name.as_str() {
+        "claude" => BenchAgent::Claude,
+        "scripted" => BenchAgent::Scripted,
+        other => panic!("--agent {other}: expected claude or scripted"),
+    }
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// `count × command PSS` for every command below the daemon.
+fn agents_of(tree: &TreeMemory) -> String {
+    tree.by_command
+        .iter()
+        .map(|(command, (count, memory))| format!("{count} × `{command}` {}", mib(memory.pss_kib)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn live_memory_section(agent: BenchAgent) {
+    println!(
+        "### Memory of the daemon's whole process tree by live conversations (each answered once; PSS from /proc/PID/smaps_rollup, RSS summed beside it)"
+    );
+    println!(
+        "| live conversations | processes | PSS, summed | RSS, summed | the daemon (PSS) | below it (PSS) |"
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: | --- |");
+    let (stages, stopped) = live_sessions::per_session(agent).await;
+    for (conversations, tree) in &stages {
+        println!(
+            "| {conversations} | {} | {} | {} | {} | {} |",
+            tree.processes,
+            mib(tree.total.pss_kib),
+            mib(tree.total.rss_kib),
+            mib(tree.root.pss_kib),
+            agents_of(tree)
+        );
+    }
+    if let Some(reason) = stopped {
+        println!("\n{reason}");
+    }
+    let first = stages.iter().find(|(conversations, _)| *conversations == 1);
+    let last = stages.iter().rfind(|(conversations, _)| *conversations > 1);
+    if let (Some((_, one)), Some((many, at_many))) = (first, last) {
+        let added = *many as u64 - 1;
+        let per_session_kib = at_many.total.pss_kib.saturating_sub(one.total.pss_kib) / added;
+        let per_session_rss_kib = at_many.total.rss_kib.saturating_sub(one.total.rss_kib) / added;
+        println!(
+            "\nPer added live conversation (1 → {many}): {} PSS ({} RSS summed).",
+            mib(per_session_kib),
+            mib(per_session_rss_kib)
+        );
+        // Unbounded, the tree grows by one session per conversation; under
+        // --max-live-sessions the slope above is not a session's cost.
+        if !daemon_flags().contains("--max-live-sessions") {
+            let (conversations, _) = spread_run();
+            let unbounded_kib = one.total.pss_kib + per_session_kib * (conversations as u64 - 1);
+            println!(
+                "{conversations} live conversations without a bound, computed (not run) as the tree at 1 plus {} more: {} PSS.",
+                conversations - 1,
+                mib(unbounded_kib)
+            );
+        }
+    }
+    println!();
+}
+
+async fn spread_section(agent: BenchAgent) {
+    let (conversations, seconds) = spread_run();
+    println!(
+        "### {conversations} conversations, a new one every {seconds} s, each answered once (the tree sampled every 0.5 s)"
+    );
+    let run = live_sessions::spread(agent, conversations, Duration::from_secs(seconds as u64)).await;
+    println!(
+        "| answered | wall | peak PSS | peak processes | at the peak (PSS) | steady PSS (median of the second half) |"
+    );
+    println!("| ---: | ---: | ---: | ---: | --- | ---: |");
+    if let Some(peak) = run.peak() {
+        println!(
+            "| {} of {conversations} | {:.0} s | {} | {} | {} | {} |",
+            run.answered,
+            run.wall.as_secs_f64(),
+            mib(peak.total.pss_kib),
+            run.samples
+                .iter()
+                .map(|(_, tree)| tree.processes)
+                .max()
+                .unwrap_or(0),
+            agents_of(peak),
+            run.steady_pss_kib().map_or_else(|| "-".to_owned(), mib),
+        );
+    }
+    if let Some(reason) = run.stopped {
+        println!("\n{reason}");
+    }
+    println!();
+}
+
+async fn resume_section(agent: BenchAgent) {
+    println!("### Mention → reply of a returning conversation: session live vs closed (idle) and resumed");
+    let mut run = live_sessions::resume_latency(agent, resume_samples()).await;
+    println!("| session | p50 | p99 | samples |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (label, samples) in [("live", &mut run.live), ("closed, resumed", &mut run.resumed)] {
+        if samples.is_empty() {
+            println!("| {label} | - | - | 0 |");
+            continue;
+        }
+        let (p50, p99) = percentiles(samples);
+        println!("| {label} | {} | {} | {} |", ms(p50), ms(p99), samples.len());
+    }
+    if !run.resumed.is_empty() {
+        println!(
+            "\n{} of {} returning turns reopened the earlier session (`session reopened` in the daemon's log).",
+            run.reopened,
+            run.resumed.len()
+        );
+    } else if run.stopped.is_none() {
+        println!("\nNo `--session-idle` in ACP_BRIDGE_BENCH_FLAGS: no session is closed during the run.");
+    }
+    if let Some(reason) = run.stopped {
+        println!("\n{reason}");
+    }
+    println!();
 }
 
 async fn instructions_section() {

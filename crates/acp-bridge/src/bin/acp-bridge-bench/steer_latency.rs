@@ -19,7 +19,8 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
-use crate::harness::{Owner, bridge_binary, frames, percentiles, temp_dir};
+use crate::harness::{Owner, frames, percentiles};
+use crate::paths::{bridge_binary, temp_dir};
 
 /// Arrival times (unix ns) by event id, recorded from the daemon's trace.
 #[derive(Clone, Default)]
