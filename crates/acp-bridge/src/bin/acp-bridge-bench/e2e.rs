@@ -14,10 +14,22 @@ use crate::paths::bridge_binary;
 
 const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 
+/// What the bridge's round trips took.
+pub struct ThroughBridge {
+    pub samples: Vec<Duration>,
+    /// The daemon's CPU time per mention, from the first mention on.
+    pub daemon_cpu: Duration,
+    /// This process's CPU time per mention over the same span: the
+    /// embedded relay and the mentioning client, the work a round trip
+    /// through a relay adds beside the daemon's (the bare client has none
+    /// of it). At saturation the added latency is the two summed, times
+    /// the conversations at once, over the cores (BENCHMARKS §4).
+    pub relay_and_client_cpu: Duration,
+}
+
 /// Round trips through relay + bridge: `conversations` owners' threads at
-/// once, `turns` sequential mentions each (after one warm-up turn); with the
-/// daemon's CPU time per mention from the first mention on.
-pub async fn through_bridge(conversations: usize, turns: usize) -> (Vec<Duration>, Duration) {
+/// once, `turns` sequential mentions each (after one warm-up turn).
+pub async fn through_bridge(conversations: usize, turns: usize) -> ThroughBridge {
     let relay = EmbeddedRelay::start(None).await.expect("relay");
     let owner_keys = Keys::generate();
     let capacity = conversations.to_string();
@@ -32,6 +44,7 @@ pub async fn through_bridge(conversations: usize, turns: usize) -> (Vec<Duration
     let owner = std::sync::Arc::new(Owner::connect(&relay, owner_keys, bot).await);
     // From here: the start-up is not a mention's cost.
     let cpu_before = crate::harness::cpu_time(daemon.child.id());
+    let own_cpu_before = crate::harness::cpu_time(std::process::id());
     let mut tasks = Vec::new();
     for conversation in 0..conversations {
         let owner = std::sync::Arc::clone(&owner);
@@ -51,10 +64,14 @@ pub async fn through_bridge(conversations: usize, turns: usize) -> (Vec<Duration
     }
     let mentions = (conversations * (turns + 1)) as u32;
     let cpu = crate::harness::cpu_time(daemon.child.id()).saturating_sub(cpu_before);
-    let cpu_per_mention = cpu / mentions.max(1);
+    let own_cpu = crate::harness::cpu_time(std::process::id()).saturating_sub(own_cpu_before);
     drop(daemon);
     relay.shutdown();
-    (all, cpu_per_mention)
+    ThroughBridge {
+        samples: all,
+        daemon_cpu: cpu / mentions.max(1),
+        relay_and_client_cpu: own_cpu / mentions.max(1),
+    }
 }
 
 /// The same turns through a bare ACP client on the same agent.

@@ -328,23 +328,25 @@ async fn steer_section(arrivals: &steer_latency::Arrivals) {
 async fn e2e_section() {
     println!("## Mention → reply (zero think time), through the bridge vs a bare ACP client");
     println!(
-        "| conversations | bridge p50 | bridge p99 | bare p50 | bare p99 | added p50 | added p99 | daemon CPU per mention |"
+        "| conversations | bridge p50 | bridge p99 | bare p50 | bare p99 | added p50 | added p99 | daemon CPU per mention | relay + client CPU per mention |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (conversations, turns) in e2e_runs() {
-        let (mut bridge, cpu_per_mention) = e2e::through_bridge(conversations, turns).await;
+        let through = e2e::through_bridge(conversations, turns).await;
+        let mut bridge = through.samples;
         let mut bare = e2e::bare_client(conversations, turns).await;
         let (bridge_p50, bridge_p99) = percentiles(&mut bridge);
         let (bare_p50, bare_p99) = percentiles(&mut bare);
         println!(
-            "| {conversations} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {conversations} | {} | {} | {} | {} | {} | {} | {} | {} |",
             ms(bridge_p50),
             ms(bridge_p99),
             ms(bare_p50),
             ms(bare_p99),
             ms(bridge_p50.saturating_sub(bare_p50)),
             ms(bridge_p99.saturating_sub(bare_p99)),
-            ms(cpu_per_mention),
+            ms(through.daemon_cpu),
+            ms(through.relay_and_client_cpu),
         );
     }
     println!();
