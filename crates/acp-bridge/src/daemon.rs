@@ -48,7 +48,7 @@ use crate::store::{
 };
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
-use crate::transport::TappedTransport;
+use crate::transport::NoDelayTransport;
 
 /// Mentions waiting between the intake and the heart.
 const INBOUND_QUEUE: usize = 1024;
@@ -317,49 +317,14 @@ impl Stages {
             answered: AnsweredThreads::new(Arc::clone(&store)),
             watermarks: Watermarks::new(Arc::clone(&store)),
         };
-        let mut links: Vec<RelayLink> = relays
-            .into_iter()
-            .map(|relay| {
-                let status = LinkStatus::default();
-                relays_connected.push(status.connected.subscribe());
-                relays_listening.push(status.listening.subscribe());
-                let refetch = intake.refetch_requests(relay.url().clone());
-                let relay_interest = Interest {
-                    groups: settings.groups.ids_on(relay.url()),
-                    ..interest.clone()
-                };
-                RelayLink::new(
-                    relay,
-                    relay_interest,
-                    link_doors.clone(),
-                    arrivals_tx.clone(),
-                    status,
-                    LinkCues {
-                        refetch,
-                        threads: replier.threads_answered(),
-                    },
-                    LinkTap {
-                        taps: &taps,
-                        buffer: settings.relays.buffer,
-                    },
-                )
-            })
-            .collect();
-        // The bot's own DM inbox relays that are not among its relays: a
-        // link each that reads DMs only (its health is not the bot's).
-        let dms_only = Interest {
-            kinds: vec![Kind::GiftWrap],
-            follow_threads: false,
-            ..interest.clone()
-        };
-        links.extend(inbox_relays.into_iter().map(|relay| {
+        let mut link = |relay: Relay, interest: Interest, status: LinkStatus| {
             let refetch = intake.refetch_requests(relay.url().clone());
             RelayLink::new(
                 relay,
-                dms_only.clone(),
+                interest,
                 link_doors.clone(),
                 arrivals_tx.clone(),
-                LinkStatus::default(),
+                status,
                 LinkCues {
                     refetch,
                     threads: replier.threads_answered(),
@@ -369,7 +334,32 @@ impl Stages {
                     buffer: settings.relays.buffer,
                 },
             )
-        }));
+        };
+        let mut links: Vec<RelayLink> = relays
+            .into_iter()
+            .map(|relay| {
+                let status = LinkStatus::default();
+                relays_connected.push(status.connected.subscribe());
+                relays_listening.push(status.listening.subscribe());
+                let relay_interest = Interest {
+                    groups: settings.groups.ids_on(relay.url()),
+                    ..interest.clone()
+                };
+                link(relay, relay_interest, status)
+            })
+            .collect();
+        // The bot's own DM inbox relays that are not among its relays: a
+        // link each that reads DMs only (its health is not the bot's).
+        let dms_only = Interest {
+            kinds: vec![Kind::GiftWrap],
+            follow_threads: false,
+            ..interest.clone()
+        };
+        links.extend(
+            inbox_relays
+                .into_iter()
+                .map(|relay| link(relay, dms_only.clone(), LinkStatus::default())),
+        );
         let signer_answering = signer.answering();
         let identity = Identity {
             client: client.clone(),
@@ -650,7 +640,7 @@ async fn relay_client(
 ) -> Result<(Client, Vec<Relay>), DaemonError> {
     let client = Client::builder()
         .signer(signer.clone())
-        .websocket_transport(TappedTransport { taps: taps.clone() })
+        .websocket_transport(NoDelayTransport::tapped(taps.clone()))
         // Relays that ask for NIP-42 authentication get it: the SDK signs
         // their challenge through the bot's signer and sends the subscriptions
         // and events they refused `auth-required:` again (the SDK's

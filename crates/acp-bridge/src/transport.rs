@@ -12,9 +12,9 @@
 //!
 //! Only direct connections: proxies and Tor are not offered by this daemon.
 //!
-//! The daemon's own relay clients connect through [`TappedTransport`]: the
-//! same connection, with each frame offered to the relay tap
-//! ([`crate::relay_tap`]) before the SDK reads it.
+//! The daemon's own relay clients connect through a tapped one
+//! ([`NoDelayTransport::tapped`]): the same connection, with each frame
+//! offered to the relay tap ([`crate::relay_tap`]) before the SDK reads it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -41,8 +41,18 @@ use crate::relay_tap::RelayTaps;
 const READ_BUFFER_BYTES: usize = 16 * 1024;
 
 /// Direct websocket connections with `TCP_NODELAY` set.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoDelayTransport;
+#[derive(Debug, Clone, Default)]
+pub struct NoDelayTransport {
+    /// Every text frame goes by the tap first; the frames it routes never
+    /// reach the SDK.
+    taps: Option<RelayTaps>,
+}
+
+impl NoDelayTransport {
+    pub(crate) fn tapped(taps: RelayTaps) -> Self {
+        NoDelayTransport { taps: Some(taps) }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 enum ConnectError {
@@ -68,65 +78,26 @@ impl WebSocketTransport for NoDelayTransport {
         timeout: Duration,
     ) -> BoxedFuture<'a, Result<(WebSocketSink, WebSocketStream), TransportError>> {
         Box::pin(async move {
-            let (sink, stream) = connect_within(url, timeout).await?;
-            Ok((
-                sink,
-                Box::pin(stream.map_err(TransportError::backend)) as WebSocketStream,
-            ))
-        })
-    }
-}
-
-/// [`NoDelayTransport`], with every text frame offered to the relay tap:
-/// the frames it routes never reach the SDK.
-#[derive(Debug, Clone)]
-pub(crate) struct TappedTransport {
-    pub(crate) taps: RelayTaps,
-}
-
-impl WebSocketTransport for TappedTransport {
-    fn support_ping(&self) -> bool {
-        true
-    }
-
-    fn connect<'a>(
-        &'a self,
-        url: &'a Url,
-        _mode: &'a ConnectionMode,
-        timeout: Duration,
-    ) -> BoxedFuture<'a, Result<(WebSocketSink, WebSocketStream), TransportError>> {
-        Box::pin(async move {
-            let (sink, stream) = connect_within(url, timeout).await?;
-            let url = RelayUrl::parse(url.as_str()).map_err(TransportError::backend)?;
-            let routes = self.taps.relay(&url);
+            let socket = tokio::time::timeout(timeout, connect(url))
+                .await
+                .map_err(|_| TransportError::backend(ConnectError::Timeout))?
+                .map_err(TransportError::backend)?;
+            let (sink, stream) = socket.split();
+            let sink: WebSocketSink = Box::new(Outgoing(sink));
+            let stream = stream.map_err(TransportError::backend);
+            let Some(taps) = &self.taps else {
+                return Ok((sink, Box::pin(stream) as WebSocketStream));
+            };
+            let routes = taps.relay(&RelayUrl::parse(url.as_str()).map_err(TransportError::backend)?);
             let stream = stream.filter_map(move |message| {
                 future::ready(match message {
                     Ok(Message::Text(frame)) => routes.sift(frame).map(|frame| Ok(Message::Text(frame))),
-                    other => Some(other.map_err(TransportError::backend)),
+                    other => Some(other),
                 })
             });
             Ok((sink, Box::pin(stream) as WebSocketStream))
         })
     }
-}
-
-/// Connects within `timeout`: the SDK's sink, and the raw stream.
-async fn connect_within(
-    url: &Url,
-    timeout: Duration,
-) -> Result<
-    (
-        WebSocketSink,
-        async_wsocket::futures_util::stream::SplitStream<WebSocket>,
-    ),
-    TransportError,
-> {
-    let socket = tokio::time::timeout(timeout, connect(url))
-        .await
-        .map_err(|_| TransportError::backend(ConnectError::Timeout))?
-        .map_err(TransportError::backend)?;
-    let (sink, stream) = socket.split();
-    Ok((Box::new(Outgoing(sink)), stream))
 }
 
 async fn connect(url: &Url) -> Result<WebSocket, ConnectError> {
@@ -199,7 +170,7 @@ mod tests {
     /// A client of `relay` that reads through the tap.
     async fn tapped_client(relay: &EmbeddedRelay, taps: &RelayTaps) -> nostr_sdk::Client {
         let client = nostr_sdk::Client::builder()
-            .websocket_transport(TappedTransport { taps: taps.clone() })
+            .websocket_transport(NoDelayTransport::tapped(taps.clone()))
             .build();
         client
             .add_relay(relay.url().clone())
@@ -215,7 +186,7 @@ mod tests {
     /// Publishes `events` on `relay` (each signed by its own author).
     async fn stored(relay: &EmbeddedRelay, events: &[&Event]) {
         let client = nostr_sdk::Client::builder()
-            .websocket_transport(NoDelayTransport)
+            .websocket_transport(NoDelayTransport::default())
             .build();
         client
             .add_relay(relay.url().clone())

@@ -133,7 +133,7 @@ impl OutboundRelays {
     fn with_bounds(signer: BotSigner, capacity: usize, idle_after: Duration) -> Self {
         let client = Client::builder()
             .signer(signer)
-            .websocket_transport(NoDelayTransport)
+            .websocket_transport(NoDelayTransport::default())
             .opts(ClientOptions::new().automatic_authentication(true))
             .build();
         OutboundRelays {

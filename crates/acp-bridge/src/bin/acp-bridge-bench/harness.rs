@@ -217,7 +217,7 @@ impl Owner {
         // The bridge's own transport, so the client adds no Nagle delays of its own.
         let client = Client::builder()
             .signer(keys.clone())
-            .websocket_transport(acp_bridge::NoDelayTransport)
+            .websocket_transport(acp_bridge::NoDelayTransport::default())
             .build();
         client.add_relay(relay.url().clone()).await.expect("relay");
         client.connect().await;
