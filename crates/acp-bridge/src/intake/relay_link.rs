@@ -13,8 +13,8 @@
 //! The tap's route drops frames when we lag behind (it never blocks the
 //! SDK's read of the socket, which carries the publishes' `OK`s too); a
 //! lag is a gap, and a gap is closed by subscribing again from the
-//! watermark. The
-//! intake may ask for the same ([`RefetchFrom`]): an event it could not
+//! watermark, into a route that holds twice as much since (`relay_tap`).
+//! The intake may ask for the same ([`RefetchFrom`]): an event it could not
 //! take for a passing reason (the journal write failed, say) holds the
 //! watermark back and is fetched again a little later.
 //!
@@ -179,7 +179,8 @@ pub(crate) struct LinkCues {
 #[derive(Debug)]
 pub(crate) struct LinkTap<'a> {
     pub taps: &'a RelayTaps,
-    /// Frames a burst may hold before the link lags (`--relay-buffer`).
+    /// Frames a burst may hold before the link first lags
+    /// (`--relay-buffer`; each lag doubles it, up to eight times).
     pub buffer: usize,
 }
 

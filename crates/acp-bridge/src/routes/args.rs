@@ -24,7 +24,8 @@ pub struct RelayArgs {
 
     /// Relay messages buffered per relay, and events queued for the intake,
     /// at most; past it the daemon is behind and fetches again from its
-    /// watermark.
+    /// watermark (each time it falls behind, a relay's queue may hold twice
+    /// as many, up to eight times this).
     #[arg(long, env = "ACP_BRIDGE_RELAY_BUFFER", default_value_t = 4096)]
     pub relay_buffer: usize,
 
