@@ -16,18 +16,24 @@ use support::*;
 /// Short enough that a test waits about a second for a session to close.
 const SESSION_IDLE: &str = "1s";
 
-/// A scene whose scripted agent reopens sessions `how` (`resume`, which
-/// also offers `session/close`, or `load`, which does not), with quick
-/// turns, its frames logged and `extra` agent flags.
-fn quiet_after_a_second(how: &str, extra: &[&str]) -> SceneBuilder {
-    let mut agent = vec![
+/// The scripted agent's flags for quick turns, reopening sessions `how`
+/// (`resume`, which also offers `session/close`, or `load`, which does
+/// not).
+fn quick_agent(how: &str) -> Vec<&str> {
+    vec![
         "--rounds",
         "1",
         "--round-delay-ms",
         "10",
         "--reopen-sessions",
         how,
-    ];
+    ]
+}
+
+/// A scene whose agent reopens sessions `how` ([`quick_agent`]), its
+/// frames logged and `extra` agent flags.
+fn quiet_after_a_second(how: &str, extra: &[&str]) -> SceneBuilder {
+    let mut agent = quick_agent(how);
     agent.extend_from_slice(extra);
     Scene::builder()
         .agent(&agent)
@@ -167,14 +173,7 @@ async fn a_reopened_session_gets_the_owner_s_model_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_pool_closes_the_least_recently_used_idle_session_first() {
     let scene = Scene::builder()
-        .agent(&[
-            "--rounds",
-            "1",
-            "--round-delay-ms",
-            "10",
-            "--reopen-sessions",
-            "resume",
-        ])
+        .agent(&quick_agent("resume"))
         .flags(&["--max-live-sessions", "2", "--session-idle", "off"])
         .frame_log()
         .start()
@@ -257,25 +256,6 @@ async fn with_every_live_session_busy_a_new_conversation_waits_is_told_and_is_an
     }
 }
 
-/// The bearer token each `session/new`, `/load` and `/resume` offered the
-/// bridge's MCP server with, in order.
-fn offered_tokens(scene: &Scene) -> Vec<String> {
-    scene
-        .agent_frames()
-        .iter()
-        .filter(|frame| {
-            matches!(
-                frame["method"].as_str(),
-                Some("session/new" | "session/load" | "session/resume")
-            )
-        })
-        .map(|frame| {
-            let value = &frame["params"]["mcpServers"][0]["headers"][0]["value"];
-            value.as_str().unwrap_or_default().to_owned()
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_session_gives_up_its_mcp_token_and_the_reopened_one_gets_a_working_one() {
     let scene = quiet_after_a_second("resume", &[]).start().await;
@@ -292,7 +272,11 @@ async fn a_closed_session_gives_up_its_mcp_token_and_the_reopened_one_gets_a_wor
         answer.content
     );
     log.wait(mark, Line::new("session reopened")).await;
-    let offered = offered_tokens(&scene);
+    let offered: Vec<String> = scene
+        .offered_mcp_tokens()
+        .into_iter()
+        .map(|(_, token)| token)
+        .collect();
     assert_eq!(offered.len(), 2, "{offered:?}");
     assert!(offered[0].starts_with("Bearer "), "{offered:?}");
     assert_ne!(
@@ -335,14 +319,7 @@ async fn a_schedule_s_session_is_closed_between_its_runs_and_resumed_by_the_next
     )
     .expect("config file");
     let scene = Scene::builder()
-        .agent(&[
-            "--rounds",
-            "1",
-            "--round-delay-ms",
-            "10",
-            "--reopen-sessions",
-            "resume",
-        ])
+        .agent(&quick_agent("resume"))
         .flags(&[
             "--config",
             file.to_str().expect("a UTF-8 path"),

@@ -137,28 +137,6 @@ async fn with_mcp_off_no_server_is_offered() {
     );
 }
 
-/// The `Authorization` value each `session/new`, `/load` and `/resume` the
-/// agents received offered, in order.
-fn offered_tokens(scene: &Scene) -> Vec<(String, String)> {
-    scene
-        .agent_frames()
-        .iter()
-        .filter(|frame| {
-            matches!(
-                frame["method"].as_str(),
-                Some("session/new" | "session/load" | "session/resume")
-            )
-        })
-        .map(|frame| {
-            let value = &frame["params"]["mcpServers"][0]["headers"][0]["value"];
-            (
-                frame["method"].as_str().unwrap_or_default().to_owned(),
-                value.as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_session_is_offered_the_same_token_and_it_still_works() {
     let scene = Scene::builder()
@@ -198,7 +176,7 @@ async fn a_resumed_session_is_offered_the_same_token_and_it_still_works() {
     assert_eq!(reopened["how"], "resumed");
 
     // Frames are in order per agent process only: compared as a set.
-    let offered = offered_tokens(&scene);
+    let offered = scene.offered_mcp_tokens();
     let mut methods: Vec<&str> = offered.iter().map(|(method, _)| method.as_str()).collect();
     methods.sort_unstable();
     assert_eq!(methods, ["session/new", "session/resume"]);

@@ -298,6 +298,28 @@ impl<R: RelayServer> Scene<R> {
         agent_frames(dir.expect("a scene built .frame_log()"))
     }
 
+    /// The method and the bridge's MCP bearer token (`Authorization`) of
+    /// each `session/new`, `/load` and `/resume` the agents received, in
+    /// order per process.
+    pub fn offered_mcp_tokens(&self) -> Vec<(String, String)> {
+        self.agent_frames()
+            .iter()
+            .filter(|frame| {
+                matches!(
+                    frame["method"].as_str(),
+                    Some("session/new" | "session/load" | "session/resume")
+                )
+            })
+            .map(|frame| {
+                let value = &frame["params"]["mcpServers"][0]["headers"][0]["value"];
+                (
+                    frame["method"].as_str().unwrap_or_default().to_owned(),
+                    value.as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
     /// The owner mentions the bot in the group `channel`.
     pub async fn mention(&self, channel: &str, text: &str) -> Event {
         self.owner.mention_in_group(&self.bot, channel, text).await
