@@ -194,6 +194,106 @@ async fn with_a_repo_each_workspace_is_a_worktree_of_it_until_pruned() {
     );
 }
 
+/// Writes an executable `#!/bin/sh` script.
+fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).expect("script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// The variables of an `env` dump.
+fn variables(dump: &str) -> Vec<&str> {
+    dump.lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        .collect()
+}
+
+/// A repository the agents own is armed as an agent would arm it: a
+/// `post-checkout` hook, an fsmonitor program and a smudge filter, each
+/// leaving the environment it ran in (with the daemon's secret key in it,
+/// before the fix); and a `git` first on the daemon's `PATH` records the
+/// environment git itself is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemons_git_runs_nothing_the_repository_names_and_gets_no_secret() {
+    let base = std::fs::canonicalize(temp_dir("workspaces-armed-repo")).expect("base");
+    let (cwd, repo, trap, bin) = (
+        base.join("work"),
+        base.join("repo"),
+        base.join("trap"),
+        base.join("bin"),
+    );
+    for dir in [&cwd, &repo, &trap, &bin] {
+        std::fs::create_dir_all(dir).expect("dir");
+    }
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join(".gitattributes"), "* filter=evil\n").expect("attributes");
+    std::fs::write(repo.join("README.md"), "the project\n").expect("file");
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let left = |name: &str| trap.join(format!("{name}.env"));
+    script(
+        &repo.join(".git/hooks/post-checkout"),
+        &format!("env > {}", left("hook").display()),
+    );
+    let fsmonitor = trap.join("fsmonitor");
+    script(&fsmonitor, &format!("env > {}", left("fsmonitor").display()));
+    let smudge = trap.join("smudge");
+    script(&smudge, &format!("env > {}; cat", left("smudge").display()));
+    git(
+        &repo,
+        &["config", "core.fsmonitor", fsmonitor.to_str().expect("utf-8")],
+    );
+    git(
+        &repo,
+        &["config", "filter.evil.smudge", smudge.to_str().expect("utf-8")],
+    );
+    git(&repo, &["config", "filter.evil.required", "true"]);
+    let real_git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .expect("which git")
+            .stdout,
+    )
+    .expect("utf-8");
+    script(
+        &bin.join("git"),
+        &format!("env > {}\nexec {} \"$@\"", left("git").display(), real_git.trim()),
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    const PROVIDER_KEY: (&str, &str) = ("SOME_PROVIDER_API_KEY", "not-for-git");
+
+    let mut flags = flags(&cwd, "per-conversation");
+    flags.extend([
+        "--workspace-repo".into(),
+        repo.to_str().expect("utf-8 path").into(),
+    ]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let scene = Scene::builder()
+        .flags(&flags)
+        .env(&[("PATH", path.as_str()), PROVIDER_KEY])
+        .start()
+        .await;
+    let mention = scene.mention("room", "[say-cwd]").await;
+    let dir = said_cwd(&scene.reply_to(&mention).await.content);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("README.md")).expect("checked out"),
+        "the project\n",
+        "the worktree is made all the same"
+    );
+    let ran: Vec<&str> = ["hook", "fsmonitor", "smudge"]
+        .into_iter()
+        .filter(|name| left(name).exists())
+        .collect();
+    assert!(ran.is_empty(), "programs the repository names ran: {ran:?}");
+    let dump = std::fs::read_to_string(left("git")).expect("git ran through the wrapper");
+    let seen = variables(&dump);
+    for secret in ["ACP_BRIDGE_SECRET_KEY", PROVIDER_KEY.0, "RUST_LOG"] {
+        assert!(!seen.contains(&secret), "git was given {secret}: {seen:?}");
+    }
+    println!("the daemon's git: 0 of 3 planted programs ran; its environment holds {seen:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extra_dirs_reach_agents_that_take_additional_directories() {
     let base = std::fs::canonicalize(temp_dir("workspaces-extra")).expect("base");
