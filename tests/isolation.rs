@@ -182,6 +182,40 @@ async fn an_agent_user_cannot_read_the_key_file_the_state_dir_or_the_daemon_envi
     );
 }
 
+/// A daemon that does not run as root (so its agents share its user and
+/// get no PID namespace of their own) keeps its start-up environment,
+/// which holds the bot's key, from them: `/proc/<daemon>/environ` keeps
+/// what the process started with whatever it removed since, so the
+/// process is marked not dumpable (its `/proc` files become root's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_of_an_ordinary_user_keeps_its_environ_from_agents_of_that_user() {
+    if !running_as_root() {
+        println!("skipped: running the daemon as another user needs root (CI runs as root)");
+        return;
+    }
+    let user = nix::unistd::User::from_name(AGENT_USER)
+        .expect("user lookup")
+        .expect("the user exists");
+    let mut stage = Scene::builder().env(&[DAEMON_ENV_MARKER]).stage().await;
+    stage.spec.run_as = Some((user.uid.as_raw(), user.gid.as_raw()));
+    let scene = stage.start().await;
+    let environ = format!("/proc/{}/environ", scene.bridge.pid());
+    let answer = agent_reads(&scene, "same-user", std::slice::from_ref(&environ)).await;
+    let key_hex = scene.spec().bot.secret_key().to_secret_hex();
+    assert!(
+        !answer.contains(&key_hex) && !answer.contains(DAEMON_ENV_MARKER.1),
+        "the agent read the daemon's environment: {answer}"
+    );
+    assert!(
+        answer.contains(&format!("cat {environ}: error: Permission denied")),
+        "{answer}"
+    );
+    println!(
+        "an agent of the daemon's own (non-root) user reading /proc/<daemon>/environ: refused ({} of 1 read)",
+        reads_succeeded(&answer, &[environ])
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_sigkill_ends_the_agent_and_every_helper_even_one_that_left_its_group() {
     if !running_as_root() {

@@ -41,6 +41,9 @@ pub struct BridgeSpec {
     /// A file holding a remote signer's bunker URI for `--signer-file`:
     /// the daemon then gets no key at all.
     pub signer_file: Option<PathBuf>,
+    /// The uid and gid the daemon runs as (the test must be root); `None`
+    /// runs it as the test's user.
+    pub run_as: Option<(u32, u32)>,
 }
 
 impl BridgeSpec {
@@ -58,6 +61,7 @@ impl BridgeSpec {
             log_filter: DEFAULT_LOG_FILTER.to_owned(),
             key_file: None,
             signer_file: None,
+            run_as: None,
         }
     }
 
@@ -117,6 +121,11 @@ impl Bridge {
         }
         let mut command = Command::new(bridge_binary());
         command.env_clear();
+        if let Some((uid, gid)) = spec.run_as {
+            use std::os::unix::process::CommandExt;
+            std::os::unix::fs::chown(&spec.state_dir, Some(uid), Some(gid)).expect("chown the state dir");
+            command.uid(uid).gid(gid);
+        }
         match (&spec.signer_file, &spec.key_file) {
             (Some(path), _) => {
                 command.arg("--signer-file").arg(path);

@@ -42,6 +42,7 @@ mod media;
 mod mention;
 mod mode_gate;
 mod pool;
+mod process_seal;
 mod profiles;
 mod prompt;
 mod rate_limit;
@@ -73,6 +74,7 @@ pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use media::{MediaArgs, MediaFetcher, MediaRef};
 pub use mention::{Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
 pub use pool::AGENT_ENV_BASELINE;
+pub use process_seal::seal_own_process;
 pub use profiles::{DEFAULT_PROFILE, Profile, ProfileTable, Profiles};
 pub use prompt::{
     BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,

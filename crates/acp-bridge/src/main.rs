@@ -184,6 +184,8 @@ fn main() -> ExitCode {
             let Some(settings) = settings(&args, &sources) else {
                 return ExitCode::from(USAGE_EXIT);
             };
+            // Every secret is read: out of the environment with them.
+            acp_bridge::seal_own_process();
             block_on(args.worker_threads, async move {
                 if acp_bridge::cli::check::run(&settings).await {
                     ExitCode::SUCCESS
@@ -207,6 +209,8 @@ fn main() -> ExitCode {
             let Some(settings) = settings(&args, &sources) else {
                 return ExitCode::from(USAGE_EXIT);
             };
+            // Every secret is read: out of the environment with them.
+            acp_bridge::seal_own_process();
             block_on(args.worker_threads, async move {
                 let shutdown = Shutdown::listen();
                 let (reload, reloads) = tokio::sync::mpsc::unbounded_channel();

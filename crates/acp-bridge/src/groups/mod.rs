@@ -26,6 +26,10 @@ pub(crate) use metadata::GroupMetadata;
 
 use crate::embedded_relay::RelaySpec;
 
+/// Environment variable that may hold the groups' invite code (a
+/// credential: see `process_seal`).
+pub(crate) const INVITE_CODE_ENV: &str = "ACP_BRIDGE_GROUP_INVITE_CODE";
+
 /// What to do with a mention in a group that is not configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OtherGroups {
@@ -59,7 +63,7 @@ pub struct GroupArgs {
 
     /// Invite code sent with every join request (NIP-29 `code` tag), for a
     /// group whose admins made one (kind 9009). Unset: none.
-    #[arg(long, env = "ACP_BRIDGE_GROUP_INVITE_CODE", value_name = "CODE")]
+    #[arg(long, env = INVITE_CODE_ENV, value_name = "CODE")]
     pub group_invite_code: Option<String>,
 }
 

@@ -15,6 +15,8 @@ use crate::flags::{ConfigError, flag_defaults, parse_duration, refuse};
 
 /// Environment variable that may hold the bot's secret key (nsec or hex).
 pub(crate) const SECRET_KEY_ENV: &str = "ACP_BRIDGE_SECRET_KEY";
+/// Environment variable that may hold the remote signer's bunker URI.
+pub(crate) const SIGNER_ENV: &str = "ACP_BRIDGE_SIGNER";
 
 /// The signer's flags.
 #[derive(Debug, Clone, Args)]
@@ -27,7 +29,7 @@ pub struct SignerArgs {
     /// Sign through a remote signer (NIP-46) instead of a key file: its
     /// `bunker://<signer-pubkey>?relay=wss://…&secret=…` URI. The URI's
     /// secret is a credential: prefer --signer-file.
-    #[arg(long, env = "ACP_BRIDGE_SIGNER", value_name = "BUNKER_URI")]
+    #[arg(long, env = SIGNER_ENV, value_name = "BUNKER_URI")]
     pub signer: Option<String>,
 
     /// File holding the remote signer's bunker:// URI (see --signer).
