@@ -407,3 +407,47 @@ async fn a_state_dir_the_agents_could_change_is_refused_at_start() {
         cases.len()
     );
 }
+
+/// Per-conversation workspaces are created and deleted by the daemon, as
+/// root, beneath `--cwd`: a `--cwd` the agents' user owns (it could swap
+/// `conversations/` for a link) is refused in one line before anything
+/// starts.
+#[tokio::test]
+async fn per_conversation_workspaces_under_a_cwd_the_agents_own_are_refused_at_start() {
+    if !running_as_root() {
+        println!("skipped: --agent-user needs a daemon running as root (CI runs as root)");
+        return;
+    }
+    let user = nix::unistd::User::from_name(AGENT_USER)
+        .expect("user lookup")
+        .expect("the user exists");
+    let owner = nostr_sdk::Keys::generate().public_key().to_hex();
+    let bot = nostr_sdk::Keys::generate();
+    let cwd = std::fs::canonicalize(temp_dir("agents-own-cwd")).expect("cwd");
+    std::os::unix::fs::chown(&cwd, Some(user.uid.as_raw()), Some(user.gid.as_raw())).expect("chown");
+    // `check` validates as `run` does, and ends either way.
+    let output = std::process::Command::new(bridge_binary())
+        .arg("check")
+        .args(["--relay", "embedded", "--owner", &owner])
+        .args(["--agent-user", AGENT_USER, "--workspace", "per-conversation"])
+        .arg("--cwd")
+        .arg(&cwd)
+        .arg("--state-dir")
+        .arg(temp_dir("state-beside"))
+        .env_clear()
+        .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
+        .output()
+        .expect("acp-bridge");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let refusal = stderr.lines().last().unwrap_or_default();
+    assert!(
+        refusal.starts_with(&format!(
+            "acp-bridge: --cwd: `{}` can be changed by the agents' user `{AGENT_USER}` (--agent-user): it is owned by it",
+            cwd.display()
+        )),
+        "{refusal}"
+    );
+    assert!(!cwd.join("conversations").exists(), "nothing was created");
+    println!("per-conversation workspaces under a --cwd owned by {AGENT_USER}: refused at start ({refusal})");
+}

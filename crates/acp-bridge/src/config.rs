@@ -235,6 +235,10 @@ impl RunArgs {
         if let Some(user) = &agent.user {
             crate::isolation::check_state_dir(&state_dir, &agent.cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
+            if agent.workspace == crate::workspace::WorkspaceMode::PerConversation {
+                crate::isolation::check_workspace_root(&agent.cwd, user)
+                    .map_err(|problem| refuse("--cwd", problem))?;
+            }
         }
         // With profiles, each names (and checks) its own program: the
         // flags' command is only their default.

@@ -91,10 +91,27 @@ pub(crate) fn check_state_dir(state_dir: &Path, cwd: &Path, user: &AgentUser) ->
     Ok(())
 }
 
+/// Refuses per-conversation workspaces under a `cwd` that agents running
+/// as `user` could change: the daemon creates, renames and deletes
+/// directories beneath `cwd/conversations/`, and an agent that could
+/// replace `conversations/` with a link would point those acts elsewhere.
+pub(crate) fn check_workspace_root(cwd: &Path, user: &AgentUser) -> Result<(), String> {
+    let metadata =
+        std::fs::metadata(cwd).map_err(|error| format!("cannot read `{}`: {error}", cwd.display()))?;
+    match access(&metadata, user) {
+        Some(how) => Err(format!(
+            "`{}` can be changed by the agents' user `{}` (--agent-user): it {how}; with --workspace per-conversation the daemon creates and deletes workspaces beneath it as root, so only the daemon may write there (give the agents a directory of their own inside it, or use --workspace shared)",
+            cwd.display(),
+            user.name
+        )),
+        None => Ok(()),
+    }
+}
+
 /// How `user` may change a file or directory with `metadata`, if it may:
 /// as its owner (who can always change the mode), through its group, or as
 /// anyone.
-fn access(metadata: &std::fs::Metadata, user: &AgentUser) -> Option<String> {
+pub(crate) fn access(metadata: &std::fs::Metadata, user: &AgentUser) -> Option<String> {
     let mode = metadata.mode() & 0o7777;
     if metadata.uid() == user.uid {
         return Some(format!("is owned by it (mode {mode:o})"));

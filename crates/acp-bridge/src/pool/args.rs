@@ -279,8 +279,7 @@ impl AgentSettings {
     /// The conversations' working directories under `--cwd`, owned by the
     /// agents' user.
     pub(crate) fn workspaces(&self) -> Workspaces {
-        let owner = self.user.as_ref().map(|user| (user.uid, user.gid));
-        Workspaces::new(&self.cwd, self.workspace, owner).with_repo(self.workspace_repo.clone())
+        Workspaces::new(&self.cwd, self.workspace, self.user.clone()).with_repo(self.workspace_repo.clone())
     }
 }
 

@@ -21,32 +21,31 @@
 //! session. It first renames one aside under the lock a lease takes to use
 //! a workspace, then deletes it and lets `git worktree prune` drop a
 //! worktree's entry: `git worktree remove` on the live path would race a
-//! turn that starts meanwhile and delete its files under it. `send_file`
-//! reads beneath the same directory (see `send_file`).
+//! turn that starts meanwhile and delete its files under it. Every one of
+//! these steps goes through a descriptor of `conversations/` and follows
+//! no link ([`root_dir`]): the daemon may be root, and the agents change
+//! what lies beneath. `send_file` reads beneath the same directory (see
+//! `send_file`).
 
 mod git;
+mod root_dir;
 
 use std::collections::BTreeSet;
-use std::fs::DirBuilder;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use acp_client::AgentUser;
 use clap::ValueEnum;
 use nostr_sdk::hashes::{Hash as _, sha256};
 
 use crate::mention::ConversationKey;
+pub(crate) use root_dir::CONVERSATIONS_DIR;
+use root_dir::ConversationsDir;
 
-/// Where conversations' workspaces live, under `--cwd`.
-pub(crate) const CONVERSATIONS_DIR: &str = "conversations";
 /// Hex digits of the key's hash in a workspace's name: 64 bits, no
 /// collision among any plausible number of conversations.
 const DIR_NAME_HEX: usize = 16;
-/// `conversations/`: the daemon's, enterable by the agents' user.
-const CONVERSATIONS_DIR_MODE: u32 = 0o711;
-/// A conversation's workspace: its agent's only.
-const WORKSPACE_MODE: u32 = 0o700;
 /// The name a pruned workspace is moved to before it is deleted.
 const TOMBSTONE_PREFIX: &str = ".pruned-";
 
@@ -73,8 +72,9 @@ pub(crate) struct WorkspaceError {
 pub(crate) struct Workspaces {
     root: Arc<Path>,
     mode: WorkspaceMode,
-    /// `--agent-user`'s uid and gid: the owner of each workspace.
-    owner: Option<(u32, u32)>,
+    /// `--agent-user`: the owner of each workspace, who must not be able
+    /// to change `--cwd`.
+    owner: Option<AgentUser>,
     /// `--workspace-repo`: new workspaces are worktrees of it.
     repo: Option<git::Repo>,
     /// See [`Workspaces::lock_use`].
@@ -83,7 +83,7 @@ pub(crate) struct Workspaces {
 
 impl Workspaces {
     /// Workspaces under `root` (`--cwd`, canonical), owned by `owner`.
-    pub(crate) fn new(root: &Path, mode: WorkspaceMode, owner: Option<(u32, u32)>) -> Self {
+    pub(crate) fn new(root: &Path, mode: WorkspaceMode, owner: Option<AgentUser>) -> Self {
         Workspaces {
             root: root.into(),
             mode,
@@ -95,7 +95,8 @@ impl Workspaces {
 
     /// New workspaces become worktrees of the repository at `repo`.
     pub(crate) fn with_repo(mut self, repo: Option<PathBuf>) -> Self {
-        self.repo = repo.map(|path| git::Repo::new(path, self.owner));
+        let user = self.owner.as_ref().map(|user| (user.uid, user.gid));
+        self.repo = repo.map(|path| git::Repo::new(path, user));
         self
     }
 
@@ -125,16 +126,18 @@ impl Workspaces {
         if self.mode == WorkspaceMode::Shared {
             return Ok(dir);
         }
-        let failed = |path: &Path| {
-            let path = path.to_owned();
-            move |error| WorkspaceError { path, error }
+        let failed = |error| WorkspaceError {
+            path: dir.clone(),
+            error,
         };
-        let parent = self.root.join(CONVERSATIONS_DIR);
         let created = {
             let _using = self.lock_use();
-            create(&parent, CONVERSATIONS_DIR_MODE, None).map_err(failed(&parent))?;
-            let created = create(&dir, WORKSPACE_MODE, self.owner).map_err(failed(&dir))?;
-            touch(&dir).map_err(failed(&dir))?;
+            let conversations = self.conversations().map_err(failed)?;
+            let name = dir_name(conversation);
+            let created = conversations
+                .create_workspace(&name, self.owner.as_ref())
+                .map_err(failed)?;
+            conversations.touch(&name).map_err(failed)?;
             created
         };
         if created {
@@ -150,7 +153,7 @@ impl Workspaces {
             };
             tracing::info!(%conversation, path = %dir.display(), worktree, "workspace created");
         }
-        touch(&dir).map_err(failed(&dir))?;
+        self.mark_used(conversation);
         Ok(dir)
     }
 
@@ -161,7 +164,10 @@ impl Workspaces {
             return;
         }
         let _using = self.lock_use();
-        if let Err(error) = touch(&self.dir_of(conversation)) {
+        let touched = self
+            .conversations()
+            .and_then(|conversations| conversations.touch(&dir_name(conversation)));
+        if let Err(error) = touched {
             tracing::warn!(%conversation, %error, "cannot mark the workspace used");
         }
     }
@@ -177,37 +183,37 @@ impl Workspaces {
         if self.mode == WorkspaceMode::Shared {
             return Vec::new();
         }
-        let keep: BTreeSet<PathBuf> = live.iter().map(|key| self.dir_of(key)).collect();
-        let conversations = self.root.join(CONVERSATIONS_DIR);
-        let Ok(entries) = std::fs::read_dir(&conversations) else {
-            return Vec::new();
+        let keep: BTreeSet<String> = live.iter().map(dir_name).collect();
+        let conversations = match self.conversations().and_then(|dir| Ok((dir.names()?, dir))) {
+            Ok(opened) => opened,
+            Err(error) => {
+                tracing::error!(%error, "cannot prune idle workspaces");
+                return Vec::new();
+            }
         };
+        let (names, conversations) = conversations;
         let mut removed = Vec::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
+        for name in names {
             // One a pass before could not finish removing.
             if name.starts_with(TOMBSTONE_PREFIX) {
-                remove(&path);
+                remove(&conversations, &name);
                 continue;
             }
-            if keep.contains(&path) {
+            if keep.contains(&name) {
                 continue;
             }
             // Checked and moved aside under the lock a turn takes to use a
             // workspace: a turn starting now gets a fresh directory, never
             // one being deleted.
-            let tombstone = conversations.join(format!("{TOMBSTONE_PREFIX}{name}"));
+            let tombstone = format!("{TOMBSTONE_PREFIX}{name}");
             let moved = {
                 let _using = self.lock_use();
                 // Not followed: a symlink planted here is not a workspace.
-                let idle = std::fs::symlink_metadata(&path)
-                    .is_ok_and(|meta| meta.is_dir() && meta.modified().is_ok_and(|used| used < idle_since));
-                idle && std::fs::rename(&path, &tombstone).is_ok()
+                conversations.idle(&name, idle_since) && conversations.rename(&name, &tombstone).is_ok()
             };
             if moved {
-                remove(&tombstone);
-                removed.push(path);
+                remove(&conversations, &tombstone);
+                removed.push(self.root.join(CONVERSATIONS_DIR).join(name));
             }
         }
         if let Some(repo) = &self.repo
@@ -217,6 +223,11 @@ impl Workspaces {
             tracing::warn!(%error, "cannot prune the worktrees of --workspace-repo");
         }
         removed
+    }
+
+    /// `conversations/`, opened and checked (see [`root_dir`]).
+    fn conversations(&self) -> std::io::Result<ConversationsDir> {
+        ConversationsDir::open(&self.root, self.owner.as_ref())
     }
 
     /// Held while a workspace is created or marked used, and while pruning
@@ -235,39 +246,11 @@ fn dir_name(conversation: &ConversationKey) -> String {
     hash[..DIR_NAME_HEX].to_owned()
 }
 
-/// Creates `dir` with `mode` (not following a symlink put in its place),
-/// owned by `owner` when given; whether it was created now.
-fn create(dir: &Path, mode: u32, owner: Option<(u32, u32)>) -> std::io::Result<bool> {
-    match DirBuilder::new().mode(mode).create(dir) {
-        Ok(()) => {
-            // The umask may have taken bits off: set exactly.
-            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
-            if let Some((uid, gid)) = owner {
-                std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
-            }
-            Ok(true)
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-            if std::fs::symlink_metadata(dir)?.is_dir() {
-                Ok(false)
-            } else {
-                Err(std::io::Error::other("it exists and is not a directory"))
-            }
-        }
-        Err(error) => Err(error),
+/// Deletes the moved-aside workspace `name`, saying so if it cannot.
+fn remove(conversations: &ConversationsDir, name: &str) {
+    if let Err(error) = conversations.remove_tree(name, TOMBSTONE_PREFIX) {
+        tracing::warn!(name, %error, "cannot remove an idle workspace");
     }
-}
-
-/// Deletes the moved-aside workspace `path`, saying so if it cannot.
-fn remove(path: &Path) {
-    if let Err(error) = std::fs::remove_dir_all(path) {
-        tracing::warn!(path = %path.display(), %error, "cannot remove an idle workspace");
-    }
-}
-
-/// Marks `dir` used now (its modification time).
-fn touch(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.set_modified(SystemTime::now())
 }
 
 /// How long ago `retention` is from now, for [`Workspaces::prune`].
@@ -279,6 +262,7 @@ pub(crate) fn idle_since(retention: Duration) -> SystemTime {
 
 #[cfg(test)]
 mod tests {
+    use super::root_dir::{CONVERSATIONS_DIR_MODE, WORKSPACE_MODE};
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
@@ -343,6 +327,107 @@ mod tests {
         assert_eq!(entries, 2, "no tombstone stays");
         let fresh = each.prepare(&old).await.unwrap();
         assert!(!fresh.join("file").exists(), "the conversation starts afresh");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// An old directory outside the workspace root, in `outside/`.
+    fn outside_victim(root: &Path) -> PathBuf {
+        let victim = root.with_extension("outside").join("victim");
+        let _ = std::fs::remove_dir_all(victim.parent().unwrap());
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("precious"), "not the agents'").unwrap();
+        let long_ago = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::open(&victim)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        victim
+    }
+
+    #[tokio::test]
+    async fn pruning_never_follows_a_conversations_dir_swapped_for_a_link() {
+        let root = root("swapped");
+        let each = Workspaces::new(&root, WorkspaceMode::PerConversation, None);
+        each.prepare(&key("a")).await.unwrap();
+        let victim = outside_victim(&root);
+        // The swap an agent that could write --cwd would make.
+        let conversations = root.join(CONVERSATIONS_DIR);
+        std::fs::rename(&conversations, root.join("moved")).unwrap();
+        std::os::unix::fs::symlink(victim.parent().unwrap(), &conversations).unwrap();
+
+        let removed = each
+            .prune(idle_since(Duration::from_secs(60)), &BTreeSet::new())
+            .await;
+        assert!(removed.is_empty(), "{removed:?}");
+        assert!(victim.join("precious").exists(), "root deleted outside --cwd");
+        let refused = each
+            .prepare(&key("b"))
+            .await
+            .expect_err("a link is no conversations dir");
+        assert!(refused.to_string().contains("is not a directory"), "{refused}");
+        std::fs::remove_dir_all(victim.parent().unwrap()).unwrap();
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_deep_tree_with_links_out_is_removed_without_following_them() {
+        let root = root("deep");
+        let each = Workspaces::new(&root, WorkspaceMode::PerConversation, None);
+        let dir = each.prepare(&key("deep")).await.unwrap();
+        let victim = outside_victim(&root);
+        // Deeper than the descriptors one removal keeps open, several times.
+        let mut deepest = dir.clone();
+        for level in 0..300 {
+            deepest = deepest.join(format!("d{level}"));
+        }
+        std::fs::create_dir_all(&deepest).unwrap();
+        std::fs::write(deepest.join("file"), "deep").unwrap();
+        std::os::unix::fs::symlink(&victim, deepest.join("out")).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("out")).unwrap();
+        std::fs::File::open(&dir)
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(3600))
+            .unwrap();
+
+        let removed = each
+            .prune(idle_since(Duration::from_secs(60)), &BTreeSet::new())
+            .await;
+        assert_eq!(removed, std::slice::from_ref(&dir));
+        assert!(!dir.exists());
+        let left = std::fs::read_dir(root.join(CONVERSATIONS_DIR)).unwrap().count();
+        assert_eq!(left, 0, "nothing spilled stays behind");
+        assert!(victim.join("precious").exists(), "a link was followed");
+        std::fs::remove_dir_all(victim.parent().unwrap()).unwrap();
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_root_the_agents_could_change_or_a_conversations_dir_not_the_daemons_is_refused() {
+        let root = root("open-root");
+        let agents = AgentUser {
+            name: "agent".to_owned(),
+            uid: 4_000_123,
+            gid: 4_000_123,
+            groups: vec![4_000_123],
+            home: PathBuf::from("/nonexistent"),
+        };
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let each = Workspaces::new(&root, WorkspaceMode::PerConversation, Some(agents.clone()));
+        let refused = each.prepare(&key("a")).await.expect_err("--cwd open to anyone");
+        assert!(refused.to_string().contains("is writable by anyone"), "{refused}");
+
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let conversations = root.join(CONVERSATIONS_DIR);
+        std::fs::create_dir(&conversations).unwrap();
+        std::fs::set_permissions(&conversations, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = each
+            .prepare(&key("a"))
+            .await
+            .expect_err("conversations/ open to anyone");
+        assert!(
+            refused.to_string().contains("writable by no one else"),
+            "{refused}"
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 }
