@@ -110,6 +110,7 @@ impl FileSender {
             workspaces,
             reader: agent_user.map(|user| Reader {
                 uid: user.uid,
+                gid: user.gid,
                 gids: std::iter::once(user.gid)
                     .chain(user.groups.iter().copied())
                     .collect(),

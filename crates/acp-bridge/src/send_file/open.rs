@@ -5,12 +5,29 @@
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` from the workspace's
 //! directory has the kernel refuse, during resolution, any `..`, absolute
 //! symlink or symlink chain that would leave it, and `/proc` magic links:
-//! there is no check-then-open window for a swapped symlink. The file is
-//! opened non-blocking (a FIFO does not hang the open), then `fstat`ed on
-//! the same descriptor: regular files only, at most the size bound.
+//! there is no check-then-open window for a swapped symlink.
+//!
+//! The name is first resolved to an `O_PATH` descriptor, which opens
+//! nothing (a device's driver never sees it, a FIFO is not touched), and
+//! `fstat`ed: regular files only, at most the size bound. Only then is
+//! that same file opened for reading, through `/proc/self/fd/N`, so what
+//! is read is what was checked.
+//!
+//! With `--agent-user` all of it runs on a thread of its own whose
+//! filesystem identity is that user's (`setfsuid`, `setfsgid`; the kernel
+//! then also drops the thread's capabilities that bypass file
+//! permissions): the kernel decides, as it would for the agent, with
+//! search permission on every directory on the way, ACLs, and the file's
+//! own bits. The thread keeps the daemon's supplementary groups (setting
+//! them per thread needs a raw system call), so the file's mode bits are
+//! also checked against the agent's own groups: a file is read only when
+//! both allow it. A file the agent could read only through a
+//! supplementary group of its own is refused.
 
 use std::fs::File;
 use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
@@ -36,15 +53,39 @@ pub(crate) enum OpenError {
 
 /// The user the agents run as (`--agent-user`): the daemon (root) reads
 /// for them only what they could read themselves, so a hard link to a
-/// root-only file planted in the workspace gives them nothing.
+/// root-only file planted in the workspace, or a file in a directory they
+/// cannot enter, gives them nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Reader {
     pub uid: u32,
+    /// Its primary group.
+    pub gid: u32,
     /// Its primary and supplementary groups.
     pub gids: Vec<u32>,
 }
 
 impl Reader {
+    /// Makes the calling thread's filesystem identity this user's. Only for
+    /// a thread of its own, which ends after the read.
+    fn become_on_this_thread(&self) -> std::io::Result<()> {
+        use nix::unistd::{Gid, Uid, setfsgid, setfsuid};
+        setfsgid(Gid::from_raw(self.gid));
+        setfsuid(Uid::from_raw(self.uid));
+        // Both calls return the previous value and report no error: asked
+        // again, they say whether the change took.
+        let (uid, gid) = (
+            setfsuid(Uid::from_raw(self.uid)),
+            setfsgid(Gid::from_raw(self.gid)),
+        );
+        if uid.as_raw() == self.uid && gid.as_raw() == self.gid {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(
+                "cannot take the agents' user's file identity",
+            ))
+        }
+    }
+
     /// Whether the permission bits of `meta` let this user read it.
     fn may_read(&self, meta: &std::fs::Metadata) -> bool {
         use std::os::unix::fs::MetadataExt;
@@ -76,21 +117,52 @@ fn relative_to(workspace: &Path, path: &str) -> Result<PathBuf, OpenError> {
         .ok_or_else(|| OpenError::Outside(path.to_owned()))
 }
 
-/// How every path is resolved: never above the directory it starts from,
-/// never through a `/proc` magic link.
+/// How every path is resolved: to an `O_PATH` descriptor (nothing is
+/// opened), never above the directory it starts from, never through a
+/// `/proc` magic link.
 fn beneath(flags: OFlag) -> OpenHow {
     OpenHow::new()
-        .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .flags(flags | OFlag::O_PATH | OFlag::O_CLOEXEC)
         .mode(Mode::empty())
         .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS)
 }
 
 /// The bytes of the regular file `path` beneath the workspace `workspace`
 /// (relative to `root`, `--cwd`; empty: `root` itself), if it has at most
-/// `max_bytes`. The workspace itself is opened beneath `root` too, so a
-/// workspace replaced by a symlink leads nowhere. Blocking: run it off the
-/// async threads.
+/// `max_bytes`, read as `reader` when given (see the module's doc). The
+/// workspace itself is opened beneath `root` too, so a workspace replaced
+/// by a symlink leads nowhere. Blocking: run it off the async threads.
 pub(crate) fn read_beneath(
+    root: &Path,
+    workspace: &Path,
+    path: &str,
+    max_bytes: u64,
+    reader: Option<&Reader>,
+) -> Result<Vec<u8>, OpenError> {
+    let Some(reader) = reader else {
+        return read_here(root, workspace, path, max_bytes, None);
+    };
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                reader.become_on_this_thread().map_err(|error| OpenError::Io {
+                    path: path.to_owned(),
+                    error,
+                })?;
+                read_here(root, workspace, path, max_bytes, Some(reader))
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(OpenError::Io {
+                    path: path.to_owned(),
+                    error: std::io::Error::other("the reading thread panicked"),
+                })
+            })
+    })
+}
+
+/// [`read_beneath`] on the calling thread, as whoever it is.
+fn read_here(
     root: &Path,
     workspace: &Path,
     path: &str,
@@ -105,25 +177,28 @@ pub(crate) fn read_beneath(
     if relative.as_os_str().is_empty() {
         return Err(OpenError::NotRegular(path.to_owned()));
     }
-    let mut dir = File::open(root).map_err(io)?;
-    if !workspace.as_os_str().is_empty() {
-        let fd =
-            openat2(&dir, workspace, beneath(OFlag::O_RDONLY | OFlag::O_DIRECTORY)).map_err(|errno| {
-                match errno {
-                    Errno::ENOENT => OpenError::NotFound(path.to_owned()),
-                    Errno::EXDEV | Errno::ELOOP | Errno::ENOTDIR => OpenError::Outside(path.to_owned()),
-                    other => io(other.into()),
-                }
-            })?;
-        dir = File::from(fd);
-    }
-    let fd = openat2(&dir, relative.as_path(), beneath(OFlag::O_RDONLY)).map_err(|errno| match errno {
+    let refused = |errno: Errno| match errno {
         Errno::EXDEV | Errno::ELOOP => OpenError::Outside(path.to_owned()),
         Errno::ENOENT | Errno::ENOTDIR => OpenError::NotFound(path.to_owned()),
+        Errno::EACCES | Errno::EPERM => OpenError::NotYours(path.to_owned()),
         other => io(other.into()),
-    })?;
-    let file = File::from(fd);
-    let meta = file.metadata().map_err(io)?;
+    };
+    let mut dir = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(refused)?;
+    if !workspace.as_os_str().is_empty() {
+        dir = openat2(&dir, workspace, beneath(OFlag::O_DIRECTORY)).map_err(|errno| match errno {
+            Errno::ENOTDIR => OpenError::Outside(path.to_owned()),
+            other => refused(other),
+        })?;
+    }
+    let found = openat2(&dir, relative.as_path(), beneath(OFlag::empty())).map_err(refused)?;
+    let meta = File::from(found.try_clone().map_err(io)?)
+        .metadata()
+        .map_err(io)?;
     if !meta.file_type().is_file() {
         return Err(OpenError::NotRegular(path.to_owned()));
     }
@@ -138,6 +213,16 @@ pub(crate) fn read_beneath(
     if meta.len() > max_bytes {
         return Err(too_large(meta.len()));
     }
+    // The file checked above, opened for reading now (as the thread's
+    // file identity); never blocking, never a controlling terminal.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits())
+        .open(format!("/proc/self/fd/{}", found.as_raw_fd()))
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::PermissionDenied => OpenError::NotYours(path.to_owned()),
+            _ => io(error),
+        })?;
     // The file may grow after the fstat: read one byte past the bound.
     let mut bytes = Vec::new();
     file.take(max_bytes + 1).read_to_end(&mut bytes).map_err(io)?;
@@ -232,22 +317,33 @@ mod tests {
         std::fs::remove_dir_all(base).unwrap();
     }
 
+    fn running_as_root() -> bool {
+        nix::unistd::geteuid().is_root()
+    }
+
     #[test]
     fn with_an_agent_user_only_what_it_could_read_is_read() {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        if !running_as_root() {
+            println!("skipped: taking another user's file identity needs root (CI runs as root)");
+            return;
+        }
         let (base, ws) = workspace();
         let file = ws.join("sub/a.txt");
         let meta = std::fs::metadata(&file).unwrap();
         let owner = Reader {
             uid: meta.uid(),
+            gid: meta.gid(),
             gids: vec![],
         };
         let stranger = Reader {
-            uid: meta.uid() + 1,
+            uid: meta.uid() + 4_000_000,
+            gid: meta.gid() + 4_000_000,
             gids: vec![],
         };
         let in_group = Reader {
-            uid: meta.uid() + 1,
+            uid: meta.uid() + 4_000_000,
+            gid: meta.gid(),
             gids: vec![meta.gid()],
         };
         let read_as = |reader: &Reader| read_beneath(&ws, Path::new(""), "sub/a.txt", 100, Some(reader));
@@ -259,6 +355,40 @@ mod tests {
         assert!(matches!(read_as(&in_group), Err(OpenError::NotYours(_))));
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(read_as(&stranger).is_ok());
+
+        // A file anyone may read, in a directory the agent cannot enter:
+        // the kernel, resolving as the agent, refuses at the directory.
+        std::fs::set_permissions(ws.join("sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(
+            matches!(read_as(&stranger), Err(OpenError::NotYours(_))),
+            "read through a directory the agent cannot search"
+        );
+        assert!(read_as(&owner).is_ok());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    /// A FIFO (or a device) named by the agent is never opened: resolving
+    /// it to a path descriptor and `fstat` tell it is no regular file
+    /// before any open reaches it. inotify sees every open of the files in
+    /// the directory; the open of a marker afterwards bounds the wait.
+    #[test]
+    fn a_fifo_is_refused_without_being_opened() {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let (base, ws) = workspace();
+        nix::unistd::mkfifo(&ws.join("fifo"), Mode::S_IRWXU).unwrap();
+        std::fs::write(ws.join("marker"), b"").unwrap();
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).unwrap();
+        inotify.add_watch(&ws, AddWatchFlags::IN_OPEN).unwrap();
+
+        assert!(matches!(read(&ws, "fifo", 100), Err(OpenError::NotRegular(_))));
+        File::open(ws.join("marker")).unwrap();
+        let mut opened = Vec::new();
+        while !opened.iter().any(|name| name == "marker") {
+            for event in inotify.read_events().unwrap() {
+                opened.extend(event.name.map(|name| name.to_string_lossy().into_owned()));
+            }
+        }
+        assert_eq!(opened, ["marker"], "only the marker was opened");
         std::fs::remove_dir_all(base).unwrap();
     }
 }
