@@ -280,6 +280,11 @@ impl Heart {
                 "I am busy with this conversation and set to drop messages that arrive meanwhile; please send it again when I have answered.".to_owned(),
             ),
             Decision::Absorb(framing) => {
+                // Folded into a turn, a mention is work as a turn's is:
+                // it passes the budget's check before it reaches the agent.
+                if let Some(refusal) = self.budget_refusal(&mention) {
+                    return self.refuse_over_budget(vec![(mention, refusal)]);
+                }
                 self.counters.absorbed += 1;
                 let mentions = vec![mention];
                 self.step(&key, Input::Absorb { mentions, framing });
@@ -685,6 +690,15 @@ impl Heart {
             }
         }
         metrics::queue_depth(self.conversations.waiting());
+    }
+
+    /// The limit work for `mention`'s author in its conversation would
+    /// pass now, if any (see [`crate::budget::Budget::refusal`]).
+    fn budget_refusal(&self, mention: &Mention) -> Option<crate::budget::Refusal> {
+        let now = crate::store::sql_now();
+        self.services
+            .budget
+            .refusal(&mention.author, mention.standing(), &mention.conversation, now)
     }
 
     /// Gives up mentions a budget refused, each told which limit and
