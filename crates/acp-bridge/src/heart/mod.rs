@@ -585,6 +585,7 @@ impl Heart {
         if let Outcome::Capped(notice) = &outcome {
             metrics::budget_turn_capped();
             self.notices.give_up(work.clone(), notice.clone());
+            self.stop_tasks_of_capped_turn(key, ended.turn_id, notice);
         }
         if self.draining {
             // Failed and returned mentions stay pending in the journal.
@@ -643,7 +644,8 @@ impl Heart {
         if self.draining {
             return;
         }
-        while self.conversations.running_count() < self.settings.capacity {
+        // Delegated tasks on the pool hold turn slots too (see `tasks`).
+        while self.conversations.running_count() + self.tasks.on_pool() < self.settings.capacity {
             let now = crate::store::sql_now();
             let budget = &self.services.budget;
             let refused = self.conversations.refuse_next(|mention| {
@@ -751,7 +753,7 @@ impl Heart {
             return;
         }
         for (key, id) in self.conversations.take_due(now) {
-            let capacity = self.settings.capacity;
+            let capacity = self.settings.capacity.saturating_sub(self.tasks.on_pool());
             let Some((holdup, mention)) = self.conversations.why_waits(&key, &id, now, capacity) else {
                 continue;
             };
