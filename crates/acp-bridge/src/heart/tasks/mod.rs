@@ -41,7 +41,8 @@
 //! Tasks live in memory only: a daemon restart loses running tasks and
 //! their results (the delegating turn's mention resumes and the agent can
 //! delegate again). While the daemon runs no result is lost: every task
-//! ends in one of the three endings and reports it.
+//! ends in one of its endings and reports it (a capped one by ending its
+//! turn at the cap, or telling its people when that turn is over).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
