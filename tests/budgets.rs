@@ -388,3 +388,40 @@ async fn a_turn_past_the_per_turn_cap_is_cancelled_and_its_people_told() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_steered_into_a_running_turn_passes_the_budget_check() {
+    let scene = Scene::builder()
+        .flags(&["--respond-to", "anyone", "--budget-author-per-day", "1 turns"])
+        .start()
+        .await;
+    let stranger = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let first = stranger.mention_in_group(&bot, "room", "first question").await;
+    answer_after_warning(&stranger, &bot, &first).await;
+
+    // The owner's long turn runs; the stranger, whose day is spent, writes
+    // meanwhile: the default mode (steer) would fold it into that turn.
+    let long = scene
+        .mention_mid_turn("room", "a long one [rounds=12] [delay=300]")
+        .await;
+    let mark = log.cursor();
+    let steered = stranger
+        .mention_in_group(&bot, "room", "fold this in for free")
+        .await;
+    let notice = reply_to(&stranger, &bot, &steered).await;
+    assert!(
+        notice.contains("your daily budget is spent (1 turns of 1 turns)"),
+        "{notice}"
+    );
+    log.wait(
+        mark,
+        Line::new("mention refused: budget spent").with("scope", "author"),
+    )
+    .await;
+    let answer = scene.reply_to(&long).await.content;
+    assert!(
+        !answer.contains("fold this in"),
+        "the refused mention never reached the agent: {answer}"
+    );
+}

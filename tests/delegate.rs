@@ -205,11 +205,11 @@ async fn a_task_of_another_conversation_is_not_found() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreground_delegation_returns_the_result_as_the_tool_result() {
-    // One agent, one turn at a time: the parent's turn holds the only turn
-    // slot while it waits, and the task still gets a session (a task's
-    // lease never waits for a turn slot), so the wait cannot deadlock.
+    // One agent, two turn slots: the parent's turn holds one while it
+    // waits, the task the other (a task is refused when none is free, so
+    // the wait cannot deadlock).
     let scene = Scene::builder()
-        .flags(&["--agents", "1", "--turns-per-agent", "1"])
+        .flags(&["--agents", "1", "--turns-per-agent", "2"])
         .start()
         .await;
     let log = &scene.bridge.log;
@@ -348,4 +348,182 @@ async fn a_task_that_fails_reports_back_as_failed() {
     )
     .await;
     assert_eq!(failed, 1.0);
+}
+
+/// How many sessions the agents opened since `mark` (the parent's and the
+/// tasks').
+fn sessions_opened(log: &LogFile, mark: Cursor) -> usize {
+    log.matching(mark, Line::new("session opened")).len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_spend_counts_against_the_delegating_author_and_conversation() {
+    let scene = Scene::builder()
+        .flags(&["--respond-to", "anyone", "--budget-author-per-day", "400 tokens"])
+        .start()
+        .await;
+    let stranger = scene.join().await;
+    let bot = scene.bot;
+    // The parent reports no tokens; its task reports 300 in and 200 out.
+    let mention = stranger
+        .mention_in_group(
+            &bot,
+            "room",
+            "[mcp-delegate=sum it {tokens=300/200}] [mcp-delegate-wait]",
+        )
+        .await;
+    let answer = stranger.reply_containing(&bot, &mention.id, "done: ").await;
+    assert!(
+        answer.content.contains("mcp delegate: ok: ")
+            && answer
+                .content
+                .contains("done: [acp-bridge] You are running task t1"),
+        "{}",
+        answer.content
+    );
+
+    let usage = scene.mention("room", "!usage").await;
+    let usage = scene.reply_to(&usage).await.content;
+    println!("usage after a turn and its task: {usage}");
+    assert!(
+        usage.contains("this conversation 2 turns, 500 tokens"),
+        "the task is a turn of the conversation, and its tokens count: {usage}"
+    );
+    let next = stranger.mention_in_group(&bot, "room", "and again").await;
+    let notice = stranger.reply_containing(&bot, &next.id, "Sorry").await;
+    assert!(
+        notice
+            .content
+            .contains("your daily budget is spent (500 tokens of 400 tokens)"),
+        "the task's tokens were the delegating author's: {}",
+        notice.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_author_over_budget_cannot_start_a_task() {
+    let scene = Scene::builder()
+        .flags(&["--respond-to", "anyone", "--budget-author-per-day", "1 turns"])
+        .start()
+        .await;
+    let stranger = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+    // The turn itself takes the stranger's one turn of the day.
+    let mention = stranger
+        .mention_in_group(&bot, "room", "[mcp-delegate=more work for free]")
+        .await;
+    let answer = stranger.reply_containing(&bot, &mention.id, "done: ").await;
+    let started = log.matching(mark, Line::new("task started")).len();
+    let opened = sessions_opened(log, mark);
+    println!(
+        "a turn whose author's budget is spent delegates: {started} task(s) started, {opened} session(s) opened"
+    );
+    let text = &answer.content;
+    assert!(
+        text.contains(
+            "mcp delegate: error: no task started: your daily budget is spent (1 turns of 1 turns)"
+        ),
+        "{text}"
+    );
+    assert_eq!((started, opened), (0, 1), "the parent's session only");
+    log.wait(
+        mark,
+        Line::new("task refused: budget spent").with("scope", "author"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_turn_cap_covers_the_turns_tasks() {
+    let scene = Scene::builder()
+        .flags(&["--budget-turn-cap", "1 USD"])
+        .metrics()
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    // The parent spends nothing itself; its task's session grows 0.40 USD
+    // a round, 30 rounds (12 USD) if nothing stops it.
+    let mention = scene
+        .mention(
+            "room",
+            "[mcp-delegate=spend {rounds=30} {delay=100} {round-cost=0.40}] [rounds=40] [delay=200]",
+        )
+        .await;
+    let notice = scene.reply_to(&mention).await.content;
+    println!("the parent's people were told: {notice}");
+    assert!(
+        notice
+            .starts_with("I stopped this turn at the per-turn spending cap: it spent 1.20 USD of 1.00 USD."),
+        "{notice}"
+    );
+    log.wait(mark, Line::new("turn finished").with("outcome", "capped"))
+        .await;
+    log.wait(
+        mark,
+        Line::new("task ended")
+            .with("task_id", "t1")
+            .with("outcome", "capped"),
+    )
+    .await;
+    let capped = metric(
+        scene.metrics_port(),
+        "acp_bridge_delegated_tasks_total{outcome=\"capped\"}",
+    )
+    .await;
+    assert_eq!(capped, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_take_turn_slots_like_turns() {
+    let scene = Scene::builder()
+        .flags(&[
+            "--respond-to",
+            "anyone",
+            "--agents",
+            "1",
+            "--turns-per-agent",
+            "2",
+        ])
+        .start()
+        .await;
+    let stranger = scene.join().await;
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+    // One turn at a time, each delegating a long task in the background:
+    // the first task takes the second slot, so the next turns (in the
+    // first's slot) find none for theirs.
+    let mut answers = Vec::new();
+    for round in 1..=3 {
+        let mention = stranger
+            .mention_in_group(
+                &bot,
+                "room",
+                &format!("round {round} [mcp-delegate=long work {{rounds=60}} {{delay=500}}]"),
+            )
+            .await;
+        answers.push(
+            stranger
+                .reply_containing(&bot, &mention.id, "done: ")
+                .await
+                .content,
+        );
+    }
+    log.wait(mark, Line::new("task session leased")).await;
+    let started = log.matching(mark, Line::new("task started")).len();
+    let opened = sessions_opened(log, mark);
+    println!("3 delegations on 2 turn slots: {started} task(s) started, {opened} session(s) opened");
+    assert!(
+        answers[0].contains("mcp delegate: ok: task t1 started"),
+        "{}",
+        answers[0]
+    );
+    for later in &answers[1..] {
+        assert!(
+            later.contains("mcp delegate: error: no task started: every agent turn is taken (2 of 2)"),
+            "{later}"
+        );
+    }
+    assert_eq!((started, opened), (1, 2), "the room's session and t1's");
 }

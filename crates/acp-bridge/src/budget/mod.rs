@@ -122,16 +122,22 @@ pub(crate) struct Refusal {
 }
 
 impl Refusal {
-    /// The notice its author is given; the owner is also told how to
-    /// raise the limit.
-    pub(crate) fn notice(&self, to_owner: bool) -> String {
-        let mut text = format!(
-            "Sorry, I cannot take this on: {} is spent ({} of {}). It resets at {}.",
+    /// Which limit is spent, how far, and when it resets (a delegated
+    /// task's refusal says this to the agent).
+    pub(crate) fn reason(&self) -> String {
+        format!(
+            "{} is spent ({} of {}). It resets at {}.",
             self.scope.budget_of(self.period),
             self.limit.show(self.spent),
             self.limit,
             period::utc_minute(self.resets_at),
-        );
+        )
+    }
+
+    /// The notice its author is given; the owner is also told how to
+    /// raise the limit.
+    pub(crate) fn notice(&self, to_owner: bool) -> String {
+        let mut text = format!("Sorry, I cannot take this on: {}", self.reason());
         if to_owner {
             let (scope, period) = (self.scope.label(), self.period.word());
             let flag = format!("budget-{scope}-per-{period}");

@@ -8,9 +8,13 @@
 //! answer's `usage`) and the cost its session's `usage_update`s grew by
 //! since the turn started, read live as the updates arrive (the agent
 //! reports the session's total, so the session's cost before the turn is
-//! the baseline). Pure: the driver feeds it reports and asks it.
+//! the baseline). A turn's delegated tasks spend on its account: their
+//! sessions are fresh, so what each reports is what it added, and the cap
+//! covers the turn and its tasks together ([`SharedSpend`]). Pure: the
+//! driver and the tasks feed it reports and ask it.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::amount::{Amount, Unit};
 use super::{reached, used};
@@ -43,8 +47,28 @@ pub(crate) struct TurnSpend {
     /// The session's total when the live prompt began, per currency
     /// (`None`: not read yet; the driver gives it with the first update).
     baseline: Option<BTreeMap<String, f64>>,
-    /// Told once: the driver cancels once.
-    reached: bool,
+    /// What each running task's session cost so far, by task id: the
+    /// currency and the amount (its session is fresh: no baseline).
+    tasks_live: BTreeMap<String, (String, f64)>,
+    /// The cap once reached, told once: the driver or task that reached
+    /// it cancels, once.
+    reached: Option<CapReached>,
+}
+
+/// One turn's spend, shared by the turn's driver and the tasks it
+/// delegated; cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedSpend(Arc<Mutex<TurnSpend>>);
+
+impl SharedSpend {
+    pub(crate) fn new(spend: TurnSpend) -> Self {
+        SharedSpend(Arc::new(Mutex::new(spend)))
+    }
+
+    /// The spend, to feed or ask (held for one call, never across an await).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, TurnSpend> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// The cap a turn reached: what it spent of which amount.
@@ -73,8 +97,14 @@ impl TurnSpend {
             cost_done: BTreeMap::new(),
             cost_live: BTreeMap::new(),
             baseline: None,
-            reached: false,
+            tasks_live: BTreeMap::new(),
+            reached: None,
         }
+    }
+
+    /// The cap, if the turn or one of its tasks reached it.
+    pub(crate) fn reached(&self) -> Option<&CapReached> {
+        self.reached.as_ref()
     }
 
     /// Whether the live prompt's baseline is still to be given.
@@ -109,18 +139,41 @@ impl TurnSpend {
     /// A prompt answered: its tokens and the cost it added (as the
     /// budget counted it); the next prompt starts from a new baseline.
     pub(crate) fn prompt_ended(&mut self, tokens: u64, cost: Option<(f64, String)>) -> Option<CapReached> {
-        self.tokens += tokens;
         self.cost_live.clear();
         self.baseline = None;
+        self.prompt_ended_with(tokens, cost)
+    }
+
+    /// Adds a prompt's tokens and cost, the turn's or a task's.
+    fn prompt_ended_with(&mut self, tokens: u64, cost: Option<(f64, String)>) -> Option<CapReached> {
+        self.tokens += tokens;
         if let Some((amount, currency)) = cost {
             *self.cost_done.entry(currency).or_default() += amount;
         }
         self.check()
     }
 
+    /// A live `usage_update` of task `task`'s session: its total cost.
+    pub(crate) fn task_cost(&mut self, task: &str, total: f64, currency: &str) -> Option<CapReached> {
+        self.tasks_live
+            .insert(task.to_owned(), (currency.to_owned(), total.max(0.0)));
+        self.check()
+    }
+
+    /// Task `task`'s prompt answered: its tokens and the cost it added.
+    pub(crate) fn task_ended(
+        &mut self,
+        task: &str,
+        tokens: u64,
+        cost: Option<(f64, String)>,
+    ) -> Option<CapReached> {
+        self.tasks_live.remove(task);
+        self.prompt_ended_with(tokens, cost)
+    }
+
     /// The cap reached, the first time it is.
     fn check(&mut self) -> Option<CapReached> {
-        if self.reached {
+        if self.reached.is_some() {
             return None;
         }
         let mut spent = Spent {
@@ -128,15 +181,24 @@ impl TurnSpend {
             tokens: self.tokens,
             cost: self.cost_done.clone(),
         };
-        for (currency, amount) in &self.cost_live {
+        let live = self
+            .cost_live
+            .iter()
+            .map(|(currency, amount)| (currency, *amount));
+        let tasks = self
+            .tasks_live
+            .values()
+            .map(|(currency, amount)| (currency, *amount));
+        for (currency, amount) in live.chain(tasks) {
             *spent.cost.entry(currency.clone()).or_default() += amount;
         }
         let (cap, _) = reached(&self.cap, &spent)?;
-        self.reached = true;
-        Some(CapReached {
+        let reached = CapReached {
             cap: cap.clone(),
             spent: used(cap, &spent),
-        })
+        };
+        self.reached = Some(reached.clone());
+        Some(reached)
     }
 }
 
@@ -181,6 +243,24 @@ mod tests {
         assert_eq!(turn.session_cost(0.9, "USD"), None, "0.90 of 1.00");
         let reached = turn.prompt_ended(400, None).expect("1000 tokens");
         assert_eq!(reached.cap.unit, Unit::Tokens);
+    }
+
+    #[test]
+    fn a_tasks_spend_counts_with_its_turns_and_leaves_its_live_cost_at_its_end() {
+        let mut turn = TurnSpend::new(cap("1 USD, 1000 tokens"));
+        turn.set_baseline(Some((2.0, "USD".into())));
+        assert_eq!(turn.session_cost(2.25, "USD"), None, "the turn: 0.25");
+        assert_eq!(turn.task_cost("t1", 0.25, "USD"), None, "and its task: 0.50");
+        assert_eq!(
+            turn.task_ended("t1", 900, Some((0.5, "USD".into()))),
+            None,
+            "0.75, 900 tokens"
+        );
+        assert!(turn.reached().is_none());
+        let reached = turn.task_cost("t2", 0.25, "USD").expect("1.00 of 1.00");
+        assert!((reached.spent - 1.0).abs() < 1e-9, "{reached:?}");
+        assert_eq!(turn.reached(), Some(&reached), "kept, for the turn's other tasks");
+        assert_eq!(turn.task_ended("t2", 200, None), None, "told once");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use super::turn::{
     TurnFailure, summary,
 };
 use super::usage;
-use crate::budget::turn_cap::{CapReached, TurnSpend};
+use crate::budget::turn_cap::{CapReached, SharedSpend};
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
 use crate::media::{self, AgentTakes, MediaCache, MediaFetcher, MediaRef};
@@ -98,6 +98,9 @@ pub(crate) struct DriverLink {
     actions: mpsc::UnboundedSender<DriverAction>,
     task: JoinHandle<()>,
     span: tracing::Span,
+    /// The turn's spend against `--budget-turn-cap`, which its tasks
+    /// share (`None`: no cap).
+    spend: Option<SharedSpend>,
 }
 
 impl DriverLink {
@@ -110,6 +113,11 @@ impl DriverLink {
     /// The turn's span: the heart logs the turn's steps inside it.
     pub(super) fn span(&self) -> &tracing::Span {
         &self.span
+    }
+
+    /// The turn's spend against the per-turn cap, for a task it delegates.
+    pub(super) fn turn_spend(&self) -> Option<SharedSpend> {
+        self.spend.clone()
     }
 
     /// Waits for the driver to end (shutdown).
@@ -149,7 +157,7 @@ pub(crate) fn spawn(
         }) => services.groups.preface(relay, channel),
         _ => String::new(),
     };
-    let services_turn_spend = services.budget.turn_spend();
+    let spend = services.budget.turn_spend().map(SharedSpend::new);
     let driver = Driver {
         services,
         conversation,
@@ -168,13 +176,14 @@ pub(crate) fn spawn(
         context_for,
         context_mark: None,
         group_preface,
-        turn_spend: services_turn_spend,
+        turn_spend: spend.clone(),
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
         actions: actions_tx,
         task,
         span,
+        spend,
     }
 }
 
@@ -289,8 +298,9 @@ struct Driver {
     /// `groups`), put before every prompt of the turn; empty outside
     /// groups.
     group_preface: String,
-    /// The turn's spend against `--budget-turn-cap` (`None`: no cap).
-    turn_spend: Option<TurnSpend>,
+    /// The turn's spend against `--budget-turn-cap`, its tasks' with it
+    /// (`None`: no cap).
+    turn_spend: Option<SharedSpend>,
 }
 
 impl Driver {
@@ -528,9 +538,9 @@ impl Driver {
                 }
                 let usage = usage::record(&self.services.sessions, &self.conversation, &outcome);
                 self.count_spend(&usage);
-                let reached = self.turn_spend.as_mut().and_then(|spend| {
+                let reached = self.turn_spend.as_ref().and_then(|spend| {
                     let (tokens, cost) = usage.spent();
-                    spend.prompt_ended(tokens, cost)
+                    spend.lock().prompt_ended(tokens, cost)
                 });
                 let end = PromptEnd {
                     folded: outcome
@@ -558,13 +568,15 @@ impl Driver {
 
     /// A live report of the session's total cost, against the turn's cap;
     /// the session's cost before the prompt is read once per prompt.
-    fn live_cost(&mut self, total: f64, currency: &str) -> Option<CapReached> {
-        let spend = self.turn_spend.as_mut()?;
-        if spend.needs_baseline() {
+    fn live_cost(&self, total: f64, currency: &str) -> Option<CapReached> {
+        let spend = self.turn_spend.as_ref()?;
+        if spend.lock().needs_baseline() {
             let before = self.services.sessions.usage(&self.conversation).ok().flatten();
-            spend.set_baseline(before.and_then(|before| before.cost.zip(before.currency)));
+            spend
+                .lock()
+                .set_baseline(before.and_then(|before| before.cost.zip(before.currency)));
         }
-        spend.session_cost(total, currency)
+        spend.lock().session_cost(total, currency)
     }
 
     /// Tells the turn machine the turn passed its cap (counted and logged

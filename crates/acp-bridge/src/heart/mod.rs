@@ -280,6 +280,11 @@ impl Heart {
                 "I am busy with this conversation and set to drop messages that arrive meanwhile; please send it again when I have answered.".to_owned(),
             ),
             Decision::Absorb(framing) => {
+                // Folded into a turn, a mention is work as a turn's is:
+                // it passes the budget's check before it reaches the agent.
+                if let Some(refusal) = self.budget_refusal(&mention) {
+                    return self.refuse_over_budget(vec![(mention, refusal)]);
+                }
                 self.counters.absorbed += 1;
                 let mentions = vec![mention];
                 self.step(&key, Input::Absorb { mentions, framing });
@@ -580,6 +585,7 @@ impl Heart {
         if let Outcome::Capped(notice) = &outcome {
             metrics::budget_turn_capped();
             self.notices.give_up(work.clone(), notice.clone());
+            self.stop_tasks_of_capped_turn(key, ended.turn_id, notice);
         }
         if self.draining {
             // Failed and returned mentions stay pending in the journal.
@@ -638,7 +644,8 @@ impl Heart {
         if self.draining {
             return;
         }
-        while self.conversations.running_count() < self.settings.capacity {
+        // Delegated tasks on the pool hold turn slots too (see `tasks`).
+        while self.conversations.running_count() + self.tasks.on_pool() < self.settings.capacity {
             let now = crate::store::sql_now();
             let budget = &self.services.budget;
             let refused = self.conversations.refuse_next(|mention| {
@@ -685,6 +692,15 @@ impl Heart {
             }
         }
         metrics::queue_depth(self.conversations.waiting());
+    }
+
+    /// The limit work for `mention`'s author in its conversation would
+    /// pass now, if any (see [`crate::budget::Budget::refusal`]).
+    fn budget_refusal(&self, mention: &Mention) -> Option<crate::budget::Refusal> {
+        let now = crate::store::sql_now();
+        self.services
+            .budget
+            .refusal(&mention.author, mention.standing(), &mention.conversation, now)
     }
 
     /// Gives up mentions a budget refused, each told which limit and
@@ -737,7 +753,7 @@ impl Heart {
             return;
         }
         for (key, id) in self.conversations.take_due(now) {
-            let capacity = self.settings.capacity;
+            let capacity = self.settings.capacity.saturating_sub(self.tasks.on_pool());
             let Some((holdup, mention)) = self.conversations.why_waits(&key, &id, now, capacity) else {
                 continue;
             };

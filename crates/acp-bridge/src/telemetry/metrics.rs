@@ -149,7 +149,7 @@ const MCP_TOOLS: &[&str] = &[
     "read_thread",
 ];
 /// How delegated tasks (`heart/tasks`) ended.
-const TASK_OUTCOMES: &[&str] = &["done", "failed", "stopped"];
+const TASK_OUTCOMES: &[&str] = &["done", "failed", "stopped", "capped"];
 /// A schedule's fire time: run, run late (the start-up catch-up), or
 /// skipped (its previous run still waits or runs, or it could not be
 /// journaled).

@@ -21,9 +21,19 @@
 //! Bounds: a task's session gets its own MCP token, bound to the task's
 //! key, whose depth is the number of `/task/` in it; a session at depth
 //! [`MAX_DELEGATION_DEPTH`] cannot delegate. A conversation has at most
-//! [`MAX_OPEN_TASKS`] tasks running. A task's lease never waits for a
-//! free turn slot (the pool places it on the least loaded agent like any
-//! session), so a parent waiting for its task cannot starve it.
+//! [`MAX_OPEN_TASKS`] tasks running. A task on the pool takes one of the
+//! heart's turn slots (`--agents` × `--turns-per-agent`) until it ends,
+//! as a turn does; with none free the call is refused rather than made to
+//! wait, so a parent waiting for its task cannot deadlock the pool.
+//!
+//! Budgets: a task is work for the delegating turn's author (the author
+//! of the mention it works on) in its conversation. The budget is checked
+//! before a task starts, and a refusal is the tool's error; a task on the
+//! pool counts one turn when it starts, and what its prompt spends counts
+//! against that author and conversation and against the delegating
+//! turn's `--budget-turn-cap` (see [`runner`]). A task that takes the turn
+//! past its cap ends the turn as capped (its people told); a turn that
+//! ends capped stops its tasks.
 //!
 //! `to: <sibling bot>` hands the task to a sibling bot instead (see
 //! [`sibling`]); its reply is the result, which goes the same way.
@@ -31,7 +41,8 @@
 //! Tasks live in memory only: a daemon restart loses running tasks and
 //! their results (the delegating turn's mention resumes and the agent can
 //! delegate again). While the daemon runs no result is lost: every task
-//! ends in one of the three endings and reports it.
+//! ends in one of its endings and reports it (a capped one by ending its
+//! turn at the cap, or telling its people when that turn is over).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -48,6 +59,7 @@ mod sibling;
 use super::Heart;
 use super::tools::Answer;
 use super::turn::Input;
+use crate::budget::turn_cap::SharedSpend;
 use crate::mcp::{DelegateCall, FOREGROUND_WAIT};
 use crate::mention::{ConversationKey, Intent};
 use crate::prompt::{self, Framing};
@@ -71,6 +83,8 @@ pub(super) enum Ending {
     Done(String),
     Failed(String),
     Stopped,
+    /// Stopped at the delegating turn's `--budget-turn-cap`: the notice.
+    Capped(String),
 }
 
 impl Ending {
@@ -79,6 +93,7 @@ impl Ending {
             Ending::Done(_) => "done",
             Ending::Failed(_) => "failed",
             Ending::Stopped => "stopped",
+            Ending::Capped(_) => "capped",
         }
     }
 
@@ -88,6 +103,9 @@ impl Ending {
             Ending::Done(message) => message.clone(),
             Ending::Failed(why) => format!("The task failed: {why}"),
             Ending::Stopped => "The task was stopped before it ended.".to_owned(),
+            Ending::Capped(_) => {
+                "The task was stopped at the per-turn spending cap, and this turn with it.".to_owned()
+            }
         }
     }
 }
@@ -106,12 +124,24 @@ struct Task {
     owner: ConversationKey,
     /// The mention whose turn delegated it: its result is answered under it.
     under: crate::mention::Mention,
+    /// That turn's id: a task that takes it past its cap ends it.
+    turn_id: u64,
     state: State,
     /// A `background: false` call still waiting for the result.
     foreground: Option<oneshot::Sender<String>>,
     /// Handed to this sibling bot, by this message once posted: its reply
     /// to that message is the result.
     sibling: Option<(PublicKey, Option<EventId>)>,
+}
+
+/// A task just ended, as its delivery needs it.
+#[derive(Debug)]
+struct EndedTask {
+    owner: ConversationKey,
+    under: crate::mention::Mention,
+    turn_id: u64,
+    /// Its result went to a foreground call that waited for it.
+    returned: bool,
 }
 
 /// What a task's own work tells the heart.
@@ -149,7 +179,14 @@ impl Default for Tasks {
 }
 
 impl Tasks {
-    /// The conversation's tasks still running.
+    /// How many tasks run on the pool, each in a turn slot.
+    pub(super) fn on_pool(&self) -> usize {
+        self.tasks
+            .values()
+            .filter(|task| task.sibling.is_none() && matches!(task.state, State::Running { .. }))
+            .count()
+    }
+
     /// The ids of the conversation's tasks still running, oldest first.
     pub(super) fn running_in(&self, key: &ConversationKey) -> Vec<&str> {
         let mut running: Vec<(u64, &str)> = self
@@ -246,10 +283,13 @@ impl Heart {
                 "this conversation already has {MAX_OPEN_TASKS} tasks running; wait for one to end or stop one"
             ));
         }
-        let under = self
+        let (under, turn_id, spend) = self
             .conversations
             .running(key)
-            .map(|running| running.turn.working_on().clone())
+            .map(|running| {
+                let under = running.turn.working_on().clone();
+                (under, running.turn_id, running.link.turn_spend())
+            })
             .ok_or(
                 "no turn is in flight in this conversation: delegate works only while you answer a message",
             )?;
@@ -258,12 +298,25 @@ impl Heart {
                 "a private conversation cannot mention another bot: delegate to \"self\" here".to_owned(),
             );
         }
+        self.may_spend_on_task(key, &under, spend.as_ref(), sibling.is_none())?;
         self.tasks.next_id += 1;
         let id = format!("t{}", self.tasks.next_id);
         let stop = CancellationToken::new();
         let news = self.tasks.news_tx.clone();
         match sibling {
-            None => self.run_on_self(key, &id, &call.prompt, stop.clone(), news),
+            None => {
+                let now = crate::store::sql_now();
+                self.services.budget.turn_started(key, &under.author, now);
+                let payer = runner::Payer {
+                    budget: self.services.budget.clone(),
+                    sessions: self.services.sessions.clone(),
+                    conversation: key.clone(),
+                    author: under.author,
+                    cap: spend,
+                    task: id.clone(),
+                };
+                self.run_on_self(key, &id, &call.prompt, payer, (stop.clone(), news))
+            }
             Some(bot) => self.hand_to_sibling(&under, bot, &id, &call.prompt, stop.clone(), news),
         }
         tracing::info!(conversation = %key, task_id = %id, background = call.background, "task started");
@@ -273,6 +326,7 @@ impl Heart {
                 number: self.tasks.next_id,
                 owner: key.clone(),
                 under,
+                turn_id,
                 state: State::Running {
                     stop,
                     since: Instant::now(),
@@ -284,26 +338,60 @@ impl Heart {
         Ok(id)
     }
 
-    /// Runs the task on a fresh session of the pool.
+    /// Whether a task for the turn working on `under` may start: the
+    /// budget of its author and conversation, the turn's cap, and (for a
+    /// task on the pool) a free turn slot. Each refusal is the tool's
+    /// error, for the model to read.
+    fn may_spend_on_task(
+        &self,
+        key: &ConversationKey,
+        under: &crate::mention::Mention,
+        spend: Option<&SharedSpend>,
+        on_pool: bool,
+    ) -> Result<(), String> {
+        if let Some(refusal) = self.budget_refusal(under) {
+            tracing::info!(conversation = %key, scope = refusal.scope.label(), "task refused: budget spent");
+            metrics::budget_refused(refusal.scope.label());
+            return Err(format!("no task started: {}", refusal.reason()));
+        }
+        if let Some(reached) = spend.and_then(|spend| spend.lock().reached().cloned()) {
+            return Err(format!(
+                "no task started: this turn reached the per-turn spending cap ({} of {})",
+                reached.cap.show(reached.spent),
+                reached.cap
+            ));
+        }
+        let capacity = self.settings.capacity;
+        let busy = self.conversations.running_count() + self.tasks.on_pool();
+        if on_pool && busy >= capacity {
+            tracing::info!(conversation = %key, busy, capacity, "task refused: every turn slot is taken");
+            return Err(format!(
+                "no task started: every agent turn is taken ({busy} of {capacity}); do the work in this turn, or delegate once one has ended"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs the task on a fresh session of the pool, on `payer`'s account.
     fn run_on_self(
         &self,
         key: &ConversationKey,
         id: &str,
         prompt: &str,
-        stop: CancellationToken,
-        news: mpsc::Sender<TaskNews>,
+        payer: runner::Payer,
+        (stop, news): (CancellationToken, mpsc::Sender<TaskNews>),
     ) {
         let task_key = ConversationKey::from_journal(&format!("{key}{TASK_SEGMENT}{id}"));
         let span = tracing::info_span!("task", task_id = %id, conversation = %task_key);
-        let run = runner::run(
-            self.services.pool.clone(),
+        let run = runner::Run {
+            pool: self.services.pool.clone(),
             // A task runs on its conversation's profile.
-            self.services.profiles.of(key),
-            self.services.options,
-            task_key,
-            prompt::task_prompt(id, prompt),
-            stop,
-        );
+            profile: self.services.profiles.of(key),
+            options: self.services.options,
+            key: task_key,
+            prompt: prompt::task_prompt(id, prompt),
+        };
+        let run = runner::run(run, payer, stop);
         let id = id.to_owned();
         tokio::spawn(
             async move {
@@ -331,35 +419,25 @@ impl Heart {
     }
 
     /// A task ended: its result goes to a foreground call still waiting,
-    /// else into the delegating conversation (see the module doc).
+    /// else into the delegating conversation (see the module doc). A task
+    /// that took its turn past the per-turn cap ends that turn instead.
     fn on_task_ended(&mut self, id: String, ending: Ending) {
+        let capped = match &ending {
+            Ending::Capped(notice) => Some(notice.clone()),
+            _ => None,
+        };
+        let text = ending.result_text();
         // A task ends once: a stop after a sibling's reply changes nothing.
-        let Some(task) = self
-            .tasks
-            .tasks
-            .get_mut(&id)
-            .filter(|task| matches!(task.state, State::Running { .. }))
-        else {
+        let Some(ended) = self.settle_task(&id, ending) else {
             return;
         };
-        metrics::delegated_task(ending.label());
-        tracing::info!(conversation = %task.owner, task_id = %id, outcome = ending.label(), "task ended");
-        let text = ending.result_text();
-        task.state = State::Ended(ending);
-        let foreground = task.foreground.take();
-        let (owner, under) = (task.owner.clone(), task.under.clone());
-        self.tasks.ended.push_back(id.clone());
-        if self.tasks.ended.len() > ENDED_TASKS_KEPT
-            && let Some(oldest) = self.tasks.ended.pop_front()
-        {
-            self.tasks.tasks.remove(&oldest);
+        if let Some(notice) = capped {
+            return self.task_capped(ended, notice);
         }
-        if let Some(waiting) = foreground
-            && waiting.send(text.clone()).is_ok()
-        {
-            tracing::info!(task_id = %id, "task result returned to the waiting tool call");
+        if ended.returned {
             return;
         }
+        let EndedTask { owner, under, .. } = ended;
         // In a live turn the result joins the mention it works on now, so
         // the turn's answer still threads under that one.
         let live = self
@@ -386,6 +464,80 @@ impl Heart {
         }
     }
 
+    /// Marks the running task `id` ended (counted, logged, its result
+    /// handed to a foreground call still waiting for it); `None` when it
+    /// had already ended.
+    fn settle_task(&mut self, id: &str, ending: Ending) -> Option<EndedTask> {
+        let task = self
+            .tasks
+            .tasks
+            .get_mut(id)
+            .filter(|task| matches!(task.state, State::Running { .. }))?;
+        metrics::delegated_task(ending.label());
+        tracing::info!(conversation = %task.owner, task_id = %id, outcome = ending.label(), "task ended");
+        let text = ending.result_text();
+        task.state = State::Ended(ending);
+        let foreground = task.foreground.take();
+        let ended = EndedTask {
+            owner: task.owner.clone(),
+            under: task.under.clone(),
+            turn_id: task.turn_id,
+            returned: foreground.is_some_and(|waiting| waiting.send(text).is_ok()),
+        };
+        if ended.returned {
+            tracing::info!(task_id = %id, "task result returned to the waiting tool call");
+        }
+        self.tasks.ended.push_back(id.to_owned());
+        if self.tasks.ended.len() > ENDED_TASKS_KEPT
+            && let Some(oldest) = self.tasks.ended.pop_front()
+        {
+            self.tasks.tasks.remove(&oldest);
+        }
+        Some(ended)
+    }
+
+    /// A task took its turn past the per-turn cap: the turn, if still in
+    /// flight, ends capped (its people told, its other tasks stopped);
+    /// else the people under its mention are told. Its result is not
+    /// delivered: another turn would spend past the cap.
+    fn task_capped(&mut self, ended: EndedTask, notice: String) {
+        let live = self
+            .conversations
+            .running(&ended.owner)
+            .is_some_and(|running| running.turn_id == ended.turn_id);
+        if live {
+            self.step(&ended.owner, Input::CapReached(notice));
+        } else {
+            self.notices.inform(ended.under, notice);
+        }
+    }
+
+    /// Turn `turn_id` of `key` ended at the per-turn cap (`notice`): its
+    /// tasks still running stop, and end capped without a result.
+    pub(in crate::heart) fn stop_tasks_of_capped_turn(
+        &mut self,
+        key: &ConversationKey,
+        turn_id: u64,
+        notice: &str,
+    ) {
+        let of_turn: Vec<String> = self
+            .tasks
+            .tasks
+            .iter()
+            .filter(|(_, task)| task.owner == *key && task.turn_id == turn_id)
+            .filter_map(|(id, task)| match &task.state {
+                State::Running { stop, .. } => {
+                    stop.cancel();
+                    Some(id.clone())
+                }
+                State::Ended(_) => None,
+            })
+            .collect();
+        for id in of_turn {
+            self.settle_task(&id, Ending::Capped(notice.to_owned()));
+        }
+    }
+
     /// `task_status`: where the conversation's task stands.
     pub(super) fn task_status(&mut self, key: &ConversationKey, id: &str) -> Result<String, String> {
         let task = self.tasks.of(key, id)?;
@@ -396,6 +548,7 @@ impl Heart {
             State::Ended(Ending::Done(message)) => format!("task {id} is done; its result: {message}"),
             State::Ended(Ending::Failed(why)) => format!("task {id} failed: {why}"),
             State::Ended(Ending::Stopped) => format!("task {id} was stopped"),
+            State::Ended(Ending::Capped(_)) => format!("task {id} was stopped at the per-turn spending cap"),
         })
     }
 
