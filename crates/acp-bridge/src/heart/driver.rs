@@ -343,6 +343,7 @@ impl Driver {
                         &self.conversation,
                         &lease,
                         self.steer,
+                        self.services.options.permission,
                         anchor,
                     )
                     .await;
