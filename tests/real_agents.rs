@@ -590,6 +590,58 @@ async fn claude_asks_the_owner_with_its_question_tool() {
     println!("claude's answer after the owner's choice: {}", answer.content);
 }
 
+/// Under `--permission-policy ask-owner`, claude-agent-acp's sessions run
+/// in its ask-every-time mode (`default`), not the `auto` it starts in by
+/// itself, where a classifier approves calls (issue 35 §4): `check` and
+/// `!status` say so, and the model's file write is put to the owner as a
+/// permission question before it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_ask_owner_claude_puts_a_file_write_to_the_owner() {
+    let provider = provider(Streaming::default());
+    let claude = RealAgent::claude(&provider);
+    // As an operator's Claude Code settings may say; without them claude
+    // starts in `auto` itself where the model supports it.
+    write(
+        &claude.home.join(".claude/settings.json"),
+        r#"{"permissions":{"defaultMode":"auto"}}"#,
+    );
+    let notes = claude.home.join("notes.txt");
+    provider.use_tool(ScriptedToolUse {
+        trigger: "write the notes".into(),
+        name: "Write".into(),
+        input: serde_json::json!({"file_path": notes, "content": "the notes\n"}),
+    });
+    let (checked, passed) = claude.check(&["--permission-policy", "ask-owner"]);
+    let said = checked
+        .lines()
+        .find(|line| line.contains("a session opens"))
+        .unwrap_or_default()
+        .to_owned();
+    println!("check: {said}");
+    assert!(passed, "{checked}");
+    assert!(
+        said.contains("(mode default: --permission-policy ask-owner starts each session in it"),
+        "{checked}"
+    );
+
+    let scene = claude.scene(&["--permission-policy", "ask-owner"]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let mention = scene.mention("room", "please write the notes").await;
+    let question = owner
+        .reply_containing(&bot, &mention.id, "The agent asks for permission")
+        .await;
+    println!("the owner is asked: {}", question.content);
+    assert!(!notes.exists(), "the write ran before the owner answered");
+    owner
+        .reply_in_group(&bot, "room", &mention.id, &question.id, "1")
+        .await;
+    owner.reply_containing(&bot, &mention.id, "reply to: ").await;
+    let status = answer(&scene, "!status").await;
+    println!("!status: {status}");
+    assert!(status.contains("Its session: model "), "{status}");
+    assert!(status.contains(", mode default,"), "{status}");
+}
+
 /// claude-agent-acp is offered the bridge's own MCP server (loopback HTTP,
 /// a bearer token of the session), lists its tools to the model as
 /// `mcp__acp_bridge__*`, and the model's `post_message` call lands in the

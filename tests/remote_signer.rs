@@ -87,6 +87,59 @@ async fn a_turn_and_a_dm_are_signed_and_decrypted_by_the_remote_signer_with_no_k
     assert!(no_secret_on_the_host(&scene), "{}", scene.bridge.log.tail(40));
 }
 
+/// A relay that sends no `OK` for the daemon's NIP-46 requests (ephemeral
+/// kind 24133, as nostr-rs-relay 0.8 treats them; issue 35 §5): a DM,
+/// answered through the bunker, costs each signature the bunker's time, not
+/// a wait for an `OK` that never comes (nostr-connect's client waited 10 s
+/// for it before reading the answer it had, per request). The bunker's own
+/// answers are acknowledged: its wait for `OK` is the bunker's business
+/// (nostr-connect's signer side waits the same way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_is_answered_at_the_bunkers_pace_through_a_relay_that_never_acknowledges_requests() {
+    /// nostr-relay-pool's wait for an `OK` (its `WAIT_FOR_OK_TIMEOUT`).
+    const OK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+    let mut stage = Scene::builder()
+        .flags(&["--signer-timeout", SIGNER_TIMEOUT])
+        .stage_on(PickyRelay::start().await)
+        .await;
+    let signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await;
+    let file = temp_dir("bunker").join("bunker-uri");
+    std::fs::write(&file, signer.bunker_uri()).expect("write the bunker URI");
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+    std::fs::set_permissions(&file, private).expect("chmod 600");
+    stage.spec.signer_file = Some(file);
+    let bunker = signer.public_key();
+    let is_request =
+        move |event: &nostr_sdk::prelude::Event| event.kind.is_ephemeral() && event.pubkey != bunker;
+    stage.relay.answer_with(move |event| match is_request(event) {
+        true => Answer::Hold,
+        false => Answer::Accept,
+    });
+    let scene = stage.start().await;
+    let before = scene.relay.received(is_request).len();
+
+    let asked = std::time::Instant::now();
+    let dm_text = "a private word past a relay that never says OK";
+    scene.owner.dm(&scene.bot, dm_text).await;
+    scene.owner.dm_containing(&scene.bot, dm_text).await;
+    let took = asked.elapsed();
+    let requests = scene.relay.received(is_request).len() - before;
+    println!(
+        "DM answered through the bunker in {} ms over {requests} signer requests, none acknowledged (a wait for each OK: {} s)",
+        took.as_millis(),
+        requests as u64 * OK_WAIT.as_secs()
+    );
+    assert!(
+        requests >= 3,
+        "the DM took the bunker's decryptions and signatures: {requests}"
+    );
+    assert!(
+        took < OK_WAIT,
+        "{} ms: a request still waits for the relay's OK",
+        took.as_millis()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signer_outage_mid_turn_holds_the_answer_until_the_signer_is_back_then_it_goes_out_once() {
     let (stage, mut signer) = signing_stage(Scene::builder().metrics(), true).await;

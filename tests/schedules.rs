@@ -483,3 +483,34 @@ async fn a_schedules_runs_use_its_agent_profile() {
         .dm_containing(&scene.bot, "controlled (this conversation's)")
         .await;
 }
+
+/// `!every` with an interval past the calendar's end (issue 35 §4) is
+/// refused in one line, keeps no row, and the daemon goes on: before the
+/// bounds it panicked on the first fire time, and again at every start
+/// from the kept row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_every_past_the_calendars_end_is_refused_in_one_line() {
+    let mut scene = Scene::builder().start().await;
+    scene.owner.dm(&scene.bot, "!every 100000000d overflow").await;
+    let refused = scene
+        .owner
+        .dm_containing(
+            &scene.bot,
+            "Not scheduled: the interval is at most 366d (a year).",
+        )
+        .await;
+    assert_eq!(refused.content.lines().count(), 1, "{}", refused.content);
+    println!("refusal: {}", refused.content);
+    scene.owner.dm(&scene.bot, "!every 366d yearly review").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "Scheduled c1: every 366d")
+        .await;
+    scene.bridge.terminate(EXIT_WITHIN).await;
+    scene.restart(scene.spec()).await;
+    scene.owner.dm(&scene.bot, "!schedules").await;
+    scene
+        .owner
+        .dm_containing(&scene.bot, "c1 (every 366d, in dm: yearly review)")
+        .await;
+}

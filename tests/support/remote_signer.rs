@@ -64,6 +64,11 @@ impl RemoteSigner {
         }
     }
 
+    /// The bunker's own key, which signs its answers.
+    pub fn public_key(&self) -> PublicKey {
+        self.keys.signer.public_key()
+    }
+
     /// The `bunker://` URI the daemon is given, secret included.
     pub fn bunker_uri(&self) -> String {
         self.uri().to_string()

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use acp_client::{AcpError, AgentClient, ClientConfig};
+use acp_client::{AcpError, AgentClient, ClientConfig, ControlKind};
 use nostr_sdk::prelude::{
     Client, Filter, Kind, MachineReadablePrefix, PublicKey, Relay, RelayMessage, RelayNotification, RelayUrl,
     SubscribeOptions, SubscriptionId, Timestamp,
@@ -28,7 +28,7 @@ use crate::flags::flag_spelling;
 use crate::identity::{self, Held, Wanted};
 use crate::intake::interest::Interest;
 use crate::mention::npub;
-use crate::pool::{AgentSettings, AuthChoice, AuthPolicy, agent_command};
+use crate::pool::{AgentSettings, AuthChoice, AuthPolicy, PermissionPolicyArg, agent_command, policy_mode};
 use crate::profiles::DEFAULT_PROFILE;
 use crate::signer::{BotSigner, SignerSource};
 
@@ -70,7 +70,7 @@ pub async fn run(settings: &Settings) -> bool {
     let secrets_ok = check_secret_files(settings);
     let mut agent_ok = true;
     for profile in settings.agent_profiles.all() {
-        agent_ok &= check_agent(&profile.name, &profile.agent).await;
+        agent_ok &= check_agent(&profile.name, &profile.agent, settings.turns.permission_policy).await;
     }
     let mut relays_ok = true;
     for relay in &settings.relays.bot {
@@ -144,7 +144,7 @@ fn check_secret_files(settings: &Settings) -> bool {
 
 /// Starts agent profile `profile`'s agent once (the flags' one profile,
 /// `default`, is not named).
-async fn check_agent(profile: &str, agent: &AgentSettings) -> bool {
+async fn check_agent(profile: &str, agent: &AgentSettings, policy: PermissionPolicyArg) -> bool {
     let command = agent_command(agent, "check");
     let program = format!("`{} {}`", agent.command, agent.args.join(" "));
     let shown = if profile == DEFAULT_PROFILE {
@@ -179,7 +179,7 @@ async fn check_agent(profile: &str, agent: &AgentSettings) -> bool {
                     "goose's steer is tried, cancel + merge otherwise"
                 }
             );
-            check_auth(agent, &client, &info).await
+            check_auth(agent, &client, &info, policy).await
         }
         Err(error) => {
             println!("agent: FAILED {shown}: {error}");
@@ -201,8 +201,14 @@ async fn check_agent(profile: &str, agent: &AgentSettings) -> bool {
 }
 
 /// Lists the agent's auth methods, authenticates as the daemon would, and
-/// opens a session to prove the agent takes work.
-async fn check_auth(agent: &AgentSettings, client: &AgentClient, info: &acp_client::AgentInfo) -> bool {
+/// opens a session to prove the agent takes work; says the mode its
+/// sessions run in under `policy`.
+async fn check_auth(
+    agent: &AgentSettings,
+    client: &AgentClient,
+    info: &acp_client::AgentInfo,
+    policy: PermissionPolicyArg,
+) -> bool {
     let offered: Vec<String> = info.auth_methods.iter().map(|method| method.describe()).collect();
     println!(
         "auth: the agent offers {}",
@@ -223,8 +229,11 @@ async fn check_auth(agent: &AgentSettings, client: &AgentClient, info: &acp_clie
         }
     }
     match client.new_session(&agent.cwd, Vec::new()).await {
-        Ok(_) => {
-            println!("agent: ok, a session opens");
+        Ok(session) => {
+            println!(
+                "agent: ok, a session opens{}",
+                session_mode(client, &session, policy)
+            );
             true
         }
         Err(AcpError::Rpc { error, .. }) if error.code == acp_client::codes::AUTH_REQUIRED => {
@@ -238,6 +247,32 @@ async fn check_auth(agent: &AgentSettings, client: &AgentClient, info: &acp_clie
             println!("agent: FAILED to open a session: {error}");
             false
         }
+    }
+}
+
+/// The mode the daemon's sessions run in under `policy` (see
+/// `pool::policy_mode`), as ` (mode …)`; empty when the agent offers no
+/// modes.
+fn session_mode(
+    client: &AgentClient,
+    session: &acp_client::SessionId,
+    policy: PermissionPolicyArg,
+) -> String {
+    let Some(mode) = client.session_controls(session).control(ControlKind::Mode) else {
+        return String::new();
+    };
+    let own = mode.current.clone().unwrap_or_else(|| "unsaid".to_owned());
+    let flag = format!("--permission-policy {}", flag_spelling(&policy));
+    match (policy_mode(policy.into(), &mode), policy) {
+        (Some(wanted), _) => {
+            format!(
+                " (mode {wanted}: {flag} starts each session in it unless the owner chooses with !mode; the agent's own is {own})"
+            )
+        }
+        (None, PermissionPolicyArg::Allow) => format!(" (mode {own}, the agent's own under {flag})"),
+        (None, _) => format!(
+            " (mode {own}, the agent's own: it offers no mode that asks every time, so {flag} answers only what it asks)"
+        ),
     }
 }
 

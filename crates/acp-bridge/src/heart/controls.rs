@@ -20,14 +20,20 @@
 //! A choice the agent does not offer, or refuses, at a turn's start is
 //! dropped (logged), and the owner is told once, in the turn's thread; the
 //! agent's own value stays.
+//!
+//! Without the owner's `!mode`, a session starts in the mode the operator's
+//! `--permission-policy` wants (`pool::policy_mode`: under ask-owner the
+//! agent's ask-every-time mode, not a self-approving `auto`), set when the
+//! lease opened the session. Only then: a mode the agent or an approved
+//! question moves to later in the live session stays until it ends.
 
-use acp_client::{AgentClient, Control, ControlKind, SessionId};
+use acp_client::{AgentClient, Control, ControlKind, PermissionPolicy, SessionId};
 use serde::{Deserialize, Serialize};
 
 use super::notices::Notices;
 use super::steer_strategy::SteerMethod;
 use crate::mention::{ConversationKey, Mention};
-use crate::pool::Lease;
+use crate::pool::{Lease, policy_mode};
 use crate::reply::Replier;
 use crate::store::Controls;
 
@@ -217,7 +223,8 @@ fn chosen(controls: &Controls, key: &ConversationKey, kind: ControlKind) -> Opti
         .flatten()
 }
 
-/// At a turn's start, on its leased session: [`align`]s it, and tells the
+/// At a turn's start, on its leased session: [`align`]s it (in the mode
+/// `policy` wants when the lease opened the session), and tells the
 /// owner in the thread of `anchor` (the turn's newest mention) of each
 /// choice that could not apply. Takes the store and the replier, not the
 /// driver's `TurnServices`, since the driver calls it (no import loop).
@@ -227,9 +234,11 @@ pub(crate) async fn on_lease(
     key: &ConversationKey,
     lease: &Lease,
     steer: SteerMethod,
+    policy: PermissionPolicy,
     anchor: Option<&Mention>,
 ) {
-    let notes = align(controls, key, &lease.client, &lease.session, steer).await;
+    let starts = lease.opened.then_some(policy);
+    let notes = align(controls, key, &lease.client, &lease.session, steer, starts).await;
     if let Some(anchor) = anchor {
         let notices = Notices::new(replier.clone());
         for note in notes {
@@ -239,14 +248,17 @@ pub(crate) async fn on_lease(
 }
 
 /// Records what the agent offers the session, and applies the owner's
-/// choices the session does not hold. Returns what the owner must be told
-/// (a choice that could not apply).
+/// choices the session does not hold; on a session that starts under
+/// `starts` (a permission policy), the policy's mode when the owner chose
+/// none. Returns what the owner must be told (a choice that could not
+/// apply).
 async fn align(
     controls: &Controls,
     key: &ConversationKey,
     client: &AgentClient,
     session: &SessionId,
     steer: SteerMethod,
+    starts: Option<PermissionPolicy>,
 ) -> Vec<String> {
     let described = client.session_controls(session);
     let mut offer = Offer {
@@ -269,6 +281,11 @@ async fn align(
         }
     }
     let mut notes = Vec::new();
+    if let Some(policy) = starts
+        && chosen(controls, key, ControlKind::Mode).is_none()
+    {
+        start_in_policy_mode(client, session, &mut offer, policy).await;
+    }
     for kind in ControlKind::ALL {
         let Some(wanted) = chosen(controls, key, kind) else {
             continue;
@@ -310,6 +327,37 @@ async fn align(
         offer.keep(controls, key);
     }
     notes
+}
+
+/// Sets the mode `policy` wants (see `pool::policy_mode`) on a session
+/// that just started, when the session does not hold it already. A
+/// refusal is logged and the agent's mode stays: the operator learns it
+/// from the log and `!status`, and the turn runs all the same.
+async fn start_in_policy_mode(
+    client: &AgentClient,
+    session: &SessionId,
+    offer: &mut Offer,
+    policy: PermissionPolicy,
+) {
+    let Some(control) = offer.mode.as_mut() else {
+        return;
+    };
+    let Some(wanted) = policy_mode(policy, control) else {
+        return;
+    };
+    if control.current.as_deref() == Some(wanted) {
+        return;
+    }
+    let was = control.current.clone().unwrap_or_default();
+    match client.set_control(session, &control.route, wanted).await {
+        Ok(()) => {
+            tracing::info!(session = %session, mode = wanted, was, "session started in the permission policy's mode");
+            control.current = Some(wanted.to_owned());
+        }
+        Err(error) => {
+            tracing::warn!(session = %session, mode = wanted, was, %error, "the agent refused the permission policy's mode; its own stays");
+        }
+    }
 }
 
 /// `!status`'s words for the conversation's model, mode and steer path.

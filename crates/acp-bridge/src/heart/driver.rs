@@ -353,6 +353,7 @@ impl Driver {
                         &self.conversation,
                         &lease,
                         self.steer,
+                        self.services.options.permission,
                         anchor,
                     )
                     .await;

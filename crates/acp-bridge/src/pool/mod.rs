@@ -22,6 +22,7 @@ mod auth;
 mod breaker;
 mod launcher;
 mod live_sessions;
+mod policy_mode;
 mod pools;
 pub(crate) mod reaper;
 mod sessions;
@@ -46,6 +47,7 @@ use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
 pub(crate) use launcher::{agent_command, check_program};
 pub(crate) use live_sessions::LiveBounds;
+pub(crate) use policy_mode::policy_mode;
 pub(crate) use pools::Pools;
 use sessions::SessionBook;
 
@@ -137,6 +139,10 @@ impl PoolError {
 pub(crate) struct Lease {
     pub client: AgentClient,
     pub session: SessionId,
+    /// This lease opened the session (new, resumed or loaded) rather than
+    /// finding it live: the session starts here, in the mode the
+    /// permission policy wants ([`policy_mode`]).
+    pub opened: bool,
     /// Whose session it is: its release ends a turn on that session.
     conversation: ConversationKey,
     slot: usize,
@@ -250,6 +256,7 @@ impl Pool {
         };
         self.requests.send(request).map_err(|_| PoolError::ShutDown)?;
         let grant = granted.await.map_err(|_| PoolError::ShutDown)??;
+        let opened = grant.session.is_none();
         let session = match grant.session {
             Some(session) => {
                 self.sessions.mark_used(conversation);
@@ -278,6 +285,7 @@ impl Pool {
         Ok(Lease {
             client: grant.client,
             session,
+            opened,
             conversation: conversation.clone(),
             slot,
             generation,

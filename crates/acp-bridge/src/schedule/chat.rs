@@ -22,6 +22,14 @@ use crate::store::{ChatScheduleRow, ChatSchedules};
 /// The shortest `!every` interval: a run a second is already more than any
 /// agent answers in, and the schedule's previous run still going skips a fire.
 const SHORTEST_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest `!every` interval, a leap year: a longer one is a typo more
+/// likely than a plan, and one past the calendar's end (`!every
+/// 100000000d`) has no fire time at all (issue 35 §4).
+const LONGEST_INTERVAL: Duration = Duration::from_secs(366 * 86_400);
+/// How many schedules the chat may keep at once: each is a paid run at
+/// its times, and each a timer the scheduler holds; the config file's
+/// `[[schedule]]` entries are not counted.
+const MAX_CHAT_SCHEDULES: usize = 50;
 
 /// What the running scheduler is told of the chat's schedules.
 #[derive(Debug)]
@@ -91,9 +99,8 @@ impl Planner {
         let Some((interval, prompt)) = split_spec(spec) else {
             return USAGE.to_owned();
         };
-        let interval = match parse_duration(interval) {
-            Ok(interval) if interval >= SHORTEST_INTERVAL && interval.subsec_nanos() == 0 => interval,
-            Ok(_) => return format!("Not scheduled: the interval is whole seconds, at least 1s. {USAGE}"),
+        let interval = match parse_duration(interval).and_then(checked_interval) {
+            Ok(interval) => interval,
             Err(reason) => return format!("Not scheduled: {reason}. {USAGE}"),
         };
         let when = When::Every { interval, since: now };
@@ -144,6 +151,16 @@ impl Planner {
             Ok(target) => target,
             Err(reason) => return format!("Not scheduled: {reason}."),
         };
+        match self.store.all() {
+            Ok(kept) if kept.len() >= MAX_CHAT_SCHEDULES => {
+                return format!(
+                    "Not scheduled: {} chat schedules are kept, the most there may be; remove one with !unschedule <id> (the ids are in !schedules).",
+                    kept.len()
+                );
+            }
+            Ok(_) => {}
+            Err(error) => return format!("Not scheduled: cannot read the kept schedules ({error})."),
+        }
         let number = match self.store.next_number() {
             Ok(number) => number,
             Err(error) => return format!("Not scheduled: cannot read the kept schedules ({error})."),
@@ -174,6 +191,21 @@ impl Planner {
         let _ = self.changes.send(Change::Add(Box::new(schedule)));
         answer
     }
+}
+
+/// `interval` when `!every` may take it: whole seconds, from
+/// [`SHORTEST_INTERVAL`] to [`LONGEST_INTERVAL`]; else why not.
+fn checked_interval(interval: Duration) -> Result<Duration, String> {
+    if interval.subsec_nanos() != 0 || interval < SHORTEST_INTERVAL {
+        return Err("the interval is whole seconds, at least 1s".to_owned());
+    }
+    if interval > LONGEST_INTERVAL {
+        return Err(format!(
+            "the interval is at most {} (a year)",
+            seconds_text(LONGEST_INTERVAL.as_secs())
+        ));
+    }
+    Ok(interval)
 }
 
 /// A chat schedule's words for `!schedules` and its answer.
@@ -261,7 +293,11 @@ fn from_row(row: ChatScheduleRow) -> Result<Schedule, String> {
     let since = DateTime::from_timestamp(row.since, 0).ok_or("a bad time")?;
     let when = match row.timing.split_once(':') {
         Some(("every", seconds)) => When::Every {
-            interval: Duration::from_secs(seconds.parse().map_err(|_| "a bad interval")?),
+            interval: seconds
+                .parse()
+                .map_err(|_| "a bad interval".to_owned())
+                .map(Duration::from_secs)
+                .and_then(checked_interval)?,
             since,
         },
         Some(("once", at)) => When::Once(
@@ -318,6 +354,66 @@ mod tests {
         assert!(!is_chat_id("c"));
         assert!(!is_chat_id("standup"));
         assert!(!is_chat_id("c1a"));
+    }
+
+    #[test]
+    fn every_takes_whole_seconds_from_one_second_to_a_year() {
+        assert_eq!(
+            checked_interval(Duration::from_secs(1)),
+            Ok(Duration::from_secs(1))
+        );
+        assert_eq!(checked_interval(LONGEST_INTERVAL), Ok(LONGEST_INTERVAL));
+        assert!(checked_interval(Duration::from_millis(1500)).is_err());
+        let refusal = checked_interval(LONGEST_INTERVAL + Duration::from_secs(1)).unwrap_err();
+        assert_eq!(refusal, "the interval is at most 366d (a year)");
+    }
+
+    /// A row kept before the bounds (or written by hand) whose interval
+    /// runs past the calendar's end is refused by the loader, by name:
+    /// it does not run, and the start does not panic on it.
+    #[test]
+    fn a_kept_row_with_an_overflowing_interval_is_refused_not_run() {
+        let row = ChatScheduleRow {
+            id: "c1".into(),
+            timing: format!("every:{}", 100_000_000_u64 * 86_400),
+            target: Target::Dm.to_string(),
+            prompt: "ping".into(),
+            since: at("2026-11-26T12:00:00Z").timestamp(),
+        };
+        let refusal = from_row(row).expect_err("out of bounds");
+        assert!(refusal.contains("at most 366d"), "{refusal}");
+    }
+
+    /// Past [`MAX_CHAT_SCHEDULES`] kept, `!every` and `!at` are refused in
+    /// one line naming the way out; removing one makes room again.
+    #[test]
+    fn the_chat_keeps_at_most_its_cap_of_schedules() {
+        let dir = crate::store::scratch::ScratchDir::new("chat-cap");
+        let store = std::sync::Arc::new(crate::store::Store::open(dir.path()).expect("store"));
+        let (planner, _heard) = Planner::new(ChatSchedules::new(store), Board::default());
+        let mut mention = crate::mention::test_mention("dm", 1, "", true);
+        mention.thread = Thread::Direct {
+            peer: mention.author,
+            message: mention.event_id,
+        };
+        let now = at("2026-11-26T12:00:00Z");
+        for n in 1..=MAX_CHAT_SCHEDULES {
+            let set = planner.every("1h ping", &mention, now);
+            assert!(set.starts_with(&format!("Scheduled c{n}:")), "{set}");
+        }
+        for refused in [
+            planner.every("1h one too many", &mention, now),
+            planner.at("+1h one too many", &mention, now),
+        ] {
+            assert!(
+                refused.starts_with("Not scheduled: 50 chat schedules are kept, the most there may be;"),
+                "{refused}"
+            );
+            assert_eq!(refused.lines().count(), 1, "{refused}");
+        }
+        assert!(planner.unschedule("c1").starts_with("Unscheduled c1"));
+        let set = planner.every("1h room again", &mention, now);
+        assert!(set.starts_with("Scheduled c51:"), "{set}");
     }
 
     #[test]

@@ -70,15 +70,18 @@ impl When {
     pub(crate) fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
             When::Cron(cron) => cron.next_after(after),
+            // Checked throughout: an interval past the calendar's end (a
+            // kept `every:8640000000000`) has no next time, it never panics.
             When::Every { interval, since } => {
                 let step = chrono::Duration::from_std(*interval).ok()?;
                 if after < *since {
-                    return Some(*since + step);
+                    return since.checked_add_signed(step);
                 }
                 let step_ms = step.num_milliseconds().max(1);
                 let elapsed = (after - *since).num_milliseconds();
                 let steps = elapsed / step_ms + 1;
-                Some(*since + chrono::Duration::milliseconds(steps.checked_mul(step_ms)?))
+                let ahead = chrono::Duration::try_milliseconds(steps.checked_mul(step_ms)?)?;
+                since.checked_add_signed(ahead)
             }
             When::Once(at) => (*at > after).then_some(*at),
         }
@@ -150,6 +153,17 @@ pub(super) mod tests {
     fn a_date_that_never_comes_has_no_next_time() {
         let never = CronTime::parse("0 0 30 2 *", "UTC").expect("cron");
         assert_eq!(never.next_after(at("2026-01-01T00:00:00Z")), None);
+    }
+
+    #[test]
+    fn an_interval_past_the_calendars_end_has_no_next_time() {
+        let since = at("2026-01-01T00:00:00Z");
+        let every = When::Every {
+            interval: std::time::Duration::from_secs(100_000_000 * 86_400),
+            since,
+        };
+        assert_eq!(every.next_after(since), None);
+        assert_eq!(every.next_after(at("2025-01-01T00:00:00Z")), None);
     }
 
     #[test]
