@@ -44,6 +44,7 @@ mod mode_gate;
 mod pool;
 mod profiles;
 mod prompt;
+mod public_address;
 mod rate_limit;
 mod relay_tap;
 mod reply;
