@@ -255,6 +255,8 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--max-audio-bytes", "0"),
     ("--media-fetch-timeout", "121s"),
     ("--fetch-private-addresses", "maybe"),
+    ("--allow-insecure-relays", "maybe"),
+    ("--allow-private-relays", "maybe"),
     ("--blossom", "ftp://blossom.example.com"),
     ("--max-file-bytes", "0"),
     ("--shutdown-grace", "30"),

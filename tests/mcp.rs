@@ -280,3 +280,117 @@ async fn posts_past_the_budget_are_refused_to_the_model() {
         .count();
     assert_eq!(posted, 5, "only the admitted posts are in the thread: {said:#?}");
 }
+
+/// A request of `token`'s to the MCP server at `addr` whose body never
+/// comes: it holds its connection while the server waits for the rest.
+async fn stalled_request(addr: &str, token: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\n{token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{{",
+        token = format_args!("Authorization: {token}")
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream
+}
+
+/// The first bytes `stream` is answered with ("" when it is closed unanswered).
+async fn first_answer(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = [0u8; 64];
+    let read = stream.read(&mut buffer).await.unwrap_or(0);
+    String::from_utf8_lossy(&buffer[..read]).into_owned()
+}
+
+/// One conversation's agent opening as many connections as the server
+/// serves, each with a request it never finishes, cannot shut another
+/// conversation out: past its share its requests get 429 and their
+/// connections are closed, and the other conversation is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_conversation_cannot_take_every_connection_from_another() {
+    const SERVED: usize = 64;
+    let scene = Scene::builder().frame_log().start().await;
+    let log = &scene.bridge.log;
+    for room in ["a", "b"] {
+        let mention = scene.mention(room, "hello").await;
+        scene.reply_to(&mention).await;
+    }
+    let addr = log
+        .wait(
+            log.start(),
+            Line::new("serving the bridge's MCP server on loopback"),
+        )
+        .await["addr"]
+        .as_str()
+        .expect("addr")
+        .to_owned();
+    let tokens: Vec<String> = scene
+        .offered_mcp_tokens()
+        .into_iter()
+        .map(|(_, token)| token)
+        .collect();
+    assert_eq!(tokens.len(), 2, "{tokens:?}");
+    assert_ne!(tokens[0], tokens[1]);
+
+    let mut flood = Vec::new();
+    for _ in 0..SERVED {
+        flood.push(stalled_request(&addr, &tokens[0]).await);
+    }
+    // Those past the share are answered at once; the rest wait for bodies
+    // that never come.
+    let (answered_tx, mut answered) = tokio::sync::mpsc::unbounded_channel();
+    let mut held = Vec::new();
+    for mut stream in flood {
+        let answered_tx = answered_tx.clone();
+        held.push(tokio::spawn(async move {
+            let answer = first_answer(&mut stream).await;
+            let _ = answered_tx.send(answer);
+            stream
+        }));
+    }
+    let mut refused = 0;
+    let waited = tokio::time::timeout(PATIENCE, async {
+        while refused < SERVED - 16 {
+            let answer = answered.recv().await.expect("answers");
+            assert!(answer.starts_with("HTTP/1.1 429"), "{answer:?}");
+            refused += 1;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "{refused} of the flood's requests refused within {PATIENCE:?}; log:\n{}",
+        log.tail(10)
+    );
+    // The other conversation's request is served: a wrong path, answered
+    // 404 after its token was read (not closed unanswered for want of a
+    // connection).
+    let mut other = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    use tokio::io::AsyncWriteExt;
+    other
+        .write_all(
+            format!(
+                "GET /elsewhere HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {}\r\n\r\n",
+                tokens[1]
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("write");
+    let answer = first_answer(&mut other).await;
+    let warned = log
+        .matching(
+            log.start(),
+            Line::new("MCP server: too many requests of one conversation at once; 429, connection closed"),
+        )
+        .len();
+    println!(
+        "one conversation's {SERVED} stalled requests: {refused} refused with 429 ({warned} logged), {} held; the other conversation answered {:?}",
+        SERVED - refused,
+        answer.lines().next().unwrap_or_default()
+    );
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer:?}");
+    for task in held {
+        task.abort();
+    }
+}

@@ -108,3 +108,38 @@ async fn read_thread_caps_the_limit_at_thread_context() {
     let line = log.wait(mark, Line::new("thread read for the agent")).await;
     assert_eq!(line["quoted"], 2, "{line}");
 }
+
+/// An agent calling `read_thread` in every turn is held to a budget, like
+/// `post_message`'s: 5 reads in a row, then one every 10 s; past it the
+/// tool is refused (each read is a relay query) and the mention answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_thread_is_rate_limited_per_conversation() {
+    const TURNS: usize = 8;
+    let scene = Scene::builder().flags(&["--thread-context", "10"]).start().await;
+    let started = std::time::Instant::now();
+    let mut read = 0;
+    let mut refused = 0;
+    for turn in 0..TURNS {
+        let mention = scene
+            .mention("room", &format!("read {turn} [mcp-read-thread=1]"))
+            .await;
+        let answer = scene.reply_to(&mention).await.content;
+        if answer.contains("mcp read_thread: error: too many thread reads") {
+            refused += 1;
+        } else if answer.contains("mcp read_thread: ok") {
+            read += 1;
+        } else {
+            panic!("no read_thread outcome in:\n{answer}");
+        }
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "{TURNS} turns calling read_thread in one conversation within {:.1} s: read {read}, refused {refused}",
+        elapsed.as_secs_f64()
+    );
+    // The burst, and one more per full 10 s that passed.
+    let allowed = 5 + (elapsed.as_secs() / 10) as usize;
+    assert!(read <= allowed, "read {read}, at most {allowed}");
+    assert!(read >= 5, "the burst is read");
+    assert!(refused >= 1 || elapsed.as_secs() >= 30, "past the burst, refused");
+}

@@ -4,7 +4,8 @@
 //! bot's copy in the bot's own inbox and never answered; a reply to a note
 //! also on the mentioner's NIP-65 read relay; the bot's relays for someone
 //! who lists nothing; a DM sent to a `--dm-relays` relay that is not a
-//! `--relay` heard and answered. Each test prints what arrived where.
+//! `--relay` heard and answered; a list naming relays on the daemon's own
+//! host never makes it connect there. Each test prints what arrived where.
 
 mod support;
 
@@ -12,6 +13,10 @@ use std::time::Duration;
 
 use nostr_sdk::prelude::*;
 use support::*;
+
+/// The test relays are on loopback over ws://: the daemon may reach them
+/// when someone's list names them only with both flags.
+const LOOPBACK_RELAYS: &[&str] = &["--allow-insecure-relays", "--allow-private-relays"];
 
 /// A kind 10050 naming `inbox` as the DM inbox (NIP-17).
 fn inbox_list(inbox: &str) -> EventBuilder {
@@ -69,7 +74,7 @@ async fn dms_now(keys: &Keys, relay_url: &str, sender: &PublicKey, needle: &str)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dm_is_answered_in_the_senders_auth_inbox_and_the_bots_copy_in_its_own_inbox_is_not_answered() {
     let inbox = AuthRelay::start(AuthFor::DmsToTheirRecipient).await;
-    let stage = Scene::builder().stage().await;
+    let stage = Scene::builder().flags(LOOPBACK_RELAYS).stage().await;
     stage.owner.publish(inbox_list(&inbox.url())).await;
     let scene = stage.start().await;
     let log = &scene.bridge.log;
@@ -103,7 +108,7 @@ async fn a_dm_is_answered_in_the_senders_auth_inbox_and_the_bots_copy_in_its_own
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_to_a_note_also_reaches_the_mentioners_read_relay_and_not_their_write_relay() {
     let (read, write) = (TestRelay::start().await, TestRelay::start().await);
-    let stage = Scene::builder().stage().await;
+    let stage = Scene::builder().flags(LOOPBACK_RELAYS).stage().await;
     stage.owner.publish(relay_list(&read.url(), &write.url())).await;
     let scene = stage.start().await;
 
@@ -193,7 +198,7 @@ async fn a_dm_sent_to_a_dm_relay_that_is_not_a_relay_of_the_bot_is_heard_and_ans
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_to_an_inbox_that_is_down_is_delivered_once_it_is_back() {
     let mut inbox = TestRelay::start().await;
-    let stage = Scene::builder().stage().await;
+    let stage = Scene::builder().flags(LOOPBACK_RELAYS).stage().await;
     stage.owner.publish(inbox_list(&inbox.url())).await;
     inbox.stop();
     let scene = stage.start().await;
@@ -221,7 +226,7 @@ async fn an_answer_to_an_inbox_that_is_down_is_delivered_once_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_relay_that_is_down_is_tried_a_bounded_number_of_times_and_the_reply_is_sent_once() {
     let mut read = TestRelay::start().await;
-    let stage = Scene::builder().stage().await;
+    let stage = Scene::builder().flags(LOOPBACK_RELAYS).stage().await;
     stage.owner.publish(relay_list(&read.url(), &read.url())).await;
     read.stop();
     let scene = stage.start().await;
@@ -270,6 +275,7 @@ async fn lists_on_a_directory_relay_are_found_and_the_bots_identity_is_published
     let (directory, inbox) = (TestRelay::start().await, TestRelay::start().await);
     let stage = Scene::builder()
         .flags(&["--directory-relays", &directory.url()])
+        .flags(LOOPBACK_RELAYS)
         .stage()
         .await;
     Person::join_as(stage.owner.keys.clone(), &directory.url())
@@ -312,4 +318,68 @@ async fn lists_on_a_directory_relay_are_found_and_the_bots_identity_is_published
         on_bots_relay, 0,
         "the inbox is the destination, not the bot's relay"
     );
+}
+
+/// Someone's relay list is theirs to write: one naming relays on the
+/// daemon's own host (a loopback address, and a host name that resolves to
+/// one) must not make the daemon connect there, nor answer AUTH there.
+/// `--allow-insecure-relays` lets ws:// through, so that the address rule
+/// alone refuses them; the reply still reaches the bot's relay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_list_naming_the_daemons_own_host_is_never_connected_to_and_the_reply_goes_elsewhere() {
+    let relay_on_host = TestRelay::start().await;
+    // A port that counts the connections it is offered.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .expect("bind");
+    let by_name = format!("ws://localhost:{}", listener.local_addr().expect("port").port());
+    let offered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&offered);
+    tokio::spawn(async move {
+        while listener.accept().await.is_ok() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let stage = Scene::builder().flags(&["--allow-insecure-relays"]).stage().await;
+    let by_address = relay_on_host.url();
+    stage
+        .owner
+        .publish(EventBuilder::new(Kind::RelayList, "").tags([
+            Tag::parse(["r", &by_address, "read"]).expect("tag"),
+            Tag::parse(["r", &by_name]).expect("tag"),
+        ]))
+        .await;
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+
+    let note = scene
+        .owner
+        .mention_in_note(&scene.bot, "my relays are on your host")
+        .await;
+    let replies = scene.owner.replies_from(&scene.bot, &note.id, 1).await;
+    let refused = Line::new("refused to connect to a relay another's list names");
+    let by_address_line = log
+        .wait(log.start(), refused.clone().with("relay", by_address.as_str()))
+        .await;
+    let by_name_line = log
+        .wait(log.start(), refused.with("relay", by_name.as_str()))
+        .await;
+    // Bounded by the refusals: nothing reached either.
+    let connections = offered.load(std::sync::atomic::Ordering::SeqCst);
+    let on_relay_on_host = Person::join(&by_address)
+        .await
+        .events_referencing(&scene.bot, &note.id)
+        .await;
+    println!(
+        "relay list naming {by_address} and {by_name}: reply on the bot's relay {}; refused: {} ({}), {} ({}); connections offered to the named port {connections}, events on the relay on the host {}",
+        replies.len(),
+        by_address,
+        by_address_line["reason"],
+        by_name,
+        by_name_line["reason"],
+        on_relay_on_host.len()
+    );
+    assert_eq!(replies.len(), 1);
+    assert_eq!(connections, 0);
+    assert!(on_relay_on_host.is_empty());
 }

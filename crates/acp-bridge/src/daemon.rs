@@ -372,7 +372,10 @@ impl Stages {
                 settings.relays.dm_inbox.clone(),
             ),
         };
-        let outbound = Arc::new(OutboundRelays::new(signer.clone()));
+        let outbound = Arc::new(OutboundRelays::new(
+            signer.clone(),
+            settings.relays.strangers(&relay_urls),
+        ));
         let routes = Routes {
             directory: RelayDirectory::new(
                 client.clone(),

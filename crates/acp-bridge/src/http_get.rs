@@ -7,11 +7,11 @@
 //! use already). Every fetch is bounded in time and in size, follows no
 //! redirect (a 3xx is an answer like any other non-200), and, unless its
 //! caller allows it, refuses a host that resolves to a loopback, private,
-//! link-local or otherwise non-public address: the address checked is the
-//! address connected to, so a second DNS answer cannot slip past the check.
+//! link-local or otherwise non-public address ([`crate::public_address`]:
+//! the one rule, shared with the connections to other people's relays).
 //! It owns no retry and no cache.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,18 +21,10 @@ use hyper::{Method, Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use nostr_sdk::prelude::Url;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio_util::task::AbortOnDropHandle;
 
-/// Whether a fetch may reach loopback and private addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PrivateAddresses {
-    /// Public addresses only: a URL someone else wrote cannot reach the
-    /// daemon's own host or network.
-    Refused,
-    /// Any address (the operator's own relays, a test's loopback server).
-    Allowed,
-}
+use crate::public_address;
+pub(crate) use crate::public_address::PrivateAddresses;
 
 /// The bounds of one fetch.
 #[derive(Debug, Clone, Copy)]
@@ -134,67 +126,17 @@ async fn fetch(url: &Url, upload: Option<Upload<'_>>, bounds: Bounds) -> Result<
     .map_err(|error| HttpGetError::Request(error.to_string()))?;
     // An IPv6 literal is written in brackets in a URL, not to the resolver.
     let bare_host = host.trim_start_matches('[').trim_end_matches(']');
-    let tcp = connect(bare_host, port, bounds.private_addresses).await?;
+    let tcp = public_address::connect(bare_host, port, bounds.private_addresses)
+        .await
+        .map_err(|error| match error {
+            public_address::ConnectError::Io(error) => HttpGetError::Io(error),
+            public_address::ConnectError::PrivateAddress(address) => HttpGetError::PrivateAddress(address),
+        })?;
     if tls {
         let tls = tls_connector().connect(server_name(bare_host)?, tcp).await?;
         exchange(tls, request, bounds.max_bytes).await
     } else {
         exchange(tcp, request, bounds.max_bytes).await
-    }
-}
-
-/// Connects to the first address of `host` that answers, among those the
-/// policy allows.
-async fn connect(host: &str, port: u16, private: PrivateAddresses) -> Result<TcpStream, HttpGetError> {
-    let mut refused = None;
-    let mut last_error = None;
-    for address in tokio::net::lookup_host((host, port)).await? {
-        if private == PrivateAddresses::Refused && !is_public(address.ip()) {
-            refused.get_or_insert(address.ip());
-            continue;
-        }
-        match TcpStream::connect(SocketAddr::new(address.ip(), port)).await {
-            Ok(stream) => return Ok(stream),
-            Err(error) => last_error = Some(error),
-        }
-    }
-    Err(match (last_error, refused) {
-        (Some(error), _) => HttpGetError::Io(error),
-        (None, Some(address)) => HttpGetError::PrivateAddress(address),
-        (None, None) => HttpGetError::Io(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "the host resolves to no address",
-        )),
-    })
-}
-
-/// Whether `address` is on the public internet: not loopback, private,
-/// link-local, shared (CGNAT), unique-local, multicast, broadcast,
-/// documentation or unspecified.
-pub(crate) fn is_public(address: IpAddr) -> bool {
-    match address {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            let shared = a == 100 && (64..128).contains(&b);
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || shared
-                || a == 0)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            let unique_local = first & 0xfe00 == 0xfc00;
-            let link_local = first & 0xffc0 == 0xfe80;
-            !(v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || unique_local || link_local)
-        }
     }
 }
 
@@ -281,29 +223,6 @@ mod tests {
         accept: "*/*",
         private_addresses: PrivateAddresses::Allowed,
     };
-
-    #[test]
-    fn only_public_addresses_are_public() {
-        for private in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "::",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(!is_public(private.parse().unwrap()), "{private}");
-        }
-        for public in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
-            assert!(is_public(public.parse().unwrap()), "{public}");
-        }
-    }
 
     #[tokio::test]
     async fn a_loopback_host_is_refused_unless_allowed() {

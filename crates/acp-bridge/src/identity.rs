@@ -44,6 +44,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
+use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
 use crate::flags::{ConfigError, refuse};
 use crate::reply::publisher::Outlet;
 use crate::signer::BotSigner;
@@ -150,10 +151,19 @@ pub(crate) struct Held {
 
 impl Held {
     /// The newest event of each kind among `events` (NIP-01: the later
-    /// `created_at`, on a tie the lower id).
-    fn newest_of(events: impl IntoIterator<Item = Event>) -> Held {
+    /// `created_at`, on a tie the lower id) that is the bot's: by `bot`,
+    /// its id and signature verified here (the SDK's verification cache is
+    /// keyed by id alone, so a relay could resend a known id with other
+    /// content), and not dated past `now` by more than the clock skew (a
+    /// far-future copy would win every later comparison, and each
+    /// republish would be dated after it).
+    fn newest_of(bot: PublicKey, events: impl IntoIterator<Item = Event>, now: Timestamp) -> Held {
         let mut held = Held::default();
-        for event in events {
+        let latest = now + MAX_FUTURE_SKEW_SECS;
+        let own = events
+            .into_iter()
+            .filter(|event| event.pubkey == bot && event.created_at <= latest && event.verify().is_ok());
+        for event in own {
             let slot = match event.kind {
                 Kind::Metadata => &mut held.profile,
                 Kind::RelayList => &mut held.relay_list,
@@ -385,7 +395,11 @@ pub(crate) async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, I
     if events.is_empty() {
         return Err(IdentityError::NoRelayAnswered(failures.join("; ")));
     }
-    Ok(Held::newest_of(events.into_iter().flatten()))
+    Ok(Held::newest_of(
+        bot,
+        events.into_iter().flatten(),
+        Timestamp::now(),
+    ))
 }
 
 /// Brings the relays' copy of the bot's identity in line with its
@@ -531,7 +545,7 @@ mod tests {
         for planned in &fresh {
             signed.push(planned.sign(&keys).await.unwrap());
         }
-        let held = Held::newest_of(signed);
+        let held = Held::newest_of(keys.public_key(), signed, Timestamp::now());
         assert!(wanted.plan(&held).iter().all(|planned| planned.up_to_date));
 
         let moved = Wanted::new(
@@ -555,7 +569,7 @@ mod tests {
             .tag(attestation.clone())
             .sign_with_keys(&keys)
             .unwrap();
-        let held = Held::newest_of([held_profile]);
+        let held = Held::newest_of(keys.public_key(), [held_profile], Timestamp::now());
         let wanted = Wanted::new(
             fields(None, Some("about me")),
             vec![relay("ws://a.example")],
@@ -572,7 +586,45 @@ mod tests {
         let keys = Keys::generate();
         let older = profile(&keys, r#"{"name":"older"}"#, 100);
         let newer = profile(&keys, r#"{"name":"newer"}"#, 200);
-        let held = Held::newest_of([newer.clone(), older]);
+        let held = Held::newest_of(keys.public_key(), [newer.clone(), older], Timestamp::from(300));
         assert_eq!(held.profile.map(|event| event.id), Some(newer.id));
+    }
+
+    /// Only the bot's own, verified, not future-dated copies are held: one
+    /// by another key, one resent under a known id with other content, and
+    /// one dated past the clock skew are ignored.
+    #[test]
+    fn a_copy_by_another_key_a_tampered_one_or_one_from_the_future_is_not_held() {
+        let (bot, someone) = (Keys::generate(), Keys::generate());
+        let now = 1_000_000;
+        let genuine = profile(&bot, r#"{"name":"mine"}"#, now);
+        let by_another = profile(&someone, r#"{"name":"theirs"}"#, now + 10);
+        let resent = Event::new(
+            genuine.id,
+            genuine.pubkey,
+            Timestamp::from(now + 20),
+            genuine.kind,
+            genuine.tags.clone(),
+            r#"{"name":"forged"}"#,
+            genuine.sig,
+        );
+        let ahead = profile(
+            &bot,
+            r#"{"name":"from the future"}"#,
+            now + MAX_FUTURE_SKEW_SECS + 1,
+        );
+        let within_skew = profile(&bot, r#"{"name":"a little ahead"}"#, now + MAX_FUTURE_SKEW_SECS);
+        let held = Held::newest_of(
+            bot.public_key(),
+            [genuine.clone(), by_another, resent, ahead],
+            Timestamp::from(now),
+        );
+        assert_eq!(held.profile.map(|event| event.id), Some(genuine.id));
+        let held = Held::newest_of(
+            bot.public_key(),
+            [genuine, within_skew.clone()],
+            Timestamp::from(now),
+        );
+        assert_eq!(held.profile.map(|event| event.id), Some(within_skew.id));
     }
 }

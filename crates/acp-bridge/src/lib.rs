@@ -45,6 +45,7 @@ mod pool;
 mod process_seal;
 mod profiles;
 mod prompt;
+mod public_address;
 mod rate_limit;
 mod relay_tap;
 mod reply;

@@ -15,8 +15,21 @@
 //! The daemon's own relay clients connect through a tapped one
 //! ([`NoDelayTransport::tapped`]): the same connection, with each frame
 //! offered to the relay tap ([`crate::relay_tap`]) before the SDK reads it.
+//!
+//! The client that reaches other people's relays connects through a
+//! guarded one ([`NoDelayTransport::guarded`]): a relay the operator did
+//! not name is reached over `wss://` only, at a public address only (the
+//! address connected to, [`crate::public_address`]), unless the operator
+//! allows more ([`StrangersRelays`]).
+//!
+//! A message larger than the SDK's own limit (`MAX_MESSAGE_SIZE`, 5 MB) is
+//! refused by the websocket layer as its frames arrive, before it is
+//! buffered whole, read by the tap or parsed by the SDK: the connection
+//! ends with an error, logged by the SDK.
 
+use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,12 +37,14 @@ use async_wsocket::futures_util::stream::SplitSink;
 use async_wsocket::futures_util::{Sink, SinkExt, StreamExt, TryStreamExt, future};
 use async_wsocket::{Message, WebSocket};
 use nostr_sdk::pool::ConnectionMode;
+use nostr_sdk::pool::relay::constants::MAX_MESSAGE_SIZE;
 use nostr_sdk::pool::transport::error::TransportError;
 use nostr_sdk::pool::transport::websocket::{WebSocketSink, WebSocketStream, WebSocketTransport};
 use nostr_sdk::prelude::{BoxedFuture, RelayUrl, Url};
-use tokio::net::TcpStream;
+use nostr_sdk::types::url::Host;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
+use crate::public_address::{self, PrivateAddresses};
 use crate::relay_tap::RelayTaps;
 
 /// The websocket's read buffer. tungstenite zero-fills the whole buffer
@@ -46,12 +61,96 @@ pub struct NoDelayTransport {
     /// Every text frame goes by the tap first; the frames it routes never
     /// reach the SDK.
     taps: Option<RelayTaps>,
+    /// Which relays it may reach; `None`: any (the operator's own client).
+    guard: Option<Arc<StrangersRelays>>,
 }
 
 impl NoDelayTransport {
     pub(crate) fn tapped(taps: RelayTaps) -> Self {
-        NoDelayTransport { taps: Some(taps) }
+        NoDelayTransport {
+            taps: Some(taps),
+            guard: None,
+        }
     }
+
+    /// Connections that reach only the relays `guard` allows.
+    pub(crate) fn guarded(guard: Arc<StrangersRelays>) -> Self {
+        NoDelayTransport {
+            taps: None,
+            guard: Some(guard),
+        }
+    }
+}
+
+/// Which relays other people's lists may send the daemon to: the
+/// operator's own always; any other over `wss://` only (unless
+/// `plain_websockets`) and at a public address only (unless `private`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StrangersRelays {
+    /// The relays the operator named (`--relay`, `--dm-relays`,
+    /// `--directory-relays`): always reached.
+    pub operators: Vec<RelayUrl>,
+    /// `--allow-insecure-relays`: `ws://` too.
+    pub plain_websockets: bool,
+    /// `--allow-private-relays`: loopback and private addresses too.
+    pub private: PrivateAddresses,
+}
+
+/// Why a relay is not connected to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RelayRefusal {
+    #[error("not wss:// (see --allow-insecure-relays)")]
+    Plain,
+    #[error("a non-public address, {0} (see --allow-private-relays)")]
+    Private(IpAddr),
+}
+
+impl StrangersRelays {
+    /// Whether `url` may be tried, as far as the URL tells (its scheme, an
+    /// address written in it); a host name is vetted again as it is
+    /// connected to. A refusal is logged.
+    pub(crate) fn vet(&self, url: &RelayUrl) -> Result<(), RelayRefusal> {
+        if self.operators.contains(url) {
+            return Ok(());
+        }
+        let url_of: &Url = url.into();
+        let literal = match url.host() {
+            Some(Host::Ipv4(address)) => Some(IpAddr::V4(address)),
+            Some(Host::Ipv6(address)) => Some(IpAddr::V6(address)),
+            _ => None,
+        };
+        let refusal = match literal {
+            _ if url_of.scheme() != "wss" && !self.plain_websockets => Some(RelayRefusal::Plain),
+            Some(address)
+                if self.private == PrivateAddresses::Refused && !public_address::is_public(address) =>
+            {
+                Some(RelayRefusal::Private(address))
+            }
+            _ => None,
+        };
+        match refusal {
+            Some(refusal) => Err(refused(url, refusal)),
+            None => Ok(()),
+        }
+    }
+
+    /// The addresses a connection to `url` may reach.
+    fn private_addresses(&self, url: &RelayUrl) -> PrivateAddresses {
+        match self.operators.contains(url) {
+            true => PrivateAddresses::Allowed,
+            false => self.private,
+        }
+    }
+}
+
+/// Logs that a relay another's list names was not connected to.
+fn refused(url: &RelayUrl, refusal: RelayRefusal) -> RelayRefusal {
+    tracing::warn!(
+        relay = url.as_str_without_trailing_slash(),
+        reason = %refusal,
+        "refused to connect to a relay another's list names"
+    );
+    refusal
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,9 +160,22 @@ enum ConnectError {
     #[error("connecting timed out")]
     Timeout,
     #[error(transparent)]
+    Refused(#[from] RelayRefusal),
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Websocket(#[from] tokio_tungstenite::tungstenite::Error),
+}
+
+impl From<public_address::ConnectError> for ConnectError {
+    fn from(error: public_address::ConnectError) -> Self {
+        match error {
+            public_address::ConnectError::Io(error) => ConnectError::Io(error),
+            public_address::ConnectError::PrivateAddress(address) => {
+                ConnectError::Refused(RelayRefusal::Private(address))
+            }
+        }
+    }
 }
 
 impl WebSocketTransport for NoDelayTransport {
@@ -78,7 +190,7 @@ impl WebSocketTransport for NoDelayTransport {
         timeout: Duration,
     ) -> BoxedFuture<'a, Result<(WebSocketSink, WebSocketStream), TransportError>> {
         Box::pin(async move {
-            let socket = tokio::time::timeout(timeout, connect(url))
+            let socket = tokio::time::timeout(timeout, self.connect_guarded(url))
                 .await
                 .map_err(|_| TransportError::backend(ConnectError::Timeout))?
                 .map_err(TransportError::backend)?;
@@ -100,13 +212,40 @@ impl WebSocketTransport for NoDelayTransport {
     }
 }
 
-async fn connect(url: &Url) -> Result<WebSocket, ConnectError> {
+impl NoDelayTransport {
+    /// Connects to `url` if the guard, if any, allows it.
+    async fn connect_guarded(&self, url: &Url) -> Result<WebSocket, ConnectError> {
+        let Some(guard) = &self.guard else {
+            return connect(url, PrivateAddresses::Allowed).await;
+        };
+        let relay = RelayUrl::parse(url.as_str()).map_err(|_| ConnectError::Address)?;
+        guard.vet(&relay)?;
+        match connect(url, guard.private_addresses(&relay)).await {
+            Err(ConnectError::Refused(refusal)) => Err(refused(&relay, refusal).into()),
+            connected => connected,
+        }
+    }
+}
+
+/// The websocket's limits: the SDK's message size, enforced on frames as
+/// they arrive.
+fn websocket_config() -> WebSocketConfig {
+    let max_message = MAX_MESSAGE_SIZE as usize;
+    WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message))
+}
+
+async fn connect(url: &Url, private: PrivateAddresses) -> Result<WebSocket, ConnectError> {
     let host = url.host_str().ok_or(ConnectError::Address)?;
     let port = url.port_or_known_default().ok_or(ConnectError::Address)?;
-    let tcp = TcpStream::connect((host, port)).await?;
+    // An IPv6 literal is written in brackets in a URL, not to the resolver.
+    let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+    let tcp = public_address::connect(bare_host, port, private).await?;
     tcp.set_nodelay(true)?;
     // Boxed: the handshake future is large.
-    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
+    let config = websocket_config();
     let (socket, _) = Box::pin(tokio_tungstenite::client_async_tls_with_config(
         url.as_str(),
         tcp,
@@ -276,5 +415,97 @@ mod tests {
         // The route is gone with the read: the next read has its own.
         assert_eq!(taps.relay(relay.url()).routes_held(), 0);
         relay.shutdown();
+    }
+
+    fn guard(operators: Vec<RelayUrl>, plain_websockets: bool) -> Arc<StrangersRelays> {
+        Arc::new(StrangersRelays {
+            operators,
+            plain_websockets,
+            private: PrivateAddresses::Refused,
+        })
+    }
+
+    async fn reach(transport: &NoDelayTransport, url: &RelayUrl) -> Result<(), String> {
+        transport
+            .connect(url.into(), &ConnectionMode::Direct, Duration::from_secs(5))
+            .await
+            .map(drop)
+            .map_err(|error| error.to_string())
+    }
+
+    /// A list naming `ws://`, a loopback address, or a host name that
+    /// resolves to one is refused; the operator's own relay is reached.
+    #[tokio::test]
+    async fn the_guarded_transport_reaches_others_relays_over_wss_at_public_addresses_only() {
+        let relay = EmbeddedRelay::start(None).await.expect("relay");
+        let port = relay
+            .url()
+            .as_str()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .trim_end_matches('/')
+            .to_owned();
+        let by_name = RelayUrl::parse(&format!("ws://localhost:{port}")).unwrap();
+        let plain_refused = NoDelayTransport::guarded(guard(Vec::new(), false));
+        assert!(
+            reach(&plain_refused, relay.url())
+                .await
+                .unwrap_err()
+                .contains("not wss://")
+        );
+        let private_refused = NoDelayTransport::guarded(guard(Vec::new(), true));
+        let error = reach(&private_refused, relay.url()).await.unwrap_err();
+        assert!(error.contains("non-public address, 127.0.0.1"), "{error}");
+        let error = reach(&private_refused, &by_name).await.unwrap_err();
+        assert!(
+            error.contains("non-public address"),
+            "resolved, then refused: {error}"
+        );
+        let wss_private = RelayUrl::parse("wss://169.254.169.254").unwrap();
+        let error = reach(&private_refused, &wss_private).await.unwrap_err();
+        assert!(error.contains("169.254.169.254"), "{error}");
+        let operators = NoDelayTransport::guarded(guard(vec![relay.url().clone()], false));
+        reach(&operators, relay.url())
+            .await
+            .expect("the operator's relay");
+        relay.shutdown();
+    }
+
+    /// A relay's message past the SDK's limit is refused by the websocket
+    /// layer as its frames arrive: the stream ends in an error, nothing
+    /// of it is handed on.
+    #[tokio::test]
+    async fn a_message_larger_than_the_sdks_limit_is_refused_before_it_is_read_whole() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let oversized = MAX_MESSAGE_SIZE as usize + 1;
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut socket = tokio_tungstenite::accept_async(tcp).await.unwrap();
+            let frame = format!("[\"NOTICE\",\"{}\"]", "x".repeat(oversized));
+            let _ = socket
+                .send(tokio_tungstenite::tungstenite::Message::text(frame))
+                .await;
+            let _ = socket.next().await;
+        });
+        let url = Url::parse(&format!("ws://127.0.0.1:{port}")).unwrap();
+        let (_sink, mut stream) = NoDelayTransport::default()
+            .connect(&url, &ConnectionMode::Direct, Duration::from_secs(5))
+            .await
+            .expect("connected");
+        let received = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("the stream answers");
+        let error = match received {
+            Some(Err(error)) => error.to_string(),
+            Some(Ok(message)) => panic!("a message of {} bytes was read", message.len()),
+            None => panic!("the stream ended without an error"),
+        };
+        println!("a {oversized}-byte message: {error}");
+        assert!(
+            error.contains("Message too long") || error.contains("too long"),
+            "{error}"
+        );
     }
 }

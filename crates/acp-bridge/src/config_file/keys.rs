@@ -101,6 +101,8 @@ pub(crate) const KEYS: &[Key] = &[
     key("relay", Section::Relays),
     key("dm-relays", Section::Relays),
     key("directory-relays", Section::Relays),
+    key("allow-insecure-relays", Section::Relays),
+    key("allow-private-relays", Section::Relays),
     key("kinds", Section::Relays),
     key("follow-threads", Section::Relays),
     key("relay-buffer", Section::Relays),

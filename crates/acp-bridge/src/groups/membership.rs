@@ -81,14 +81,15 @@ pub(crate) async fn read_group(
         .into_iter()
         .collect();
     Ok(GroupState {
-        metadata: newest(&events, GROUP_METADATA).map(GroupMetadata::from_event),
-        member: newest(&events, GROUP_MEMBERS).is_some_and(|members| lists_member(members, bot)),
+        metadata: newest(&events, GROUP_METADATA, signer).map(GroupMetadata::from_event),
+        member: newest(&events, GROUP_MEMBERS, signer).is_some_and(|members| lists_member(members, bot)),
     })
 }
 
 /// The key that signs `group`'s metadata, from its relay's NIP-11
-/// document; `None` (logged) when the document or its key is missing: the
-/// metadata is then taken as the group's relay serves it.
+/// document; `None` (a warning) when the document or its key is missing:
+/// the metadata is then taken as the group's relay serves it, verified
+/// (why not refused: see `metadata`'s module doc).
 async fn relay_signer(group: &GroupAddress) -> Option<PublicKey> {
     match relay_key(&group.relay).await {
         Ok(Some(key)) => {

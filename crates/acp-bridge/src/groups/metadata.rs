@@ -7,7 +7,17 @@
 //! the document names it. When it cannot be had, they are read only from
 //! the group's own relay, over the bot's own connection, and a NIP-29
 //! relay refuses a 39000 or 39002 signed by anyone else. Among several
-//! copies the newest wins, as NIP-01 keeps it.
+//! copies the newest wins, as NIP-01 keeps it, of those whose id and
+//! signature we verified ourselves and, the key known, that it signed
+//! (checked here too: a relay may ignore a filter's `authors`, and the
+//! SDK's verification cache is keyed by id alone).
+//!
+//! Without the key we warn loudly (`membership::relay_signer`) rather
+//! than fail closed: the group's relay is one the operator configured and
+//! is read over the bot's own connection, many NIP-29 relays publish no
+//! `self` key, and what the metadata decides (whether to send a join
+//! request, the group's name in prompts) gives no one more than they could
+//! post in the group anyway; refusing would leave such groups unusable.
 
 use nostr_sdk::prelude::{Event, Kind, PublicKey, TagKind};
 
@@ -65,11 +75,12 @@ impl GroupMetadata {
 }
 
 /// The newest event of `kind` among `events` (the later `created_at`, on a
-/// tie the lower id).
-pub(super) fn newest(events: &[Event], kind: u16) -> Option<&Event> {
+/// tie the lower id) that verifies and, when `signer` is known, is by it.
+pub(super) fn newest(events: &[Event], kind: u16, signer: Option<PublicKey>) -> Option<&Event> {
     events
         .iter()
         .filter(|event| event.kind == Kind::from(kind))
+        .filter(|event| signer.is_none_or(|signer| event.pubkey == signer) && event.verify().is_ok())
         .max_by_key(|event| (event.created_at, std::cmp::Reverse(event.id)))
 }
 
@@ -89,10 +100,14 @@ mod tests {
     use super::*;
 
     fn event(kind: u16, tags: &[&[&str]], at: u64) -> Event {
+        signed_by(&Keys::generate(), kind, tags, at)
+    }
+
+    fn signed_by(keys: &Keys, kind: u16, tags: &[&[&str]], at: u64) -> Event {
         EventBuilder::new(Kind::from(kind), "")
             .tags(tags.iter().map(|tag| Tag::parse(tag.iter().copied()).unwrap()))
             .custom_created_at(Timestamp::from(at))
-            .sign_with_keys(&Keys::generate())
+            .sign_with_keys(keys)
             .unwrap()
     }
 
@@ -135,9 +150,37 @@ mod tests {
         let newer = event(GROUP_MEMBERS, &[&["d", "x"], &["p", &bot.to_hex()]], 2);
         let metadata = event(GROUP_METADATA, &[&["d", "x"]], 3);
         let events = [newer.clone(), metadata, older];
-        let members = newest(&events, GROUP_MEMBERS).unwrap();
+        let members = newest(&events, GROUP_MEMBERS, None).unwrap();
         assert_eq!(members.id, newer.id);
         assert!(lists_member(members, &bot));
         assert!(!lists_member(&events[2], &bot));
+    }
+
+    /// A members list the relay did not sign, or one resent under a known
+    /// id with the bot added, does not make the bot a member.
+    #[test]
+    fn only_verified_lists_by_the_relays_key_count() {
+        let (relay, someone) = (Keys::generate(), Keys::generate());
+        let bot = Keys::generate().public_key();
+        let genuine = signed_by(&relay, GROUP_MEMBERS, &[&["d", "x"]], 1);
+        let by_another = signed_by(&someone, GROUP_MEMBERS, &[&["d", "x"], &["p", &bot.to_hex()]], 2);
+        let resent = Event::new(
+            genuine.id,
+            genuine.pubkey,
+            Timestamp::from(3),
+            genuine.kind,
+            [
+                Tag::parse(["d", "x"]).unwrap(),
+                Tag::parse(["p", &bot.to_hex()]).unwrap(),
+            ],
+            "",
+            genuine.sig,
+        );
+        let events = [genuine.clone(), by_another, resent];
+        let members = newest(&events, GROUP_MEMBERS, Some(relay.public_key())).unwrap();
+        assert_eq!(members.id, genuine.id);
+        assert!(!lists_member(members, &bot));
+        let unkeyed = newest(&events, GROUP_MEMBERS, None).unwrap();
+        assert_eq!(unkeyed.pubkey, someone.public_key(), "the newest that verifies");
     }
 }

@@ -147,6 +147,9 @@ pub(crate) struct Heart {
     /// Messages each conversation's agent may still post mid-turn
     /// (`post_message`; see [`tools`]).
     tool_posts: crate::rate_limit::RateLimiter<ConversationKey>,
+    /// Thread reads each conversation's agent may still make
+    /// (`read_thread`: each is a relay query; see [`tools`]).
+    tool_reads: crate::rate_limit::RateLimiter<ConversationKey>,
     /// Tasks the agents delegated (`delegate`; see [`tasks`]).
     tasks: tasks::Tasks,
 }
@@ -168,7 +171,8 @@ impl Heart {
             draining: false,
             abandoned: Vec::new(),
             closed_questions: ClosedQuestions::default(),
-            tool_posts: tools::post_budget(),
+            tool_posts: tools::tool_budget(),
+            tool_reads: tools::tool_budget(),
             tasks: tasks::Tasks::default(),
         }
     }

@@ -9,13 +9,17 @@
 //! `--thread-context-bytes`, at most `--thread-context` messages, framed by
 //! the bridge so that quoted text cannot pose as the bridge. With
 //! `--thread-context 0` the tool is refused. The relay fetch runs on its
-//! own task, never on the heart's.
+//! own task, never on the heart's. Each call draws on the conversation's
+//! read budget (`tools`), as `post_message` draws on its post budget.
 //!
 //! [`ThreadContext::read_thread`]: crate::thread_context::ThreadContext::read_thread
 
+use std::time::Instant;
+
 use super::Heart;
-use super::tools::Answer;
+use super::tools::{Answer, too_many};
 use crate::mention::ConversationKey;
+use crate::rate_limit::Admission;
 
 impl Heart {
     /// Reads up to `limit` of the newest messages of the thread the
@@ -38,6 +42,10 @@ impl Heart {
             ));
             return;
         };
+        if self.tool_reads.admit(key, Instant::now()) != Admission::Admitted {
+            let _ = answer.send(Err(too_many("thread reads", "answer with what you have")));
+            return;
+        }
         tokio::spawn(async move {
             let outcome = match context.read_thread(&mention, limit as usize).await {
                 Ok(read) if read.quoted == 0 => {

@@ -11,6 +11,10 @@
 //! conversation has a turn in flight: a message from a session between
 //! turns would belong under no mention.
 //!
+//! `read_thread` has a budget of its own of the same size: each call is a
+//! query to the thread's relays, which an agent looping on the tool would
+//! otherwise send without end.
+//!
 //! `react` reacts to a mention the journal holds for the caller's
 //! conversation, and to nothing else: the lookup is by event id *and*
 //! conversation, so an id from another conversation is "not found". It
@@ -31,7 +35,7 @@ use crate::rate_limit::{Admission, RateLimiter};
 const POST_BURST: u32 = 5;
 /// One more message a conversation's agent may post after this long.
 const POST_REFILL: Duration = Duration::from_secs(10);
-/// Conversations whose post budget is remembered at once.
+/// Conversations whose budgets are remembered at once.
 const POST_BUDGETS_TRACKED: usize = 1024;
 
 /// The longest reaction taken (an emoji with modifiers, a `:shortcode:`).
@@ -40,16 +44,22 @@ const MAX_EMOJI_BYTES: usize = 64;
 /// What a tool is told: a message for the model, or why not.
 pub(super) type Answer = oneshot::Sender<Result<String, String>>;
 
-/// The refusal once the budget is spent.
-fn too_many() -> String {
+/// The refusal once the budget of `what` is spent; `then` says what to do.
+pub(super) fn too_many(what: &str, then: &str) -> String {
     format!(
-        "too many messages and reactions: at most {POST_BURST} in a row, then one every {} s; put the rest in your answer",
+        "too many {what}: at most {POST_BURST} in a row, then one every {} s; {then}",
         POST_REFILL.as_secs()
     )
 }
 
-/// The per-conversation budget of messages posted mid-turn and reactions.
-pub(super) fn post_budget() -> RateLimiter<ConversationKey> {
+/// The refusal once the post budget is spent.
+fn too_many_posts() -> String {
+    too_many("messages and reactions", "put the rest in your answer")
+}
+
+/// A per-conversation budget of tool calls: one for messages posted
+/// mid-turn and reactions, one for thread reads.
+pub(super) fn tool_budget() -> RateLimiter<ConversationKey> {
     RateLimiter::new(POST_BURST, POST_REFILL, POST_BUDGETS_TRACKED)
 }
 
@@ -117,7 +127,7 @@ impl Heart {
         check?;
         let mention = self.mention_in_flight(key, tool)?;
         if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
-            return Err(too_many());
+            return Err(too_many_posts());
         }
         Ok(mention)
     }
@@ -136,7 +146,7 @@ impl Heart {
             .and_then(|id| self.ledger.mention_in(&id, key))
             .ok_or_else(|| format!("no message {event_id} in this conversation"))?;
         if self.tool_posts.admit(key, Instant::now()) != Admission::Admitted {
-            return Err(too_many());
+            return Err(too_many_posts());
         }
         if !self.services.replier.react_with(&mention, emoji) {
             return Err("reactions are off here (a DM, or the bridge runs with --no-reactions)".to_owned());

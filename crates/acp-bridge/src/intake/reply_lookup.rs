@@ -12,6 +12,9 @@
 //!
 //! Only a reply's NIP-10 `reply` marker or `q` tag counts as an answer: a
 //! `root` tag names a thread the bot may have answered someone else in.
+//! And only a reply whose id and signature we verified ourselves: the SDK's
+//! verification cache is keyed by id alone, so a relay could send a known
+//! reply's id with other tags and have a mention taken as answered.
 
 use std::time::Duration;
 
@@ -98,7 +101,8 @@ impl ReplyLookup {
 }
 
 /// Which of `asked` the bot's `replies` answer: by a NIP-10 `reply` marker
-/// or a `q` tag, never by a `root` tag, and only replies signed by `bot`.
+/// or a `q` tag, never by a `root` tag, and only replies by `bot` whose id
+/// and signature verify.
 fn answered_among(
     replies: impl IntoIterator<Item = Event>,
     bot: PublicKey,
@@ -106,7 +110,7 @@ fn answered_among(
 ) -> Vec<EventId> {
     let mut answered: Vec<EventId> = replies
         .into_iter()
-        .filter(|reply| reply.pubkey == bot)
+        .filter(|reply| reply.pubkey == bot && reply.verify().is_ok())
         .flat_map(|reply| answered_mentions(&reply.tags).collect::<Vec<_>>())
         .filter(|id| asked.contains(id))
         .collect();
@@ -117,7 +121,7 @@ fn answered_among(
 
 #[cfg(test)]
 mod tests {
-    use nostr_sdk::prelude::{EventBuilder, Keys, Tag, TagKind};
+    use nostr_sdk::prelude::{EventBuilder, Keys, Tag, TagKind, Tags};
 
     use super::*;
 
@@ -146,5 +150,29 @@ mod tests {
             answered_among([answer, not_the_bot], bot.public_key(), &asked),
             expected
         );
+    }
+
+    /// A relay resends the id and signature of one of the bot's replies
+    /// with a `reply` marker it did not sign: the mention it names is not
+    /// taken as answered.
+    #[test]
+    fn a_known_reply_resent_with_other_tags_answers_nothing() {
+        let bot = Keys::generate();
+        let asked = EventId::from_slice(&[7; 32]).expect("32 bytes");
+        let genuine = EventBuilder::text_note("an answer elsewhere")
+            .sign_with_keys(&bot)
+            .expect("sign");
+        let resent = Event::new(
+            genuine.id,
+            genuine.pubkey,
+            genuine.created_at,
+            genuine.kind,
+            Tags::from_list(vec![
+                Tag::parse(["e", &asked.to_hex(), "", "reply"]).expect("tag"),
+            ]),
+            genuine.content.clone(),
+            genuine.sig,
+        );
+        assert!(answered_among([genuine, resent], bot.public_key(), &[asked]).is_empty());
     }
 }

@@ -8,6 +8,12 @@
 //! [`MAX_CONNECTIONS`] at once, [`REQUEST_HEAD_TIMEOUT`] for a request's
 //! head, [`CONNECTION_LIFETIME`] for a connection, and request bodies of at
 //! most [`MAX_REQUEST_BODY_BYTES`] (our tools take short arguments).
+//! One conversation's token has at most [`MAX_PER_CONVERSATION`] requests
+//! in flight: past it the request is answered 429 and its connection
+//! closed, so one conversation's agent cannot hold every connection and
+//! shut the others out (connections are pooled across tokens by HTTP
+//! clients, so the count is of requests being served, each holding its
+//! connection).
 //!
 //! Every request must carry `Authorization: Bearer <token>` of a live
 //! session (see [`tokens`](super::tokens)); any other gets 401 with an
@@ -19,9 +25,10 @@
 //! rebinding) and refuses any request with an `Origin` (no browser calls
 //! this server).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
@@ -37,11 +44,15 @@ use tokio_util::sync::CancellationToken;
 use super::tokens::TokenRegistry;
 use super::tools::{BridgeTools, ToolRequest};
 use crate::http_server::{self, ServerBounds};
+use crate::mention::ConversationKey;
 use crate::telemetry::metrics;
 
 /// Connections served at once: a few per agent process (each keeps one
 /// alive per session it runs), with headroom.
 const MAX_CONNECTIONS: usize = 64;
+/// Requests of one conversation served at once: a quarter of the
+/// connections, so that at least three others always find one.
+const MAX_PER_CONVERSATION: usize = MAX_CONNECTIONS / 4;
 /// How long a connection may take to send a request's head, and how long a
 /// kept-alive one may sit idle before its next.
 const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -60,6 +71,51 @@ struct Shared {
     tokens: Arc<TokenRegistry>,
     heart: mpsc::Sender<ToolRequest>,
     stop: CancellationToken,
+    in_flight: Arc<InFlight>,
+}
+
+/// How many requests each conversation has being served.
+#[derive(Debug, Default)]
+struct InFlight(Mutex<HashMap<ConversationKey, usize>>);
+
+/// One request of a conversation being served; given back when dropped.
+#[derive(Debug)]
+struct Seat {
+    book: Arc<InFlight>,
+    conversation: ConversationKey,
+}
+
+impl InFlight {
+    /// A seat for a request of `conversation`, unless it has
+    /// [`MAX_PER_CONVERSATION`] already.
+    fn seat(self: &Arc<Self>, conversation: &ConversationKey) -> Option<Seat> {
+        let mut counts = self.counts();
+        let count = counts.entry(conversation.clone()).or_default();
+        if *count >= MAX_PER_CONVERSATION {
+            return None;
+        }
+        *count += 1;
+        Some(Seat {
+            book: Arc::clone(self),
+            conversation: conversation.clone(),
+        })
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<ConversationKey, usize>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut counts = self.book.counts();
+        if let Some(count) = counts.get_mut(&self.conversation) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.conversation);
+            }
+        }
+    }
 }
 
 /// Binds the listener now (so a failure stops the start) and serves until
@@ -72,7 +128,12 @@ pub(super) async fn bind(
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving the bridge's MCP server on loopback");
-    let shared = Arc::new(Shared { tokens, heart, stop });
+    let shared = Arc::new(Shared {
+        tokens,
+        heart,
+        stop,
+        in_flight: Arc::default(),
+    });
     tokio::spawn(serve(listener, shared));
     Ok(addr)
 }
@@ -115,6 +176,19 @@ async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Body> 
     if request.uri().path() != PATH {
         return status(StatusCode::NOT_FOUND);
     }
+    let Some(_seat) = shared.in_flight.seat(&conversation) else {
+        tracing::warn!(
+            %conversation,
+            max = MAX_PER_CONVERSATION,
+            "MCP server: too many requests of one conversation at once; 429, connection closed"
+        );
+        let mut response = status(StatusCode::TOO_MANY_REQUESTS);
+        response.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+        return response;
+    };
     let heart = shared.heart.clone();
     let service = StreamableHttpService::new(
         move || Ok(BridgeTools::new(conversation.clone(), heart.clone())),

@@ -8,6 +8,8 @@ use nostr_sdk::prelude::RelayUrl;
 
 use crate::embedded_relay::RelaySpec;
 use crate::flags::{ConfigError, at_least_one, flag_defaults, refuse};
+use crate::public_address::PrivateAddresses;
+use crate::transport::StrangersRelays;
 
 /// The relays' flags.
 #[derive(Debug, Clone, Args)]
@@ -45,6 +47,19 @@ pub struct RelayArgs {
         value_name = "URL"
     )]
     pub directory_relays: Vec<String>,
+
+    /// Connect to relays that other people's relay lists (kinds 10002 and
+    /// 10050) name over ws:// too. Off: only wss:// (the relays named by
+    /// --relay, --dm-relays and --directory-relays are always reached).
+    #[arg(long, env = "ACP_BRIDGE_ALLOW_INSECURE_RELAYS")]
+    pub allow_insecure_relays: bool,
+
+    /// Connect to relays that other people's relay lists name on loopback,
+    /// private, link-local and other non-public addresses too. Off: such a
+    /// relay is refused (the address checked is the one connected to), so
+    /// a list cannot point the daemon at its own host or network.
+    #[arg(long, env = "ACP_BRIDGE_ALLOW_PRIVATE_RELAYS")]
+    pub allow_private_relays: bool,
 }
 
 impl Default for RelayArgs {
@@ -66,6 +81,10 @@ pub struct RelaySettings {
     /// `--directory-relays`: where identities are published and looked up
     /// besides the bot's relays.
     pub directory: Vec<RelayUrl>,
+    /// `--allow-insecure-relays`: others' relays over ws:// too.
+    pub insecure_others: bool,
+    /// `--allow-private-relays`: others' relays at non-public addresses too.
+    pub private_others: PrivateAddresses,
 }
 
 impl RelaySettings {
@@ -76,6 +95,24 @@ impl RelaySettings {
             buffer: RelayArgs::default().relay_buffer,
             dm_inbox: Vec::new(),
             directory: Vec::new(),
+            insecure_others: false,
+            private_others: PrivateAddresses::Refused,
+        }
+    }
+}
+
+impl RelaySettings {
+    /// Which relays the outbound connections may reach: the operator's own
+    /// (`bot`: the `--relay` URLs, the embedded one's resolved; the DM
+    /// inbox and directory relays) always, others as the flags allow.
+    pub(crate) fn strangers(&self, bot: &[RelayUrl]) -> StrangersRelays {
+        let mut operators = bot.to_vec();
+        operators.extend(self.dm_inbox.iter().cloned());
+        operators.extend(self.directory.iter().cloned());
+        StrangersRelays {
+            operators,
+            plain_websockets: self.insecure_others,
+            private: self.private_others,
         }
     }
 }
@@ -87,6 +124,11 @@ impl RelayArgs {
             buffer: at_least_one("--relay-buffer", self.relay_buffer)?,
             dm_inbox: parse_relay_urls("--dm-relays", &self.dm_relays)?,
             directory: parse_relay_urls("--directory-relays", &self.directory_relays)?,
+            insecure_others: self.allow_insecure_relays,
+            private_others: match self.allow_private_relays {
+                true => PrivateAddresses::Allowed,
+                false => PrivateAddresses::Refused,
+            },
         })
     }
 }

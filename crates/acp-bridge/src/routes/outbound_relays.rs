@@ -11,6 +11,12 @@
 //! Directory relays (`--directory-relays`) are reached through it too,
 //! for reading people's relay lists and publishing the bot's own.
 //!
+//! A relay the operator did not name is reached over `wss://` only and at
+//! a public address only, unless the operator allows more
+//! ([`StrangersRelays`], checked in the transport on the address connected
+//! to): someone's list cannot point the daemon at its own host, its
+//! network or a cloud metadata address, nor make it answer AUTH there.
+//!
 //! A connection is opened on first use and kept for the next message to
 //! the same relay; at most [`MAX_OUTBOUND_RELAYS`] are open (opening one
 //! more closes the least recently used), and one unused for
@@ -19,13 +25,13 @@
 //! decision, without I/O, so that it is tested on its own.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{Client, ClientOptions, Event, EventId, Filter, Output, RelayUrl};
 
 use crate::signer::BotSigner;
-use crate::transport::NoDelayTransport;
+use crate::transport::{NoDelayTransport, RelayRefusal, StrangersRelays};
 
 /// Connections to other people's relays open at once.
 pub(super) const MAX_OUTBOUND_RELAYS: usize = 32;
@@ -116,30 +122,42 @@ impl PoolBook {
 pub(crate) struct OutboundRelays {
     client: Client,
     book: Mutex<PoolBook>,
+    guard: Arc<StrangersRelays>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OutboundError {
     #[error(transparent)]
     Client(#[from] nostr_sdk::client::Error),
+    #[error("refused: {0}")]
+    Refused(#[from] RelayRefusal),
 }
 
 impl OutboundRelays {
-    /// Within [`MAX_OUTBOUND_RELAYS`] and [`OUTBOUND_RELAY_IDLE`].
-    pub(crate) fn new(signer: BotSigner) -> Self {
-        Self::with_bounds(signer, MAX_OUTBOUND_RELAYS, OUTBOUND_RELAY_IDLE)
+    /// Within [`MAX_OUTBOUND_RELAYS`] and [`OUTBOUND_RELAY_IDLE`], reaching
+    /// the relays `guard` allows.
+    pub(crate) fn new(signer: BotSigner, guard: StrangersRelays) -> Self {
+        Self::with_bounds(signer, guard, MAX_OUTBOUND_RELAYS, OUTBOUND_RELAY_IDLE)
     }
 
-    fn with_bounds(signer: BotSigner, capacity: usize, idle_after: Duration) -> Self {
+    fn with_bounds(signer: BotSigner, guard: StrangersRelays, capacity: usize, idle_after: Duration) -> Self {
+        let guard = Arc::new(guard);
         let client = Client::builder()
             .signer(signer)
-            .websocket_transport(NoDelayTransport::default())
+            .websocket_transport(NoDelayTransport::guarded(Arc::clone(&guard)))
             .opts(ClientOptions::new().automatic_authentication(true))
             .build();
         OutboundRelays {
             client,
             book: Mutex::new(PoolBook::new(capacity, idle_after)),
+            guard,
         }
+    }
+
+    /// Whether `url` may be tried, as far as its URL tells (the address a
+    /// host name resolves to is checked as it is connected to).
+    pub(crate) fn may_try(&self, url: &RelayUrl) -> bool {
+        self.guard.vet(url).is_ok()
     }
 
     /// Sends `event` to `urls`, opening (or reusing) a connection to each.
@@ -180,7 +198,7 @@ impl OutboundRelays {
         urls: &[RelayUrl],
         filter: Filter,
         timeout: Duration,
-    ) -> Result<Vec<Event>, nostr_sdk::client::Error> {
+    ) -> Result<Vec<Event>, OutboundError> {
         let mut reachable = Vec::new();
         let mut last_error = None;
         for url in urls {
@@ -201,7 +219,8 @@ impl OutboundRelays {
     }
 
     /// Makes sure a connection to `url` is open, within the bound.
-    async fn open(&self, url: &RelayUrl) -> Result<(), nostr_sdk::client::Error> {
+    async fn open(&self, url: &RelayUrl) -> Result<(), OutboundError> {
+        self.guard.vet(url)?;
         let used = self.book().use_relay(url, Instant::now());
         if let Some(closed) = used.close {
             tracing::debug!(relay = %closed, "closing the least recently used connection to another's relay");
@@ -216,7 +235,7 @@ impl OutboundRelays {
             {
                 self.book().forget(url);
                 self.close(url).await;
-                return Err(error);
+                return Err(error.into());
             }
             tracing::debug!(relay = %url, "connected to another's relay");
         }
@@ -315,6 +334,15 @@ mod tests {
         );
     }
 
+    /// The tests' relays are on loopback over ws://.
+    fn anywhere() -> StrangersRelays {
+        StrangersRelays {
+            operators: Vec::new(),
+            plain_websockets: true,
+            private: crate::public_address::PrivateAddresses::Allowed,
+        }
+    }
+
     async fn open_relays(pool: &OutboundRelays) -> Vec<RelayUrl> {
         pool.client.relays().await.into_keys().collect()
     }
@@ -327,7 +355,12 @@ mod tests {
         );
         let keys = Keys::generate();
         let note = |text: &str| EventBuilder::text_note(text).sign_with_keys(&keys).unwrap();
-        let pool = OutboundRelays::with_bounds(BotSigner::from_keys(keys.clone()), 1, OUTBOUND_RELAY_IDLE);
+        let pool = OutboundRelays::with_bounds(
+            BotSigner::from_keys(keys.clone()),
+            anywhere(),
+            1,
+            OUTBOUND_RELAY_IDLE,
+        );
 
         for text in ["one", "two"] {
             let sent = pool.send_event_to(&[a.url().clone()], &note(text)).await.unwrap();
@@ -354,7 +387,8 @@ mod tests {
         let relay = EmbeddedRelay::start(None).await.unwrap();
         let keys = Keys::generate();
         let note = EventBuilder::text_note("hi").sign_with_keys(&keys).unwrap();
-        let pool = OutboundRelays::with_bounds(BotSigner::from_keys(keys.clone()), 8, Duration::ZERO);
+        let pool =
+            OutboundRelays::with_bounds(BotSigner::from_keys(keys.clone()), anywhere(), 8, Duration::ZERO);
         pool.send_event_to(&[relay.url().clone()], &note).await.unwrap();
         assert_eq!(open_relays(&pool).await.len(), 1);
         pool.close_idle().await;

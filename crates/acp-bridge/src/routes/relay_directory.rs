@@ -5,7 +5,12 @@
 //! publish their users' lists and look them up).
 //!
 //! Owns the lookup and its cache, nothing else: which of these relays an
-//! event goes to is `routes`' decision. The newest list of each kind wins.
+//! event goes to is `routes`' decision. Only lists by the person, whose
+//! signature we verified ourselves, count (a relay can serve anything under
+//! any author, and the SDK's verification cache is keyed by id alone); the
+//! newest of each kind wins, and relays the outbound connections may not
+//! try (`ws://`, a non-public address written in the URL) are left out, so
+//! the person falls back to the bot's relays rather than to nothing.
 //! A lookup that finds nothing (or times out) answers "no lists", which
 //! the caller reads as "use the bot's own relays"; that answer is cached
 //! too, for a shorter time, so a person without lists costs one query per
@@ -46,12 +51,19 @@ pub(crate) struct RelayLists {
 }
 
 impl RelayLists {
-    /// `events` (any mix of kinds 10050 and 10002 by one author) read
-    /// newest first per kind.
-    pub(crate) fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> RelayLists {
+    /// The lists of `person` among `events` (any mix of kinds 10050 and
+    /// 10002), newest first per kind; an event by another author or whose
+    /// signature does not verify is ignored.
+    pub(crate) fn from_events<'a>(
+        person: PublicKey,
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> RelayLists {
         let mut inbox: Option<&Event> = None;
         let mut relay_list: Option<&Event> = None;
-        for event in events {
+        let theirs = events
+            .into_iter()
+            .filter(|event| event.pubkey == person && event.verify().is_ok());
+        for event in theirs {
             let slot = match event.kind {
                 Kind::InboxRelays => &mut inbox,
                 Kind::RelayList => &mut relay_list,
@@ -80,6 +92,12 @@ impl RelayLists {
 
     fn is_empty(&self) -> bool {
         self.dm_inbox.is_empty() && self.read.is_empty()
+    }
+
+    /// Keeps the relays `keep` allows.
+    fn retain(&mut self, keep: impl Fn(&RelayUrl) -> bool) {
+        self.dm_inbox.retain(&keep);
+        self.read.retain(&keep);
     }
 }
 
@@ -221,7 +239,8 @@ impl RelayDirectory {
             .kinds([Kind::InboxRelays, Kind::RelayList]);
         match self.fetch(filter).await {
             Ok(events) => {
-                let lists = RelayLists::from_events(events.iter());
+                let mut lists = RelayLists::from_events(person, events.iter());
+                lists.retain(|url| self.outbound.may_try(url));
                 metrics::relay_list_lookup(if lists.is_empty() { "none" } else { "found" });
                 tracing::debug!(%person, dm_inbox = ?lists.dm_inbox, read = ?lists.read, "looked up a person's relay lists");
                 self.cache().put(person, lists.clone(), Instant::now());
@@ -243,6 +262,7 @@ impl RelayDirectory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nostr_sdk::prelude::JsonUtil;
     use nostr_sdk::prelude::{EventBuilder, Keys, Tag, Timestamp};
 
     fn url(n: usize) -> RelayUrl {
@@ -327,14 +347,38 @@ mod tests {
             vec![r(4, None), r(5, Some("read")), r(6, Some("write"))],
             150,
         );
-        let lists = RelayLists::from_events([&new_inbox, &relay_list, &old_inbox]);
+        let lists = RelayLists::from_events(keys.public_key(), [&new_inbox, &relay_list, &old_inbox]);
         assert_eq!(lists.dm_inbox, [url(2), url(3)]);
         assert_eq!(lists.read, [url(4), url(5)]);
 
         let long = signed(&keys, Kind::InboxRelays, (0..20).map(relay).collect(), 300);
         assert_eq!(
-            RelayLists::from_events([&long]).dm_inbox.len(),
+            RelayLists::from_events(keys.public_key(), [&long]).dm_inbox.len(),
             MAX_RELAYS_PER_LIST
         );
+    }
+
+    /// A relay can serve a list under anyone's name: only the person's own,
+    /// signed by them, counts.
+    #[test]
+    fn a_list_by_another_author_or_with_a_forged_signature_is_ignored() {
+        let (person, stranger) = (Keys::generate(), Keys::generate());
+        let relay = |n: usize| Tag::parse(["relay", url(n).as_str()]).unwrap();
+        let genuine = signed(&person, Kind::InboxRelays, vec![relay(1)], 100);
+        let by_another = signed(&stranger, Kind::InboxRelays, vec![relay(2)], 200);
+        // The person's own list, newer, its tags changed after signing:
+        // the id and signature no longer match the content.
+        let mut json: serde_json::Value = serde_json::from_str(&genuine.as_json()).unwrap();
+        json["tags"] = serde_json::json!([["relay", url(3).as_str()]]);
+        json["created_at"] = serde_json::json!(300);
+        let forged = Event::from_json(json.to_string()).unwrap();
+        assert_eq!(forged.pubkey, person.public_key());
+        // And one whose signature is another event's.
+        let mut json: serde_json::Value =
+            serde_json::from_str(&signed(&person, Kind::InboxRelays, vec![relay(4)], 400).as_json()).unwrap();
+        json["sig"] = serde_json::json!(genuine.sig.to_string());
+        let resigned = Event::from_json(json.to_string()).unwrap();
+        let lists = RelayLists::from_events(person.public_key(), [&genuine, &by_another, &forged, &resigned]);
+        assert_eq!(lists.dm_inbox, [url(1)], "only the genuine list");
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use hyper::body::Bytes;
 use nostr_sdk::hashes::{Hash as _, sha256};
-use nostr_sdk::prelude::{EventBuilder, JsonUtil, Kind, Tag, TagStandard, Timestamp, Url};
+use nostr_sdk::prelude::{EventBuilder, JsonUtil, Kind, Tag, TagKind, TagStandard, Timestamp, Url};
 
 use crate::http_get::{self, Bounds, HttpGetError, PrivateAddresses, Upload};
 use crate::signer::BotSigner;
@@ -70,22 +70,30 @@ impl BlossomError {
     }
 }
 
-/// The `Authorization` header value for uploading `blob` as `name`: one
-/// event serves every server (it names none).
-pub(crate) async fn authorization(
+/// The `Authorization` header value for uploading `blob` as `name` to
+/// `server`: the event names the server's domain (a `server` tag, BUD-01's
+/// scoping), so a server that received it cannot replay it against
+/// another, and each server gets its own.
+async fn authorization(
     signer: &BotSigner,
     blob: &Blob,
     name: &str,
+    server: &Url,
 ) -> Result<String, BlossomError> {
     let hash = blob
         .sha256
         .parse::<sha256::Hash>()
         .map_err(|error| BlossomError::Sign(error.to_string()))?;
+    let domain = server
+        .host_str()
+        .ok_or_else(|| BlossomError::Sign(format!("{server} names no host")))?
+        .to_ascii_lowercase();
     let event = EventBuilder::new(Kind::BlossomAuth, format!("Upload {name}"))
         .tags([
             Tag::hashtag("upload"),
             Tag::from_standardized(TagStandard::Sha256(hash)),
             Tag::expiration(Timestamp::now() + AUTHORIZATION_LIFETIME),
+            Tag::custom(TagKind::custom("server"), [domain]),
         ])
         .sign(signer)
         .await
@@ -101,14 +109,17 @@ struct Descriptor {
     sha256: String,
 }
 
-/// Uploads `blob` to the Blossom server at `server` (its base URL) with
-/// `authorization`; the blob's URL there.
+/// Uploads `blob`, named `name`, to the Blossom server at `server` (its
+/// base URL) with an authorization `signer` signs for that server alone;
+/// the blob's URL there.
 pub(crate) async fn upload(
+    signer: &BotSigner,
     server: &Url,
     blob: &Blob,
-    authorization: &str,
+    name: &str,
     private_addresses: PrivateAddresses,
 ) -> Result<Url, BlossomError> {
+    let authorization = &authorization(signer, blob, name, server).await?;
     let endpoint = server
         .join("upload")
         .map_err(|error| BlossomError::Descriptor(error.to_string()))?;
@@ -154,7 +165,8 @@ mod tests {
         );
         let port = serving_once(answer.into_bytes()).await;
         let server = Url::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
-        let outcome = upload(&server, &blob, "Nostr x", PrivateAddresses::Allowed).await;
+        let signer = BotSigner::from_keys(nostr_sdk::prelude::Keys::generate());
+        let outcome = upload(&signer, &server, &blob, "x", PrivateAddresses::Allowed).await;
         assert!(
             matches!(outcome, Err(BlossomError::HashMismatch(_))),
             "{outcome:?}"
@@ -166,7 +178,7 @@ mod tests {
         );
         let port = serving_once(good.into_bytes()).await;
         let server = Url::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
-        let url = upload(&server, &blob, "Nostr x", PrivateAddresses::Allowed)
+        let url = upload(&signer, &server, &blob, "x", PrivateAddresses::Allowed)
             .await
             .unwrap();
         assert_eq!(url.path(), format!("/{}", blob.sha256));
@@ -174,5 +186,34 @@ mod tests {
             blob.sha256, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
             "sha256 of `hello`"
         );
+    }
+
+    /// An authorization names the one server it is for.
+    #[tokio::test]
+    async fn each_servers_authorization_names_that_server_alone() {
+        use nostr_sdk::prelude::{Event, Keys};
+        let keys = Keys::generate();
+        let signer = BotSigner::from_keys(keys.clone());
+        let blob = Blob::new(b"hello".to_vec(), "text/plain");
+        let read = |header: String| {
+            let json = base64::engine::general_purpose::STANDARD
+                .decode(header.strip_prefix("Nostr ").unwrap())
+                .unwrap();
+            let event = Event::from_json(json).unwrap();
+            event.verify().unwrap();
+            let servers: Vec<String> = event
+                .tags
+                .filter(TagKind::custom("server"))
+                .filter_map(|tag| tag.content().map(str::to_owned))
+                .collect();
+            servers
+        };
+        let one = Url::parse("https://Blossom.Example.com/").unwrap();
+        let other = Url::parse("https://cdn.other.net:8443/base/").unwrap();
+        let for_one = read(authorization(&signer, &blob, "a.txt", &one).await.unwrap());
+        let for_other = read(authorization(&signer, &blob, "a.txt", &other).await.unwrap());
+        println!("server tags: {for_one:?}, {for_other:?}");
+        assert_eq!(for_one, ["blossom.example.com"]);
+        assert_eq!(for_other, ["cdn.other.net"]);
     }
 }

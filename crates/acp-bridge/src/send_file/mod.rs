@@ -151,20 +151,12 @@ impl FileSender {
         let name = display_name(path);
         let mime = mime::sniff(&name, &bytes).ok_or_else(|| SendFileError::Type(path.to_owned()))?;
         let blob = Blob::new(bytes, mime);
-        let authorization = match blossom::authorization(&self.signer, &blob, &name).await {
-            Ok(authorization) => authorization,
-            Err(error) => {
-                metrics::blossom_upload(error.as_str(), 0);
-                tracing::error!(%error, "cannot authorize a Blossom upload");
-                return Err(SendFileError::Upload);
-            }
-        };
         // At once, so that the whole send takes one upload's bound.
         let uploads = self
             .settings
             .blossom
             .iter()
-            .map(|server| blossom::upload(server, &blob, &authorization, self.private_addresses));
+            .map(|server| blossom::upload(&self.signer, server, &blob, &name, self.private_addresses));
         let mut urls = Vec::new();
         for (server, outcome) in self.settings.blossom.iter().zip(join_all(uploads).await) {
             match outcome {
