@@ -199,6 +199,19 @@ fn close_to_others(dir: &Path) {
     }
 }
 
+/// An agent user that owns nothing on the machine and is in none of its
+/// groups, for tests of what such a user could change.
+#[cfg(test)]
+pub(crate) fn stranger() -> AgentUser {
+    AgentUser {
+        name: "agent".to_owned(),
+        uid: 4_000_123,
+        gid: 4_000_123,
+        groups: vec![4_000_123],
+        home: PathBuf::from("/nonexistent"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,17 +226,6 @@ mod tests {
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(mode, 0o700);
-    }
-
-    /// An agent user that owns nothing here and is in none of its groups.
-    fn stranger() -> AgentUser {
-        AgentUser {
-            name: "agent".to_owned(),
-            uid: 4_000_123,
-            gid: 4_000_123,
-            groups: vec![4_000_123],
-            home: PathBuf::from("/nonexistent"),
-        }
     }
 
     /// A scratch base (under the sticky, root-owned temp dir) with an

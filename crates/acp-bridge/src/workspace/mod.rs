@@ -404,15 +404,9 @@ mod tests {
     #[tokio::test]
     async fn a_root_the_agents_could_change_or_a_conversations_dir_not_the_daemons_is_refused() {
         let root = root("open-root");
-        let agents = AgentUser {
-            name: "agent".to_owned(),
-            uid: 4_000_123,
-            gid: 4_000_123,
-            groups: vec![4_000_123],
-            home: PathBuf::from("/nonexistent"),
-        };
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let each = Workspaces::new(&root, WorkspaceMode::PerConversation, Some(agents.clone()));
+        let agents = Some(crate::isolation::stranger());
+        let each = Workspaces::new(&root, WorkspaceMode::PerConversation, agents);
         let refused = each.prepare(&key("a")).await.expect_err("--cwd open to anyone");
         assert!(refused.to_string().contains("is writable by anyone"), "{refused}");
 
