@@ -394,3 +394,58 @@ async fn one_conversation_cannot_take_every_connection_from_another() {
         task.abort();
     }
 }
+
+/// Agents may put their MCP token where other local users can read it
+/// (claude-agent-acp's SDK passes its MCP servers, headers included, on
+/// the `claude` CLI's command line). A process of another user presenting
+/// a live token is refused; the agents' user (here the daemon's) is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_token_from_a_process_of_another_user_is_refused() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("skipped: acting as another user needs root (CI runs as root)");
+        return;
+    }
+    let scene = Scene::builder().frame_log().start().await;
+    let log = &scene.bridge.log;
+    let mention = scene.mention("room", "hello").await;
+    scene.reply_to(&mention).await;
+    let addr = log
+        .wait(
+            log.start(),
+            Line::new("serving the bridge's MCP server on loopback"),
+        )
+        .await["addr"]
+        .as_str()
+        .expect("addr")
+        .to_owned();
+    let (_, token) = scene.offered_mcp_tokens().pop().expect("a token offered");
+    let (host, port) = addr.rsplit_once(':').expect("host:port");
+    // The same request, by a shell of `uid`: its first answer line.
+    let ask_as = |uid: u32| {
+        use std::os::unix::process::CommandExt;
+        let script = format!(
+            "exec 3<>/dev/tcp/{host}/{port}; printf 'GET /elsewhere HTTP/1.1\\r\\nHost: {addr}\\r\\nAuthorization: {token}\\r\\nConnection: close\\r\\n\\r\\n' >&3; head -n 1 <&3"
+        );
+        let output = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .uid(uid)
+            .gid(uid)
+            .output()
+            .expect("bash");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    let mark = log.cursor();
+    let stranger = ask_as(65534);
+    let daemons_own = ask_as(0);
+    log.wait(
+        mark,
+        Line::new("MCP request with a live token from a process of another user: 403 (the token may have leaked, e.g. from an agent's command line)")
+            .with("caller_uid", 65534),
+    )
+    .await;
+    println!(
+        "a live MCP token over HTTP: from uid 65534 {stranger:?}; from the agents' (daemon's) uid {daemons_own:?}"
+    );
+    assert!(stranger.starts_with("HTTP/1.1 403"), "{stranger:?}");
+    assert!(daemons_own.starts_with("HTTP/1.1 404"), "{daemons_own:?}");
+}

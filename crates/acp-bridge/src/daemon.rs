@@ -229,10 +229,14 @@ impl Stages {
         // Bound before any agent starts: sessions are offered its address.
         let (tool_tx, tool_requests) = mpsc::channel(crate::mcp::TOOL_REQUEST_QUEUE);
         let mcp_stop = CancellationToken::new();
-        let mcp = crate::mcp::start(settings.mcp.clone(), tool_tx, mcp_stop.clone())
+        let profiles = &settings.agent_profiles;
+        let agent_uids = profiles
+            .all()
+            .iter()
+            .filter_map(|profile| profile.agent.user.as_ref().map(|user| user.uid));
+        let mcp = crate::mcp::start(settings.mcp.clone(), agent_uids, tool_tx, mcp_stop.clone())
             .await
             .map_err(|error| DaemonError::Mcp(error.to_string()))?;
-        let profiles = &settings.agent_profiles;
         let pool = Pools::start(
             profiles
                 .all()

@@ -13,9 +13,13 @@
 //! - a failed accept (out of file descriptors, EMFILE) waits before the
 //!   next one, from [`ACCEPT_BACKOFF_MIN`] doubling to
 //!   [`ACCEPT_BACKOFF_MAX`], instead of trying again at once in a loop.
+//!
+//! Each request carries its connection's two ends ([`ConnectionEnds`]) in
+//! its extensions, for a server that asks who connected.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -45,6 +49,15 @@ pub(crate) struct ServerBounds {
     pub on_full: fn(),
 }
 
+/// The two ends of the connection a request came on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnectionEnds {
+    /// The server's end (the listener's address).
+    pub local: SocketAddr,
+    /// The client's end.
+    pub peer: SocketAddr,
+}
+
 /// Serves connections on `listener` with `handle` answering each request,
 /// within `bounds`, until `stop`.
 pub(crate) async fn serve<H, Fut, B>(
@@ -61,19 +74,24 @@ pub(crate) async fn serve<H, Fut, B>(
 {
     let slots = Arc::new(Semaphore::new(bounds.max_connections));
     let mut backoff = AcceptBackoff::default();
-    let accept = || async { listener.accept().await.map(|(stream, _)| stream) };
-    while let Some(stream) = backoff.next_connection(bounds.name, &stop, accept).await {
+    let accept = || async { listener.accept().await };
+    while let Some((stream, peer)) = backoff.next_connection(bounds.name, &stop, accept).await {
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             (bounds.on_full)();
             continue;
         };
-        tokio::spawn(serve_connection(stream, slot, bounds, handle.clone()));
+        let Ok(local) = stream.local_addr() else {
+            continue;
+        };
+        let ends = ConnectionEnds { local, peer };
+        tokio::spawn(serve_connection(stream, ends, slot, bounds, handle.clone()));
     }
 }
 
 /// Serves one connection within its bounds; the slot is freed when it ends.
 async fn serve_connection<H, Fut, B>(
     stream: TcpStream,
+    ends: ConnectionEnds,
     slot: OwnedSemaphorePermit,
     bounds: ServerBounds,
     handle: H,
@@ -84,7 +102,8 @@ async fn serve_connection<H, Fut, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let service = service_fn(move |request| {
+    let service = service_fn(move |mut request: Request<Incoming>| {
+        request.extensions_mut().insert(ends);
         let response = handle(request);
         async move { Ok::<_, Infallible>(response.await) }
     });

@@ -24,6 +24,11 @@
 //! rmcp also checks the `Host` header against loopback names (DNS
 //! rebinding) and refuses any request with an `Origin` (no browser calls
 //! this server).
+//!
+//! A live token is not enough: the process that connected must be the
+//! agents' user's or the daemon's ([`tcp_owner`](super::tcp_owner)), else
+//! 403. Agents may put the token in a command line that every local user
+//! can read.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -41,9 +46,10 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::tcp_owner;
 use super::tokens::TokenRegistry;
 use super::tools::{BridgeTools, ToolRequest};
-use crate::http_server::{self, ServerBounds};
+use crate::http_server::{self, ConnectionEnds, ServerBounds};
 use crate::mention::ConversationKey;
 use crate::telemetry::metrics;
 
@@ -72,6 +78,8 @@ struct Shared {
     heart: mpsc::Sender<ToolRequest>,
     stop: CancellationToken,
     in_flight: Arc<InFlight>,
+    /// The users whose processes may call: the agents' and the daemon's.
+    callers: Vec<u32>,
 }
 
 /// How many requests each conversation has being served.
@@ -119,11 +127,12 @@ impl Drop for Seat {
 }
 
 /// Binds the listener now (so a failure stops the start) and serves until
-/// `stop`. Returns the bound address.
+/// `stop` the processes of the users `callers`. Returns the bound address.
 pub(super) async fn bind(
     tokens: Arc<TokenRegistry>,
     heart: mpsc::Sender<ToolRequest>,
     stop: CancellationToken,
+    callers: Vec<u32>,
 ) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let addr = listener.local_addr()?;
@@ -133,6 +142,7 @@ pub(super) async fn bind(
         heart,
         stop,
         in_flight: Arc::default(),
+        callers,
     });
     tokio::spawn(serve(listener, shared));
     Ok(addr)
@@ -173,6 +183,20 @@ async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Body> 
         );
         return status(StatusCode::UNAUTHORIZED);
     };
+    let caller = request
+        .extensions()
+        .get::<ConnectionEnds>()
+        .and_then(|ends| tcp_owner::owner_uid(ends.local, ends.peer));
+    if !caller.is_some_and(|uid| shared.callers.contains(&uid)) {
+        metrics::mcp_unauthorized();
+        tracing::warn!(
+            %conversation,
+            caller_uid = caller,
+            allowed = ?shared.callers,
+            "MCP request with a live token from a process of another user: 403 (the token may have leaked, e.g. from an agent's command line)"
+        );
+        return status(StatusCode::FORBIDDEN);
+    }
     if request.uri().path() != PATH {
         return status(StatusCode::NOT_FOUND);
     }

@@ -21,6 +21,7 @@ mod http;
 mod offer;
 mod operator;
 mod socket;
+mod tcp_owner;
 mod tokens;
 mod tools;
 
@@ -151,11 +152,15 @@ impl OwnServer {
         }
     }
 
-    /// Binds the loopback listener and the local socket now; serves until
-    /// `stop`.
-    async fn start(heart: mpsc::Sender<ToolRequest>, stop: CancellationToken) -> std::io::Result<OwnServer> {
+    /// Binds the loopback listener and the local socket now; serves the
+    /// processes of `callers` until `stop`.
+    async fn start(
+        heart: mpsc::Sender<ToolRequest>,
+        stop: CancellationToken,
+        callers: Vec<u32>,
+    ) -> std::io::Result<OwnServer> {
         let tokens = Arc::new(TokenRegistry::default());
-        let addr = http::bind(Arc::clone(&tokens), heart.clone(), stop.clone()).await?;
+        let addr = http::bind(Arc::clone(&tokens), heart.clone(), stop.clone(), callers).await?;
         let socket = socket::bind(Arc::clone(&tokens), heart, stop)?;
         let stdio = match std::env::current_exe() {
             Ok(command) => Some(StdioOffer {
@@ -177,16 +182,22 @@ impl OwnServer {
 
 /// Starts the bridge's own server unless `--mcp off` (its loopback
 /// listener and local socket bound now, served until `stop`; tool calls go
-/// to `heart`). `None` when there is nothing to offer: `--mcp off` and no
-/// operator servers.
+/// to `heart`). Over HTTP only processes of the daemon's user and of
+/// `agent_uids` are served. `None` when there is nothing to offer: `--mcp
+/// off` and no operator servers.
 pub(crate) async fn start(
     settings: McpSettings,
+    agent_uids: impl IntoIterator<Item = u32>,
     heart: mpsc::Sender<ToolRequest>,
     stop: CancellationToken,
 ) -> std::io::Result<Option<McpOffers>> {
+    let mut callers: Vec<u32> = agent_uids.into_iter().collect();
+    callers.push(nix::unistd::geteuid().as_raw());
+    callers.sort_unstable();
+    callers.dedup();
     let own = match settings.mode {
         McpMode::Off => None,
-        McpMode::Auto => Some(OwnServer::start(heart, stop).await?),
+        McpMode::Auto => Some(OwnServer::start(heart, stop, callers).await?),
     };
     if own.is_none() && settings.operator.is_empty() {
         return Ok(None);
