@@ -90,10 +90,19 @@ impl McpOffers {
     }
 
     /// The `mcpServers` of the conversation's session on the agent `info`
-    /// describes: the bridge's server (over HTTP when the agent takes it,
-    /// else over stdio), then the operator's that the agent takes.
-    pub(crate) fn servers(&self, info: Option<&AgentInfo>, conversation: &ConversationKey) -> Vec<Value> {
-        let own = self.own.as_ref().and_then(|own| own.entry(info, conversation));
+    /// describes, running as `agent_uid`: the bridge's server (over HTTP
+    /// when the agent takes it, else over stdio), then the operator's that
+    /// the agent takes.
+    pub(crate) fn servers(
+        &self,
+        info: Option<&AgentInfo>,
+        conversation: &ConversationKey,
+        agent_uid: u32,
+    ) -> Vec<Value> {
+        let own = self
+            .own
+            .as_ref()
+            .and_then(|own| own.entry(info, conversation, agent_uid));
         let operator = self.operator.iter().filter(|server| {
             let offered = server.offered_to(info);
             if !offered {
@@ -134,12 +143,17 @@ impl McpOffers {
 
 impl OwnServer {
     /// The conversation's entry: HTTP when the agent takes it, else stdio.
-    fn entry(&self, info: Option<&AgentInfo>, conversation: &ConversationKey) -> Option<Value> {
+    fn entry(
+        &self,
+        info: Option<&AgentInfo>,
+        conversation: &ConversationKey,
+        agent_uid: u32,
+    ) -> Option<Value> {
         let http = info.is_some_and(|info| info.mcp_http);
         if !http && self.stdio.is_none() {
             return None;
         }
-        match self.tokens.token_for(conversation) {
+        match self.tokens.token_for(conversation, agent_uid) {
             Ok(token) => Some(match (&self.stdio, http) {
                 (Some(stdio), false) => offer::stdio_entry(&stdio.command, &stdio.socket, &token),
                 _ => offer::http_entry(&self.url, &token),

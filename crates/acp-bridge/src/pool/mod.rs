@@ -213,7 +213,18 @@ impl Pool {
             .join(" ");
         let workspaces = settings.workspaces();
         let live = settings.live;
-        let sessions = SessionBook::new(sessions, agent, workspaces, AuthPolicy::new(&settings), mcp);
+        let agent_uid = settings
+            .user
+            .as_ref()
+            .map_or_else(|| nix::unistd::geteuid().as_raw(), |user| user.uid);
+        let sessions = SessionBook::new(
+            sessions,
+            agent,
+            workspaces,
+            AuthPolicy::new(&settings),
+            mcp,
+            agent_uid,
+        );
         let launcher = Launcher::Command(Box::new(settings), groups);
         Pool::with_launcher(profile, launcher, processes, (sessions, live), client_config)
     }

@@ -40,6 +40,9 @@ pub(super) struct SessionBook {
     auth: AuthPolicy,
     /// The bridge's own MCP server (`None`: `--mcp off`).
     mcp: Option<McpOffers>,
+    /// The uid the agents run as: the only one (with the daemon's) whose
+    /// processes the MCP socket serves a session's token to.
+    agent_uid: u32,
 }
 
 impl SessionBook {
@@ -49,6 +52,7 @@ impl SessionBook {
         workspaces: Workspaces,
         auth: AuthPolicy,
         mcp: Option<McpOffers>,
+        agent_uid: u32,
     ) -> Self {
         SessionBook {
             sessions,
@@ -56,6 +60,7 @@ impl SessionBook {
             workspaces,
             auth,
             mcp,
+            agent_uid,
         }
     }
 
@@ -63,7 +68,7 @@ impl SessionBook {
     fn mcp_servers(&self, client: &AgentClient, conversation: &ConversationKey) -> Vec<serde_json::Value> {
         self.mcp
             .as_ref()
-            .map(|mcp| mcp.servers(client.info(), conversation))
+            .map(|mcp| mcp.servers(client.info(), conversation, self.agent_uid))
             .unwrap_or_default()
     }
 

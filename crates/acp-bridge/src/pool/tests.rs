@@ -88,6 +88,7 @@ fn pool_with(scripts: &[Options], config: ClientConfig) -> TestPool {
         ),
         AuthPolicy::default(),
         None,
+        nix::unistd::geteuid().as_raw(),
     );
     let pool = Pool::with_launcher(
         TEST_PROFILE,
