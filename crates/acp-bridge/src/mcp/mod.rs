@@ -91,18 +91,19 @@ impl McpOffers {
 
     /// The `mcpServers` of the conversation's session on the agent `info`
     /// describes, running as `agent_uid`: the bridge's server (over HTTP
-    /// when the agent takes it, else over stdio), then the operator's that
-    /// the agent takes.
+    /// when the agent takes it and `http` allows, else over stdio), then
+    /// the operator's that the agent takes.
     pub(crate) fn servers(
         &self,
         info: Option<&AgentInfo>,
         conversation: &ConversationKey,
-        agent_uid: u32,
+        (agent_uid, http): (u32, bool),
     ) -> Vec<Value> {
+        let http = http && info.is_some_and(|info| info.mcp_http);
         let own = self
             .own
             .as_ref()
-            .and_then(|own| own.entry(info, conversation, agent_uid));
+            .and_then(|own| own.entry(http, conversation, agent_uid));
         let operator = self.operator.iter().filter(|server| {
             let offered = server.offered_to(info);
             if !offered {
@@ -142,14 +143,8 @@ impl McpOffers {
 }
 
 impl OwnServer {
-    /// The conversation's entry: HTTP when the agent takes it, else stdio.
-    fn entry(
-        &self,
-        info: Option<&AgentInfo>,
-        conversation: &ConversationKey,
-        agent_uid: u32,
-    ) -> Option<Value> {
-        let http = info.is_some_and(|info| info.mcp_http);
+    /// The conversation's entry: HTTP when `http`, else stdio.
+    fn entry(&self, http: bool, conversation: &ConversationKey, agent_uid: u32) -> Option<Value> {
         if !http && self.stdio.is_none() {
             return None;
         }
