@@ -231,6 +231,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--agent-command", "/nonexistent/agent"),
     ("--agent-args", "scripted-agent 'unbalanced"),
     ("--agent-user", "no-such-user-acp"),
+    ("--agent-uids", "61009-61000"),
     ("--agents", "0"),
     ("--turns-per-agent", "0"),
     ("--cwd", "/nonexistent/work"),
@@ -1048,4 +1049,69 @@ fn agent_profiles_are_refused_in_one_line_naming_the_key() {
         assert_eq!(lines.len(), 1, "{text:?}: one line: {stderr}");
         assert!(lines[0].contains(says), "{text:?}: {stderr}");
     }
+}
+
+/// `--agent-uids` is refused in one line naming it unless its conditions
+/// hold: `--agent-user`, per-conversation workspaces, no `--workspace-repo`,
+/// a range from 1000 holding no account of /etc/passwd (root runs it:
+/// `--agent-user` needs root, and is checked first).
+#[test]
+fn agent_uids_are_refused_in_one_line_unless_their_conditions_hold() {
+    let dir = temp_dir("agent-uids");
+    let flags = valid_flags_except(&dir, "");
+    let root = nix::unistd::geteuid().is_root();
+    let nobody_uid = nix::unistd::User::from_name("nobody")
+        .ok()
+        .flatten()
+        .map(|user| user.uid.as_raw().to_string())
+        .unwrap_or_default();
+    let around_nobody = format!("{nobody_uid}-{nobody_uid}");
+    let per_conversation = ["--agent-user", "nobody", "--workspace", "per-conversation"];
+    let around_account = std::fs::read_to_string("/etc/passwd")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.split(':').nth(2)?.parse::<u32>().ok())
+        .find(|uid| (1000..65534).contains(uid))
+        .map(|uid| format!("{uid}-{uid}"));
+    let mut cases: Vec<(Vec<&str>, &str)> = vec![(vec!["--agent-uids", "61000-61009"], "needs --agent-user")];
+    if root {
+        cases.extend([
+            (
+                vec!["--agent-uids", "61000-61009", "--agent-user", "nobody"],
+                "needs --workspace per-conversation",
+            ),
+            (
+                [&per_conversation[..], &["--agent-uids", "500-61009"]].concat(),
+                "starts below 1000",
+            ),
+            (
+                [&per_conversation[..], &["--agent-uids", &around_nobody]].concat(),
+                "holds --agent-user's uid",
+            ),
+        ]);
+        if let Some(range) = &around_account {
+            cases.push((
+                [&per_conversation[..], &["--agent-uids", range]].concat(),
+                "of the account",
+            ));
+        }
+    }
+    for (extra, why) in &cases {
+        let args: Vec<String> = flags
+            .iter()
+            .cloned()
+            .chain(extra.iter().map(|arg| (*arg).to_owned()))
+            .collect();
+        let (code, stderr) = refused(&args, &[]);
+        assert_eq!(code, 2, "{extra:?}: {stderr:?}");
+        let refusal = stderr.last().cloned().unwrap_or_default();
+        assert!(
+            refusal.starts_with("acp-bridge: --agent-uids") && refusal.contains(why),
+            "{extra:?}: {stderr:?}"
+        );
+    }
+    println!(
+        "--agent-uids: {} misconfigurations refused in one line",
+        cases.len()
+    );
 }

@@ -451,3 +451,96 @@ async fn per_conversation_workspaces_under_a_cwd_the_agents_own_are_refused_at_s
     assert!(!cwd.join("conversations").exists(), "nothing was created");
     println!("per-conversation workspaces under a --cwd owned by {AGENT_USER}: refused at start ({refusal})");
 }
+
+/// The workspaces under `cwd/conversations/` now.
+fn workspaces_under(cwd: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(cwd.join("conversations"))
+        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default()
+}
+
+/// Conversation A has a turn; a secret is put in its workspace, owned by
+/// the uid the workspace is (0600); conversation B's agent then reads it
+/// and its own `/proc/self/status`. Returns (reads of A's secret that
+/// succeeded, A's agent's uid line, B's).
+async fn neighbour_reads_secret(scene: &Scene, cwd: &std::path::Path, tag: &str) -> (usize, String, String) {
+    use std::os::unix::fs::MetadataExt;
+    let before = workspaces_under(cwd);
+    let status_a = agent_reads(scene, &format!("{tag}-a"), &["/proc/self/status".to_owned()]).await;
+    let workspace_a = workspaces_under(cwd)
+        .into_iter()
+        .find(|dir| !before.contains(dir))
+        .expect("A's workspace");
+    let owner = std::fs::metadata(&workspace_a).expect("stat").uid();
+    let secret = workspace_a.join("secret.txt");
+    std::fs::write(&secret, "conversation A's secret").expect("secret");
+    std::os::unix::fs::chown(&secret, Some(owner), None).expect("chown");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let paths = [secret.display().to_string(), "/proc/self/status".to_owned()];
+    let answer_b = agent_reads(scene, &format!("{tag}-b"), &paths).await;
+    let uid_line = |answer: &str| {
+        answer
+            .split('\n')
+            .find(|line| line.starts_with("Uid:"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (
+        reads_succeeded(&answer_b, &paths[..1]),
+        uid_line(&status_a),
+        uid_line(&answer_b),
+    )
+}
+
+/// `--agent-uids`: each conversation's agent runs as a uid of its own, so
+/// conversation B's agent cannot read conversation A's workspace, even
+/// with one agent process slot serving both in turn; as one
+/// `--agent-user` it can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversations_agent_cannot_read_another_conversations_workspace_with_agent_uids() {
+    if !running_as_root() {
+        println!("skipped: starting agents as other users needs root (CI runs as root)");
+        return;
+    }
+    let cwd = std::fs::canonicalize(temp_dir("uids-cwd")).expect("cwd");
+    let cwd_flag = cwd.display().to_string();
+    let one_user = [
+        "--agents",
+        "1",
+        "--agent-user",
+        AGENT_USER,
+        "--workspace",
+        "per-conversation",
+        "--cwd",
+        &cwd_flag,
+    ];
+    let mut scene = Scene::builder().flags(&one_user).start().await;
+    let (read_as_one_user, uid_a, uid_b) = neighbour_reads_secret(&scene, &cwd, "one-user").await;
+    assert_eq!(read_as_one_user, 1, "as one --agent-user, B reads A's workspace");
+    assert_eq!(uid_a, uid_b, "one uid for both");
+
+    scene.bridge.terminate(PATIENCE).await;
+    let spec = scene.spec().flags(&["--agent-uids", "61000-61009"]);
+    scene.restart(spec).await;
+    let (read_with_uids, uid_a, uid_b) = neighbour_reads_secret(&scene, &cwd, "own-uids").await;
+    assert_eq!(
+        read_with_uids, 0,
+        "B's agent is refused A's workspace by the kernel"
+    );
+    assert_eq!(
+        (uid_a.as_str(), uid_b.as_str()),
+        ("61000", "61001"),
+        "each conversation's agent ran as its own uid"
+    );
+    println!(
+        "conversation B's agent reading A's workspace file, one agent slot serving both in turn: as one --agent-user {read_as_one_user} of 1 read (both as uid {}); with --agent-uids {read_with_uids} of 1 read (A as uid {uid_a}, B as uid {uid_b})",
+        nix::unistd::User::from_name(AGENT_USER)
+            .ok()
+            .flatten()
+            .map(|user| user.uid.as_raw())
+            .unwrap_or_default()
+    );
+}

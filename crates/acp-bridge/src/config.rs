@@ -239,6 +239,10 @@ impl RunArgs {
                 crate::isolation::check_workspace_root(&agent.cwd, user)
                     .map_err(|problem| refuse("--cwd", problem))?;
             }
+            if agent.uids.is_some() {
+                crate::isolation::check_daemons_only(&agent.cwd)
+                    .map_err(|problem| refuse("--cwd", problem))?;
+            }
         }
         // With profiles, each names (and checks) its own program: the
         // flags' command is only their default.

@@ -245,7 +245,10 @@ impl Stages {
             &profiles.default_profile().name,
             // Questions reach a person only with ask-owner (README).
             settings.turns.asks_owner(),
-            &Sessions::new(Arc::clone(&store)),
+            (
+                &Sessions::new(Arc::clone(&store)),
+                &crate::store::AgentUids::new(Arc::clone(&store)),
+            ),
             &agent_groups,
             mcp.as_ref(),
         );
@@ -414,7 +417,9 @@ impl Stages {
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,
-            workspaces: settings.agent.workspaces(),
+            workspaces: settings
+                .agent
+                .workspaces(&crate::store::AgentUids::new(Arc::clone(&store))),
             pools: pool.watch_statuses(),
         };
         let publisher = Arc::new(Publisher::new(
@@ -594,8 +599,9 @@ fn turn_services(
         media: settings.media,
         files: crate::send_file::FileSender::new(
             settings.files.clone(),
-            settings.agent.workspaces(),
-            settings.agent.user.as_ref(),
+            settings
+                .agent
+                .workspaces(&crate::store::AgentUids::new(Arc::clone(store))),
             signer.clone(),
             settings.media.private_addresses,
         ),

@@ -108,6 +108,23 @@ pub(crate) fn check_workspace_root(cwd: &Path, user: &AgentUser) -> Result<(), S
     }
 }
 
+/// With `--agent-uids`, `cwd` must be the daemon's and writable by no one
+/// else: the conversations' uids are many, so no group or other bit is safe.
+pub(crate) fn check_daemons_only(cwd: &Path) -> Result<(), String> {
+    let metadata =
+        std::fs::metadata(cwd).map_err(|error| format!("cannot read `{}`: {error}", cwd.display()))?;
+    let daemon = nix::unistd::geteuid().as_raw();
+    let mode = metadata.mode() & 0o7777;
+    if metadata.uid() != daemon || mode & 0o022 != 0 {
+        return Err(format!(
+            "`{}` is owned by uid {} with mode {mode:o}; with --agent-uids it must be the daemon's (uid {daemon}) and writable by no one else",
+            cwd.display(),
+            metadata.uid()
+        ));
+    }
+    Ok(())
+}
+
 /// How `user` may change a file or directory with `metadata`, if it may:
 /// as its owner (who can always change the mode), through its group, or as
 /// anyone.

@@ -138,6 +138,7 @@ pub(crate) const KEYS: &[Key] = &[
     key("agent-env", Section::Agent),
     key("agent-auth-method", Section::Agent),
     key("agent-user", Section::Agent),
+    key("agent-uids", Section::Agent),
     key("agents", Section::Agent),
     key("turns-per-agent", Section::Agent),
     key("cwd", Section::Agent),

@@ -91,10 +91,20 @@ impl McpOffers {
     }
 
     /// The `mcpServers` of the conversation's session on the agent `info`
-    /// describes: the bridge's server (over HTTP when the agent takes it,
-    /// else over stdio), then the operator's that the agent takes.
-    pub(crate) fn servers(&self, info: Option<&AgentInfo>, conversation: &ConversationKey) -> Vec<Value> {
-        let own = self.own.as_ref().and_then(|own| own.entry(info, conversation));
+    /// describes, running as `agent_uid`: the bridge's server (over HTTP
+    /// when the agent takes it and `http` allows, else over stdio), then
+    /// the operator's that the agent takes.
+    pub(crate) fn servers(
+        &self,
+        info: Option<&AgentInfo>,
+        conversation: &ConversationKey,
+        (agent_uid, http): (u32, bool),
+    ) -> Vec<Value> {
+        let http = http && info.is_some_and(|info| info.mcp_http);
+        let own = self
+            .own
+            .as_ref()
+            .and_then(|own| own.entry(http, conversation, agent_uid));
         let operator = self.operator.iter().filter(|server| {
             let offered = server.offered_to(info);
             if !offered {
@@ -134,13 +144,12 @@ impl McpOffers {
 }
 
 impl OwnServer {
-    /// The conversation's entry: HTTP when the agent takes it, else stdio.
-    fn entry(&self, info: Option<&AgentInfo>, conversation: &ConversationKey) -> Option<Value> {
-        let http = info.is_some_and(|info| info.mcp_http);
+    /// The conversation's entry: HTTP when `http`, else stdio.
+    fn entry(&self, http: bool, conversation: &ConversationKey, agent_uid: u32) -> Option<Value> {
         if !http && self.stdio.is_none() {
             return None;
         }
-        match self.tokens.token_for(conversation) {
+        match self.tokens.token_for(conversation, agent_uid) {
             Ok(token) => Some(match (&self.stdio, http) {
                 (Some(stdio), false) => offer::stdio_entry(&stdio.command, &stdio.socket, &token),
                 _ => offer::http_entry(&self.url, &token),

@@ -72,7 +72,7 @@ mod tests {
     fn the_http_entry_has_the_acp_schema_shape() {
         let registry = TokenRegistry::default();
         let token = registry
-            .token_for(&ConversationKey::from_journal("c"))
+            .token_for(&ConversationKey::from_journal("c"), 0)
             .expect("token");
         let entry = http_entry("http://127.0.0.1:4000/mcp", &token);
         assert_eq!(
@@ -90,7 +90,7 @@ mod tests {
     fn the_stdio_entry_has_no_type_and_keeps_the_token_out_of_argv() {
         let registry = TokenRegistry::default();
         let token = registry
-            .token_for(&ConversationKey::from_journal("c"))
+            .token_for(&ConversationKey::from_journal("c"), 0)
             .expect("token");
         let entry = stdio_entry("/usr/bin/acp-bridge", "acp-bridge-mcp-00", &token);
         assert_eq!(

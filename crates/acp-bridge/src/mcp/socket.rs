@@ -8,12 +8,16 @@
 //! crash); an abstract name has no file and goes with the daemon's
 //! process. It is reachable from the daemon's network namespace, which the
 //! agents share (acp-client unshares PID and mount only), and by any local
-//! process there, as the loopback HTTP port is: the token is the guard.
+//! process there, as the loopback HTTP port is; the token is one guard,
+//! and the peer's uid, as the kernel gives it (`SO_PEERCRED`), the other.
 //!
 //! A connection sends one preamble line first, the token of its session
 //! (at most [`MAX_PREAMBLE_BYTES`], within [`PREAMBLE_TIMEOUT`]); a token
-//! that is not live closes the connection unanswered, logged and counted
-//! (`acp_bridge_mcp_unauthorized_total`). Then rmcp serves newline-delimited
+//! that is not live, or a peer whose uid is neither the one the token's
+//! conversation's agent runs as nor the daemon's, closes the connection
+//! unanswered, logged and counted (`acp_bridge_mcp_unauthorized_total`):
+//! a token read by another local user (from a process's environment, say)
+//! serves them nothing. Then rmcp serves newline-delimited
 //! JSON-RPC on it with the tools bound to the token's conversation, until
 //! the agent closes it, the token is revoked (its session forgotten) or
 //! the daemon stops. At most [`MAX_CONNECTIONS`] are served at once; one
@@ -59,6 +63,8 @@ struct Shared {
     tokens: Arc<TokenRegistry>,
     heart: mpsc::Sender<ToolRequest>,
     stop: CancellationToken,
+    /// The daemon's own uid, always let in (it started every agent).
+    own_uid: u32,
 }
 
 /// The abstract socket address of `name` (no leading NUL).
@@ -81,7 +87,12 @@ pub(super) fn bind(
     listener.set_nonblocking(true)?;
     let listener = UnixListener::from_std(listener)?;
     tracing::info!(socket = %name, "serving the bridge's MCP server on an abstract Unix socket");
-    let shared = Arc::new(Shared { tokens, heart, stop });
+    let shared = Arc::new(Shared {
+        tokens,
+        heart,
+        stop,
+        own_uid: nix::unistd::geteuid().as_raw(),
+    });
     tokio::spawn(serve(listener, shared));
     Ok(name)
 }
@@ -109,17 +120,35 @@ async fn serve(listener: UnixListener, shared: Arc<Shared>) {
 /// The preamble's token checked, then rmcp until the connection, the token
 /// or the daemon ends.
 async fn serve_connection(stream: UnixStream, shared: &Shared) {
+    let peer_uid = match stream.peer_cred() {
+        Ok(credentials) => credentials.uid(),
+        Err(error) => {
+            tracing::warn!(%error, "MCP connection whose peer's credentials are unknown: closed");
+            return;
+        }
+    };
     let (read, write) = stream.into_split();
     let mut read = BufReader::new(read);
     let token = match tokio::time::timeout(PREAMBLE_TIMEOUT, preamble(&mut read)).await {
         Ok(Some(token)) => token,
         Ok(None) | Err(_) => String::new(),
     };
-    let Some((conversation, revoked)) = shared.tokens.bind(&token) else {
+    let Some(binding) = shared.tokens.bind(&token) else {
         metrics::mcp_unauthorized();
         tracing::info!("MCP connection without a live token: closed");
         return;
     };
+    let (conversation, revoked) = (binding.conversation, binding.revoked);
+    if peer_uid != binding.agent_uid && peer_uid != shared.own_uid {
+        metrics::mcp_unauthorized();
+        tracing::warn!(
+            %conversation,
+            peer_uid,
+            agent_uid = binding.agent_uid,
+            "MCP connection with a live token from a process of another uid than its conversation's agent: closed"
+        );
+        return;
+    }
     tracing::info!(%conversation, "MCP connection over the local socket");
     let ended = CancellationToken::new();
     let tools = BridgeTools::new(conversation.clone(), shared.heart.clone());

@@ -15,6 +15,11 @@
 //! stdio connection is bound once, when it opens, so it is closed when its
 //! token is revoked rather than serving a conversation's old session on.
 //!
+//! A token also names the uid its conversation's agent runs as (the
+//! daemon's own without `--agent-user`): the local socket serves it only to
+//! a peer of that uid (or the daemon's), so a token read by another local
+//! user is of no use to them.
+//!
 //! Owns minting, resolving and revoking; knows nothing of HTTP or tools.
 
 use std::collections::HashMap;
@@ -60,10 +65,13 @@ pub(crate) struct TokenRegistry {
 
 /// What a live token stands for.
 #[derive(Debug, Clone)]
-struct Binding {
-    conversation: ConversationKey,
+pub(crate) struct Binding {
+    pub(crate) conversation: ConversationKey,
+    /// The uid the conversation's agent runs as: the one local peer, with
+    /// the daemon's own, that may present this token over the socket.
+    pub(crate) agent_uid: u32,
     /// Cancelled when the token is revoked.
-    revoked: CancellationToken,
+    pub(crate) revoked: CancellationToken,
 }
 
 #[derive(Debug, Default)]
@@ -75,17 +83,31 @@ struct Registry {
 }
 
 impl TokenRegistry {
-    /// The conversation's token: the one it has, or a new one.
-    pub(crate) fn token_for(&self, conversation: &ConversationKey) -> Result<Token, MintError> {
+    /// The conversation's token, for its agent running as `agent_uid`: the
+    /// one it has, or a new one (also when its agent's uid changed, so the
+    /// old uid's copy stops working).
+    pub(crate) fn token_for(
+        &self,
+        conversation: &ConversationKey,
+        agent_uid: u32,
+    ) -> Result<Token, MintError> {
         let mut registry = self.lock();
         if let Some(token) = registry.by_conversation.get(conversation) {
-            return Ok(token.clone());
+            let same_uid = registry
+                .by_digest
+                .get(&digest(token.expose()))
+                .is_some_and(|binding| binding.agent_uid == agent_uid);
+            if same_uid {
+                return Ok(token.clone());
+            }
+            registry.revoke(conversation);
         }
         let mut bytes = [0u8; TOKEN_BYTES];
         getrandom::fill(&mut bytes).map_err(|error| MintError(error.to_string()))?;
         let token = Token(bytes.iter().map(|byte| format!("{byte:02x}")).collect());
         let binding = Binding {
             conversation: conversation.clone(),
+            agent_uid,
             revoked: CancellationToken::new(),
         };
         registry.by_digest.insert(digest(token.expose()), binding);
@@ -97,30 +119,34 @@ impl TokenRegistry {
 
     /// The conversation `presented` was minted for, if it is live.
     pub(crate) fn resolve(&self, presented: &str) -> Option<ConversationKey> {
-        self.bind(presented).map(|(conversation, _)| conversation)
+        self.bind(presented).map(|binding| binding.conversation)
     }
 
-    /// The conversation `presented` was minted for, if it is live, and a
-    /// signal cancelled when it is revoked.
-    pub(crate) fn bind(&self, presented: &str) -> Option<(ConversationKey, CancellationToken)> {
-        let binding = self.lock().by_digest.get(&digest(presented)).cloned()?;
-        Some((binding.conversation, binding.revoked))
+    /// What `presented` was minted for, if it is live: its conversation,
+    /// its agent's uid, and a signal cancelled when it is revoked.
+    pub(crate) fn bind(&self, presented: &str) -> Option<Binding> {
+        self.lock().by_digest.get(&digest(presented)).cloned()
     }
 
     /// The conversation's token stops working; its next session gets a new one.
     pub(crate) fn revoke(&self, conversation: &ConversationKey) {
-        let mut registry = self.lock();
-        if let Some(token) = registry.by_conversation.remove(conversation)
-            && let Some(binding) = registry.by_digest.remove(&digest(token.expose()))
-        {
-            binding.revoked.cancel();
-        }
+        self.lock().revoke(conversation);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
         // A panic while holding this lock leaves the maps consistent (each
         // change is one insert or remove pair), so a poisoned lock is used.
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Registry {
+    fn revoke(&mut self, conversation: &ConversationKey) {
+        if let Some(token) = self.by_conversation.remove(conversation)
+            && let Some(binding) = self.by_digest.remove(&digest(token.expose()))
+        {
+            binding.revoked.cancel();
+        }
     }
 }
 
@@ -132,6 +158,9 @@ fn digest(token: &str) -> [u8; 32] {
 mod tests {
     use super::*;
 
+    /// The uid the tests' agents run as.
+    const UID: u32 = 61_000;
+
     fn key(name: &str) -> ConversationKey {
         ConversationKey::from_journal(name)
     }
@@ -139,8 +168,8 @@ mod tests {
     #[test]
     fn a_token_resolves_to_its_own_conversation_only() {
         let registry = TokenRegistry::default();
-        let alice = registry.token_for(&key("alice")).expect("token");
-        let bob = registry.token_for(&key("bob")).expect("token");
+        let alice = registry.token_for(&key("alice"), UID).expect("token");
+        let bob = registry.token_for(&key("bob"), UID).expect("token");
         assert_ne!(alice, bob);
         assert_eq!(alice.expose().len(), 2 * TOKEN_BYTES);
         assert_eq!(registry.resolve(alice.expose()), Some(key("alice")));
@@ -150,15 +179,15 @@ mod tests {
     #[test]
     fn a_conversation_keeps_its_token_until_revoked() {
         let registry = TokenRegistry::default();
-        let first = registry.token_for(&key("alice")).expect("token");
-        assert_eq!(registry.token_for(&key("alice")).expect("token"), first);
+        let first = registry.token_for(&key("alice"), UID).expect("token");
+        assert_eq!(registry.token_for(&key("alice"), UID).expect("token"), first);
         registry.revoke(&key("alice"));
         assert_eq!(
             registry.resolve(first.expose()),
             None,
             "a revoked token resolves to nothing"
         );
-        let second = registry.token_for(&key("alice")).expect("token");
+        let second = registry.token_for(&key("alice"), UID).expect("token");
         assert_ne!(second, first);
         assert_eq!(registry.resolve(second.expose()), Some(key("alice")));
     }
@@ -166,9 +195,11 @@ mod tests {
     #[test]
     fn revoking_a_token_signals_its_bindings() {
         let registry = TokenRegistry::default();
-        let token = registry.token_for(&key("alice")).expect("token");
-        let (conversation, revoked) = registry.bind(token.expose()).expect("bound");
-        assert_eq!(conversation, key("alice"));
+        let token = registry.token_for(&key("alice"), UID).expect("token");
+        let binding = registry.bind(token.expose()).expect("bound");
+        assert_eq!(binding.conversation, key("alice"));
+        assert_eq!(binding.agent_uid, UID);
+        let revoked = binding.revoked;
         assert!(!revoked.is_cancelled());
         registry.revoke(&key("bob"));
         assert!(!revoked.is_cancelled(), "another conversation's revocation");
@@ -177,9 +208,21 @@ mod tests {
     }
 
     #[test]
+    fn a_conversation_whose_agent_changes_uid_gets_a_new_token() {
+        let registry = TokenRegistry::default();
+        let first = registry.token_for(&key("alice"), UID).expect("token");
+        let revoked = registry.bind(first.expose()).expect("bound").revoked;
+        let second = registry.token_for(&key("alice"), UID + 1).expect("token");
+        assert_ne!(second, first);
+        assert!(revoked.is_cancelled(), "the old uid's token is revoked");
+        assert_eq!(registry.resolve(first.expose()), None);
+        assert_eq!(registry.bind(second.expose()).expect("bound").agent_uid, UID + 1);
+    }
+
+    #[test]
     fn an_unknown_token_resolves_to_nothing() {
         let registry = TokenRegistry::default();
-        let alice = registry.token_for(&key("alice")).expect("token");
+        let alice = registry.token_for(&key("alice"), UID).expect("token");
         assert_eq!(registry.resolve(""), None);
         assert_eq!(registry.resolve(&"0".repeat(2 * TOKEN_BYTES)), None);
         let mut altered = alice.expose().to_owned();
@@ -190,7 +233,7 @@ mod tests {
     #[test]
     fn a_token_is_not_shown_by_debug() {
         let registry = TokenRegistry::default();
-        let token = registry.token_for(&key("alice")).expect("token");
+        let token = registry.token_for(&key("alice"), UID).expect("token");
         assert!(!format!("{token:?}").contains(token.expose()));
     }
 }

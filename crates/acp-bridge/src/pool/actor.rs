@@ -8,12 +8,20 @@
 //! actor grants an agent and is told later which session was opened on it.
 //! Owns reaping idle agents too. Does not own how many turns run at once:
 //! the heart's capacity (agents × turns per agent) bounds that.
+//!
+//! With `--agent-uids` (the book's workspaces have an owner per
+//! conversation) each slot serves one conversation, whose agent runs as
+//! that conversation's uid: a conversation goes to the slot it holds; a new
+//! one takes an empty slot, else stops an idle slot's agent and takes it,
+//! else waits in order (with the leases waiting for a live session) until
+//! a slot frees. Sessions there are never closed on their own: the agent is
+//! stopped, which frees its slot.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use acp_client::{AgentClient, ClientConfig, ExitReason, SessionId};
+use acp_client::{AgentClient, AgentUser, ClientConfig, ExitReason, SessionId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior};
@@ -38,9 +46,12 @@ pub(super) const REAP_INTERVAL: Duration = Duration::from_secs(30);
 /// What the handles (and the pool's own helper tasks) ask of the actor.
 #[derive(Debug)]
 pub(super) enum Request {
-    /// An agent for a turn of `conversation`, answered once one is live.
+    /// An agent for a turn of `conversation`, answered once one is live;
+    /// with `--agent-uids`, `user` is the conversation's identity, which its
+    /// slot's agent is started as.
     Lease {
         conversation: ConversationKey,
+        user: Option<AgentUser>,
         reply: oneshot::Sender<Result<Grant, PoolError>>,
     },
     /// A lessee opened `session` for `conversation` on the agent it was
@@ -122,6 +133,9 @@ struct Slot {
     /// Leases asked for, granted or parked, and not yet released: the load
     /// by which new conversations pick a slot, and what keeps it from the reaper.
     leases: usize,
+    /// With `--agent-uids`: the one conversation the slot's agent (while
+    /// it has one) serves.
+    owner: Option<ConversationKey>,
 }
 
 #[derive(Debug)]
@@ -139,6 +153,8 @@ enum SlotState {
 #[derive(Debug)]
 struct Waiter {
     conversation: ConversationKey,
+    /// The identity to start an agent as (`--agent-uids`).
+    user: Option<AgentUser>,
     reply: oneshot::Sender<Result<Grant, PoolError>>,
 }
 
@@ -260,6 +276,7 @@ impl Actor {
                 .map(|_| Slot {
                     state: SlotState::Empty,
                     leases: 0,
+                    owner: None,
                 })
                 .collect(),
             sessions: HashMap::new(),
@@ -305,12 +322,20 @@ impl Actor {
     /// Tells [`PoolStatus`] which conversations have a live session now
     /// (workspace pruning spares them) and which wait for one, and the
     /// live gauge, when that changed: not on every request of a mention.
+    /// With `--agent-uids`, a conversation whose agent runs counts as
+    /// live too (its workspace and uid are in use).
     fn publish_live_sessions(&self) {
+        let owners = self
+            .slots
+            .iter()
+            .filter(|slot| !matches!(slot.state, SlotState::Empty))
+            .filter_map(|slot| slot.owner.as_ref());
+        let live: std::collections::BTreeSet<&ConversationKey> = self.sessions.keys().chain(owners).collect();
         self.status.send_if_modified(|status| {
-            let same = status.live_sessions.len() == self.sessions.len()
-                && self.sessions.keys().all(|key| status.live_sessions.contains(key));
+            let same = status.live_sessions.len() == live.len()
+                && live.iter().all(|key| status.live_sessions.contains(*key));
             if !same {
-                status.live_sessions = self.sessions.keys().cloned().collect();
+                status.live_sessions = live.iter().map(|key| (*key).clone()).collect();
                 metrics::sessions_live(&self.profile, self.sessions.len());
             }
             let awaiting = self.awaiting_session.iter().map(|waiter| &waiter.conversation);
@@ -326,7 +351,15 @@ impl Actor {
     /// Answers a request; a shutdown is handed back to the loop.
     fn on_request(&mut self, request: Request) -> Option<oneshot::Sender<()>> {
         match request {
-            Request::Lease { conversation, reply } => self.lease(conversation, reply),
+            Request::Lease {
+                conversation,
+                user,
+                reply,
+            } => self.lease(Waiter {
+                conversation,
+                user,
+                reply,
+            }),
             Request::SessionOpened {
                 conversation,
                 slot,
@@ -380,7 +413,7 @@ impl Actor {
             Request::Closed { conversations } => {
                 for conversation in conversations {
                     for waiter in self.closing.remove(&conversation).unwrap_or_default() {
-                        self.lease(waiter.conversation, waiter.reply);
+                        self.lease(waiter);
                     }
                 }
             }
@@ -399,23 +432,36 @@ impl Actor {
 
     /// Grants the slot's live agent at once, or parks the lease on the
     /// slot's start (beginning one if the slot has no agent).
-    fn lease(&mut self, conversation: ConversationKey, reply: oneshot::Sender<Result<Grant, PoolError>>) {
+    fn lease(&mut self, waiter: Waiter) {
+        if let Some(waiting) = self.closing.get_mut(&waiter.conversation) {
+            return waiting.push(waiter);
+        }
         // Affinity: a conversation goes back to its session's slot, even if
         // that agent died (its replacement starts there). Others go to the
-        // least loaded slot, counting leases still waiting for a start.
-        let index = match self.sessions.get(&conversation) {
-            Some(known) => known.slot,
-            None => self.least_loaded(),
+        // least loaded slot, counting leases still waiting for a start; with
+        // --agent-uids, to a slot of their own.
+        let index = if self.book.dedicated() {
+            let Some(index) = self.own_slot(&waiter.conversation) else {
+                tracing::info!(
+                    conversation = %waiter.conversation,
+                    agents = self.slots.len(),
+                    "every agent serves another conversation (--agent-uids): the turn waits for one to free"
+                );
+                self.awaiting_session.push_back(waiter);
+                return;
+            };
+            index
+        } else {
+            match self.sessions.get(&waiter.conversation) {
+                Some(known) => known.slot,
+                None => self.least_loaded(),
+            }
         };
         if let SlotState::Live(agent) = &self.slots[index].state
             && agent.client.exit().is_some()
         {
             self.vacate(index);
             metrics::agent_respawned(&self.profile);
-        }
-        let waiter = Waiter { conversation, reply };
-        if let Some(waiting) = self.closing.get_mut(&waiter.conversation) {
-            return waiting.push(waiter);
         }
         if !self.sessions.contains_key(&waiter.conversation) {
             if !self.room_for_a_session() {
@@ -495,7 +541,13 @@ impl Actor {
     }
 
     fn slot_closes_sessions(&self, slot: usize) -> bool {
-        matches!(&self.slots[slot].state, SlotState::Live(agent) if closes_sessions(&agent.client))
+        matches!(&self.slots[slot].state, SlotState::Live(agent) if self.closes(&agent.client))
+    }
+
+    /// Whether a quiet session of `client` is closed alone: with
+    /// `--agent-uids` never (its agent is stopped, freeing the slot).
+    fn closes(&self, client: &AgentClient) -> bool {
+        !self.book.dedicated() && closes_sessions(client)
     }
 
     /// Leases waiting for a live session, tried again in their order (a
@@ -506,9 +558,41 @@ impl Actor {
         }
         for waiter in std::mem::take(&mut self.awaiting_session) {
             if !waiter.reply.is_closed() {
-                self.lease(waiter.conversation, waiter.reply);
+                self.lease(waiter);
             }
         }
+    }
+
+    /// With `--agent-uids`, the slot `conversation`'s agent runs (or starts)
+    /// in: the one it holds, else an empty one, else one whose agent is idle
+    /// (no lease, every session quiet), stopped now; `None`: every agent
+    /// serves another conversation that is busy, or leases wait before it.
+    fn own_slot(&mut self, conversation: &ConversationKey) -> Option<usize> {
+        let held = self.slots.iter().position(|slot| {
+            !matches!(slot.state, SlotState::Empty) && slot.owner.as_ref() == Some(conversation)
+        });
+        if held.is_some() {
+            return held;
+        }
+        if !self.awaiting_session.is_empty() {
+            return None;
+        }
+        let empty = self
+            .slots
+            .iter()
+            .position(|slot| matches!(slot.state, SlotState::Empty) && slot.leases == 0);
+        let index = match empty {
+            Some(index) => index,
+            None => {
+                let idle = (0..self.slots.len()).find(|index| {
+                    matches!(self.slots[*index].state, SlotState::Live(_)) && self.closable_now(*index)
+                })?;
+                self.stop_agent_for_its_sessions(idle, CloseReason::Lru);
+                idle
+            }
+        };
+        self.slots[index].owner = Some(conversation.clone());
+        Some(index)
     }
 
     fn least_loaded(&self) -> usize {
@@ -521,10 +605,12 @@ impl Actor {
     fn begin_start(&mut self, index: usize, first: Waiter) {
         self.next_generation += 1;
         let generation = self.next_generation;
-        let start =
-            self.launcher
-                .clone()
-                .start(index, generation, self.client_config.clone(), self.stop.clone());
+        let start = self.launcher.clone().start(
+            index,
+            generation,
+            (self.client_config.clone(), first.user.clone()),
+            self.stop.clone(),
+        );
         let task = self.starts.spawn(async move {
             Started {
                 slot: index,
@@ -678,7 +764,7 @@ impl Actor {
             let SlotState::Live(agent) = &slot.state else {
                 continue;
             };
-            let due = if closes_sessions(&agent.client) {
+            let due = if self.closes(&agent.client) {
                 dues.first_idle()
             } else if slot.leases == 0 {
                 dues.all_idle()
@@ -709,7 +795,7 @@ impl Actor {
             let SlotState::Live(agent) = &slot.state else {
                 continue;
             };
-            if closes_sessions(&agent.client) {
+            if self.closes(&agent.client) {
                 let quiet: Vec<ConversationKey> = live_sessions::idle_past(
                     self.sessions_on(index).map(|(key, known)| (key, &known.activity)),
                     now,

@@ -91,7 +91,16 @@ pub struct AgentArgs {
     #[arg(long, env = "ACP_BRIDGE_AGENT_USER", value_name = "USER")]
     pub agent_user: Option<String>,
 
-    /// Agent processes (each hosts many sessions).
+    /// Run each conversation's agent as a uid of its own from this range
+    /// (e.g. `61000-61999`, no account needed; --agent-user's group, HOME =
+    /// its workspace), so one conversation's tools cannot read another's
+    /// workspace or MCP token. Needs --agent-user and --workspace
+    /// per-conversation; an agent process then serves one conversation.
+    #[arg(long, env = "ACP_BRIDGE_AGENT_UIDS", value_name = "FIRST-LAST", value_parser = parse_uid_range)]
+    pub agent_uids: Option<std::ops::RangeInclusive<u32>>,
+
+    /// Agent processes (each hosts many sessions; with --agent-uids, each
+    /// serves one conversation, so this many conversations at once).
     #[arg(long, env = "ACP_BRIDGE_AGENTS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub agents: u32,
 
@@ -224,6 +233,11 @@ impl AgentArgs {
             None => default_agent_args(&self.agent_command),
         };
         let workspace_repo = self.workspace_repo()?;
+        let uids = self
+            .agent_uids
+            .as_ref()
+            .map(|range| self.checked_uids(range, user.as_ref(), workspace_repo.is_some()))
+            .transpose()?;
         let extra_dirs = self.extra_dirs()?;
         let mut agent_env = agent_environment(&self.agent_env, env);
         if let Some(user) = &user {
@@ -232,8 +246,61 @@ impl AgentArgs {
         Ok(AgentSettings {
             workspace_repo,
             extra_dirs,
+            uids,
             ..self.settings(args, agent_env, cwd, user)
         })
+    }
+
+    /// `--agent-uids`, checked: with `--agent-user` (so a daemon running
+    /// as root, and the conversations' group) and per-conversation
+    /// workspaces without `--workspace-repo`; a range of unprivileged uids
+    /// (from 1000) holding neither `--agent-user`'s, the daemon's nor any
+    /// account of /etc/passwd, whose files the agents would be handed.
+    fn checked_uids(
+        &self,
+        range: &std::ops::RangeInclusive<u32>,
+        user: Option<&AgentUser>,
+        repo: bool,
+    ) -> Result<std::ops::RangeInclusive<u32>, ConfigError> {
+        let flag = "--agent-uids";
+        let Some(user) = user else {
+            return Err(refuse(
+                flag,
+                "needs --agent-user (its group is the conversations' agents' group)",
+            ));
+        };
+        if self.workspace != WorkspaceMode::PerConversation {
+            return Err(refuse(
+                flag,
+                "needs --workspace per-conversation (a shared --cwd cannot belong to many uids)",
+            ));
+        }
+        if repo {
+            return Err(refuse(
+                flag,
+                "cannot be used with --workspace-repo yet (the repository belongs to one user)",
+            ));
+        }
+        if *range.start() < MIN_AGENT_UID {
+            return Err(refuse(
+                flag,
+                format!("starts below {MIN_AGENT_UID}, where system accounts live"),
+            ));
+        }
+        let daemon = nix::unistd::geteuid().as_raw();
+        for (uid, whose) in [(user.uid, "--agent-user's"), (daemon, "the daemon's")] {
+            if range.contains(&uid) {
+                return Err(refuse(flag, format!("holds {whose} uid {uid}")));
+            }
+        }
+        let passwd = std::fs::read_to_string(PASSWD).unwrap_or_default();
+        if let Some((name, uid)) = accounts(&passwd).find(|(_, uid)| range.contains(uid)) {
+            return Err(refuse(
+                flag,
+                format!("holds uid {uid} of the account `{name}` ({PASSWD}); choose a range no account uses"),
+            ));
+        }
+        Ok(range.clone())
     }
 
     /// These flags' settings for an agent run with `args` and `env` in
@@ -259,6 +326,7 @@ impl AgentArgs {
             start_timeout: self.agent_start_timeout,
             auth_method: self.agent_auth_method.clone().filter(|method| !method.is_empty()),
             user,
+            uids: None,
             live: LiveBounds {
                 session_idle: Some(self.session_idle).filter(|idle| !idle.is_zero()),
                 max_live_sessions: Some(self.max_live_sessions as usize).filter(|max| *max > 0),
@@ -277,9 +345,19 @@ impl AgentSettings {
     }
 
     /// The conversations' working directories under `--cwd`, owned by the
-    /// agents' user.
-    pub(crate) fn workspaces(&self) -> Workspaces {
-        Workspaces::new(&self.cwd, self.workspace, self.user.clone()).with_repo(self.workspace_repo.clone())
+    /// agents' user, or with `--agent-uids` by each conversation's uid,
+    /// which `uids` keeps.
+    pub(crate) fn workspaces(&self, uids: &crate::store::AgentUids) -> Workspaces {
+        let each = self.uids.clone().zip(self.user.clone()).map(|(range, group_of)| {
+            crate::workspace::ConversationUids {
+                range,
+                uids: uids.clone(),
+                group_of,
+            }
+        });
+        Workspaces::new(&self.cwd, self.workspace, self.user.clone())
+            .with_repo(self.workspace_repo.clone())
+            .with_conversation_uids(each)
     }
 }
 
@@ -312,6 +390,35 @@ impl AgentSettings {
             ..ClientConfig::default()
         }
     }
+}
+
+/// The lowest uid `--agent-uids` may start at: below are system accounts.
+const MIN_AGENT_UID: u32 = 1000;
+/// The account database `--agent-uids` must not overlap.
+const PASSWD: &str = "/etc/passwd";
+
+/// `--agent-uids`: `FIRST-LAST`, FIRST not above LAST.
+fn parse_uid_range(text: &str) -> Result<std::ops::RangeInclusive<u32>, String> {
+    let usage = || format!("`{text}` is not a uid range: write FIRST-LAST, e.g. 61000-61999");
+    let (first, last) = text.trim().split_once('-').ok_or_else(usage)?;
+    let (first, last): (u32, u32) = (
+        first.trim().parse().map_err(|_| usage())?,
+        last.trim().parse().map_err(|_| usage())?,
+    );
+    if first > last {
+        return Err(format!("`{text}`: FIRST is above LAST"));
+    }
+    Ok(first..=last)
+}
+
+/// The (name, uid) of each account in `passwd` (`name:x:uid:...` lines).
+fn accounts(passwd: &str) -> impl Iterator<Item = (&str, u32)> {
+    passwd.lines().filter_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let uid = fields.nth(1)?.parse().ok()?;
+        Some((name, uid))
+    })
 }
 
 /// `--session-idle`: a duration, or `off` (the same as `0`: never).

@@ -6,7 +6,7 @@
 //! is slow to start. Deciding when to start one, and what a failure means
 //! for the breaker, is the actor's.
 
-use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, ClientConfig, ProgramError};
+use acp_client::{AcpError, AgentClient, AgentCommand, AgentInfo, AgentUser, ClientConfig, ProgramError};
 use tokio_util::sync::CancellationToken;
 
 use super::AgentSettings;
@@ -36,19 +36,23 @@ pub(super) struct StartFailure {
 
 impl Launcher {
     /// Spawns and initializes generation `generation` of the agent of
-    /// `slot`. Runs on its own task; when `stop` fires first (shutdown), the
-    /// half-started agent is killed.
+    /// `slot`, as `user` when given (a conversation's own identity, with
+    /// `--agent-uids`). Runs on its own task; when `stop` fires first
+    /// (shutdown), the half-started agent is killed.
     pub(super) async fn start(
         self,
         slot: usize,
         generation: u64,
-        config: ClientConfig,
+        (config, user): (ClientConfig, Option<AgentUser>),
         stop: CancellationToken,
     ) -> Result<AgentClient, StartFailure> {
         let name = format!("{}#{}.{generation}", self.program(), slot + 1);
         let auth = self.auth();
         let client = match self {
-            Launcher::Command(settings, groups) => {
+            Launcher::Command(mut settings, groups) => {
+                if let Some(user) = user {
+                    as_conversation(&mut settings, user);
+                }
                 let client = spawn(&settings, &name, config)?;
                 reaper::track(&groups, &client);
                 client
@@ -123,6 +127,23 @@ impl Launcher {
             Launcher::InProcess(_) => scripted_agent::DEFAULT_AGENT_NAME,
         }
     }
+}
+
+/// `settings` for an agent running as a conversation's own `user`
+/// (`--agent-uids`): its identity, and its workspace (`user.home`) as both
+/// its working directory and its `HOME`.
+fn as_conversation(settings: &mut AgentSettings, user: AgentUser) {
+    let home = user.home.to_string_lossy().into_owned();
+    settings
+        .env
+        .retain(|(name, _)| !matches!(name.as_str(), "HOME" | "USER" | "LOGNAME"));
+    settings.env.extend([
+        ("HOME".to_owned(), home),
+        ("USER".to_owned(), user.name.clone()),
+        ("LOGNAME".to_owned(), user.name.clone()),
+    ]);
+    settings.cwd = user.home.clone();
+    settings.user = Some(user);
 }
 
 /// The configured command as a process of its own; a failure says what an

@@ -38,7 +38,7 @@ use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::mention::ConversationKey;
-use crate::store::{AgentGroups, Sessions};
+use crate::store::{AgentGroups, AgentUids, Sessions};
 use crate::telemetry::http::AgentCircuit;
 use actor::{Actor, Request};
 pub use args::AGENT_ENV_BASELINE;
@@ -86,6 +86,10 @@ pub struct AgentSettings {
     pub auth_method: Option<String>,
     /// `--agent-user`; agents run as the daemon's user when `None`.
     pub user: Option<AgentUser>,
+    /// `--agent-uids`: each conversation's agent runs as a uid of its own
+    /// from this range (with `user`'s group), one conversation per agent
+    /// process.
+    pub uids: Option<std::ops::RangeInclusive<u32>>,
     /// `--session-idle` and `--max-live-sessions`: what stays live.
     pub live: LiveBounds,
 }
@@ -116,6 +120,9 @@ pub(crate) enum PoolError {
     CircuitOpen { seconds: u64, last_failure: String },
     #[error("the daemon is shutting down")]
     ShutDown,
+    /// `--agent-uids`: every uid of the range is held by a conversation.
+    #[error("{0}")]
+    NoIdentity(String),
 }
 
 impl PoolError {
@@ -202,7 +209,7 @@ impl Pool {
         profile: &str,
         settings: AgentSettings,
         client_config: ClientConfig,
-        sessions: Sessions,
+        (sessions, uids): (Sessions, &AgentUids),
         groups: AgentGroups,
         mcp: Option<crate::mcp::McpOffers>,
     ) -> Pool {
@@ -211,7 +218,7 @@ impl Pool {
             .chain(settings.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let workspaces = settings.workspaces();
+        let workspaces = settings.workspaces(uids);
         let live = settings.live;
         let sessions = SessionBook::new(sessions, agent, workspaces, AuthPolicy::new(&settings), mcp);
         let launcher = Launcher::Command(Box::new(settings), groups);
@@ -249,9 +256,11 @@ impl Pool {
     /// Waits only for this lease's own slot: its agent's start, then
     /// `session/new` on this task.
     pub(crate) async fn lease(&self, conversation: &ConversationKey) -> Result<Lease, PoolError> {
+        let user = self.sessions.identity(conversation).await?;
         let (reply, granted) = oneshot::channel();
         let request = Request::Lease {
             conversation: conversation.clone(),
+            user,
             reply,
         };
         self.requests.send(request).map_err(|_| PoolError::ShutDown)?;

@@ -14,7 +14,7 @@ use super::{AgentSettings, Lease, Pool, PoolError, PoolStatus, Starts};
 use crate::mcp::McpOffers;
 use crate::mcp::args::McpSettings;
 use crate::mention::ConversationKey;
-use crate::store::{AgentGroups, Sessions};
+use crate::store::{AgentGroups, AgentUids, Sessions};
 use crate::telemetry::http::AgentCircuit;
 
 /// The profiles' pools; cheap to clone.
@@ -36,7 +36,7 @@ impl Pools {
         profiles: impl IntoIterator<Item = (&'a str, &'a AgentSettings, &'a McpSettings)>,
         default_name: &str,
         elicitation: bool,
-        sessions: &Sessions,
+        (sessions, uids): (&Sessions, &AgentUids),
         groups: &AgentGroups,
         mcp: Option<&McpOffers>,
     ) -> Pools {
@@ -47,7 +47,7 @@ impl Pools {
                     name,
                     agent.clone(),
                     agent.client_config(elicitation),
-                    sessions.clone(),
+                    (sessions.clone(), uids),
                     groups.clone(),
                     McpOffers::for_profile(mcp, servers),
                 );

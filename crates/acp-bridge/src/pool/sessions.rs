@@ -19,7 +19,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use acp_client::{AcpError, AgentClient, AgentInfo, SessionId, codes};
+use acp_client::{AcpError, AgentClient, AgentInfo, AgentUser, SessionId, codes};
 
 use super::PoolError;
 use super::auth::{AuthChoice, AuthPolicy};
@@ -59,12 +59,52 @@ impl SessionBook {
         }
     }
 
-    /// The `mcpServers` the conversation's session is opened with.
+    /// The `mcpServers` the conversation's session is opened with: its
+    /// token taken over the local socket only from the uid its agent runs
+    /// as (the daemon's when no owner); with `--agent-uids` over stdio
+    /// only (an HTTP header handed to the agent may end up in a child's
+    /// argv, which every uid can read; a stdio child's environment is its
+    /// uid's).
     fn mcp_servers(&self, client: &AgentClient, conversation: &ConversationKey) -> Vec<serde_json::Value> {
-        self.mcp
-            .as_ref()
-            .map(|mcp| mcp.servers(client.info(), conversation))
-            .unwrap_or_default()
+        let Some(mcp) = &self.mcp else {
+            return Vec::new();
+        };
+        let owner = match self.workspaces.owner_of(conversation) {
+            Ok(owner) => owner,
+            Err(error) => {
+                tracing::error!(%conversation, %error, "the session is opened without MCP servers");
+                return Vec::new();
+            }
+        };
+        let agent_uid = owner.map_or_else(|| nix::unistd::geteuid().as_raw(), |user| user.uid);
+        let http = !self.dedicated();
+        mcp.servers(client.info(), conversation, (agent_uid, http))
+    }
+
+    /// Whether each conversation has an agent of its own (`--agent-uids`).
+    pub(super) fn dedicated(&self) -> bool {
+        self.workspaces.per_conversation_owners()
+    }
+
+    /// With `--agent-uids`, the conversation's identity (assigned on first
+    /// use) and its workspace made ready, its agent's `HOME`, before the
+    /// agent starts; `None` otherwise.
+    pub(super) async fn identity(
+        &self,
+        conversation: &ConversationKey,
+    ) -> Result<Option<AgentUser>, PoolError> {
+        if !self.dedicated() {
+            return Ok(None);
+        }
+        let user = self.workspaces.owner_of(conversation).map_err(|error| {
+            tracing::warn!(%conversation, %error, "no agent identity for the conversation");
+            PoolError::NoIdentity(error.to_string())
+        })?;
+        self.workspaces
+            .prepare(conversation)
+            .await
+            .map_err(|error| PoolError::Session(error.to_string()))?;
+        Ok(user)
     }
 
     /// The conversation's session on `client`'s agent: reopened if the

@@ -106,7 +106,10 @@ fn command_pool(settings: AgentSettings) -> TestPool {
         TEST_PROFILE,
         settings,
         ClientConfig::default(),
-        Sessions::new(Arc::clone(&store)),
+        (
+            Sessions::new(Arc::clone(&store)),
+            &crate::store::AgentUids::new(Arc::clone(&store)),
+        ),
         AgentGroups::new(store),
         None,
     );
@@ -128,6 +131,7 @@ fn command(program: &str, args: &[&str]) -> AgentSettings {
         start_timeout: acp_client::DEFAULT_INITIALIZE_TIMEOUT,
         auth_method: None,
         user: None,
+        uids: None,
         live: LiveBounds::default(),
     }
 }
@@ -435,7 +439,10 @@ async fn an_agent_s_process_group_is_recorded_while_it_runs() {
         TEST_PROFILE,
         agent,
         ClientConfig::default(),
-        Sessions::new(store),
+        (
+            Sessions::new(Arc::clone(&store)),
+            &crate::store::AgentUids::new(store),
+        ),
         groups.clone(),
         None,
     );

@@ -84,37 +84,40 @@ impl Sent {
     }
 }
 
+/// `user`'s identity for a read: its uid and groups.
+fn reader_of(user: &AgentUser) -> Reader {
+    Reader {
+        uid: user.uid,
+        gid: user.gid,
+        gids: std::iter::once(user.gid)
+            .chain(user.groups.iter().copied())
+            .collect(),
+    }
+}
+
 /// Sends files for the conversations' agents. Cheap to clone.
 #[derive(Debug, Clone)]
 pub(crate) struct FileSender {
     settings: Arc<FileSettings>,
+    /// Also who each conversation's agent runs as (`--agent-user`, or its
+    /// own uid with `--agent-uids`): files it could not read itself are refused.
     workspaces: Workspaces,
-    /// `--agent-user`: files it could not read itself are refused.
-    reader: Option<Reader>,
     signer: BotSigner,
     private_addresses: PrivateAddresses,
 }
 
 impl FileSender {
-    /// Files are read beneath each conversation's workspace (for `agent_user`,
-    /// only those it could read), uploaded with authorizations `signer` signs.
+    /// Files are read beneath each conversation's workspace (only those
+    /// its agent's user could read), uploaded with authorizations `signer` signs.
     pub(crate) fn new(
         settings: FileSettings,
         workspaces: Workspaces,
-        agent_user: Option<&AgentUser>,
         signer: BotSigner,
         private_addresses: PrivateAddresses,
     ) -> Self {
         FileSender {
             settings: Arc::new(settings),
             workspaces,
-            reader: agent_user.map(|user| Reader {
-                uid: user.uid,
-                gid: user.gid,
-                gids: std::iter::once(user.gid)
-                    .chain(user.groups.iter().copied())
-                    .collect(),
-            }),
             signer,
             private_addresses,
         }
@@ -142,7 +145,13 @@ impl FileSender {
         let workspace = self.workspaces.relative_dir_of(conversation);
         let max_bytes = self.settings.max_file_bytes;
         let owned_path = path.to_owned();
-        let reader = self.reader.clone();
+        let reader = match self.workspaces.owner_of(conversation) {
+            Ok(owner) => owner.as_ref().map(reader_of),
+            Err(error) => {
+                tracing::error!(%conversation, %error, "cannot tell whose files the conversation's agent reads");
+                return Err(SendFileError::Upload);
+            }
+        };
         let bytes = tokio::task::spawn_blocking(move || {
             open::read_beneath(&root, &workspace, &owned_path, max_bytes, reader.as_ref())
         })

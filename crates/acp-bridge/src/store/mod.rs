@@ -54,6 +54,7 @@
 //! [`StoreError::Locked`] instead of sharing the seen set and the outbox.
 
 mod agent_groups;
+mod agent_uids;
 mod chat_schedules;
 mod controls;
 mod conversation_profiles;
@@ -77,6 +78,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub(crate) use agent_groups::{AgentGroup, AgentGroups};
+pub(crate) use agent_uids::AgentUids;
 pub(crate) use chat_schedules::{ChatScheduleRow, ChatSchedules};
 pub(crate) use controls::Controls;
 pub(crate) use conversation_profiles::ConversationProfiles;

@@ -238,6 +238,16 @@ CREATE TABLE chat_schedule (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 15: the uid each conversation's agent runs as
+/// (`--agent-uids`), one conversation per uid.
+const V15_AGENT_UIDS: &str = "
+CREATE TABLE agent_uid (
+    conversation TEXT NOT NULL PRIMARY KEY,
+    uid          INTEGER NOT NULL UNIQUE,
+    assigned_at  INTEGER NOT NULL
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -254,6 +264,7 @@ const MIGRATIONS: &[&str] = &[
     V12_CONVERSATION_PROFILES,
     V13_TURN_SPEND,
     V14_SCHEDULES,
+    V15_AGENT_UIDS,
 ];
 
 /// The schema version this build writes.

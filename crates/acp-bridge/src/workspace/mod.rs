@@ -28,6 +28,7 @@
 //! `send_file`).
 
 mod git;
+mod owners;
 mod root_dir;
 
 use std::collections::BTreeSet;
@@ -40,6 +41,8 @@ use clap::ValueEnum;
 use nostr_sdk::hashes::{Hash as _, sha256};
 
 use crate::mention::ConversationKey;
+use owners::Owners;
+pub(crate) use owners::{ConversationUids, OwnerError};
 pub(crate) use root_dir::CONVERSATIONS_DIR;
 use root_dir::ConversationsDir;
 
@@ -72,9 +75,9 @@ pub(crate) struct WorkspaceError {
 pub(crate) struct Workspaces {
     root: Arc<Path>,
     mode: WorkspaceMode,
-    /// `--agent-user`: the owner of each workspace, who must not be able
-    /// to change `--cwd`.
-    owner: Option<AgentUser>,
+    /// Who owns each workspace (`--agent-user`, `--agent-uids`), none of
+    /// whom may change `--cwd`.
+    owners: Owners,
     /// `--workspace-repo`: new workspaces are worktrees of it.
     repo: Option<git::Repo>,
     /// See [`Workspaces::lock_use`].
@@ -87,17 +90,38 @@ impl Workspaces {
         Workspaces {
             root: root.into(),
             mode,
-            owner,
+            owners: owner.map_or(Owners::Daemon, Owners::One),
             repo: None,
             in_use: Arc::default(),
         }
     }
 
-    /// New workspaces become worktrees of the repository at `repo`.
+    /// New workspaces become worktrees of the repository at `repo` (never
+    /// with `--agent-uids`: the repository belongs to one user).
     pub(crate) fn with_repo(mut self, repo: Option<PathBuf>) -> Self {
-        let user = self.owner.as_ref().map(|user| (user.uid, user.gid));
+        let user = self.owners.checked().map(|user| (user.uid, user.gid));
         self.repo = repo.map(|path| git::Repo::new(path, user));
         self
+    }
+
+    /// `--agent-uids`: each workspace is owned by its conversation's uid.
+    pub(crate) fn with_conversation_uids(mut self, uids: Option<ConversationUids>) -> Self {
+        if let Some(uids) = uids {
+            self.owners = Owners::PerConversation(uids);
+        }
+        self
+    }
+
+    /// Whether each conversation's agent runs as a uid of its own (`--agent-uids`).
+    pub(crate) fn per_conversation_owners(&self) -> bool {
+        matches!(self.owners, Owners::PerConversation(_))
+    }
+
+    /// Who `conversation`'s workspace and agent belong to (`None`: the
+    /// daemon's user); with `--agent-uids`, its uid, assigned on first use
+    /// and with its workspace as `HOME`.
+    pub(crate) fn owner_of(&self, conversation: &ConversationKey) -> Result<Option<AgentUser>, OwnerError> {
+        self.owners.of(conversation, self.dir_of(conversation))
     }
 
     /// `--cwd`, which holds every workspace.
@@ -130,12 +154,15 @@ impl Workspaces {
             path: dir.clone(),
             error,
         };
+        let owner = self
+            .owner_of(conversation)
+            .map_err(|error| failed(std::io::Error::other(error)))?;
         let created = {
             let _using = self.lock_use();
             let conversations = self.conversations().map_err(failed)?;
             let name = dir_name(conversation);
             let created = conversations
-                .create_workspace(&name, self.owner.as_ref())
+                .create_workspace(&name, owner.as_ref())
                 .map_err(failed)?;
             conversations.touch(&name).map_err(failed)?;
             created
@@ -216,6 +243,7 @@ impl Workspaces {
                 removed.push(self.root.join(CONVERSATIONS_DIR).join(name));
             }
         }
+        self.free_uids_of(&removed);
         if let Some(repo) = &self.repo
             && !removed.is_empty()
             && let Err(error) = repo.prune_worktrees().await
@@ -225,9 +253,38 @@ impl Workspaces {
         removed
     }
 
+    /// With `--agent-uids`, the uids of the conversations whose workspaces
+    /// were `removed` are free again: the next conversation given one
+    /// starts in a fresh workspace.
+    fn free_uids_of(&self, removed: &[PathBuf]) {
+        let Owners::PerConversation(each) = &self.owners else {
+            return;
+        };
+        if removed.is_empty() {
+            return;
+        }
+        let names: BTreeSet<&std::ffi::OsStr> = removed.iter().filter_map(|path| path.file_name()).collect();
+        let held = match each.uids.held() {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::error!(%error, "cannot free the agent uids of pruned workspaces");
+                return;
+            }
+        };
+        for (conversation, uid) in held {
+            if !names.contains(std::ffi::OsStr::new(&dir_name(&conversation))) {
+                continue;
+            }
+            match each.uids.free(&conversation) {
+                Ok(()) => tracing::info!(%conversation, uid, "agent uid freed with its pruned workspace"),
+                Err(error) => tracing::error!(%conversation, uid, %error, "cannot free the agent uid"),
+            }
+        }
+    }
+
     /// `conversations/`, opened and checked (see [`root_dir`]).
     fn conversations(&self) -> std::io::Result<ConversationsDir> {
-        ConversationsDir::open(&self.root, self.owner.as_ref())
+        ConversationsDir::open(&self.root, self.owners.checked())
     }
 
     /// Held while a workspace is created or marked used, and while pruning
