@@ -450,7 +450,7 @@ impl Heart {
                 Starts::Paused => " (restarts paused after repeated crashes)",
             },
             pool.live_sessions.len(),
-            match pool.awaiting_session.len() {
+            match pool.awaiting.len() {
                 0 => String::new(),
                 waiting => format!(" ({waiting} turn(s) waiting for one to free)"),
             },
@@ -761,8 +761,8 @@ impl Heart {
             let Some((holdup, mention)) = self.conversations.why_waits(&key, &id, now, capacity) else {
                 continue;
             };
-            let awaits_session = self.services.pool.status().awaiting_session.contains(&key);
-            let holdup = holdup.for_a_lease_that(awaits_session);
+            let awaited = self.services.pool.status().awaiting.get(&key).copied();
+            let holdup = holdup.for_a_lease_that(awaited);
             let mention = mention.clone();
             if !self.wait_notices.admit(now) {
                 metrics::wait_notice(holdup.label(), false);

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use nostr_sdk::prelude::EventId;
 
 use crate::mention::ConversationKey;
+use crate::pool::Awaited;
 use crate::rate_limit::{Admission, RateLimiter};
 
 /// Waiting notices the whole daemon may send at once: a stranger's flood
@@ -44,6 +45,9 @@ pub(crate) enum Holdup {
     /// The mention's turn needs a live session, and every one the pool may
     /// keep (`--max-live-sessions`) has a turn running.
     LiveSessionsBusy,
+    /// The mention's turn needs an agent of its own (`--agent-uids`), and
+    /// every agent slot serves another conversation that has a turn running.
+    AgentSlotsBusy,
 }
 
 impl Holdup {
@@ -55,6 +59,7 @@ impl Holdup {
             Holdup::BackingOff { .. } => "backing_off",
             Holdup::AgentStarting { .. } => "agent_starting",
             Holdup::LiveSessionsBusy => "live_sessions_busy",
+            Holdup::AgentSlotsBusy => "agent_slots_busy",
         }
     }
 
@@ -92,17 +97,21 @@ impl Holdup {
             Holdup::LiveSessionsBusy => {
                 "Queued: every live agent session is busy with another conversation; yours opens as soon as one frees.".to_owned()
             }
+            Holdup::AgentSlotsBusy => {
+                "Queued: every agent slot is serving another conversation; yours starts as soon as one frees.".to_owned()
+            }
         }
     }
 
     /// This holdup, told more precisely when the pool says the
-    /// conversation's turn waits for a live session to free rather than
-    /// for its agent to start: the pool parks such a lease, so the heart
-    /// sees only a turn whose agent is not up yet.
-    pub(super) fn for_a_lease_that(self, awaits_live_session: bool) -> Holdup {
-        match self {
-            Holdup::AgentStarting { .. } if awaits_live_session => Holdup::LiveSessionsBusy,
-            other => other,
+    /// conversation's turn waits for a live session or an agent slot to
+    /// free rather than for its agent to start: the pool parks such a
+    /// lease, so the heart sees only a turn whose agent is not up yet.
+    pub(super) fn for_a_lease_that(self, awaits: Option<Awaited>) -> Holdup {
+        match (self, awaits) {
+            (Holdup::AgentStarting { .. }, Some(Awaited::LiveSession)) => Holdup::LiveSessionsBusy,
+            (Holdup::AgentStarting { .. }, Some(Awaited::AgentSlot)) => Holdup::AgentSlotsBusy,
+            (other, _) => other,
         }
     }
 }
@@ -243,14 +252,20 @@ mod tests {
         assert_eq!(off.start(now), None);
     }
     #[test]
-    fn a_lease_parked_for_a_live_session_is_told_so_and_not_that_its_agent_starts() {
+    fn a_parked_lease_is_told_what_it_waits_for_and_not_that_its_agent_starts() {
         let starting = Holdup::AgentStarting { after_failure: None };
-        let told = starting.clone().for_a_lease_that(true);
+        let told = starting.clone().for_a_lease_that(Some(Awaited::LiveSession));
         assert_eq!(told, Holdup::LiveSessionsBusy);
         assert!(told.describe().contains("every live agent session is busy"));
-        assert_eq!(starting.clone().for_a_lease_that(false), starting);
+        let told = starting.clone().for_a_lease_that(Some(Awaited::AgentSlot));
+        assert_eq!(told, Holdup::AgentSlotsBusy);
+        assert!(
+            told.describe()
+                .contains("every agent slot is serving another conversation")
+        );
+        assert_eq!(starting.clone().for_a_lease_that(None), starting);
         assert_eq!(
-            Holdup::TurnInFlight.for_a_lease_that(true),
+            Holdup::TurnInFlight.for_a_lease_that(Some(Awaited::AgentSlot)),
             Holdup::TurnInFlight,
             "only a turn waiting for its lease waits for a session"
         );

@@ -31,7 +31,7 @@ use super::breaker::Breaker;
 use super::launcher::{Launcher, StartFailure};
 use super::live_sessions::{self, Activity, AgentDues, LiveBounds};
 use super::sessions::SessionBook;
-use super::{PoolError, PoolStatus};
+use super::{Awaited, PoolError, PoolStatus};
 use crate::deadline::sleep_until;
 use crate::mention::ConversationKey;
 use crate::telemetry::metrics;
@@ -239,8 +239,10 @@ pub(super) struct Actor {
     /// reported it yet: they count as live.
     opening: HashSet<ConversationKey>,
     /// Leases that need a session while `--max-live-sessions` are live and
-    /// busy, in arrival order; admitted as sessions free.
-    awaiting_session: VecDeque<Waiter>,
+    /// busy, or (`--agent-uids`) an agent slot while every one serves
+    /// another busy conversation, in arrival order, with what each awaits;
+    /// admitted as sessions or slots free.
+    awaiting: VecDeque<(Awaited, Waiter)>,
     /// Conversations whose session is being closed (idle, LRU), with the
     /// leases that came meanwhile: reopening a session the agent is still
     /// tearing down (or that a stopping agent has not saved yet) could
@@ -267,7 +269,7 @@ impl Actor {
             bounds,
             book,
             opening: HashSet::new(),
-            awaiting_session: VecDeque::new(),
+            awaiting: VecDeque::new(),
             closing: HashMap::new(),
             profile,
             launcher,
@@ -338,11 +340,16 @@ impl Actor {
                 status.live_sessions = live.iter().map(|key| (*key).clone()).collect();
                 metrics::sessions_live(&self.profile, self.sessions.len());
             }
-            let awaiting = self.awaiting_session.iter().map(|waiter| &waiter.conversation);
-            let same_awaiting = status.awaiting_session.len() == self.awaiting_session.len()
-                && awaiting.clone().all(|key| status.awaiting_session.contains(key));
+            let awaiting = self
+                .awaiting
+                .iter()
+                .map(|(awaited, waiter)| (&waiter.conversation, *awaited));
+            let same_awaiting = status.awaiting.len() == self.awaiting.len()
+                && awaiting
+                    .clone()
+                    .all(|(key, awaited)| status.awaiting.get(key) == Some(&awaited));
             if !same_awaiting {
-                status.awaiting_session = awaiting.cloned().collect();
+                status.awaiting = awaiting.map(|(key, awaited)| (key.clone(), awaited)).collect();
             }
             !same || !same_awaiting
         });
@@ -447,7 +454,7 @@ impl Actor {
                     agents = self.slots.len(),
                     "every agent serves another conversation (--agent-uids): the turn waits for one to free"
                 );
-                self.awaiting_session.push_back(waiter);
+                self.awaiting.push_back((Awaited::AgentSlot, waiter));
                 return;
             };
             index
@@ -470,7 +477,7 @@ impl Actor {
                     live = self.sessions.len() + self.opening.len(),
                     "every live session is busy: the turn waits for one to free"
                 );
-                self.awaiting_session.push_back(waiter);
+                self.awaiting.push_back((Awaited::LiveSession, waiter));
                 return;
             }
             self.opening.insert(waiter.conversation.clone());
@@ -507,7 +514,7 @@ impl Actor {
         let Some(max) = self.bounds.max_live_sessions else {
             return true;
         };
-        if !self.awaiting_session.is_empty() {
+        if !self.awaiting.is_empty() {
             return false;
         }
         if self.sessions.len() + self.opening.len() < max {
@@ -553,10 +560,10 @@ impl Actor {
     /// Leases waiting for a live session, tried again in their order (a
     /// session freed or closed since); those whose lessee is gone are dropped.
     fn admit_awaiting(&mut self) {
-        if self.awaiting_session.is_empty() {
+        if self.awaiting.is_empty() {
             return;
         }
-        for waiter in std::mem::take(&mut self.awaiting_session) {
+        for (_, waiter) in std::mem::take(&mut self.awaiting) {
             if !waiter.reply.is_closed() {
                 self.lease(waiter);
             }
@@ -574,7 +581,7 @@ impl Actor {
         if held.is_some() {
             return held;
         }
-        if !self.awaiting_session.is_empty() {
+        if !self.awaiting.is_empty() {
             return None;
         }
         let empty = self
@@ -939,7 +946,8 @@ impl Actor {
     async fn shut_down(&mut self) {
         self.stop.cancel();
         let closing = self.closing.drain().flat_map(|(_, waiters)| waiters);
-        for waiter in self.awaiting_session.drain(..).chain(closing) {
+        let awaiting = self.awaiting.drain(..).map(|(_, waiter)| waiter);
+        for waiter in awaiting.chain(closing) {
             let _ = waiter.reply.send(Err(PoolError::ShutDown));
         }
         let mut stopping = Vec::new();

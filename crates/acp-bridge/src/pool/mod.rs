@@ -169,9 +169,19 @@ pub(crate) struct PoolStatus {
     pub last_failure: Option<String>,
     /// The conversations whose session lives on an agent now.
     pub live_sessions: std::collections::BTreeSet<ConversationKey>,
-    /// The conversations whose turn waits for a live session to free
-    /// (`--max-live-sessions`): their waiting notice says so.
-    pub awaiting_session: std::collections::BTreeSet<ConversationKey>,
+    /// The conversations whose turn waits for a live session or an agent
+    /// slot to free, with which: their waiting notice says so.
+    pub awaiting: std::collections::BTreeMap<ConversationKey, Awaited>,
+}
+
+/// What a conversation's lease waits for to free, parked by the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Awaited {
+    /// A live session: `--max-live-sessions` are live and busy.
+    LiveSession,
+    /// An agent slot (`--agent-uids`): every agent serves another
+    /// conversation, which is busy.
+    AgentSlot,
 }
 
 /// Whether the pool starts agents. An agent that cannot start at all is a

@@ -143,7 +143,7 @@ impl Pools {
                 }
                 sum.last_failure = sum.last_failure.or(status.last_failure);
                 sum.live_sessions.extend(status.live_sessions);
-                sum.awaiting_session.extend(status.awaiting_session);
+                sum.awaiting.extend(status.awaiting);
                 sum
             })
     }

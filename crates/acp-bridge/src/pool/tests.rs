@@ -177,7 +177,7 @@ async fn while_a_slot_is_starting_status_release_rotate_and_discard_take_effect_
         starts: Starts::Allowed,
         last_failure: None,
         live_sessions: Default::default(),
-        awaiting_session: Default::default(),
+        awaiting: Default::default(),
     };
     let status = PoolStatus {
         live_sessions: Default::default(),

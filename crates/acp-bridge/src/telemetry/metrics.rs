@@ -113,6 +113,7 @@ const HOLDUPS: &[&str] = &[
     "backing_off",
     "agent_starting",
     "live_sessions_busy",
+    "agent_slots_busy",
 ];
 const CONTEXT_RESULTS: &[&str] = &["included", "nothing_new", "failed"];
 /// `prompt_images{outcome}` and `prompt_audio{outcome}`: `shown`, or
