@@ -5,7 +5,9 @@
 //! also on the mentioner's NIP-65 read relay; the bot's relays for someone
 //! who lists nothing; a DM sent to a `--dm-relays` relay that is not a
 //! `--relay` heard and answered; a list naming relays on the daemon's own
-//! host never makes it connect there. Each test prints what arrived where.
+//! host never makes it connect there, and an inbox refused so as it is
+//! connected to gives way to the bot's relay. Each test prints what arrived
+//! where.
 
 mod support;
 
@@ -382,4 +384,52 @@ async fn a_relay_list_naming_the_daemons_own_host_is_never_connected_to_and_the_
     assert_eq!(replies.len(), 1);
     assert_eq!(connections, 0);
     assert!(on_relay_on_host.is_empty());
+}
+
+/// A DM inbox named by a host name (`localhost`) is refused only as it is
+/// connected to, its name resolving to the daemon's own host. That refusal
+/// makes it unusable for the person, as a loopback address written in the
+/// URL is: the answer goes to the bot's relay (where the person wrote
+/// from), once, rather than being retried at the refused inbox for ever,
+/// and the next DM goes there at once. The refusal is logged once for
+/// both. `--allow-insecure-relays` lets ws:// through, so that the address
+/// rule alone stands in the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_inbox_whose_name_resolves_to_the_daemons_host_is_given_up_for_the_bots_relay() {
+    let inbox = TestRelay::start().await;
+    let by_name = format!("ws://localhost:{}", inbox.port);
+    let stage = Scene::builder().flags(&["--allow-insecure-relays"]).stage().await;
+    stage.owner.publish(inbox_list(&by_name)).await;
+    let scene = stage.start().await;
+    let log = &scene.bridge.log;
+
+    let texts = ["first, to an inbox on your host", "second, to the same inbox"];
+    for text in texts {
+        scene.owner.dm(&scene.bot, text).await;
+        scene.owner.dm_containing(&scene.bot, text).await;
+    }
+    let refusals = log.matching(
+        log.start(),
+        Line::new("refused to connect to a relay another's list names").with("relay", by_name.as_str()),
+    );
+    let retries = log
+        .matching(log.start(), Line::new("no relay accepted a reply; will retry"))
+        .len();
+    let mut on_bots_relay = Vec::new();
+    for text in texts {
+        on_bots_relay.push(dms_now(&scene.owner.keys, &scene.relay.url(), &scene.bot, text).await);
+    }
+    // Bounded by both answers: nothing reached the inbox on the host.
+    let in_inbox = dms_now(&scene.owner.keys, &inbox.url(), &scene.bot, "").await;
+    println!(
+        "DM inbox {by_name}: answers on the bot's relay {on_bots_relay:?}, in the inbox {in_inbox}; refusal logged {} time(s) ({}); attempts retried {retries}",
+        refusals.len(),
+        refusals
+            .first()
+            .map_or_else(String::new, |line| line["reason"].to_string())
+    );
+    assert_eq!(on_bots_relay, [1, 1], "each answered once, on the bot's relay");
+    assert_eq!(in_inbox, 0);
+    assert_eq!(refusals.len(), 1, "once per relay, not per event");
+    assert!(retries <= 1, "only the attempt that found the refusal: {retries}");
 }

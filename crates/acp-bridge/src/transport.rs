@@ -20,18 +20,22 @@
 //! guarded one ([`NoDelayTransport::guarded`]): a relay the operator did
 //! not name is reached over `wss://` only, at a public address only (the
 //! address connected to, [`crate::public_address`]), unless the operator
-//! allows more ([`StrangersRelays`]).
+//! allows more ([`StrangersRelays`]). A relay it refused stays refused for
+//! a while ([`RelayGuard`]), so that a name found to resolve to a private
+//! address counts as unusable, as a private address written in the URL
+//! does, and the refusal is logged once, not at every event.
 //!
 //! A message larger than the SDK's own limit (`MAX_MESSAGE_SIZE`, 5 MB) is
 //! refused by the websocket layer as its frames arrive, before it is
 //! buffered whole, read by the tap or parsed by the SDK: the connection
 //! ends with an error, logged by the SDK.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_wsocket::futures_util::stream::SplitSink;
 use async_wsocket::futures_util::{Sink, SinkExt, StreamExt, TryStreamExt, future};
@@ -62,7 +66,7 @@ pub struct NoDelayTransport {
     /// reach the SDK.
     taps: Option<RelayTaps>,
     /// Which relays it may reach; `None`: any (the operator's own client).
-    guard: Option<Arc<StrangersRelays>>,
+    guard: Option<Arc<RelayGuard>>,
 }
 
 impl NoDelayTransport {
@@ -74,7 +78,7 @@ impl NoDelayTransport {
     }
 
     /// Connections that reach only the relays `guard` allows.
-    pub(crate) fn guarded(guard: Arc<StrangersRelays>) -> Self {
+    pub(crate) fn guarded(guard: Arc<RelayGuard>) -> Self {
         NoDelayTransport {
             taps: None,
             guard: Some(guard),
@@ -106,31 +110,23 @@ pub(crate) enum RelayRefusal {
 }
 
 impl StrangersRelays {
-    /// Whether `url` may be tried, as far as the URL tells (its scheme, an
-    /// address written in it); a host name is vetted again as it is
-    /// connected to. A refusal is logged.
-    pub(crate) fn vet(&self, url: &RelayUrl) -> Result<(), RelayRefusal> {
-        if self.operators.contains(url) {
-            return Ok(());
-        }
+    /// What the URL of a relay the operator did not name tells: its scheme,
+    /// an address written in it.
+    fn check(&self, url: &RelayUrl) -> Result<(), RelayRefusal> {
         let url_of: &Url = url.into();
         let literal = match url.host() {
             Some(Host::Ipv4(address)) => Some(IpAddr::V4(address)),
             Some(Host::Ipv6(address)) => Some(IpAddr::V6(address)),
             _ => None,
         };
-        let refusal = match literal {
-            _ if url_of.scheme() != "wss" && !self.plain_websockets => Some(RelayRefusal::Plain),
+        match literal {
+            _ if url_of.scheme() != "wss" && !self.plain_websockets => Err(RelayRefusal::Plain),
             Some(address)
                 if self.private == PrivateAddresses::Refused && !public_address::is_public(address) =>
             {
-                Some(RelayRefusal::Private(address))
+                Err(RelayRefusal::Private(address))
             }
-            _ => None,
-        };
-        match refusal {
-            Some(refusal) => Err(refused(url, refusal)),
-            None => Ok(()),
+            _ => Ok(()),
         }
     }
 
@@ -143,14 +139,117 @@ impl StrangersRelays {
     }
 }
 
-/// Logs that a relay another's list names was not connected to.
-fn refused(url: &RelayUrl, refusal: RelayRefusal) -> RelayRefusal {
-    tracing::warn!(
-        relay = url.as_str_without_trailing_slash(),
-        reason = %refusal,
-        "refused to connect to a relay another's list names"
-    );
-    refusal
+/// How long a relay refused (by its URL, or by the address its name
+/// resolved to as it was connected to) stays refused without being tried
+/// again, and how often its refusal is logged: a name that resolves to a
+/// private address is then unusable for everyone whose list names it, so
+/// their events go to the bot's relays as for a literal address.
+pub(crate) const REFUSAL_MEMORY: Duration = Duration::from_secs(10 * 60);
+/// Refused relays remembered at once, whatever the number of lists read.
+const MAX_REMEMBERED_REFUSALS: usize = 1024;
+
+/// [`StrangersRelays`] and the relays it refused lately, shared by the
+/// guarded transport (which refuses as it connects) and the outbound
+/// connections (which ask before routing to a relay).
+#[derive(Debug)]
+pub(crate) struct RelayGuard {
+    rule: StrangersRelays,
+    refused: Mutex<RefusalBook>,
+}
+
+impl RelayGuard {
+    pub(crate) fn new(rule: StrangersRelays) -> Self {
+        RelayGuard {
+            rule,
+            refused: Mutex::new(RefusalBook::new(MAX_REMEMBERED_REFUSALS, REFUSAL_MEMORY)),
+        }
+    }
+
+    /// Whether `url` may be tried: the operator's, or neither refused
+    /// lately nor refused by its URL. A host name is vetted again as it is
+    /// connected to.
+    pub(crate) fn vet(&self, url: &RelayUrl) -> Result<(), RelayRefusal> {
+        if self.rule.operators.contains(url) {
+            return Ok(());
+        }
+        if let Some(refusal) = self.book().remembered(url, Instant::now()) {
+            return Err(refusal);
+        }
+        self.rule.check(url).map_err(|refusal| self.refuse(url, refusal))
+    }
+
+    /// Remembers that `url` was refused, logged once per [`REFUSAL_MEMORY`].
+    fn refuse(&self, url: &RelayUrl, refusal: RelayRefusal) -> RelayRefusal {
+        if self.book().record(url, refusal.clone(), Instant::now()) {
+            tracing::warn!(
+                relay = url.as_str_without_trailing_slash(),
+                reason = %refusal,
+                remembered_secs = REFUSAL_MEMORY.as_secs(),
+                "refused to connect to a relay another's list names"
+            );
+        }
+        refusal
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, RefusalBook> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The relays refused lately and why, each until its memory runs out;
+/// bounded. No I/O, no clock of its own, so that it is tested on its own.
+#[derive(Debug)]
+struct RefusalBook {
+    capacity: usize,
+    memory: Duration,
+    refused: HashMap<RelayUrl, (RelayRefusal, Instant)>,
+}
+
+impl RefusalBook {
+    fn new(capacity: usize, memory: Duration) -> Self {
+        RefusalBook {
+            capacity,
+            memory,
+            refused: HashMap::new(),
+        }
+    }
+
+    /// Why `url` was refused, if it was within the memory before `now`.
+    fn remembered(&mut self, url: &RelayUrl, now: Instant) -> Option<RelayRefusal> {
+        match self.refused.get(url) {
+            Some((refusal, until)) if *until > now => Some(refusal.clone()),
+            Some(_) => {
+                self.refused.remove(url);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Remembers `url` refused from `now`; true when it was not already
+    /// (the refusal is news, to log). When full, the expired go, and if
+    /// none had, the one closest to expiring.
+    fn record(&mut self, url: &RelayUrl, refusal: RelayRefusal, now: Instant) -> bool {
+        if self.remembered(url, now).is_some() {
+            return false;
+        }
+        if self.refused.len() >= self.capacity {
+            self.refused.retain(|_, (_, until)| *until > now);
+            if self.refused.len() >= self.capacity
+                && let Some(soonest) = self
+                    .refused
+                    .iter()
+                    .min_by_key(|(_, (_, until))| *until)
+                    .map(|(url, _)| url.clone())
+            {
+                self.refused.remove(&soonest);
+            }
+        }
+        self.refused.insert(url.clone(), (refusal, now + self.memory));
+        true
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -220,8 +319,8 @@ impl NoDelayTransport {
         };
         let relay = RelayUrl::parse(url.as_str()).map_err(|_| ConnectError::Address)?;
         guard.vet(&relay)?;
-        match connect(url, guard.private_addresses(&relay)).await {
-            Err(ConnectError::Refused(refusal)) => Err(refused(&relay, refusal).into()),
+        match connect(url, guard.rule.private_addresses(&relay)).await {
+            Err(ConnectError::Refused(refusal)) => Err(guard.refuse(&relay, refusal).into()),
             connected => connected,
         }
     }
@@ -417,12 +516,12 @@ mod tests {
         relay.shutdown();
     }
 
-    fn guard(operators: Vec<RelayUrl>, plain_websockets: bool) -> Arc<StrangersRelays> {
-        Arc::new(StrangersRelays {
+    fn guard(operators: Vec<RelayUrl>, plain_websockets: bool) -> Arc<RelayGuard> {
+        Arc::new(RelayGuard::new(StrangersRelays {
             operators,
             plain_websockets,
             private: PrivateAddresses::Refused,
-        })
+        }))
     }
 
     async fn reach(transport: &NoDelayTransport, url: &RelayUrl) -> Result<(), String> {
@@ -454,13 +553,18 @@ mod tests {
                 .unwrap_err()
                 .contains("not wss://")
         );
-        let private_refused = NoDelayTransport::guarded(guard(Vec::new(), true));
+        let rule = guard(Vec::new(), true);
+        let private_refused = NoDelayTransport::guarded(Arc::clone(&rule));
         let error = reach(&private_refused, relay.url()).await.unwrap_err();
         assert!(error.contains("non-public address, 127.0.0.1"), "{error}");
         let error = reach(&private_refused, &by_name).await.unwrap_err();
         assert!(
             error.contains("non-public address"),
             "resolved, then refused: {error}"
+        );
+        assert!(
+            matches!(rule.vet(&by_name), Err(RelayRefusal::Private(_))),
+            "the name is remembered refused: not tried again"
         );
         let wss_private = RelayUrl::parse("wss://169.254.169.254").unwrap();
         let error = reach(&private_refused, &wss_private).await.unwrap_err();
@@ -470,6 +574,40 @@ mod tests {
             .await
             .expect("the operator's relay");
         relay.shutdown();
+    }
+
+    /// A refusal is news once per relay per memory: then it is logged
+    /// again, and the book stays within its bound.
+    #[test]
+    fn a_refused_relay_is_remembered_for_its_memory_within_the_bound() {
+        let memory = Duration::from_secs(60);
+        let mut book = RefusalBook::new(4, memory);
+        let start = Instant::now();
+        let url = |n: usize| RelayUrl::parse(&format!("wss://relay{n}.example.com")).unwrap();
+        let private = RelayRefusal::Private(IpAddr::from([127, 0, 0, 1]));
+        assert!(book.record(&url(0), private.clone(), start), "news");
+        assert!(!book.record(&url(0), private.clone(), start + Duration::from_secs(59)));
+        assert_eq!(
+            book.remembered(&url(0), start + Duration::from_secs(59)),
+            Some(private.clone())
+        );
+        assert_eq!(book.remembered(&url(0), start + memory), None, "tried again");
+        assert!(
+            book.record(&url(0), private.clone(), start + memory),
+            "news again"
+        );
+        for n in 1..100 {
+            book.record(
+                &url(n),
+                RelayRefusal::Plain,
+                start + memory + Duration::from_secs(n as u64),
+            );
+            assert!(book.refused.len() <= 4);
+        }
+        assert_eq!(
+            book.remembered(&url(99), start + memory + Duration::from_secs(99)),
+            Some(RelayRefusal::Plain)
+        );
     }
 
     /// A relay's message past the SDK's limit is refused by the websocket

@@ -26,6 +26,13 @@
 //! Relays that are the bot's own are used through the listening client;
 //! every other relay through [`OutboundRelays`], so strangers' relays never
 //! enter the listening client.
+//!
+//! A relay someone's list names that the outbound connections may not try
+//! (`ws://`, a non-public address written in its URL, or a name refused
+//! lately as it was connected to because it resolved to one) is left out
+//! of their lists at each event, so they fall back to the bot's relays
+//! rather than to nothing: an event whose inbox was refused as it was
+//! connected to goes to the bot's relays at its next attempt, once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,9 +110,11 @@ pub(crate) struct BotRelays {
 impl Routes {
     /// The route of `event`, stored for `origin` (`None`: every relay).
     pub(crate) async fn route(&self, event: &Event, origin: Option<RelayUrl>) -> Route {
-        let lookups = readers(event, self.bot)
-            .into_iter()
-            .map(|person| async move { (person, self.directory.lists(person).await) });
+        let lookups = readers(event, self.bot).into_iter().map(|person| async move {
+            let mut lists = self.directory.lists(person).await;
+            lists.retain(|url| self.outbound.may_try(url));
+            (person, lists)
+        });
         let looked_up = futures_util::future::join_all(lookups).await;
         plan(event, origin, self.bot, &self.bot_relays, &looked_up)
     }

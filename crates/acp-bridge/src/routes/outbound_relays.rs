@@ -15,7 +15,9 @@
 //! a public address only, unless the operator allows more
 //! ([`StrangersRelays`], checked in the transport on the address connected
 //! to): someone's list cannot point the daemon at its own host, its
-//! network or a cloud metadata address, nor make it answer AUTH there.
+//! network or a cloud metadata address, nor make it answer AUTH there. A
+//! relay refused so is remembered ([`RelayGuard`]): routing leaves it out
+//! ([`OutboundRelays::may_try`]) and the event goes to the bot's relays.
 //!
 //! A connection is opened on first use and kept for the next message to
 //! the same relay; at most [`MAX_OUTBOUND_RELAYS`] are open (opening one
@@ -31,7 +33,7 @@ use std::time::{Duration, Instant};
 use nostr_sdk::prelude::{Client, ClientOptions, Event, EventId, Filter, Output, RelayUrl};
 
 use crate::signer::BotSigner;
-use crate::transport::{NoDelayTransport, RelayRefusal, StrangersRelays};
+use crate::transport::{NoDelayTransport, RelayGuard, RelayRefusal, StrangersRelays};
 
 /// Connections to other people's relays open at once.
 pub(super) const MAX_OUTBOUND_RELAYS: usize = 32;
@@ -122,7 +124,7 @@ impl PoolBook {
 pub(crate) struct OutboundRelays {
     client: Client,
     book: Mutex<PoolBook>,
-    guard: Arc<StrangersRelays>,
+    guard: Arc<RelayGuard>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +143,7 @@ impl OutboundRelays {
     }
 
     fn with_bounds(signer: BotSigner, guard: StrangersRelays, capacity: usize, idle_after: Duration) -> Self {
-        let guard = Arc::new(guard);
+        let guard = Arc::new(RelayGuard::new(guard));
         let client = Client::builder()
             .signer(signer)
             .websocket_transport(NoDelayTransport::guarded(Arc::clone(&guard)))
@@ -154,8 +156,9 @@ impl OutboundRelays {
         }
     }
 
-    /// Whether `url` may be tried, as far as its URL tells (the address a
-    /// host name resolves to is checked as it is connected to).
+    /// Whether `url` may be tried: not refused by its URL, nor refused
+    /// lately as it was connected to (a name that resolved to a private
+    /// address, [`crate::transport::REFUSAL_MEMORY`]).
     pub(crate) fn may_try(&self, url: &RelayUrl) -> bool {
         self.guard.vet(url).is_ok()
     }

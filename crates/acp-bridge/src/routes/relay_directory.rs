@@ -8,9 +8,9 @@
 //! event goes to is `routes`' decision. Only lists by the person, whose
 //! signature we verified ourselves, count (a relay can serve anything under
 //! any author, and the SDK's verification cache is keyed by id alone); the
-//! newest of each kind wins, and relays the outbound connections may not
-//! try (`ws://`, a non-public address written in the URL) are left out, so
-//! the person falls back to the bot's relays rather than to nothing.
+//! newest of each kind wins. Which of the relays named may be tried is
+//! `routes`' question too, asked at each event (a relay can be found
+//! unusable after its list was read).
 //! A lookup that finds nothing (or times out) answers "no lists", which
 //! the caller reads as "use the bot's own relays"; that answer is cached
 //! too, for a shorter time, so a person without lists costs one query per
@@ -95,7 +95,7 @@ impl RelayLists {
     }
 
     /// Keeps the relays `keep` allows.
-    fn retain(&mut self, keep: impl Fn(&RelayUrl) -> bool) {
+    pub(super) fn retain(&mut self, keep: impl Fn(&RelayUrl) -> bool) {
         self.dm_inbox.retain(&keep);
         self.read.retain(&keep);
     }
@@ -239,8 +239,7 @@ impl RelayDirectory {
             .kinds([Kind::InboxRelays, Kind::RelayList]);
         match self.fetch(filter).await {
             Ok(events) => {
-                let mut lists = RelayLists::from_events(person, events.iter());
-                lists.retain(|url| self.outbound.may_try(url));
+                let lists = RelayLists::from_events(person, events.iter());
                 metrics::relay_list_lookup(if lists.is_empty() { "none" } else { "found" });
                 tracing::debug!(%person, dm_inbox = ?lists.dm_inbox, read = ?lists.read, "looked up a person's relay lists");
                 self.cache().put(person, lists.clone(), Instant::now());
