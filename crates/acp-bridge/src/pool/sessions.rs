@@ -26,7 +26,7 @@ use super::auth::{AuthChoice, AuthPolicy};
 use crate::mcp::McpOffers;
 use crate::mention::ConversationKey;
 use crate::store::Sessions;
-use crate::workspace::Workspaces;
+use crate::workspace::{WorkspaceError, Workspaces};
 
 /// Where conversations' sessions are kept, and how they are opened.
 #[derive(Debug)]
@@ -96,14 +96,17 @@ impl SessionBook {
         if !self.dedicated() {
             return Ok(None);
         }
-        let user = self.workspaces.owner_of(conversation).map_err(|error| {
-            tracing::warn!(%conversation, %error, "no agent identity for the conversation");
-            PoolError::NoIdentity(error.to_string())
-        })?;
-        self.workspaces
-            .prepare(conversation)
+        let (_, user) = self
+            .workspaces
+            .prepare_owned(conversation)
             .await
-            .map_err(|error| PoolError::Session(error.to_string()))?;
+            .map_err(|error| match error {
+                WorkspaceError::NoOwner(error) => {
+                    tracing::warn!(%conversation, %error, "no agent identity for the conversation");
+                    PoolError::NoIdentity(error.to_string())
+                }
+                other => PoolError::Session(other.to_string()),
+            })?;
         Ok(user)
     }
 

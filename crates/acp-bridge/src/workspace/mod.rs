@@ -64,10 +64,12 @@ pub enum WorkspaceMode {
 
 /// Why a conversation's workspace could not be made ready.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot prepare the workspace `{path}`: {error}")]
-pub(crate) struct WorkspaceError {
-    path: PathBuf,
-    error: std::io::Error,
+pub(crate) enum WorkspaceError {
+    #[error("cannot prepare the workspace `{path}`: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    /// No uid of `--agent-uids` for it, or the store could not say.
+    #[error(transparent)]
+    NoOwner(#[from] OwnerError),
 }
 
 /// The conversations' working directories. Cheap to clone.
@@ -146,26 +148,36 @@ impl Workspaces {
     /// The directory of `conversation`, created if it is not yet (a
     /// worktree of `--workspace-repo` if set), and marked used now.
     pub(crate) async fn prepare(&self, conversation: &ConversationKey) -> Result<PathBuf, WorkspaceError> {
+        self.prepare_owned(conversation).await.map(|(dir, _)| dir)
+    }
+
+    /// [`prepare`](Self::prepare), and who owns the workspace (`None`: the
+    /// daemon's user). With `--agent-uids` the conversation's uid is taken
+    /// (or assigned) under the same lock as pruning's check, move and
+    /// freeing of a uid: an agent started as the uid returned here never
+    /// shares it with another conversation.
+    pub(crate) async fn prepare_owned(
+        &self,
+        conversation: &ConversationKey,
+    ) -> Result<(PathBuf, Option<AgentUser>), WorkspaceError> {
         let dir = self.dir_of(conversation);
         if self.mode == WorkspaceMode::Shared {
-            return Ok(dir);
+            return Ok((dir, self.owners.checked().cloned()));
         }
-        let failed = |error| WorkspaceError {
+        let failed = |error| WorkspaceError::Io {
             path: dir.clone(),
             error,
         };
-        let owner = self
-            .owner_of(conversation)
-            .map_err(|error| failed(std::io::Error::other(error)))?;
-        let created = {
+        let (owner, created) = {
             let _using = self.lock_use();
+            let owner = self.owner_of(conversation)?;
             let conversations = self.conversations().map_err(failed)?;
             let name = dir_name(conversation);
             let created = conversations
                 .create_workspace(&name, owner.as_ref())
                 .map_err(failed)?;
             conversations.touch(&name).map_err(failed)?;
-            created
+            (owner, created)
         };
         if created {
             let worktree = match &self.repo {
@@ -181,7 +193,7 @@ impl Workspaces {
             tracing::info!(%conversation, path = %dir.display(), worktree, "workspace created");
         }
         self.mark_used(conversation);
-        Ok(dir)
+        Ok((dir, owner))
     }
 
     /// The conversation's live session takes a turn: its workspace is in
@@ -236,14 +248,20 @@ impl Workspaces {
             let moved = {
                 let _using = self.lock_use();
                 // Not followed: a symlink planted here is not a workspace.
-                conversations.idle(&name, idle_since) && conversations.rename(&name, &tombstone).is_ok()
+                let moved =
+                    conversations.idle(&name, idle_since) && conversations.rename(&name, &tombstone).is_ok();
+                // Freed with the move, under the lock a turn takes its uid
+                // under: a turn that starts now is given a uid afresh.
+                if moved {
+                    self.free_uid_of(&name);
+                }
+                moved
             };
             if moved {
                 remove(&conversations, &tombstone);
                 removed.push(self.root.join(CONVERSATIONS_DIR).join(name));
             }
         }
-        self.free_uids_of(&removed);
         if let Some(repo) = &self.repo
             && !removed.is_empty()
             && let Err(error) = repo.prune_worktrees().await
@@ -253,28 +271,21 @@ impl Workspaces {
         removed
     }
 
-    /// With `--agent-uids`, the uids of the conversations whose workspaces
-    /// were `removed` are free again: the next conversation given one
+    /// With `--agent-uids`, the uid of the conversation whose workspace
+    /// `name` was moved aside is free again: the next conversation given it
     /// starts in a fresh workspace.
-    fn free_uids_of(&self, removed: &[PathBuf]) {
+    fn free_uid_of(&self, name: &str) {
         let Owners::PerConversation(each) = &self.owners else {
             return;
         };
-        if removed.is_empty() {
-            return;
-        }
-        let names: BTreeSet<&std::ffi::OsStr> = removed.iter().filter_map(|path| path.file_name()).collect();
         let held = match each.uids.held() {
             Ok(held) => held,
             Err(error) => {
-                tracing::error!(%error, "cannot free the agent uids of pruned workspaces");
+                tracing::error!(%error, "cannot free the agent uid of a pruned workspace");
                 return;
             }
         };
-        for (conversation, uid) in held {
-            if !names.contains(std::ffi::OsStr::new(&dir_name(&conversation))) {
-                continue;
-            }
+        for (conversation, uid) in held.into_iter().filter(|(key, _)| dir_name(key) == name) {
             match each.uids.free(&conversation) {
                 Ok(()) => tracing::info!(%conversation, uid, "agent uid freed with its pruned workspace"),
                 Err(error) => tracing::error!(%conversation, uid, %error, "cannot free the agent uid"),
