@@ -27,6 +27,10 @@ const FLAG_TABLE_HEADER: &str = "| Flag | Environment | Default | Meaning |";
 const CONFIG_EXAMPLE_PAGE: &str = "README.md";
 /// The page whose first ```toml block shows profiles, budgets and schedules.
 const PAID_AGENTS_PAGE: &str = "docs/several-agents.md";
+/// The README is a newcomer's page (issue 36): what acp-bridge is, the two
+/// commands, the path to a first reply, one config example and links. The
+/// reference lives in `docs/`; this bound keeps it from growing back there.
+const README_MAX_LINES: usize = 300;
 /// Subcommands whose flags the docs may name besides the daemon's.
 const SUBCOMMANDS: [&str; 4] = ["check", "keygen", "demo", "scripted-agent"];
 /// Flags of other programs the docs show: cargo and its test harness, the
@@ -407,5 +411,27 @@ fn the_profiles_budgets_and_schedules_example_is_read() {
             .lines()
             .any(|line| line.starts_with("budget-bot-per-day = ") && line.ends_with("# file")),
         "{printed}"
+    );
+}
+
+#[test]
+fn the_readme_stays_short_and_links_every_page_of_the_reference() {
+    let readme = read("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines, more than {README_MAX_LINES}: move reference to docs/"
+    );
+    let linked: BTreeSet<&str> = relative_links(&readme)
+        .map(|target| target.split_once('#').map_or(target, |(file, _)| file))
+        .collect();
+    let unlinked: Vec<String> = documents()
+        .into_iter()
+        .map(|(page, _)| page)
+        .filter(|page| page != "README.md" && !linked.contains(page.as_str()))
+        .collect();
+    assert!(
+        unlinked.is_empty(),
+        "README.md links to no page {unlinked:?}: a maintainer would not find them"
     );
 }
