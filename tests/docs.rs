@@ -1,11 +1,16 @@
 //! The README and `docs/` stay true to the binary and the repository
-//! (issue 26): the README's flag table has a row for every flag of
-//! `acp-bridge --help`, with its variable and default, and no row for a flag
-//! that does not exist; every `--flag` the docs name is one of acp-bridge's
-//! or of a program they show next to it; every repository path and every
-//! relative link (with its `#anchor`) they give exists. A renamed flag, a
+//! (issues 26 and 36): the flag table of `docs/flags.md` has a row for every
+//! flag of `acp-bridge --help`, with its variable and default, one row each,
+//! and no row for a flag that does not exist; every `--flag` the docs name
+//! is one of acp-bridge's or of a program they show next to it; every
+//! repository path and every relative link (with its `#anchor`) they give
+//! exists; their config examples are read by the binary. A renamed flag, a
 //! moved file or a new flag without a row fails here rather than in a
 //! newcomer's terminal.
+//!
+//! Facts, not headings: a table or an example is found by what it is (the
+//! table whose header row is [`FLAG_TABLE_HEADER`], the first ```toml block
+//! of a page), so the pages can be reorganised without editing this file.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,12 +18,19 @@ use std::process::Command;
 
 const BRIDGE: &str = env!("CARGO_BIN_EXE_acp-bridge");
 const REPOSITORY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-/// The heading of the README's flag table.
-const FLAG_TABLE_HEADING: &str = "### Flags";
-/// The heading of the README's config file example.
-const CONFIG_EXAMPLE_HEADING: &str = "### A config file";
-/// The heading of the README's example of profiles, budgets and schedules.
-const PAID_AGENTS_HEADING: &str = "### Several agents, budgets and schedules";
+/// The page that holds the flag table.
+const FLAG_PAGE: &str = "docs/flags.md";
+/// The header row of the flag table, which is how it is found on its page.
+const FLAG_TABLE_HEADER: &str = "| Flag | Environment | Default | Meaning |";
+/// The page whose first ```toml block is the config file example a
+/// newcomer copies.
+const CONFIG_EXAMPLE_PAGE: &str = "README.md";
+/// The page whose first ```toml block shows profiles, budgets and schedules.
+const PAID_AGENTS_PAGE: &str = "docs/several-agents.md";
+/// The README is a newcomer's page (issue 36): what acp-bridge is, the two
+/// commands, the path to a first reply, one config example and links. The
+/// reference lives in `docs/`; this bound keeps it from growing back there.
+const README_MAX_LINES: usize = 300;
 /// Subcommands whose flags the docs may name besides the daemon's.
 const SUBCOMMANDS: [&str; 4] = ["check", "keygen", "demo", "scripted-agent"];
 /// Flags of other programs the docs show: cargo and its test harness, the
@@ -122,16 +134,18 @@ fn documents() -> Vec<(String, String)> {
     pages
 }
 
-/// The rows of the README's flag table: (flag, variable, default) cells.
-fn flag_table(readme: &str) -> Vec<[String; 3]> {
-    let (_, after) = readme
-        .split_once(&format!("\n{FLAG_TABLE_HEADING}\n"))
-        .expect("the README has a flag table");
+/// The rows of a page's flag table (the one table under
+/// [`FLAG_TABLE_HEADER`]): (flag, variable, default) cells.
+fn flag_table(page: &str) -> Vec<[String; 3]> {
+    let tables = page.matches(&format!("\n{FLAG_TABLE_HEADER}\n")).count();
+    assert_eq!(tables, 1, "{FLAG_PAGE} has one flag table");
+    let (_, after) = page
+        .split_once(&format!("\n{FLAG_TABLE_HEADER}\n"))
+        .expect("counted above");
     after
         .lines()
-        .skip_while(|line| !line.starts_with('|'))
         .take_while(|line| line.starts_with('|'))
-        .skip(2)
+        .skip(1)
         .map(|row| {
             let cells: Vec<String> = row
                 .split(" | ")
@@ -217,14 +231,15 @@ fn anchors(text: &str) -> BTreeSet<String> {
 fn the_flag_table_has_a_row_for_every_flag_with_its_variable_and_default_and_no_other() {
     let flags = help_flags(&help_page(None));
     assert!(flags.len() > 50, "parsed the daemon's help: {flags:?}");
-    let rows = flag_table(&read("README.md"));
+    let rows = flag_table(&read(FLAG_PAGE));
+    assert!(rows.len() > 50, "parsed {FLAG_PAGE}'s flag table: {rows:?}");
     let mut problems = Vec::new();
     for flag in flags
         .iter()
         .filter(|flag| !matches!(flag.name.as_str(), "--help" | "--version"))
     {
         let Some([_, env, default]) = rows.iter().find(|row| row[0] == format!("`{}`", flag.name)) else {
-            problems.push(format!("{} has no row in the README's flag table", flag.name));
+            problems.push(format!("{} has no row in {FLAG_PAGE}'s flag table", flag.name));
             continue;
         };
         if let Some(expected) = &flag.env
@@ -244,11 +259,15 @@ fn the_flag_table_has_a_row_for_every_flag_with_its_variable_and_default_and_no_
             ));
         }
     }
+    let mut named = BTreeSet::new();
     for [name, ..] in &rows {
         if !flags.iter().any(|flag| format!("`{}`", flag.name) == *name) {
             problems.push(format!(
-                "the README's flag table has a row for {name}, which --help does not know"
+                "{FLAG_PAGE}'s flag table has a row for {name}, which --help does not know"
             ));
+        }
+        if !named.insert(name) {
+            problems.push(format!("{FLAG_PAGE}'s flag table has two rows for {name}"));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -316,20 +335,13 @@ fn every_path_and_link_the_docs_give_exists() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// The README's config file example, as a newcomer copies it: `acp-bridge
-/// config` reads it without a refusal (a renamed key, a key in the wrong
-/// table or a value of the wrong type would stop it) and reports every key
-/// it sets as set by the file.
-/// The first ```toml block under the README's `heading`.
-fn toml_example(readme: &str, heading: &str) -> String {
-    let section = &readme[readme
-        .find(heading)
-        .unwrap_or_else(|| panic!("the README has a section `{heading}`"))..];
-    section
+/// The first ```toml block of a page.
+fn toml_example(page: &str) -> String {
+    read(page)
         .split("```toml\n")
         .nth(1)
         .and_then(|block| block.split("\n```").next())
-        .unwrap_or_else(|| panic!("the section `{heading}` holds a ```toml block"))
+        .unwrap_or_else(|| panic!("{page} holds a ```toml block"))
         .to_owned()
 }
 
@@ -351,14 +363,18 @@ fn config_reads(example: &str, name: &str) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "the README's example `{name}` is refused: {stderr}"
+        "the example `{name}` is refused: {stderr}"
     );
     String::from_utf8(output.stdout).expect("config prints UTF-8")
 }
 
+/// The README's config file example, as a newcomer copies it: `acp-bridge
+/// config` reads it without a refusal (a renamed key, a key in the wrong
+/// table or a value of the wrong type would stop it) and reports every key
+/// it sets as set by the file.
 #[test]
 fn the_readmes_config_file_example_is_read_key_by_key() {
-    let example = toml_example(&read("README.md"), CONFIG_EXAMPLE_HEADING);
+    let example = toml_example(CONFIG_EXAMPLE_PAGE);
     let example = example.as_str();
     let printed = config_reads(example, "config");
     let keys_set: Vec<&str> = example
@@ -375,17 +391,17 @@ fn the_readmes_config_file_example_is_read_key_by_key() {
             .any(|line| line.starts_with(&format!("{key} = ")) && line.ends_with("# file"));
         assert!(
             from_file,
-            "`{key}` of the README's example is not reported as set by the file:\n{printed}"
+            "`{key}` of {CONFIG_EXAMPLE_PAGE}'s example is not reported as set by the file:\n{printed}"
         );
     }
 }
 
-/// The README's example of profiles, budgets and schedules is a config
-/// file the daemon reads: its `[agents.*]`, `[budget]` and `[[schedule]]`
-/// keys and values are all accepted, and its budget flags are set.
+/// The example of profiles, budgets and schedules is a config file the
+/// daemon reads: its `[agents.*]`, `[budget]` and `[[schedule]]` keys and
+/// values are all accepted, and its budget flags are set.
 #[test]
-fn the_readmes_profiles_budgets_and_schedules_example_is_read() {
-    let example = toml_example(&read("README.md"), PAID_AGENTS_HEADING);
+fn the_profiles_budgets_and_schedules_example_is_read() {
+    let example = toml_example(PAID_AGENTS_PAGE);
     for table in ["[agents.", "[budget]", "[[schedule]]"] {
         assert!(example.contains(table), "the example shows {table}");
     }
@@ -395,5 +411,27 @@ fn the_readmes_profiles_budgets_and_schedules_example_is_read() {
             .lines()
             .any(|line| line.starts_with("budget-bot-per-day = ") && line.ends_with("# file")),
         "{printed}"
+    );
+}
+
+#[test]
+fn the_readme_stays_short_and_links_every_page_of_the_reference() {
+    let readme = read("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines, more than {README_MAX_LINES}: move reference to docs/"
+    );
+    let linked: BTreeSet<&str> = relative_links(&readme)
+        .map(|target| target.split_once('#').map_or(target, |(file, _)| file))
+        .collect();
+    let unlinked: Vec<String> = documents()
+        .into_iter()
+        .map(|(page, _)| page)
+        .filter(|page| page != "README.md" && !linked.contains(page.as_str()))
+        .collect();
+    assert!(
+        unlinked.is_empty(),
+        "README.md links to no page {unlinked:?}: a maintainer would not find them"
     );
 }

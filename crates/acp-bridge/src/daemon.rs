@@ -243,7 +243,7 @@ impl Stages {
                 .iter()
                 .map(|profile| (profile.name.as_str(), &profile.agent, &profile.mcp)),
             &profiles.default_profile().name,
-            // Questions reach a person only with ask-owner (README).
+            // Questions reach a person only with ask-owner (docs/owner.md).
             settings.turns.asks_owner(),
             (
                 &Sessions::new(Arc::clone(&store)),

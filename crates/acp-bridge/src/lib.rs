@@ -1,8 +1,8 @@
 //! acp-bridge: turns Nostr @mentions of a bot key into turns of supervised
 //! ACP agents.
 //!
-//! One module per stage of the flow (see DESIGN.md): `intake` (relay links,
-//! screening) → `gate` (who is heard) → `heart` (one owner per
+//! One module per stage of the flow (see docs/architecture.md): `intake`
+//! (relay links, screening) → `gate` (who is heard) → `heart` (one owner per
 //! conversation: its queue, the mode gate, the turn machines and their
 //! drivers) → `pool` (agents and sessions) → `reply` (answers, notices, the
 //! outbox). `ledger` moves a mention's journal row, `store` keeps what must

@@ -96,7 +96,7 @@ pub struct ContextArgs {
     /// Whose earlier messages the thread context quotes: `heard` (only
     /// authors the author gate hears in the conversation) or `anyone`
     /// (every reader of the thread can then write into the agent's prompt:
-    /// a prompt-injection risk, see the README).
+    /// a prompt-injection risk, see docs/flags.md).
     #[arg(
         long,
         env = "ACP_BRIDGE_THREAD_CONTEXT_FROM",

@@ -1,6 +1,6 @@
 //! Budgets: what the agents' turns may spend per UTC day and month, for
 //! the whole bot, for each author and for each conversation, checked before a turn starts and
-//! never in the middle of one (DESIGN.md).
+//! never in the middle of one (docs/architecture.md, docs/several-agents.md).
 //!
 //! Spend is measured, not estimated: each turn counts one turn when it
 //! starts, and each prompt answered adds its tokens (the answer's

@@ -103,7 +103,7 @@ impl Default for TurnSettings {
 
 impl TurnSettings {
     /// Whether agents' questions go to the owner (`--permission-policy
-    /// ask-owner`): only then do they reach a person (README).
+    /// ask-owner`): only then do they reach a person (docs/owner.md).
     pub(crate) fn asks_owner(&self) -> bool {
         self.permission_policy == PermissionPolicyArg::AskOwner
     }

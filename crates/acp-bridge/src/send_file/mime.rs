@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-/// The types sent, for the README: images, audio, video, PDF, archives, text.
+/// The types sent, as docs/tools.md lists them: images, audio, video, PDF, archives, text.
 pub(crate) const SENT_TYPES: &str = "PNG, JPEG, GIF, WebP images; MP3, Ogg, WAV, FLAC audio; MP4, WebM video; PDF; zip, gzip, tar archives; UTF-8 text (.txt, .md, .csv, .json, .log)";
 
 /// Magic numbers at offset 0 and their MIME types.

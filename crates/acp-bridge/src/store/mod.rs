@@ -23,7 +23,7 @@
 //! one `Arc<Store>` and handed only to the stages that use that table, so a
 //! stage's fields say which tables it touches. The table's SQL methods on
 //! [`Store`] are `pub(super)`: the door is the only way in. The journal's
-//! door is the ledger (`crate::ledger`, outside this module, as DESIGN.md
+//! door is the ledger (`crate::ledger`, outside this module, as docs/architecture.md
 //! has it), so the journal's methods are `pub(crate)` for it; the few left
 //! `pub` are the public face the integration tests and benches seed a
 //! state dir with.
