@@ -65,6 +65,21 @@ fn sessions_of(scene: &Scene, method: &str) -> Vec<String> {
         .collect()
 }
 
+/// The sessions the agents were sent `session/close` for, once they hold
+/// `count`: the daemon logs a close as it asks for it, and the agent
+/// records the frame when it arrives.
+async fn closes_received(scene: &Scene, count: usize) -> Vec<String> {
+    eventually(
+        PATIENCE,
+        async || {
+            let closed = sessions_of(scene, "session/close");
+            (closed.len() >= count).then_some(closed)
+        },
+        || format!("{count} session/close frame(s) at the agent"),
+    )
+    .await
+}
+
 /// The conversation's session: the one its first prompt went to.
 fn first_session(scene: &Scene) -> String {
     prompted_sessions(scene)
@@ -98,7 +113,7 @@ async fn a_quiet_session_is_closed_and_the_next_mention_resumes_it() {
     let closed = log.wait(log.start(), Line::new("session closed (idle)")).await;
     assert_eq!(closed["how"], "session/close", "{closed}");
     assert_eq!(closed["session"], session.as_str(), "{closed}");
-    assert_eq!(sessions_of(&scene, "session/close"), vec![session.clone()]);
+    assert_eq!(closes_received(&scene, 1).await, vec![session.clone()]);
     assert_eq!(
         scene.bridge.agent_pids(),
         agents,
@@ -192,7 +207,7 @@ async fn a_full_pool_closes_the_least_recently_used_idle_session_first() {
         a.as_str(),
         "a's is the least recently used: {closed}"
     );
-    assert_eq!(sessions_of(&scene, "session/close"), vec![a.clone()]);
+    assert_eq!(closes_received(&scene, 1).await, vec![a.clone()]);
     let status = ask_in(&scene, "c", "!status").await;
     assert!(status.contains(" Live sessions: 2. "), "{status}");
 
