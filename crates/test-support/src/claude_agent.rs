@@ -1,7 +1,7 @@
 //! claude-agent-acp set up to run against a [`FakeProvider`]: which program,
 //! which environment, and the settings file in its `HOME`.
 //!
-//! Shared by the end-to-end tests that drive claude (`tests/real_agents.rs`)
+//! Shared by the end-to-end tests that drive claude (`tests/e2e/real_agents.rs`)
 //! and by `acp-bridge-bench sessions`, which measures what its sessions cost.
 //! It owns only the launch; how the daemon is started around it is the
 //! caller's.

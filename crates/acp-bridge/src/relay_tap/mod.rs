@@ -40,7 +40,7 @@
 //! reader is told of doubles the route's bound, up to [`MAX_WIDENING`]
 //! times its first, so the replay fits the next time (measured: a journal
 //! locked under 60 mentions with `--relay-buffer 8` lagged 4,230 times
-//! and lost mentions before the bound grew; `tests/faults.rs`).
+//! and lost mentions before the bound grew; `tests/e2e/faults.rs`).
 
 mod fetch;
 mod frame;
