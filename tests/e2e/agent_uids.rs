@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support::*;
+use crate::workspaces::said_cwd;
 
 /// `--agent-user`: its group is every conversation uid's group.
 const AGENT_USER: &str = "nobody";
@@ -56,15 +57,6 @@ fn uid_of(answer: &str) -> String {
         .and_then(|line| line.split_whitespace().nth(1))
         .unwrap_or_else(|| panic!("no Uid line: {answer}"))
         .to_owned()
-}
-
-/// The working directory the agent said (`[say-cwd]`).
-fn said_cwd(answer: &str) -> PathBuf {
-    let line = answer
-        .lines()
-        .find_map(|line| line.strip_prefix("cwd: "))
-        .unwrap_or_else(|| panic!("no cwd line: {answer}"));
-    PathBuf::from(line)
 }
 
 /// The conversation in `channel` has a turn; its agent's uid and workspace.

@@ -280,6 +280,18 @@ async fn posts_past_the_budget_are_refused_to_the_model() {
     assert_eq!(posted, 5, "only the admitted posts are in the thread: {said:#?}");
 }
 
+/// The `host:port` the daemon serves its MCP server on over HTTP.
+async fn mcp_address(log: &LogFile) -> String {
+    log.wait(
+        log.start(),
+        Line::new("serving the bridge's MCP server on loopback"),
+    )
+    .await["addr"]
+        .as_str()
+        .expect("addr")
+        .to_owned()
+}
+
 /// A request of `token`'s to the MCP server at `addr` whose body never
 /// comes: it holds its connection while the server waits for the rest.
 async fn stalled_request(addr: &str, token: &str) -> tokio::net::TcpStream {
@@ -314,15 +326,7 @@ async fn one_conversation_cannot_take_every_connection_from_another() {
         let mention = scene.mention(room, "hello").await;
         scene.reply_to(&mention).await;
     }
-    let addr = log
-        .wait(
-            log.start(),
-            Line::new("serving the bridge's MCP server on loopback"),
-        )
-        .await["addr"]
-        .as_str()
-        .expect("addr")
-        .to_owned();
+    let addr = mcp_address(log).await;
     let tokens: Vec<String> = scene
         .offered_mcp_tokens()
         .into_iter()
@@ -408,15 +412,7 @@ async fn a_live_token_from_a_process_of_another_user_is_refused() {
     let log = &scene.bridge.log;
     let mention = scene.mention("room", "hello").await;
     scene.reply_to(&mention).await;
-    let addr = log
-        .wait(
-            log.start(),
-            Line::new("serving the bridge's MCP server on loopback"),
-        )
-        .await["addr"]
-        .as_str()
-        .expect("addr")
-        .to_owned();
+    let addr = mcp_address(log).await;
     let (_, token) = scene.offered_mcp_tokens().pop().expect("a token offered");
     let (host, port) = addr.rsplit_once(':').expect("host:port");
     // The same request, by a shell of `uid`: its first answer line.

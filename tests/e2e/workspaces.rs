@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::support::*;
 use test_support::blossom::BlossomServer;
 
-/// The `cwd: …` line of an answer of the scripted agent.
-fn said_cwd(answer: &str) -> PathBuf {
+/// The `cwd: …` line of an answer of the scripted agent (`[say-cwd]`).
+pub(crate) fn said_cwd(answer: &str) -> PathBuf {
     let line = answer
         .lines()
         .find_map(|line| line.strip_prefix("cwd: "))
