@@ -228,7 +228,7 @@ async fn check_speaks_the_flags_language_and_ends_with_its_verdict() {
 }
 
 /// A key file other users can read makes `check` say not ready, with the
-/// remedy; the daemon itself only warns (README).
+/// remedy; the daemon itself only warns (docs/operations.md).
 #[test]
 fn check_is_not_ready_with_a_key_file_others_can_read() {
     use std::os::unix::fs::PermissionsExt;
