@@ -120,6 +120,12 @@ impl Proxy {
         self.open().await;
     }
 
+    /// Accepts again, forwarding to `target` from now on.
+    pub async fn restore_to(&mut self, target: u16) {
+        self.target = target;
+        self.open().await;
+    }
+
     async fn open(&mut self) {
         self.stop = tokio_util::sync::CancellationToken::new();
         let listener = loop {
