@@ -11,12 +11,12 @@
 
 use std::sync::Arc;
 
+use acp_protocol::SessionId;
 use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::connection::Connection;
 use crate::error::AcpError;
-use crate::protocol::SessionId;
 
 /// Why an answer did not reach the agent.
 #[derive(Debug, thiserror::Error)]

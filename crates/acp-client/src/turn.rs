@@ -36,10 +36,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, sleep_until};
 
 use crate::connection::{Connection, PromptCompletion};
+use acp_protocol::{PermissionPolicy, SteerDelivery, StopReason, Usage};
+
+use crate::TurnEvent;
 use crate::error::TurnError;
-use crate::permission::PermissionPolicy;
-use crate::protocol::{StopReason, TurnEvent};
-use crate::steer::SteerDelivery;
 
 /// Default idle timeout of a turn.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
@@ -97,7 +97,7 @@ pub struct TurnOutcome {
     /// The same chunks, as the agent's messages.
     pub messages: Vec<AgentMessage>,
     /// The last usage the agent reported during the turn.
-    pub usage: Option<crate::protocol::Usage>,
+    pub usage: Option<Usage>,
     /// The last run id the agent advertised during the turn.
     pub run_id: Option<String>,
     /// Every steer the agent accepted during this turn, with whether the
@@ -284,7 +284,7 @@ pub(crate) struct Transcript {
     /// Something other than message text came since the last chunk: the
     /// next chunk starts a new message.
     message_boundary: bool,
-    usage: Option<crate::protocol::Usage>,
+    usage: Option<Usage>,
     run_id: Option<String>,
 }
 
