@@ -55,9 +55,9 @@ use crate::TurnEvent;
 use crate::dropped::{DropObserver, DroppedUpdate};
 use crate::error::AcpError;
 use crate::jsonrpc::{self, Incoming, Malformed};
-use crate::pending::{OpenRequest, PendingAnswer};
+use crate::pending::{AnswerSink, OpenRequest, PendingAnswer};
 use crate::question::{ElicitationQuestion, PermissionQuestion};
-use crate::turn::Transcript;
+use crate::transcript::Transcript;
 
 pub(crate) type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
 
@@ -240,6 +240,17 @@ pub(crate) struct Connection {
     /// An update for an unknown session was already warned of (the next
     /// ones are only counted: the agent could send millions).
     warned_unknown_session: AtomicBool,
+}
+
+impl AnswerSink for Connection {
+    fn answer<'a>(
+        &'a self,
+        session: &'a SessionId,
+        rpc_id: &'a Value,
+        result: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, AcpError>> + Send + 'a>> {
+        Box::pin(self.answer_open_request(session, rpc_id, result))
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -787,7 +798,7 @@ impl Connection {
         PendingAnswer::new(
             session.clone(),
             open,
-            Arc::clone(self),
+            Arc::<Self>::clone(self),
             Arc::clone(&turn.open_questions),
         )
     }

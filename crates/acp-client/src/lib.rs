@@ -33,6 +33,7 @@ mod process;
 mod program;
 mod question;
 mod stderr_tail;
+mod transcript;
 mod turn;
 
 pub use acp_protocol::{
@@ -58,9 +59,10 @@ pub use process::AgentCommand;
 pub use program::{DEFAULT_SEARCH_PATH, ProgramError};
 pub use question::{ElicitationQuestion, PermissionQuestion};
 pub use stderr_tail::{STDERR_TAIL_LINE_BYTES, STDERR_TAIL_LINES};
+pub use transcript::AgentMessage;
 pub use turn::{
-    AgentMessage, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TEXT_BYTES, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions,
-    TurnOutcome, TurnProgress,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TEXT_BYTES, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions, TurnOutcome,
+    TurnProgress,
 };
 
 /// One typed event of a turn, with this client's answer handles for the
