@@ -25,6 +25,7 @@ mod live_sessions;
 mod policy_mode;
 mod pools;
 pub(crate) mod reaper;
+mod session_state;
 mod sessions;
 #[cfg(test)]
 mod tests;
