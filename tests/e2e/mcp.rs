@@ -281,7 +281,7 @@ async fn posts_past_the_budget_are_refused_to_the_model() {
 }
 
 /// The `host:port` the daemon serves its MCP server on over HTTP.
-async fn mcp_address(log: &LogFile) -> String {
+pub(crate) async fn mcp_address(log: &LogFile) -> String {
     log.wait(
         log.start(),
         Line::new("serving the bridge's MCP server on loopback"),
