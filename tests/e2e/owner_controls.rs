@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nostr_sdk::prelude::*;
 
+use crate::mcp::mcp_status_for;
 use crate::support::*;
 
 /// A scene whose scripted agent offers a model and a mode `how`
@@ -29,22 +30,6 @@ async fn ask(scene: &Scene, text: &str) -> String {
     let n = ASKED.fetch_add(1, Ordering::Relaxed);
     let mention = scene.mention("room", &format!("{text} @ask-{n}")).await;
     scene.reply_to(&mention).await.content
-}
-
-/// What the bridge's MCP server answers a request of `token`'s for a
-/// path it does not serve: its status line (401: the token is not live;
-/// 404: it is, and was checked first).
-async fn mcp_status_for(scene: &Scene, token: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = crate::mcp::mcp_address(&scene.bridge.log).await;
-    let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connect");
-    let request = format!(
-        "GET /elsewhere HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {token}\r\nConnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.expect("read");
-    answer.lines().next().unwrap_or_default().to_owned()
 }
 
 /// The tokens the agent was offered, in order.
