@@ -23,6 +23,7 @@ pub(crate) mod args;
 mod controls;
 mod conversations;
 mod driver;
+mod forgetting;
 mod notices;
 mod question_replies;
 mod send_file;
@@ -42,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use conversations::BATCH_CAP;
 pub(crate) use driver::TurnServices;
+pub(crate) use forgetting::Forgetting;
 
 use crate::backoff::Backoff;
 use crate::commands::OwnerCommand;
@@ -99,6 +101,14 @@ impl AfterTurn {
             AfterTurn::Settled | AfterTurn::GiveUp { .. } => None,
         }
     }
+}
+
+/// When a rotation takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rotation {
+    Now,
+    /// The turn in flight keeps its session; the next starts afresh.
+    AfterTheTurn,
 }
 
 /// What the heart is configured with.
@@ -367,14 +377,13 @@ impl Heart {
             (OwnerCommand::Cancel, None) => {
                 "Nothing to cancel: no turn is running in this conversation.".to_owned()
             }
-            (OwnerCommand::Rotate, Some(running)) => {
-                running.rotate_after = true;
-                "This conversation gets a fresh agent session after the turn in flight.".to_owned()
+            (OwnerCommand::Rotate, _) => match self.rotate_conversation(&key) {
+                Rotation::AfterTheTurn => {
+                    "This conversation gets a fresh agent session after the turn in flight."
+                }
+                Rotation::Now => "This conversation gets a fresh agent session from its next turn.",
             }
-            (OwnerCommand::Rotate, None) => {
-                self.services.pool.rotate(&key);
-                "This conversation gets a fresh agent session from its next turn.".to_owned()
-            }
+            .to_owned(),
             // Commands come from the owner only: a DM is the owner's own.
             (OwnerCommand::Help, _) => OwnerCommand::help_text(),
             (OwnerCommand::Schedules, _) => self.schedules(|planner| planner.board().listing()),
@@ -393,10 +402,7 @@ impl Heart {
                     .command(&key, name.as_deref(), running.is_some());
                 if switch.switched {
                     // As `!rotate`: the old session ends after the turn in flight.
-                    match running {
-                        Some(running) => running.rotate_after = true,
-                        None => self.services.pool.rotate(&key),
-                    }
+                    self.rotate_conversation(&key);
                 }
                 switch.answer
             }
@@ -415,6 +421,23 @@ impl Heart {
             ),
         };
         self.notices.notify(vec![mention], answer);
+    }
+
+    /// The conversation's next turn starts on a fresh session (`!rotate`,
+    /// `!agent` switching): now, or once its turn in flight has ended,
+    /// which keeps its session until then. Its queue, tasks and tool
+    /// limits are the conversation's, not the session's, and stay.
+    fn rotate_conversation(&mut self, key: &ConversationKey) -> Rotation {
+        match self.conversations.running_mut(key) {
+            Some(running) => {
+                running.rotate_after = true;
+                Rotation::AfterTheTurn
+            }
+            None => {
+                self.services.forgetting.rotate(key);
+                Rotation::Now
+            }
+        }
     }
 
     /// What a schedule command answers, from the planner when there is one.
@@ -581,7 +604,7 @@ impl Heart {
             return;
         };
         if ended.rotate_after {
-            self.services.pool.rotate(key);
+            self.rotate_conversation(key);
         }
         if outcome == Outcome::CancelledByOwner {
             self.notices.cancelled_by_owner(work.clone());
