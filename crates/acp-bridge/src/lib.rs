@@ -61,7 +61,6 @@ mod thread_context;
 mod transport;
 mod workspace;
 
-pub use commands::OwnerCommand;
 pub use config::{RunArgs, Settings};
 pub use config_file::{ConfigFile, ConfigFileError, Reload, effective_configuration, reload_on_hangup};
 pub use daemon::{DaemonError, run, run_reloading};
@@ -73,7 +72,7 @@ pub use inbound::Inbound;
 pub use intake::{Arrival, DEFAULT_MAX_PARKED_BYTES, FollowThreads, INTAKE_BATCH, Intake, IntakeLimits};
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
 pub use media::{MediaArgs, MediaFetcher, MediaRef};
-pub use mention::{Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
+pub use mention::{CommandCall, Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
 pub use pool::AGENT_ENV_BASELINE;
 pub use process_seal::seal_own_process;
 pub use profiles::{DEFAULT_PROFILE, Profile, ProfileTable, Profiles};
