@@ -28,6 +28,7 @@ mod schedules;
 mod status;
 mod unschedule;
 mod usage;
+mod version;
 
 pub(crate) use context::Context;
 pub(crate) use status::{HereFacts, StatusFacts};
@@ -111,6 +112,7 @@ const REGISTRY: &[Entry] = &[
     entry::<unschedule::Unschedule>(),
     entry::<usage::Usage>(),
     entry::<budget::Budget>(),
+    entry::<version::Version>(),
     entry::<help::Help>(),
 ];
 
@@ -198,6 +200,8 @@ mod tests {
         assert_eq!(owner("nostr:npub1xyz  !status "), call("!status", ""));
         assert_eq!(owner("@bot !rotate"), call("!rotate", ""));
         assert_eq!(owner("!help"), call("!help", ""));
+        assert_eq!(owner("!version"), call("!version", ""));
+        assert_eq!(owner("!version please"), None);
         assert_eq!(owner("!schedules"), call("!schedules", ""));
         assert_eq!(
             owner("nostr:npub1xyz !every 1h  sum up\nthe day "),
@@ -231,6 +235,7 @@ mod tests {
     #[test]
     fn anyone_else_gives_no_command() {
         assert_eq!(recognise("!cancel", false), None);
+        assert_eq!(recognise("!version", false), None);
         assert_eq!(recognise("!help", false), None);
     }
 
