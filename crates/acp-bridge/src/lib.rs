@@ -58,6 +58,7 @@ mod signer;
 mod store;
 mod telemetry;
 mod thread_context;
+mod tools;
 mod transport;
 mod workspace;
 

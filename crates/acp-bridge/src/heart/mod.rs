@@ -26,11 +26,9 @@ mod conversations;
 mod driver;
 mod notices;
 mod question_replies;
-mod send_file;
 mod steer_strategy;
 mod tasks;
-mod thread_reader;
-mod tools;
+mod tool_desk;
 mod turn;
 mod usage;
 mod waiting;
@@ -53,6 +51,9 @@ use crate::mention::{CommandCall, ConversationKey, Intent, Mention};
 use crate::mode_gate::{Decision, ModeGate};
 use crate::store::LeftOver;
 use crate::telemetry::metrics;
+// The tools' room, named here too: the heart lends it its conversations
+// (`tool_desk`), and `tasks` answers `delegate` through it.
+use crate::tools;
 use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
 use notices::Notices;
