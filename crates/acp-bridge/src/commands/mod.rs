@@ -72,7 +72,7 @@ pub(crate) trait Command: Sized {
 }
 
 /// A command as the registry holds it.
-pub(crate) struct Entry {
+struct Entry {
     name: &'static str,
     help: &'static str,
     who: Who,

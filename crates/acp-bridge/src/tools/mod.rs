@@ -87,8 +87,8 @@ type Call = Box<dyn FnOnce(&mut dyn Context, Answer) + Send>;
 /// caller's token.
 pub(crate) struct ToolRequest {
     pub conversation: ConversationKey,
-    /// The tool's name, for logs.
-    pub tool: &'static str,
+    /// The tool's name, for debugging.
+    tool: &'static str,
     run: Call,
     answer: Answer,
 }
