@@ -183,14 +183,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         ),
         wing(
             "intake",
-            &[
-                "intake",
-                "inbound",
-                "mention",
-                "thread_context",
-                "media",
-                "commands",
-            ],
+            &["intake", "inbound", "mention", "thread_context", "media"],
             &[
                 "base",
                 "telemetry",
@@ -208,8 +201,16 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         ),
         wing(
             "tools",
-            &["mcp", "send_file"],
-            &["base", "telemetry", "edge", "intake", "agents"],
+            &["mcp", "send_file", "tools"],
+            &[
+                "base",
+                "telemetry",
+                "edge",
+                "policy",
+                "intake",
+                "outbound",
+                "agents",
+            ],
         ),
         wing(
             "agents",
@@ -218,7 +219,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         ),
         wing(
             "heart",
-            &["heart", "mode_gate", "prompt", "schedule", "profiles"],
+            &["heart", "mode_gate", "prompt", "schedule", "profiles", "commands"],
             &[
                 "base",
                 "telemetry",

@@ -5,8 +5,7 @@
 //! what it drives) name the hand-off without importing the intake, which
 //! imports them.
 
-use crate::commands::OwnerCommand;
-use crate::mention::Mention;
+use crate::mention::{CommandCall, Mention};
 
 /// What the intake hands to the heart.
 #[derive(Debug)]
@@ -15,6 +14,6 @@ pub enum Inbound {
     /// An owner command (checked before the author gate, owner only).
     Command {
         mention: Mention,
-        command: OwnerCommand,
+        command: CommandCall,
     },
 }

@@ -15,7 +15,6 @@ use nostr_sdk::prelude::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::commands::OwnerCommand;
 use crate::gate::Standing;
 use crate::media::MediaRef;
 
@@ -117,7 +116,7 @@ pub enum Intent {
     #[default]
     Turn,
     /// An owner command.
-    Command(OwnerCommand),
+    Command(CommandCall),
     /// A notice instead of a turn (too long, rate-limited, overloaded).
     Notice(String),
     /// The owner's answer to a question of the turn in flight (set by the
@@ -138,6 +137,99 @@ pub enum Intent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         missed_due: Option<i64>,
     },
+}
+
+/// An owner command the screening recognised (see `commands`): its word
+/// and what followed it, as written. The heart parses the arguments again
+/// when it runs the command, so a journaled command needs no type of the
+/// command's own. Journaled rows of the earlier format (one variant per
+/// command, `{"command":"cancel"}`) load as the same command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "CommandWire")]
+pub struct CommandCall {
+    /// The command's word (`!cancel`).
+    pub name: String,
+    /// The text after it, trimmed.
+    pub args: String,
+}
+
+/// A journaled command, in either format.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CommandWire {
+    Call { name: String, args: String },
+    Before(BeforeCall),
+}
+
+/// How commands were journaled before [`CommandCall`]: one variant each.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BeforeCall {
+    Cancel,
+    Status,
+    Rotate,
+    Control {
+        kind: BeforeKind,
+        choice: Option<String>,
+    },
+    Agent {
+        name: Option<String>,
+    },
+    Schedules,
+    Usage,
+    Budget {
+        setting: Option<String>,
+    },
+    Every {
+        spec: String,
+    },
+    At {
+        spec: String,
+    },
+    Unschedule {
+        id: String,
+    },
+    Help,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BeforeKind {
+    Model,
+    Mode,
+}
+
+impl From<CommandWire> for CommandCall {
+    fn from(wire: CommandWire) -> Self {
+        let (name, args) = match wire {
+            CommandWire::Call { name, args } => return CommandCall { name, args },
+            CommandWire::Before(before) => match before {
+                BeforeCall::Cancel => ("!cancel", None),
+                BeforeCall::Status => ("!status", None),
+                BeforeCall::Rotate => ("!rotate", None),
+                BeforeCall::Control {
+                    kind: BeforeKind::Model,
+                    choice,
+                } => ("!model", choice),
+                BeforeCall::Control {
+                    kind: BeforeKind::Mode,
+                    choice,
+                } => ("!mode", choice),
+                BeforeCall::Agent { name } => ("!agent", name),
+                BeforeCall::Schedules => ("!schedules", None),
+                BeforeCall::Usage => ("!usage", None),
+                BeforeCall::Budget { setting } => ("!budget", setting),
+                BeforeCall::Every { spec } => ("!every", Some(spec)),
+                BeforeCall::At { spec } => ("!at", Some(spec)),
+                BeforeCall::Unschedule { id } => ("!unschedule", Some(id)),
+                BeforeCall::Help => ("!help", None),
+            },
+        };
+        CommandCall {
+            name: name.to_owned(),
+            args: args.unwrap_or_default(),
+        }
+    }
 }
 
 /// One accepted mention.
@@ -353,6 +445,57 @@ mod tests {
             .expect("sign")
     }
 
+    /// Intents journaled by the code before `CommandCall` (one variant per
+    /// command), written here as that code wrote them, load as the same
+    /// commands; the new format round-trips.
+    #[test]
+    fn commands_journaled_in_the_earlier_format_load_as_the_same_commands() {
+        let cases = [
+            (r#"{"command":"cancel"}"#, "!cancel", ""),
+            (r#"{"command":"status"}"#, "!status", ""),
+            (r#"{"command":"rotate"}"#, "!rotate", ""),
+            (r#"{"command":"schedules"}"#, "!schedules", ""),
+            (r#"{"command":"usage"}"#, "!usage", ""),
+            (r#"{"command":"help"}"#, "!help", ""),
+            (
+                r#"{"command":{"control":{"kind":"model","choice":"deep"}}}"#,
+                "!model",
+                "deep",
+            ),
+            (
+                r#"{"command":{"control":{"kind":"mode","choice":null}}}"#,
+                "!mode",
+                "",
+            ),
+            (r#"{"command":{"agent":{"name":"codex"}}}"#, "!agent", "codex"),
+            (r#"{"command":{"agent":{"name":null}}}"#, "!agent", ""),
+            (
+                r#"{"command":{"budget":{"setting":"bot day 5 USD, 50 turns"}}}"#,
+                "!budget",
+                "bot day 5 USD, 50 turns",
+            ),
+            (r#"{"command":{"budget":{"setting":null}}}"#, "!budget", ""),
+            (
+                r#"{"command":{"every":{"spec":"1h sum up\nthe day"}}}"#,
+                "!every",
+                "1h sum up\nthe day",
+            ),
+            (r#"{"command":{"at":{"spec":"+5m ping"}}}"#, "!at", "+5m ping"),
+            (r#"{"command":{"unschedule":{"id":"c2"}}}"#, "!unschedule", "c2"),
+        ];
+        for (journaled, name, args) in cases {
+            let want = Intent::Command(CommandCall {
+                name: name.to_owned(),
+                args: args.to_owned(),
+            });
+            let loaded: Intent = serde_json::from_str(journaled).expect(journaled);
+            assert_eq!(loaded, want, "{journaled}");
+            let again = serde_json::to_string(&want).expect("serialize");
+            assert_eq!(serde_json::from_str::<Intent>(&again).expect(&again), want);
+        }
+        assert!(serde_json::from_str::<Intent>(r#"{"command":"dance"}"#).is_err());
+    }
+
     #[test]
     fn top_level_group_mention_is_its_own_root() {
         let keys = Keys::generate();
@@ -456,7 +599,10 @@ mod tests {
             chain_depth: 0,
             accepted_at: 1,
             origin: Some(RelayUrl::parse("wss://relay.example").expect("url")),
-            intent: Intent::Command(OwnerCommand::Cancel),
+            intent: Intent::Command(CommandCall {
+                name: "!cancel".to_owned(),
+                args: String::new(),
+            }),
             media: vec![MediaRef {
                 url: "https://e.com/a.png".into(),
                 mime: Some("image/png".into()),

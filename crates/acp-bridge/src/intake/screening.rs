@@ -24,13 +24,12 @@ use super::before_start::BeforeStart;
 use super::untaken::{Parked, Parking};
 use super::{DropReason, IntakeLimits, SubscriptionFloors};
 use crate::clock_skew::{FOLLOW_UP_CLOCK_SKEW_SECS, MAX_FUTURE_SKEW_SECS};
-use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, Hearing, Standing};
 use crate::groups::GroupDirectory;
 use crate::ledger::OtherShards;
 use crate::loop_guard::Hop;
 use crate::media;
-use crate::mention::{self, Intent, Mention, Thread};
+use crate::mention::{self, CommandCall, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::shard::Shard;
 
@@ -319,11 +318,7 @@ impl Screener {
         let from_owner = Some(candidate.author) == self.owner;
         // Owner commands come before the author gate (they work even with
         // `--respond-to nobody`); anyone else's `!cancel` is plain text.
-        let command = if from_owner {
-            OwnerCommand::parse(candidate.content)
-        } else {
-            None
-        };
+        let command = crate::commands::recognise(candidate.content, from_owner);
         let standing = match command {
             Some(_) => Standing::Owner,
             None => match lookups.hear(AuthorFacts {
@@ -468,7 +463,7 @@ impl Screener {
     fn admit(
         &mut self,
         mention: Mention,
-        command: Option<OwnerCommand>,
+        command: Option<CommandCall>,
         hop: Hop,
         now: Now,
         lookups: &mut impl Lookups,

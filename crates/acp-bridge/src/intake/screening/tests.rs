@@ -546,7 +546,10 @@ fn rows() -> Vec<Row> {
                 rig.world.hearing = Hearing::Refused(Refusal::NobodyHeard);
                 rig.owners_message("!status")
             },
-            Seen::Take(Intent::Command(OwnerCommand::Status)),
+            Seen::Take(Intent::Command(CommandCall {
+                name: "!status".to_owned(),
+                args: String::new(),
+            })),
         ),
         (
             "anyone else's command is plain text, and the gate decides",
