@@ -397,19 +397,24 @@ fn the_readmes_config_file_example_is_read_key_by_key() {
 }
 
 /// The example of profiles, budgets and schedules is a config file the
-/// daemon reads: its `[agents.*]`, `[budget]` and `[[schedule]]` keys and
-/// values are all accepted, and its budget flags are set.
+/// daemon reads: its `[agents.*]`, `[budget.*]` and `[[schedule]]` keys
+/// and values are all accepted, and its budget tables set the budget flags.
 #[test]
 fn the_profiles_budgets_and_schedules_example_is_read() {
     let example = toml_example(PAID_AGENTS_PAGE);
-    for table in ["[agents.", "[budget]", "[[schedule]]"] {
+    for table in ["[agents.", "[budget.bot]", "[[schedule]]"] {
         assert!(example.contains(table), "the example shows {table}");
     }
     let printed = config_reads(&example, "paid-agents");
+    let bot_budget = printed
+        .split("\n[budget.bot]\n")
+        .nth(1)
+        .and_then(|table| table.split("\n[").next())
+        .unwrap_or_else(|| panic!("a [budget.bot] table: {printed}"));
     assert!(
-        printed
+        bot_budget
             .lines()
-            .any(|line| line.starts_with("budget-bot-per-day = ") && line.ends_with("# file")),
+            .any(|line| line.starts_with("per-day = [\"20 USD\", \"500 turns\"]") && line.ends_with("# file")),
         "{printed}"
     );
 }

@@ -80,6 +80,7 @@ pub struct ProfileFields {
 
 /// The profile's flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Identity")]
 pub struct ProfileArgs {
     /// The bot's display name in its profile (kind 0). Unset: the name the
     /// relays hold, or "acp-bridge bot" for a bot that has none.

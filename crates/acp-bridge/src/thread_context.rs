@@ -86,6 +86,7 @@ pub enum ContextFrom {
 
 /// The thread context's flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Turns")]
 pub struct ContextArgs {
     /// A turn's first prompt carries up to this many of its thread's
     /// earlier messages that the session has not seen, fetched from the

@@ -10,6 +10,7 @@ use crate::flags::flag_defaults;
 
 /// The budget's flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Budget")]
 pub struct BudgetArgs {
     /// What the whole bot may spend per UTC day (from midnight), for
     /// everyone, the owner included: amounts such as "5 USD, 200k tokens,

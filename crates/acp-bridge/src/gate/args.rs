@@ -11,6 +11,7 @@ use crate::flags::{ConfigError, refuse};
 
 /// The author gate's flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Gate")]
 pub struct GateArgs {
     /// The owner's public key (npub or hex).
     #[arg(long, env = "ACP_BRIDGE_OWNER", value_name = "NPUB")]

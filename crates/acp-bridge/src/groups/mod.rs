@@ -41,6 +41,7 @@ pub enum OtherGroups {
 
 /// The groups' flags.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Groups")]
 pub struct GroupArgs {
     /// NIP-29 groups the bot serves, as `<host>'<group-id>` (a bare host
     /// means wss://host; a ws:// or wss:// URL may stand before the `'`).
@@ -63,7 +64,7 @@ pub struct GroupArgs {
 
     /// Invite code sent with every join request (NIP-29 `code` tag), for a
     /// group whose admins made one (kind 9009). Unset: none.
-    #[arg(long, env = INVITE_CODE_ENV, value_name = "CODE")]
+    #[arg(long, env = INVITE_CODE_ENV, value_name = "CODE", hide_env_values = true)]
     pub group_invite_code: Option<String>,
 }
 

@@ -19,6 +19,7 @@ const MAX_PERMISSION_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// The turns' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Turns")]
 pub struct TurnArgs {
     /// What a mention arriving mid-turn does.
     #[arg(
@@ -46,6 +47,7 @@ pub struct TurnArgs {
     #[arg(
         long,
         env = "ACP_BRIDGE_PERMISSION_POLICY",
+        help_heading = "Agent",
         value_enum,
         default_value = "allow"
     )]
@@ -55,7 +57,7 @@ pub struct TurnArgs {
     /// permission rejected, a form declined. Between 1s and 24h; 0 (wait
     /// forever) is refused, as an unanswered question holds its turn and
     /// its agent.
-    #[arg(long, env = "ACP_BRIDGE_PERMISSION_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
+    #[arg(long, env = "ACP_BRIDGE_PERMISSION_TIMEOUT", help_heading = "Agent", default_value = "15m", value_parser = parse_duration)]
     pub permission_timeout: Duration,
 
     /// A mention still waiting for its turn after this long gets one

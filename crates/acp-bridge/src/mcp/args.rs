@@ -21,6 +21,7 @@ pub enum McpMode {
 
 /// The MCP servers' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "MCP")]
 pub struct McpArgs {
     /// The bridge's own MCP server (`post_message`, `react`), offered to
     /// each session: `auto` over loopback HTTP to agents that advertise

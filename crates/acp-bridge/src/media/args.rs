@@ -24,6 +24,7 @@ const MAX_MEDIA_FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The flags of images and audio in prompts.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Turns")]
 pub struct MediaArgs {
     /// Largest image (in bytes) fetched into a prompt, for agents that take
     /// images; a larger one reaches the agent as its URL.

@@ -51,6 +51,7 @@ const AGENT_USER_ENV: &[&str] = &[
 
 /// The agents' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Agent")]
 pub struct AgentArgs {
     /// The ACP agent to run.
     #[arg(long, env = "ACP_BRIDGE_AGENT_COMMAND", default_value = "goose")]
@@ -137,7 +138,7 @@ pub struct AgentArgs {
 
     /// An agent that has not ended a cancelled turn after this long is
     /// killed and replaced (its turn is retried).
-    #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", help_heading = "Turns", default_value = "30s", value_parser = parse_duration)]
     pub cancel_timeout: Duration,
 
     /// How long an agent may take to start and answer `initialize` (an

@@ -9,6 +9,7 @@ use crate::flags::{ConfigError, at_least_one, flag_defaults};
 
 /// The replies' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Replies")]
 pub struct ReplyArgs {
     /// Who publishes answers.
     #[arg(long, env = "ACP_BRIDGE_REPLY_MODE", value_enum, default_value = "daemon")]

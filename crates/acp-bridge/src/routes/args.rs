@@ -13,6 +13,7 @@ use crate::transport::StrangersRelays;
 
 /// The relays' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Relays")]
 pub struct RelayArgs {
     /// Relay URL (repeatable or comma-separated). `embedded` starts an
     /// in-process relay on loopback and uses it.

@@ -14,6 +14,7 @@ const MAX_MAX_FILE_BYTES: u64 = 512 * 1024 * 1024;
 
 /// The flags of `send_file`.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "MCP")]
 pub struct FileArgs {
     /// A Blossom server (BUD-02) the `send_file` tool uploads files to,
     /// its base URL (https). Repeatable, or comma-separated: each file goes

@@ -20,6 +20,7 @@ pub(crate) const SIGNER_ENV: &str = "ACP_BRIDGE_SIGNER";
 
 /// The signer's flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Signer")]
 pub struct SignerArgs {
     /// File holding the bot's secret key (nsec or hex). Alternatively set
     /// ACP_BRIDGE_SECRET_KEY. Never pass a key as a plain flag value.
@@ -29,7 +30,7 @@ pub struct SignerArgs {
     /// Sign through a remote signer (NIP-46) instead of a key file: its
     /// `bunker://<signer-pubkey>?relay=wss://…&secret=…` URI. The URI's
     /// secret is a credential: prefer --signer-file.
-    #[arg(long, env = SIGNER_ENV, value_name = "BUNKER_URI")]
+    #[arg(long, env = SIGNER_ENV, value_name = "BUNKER_URI", hide_env_values = true)]
     pub signer: Option<String>,
 
     /// File holding the remote signer's bunker:// URI (see --signer).

@@ -30,6 +30,7 @@ pub enum LogFormat {
 
 /// The logging flags, taken by every subcommand.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Telemetry")]
 pub struct LogArgs {
     /// Log format: pretty (default on a terminal) or json (default otherwise).
     #[arg(long, env = "ACP_BRIDGE_LOG_FORMAT", value_enum, global = true)]
