@@ -104,6 +104,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub budget: crate::budget::BudgetArgs,
 
+    /// Durable state (SQLite); one daemon per directory
+    ///
     /// Durable state (SQLite). Default: $STATE_DIRECTORY under systemd, else ./acp-bridge-state.
     #[arg(
         long,
@@ -113,6 +115,8 @@ pub struct RunArgs {
     )]
     pub state_dir: Option<PathBuf>,
 
+    /// How long sent replies and finished mentions are kept
+    ///
     /// Sent replies and finished mentions are kept this long in the state
     /// dir, then pruned (hourly); a finished mention also stays while a
     /// relay could replay it. Pending work is never pruned.
@@ -122,6 +126,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub metrics: MetricsArgs,
 
+    /// This replica's share of the bot: INDEX/COUNT or auto/COUNT
+    ///
     /// This replica's share of the bot: `INDEX/COUNT`, or `auto/COUNT` to
     /// take the index from the hostname's trailing `-N` (a StatefulSet
     /// pod's ordinal). Every replica runs with the same key, relays and
@@ -134,10 +140,14 @@ pub struct RunArgs {
     )]
     pub shard: Option<String>,
 
+    /// On SIGTERM, in-flight turns get this long to finish
+    ///
     /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
     #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration, help_heading = "Daemon")]
     pub shutdown_grace: Duration,
 
+    /// Threads of the async runtime (default: one per CPU)
+    ///
     /// Threads of the daemon's async runtime (default: one per CPU).
     #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256), help_heading = "Daemon")]
     pub worker_threads: Option<u16>,
@@ -173,6 +183,8 @@ pub struct Settings {
     pub media: MediaFetcher,
     /// `send_file`'s flags (`--blossom`, `--max-file-bytes`).
     pub files: crate::send_file::FileSettings,
+    /// Serve Prometheus metrics and /healthz here
+    ///
     /// `--mcp`, `--mcp-servers`: the MCP servers sessions are offered.
     pub mcp: crate::mcp::args::McpSettings,
     pub shutdown_grace: Duration,

@@ -104,7 +104,7 @@ fn setting_line(key: &Key, flags: &Command, matches: &ArgMatches, file: Option<&
 
 /// `text` as a TOML value: an integer when it reads back the same, else a
 /// basic string.
-fn toml_value(text: &str) -> String {
+pub(super) fn toml_value(text: &str) -> String {
     if text.parse::<i64>().is_ok_and(|number| number.to_string() == text) {
         return text.to_owned();
     }

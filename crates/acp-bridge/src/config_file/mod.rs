@@ -16,6 +16,9 @@
 mod effective;
 pub(crate) mod keys;
 mod profiles;
+/// Writes the reference pages: run by its test (`ACP_BRIDGE_REGENERATE=1`).
+#[cfg(test)]
+mod reference;
 mod reload;
 mod schedules;
 

@@ -21,6 +21,8 @@ pub struct GateArgs {
     #[arg(long, env = "ACP_BRIDGE_RESPOND_TO", value_enum, default_value = "owner-only")]
     pub respond_to: RespondTo,
 
+    /// Keys heard in allowlist mode (npub or hex)
+    ///
     /// Public keys heard in allowlist mode (npub or hex; repeatable or comma-separated);
     /// in anyone mode they are not strangers (the stranger budget does not bind them).
     #[arg(

@@ -20,6 +20,8 @@ const SUPPORTED_KINDS: [u16; 3] = [9, 1, 1059];
 /// own.
 #[derive(Debug, Clone, Args)]
 pub struct IntakeArgs {
+    /// Event kinds listened to (9 groups, 1 notes, 1059 DMs)
+    ///
     /// Event kinds to listen to: 9 (NIP-29 group chat), 1 (notes), 1059 (NIP-17 DMs).
     #[arg(
         long,
@@ -30,6 +32,8 @@ pub struct IntakeArgs {
     )]
     pub kinds: Vec<u16>,
 
+    /// Replies in threads the bot answered in count as mentions
+    ///
     /// Replies in a thread the bot has answered in count as mentions
     /// (`involved`), without the bot's `p` tag; `off`: only tagged events.
     #[arg(
@@ -41,10 +45,14 @@ pub struct IntakeArgs {
     )]
     pub follow_threads: FollowThreads,
 
+    /// Largest mention taken for a turn
+    ///
     /// Largest mention content accepted for a turn; bigger ones get a notice.
     #[arg(long, env = "ACP_BRIDGE_MAX_CONTENT_BYTES", help_heading = "Gate", default_value_t = 64 * 1024)]
     pub max_content_bytes: usize,
 
+    /// Mentions an author may send in a burst
+    ///
     /// Mentions an author may send in a burst before being rate-limited (the owner is exempt).
     #[arg(
         long,
@@ -54,10 +62,14 @@ pub struct IntakeArgs {
     )]
     pub rate_limit_burst: u32,
 
+    /// One more mention per this interval after the burst
+    ///
     /// One more mention is allowed per this interval once the burst is spent.
     #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_REFILL", help_heading = "Gate", default_value = "6s", value_parser = parse_duration)]
     pub rate_limit_refill: Duration,
 
+    /// Sibling bots' reply chains this deep at most
+    ///
     /// Sibling bots may chain replies to our replies at most this deep.
     #[arg(
         long,
@@ -67,6 +79,8 @@ pub struct IntakeArgs {
     )]
     pub max_bot_hops: u32,
 
+    /// Mentions waiting for a turn, at most
+    ///
     /// Mentions waiting for a turn, in all conversations, at most; past it
     /// new mentions get a (rate-limited) notice instead (the owner's are
     /// still taken).
@@ -78,12 +92,16 @@ pub struct IntakeArgs {
     )]
     pub max_queued: usize,
 
+    /// Bytes of events waiting for a profile lookup, at most
+    ///
     /// Bytes held at most by events that wait for their author's profile
     /// lookup (one author: a sixteenth of it); past it an event is left to
     /// the relay and fetched again later.
     #[arg(long, env = "ACP_BRIDGE_MAX_PARKED_BYTES", help_heading = "Relays", default_value_t = super::DEFAULT_MAX_PARKED_BYTES)]
     pub max_parked_bytes: usize,
 
+    /// Reply chains from others this deep at most
+    ///
     /// Anyone else but the owner may chain replies to our replies this deep:
     /// at this depth they are told to start afresh, past it they are not answered.
     #[arg(
