@@ -894,7 +894,8 @@ fn acp_bridge_config_redacts_secrets() {
 
 /// A file the daemon cannot use stops start-up in one line naming the file
 /// and, when one is at fault, the key: an unknown key, a key of the wrong
-/// type, a secret, a missing file, a bad value (named with its flag).
+/// type, a secret, a missing file, a bad value (named with its flag), a
+/// budget key of the flat form budgets had before they were tables.
 #[test]
 fn a_bad_config_file_is_refused_in_one_line_naming_file_and_key() {
     for (text, says) in [
@@ -906,6 +907,10 @@ fn a_bad_config_file_is_refused_in_one_line_naming_file_and_key() {
         ),
         ("[gate]\nmax-content-bytes = \"lots\"\n", "--max-content-bytes"),
         ("[relays]\nrelay = [\"notaurl\"]\n", "(set by `relays.relay` in"),
+        (
+            "[budget]\nbudget-author-per-day = [\"1 USD\"]\n",
+            "unknown key `budget.budget-author-per-day` (write it as `per-day` in [budget.author])",
+        ),
     ] {
         let file = config_file(text);
         for (args, env) in [
