@@ -107,7 +107,7 @@ impl Sources {
     /// Where flag `--long` got its value, when not from the command line:
     /// ` (set by ACP_BRIDGE_X)` or ` (set by `section.key` in FILE)`.
     fn origin(&self, long: &str) -> String {
-        let Some(arg) = command()
+        let Some(arg) = Cli::command()
             .get_arguments()
             .find(|arg| arg.get_long() == Some(long))
             .cloned()
@@ -308,7 +308,7 @@ fn refused_value_origin(error: &clap::Error, file: Option<&ConfigFile>) -> Strin
     if on_command_line {
         return String::new();
     }
-    let command = command();
+    let command = Cli::command();
     let variable = command
         .get_arguments()
         .find(|candidate| candidate.get_long() == Some(long))
