@@ -62,7 +62,7 @@ seconds() {
 }
 
 # ------------------------------------------------------------------ flags --
-help=$("$bin" --help)
+help=$("$bin" run --help-long)
 # Every ACP_BRIDGE_* the binary mentions: the [env: …] of each flag plus
 # ACP_BRIDGE_SECRET_KEY, which exists only as a variable and is named in the
 # help of --secret-key-file.
@@ -133,15 +133,17 @@ configured_grace=$(sed -nE 's/^  ACP_BRIDGE_SHUTDOWN_GRACE: *"?([^"]*)"?$/\1/p' 
 # ------------------------------------------------------------ config file --
 # 4. The TOML example has a line `#key = value` for every flag of --help
 # (a secret, which the file refuses, is named in a comment `# key …`
-# instead). Uncommented, it is a file the binary takes, every key counted as
+# instead; a key named otherwise than its flag, `per-day` in
+# [budget.author], has the flag at the end of its comment). Uncommented, it is a file the binary takes, every key counted as
 # from the file (`acp-bridge config` says where each value came from); the
 # Kubernetes base's config file is taken too.
 mapfile -t longs < <(grep -oE '^ {6}--[a-z][a-z-]*' <<<"$help" | sed -E 's/^ +--//' \
-    | grep -vxE 'help|version|config' | sort -u)
+    | grep -vxE 'help|help-long|version|config' | sort -u)
 for long in "${longs[@]}"; do
-    grep -qE "^#?$long = |^# $long " "$toml_example" || fail "TOML example has no key for --$long"
+    grep -qE "^#?$long = |^# $long |\(--$long\)$" "$toml_example" || fail "TOML example has no key for --$long"
 done
-sed -E 's/^#([a-z][a-z-]* = )/\1/' "$toml_example" >"$work/all-keys.toml"
+# A "<PLACEHOLDER>" (a key without a default) stays commented.
+sed -E '/"<[^"]*>"/! s/^#([a-z][a-z-]* = )/\1/' "$toml_example" >"$work/all-keys.toml"
 keys_set=$(grep -cE '^[a-z][a-z-]* = ' "$work/all-keys.toml")
 taken_from_file() { # source file expected-keys
     local source=$1 file=$2 expected=$3 out rc=0

@@ -373,7 +373,7 @@ fn listed_flags() -> BTreeSet<String> {
                     .to_owned()
             })
         })
-        .filter(|flag| flag != "--help" && flag != "--version")
+        .filter(|flag| flag != "--help" && flag != "--help-long" && flag != "--version")
         .collect()
 }
 
@@ -582,6 +582,71 @@ fn help_and_version_are_clap_s_own() {
         help.contains("Usage:") && help.contains("--idle-timeout"),
         "{help}"
     );
+}
+
+/// The most lines `acp-bridge run --help` and `acp-bridge --help` may take:
+/// a page an operator reads (issue 36), not the reference.
+const HELP_MAX_LINES: usize = 120;
+/// The headings of `run --help`: the config file's tables.
+const HELP_HEADINGS: [&str; 13] = [
+    "Relays",
+    "Signer",
+    "Identity",
+    "Gate",
+    "Groups",
+    "Agent",
+    "Turns",
+    "MCP",
+    "Replies",
+    "Budget",
+    "State",
+    "Telemetry",
+    "Daemon",
+];
+
+fn help_of(args: &[&str]) -> String {
+    let output = Command::new(bridge_binary()).args(args).output().expect("run");
+    assert!(output.status.success(), "{args:?}");
+    String::from_utf8(output.stdout).expect("help is UTF-8")
+}
+
+/// `run --help` is a page: each flag on one line with its short help,
+/// under the heading of its table, the page at most [`HELP_MAX_LINES`];
+/// `--help-long` is the reference, with each flag's variable and default.
+#[test]
+fn run_help_is_a_page_of_one_line_flags_under_headings() {
+    let page = help_of(&["run", "--help"]);
+    let lines: Vec<&str> = page.lines().collect();
+    println!("run --help: {} lines", lines.len());
+    assert!(lines.len() <= HELP_MAX_LINES, "{} lines:\n{page}", lines.len());
+    for heading in HELP_HEADINGS {
+        assert!(
+            lines.contains(&format!("{heading}:").as_str()),
+            "no heading {heading}:\n{page}"
+        );
+    }
+    for (flag, _) in declared_flags() {
+        let line = lines
+            .iter()
+            .find(|line| line.trim_start().split([' ', '=']).next() == Some(flag.as_str()))
+            .unwrap_or_else(|| panic!("{flag} is not listed:\n{page}"));
+        let help = line.trim_start().split_once("  ").map(|(_, help)| help.trim());
+        assert!(
+            help.is_some_and(|help| !help.is_empty() && help.len() <= 70),
+            "{flag}: one short line of help: {line:?}"
+        );
+    }
+    assert!(!page.contains("[env: "), "variables are on --help-long:\n{page}");
+    assert!(page.contains("--help-long"), "the page says where the detail is");
+    let reference = help_of(&["run", "--help-long"]);
+    assert!(
+        reference.contains("[env: ACP_BRIDGE_IDLE_TIMEOUT=]") && reference.contains("[default: 900s]"),
+        "{reference}"
+    );
+    let top = help_of(&["--help"]);
+    println!("--help: {} lines", top.lines().count());
+    assert!(top.lines().count() <= HELP_MAX_LINES, "{top}");
+    assert!(top.contains("acp-bridge run --help"), "{top}");
 }
 
 /// `--agent-args` takes one value: the daemon's own flags after it stay
@@ -829,7 +894,8 @@ fn acp_bridge_config_redacts_secrets() {
 
 /// A file the daemon cannot use stops start-up in one line naming the file
 /// and, when one is at fault, the key: an unknown key, a key of the wrong
-/// type, a secret, a missing file, a bad value (named with its flag).
+/// type, a secret, a missing file, a bad value (named with its flag), a
+/// budget key of the flat form budgets had before they were tables.
 #[test]
 fn a_bad_config_file_is_refused_in_one_line_naming_file_and_key() {
     for (text, says) in [
@@ -841,6 +907,10 @@ fn a_bad_config_file_is_refused_in_one_line_naming_file_and_key() {
         ),
         ("[gate]\nmax-content-bytes = \"lots\"\n", "--max-content-bytes"),
         ("[relays]\nrelay = [\"notaurl\"]\n", "(set by `relays.relay` in"),
+        (
+            "[budget]\nbudget-author-per-day = [\"1 USD\"]\n",
+            "unknown key `budget.budget-author-per-day` (write it as `per-day` in [budget.author])",
+        ),
     ] {
         let file = config_file(text);
         for (args, env) in [

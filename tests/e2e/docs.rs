@@ -1,6 +1,6 @@
 //! The README and `docs/` stay true to the binary and the repository
-//! (issues 26 and 36): the flag table of `docs/flags.md` has a row for every
-//! flag of `acp-bridge --help`, with its variable and default, one row each,
+//! (issues 26 and 36): the flag tables of `docs/flags.md` have a row for every
+//! flag of `acp-bridge run --help-long`, with its variable and default, one row each,
 //! and no row for a flag that does not exist; every `--flag` the docs name
 //! is one of acp-bridge's or of a program they show next to it; every
 //! repository path and every relative link (with its `#anchor`) they give
@@ -35,7 +35,9 @@ const README_MAX_LINES: usize = 300;
 const SUBCOMMANDS: [&str; 4] = ["check", "keygen", "demo", "scripted-agent"];
 /// Flags of other programs the docs show: cargo and its test harness, the
 /// agents' own, kubectl, and the aionostr client of the walk-through.
-const OTHER_PROGRAMS_FLAGS: [&str; 16] = [
+const OTHER_PROGRAMS_FLAGS: [&str; 18] = [
+    "--lib",
+    "--with-builtin",
     "--release",
     "--workspace",
     "--locked",
@@ -70,9 +72,9 @@ struct HelpFlag {
 
 fn help_page(subcommand: Option<&str>) -> String {
     let mut command = Command::new(BRIDGE);
-    command.args(subcommand).arg("--help");
-    let output = command.output().expect("run acp-bridge --help");
-    assert!(output.status.success(), "{subcommand:?} --help failed");
+    command.args(subcommand).arg("--help-long");
+    let output = command.output().expect("run acp-bridge --help-long");
+    assert!(output.status.success(), "{subcommand:?} --help-long failed");
     String::from_utf8(output.stdout).expect("help is UTF-8")
 }
 
@@ -134,18 +136,14 @@ fn documents() -> Vec<(String, String)> {
     pages
 }
 
-/// The rows of a page's flag table (the one table under
+/// The rows of a page's flag tables (one per heading, each under
 /// [`FLAG_TABLE_HEADER`]): (flag, variable, default) cells.
 fn flag_table(page: &str) -> Vec<[String; 3]> {
-    let tables = page.matches(&format!("\n{FLAG_TABLE_HEADER}\n")).count();
-    assert_eq!(tables, 1, "{FLAG_PAGE} has one flag table");
-    let (_, after) = page
-        .split_once(&format!("\n{FLAG_TABLE_HEADER}\n"))
-        .expect("counted above");
-    after
-        .lines()
-        .take_while(|line| line.starts_with('|'))
-        .skip(1)
+    let tables: Vec<&str> = page.split(&format!("\n{FLAG_TABLE_HEADER}\n")).skip(1).collect();
+    assert!(tables.len() > 10, "{FLAG_PAGE} has a flag table per heading");
+    tables
+        .into_iter()
+        .flat_map(|after| after.lines().take_while(|line| line.starts_with('|')).skip(1))
         .map(|row| {
             let cells: Vec<String> = row
                 .split(" | ")
@@ -229,14 +227,14 @@ fn anchors(text: &str) -> BTreeSet<String> {
 
 #[test]
 fn the_flag_table_has_a_row_for_every_flag_with_its_variable_and_default_and_no_other() {
-    let flags = help_flags(&help_page(None));
+    let flags = help_flags(&help_page(Some("run")));
     assert!(flags.len() > 50, "parsed the daemon's help: {flags:?}");
     let rows = flag_table(&read(FLAG_PAGE));
     assert!(rows.len() > 50, "parsed {FLAG_PAGE}'s flag table: {rows:?}");
     let mut problems = Vec::new();
     for flag in flags
         .iter()
-        .filter(|flag| !matches!(flag.name.as_str(), "--help" | "--version"))
+        .filter(|flag| !matches!(flag.name.as_str(), "--help" | "--help-long" | "--version"))
     {
         let Some([_, env, default]) = rows.iter().find(|row| row[0] == format!("`{}`", flag.name)) else {
             problems.push(format!("{} has no row in {FLAG_PAGE}'s flag table", flag.name));
@@ -275,11 +273,12 @@ fn the_flag_table_has_a_row_for_every_flag_with_its_variable_and_default_and_no_
 
 #[test]
 fn every_flag_the_docs_name_exists() {
+    // The top-level page's own (`--version`), then each command's.
     let mut known: BTreeSet<String> = help_flags(&help_page(None))
         .into_iter()
         .map(|flag| flag.name)
         .collect();
-    for subcommand in SUBCOMMANDS {
+    for subcommand in std::iter::once("run").chain(SUBCOMMANDS) {
         known.extend(
             help_flags(&help_page(Some(subcommand)))
                 .into_iter()
@@ -397,19 +396,24 @@ fn the_readmes_config_file_example_is_read_key_by_key() {
 }
 
 /// The example of profiles, budgets and schedules is a config file the
-/// daemon reads: its `[agents.*]`, `[budget]` and `[[schedule]]` keys and
-/// values are all accepted, and its budget flags are set.
+/// daemon reads: its `[agents.*]`, `[budget.*]` and `[[schedule]]` keys
+/// and values are all accepted, and its budget tables set the budget flags.
 #[test]
 fn the_profiles_budgets_and_schedules_example_is_read() {
     let example = toml_example(PAID_AGENTS_PAGE);
-    for table in ["[agents.", "[budget]", "[[schedule]]"] {
+    for table in ["[agents.", "[budget.bot]", "[[schedule]]"] {
         assert!(example.contains(table), "the example shows {table}");
     }
     let printed = config_reads(&example, "paid-agents");
+    let bot_budget = printed
+        .split("\n[budget.bot]\n")
+        .nth(1)
+        .and_then(|table| table.split("\n[").next())
+        .unwrap_or_else(|| panic!("a [budget.bot] table: {printed}"));
     assert!(
-        printed
+        bot_budget
             .lines()
-            .any(|line| line.starts_with("budget-bot-per-day = ") && line.ends_with("# file")),
+            .any(|line| line.starts_with("per-day = [\"20 USD\", \"500 turns\"]") && line.ends_with("# file")),
         "{printed}"
     );
 }

@@ -46,13 +46,19 @@ const DEFAULT_STATE_DIR: &str = "acp-bridge-state";
 /// Set by container runtimes to the pod's name; `--shard auto/N` reads it.
 const HOSTNAME_ENV: &str = "HOSTNAME";
 
-/// The daemon's flags. Shared by `run` and `check`.
+/// The daemon's flags. Shared by `run`, `check` and `config`.
+///
+/// Each group names its help heading (`#[command(next_help_heading)]`),
+/// which is also its table in the config file (`config_file::keys`); the
+/// groups are listed here in the order of the tables, the path of a
+/// mention from the relays to the reply, then the daemon's own.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// A TOML file of settings: every flag below is a key, in a table per
-    /// stage (`[relays]`, `[agent]`, …; see
-    /// deploy/config/acp-bridge.toml.example). ACP_BRIDGE_* variables and
-    /// flags win over it.
+    /// A TOML file of settings, a table per help heading.
+    ///
+    /// Every flag is a key, in the table of its heading (`[relays]`,
+    /// `[agent]`, …; see deploy/config/acp-bridge.toml.example).
+    /// ACP_BRIDGE_* variables and flags win over it.
     #[arg(long, env = "ACP_BRIDGE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -63,26 +69,28 @@ pub struct RunArgs {
     pub signer: SignerArgs,
 
     #[command(flatten)]
+    pub profile: ProfileArgs,
+
+    #[command(flatten)]
     pub gate: GateArgs,
 
-    /// Durable state (SQLite). Default: $STATE_DIRECTORY under systemd, else ./acp-bridge-state.
-    #[arg(long, env = "ACP_BRIDGE_STATE_DIR", value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub groups: crate::groups::GroupArgs,
 
     #[command(flatten)]
     pub agent: AgentArgs,
 
     #[command(flatten)]
-    pub replies: ReplyArgs,
+    pub mcp: crate::mcp::args::McpArgs,
 
     #[command(flatten)]
-    pub intake: IntakeArgs,
+    pub files: crate::send_file::FileArgs,
 
     #[command(flatten)]
     pub turns: TurnArgs,
 
     #[command(flatten)]
-    pub mcp: crate::mcp::args::McpArgs,
+    pub intake: IntakeArgs,
 
     #[command(flatten)]
     pub context: ContextArgs,
@@ -91,39 +99,57 @@ pub struct RunArgs {
     pub media: MediaArgs,
 
     #[command(flatten)]
-    pub files: crate::send_file::FileArgs,
+    pub replies: ReplyArgs,
 
-    /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
-    #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
-    pub shutdown_grace: Duration,
+    #[command(flatten)]
+    pub budget: crate::budget::BudgetArgs,
 
+    /// Durable state (SQLite); one daemon per directory
+    ///
+    /// Durable state (SQLite). Default: $STATE_DIRECTORY under systemd, else ./acp-bridge-state.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_STATE_DIR",
+        value_name = "DIR",
+        help_heading = "State"
+    )]
+    pub state_dir: Option<PathBuf>,
+
+    /// How long sent replies and finished mentions are kept
+    ///
     /// Sent replies and finished mentions are kept this long in the state
     /// dir, then pruned (hourly); a finished mention also stays while a
     /// relay could replay it. Pending work is never pruned.
-    #[arg(long, env = "ACP_BRIDGE_RETENTION", default_value = "7d", value_parser = parse_duration)]
+    #[arg(long, env = "ACP_BRIDGE_RETENTION", default_value = "7d", value_parser = parse_duration, help_heading = "State")]
     pub retention: Duration,
 
     #[command(flatten)]
     pub metrics: MetricsArgs,
 
+    /// This replica's share of the bot: INDEX/COUNT or auto/COUNT
+    ///
     /// This replica's share of the bot: `INDEX/COUNT`, or `auto/COUNT` to
     /// take the index from the hostname's trailing `-N` (a StatefulSet
     /// pod's ordinal). Every replica runs with the same key, relays and
     /// COUNT; each answers only the conversations that hash to its index.
-    #[arg(long, env = "ACP_BRIDGE_SHARD", value_name = "INDEX/COUNT")]
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_SHARD",
+        value_name = "INDEX/COUNT",
+        help_heading = "Daemon"
+    )]
     pub shard: Option<String>,
 
-    #[command(flatten)]
-    pub profile: ProfileArgs,
+    /// On SIGTERM, in-flight turns get this long to finish
+    ///
+    /// On SIGTERM, in-flight turns get this long to finish before they are cancelled.
+    #[arg(long, env = "ACP_BRIDGE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration, help_heading = "Daemon")]
+    pub shutdown_grace: Duration,
 
-    #[command(flatten)]
-    pub groups: crate::groups::GroupArgs,
-
-    #[command(flatten)]
-    pub budget: crate::budget::BudgetArgs,
-
+    /// Threads of the async runtime (default: one per CPU)
+    ///
     /// Threads of the daemon's async runtime (default: one per CPU).
-    #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256), help_heading = "Daemon")]
     pub worker_threads: Option<u16>,
 }
 
@@ -157,6 +183,8 @@ pub struct Settings {
     pub media: MediaFetcher,
     /// `send_file`'s flags (`--blossom`, `--max-file-bytes`).
     pub files: crate::send_file::FileSettings,
+    /// Serve Prometheus metrics and /healthz here
+    ///
     /// `--mcp`, `--mcp-servers`: the MCP servers sessions are offered.
     pub mcp: crate::mcp::args::McpSettings,
     pub shutdown_grace: Duration,

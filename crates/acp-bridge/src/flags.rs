@@ -10,7 +10,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use clap::{Args, Command, FromArgMatches, ValueEnum};
+use clap::builder::PossibleValue;
+use clap::{Arg, Args, Command, FromArgMatches, ValueEnum};
 
 /// A refusal of the configuration: one line, naming the flag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,29 @@ pub(crate) fn flag_defaults<A: Args + FromArgMatches>() -> A {
         .try_get_matches_from(std::iter::empty::<String>())
         .expect("every flag of a group has a default or is optional");
     A::from_arg_matches(&matches).expect("the defaults are the group's own values")
+}
+
+/// Flag `arg`'s default as `--help-long` and docs/flags.md show it
+/// (`9,1,1059`); none for a switch or a flag without one.
+pub(crate) fn shown_default(arg: &Arg) -> Option<String> {
+    let defaults: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|value| value.to_string_lossy().into_owned())
+        .collect();
+    (arg.get_action().takes_values() && !defaults.is_empty()).then(|| defaults.join(", "))
+}
+
+/// Flag `arg`'s possible values, each with its help: what its value enum
+/// declares; none for a switch or a free-form value.
+pub(crate) fn shown_values(arg: &Arg) -> Vec<PossibleValue> {
+    if !arg.get_action().takes_values() {
+        return Vec::new();
+    }
+    arg.get_possible_values()
+        .into_iter()
+        .filter(|value| !value.is_hide_set())
+        .collect()
 }
 
 /// `value` as its flag spells it (`owner-only`, not `OwnerOnly`): clap's

@@ -80,16 +80,23 @@ pub struct ProfileFields {
 
 /// The profile's flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Identity")]
 pub struct ProfileArgs {
+    /// The bot's profile name (kind 0)
+    ///
     /// The bot's display name in its profile (kind 0). Unset: the name the
     /// relays hold, or "acp-bridge bot" for a bot that has none.
     #[arg(long, env = "ACP_BRIDGE_PROFILE_NAME", value_name = "NAME")]
     pub profile_name: Option<String>,
 
+    /// The bot's profile text
+    ///
     /// The "about" text of the bot's profile. Unset: whatever the relays hold.
     #[arg(long, env = "ACP_BRIDGE_PROFILE_ABOUT", value_name = "TEXT")]
     pub profile_about: Option<String>,
 
+    /// The bot's profile picture URL
+    ///
     /// The picture URL of the bot's profile. Unset: whatever the relays hold.
     #[arg(long, env = "ACP_BRIDGE_PROFILE_PICTURE", value_name = "URL")]
     pub profile_picture: Option<String>,

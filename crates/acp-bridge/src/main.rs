@@ -36,6 +36,8 @@ struct Cli {
 enum Command {
     /// Run the daemon (the default when no subcommand is given).
     Run(Box<RunArgs>),
+    /// Show the whole path on embedded defaults (no network, no API key).
+    ///
     /// Show the whole path on embedded defaults: relay, bridge, scripted
     /// agent, and an owner who steers a live turn. No network, no API key.
     Demo,
@@ -45,12 +47,18 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         out: PathBuf,
     },
+    /// Validate the configuration, try the agent and every relay.
+    ///
     /// Validate the configuration, try the agent's `initialize` and every
     /// relay, and print a verdict (exit 0 when ready).
     Check(Box<RunArgs>),
+    /// Print the configuration in effect, each value with its source.
+    ///
     /// Print the configuration in effect as TOML, each value with where it
     /// came from (default, file, env, flag); secrets redacted.
     Config(Box<RunArgs>),
+    /// Carry an agent's MCP client over stdio to the daemon (agents run it).
+    ///
     /// Carry an agent's MCP client over stdio to the daemon's MCP server:
     /// agents without MCP over HTTP run it from the entry the bridge
     /// offered, whose environment names the session's token and the
@@ -59,6 +67,12 @@ enum Command {
     /// Run the scripted ACP agent (tests and the demo use it).
     #[command(hide = true)]
     ScriptedAgent(scripted_agent::Options),
+}
+
+/// The command line's `Command`: clap's, with `--help` a page and
+/// `--help-long` the reference (`cli::help`).
+fn command() -> clap::Command {
+    acp_bridge::cli::help::arranged(Cli::command())
 }
 
 /// Where the settings came from: the parsed command line's matches and the
@@ -76,7 +90,7 @@ impl Sources {
     /// from the file is checked as a flag's is. `Err` after printing the
     /// one-line refusal (or the help).
     fn parse() -> Result<(Cli, Sources), ExitCode> {
-        let (plain, sources) = parsed(Cli::command().try_get_matches(), None)?;
+        let (plain, sources) = parsed(command().try_get_matches(), None)?;
         let Some(path) = config_path(&plain) else {
             return Ok((plain, sources));
         };
@@ -84,7 +98,7 @@ impl Sources {
             eprintln!("acp-bridge: {error}");
             ExitCode::from(USAGE_EXIT)
         })?;
-        let matches = file.as_defaults(Cli::command()).try_get_matches();
+        let matches = file.as_defaults(command()).try_get_matches();
         let (layered, mut sources) = parsed(matches, Some(&file))?;
         sources.file = Some(file);
         Ok((layered, sources))

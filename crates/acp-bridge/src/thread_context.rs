@@ -86,13 +86,18 @@ pub enum ContextFrom {
 
 /// The thread context's flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Turns")]
 pub struct ContextArgs {
+    /// Earlier thread messages a first prompt carries
+    ///
     /// A turn's first prompt carries up to this many of its thread's
     /// earlier messages that the session has not seen, fetched from the
     /// relay, each with its author's standing (0 = none).
     #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub thread_context: u32,
 
+    /// Whose earlier messages it quotes: heard or anyone
+    ///
     /// Whose earlier messages the thread context quotes: `heard` (only
     /// authors the author gate hears in the conversation) or `anyone`
     /// (every reader of the thread can then write into the agent's prompt:
@@ -105,6 +110,8 @@ pub struct ContextArgs {
     )]
     pub thread_context_from: ContextFrom,
 
+    /// Most bytes of thread context in one prompt
+    ///
     /// Most bytes of thread context one prompt carries, framing included
     /// (each message is also cut at --max-content-bytes); the newest
     /// messages are kept first.

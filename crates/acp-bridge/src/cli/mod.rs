@@ -1,10 +1,11 @@
 //! The operator's tools beside the daemon: `keygen`, `check` and `demo`,
-//! and `mcp`, which agents run. Each is one file with one job; `main.rs`
+//! and `mcp`, which agents run; and the help pages (`help`). Each is one file with one job; `main.rs`
 //! only dispatches to them.
 
 pub mod check;
 mod check_groups;
 pub mod demo;
+pub mod help;
 pub mod keygen;
 pub mod mcp;
 

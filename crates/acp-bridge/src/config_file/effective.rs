@@ -12,10 +12,12 @@ use std::fmt::Write;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Command};
 
-use super::keys::{Key, Section, keys_of};
+use super::keys::{self, Key, keys_of};
 use super::{ConfigFile, Shape, daemon_flags};
 use crate::signer::args::SECRET_KEY_ENV;
 
+/// The flag of the secret key's file, beside which the key is shown.
+const KEY_FILE_FLAG: &str = "secret-key-file";
 /// What a secret's value is shown as.
 const REDACTED: &str = "<redacted>";
 
@@ -36,16 +38,19 @@ pub fn effective_configuration(
     }
     .expect("writing to a String");
     let flags = daemon_flags();
-    for section in Section::ALL {
-        writeln!(out, "\n[{}]", section.name()).expect("writing to a String");
-        if section == Section::Signer && env(SECRET_KEY_ENV).is_some() {
+    // The secret key has no flag (only a file's or the environment's): it
+    // is shown, redacted, with its file's flag.
+    let key_file = keys::key_of_flag(KEY_FILE_FLAG).expect("a flag");
+    for table in keys::tables() {
+        writeln!(out, "\n[{table}]").expect("writing to a String");
+        if *table == key_file.table && env(SECRET_KEY_ENV).is_some() {
             writeln!(
                 out,
                 "# secret key = \"{REDACTED}\"  # env {SECRET_KEY_ENV} (environment only)"
             )
             .expect("writing to a String");
         }
-        for key in keys_of(section) {
+        for key in keys_of(table) {
             out.push_str(&setting_line(key, &flags, matches, file));
         }
     }
@@ -56,7 +61,7 @@ pub fn effective_configuration(
 fn setting_line(key: &Key, flags: &Command, matches: &ArgMatches, file: Option<&ConfigFile>) -> String {
     let arg = flags
         .get_arguments()
-        .find(|arg| arg.get_long() == Some(key.name))
+        .find(|arg| arg.get_long() == Some(key.flag.as_str()))
         .expect("every key is a flag (keys::tests)");
     let id = arg.get_id().as_str();
     let source = match matches.value_source(id) {
@@ -67,7 +72,7 @@ fn setting_line(key: &Key, flags: &Command, matches: &ArgMatches, file: Option<&
                 .map(|name| name.to_string_lossy())
                 .unwrap_or_default()
         ),
-        Some(ValueSource::DefaultValue) if file.and_then(|file| file.key_of(key.name)).is_some() => {
+        Some(ValueSource::DefaultValue) if file.and_then(|file| file.key_of(&key.flag)).is_some() => {
             "file".to_owned()
         }
         Some(ValueSource::DefaultValue) => "default".to_owned(),
@@ -99,7 +104,7 @@ fn setting_line(key: &Key, flags: &Command, matches: &ArgMatches, file: Option<&
 
 /// `text` as a TOML value: an integer when it reads back the same, else a
 /// basic string.
-fn toml_value(text: &str) -> String {
+pub(super) fn toml_value(text: &str) -> String {
     if text.parse::<i64>().is_ok_and(|number| number.to_string() == text) {
         return text.to_owned();
     }

@@ -1,204 +1,183 @@
-//! The config file's keys: every daemon flag, the table (section) it sits
-//! in, and whether its value is a secret.
+//! The config file's keys, read off the daemon's clap `Command`: every
+//! flag is a key, in the table its help heading names, so a flag is
+//! declared once (beside the stage that reads it) and cannot be forgotten
+//! here.
 //!
-//! One table, written once: the file's reader, `acp-bridge config` and the
-//! example file in `deploy/config/` all follow it, and a unit test checks
-//! that every flag of the daemon is in it exactly once, so a new flag
-//! cannot be forgotten.
+//! - The table is the flag's help heading in lower case (`Relays` →
+//!   `[relays]`), set by its group's `#[command(next_help_heading)]` or
+//!   its own `help_heading`.
+//! - The key is the flag's long name, but in `[budget]`, whose flags read
+//!   as tables of their scope: `--budget-author-per-day` is `per-day` in
+//!   `[budget.author]`, `--budget-turn-cap` is `turn-cap` in `[budget]`.
+//! - A flag whose value is a secret itself (not a path to one) hides its
+//!   environment value (`hide_env_values`): the file, which is meant to be
+//!   shared (a ConfigMap, a world-readable /etc file), refuses it.
 
-/// A table of the config file: the stage its settings belong to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Section {
-    Relays,
-    Signer,
-    Identity,
-    Gate,
-    Groups,
-    Agent,
-    Mcp,
-    Turns,
-    Replies,
-    Budget,
-    State,
-    Telemetry,
-    Daemon,
-}
+use std::sync::LazyLock;
 
-impl Section {
-    /// Every section, in the order the file and `acp-bridge config` show
-    /// them: the path of a mention, from the relays to the reply, then the
-    /// daemon's own.
-    pub(crate) const ALL: [Section; 13] = [
-        Section::Relays,
-        Section::Signer,
-        Section::Identity,
-        Section::Gate,
-        Section::Groups,
-        Section::Agent,
-        Section::Mcp,
-        Section::Turns,
-        Section::Replies,
-        Section::Budget,
-        Section::State,
-        Section::Telemetry,
-        Section::Daemon,
-    ];
+use clap::Arg;
 
-    /// The table's name in the file (`[relays]`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Section::Relays => "relays",
-            Section::Signer => "signer",
-            Section::Identity => "identity",
-            Section::Gate => "gate",
-            Section::Groups => "groups",
-            Section::Agent => "agent",
-            Section::Mcp => "mcp",
-            Section::Turns => "turns",
-            Section::Replies => "replies",
-            Section::Budget => "budget",
-            Section::State => "state",
-            Section::Telemetry => "telemetry",
-            Section::Daemon => "daemon",
-        }
-    }
+use super::daemon_flags;
 
-    pub(crate) fn named(name: &str) -> Option<Section> {
-        Section::ALL.into_iter().find(|section| section.name() == name)
-    }
-}
+/// The table whose flags nest by scope (see the module's doc).
+const BUDGET: &str = "budget";
 
-/// One key of the file: a flag's long name (without `--`) in its section.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One key of the file: a flag, where it sits and whether it is a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Key {
-    pub(crate) name: &'static str,
-    pub(crate) section: Section,
-    /// For a flag whose value is a secret itself (not a path to one): what
-    /// to do instead of writing it in the file, which is meant to be
-    /// shared (a ConfigMap, a world-readable /etc file). `None` for the
-    /// rest.
-    pub(crate) secret: Option<&'static str>,
+    /// The flag's long name, without `--`.
+    pub(crate) flag: String,
+    /// The (dotted) table it sits in: `relays`, `budget.author`.
+    pub(crate) table: String,
+    /// Its name in that table.
+    pub(crate) name: String,
+    /// For a secret: what to do instead of writing it in the file.
+    pub(crate) secret: Option<String>,
 }
 
-const fn key(name: &'static str, section: Section) -> Key {
-    Key {
-        name,
-        section,
-        secret: None,
+impl Key {
+    /// `table.name`, as refusals and `acp-bridge config` name it.
+    pub(crate) fn path(&self) -> String {
+        format!("{}.{}", self.table, self.name)
     }
 }
 
-const fn secret(name: &'static str, section: Section, instead: &'static str) -> Key {
-    Key {
+/// Every key (every daemon flag but `--config`), in the flags' order.
+pub(crate) fn all() -> &'static [Key] {
+    static KEYS: LazyLock<Vec<Key>> = LazyLock::new(|| {
+        let flags = daemon_flags();
+        flags
+            .get_arguments()
+            .filter_map(|arg| key_of(arg, &flags))
+            .collect()
+    });
+    &KEYS
+}
+
+/// The tables, each once, in the order their first flags come: the path of
+/// a mention, from the relays to the reply, then the daemon's own.
+pub(crate) fn tables() -> &'static [String] {
+    static TABLES: LazyLock<Vec<String>> = LazyLock::new(|| {
+        let mut tables: Vec<String> = Vec::new();
+        for key in all() {
+            if !tables.contains(&key.table) {
+                tables.push(key.table.clone());
+            }
+        }
+        tables
+    });
+    &TABLES
+}
+
+/// The key of flag `--flag`.
+pub(crate) fn key_of_flag(flag: &str) -> Option<&'static Key> {
+    all().iter().find(|key| key.flag == flag)
+}
+
+/// The keys named `name`, in whichever table.
+pub(crate) fn keys_named(name: &str) -> impl Iterator<Item = &'static Key> {
+    all().iter().filter(move |key| key.name == name)
+}
+
+/// The keys of `table`, in the flags' order.
+pub(crate) fn keys_of(table: &str) -> impl Iterator<Item = &'static Key> {
+    all().iter().filter(move |key| key.table == table)
+}
+
+fn key_of(arg: &Arg, flags: &clap::Command) -> Option<Key> {
+    let flag = arg.get_long().filter(|long| *long != "config")?;
+    let heading = arg.get_help_heading()?.to_lowercase();
+    let (table, name) = match flag.strip_prefix(&format!("{BUDGET}-")) {
+        Some(rest) if heading == BUDGET => match rest.split_once("-per-") {
+            Some((scope, period)) => (format!("{BUDGET}.{scope}"), format!("per-{period}")),
+            None => (heading, rest.to_owned()),
+        },
+        _ => (heading, flag.to_owned()),
+    };
+    let secret = arg
+        .is_hide_env_values_set()
+        .then(|| instead_of_secret(flag, arg, flags));
+    Some(Key {
+        flag: flag.to_owned(),
+        table,
         name,
-        section,
-        secret: Some(instead),
+        secret,
+    })
+}
+
+/// Where secret flag `--flag` is set instead of the file: a file of its own
+/// when it has a `--flag-file`, and its variable.
+fn instead_of_secret(flag: &str, arg: &Arg, flags: &clap::Command) -> String {
+    let variable = arg
+        .get_env()
+        .map_or_else(String::new, |env| env.to_string_lossy().into_owned());
+    let file_flag = format!("{flag}-file");
+    if flags
+        .get_arguments()
+        .any(|other| other.get_long() == Some(&file_flag))
+    {
+        format!("put it in a file of its own (chmod 600) and name it with {file_flag}, or set {variable}")
+    } else {
+        format!("set {variable}")
     }
 }
 
-/// Every key, grouped by section in [`Section::ALL`]'s order.
-pub(crate) const KEYS: &[Key] = &[
-    key("relay", Section::Relays),
-    key("dm-relays", Section::Relays),
-    key("directory-relays", Section::Relays),
-    key("allow-insecure-relays", Section::Relays),
-    key("allow-private-relays", Section::Relays),
-    key("kinds", Section::Relays),
-    key("follow-threads", Section::Relays),
-    key("relay-buffer", Section::Relays),
-    key("max-parked-bytes", Section::Relays),
-    key("secret-key-file", Section::Signer),
-    key("signer-file", Section::Signer),
-    secret(
-        "signer",
-        Section::Signer,
-        "put the bunker URI in a file of its own (chmod 600) and name it with signer-file, or set ACP_BRIDGE_SIGNER",
-    ),
-    key("signer-timeout", Section::Signer),
-    key("profile-name", Section::Identity),
-    key("profile-about", Section::Identity),
-    key("profile-picture", Section::Identity),
-    key("owner", Section::Gate),
-    key("respond-to", Section::Gate),
-    key("allowlist", Section::Gate),
-    key("rate-limit-burst", Section::Gate),
-    key("rate-limit-refill", Section::Gate),
-    key("max-bot-hops", Section::Gate),
-    key("max-reply-chain", Section::Gate),
-    key("max-content-bytes", Section::Gate),
-    key("group", Section::Groups),
-    key("other-groups", Section::Groups),
-    secret(
-        "group-invite-code",
-        Section::Groups,
-        "set ACP_BRIDGE_GROUP_INVITE_CODE",
-    ),
-    key("agent-command", Section::Agent),
-    key("agent-args", Section::Agent),
-    key("agent-env", Section::Agent),
-    key("agent-auth-method", Section::Agent),
-    key("agent-user", Section::Agent),
-    key("agent-uids", Section::Agent),
-    key("agents", Section::Agent),
-    key("turns-per-agent", Section::Agent),
-    key("cwd", Section::Agent),
-    key("workspace", Section::Agent),
-    key("workspace-repo", Section::Agent),
-    key("workspace-extra-dir", Section::Agent),
-    key("agent-start-timeout", Section::Agent),
-    key("session-idle", Section::Agent),
-    key("max-live-sessions", Section::Agent),
-    key("permission-policy", Section::Agent),
-    key("permission-timeout", Section::Agent),
-    key("mcp", Section::Mcp),
-    key("mcp-servers", Section::Mcp),
-    key("blossom", Section::Mcp),
-    key("max-file-bytes", Section::Mcp),
-    key("session-policy", Section::Turns),
-    key("multiple-event-handling", Section::Turns),
-    key("dedup", Section::Turns),
-    key("max-queued", Section::Turns),
-    key("wait-notice-after", Section::Turns),
-    key("idle-timeout", Section::Turns),
-    key("max-turn-duration", Section::Turns),
-    key("cancel-timeout", Section::Turns),
-    key("thread-context", Section::Turns),
-    key("thread-context-from", Section::Turns),
-    key("thread-context-bytes", Section::Turns),
-    key("max-image-bytes", Section::Turns),
-    key("max-audio-bytes", Section::Turns),
-    key("media-fetch-timeout", Section::Turns),
-    key("fetch-private-addresses", Section::Turns),
-    key("reply-mode", Section::Replies),
-    key("reply-content", Section::Replies),
-    key("no-reactions", Section::Replies),
-    key("max-reply-bytes", Section::Replies),
-    key("budget-bot-per-day", Section::Budget),
-    key("budget-bot-per-month", Section::Budget),
-    key("budget-author-per-day", Section::Budget),
-    key("budget-author-per-month", Section::Budget),
-    key("budget-stranger-per-day", Section::Budget),
-    key("budget-stranger-per-month", Section::Budget),
-    key("budget-conversation-per-day", Section::Budget),
-    key("budget-conversation-per-month", Section::Budget),
-    key("budget-turn-cap", Section::Budget),
-    key("budget-warn-at", Section::Budget),
-    key("state-dir", Section::State),
-    key("retention", Section::State),
-    key("log-format", Section::Telemetry),
-    key("log-level", Section::Telemetry),
-    key("metrics-addr", Section::Telemetry),
-    key("shard", Section::Daemon),
-    key("shutdown-grace", Section::Daemon),
-    key("worker-threads", Section::Daemon),
-];
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The key of flag `--name`, in whichever section.
-pub(crate) fn key_named(name: &str) -> Option<&'static Key> {
-    KEYS.iter().find(|key| key.name == name)
-}
+    /// Every daemon flag but `--config` is a key, in a table, each at one
+    /// place of the file.
+    #[test]
+    fn every_flag_is_a_key_in_a_table_at_one_place() {
+        let flags = daemon_flags();
+        let longs: Vec<&str> = flags
+            .get_arguments()
+            .filter_map(Arg::get_long)
+            .filter(|long| *long != "config")
+            .collect();
+        let keyed: Vec<&str> = all().iter().map(|key| key.flag.as_str()).collect();
+        assert_eq!(keyed, longs, "a flag without a help heading has no table");
+        let mut paths: Vec<String> = all().iter().map(Key::path).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), all().len(), "two flags at one place of the file");
+    }
 
-/// The keys of `section`, in the table's order.
-pub(crate) fn keys_of(section: Section) -> impl Iterator<Item = &'static Key> {
-    KEYS.iter().filter(move |key| key.section == section)
+    #[test]
+    fn budget_flags_sit_in_the_tables_of_their_scope() {
+        let place = |flag: &str| key_of_flag(flag).map(Key::path);
+        assert_eq!(
+            place("budget-author-per-day").as_deref(),
+            Some("budget.author.per-day")
+        );
+        assert_eq!(
+            place("budget-bot-per-month").as_deref(),
+            Some("budget.bot.per-month")
+        );
+        assert_eq!(place("budget-turn-cap").as_deref(), Some("budget.turn-cap"));
+        assert_eq!(place("relay").as_deref(), Some("relays.relay"));
+        assert_eq!(
+            place("max-content-bytes").as_deref(),
+            Some("gate.max-content-bytes")
+        );
+    }
+
+    #[test]
+    fn secrets_are_the_flags_that_hide_their_values() {
+        let secrets: Vec<(&str, &str)> = all()
+            .iter()
+            .filter_map(|key| Some((key.flag.as_str(), key.secret.as_deref()?)))
+            .collect();
+        assert_eq!(
+            secrets,
+            [
+                (
+                    "signer",
+                    "put it in a file of its own (chmod 600) and name it with signer-file, or set ACP_BRIDGE_SIGNER"
+                ),
+                ("group-invite-code", "set ACP_BRIDGE_GROUP_INVITE_CODE"),
+            ]
+        );
+    }
 }

@@ -1,5 +1,6 @@
-//! `--config FILE`: the daemon's flags as a TOML file, one table per stage
-//! (`[relays]`, `[agent]`, … see [`keys`]), each key a flag's long name.
+//! `--config FILE`: the daemon's flags as a TOML file, one table per help
+//! heading (`[relays]`, `[agent]`, …, `[budget.author]`: see [`keys`]),
+//! each key a flag's long name.
 //!
 //! Owns reading the file, checking every key and value type against the
 //! flags, and handing the values to clap as the flags' defaults. Clap then
@@ -15,6 +16,9 @@
 mod effective;
 pub(crate) mod keys;
 mod profiles;
+/// Writes the reference pages: run by its test (`ACP_BRIDGE_REGENERATE=1`).
+#[cfg(test)]
+mod reference;
 mod reload;
 mod schedules;
 
@@ -26,7 +30,7 @@ use crate::config::RunArgs;
 use crate::profiles::ProfileTable;
 use crate::telemetry::LogArgs;
 pub use effective::effective_configuration;
-use keys::{Key, Section, key_named};
+use keys::Key;
 pub use reload::{Reload, reload_on_hangup};
 
 /// A config file read and checked: each key's values, as clap takes them
@@ -81,7 +85,7 @@ pub enum ConfigFileError {
     Secret {
         path: String,
         key: String,
-        instead: &'static str,
+        instead: String,
     },
     /// An `[agents.NAME]` profile that cannot be one (see [`profiles`]).
     #[error("--config {path}: {problem}")]
@@ -161,37 +165,7 @@ impl ConfigFile {
                 })?;
                 continue;
             }
-            let (Some(section), toml::Value::Table(entries)) = (Section::named(section_name), entries) else {
-                return Err(outside_a_section(&shown, section_name, entries));
-            };
-            for (name, value) in entries {
-                let key = key_named(name)
-                    .filter(|key| key.section == section)
-                    .ok_or_else(|| ConfigFileError::UnknownKey {
-                        path: shown.clone(),
-                        key: format!("{section_name}.{name}"),
-                        hint: unknown_key_hint(name),
-                    })?;
-                if let Some(instead) = key.secret {
-                    return Err(ConfigFileError::Secret {
-                        path: shown.clone(),
-                        key: format!("{section_name}.{name}"),
-                        instead,
-                    });
-                }
-                let arg = flags
-                    .get_arguments()
-                    .find(|arg| arg.get_long() == Some(key.name))
-                    .expect("every key is a flag (keys::tests)");
-                let shape = Shape::of(arg);
-                let raw = raw_values(value, shape).ok_or_else(|| ConfigFileError::WrongType {
-                    path: shown.clone(),
-                    key: format!("{section_name}.{name}"),
-                    expected: shape.expected(),
-                    found: a_type(value),
-                })?;
-                values.push((key, raw));
-            }
+            read_table(&shown, section_name, entries, &flags, &mut values)?;
         }
         Ok(ConfigFile {
             path: path.to_owned(),
@@ -221,16 +195,16 @@ impl ConfigFile {
     fn raw(&self, long: &str) -> Option<&[String]> {
         self.values
             .iter()
-            .find(|(key, _)| key.name == long)
+            .find(|(key, _)| key.flag == long)
             .map(|(_, values)| values.as_slice())
     }
 
-    /// `section.key` of flag `--long` when the file sets it.
+    /// `table.key` of flag `--long` when the file sets it.
     pub fn key_of(&self, long: &str) -> Option<String> {
         self.values
             .iter()
-            .find(|(key, _)| key.name == long)
-            .map(|(key, _)| format!("{}.{}", key.section.name(), key.name))
+            .find(|(key, _)| key.flag == long)
+            .map(|(key, _)| key.path())
     }
 
     /// `command` with the file's values as the defaults of the flags they
@@ -253,7 +227,7 @@ impl ConfigFile {
     fn default_of(&self, arg: Arg) -> Arg {
         let set = arg
             .get_long()
-            .and_then(|long| self.values.iter().find(|(key, _)| key.name == long));
+            .and_then(|long| self.values.iter().find(|(key, _)| key.flag == long));
         match set {
             Some((_, values)) => arg.default_values(values.clone()),
             None => arg,
@@ -261,21 +235,80 @@ impl ConfigFile {
     }
 }
 
-/// The refusal of a top-level entry that is not one of the sections: a
-/// key written outside its table, or an unknown table.
-fn outside_a_section(path: &str, name: &str, value: &toml::Value) -> ConfigFileError {
-    match (value, key_named(name)) {
+/// Reads table `table` (dotted: `budget.author`) of the file into
+/// `values`, and the tables nested in it.
+fn read_table(
+    path: &str,
+    table: &str,
+    value: &toml::Value,
+    flags: &Command,
+    values: &mut Vec<(&'static Key, Vec<String>)>,
+) -> Result<(), ConfigFileError> {
+    let toml::Value::Table(entries) = value else {
+        return Err(outside_a_table(path, table, value));
+    };
+    if !is_a_table(table) {
+        return Err(outside_a_table(path, table, value));
+    }
+    for (name, value) in entries {
+        let nested = format!("{table}.{name}");
+        if matches!(value, toml::Value::Table(_)) {
+            read_table(path, &nested, value, flags, values)?;
+            continue;
+        }
+        let key = keys::keys_of(table)
+            .find(|key| key.name == *name)
+            .ok_or_else(|| ConfigFileError::UnknownKey {
+                path: path.to_owned(),
+                key: nested.clone(),
+                hint: unknown_key_hint(name),
+            })?;
+        if let Some(instead) = &key.secret {
+            return Err(ConfigFileError::Secret {
+                path: path.to_owned(),
+                key: nested,
+                instead: instead.clone(),
+            });
+        }
+        let arg = flags
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(key.flag.as_str()))
+            .expect("every key is a flag (keys::tests)");
+        let shape = Shape::of(arg);
+        let raw = raw_values(value, shape).ok_or_else(|| ConfigFileError::WrongType {
+            path: path.to_owned(),
+            key: nested.clone(),
+            expected: shape.expected(),
+            found: a_type(value),
+        })?;
+        values.push((key, raw));
+    }
+    Ok(())
+}
+
+/// Whether `name` is a table of the file, or holds some (`budget`).
+fn is_a_table(name: &str) -> bool {
+    keys::tables()
+        .iter()
+        .any(|table| table == name || table.starts_with(&format!("{name}.")))
+}
+
+/// The refusal of an entry that is not one of the tables: a key written
+/// outside its table, or an unknown table.
+fn outside_a_table(path: &str, name: &str, value: &toml::Value) -> ConfigFileError {
+    let known = || keys::tables().join(", ");
+    match (value, places_of(name).first()) {
         (toml::Value::Table(_), _) => ConfigFileError::UnknownSection {
             path: path.to_owned(),
             section: name.to_owned(),
-            known: Section::ALL.map(Section::name).join(", "),
+            known: known(),
         },
-        (_, Some(key)) => ConfigFileError::UnknownKey {
+        (_, Some(key)) if !name.contains('.') => ConfigFileError::UnknownKey {
             path: path.to_owned(),
             key: name.to_owned(),
-            hint: format!(" outside a section: write it under [{}]", key.section.name()),
+            hint: format!(" outside a section: write it under [{}]", key.table),
         },
-        (_, None) => ConfigFileError::UnknownKey {
+        _ => ConfigFileError::UnknownKey {
             path: path.to_owned(),
             key: name.to_owned(),
             hint: unknown_key_hint(name),
@@ -283,15 +316,33 @@ fn outside_a_section(path: &str, name: &str, value: &toml::Value) -> ConfigFileE
     }
 }
 
+/// The keys named `name`, or whose flag is `--name` (the form budget keys
+/// had before they were tables).
+fn places_of(name: &str) -> Vec<&'static Key> {
+    let mut places: Vec<&'static Key> = keys::keys_named(name).collect();
+    places.extend(keys::key_of_flag(name).filter(|key| key.name != name));
+    places
+}
+
 /// What to write instead of unknown key `name`.
 fn unknown_key_hint(name: &str) -> String {
-    let kebab = name.replace('_', "-");
-    match key_named(name).or_else(|| key_named(&kebab)) {
-        Some(key) if key.name == name => format!(" (it belongs in [{}])", key.section.name()),
+    let tables = |keys: &[&Key]| {
+        keys.iter()
+            .map(|key| format!("[{}]", key.table))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    let places = places_of(name);
+    if let Some(key) = places.first() {
+        if key.name != name {
+            return format!(" (write it as `{}` in [{}])", key.name, key.table);
+        }
+        return format!(" (it belongs in {})", tables(&places));
+    }
+    match places_of(&name.replace('_', "-")).first() {
         Some(key) => format!(
             " (keys are spelt as the flags are: `{}` in [{}])",
-            key.name,
-            key.section.name()
+            key.name, key.table
         ),
         None => " (keys are the flags' long names without `--`: see acp-bridge --help)".to_owned(),
     }
@@ -357,47 +408,10 @@ fn example_block(marker: &str) -> String {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::keys::KEYS;
     use super::*;
 
     fn parse(text: &str) -> Result<ConfigFile, ConfigFileError> {
         ConfigFile::parse(Path::new("/etc/acp-bridge.toml"), text)
-    }
-
-    #[test]
-    fn every_flag_is_a_key_exactly_once_and_every_key_a_flag() {
-        let flags: Vec<String> = daemon_flags()
-            .get_arguments()
-            .filter_map(|arg| arg.get_long())
-            .filter(|long| *long != "config")
-            .map(str::to_owned)
-            .collect();
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for key in KEYS {
-            *counts.entry(key.name).or_default() += 1;
-        }
-        let twice: Vec<_> = counts.iter().filter(|(_, count)| **count > 1).collect();
-        assert!(twice.is_empty(), "keys listed twice in KEYS: {twice:?}");
-        let missing: Vec<&String> = flags
-            .iter()
-            .filter(|flag| !counts.contains_key(flag.as_str()))
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "flags without a key: add them to KEYS in config_file/keys.rs: {missing:?}"
-        );
-        let stale: Vec<&&str> = counts
-            .keys()
-            .filter(|name| !flags.iter().any(|flag| flag == *name))
-            .collect();
-        assert!(stale.is_empty(), "keys of flags that no longer exist: {stale:?}");
-        let order: Vec<Section> = KEYS.iter().map(|key| key.section).collect();
-        let mut grouped = order.clone();
-        grouped.sort_by_key(|section| Section::ALL.iter().position(|each| each == section));
-        assert_eq!(
-            order, grouped,
-            "KEYS is grouped by section, in Section::ALL's order"
-        );
     }
 
     #[test]
@@ -411,13 +425,39 @@ mod tests {
         let raw: BTreeMap<&str, Vec<String>> = file
             .values
             .iter()
-            .map(|(key, values)| (key.name, values.clone()))
+            .map(|(key, values)| (key.flag.as_str(), values.clone()))
             .collect();
         assert_eq!(raw["relay"], ["wss://a.example", "wss://b.example"]);
         assert_eq!(raw["kinds"], ["9", "1"]);
         assert_eq!(raw["max-content-bytes"], ["1024"]);
         assert_eq!(raw["no-reactions"], ["true"]);
         assert_eq!(file.key_of("respond-to").as_deref(), Some("gate.respond-to"));
+    }
+
+    /// Budgets read as tables of their scope: `[budget.author] per-day`
+    /// is `--budget-author-per-day`.
+    #[test]
+    fn budget_tables_are_the_budget_flags() {
+        let file = parse(
+            "[budget]\nturn-cap = \"1 USD\"\nwarn-at = 50\n\
+             [budget.author]\nper-day = [\"2 USD\", \"40 turns\"]\n\
+             [budget.conversation]\nper-month = \"9 USD\"\n",
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(
+            file.raw("budget-author-per-day"),
+            Some(&["2 USD".to_owned(), "40 turns".to_owned()][..])
+        );
+        assert_eq!(
+            file.raw("budget-conversation-per-month"),
+            Some(&["9 USD".to_owned()][..])
+        );
+        assert_eq!(file.raw("budget-turn-cap"), Some(&["1 USD".to_owned()][..]));
+        assert_eq!(file.raw("budget-warn-at"), Some(&["50".to_owned()][..]));
+        assert_eq!(
+            file.key_of("budget-author-per-day").as_deref(),
+            Some("budget.author.per-day")
+        );
     }
 
     #[test]
@@ -458,6 +498,18 @@ mod tests {
                 "`groups.group-invite-code` is a secret",
             ),
             ("[gate\n", "not TOML at line 1"),
+            (
+                "[budget]\nbudget-author-per-day = [\"1 USD\"]\n",
+                "unknown key `budget.budget-author-per-day` (write it as `per-day` in [budget.author])",
+            ),
+            (
+                "[budget]\nper-day = [\"1 USD\"]\n",
+                "unknown key `budget.per-day` (it belongs in [budget.bot] or [budget.author] or [budget.stranger] or [budget.conversation])",
+            ),
+            (
+                "[budget.weekly]\nper-day = [\"1 USD\"]\n",
+                "unknown section `[budget.weekly]`",
+            ),
         ] {
             let error = parse(text).expect_err(text).to_string();
             assert!(error.contains(says), "{text:?}: {error}");
@@ -484,11 +536,11 @@ mod tests {
             .flat_map(|line| [line, "\n"])
             .collect();
         let file = parse(&uncommented).unwrap_or_else(|error| panic!("{error}"));
-        let set: Vec<&str> = file.values.iter().map(|(key, _)| key.name).collect();
-        let missing: Vec<&str> = KEYS
+        let set: Vec<&str> = file.values.iter().map(|(key, _)| key.flag.as_str()).collect();
+        let missing: Vec<&str> = keys::all()
             .iter()
-            .filter(|key| key.secret.is_none() && !set.contains(&key.name))
-            .map(|key| key.name)
+            .filter(|key| key.secret.is_none() && !set.contains(&key.flag.as_str()))
+            .map(|key| key.flag.as_str())
             .collect();
         assert!(
             missing.is_empty(),

@@ -19,7 +19,7 @@ use nostr_sdk::prelude::PublicKey;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
-use super::keys::{KEYS, Key, key_named};
+use super::keys;
 use super::{ConfigFile, daemon_flags};
 use crate::flags::parse_duration;
 use crate::gate::RespondTo;
@@ -271,10 +271,12 @@ fn id_of(flags: &clap::Command, long: &str) -> String {
 /// reload cannot apply; `agents` for the agent profiles, whose pools are
 /// started once.
 fn waiting_for_restart(started: &ConfigFile, newer: &ConfigFile) -> Vec<String> {
-    let mut keys: Vec<String> = KEYS
+    let mut keys: Vec<String> = keys::all()
         .iter()
-        .filter(|key| !RELOADABLE.contains(&key.name) && started.raw(key.name) != newer.raw(key.name))
-        .map(|key| path_of(key.name))
+        .filter(|key| {
+            !RELOADABLE.contains(&key.flag.as_str()) && started.raw(&key.flag) != newer.raw(&key.flag)
+        })
+        .map(keys::Key::path)
         .collect();
     if started.profiles() != newer.profiles() {
         keys.push(super::profiles::AGENTS_TABLE.to_owned());
@@ -283,8 +285,9 @@ fn waiting_for_restart(started: &ConfigFile, newer: &ConfigFile) -> Vec<String> 
 }
 
 fn path_of(long: &str) -> String {
-    let key: &Key = key_named(long).expect("every reloadable key is a key");
-    format!("{}.{}", key.section.name(), key.name)
+    keys::key_of_flag(long)
+        .expect("every reloadable key is a key")
+        .path()
 }
 
 #[cfg(test)]

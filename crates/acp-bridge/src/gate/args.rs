@@ -11,6 +11,7 @@ use crate::flags::{ConfigError, refuse};
 
 /// The author gate's flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Gate")]
 pub struct GateArgs {
     /// The owner's public key (npub or hex).
     #[arg(long, env = "ACP_BRIDGE_OWNER", value_name = "NPUB")]
@@ -20,6 +21,8 @@ pub struct GateArgs {
     #[arg(long, env = "ACP_BRIDGE_RESPOND_TO", value_enum, default_value = "owner-only")]
     pub respond_to: RespondTo,
 
+    /// Keys heard in allowlist mode (npub or hex)
+    ///
     /// Public keys heard in allowlist mode (npub or hex; repeatable or comma-separated);
     /// in anyone mode they are not strangers (the stranger budget does not bind them).
     #[arg(

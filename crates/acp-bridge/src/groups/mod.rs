@@ -41,7 +41,10 @@ pub enum OtherGroups {
 
 /// The groups' flags.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Groups")]
 pub struct GroupArgs {
+    /// NIP-29 groups the bot serves (RELAY'ID)
+    ///
     /// NIP-29 groups the bot serves, as `<host>'<group-id>` (a bare host
     /// means wss://host; a ws:// or wss:// URL may stand before the `'`).
     /// Repeatable or comma-separated. The group's relay must be one of the
@@ -55,15 +58,19 @@ pub struct GroupArgs {
     )]
     pub groups: Vec<String>,
 
+    /// Mentions in other groups: answer or ignore
+    ///
     /// Mentions in groups not named by --group: `answer` or `ignore`.
     /// Unset: `ignore` once any --group is given, `answer` otherwise (a
     /// bot configured with relays only answers group mentions there).
     #[arg(long, env = "ACP_BRIDGE_OTHER_GROUPS", value_enum)]
     pub other_groups: Option<OtherGroups>,
 
+    /// Invite code of the bot's join requests (a secret)
+    ///
     /// Invite code sent with every join request (NIP-29 `code` tag), for a
     /// group whose admins made one (kind 9009). Unset: none.
-    #[arg(long, env = INVITE_CODE_ENV, value_name = "CODE")]
+    #[arg(long, env = INVITE_CODE_ENV, value_name = "CODE", hide_env_values = true)]
     pub group_invite_code: Option<String>,
 }
 

@@ -19,6 +19,7 @@ const MAX_PERMISSION_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// The turns' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Turns")]
 pub struct TurnArgs {
     /// What a mention arriving mid-turn does.
     #[arg(
@@ -29,6 +30,8 @@ pub struct TurnArgs {
     )]
     pub multiple_event_handling: MultipleEventHandling,
 
+    /// A turn with no sign of life this long fails
+    ///
     /// A turn with no sign of life from the agent for this long fails.
     #[arg(long, env = "ACP_BRIDGE_IDLE_TIMEOUT", default_value = "900s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
@@ -37,27 +40,36 @@ pub struct TurnArgs {
     #[arg(long, env = "ACP_BRIDGE_MAX_TURN_DURATION", default_value = "7200s", value_parser = parse_duration)]
     pub max_turn_duration: Duration,
 
+    /// Mid-turn mentions the mode does not take: queue or drop
+    ///
     /// What happens to mid-turn mentions the mode gate does not take.
     #[arg(long, env = "ACP_BRIDGE_DEDUP", value_enum, default_value = "queue")]
     pub dedup: Dedup,
 
+    /// How agents' permission questions are answered
+    ///
     /// How agents' permission questions are answered. `allow` runs every tool
     /// the agent asks for; `ask-owner` asks you in the thread.
     #[arg(
         long,
         env = "ACP_BRIDGE_PERMISSION_POLICY",
+        help_heading = "Agent",
         value_enum,
         default_value = "allow"
     )]
     pub permission_policy: PermissionPolicyArg,
 
+    /// A question to the owner unanswered this long is refused
+    ///
     /// A question to the owner unanswered this long is refused: a
     /// permission rejected, a form declined. Between 1s and 24h; 0 (wait
     /// forever) is refused, as an unanswered question holds its turn and
     /// its agent.
-    #[arg(long, env = "ACP_BRIDGE_PERMISSION_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
+    #[arg(long, env = "ACP_BRIDGE_PERMISSION_TIMEOUT", help_heading = "Agent", default_value = "15m", value_parser = parse_duration)]
     pub permission_timeout: Duration,
 
+    /// A mention waiting this long is told why
+    ///
     /// A mention still waiting for its turn after this long gets one
     /// notice saying why (queued behind others, its conversation's turn in
     /// flight, its agent still starting, a retry's backoff) and for how
@@ -78,6 +90,8 @@ impl Default for TurnArgs {
 pub struct TurnSettings {
     /// `--multiple-event-handling`.
     pub multiple_event_handling: MultipleEventHandling,
+    /// Mid-turn mentions the mode does not take: queue or drop
+    ///
     /// `--dedup`.
     pub dedup: Dedup,
     /// `--permission-policy`.
@@ -86,6 +100,8 @@ pub struct TurnSettings {
     pub question_timeout: Duration,
     /// `--wait-notice-after` (`None`: off).
     pub wait_notice_after: Option<Duration>,
+    /// A turn with no sign of life this long fails
+    ///
     /// `--idle-timeout`: a turn with no sign of life this long fails.
     pub idle_timeout: Duration,
     /// `--max-turn-duration`: the hard limit of one turn.

@@ -15,65 +15,108 @@ use crate::mention::SessionPolicy;
 /// The kinds `--kinds` takes: group chat, notes, gift-wrapped DMs.
 const SUPPORTED_KINDS: [u16; 3] = [9, 1, 1059];
 
-/// The intake's flags.
+/// The intake's flags. They sit in the tables of what they bound (the
+/// relays' listening, the gate's limits, the turns' queue), each naming its
+/// own.
 #[derive(Debug, Clone, Args)]
 pub struct IntakeArgs {
+    /// Event kinds listened to (9 groups, 1 notes, 1059 DMs)
+    ///
     /// Event kinds to listen to: 9 (NIP-29 group chat), 1 (notes), 1059 (NIP-17 DMs).
     #[arg(
         long,
         env = "ACP_BRIDGE_KINDS",
+        help_heading = "Relays",
         value_delimiter = ',',
         default_value = "9,1,1059"
     )]
     pub kinds: Vec<u16>,
 
+    /// Replies in threads the bot answered in count as mentions
+    ///
     /// Replies in a thread the bot has answered in count as mentions
     /// (`involved`), without the bot's `p` tag; `off`: only tagged events.
     #[arg(
         long,
         env = "ACP_BRIDGE_FOLLOW_THREADS",
+        help_heading = "Relays",
         value_enum,
         default_value = "involved"
     )]
     pub follow_threads: FollowThreads,
 
+    /// Largest mention taken for a turn
+    ///
     /// Largest mention content accepted for a turn; bigger ones get a notice.
-    #[arg(long, env = "ACP_BRIDGE_MAX_CONTENT_BYTES", default_value_t = 64 * 1024)]
+    #[arg(long, env = "ACP_BRIDGE_MAX_CONTENT_BYTES", help_heading = "Gate", default_value_t = 64 * 1024)]
     pub max_content_bytes: usize,
 
+    /// Mentions an author may send in a burst
+    ///
     /// Mentions an author may send in a burst before being rate-limited (the owner is exempt).
-    #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_BURST", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_RATE_LIMIT_BURST",
+        help_heading = "Gate",
+        default_value_t = 10
+    )]
     pub rate_limit_burst: u32,
 
+    /// One more mention per this interval after the burst
+    ///
     /// One more mention is allowed per this interval once the burst is spent.
-    #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_REFILL", default_value = "6s", value_parser = parse_duration)]
+    #[arg(long, env = "ACP_BRIDGE_RATE_LIMIT_REFILL", help_heading = "Gate", default_value = "6s", value_parser = parse_duration)]
     pub rate_limit_refill: Duration,
 
+    /// Sibling bots' reply chains this deep at most
+    ///
     /// Sibling bots may chain replies to our replies at most this deep.
-    #[arg(long, env = "ACP_BRIDGE_MAX_BOT_HOPS", default_value_t = 3)]
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_MAX_BOT_HOPS",
+        help_heading = "Gate",
+        default_value_t = 3
+    )]
     pub max_bot_hops: u32,
 
+    /// Mentions waiting for a turn, at most
+    ///
     /// Mentions waiting for a turn, in all conversations, at most; past it
     /// new mentions get a (rate-limited) notice instead (the owner's are
     /// still taken).
-    #[arg(long, env = "ACP_BRIDGE_MAX_QUEUED", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_MAX_QUEUED",
+        help_heading = "Turns",
+        default_value_t = 10_000
+    )]
     pub max_queued: usize,
 
+    /// Bytes of events waiting for a profile lookup, at most
+    ///
     /// Bytes held at most by events that wait for their author's profile
     /// lookup (one author: a sixteenth of it); past it an event is left to
     /// the relay and fetched again later.
-    #[arg(long, env = "ACP_BRIDGE_MAX_PARKED_BYTES", default_value_t = super::DEFAULT_MAX_PARKED_BYTES)]
+    #[arg(long, env = "ACP_BRIDGE_MAX_PARKED_BYTES", help_heading = "Relays", default_value_t = super::DEFAULT_MAX_PARKED_BYTES)]
     pub max_parked_bytes: usize,
 
+    /// Reply chains from others this deep at most
+    ///
     /// Anyone else but the owner may chain replies to our replies this deep:
     /// at this depth they are told to start afresh, past it they are not answered.
-    #[arg(long, env = "ACP_BRIDGE_MAX_REPLY_CHAIN", default_value_t = 20)]
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_MAX_REPLY_CHAIN",
+        help_heading = "Gate",
+        default_value_t = 20
+    )]
     pub max_reply_chain: u32,
 
     /// Which conversations share an agent session.
     #[arg(
         long,
         env = "ACP_BRIDGE_SESSION_POLICY",
+        help_heading = "Turns",
         value_enum,
         default_value = "conversation"
     )]

@@ -21,13 +21,18 @@ pub enum McpMode {
 
 /// The MCP servers' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "MCP")]
 pub struct McpArgs {
+    /// The bridge's own MCP server for sessions: auto or off
+    ///
     /// The bridge's own MCP server (`post_message`, `react`), offered to
     /// each session: `auto` over loopback HTTP to agents that advertise
     /// it and over stdio (`acp-bridge mcp`) to the others, `off` to none.
     #[arg(long, env = "ACP_BRIDGE_MCP", value_enum, default_value = "auto")]
     pub mcp: McpMode,
 
+    /// A JSON file of MCP servers offered to every session
+    ///
     /// A JSON file of MCP servers to offer every session beside the
     /// bridge's own (`{"mcpServers": {NAME: {command, args, env} | {type:
     /// http|sse, url, headers}}}`); secrets as `${VARIABLE}`, resolved

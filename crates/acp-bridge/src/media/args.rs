@@ -24,7 +24,10 @@ const MAX_MEDIA_FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The flags of images and audio in prompts.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Turns")]
 pub struct MediaArgs {
+    /// Largest image fetched into a prompt
+    ///
     /// Largest image (in bytes) fetched into a prompt, for agents that take
     /// images; a larger one reaches the agent as its URL.
     #[arg(
@@ -35,6 +38,8 @@ pub struct MediaArgs {
     )]
     pub max_image_bytes: u64,
 
+    /// Largest audio clip fetched into a prompt
+    ///
     /// Largest audio clip (in bytes) fetched into a prompt, for agents that
     /// take audio; a larger one reaches the agent as its URL.
     #[arg(
@@ -45,10 +50,14 @@ pub struct MediaArgs {
     )]
     pub max_audio_bytes: u64,
 
+    /// One image or audio fetch takes at most this
+    ///
     /// One image or audio fetch (connect, TLS, answer) takes at most this.
     #[arg(long, env = "ACP_BRIDGE_MEDIA_FETCH_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub media_fetch_timeout: Duration,
 
+    /// Fetch media from loopback and private addresses too
+    ///
     /// Fetch images and audio from loopback and private addresses too. Off: a URL
     /// someone posts cannot make the daemon reach its own host or network.
     #[arg(long, env = "ACP_BRIDGE_FETCH_PRIVATE_ADDRESSES")]

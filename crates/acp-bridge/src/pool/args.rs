@@ -51,11 +51,14 @@ const AGENT_USER_ENV: &[&str] = &[
 
 /// The agents' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Agent")]
 pub struct AgentArgs {
     /// The ACP agent to run.
     #[arg(long, env = "ACP_BRIDGE_AGENT_COMMAND", default_value = "goose")]
     pub agent_command: String,
 
+    /// The agent's arguments, one string split as a shell does
+    ///
     /// The agent's arguments: one string, split into words as a POSIX
     /// shell splits them (quotes and backslashes honoured), the same in
     /// ACP_BRIDGE_AGENT_ARGS: `--agent-args "acp --with-builtin developer"`.
@@ -68,6 +71,8 @@ pub struct AgentArgs {
     )]
     pub agent_args: Option<String>,
 
+    /// Environment variables passed through to agents
+    ///
     /// Names of environment variables passed through to agents (comma-separated),
     /// beside a small baseline (PATH, HOME, locale, XDG dirs). Provider keys go here.
     #[arg(
@@ -78,12 +83,16 @@ pub struct AgentArgs {
     )]
     pub agent_env: Vec<String>,
 
+    /// The agent's authentication method
+    ///
     /// The agent's authentication method (one of the `authMethods` its
     /// `initialize` lists). Without it, the one `env_var` method whose
     /// variables are all passed to the agent is used when the agent asks.
     #[arg(long, env = "ACP_BRIDGE_AGENT_AUTH_METHOD", value_name = "ID")]
     pub agent_auth_method: Option<String>,
 
+    /// Run agents as this user (the daemon runs as root)
+    ///
     /// Run agents as this user (its uid, gid, groups and HOME), so the
     /// tools they run cannot read the key file, the state dir or the
     /// daemon's environment. The daemon must run as root, and refuses a
@@ -91,6 +100,8 @@ pub struct AgentArgs {
     #[arg(long, env = "ACP_BRIDGE_AGENT_USER", value_name = "USER")]
     pub agent_user: Option<String>,
 
+    /// Run each conversation's agent as a uid of this range
+    ///
     /// Run each conversation's agent as a uid of its own from this range
     /// (e.g. `61000-61999`, no account needed; --agent-user's group, HOME =
     /// its workspace), so one conversation's tools cannot read another's
@@ -99,11 +110,15 @@ pub struct AgentArgs {
     #[arg(long, env = "ACP_BRIDGE_AGENT_UIDS", value_name = "FIRST-LAST", value_parser = parse_uid_range)]
     pub agent_uids: Option<std::ops::RangeInclusive<u32>>,
 
+    /// Agent processes
+    ///
     /// Agent processes (each hosts many sessions; with --agent-uids, each
     /// serves one conversation, so this many conversations at once).
     #[arg(long, env = "ACP_BRIDGE_AGENTS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub agents: u32,
 
+    /// Turns one agent process runs at once
+    ///
     /// Turns one agent process may run at once (each on its own session).
     #[arg(long, env = "ACP_BRIDGE_TURNS_PER_AGENT", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub turns_per_agent: u32,
@@ -112,18 +127,24 @@ pub struct AgentArgs {
     #[arg(long, env = "ACP_BRIDGE_CWD", value_name = "DIR")]
     pub cwd: Option<PathBuf>,
 
+    /// Sessions' directory: shared or per-conversation
+    ///
     /// Which directory each conversation's sessions run in: `shared` (all
     /// in --cwd) or `per-conversation` (each in a directory of its own
     /// under --cwd/conversations/, removed once idle past --retention).
     #[arg(long, env = "ACP_BRIDGE_WORKSPACE", value_enum, default_value = "shared")]
     pub workspace: WorkspaceMode,
 
+    /// Per-conversation workspaces are worktrees of this repo
+    ///
     /// With --workspace per-conversation: each new workspace is a detached
     /// `git worktree` of this repository (owned by --agent-user when set).
     /// When git fails, the conversation works in a plain directory.
     #[arg(long, env = "ACP_BRIDGE_WORKSPACE_REPO", value_name = "DIR")]
     pub workspace_repo: Option<PathBuf>,
 
+    /// A directory every session may use beside its workspace
+    ///
     /// A directory every session may use beside its workspace (repeatable,
     /// or comma-separated), passed as ACP `additionalDirectories` to agents
     /// that advertise it; other agents get only their workspace (logged).
@@ -135,22 +156,30 @@ pub struct AgentArgs {
     )]
     pub workspace_extra_dir: Vec<PathBuf>,
 
+    /// An agent that has not ended a cancelled turn is replaced
+    ///
     /// An agent that has not ended a cancelled turn after this long is
     /// killed and replaced (its turn is retried).
-    #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "ACP_BRIDGE_CANCEL_TIMEOUT", help_heading = "Turns", default_value = "30s", value_parser = parse_duration)]
     pub cancel_timeout: Duration,
 
+    /// How long an agent may take to start
+    ///
     /// How long an agent may take to start and answer `initialize` (an
     /// agent in a pod that is still being scheduled takes tens of seconds).
     #[arg(long, env = "ACP_BRIDGE_AGENT_START_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
     pub agent_start_timeout: Duration,
 
+    /// A session with no turn this long is closed
+    ///
     /// A conversation whose session has had no turn for this long has it
     /// closed (`session/close`, or its agent stopped once all its sessions
     /// are quiet); its next mention reopens it. `0` or `off`: never.
     #[arg(long, env = "ACP_BRIDGE_SESSION_IDLE", default_value = "30m", value_parser = duration_or_off)]
     pub session_idle: Duration,
 
+    /// Sessions live at once per agent profile (0: unbounded)
+    ///
     /// Sessions live at once per agent profile: a new one closes the least
     /// recently used idle one first. `0`: unbounded.
     #[arg(long, env = "ACP_BRIDGE_MAX_LIVE_SESSIONS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]

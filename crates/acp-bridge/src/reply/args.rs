@@ -9,20 +9,27 @@ use crate::flags::{ConfigError, at_least_one, flag_defaults};
 
 /// The replies' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Replies")]
 pub struct ReplyArgs {
     /// Who publishes answers.
     #[arg(long, env = "ACP_BRIDGE_REPLY_MODE", value_enum, default_value = "daemon")]
     pub reply_mode: ReplyMode,
 
+    /// What a reply carries: answer or full
+    ///
     /// What a reply carries: the agent's answer, or everything it wrote
     /// (its narration between tool calls too).
     #[arg(long, env = "ACP_BRIDGE_REPLY_CONTENT", value_enum, default_value = "answer")]
     pub reply_content: ReplyContent,
 
+    /// Do not react (NIP-25) to mentions
+    ///
     /// Do not react (NIP-25) to accepted mentions.
     #[arg(long, env = "ACP_BRIDGE_NO_REACTIONS")]
     pub no_reactions: bool,
 
+    /// The agent's text kept for one reply, at most
+    ///
     /// Most of the agent's text kept for one reply; past it the text is
     /// dropped and the reply says it was truncated. Long replies go out as
     /// a numbered series of events.

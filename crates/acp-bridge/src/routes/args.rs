@@ -13,7 +13,10 @@ use crate::transport::StrangersRelays;
 
 /// The relays' flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Relays")]
 pub struct RelayArgs {
+    /// Relay URLs to listen and answer on (`embedded`: one in-process)
+    ///
     /// Relay URL (repeatable or comma-separated). `embedded` starts an
     /// in-process relay on loopback and uses it.
     #[arg(
@@ -24,6 +27,8 @@ pub struct RelayArgs {
     )]
     pub relays: Vec<String>,
 
+    /// Relay messages buffered per relay, at most
+    ///
     /// Relay messages buffered per relay, and events queued for the intake,
     /// at most; past it the daemon is behind and fetches again from its
     /// watermark (each time it falls behind, a relay's queue may hold twice
@@ -31,11 +36,15 @@ pub struct RelayArgs {
     #[arg(long, env = "ACP_BRIDGE_RELAY_BUFFER", default_value_t = 4096)]
     pub relay_buffer: usize,
 
+    /// The bot's DM inbox relays (unset: its relays)
+    ///
     /// The bot's DM inbox relays (NIP-17, kind 10050; repeatable or
     /// comma-separated). Unset: the relays it listens on.
     #[arg(long, env = "ACP_BRIDGE_DM_RELAYS", value_delimiter = ',', value_name = "URL")]
     pub dm_relays: Vec<String>,
 
+    /// Indexer relays the bot's lists are also published to
+    ///
     /// Directory relays (indexers such as wss://purplepag.es; repeatable or
     /// comma-separated): the bot's profile and relay lists are published
     /// there too, and people's relay lists are looked up there too, since
@@ -48,12 +57,16 @@ pub struct RelayArgs {
     )]
     pub directory_relays: Vec<String>,
 
+    /// Reach relays from others' lists over ws:// too
+    ///
     /// Connect to relays that other people's relay lists (kinds 10002 and
     /// 10050) name over ws:// too. Off: only wss:// (the relays named by
     /// --relay, --dm-relays and --directory-relays are always reached).
     #[arg(long, env = "ACP_BRIDGE_ALLOW_INSECURE_RELAYS")]
     pub allow_insecure_relays: bool,
 
+    /// Reach relays from others' lists on private addresses too
+    ///
     /// Connect to relays that other people's relay lists name on loopback,
     /// private, link-local and other non-public addresses too. Off: such a
     /// relay is refused (the address checked is the one connected to), so

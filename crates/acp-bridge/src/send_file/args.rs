@@ -14,13 +14,18 @@ const MAX_MAX_FILE_BYTES: u64 = 512 * 1024 * 1024;
 
 /// The flags of `send_file`.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "MCP")]
 pub struct FileArgs {
+    /// Blossom servers `send_file` uploads to
+    ///
     /// A Blossom server (BUD-02) the `send_file` tool uploads files to,
     /// its base URL (https). Repeatable, or comma-separated: each file goes
     /// to every server. None: `send_file` refuses.
     #[arg(long, env = "ACP_BRIDGE_BLOSSOM", value_delimiter = ',', value_name = "URL")]
     pub blossom: Vec<String>,
 
+    /// Largest file `send_file` sends
+    ///
     /// Largest file (in bytes) the `send_file` tool sends.
     #[arg(
         long,
@@ -40,6 +45,8 @@ impl Default for FileArgs {
 /// `send_file`'s validated flags.
 #[derive(Debug, Clone, Default)]
 pub struct FileSettings {
+    /// Largest file `send_file` sends
+    ///
     /// The Blossom servers' base URLs, each ending in `/`.
     pub blossom: Vec<Url>,
     pub max_file_bytes: u64,

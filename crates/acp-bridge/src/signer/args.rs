@@ -20,22 +20,31 @@ pub(crate) const SIGNER_ENV: &str = "ACP_BRIDGE_SIGNER";
 
 /// The signer's flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Signer")]
 pub struct SignerArgs {
+    /// File holding the bot's secret key (nsec or hex)
+    ///
     /// File holding the bot's secret key (nsec or hex). Alternatively set
     /// ACP_BRIDGE_SECRET_KEY. Never pass a key as a plain flag value.
     #[arg(long, env = "ACP_BRIDGE_SECRET_KEY_FILE", value_name = "PATH")]
     pub secret_key_file: Option<PathBuf>,
 
+    /// A NIP-46 remote signer's bunker:// URI (a secret)
+    ///
     /// Sign through a remote signer (NIP-46) instead of a key file: its
     /// `bunker://<signer-pubkey>?relay=wss://…&secret=…` URI. The URI's
     /// secret is a credential: prefer --signer-file.
-    #[arg(long, env = SIGNER_ENV, value_name = "BUNKER_URI")]
+    #[arg(long, env = SIGNER_ENV, value_name = "BUNKER_URI", hide_env_values = true)]
     pub signer: Option<String>,
 
+    /// File holding the remote signer's bunker:// URI
+    ///
     /// File holding the remote signer's bunker:// URI (see --signer).
     #[arg(long, env = "ACP_BRIDGE_SIGNER_FILE", value_name = "PATH")]
     pub signer_file: Option<PathBuf>,
 
+    /// A signer request unanswered this long is asked again
+    ///
     /// How long one request to the remote signer may take before it counts
     /// as unanswered (it is then tried again, with backoff).
     #[arg(long, env = "ACP_BRIDGE_SIGNER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]

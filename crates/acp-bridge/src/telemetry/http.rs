@@ -34,7 +34,10 @@ use crate::telemetry::metrics as record;
 
 /// The metrics endpoint's flag.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Telemetry")]
 pub struct MetricsArgs {
+    /// Serve Prometheus metrics and /healthz here
+    ///
     /// Serve Prometheus metrics and /healthz here (off by default).
     #[arg(long, env = "ACP_BRIDGE_METRICS_ADDR", value_name = "ADDR", value_parser = parse_socket_addr)]
     pub metrics_addr: Option<SocketAddr>,

@@ -30,11 +30,16 @@ pub enum LogFormat {
 
 /// The logging flags, taken by every subcommand.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Telemetry")]
 pub struct LogArgs {
+    /// Log format: pretty or json
+    ///
     /// Log format: pretty (default on a terminal) or json (default otherwise).
     #[arg(long, env = "ACP_BRIDGE_LOG_FORMAT", value_enum, global = true)]
     pub log_format: Option<LogFormat>,
 
+    /// Log filter: levels or target=level (RUST_LOG wins)
+    ///
     /// Log filter: comma-separated levels (off, error, warn, info, debug,
     /// trace) or target=level (`info,acp_bridge=debug,agent_stderr=warn`).
     /// RUST_LOG itself wins when set.
