@@ -5,8 +5,8 @@
 
 use clap::Args;
 
-use super::amount::Amount;
 use crate::flags::flag_defaults;
+use acp_bridge_core::budget::amount::Amount;
 
 /// The budget's flags.
 #[derive(Debug, Clone, Args)]

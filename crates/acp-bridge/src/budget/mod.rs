@@ -17,25 +17,23 @@
 //! Owns the limits and the check; the heart asks it before starting a
 //! turn and gives up a refused mention with the notice it writes.
 
-pub(crate) mod amount;
 pub(crate) mod args;
 mod command;
-mod period;
 mod report;
 pub(crate) mod turn_cap;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use acp_bridge_core::budget::amount::{Amount, Unit};
+use acp_bridge_core::budget::period::{self, Period};
 use nostr_sdk::prelude::PublicKey;
 
 use crate::gate::Standing;
 use crate::mention::ConversationKey;
 use crate::store::{SpendBook, SpendRow, Spent, Whose};
 use crate::telemetry::metrics;
-use amount::{Amount, Unit};
 pub(crate) use args::BudgetArgs;
-use period::Period;
 
 /// Where the spend still needed at `now` begins (unix seconds): the
 /// longest period's, the month's; housekeeping forgets what is older.

@@ -5,9 +5,9 @@
 use nostr_sdk::prelude::PublicKey;
 
 use super::Budget;
-use super::period::{Period, utc_minute};
 use crate::mention::{ConversationKey, short_npub};
 use crate::store::{Spent, StoreError, Whose};
+use acp_bridge_core::budget::period::{Period, utc_minute};
 
 /// Authors `!usage` lists in a DM.
 const TOP_AUTHORS: usize = 3;

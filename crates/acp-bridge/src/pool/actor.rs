@@ -21,6 +21,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use acp_bridge_core::live_sessions::{self, Activity, AgentDues, LiveBounds};
 use acp_client::{AgentClient, AgentUser, ClientConfig, ExitReason, SessionId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinError, JoinSet};
@@ -29,7 +30,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::breaker::Breaker;
 use super::launcher::{Launcher, StartFailure};
-use super::live_sessions::{self, Activity, AgentDues, LiveBounds};
 use super::sessions::SessionBook;
 use super::{Awaited, PoolError, PoolStatus};
 use crate::deadline::sleep_until;
@@ -204,7 +204,7 @@ struct SessionRef {
     slot: usize,
     generation: u64,
     session: SessionId,
-    activity: Activity,
+    activity: Activity<Instant>,
 }
 
 /// How a start task ended.
