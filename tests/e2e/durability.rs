@@ -459,7 +459,10 @@ async fn an_owner_command_journaled_before_a_crash_resumes_as_a_command_not_a_pr
         chain_depth: 0,
         accepted_at: Timestamp::now().as_secs(),
         origin: Some(relay),
-        intent: acp_bridge::Intent::Command(acp_bridge::OwnerCommand::Cancel),
+        intent: acp_bridge::Intent::Command(acp_bridge::CommandCall {
+            name: "cancel".into(),
+            args: String::new(),
+        }),
         media: Vec::new(),
     };
     {

@@ -10,4 +10,10 @@
 #![warn(unreachable_pub)]
 
 pub mod budget;
+pub mod choice;
 pub mod live_sessions;
+pub mod media_refs;
+pub mod mention;
+pub mod mode_gate;
+pub mod prompt;
+pub mod standing;

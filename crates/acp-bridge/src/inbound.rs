@@ -5,8 +5,9 @@
 //! what it drives) name the hand-off without importing the intake, which
 //! imports them.
 
+use acp_bridge_core::mention::Mention;
+
 use crate::commands::OwnerCommand;
-use crate::mention::Mention;
 
 /// What the intake hands to the heart.
 #[derive(Debug)]

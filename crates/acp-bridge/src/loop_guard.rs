@@ -48,7 +48,7 @@ use std::collections::{HashMap, VecDeque};
 use nostr_sdk::prelude::EventId;
 use tokio::sync::mpsc;
 
-use crate::gate::Standing;
+use acp_bridge_core::standing::Standing;
 
 /// Replies remembered; older ones are forgotten first.
 const REMEMBERED_REPLIES: usize = 4096;

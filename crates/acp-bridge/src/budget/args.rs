@@ -3,10 +3,10 @@
 //! (`"5 USD, 200k tokens, 50 turns"`, see [`super::amount`]); empty, the
 //! default, is no limit.
 
+use acp_bridge_core::budget::amount::Amount;
 use clap::Args;
 
 use crate::flags::flag_defaults;
-use acp_bridge_core::budget::amount::Amount;
 
 /// The budget's flags.
 #[derive(Debug, Clone, Args)]

@@ -3,9 +3,10 @@
 //! `day` or `month`; AMOUNTS comma-separated, or `off`) is kept in the
 //! store and wins over the flag until `!budget SCOPE PERIOD default`.
 
-use super::{Budget, Scope};
 use acp_bridge_core::budget::amount::{Amount, BadAmount};
 use acp_bridge_core::budget::period::Period;
+
+use super::{Budget, Scope};
 
 impl Budget {
     /// What `!budget` answers with the rest of its message (`None`: read).

@@ -27,10 +27,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use acp_bridge_core::budget::amount::{Amount, Unit};
 use acp_bridge_core::budget::period::{self, Period};
+use acp_bridge_core::mention::ConversationKey;
+use acp_bridge_core::standing::Standing;
 use nostr_sdk::prelude::PublicKey;
 
-use crate::gate::Standing;
-use crate::mention::ConversationKey;
 use crate::store::{SpendBook, SpendRow, Spent, Whose};
 use crate::telemetry::metrics;
 pub(crate) use args::BudgetArgs;

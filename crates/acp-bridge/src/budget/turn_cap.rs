@@ -16,9 +16,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use acp_bridge_core::budget::amount::{Amount, Unit};
+
 use super::{reached, used};
 use crate::store::Spent;
-use acp_bridge_core::budget::amount::{Amount, Unit};
 
 /// Why a cap of turns is refused: every turn is one turn.
 pub(crate) const TURNS_REFUSED: &str =

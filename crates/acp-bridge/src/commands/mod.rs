@@ -11,6 +11,7 @@
 //! same text is an ordinary message. What each command does lives with the
 //! heart, which owns the state they act on.
 
+use acp_bridge_core::mention::CommandCall;
 use acp_client::ControlKind;
 
 /// A command the owner can give in any conversation.
@@ -48,6 +49,19 @@ pub enum OwnerCommand {
 }
 
 impl OwnerCommand {
+    /// The call `content` makes when it is exactly a command, as the
+    /// mention's intent carries it (see [`OwnerCommand::parse`]).
+    pub fn call(content: &str) -> Option<CommandCall> {
+        Self::parse(content)?;
+        CommandCall::written(content)
+    }
+
+    /// The command a call (journaled with its mention) names; `None` when
+    /// it names none.
+    pub fn of_call(call: &CommandCall) -> Option<Self> {
+        Self::parse(&call.to_string())
+    }
+
     /// Parses `content`; `None` when it is not exactly a command.
     pub fn parse(content: &str) -> Option<Self> {
         let mut words = content

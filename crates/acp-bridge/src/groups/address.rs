@@ -12,7 +12,7 @@ use std::str::FromStr;
 
 use nostr_sdk::prelude::RelayUrl;
 
-use crate::mention::is_plausible_group_id;
+use acp_bridge_core::mention::is_plausible_group_id;
 
 /// Why a `--group` value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

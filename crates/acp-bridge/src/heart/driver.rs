@@ -17,6 +17,9 @@
 
 use std::collections::HashMap;
 
+use acp_bridge_core::media_refs::MediaRef;
+use acp_bridge_core::mention::{ConversationKey, Mention, Thread};
+use acp_bridge_core::prompt::BRIDGE_MARK;
 use acp_client::{
     AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
     PermissionKind, PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
@@ -37,10 +40,8 @@ use super::usage;
 use crate::budget::turn_cap::{CapReached, SharedSpend};
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
-use crate::media::{self, AgentTakes, MediaCache, MediaFetcher, MediaRef};
-use crate::mention::{ConversationKey, Mention, Thread};
+use crate::media::{self, AgentTakes, MediaCache, MediaFetcher};
 use crate::pool::{Lease, Pools};
-use crate::prompt::BRIDGE_MARK;
 use crate::reply::{Replier, ReplyContent};
 use crate::store::{Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;

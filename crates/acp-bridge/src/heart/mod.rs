@@ -40,6 +40,8 @@ use nostr_sdk::prelude::Timestamp;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use acp_bridge_core::mention::{ConversationKey, Intent, Mention};
+use acp_bridge_core::mode_gate::{Decision, ModeGate};
 pub use conversations::BATCH_CAP;
 pub(crate) use driver::TurnServices;
 
@@ -49,8 +51,6 @@ use crate::deadline::sleep_until;
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mcp::ToolRequest;
-use crate::mention::{ConversationKey, Intent, Mention};
-use crate::mode_gate::{Decision, ModeGate};
 use crate::pool::Starts;
 use crate::store::LeftOver;
 use crate::telemetry::metrics;
@@ -212,7 +212,10 @@ impl Heart {
         match mention.intent.clone() {
             // Task results are not journaled; one would be a turn.
             Intent::Turn | Intent::TaskResult { .. } | Intent::Scheduled { .. } => self.enqueue(mention),
-            Intent::Command(command) => self.on_command(mention, command),
+            Intent::Command(call) => match OwnerCommand::of_call(&call) {
+                Some(command) => self.on_command(mention, command),
+                None => self.enqueue(mention),
+            },
             Intent::Notice(text) => self.notices.notify(vec![mention], text),
             Intent::Answer => self.notices.notify(
                 vec![mention],

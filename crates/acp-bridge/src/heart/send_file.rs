@@ -6,9 +6,10 @@
 //! (outside the workspace, too large, a type not sent) spends the budget
 //! too: it also bounds how fast an agent can probe the file system.
 
+use acp_bridge_core::mention::ConversationKey;
+
 use super::Heart;
 use super::tools::Answer;
-use crate::mention::ConversationKey;
 
 impl Heart {
     /// Sends the file `path` of the conversation's workspace with

@@ -16,9 +16,10 @@
 
 use std::time::Instant;
 
+use acp_bridge_core::mention::ConversationKey;
+
 use super::Heart;
 use super::tools::{Answer, too_many};
-use crate::mention::ConversationKey;
 use crate::rate_limit::Admission;
 
 impl Heart {

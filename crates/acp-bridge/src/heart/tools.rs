@@ -23,12 +23,12 @@
 
 use std::time::{Duration, Instant};
 
+use acp_bridge_core::mention::{ConversationKey, Mention};
 use nostr_sdk::prelude::EventId;
 use tokio::sync::oneshot;
 
 use super::Heart;
 use crate::mcp::{ToolAction, ToolRequest};
-use crate::mention::{ConversationKey, Mention};
 use crate::rate_limit::{Admission, RateLimiter};
 
 /// Messages a conversation's agent may post in a row.

@@ -3,10 +3,10 @@
 //! (`usage_update`). Recorded in the turn's closing log line, in metrics,
 //! and per conversation in the state dir for `!status`.
 
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::TurnOutcome;
 use serde_json::Value;
 
-use crate::mention::ConversationKey;
 use crate::store::{SessionUsage, Sessions};
 use crate::telemetry::metrics;
 

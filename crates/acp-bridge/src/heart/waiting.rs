@@ -14,9 +14,9 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use acp_bridge_core::mention::ConversationKey;
 use nostr_sdk::prelude::EventId;
 
-use crate::mention::ConversationKey;
 use crate::pool::Awaited;
 use crate::rate_limit::{Admission, RateLimiter};
 
@@ -221,8 +221,9 @@ impl NoticeBudget {
 
 #[cfg(test)]
 mod tests {
+    use acp_bridge_core::mention::test_mention;
+
     use super::*;
-    use crate::mention::test_mention;
 
     const AFTER: Duration = Duration::from_secs(5);
 

@@ -13,13 +13,14 @@
 //! (`--shard`) is journaled in the same transaction, finished at once: it
 //! is a duplicate when offered again, and nothing else.
 
+use acp_bridge_core::mention::{Intent, Mention, Thread};
 use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
 use super::{Arrival, DropReason, Intake};
+use crate::commands::OwnerCommand;
 use crate::inbound::Inbound;
 use crate::ledger::OtherShards;
-use crate::mention::{Intent, Mention, Thread};
 use crate::reply::Reaction;
 use crate::telemetry::metrics;
 
@@ -247,7 +248,12 @@ impl Intake {
                 self.replier.react(&mention, Reaction::Heard);
                 self.hand_on(Inbound::Mention(mention)).await;
             }
-            Intent::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,
+            // A call no command answers to (journaled by another version)
+            // is a turn, as an owner's `!word` that names none is.
+            Intent::Command(call) => match OwnerCommand::of_call(&call) {
+                Some(command) => self.hand_on(Inbound::Command { mention, command }).await,
+                None => self.hand_on(Inbound::Mention(mention)).await,
+            },
             // The intake never makes answers or task results: the heart does.
             Intent::Answer | Intent::TaskResult { .. } | Intent::Scheduled { .. } => {
                 self.hand_on(Inbound::Mention(mention)).await

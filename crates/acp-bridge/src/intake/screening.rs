@@ -18,6 +18,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use acp_bridge_core::media_refs;
+use acp_bridge_core::mention::{self, CommandCall, Intent, Mention, Thread};
+use acp_bridge_core::standing::Standing;
 use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnsignedEvent};
 
 use super::before_start::BeforeStart;
@@ -25,12 +28,10 @@ use super::untaken::{Parked, Parking};
 use super::{DropReason, IntakeLimits, SubscriptionFloors};
 use crate::clock_skew::{FOLLOW_UP_CLOCK_SKEW_SECS, MAX_FUTURE_SKEW_SECS};
 use crate::commands::OwnerCommand;
-use crate::gate::{AuthorFacts, Hearing, Standing};
+use crate::gate::{AuthorFacts, Hearing};
 use crate::groups::GroupDirectory;
 use crate::ledger::OtherShards;
 use crate::loop_guard::Hop;
-use crate::media;
-use crate::mention::{self, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::shard::Shard;
 
@@ -320,7 +321,7 @@ impl Screener {
         // Owner commands come before the author gate (they work even with
         // `--respond-to nobody`); anyone else's `!cancel` is plain text.
         let command = if from_owner {
-            OwnerCommand::parse(candidate.content)
+            OwnerCommand::call(candidate.content)
         } else {
             None
         };
@@ -395,7 +396,7 @@ impl Screener {
             accepted_at: now.wall.as_secs(),
             origin: Some(relay.clone()),
             intent: Intent::Turn,
-            media: media::media_of(candidate.tags, candidate.content),
+            media: media_refs::media_of(candidate.tags, candidate.content),
         };
         Ok(self.admit(mention, command, hop, now, lookups))
     }
@@ -468,7 +469,7 @@ impl Screener {
     fn admit(
         &mut self,
         mention: Mention,
-        command: Option<OwnerCommand>,
+        command: Option<CommandCall>,
         hop: Hop,
         now: Now,
         lookups: &mut impl Lookups,

@@ -39,7 +39,7 @@ use operator::OperatorServer;
 pub(crate) use socket::{SOCKET_ENV, TOKEN_ENV, abstract_address};
 pub(crate) use tools::{DelegateCall, FOREGROUND_WAIT, ToolAction, ToolRequest};
 
-use crate::mention::ConversationKey;
+use acp_bridge_core::mention::ConversationKey;
 use tokens::TokenRegistry;
 
 /// Tool calls waiting for the heart; a tool waits when it is full.

@@ -29,7 +29,7 @@ use std::sync::Mutex;
 use nostr_sdk::hashes::{Hash, sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::mention::ConversationKey;
+use acp_bridge_core::mention::ConversationKey;
 
 /// Random bytes in a token (256 bits).
 const TOKEN_BYTES: usize = 32;

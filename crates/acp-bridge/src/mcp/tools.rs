@@ -11,13 +11,13 @@
 
 use std::time::Duration;
 
+use acp_bridge_core::mention::ConversationKey;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
 use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mention::ConversationKey;
 use crate::telemetry::metrics;
 
 /// How long a tool waits for the heart's answer before telling the model

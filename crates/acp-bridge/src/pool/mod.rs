@@ -33,11 +33,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acp_bridge_core::live_sessions::LiveBounds;
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::{AgentClient, AgentUser, ClientConfig, SessionId};
 use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::mention::ConversationKey;
 use crate::store::{AgentGroups, AgentUids, Sessions};
 use crate::telemetry::http::AgentCircuit;
 use actor::{Actor, Request};

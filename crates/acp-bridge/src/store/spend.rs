@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use acp_bridge_core::mention::ConversationKey;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store};
-use crate::mention::ConversationKey;
 
 /// One spend, as it is recorded.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,11 +25,11 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use acp_bridge_core::mention::{ConversationKey, Mention};
 use nostr_sdk::prelude::EventId;
 
 use super::turn::{Input, TurnMachine};
 use super::waiting::{DueIndex, Holdup, Wait};
-use crate::mention::{ConversationKey, Mention};
 
 /// Mentions one conversation may hold waiting.
 pub(crate) const CONVERSATION_QUEUE_CAP: usize = 500;

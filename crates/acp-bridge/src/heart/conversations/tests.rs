@@ -1,9 +1,10 @@
 use std::time::Duration;
 
+use acp_bridge_core::mention::test_mention;
+use acp_bridge_core::prompt::Framing;
+
 use super::*;
 use crate::heart::turn::TurnStart;
-use crate::mention::test_mention;
-use crate::prompt::Framing;
 
 fn mention(conversation: &str, n: u64) -> Mention {
     test_mention(conversation, n, &format!("{conversation}-{n}"), true)

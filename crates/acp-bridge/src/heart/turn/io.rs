@@ -4,15 +4,15 @@
 
 use std::time::Instant;
 
+use acp_bridge_core::media_refs::MediaRef;
+use acp_bridge_core::mention::Mention;
+use acp_bridge_core::prompt::Framing;
 use acp_client::StopReason;
 use nostr_sdk::prelude::EventId;
 
 use super::questions::{Answer, Asked, QuestionTicket};
 use crate::heart::usage::TurnUsage;
-use crate::media::MediaRef;
-use crate::mention::Mention;
 use crate::pool::PoolError;
-use crate::prompt::Framing;
 
 /// Names one steer request within its turn.
 pub(crate) type SteerTicket = u64;

@@ -38,6 +38,9 @@ use std::time::{Duration, Instant};
 use acp_client::StopReason;
 use nostr_sdk::prelude::EventId;
 
+use acp_bridge_core::media_refs::MediaRef;
+use acp_bridge_core::mention::Mention;
+use acp_bridge_core::prompt::{self, Framing};
 pub(crate) use io::{
     Action, CancelSettled, DriverAction, HeartAction, Input, Outcome, PromptEnd, Publication, SteerAnswer,
     SteerOutcome, SteerTicket, TurnEnd, TurnFailure,
@@ -46,9 +49,6 @@ pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
 use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
 
 use super::usage::TurnUsage;
-use crate::media::MediaRef;
-use crate::mention::Mention;
-use crate::prompt::{self, Framing};
 
 /// A merged re-prompt waits this long without new mentions before it goes
 /// out, so that a burst of mentions is merged into one prompt.

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeSet;
 
+use acp_bridge_core::mention::test_mention;
 use nostr_sdk::prelude::EventId;
 
 use super::*;
 use crate::heart::usage::TurnUsage;
-use crate::mention::test_mention;
 use crate::pool::PoolError;
 
 const QUESTION_TIMEOUT: Duration = Duration::from_secs(60);
