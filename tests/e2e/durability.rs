@@ -459,15 +459,16 @@ async fn an_owner_command_journaled_before_a_crash_resumes_as_a_command_not_a_pr
         chain_depth: 0,
         accepted_at: Timestamp::now().as_secs(),
         origin: Some(relay),
-        intent: acp_bridge::Intent::Command(acp_bridge::CommandCall {
-            name: "cancel".into(),
-            args: String::new(),
-        }),
+        intent: acp_bridge::Intent::Turn,
         media: Vec::new(),
     };
+    // Journaled as the daemon wrote commands before `CommandCall` (one
+    // variant per command): such a row still loads as the same command.
+    let mut journaled = serde_json::to_value(&mention).expect("json");
+    journaled["intent"] = serde_json::json!({ "command": "cancel" });
     {
         let store = acp_bridge::Store::open(&scene.bridge.spec.state_dir).expect("the daemon's store");
-        let (event_id, payload) = (cancel.id.to_hex(), serde_json::to_string(&mention).expect("json"));
+        let (event_id, payload) = (cancel.id.to_hex(), journaled.to_string());
         let row = acp_bridge::NewMention {
             event_id: &event_id,
             conversation: mention.conversation.as_str(),

@@ -152,44 +152,96 @@ pub enum Intent {
     },
 }
 
-/// An owner command as written: its name (`cancel` for `!cancel`) and the
-/// rest of the message. Which names are commands, and what each does, is
-/// the daemon's (`acp-bridge`'s `commands`).
+/// An owner command the screening recognised (see `commands`): its word
+/// and what followed it, as written. The heart parses the arguments again
+/// when it runs the command, so a journaled command needs no type of the
+/// command's own. Journaled rows of the earlier format (one variant per
+/// command, `{"command":"cancel"}`) load as the same command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "CommandWire")]
 pub struct CommandCall {
+    /// The command's word (`!cancel`).
     pub name: String,
+    /// The text after it, trimmed.
     pub args: String,
 }
 
-impl CommandCall {
-    /// The call `content` writes: its first word that is not a mention of
-    /// someone (`nostr:…`, `@…`) starts with `!`; `None` otherwise.
-    pub fn written(content: &str) -> Option<CommandCall> {
-        let mut rest = content.trim_start();
-        loop {
-            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-            let (word, after) = rest.split_at(end);
-            if word.starts_with("nostr:") || word.starts_with('@') {
-                rest = after.trim_start();
-                continue;
-            }
-            let name = word.strip_prefix('!').filter(|name| !name.is_empty())?;
-            return Some(CommandCall {
-                name: name.to_owned(),
-                args: after.trim().to_owned(),
-            });
-        }
-    }
+/// A journaled command, in either format.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CommandWire {
+    Call { name: String, args: String },
+    Before(BeforeCall),
 }
 
-/// As written: `!name args`.
-impl fmt::Display for CommandCall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "!{}", self.name)?;
-        if !self.args.is_empty() {
-            write!(f, " {}", self.args)?;
+/// How commands were journaled before [`CommandCall`]: one variant each.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BeforeCall {
+    Cancel,
+    Status,
+    Rotate,
+    Control {
+        kind: BeforeKind,
+        choice: Option<String>,
+    },
+    Agent {
+        name: Option<String>,
+    },
+    Schedules,
+    Usage,
+    Budget {
+        setting: Option<String>,
+    },
+    Every {
+        spec: String,
+    },
+    At {
+        spec: String,
+    },
+    Unschedule {
+        id: String,
+    },
+    Help,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BeforeKind {
+    Model,
+    Mode,
+}
+
+impl From<CommandWire> for CommandCall {
+    fn from(wire: CommandWire) -> Self {
+        let (name, args) = match wire {
+            CommandWire::Call { name, args } => return CommandCall { name, args },
+            CommandWire::Before(before) => match before {
+                BeforeCall::Cancel => ("!cancel", None),
+                BeforeCall::Status => ("!status", None),
+                BeforeCall::Rotate => ("!rotate", None),
+                BeforeCall::Control {
+                    kind: BeforeKind::Model,
+                    choice,
+                } => ("!model", choice),
+                BeforeCall::Control {
+                    kind: BeforeKind::Mode,
+                    choice,
+                } => ("!mode", choice),
+                BeforeCall::Agent { name } => ("!agent", name),
+                BeforeCall::Schedules => ("!schedules", None),
+                BeforeCall::Usage => ("!usage", None),
+                BeforeCall::Budget { setting } => ("!budget", setting),
+                BeforeCall::Every { spec } => ("!every", Some(spec)),
+                BeforeCall::At { spec } => ("!at", Some(spec)),
+                BeforeCall::Unschedule { id } => ("!unschedule", Some(id)),
+                BeforeCall::Help => ("!help", None),
+            },
+        };
+        CommandCall {
+            name: name.to_owned(),
+            args: args.unwrap_or_default(),
         }
-        Ok(())
     }
 }
 
@@ -406,6 +458,57 @@ mod tests {
             .expect("sign")
     }
 
+    /// Intents journaled by the code before `CommandCall` (one variant per
+    /// command), written here as that code wrote them, load as the same
+    /// commands; the new format round-trips.
+    #[test]
+    fn commands_journaled_in_the_earlier_format_load_as_the_same_commands() {
+        let cases = [
+            (r#"{"command":"cancel"}"#, "!cancel", ""),
+            (r#"{"command":"status"}"#, "!status", ""),
+            (r#"{"command":"rotate"}"#, "!rotate", ""),
+            (r#"{"command":"schedules"}"#, "!schedules", ""),
+            (r#"{"command":"usage"}"#, "!usage", ""),
+            (r#"{"command":"help"}"#, "!help", ""),
+            (
+                r#"{"command":{"control":{"kind":"model","choice":"deep"}}}"#,
+                "!model",
+                "deep",
+            ),
+            (
+                r#"{"command":{"control":{"kind":"mode","choice":null}}}"#,
+                "!mode",
+                "",
+            ),
+            (r#"{"command":{"agent":{"name":"codex"}}}"#, "!agent", "codex"),
+            (r#"{"command":{"agent":{"name":null}}}"#, "!agent", ""),
+            (
+                r#"{"command":{"budget":{"setting":"bot day 5 USD, 50 turns"}}}"#,
+                "!budget",
+                "bot day 5 USD, 50 turns",
+            ),
+            (r#"{"command":{"budget":{"setting":null}}}"#, "!budget", ""),
+            (
+                r#"{"command":{"every":{"spec":"1h sum up\nthe day"}}}"#,
+                "!every",
+                "1h sum up\nthe day",
+            ),
+            (r#"{"command":{"at":{"spec":"+5m ping"}}}"#, "!at", "+5m ping"),
+            (r#"{"command":{"unschedule":{"id":"c2"}}}"#, "!unschedule", "c2"),
+        ];
+        for (journaled, name, args) in cases {
+            let want = Intent::Command(CommandCall {
+                name: name.to_owned(),
+                args: args.to_owned(),
+            });
+            let loaded: Intent = serde_json::from_str(journaled).expect(journaled);
+            assert_eq!(loaded, want, "{journaled}");
+            let again = serde_json::to_string(&want).expect("serialize");
+            assert_eq!(serde_json::from_str::<Intent>(&again).expect(&again), want);
+        }
+        assert!(serde_json::from_str::<Intent>(r#"{"command":"dance"}"#).is_err());
+    }
+
     #[test]
     fn top_level_group_mention_is_its_own_root() {
         let keys = Keys::generate();
@@ -510,8 +613,8 @@ mod tests {
             accepted_at: 1,
             origin: Some(RelayUrl::parse("wss://relay.example").expect("url")),
             intent: Intent::Command(CommandCall {
-                name: "budget".into(),
-                args: "author day 5 USD".into(),
+                name: "!cancel".to_owned(),
+                args: String::new(),
             }),
             media: vec![MediaRef {
                 url: "https://e.com/a.png".into(),
@@ -545,21 +648,6 @@ mod tests {
                 .standing(),
             Standing::Allowlisted
         );
-    }
-
-    #[test]
-    fn a_command_call_is_the_first_word_past_the_mentions_and_the_rest() {
-        let call = |content: &str| CommandCall::written(content).map(|call| (call.name, call.args));
-        assert_eq!(call("!cancel"), Some(("cancel".into(), String::new())));
-        assert_eq!(
-            call("nostr:npub1xyz @bot  !every 1h  look at nostr:npub1abc "),
-            Some(("every".into(), "1h  look at nostr:npub1abc".into()))
-        );
-        assert_eq!(call("please !cancel"), None);
-        assert_eq!(call("! cancel"), None);
-        assert_eq!(call("nostr:npub1xyz"), None);
-        let written = CommandCall::written("@bot !budget author day 5 USD").expect("a call");
-        assert_eq!(written.to_string(), "!budget author day 5 USD");
     }
 
     #[test]

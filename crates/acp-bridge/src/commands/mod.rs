@@ -50,16 +50,21 @@ pub enum OwnerCommand {
 
 impl OwnerCommand {
     /// The call `content` makes when it is exactly a command, as the
-    /// mention's intent carries it (see [`OwnerCommand::parse`]).
+    /// mention's intent carries it: the command's word (the first word
+    /// past the references to people) and the text after it, trimmed.
     pub fn call(content: &str) -> Option<CommandCall> {
         Self::parse(content)?;
-        CommandCall::written(content)
+        let name = content.split_whitespace().find(|word| word.starts_with('!'))?;
+        Some(CommandCall {
+            name: name.to_owned(),
+            args: rest_after(content, name).to_owned(),
+        })
     }
 
     /// The command a call (journaled with its mention) names; `None` when
     /// it names none.
     pub fn of_call(call: &CommandCall) -> Option<Self> {
-        Self::parse(&call.to_string())
+        Self::parse(&format!("{} {}", call.name, call.args))
     }
 
     /// Parses `content`; `None` when it is not exactly a command.
@@ -164,6 +169,32 @@ fn rest_after<'a>(content: &'a str, word: &str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_carries_the_command_it_was_made_from() {
+        for content in [
+            "!cancel",
+            "nostr:npub1xyz  !status ",
+            "@bot !model deep",
+            "!budget bot day 5 USD, 50 turns",
+            "nostr:npub1xyz !every 1h  sum up\nthe day ",
+            "!unschedule c2",
+        ] {
+            let call = OwnerCommand::call(content).expect(content);
+            assert!(call.name.starts_with('!'), "{call:?}");
+            assert_eq!(
+                OwnerCommand::of_call(&call),
+                OwnerCommand::parse(content),
+                "{content}"
+            );
+        }
+        assert_eq!(OwnerCommand::call("please !cancel"), None);
+        let unknown = CommandCall {
+            name: "!dance".to_owned(),
+            args: String::new(),
+        };
+        assert_eq!(OwnerCommand::of_call(&unknown), None);
+    }
 
     #[test]
     fn a_command_is_the_whole_text_besides_mentions() {

@@ -547,7 +547,7 @@ fn rows() -> Vec<Row> {
                 rig.owners_message("!status")
             },
             Seen::Take(Intent::Command(CommandCall {
-                name: "status".into(),
+                name: "!status".to_owned(),
                 args: String::new(),
             })),
         ),
