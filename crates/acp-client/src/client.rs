@@ -10,22 +10,23 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use acp_protocol::{
+    AgentExit, AgentInfo, ContentBlock, ControlRoute, ExitReason, PROTOCOL_VERSION, RpcError,
+    SessionControls, SessionId, SteerAccepted, SteerRefusal, SteeringOutcome, methods,
+};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
-use crate::agent_info::AgentInfo;
-use crate::config_options::{ControlRoute, SessionControls};
+use crate::TurnEvent;
 use crate::connection::{Connection, LiveTurn, SteerReply, Waiter};
 use crate::dropped::DropObserver;
-use crate::error::{AcpError, AgentExit, ExitReason, RpcError};
+use crate::error::AcpError;
 use crate::framing::{DEFAULT_MAX_LINE_BYTES, Frame, FrameCodec};
 use crate::jsonrpc;
 use crate::process::{AgentCommand, AgentProcess, ProcessProbe};
-use crate::protocol::{self, ContentBlock, PROTOCOL_VERSION, SessionId, TurnEvent, methods};
-use crate::steer::{SteerAccepted, SteerRefusal, SteeringOutcome};
 use crate::turn::{Turn, TurnOptions};
 
 /// Default timeout of ordinary requests (and of one write to the agent).
@@ -237,7 +238,7 @@ impl AgentClient {
         let result = self
             .request(
                 methods::INITIALIZE,
-                protocol::initialize_params(self.config.elicitation),
+                acp_protocol::initialize_params(self.config.elicitation, env!("CARGO_PKG_VERSION")),
                 self.config.initialize_timeout,
             )
             .await?;

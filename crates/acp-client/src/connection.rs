@@ -40,22 +40,24 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use acp_protocol::{
+    AgentExit, ElicitationAction, ElicitationRequest, ExitReason, PermissionPolicy, PermissionRequest,
+    RpcError, RunMarker, SessionControls, SessionId, SteerAccepted, SteerDelivery, TextChunk, codes, methods,
+    permission_outcome,
+};
 use futures_util::SinkExt;
 use serde_json::Value;
 use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::codec::{FramedWrite, LinesCodec};
 
-use crate::config_options::SessionControls;
+use crate::TurnEvent;
 use crate::dropped::{DropObserver, DroppedUpdate};
-use crate::elicitation::{ElicitationAction, ElicitationQuestion, ElicitationRequest};
-use crate::error::{AcpError, AgentExit, ExitReason, RpcError, codes};
+use crate::error::AcpError;
 use crate::jsonrpc::{self, Incoming, Malformed};
-use crate::pending::{OpenRequest, PendingAnswer};
-use crate::permission::{self, PermissionPolicy, PermissionQuestion, PermissionRequest};
-use crate::protocol::{self, RunMarker, SessionId, TextChunk, TurnEvent, methods};
-use crate::steer::{SteerAccepted, SteerDelivery};
-use crate::turn::Transcript;
+use crate::pending::{AnswerSink, OpenRequest, PendingAnswer};
+use crate::question::{ElicitationQuestion, PermissionQuestion};
+use crate::transcript::Transcript;
 
 pub(crate) type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
 
@@ -238,6 +240,17 @@ pub(crate) struct Connection {
     /// An update for an unknown session was already warned of (the next
     /// ones are only counted: the agent could send millions).
     warned_unknown_session: AtomicBool,
+}
+
+impl AnswerSink for Connection {
+    fn answer<'a>(
+        &'a self,
+        session: &'a SessionId,
+        rpc_id: &'a Value,
+        result: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, AcpError>> + Send + 'a>> {
+        Box::pin(self.answer_open_request(session, rpc_id, result))
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -540,8 +553,8 @@ impl Connection {
             tracing::warn!(agent = %self.agent, %session, "session/update without an update");
             return;
         };
-        let marker = protocol::run_marker(update);
-        let event = protocol::turn_event(update.clone());
+        let marker = acp_protocol::run_marker(update);
+        let event = acp_protocol::turn_event(update.clone());
         self.on_session_update(session, Some(update), marker, event);
     }
 
@@ -686,7 +699,7 @@ impl Connection {
                 agent = %self.agent, session = %request.session_id,
                 "permission asked for a session this client never opened: answered cancelled"
             );
-            self.write_detached(jsonrpc::response(&id, &permission::outcome(None)));
+            self.write_detached(jsonrpc::response(&id, &permission_outcome(None)));
             return;
         };
         let Some(turn) = session_state.turn.as_ref() else {
@@ -694,7 +707,7 @@ impl Connection {
                 agent = %self.agent, session = %request.session_id,
                 "permission asked outside a turn: answered cancelled"
             );
-            self.write_detached(jsonrpc::response(&id, &permission::outcome(None)));
+            self.write_detached(jsonrpc::response(&id, &permission_outcome(None)));
             return;
         };
         let own_tool = self
@@ -717,7 +730,7 @@ impl Connection {
             }
             policy => {
                 let chosen = policy.choose(&request);
-                self.write_detached(jsonrpc::response(&id, &permission::outcome(chosen.as_ref())));
+                self.write_detached(jsonrpc::response(&id, &permission_outcome(chosen.as_ref())));
                 TurnEvent::PermissionAnswered { request, chosen }
             }
         };
@@ -785,7 +798,7 @@ impl Connection {
         PendingAnswer::new(
             session.clone(),
             open,
-            Arc::clone(self),
+            Arc::<Self>::clone(self),
             Arc::clone(&turn.open_questions),
         )
     }

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::RpcError;
+use acp_protocol::RpcError;
 
 /// One message from the agent, classified by the JSON-RPC rules.
 #[derive(Debug)]

@@ -19,56 +19,52 @@
 
 #![warn(unreachable_pub)]
 
-mod agent_info;
 mod client;
-mod config_options;
 mod connection;
 mod dropped;
-mod elicitation;
 mod error;
 mod forker;
 mod framing;
 mod isolation;
 mod jsonrpc;
 mod pending;
-mod permission;
 mod pid_namespace;
 mod process;
 mod program;
-mod protocol;
+mod question;
 mod stderr_tail;
-mod steer;
+mod transcript;
 mod turn;
 
-pub use agent_info::{AgentInfo, AuthKind, AuthMethod};
+pub use acp_protocol::{
+    AgentExit, AgentInfo, AuthKind, AuthMethod, Choice, ContentBlock, Control, ControlChoice, ControlKind,
+    ControlRoute, Cost, ElicitationAction, ElicitationRequest, ExitReason, FieldKind, FormField, ImageBlock,
+    InvalidSteer, PROTOCOL_VERSION, PermissionKind, PermissionOption, PermissionPolicy, PermissionRequest,
+    ResourceLinkBlock, RpcError, SessionControls, SessionId, SteerAccepted, SteerDelivery, SteerRefusal,
+    SteeringOutcome, StopReason, ToolCall, Unsupported, Usage, codes,
+};
 pub use client::{
     AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT, ExitWatch,
 };
-pub use config_options::{Control, ControlChoice, ControlKind, ControlRoute, SessionControls};
 pub use connection::{
     SESSION_BACKLOG_LIMIT, TURN_EVENTS_CAPACITY, TURN_QUESTIONS_RESERVED, UNCLAIMED_UPDATES_LIMIT,
 };
 pub use dropped::{DropObserver, DroppedUpdate};
-pub use elicitation::{
-    Choice, ElicitationAction, ElicitationQuestion, ElicitationRequest, FieldKind, FormField, Unsupported,
-};
-pub use error::{AcpError, AgentExit, ExitReason, RpcError, TurnError, codes};
+pub use error::{AcpError, TurnError};
 pub use framing::DEFAULT_MAX_LINE_BYTES;
 pub use isolation::{AgentUser, AgentUserError};
 pub use pending::AnswerError;
-pub use permission::{
-    PermissionKind, PermissionOption, PermissionPolicy, PermissionQuestion, PermissionRequest,
-};
 pub use process::AgentCommand;
 pub use program::{DEFAULT_SEARCH_PATH, ProgramError};
-pub use protocol::{
-    ContentBlock, Cost, ImageBlock, PROTOCOL_VERSION, ResourceLinkBlock, SessionId, StopReason, ToolCall,
-    TurnEvent, Usage,
-};
+pub use question::{ElicitationQuestion, PermissionQuestion};
 pub use stderr_tail::{STDERR_TAIL_LINE_BYTES, STDERR_TAIL_LINES};
-pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};
+pub use transcript::AgentMessage;
 pub use turn::{
-    AgentMessage, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TEXT_BYTES, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions,
-    TurnOutcome, TurnProgress,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_TEXT_BYTES, DEFAULT_MAX_TURN_DURATION, Turn, TurnOptions, TurnOutcome,
+    TurnProgress,
 };
+
+/// One typed event of a turn, with this client's answer handles for the
+/// two questions an agent may ask (see [`acp_protocol::TurnEvent`]).
+pub type TurnEvent = acp_protocol::TurnEvent<PermissionQuestion, ElicitationQuestion>;

@@ -7,16 +7,18 @@
 //! answer (so an agent is never left waiting on a forgotten handle), and
 //! the turn's count of open questions follows (the turn suspends its idle
 //! timer while the agent waits on us). What a question asks and what its
-//! answers look like belong to its own module.
+//! answers look like belong to its own module. The answer reaches the agent
+//! through an [`AnswerSink`] (the connection, which sits above this module).
 
+use std::fmt;
+use std::pin::Pin;
 use std::sync::Arc;
 
+use acp_protocol::SessionId;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::connection::Connection;
 use crate::error::AcpError;
-use crate::protocol::SessionId;
 
 /// Why an answer did not reach the agent.
 #[derive(Debug, thiserror::Error)]
@@ -38,12 +40,26 @@ pub(crate) struct OpenRequest {
     pub cancelled: Value,
 }
 
+/// Where answers go: what tracks the open requests and writes to the agent
+/// (the connection). A trait, so that the handle does not name the
+/// connection and the connection can name the handle.
+pub(crate) trait AnswerSink: fmt::Debug + Send + Sync {
+    /// Answers the open request `rpc_id` of `session` with `result`, unless
+    /// it was already answered; returns whether this call answered it.
+    fn answer<'a>(
+        &'a self,
+        session: &'a SessionId,
+        rpc_id: &'a Value,
+        result: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, AcpError>> + Send + 'a>>;
+}
+
 /// The answering end of one open request.
 #[derive(Debug)]
 pub(crate) struct PendingAnswer {
     session_id: SessionId,
     request: OpenRequest,
-    conn: Arc<Connection>,
+    conn: Arc<dyn AnswerSink>,
     open_questions: Arc<watch::Sender<usize>>,
     answered: bool,
 }
@@ -52,7 +68,7 @@ impl PendingAnswer {
     pub(crate) fn new(
         session_id: SessionId,
         request: OpenRequest,
-        conn: Arc<Connection>,
+        conn: Arc<dyn AnswerSink>,
         open_questions: Arc<watch::Sender<usize>>,
     ) -> Self {
         open_questions.send_modify(|open| *open += 1);
@@ -74,7 +90,7 @@ impl PendingAnswer {
         self.mark_answered();
         let sent = self
             .conn
-            .answer_open_request(&self.session_id, &self.request.rpc_id, result)
+            .answer(&self.session_id, &self.request.rpc_id, result)
             .await?;
         if sent {
             Ok(())
@@ -109,7 +125,7 @@ impl Drop for PendingAnswer {
         let OpenRequest { rpc_id, cancelled } = self.request.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = conn.answer_open_request(&session, &rpc_id, cancelled).await;
+                let _ = conn.answer(&session, &rpc_id, cancelled).await;
             });
         }
     }

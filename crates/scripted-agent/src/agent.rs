@@ -1,46 +1,26 @@
-//! The agent's shared state and its dispatcher: one frame from the client in,
-//! the right handler run. Requests that finish at once are answered here;
+//! The agent's dispatcher: one frame from the client in, the right handler
+//! run, on the state in [`crate::shared`]. Requests that finish at once are answered here;
 //! a prompt starts and advertises its run here (so a second prompt or a
 //! steer sent right after it already sees the live run) and is then played
 //! by its own task.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::acp::{self, update};
-use crate::controls::SessionControls;
 use crate::directives::TurnScript;
 use crate::goose_steer;
-use crate::ids::Ids;
-use crate::options::{Options, Reopen};
-use crate::permission::PendingRequests;
+use crate::options::Reopen;
 use crate::rpc::{self, Incoming, RpcError};
-use crate::session::{Sessions, StartRunError};
+use crate::session::StartRunError;
+use crate::shared::Agent;
 use crate::steering::{self, Steering};
 use crate::turn::{self, Turn};
-use crate::wire::{ClientGone, Outbox};
-
-/// Everything the dispatcher and the turns share.
-#[derive(Debug)]
-pub(crate) struct Agent {
-    pub(crate) options: Options,
-    pub(crate) outbox: Outbox,
-    pub(crate) sessions: Sessions,
-    pub(crate) ids: Ids,
-    /// The agent's own requests (permission, elicitation) awaiting the
-    /// client's answer.
-    pub(crate) pending: PendingRequests,
-    /// `--controls`: each session's model and mode.
-    pub(crate) controls: SessionControls,
-    /// The client advertised form elicitation in `initialize`.
-    pub(crate) client_elicits: AtomicBool,
-    /// Turns started by this process (`--fail-first-prompts`).
-    turns_started: AtomicU32,
-}
+use crate::wire::ClientGone;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -56,19 +36,6 @@ struct CancelParams {
 }
 
 impl Agent {
-    pub(crate) fn new(options: Options, outbox: Outbox) -> Self {
-        Self {
-            controls: SessionControls::new(options.controls),
-            options,
-            outbox,
-            sessions: Sessions::default(),
-            ids: Ids::new(),
-            pending: PendingRequests::default(),
-            client_elicits: AtomicBool::new(false),
-            turns_started: AtomicU32::new(0),
-        }
-    }
-
     /// Acts on one parsed frame. Turns are spawned into `turns`, which the
     /// caller owns so it can drop them all when the input ends.
     pub(crate) async fn dispatch(

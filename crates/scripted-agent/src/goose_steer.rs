@@ -8,9 +8,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::acp::{self, update};
-use crate::agent::Agent;
 use crate::rpc::RpcError;
 use crate::session::{QueuedSteer, SteerRefusal};
+use crate::shared::Agent;
 use crate::wire::ClientGone;
 
 #[derive(Debug, Deserialize)]

@@ -56,6 +56,7 @@ mod options;
 mod permission;
 mod rpc;
 mod session;
+mod shared;
 mod steering;
 mod turn;
 mod wire;
@@ -75,9 +76,9 @@ pub use options::{
     DEFAULT_ROUND_DELAY_MS, DEFAULT_ROUNDS, Options, Reopen,
 };
 
-use agent::Agent;
 use frame_log::FrameLog;
 use rpc::RpcError;
+use shared::Agent;
 use wire::{ClientGone, Inbound, LineDecoder, MAX_INBOUND_LINE_BYTES};
 
 /// Exit code of `--exit-immediately`.

@@ -26,7 +26,7 @@ use crate::mcp_stdio::StdioServer;
 /// The name the bridge's own MCP server is offered under.
 const BRIDGE_SERVER_NAME: &str = "acp_bridge";
 /// A token nobody minted (`[mcp-wrong-token]`).
-pub(crate) fn wrong_token() -> String {
+fn wrong_token() -> String {
     "0".repeat(64)
 }
 
@@ -55,8 +55,8 @@ impl McpServer {
     /// The same server, presented with a token nobody minted.
     pub(crate) fn with_wrong_token(self) -> McpServer {
         match self {
-            McpServer::Http(server) => McpServer::Http(server.with_wrong_token()),
-            McpServer::Stdio(server) => McpServer::Stdio(server.with_wrong_token()),
+            McpServer::Http(server) => McpServer::Http(server.with_token(&wrong_token())),
+            McpServer::Stdio(server) => McpServer::Stdio(server.with_token(&wrong_token())),
         }
     }
 }

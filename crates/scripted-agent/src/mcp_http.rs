@@ -20,8 +20,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use crate::mcp_client::wrong_token;
-
 /// The largest answer read from the server.
 const MAX_ANSWER_BYTES: u64 = 1024 * 1024;
 
@@ -56,11 +54,11 @@ impl HttpServer {
         })
     }
 
-    /// The same server, presented with a token nobody minted.
-    pub(crate) fn with_wrong_token(mut self) -> HttpServer {
+    /// The same server, presented with `token` instead of its own.
+    pub(crate) fn with_token(mut self, token: &str) -> HttpServer {
         for (name, value) in &mut self.headers {
             if name.eq_ignore_ascii_case("authorization") {
-                *value = format!("Bearer {}", wrong_token());
+                *value = format!("Bearer {token}");
             }
         }
         self
@@ -198,7 +196,9 @@ mod tests {
             server.headers,
             vec![("Authorization".to_owned(), "Bearer abc".to_owned())]
         );
-        let spoiled = server.with_wrong_token();
+        let McpServer::Http(spoiled) = McpServer::Http(server).with_wrong_token() else {
+            panic!("still an http entry");
+        };
         assert_eq!(spoiled.headers[0].1, format!("Bearer {}", "0".repeat(64)));
         assert_eq!(McpServer::offered(&json!({"mcpServers": []})), None);
     }

@@ -9,8 +9,6 @@ use std::process::Stdio;
 use serde_json::Value;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::mcp_client::wrong_token;
-
 /// The variable the bridge's stdio entry carries its token in.
 const TOKEN_ENV: &str = "ACP_BRIDGE_MCP_TOKEN";
 
@@ -49,11 +47,11 @@ impl StdioServer {
         })
     }
 
-    /// The same server, presented with a token nobody minted.
-    pub(crate) fn with_wrong_token(mut self) -> StdioServer {
+    /// The same server, presented with `token` instead of its own.
+    pub(crate) fn with_token(mut self, token: &str) -> StdioServer {
         for (name, value) in &mut self.env {
             if name == TOKEN_ENV {
-                *value = wrong_token();
+                *value = token.to_owned();
             }
         }
         self
@@ -80,6 +78,7 @@ impl StdioServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp_client::McpServer;
     use serde_json::json;
 
     #[test]
@@ -89,8 +88,10 @@ mod tests {
         let server = StdioServer::from_entry(&entry).expect("a stdio entry");
         assert_eq!(server.command, "/bin/acp-bridge");
         assert_eq!(server.args, vec!["mcp".to_owned()]);
-        let spoiled = server.with_wrong_token();
-        assert_eq!(spoiled.env[0], (TOKEN_ENV.to_owned(), wrong_token()));
+        let McpServer::Stdio(spoiled) = McpServer::Stdio(server).with_wrong_token() else {
+            panic!("still a stdio entry");
+        };
+        assert_eq!(spoiled.env[0], (TOKEN_ENV.to_owned(), "0".repeat(64)));
         assert_eq!(spoiled.env[1].1, "s");
         assert_eq!(
             StdioServer::from_entry(&json!({"name": "x", "command": "/bin/x"})),

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::acp;
-use crate::agent::Agent;
 use crate::rpc::RpcError;
 use crate::session::{QueuedSteer, SteerRefusal};
+use crate::shared::Agent;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

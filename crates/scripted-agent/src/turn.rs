@@ -15,13 +15,13 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::acp::{self, update};
-use crate::agent::Agent;
 use crate::directives::TurnScript;
 use crate::elicit::{self, ElicitKind};
 use crate::misbehaviour;
 use crate::permission::{self, Verdict};
 use crate::rpc::RpcError;
 use crate::session::{Interrupt, RunHandle};
+use crate::shared::Agent;
 use crate::wire::ClientGone;
 
 /// The size of the chunks `[say-bytes=N]` streams its filler in.

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::error::{AgentExit, RpcError, codes};
+use crate::rpc::{AgentExit, RpcError, codes};
 
 /// The agent queued the steer for the live run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub struct SteerAccepted {
 }
 
 impl SteerAccepted {
-    pub(crate) fn parse(result: &Value) -> Option<Self> {
+    pub fn parse(result: &Value) -> Option<Self> {
         Some(SteerAccepted {
             run_id: result.get("runId")?.as_str()?.to_owned(),
             message_id: result.get("messageId")?.as_str()?.to_owned(),
@@ -42,7 +42,7 @@ pub enum SteeringOutcome {
 }
 
 impl SteeringOutcome {
-    pub(crate) fn parse(result: &Value) -> Option<Self> {
+    pub fn parse(result: &Value) -> Option<Self> {
         match result.get("outcome")?.as_str()? {
             "injected" => Some(SteeringOutcome::Injected),
             "promptRequired" => Some(SteeringOutcome::PromptRequired),
@@ -115,7 +115,7 @@ pub enum InvalidSteer {
 }
 
 impl SteerRefusal {
-    pub(crate) fn from_rpc(error: RpcError) -> Self {
+    pub fn from_rpc(error: RpcError) -> Self {
         match error.code {
             codes::METHOD_NOT_FOUND => SteerRefusal::MethodNotFound,
             codes::RESOURCE_NOT_FOUND => SteerRefusal::SessionNotFound,

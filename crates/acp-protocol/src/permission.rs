@@ -1,8 +1,8 @@
 //! `session/request_permission`: the agent stops before a risky tool call
 //! and asks.
 //!
-//! Owns the question's types, the choice of an option by policy, and the
-//! handle a caller answers through. Options are always chosen by their
+//! Owns the question's types and the choice of an option by policy (the
+//! handle a caller answers through is the client's). Options are always chosen by their
 //! `kind`: option ids are the agent's own strings and mean nothing to us.
 
 use std::fmt;
@@ -10,8 +10,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::pending::{AnswerError, OpenRequest, PendingAnswer};
-use crate::protocol::SessionId;
+use crate::session::SessionId;
 
 /// The four option kinds ACP defines, plus any other kept verbatim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +87,8 @@ struct RawOption {
 }
 
 impl PermissionRequest {
-    pub(crate) fn parse(params: Value) -> Result<Self, serde_json::Error> {
+    /// Reads the params of a `session/request_permission` request.
+    pub fn parse(params: Value) -> Result<Self, serde_json::Error> {
         let raw: RawRequest = serde_json::from_value(params)?;
         Ok(PermissionRequest {
             session_id: raw.session_id,
@@ -147,7 +147,7 @@ pub enum PermissionPolicy {
 
 impl PermissionPolicy {
     /// The option an automatic policy picks; `None` means "answer cancelled".
-    pub(crate) fn choose(self, request: &PermissionRequest) -> Option<PermissionOption> {
+    pub fn choose(self, request: &PermissionRequest) -> Option<PermissionOption> {
         let preference = match self {
             PermissionPolicy::AllowOnce => [PermissionKind::AllowOnce, PermissionKind::AllowAlways],
             PermissionPolicy::RejectOnce => [PermissionKind::RejectOnce, PermissionKind::RejectAlways],
@@ -158,59 +158,10 @@ impl PermissionPolicy {
 }
 
 /// The `result` of our answer to `session/request_permission`.
-pub(crate) fn outcome(chosen: Option<&PermissionOption>) -> Value {
+pub fn outcome(chosen: Option<&PermissionOption>) -> Value {
     match chosen {
         Some(option) => json!({"outcome": {"outcome": "selected", "optionId": option.id}}),
         None => json!({"outcome": {"outcome": "cancelled"}}),
-    }
-}
-
-/// An open question the caller must answer. Dropping it unanswered answers
-/// `cancelled` ([`crate::pending`]).
-#[derive(Debug)]
-pub struct PermissionQuestion {
-    request: PermissionRequest,
-    pending: PendingAnswer,
-}
-
-impl PermissionQuestion {
-    pub(crate) fn new(request: PermissionRequest, pending: PendingAnswer) -> Self {
-        PermissionQuestion { request, pending }
-    }
-
-    /// How the connection tracks the question until it is answered.
-    pub(crate) fn open_request(rpc_id: Value) -> OpenRequest {
-        OpenRequest {
-            rpc_id,
-            cancelled: outcome(None),
-        }
-    }
-
-    pub fn request(&self) -> &PermissionRequest {
-        &self.request
-    }
-
-    /// The JSON-RPC id of the agent's request, as a withdrawal names it
-    /// ([`crate::TurnEvent::QuestionWithdrawn`]).
-    pub fn request_id(&self) -> &Value {
-        self.pending.request_id()
-    }
-
-    /// Answers with the offered option whose id is `option_id`.
-    pub async fn answer(mut self, option_id: &str) -> Result<(), AnswerError> {
-        let option = self
-            .request
-            .options
-            .iter()
-            .find(|option| option.id == option_id)
-            .cloned()
-            .ok_or_else(|| AnswerError::UnknownOption(option_id.to_owned()))?;
-        self.pending.send(outcome(Some(&option))).await
-    }
-
-    /// Answers `cancelled`.
-    pub async fn cancel(mut self) -> Result<(), AnswerError> {
-        self.pending.cancel().await
     }
 }
 

@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::protocol::methods;
+use crate::methods;
 
 /// A session setting the owner can choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -78,7 +78,7 @@ pub enum ControlRoute {
 
 impl ControlRoute {
     /// The method and params that set `value` on `session`.
-    pub(crate) fn request(&self, session: &str, value: &str) -> (&'static str, Value) {
+    pub fn request(&self, session: &str, value: &str) -> (&'static str, Value) {
         match self {
             ControlRoute::ConfigOption { config_id } => (
                 methods::SESSION_SET_CONFIG_OPTION,
@@ -122,7 +122,7 @@ pub struct SessionControls {
 
 impl SessionControls {
     /// Reads a `session/new`, `session/load` or `session/resume` result.
-    pub(crate) fn from_result(result: &Value) -> Self {
+    pub fn from_result(result: &Value) -> Self {
         let mut controls = SessionControls::default();
         controls.read_config_options(result);
         controls.modes = parse_field(result, "modes");
@@ -178,7 +178,7 @@ impl SessionControls {
 
     /// Takes in a `session/update` payload; `true` when it was about
     /// controls (`config_option_update`, `current_mode_update`).
-    pub(crate) fn apply_update(&mut self, update: &Value) -> bool {
+    pub fn apply_update(&mut self, update: &Value) -> bool {
         match update.get("sessionUpdate").and_then(Value::as_str) {
             Some("config_option_update") => {
                 self.read_config_options(update);
@@ -198,7 +198,7 @@ impl SessionControls {
     /// Records that `route` now holds `value`: the answer of
     /// `session/set_config_option` carries every option (read as they
     /// are), the older methods answer nothing (their value is taken).
-    pub(crate) fn applied(&mut self, route: &ControlRoute, value: &str, answer: &Value) {
+    pub fn applied(&mut self, route: &ControlRoute, value: &str, answer: &Value) {
         match route {
             ControlRoute::ConfigOption { .. } => self.read_config_options(answer),
             ControlRoute::SetMode => {

@@ -1,8 +1,8 @@
 //! `elicitation/create` in form mode: the agent asks its user a structured
 //! question (claude-agent-acp turns its AskUserQuestion tool into one).
 //!
-//! Owns the question's typed form, the answers on the wire, and the handle
-//! a caller answers through. Shapes, from the ACP schema
+//! Owns the question's typed form and the answers on the wire (the handle
+//! a caller answers through is the client's). Shapes, from the ACP schema
 //! (`@agentclientprotocol/sdk` 2.4, `CreateElicitationRequest`,
 //! `ElicitationSchema`, `CreateElicitationResponse`):
 //!
@@ -17,8 +17,8 @@
 //!   "decline"}` or `{action: "cancel"}`.
 //!
 //! Anything else (url mode, a request scoped to no session, multi-select
-//! arrays, custom property types) is [`Unsupported`]: the connection
-//! answers `decline` and logs why, never failing the turn.
+//! arrays, custom property types) is [`Unsupported`]: a client answers
+//! `decline` and logs why, never failing the turn.
 //!
 //! Fields are kept in name order: the JSON object's own order does not
 //! survive parsing, and a stable order is what an answer "in order" needs.
@@ -26,8 +26,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::pending::{AnswerError, OpenRequest, PendingAnswer};
-use crate::protocol::SessionId;
+use crate::session::SessionId;
 
 /// One field of the form.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,7 +129,8 @@ struct RawChoice {
 }
 
 impl ElicitationRequest {
-    pub(crate) fn parse(params: Value) -> Result<Self, Unsupported> {
+    /// Reads the params of an `elicitation/create` request.
+    pub fn parse(params: Value) -> Result<Self, Unsupported> {
         let raw: RawRequest =
             serde_json::from_value(params).map_err(|error| Unsupported::Malformed(error.to_string()))?;
         match raw.mode.as_deref() {
@@ -220,48 +220,12 @@ pub enum ElicitationAction {
 
 impl ElicitationAction {
     /// The `result` of our answer to `elicitation/create`.
-    pub(crate) fn result(&self) -> Value {
+    pub fn result(&self) -> Value {
         match self {
             ElicitationAction::Accept(content) => json!({"action": "accept", "content": content}),
             ElicitationAction::Decline => json!({"action": "decline"}),
             ElicitationAction::Cancel => json!({"action": "cancel"}),
         }
-    }
-}
-
-/// An open form question the caller must answer. Dropping it unanswered
-/// answers `cancel` ([`crate::pending`]).
-#[derive(Debug)]
-pub struct ElicitationQuestion {
-    request: ElicitationRequest,
-    pending: PendingAnswer,
-}
-
-impl ElicitationQuestion {
-    pub(crate) fn new(request: ElicitationRequest, pending: PendingAnswer) -> Self {
-        ElicitationQuestion { request, pending }
-    }
-
-    /// How the connection tracks the question until it is answered.
-    pub(crate) fn open_request(rpc_id: Value) -> OpenRequest {
-        OpenRequest {
-            rpc_id,
-            cancelled: ElicitationAction::Cancel.result(),
-        }
-    }
-
-    pub fn request(&self) -> &ElicitationRequest {
-        &self.request
-    }
-
-    /// The JSON-RPC id of the agent's request, as a withdrawal names it
-    /// ([`crate::TurnEvent::QuestionWithdrawn`]).
-    pub fn request_id(&self) -> &Value {
-        self.pending.request_id()
-    }
-
-    pub async fn answer(mut self, action: ElicitationAction) -> Result<(), AnswerError> {
-        self.pending.send(action.result()).await
     }
 }
 

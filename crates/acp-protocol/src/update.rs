@@ -1,208 +1,24 @@
-//! ACP payloads: the typed view of what the agent says.
+//! ACP payloads: the typed view of what the agent says in a turn.
 //!
-//! Owns the mapping between ACP JSON and Rust types; knows nothing about
-//! routing or processes. Parsing is lenient by design: a missing optional
-//! field or an unknown update kind never fails a turn, it is kept raw.
+//! Owns the mapping between `session/update` JSON and Rust types; knows
+//! nothing about routing or processes. Parsing is lenient by design: a
+//! missing optional field or an unknown update kind never fails a turn, it
+//! is kept raw.
 
-use std::fmt;
+use serde::Deserialize;
+use serde_json::Value;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-
-/// The ACP protocol version this client speaks (sent as an integer: some
-/// agents reject a string).
-pub const PROTOCOL_VERSION: u64 = 1;
-
-/// Method names on the wire.
-pub(crate) mod methods {
-    pub(crate) const INITIALIZE: &str = "initialize";
-    pub(crate) const SESSION_NEW: &str = "session/new";
-    pub(crate) const SESSION_PROMPT: &str = "session/prompt";
-    pub(crate) const SESSION_CANCEL: &str = "session/cancel";
-    pub(crate) const SESSION_UPDATE: &str = "session/update";
-    pub(crate) const REQUEST_PERMISSION: &str = "session/request_permission";
-    /// The agent asks its user a structured question (form mode).
-    pub(crate) const ELICITATION_CREATE: &str = "elicitation/create";
-    pub(crate) const AUTHENTICATE: &str = "authenticate";
-    pub(crate) const SESSION_LOAD: &str = "session/load";
-    pub(crate) const SESSION_RESUME: &str = "session/resume";
-    pub(crate) const SESSION_CLOSE: &str = "session/close";
-    /// The cross-vendor steer into a running turn (claude-agent-acp, codex-acp).
-    pub(crate) const SESSION_STEERING: &str = "_session/steering";
-    /// The agent withdraws one of its own pending requests.
-    pub(crate) const CANCEL_REQUEST: &str = "$/cancel_request";
-    /// goose's non-standard mid-turn steer.
-    pub(crate) const GOOSE_STEER: &str = "_goose/unstable/session/steer";
-    pub(crate) const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
-    /// The older way to set a mode, for agents without config options.
-    pub(crate) const SESSION_SET_MODE: &str = "session/set_mode";
-    /// The unstable way to set a model, for agents without config options.
-    pub(crate) const SESSION_SET_MODEL: &str = "session/set_model";
-}
-
-/// An ACP session id, as the agent issued it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct SessionId(pub String);
-
-impl SessionId {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A prompt content block. Text, images, audio and resource links are
-/// built by this client; anything else can be passed through raw.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum ContentBlock {
-    Text(TextBlock),
-    Image(ImageBlock),
-    /// `type: audio`, the same shape as an image.
-    Audio(ImageBlock),
-    ResourceLink(ResourceLinkBlock),
-    Raw(Value),
-}
-
-/// An image (`promptCapabilities.image`) or audio clip
-/// (`promptCapabilities.audio`) given inline: its bytes as base64, never a
-/// URL for the agent (or its provider) to fetch.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ImageBlock {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(rename = "mimeType")]
-    pub mime_type: String,
-    /// Base64 (standard alphabet, padded).
-    pub data: String,
-}
-
-/// A link to a resource the agent may open itself (`type:
-/// resource_link`); every agent must take one, whatever its capabilities.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ResourceLinkBlock {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    pub name: String,
-    pub uri: String,
-    #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
-    pub mime_type: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TextBlock {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    pub text: String,
-}
-
-impl ContentBlock {
-    pub fn text(text: impl Into<String>) -> Self {
-        ContentBlock::Text(TextBlock {
-            kind: "text",
-            text: text.into(),
-        })
-    }
-
-    /// An image block of `bytes` of type `mime_type` (`image/png`, …).
-    pub fn image(mime_type: impl Into<String>, bytes: &[u8]) -> Self {
-        ContentBlock::Image(ImageBlock::inline("image", mime_type.into(), bytes))
-    }
-
-    /// An audio block of `bytes` of type `mime_type` (`audio/mpeg`, …).
-    pub fn audio(mime_type: impl Into<String>, bytes: &[u8]) -> Self {
-        ContentBlock::Audio(ImageBlock::inline("audio", mime_type.into(), bytes))
-    }
-
-    /// A link named `name` to `uri`, of type `mime_type` when known.
-    pub fn resource_link(name: impl Into<String>, uri: impl Into<String>, mime_type: Option<String>) -> Self {
-        ContentBlock::ResourceLink(ResourceLinkBlock {
-            kind: "resource_link",
-            name: name.into(),
-            uri: uri.into(),
-            mime_type,
-        })
-    }
-}
-
-impl ImageBlock {
-    fn inline(kind: &'static str, mime_type: String, bytes: &[u8]) -> Self {
-        use base64::Engine as _;
-        ImageBlock {
-            kind,
-            mime_type,
-            data: base64::engine::general_purpose::STANDARD.encode(bytes),
-        }
-    }
-}
-
-/// Why a prompt turn ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
-    EndTurn,
-    MaxTokens,
-    MaxTurnRequests,
-    Refusal,
-    Cancelled,
-    /// A reason this client does not know, kept verbatim.
-    Other(String),
-}
-
-impl StopReason {
-    pub fn parse(text: &str) -> Self {
-        match text {
-            "end_turn" => StopReason::EndTurn,
-            "max_tokens" => StopReason::MaxTokens,
-            "max_turn_requests" => StopReason::MaxTurnRequests,
-            "refusal" => StopReason::Refusal,
-            "cancelled" => StopReason::Cancelled,
-            other => StopReason::Other(other.to_owned()),
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        match self {
-            StopReason::EndTurn => "end_turn",
-            StopReason::MaxTokens => "max_tokens",
-            StopReason::MaxTurnRequests => "max_turn_requests",
-            StopReason::Refusal => "refusal",
-            StopReason::Cancelled => "cancelled",
-            StopReason::Other(other) => other,
-        }
-    }
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The params of our `initialize` request; `elicitation` advertises form
-/// elicitation as the ACP schema spells it (`elicitation: {form: {}}`, see
-/// [`crate::elicitation`]).
-pub(crate) fn initialize_params(elicitation: bool) -> Value {
-    // We expose no file system and no terminal to agents.
-    let mut capabilities = json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false});
-    if elicitation {
-        capabilities["elicitation"] = json!({"form": {}});
-    }
-    json!({
-        "protocolVersion": PROTOCOL_VERSION,
-        "clientCapabilities": capabilities,
-        "clientInfo": {"name": "acp-bridge", "version": env!("CARGO_PKG_VERSION")},
-    })
-}
+use crate::methods;
+use crate::permission::{PermissionOption, PermissionRequest};
 
 /// One typed event of a turn, in the order the agent streamed it.
+///
+/// The two questions the caller answers are type parameters: their answer
+/// handles hold the live connection, which only a client has (acp-client
+/// names this type with its own `PermissionQuestion` and
+/// `ElicitationQuestion`). Parsing never makes one, so it works for any.
 #[derive(Debug)]
-pub enum TurnEvent {
+pub enum TurnEvent<P, E> {
     /// A piece of the assistant's answer; `message_id` (when the agent
     /// sends one) tells its messages apart.
     MessageChunk {
@@ -232,13 +48,13 @@ pub enum TurnEvent {
     RunCleared,
     /// The agent asked for permission and the turn's policy answered it.
     PermissionAnswered {
-        request: crate::permission::PermissionRequest,
-        chosen: Option<crate::permission::PermissionOption>,
+        request: PermissionRequest,
+        chosen: Option<PermissionOption>,
     },
     /// The agent asked for permission and waits for the caller's answer.
-    PermissionAsked(crate::permission::PermissionQuestion),
+    PermissionAsked(P),
     /// The agent asked a form question and waits for the caller's answer.
-    ElicitationAsked(crate::elicitation::ElicitationQuestion),
+    ElicitationAsked(E),
     /// The agent withdrew a question it asked (`$/cancel_request`); it was
     /// answered -32800 and its handle no longer answers anything.
     QuestionWithdrawn {
@@ -298,14 +114,14 @@ pub struct ToolCall {
 
 /// What a `session_info_update` says about the live run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RunMarker {
+pub enum RunMarker {
     Started(String),
     Cleared,
 }
 
 /// Reads `update._meta.goose.activeRunId`: a string sets the run, `null`
 /// clears it, anything else (missing, not a string) leaves it unchanged.
-pub(crate) fn run_marker(update: &Value) -> Option<RunMarker> {
+pub fn run_marker(update: &Value) -> Option<RunMarker> {
     let goose = update.get("_meta")?.get("goose")?;
     match goose.get("activeRunId")? {
         Value::String(run_id) => Some(RunMarker::Started(run_id.clone())),
@@ -315,7 +131,7 @@ pub(crate) fn run_marker(update: &Value) -> Option<RunMarker> {
 }
 
 /// Classifies one `session/update` payload (`params.update`).
-pub(crate) fn turn_event(update: Value) -> TurnEvent {
+pub fn turn_event<P, E>(update: Value) -> TurnEvent<P, E> {
     let kind = update
         .get("sessionUpdate")
         .and_then(Value::as_str)
@@ -360,16 +176,17 @@ pub(crate) fn turn_event(update: Value) -> TurnEvent {
 /// is copied once, into the event. Anything else, including a chunk with
 /// `_meta` (a run marker, a folded steer) or a non-text content, is not one
 /// of these and goes through [`turn_event`].
-pub(crate) struct TextChunk<'a> {
+#[derive(Debug)]
+pub struct TextChunk<'a, P, E> {
     pub session: &'a str,
-    pub event: TurnEvent,
+    pub event: TurnEvent<P, E>,
 }
 
 #[derive(Deserialize)]
 struct ChunkLine<'a> {
     #[serde(borrow)]
     method: &'a str,
-    /// A notification has none (or `null`, as [`crate::jsonrpc`] reads it).
+    /// A notification has none (or `null`, as JSON-RPC readers take it).
     #[serde(default)]
     id: Option<serde::de::IgnoredAny>,
     #[serde(borrow)]
@@ -404,10 +221,10 @@ struct ChunkContent<'a> {
     text: std::borrow::Cow<'a, str>,
 }
 
-impl<'a> TextChunk<'a> {
+impl<'a, P, E> TextChunk<'a, P, E> {
     /// The chunk `line` carries, or `None` when it is anything else. Only a
     /// line that names `session/update` is parsed here at all.
-    pub(crate) fn parse(line: &'a str) -> Option<Self> {
+    pub fn parse(line: &'a str) -> Option<Self> {
         if !line.contains(methods::SESSION_UPDATE) {
             return None;
         }
@@ -477,7 +294,17 @@ fn tool_call(update: Value) -> Result<ToolCall, Value> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::StopReason;
+
+    /// The questions never appear in what is parsed: `()` stands in.
+    type Event = TurnEvent<(), ()>;
+
+    fn turn_event(update: Value) -> Event {
+        super::turn_event(update)
+    }
 
     #[test]
     fn run_marker_follows_goose_rules() {
@@ -541,7 +368,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":null,"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"u"},"_meta":null}}}"#,
         ];
         for line in taken {
-            let chunk = TextChunk::parse(line).unwrap_or_else(|| panic!("declined {line}"));
+            let chunk = TextChunk::<(), ()>::parse(line).unwrap_or_else(|| panic!("declined {line}"));
             assert_eq!(chunk.session, "s1");
             // TurnEvent has no PartialEq (a permission question holds a
             // responder); its Debug form shows every field.
@@ -564,7 +391,7 @@ mod tests {
             "session/update, not JSON",
         ];
         for line in declined {
-            assert!(TextChunk::parse(line).is_none(), "took {line}");
+            assert!(TextChunk::<(), ()>::parse(line).is_none(), "took {line}");
         }
     }
 
@@ -603,52 +430,5 @@ mod tests {
         assert!(matches!(turn_event(unknown.clone()), TurnEvent::Other(raw) if raw == unknown));
         let image = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "image"}});
         assert!(matches!(turn_event(image), TurnEvent::Other(_)));
-    }
-
-    #[test]
-    fn form_elicitation_is_advertised_only_when_asked_for() {
-        assert_eq!(
-            initialize_params(true)["clientCapabilities"]["elicitation"],
-            json!({"form": {}})
-        );
-        assert!(
-            initialize_params(false)["clientCapabilities"]
-                .get("elicitation")
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn prompt_text_block_serializes_as_acp_text_content() {
-        let block = serde_json::to_value(ContentBlock::text("hi")).expect("serializable");
-        assert_eq!(block, json!({"type": "text", "text": "hi"}));
-    }
-
-    #[test]
-    fn prompt_image_block_serializes_as_acp_image_content_in_base64() {
-        let block = serde_json::to_value(ContentBlock::image("image/png", b"\x89PNG")).expect("serializable");
-        assert_eq!(
-            block,
-            json!({"type": "image", "mimeType": "image/png", "data": "iVBORw=="})
-        );
-    }
-
-    #[test]
-    fn audio_and_resource_link_blocks_serialize_as_acp_content() {
-        let audio = serde_json::to_value(ContentBlock::audio("audio/ogg", b"OggS")).expect("serializable");
-        assert_eq!(
-            audio,
-            json!({"type": "audio", "mimeType": "audio/ogg", "data": "T2dnUw=="})
-        );
-        let link = ContentBlock::resource_link("a.png", "https://e.com/a.png", Some("image/png".into()));
-        assert_eq!(
-            serde_json::to_value(link).expect("serializable"),
-            json!({"type": "resource_link", "name": "a.png", "uri": "https://e.com/a.png", "mimeType": "image/png"})
-        );
-        let untyped = ContentBlock::resource_link("x", "https://e.com/x", None);
-        assert_eq!(
-            serde_json::to_value(untyped).expect("serializable"),
-            json!({"type": "resource_link", "name": "x", "uri": "https://e.com/x"})
-        );
     }
 }
