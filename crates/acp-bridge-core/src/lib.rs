@@ -17,3 +17,4 @@ pub mod mention;
 pub mod mode_gate;
 pub mod prompt;
 pub mod standing;
+pub mod turn;

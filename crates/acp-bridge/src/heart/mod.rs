@@ -30,7 +30,6 @@ mod steer_strategy;
 mod tasks;
 mod thread_reader;
 mod tools;
-mod turn;
 mod usage;
 mod waiting;
 
@@ -42,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use acp_bridge_core::mention::{ConversationKey, Intent, Mention};
 use acp_bridge_core::mode_gate::{Decision, ModeGate};
+use acp_bridge_core::turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
 pub use conversations::BATCH_CAP;
 pub(crate) use driver::TurnServices;
 
@@ -58,7 +58,6 @@ use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};
-use turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
 use waiting::NoticeBudget;
 
 /// Attempts of one mention before it is given up with a notice.

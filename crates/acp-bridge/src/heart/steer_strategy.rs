@@ -8,7 +8,7 @@
 
 use acp_client::{AgentClient, ContentBlock, SessionId, SteerRefusal, SteeringOutcome};
 
-use super::turn::SteerAnswer;
+use acp_bridge_core::turn::SteerAnswer;
 
 /// A way to steer a live turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

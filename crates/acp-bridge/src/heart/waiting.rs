@@ -221,6 +221,7 @@ impl NoticeBudget {
 
 #[cfg(test)]
 mod tests {
+
     use acp_bridge_core::mention::test_mention;
 
     use super::*;

@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use acp_bridge_core::live_sessions::LiveBounds;
 use acp_bridge_core::mention::ConversationKey;
+use acp_bridge_core::turn::{LeaseFailure, Remedy};
 use acp_client::{AgentClient, AgentUser, ClientConfig, SessionId};
 use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -133,10 +134,24 @@ impl PoolError {
             PoolError::CannotStart(_) | PoolError::Refused(_) | PoolError::Auth(_)
         )
     }
+}
 
-    /// Worth another attempt later: the next may land on a healthy agent.
-    pub(crate) fn is_transient(&self) -> bool {
-        matches!(self, PoolError::Initialize(_) | PoolError::Session(_))
+/// What a turn needs to know of a lease that failed: the words, and what
+/// may help: another attempt (a start-up or a session that may succeed on
+/// the next agent), only the operator (a misconfiguration, the breaker
+/// holding agents back), or neither.
+impl From<PoolError> for LeaseFailure {
+    fn from(error: PoolError) -> Self {
+        let remedy = match &error {
+            PoolError::Initialize(_) | PoolError::Session(_) => Remedy::Retry,
+            PoolError::CircuitOpen { .. } => Remedy::Operator,
+            configuration if configuration.is_configuration() => Remedy::Operator,
+            _ => Remedy::Nothing,
+        };
+        LeaseFailure {
+            reason: error.to_string(),
+            remedy,
+        }
     }
 }
 

@@ -26,9 +26,9 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use acp_bridge_core::mention::{ConversationKey, Mention};
+use acp_bridge_core::turn::{Input, TurnMachine};
 use nostr_sdk::prelude::EventId;
 
-use super::turn::{Input, TurnMachine};
 use super::waiting::{DueIndex, Holdup, Wait};
 
 /// Mentions one conversation may hold waiting.

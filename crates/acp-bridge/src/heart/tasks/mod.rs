@@ -58,10 +58,10 @@ mod sibling;
 
 use acp_bridge_core::mention::{ConversationKey, Intent};
 use acp_bridge_core::prompt::{self, Framing};
+use acp_bridge_core::turn::Input;
 
 use super::Heart;
 use super::tools::Answer;
-use super::turn::Input;
 use crate::budget::turn_cap::SharedSpend;
 use crate::mcp::{DelegateCall, FOREGROUND_WAIT};
 use crate::telemetry::metrics;
