@@ -11,6 +11,7 @@
 
 pub mod budget;
 pub mod choice;
+pub mod conversations;
 pub mod live_sessions;
 pub mod media_refs;
 pub mod mention;
@@ -18,3 +19,4 @@ pub mod mode_gate;
 pub mod prompt;
 pub mod standing;
 pub mod turn;
+pub mod waiting;

@@ -58,6 +58,7 @@ mod thread_context;
 mod transport;
 mod workspace;
 
+pub use acp_bridge_core::conversations::BATCH_CAP;
 pub use acp_bridge_core::media_refs::MediaRef;
 pub use acp_bridge_core::mention::{
     CommandCall, Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread,
@@ -73,7 +74,6 @@ pub use daemon::{DaemonError, run, run_reloading};
 pub use embedded_relay::EmbeddedRelay;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
 pub use gate::{AuthorGate, GateRules, RespondTo};
-pub use heart::BATCH_CAP;
 pub use inbound::Inbound;
 pub use intake::{Arrival, DEFAULT_MAX_PARKED_BYTES, FollowThreads, INTAKE_BATCH, Intake, IntakeLimits};
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};

@@ -1,10 +1,9 @@
 use std::time::Duration;
 
-use acp_bridge_core::mention::test_mention;
-use acp_bridge_core::prompt::Framing;
-use acp_bridge_core::turn::TurnStart;
-
 use super::*;
+use crate::mention::test_mention;
+use crate::prompt::Framing;
+use crate::turn::TurnStart;
 
 fn mention(conversation: &str, n: u64) -> Mention {
     test_mention(conversation, n, &format!("{conversation}-{n}"), true)

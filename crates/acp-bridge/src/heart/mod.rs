@@ -1,9 +1,9 @@
 //! The heart: accepted mentions become agent turns.
 //!
 //! Owns every conversation's live state on one task, without locks: one
-//! [`Conversation`](conversations) per key holds its waiting mentions and
+//! [`Conversation`](acp_bridge_core::conversations) per key holds its waiting mentions and
 //! its state (idle, backing off, running a turn); a running turn is a
-//! synchronous [`TurnMachine`](turn) that holds the turn's mentions with
+//! synchronous [`TurnMachine`] (the core's `turn`) that holds the turn's mentions with
 //! their roles. The heart feeds each machine its inputs (mid-turn mentions
 //! through the mode gate, owner commands, the owner's answers to its
 //! questions as [`question_replies`] routes them, the agents' calls of the
@@ -21,7 +21,6 @@
 
 pub(crate) mod args;
 mod controls;
-mod conversations;
 mod driver;
 mod notices;
 mod question_replies;
@@ -31,7 +30,7 @@ mod tasks;
 mod thread_reader;
 mod tools;
 mod usage;
-mod waiting;
+mod wait_notices;
 
 use std::time::{Duration, Instant};
 
@@ -42,7 +41,6 @@ use tokio_util::sync::CancellationToken;
 use acp_bridge_core::mention::{ConversationKey, Intent, Mention};
 use acp_bridge_core::mode_gate::{Decision, ModeGate};
 use acp_bridge_core::turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
-pub use conversations::BATCH_CAP;
 pub(crate) use driver::TurnServices;
 
 use crate::backoff::Backoff;
@@ -54,11 +52,11 @@ use crate::mcp::ToolRequest;
 use crate::pool::Starts;
 use crate::store::LeftOver;
 use crate::telemetry::metrics;
-use conversations::{Conversations, Retry, Running};
+use acp_bridge_core::conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};
-use waiting::NoticeBudget;
+use wait_notices::NoticeBudget;
 
 /// Attempts of one mention before it is given up with a notice.
 pub(crate) const MAX_TURN_ATTEMPTS: u32 = 3;

@@ -35,6 +35,7 @@ use std::time::Duration;
 use acp_bridge_core::live_sessions::LiveBounds;
 use acp_bridge_core::mention::ConversationKey;
 use acp_bridge_core::turn::{LeaseFailure, Remedy};
+use acp_bridge_core::waiting::Awaited;
 use acp_client::{AgentClient, AgentUser, ClientConfig, SessionId};
 use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -186,16 +187,6 @@ pub(crate) struct PoolStatus {
     /// The conversations whose turn waits for a live session or an agent
     /// slot to free, with which: their waiting notice says so.
     pub awaiting: std::collections::BTreeMap<ConversationKey, Awaited>,
-}
-
-/// What a conversation's lease waits for to free, parked by the pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Awaited {
-    /// A live session: `--max-live-sessions` are live and busy.
-    LiveSession,
-    /// An agent slot (`--agent-uids`): every agent serves another
-    /// conversation, which is busy.
-    AgentSlot,
 }
 
 /// Whether the pool starts agents. An agent that cannot start at all is a
