@@ -25,13 +25,14 @@ pub(crate) mod turn_cap;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use acp_bridge_core::budget::amount::{Amount, Unit};
+use acp_bridge_core::budget::amount::Amount;
+use acp_bridge_core::budget::limit::reached;
 use acp_bridge_core::budget::period::{self, Period};
 use acp_bridge_core::mention::ConversationKey;
 use acp_bridge_core::standing::Standing;
 use nostr_sdk::prelude::PublicKey;
 
-use crate::store::{SpendBook, SpendRow, Spent, Whose};
+use crate::store::{SpendBook, SpendRow, Whose};
 use crate::telemetry::metrics;
 pub(crate) use args::BudgetArgs;
 
@@ -233,7 +234,7 @@ impl Budget {
                         metrics::budget_bot(
                             period.word(),
                             limit.unit.word(),
-                            used(limit, &spent),
+                            spent.of(limit),
                             limit.quantity,
                         );
                     }
@@ -318,7 +319,7 @@ impl Budget {
                     continue;
                 };
                 let near = limits.iter().find_map(|limit| {
-                    let used = used(limit, &spent);
+                    let used = spent.of(limit);
                     (used >= limit.quantity * share).then_some((limit, used))
                 });
                 let Some((limit, used)) = near else { continue };
@@ -427,24 +428,6 @@ fn read_override(book: &SpendBook, scope: Scope, period: Period) -> Option<Vec<A
             tracing::warn!(%error, "a budget override does not parse; the flag's limit holds");
             None
         }
-    }
-}
-
-/// The first of `limits` that `spent` reached, with what was spent of
-/// its unit.
-fn reached<'a>(limits: &'a [Amount], spent: &Spent) -> Option<(&'a Amount, f64)> {
-    limits.iter().find_map(|limit| {
-        let used = used(limit, spent);
-        (used >= limit.quantity).then_some((limit, used))
-    })
-}
-
-/// What `spent` holds of `limit`'s unit.
-fn used(limit: &Amount, spent: &Spent) -> f64 {
-    match &limit.unit {
-        Unit::Turns => spent.turns as f64,
-        Unit::Tokens => spent.tokens as f64,
-        Unit::Currency(code) => spent.cost.get(code).copied().unwrap_or(0.0),
     }
 }
 
