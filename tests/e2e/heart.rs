@@ -436,6 +436,39 @@ async fn owner_commands_cancel_status_and_rotate() {
     );
 }
 
+/// A prompt that ends at the agent's token limit leaves its session full:
+/// the driver rotates it through the same one call as `!rotate`, so the
+/// next turn opens a new session and the old session's MCP token is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_agent_filled_up_is_rotated_token_and_all() {
+    let scene = Scene::builder()
+        .agent(&["--rounds", "1", "--round-delay-ms", "10"])
+        .frame_log()
+        .start()
+        .await;
+    let full = scene.mention("room", "a long one [stop=max_tokens]").await;
+    scene.reply_to(&full).await;
+    let (_, old_token) = scene.offered_mcp_tokens().pop().expect("a token offered");
+    let refused = crate::mcp::mcp_status_for(&scene, &old_token).await;
+    let next = scene.mention("room", "and now").await;
+    scene.reply_to(&next).await;
+    let offered = scene.offered_mcp_tokens();
+    println!(
+        "after max_tokens: the old token {refused}; sessions opened {}",
+        offered.len()
+    );
+    assert!(
+        refused.starts_with("HTTP/1.1 401"),
+        "the full session's token is refused: {refused}"
+    );
+    assert_eq!(
+        count(&scene.agent_methods(), "session/new"),
+        2,
+        "the next turn opened a new session"
+    );
+    assert_ne!(offered[0].1, offered[1].1, "{offered:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_that_keeps_failing_ends_in_a_notice() {
     let scene = Scene::builder()

@@ -292,6 +292,22 @@ async fn mcp_address(log: &LogFile) -> String {
         .to_owned()
 }
 
+/// What the bridge's MCP server answers a request of `token`'s for a
+/// path it does not serve: its status line (401: the token is not live;
+/// 404: it is, and was checked first).
+pub(crate) async fn mcp_status_for(scene: &Scene, token: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = mcp_address(&scene.bridge.log).await;
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let request = format!(
+        "GET /elsewhere HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {token}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("read");
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
 /// A request of `token`'s to the MCP server at `addr` whose body never
 /// comes: it holds its connection while the server waits for the rest.
 async fn stalled_request(addr: &str, token: &str) -> tokio::net::TcpStream {

@@ -5,6 +5,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use nostr_sdk::prelude::*;
+
+use crate::mcp::mcp_status_for;
 use crate::support::*;
 
 /// A scene whose scripted agent offers a model and a mode `how`
@@ -29,11 +32,33 @@ async fn ask(scene: &Scene, text: &str) -> String {
     scene.reply_to(&mention).await.content
 }
 
+/// The tokens the agent was offered, in order.
+fn offered_tokens(scene: &Scene) -> Vec<String> {
+    scene
+        .offered_mcp_tokens()
+        .into_iter()
+        .map(|(_, token)| token)
+        .collect()
+}
+
+/// Also `!rotate` as one call: the conversation has a session, the owner's
+/// choices, a context mark (`--thread-context`: the group's chat before it
+/// was given once) and an MCP token; after `!rotate` the next turn runs on
+/// a new session that is given the chat again and keeps the choices, and
+/// the old token is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_lists_sets_and_the_next_turn_runs_on_it() {
-    let scene = controlled("config", &[]).start().await;
+    let scene = controlled("config", &[])
+        .flags(&["--thread-context", "10"])
+        .start()
+        .await;
+    let before = EventBuilder::new(Kind::Custom(9), "the build is red again")
+        .tag(Tag::custom(TagKind::h(), ["room"]))
+        .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - 10));
+    scene.owner.publish(before).await;
     let first = ask(&scene, "hello").await;
     assert!(first.contains("model: fast, mode: ask"), "{first}");
+    assert!(first.contains("> the build is red again"), "{first}");
 
     let listed = ask(&scene, "!model").await;
     assert!(
@@ -65,19 +90,49 @@ async fn model_lists_sets_and_the_next_turn_runs_on_it() {
     assert_eq!(count(&methods, "session/set_config_option"), 2, "{methods:?}");
     let last = ask(&scene, "once more").await;
     assert!(last.contains("model: deep, mode: code"), "{last}");
+    assert!(
+        !last.contains("the build is red again"),
+        "the session saw the chat already: {last}"
+    );
     assert_eq!(
         count(&scene.agent_methods(), "session/set_config_option"),
         2,
         "a session that holds the choice is not asked again"
     );
 
+    let old_token = offered_tokens(&scene).pop().expect("a token offered");
+    let live = mcp_status_for(&scene, &old_token).await;
+    assert!(live.starts_with("HTTP/1.1 404"), "a live token: {live}");
+
     // The choice is the conversation's: a fresh session gets it too.
     ask(&scene, "!rotate").await;
+    let refused = mcp_status_for(&scene, &old_token).await;
     let fresh = ask(&scene, "on a fresh session").await;
     assert!(fresh.contains("model: deep, mode: code"), "{fresh}");
+    assert!(
+        fresh.contains("> the build is red again"),
+        "the fresh session is given the chat again: {fresh}"
+    );
     let methods = scene.agent_methods();
     assert_eq!(count(&methods, "session/new"), 2, "{methods:?}");
     assert_eq!(count(&methods, "session/set_config_option"), 4, "{methods:?}");
+    let tokens = offered_tokens(&scene);
+    let new_token = tokens.last().expect("a token offered");
+    println!(
+        "after !rotate: the old token {refused}; {} token(s) offered, the new one {}",
+        tokens.len(),
+        mcp_status_for(&scene, new_token).await
+    );
+    assert!(
+        refused.starts_with("HTTP/1.1 401"),
+        "the old token is refused: {refused}"
+    );
+    assert_ne!(*new_token, old_token, "the new session has a token of its own");
+    let served = mcp_status_for(&scene, new_token).await;
+    assert!(
+        served.starts_with("HTTP/1.1 404"),
+        "the new token is live: {served}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

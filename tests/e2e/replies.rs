@@ -259,6 +259,43 @@ async fn help_lists_the_owner_commands() {
     }
 }
 
+/// `!version` (issue 36 §2: a command is one file and one registry line)
+/// answers the owner with the daemon's name and version, as `--version`
+/// prints them; from anyone else the same text is an ordinary message,
+/// prompted to the agent like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_version_is_answered_and_a_strangers_is_an_ordinary_message() {
+    let scene = Scene::builder().flags(&["--respond-to", "anyone"]).start().await;
+    let log = &scene.bridge.log;
+    let version = format!("acp-bridge {}", env!("CARGO_PKG_VERSION"));
+    let asked = scene.mention("room", "!version").await;
+    let reply = scene.reply_to(&asked).await;
+    println!("the owner's !version is answered: {:?}", reply.content);
+    assert_eq!(reply.content, version);
+    log.wait(
+        log.start(),
+        Line::new("owner command").with("command", "!version"),
+    )
+    .await;
+
+    let stranger = scene.join().await;
+    let said = stranger.mention_in_note(&scene.bot, "!version").await;
+    log.wait(log.start(), Line::accepted(&said.id)).await;
+    let answer = stranger.replies_from(&scene.bot, &said.id, 1).await.remove(0);
+    println!("a stranger's !version is prompted: {:?}", answer.content);
+    assert!(
+        answer.content.contains("done:"),
+        "the agent answered: {}",
+        answer.content
+    );
+    assert!(!answer.content.contains(&version), "{}", answer.content);
+    assert_eq!(
+        log.matching(log.start(), Line::new("owner command")).len(),
+        1,
+        "only the owner's was a command"
+    );
+}
+
 /// A kind 9 in group `channel`, replying to `parent` in the thread `root`,
 /// without tagging the bot.
 fn untagged_group_reply(channel: &str, root: &EventId, parent: &EventId, text: &str) -> EventBuilder {

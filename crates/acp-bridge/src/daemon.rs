@@ -576,6 +576,10 @@ fn turn_services(
 ) -> TurnServices {
     TurnServices {
         pool: pool.clone(),
+        forgetting: crate::heart::Forgetting::new(
+            pool.clone(),
+            crate::store::ConversationRecords::new(Arc::clone(store)),
+        ),
         profiles: crate::profiles::ProfileBook::new(
             settings.agent_profiles.clone(),
             crate::store::ConversationProfiles::new(Arc::clone(store)),

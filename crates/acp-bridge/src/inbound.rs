@@ -5,9 +5,7 @@
 //! what it drives) name the hand-off without importing the intake, which
 //! imports them.
 
-use acp_bridge_core::mention::Mention;
-
-use crate::commands::OwnerCommand;
+use acp_bridge_core::mention::{CommandCall, Mention};
 
 /// What the intake hands to the heart.
 #[derive(Debug)]
@@ -16,6 +14,6 @@ pub enum Inbound {
     /// An owner command (checked before the author gate, owner only).
     Command {
         mention: Mention,
-        command: OwnerCommand,
+        command: CommandCall,
     },
 }

@@ -323,6 +323,7 @@ fn hex_ids(mentions: &[Mention]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+
     use acp_bridge_core::mention::test_mention;
 
     use super::*;

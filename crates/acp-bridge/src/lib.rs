@@ -55,6 +55,7 @@ mod signer;
 mod store;
 mod telemetry;
 mod thread_context;
+mod tools;
 mod transport;
 mod workspace;
 
@@ -67,7 +68,6 @@ pub use acp_bridge_core::prompt::{
     BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
     steer_text,
 };
-pub use commands::OwnerCommand;
 pub use config::{RunArgs, Settings};
 pub use config_file::{ConfigFile, ConfigFileError, Reload, effective_configuration, reload_on_hangup};
 pub use daemon::{DaemonError, run, run_reloading};

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::pending::{AnswerError, OpenRequest, PendingAnswer};
 
 /// An open question the caller must answer. Dropping it unanswered answers
-/// `cancelled` ([`crate::pending`]).
+/// `cancelled`.
 #[derive(Debug)]
 pub struct PermissionQuestion {
     request: PermissionRequest,
@@ -58,7 +58,7 @@ impl PermissionQuestion {
 }
 
 /// An open form question the caller must answer. Dropping it unanswered
-/// answers `cancel` ([`crate::pending`]).
+/// answers `cancel`.
 #[derive(Debug)]
 pub struct ElicitationQuestion {
     request: ElicitationRequest,

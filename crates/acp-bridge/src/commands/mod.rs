@@ -1,162 +1,178 @@
-//! Owner commands: `!cancel`, `!status`, `!rotate`, `!model`, `!mode`,
-//! `!agent`, `!schedules`, `!every`, `!at`, `!unschedule`, `!usage`,
-//! `!budget`, `!help`.
+//! Owner commands, one room each (mini-redis's `cmd/`): every command is a
+//! file here holding its word and help line, who may give it, its parser
+//! and its work, and [`REGISTRY`] lists them, one line each.
 //!
 //! A command is a mention whose whole text, once references to people
-//! (`nostr:npub…`, `@name`) are set aside, is the command word; `!model`,
-//! `!mode` and `!agent` alone take one more word, the choice, and `!budget`
-//! the rest of the message (a setting whose amounts hold spaces), as do
-//! `!every` and `!at` (a prompt, kept as written). Only the
-//! owner's signed mentions are parsed as commands; from anyone else the
-//! same text is an ordinary message. What each command does lives with the
-//! heart, which owns the state they act on.
+//! (`nostr:npub…`, `@name`) are set aside, is the command word and what
+//! that command takes after it. The screening recognises one with
+//! [`recognise`] (only the owner's signed mentions are commands; from
+//! anyone else the same text is an ordinary message) and journals it as a
+//! [`CommandCall`]: the word and its arguments as written. The heart runs
+//! it with [`apply`], which parses the arguments again and does the work
+//! through the narrow [`Context`] the heart lends: the conversation's
+//! mention, its live turn, and handles to what commands act on.
+//!
+//! A new command is one new file with a type implementing [`Command`] and
+//! one line in [`REGISTRY`]; `!help` lists it from there.
+
+mod agent;
+mod at;
+mod budget;
+mod cancel;
+mod context;
+mod control;
+mod every;
+mod help;
+mod rotate;
+mod schedules;
+mod status;
+mod unschedule;
+mod usage;
+mod version;
+
+pub(crate) use context::Context;
+pub(crate) use status::{HereFacts, StatusFacts};
 
 use acp_bridge_core::mention::CommandCall;
-use acp_client::ControlKind;
 
-/// A command the owner can give in any conversation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OwnerCommand {
-    /// Cancel this conversation's turn in flight.
-    Cancel,
-    /// Reply with turns in flight, queue depths, agents alive, steer counts.
-    Status,
-    /// Start a fresh agent session for this conversation.
-    Rotate,
-    /// List the conversation's models (or modes), or choose one.
-    Control {
-        kind: ControlKind,
-        choice: Option<String>,
-    },
-    /// List the agent profiles, or switch the conversation to one.
-    Agent { name: Option<String> },
-    /// List the schedules and their next runs.
-    Schedules,
-    /// Reply with what the turns spent today and this month.
-    Usage,
-    /// Reply with the budget's limits, or override one (the rest of the
-    /// message: `SCOPE PERIOD AMOUNTS|off|default`).
-    Budget { setting: Option<String> },
-    /// Run a prompt here every interval (`<interval> <prompt>`, as written).
-    Every { spec: String },
-    /// Run a prompt here once (`<time> <prompt>`, as written).
-    At { spec: String },
-    /// Stop a schedule set from chat.
-    Unschedule { id: String },
-    /// List the commands.
-    Help,
+/// Who may give a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Who {
+    /// The owner only (checked before the author gate: the owner's
+    /// commands work even with `--respond-to nobody`).
+    Owner,
 }
 
-impl OwnerCommand {
-    /// The call `content` makes when it is exactly a command, as the
-    /// mention's intent carries it: the command's word (the first word
-    /// past the references to people) and the text after it, trimmed.
-    pub fn call(content: &str) -> Option<CommandCall> {
-        Self::parse(content)?;
-        let name = content.split_whitespace().find(|word| word.starts_with('!'))?;
-        Some(CommandCall {
-            name: name.to_owned(),
-            args: rest_after(content, name).to_owned(),
-        })
-    }
-
-    /// The command a call (journaled with its mention) names; `None` when
-    /// it names none.
-    pub fn of_call(call: &CommandCall) -> Option<Self> {
-        Self::parse(&format!("{} {}", call.name, call.args))
-    }
-
-    /// Parses `content`; `None` when it is not exactly a command.
-    pub fn parse(content: &str) -> Option<Self> {
-        let mut words = content
-            .split_whitespace()
-            .filter(|word| !word.starts_with("nostr:") && !word.starts_with('@'));
-        let command = match words.next()? {
-            "!cancel" => OwnerCommand::Cancel,
-            "!status" => OwnerCommand::Status,
-            "!rotate" => OwnerCommand::Rotate,
-            "!help" => OwnerCommand::Help,
-            "!schedules" => OwnerCommand::Schedules,
-            "!usage" => OwnerCommand::Usage,
-            "!budget" => {
-                let rest: Vec<&str> = words.by_ref().collect();
-                OwnerCommand::Budget {
-                    setting: (!rest.is_empty()).then(|| rest.join(" ")),
-                }
-            }
-            "!model" => Self::control(ControlKind::Model, words.next()),
-            "!mode" => Self::control(ControlKind::Mode, words.next()),
-            "!agent" => OwnerCommand::Agent {
-                name: words.next().map(str::to_owned),
-            },
-            "!unschedule" => OwnerCommand::Unschedule {
-                id: words.next().unwrap_or_default().to_owned(),
-            },
-            word @ ("!every" | "!at") => {
-                let spec = rest_after(content, word).to_owned();
-                return Some(if word == "!every" {
-                    OwnerCommand::Every { spec }
-                } else {
-                    OwnerCommand::At { spec }
-                });
-            }
-            _ => return None,
-        };
-        words.next().is_none().then_some(command)
-    }
-
-    fn control(kind: ControlKind, choice: Option<&str>) -> Self {
-        OwnerCommand::Control {
-            kind,
-            choice: choice.map(str::to_owned),
-        }
-    }
-
-    pub fn as_str(&self) -> &'static str {
+impl Who {
+    /// Whether the author of a mention (`from_owner`: the owner's signed
+    /// one) may give the command.
+    fn admits(self, from_owner: bool) -> bool {
         match self {
-            OwnerCommand::Cancel => "!cancel",
-            OwnerCommand::Status => "!status",
-            OwnerCommand::Rotate => "!rotate",
-            OwnerCommand::Control {
-                kind: ControlKind::Model,
-                ..
-            } => "!model",
-            OwnerCommand::Control {
-                kind: ControlKind::Mode,
-                ..
-            } => "!mode",
-            OwnerCommand::Agent { .. } => "!agent",
-            OwnerCommand::Schedules => "!schedules",
-            OwnerCommand::Usage => "!usage",
-            OwnerCommand::Budget { .. } => "!budget",
-            OwnerCommand::Every { .. } => "!every",
-            OwnerCommand::At { .. } => "!at",
-            OwnerCommand::Unschedule { .. } => "!unschedule",
-            OwnerCommand::Help => "!help",
+            Who::Owner => from_owner,
         }
     }
+}
 
-    /// What `!help` answers: every command, one line each.
-    pub fn help_text() -> String {
-        [
-            "Commands (the owner's, sent as the whole message):",
-            "!cancel: cancel this conversation's turn in flight.",
-            "!status: turns, queues, agents and steers; sent in a DM, the details too.",
-            "!rotate: a fresh agent session for this conversation (its model and mode stay).",
-            "!model [ID]: this conversation's models (the current one marked), or choose one for its next turns.",
-            "!mode [ID]: the same for the agent's modes.",
-            "!agent [NAME]: the agent profiles (this conversation's marked), or switch this conversation to one (a fresh session).",
-            "!schedules: the schedules this daemon runs, with their next runs.",
-            "!every INTERVAL PROMPT: run PROMPT here every INTERVAL (30m, 1h, 1d).",
-            "!at TIME PROMPT: run PROMPT here once, at TIME (HH:MM UTC, an RFC 3339 instant, or +90m).",
-            "!unschedule ID: stop a schedule set with !every or !at.",
-            "!usage: what the turns spent today and this month (UTC); sent in a DM, the top authors too.",
-            "!budget [SCOPE PERIOD AMOUNTS|off|default]: the budget's limits, or override one (SCOPE bot, author, stranger or conversation; PERIOD day or month).",
-            "!help: this list.",
-        ]
-        .join("\n")
+/// One owner command: a room of its own.
+pub(crate) trait Command: Sized {
+    /// The word that starts it (`!cancel`).
+    const NAME: &'static str;
+    /// Its line in `!help`.
+    const HELP: &'static str;
+    /// Who may give it.
+    const WHO: Who;
+
+    /// The command from what followed its word (trimmed, as written);
+    /// `None` when that is not this command's shape. Pure: the screening
+    /// recognises commands with it, and the heart parses again at apply.
+    fn parse(args: &str) -> Option<Self>;
+
+    /// Does the work; the reply to the owner.
+    fn apply(self, context: &mut dyn Context) -> String;
+}
+
+/// A command as the registry holds it.
+struct Entry {
+    name: &'static str,
+    help: &'static str,
+    who: Who,
+    parses: fn(&str) -> bool,
+    apply: fn(&str, &mut dyn Context) -> Option<String>,
+}
+
+const fn entry<C: Command>() -> Entry {
+    Entry {
+        name: C::NAME,
+        help: C::HELP,
+        who: C::WHO,
+        parses: parses::<C>,
+        apply: parse_and_apply::<C>,
     }
+}
+
+fn parses<C: Command>(args: &str) -> bool {
+    C::parse(args).is_some()
+}
+
+fn parse_and_apply<C: Command>(args: &str, context: &mut dyn Context) -> Option<String> {
+    Some(C::parse(args)?.apply(context))
+}
+
+/// Every command, in `!help`'s order: one line each.
+const REGISTRY: &[Entry] = &[
+    entry::<cancel::Cancel>(),
+    entry::<status::Status>(),
+    entry::<rotate::Rotate>(),
+    entry::<control::Model>(),
+    entry::<control::Mode>(),
+    entry::<agent::Agent>(),
+    entry::<schedules::Schedules>(),
+    entry::<every::Every>(),
+    entry::<at::At>(),
+    entry::<unschedule::Unschedule>(),
+    entry::<usage::Usage>(),
+    entry::<budget::Budget>(),
+    entry::<version::Version>(),
+    entry::<help::Help>(),
+];
+
+/// The command `content` is, if it is exactly one that its author
+/// (`from_owner`: the owner) may give.
+pub(crate) fn recognise(content: &str, from_owner: bool) -> Option<CommandCall> {
+    let word = content.split_whitespace().find(|word| !names_someone(word))?;
+    let entry = REGISTRY.iter().find(|entry| entry.name == word)?;
+    let args = rest_after(content, word);
+    (entry.who.admits(from_owner) && (entry.parses)(args)).then(|| CommandCall {
+        name: word.to_owned(),
+        args: args.to_owned(),
+    })
+}
+
+/// Runs `call` (recognised when its mention was taken) in `context`; the
+/// reply to the owner.
+pub(crate) fn apply(call: &CommandCall, context: &mut dyn Context) -> String {
+    REGISTRY
+        .iter()
+        .find(|entry| entry.name == call.name)
+        .and_then(|entry| (entry.apply)(&call.args, context))
+        .unwrap_or_else(|| {
+            format!(
+                "`{} {}` is not a command this daemon knows; !help lists them.",
+                call.name, call.args
+            )
+        })
+}
+
+/// What `!help` answers: every command of the registry, one line each.
+fn help_text() -> String {
+    std::iter::once("Commands (the owner's, sent as the whole message):")
+        .chain(REGISTRY.iter().map(|entry| entry.help))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether `word` refers to a person (`nostr:npub…`, `@name`), which a
+/// command's text may hold anywhere.
+fn names_someone(word: &str) -> bool {
+    word.starts_with("nostr:") || word.starts_with('@')
+}
+
+/// The words of a command's arguments, references to people set aside.
+fn words(args: &str) -> impl Iterator<Item = &str> {
+    args.split_whitespace().filter(|word| !names_someone(word))
+}
+
+/// Whether a command that takes nothing got nothing.
+fn no_args(args: &str) -> bool {
+    words(args).next().is_none()
+}
+
+/// The one word a command takes if any (`Some(None)`: none given; `None`:
+/// more than one).
+fn at_most_one_word(args: &str) -> Option<Option<String>> {
+    let mut words = words(args);
+    let first = words.next().map(str::to_owned);
+    words.next().is_none().then_some(first)
 }
 
 /// The text of `content` after `word`, one of its own words, as written
@@ -170,96 +186,88 @@ fn rest_after<'a>(content: &'a str, word: &str) -> &'a str {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_call_carries_the_command_it_was_made_from() {
-        for content in [
-            "!cancel",
-            "nostr:npub1xyz  !status ",
-            "@bot !model deep",
-            "!budget bot day 5 USD, 50 turns",
-            "nostr:npub1xyz !every 1h  sum up\nthe day ",
-            "!unschedule c2",
-        ] {
-            let call = OwnerCommand::call(content).expect(content);
-            assert!(call.name.starts_with('!'), "{call:?}");
-            assert_eq!(
-                OwnerCommand::of_call(&call),
-                OwnerCommand::parse(content),
-                "{content}"
-            );
-        }
-        assert_eq!(OwnerCommand::call("please !cancel"), None);
-        let unknown = CommandCall {
-            name: "!dance".to_owned(),
-            args: String::new(),
-        };
-        assert_eq!(OwnerCommand::of_call(&unknown), None);
+    fn call(name: &str, args: &str) -> Option<CommandCall> {
+        Some(CommandCall {
+            name: name.to_owned(),
+            args: args.to_owned(),
+        })
     }
 
     #[test]
     fn a_command_is_the_whole_text_besides_mentions() {
-        assert_eq!(OwnerCommand::parse("!cancel"), Some(OwnerCommand::Cancel));
+        let owner = |content| recognise(content, true);
+        assert_eq!(owner("!cancel"), call("!cancel", ""));
+        assert_eq!(owner("nostr:npub1xyz  !status "), call("!status", ""));
+        assert_eq!(owner("@bot !rotate"), call("!rotate", ""));
+        assert_eq!(owner("!help"), call("!help", ""));
+        assert_eq!(owner("!version"), call("!version", ""));
+        assert_eq!(owner("!version please"), None);
+        assert_eq!(owner("!schedules"), call("!schedules", ""));
         assert_eq!(
-            OwnerCommand::parse("nostr:npub1xyz  !status "),
-            Some(OwnerCommand::Status)
+            owner("nostr:npub1xyz !every 1h  sum up\nthe day "),
+            call("!every", "1h  sum up\nthe day")
         );
-        assert_eq!(OwnerCommand::parse("@bot !rotate"), Some(OwnerCommand::Rotate));
-        assert_eq!(OwnerCommand::parse("!help"), Some(OwnerCommand::Help));
-        assert_eq!(OwnerCommand::parse("!schedules"), Some(OwnerCommand::Schedules));
+        assert_eq!(owner("!at +5m ping"), call("!at", "+5m ping"));
+        assert_eq!(owner("!unschedule c2"), call("!unschedule", "c2"));
+        assert_eq!(owner("!unschedule c2 c3"), None);
+        assert_eq!(owner("every day !every 1h x"), None);
+        assert_eq!(owner("@bot !usage"), call("!usage", ""));
+        assert_eq!(owner("!usage today"), None);
+        assert_eq!(owner("!budget"), call("!budget", ""));
         assert_eq!(
-            OwnerCommand::parse("nostr:npub1xyz !every 1h  sum up\nthe day "),
-            Some(OwnerCommand::Every {
-                spec: "1h  sum up\nthe day".to_owned()
-            })
+            owner("@bot !budget bot  day 5 USD, 50 turns"),
+            call("!budget", "bot  day 5 USD, 50 turns")
         );
+        assert_eq!(owner("please !cancel"), None);
+        assert_eq!(owner("!cancel now"), None);
+        assert_eq!(owner("!cancel @bot"), call("!cancel", "@bot"));
+        assert_eq!(owner("!cancelled"), None);
+        assert_eq!(owner("@bot !model"), call("!model", ""));
+        assert_eq!(owner("!mode code"), call("!mode", "code"));
+        assert_eq!(owner("!agent codex"), call("!agent", "codex"));
+        assert_eq!(owner("!agent"), call("!agent", ""));
+        assert_eq!(owner("!agent codex now"), None);
+        assert_eq!(owner("!model deep please"), None);
+        assert_eq!(owner("!status now"), None);
+        assert_eq!(owner(""), None);
+    }
+
+    #[test]
+    fn anyone_else_gives_no_command() {
+        assert_eq!(recognise("!cancel", false), None);
+        assert_eq!(recognise("!version", false), None);
+        assert_eq!(recognise("!help", false), None);
+    }
+
+    #[test]
+    fn each_command_parses_its_arguments_as_before() {
         assert_eq!(
-            OwnerCommand::parse("!at +5m ping"),
-            Some(OwnerCommand::At {
-                spec: "+5m ping".to_owned()
-            })
+            budget::Budget::parse("bot  day @bot 5 USD, 50 turns").map(|b| b.setting),
+            Some(Some("bot day 5 USD, 50 turns".to_owned()))
         );
+        assert_eq!(budget::Budget::parse("").map(|b| b.setting), Some(None));
         assert_eq!(
-            OwnerCommand::parse("!unschedule c2"),
-            Some(OwnerCommand::Unschedule { id: "c2".to_owned() })
-        );
-        assert_eq!(OwnerCommand::parse("!unschedule c2 c3"), None);
-        assert_eq!(OwnerCommand::parse("every day !every 1h x"), None);
-        assert_eq!(OwnerCommand::parse("@bot !usage"), Some(OwnerCommand::Usage));
-        assert_eq!(OwnerCommand::parse("!usage today"), None);
-        assert_eq!(
-            OwnerCommand::parse("!budget"),
-            Some(OwnerCommand::Budget { setting: None })
-        );
-        assert_eq!(
-            OwnerCommand::parse("@bot !budget bot  day 5 USD, 50 turns"),
-            Some(OwnerCommand::Budget {
-                setting: Some("bot day 5 USD, 50 turns".to_owned())
-            })
-        );
-        assert_eq!(OwnerCommand::parse("please !cancel"), None);
-        assert_eq!(OwnerCommand::parse("!cancel now"), None);
-        assert_eq!(OwnerCommand::parse("!cancelled"), None);
-        assert_eq!(
-            OwnerCommand::parse("@bot !model"),
-            Some(OwnerCommand::control(ControlKind::Model, None))
-        );
-        assert_eq!(
-            OwnerCommand::parse("!mode code"),
-            Some(OwnerCommand::control(ControlKind::Mode, Some("code")))
-        );
-        assert_eq!(
-            OwnerCommand::parse("!agent codex"),
-            Some(OwnerCommand::Agent {
-                name: Some("codex".to_owned())
-            })
+            unschedule::Unschedule::parse("").map(|u| u.id),
+            Some(String::new())
         );
         assert_eq!(
-            OwnerCommand::parse("!agent"),
-            Some(OwnerCommand::Agent { name: None })
+            every::Every::parse("1h x @bob").map(|e| e.spec),
+            Some("1h x @bob".to_owned())
         );
-        assert_eq!(OwnerCommand::parse("!agent codex now"), None);
-        assert_eq!(OwnerCommand::parse("!model deep please"), None);
-        assert_eq!(OwnerCommand::parse("!status now"), None);
-        assert_eq!(OwnerCommand::parse(""), None);
+        assert_eq!(
+            control::Model::parse("nostr:npub1x deep").map(|m| m.0.choice),
+            Some(Some("deep".to_owned()))
+        );
+    }
+
+    #[test]
+    fn help_lists_every_command_of_the_registry_once() {
+        let help = help_text();
+        for entry in REGISTRY {
+            assert!(help.contains(&format!("\n{}", entry.help)), "{help}");
+            assert!(entry.help.starts_with(entry.name), "{}", entry.help);
+        }
+        let names: std::collections::BTreeSet<&str> = REGISTRY.iter().map(|entry| entry.name).collect();
+        assert_eq!(names.len(), REGISTRY.len(), "one entry per word");
     }
 }

@@ -52,6 +52,8 @@ use crate::thread_context::{PendingMark, ThreadContext};
 pub(crate) struct TurnServices {
     /// Each agent profile's pool.
     pub pool: Pools,
+    /// How a conversation's session is rotated, or the whole of it forgotten.
+    pub forgetting: super::Forgetting,
     /// Which profile each conversation's turns run on.
     pub profiles: crate::profiles::ProfileBook,
     pub replier: Replier,
@@ -384,7 +386,7 @@ impl Driver {
                     self.services.pool.discard(lease);
                 }
             }
-            DriverAction::RotateSession => self.services.pool.rotate(&self.conversation),
+            DriverAction::RotateSession => self.services.forgetting.rotate(&self.conversation),
             DriverAction::PostQuestion { ticket, under, text } => {
                 self.post_question(ticket, &under, &text).await
             }

@@ -20,15 +20,15 @@
 //! and resume at the next start).
 
 pub(crate) mod args;
+mod command_desk;
 mod controls;
 mod driver;
+mod forgetting;
 mod notices;
 mod question_replies;
-mod send_file;
 mod steer_strategy;
 mod tasks;
-mod thread_reader;
-mod tools;
+mod tool_desk;
 mod usage;
 mod wait_notices;
 
@@ -38,21 +38,23 @@ use nostr_sdk::prelude::Timestamp;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use acp_bridge_core::mention::{ConversationKey, Intent, Mention};
+use acp_bridge_core::conversations::{Conversations, Retry, Running};
+use acp_bridge_core::mention::{CommandCall, ConversationKey, Intent, Mention};
 use acp_bridge_core::mode_gate::{Decision, ModeGate};
 use acp_bridge_core::turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
 pub(crate) use driver::TurnServices;
+pub(crate) use forgetting::Forgetting;
 
 use crate::backoff::Backoff;
-use crate::commands::OwnerCommand;
 use crate::deadline::sleep_until;
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mcp::ToolRequest;
-use crate::pool::Starts;
 use crate::store::LeftOver;
 use crate::telemetry::metrics;
-use acp_bridge_core::conversations::{Conversations, Retry, Running};
+// The tools' room, named here too: the heart lends it its conversations
+// (`tool_desk`), and `tasks` answers `delegate` through it.
+use crate::tools;
 use driver::{DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};
@@ -209,10 +211,7 @@ impl Heart {
         match mention.intent.clone() {
             // Task results are not journaled; one would be a turn.
             Intent::Turn | Intent::TaskResult { .. } | Intent::Scheduled { .. } => self.enqueue(mention),
-            Intent::Command(call) => match OwnerCommand::of_call(&call) {
-                Some(command) => self.on_command(mention, command),
-                None => self.enqueue(mention),
-            },
+            Intent::Command(command) => self.on_command(mention, command),
             Intent::Notice(text) => self.notices.notify(vec![mention], text),
             Intent::Answer => self.notices.notify(
                 vec![mention],
@@ -355,161 +354,26 @@ impl Heart {
         self.notices.notify(vec![reply], text);
     }
 
-    fn on_command(&mut self, mention: Mention, command: OwnerCommand) {
-        tracing::info!(conversation = %mention.conversation, command = command.as_str(), "owner command");
-        let key = mention.conversation.clone();
-        let running = self.conversations.running_mut(&key);
-        let answer = match (command, running) {
-            (OwnerCommand::Cancel, Some(_)) => {
-                self.step(&key, Input::OwnerCancel);
-                "Cancelling the turn in flight.".to_owned()
-            }
-            (OwnerCommand::Cancel, None) => {
-                "Nothing to cancel: no turn is running in this conversation.".to_owned()
-            }
-            (OwnerCommand::Rotate, Some(running)) => {
-                running.rotate_after = true;
-                "This conversation gets a fresh agent session after the turn in flight.".to_owned()
-            }
-            (OwnerCommand::Rotate, None) => {
-                self.services.pool.rotate(&key);
-                "This conversation gets a fresh agent session from its next turn.".to_owned()
-            }
-            // Commands come from the owner only: a DM is the owner's own.
-            (OwnerCommand::Help, _) => OwnerCommand::help_text(),
-            (OwnerCommand::Schedules, _) => self.schedules(|planner| planner.board().listing()),
-            (OwnerCommand::Every { spec }, _) => {
-                self.schedules(|planner| planner.every(&spec, &mention, chrono::Utc::now()))
-            }
-            (OwnerCommand::At { spec }, _) => {
-                self.schedules(|planner| planner.at(&spec, &mention, chrono::Utc::now()))
-            }
-            (OwnerCommand::Unschedule { id }, _) => self.schedules(|planner| planner.unschedule(&id)),
-            (OwnerCommand::Status, _) => self.status_text(&key, mention.thread.is_direct()),
-            (OwnerCommand::Agent { name }, running) => {
-                let switch = self
-                    .services
-                    .profiles
-                    .command(&key, name.as_deref(), running.is_some());
-                if switch.switched {
-                    // As `!rotate`: the old session ends after the turn in flight.
-                    match running {
-                        Some(running) => running.rotate_after = true,
-                        None => self.services.pool.rotate(&key),
-                    }
-                }
-                switch.answer
-            }
-            (OwnerCommand::Budget { setting }, _) => self.services.budget.command(setting.as_deref()),
-            (OwnerCommand::Usage, _) => {
-                self.services
-                    .budget
-                    .usage_text(&key, mention.thread.is_direct(), crate::store::sql_now())
-            }
-            (OwnerCommand::Control { kind, choice }, running) => controls::command(
-                &self.services.controls,
-                &key,
-                kind,
-                choice.as_deref(),
-                running.is_some(),
-            ),
+    /// Runs an owner command (see `commands`) with what the heart lends
+    /// it, and answers the owner.
+    fn on_command(&mut self, mention: Mention, call: CommandCall) {
+        tracing::info!(conversation = %mention.conversation, command = call.name.as_str(), "owner command");
+        let mut desk = command_desk::CommandDesk {
+            heart: self,
+            mention: &mention,
         };
+        let answer = crate::commands::apply(&call, &mut desk);
         self.notices.notify(vec![mention], answer);
     }
 
-    /// What a schedule command answers, from the planner when there is one.
-    fn schedules(&self, answer: impl FnOnce(&crate::schedule::Planner) -> String) -> String {
-        self.settings.schedules.as_ref().map_or_else(
-            || "Schedules need --owner: their runs are the owner's turns.".to_owned(),
-            answer,
-        )
-    }
-
-    /// `!status`: counts anywhere; which conversations wait on which
-    /// questions, the last crash and this conversation's usage only
-    /// `in_private` (the owner's DM), as a public thread is read by others.
-    fn status_text(&self, key: &ConversationKey, in_private: bool) -> String {
-        let blocked: Vec<String> = self
-            .conversations
-            .running_turns()
-            .filter_map(|(key, running)| {
-                let question = running.turn.waiting_on()?;
-                Some(format!(" {key} is waiting for the owner to answer {question}."))
-            })
-            .collect();
-        let pool = self.services.pool.status();
-        let counts = format!(
-            "Turns in flight: {}. Mentions waiting: {}. Agents alive: {}{}{}. Live sessions: {}{}. Turns started: {}; mid-turn mentions handed to live turns: {}, queued: {}. Agent questions pending: {}. Agents' calls of the bridge's tools (MCP): {}.",
-            self.conversations.running_count(),
-            self.conversations.waiting(),
-            pool.alive,
-            self.services.pool.alive_by_profile(),
-            match pool.starts {
-                Starts::Allowed => "",
-                Starts::CannotStart(_) => " (the agent cannot start)",
-                Starts::Paused => " (restarts paused after repeated crashes)",
-            },
-            pool.live_sessions.len(),
-            match pool.awaiting.len() {
-                0 => String::new(),
-                waiting => format!(" ({waiting} turn(s) waiting for one to free)"),
-            },
-            self.counters.turns_started,
-            self.counters.absorbed,
-            self.counters.queued_mid_turn,
-            blocked.len(),
-            self.counters.tool_calls,
-        ) + &crate::shard::status_text(self.settings.shard)
-            + &format!(
-                " Schedules: {}.",
-                self.settings
-                    .schedules
-                    .as_ref()
-                    .map_or(0, |planner| planner.board().count())
-            );
-        let refusals = crate::reply::publisher::refusals_text(&self.services.outbox, in_private);
-        let counts = counts + &self.conversation_text(key);
-        if !in_private {
-            return counts + &refusals + " Details only in a DM: send !status there.";
-        }
-        let failure = match (&pool.starts, &pool.last_failure) {
-            (Starts::CannotStart(reason), _) => format!(" Agent cannot start: {reason}."),
-            (Starts::Paused, Some(failure)) => format!(" Last agent failure: {failure}."),
-            _ => String::new(),
-        };
-        counts + &failure + &blocked.concat() + &self.usage_text(key) + &refusals
-    }
-
-    /// `!status`'s words for the conversation it was sent in: its turn in
-    /// flight and for how long, its queue, its session's model, mode and
-    /// steer path. Counts and settings only: fit for a public thread.
-    fn conversation_text(&self, key: &ConversationKey) -> String {
-        let turn = match self.conversations.running(key) {
-            Some(running) => format!(
-                "a turn in flight for {} s",
-                running.turn.started().elapsed().as_secs()
-            ),
-            None => "no turn in flight".to_owned(),
-        };
-        let running = self.tasks.running_in(key);
-        let tasks = match running.len() {
-            0 => String::new(),
-            count => format!(", {count} delegated task(s) running ({})", running.join(", ")),
-        };
-        format!(
-            " This conversation: {turn}, {} mention(s) waiting{tasks}. Its agent profile: {}.{}",
-            self.conversations.waiting_in(key),
-            self.services.profiles.of(key),
-            controls::describe(&self.services.controls, key)
-        )
-    }
-
-    /// The conversation's session usage, as the agent last reported it.
-    fn usage_text(&self, key: &ConversationKey) -> String {
-        let reported = self.services.sessions.usage(key).ok().flatten();
-        match reported.as_ref().and_then(usage::describe) {
-            Some(usage) => format!(" This conversation's session: {usage}."),
-            None => String::new(),
+    /// The conversation's next turn starts on a fresh session (`!rotate`,
+    /// `!agent` switching): now, or once its turn in flight has ended,
+    /// which keeps its session until then. Its queue, tasks and tool
+    /// limits are the conversation's, not the session's, and stay.
+    fn rotate_conversation(&mut self, key: &ConversationKey) {
+        match self.conversations.running_mut(key) {
+            Some(running) => running.rotate_after = true,
+            None => self.services.forgetting.rotate(key),
         }
     }
 
@@ -581,7 +445,7 @@ impl Heart {
             return;
         };
         if ended.rotate_after {
-            self.services.pool.rotate(key);
+            self.rotate_conversation(key);
         }
         if outcome == Outcome::CancelledByOwner {
             self.notices.cancelled_by_owner(work.clone());

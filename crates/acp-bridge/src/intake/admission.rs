@@ -18,7 +18,6 @@ use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
 use super::{Arrival, DropReason, Intake};
-use crate::commands::OwnerCommand;
 use crate::inbound::Inbound;
 use crate::ledger::OtherShards;
 use crate::reply::Reaction;
@@ -248,12 +247,7 @@ impl Intake {
                 self.replier.react(&mention, Reaction::Heard);
                 self.hand_on(Inbound::Mention(mention)).await;
             }
-            // A call no command answers to (journaled by another version)
-            // is a turn, as an owner's `!word` that names none is.
-            Intent::Command(call) => match OwnerCommand::of_call(&call) {
-                Some(command) => self.hand_on(Inbound::Command { mention, command }).await,
-                None => self.hand_on(Inbound::Mention(mention)).await,
-            },
+            Intent::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,
             // The intake never makes answers or task results: the heart does.
             Intent::Answer | Intent::TaskResult { .. } | Intent::Scheduled { .. } => {
                 self.hand_on(Inbound::Mention(mention)).await

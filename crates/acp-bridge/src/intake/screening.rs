@@ -27,7 +27,6 @@ use super::before_start::BeforeStart;
 use super::untaken::{Parked, Parking};
 use super::{DropReason, IntakeLimits, SubscriptionFloors};
 use crate::clock_skew::{FOLLOW_UP_CLOCK_SKEW_SECS, MAX_FUTURE_SKEW_SECS};
-use crate::commands::OwnerCommand;
 use crate::gate::{AuthorFacts, Hearing};
 use crate::groups::GroupDirectory;
 use crate::ledger::OtherShards;
@@ -320,11 +319,7 @@ impl Screener {
         let from_owner = Some(candidate.author) == self.owner;
         // Owner commands come before the author gate (they work even with
         // `--respond-to nobody`); anyone else's `!cancel` is plain text.
-        let command = if from_owner {
-            OwnerCommand::call(candidate.content)
-        } else {
-            None
-        };
+        let command = crate::commands::recognise(candidate.content, from_owner);
         let standing = match command {
             Some(_) => Standing::Owner,
             None => match lookups.hear(AuthorFacts {

@@ -49,9 +49,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::tcp_owner;
 use super::tokens::TokenRegistry;
-use super::tools::{BridgeTools, ToolRequest};
 use crate::http_server::{self, ConnectionEnds, ServerBounds};
 use crate::telemetry::metrics;
+use crate::tools::{BridgeTools, ToolRequest};
 
 /// Connections served at once: a few per agent process (each keeps one
 /// alive per session it runs), with headroom.

@@ -3,9 +3,10 @@
 //! Owns the server's transports (loopback HTTP, [`http`]; a local socket
 //! that `acp-bridge mcp` carries an agent's stdio to, [`socket`]), its tokens
 //! ([`tokens`]: one per conversation's session, bound to that conversation
-//! only), the `mcpServers` entry each session is offered ([`offer`]) and
-//! the tools ([`tools`]), and the operator's servers offered beside it
-//! ([`operator`], `--mcp-servers`). It does not own what the tools do: each call
+//! only), the `mcpServers` entry each session is offered ([`offer`]), and
+//! the operator's servers offered beside it ([`operator`],
+//! `--mcp-servers`). It serves the tools but does not own them: they are
+//! [`crate::tools`], one file each, and each call
 //! becomes a [`ToolRequest`] to the heart, which owns turns and replies.
 //! The pool asks [`McpOffers`] for a session's entry on `session/new`,
 //! `session/load` and `session/resume`, and revokes the token when it
@@ -23,23 +24,22 @@ mod operator;
 mod socket;
 mod tcp_owner;
 mod tokens;
-mod tools;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::AgentInfo;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use crate::tools::{DelegateCall, FOREGROUND_WAIT, ToolRequest};
 use args::{McpMode, McpSettings};
 pub(crate) use offer::SERVER_NAME;
 use operator::OperatorServer;
 pub(crate) use socket::{SOCKET_ENV, TOKEN_ENV, abstract_address};
-pub(crate) use tools::{DelegateCall, FOREGROUND_WAIT, ToolAction, ToolRequest};
 
-use acp_bridge_core::mention::ConversationKey;
 use tokens::TokenRegistry;
 
 /// Tool calls waiting for the heart; a tool waits when it is full.

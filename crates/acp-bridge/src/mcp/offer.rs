@@ -64,6 +64,7 @@ fn pairs(pairs: &[(&str, &str)]) -> Vec<Value> {
 
 #[cfg(test)]
 mod tests {
+
     use acp_bridge_core::mention::ConversationKey;
 
     use super::*;

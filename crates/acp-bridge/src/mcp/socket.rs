@@ -35,9 +35,9 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::tokens::TokenRegistry;
-use super::tools::{BridgeTools, ToolRequest};
 use crate::http_server::AcceptBackoff;
 use crate::telemetry::metrics;
+use crate::tools::{BridgeTools, ToolRequest};
 
 /// The variable `acp-bridge mcp` reads its session's token from (env, not
 /// argv: anyone on the host can read a process's argv).

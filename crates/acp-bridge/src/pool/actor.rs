@@ -17,7 +17,6 @@
 //! a slot frees. Sessions there are never closed on their own: the agent is
 //! stopped, which frees its slot.
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::breaker::Breaker;
 use super::launcher::{Launcher, StartFailure};
+use super::session_state::{SessionRef, SessionStates};
 use super::sessions::SessionBook;
 use super::{Awaited, PoolError, PoolStatus};
 use crate::deadline::sleep_until;
@@ -172,12 +172,12 @@ impl LiveAgent {
     fn grant(
         &self,
         slot: usize,
-        sessions: &mut HashMap<ConversationKey, SessionRef>,
+        sessions: &mut SessionStates<Waiter>,
         requests: &mpsc::WeakUnboundedSender<Request>,
         waiter: Waiter,
     ) {
         let session = sessions
-            .get_mut(&waiter.conversation)
+            .live_mut(&waiter.conversation)
             .filter(|known| known.slot == slot && known.generation == self.generation)
             .map(|known| {
                 known.activity.begin();
@@ -198,15 +198,6 @@ impl LiveAgent {
     }
 }
 
-/// A conversation's session: valid while `generation` lives in `slot`.
-#[derive(Debug)]
-struct SessionRef {
-    slot: usize,
-    generation: u64,
-    session: SessionId,
-    activity: Activity<Instant>,
-}
-
 /// How a start task ended.
 #[derive(Debug)]
 struct Started {
@@ -220,7 +211,11 @@ pub(super) struct Actor {
     launcher: Launcher,
     client_config: ClientConfig,
     slots: Vec<Slot>,
-    sessions: HashMap<ConversationKey, SessionRef>,
+    /// Each conversation's session: opening, live, closing, or its leases
+    /// parked (while `--max-live-sessions` are live and busy, or, with
+    /// `--agent-uids`, every agent slot serves another busy conversation)
+    /// until one frees.
+    sessions: SessionStates<Waiter>,
     breaker: Breaker,
     next_generation: u64,
     requests: mpsc::UnboundedReceiver<Request>,
@@ -235,19 +230,6 @@ pub(super) struct Actor {
     stop: CancellationToken,
     /// When quiet sessions are closed, and how many may be live.
     bounds: LiveBounds,
-    /// Conversations admitted to open (or reopen) a session that have not
-    /// reported it yet: they count as live.
-    opening: HashSet<ConversationKey>,
-    /// Leases that need a session while `--max-live-sessions` are live and
-    /// busy, or (`--agent-uids`) an agent slot while every one serves
-    /// another busy conversation, in arrival order, with what each awaits;
-    /// admitted as sessions or slots free.
-    awaiting: VecDeque<(Awaited, Waiter)>,
-    /// Conversations whose session is being closed (idle, LRU), with the
-    /// leases that came meanwhile: reopening a session the agent is still
-    /// tearing down (or that a stopping agent has not saved yet) could
-    /// find it gone, so they wait for [`Request::Closed`].
-    closing: HashMap<ConversationKey, Vec<Waiter>>,
     /// What a closed session releases beside the agent's side (its MCP token).
     book: Arc<SessionBook>,
 }
@@ -268,9 +250,6 @@ impl Actor {
         Actor {
             bounds,
             book,
-            opening: HashSet::new(),
-            awaiting: VecDeque::new(),
-            closing: HashMap::new(),
             profile,
             launcher,
             client_config,
@@ -281,7 +260,7 @@ impl Actor {
                     owner: None,
                 })
                 .collect(),
-            sessions: HashMap::new(),
+            sessions: SessionStates::default(),
             breaker: Breaker::default(),
             next_generation: 0,
             myself: requests.0,
@@ -332,19 +311,21 @@ impl Actor {
             .iter()
             .filter(|slot| !matches!(slot.state, SlotState::Empty))
             .filter_map(|slot| slot.owner.as_ref());
-        let live: std::collections::BTreeSet<&ConversationKey> = self.sessions.keys().chain(owners).collect();
+        let live: std::collections::BTreeSet<&ConversationKey> = self
+            .sessions
+            .live_sessions()
+            .map(|(key, _)| key)
+            .chain(owners)
+            .collect();
         self.status.send_if_modified(|status| {
             let same = status.live_sessions.len() == live.len()
                 && live.iter().all(|key| status.live_sessions.contains(*key));
             if !same {
                 status.live_sessions = live.iter().map(|key| (*key).clone()).collect();
-                metrics::sessions_live(&self.profile, self.sessions.len());
+                metrics::sessions_live(&self.profile, self.sessions.live_count());
             }
-            let awaiting = self
-                .awaiting
-                .iter()
-                .map(|(awaited, waiter)| (&waiter.conversation, *awaited));
-            let same_awaiting = status.awaiting.len() == self.awaiting.len()
+            let awaiting = self.sessions.parked();
+            let same_awaiting = status.awaiting.len() == awaiting.clone().count()
                 && awaiting
                     .clone()
                     .all(|(key, awaited)| status.awaiting.get(key) == Some(&awaited));
@@ -373,9 +354,9 @@ impl Actor {
                 generation,
                 session,
             } => {
-                self.opening.remove(&conversation);
                 // A report for an agent that is gone is stale: its session
                 // went with it.
+                self.sessions.stop_opening(&conversation);
                 if self.live(slot, generation).is_some() {
                     let session = SessionRef {
                         slot,
@@ -383,7 +364,7 @@ impl Actor {
                         session,
                         activity: Activity::opened_for_turn(Instant::now()),
                     };
-                    self.sessions.insert(conversation, session);
+                    self.sessions.opened(conversation, session);
                 }
             }
             Request::Release {
@@ -397,8 +378,8 @@ impl Actor {
                 }
                 // A conversation runs one turn at a time: its lease ended,
                 // so it opens nothing any more (a failed open ends here).
-                self.opening.remove(&conversation);
-                if let Some(known) = self.sessions.get_mut(&conversation)
+                self.sessions.stop_opening(&conversation);
+                if let Some(known) = self.sessions.live_mut(&conversation)
                     && known.slot == slot
                     && known.generation == generation
                 {
@@ -411,7 +392,7 @@ impl Actor {
                 }
             }
             Request::Rotate { conversation } => {
-                if let Some(old) = self.sessions.remove(&conversation)
+                if let Some(old) = self.sessions.take_live(&conversation)
                     && let Some(agent) = self.live(old.slot, old.generation)
                 {
                     close_session(&agent.client, old.session, || ());
@@ -419,7 +400,7 @@ impl Actor {
             }
             Request::Closed { conversations } => {
                 for conversation in conversations {
-                    for waiter in self.closing.remove(&conversation).unwrap_or_default() {
+                    for waiter in self.sessions.closed(&conversation) {
                         self.lease(waiter);
                     }
                 }
@@ -440,9 +421,10 @@ impl Actor {
     /// Grants the slot's live agent at once, or parks the lease on the
     /// slot's start (beginning one if the slot has no agent).
     fn lease(&mut self, waiter: Waiter) {
-        if let Some(waiting) = self.closing.get_mut(&waiter.conversation) {
-            return waiting.push(waiter);
-        }
+        let conversation = waiter.conversation.clone();
+        let Some(waiter) = self.sessions.wait_for_close(&conversation, waiter) else {
+            return;
+        };
         // Affinity: a conversation goes back to its session's slot, even if
         // that agent died (its replacement starts there). Others go to the
         // least loaded slot, counting leases still waiting for a start; with
@@ -454,12 +436,12 @@ impl Actor {
                     agents = self.slots.len(),
                     "every agent serves another conversation (--agent-uids): the turn waits for one to free"
                 );
-                self.awaiting.push_back((Awaited::AgentSlot, waiter));
+                self.sessions.park(&conversation, Awaited::AgentSlot, waiter);
                 return;
             };
             index
         } else {
-            match self.sessions.get(&waiter.conversation) {
+            match self.sessions.live(&waiter.conversation) {
                 Some(known) => known.slot,
                 None => self.least_loaded(),
             }
@@ -470,17 +452,17 @@ impl Actor {
             self.vacate(index);
             metrics::agent_respawned(&self.profile);
         }
-        if !self.sessions.contains_key(&waiter.conversation) {
+        if !self.sessions.holds_a_session(&conversation) {
             if !self.room_for_a_session() {
                 tracing::info!(
-                    conversation = %waiter.conversation,
-                    live = self.sessions.len() + self.opening.len(),
+                    %conversation,
+                    live = self.sessions.counted(),
                     "every live session is busy: the turn waits for one to free"
                 );
-                self.awaiting.push_back((Awaited::LiveSession, waiter));
+                self.sessions.park(&conversation, Awaited::LiveSession, waiter);
                 return;
             }
-            self.opening.insert(waiter.conversation.clone());
+            self.sessions.opening(&conversation);
         }
         self.slots[index].leases += 1;
         match &mut self.slots[index].state {
@@ -492,7 +474,7 @@ impl Actor {
             SlotState::Empty => match self.breaker.open_for(Instant::now()) {
                 Some(seconds) => {
                     self.slots[index].leases -= 1;
-                    self.opening.remove(&waiter.conversation);
+                    self.sessions.stop_opening(&conversation);
                     let refusal = match &self.breaker.cannot_start {
                         Some(reason) => PoolError::CannotStart(reason.clone()),
                         None => PoolError::CircuitOpen {
@@ -514,27 +496,29 @@ impl Actor {
         let Some(max) = self.bounds.max_live_sessions else {
             return true;
         };
-        if !self.awaiting.is_empty() {
+        if self.sessions.any_parked() {
             return false;
         }
-        if self.sessions.len() + self.opening.len() < max {
+        if self.sessions.counted() < max {
             return true;
         }
         let closable = self
             .sessions
-            .iter()
+            .live_sessions()
             .filter(|(_, known)| self.closable_now(known.slot))
             .map(|(key, known)| (key, &known.activity));
         let Some(oldest) = live_sessions::least_recently_used(closable).cloned() else {
             return false;
         };
-        let slot = self.sessions[&oldest].slot;
+        let Some(slot) = self.sessions.live(&oldest).map(|known| known.slot) else {
+            return false;
+        };
         if self.slot_closes_sessions(slot) {
             self.close_session_of(&oldest, CloseReason::Lru);
         } else {
             self.stop_agent_for_its_sessions(slot, CloseReason::Lru);
         }
-        self.sessions.len() + self.opening.len() < max
+        self.sessions.counted() < max
     }
 
     /// Whether an idle session on `slot` can be closed now: its agent
@@ -560,10 +544,10 @@ impl Actor {
     /// Leases waiting for a live session, tried again in their order (a
     /// session freed or closed since); those whose lessee is gone are dropped.
     fn admit_awaiting(&mut self) {
-        if self.awaiting.is_empty() {
+        if !self.sessions.any_parked() {
             return;
         }
-        for (_, waiter) in std::mem::take(&mut self.awaiting) {
+        for waiter in self.sessions.unpark_all() {
             if !waiter.reply.is_closed() {
                 self.lease(waiter);
             }
@@ -581,7 +565,7 @@ impl Actor {
         if held.is_some() {
             return held;
         }
-        if !self.awaiting.is_empty() {
+        if self.sessions.any_parked() {
             return None;
         }
         let empty = self
@@ -699,7 +683,7 @@ impl Actor {
                 }
                 self.publish_breaker();
                 for waiter in waiters {
-                    self.opening.remove(&waiter.conversation);
+                    self.sessions.stop_opening(&waiter.conversation);
                     let _ = waiter.reply.send(Err(failure.error.clone()));
                 }
             }
@@ -736,7 +720,7 @@ impl Actor {
             self.slots[index].state = state;
             return None;
         };
-        self.sessions.retain(|_, session| session.slot != index);
+        self.sessions.vacate(index);
         Some(agent)
     }
 
@@ -759,11 +743,11 @@ impl Actor {
     /// this runs after every request the actor answers.
     fn next_idle_close(&self) -> Option<Instant> {
         let limit = self.bounds.session_idle?;
-        if self.sessions.is_empty() {
+        if self.sessions.live_count() == 0 {
             return None;
         }
         let mut dues = vec![AgentDues::default(); self.slots.len()];
-        for known in self.sessions.values() {
+        for (_, known) in self.sessions.live_sessions() {
             dues[known.slot].add(&known.activity, limit);
         }
         let mut next: Option<Instant> = None;
@@ -785,7 +769,9 @@ impl Actor {
 
     /// The sessions kept on `slot`'s agent.
     fn sessions_on(&self, slot: usize) -> impl Iterator<Item = (&ConversationKey, &SessionRef)> {
-        self.sessions.iter().filter(move |(_, known)| known.slot == slot)
+        self.sessions
+            .live_sessions()
+            .filter(move |(_, known)| known.slot == slot)
     }
 
     /// Closes the sessions quiet past `--session-idle`: each with
@@ -829,7 +815,7 @@ impl Actor {
     /// Closes `conversation`'s session on its agent (which offers
     /// `session/close`) and releases what the session held.
     fn close_session_of(&mut self, conversation: &ConversationKey, reason: CloseReason) {
-        let Some(old) = self.sessions.remove(conversation) else {
+        let Some(old) = self.sessions.take_live(conversation) else {
             return;
         };
         let Some(client) = self
@@ -848,7 +834,7 @@ impl Actor {
     /// agent is done, tells the actor so.
     fn report_closed(&mut self, conversations: Vec<ConversationKey>) -> impl FnOnce() + Send + 'static {
         for conversation in &conversations {
-            self.closing.entry(conversation.clone()).or_default();
+            self.sessions.closing(conversation);
         }
         let requests = self.myself.clone();
         move || {
@@ -945,9 +931,7 @@ impl Actor {
     /// Kills every agent, live or still starting; parked leases fail.
     async fn shut_down(&mut self) {
         self.stop.cancel();
-        let closing = self.closing.drain().flat_map(|(_, waiters)| waiters);
-        let awaiting = self.awaiting.drain(..).map(|(_, waiter)| waiter);
-        for waiter in awaiting.chain(closing) {
+        for waiter in self.sessions.clear() {
             let _ = waiter.reply.send(Err(PoolError::ShutDown));
         }
         let mut stopping = Vec::new();

@@ -24,6 +24,7 @@ mod launcher;
 mod policy_mode;
 mod pools;
 pub(crate) mod reaper;
+mod session_state;
 mod sessions;
 #[cfg(test)]
 mod tests;
@@ -339,7 +340,10 @@ impl Pool {
     }
 
     /// Forgets the conversation's session (and closes it on the agent when
-    /// the agent offers that): its next turn opens a fresh one.
+    /// the agent offers that) and revokes its MCP token: its next turn
+    /// opens a fresh one. The kept records a fresh session must not
+    /// inherit go in one transaction (`store::ConversationRecords::rotate`).
+    /// The heart's `Forgetting` is the one caller beside the tests.
     pub(crate) fn rotate(&self, conversation: &ConversationKey) {
         self.sessions.forget(conversation);
         let _ = self.requests.send(Request::Rotate {

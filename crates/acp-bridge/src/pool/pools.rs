@@ -98,7 +98,8 @@ impl Pools {
     }
 
     /// Forgets the conversation's session in every profile: its next turn
-    /// opens a fresh one, wherever it runs.
+    /// opens a fresh one, wherever it runs. Called through the heart's
+    /// `Forgetting` only.
     pub(crate) fn rotate(&self, conversation: &ConversationKey) {
         for (_, pool) in self.pools.iter() {
             pool.rotate(conversation);

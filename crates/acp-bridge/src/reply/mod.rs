@@ -725,6 +725,7 @@ fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -
 
 #[cfg(test)]
 mod tests {
+
     use acp_bridge_core::mention::test_mention;
 
     use super::*;

@@ -17,6 +17,10 @@
 //!   each session was given of its thread, the NIP-29 groups it joined;
 //! - `spend`: what each turn spent, per author, for the budgets.
 //!
+//! One door crosses tables: `conversation_records` (`ConversationRecords`)
+//! rotates or forgets a conversation's rows in every table that keeps some,
+//! in one transaction.
+//!
 //! Each table has one door: a small type in the table's file (`Questions`,
 //! `Sessions`, `AgentGroups`, `Controls`, `Watermarks`, `AnsweredThreads`,
 //! `ContextMarks`, `JoinedGroups`, `Outbox`, `SpendBook`), built by the daemon from the
@@ -58,6 +62,7 @@ mod agent_uids;
 mod chat_schedules;
 mod controls;
 mod conversation_profiles;
+mod conversation_records;
 mod joined_groups;
 mod journal;
 mod outbox;
@@ -82,6 +87,7 @@ pub(crate) use agent_uids::AgentUids;
 pub(crate) use chat_schedules::{ChatScheduleRow, ChatSchedules};
 pub(crate) use controls::Controls;
 pub(crate) use conversation_profiles::ConversationProfiles;
+pub(crate) use conversation_records::ConversationRecords;
 pub(crate) use joined_groups::JoinedGroups;
 pub(crate) use outbox::Outbox;
 pub(crate) use questions::{LeftOver, Questions};

@@ -49,9 +49,11 @@ impl Sessions {
             .session_keep(conversation.as_str(), agent, session_id, sql_now())
     }
 
-    /// Forgets the conversation's session (`!rotate`).
+    /// Forgets the conversation's session and what a fresh one must not
+    /// inherit (`!rotate`): [`ConversationRecords::rotate`](super::ConversationRecords::rotate),
+    /// the one place that says what that is.
     pub(crate) fn forget(&self, conversation: &ConversationKey) -> Result<()> {
-        self.store.session_forget(conversation.as_str())
+        super::ConversationRecords::new(Arc::clone(&self.store)).rotate(conversation)
     }
 
     /// Records what the agent reported; a field it did not report keeps
@@ -98,14 +100,6 @@ impl Store {
         if replaced > 0 {
             self.forget_context_mark(conversation)?;
         }
-        Ok(())
-    }
-
-    /// Forgets the conversation's session (`!rotate`).
-    pub(super) fn session_forget(&self, conversation: &str) -> Result<()> {
-        self.conn()
-            .prepare_cached("DELETE FROM agent_session WHERE conversation = ?1")?
-            .execute(params![conversation])?;
         Ok(())
     }
 
@@ -198,7 +192,10 @@ mod tests {
             SessionUsage::default()
         );
 
-        store.session_forget("room").unwrap();
+        let store = Arc::new(store);
+        Sessions::new(Arc::clone(&store))
+            .forget(&ConversationKey::from_journal("room"))
+            .unwrap();
         assert_eq!(store.session_of("room", "goose acp").unwrap(), None);
         assert_eq!(store.session_usage("room").unwrap(), None);
     }

@@ -391,6 +391,7 @@ impl Heart {
             options: self.services.options,
             key: task_key,
             prompt: prompt::task_prompt(id, prompt),
+            forgetting: self.services.forgetting.clone(),
         };
         let run = runner::run(run, payer, stop);
         let id = id.to_owned();

@@ -7,8 +7,8 @@
 //! [`tasks`](super)) learns how it ended and carries the result
 //! back. The agent's questions are not put to anyone: a question dropped
 //! is answered `cancelled`, as with `--permission-policy` other than
-//! `ask-owner`. Once the run ends the task's session is forgotten (its
-//! MCP token revoked): a task is one prompt.
+//! `ask-owner`. Once the run ends the task's key is forgotten (its
+//! session, its MCP token, its records): a task is one prompt.
 //!
 //! What the prompt spends is the delegating turn's ([`Payer`]): counted
 //! against that turn's author and conversation as it is reported, and
@@ -72,6 +72,8 @@ pub(super) struct Run {
     pub options: TurnOptions,
     pub key: ConversationKey,
     pub prompt: String,
+    /// How the task's key is forgotten once its one prompt ended.
+    pub forgetting: crate::heart::Forgetting,
 }
 
 /// Runs the prompt on a fresh session of an agent of the run's profile
@@ -83,6 +85,7 @@ pub(super) async fn run(run: Run, payer: Payer, stop: CancellationToken) -> Endi
         options,
         key,
         prompt,
+        forgetting,
     } = run;
     let lease = tokio::select! {
         leased = pool.lease(&profile, &key) => match leased {
@@ -100,7 +103,7 @@ pub(super) async fn run(run: Run, payer: Payer, stop: CancellationToken) -> Endi
     };
     let ending = prompting.once(options, prompt, &stop).await;
     pool.release(&lease);
-    pool.rotate(&key);
+    forgetting.forget(&key);
     ending
 }
 

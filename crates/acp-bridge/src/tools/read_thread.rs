@@ -1,5 +1,5 @@
-//! The heart's side of the `read_thread` tool: the agent reads more of its
-//! conversation's thread than the context its prompt carried.
+//! `read_thread`: the agent reads more of its conversation's thread than
+//! the context its prompt carried.
 //!
 //! The thread read is the one of the turn in flight (the conversation of
 //! the caller's token, never another), gathered by the thread context's
@@ -10,45 +10,50 @@
 //! the bridge so that quoted text cannot pose as the bridge. With
 //! `--thread-context 0` the tool is refused. The relay fetch runs on its
 //! own task, never on the heart's. Each call draws on the conversation's
-//! read budget (`tools`), as `post_message` draws on its post budget.
+//! read budget ([`posts`](super::posts)).
 //!
 //! [`ThreadContext::read_thread`]: crate::thread_context::ThreadContext::read_thread
 
 use std::time::Instant;
 
-use acp_bridge_core::mention::ConversationKey;
+use rmcp::schemars;
 
-use super::Heart;
-use super::tools::{Answer, too_many};
+use super::posts::{mention_in_flight, too_many};
+use super::{Answer, Context, Tool};
 use crate::rate_limit::Admission;
 
-impl Heart {
-    /// Reads up to `limit` of the newest messages of the thread the
-    /// conversation's turn works in.
-    pub(super) fn read_thread(&mut self, key: &ConversationKey, limit: u32, answer: Answer) {
-        let Some(context) = self.services.context.clone() else {
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct ReadThread {
+    /// How many of the thread's newest messages to read (the bridge caps it).
+    limit: u32,
+}
+
+impl Tool for ReadThread {
+    const NAME: &'static str = "read_thread";
+    const DESCRIPTION: &'static str = "Read the newest messages of this conversation's thread (up to `limit`; the bridge caps it), quoted with who wrote them. Only authors the bridge listens to are shown.";
+
+    fn run(self, context: &mut dyn Context, answer: Answer) {
+        let Some(reader) = context.thread_context().cloned() else {
             let _ = answer.send(Err(
                 "reading the thread is off here (the bridge runs with --thread-context 0)".to_owned(),
             ));
             return;
         };
-        let Some(mention) = self
-            .conversations
-            .running(key)
-            .map(|running| running.turn.working_on().clone())
-        else {
-            let _ = answer.send(Err(
-                "no turn is in flight in this conversation: read_thread works only while you answer a message"
-                    .to_owned(),
-            ));
-            return;
+        let mention = match mention_in_flight(context, Self::NAME) {
+            Ok(mention) => mention,
+            Err(why) => {
+                let _ = answer.send(Err(why));
+                return;
+            }
         };
-        if self.tool_reads.admit(key, Instant::now()) != Admission::Admitted {
+        let key = context.conversation().clone();
+        if context.read_budget().admit(&key, Instant::now()) != Admission::Admitted {
             let _ = answer.send(Err(too_many("thread reads", "answer with what you have")));
             return;
         }
+        let limit = self.limit as usize;
         tokio::spawn(async move {
-            let outcome = match context.read_thread(&mention, limit as usize).await {
+            let outcome = match reader.read_thread(&mention, limit).await {
                 Ok(read) if read.quoted == 0 => {
                     Ok("no earlier messages of this thread can be shown".to_owned())
                 }
