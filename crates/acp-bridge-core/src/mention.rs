@@ -136,7 +136,7 @@ pub enum Intent {
     /// heart when it routes the answer).
     Answer,
     /// The result of task `task`, which the turn under this mention
-    /// delegated (made by the heart, never journaled: see `heart/tasks`);
+    /// delegated (made by the daemon's heart, never journaled: see its `heart/tasks`);
     /// the content is the result, quoted to the agent under the bridge's
     /// own header.
     TaskResult { task: String },

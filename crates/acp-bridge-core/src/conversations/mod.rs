@@ -1,4 +1,4 @@
-//! The conversations the heart holds: one [`Conversation`] per key, which
+//! The conversations the heart holds: one `Conversation` per key, which
 //! owns its waiting mentions and its state (idle, backing off, a turn whose
 //! agent is starting, a turn running), and the order in which they get
 //! turns.
@@ -15,7 +15,7 @@
 //! when it waits, whether its author was told) on its queue entry, then on
 //! its turn, and back on its queue entry when a failed turn is retried; a
 //! mention waits while it is queued or its turn's agent is still starting
-//! ([`State::Starting`]). Past `--wait-notice-after` it is due a notice,
+//! (`State::Starting`). Past `--wait-notice-after` it is due a notice,
 //! once, and [`Conversations::why_waits`] says why from the state itself.
 //! Steers given back to the queue carry no [`Wait`]: they are never told.
 //!
@@ -292,7 +292,7 @@ impl<Link> Conversations<Link> {
     /// Takes the next batch, from the ready conversation waiting longest,
     /// and starts its turn with `start` (which builds the running turn
     /// from the batch). The batch waits on, with its [`Wait`]s, until the
-    /// turn's agent is up ([`Conversations::agent_up`]).
+    /// turn's agent is up (`Conversations::agent_up`).
     pub fn start_next(
         &mut self,
         start: impl FnOnce(&ConversationKey, Vec<Mention>) -> Running<Link>,
@@ -486,7 +486,7 @@ impl<Link> Conversations<Link> {
 
     /// Why the mention `id` of the conversation of `key` waits, and the
     /// mention: in the batch of a turn whose agent is starting, or in the
-    /// queue for the conversation's reason ([`Conversations::holdup`]).
+    /// queue for the conversation's reason (`Conversations::holdup`).
     /// `None` when it does not wait (any more).
     pub fn why_waits(
         &self,

@@ -11,12 +11,13 @@
 //! go to the heart ([`HeartAction`]). It performs no I/O, reads no clock
 //! (`now` comes in) and records no metrics (the heart counts what it
 //! reports), so every path is a plain unit test; the driver
-//! (`super::driver`) performs the actions and the heart feeds it inputs.
+//! (`acp-bridge`'s `heart::driver`) performs the actions and the heart
+//! feeds it inputs.
 //!
 //! The invariant that matters: every mention handed to a turn leaves it in
 //! exactly one [`HeartAction::Finished`] (as the turn's work or returned for
 //! the next turn) or in an [`HeartAction::Requeue`]. The end of a turn
-//! partitions the entries by role in one place ([`TurnMachine::finish`]),
+//! partitions the entries by role in one place (`TurnMachine::finish`),
 //! so no exit can forget one.
 //!
 //! Steering is behavioural and method-agnostic: the machine asks for a

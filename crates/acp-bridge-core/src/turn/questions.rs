@@ -28,7 +28,7 @@ pub type QuestionTicket = u64;
 pub(crate) const MAX_SUMMARY_BYTES: usize = 8 * 1024;
 
 /// `text` (what the agent says a question is about) cut at
-/// [`MAX_SUMMARY_BYTES`] on a character boundary, saying so when it is.
+/// `MAX_SUMMARY_BYTES` on a character boundary, saying so when it is.
 pub fn summary(text: &str) -> String {
     if text.len() <= MAX_SUMMARY_BYTES {
         return text.to_owned();
