@@ -25,9 +25,8 @@
 use std::collections::{HashSet, VecDeque};
 
 use acp_bridge_core::mention::{ConversationKey, Mention};
-use nostr_sdk::prelude::EventId;
-
 use acp_bridge_core::turn::TurnMachine;
+use nostr_sdk::prelude::EventId;
 
 /// Closed questions remembered, newest kept: enough for every question of
 /// days of turns; an older one's reply is an ordinary mention.

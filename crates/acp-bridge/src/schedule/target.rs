@@ -4,9 +4,8 @@
 
 use std::fmt;
 
-use nostr_sdk::prelude::{EventId, RelayUrl};
-
 use acp_bridge_core::mention::is_plausible_group_id;
+use nostr_sdk::prelude::{EventId, RelayUrl};
 
 /// A schedule's target.
 #[derive(Debug, Clone, PartialEq, Eq)]
