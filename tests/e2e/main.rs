@@ -43,6 +43,7 @@ mod owner_controls;
 mod pool;
 mod profiles;
 mod publishing;
+mod pure_core;
 mod read_thread;
 mod real_agents;
 mod relay_auth;

@@ -179,11 +179,11 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         wing(
             "policy",
             &["gate", "budget", "rate_limit", "loop_guard", "shard"],
-            &["base", "telemetry", "state", "intake"],
+            &["base", "telemetry", "state"],
         ),
         wing(
             "intake",
-            &["intake", "inbound", "mention", "thread_context", "media"],
+            &["intake", "inbound", "thread_context", "media"],
             &[
                 "base",
                 "telemetry",
@@ -197,7 +197,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         wing(
             "outbound",
             &["reply", "routes", "identity", "groups"],
-            &["base", "telemetry", "edge", "state", "policy", "intake", "heart"],
+            &["base", "telemetry", "edge", "state", "policy", "intake"],
         ),
         wing(
             "tools",
@@ -219,7 +219,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         ),
         wing(
             "heart",
-            &["heart", "mode_gate", "prompt", "schedule", "profiles", "commands"],
+            &["heart", "schedule", "profiles", "commands"],
             &[
                 "base",
                 "telemetry",
@@ -250,7 +250,33 @@ const ACP_BRIDGE: CrateMap = CrateMap {
     ],
 };
 
-const MAPS: [&CrateMap; 4] = [&ACP_PROTOCOL, &ACP_CLIENT, &SCRIPTED_AGENT, &ACP_BRIDGE];
+/// The daemon's pure core: plain words, a mention and its prompt, then
+/// the machines that decide with them.
+const ACP_BRIDGE_CORE: CrateMap = CrateMap {
+    name: "acp-bridge-core",
+    sources: concat!(env!("CARGO_MANIFEST_DIR"), "/../acp-bridge-core/src"),
+    wings: &[
+        wing(
+            "words",
+            &["choice", "standing", "media_refs", "budget", "live_sessions"],
+            &[],
+        ),
+        wing("mention", &["mention", "prompt"], &["words"]),
+        wing(
+            "machines",
+            &["mode_gate", "turn", "waiting", "conversations"],
+            &["words", "mention"],
+        ),
+    ],
+};
+
+const MAPS: [&CrateMap; 5] = [
+    &ACP_PROTOCOL,
+    &ACP_CLIENT,
+    &SCRIPTED_AGENT,
+    &ACP_BRIDGE_CORE,
+    &ACP_BRIDGE,
+];
 
 /// A module's path in its crate: `["heart", "driver"]` for
 /// `src/heart/driver.rs`, `["heart"]` for `src/heart/mod.rs`.

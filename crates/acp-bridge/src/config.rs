@@ -17,6 +17,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use acp_bridge_core::choice::Choice;
+use acp_bridge_core::mention::npub;
 use clap::Args;
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 
@@ -28,7 +30,6 @@ use crate::identity::{ProfileArgs, ProfileFields};
 use crate::intake::IntakeLimits;
 use crate::intake::args::IntakeArgs;
 use crate::media::{MediaArgs, MediaFetcher};
-use crate::mention::npub;
 use crate::pool::args::AgentArgs;
 use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::profiles::Profiles;
@@ -441,9 +442,9 @@ impl Settings {
             self.agent.processes,
             env_names.join(","),
             profile_names.join(","),
-            flag_spelling(&self.turns.multiple_event_handling),
-            flag_spelling(&self.turns.dedup),
-            flag_spelling(&self.intake.session_policy),
+            self.turns.multiple_event_handling.word(),
+            self.turns.dedup.word(),
+            self.intake.session_policy.word(),
             flag_spelling(&self.turns.permission_policy),
             flag_spelling(&self.replies.mode),
             self.replies.reactions,

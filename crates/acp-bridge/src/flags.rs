@@ -1,6 +1,7 @@
 //! What every stage's flags share: the one-line refusal that names its
 //! flag, the duration parser, the flags'
-//! own spelling of an enum, and a group's defaults as clap makes them.
+//! own spelling of an enum, the parser of a core policy's words, and a
+//! group's defaults as clap makes them.
 //!
 //! Each stage owns its flags (a clap `Args` group next to the stage:
 //! `pool::args`, `intake::args`, …) and `config::RunArgs` flattens them.
@@ -10,7 +11,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use clap::builder::PossibleValue;
+use acp_bridge_core::choice::Choice;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Arg, Args, Command, FromArgMatches, ValueEnum};
 
 /// A refusal of the configuration: one line, naming the flag.
@@ -81,6 +83,19 @@ pub(crate) fn flag_spelling<T: ValueEnum>(value: &T) -> String {
         || "(unnamed)".to_owned(),
         |possible| possible.get_name().to_owned(),
     )
+}
+
+/// The parser of a flag that picks a policy of the core crate by word
+/// (`--dedup drop`): the core knows no clap, so its policy lists its words
+/// and their help ([`Choice`]) and this turns the list into clap's
+/// possible values, which `--help` shows as it shows a `ValueEnum`'s.
+pub(crate) fn choice<T: Choice>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(
+        T::WORDS
+            .iter()
+            .map(|word| PossibleValue::new(word.word).help(word.help)),
+    )
+    .map(|word| T::from_word(&word).expect("clap takes only the policy's own words"))
 }
 
 /// Refuses a zero `value` of `flag`: a bound of zero would end at once

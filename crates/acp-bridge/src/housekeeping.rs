@@ -282,7 +282,7 @@ mod tests {
                 cost: 0.0,
                 currency: None,
             };
-            let key = crate::mention::ConversationKey::from_journal("room");
+            let key = acp_bridge_core::mention::ConversationKey::from_journal("room");
             rig.housekeeping.spend.record(&key, &spent).unwrap();
         }
 

@@ -5,7 +5,7 @@
 //! what it drives) name the hand-off without importing the intake, which
 //! imports them.
 
-use crate::mention::{CommandCall, Mention};
+use acp_bridge_core::mention::{CommandCall, Mention};
 
 /// What the intake hands to the heart.
 #[derive(Debug)]

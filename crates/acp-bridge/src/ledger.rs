@@ -15,9 +15,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use acp_bridge_core::mention::{ConversationKey, Mention, Thread};
 use nostr_sdk::prelude::{Event, EventId, JsonUtil, PublicKey, Timestamp};
 
-use crate::mention::{ConversationKey, Mention, Thread};
 use crate::store::{
     AnsweredThreads, Finish, MentionState, NewMention, OutgoingEvent, PendingCursor, Store, StoreError,
     sql_now, sql_seconds,
@@ -323,8 +323,10 @@ fn hex_ids(mentions: &[Mention]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+
+    use acp_bridge_core::mention::test_mention;
+
     use super::*;
-    use crate::mention::test_mention;
     use crate::store::MentionState;
     use crate::store::scratch::ScratchDir;
 

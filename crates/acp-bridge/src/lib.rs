@@ -39,12 +39,9 @@ mod ledger;
 mod loop_guard;
 mod mcp;
 mod media;
-mod mention;
-mod mode_gate;
 mod pool;
 mod process_seal;
 mod profiles;
-mod prompt;
 mod public_address;
 mod rate_limit;
 mod relay_tap;
@@ -62,25 +59,28 @@ mod tools;
 mod transport;
 mod workspace;
 
+pub use acp_bridge_core::conversations::BATCH_CAP;
+pub use acp_bridge_core::media_refs::MediaRef;
+pub use acp_bridge_core::mention::{
+    CommandCall, Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread,
+};
+pub use acp_bridge_core::prompt::{
+    BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
+    steer_text,
+};
 pub use config::{RunArgs, Settings};
 pub use config_file::{ConfigFile, ConfigFileError, Reload, effective_configuration, reload_on_hangup};
 pub use daemon::{DaemonError, run, run_reloading};
 pub use embedded_relay::EmbeddedRelay;
 pub use gate::attestation::{Attestation, AttestationError, Conditions, verify_tags};
 pub use gate::{AuthorGate, GateRules, RespondTo};
-pub use heart::BATCH_CAP;
 pub use inbound::Inbound;
 pub use intake::{Arrival, DEFAULT_MAX_PARKED_BYTES, FollowThreads, INTAKE_BATCH, Intake, IntakeLimits};
 pub use loop_guard::{ChainBounds, LoopGuard, ReplyRecorder, loop_guard};
-pub use media::{MediaArgs, MediaFetcher, MediaRef};
-pub use mention::{CommandCall, Intent, Mention, SessionPolicy, Thread, direct_thread, public_thread};
+pub use media::{MediaArgs, MediaFetcher};
 pub use pool::AGENT_ENV_BASELINE;
 pub use process_seal::seal_own_process;
 pub use profiles::{DEFAULT_PROFILE, Profile, ProfileTable, Profiles};
-pub use prompt::{
-    BRIDGE_MARK, Framing, OPENING_BRACKETS, STEER_CLOSING, STEER_HEADER, fresh_prompt, merged_prompt,
-    steer_text,
-};
 pub use reply::{Replier, ReplyMode};
 pub use schedule::Schedule;
 pub use shard::{Shard, ShardSpec};

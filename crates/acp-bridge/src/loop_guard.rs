@@ -45,10 +45,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use acp_bridge_core::standing::Standing;
 use nostr_sdk::prelude::EventId;
 use tokio::sync::mpsc;
-
-use crate::gate::Standing;
 
 /// Replies remembered; older ones are forgotten first.
 const REMEMBERED_REPLIES: usize = 4096;

@@ -46,6 +46,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use acp_bridge_core::mention::{self, ConversationKey, Mention, Thread, short_npub};
+use acp_bridge_core::prompt::{self, Earlier};
+use acp_bridge_core::standing::Standing;
 use clap::ValueEnum;
 use nostr_sdk::prelude::{
     Alphabet, Client, Event, EventId, Filter, Kind, PublicKey, RelayUrl, SingleLetterTag, Timestamp,
@@ -53,10 +56,8 @@ use nostr_sdk::prelude::{
 
 use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
 use crate::flags::{ConfigError, flag_defaults, refuse};
-use crate::gate::{AuthorFacts, GateRules, Standing};
+use crate::gate::{AuthorFacts, GateRules};
 use crate::ledger::Ledger;
-use crate::mention::{self, ConversationKey, Mention, Thread, short_npub};
-use crate::prompt::{self, Earlier};
 use crate::relay_tap::{self, RelayTaps};
 use crate::store::{ContextMarks, Store};
 use crate::telemetry::metrics;
@@ -657,8 +658,9 @@ fn note_root(event: &Event) -> Option<EventId> {
 mod tests {
     use nostr_sdk::prelude::{EventBuilder, Keys, Kind, Tag, TagKind};
 
+    use acp_bridge_core::mention::Thread;
+
     use super::{Mark, in_thread};
-    use crate::mention::Thread;
 
     fn seen(events: &[(i64, &str)]) -> Vec<(i64, String)> {
         events.iter().map(|(at, id)| (*at, (*id).to_owned())).collect()

@@ -3,9 +3,9 @@
 //! (`"5 USD, 200k tokens, 50 turns"`, see [`super::amount`]); empty, the
 //! default, is no limit.
 
+use acp_bridge_core::budget::amount::Amount;
 use clap::Args;
 
-use super::amount::Amount;
 use crate::flags::flag_defaults;
 
 /// The budget's flags.

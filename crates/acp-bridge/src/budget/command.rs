@@ -3,8 +3,9 @@
 //! `day` or `month`; AMOUNTS comma-separated, or `off`) is kept in the
 //! store and wins over the flag until `!budget SCOPE PERIOD default`.
 
-use super::amount::{Amount, BadAmount};
-use super::period::Period;
+use acp_bridge_core::budget::amount::{Amount, BadAmount};
+use acp_bridge_core::budget::period::Period;
+
 use super::{Budget, Scope};
 
 impl Budget {

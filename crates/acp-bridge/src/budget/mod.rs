@@ -17,25 +17,24 @@
 //! Owns the limits and the check; the heart asks it before starting a
 //! turn and gives up a refused mention with the notice it writes.
 
-pub(crate) mod amount;
 pub(crate) mod args;
 mod command;
-mod period;
 mod report;
 pub(crate) mod turn_cap;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use acp_bridge_core::budget::amount::Amount;
+use acp_bridge_core::budget::limit::reached;
+use acp_bridge_core::budget::period::{self, Period};
+use acp_bridge_core::mention::ConversationKey;
+use acp_bridge_core::standing::Standing;
 use nostr_sdk::prelude::PublicKey;
 
-use crate::gate::Standing;
-use crate::mention::ConversationKey;
-use crate::store::{SpendBook, SpendRow, Spent, Whose};
+use crate::store::{SpendBook, SpendRow, Whose};
 use crate::telemetry::metrics;
-use amount::{Amount, Unit};
 pub(crate) use args::BudgetArgs;
-use period::Period;
 
 /// Where the spend still needed at `now` begins (unix seconds): the
 /// longest period's, the month's; housekeeping forgets what is older.
@@ -235,7 +234,7 @@ impl Budget {
                         metrics::budget_bot(
                             period.word(),
                             limit.unit.word(),
-                            used(limit, &spent),
+                            spent.of(limit),
                             limit.quantity,
                         );
                     }
@@ -320,7 +319,7 @@ impl Budget {
                     continue;
                 };
                 let near = limits.iter().find_map(|limit| {
-                    let used = used(limit, &spent);
+                    let used = spent.of(limit);
                     (used >= limit.quantity * share).then_some((limit, used))
                 });
                 let Some((limit, used)) = near else { continue };
@@ -429,24 +428,6 @@ fn read_override(book: &SpendBook, scope: Scope, period: Period) -> Option<Vec<A
             tracing::warn!(%error, "a budget override does not parse; the flag's limit holds");
             None
         }
-    }
-}
-
-/// The first of `limits` that `spent` reached, with what was spent of
-/// its unit.
-fn reached<'a>(limits: &'a [Amount], spent: &Spent) -> Option<(&'a Amount, f64)> {
-    limits.iter().find_map(|limit| {
-        let used = used(limit, spent);
-        (used >= limit.quantity).then_some((limit, used))
-    })
-}
-
-/// What `spent` holds of `limit`'s unit.
-fn used(limit: &Amount, spent: &Spent) -> f64 {
-    match &limit.unit {
-        Unit::Turns => spent.turns as f64,
-        Unit::Tokens => spent.tokens as f64,
-        Unit::Currency(code) => spent.cost.get(code).copied().unwrap_or(0.0),
     }
 }
 

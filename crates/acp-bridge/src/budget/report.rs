@@ -2,12 +2,13 @@
 //! bot, the owner and this conversation; in the owner's DM also the
 //! authors who spent most (a public thread is read by others).
 
+use acp_bridge_core::budget::limit::Spent;
+use acp_bridge_core::budget::period::{Period, utc_minute};
+use acp_bridge_core::mention::{ConversationKey, short_npub};
 use nostr_sdk::prelude::PublicKey;
 
 use super::Budget;
-use super::period::{Period, utc_minute};
-use crate::mention::{ConversationKey, short_npub};
-use crate::store::{Spent, StoreError, Whose};
+use crate::store::{StoreError, Whose};
 
 /// Authors `!usage` lists in a DM.
 const TOP_AUTHORS: usize = 3;

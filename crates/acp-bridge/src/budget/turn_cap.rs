@@ -16,9 +16,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::amount::{Amount, Unit};
-use super::{reached, used};
-use crate::store::Spent;
+use acp_bridge_core::budget::amount::{Amount, Unit};
+use acp_bridge_core::budget::limit::{Spent, reached};
 
 /// Why a cap of turns is refused: every turn is one turn.
 pub(crate) const TURNS_REFUSED: &str =
@@ -195,7 +194,7 @@ impl TurnSpend {
         let (cap, _) = reached(&self.cap, &spent)?;
         let reached = CapReached {
             cap: cap.clone(),
-            spent: used(cap, &spent),
+            spent: spent.of(cap),
         };
         self.reached = Some(reached.clone());
         Some(reached)

@@ -14,6 +14,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use acp_bridge_core::choice::Choice;
+use acp_bridge_core::mention::npub;
 use acp_client::{AcpError, AgentClient, ClientConfig, ControlKind};
 use nostr_sdk::prelude::{
     Client, Filter, Kind, MachineReadablePrefix, PublicKey, Relay, RelayMessage, RelayNotification, RelayUrl,
@@ -27,7 +29,6 @@ use crate::embedded_relay::RelaySpec;
 use crate::flags::flag_spelling;
 use crate::identity::{self, Held, Wanted};
 use crate::intake::interest::Interest;
-use crate::mention::npub;
 use crate::pool::{AgentSettings, AuthChoice, AuthPolicy, PermissionPolicyArg, agent_command, policy_mode};
 use crate::profiles::DEFAULT_PROFILE;
 use crate::signer::{BotSigner, SignerSource};
@@ -64,8 +65,8 @@ pub async fn run(settings: &Settings) -> bool {
             .as_ref()
             .map_or_else(|| "none".to_owned(), npub),
         flag_spelling(&settings.gate.respond_to),
-        flag_spelling(&settings.turns.multiple_event_handling),
-        flag_spelling(&settings.turns.dedup),
+        settings.turns.multiple_event_handling.word(),
+        settings.turns.dedup.word(),
     );
     let secrets_ok = check_secret_files(settings);
     let mut agent_ok = true;

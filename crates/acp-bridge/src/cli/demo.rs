@@ -66,8 +66,14 @@ pub async fn run() -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&state_dir);
     println!("acp-bridge demo");
     println!("  relay  {} (embedded, in-process)", relay.url());
-    println!("  bot    {}", crate::mention::short_npub(&bot.public_key()));
-    println!("  owner  {}", crate::mention::short_npub(&owner.public_key()));
+    println!(
+        "  bot    {}",
+        acp_bridge_core::mention::short_npub(&bot.public_key())
+    );
+    println!(
+        "  owner  {}",
+        acp_bridge_core::mention::short_npub(&owner.public_key())
+    );
     println!("  agent  scripted agent (built in), native steer on");
     println!("         no model: it echoes its whole prompt as its answer, after a few");
     println!("         rounds of pretend work (the [acp-bridge] lines are the bridge's framing)\n");

@@ -3,11 +3,11 @@
 //! commands act on, never the heart's queues or another conversation's
 //! turn.
 
+use acp_bridge_core::mention::{ConversationKey, Mention};
 use acp_client::ControlKind;
 
 use super::StatusFacts;
 use crate::budget::Budget;
-use crate::mention::{ConversationKey, Mention};
 use crate::profiles::ProfileBook;
 use crate::schedule::Planner;
 

@@ -33,7 +33,7 @@ mod version;
 pub(crate) use context::Context;
 pub(crate) use status::{HereFacts, StatusFacts};
 
-use crate::mention::CommandCall;
+use acp_bridge_core::mention::CommandCall;
 
 /// Who may give a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

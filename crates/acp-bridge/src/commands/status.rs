@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use acp_bridge_core::mention::ConversationKey;
+
 use super::{Command, Context, Who, no_args};
-use crate::mention::ConversationKey;
 use crate::pool::{PoolStatus, Starts};
 
 pub(crate) struct Status;

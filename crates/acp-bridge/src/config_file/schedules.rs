@@ -14,7 +14,8 @@
 //! agent = "reviewer"        # an agent profile; the default agent when left out
 //! ```
 
-use crate::mention::is_plausible_group_id;
+use acp_bridge_core::mention::is_plausible_group_id;
+
 use crate::schedule::target::Target;
 use crate::schedule::when::{CronTime, When};
 use crate::schedule::{Origin, Schedule, chat};

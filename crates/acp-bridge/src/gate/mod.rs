@@ -20,6 +20,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
+use acp_bridge_core::standing::Standing;
 use clap::ValueEnum;
 use nostr_sdk::prelude::{Client, Kind, PublicKey, Tag, Timestamp};
 use tokio::sync::mpsc::error::TrySendError;
@@ -38,28 +39,6 @@ pub enum RespondTo {
     Anyone,
     /// No one (the daemon still runs, e.g. for owner commands).
     Nobody,
-}
-
-/// Where an author stands with this bot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Standing {
-    Owner,
-    Sibling,
-    Allowlisted,
-    Stranger,
-}
-
-impl Standing {
-    /// How the agent is told who wrote a message, in the words of every
-    /// prompt (a mention's header, an earlier message of the thread).
-    pub fn in_words(self) -> &'static str {
-        match self {
-            Standing::Owner => "your owner",
-            Standing::Sibling => "a sibling bot of your owner",
-            Standing::Allowlisted => "allowlisted",
-            Standing::Stranger => "someone",
-        }
-    }
 }
 
 /// What the gate needs to know about an event.

@@ -10,9 +10,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use acp_bridge_core::mention::is_plausible_group_id;
 use nostr_sdk::prelude::RelayUrl;
-
-use crate::mention::is_plausible_group_id;
 
 /// Why a `--group` value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -206,7 +206,7 @@ impl GroupDirectory {
             .iter()
             .find(|(group, _)| group.is(relay, id))
             .map(|(group, metadata)| {
-                crate::prompt::group_description(
+                acp_bridge_core::prompt::group_description(
                     &group.relay,
                     &group.id,
                     metadata.name.as_deref(),

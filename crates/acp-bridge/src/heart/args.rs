@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+use acp_bridge_core::mode_gate::{Dedup, ModeGate, MultipleEventHandling};
 use acp_client::{PermissionPolicy, TurnOptions};
 use clap::Args;
 
 use super::HeartSettings;
-use crate::flags::{ConfigError, flag_defaults, longer_than_zero, parse_duration, refuse};
-use crate::mode_gate::{Dedup, ModeGate, MultipleEventHandling};
+use crate::flags::{ConfigError, choice, flag_defaults, longer_than_zero, parse_duration, refuse};
 use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::shard::{QuestionAskers, Shard};
 
@@ -25,7 +25,7 @@ pub struct TurnArgs {
     #[arg(
         long,
         env = "ACP_BRIDGE_MULTIPLE_EVENT_HANDLING",
-        value_enum,
+        value_parser = choice::<MultipleEventHandling>(),
         default_value = "steer"
     )]
     pub multiple_event_handling: MultipleEventHandling,
@@ -43,7 +43,7 @@ pub struct TurnArgs {
     /// Mid-turn mentions the mode does not take: queue or drop
     ///
     /// What happens to mid-turn mentions the mode gate does not take.
-    #[arg(long, env = "ACP_BRIDGE_DEDUP", value_enum, default_value = "queue")]
+    #[arg(long, env = "ACP_BRIDGE_DEDUP", value_parser = choice::<Dedup>(), default_value = "queue")]
     pub dedup: Dedup,
 
     /// How agents' permission questions are answered

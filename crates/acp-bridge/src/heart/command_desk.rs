@@ -3,13 +3,13 @@
 //! after it), its own facts for `!status`, and the handles commands act
 //! on. The commands themselves live in `commands`, one file each.
 
+use acp_bridge_core::mention::Mention;
+use acp_bridge_core::turn::Input;
 use acp_client::ControlKind;
 
-use super::turn::Input;
 use super::{Heart, controls, usage};
 use crate::budget::Budget;
 use crate::commands::{Context, HereFacts, StatusFacts};
-use crate::mention::Mention;
 use crate::profiles::ProfileBook;
 use crate::schedule::Planner;
 

@@ -27,12 +27,12 @@
 //! lease opened the session. Only then: a mode the agent or an approved
 //! question moves to later in the live session stays until it ends.
 
+use acp_bridge_core::mention::{ConversationKey, Mention};
 use acp_client::{AgentClient, Control, ControlKind, PermissionPolicy, SessionId};
 use serde::{Deserialize, Serialize};
 
 use super::notices::Notices;
 use super::steer_strategy::SteerMethod;
-use crate::mention::{ConversationKey, Mention};
 use crate::pool::{Lease, policy_mode};
 use crate::reply::Replier;
 use crate::store::Controls;

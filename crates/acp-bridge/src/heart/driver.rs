@@ -17,6 +17,13 @@
 
 use std::collections::HashMap;
 
+use acp_bridge_core::media_refs::MediaRef;
+use acp_bridge_core::mention::{ConversationKey, Mention, Thread};
+use acp_bridge_core::prompt::BRIDGE_MARK;
+use acp_bridge_core::turn::{
+    Answer, Ask, Asked, CancelSettled, DriverAction, Input, PromptEnd, Publication, QuestionTicket,
+    TurnFailure, TurnUsage, summary,
+};
 use acp_client::{
     AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
     PermissionKind, PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
@@ -29,18 +36,12 @@ use tracing::Instrument;
 
 use super::controls;
 use super::steer_strategy::SteerMethod;
-use super::turn::{
-    Answer, Ask, Asked, CancelSettled, DriverAction, Input, PromptEnd, Publication, QuestionTicket,
-    TurnFailure, summary,
-};
 use super::usage;
 use crate::budget::turn_cap::{CapReached, SharedSpend};
 use crate::deadline::sleep_until;
 use crate::groups::GroupDirectory;
-use crate::media::{self, AgentTakes, MediaCache, MediaFetcher, MediaRef};
-use crate::mention::{ConversationKey, Mention, Thread};
+use crate::media::{self, AgentTakes, MediaCache, MediaFetcher};
 use crate::pool::{Lease, Pools};
-use crate::prompt::BRIDGE_MARK;
 use crate::reply::{Replier, ReplyContent};
 use crate::store::{Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
@@ -362,7 +363,7 @@ impl Driver {
                     self.lease = Some(lease);
                     self.report(Input::Leased).await;
                 }
-                Err(error) => self.report(Input::LeaseFailed(error)).await,
+                Err(error) => self.report(Input::LeaseFailed(error.into())).await,
             },
             DriverAction::Prompt(text, media) => self.prompt(text, media).await,
             DriverAction::Steer { ticket, text, media } => {
@@ -596,7 +597,7 @@ impl Driver {
 
     /// Counts a prompt's spend against the budget of the batch's newest
     /// mention's author.
-    fn count_spend(&self, usage: &usage::TurnUsage) {
+    fn count_spend(&self, usage: &TurnUsage) {
         let Some(anchor) = &self.anchor else { return };
         let (tokens, cost) = usage.spent();
         let now = crate::store::sql_now();

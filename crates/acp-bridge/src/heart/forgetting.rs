@@ -11,7 +11,8 @@
 //! ([`Heart::rotate_conversation`](super::Heart::rotate_conversation)):
 //! none but a turn in flight, which keeps its session until it ends.
 
-use crate::mention::ConversationKey;
+use acp_bridge_core::mention::ConversationKey;
+
 use crate::pool::Pools;
 use crate::store::ConversationRecords;
 

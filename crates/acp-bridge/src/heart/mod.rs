@@ -1,9 +1,9 @@
 //! The heart: accepted mentions become agent turns.
 //!
 //! Owns every conversation's live state on one task, without locks: one
-//! [`Conversation`](conversations) per key holds its waiting mentions and
+//! [`Conversation`](acp_bridge_core::conversations) per key holds its waiting mentions and
 //! its state (idle, backing off, running a turn); a running turn is a
-//! synchronous [`TurnMachine`](turn) that holds the turn's mentions with
+//! synchronous [`TurnMachine`] (the core's `turn`) that holds the turn's mentions with
 //! their roles. The heart feeds each machine its inputs (mid-turn mentions
 //! through the mode gate, owner commands, the owner's answers to its
 //! questions as [`question_replies`] routes them, the agents' calls of the
@@ -22,7 +22,6 @@
 pub(crate) mod args;
 mod command_desk;
 mod controls;
-mod conversations;
 mod driver;
 mod forgetting;
 mod notices;
@@ -30,9 +29,8 @@ mod question_replies;
 mod steer_strategy;
 mod tasks;
 mod tool_desk;
-mod turn;
 mod usage;
-mod waiting;
+mod wait_notices;
 
 use std::time::{Duration, Instant};
 
@@ -40,7 +38,10 @@ use nostr_sdk::prelude::Timestamp;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use conversations::BATCH_CAP;
+use acp_bridge_core::conversations::{Conversations, Retry, Running};
+use acp_bridge_core::mention::{CommandCall, ConversationKey, Intent, Mention};
+use acp_bridge_core::mode_gate::{Decision, ModeGate};
+use acp_bridge_core::turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
 pub(crate) use driver::TurnServices;
 pub(crate) use forgetting::Forgetting;
 
@@ -49,19 +50,15 @@ use crate::deadline::sleep_until;
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
 use crate::mcp::ToolRequest;
-use crate::mention::{CommandCall, ConversationKey, Intent, Mention};
-use crate::mode_gate::{Decision, ModeGate};
 use crate::store::LeftOver;
 use crate::telemetry::metrics;
 // The tools' room, named here too: the heart lends it its conversations
 // (`tool_desk`), and `tasks` answers `delegate` through it.
 use crate::tools;
-use conversations::{Conversations, Retry, Running};
 use driver::{DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};
-use turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
-use waiting::NoticeBudget;
+use wait_notices::NoticeBudget;
 
 /// Attempts of one mention before it is given up with a notice.
 pub(crate) const MAX_TURN_ATTEMPTS: u32 = 3;

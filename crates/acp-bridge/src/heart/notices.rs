@@ -7,9 +7,9 @@
 //! stopped first) leaves its mentions pending, and they resume at the next
 //! start. Nothing is lost either way.
 
+use acp_bridge_core::mention::Mention;
 use nostr_sdk::prelude::PublicKey;
 
-use crate::mention::Mention;
 use crate::reply::{Reaction, Replier};
 
 /// What the authors of a turn the owner cancelled are told.

@@ -24,10 +24,9 @@
 
 use std::collections::{HashSet, VecDeque};
 
+use acp_bridge_core::mention::{ConversationKey, Mention};
+use acp_bridge_core::turn::TurnMachine;
 use nostr_sdk::prelude::EventId;
-
-use super::turn::TurnMachine;
-use crate::mention::{ConversationKey, Mention};
 
 /// Closed questions remembered, newest kept: enough for every question of
 /// days of turns; an older one's reply is an ordinary mention.
@@ -115,11 +114,11 @@ impl ClosedQuestions {
 mod tests {
     use std::time::{Duration, Instant};
 
+    use acp_bridge_core::mention::{Thread, test_mention};
+    use acp_bridge_core::turn::{Ask, Asked, Input, TurnStart};
     use nostr_sdk::prelude::Keys;
 
     use super::*;
-    use crate::heart::turn::{Ask, Asked, Input, TurnStart};
-    use crate::mention::{Thread, test_mention};
 
     const ONE_SHARD: Venue = Venue {
         owns_conversation: true,

@@ -6,9 +6,8 @@
 //! (the machine then falls back to cancel + merge), never chosen by agent
 //! name.
 
+use acp_bridge_core::turn::SteerAnswer;
 use acp_client::{AgentClient, ContentBlock, SessionId, SteerRefusal, SteeringOutcome};
-
-use super::turn::SteerAnswer;
 
 /// A way to steer a live turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,10 +5,10 @@
 //! themselves live in `tools`, one file each. The heart owns the turns, so
 //! only it knows which mention a message posted mid-turn belongs under.
 
+use acp_bridge_core::mention::{ConversationKey, Mention};
 use nostr_sdk::prelude::EventId;
 
 use super::Heart;
-use crate::mention::{ConversationKey, Mention};
 use crate::rate_limit::RateLimiter;
 use crate::reply::Replier;
 use crate::send_file::FileSender;

@@ -3,10 +3,11 @@
 //! (`usage_update`). Recorded in the turn's closing log line, in metrics,
 //! and per conversation in the state dir for `!status`.
 
+use acp_bridge_core::mention::ConversationKey;
+use acp_bridge_core::turn::TurnUsage;
 use acp_client::TurnOutcome;
 use serde_json::Value;
 
-use crate::mention::ConversationKey;
 use crate::store::{SessionUsage, Sessions};
 use crate::telemetry::metrics;
 
@@ -18,48 +19,6 @@ const TOKEN_KINDS: [(&str, &str); 5] = [
     ("cachedReadTokens", "cached_read"),
     ("cachedWriteTokens", "cached_write"),
 ];
-
-/// A turn's usage: tokens summed over its prompts, context and cost as last
-/// reported.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct TurnUsage {
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub context_used: Option<u64>,
-    pub context_size: Option<u64>,
-    pub cost: Option<f64>,
-    pub currency: Option<String>,
-    /// What the session's cost grew by since its last report, in
-    /// `currency`: what this turn spent (the budget counts it).
-    pub cost_added: Option<f64>,
-}
-
-impl TurnUsage {
-    /// What the prompt spent, as budgets count it: its tokens (input plus
-    /// output) and the cost it added to its session, with the currency.
-    pub(crate) fn spent(&self) -> (u64, Option<(f64, String)>) {
-        let tokens = self.input_tokens.unwrap_or(0) + self.output_tokens.unwrap_or(0);
-        (tokens, self.cost_added.zip(self.currency.clone()))
-    }
-
-    /// Adds a later prompt of the same turn.
-    pub(super) fn add(&mut self, later: TurnUsage) {
-        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-        self.input_tokens = sum(self.input_tokens, later.input_tokens);
-        self.output_tokens = sum(self.output_tokens, later.output_tokens);
-        self.context_used = later.context_used.or(self.context_used);
-        self.context_size = later.context_size.or(self.context_size);
-        self.cost = later.cost.or(self.cost);
-        self.currency = later.currency.or(self.currency.take());
-        self.cost_added = match (self.cost_added, later.cost_added) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-    }
-}
 
 /// Reads a prompt's usage, records it (metrics, the conversation's row) and
 /// returns it for the turn's log line.

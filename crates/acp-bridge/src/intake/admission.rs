@@ -13,13 +13,13 @@
 //! (`--shard`) is journaled in the same transaction, finished at once: it
 //! is a duplicate when offered again, and nothing else.
 
+use acp_bridge_core::mention::{Intent, Mention, Thread};
 use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
 use super::{Arrival, DropReason, Intake};
 use crate::inbound::Inbound;
 use crate::ledger::OtherShards;
-use crate::mention::{Intent, Mention, Thread};
 use crate::reply::Reaction;
 use crate::telemetry::metrics;
 

@@ -4,13 +4,15 @@
 
 use std::time::Duration;
 
+use acp_bridge_core::mention::SessionPolicy;
 use clap::Args;
 use nostr_sdk::prelude::Kind;
 
 use super::{FollowThreads, IntakeLimits, RateLimit};
-use crate::flags::{ConfigError, at_least_one, flag_defaults, longer_than_zero, parse_duration, refuse};
+use crate::flags::{
+    ConfigError, at_least_one, choice, flag_defaults, longer_than_zero, parse_duration, refuse,
+};
 use crate::loop_guard::ChainBounds;
-use crate::mention::SessionPolicy;
 
 /// The kinds `--kinds` takes: group chat, notes, gift-wrapped DMs.
 const SUPPORTED_KINDS: [u16; 3] = [9, 1, 1059];
@@ -117,7 +119,7 @@ pub struct IntakeArgs {
         long,
         env = "ACP_BRIDGE_SESSION_POLICY",
         help_heading = "Turns",
-        value_enum,
+        value_parser = choice::<SessionPolicy>(),
         default_value = "conversation"
     )]
     pub session_policy: SessionPolicy,

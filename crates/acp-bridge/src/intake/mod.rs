@@ -133,7 +133,7 @@ pub struct IntakeLimits {
     pub rate_limit_burst: u32,
     pub rate_limit_refill: std::time::Duration,
     pub chain_bounds: ChainBounds,
-    pub session_policy: crate::mention::SessionPolicy,
+    pub session_policy: acp_bridge_core::mention::SessionPolicy,
     /// `--max-queued`: mentions waiting in all conversations, at most.
     pub max_queued: usize,
     /// `--follow-threads involved`: a reply in a thread the bot answered

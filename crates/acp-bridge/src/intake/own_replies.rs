@@ -27,12 +27,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use acp_bridge_core::mention;
 use nostr_sdk::prelude::{
     Event, EventId, Filter, Kind, Marker, PublicKey, Relay, ReqExitPolicy, TagKind, TagStandard, Tags,
 };
 
 use crate::ledger::Ledger;
-use crate::mention;
 use crate::reply::is_interim;
 use crate::store::AnsweredThreads;
 

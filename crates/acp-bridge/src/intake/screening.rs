@@ -18,18 +18,19 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use acp_bridge_core::media_refs;
+use acp_bridge_core::mention::{self, CommandCall, Intent, Mention, Thread};
+use acp_bridge_core::standing::Standing;
 use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Tag, TagKind, Timestamp, UnsignedEvent};
 
 use super::before_start::BeforeStart;
 use super::untaken::{Parked, Parking};
 use super::{DropReason, IntakeLimits, SubscriptionFloors};
 use crate::clock_skew::{FOLLOW_UP_CLOCK_SKEW_SECS, MAX_FUTURE_SKEW_SECS};
-use crate::gate::{AuthorFacts, Hearing, Standing};
+use crate::gate::{AuthorFacts, Hearing};
 use crate::groups::GroupDirectory;
 use crate::ledger::OtherShards;
 use crate::loop_guard::Hop;
-use crate::media;
-use crate::mention::{self, CommandCall, Intent, Mention, Thread};
 use crate::rate_limit::{Admission, RateLimiter};
 use crate::shard::Shard;
 
@@ -390,7 +391,7 @@ impl Screener {
             accepted_at: now.wall.as_secs(),
             origin: Some(relay.clone()),
             intent: Intent::Turn,
-            media: media::media_of(candidate.tags, candidate.content),
+            media: media_refs::media_of(candidate.tags, candidate.content),
         };
         Ok(self.admit(mention, command, hop, now, lookups))
     }

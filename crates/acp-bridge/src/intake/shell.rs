@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+use acp_bridge_core::mention::Intent;
 use nostr_sdk::prelude::{Event, EventId, RelayUrl, UnwrappedGift};
 
 use super::admission::Screened;
@@ -18,7 +19,6 @@ use super::{DropReason, Intake};
 use crate::gate::{AuthorFacts, AuthorGate, Hearing};
 use crate::ledger::Ledger;
 use crate::loop_guard::LoopGuard;
-use crate::mention::Intent;
 use crate::shard::{QuestionAskers, Shard};
 use crate::store::{AnsweredThreads, Questions};
 

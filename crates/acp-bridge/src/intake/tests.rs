@@ -194,7 +194,10 @@ async fn the_owners_answer_to_a_question_asked_here_is_taken_whatever_shard_its_
     );
     rig.intake
         .questions
-        .open(question, &crate::mention::test_mention("room", 1, "may I?", true))
+        .open(
+            question,
+            &acp_bridge_core::mention::test_mention("room", 1, "may I?", true),
+        )
         .unwrap();
     let allow = answer("allow, really").await.expect("wrap");
     assert_eq!(rig.screen(&allow).await, Ok(()));

@@ -36,6 +36,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use acp_bridge_core::mention::ConversationKey;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Bytes, Incoming};
@@ -49,7 +50,6 @@ use tokio_util::sync::CancellationToken;
 use super::tcp_owner;
 use super::tokens::TokenRegistry;
 use crate::http_server::{self, ConnectionEnds, ServerBounds};
-use crate::mention::ConversationKey;
 use crate::telemetry::metrics;
 use crate::tools::{BridgeTools, ToolRequest};
 

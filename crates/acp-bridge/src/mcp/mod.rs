@@ -28,6 +28,7 @@ mod tokens;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::AgentInfo;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -39,7 +40,6 @@ pub(crate) use offer::SERVER_NAME;
 use operator::OperatorServer;
 pub(crate) use socket::{SOCKET_ENV, TOKEN_ENV, abstract_address};
 
-use crate::mention::ConversationKey;
 use tokens::TokenRegistry;
 
 /// Tool calls waiting for the heart; a tool waits when it is full.

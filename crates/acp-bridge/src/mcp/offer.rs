@@ -64,9 +64,11 @@ fn pairs(pairs: &[(&str, &str)]) -> Vec<Value> {
 
 #[cfg(test)]
 mod tests {
+
+    use acp_bridge_core::mention::ConversationKey;
+
     use super::*;
     use crate::mcp::tokens::TokenRegistry;
-    use crate::mention::ConversationKey;
 
     #[test]
     fn the_http_entry_has_the_acp_schema_shape() {

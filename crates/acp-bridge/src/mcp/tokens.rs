@@ -26,10 +26,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
 
+use acp_bridge_core::mention::ConversationKey;
 use nostr_sdk::hashes::{Hash, sha256};
 use tokio_util::sync::CancellationToken;
-
-use crate::mention::ConversationKey;
 
 /// Random bytes in a token (256 bits).
 const TOKEN_BYTES: usize = 32;

@@ -12,11 +12,11 @@
 //! too). Only http(s) URLs are linked: a `file://` link would have gemini
 //! read a file of its workspace into the prompt on a stranger's word.
 
+use acp_bridge_core::media_refs::{MediaKind, MediaRef};
 use acp_client::ContentBlock;
 use nostr_sdk::prelude::Url;
 
 use super::fetch::{Fetched, Refusal};
-use super::refs::{MediaKind, MediaRef};
 
 /// What a prompt carries of its media, for the turn's log line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

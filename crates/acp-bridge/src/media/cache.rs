@@ -10,8 +10,9 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use acp_bridge_core::media_refs::{MediaKind, MediaRef};
+
 use super::fetch::Fetched;
-use super::refs::{MediaKind, MediaRef};
 
 /// The most bytes of media kept: a few prompts' worth at the default caps.
 const MEDIA_CACHE_BYTES: usize = 32 * 1024 * 1024;

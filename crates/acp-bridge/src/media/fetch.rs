@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
+use acp_bridge_core::media_refs::{MediaKind, MediaRef};
 use nostr_sdk::hashes::{Hash, sha256};
 use nostr_sdk::prelude::Url;
 
-use super::refs::{MediaKind, MediaRef};
 use crate::http_get::{self, Bounds, HttpGetError, PrivateAddresses};
 
 /// A type put into a prompt: its name, the other names servers give it,

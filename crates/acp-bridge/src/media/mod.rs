@@ -1,6 +1,6 @@
 //! Images and audio people post, into the agent's prompt.
 //!
-//! Owns reading which media a mention carries (`refs`: NIP-92 `imeta` tags
+//! Owns reading which media a mention carries (`acp_bridge_core::media_refs`: NIP-92 `imeta` tags
 //! and bare image and audio URLs, kept on the journaled mention), fetching
 //! them under the operator's bounds (`fetch`, through the daemon's one
 //! bounded GET), and building the prompt's content blocks (`blocks`). An
@@ -15,18 +15,15 @@ mod args;
 mod blocks;
 mod cache;
 mod fetch;
-mod refs;
 
 use acp_client::{AgentInfo, ContentBlock};
 use futures_util::future::join_all;
 
+use acp_bridge_core::media_refs::{MediaKind, MediaRef};
 pub use args::MediaArgs;
 pub(crate) use blocks::MediaSummary;
 pub(crate) use cache::MediaCache;
 pub use fetch::MediaFetcher;
-use refs::MediaKind;
-pub use refs::MediaRef;
-pub(crate) use refs::media_of;
 
 use crate::telemetry::metrics;
 

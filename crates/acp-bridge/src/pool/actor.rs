@@ -20,6 +20,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use acp_bridge_core::live_sessions::{self, Activity, AgentDues, LiveBounds};
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::{AgentClient, AgentUser, ClientConfig, ExitReason, SessionId};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinError, JoinSet};
@@ -28,12 +30,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::breaker::Breaker;
 use super::launcher::{Launcher, StartFailure};
-use super::live_sessions::{self, Activity, AgentDues, LiveBounds};
 use super::session_state::{SessionRef, SessionStates};
 use super::sessions::SessionBook;
 use super::{Awaited, PoolError, PoolStatus};
 use crate::deadline::sleep_until;
-use crate::mention::ConversationKey;
 use crate::telemetry::metrics;
 
 /// An agent with no lease for this long is stopped.

@@ -6,10 +6,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use acp_bridge_core::live_sessions::LiveBounds;
 use acp_client::{AgentUser, ClientConfig, DropObserver};
 use clap::Args;
 
-use super::{AgentSettings, LiveBounds, check_program};
+use super::{AgentSettings, check_program};
 use crate::flags::{ConfigError, flag_defaults, longer_than_zero, parse_duration, refuse};
 use crate::telemetry::metrics;
 use crate::workspace::{WorkspaceMode, Workspaces};

@@ -21,7 +21,6 @@ pub(crate) mod args;
 mod auth;
 mod breaker;
 mod launcher;
-mod live_sessions;
 mod policy_mode;
 mod pools;
 pub(crate) mod reaper;
@@ -34,11 +33,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use acp_bridge_core::live_sessions::LiveBounds;
+use acp_bridge_core::mention::ConversationKey;
+use acp_bridge_core::turn::{LeaseFailure, Remedy};
+use acp_bridge_core::waiting::Awaited;
 use acp_client::{AgentClient, AgentUser, ClientConfig, SessionId};
 use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::mention::ConversationKey;
 use crate::store::{AgentGroups, AgentUids, Sessions};
 use crate::telemetry::http::AgentCircuit;
 use actor::{Actor, Request};
@@ -47,7 +49,6 @@ pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
 pub(crate) use launcher::{agent_command, check_program};
-pub(crate) use live_sessions::LiveBounds;
 pub(crate) use policy_mode::policy_mode;
 pub(crate) use pools::Pools;
 use sessions::SessionBook;
@@ -135,10 +136,24 @@ impl PoolError {
             PoolError::CannotStart(_) | PoolError::Refused(_) | PoolError::Auth(_)
         )
     }
+}
 
-    /// Worth another attempt later: the next may land on a healthy agent.
-    pub(crate) fn is_transient(&self) -> bool {
-        matches!(self, PoolError::Initialize(_) | PoolError::Session(_))
+/// What a turn needs to know of a lease that failed: the words, and what
+/// may help: another attempt (a start-up or a session that may succeed on
+/// the next agent), only the operator (a misconfiguration, the breaker
+/// holding agents back), or neither.
+impl From<PoolError> for LeaseFailure {
+    fn from(error: PoolError) -> Self {
+        let remedy = match &error {
+            PoolError::Initialize(_) | PoolError::Session(_) => Remedy::Retry,
+            PoolError::CircuitOpen { .. } => Remedy::Operator,
+            configuration if configuration.is_configuration() => Remedy::Operator,
+            _ => Remedy::Nothing,
+        };
+        LeaseFailure {
+            reason: error.to_string(),
+            remedy,
+        }
     }
 }
 
@@ -173,16 +188,6 @@ pub(crate) struct PoolStatus {
     /// The conversations whose turn waits for a live session or an agent
     /// slot to free, with which: their waiting notice says so.
     pub awaiting: std::collections::BTreeMap<ConversationKey, Awaited>,
-}
-
-/// What a conversation's lease waits for to free, parked by the pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Awaited {
-    /// A live session: `--max-live-sessions` are live and busy.
-    LiveSession,
-    /// An agent slot (`--agent-uids`): every agent serves another
-    /// conversation, which is busy.
-    AgentSlot,
 }
 
 /// Whether the pool starts agents. An agent that cannot start at all is a

@@ -10,10 +10,11 @@
 
 use std::sync::Arc;
 
+use acp_bridge_core::mention::ConversationKey;
+
 use super::{AgentSettings, Lease, Pool, PoolError, PoolStatus, Starts};
 use crate::mcp::McpOffers;
 use crate::mcp::args::McpSettings;
-use crate::mention::ConversationKey;
 use crate::store::{AgentGroups, AgentUids, Sessions};
 use crate::telemetry::http::AgentCircuit;
 

@@ -12,11 +12,12 @@
 
 use std::collections::HashMap;
 
+use acp_bridge_core::live_sessions::Activity;
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::SessionId;
+use tokio::time::Instant;
 
 use super::Awaited;
-use super::live_sessions::Activity;
-use crate::mention::ConversationKey;
 
 /// A conversation's session: valid while `generation` lives in `slot`.
 #[derive(Debug)]
@@ -24,7 +25,7 @@ pub(super) struct SessionRef {
     pub(super) slot: usize,
     pub(super) generation: u64,
     pub(super) session: SessionId,
-    pub(super) activity: Activity,
+    pub(super) activity: Activity<Instant>,
 }
 
 /// Where one conversation's session stands; a conversation with none has

@@ -19,12 +19,12 @@
 use std::path::Path;
 use std::time::Instant;
 
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::{AcpError, AgentClient, AgentInfo, AgentUser, SessionId, codes};
 
 use super::PoolError;
 use super::auth::{AuthChoice, AuthPolicy};
 use crate::mcp::McpOffers;
-use crate::mention::ConversationKey;
 use crate::store::Sessions;
 use crate::workspace::{WorkspaceError, Workspaces};
 

@@ -528,3 +528,31 @@ async fn a_conversation_gets_its_session_back_from_a_fresh_agent() {
         assert_ne!(rotated.session, first.session, "{reopen:?}: rotated");
     }
 }
+
+#[test]
+fn a_failed_lease_tells_the_turn_what_may_help() {
+    let cases = [
+        (PoolError::Initialize("eof".into()), Remedy::Retry),
+        (PoolError::Session("busy".into()), Remedy::Retry),
+        (PoolError::CannotStart("gone".into()), Remedy::Operator),
+        (PoolError::Refused("v2".into()), Remedy::Operator),
+        (PoolError::Auth("no key".into()), Remedy::Operator),
+        (
+            PoolError::CircuitOpen {
+                seconds: 60,
+                last_failure: "crash".into(),
+            },
+            Remedy::Operator,
+        ),
+        (PoolError::ShutDown, Remedy::Nothing),
+        (PoolError::NoIdentity("all held".into()), Remedy::Nothing),
+    ];
+    for (error, remedy) in cases {
+        let words = error.to_string();
+        let failure = LeaseFailure::from(error);
+        assert_eq!(
+            (failure.reason.as_str(), failure.remedy),
+            (words.as_str(), remedy)
+        );
+    }
+}

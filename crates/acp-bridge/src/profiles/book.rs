@@ -9,9 +9,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use acp_bridge_core::mention::{ConversationKey, Intent, Mention, Thread};
+
 use super::Profiles;
 use super::resolve::{Facts, pick};
-use crate::mention::{ConversationKey, Intent, Mention, Thread};
 use crate::store::ConversationProfiles;
 
 /// What `!agent` answers, and whether the conversation switched (its

@@ -30,6 +30,7 @@ mod series;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use acp_bridge_core::mention::{Mention, Thread};
 use clap::ValueEnum;
 use nostr_sdk::prelude::{
     Event, EventBuilder, EventId, JsonUtil, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
@@ -38,7 +39,6 @@ use nostr_sdk::prelude::{
 
 use crate::ledger::Ledger;
 use crate::loop_guard::ReplyRecorder;
-use crate::mention::{Mention, Thread};
 use crate::shard::Shard;
 use crate::signer::BotSigner;
 use crate::store::{Finish, OutgoingEvent, Store, StoreError};
@@ -725,8 +725,10 @@ fn thread_tags(root: EventId, mention: EventId, authors: &BTreeSet<PublicKey>) -
 
 #[cfg(test)]
 mod tests {
+
+    use acp_bridge_core::mention::test_mention;
+
     use super::*;
-    use crate::mention::test_mention;
     use crate::store::scratch::ScratchDir;
     use crate::store::{MentionState, Outbox};
     use nostr_sdk::prelude::Keys;

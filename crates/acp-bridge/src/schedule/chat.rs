@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use acp_bridge_core::mention::{Mention, Thread};
 use chrono::{DateTime, NaiveTime, Utc};
 use tokio::sync::mpsc;
 
@@ -16,7 +17,6 @@ use super::target::Target;
 use super::when::When;
 use super::{Board, Origin, Schedule};
 use crate::flags::parse_duration;
-use crate::mention::{Mention, Thread};
 use crate::store::{ChatScheduleRow, ChatSchedules};
 
 /// The shortest `!every` interval: a run a second is already more than any
@@ -391,7 +391,7 @@ mod tests {
         let dir = crate::store::scratch::ScratchDir::new("chat-cap");
         let store = std::sync::Arc::new(crate::store::Store::open(dir.path()).expect("store"));
         let (planner, _heard) = Planner::new(ChatSchedules::new(store), Board::default());
-        let mut mention = crate::mention::test_mention("dm", 1, "", true);
+        let mut mention = acp_bridge_core::mention::test_mention("dm", 1, "", true);
         mention.thread = Thread::Direct {
             peer: mention.author,
             message: mention.event_id,

@@ -10,7 +10,7 @@
 //! schedule's last fire time, from which [`missed`] decides the one
 //! catch-up run for fire times that passed while the daemon was down.
 //!
-//! [`Intent::Scheduled`]: crate::mention::Intent::Scheduled
+//! [`Intent::Scheduled`]: acp_bridge_core::mention::Intent::Scheduled
 
 mod board;
 pub(crate) mod chat;

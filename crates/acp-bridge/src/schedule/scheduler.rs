@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use acp_bridge_core::mention::{Intent, Mention, SessionPolicy, Thread};
 use chrono::{DateTime, Utc};
 use nostr_sdk::hashes::{Hash, sha256};
 use nostr_sdk::prelude::{EventId, Kind, PublicKey, Timestamp};
@@ -26,7 +27,6 @@ use super::when::When;
 use super::{Board, Origin, Schedule};
 use crate::inbound::Inbound;
 use crate::ledger::Ledger;
-use crate::mention::{Intent, Mention, SessionPolicy, Thread};
 use crate::reply::Replier;
 use crate::shard::Shard;
 use crate::store::{ChatSchedules, ScheduleFires, Store};

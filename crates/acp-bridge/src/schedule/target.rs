@@ -4,9 +4,8 @@
 
 use std::fmt;
 
+use acp_bridge_core::mention::is_plausible_group_id;
 use nostr_sdk::prelude::{EventId, RelayUrl};
-
-use crate::mention::is_plausible_group_id;
 
 /// A schedule's target.
 #[derive(Debug, Clone, PartialEq, Eq)]

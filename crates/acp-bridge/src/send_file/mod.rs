@@ -19,12 +19,12 @@ use acp_client::AgentUser;
 use futures_util::future::join_all;
 use nostr_sdk::prelude::{Tag, TagKind, Url};
 
+use acp_bridge_core::mention::ConversationKey;
 pub(crate) use args::{FileArgs, FileSettings};
 pub(crate) use blossom::UPLOAD_TIMEOUT;
 pub(crate) use mime::SENT_TYPES;
 
 use crate::http_get::PrivateAddresses;
-use crate::mention::ConversationKey;
 use crate::signer::BotSigner;
 use crate::telemetry::metrics;
 use crate::workspace::Workspaces;

@@ -11,10 +11,10 @@
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 
+use acp_bridge_core::mention::ConversationKey;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store, sql_now};
-use crate::mention::ConversationKey;
 
 /// The door to the conversations' uids: the only way to the table.
 #[derive(Debug, Clone)]

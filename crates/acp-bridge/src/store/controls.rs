@@ -11,10 +11,10 @@
 
 use std::sync::Arc;
 
+use acp_bridge_core::mention::ConversationKey;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store, sql_now};
-use crate::mention::ConversationKey;
 
 /// The door to the owner's choices and the agent's offers, per
 /// conversation: the heart's `!model` / `!mode` and the turn's start go

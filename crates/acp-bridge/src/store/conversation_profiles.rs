@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
+use acp_bridge_core::mention::ConversationKey;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store, sql_now};
-use crate::mention::ConversationKey;
 
 /// The door to the conversations' profiles: the only way to the table.
 #[derive(Debug, Clone)]
@@ -83,8 +83,9 @@ impl Store {
 mod tests {
     use std::sync::Arc;
 
+    use acp_bridge_core::mention::ConversationKey;
+
     use super::ConversationProfiles;
-    use crate::mention::ConversationKey;
     use crate::store::Store;
     use crate::store::scratch::ScratchDir;
 

@@ -11,10 +11,10 @@
 
 use std::sync::Arc;
 
+use acp_bridge_core::mention::ConversationKey;
 use rusqlite::params;
 
 use super::{Result, Store};
-use crate::mention::ConversationKey;
 
 /// What a fresh session must not inherit: the old session's id (and the
 /// usage the agent reported for it), and how far it was given its thread

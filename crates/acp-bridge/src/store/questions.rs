@@ -14,11 +14,11 @@
 
 use std::sync::Arc;
 
+use acp_bridge_core::mention::Mention;
 use nostr_sdk::prelude::EventId;
 use rusqlite::params;
 
 use super::{Result, Store};
-use crate::mention::Mention;
 
 /// The door to the open questions (see the module doc).
 #[derive(Debug, Clone)]
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn the_door_records_a_question_under_its_mention_and_expires_the_left_over_once() {
-        use crate::mention::test_mention;
+        use acp_bridge_core::mention::test_mention;
         let dir = ScratchDir::new("questions-door");
         let questions = Questions::new(std::sync::Arc::new(Store::open(dir.path()).unwrap()));
         let (asked, answered) = (EventId::all_zeros(), EventId::from_slice(&[1; 32]).unwrap());

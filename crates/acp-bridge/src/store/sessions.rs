@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use acp_bridge_core::mention::ConversationKey;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store, sql_now};
-use crate::mention::ConversationKey;
 
 /// What the agent last reported about a session's size and cost.
 #[derive(Debug, Clone, Default, PartialEq)]

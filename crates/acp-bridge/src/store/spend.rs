@@ -12,10 +12,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use acp_bridge_core::budget::limit::Spent;
+use acp_bridge_core::mention::ConversationKey;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store};
-use crate::mention::ConversationKey;
 
 /// One spend, as it is recorded.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,26 +39,6 @@ pub(crate) enum Whose<'a> {
     /// One author's (hex public key).
     Author(&'a str),
     Conversation(&'a ConversationKey),
-}
-
-/// Sums of spend over a scope and period.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Spent {
-    pub turns: u64,
-    pub tokens: u64,
-    /// Cost per currency.
-    pub cost: BTreeMap<String, f64>,
-}
-
-impl Spent {
-    /// Adds one group of rows' sums.
-    fn add(&mut self, currency: Option<String>, turns: i64, tokens: i64, cost: f64) {
-        self.turns += turns.max(0) as u64;
-        self.tokens += tokens.max(0) as u64;
-        if let Some(currency) = currency {
-            *self.cost.entry(currency).or_default() += cost;
-        }
-    }
 }
 
 /// The door to the spend rows: the heart records, the budget sums.

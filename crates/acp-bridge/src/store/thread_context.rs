@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
+use acp_bridge_core::mention::ConversationKey;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store};
-use crate::mention::ConversationKey;
 
 /// The door to the thread-context marks, the only way to the table (a new
 /// session forgets its conversation's mark inside the sessions table's

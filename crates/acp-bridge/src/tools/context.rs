@@ -4,10 +4,10 @@
 //! handles tools act through, never the heart's queues or another
 //! conversation.
 
+use acp_bridge_core::mention::{ConversationKey, Mention};
 use nostr_sdk::prelude::EventId;
 
 use super::{Answer, DelegateCall};
-use crate::mention::{ConversationKey, Mention};
 use crate::rate_limit::RateLimiter;
 use crate::reply::Replier;
 use crate::send_file::FileSender;

@@ -42,7 +42,7 @@ pub(crate) use delegate::{DelegateCall, FOREGROUND_WAIT};
 pub(crate) use posts::tool_budget;
 pub(crate) use server::BridgeTools;
 
-use crate::mention::ConversationKey;
+use acp_bridge_core::mention::ConversationKey;
 
 /// How long a tool waits for the heart's answer before telling the model
 /// it is not known whether the call took effect.

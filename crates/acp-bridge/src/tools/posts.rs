@@ -13,8 +13,9 @@
 
 use std::time::{Duration, Instant};
 
+use acp_bridge_core::mention::{ConversationKey, Mention};
+
 use super::Context;
-use crate::mention::{ConversationKey, Mention};
 use crate::rate_limit::{Admission, RateLimiter};
 
 /// Messages a conversation's agent may post in a row.

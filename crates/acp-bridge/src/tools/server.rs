@@ -4,6 +4,7 @@
 //! [`ToolRequest`] to the heart, and the heart's answer the tool's result;
 //! the call is logged and counted here.
 
+use acp_bridge_core::mention::ConversationKey;
 use futures_util::future::BoxFuture;
 use rmcp::handler::server::common::schema_for_input;
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
@@ -13,7 +14,6 @@ use rmcp::{ErrorData, ServerHandler, tool_handler};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Tool, ToolRequest, router};
-use crate::mention::ConversationKey;
 use crate::telemetry::metrics;
 
 /// The tools of one request, bound to the conversation of its token.

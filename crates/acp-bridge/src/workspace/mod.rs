@@ -40,7 +40,7 @@ use acp_client::AgentUser;
 use clap::ValueEnum;
 use nostr_sdk::hashes::{Hash as _, sha256};
 
-use crate::mention::ConversationKey;
+use acp_bridge_core::mention::ConversationKey;
 use owners::Owners;
 pub(crate) use owners::{ConversationUids, OwnerError};
 pub(crate) use root_dir::CONVERSATIONS_DIR;

@@ -10,9 +10,9 @@
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::AgentUser;
 
-use crate::mention::ConversationKey;
 use crate::store::AgentUids;
 
 /// Whose the conversations' workspaces are.

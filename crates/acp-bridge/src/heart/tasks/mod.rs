@@ -56,13 +56,14 @@ use tracing::Instrument;
 mod runner;
 mod sibling;
 
+use acp_bridge_core::mention::{ConversationKey, Intent};
+use acp_bridge_core::prompt::{self, Framing};
+use acp_bridge_core::turn::Input;
+
 use super::Heart;
 use super::tools::Answer;
-use super::turn::Input;
 use crate::budget::turn_cap::SharedSpend;
 use crate::mcp::{DelegateCall, FOREGROUND_WAIT};
-use crate::mention::{ConversationKey, Intent};
-use crate::prompt::{self, Framing};
 use crate::telemetry::metrics;
 
 /// Sessions at this depth (a task's own is 1) cannot delegate.
@@ -123,7 +124,7 @@ struct Task {
     /// The conversation that delegated it: the only one that sees it.
     owner: ConversationKey,
     /// The mention whose turn delegated it: its result is answered under it.
-    under: crate::mention::Mention,
+    under: acp_bridge_core::mention::Mention,
     /// That turn's id: a task that takes it past its cap ends it.
     turn_id: u64,
     state: State,
@@ -138,7 +139,7 @@ struct Task {
 #[derive(Debug)]
 struct EndedTask {
     owner: ConversationKey,
-    under: crate::mention::Mention,
+    under: acp_bridge_core::mention::Mention,
     turn_id: u64,
     /// Its result went to a foreground call that waited for it.
     returned: bool,
@@ -345,7 +346,7 @@ impl Heart {
     fn may_spend_on_task(
         &self,
         key: &ConversationKey,
-        under: &crate::mention::Mention,
+        under: &acp_bridge_core::mention::Mention,
         spend: Option<&SharedSpend>,
         on_pool: bool,
     ) -> Result<(), String> {

@@ -15,6 +15,7 @@
 //! against that turn's `--budget-turn-cap`; the task that takes the turn
 //! past its cap is cancelled and ends [`Ending::Capped`].
 
+use acp_bridge_core::mention::ConversationKey;
 use acp_client::{ContentBlock, TurnEvent, TurnOptions, TurnOutcome, TurnProgress};
 use nostr_sdk::prelude::PublicKey;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +24,6 @@ use super::Ending;
 use crate::budget::Budget;
 use crate::budget::turn_cap::{CapReached, SharedSpend};
 use crate::heart::usage;
-use crate::mention::ConversationKey;
 use crate::pool::{Lease, Pools};
 use crate::store::Sessions;
 

@@ -9,13 +9,13 @@
 
 use std::time::Duration;
 
+use acp_bridge_core::mention::Mention;
 use nostr_sdk::prelude::PublicKey;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Ending, State, TaskNews};
 use crate::heart::Heart;
-use crate::mention::Mention;
 use crate::store::Finish;
 
 /// How long a task handed to a sibling bot waits for its reply.

@@ -3,13 +3,13 @@
 
 use std::collections::HashSet;
 
+use acp_bridge_core::mention::SessionPolicy;
 use nostr_sdk::prelude::{EventBuilder, Keys};
 
 use super::*;
 use crate::gate::Refusal;
 use crate::groups::{GroupSettings, OtherGroups};
 use crate::loop_guard::ChainBounds;
-use crate::mention::SessionPolicy;
 
 const MAX_CONTENT_BYTES: usize = 64;
 const MAX_QUEUED: usize = 100;

@@ -4,25 +4,24 @@
 
 use std::time::Instant;
 
-use acp_client::StopReason;
-use nostr_sdk::prelude::EventId;
+use acp_protocol::StopReason;
+use nostr::prelude::EventId;
 
 use super::questions::{Answer, Asked, QuestionTicket};
-use crate::heart::usage::TurnUsage;
-use crate::media::MediaRef;
+use super::usage::TurnUsage;
+use crate::media_refs::MediaRef;
 use crate::mention::Mention;
-use crate::pool::PoolError;
 use crate::prompt::Framing;
 
 /// Names one steer request within its turn.
-pub(crate) type SteerTicket = u64;
+pub type SteerTicket = u64;
 
 /// What happened, as the machine learns it.
 #[derive(Debug)]
-pub(crate) enum Input {
+pub enum Input {
     /// An agent and the conversation's session are ready.
     Leased,
-    LeaseFailed(PoolError),
+    LeaseFailed(LeaseFailure),
     /// Mentions that arrived mid-turn, to be folded in under `framing`.
     Absorb {
         mentions: Vec<Mention>,
@@ -69,7 +68,7 @@ pub(crate) enum Input {
 
 /// How the agent took a steer, whatever the method.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SteerAnswer {
+pub enum SteerAnswer {
     /// In the live turn, which answers it before it ends (`_session/steering`).
     Delivered,
     /// Queued for the live run; delivered once the turn shows this
@@ -82,7 +81,7 @@ pub(crate) enum SteerAnswer {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CancelSettled {
+pub enum CancelSettled {
     Done,
     /// The agent ignores cancels: only a kill ends the prompt.
     TimedOut,
@@ -91,7 +90,7 @@ pub(crate) enum CancelSettled {
 
 /// How a prompt ended when the agent answered it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct PromptEnd {
+pub struct PromptEnd {
     pub stop_reason: StopReason,
     /// What the reply carries (per `--reply-content`).
     pub message: String,
@@ -100,11 +99,33 @@ pub(crate) struct PromptEnd {
     pub usage: TurnUsage,
 }
 
+/// Why the pool could not lease an agent, as a turn needs to know it: the
+/// words the person and the log are told, and what may help. The driver
+/// makes one of the pool's own error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct LeaseFailure {
+    pub reason: String,
+    pub remedy: Remedy,
+}
+
+/// What may help after a lease failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// Another attempt later: the next may land on a healthy agent.
+    Retry,
+    /// Only the operator (a misconfigured agent, or a breaker that holds
+    /// agents back): telling the person at once beats retrying.
+    Operator,
+    /// Neither (the daemon is stopping, no identity is free).
+    Nothing,
+}
+
 /// Why a turn failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub(crate) enum TurnFailure {
+pub enum TurnFailure {
     #[error("{0}")]
-    Pool(#[from] PoolError),
+    Pool(#[from] LeaseFailure),
     #[error("the agent stopped: {0}")]
     Agent(String),
     #[error("the agent went silent")]
@@ -117,9 +138,9 @@ pub(crate) enum TurnFailure {
 
 impl TurnFailure {
     /// Worth another attempt (the next may land on a healthy agent).
-    pub(crate) fn retryable(&self) -> bool {
+    pub fn retryable(&self) -> bool {
         match self {
-            TurnFailure::Pool(error) => error.is_transient(),
+            TurnFailure::Pool(error) => error.remedy == Remedy::Retry,
             TurnFailure::Deadline => false,
             _ => true,
         }
@@ -127,14 +148,14 @@ impl TurnFailure {
 
     /// Only the operator can fix it (a misconfigured agent, or a breaker
     /// that holds agents back): telling the person at once beats retrying.
-    pub(crate) fn needs_operator(&self) -> bool {
-        matches!(self, TurnFailure::Pool(error) if error.is_configuration() || matches!(error, PoolError::CircuitOpen { .. }))
+    pub fn needs_operator(&self) -> bool {
+        matches!(self, TurnFailure::Pool(error) if error.remedy == Remedy::Operator)
     }
 }
 
 /// What the turn's answer is published as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Publication {
+pub enum Publication {
     Answer,
     Notice,
 }
@@ -143,7 +164,7 @@ pub(crate) enum Publication {
 /// between the two sides (the driver's stop comes before the heart's
 /// [`HeartAction::Finished`]); each side matches its own enum whole.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Action {
+pub enum Action {
     /// For the turn's driver, which the heart forwards untouched.
     Driver(DriverAction),
     /// For the heart itself.
@@ -165,7 +186,7 @@ impl From<HeartAction> for Action {
 /// What the driver performs: the agent's work, the owner's questions, the
 /// publishing of the turn's answer, the machine's timer.
 #[derive(Debug, PartialEq)]
-pub(crate) enum DriverAction {
+pub enum DriverAction {
     Lease,
     /// Prompt the agent with this text and the images of these mentions.
     Prompt(String, Vec<MediaRef>),
@@ -217,7 +238,7 @@ pub(crate) enum DriverAction {
 /// What the heart routes: notices to people, mentions back to their
 /// conversation, and the turn's end.
 #[derive(Debug, PartialEq)]
-pub(crate) enum HeartAction {
+pub enum HeartAction {
     /// Tell the author of `mention` something, without finishing it.
     Inform { mention: Box<Mention>, text: String },
     /// Tell the owner something about a question asked under `under`
@@ -236,7 +257,7 @@ pub(crate) enum HeartAction {
 
 /// Which way a steer went, as its metric counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SteerOutcome {
+pub enum SteerOutcome {
     /// The agent took it into the live turn (delivered, or queued for a fold).
     Native,
     /// The agent cannot steer: cancel + merge (each time a merge is begun
@@ -247,7 +268,7 @@ pub(crate) enum SteerOutcome {
 }
 
 impl SteerOutcome {
-    pub(crate) fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             SteerOutcome::Native => "native",
             SteerOutcome::Fallback => "fallback",
@@ -258,7 +279,7 @@ impl SteerOutcome {
 
 /// How a turn ended, with every mention it held.
 #[derive(Debug, PartialEq)]
-pub(crate) struct TurnEnd {
+pub struct TurnEnd {
     pub outcome: Outcome,
     /// The mentions the turn worked on (answered, notified, failed, cancelled).
     pub work: Vec<Mention>,
@@ -268,7 +289,7 @@ pub(crate) struct TurnEnd {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// The answer is stored in the outbox; the work is finished.
     Answered,
     /// The people were told why there is no answer; the work is finished.
@@ -287,11 +308,11 @@ pub(crate) enum Outcome {
 impl Outcome {
     /// Whether the turn ran: one that never got an agent (its lease
     /// failed) is neither logged nor counted as a finished turn.
-    pub(crate) fn ran(&self) -> bool {
+    pub fn ran(&self) -> bool {
         !matches!(self, Outcome::Failed(TurnFailure::Pool(_)))
     }
 
-    pub(crate) fn label(&self) -> &'static str {
+    pub fn label(&self) -> &'static str {
         match self {
             Outcome::Answered => "answered",
             Outcome::Notified => "notified",

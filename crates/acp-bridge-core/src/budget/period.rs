@@ -6,16 +6,16 @@ const SECONDS_PER_DAY: i64 = 86_400;
 
 /// A period a limit counts over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Period {
+pub enum Period {
     Day,
     Month,
 }
 
 impl Period {
-    pub(crate) const ALL: [Period; 2] = [Period::Day, Period::Month];
+    pub const ALL: [Period; 2] = [Period::Day, Period::Month];
 
     /// The word flags and `!budget` use (`day`, `month`).
-    pub(crate) fn word(self) -> &'static str {
+    pub fn word(self) -> &'static str {
         match self {
             Period::Day => "day",
             Period::Month => "month",
@@ -23,7 +23,7 @@ impl Period {
     }
 
     /// The adjective a notice uses (`the bot's daily budget`).
-    pub(crate) fn adjective(self) -> &'static str {
+    pub fn adjective(self) -> &'static str {
         match self {
             Period::Day => "daily",
             Period::Month => "monthly",
@@ -31,7 +31,7 @@ impl Period {
     }
 
     /// Where the period holding `now` began (unix seconds).
-    pub(crate) fn start(self, now: i64) -> i64 {
+    pub fn start(self, now: i64) -> i64 {
         let day = now.div_euclid(SECONDS_PER_DAY);
         match self {
             Period::Day => day * SECONDS_PER_DAY,
@@ -43,7 +43,7 @@ impl Period {
     }
 
     /// Where the next period begins: when a limit spent at `now` resets.
-    pub(crate) fn next_start(self, now: i64) -> i64 {
+    pub fn next_start(self, now: i64) -> i64 {
         let day = now.div_euclid(SECONDS_PER_DAY);
         match self {
             Period::Day => (day + 1) * SECONDS_PER_DAY,
@@ -61,7 +61,7 @@ impl Period {
 }
 
 /// `at` (unix seconds) as `YYYY-MM-DD HH:MM UTC`.
-pub(crate) fn utc_minute(at: i64) -> String {
+pub fn utc_minute(at: i64) -> String {
     let (year, month, day) = civil_from_days(at.div_euclid(SECONDS_PER_DAY));
     let second = at.rem_euclid(SECONDS_PER_DAY);
     format!(

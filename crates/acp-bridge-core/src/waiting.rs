@@ -4,8 +4,9 @@
 //!
 //! Owns the vocabulary of waiting and what is its own alone: a mention's
 //! [`Wait`] (since when, whether told), the [`DueIndex`] of when waits are
-//! due a notice, the notice wording, and the global [`NoticeBudget`]. It
-//! owns no mention: the conversations (`super::conversations`) carry each
+//! due a notice, and the notice wording (the daemon's heart keeps the
+//! global budget of notices). It
+//! owns no mention: the conversations (`crate::conversations`) carry each
 //! mention's [`Wait`] on its entry, keep the due index in step with their
 //! entries and say why a mention waits; the heart sends the notices. Has no
 //! clock: time is passed in, and the heart's one timer wakes at the index's
@@ -14,21 +15,23 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use nostr_sdk::prelude::EventId;
+use nostr::prelude::EventId;
 
 use crate::mention::ConversationKey;
-use crate::pool::Awaited;
-use crate::rate_limit::{Admission, RateLimiter};
 
-/// Waiting notices the whole daemon may send at once: a stranger's flood
-/// that queues must not become a flood of notices.
-const WAIT_NOTICE_BURST: u32 = 10;
-/// One more waiting notice may go out every this long once the burst is spent.
-const WAIT_NOTICE_REFILL: Duration = Duration::from_secs(6);
+/// What a conversation's lease waits for to free, parked by the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaited {
+    /// A live session: `--max-live-sessions` are live and busy.
+    LiveSession,
+    /// An agent slot (`--agent-uids`): every agent serves another
+    /// conversation, which is busy.
+    AgentSlot,
+}
 
 /// Why a mention has not got its turn yet, from the heart's real state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Holdup {
+pub enum Holdup {
     /// Every turn slot is busy; `ahead` conversations go before this one.
     Capacity {
         ahead: usize,
@@ -52,7 +55,7 @@ pub(crate) enum Holdup {
 
 impl Holdup {
     /// A short name for logs and tests.
-    pub(super) fn label(&self) -> &'static str {
+    pub fn label(&self) -> &'static str {
         match self {
             Holdup::Capacity { .. } => "capacity",
             Holdup::TurnInFlight => "turn_in_flight",
@@ -64,7 +67,7 @@ impl Holdup {
     }
 
     /// What the author is told.
-    pub(super) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             Holdup::Capacity {
                 ahead: 0,
@@ -107,7 +110,7 @@ impl Holdup {
     /// conversation's turn waits for a live session or an agent slot to
     /// free rather than for its agent to start: the pool parks such a
     /// lease, so the heart sees only a turn whose agent is not up yet.
-    pub(super) fn for_a_lease_that(self, awaits: Option<Awaited>) -> Holdup {
+    pub fn for_a_lease_that(self, awaits: Option<Awaited>) -> Holdup {
         match (self, awaits) {
             (Holdup::AgentStarting { .. }, Some(Awaited::LiveSession)) => Holdup::LiveSessionsBusy,
             (Holdup::AgentStarting { .. }, Some(Awaited::AgentSlot)) => Holdup::AgentSlotsBusy,
@@ -122,7 +125,7 @@ impl Holdup {
 /// failed turn back to the queue, so a retried mention keeps its first
 /// queueing time and is told at most once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Wait {
+pub struct Wait {
     /// When it first entered a queue: the wait counts from here.
     pub since: Instant,
     pub told: bool,
@@ -132,14 +135,14 @@ pub(super) struct Wait {
 /// id)`, earliest first. The conversations keep it in step with their
 /// entries; it knows nothing of them.
 #[derive(Debug)]
-pub(super) struct DueIndex {
+pub struct DueIndex {
     /// `--wait-notice-after`; `None`: waiting notices are off, nothing waits.
     after: Option<Duration>,
     due: BTreeSet<(Instant, ConversationKey, EventId)>,
 }
 
 impl DueIndex {
-    pub(super) fn new(after: Option<Duration>) -> Self {
+    pub fn new(after: Option<Duration>) -> Self {
         DueIndex {
             after,
             due: BTreeSet::new(),
@@ -147,7 +150,7 @@ impl DueIndex {
     }
 
     /// The wait of a mention that starts waiting `now` (`None`: notices off).
-    pub(super) fn start(&self, now: Instant) -> Option<Wait> {
+    pub fn start(&self, now: Instant) -> Option<Wait> {
         self.after.map(|_| Wait {
             since: now,
             told: false,
@@ -155,32 +158,32 @@ impl DueIndex {
     }
 
     /// `id` waits in the conversation of `key`: due unless told already.
-    pub(super) fn insert(&mut self, key: &ConversationKey, id: EventId, wait: &Wait) {
+    pub fn insert(&mut self, key: &ConversationKey, id: EventId, wait: &Wait) {
         if let Some(entry) = self.entry(key, id, wait) {
             self.due.insert(entry);
         }
     }
 
     /// `id` waits no more (its agent is up, it is done or dropped).
-    pub(super) fn remove(&mut self, key: &ConversationKey, id: EventId, wait: &Wait) {
+    pub fn remove(&mut self, key: &ConversationKey, id: EventId, wait: &Wait) {
         if let Some(entry) = self.entry(key, id, wait) {
             self.due.remove(&entry);
         }
     }
 
     /// `id` counts as told: it is never due again.
-    pub(super) fn tell(&mut self, key: &ConversationKey, id: EventId, wait: &mut Wait) {
+    pub fn tell(&mut self, key: &ConversationKey, id: EventId, wait: &mut Wait) {
         self.remove(key, id, wait);
         wait.told = true;
     }
 
     /// When the next mention is due a notice.
-    pub(super) fn next(&self) -> Option<Instant> {
+    pub fn next(&self) -> Option<Instant> {
         self.due.first().map(|(at, _, _)| *at)
     }
 
     /// Takes the mentions due by `now`, earliest first.
-    pub(super) fn pop_due(&mut self, now: Instant) -> Vec<(ConversationKey, EventId)> {
+    pub fn pop_due(&mut self, now: Instant) -> Vec<(ConversationKey, EventId)> {
         let mut due = Vec::new();
         while self.due.first().is_some_and(|(at, _, _)| *at <= now) {
             if let Some((_, key, id)) = self.due.pop_first() {
@@ -201,39 +204,12 @@ impl DueIndex {
     }
 }
 
-/// The global budget of waiting notices: a stranger's flood that queues
-/// must not become a flood of notices.
-#[derive(Debug)]
-pub(super) struct NoticeBudget(RateLimiter<()>);
-
-impl Default for NoticeBudget {
-    fn default() -> Self {
-        NoticeBudget(RateLimiter::new(WAIT_NOTICE_BURST, WAIT_NOTICE_REFILL, 1))
-    }
-}
-
-impl NoticeBudget {
-    /// Whether the budget allows one more notice now.
-    pub(super) fn admit(&mut self, now: Instant) -> bool {
-        self.0.admit(&(), now) == Admission::Admitted
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::mention::test_mention;
 
     const AFTER: Duration = Duration::from_secs(5);
-
-    #[test]
-    fn the_global_budget_holds_back_a_flood_of_notices() {
-        let mut budget = NoticeBudget::default();
-        let now = Instant::now();
-        let admitted = (0..WAIT_NOTICE_BURST * 3).filter(|_| budget.admit(now)).count();
-        assert_eq!(admitted, WAIT_NOTICE_BURST as usize);
-        assert!(budget.admit(now + WAIT_NOTICE_REFILL));
-    }
 
     #[test]
     fn a_wait_is_due_once_from_its_start_and_never_when_off() {

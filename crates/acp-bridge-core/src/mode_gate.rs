@@ -4,36 +4,70 @@
 //! Owns only the decision; carrying it out (steer, cancel + merge, queue)
 //! belongs to the turn runner and the queue.
 
-use clap::ValueEnum;
-
+use crate::choice::{Choice, Word};
 use crate::mention::Mention;
 use crate::prompt::Framing;
 
-/// What happens to a mention that arrives while its conversation's turn runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// What happens to a mention that arrives while its conversation's turn
+/// runs (`--multiple-event-handling`; each value's help below).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MultipleEventHandling {
-    /// Wait for the next turn.
     Queue,
-    /// Fold it into the live turn (native steer, else cancel + merge).
     Steer,
-    /// Cancel the live turn and re-prompt with both, the new request superseding.
     Interrupt,
-    /// Interrupt when the owner wrote it, else queue.
     OwnerInterrupt,
 }
 
-/// What happens to mid-turn events the mode gate does not take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+impl Choice for MultipleEventHandling {
+    const WORDS: &'static [Word<Self>] = &[
+        Word {
+            value: MultipleEventHandling::Queue,
+            word: "queue",
+            help: "Wait for the next turn",
+        },
+        Word {
+            value: MultipleEventHandling::Steer,
+            word: "steer",
+            help: "Fold it into the live turn (native steer, else cancel + merge)",
+        },
+        Word {
+            value: MultipleEventHandling::Interrupt,
+            word: "interrupt",
+            help: "Cancel the live turn and re-prompt with both, the new request superseding",
+        },
+        Word {
+            value: MultipleEventHandling::OwnerInterrupt,
+            word: "owner-interrupt",
+            help: "Interrupt when the owner wrote it, else queue",
+        },
+    ];
+}
+
+/// What happens to mid-turn events the mode gate does not take (`--dedup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dedup {
-    /// Keep them for the next turn.
     Queue,
-    /// Drop them (with a notice).
     Drop,
+}
+
+impl Choice for Dedup {
+    const WORDS: &'static [Word<Self>] = &[
+        Word {
+            value: Dedup::Queue,
+            word: "queue",
+            help: "Keep them for the next turn",
+        },
+        Word {
+            value: Dedup::Drop,
+            word: "drop",
+            help: "Drop them (with a notice)",
+        },
+    ];
 }
 
 /// What to do with a mention that arrived mid-turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub enum Decision {
     /// Wait for the next turn.
     Queue,
     /// Fold into the live turn under this framing.
@@ -43,18 +77,18 @@ pub(crate) enum Decision {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ModeGate {
+pub struct ModeGate {
     mode: MultipleEventHandling,
     dedup: Dedup,
 }
 
 impl ModeGate {
     /// `dedup` must be `queue` unless `mode` is `queue` (checked at start-up).
-    pub(crate) fn new(mode: MultipleEventHandling, dedup: Dedup) -> Self {
+    pub fn new(mode: MultipleEventHandling, dedup: Dedup) -> Self {
         ModeGate { mode, dedup }
     }
 
-    pub(crate) fn decide(&self, mention: &Mention) -> Decision {
+    pub fn decide(&self, mention: &Mention) -> Decision {
         match self.mode {
             MultipleEventHandling::Steer => Decision::Absorb(Framing::Steer),
             MultipleEventHandling::Interrupt => Decision::Absorb(Framing::Interrupt),
@@ -76,6 +110,13 @@ mod tests {
 
     fn mention(from_owner: bool) -> Mention {
         test_mention("room", 1, "", from_owner)
+    }
+
+    #[test]
+    fn each_policy_is_named_by_its_flag_word() {
+        assert_eq!(MultipleEventHandling::OwnerInterrupt.word(), "owner-interrupt");
+        assert_eq!(Dedup::from_word("drop"), Some(Dedup::Drop));
+        assert_eq!(MultipleEventHandling::from_word("Steer"), None, "words are exact");
     }
 
     #[test]

@@ -69,7 +69,7 @@ impl FromStr for Amount {
 
 impl Unit {
     /// The word a metric's `unit` label and an amount use.
-    pub(crate) fn word(&self) -> &str {
+    pub fn word(&self) -> &str {
         match self {
             Unit::Turns => "turns",
             Unit::Tokens => "tokens",
@@ -80,7 +80,7 @@ impl Unit {
 
 impl Amount {
     /// `quantity` of this amount's unit, written as an amount is.
-    pub(crate) fn show(&self, quantity: f64) -> String {
+    pub fn show(&self, quantity: f64) -> String {
         match &self.unit {
             Unit::Turns => format!("{quantity:.0} turns"),
             Unit::Tokens => format!("{quantity:.0} tokens"),

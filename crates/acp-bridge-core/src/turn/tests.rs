@@ -2,12 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use nostr_sdk::prelude::EventId;
+use crate::mention::test_mention;
+use nostr::prelude::EventId;
 
 use super::*;
-use crate::heart::usage::TurnUsage;
-use crate::mention::test_mention;
-use crate::pool::PoolError;
 
 const QUESTION_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -836,9 +834,10 @@ fn every_exit_answers_or_returns_every_mention() {
 #[test]
 fn a_turn_that_never_got_an_agent_did_not_run() {
     let mut rig = Rig::leasing(&["hello"]);
-    let actions = rig.feed(Input::LeaseFailed(PoolError::CannotStart(
-        "no such binary".into(),
-    )));
+    let actions = rig.feed(Input::LeaseFailed(LeaseFailure {
+        reason: "the agent cannot start: no such binary".into(),
+        remedy: Remedy::Operator,
+    }));
     let (outcome, work, returned) = rig.end(&actions, &[]);
     assert!(
         matches!(outcome, Outcome::Failed(TurnFailure::Pool(_))),

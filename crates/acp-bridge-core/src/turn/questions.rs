@@ -12,14 +12,14 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use acp_client::{FormField, PermissionKind, PermissionOption};
-use nostr_sdk::prelude::EventId;
+use acp_protocol::{FormField, PermissionKind, PermissionOption};
+use nostr::prelude::EventId;
 use serde_json::{Map, Value};
 
 use super::form;
 
 /// Names one question of the agent within its turn.
-pub(crate) type QuestionTicket = u64;
+pub type QuestionTicket = u64;
 
 /// The most of a tool call's title or a form's message a question quotes:
 /// the agent writes it, and the question (one event) must still fit its
@@ -28,8 +28,8 @@ pub(crate) type QuestionTicket = u64;
 pub(crate) const MAX_SUMMARY_BYTES: usize = 8 * 1024;
 
 /// `text` (what the agent says a question is about) cut at
-/// [`MAX_SUMMARY_BYTES`] on a character boundary, saying so when it is.
-pub(crate) fn summary(text: &str) -> String {
+/// `MAX_SUMMARY_BYTES` on a character boundary, saying so when it is.
+pub fn summary(text: &str) -> String {
     if text.len() <= MAX_SUMMARY_BYTES {
         return text.to_owned();
     }
@@ -39,7 +39,7 @@ pub(crate) fn summary(text: &str) -> String {
 
 /// A question the agent asked, as the turn keeps it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Asked {
+pub struct Asked {
     pub ticket: QuestionTicket,
     /// The tool call a permission is for, or the form's message.
     pub summary: String,
@@ -48,7 +48,7 @@ pub(crate) struct Asked {
 
 /// What the agent asks for.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Ask {
+pub enum Ask {
     /// Permission for a tool call: one of these options.
     Permission(Vec<PermissionOption>),
     /// A form to fill in (ACP elicitation).
@@ -57,14 +57,14 @@ pub(crate) enum Ask {
 
 /// The owner's answer, as the agent gets it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Answer {
+pub enum Answer {
     Option(PermissionOption),
     Form(Map<String, Value>),
 }
 
 impl Answer {
     /// What the owner is told was sent.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         match self {
             Answer::Option(option) => option.name.clone(),
             Answer::Form(content) => form::summarize(content),
@@ -92,7 +92,7 @@ struct Open {
 
 /// What became of an owner's reply to the open question.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Routed {
+pub enum Routed {
     /// The agent gets this answer.
     Answered(Answer),
     /// A reply to the open question that does not fit it; the correction

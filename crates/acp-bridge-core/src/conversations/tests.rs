@@ -1,9 +1,9 @@
 use std::time::Duration;
 
 use super::*;
-use crate::heart::turn::TurnStart;
 use crate::mention::test_mention;
 use crate::prompt::Framing;
+use crate::turn::TurnStart;
 
 fn mention(conversation: &str, n: u64) -> Mention {
     test_mention(conversation, n, &format!("{conversation}-{n}"), true)

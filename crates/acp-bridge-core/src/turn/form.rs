@@ -10,7 +10,7 @@
 //! field a number. A reply that does not fit says why, so the owner can
 //! correct it.
 
-use acp_client::{Choice, FieldKind, FormField};
+use acp_protocol::{Choice, FieldKind, FormField};
 use serde_json::{Map, Value, json};
 
 /// How the form is listed in the question, and how to answer it.

@@ -11,12 +11,13 @@
 //! go to the heart ([`HeartAction`]). It performs no I/O, reads no clock
 //! (`now` comes in) and records no metrics (the heart counts what it
 //! reports), so every path is a plain unit test; the driver
-//! (`super::driver`) performs the actions and the heart feeds it inputs.
+//! (`acp-bridge`'s `heart::driver`) performs the actions and the heart
+//! feeds it inputs.
 //!
 //! The invariant that matters: every mention handed to a turn leaves it in
 //! exactly one [`HeartAction::Finished`] (as the turn's work or returned for
 //! the next turn) or in an [`HeartAction::Requeue`]. The end of a turn
-//! partitions the entries by role in one place ([`TurnMachine::finish`]),
+//! partitions the entries by role in one place (`TurnMachine::finish`),
 //! so no exit can forget one.
 //!
 //! Steering is behavioural and method-agnostic: the machine asks for a
@@ -32,29 +33,29 @@
 mod form;
 mod io;
 mod questions;
+mod usage;
 
 use std::time::{Duration, Instant};
 
-use acp_client::StopReason;
-use nostr_sdk::prelude::EventId;
+use acp_protocol::StopReason;
+use nostr::prelude::EventId;
 
-pub(crate) use io::{
-    Action, CancelSettled, DriverAction, HeartAction, Input, Outcome, PromptEnd, Publication, SteerAnswer,
-    SteerOutcome, SteerTicket, TurnEnd, TurnFailure,
-};
-pub(crate) use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
-use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
-
-use super::usage::TurnUsage;
-use crate::media::MediaRef;
+use crate::media_refs::MediaRef;
 use crate::mention::Mention;
 use crate::prompt::{self, Framing};
+pub use io::{
+    Action, CancelSettled, DriverAction, HeartAction, Input, LeaseFailure, Outcome, PromptEnd, Publication,
+    Remedy, SteerAnswer, SteerOutcome, SteerTicket, TurnEnd, TurnFailure,
+};
+pub use questions::{Answer, Ask, Asked, QuestionTicket, Routed, summary};
+use questions::{Asking, MAX_QUESTIONS_PER_TURN, Questions};
+pub use usage::TurnUsage;
 
 /// A merged re-prompt waits this long without new mentions before it goes
 /// out, so that a burst of mentions is merged into one prompt.
-pub(crate) const MERGE_QUIET_PERIOD: Duration = Duration::from_millis(250);
+pub const MERGE_QUIET_PERIOD: Duration = Duration::from_millis(250);
 /// ... but never longer than this in total.
-pub(crate) const MERGE_GATHER_MAX: Duration = Duration::from_secs(2);
+pub const MERGE_GATHER_MAX: Duration = Duration::from_secs(2);
 
 /// A mention's place in the turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +122,7 @@ impl SteerPath {
 
 /// What a turn starts from.
 #[derive(Debug)]
-pub(crate) struct TurnStart {
+pub struct TurnStart {
     pub batch: Vec<Mention>,
     /// How long the oldest mention waited for this turn (for the log).
     pub queue_wait_ms: u64,
@@ -130,7 +131,7 @@ pub(crate) struct TurnStart {
 }
 
 #[derive(Debug)]
-pub(crate) struct TurnMachine {
+pub struct TurnMachine {
     entries: Vec<Entry>,
     phase: Phase,
     /// The phase the turn ended from (a published turn's driver is gone).
@@ -155,7 +156,7 @@ pub(crate) struct TurnMachine {
 impl TurnMachine {
     /// A turn for `start.batch` (oldest first, at least one mention), and
     /// its driver's first action: the lease.
-    pub(super) fn start(start: TurnStart, now: Instant) -> (Self, DriverAction) {
+    pub fn start(start: TurnStart, now: Instant) -> (Self, DriverAction) {
         debug_assert!(!start.batch.is_empty(), "a turn has at least one mention");
         let machine = TurnMachine {
             entries: start
@@ -185,7 +186,7 @@ impl TurnMachine {
     }
 
     /// Feeds one input; returns what to do, in order.
-    pub(super) fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
+    pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
         self.now = now;
         let mut out = Vec::new();
         if self.phase == Phase::Done {
@@ -251,7 +252,7 @@ impl TurnMachine {
     /// The mention the agent works on now, under which a message it posts
     /// mid-turn threads (`post_message`): the newest one in its prompt or
     /// folded into it, else the turn's first.
-    pub(super) fn working_on(&self) -> &Mention {
+    pub fn working_on(&self) -> &Mention {
         let prompted = self
             .entries
             .iter()
@@ -261,19 +262,19 @@ impl TurnMachine {
     }
 
     /// When the turn started (its lease was asked for).
-    pub(super) fn started(&self) -> Instant {
+    pub fn started(&self) -> Instant {
         self.started
     }
 
     /// The question this turn waits on, for `!status` and steer notices.
-    pub(super) fn waiting_on(&self) -> Option<String> {
+    pub fn waiting_on(&self) -> Option<String> {
         self.questions.waiting_on()
     }
 
     /// The open question's id once posted, as the owner's answer
     /// references it; `None` once the turn is over (its questions died
     /// with it).
-    pub(super) fn question_event(&self) -> Option<EventId> {
+    pub fn question_event(&self) -> Option<EventId> {
         match self.phase {
             Phase::Done => None,
             _ => self.questions.open_event(),
@@ -282,12 +283,12 @@ impl TurnMachine {
 
     /// Whether the turn waits for its agent (the lease), which may take a
     /// while the first time; its mentions still wait meanwhile.
-    pub(super) fn agent_starting(&self) -> bool {
+    pub fn agent_starting(&self) -> bool {
         self.phase == Phase::Leasing
     }
 
     /// The turn's mention `id`, whatever its role.
-    pub(super) fn mention(&self, id: &EventId) -> Option<&Mention> {
+    pub fn mention(&self, id: &EventId) -> Option<&Mention> {
         self.entries
             .iter()
             .map(|entry| &entry.mention)
@@ -296,7 +297,7 @@ impl TurnMachine {
 
     /// Whether this turn's questions are asked in a DM (the owner's own, or
     /// the owner's about a DM with someone else).
-    pub(super) fn asks_privately(&self) -> bool {
+    pub fn asks_privately(&self) -> bool {
         self.entries
             .first()
             .is_some_and(|entry| entry.mention.thread.is_direct())
@@ -304,7 +305,7 @@ impl TurnMachine {
 
     /// Maps the owner's reply onto the open question without acting on it
     /// (the heart tells the owner what it understood).
-    pub(super) fn route(&self, text: &str) -> Option<Routed> {
+    pub fn route(&self, text: &str) -> Option<Routed> {
         self.questions.route(text).map(|(_, routed)| routed)
     }
 

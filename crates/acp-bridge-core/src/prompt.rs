@@ -29,10 +29,10 @@
 
 use std::fmt::Write as _;
 
-use nostr_sdk::prelude::RelayUrl;
+use nostr::prelude::RelayUrl;
 
-use crate::gate::Standing;
 use crate::mention::{Mention, Thread};
+use crate::standing::Standing;
 
 /// Starts every line the bridge writes.
 pub const BRIDGE_MARK: &str = "[acp-bridge]";
@@ -93,7 +93,7 @@ pub fn steer_text(new: &[Mention]) -> String {
 
 /// The prompt of delegated task `task`: the delegating session's `prompt`
 /// alone, quoted under the bridge's framing (see `heart/tasks`).
-pub(crate) fn task_prompt(task: &str, prompt: &str) -> String {
+pub fn task_prompt(task: &str, prompt: &str) -> String {
     let mut text = String::new();
     bridge_line(
         &mut text,
@@ -150,12 +150,7 @@ fn context_line(thread: &Thread) -> String {
 /// admins wrote it: empty when it gives neither name nor description.
 /// Takes the group's fields rather than `groups`' types, since `groups`
 /// calls it (no import loop).
-pub(crate) fn group_description(
-    relay: &RelayUrl,
-    id: &str,
-    name: Option<&str>,
-    about: Option<&str>,
-) -> String {
+pub fn group_description(relay: &RelayUrl, id: &str, name: Option<&str>, about: Option<&str>) -> String {
     let mut described = Vec::new();
     if let Some(name) = name {
         described.push(format!("name: {name}"));
@@ -182,7 +177,7 @@ fn bridge_line(text: &mut String, line: &str) {
 
 /// An earlier message of the thread, given to the agent as context.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Earlier<'a> {
+pub struct Earlier<'a> {
     pub author: String,
     pub standing: Standing,
     pub event_id: String,
@@ -201,7 +196,7 @@ const CUT_NOTE: &str = "(The message goes on; the rest was left out for length.)
 
 /// The thread's earlier messages (oldest first), quoted like mentions so
 /// that none can pose as the bridge; empty when there are none.
-pub(crate) fn context_block(earlier: &[Earlier<'_>]) -> String {
+pub fn context_block(earlier: &[Earlier<'_>]) -> String {
     let mut text = String::new();
     if earlier.is_empty() {
         return text;
@@ -215,14 +210,14 @@ pub(crate) fn context_block(earlier: &[Earlier<'_>]) -> String {
 }
 
 /// What one earlier message adds to [`context_block`], in bytes.
-pub(crate) fn quoted_bytes(earlier: &Earlier<'_>) -> usize {
+pub fn quoted_bytes(earlier: &Earlier<'_>) -> usize {
     let mut text = String::new();
     quote_earlier(&mut text, earlier);
     text.len()
 }
 
 /// What [`context_block`] adds around its messages, in bytes.
-pub(crate) fn context_block_framing_bytes() -> usize {
+pub fn context_block_framing_bytes() -> usize {
     let mut text = String::new();
     bridge_line(&mut text, CONTEXT_HEADER);
     bridge_line(&mut text, CONTEXT_CLOSING);

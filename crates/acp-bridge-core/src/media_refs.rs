@@ -3,12 +3,12 @@
 //! acceptance and journaled with the mention, fetched (or not) when its
 //! prompt is built.
 
-use nostr_sdk::prelude::{Tag, Url};
+use nostr::prelude::{Tag, Url};
 use serde::{Deserialize, Serialize};
 
 /// Most media (images and audio) taken from one mention (qwen-code's own
 /// per-prompt cap of images); the rest stay URLs in the text.
-pub(crate) const MAX_MEDIA_PER_MENTION: usize = 4;
+pub const MAX_MEDIA_PER_MENTION: usize = 4;
 
 /// File name endings of the image types agents take, for URLs with no
 /// `imeta` tag, and the type each names.
@@ -36,14 +36,14 @@ const AUDIO_EXTENSIONS: [(&str, &str); 7] = [
 /// What a media reference is, for the prompt: an agent takes each kind
 /// only when its `promptCapabilities` say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MediaKind {
+pub enum MediaKind {
     Image,
     Audio,
 }
 
 impl MediaKind {
     /// The word in the prompt's lines and the ACP block's type.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             MediaKind::Image => "image",
             MediaKind::Audio => "audio",
@@ -75,7 +75,7 @@ impl MediaRef {
     /// Audio when its `m` says so, or (without `m`) its URL ends as an
     /// audio file does; else an image (an `imeta` tag without `m` was
     /// always taken for one).
-    pub(crate) fn kind(&self) -> MediaKind {
+    pub fn kind(&self) -> MediaKind {
         match self.mime.as_deref() {
             Some(mime) if mime.starts_with("audio/") => MediaKind::Audio,
             Some(_) => MediaKind::Image,
@@ -86,7 +86,7 @@ impl MediaRef {
 
     /// Its type as far as known before a fetch: the tag's `m`, else the
     /// one its URL's extension names.
-    pub(crate) fn claimed_type(&self) -> Option<String> {
+    pub fn claimed_type(&self) -> Option<String> {
         self.mime.clone().or_else(|| {
             typed_by_extension(&self.url, &IMAGE_EXTENSIONS)
                 .or_else(|| typed_by_extension(&self.url, &AUDIO_EXTENSIONS))
@@ -98,7 +98,7 @@ impl MediaRef {
 /// The media of a mention: each `imeta` tag whose `m` is an image or audio
 /// type (or that has no `m`), then each image or audio URL of `content` no
 /// tag named, in order, without repeats, at most [`MAX_MEDIA_PER_MENTION`].
-pub(crate) fn media_of(tags: &[Tag], content: &str) -> Vec<MediaRef> {
+pub fn media_of(tags: &[Tag], content: &str) -> Vec<MediaRef> {
     let mut found: Vec<MediaRef> = Vec::new();
     let tagged = tags.iter().filter_map(imeta).filter(|media| {
         media
@@ -131,7 +131,7 @@ pub(crate) fn media_of(tags: &[Tag], content: &str) -> Vec<MediaRef> {
 /// A NIP-92 `imeta` tag read: `["imeta", "url <url>", "m <mime>", …]`,
 /// each entry a key and a value split at the first space. `None` without
 /// a `url`; unknown keys are skipped.
-pub(crate) fn imeta(tag: &Tag) -> Option<MediaRef> {
+pub fn imeta(tag: &Tag) -> Option<MediaRef> {
     let mut values = tag.as_slice().iter();
     if values.next().map(String::as_str) != Some("imeta") {
         return None;
@@ -195,7 +195,7 @@ fn bare_media_url(word: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use nostr_sdk::prelude::TagKind;
+    use nostr::prelude::TagKind;
 
     use super::*;
 

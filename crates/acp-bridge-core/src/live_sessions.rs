@@ -13,9 +13,15 @@
 //! sessions. With one profile (the default) that is the machine's bound;
 //! with several, the operator gives each profile its share.
 
+use std::ops::Add;
 use std::time::Duration;
 
-use tokio::time::Instant;
+/// A point in time the choice compares: the pool's clock (tokio's
+/// `Instant`, which its tests pause) or `std`'s. Generic so that this
+/// crate needs no runtime.
+pub trait Moment: Copy + Ord + Add<Duration, Output = Self> {}
+
+impl<T: Copy + Ord + Add<Duration, Output = T>> Moment for T {}
 
 /// How long a quiet conversation's session stays live, and how many may.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,15 +37,15 @@ pub struct LiveBounds {
 /// What a live session is doing: the turns on it now, and when its last
 /// one ended (or it was opened).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Activity {
+pub struct Activity<Instant> {
     /// Turns leased on the session and not yet released.
     turns: usize,
     last_turn: Instant,
 }
 
-impl Activity {
+impl<Instant: Moment> Activity<Instant> {
     /// A session opened for a turn that holds it now.
-    pub(super) fn opened_for_turn(now: Instant) -> Activity {
+    pub fn opened_for_turn(now: Instant) -> Self {
         Activity {
             turns: 1,
             last_turn: now,
@@ -47,30 +53,30 @@ impl Activity {
     }
 
     /// A turn leases the session.
-    pub(super) fn begin(&mut self) {
+    pub fn begin(&mut self) {
         self.turns += 1;
     }
 
     /// A turn on the session ended at `now`.
-    pub(super) fn end(&mut self, now: Instant) {
+    pub fn end(&mut self, now: Instant) {
         self.turns = self.turns.saturating_sub(1);
         self.last_turn = now;
     }
 
     /// Since when no turn runs on the session; `None` while one does.
-    pub(super) fn idle_since(&self) -> Option<Instant> {
+    pub fn idle_since(&self) -> Option<Instant> {
         (self.turns == 0).then_some(self.last_turn)
     }
 
     /// When the session has been idle for `limit`; `None` while a turn runs.
-    pub(super) fn idle_due(&self, limit: Duration) -> Option<Instant> {
+    pub fn idle_due(&self, limit: Duration) -> Option<Instant> {
         self.idle_since().map(|since| since + limit)
     }
 }
 
 /// The sessions idle for `limit` or longer at `now`.
-pub(super) fn idle_past<'a, K>(
-    sessions: impl IntoIterator<Item = (&'a K, &'a Activity)>,
+pub fn idle_past<'a, K, Instant: Moment + 'a>(
+    sessions: impl IntoIterator<Item = (&'a K, &'a Activity<Instant>)>,
     now: Instant,
     limit: Duration,
 ) -> Vec<&'a K>
@@ -86,8 +92,8 @@ where
 
 /// The idle session whose last turn ended longest ago: the one to close
 /// when the pool is full. `None` when every session has a turn running.
-pub(super) fn least_recently_used<'a, K>(
-    sessions: impl IntoIterator<Item = (&'a K, &'a Activity)>,
+pub fn least_recently_used<'a, K, Instant: Moment + 'a>(
+    sessions: impl IntoIterator<Item = (&'a K, &'a Activity<Instant>)>,
 ) -> Option<&'a K>
 where
     K: 'a,
@@ -101,16 +107,26 @@ where
 
 /// When one agent's sessions are due to close, gathered one session at a
 /// time (the actor makes one pass over all sessions).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct AgentDues {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentDues<Instant> {
     earliest: Option<Instant>,
     latest: Option<Instant>,
     busy: bool,
 }
 
-impl AgentDues {
+impl<Instant> Default for AgentDues<Instant> {
+    fn default() -> Self {
+        AgentDues {
+            earliest: None,
+            latest: None,
+            busy: false,
+        }
+    }
+}
+
+impl<Instant: Moment> AgentDues<Instant> {
     /// Counts a session of the agent, idle for `limit` at its due.
-    pub(super) fn add(&mut self, activity: &Activity, limit: Duration) {
+    pub fn add(&mut self, activity: &Activity<Instant>, limit: Duration) {
         match activity.idle_due(limit) {
             Some(due) => {
                 self.earliest = self.earliest.into_iter().chain(Some(due)).min();
@@ -122,21 +138,21 @@ impl AgentDues {
 
     /// When its first session is due to close: for an agent that closes
     /// sessions one by one.
-    pub(super) fn first_idle(&self) -> Option<Instant> {
+    pub fn first_idle(&self) -> Option<Instant> {
         self.earliest
     }
 
     /// When every one of its sessions has been idle for the limit: the
     /// moment an agent that cannot close a session may be stopped instead.
     /// `None` while any has a turn running, or when it has none.
-    pub(super) fn all_idle(&self) -> Option<Instant> {
+    pub fn all_idle(&self) -> Option<Instant> {
         if self.busy { None } else { self.latest }
     }
 }
 
 /// [`AgentDues::all_idle`] of `sessions`.
-pub(super) fn all_idle_due<'a>(
-    sessions: impl IntoIterator<Item = &'a Activity>,
+pub fn all_idle_due<'a, Instant: Moment + 'a>(
+    sessions: impl IntoIterator<Item = &'a Activity<Instant>>,
     limit: Duration,
 ) -> Option<Instant> {
     let mut dues = AgentDues::default();
@@ -148,11 +164,13 @@ pub(super) fn all_idle_due<'a>(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
 
     const LIMIT: Duration = Duration::from_secs(60);
 
-    fn ended_at(at: Instant) -> Activity {
+    fn ended_at(at: Instant) -> Activity<Instant> {
         let mut activity = Activity::opened_for_turn(at);
         activity.end(at);
         activity
@@ -208,7 +226,7 @@ mod tests {
         busy.begin();
         assert_eq!(all_idle_due([&early, &busy], LIMIT), None);
         assert_eq!(
-            all_idle_due([], LIMIT),
+            all_idle_due::<Instant>([], LIMIT),
             None,
             "an agent without sessions is the reaper's"
         );
@@ -217,7 +235,7 @@ mod tests {
     #[test]
     fn an_agent_s_first_due_is_its_earliest_idle_session_busy_ones_aside() {
         let start = Instant::now();
-        let mut dues = AgentDues::default();
+        let mut dues = AgentDues::<Instant>::default();
         let mut busy = ended_at(start);
         busy.begin();
         dues.add(&busy, LIMIT);
@@ -225,7 +243,7 @@ mod tests {
         dues.add(&ended_at(start + Duration::from_secs(2)), LIMIT);
         assert_eq!(dues.first_idle(), Some(start + Duration::from_secs(2) + LIMIT));
         assert_eq!(dues.all_idle(), None);
-        assert_eq!(AgentDues::default().first_idle(), None);
+        assert_eq!(AgentDues::<Instant>::default().first_idle(), None);
     }
 
     #[test]

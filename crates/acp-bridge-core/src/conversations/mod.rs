@@ -1,4 +1,4 @@
-//! The conversations the heart holds: one [`Conversation`] per key, which
+//! The conversations the heart holds: one `Conversation` per key, which
 //! owns its waiting mentions and its state (idle, backing off, a turn whose
 //! agent is starting, a turn running), and the order in which they get
 //! turns.
@@ -15,7 +15,7 @@
 //! when it waits, whether its author was told) on its queue entry, then on
 //! its turn, and back on its queue entry when a failed turn is retried; a
 //! mention waits while it is queued or its turn's agent is still starting
-//! ([`State::Starting`]). Past `--wait-notice-after` it is due a notice,
+//! (`State::Starting`). Past `--wait-notice-after` it is due a notice,
 //! once, and [`Conversations::why_waits`] says why from the state itself.
 //! Steers given back to the queue carry no [`Wait`]: they are never told.
 //!
@@ -25,20 +25,20 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use nostr_sdk::prelude::EventId;
+use nostr::prelude::EventId;
 
-use super::turn::{Input, TurnMachine};
-use super::waiting::{DueIndex, Holdup, Wait};
 use crate::mention::{ConversationKey, Mention};
+use crate::turn::{Input, TurnMachine};
+use crate::waiting::{DueIndex, Holdup, Wait};
 
 /// Mentions one conversation may hold waiting.
-pub(crate) const CONVERSATION_QUEUE_CAP: usize = 500;
+pub const CONVERSATION_QUEUE_CAP: usize = 500;
 /// Mentions one prompt may carry.
 pub const BATCH_CAP: usize = 20;
 
 /// A turn in flight, as its conversation holds it.
 #[derive(Debug)]
-pub(crate) struct Running<Link> {
+pub struct Running<Link> {
     pub turn_id: u64,
     pub turn: TurnMachine,
     /// How the heart reaches the turn's driver.
@@ -49,7 +49,7 @@ pub(crate) struct Running<Link> {
 
 /// When a failed turn's conversation may try again, and why it failed.
 #[derive(Debug, Clone)]
-pub(crate) struct Retry {
+pub struct Retry {
     pub at: Instant,
     /// The failure, as waiting authors are told it.
     pub after: String,
@@ -145,7 +145,7 @@ impl<Link> Conversation<Link> {
 /// forgotten), generic over how a running turn is reached so that the
 /// scheduling is tested without tasks.
 #[derive(Debug)]
-pub(crate) struct Conversations<Link> {
+pub struct Conversations<Link> {
     by_key: HashMap<ConversationKey, Conversation<Link>>,
     /// (oldest seq, key) of every idle conversation with mentions waiting.
     ready: BTreeSet<(u64, ConversationKey)>,
@@ -168,7 +168,7 @@ impl<Link> Default for Conversations<Link> {
 impl<Link> Conversations<Link> {
     /// Conversations whose mentions are due a notice once they waited
     /// `wait_notice_after` (`None`: never).
-    pub(super) fn new(wait_notice_after: Option<Duration>) -> Self {
+    pub fn new(wait_notice_after: Option<Duration>) -> Self {
         Conversations {
             by_key: HashMap::new(),
             ready: BTreeSet::new(),
@@ -183,7 +183,7 @@ impl<Link> Conversations<Link> {
     /// Queues a mention at the back of its conversation; it waits from
     /// `now`, and its author is told if that lasts. Returns the mention
     /// dropped to make room, if the conversation was full.
-    pub(super) fn enqueue(&mut self, mention: Mention, now: Instant) -> Option<Mention> {
+    pub fn enqueue(&mut self, mention: Mention, now: Instant) -> Option<Mention> {
         let wait = self.due.start(now);
         self.push(mention, false, wait)
     }
@@ -191,7 +191,7 @@ impl<Link> Conversations<Link> {
     /// Queues a mention at the back of its conversation without a waiting
     /// notice (a steer given back). Returns the mention dropped to make
     /// room, if the conversation was full.
-    pub(super) fn push_back(&mut self, mention: Mention) -> Option<Mention> {
+    pub fn push_back(&mut self, mention: Mention) -> Option<Mention> {
         self.push(mention, false, None)
     }
 
@@ -199,7 +199,7 @@ impl<Link> Conversations<Link> {
     /// mentions a turn returned): they keep their place ahead of newer
     /// ones, and a retry's work its [`Wait`]s. Returns those dropped for
     /// room.
-    pub(super) fn push_front(&mut self, mentions: Vec<Mention>) -> Vec<Mention> {
+    pub fn push_front(&mut self, mentions: Vec<Mention>) -> Vec<Mention> {
         mentions
             .into_iter()
             .rev()
@@ -262,10 +262,7 @@ impl<Link> Conversations<Link> {
     /// reason not to start a turn for (a budget spent), with that reason:
     /// the heart gives them up before [`Conversations::start_next`] takes
     /// the rest.
-    pub(super) fn refuse_next<R>(
-        &mut self,
-        mut refuse: impl FnMut(&Mention) -> Option<R>,
-    ) -> Vec<(Mention, R)> {
+    pub fn refuse_next<R>(&mut self, mut refuse: impl FnMut(&Mention) -> Option<R>) -> Vec<(Mention, R)> {
         let Some((_, key)) = self.ready.first().cloned() else {
             return Vec::new();
         };
@@ -295,8 +292,8 @@ impl<Link> Conversations<Link> {
     /// Takes the next batch, from the ready conversation waiting longest,
     /// and starts its turn with `start` (which builds the running turn
     /// from the batch). The batch waits on, with its [`Wait`]s, until the
-    /// turn's agent is up ([`Conversations::agent_up`]).
-    pub(super) fn start_next(
+    /// turn's agent is up (`Conversations::agent_up`).
+    pub fn start_next(
         &mut self,
         start: impl FnOnce(&ConversationKey, Vec<Mention>) -> Running<Link>,
     ) -> Option<ConversationKey> {
@@ -338,7 +335,7 @@ impl<Link> Conversations<Link> {
     /// mentions it absorbs while its agent starts wait with its batch, from
     /// `now`, and once its agent is up (or could not be had) its mentions
     /// wait no more. `None` when the conversation has no turn.
-    pub(super) fn step<T>(
+    pub fn step<T>(
         &mut self,
         key: &ConversationKey,
         input: Input,
@@ -394,17 +391,17 @@ impl<Link> Conversations<Link> {
     }
 
     /// The conversation's running turn.
-    pub(super) fn running_mut(&mut self, key: &ConversationKey) -> Option<&mut Running<Link>> {
+    pub fn running_mut(&mut self, key: &ConversationKey) -> Option<&mut Running<Link>> {
         let turn = self.by_key.get_mut(key)?.state.turn_mut()?;
         Some(&mut turn.running)
     }
 
-    pub(super) fn running(&self, key: &ConversationKey) -> Option<&Running<Link>> {
+    pub fn running(&self, key: &ConversationKey) -> Option<&Running<Link>> {
         Some(&self.by_key.get(key)?.state.turn()?.running)
     }
 
     /// Every running turn.
-    pub(super) fn running_turns(&self) -> impl Iterator<Item = (&ConversationKey, &Running<Link>)> {
+    pub fn running_turns(&self) -> impl Iterator<Item = (&ConversationKey, &Running<Link>)> {
         self.by_key
             .iter()
             .filter_map(|(key, conversation)| Some((key, &conversation.state.turn()?.running)))
@@ -413,11 +410,7 @@ impl<Link> Conversations<Link> {
     /// Ends the conversation's turn; it may start another at once, or
     /// after `not_before` (a retry's backoff, which keeps the turn's
     /// [`Wait`]s for its work queued again). Returns the ended turn.
-    pub(super) fn end_turn(
-        &mut self,
-        key: &ConversationKey,
-        not_before: Option<Retry>,
-    ) -> Option<Running<Link>> {
+    pub fn end_turn(&mut self, key: &ConversationKey, not_before: Option<Retry>) -> Option<Running<Link>> {
         self.agent_up(key);
         let ended = self.update(key, |conversation, _| {
             let next = match not_before {
@@ -449,7 +442,7 @@ impl<Link> Conversations<Link> {
     }
 
     /// Ends every backoff due by `now`; the next turn is its retry.
-    pub(super) fn wake(&mut self, now: Instant) {
+    pub fn wake(&mut self, now: Instant) {
         while let Some((until, key)) = self.wakeups.first().cloned() {
             if until > now {
                 break;
@@ -467,7 +460,7 @@ impl<Link> Conversations<Link> {
     }
 
     /// When the next backoff ends.
-    pub(super) fn next_wake(&self) -> Option<Instant> {
+    pub fn next_wake(&self) -> Option<Instant> {
         self.wakeups.first().map(|(until, _)| *until)
     }
 
@@ -493,9 +486,9 @@ impl<Link> Conversations<Link> {
 
     /// Why the mention `id` of the conversation of `key` waits, and the
     /// mention: in the batch of a turn whose agent is starting, or in the
-    /// queue for the conversation's reason ([`Conversations::holdup`]).
+    /// queue for the conversation's reason (`Conversations::holdup`).
     /// `None` when it does not wait (any more).
-    pub(super) fn why_waits(
+    pub fn why_waits(
         &self,
         key: &ConversationKey,
         id: &EventId,
@@ -518,7 +511,7 @@ impl<Link> Conversations<Link> {
     }
 
     /// When the next waiting mention is due a notice.
-    pub(super) fn next_due(&self) -> Option<Instant> {
+    pub fn next_due(&self) -> Option<Instant> {
         self.due.next()
     }
 
@@ -528,7 +521,7 @@ impl<Link> Conversations<Link> {
     /// starting and its queue behind that turn; every mention of a group
     /// counts as told by its one notice (they share a batch, and the
     /// reason), and the other group is told for itself when it is due.
-    pub(super) fn take_due(&mut self, now: Instant) -> Vec<(ConversationKey, EventId)> {
+    pub fn take_due(&mut self, now: Instant) -> Vec<(ConversationKey, EventId)> {
         // (key, in the starting turn) → the group's newest due mention.
         let mut groups: HashMap<(ConversationKey, bool), EventId> = HashMap::new();
         for (key, id) in self.due.pop_due(now) {
@@ -565,19 +558,19 @@ impl<Link> Conversations<Link> {
     }
 
     /// Mentions waiting in total.
-    pub(super) fn waiting(&self) -> usize {
+    pub fn waiting(&self) -> usize {
         self.waiting
     }
 
     /// Mentions waiting in the conversation `key`.
-    pub(super) fn waiting_in(&self, key: &ConversationKey) -> usize {
+    pub fn waiting_in(&self, key: &ConversationKey) -> usize {
         self.by_key
             .get(key)
             .map_or(0, |conversation| conversation.waiting.len())
     }
 
     /// Conversations with a turn in flight.
-    pub(super) fn running_count(&self) -> usize {
+    pub fn running_count(&self) -> usize {
         self.running
     }
 

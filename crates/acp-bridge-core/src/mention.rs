@@ -8,27 +8,40 @@
 
 use std::fmt;
 
-use clap::ValueEnum;
-use nostr_sdk::prelude::{
+use nostr::prelude::{
     Event, EventId, Kind, Nip21, PublicKey, RelayUrl, TagKind, TagStandard, Timestamp, ToBech32,
     UnsignedEvent,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::gate::Standing;
-use crate::media::MediaRef;
+use crate::choice::{Choice, Word};
+use crate::media_refs::MediaRef;
+use crate::standing::Standing;
 
-/// Which conversations share an agent session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Which conversations share an agent session (`--session-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionPolicy {
-    /// One session per channel, note thread or DM peer.
     Conversation,
-    /// Threads inside a channel get sessions of their own.
     Thread,
 }
 
+impl Choice for SessionPolicy {
+    const WORDS: &'static [Word<Self>] = &[
+        Word {
+            value: SessionPolicy::Conversation,
+            word: "conversation",
+            help: "One session per channel, note thread or DM peer",
+        },
+        Word {
+            value: SessionPolicy::Thread,
+            word: "thread",
+            help: "Threads inside a channel get sessions of their own",
+        },
+    ];
+}
+
 /// A public key as npub (hex if encoding fails, which it cannot for a valid key).
-pub(crate) fn npub(key: &PublicKey) -> String {
+pub fn npub(key: &PublicKey) -> String {
     key.to_bech32().unwrap_or_else(|_| key.to_hex())
 }
 
@@ -123,7 +136,7 @@ pub enum Intent {
     /// heart when it routes the answer).
     Answer,
     /// The result of task `task`, which the turn under this mention
-    /// delegated (made by the heart, never journaled: see `heart/tasks`);
+    /// delegated (made by the daemon's heart, never journaled: see its `heart/tasks`);
     /// the content is the result, quoted to the agent under the bridge's
     /// own header.
     TaskResult { task: String },
@@ -293,7 +306,7 @@ impl Mention {
 }
 
 /// `npub1abcd…wxyz`: enough to tell people apart in a log line.
-pub(crate) fn short_npub(key: &PublicKey) -> String {
+pub fn short_npub(key: &PublicKey) -> String {
     let full = npub(key);
     if full.len() <= 16 {
         return full;
@@ -304,7 +317,7 @@ pub(crate) fn short_npub(key: &PublicKey) -> String {
 /// Whether `content` names `bot` with a NIP-27 reference (`nostr:npub1…`
 /// or `nostr:nprofile1…`). 0xchat writes a group mention that way with no
 /// `p` tag; NIP-27 asks clients to add one, but not every client does.
-pub(crate) fn names_in_content(content: &str, bot: &PublicKey) -> bool {
+pub fn names_in_content(content: &str, bot: &PublicKey) -> bool {
     content.match_indices("nostr:").any(|(at, _)| {
         let reference = &content[at..];
         let end = reference[6..]
@@ -321,15 +334,15 @@ pub(crate) fn names_in_content(content: &str, bot: &PublicKey) -> bool {
 /// NIP-10 threading read off an event's tags: (root, reply target).
 /// Marked `e` tags win; otherwise the deprecated positional form (first `e`
 /// is the root, last is the reply).
-pub(crate) fn nip10_threading(tags: &nostr_sdk::prelude::Tags) -> (Option<EventId>, Option<EventId>) {
+pub fn nip10_threading(tags: &nostr::prelude::Tags) -> (Option<EventId>, Option<EventId>) {
     let mut root = None;
     let mut reply = None;
     let mut positional = Vec::new();
     for tag in tags.iter() {
         if let Some(TagStandard::Event { event_id, marker, .. }) = tag.as_standardized() {
             match marker {
-                Some(nostr_sdk::prelude::Marker::Root) => root = Some(*event_id),
-                Some(nostr_sdk::prelude::Marker::Reply) => reply = Some(*event_id),
+                Some(nostr::prelude::Marker::Root) => root = Some(*event_id),
+                Some(nostr::prelude::Marker::Reply) => reply = Some(*event_id),
                 None => positional.push(*event_id),
             }
         }
@@ -348,14 +361,14 @@ const MAX_GROUP_ID_CHARS: usize = 128;
 /// id: NIP-29 restricts ids to `a-z0-9-_` (upper case is tolerated). The id
 /// is written into the bridge's own prompt lines and conversation keys, so
 /// anything else (a newline, a backtick) is refused rather than escaped.
-pub(crate) fn group_id(tags: &nostr_sdk::prelude::Tags) -> Option<String> {
+pub fn group_id(tags: &nostr::prelude::Tags) -> Option<String> {
     let id = tags.iter().find(|tag| tag.kind() == TagKind::h())?.content()?;
     is_plausible_group_id(id).then(|| id.to_owned())
 }
 
 /// Whether `id` is a group id the bridge takes (see [`group_id`]); the
 /// operator's `--group` values are held to the same rule.
-pub(crate) fn is_plausible_group_id(id: &str) -> bool {
+pub fn is_plausible_group_id(id: &str) -> bool {
     !id.is_empty()
         && id.chars().count() <= MAX_GROUP_ID_CHARS
         && id
@@ -401,8 +414,8 @@ pub fn direct_thread(
 
 /// A mention for unit tests: a top-level group message in `channel`, with
 /// an id made from `seed`.
-#[cfg(test)]
-pub(crate) fn test_mention(channel: &str, seed: u64, content: &str, from_owner: bool) -> Mention {
+#[cfg(any(test, feature = "test-util"))]
+pub fn test_mention(channel: &str, seed: u64, content: &str, from_owner: bool) -> Mention {
     let mut id = [0u8; 32];
     id[..8].copy_from_slice(&seed.to_be_bytes());
     id[8..8 + channel.len().min(24)].copy_from_slice(&channel.as_bytes()[..channel.len().min(24)]);
@@ -414,7 +427,7 @@ pub(crate) fn test_mention(channel: &str, seed: u64, content: &str, from_owner: 
     };
     Mention {
         event_id,
-        author: nostr_sdk::prelude::Keys::generate().public_key(),
+        author: nostr::prelude::Keys::generate().public_key(),
         kind: Kind::Custom(9),
         created_at: Timestamp::from_secs(1),
         content: content.into(),
@@ -434,7 +447,7 @@ pub(crate) fn test_mention(channel: &str, seed: u64, content: &str, from_owner: 
 
 #[cfg(test)]
 mod tests {
-    use nostr_sdk::prelude::{EventBuilder, Keys, Tag};
+    use nostr::prelude::{EventBuilder, Keys, Tag};
 
     use super::*;
 
@@ -639,7 +652,7 @@ mod tests {
 
     #[test]
     fn a_nostr_reference_to_the_bot_in_the_content_names_it() {
-        use nostr_sdk::prelude::{Nip19Profile, ToBech32};
+        use nostr::prelude::{Nip19Profile, ToBech32};
         let (bot, other) = (Keys::generate().public_key(), Keys::generate().public_key());
         let npub = bot.to_bech32().unwrap();
         let relay = RelayUrl::parse("wss://relay.example.com").unwrap();
