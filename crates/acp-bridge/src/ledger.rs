@@ -107,6 +107,36 @@ impl Ledger {
         Ok(self.store.journal_take_in(&records, &other_records, sql_now())?)
     }
 
+    /// Hands a delegated task's result back (see `heart/tasks`): finishes
+    /// the task's own row `task` (its turn's mention, or the sibling
+    /// bot's reply; `None` for a task without one) as `finish`, and
+    /// journals `result` (`None`: nothing to deliver) pending in its
+    /// parent conversation, in one transaction. False, and nothing
+    /// written, when the task's row was finished before.
+    pub(crate) fn hand_back(
+        &self,
+        task: Option<&Mention>,
+        finish: Finish,
+        result: Option<&Mention>,
+    ) -> Result<bool, LedgerError> {
+        let task_id = task.map(|task| task.event_id.to_hex());
+        let result_id = result.map(|result| result.event_id.to_hex());
+        let payload = result.map(serde_json::to_string).transpose()?;
+        let record =
+            result
+                .zip(result_id.as_deref())
+                .zip(payload.as_deref())
+                .map(|((result, event_id), payload)| NewMention {
+                    event_id,
+                    conversation: result.conversation.as_str(),
+                    payload,
+                    accepted_at: sql_seconds(result.accepted_at),
+                });
+        Ok(self
+            .store
+            .journal_hand_back(task_id.as_deref(), finish, record.as_ref(), sql_now())?)
+    }
+
     /// Journals `event_ids` as seen and finished: the bot's own replies on a
     /// relay show that a daemon of this bot took them (a shard before the
     /// shard count changed, or this daemon before its state dir was lost),

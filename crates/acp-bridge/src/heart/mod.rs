@@ -55,7 +55,7 @@ use crate::pool::Starts;
 use crate::store::LeftOver;
 use crate::telemetry::metrics;
 use conversations::{Conversations, Retry, Running};
-use driver::{DriverLink, Report};
+use driver::{AnswerTo, DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};
 use turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd, TurnMachine, TurnStart};
@@ -210,8 +210,12 @@ impl Heart {
     /// the last run is told so; only a turn is queued.
     fn resume_one(&mut self, mention: Mention) {
         match mention.intent.clone() {
-            // Task results are not journaled; one would be a turn.
-            Intent::Turn | Intent::TaskResult { .. } | Intent::Scheduled { .. } => self.enqueue(mention),
+            Intent::Turn | Intent::Scheduled { .. } => self.enqueue(mention),
+            Intent::Task { task, parent } => self.resume_task(mention, &task, parent),
+            Intent::TaskResult { task } => {
+                self.resume_task_result(&task);
+                self.requeue(mention);
+            }
             Intent::Command(command) => self.on_command(mention, command),
             Intent::Notice(text) => self.notices.notify(vec![mention], text),
             Intent::Answer => self.notices.notify(
@@ -575,7 +579,13 @@ impl Heart {
         if outcome.ran() {
             metrics::turn_finished(outcome.label());
         }
-        let after = self.after_turn(key, &outcome, &work);
+        // A task's turn ends the task (see `tasks`): never retried or
+        // told, its result goes back to its delegator.
+        let task = self.tasks.is_task(key);
+        let after = match task {
+            true => AfterTurn::Settled,
+            false => self.after_turn(key, &outcome, &work),
+        };
         let retry = after.retry().cloned();
         let Some(ended) = self.conversations.end_turn(key, retry) else {
             return;
@@ -583,10 +593,11 @@ impl Heart {
         if ended.rotate_after {
             self.services.pool.rotate(key);
         }
-        if outcome == Outcome::CancelledByOwner {
+        if task {
+            self.task_turn_ended(key, &outcome);
+        } else if outcome == Outcome::CancelledByOwner {
             self.notices.cancelled_by_owner(work.clone());
-        }
-        if let Outcome::Capped(notice) = &outcome {
+        } else if let Outcome::Capped(notice) = &outcome {
             metrics::budget_turn_capped();
             self.notices.give_up(work.clone(), notice.clone());
             self.stop_tasks_of_capped_turn(key, ended.turn_id, notice);
@@ -648,34 +659,44 @@ impl Heart {
         if self.draining {
             return;
         }
-        // Delegated tasks on the pool hold turn slots too (see `tasks`).
-        while self.conversations.running_count() + self.tasks.on_pool() < self.settings.capacity {
+        // Delegated tasks' turns hold turn slots as any (see `tasks`).
+        while self.conversations.running_count() < self.settings.capacity {
             let now = crate::store::sql_now();
-            let budget = &self.services.budget;
+            let (budget, tasks) = (&self.services.budget, &self.tasks);
             let refused = self.conversations.refuse_next(|mention| {
-                budget.refusal(&mention.author, mention.standing(), &mention.conversation, now)
+                let billed = tasks.billed(&mention.conversation);
+                budget.refusal(&mention.author, mention.standing(), &billed, now)
             });
             if !refused.is_empty() {
                 self.refuse_over_budget(refused);
                 continue;
             }
             let started = self.conversations.start_next(|key, batch| {
+                let delegator = self.tasks.delegator(key);
                 if let Some(newest) = batch.last() {
                     let budget = &self.services.budget;
-                    budget.turn_started(key, &newest.author, now);
-                    for warning in budget.warnings(&newest.author, newest.standing(), key, now) {
+                    let billed = delegator.as_ref().map_or(key, |task| &task.parent);
+                    budget.turn_started(billed, &newest.author, now);
+                    // A task's people are its delegating turn's, told there.
+                    let warnings = match delegator {
+                        Some(_) => Vec::new(),
+                        None => budget.warnings(&newest.author, newest.standing(), key, now),
+                    };
+                    for warning in warnings {
                         self.notices.inform(newest.clone(), warning);
                     }
                 }
                 self.next_turn_id += 1;
                 self.counters.turns_started += 1;
                 let turn_id = self.next_turn_id;
+                let answer_to = delegator.map_or(AnswerTo::Thread, AnswerTo::Delegator);
                 let link = driver::spawn(
                     self.services.clone(),
                     key.clone(),
                     turn_id,
                     &batch,
                     self.reports_tx.clone(),
+                    answer_to,
                 );
                 let start = TurnStart {
                     queue_wait_ms: queue_wait_ms(&batch),
@@ -691,8 +712,9 @@ impl Heart {
                     rotate_after: false,
                 }
             });
-            if started.is_none() {
-                break;
+            match started {
+                Some(key) => self.task_turn_started(&key),
+                None => break,
             }
         }
         metrics::queue_depth(self.conversations.waiting());
@@ -702,9 +724,10 @@ impl Heart {
     /// pass now, if any (see [`crate::budget::Budget::refusal`]).
     fn budget_refusal(&self, mention: &Mention) -> Option<crate::budget::Refusal> {
         let now = crate::store::sql_now();
+        let billed = self.tasks.billed(&mention.conversation);
         self.services
             .budget
-            .refusal(&mention.author, mention.standing(), &mention.conversation, now)
+            .refusal(&mention.author, mention.standing(), &billed, now)
     }
 
     /// Gives up mentions a budget refused, each told which limit and
@@ -718,6 +741,9 @@ impl Heart {
                 "mention refused: budget spent"
             );
             metrics::budget_refused(refusal.scope.label());
+            if self.task_refused(&mention, refusal.reason()) {
+                continue;
+            }
             let notice = refusal.notice(self.services.budget.is_owner(&mention.author));
             self.notices.give_up(vec![mention], notice);
         }
@@ -757,7 +783,7 @@ impl Heart {
             return;
         }
         for (key, id) in self.conversations.take_due(now) {
-            let capacity = self.settings.capacity.saturating_sub(self.tasks.on_pool());
+            let capacity = self.settings.capacity;
             let Some((holdup, mention)) = self.conversations.why_waits(&key, &id, now, capacity) else {
                 continue;
             };
