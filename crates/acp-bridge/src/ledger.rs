@@ -401,6 +401,47 @@ mod tests {
     }
 
     #[test]
+    fn a_task_row_resumes_as_a_task_until_its_result_is_handed_back_once() {
+        let dir = ScratchDir::new("ledger-tasks");
+        let ledger = ledger(&dir);
+        let parent = ConversationKey::from_journal("group:room");
+        let mut task = test_mention("room/task/t1", 1, "count the apples", true);
+        task.intent = crate::mention::Intent::Task {
+            task: "t1".to_owned(),
+            parent: parent.clone(),
+        };
+        ledger.take_in(&[&task], &[]).unwrap();
+        assert_eq!(
+            ledger.pending_page(None).0,
+            [task.clone()],
+            "a task resumes as one"
+        );
+
+        let mut result = test_mention("room", 2, "42", true);
+        result.intent = crate::mention::Intent::TaskResult {
+            task: "t1".to_owned(),
+        };
+        assert!(
+            ledger
+                .hand_back(Some(&task), Finish::Answered, Some(&result))
+                .unwrap()
+        );
+        assert_eq!(
+            ledger.pending_page(None).0,
+            [result.clone()],
+            "the result resumes, the task does not"
+        );
+        let mut again = result.clone();
+        again.event_id = test_mention("room", 3, "", true).event_id;
+        assert!(
+            !ledger
+                .hand_back(Some(&task), Finish::Answered, Some(&again))
+                .unwrap()
+        );
+        assert_eq!(ledger.pending_page(None).0, [result], "handed back once");
+    }
+
+    #[test]
     fn pending_mentions_are_read_a_page_at_a_time_in_acceptance_order() {
         let dir = ScratchDir::new("ledger-pages");
         let ledger = ledger(&dir);

@@ -13,8 +13,12 @@
 //! [`notices`]. It never waits on anything slow: sends to drivers and the
 //! pool never block, notices go out on tasks of their own.
 //!
+//! A delegated task on the pool is a turn like any, of a conversation of
+//! its own, whose answer goes back to the delegating conversation (see
+//! [`tasks`]).
+//!
 //! Every mention the heart takes ends in a reply, a merge into a reply, or a
-//! notice; a failed turn is retried with backoff, then given up with a
+//! notice (a task's: its result handed back); a failed turn is retried with backoff, then given up with a
 //! notice. Shutdown: the intake stops first; turns in flight get the grace
 //! period, then are abandoned (their mentions stay pending in the journal
 //! and resume at the next start).
@@ -582,9 +586,10 @@ impl Heart {
         // A task's turn ends the task (see `tasks`): never retried or
         // told, its result goes back to its delegator.
         let task = self.tasks.is_task(key);
-        let after = match task {
-            true => AfterTurn::Settled,
-            false => self.after_turn(key, &outcome, &work),
+        let after = if task {
+            AfterTurn::Settled
+        } else {
+            self.after_turn(key, &outcome, &work)
         };
         let retry = after.retry().cloned();
         let Some(ended) = self.conversations.end_turn(key, retry) else {
