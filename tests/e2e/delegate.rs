@@ -705,3 +705,41 @@ async fn a_task_whose_turn_would_pass_the_budget_is_refused_as_a_turn_is() {
     assert_eq!(refused.len(), 2, "the task's turn, then its result's");
     assert_eq!(leased, 0, "no agent ran the refused task");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_ends_within_the_shutdown_grace_hands_its_result_back_and_does_not_run_again() {
+    let mut scene = Scene::builder().flags(&["--shutdown-grace", "20s"]).start().await;
+    let bot = scene.bot;
+    let mark = scene.bridge.log.cursor();
+    // The task runs 8 rounds 250 ms apart: SIGTERM comes as it starts,
+    // and it ends well within the grace.
+    let mention = scene
+        .mention("room", "[mcp-delegate=sort the figs {rounds=8} {delay=250}]")
+        .await;
+    answer_to(&scene, &mention).await;
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("task session leased"))
+        .await;
+    let status = scene.bridge.terminate(std::time::Duration::from_secs(30)).await;
+    assert!(status.success(), "clean exit: {status}");
+
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let resumed = resumed_at_start(log).await;
+    let result = scene
+        .owner
+        .reply_containing(&bot, &mention.id, "Result of task t1")
+        .await;
+    assert!(result.content.contains("> > sort the figs"), "{}", result.content);
+    let results = results_of(&scene, &mention, "t1").await;
+    let reran = log.matching(log.start(), Line::new("task session leased")).len();
+    println!(
+        "a task ending within the shutdown grace: {resumed} row(s) resumed, the task run again {reran} time(s), its result answered {} time(s)",
+        results.len()
+    );
+    assert_eq!(reran, 0, "its result was journaled as the daemon stopped");
+    assert_eq!(resumed, 1, "the result's row");
+    assert_eq!(results.len(), 1, "delivered once: {results:#?}");
+}

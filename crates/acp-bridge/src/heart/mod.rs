@@ -192,7 +192,12 @@ impl Heart {
             let (mentions, next) = page;
             resumed += mentions.len();
             for mention in mentions {
-                self.settings.shard.log_if_moved(mention.conversation.as_str());
+                // A task's conversation is its delegating one's, for shards.
+                let conversation = match &mention.intent {
+                    Intent::Task { parent, .. } => parent,
+                    _ => &mention.conversation,
+                };
+                self.settings.shard.log_if_moved(conversation.as_str());
                 self.resume_one(mention);
             }
             match next {
@@ -828,7 +833,9 @@ impl Heart {
     /// new starts), then are abandoned; their drivers get the cancel
     /// timeout to stop. The agents are stopped after this, by the daemon.
     /// Their calls of the bridge's tools are still carried out meanwhile:
-    /// a turn finishing in the grace may post its progress.
+    /// a turn finishing in the grace may post its progress. A task whose
+    /// turn ends in the grace hands its result back (journaled, delivered
+    /// at the next start), so it does not run again.
     async fn drain(mut self, grace: Duration, mut tool_requests: mpsc::Receiver<ToolRequest>) {
         self.draining = true;
         tracing::info!(
@@ -842,13 +849,19 @@ impl Heart {
                 tokio::select! {
                     report = self.reports_rx.recv() => Drained::Report(report),
                     Some(request) = tool_requests.recv() => Drained::ToolCall(request),
+                    Some(news) = self.tasks.news.recv() => Drained::TaskNews(news),
                 }
             });
             match next.await {
                 Ok(Drained::Report(Some(report))) => self.on_report(report),
                 Ok(Drained::ToolCall(request)) => self.on_tool_request(request),
+                Ok(Drained::TaskNews(news)) => self.on_task_news(news),
                 Ok(Drained::Report(None)) | Err(_) => break,
             }
+        }
+        // A task's answer is sent before its turn's end is reported.
+        while let Ok(news) = self.tasks.news.try_recv() {
+            self.on_task_news(news);
         }
         if self.conversations.running_count() > 0 {
             tracing::warn!(
@@ -878,6 +891,7 @@ impl Heart {
 enum Drained {
     Report(Option<Report>),
     ToolCall(ToolRequest),
+    TaskNews(tasks::TaskNews),
 }
 
 /// The backoff before retry number `attempts`.

@@ -612,11 +612,14 @@ impl Heart {
         let Some(id) = self.tasks.at(key).map(|(id, _)| id.clone()) else {
             return;
         };
-        if *outcome == Outcome::Abandoned || self.draining {
+        if *outcome == Outcome::Abandoned {
             return;
         }
         // One prompt: its session and MCP token are not kept.
         self.services.pool.rotate(key);
+        if self.draining {
+            return;
+        }
         let ending = match outcome {
             Outcome::Answered | Outcome::Notified | Outcome::Abandoned => return,
             Outcome::CancelledByOwner => Ending::Stopped,
