@@ -743,3 +743,42 @@ async fn a_task_that_ends_within_the_shutdown_grace_hands_its_result_back_and_do
     assert_eq!(resumed, 1, "the result's row");
     assert_eq!(results.len(), 1, "delivered once: {results:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_permission_question_is_put_to_the_owner_as_a_turns_is() {
+    let scene = Scene::builder()
+        .flags(&["--permission-policy", "ask-owner"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    // The parent's turn runs on (20 rounds 300 ms apart) and takes the
+    // result as a steer; the task's turn asks in the delegating mention's
+    // thread.
+    let mention = scene
+        .mention(
+            "room",
+            "[mcp-delegate=tidy the temp files {permission}] [rounds=20] [delay=300]",
+        )
+        .await;
+    let question = owner
+        .reply_containing(&bot, &mention.id, "asks for permission")
+        .await;
+    owner
+        .reply_in_group(&bot, "room", &mention.id, &question.id, "1")
+        .await;
+    let answer = answer_to(&scene, &mention).await;
+    println!(
+        "the task asked: {}",
+        question.content.lines().next().unwrap_or_default()
+    );
+    let (_, steered) = answer
+        .content
+        .split_once("steer: ")
+        .expect("the result came as a steer of the parent's turn");
+    assert!(steered.contains("Result of task t1"), "{}", answer.content);
+    assert!(
+        steered.contains("tool: allowed (allow_once)"),
+        "the owner's answer reached the task's agent: {}",
+        answer.content
+    );
+}
