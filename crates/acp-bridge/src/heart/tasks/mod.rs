@@ -81,7 +81,7 @@ mod sibling;
 
 use super::Heart;
 use super::tools::Answer;
-use super::turn::{Input, Outcome};
+use super::turn::{Input, Outcome, TurnFailure};
 use crate::budget::turn_cap::SharedSpend;
 use crate::mcp::{DelegateCall, FOREGROUND_WAIT};
 use crate::mention::{ConversationKey, Intent, Mention};
@@ -624,6 +624,9 @@ impl Heart {
             Outcome::Answered | Outcome::Notified | Outcome::Abandoned => return,
             Outcome::CancelledByOwner => Ending::Stopped,
             Outcome::Capped(notice) => Ending::Capped(notice.clone()),
+            Outcome::Failed(TurnFailure::Pool(error)) => {
+                Ending::Failed(format!("no agent for the task: {error}"))
+            }
             Outcome::Failed(failure) => Ending::Failed(failure.to_string()),
         };
         self.on_task_ended(id, ending);
