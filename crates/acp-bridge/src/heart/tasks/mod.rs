@@ -364,7 +364,7 @@ fn made_id(what: &str, of: &EventId) -> EventId {
 /// `base` (where its answer threads): the content is `text`.
 fn result_mention(base: &Mention, owner: &ConversationKey, id: &str, text: String) -> Mention {
     let mut result = base.clone();
-    result.event_id = made_id("task result", &base.event_id);
+    result.event_id = made_id(&format!("result of task {id}"), &base.event_id);
     result.conversation = owner.clone();
     result.content = text;
     result.intent = Intent::TaskResult { task: id.to_owned() };
@@ -493,7 +493,7 @@ impl Heart {
         prompt: &str,
     ) -> Result<Mention, String> {
         let mut mention = under.clone();
-        mention.event_id = made_id("task", &under.event_id);
+        mention.event_id = made_id(&format!("task {id}"), &under.event_id);
         mention.conversation = ConversationKey::from_journal(&format!("{key}{TASK_SEGMENT}{id}"));
         mention.content = prompt.to_owned();
         mention.intent = Intent::Task {
@@ -873,6 +873,28 @@ mod tests {
         assert!(
             sender.send("late".to_owned()).is_err(),
             "a late result is refused here, so the heart delivers it as a message"
+        );
+    }
+
+    #[test]
+    fn the_rows_the_heart_makes_have_ids_no_event_has() {
+        let under = crate::mention::test_mention("room", 1, "", true);
+        let task = made_id("task t1", &under.event_id);
+        let other = made_id("task t2", &under.event_id);
+        let base = ConversationKey::from_journal("group:room");
+        let result = result_mention(&under, &base, "t1", "42".to_owned());
+        assert_ne!(task, under.event_id);
+        assert_ne!(task, other);
+        assert_ne!(result.event_id, under.event_id);
+        assert_eq!(
+            result.thread, under.thread,
+            "the result threads where its base does"
+        );
+        assert_eq!(
+            result.intent,
+            Intent::TaskResult {
+                task: "t1".to_owned()
+            }
         );
     }
 
