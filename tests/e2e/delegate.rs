@@ -3,7 +3,9 @@
 //! (`[mcp-delegate=…]`, see its `mcp_tasks`), the task runs on a fresh
 //! session of the same agent (which answers `done: <its prompt>`), and
 //! its result comes back framed by the bridge: steered into the live
-//! turn, or starting the conversation's next turn.
+//! turn, or starting the conversation's next turn. A task is a turn of its
+//! own conversation, journaled: a restart runs a pending one again and
+//! delivers a pending result once, and its turn meets the budget as any.
 
 use acp_bridge::Attestation;
 use nostr_sdk::prelude::*;
@@ -525,4 +527,258 @@ async fn tasks_take_turn_slots_like_turns() {
         );
     }
     assert_eq!((started, opened), (1, 2), "the room's session and t1's");
+}
+
+/// The bot's events under `mention` that carry task `id`'s result, once
+/// its conversation has settled.
+async fn results_of(scene: &Scene, mention: &Event, id: &str) -> Vec<Event> {
+    let header = format!("Result of task {id}");
+    let replies = settled_replies(scene, "room", mention).await;
+    replies
+        .into_iter()
+        .filter(|reply| reply.content.contains(&header))
+        .collect()
+}
+
+/// How many mentions the daemon resumed from its journal at this start.
+async fn resumed_at_start(log: &LogFile) -> u64 {
+    let resumed = log
+        .wait(
+            log.start(),
+            Line::new("resuming mentions accepted before the last stop"),
+        )
+        .await;
+    resumed["mentions"].as_u64().expect("a count")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_running_when_the_daemon_is_killed_runs_again_and_its_result_reaches_the_conversation() {
+    let mut scene = Scene::builder().start().await;
+    let bot = scene.bot;
+    let mark = scene.bridge.log.cursor();
+    // The parent's turn ends at once; its task runs 20 rounds 300 ms apart.
+    let mention = scene
+        .mention("room", "[mcp-delegate=count the pears {rounds=20} {delay=300}]")
+        .await;
+    let first = answer_to(&scene, &mention).await;
+    assert!(
+        first.content.contains("mcp delegate: ok: task t1 started"),
+        "{}",
+        first.content
+    );
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("task session leased"))
+        .await;
+    scene.bridge.kill_hard();
+
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let resumed = resumed_at_start(log).await;
+    log.wait(log.start(), Line::new("task resumed").with("task_id", "t1"))
+        .await;
+    let result = scene
+        .owner
+        .reply_containing(&bot, &mention.id, "Result of task t1")
+        .await;
+    assert!(
+        result.content.contains("> > count the pears"),
+        "the task ran again from its prompt: {}",
+        result.content
+    );
+    let results = results_of(&scene, &mention, "t1").await;
+    println!(
+        "a task running at SIGKILL: {resumed} row(s) resumed, its result answered {} time(s) under the delegating mention",
+        results.len()
+    );
+    assert_eq!(resumed, 1, "the task's row");
+    assert_eq!(results.len(), 1, "delivered once: {results:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_result_journaled_before_a_kill_is_delivered_once_after_the_restart() {
+    let mut scene = Scene::builder().start().await;
+    let bot = scene.bot;
+    let mark = scene.bridge.log.cursor();
+    // The task's result starts the room's next turn, which runs 10 rounds
+    // 300 ms apart (the task's directives, quoted back): the daemon is
+    // killed while that turn runs, its answer not yet published.
+    let mention = scene
+        .mention("room", "[mcp-delegate=weigh the plums {rounds=10} {delay=300}]")
+        .await;
+    answer_to(&scene, &mention).await;
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("task result starts the next turn"))
+        .await;
+    scene.bridge.kill_hard();
+    let before = scene
+        .owner
+        .events_referencing(&bot, &mention.id)
+        .await
+        .into_iter()
+        .filter(|reply| reply.content.contains("Result of task t1"))
+        .count();
+    assert_eq!(before, 0, "killed before the result's turn answered");
+
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let resumed = resumed_at_start(log).await;
+    let result = scene
+        .owner
+        .reply_containing(&bot, &mention.id, "Result of task t1")
+        .await;
+    assert!(
+        result.content.contains("> > weigh the plums"),
+        "{}",
+        result.content
+    );
+    let results = results_of(&scene, &mention, "t1").await;
+    let reran = log.matching(log.start(), Line::new("task session leased")).len();
+    println!(
+        "a task result journaled before SIGKILL: {resumed} row(s) resumed, the task run again {reran} time(s), its result answered {} time(s)",
+        results.len()
+    );
+    assert_eq!(resumed, 1, "the result's row, not the finished task's");
+    assert_eq!(reran, 0, "the task ended before the kill: it does not run again");
+    assert_eq!(results.len(), 1, "delivered once: {results:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_turn_would_pass_the_budget_is_refused_as_a_turn_is() {
+    let mut scene = Scene::builder()
+        .flags(&["--respond-to", "anyone", "--budget-author-per-day", "2 turns"])
+        .start()
+        .await;
+    let stranger = scene.join().await;
+    let bot = scene.bot;
+    let mark = scene.bridge.log.cursor();
+    // The parent's turn is the stranger's first of the day, its task's
+    // turn the second; the daemon is killed while the task runs.
+    let mention = stranger
+        .mention_in_group(&bot, "room", "[mcp-delegate=long sums {rounds=20} {delay=300}]")
+        .await;
+    stranger
+        .reply_containing(&bot, &mention.id, "ok: task t1 started")
+        .await;
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("task session leased"))
+        .await;
+    scene.bridge.kill_hard();
+
+    // Its turn would be the third: refused at its start as any turn, the
+    // task fails, and its result meets the same budget: the stranger is
+    // told, as for a mention of theirs.
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let notice = stranger
+        .reply_containing(&bot, &mention.id, "your daily budget is spent")
+        .await;
+    println!("the delegating author was told: {}", notice.content);
+    assert!(
+        notice
+            .content
+            .starts_with("Sorry, I cannot take this on: your daily budget is spent (2 turns of 2 turns)"),
+        "{}",
+        notice.content
+    );
+    log.wait(
+        log.start(),
+        Line::new("task ended")
+            .with("task_id", "t1")
+            .with("outcome", "failed"),
+    )
+    .await;
+    let refused = log.matching(
+        log.start(),
+        Line::new("mention refused: budget spent").with("scope", "author"),
+    );
+    let leased = log.matching(log.start(), Line::new("task session leased")).len();
+    println!(
+        "a resumed task over its author's budget: {} refusal(s) at a turn's start, {leased} task session(s) leased",
+        refused.len()
+    );
+    assert_eq!(refused.len(), 2, "the task's turn, then its result's");
+    assert_eq!(leased, 0, "no agent ran the refused task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_ends_within_the_shutdown_grace_hands_its_result_back_and_does_not_run_again() {
+    let mut scene = Scene::builder().flags(&["--shutdown-grace", "20s"]).start().await;
+    let bot = scene.bot;
+    let mark = scene.bridge.log.cursor();
+    // The task runs 8 rounds 250 ms apart: SIGTERM comes as it starts,
+    // and it ends well within the grace.
+    let mention = scene
+        .mention("room", "[mcp-delegate=sort the figs {rounds=8} {delay=250}]")
+        .await;
+    answer_to(&scene, &mention).await;
+    scene
+        .bridge
+        .log
+        .wait(mark, Line::new("task session leased"))
+        .await;
+    let status = scene.bridge.terminate(std::time::Duration::from_secs(30)).await;
+    assert!(status.success(), "clean exit: {status}");
+
+    scene.restart(scene.spec()).await;
+    let log = &scene.bridge.log;
+    let resumed = resumed_at_start(log).await;
+    let result = scene
+        .owner
+        .reply_containing(&bot, &mention.id, "Result of task t1")
+        .await;
+    assert!(result.content.contains("> > sort the figs"), "{}", result.content);
+    let results = results_of(&scene, &mention, "t1").await;
+    let reran = log.matching(log.start(), Line::new("task session leased")).len();
+    println!(
+        "a task ending within the shutdown grace: {resumed} row(s) resumed, the task run again {reran} time(s), its result answered {} time(s)",
+        results.len()
+    );
+    assert_eq!(reran, 0, "its result was journaled as the daemon stopped");
+    assert_eq!(resumed, 1, "the result's row");
+    assert_eq!(results.len(), 1, "delivered once: {results:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_permission_question_is_put_to_the_owner_as_a_turns_is() {
+    let scene = Scene::builder()
+        .flags(&["--permission-policy", "ask-owner"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    // The parent's turn runs on (20 rounds 300 ms apart) and takes the
+    // result as a steer; the task's turn asks in the delegating mention's
+    // thread.
+    let mention = scene
+        .mention(
+            "room",
+            "[mcp-delegate=tidy the temp files {permission}] [rounds=20] [delay=300]",
+        )
+        .await;
+    let question = owner
+        .reply_containing(&bot, &mention.id, "asks for permission")
+        .await;
+    owner
+        .reply_in_group(&bot, "room", &mention.id, &question.id, "1")
+        .await;
+    let answer = answer_to(&scene, &mention).await;
+    println!(
+        "the task asked: {}",
+        question.content.lines().next().unwrap_or_default()
+    );
+    let (_, steered) = answer
+        .content
+        .split_once("steer: ")
+        .expect("the result came as a steer of the parent's turn");
+    assert!(steered.contains("Result of task t1"), "{}", answer.content);
+    assert!(
+        steered.contains("tool: allowed (allow_once)"),
+        "the owner's answer reached the task's agent: {}",
+        answer.content
+    );
 }

@@ -37,8 +37,8 @@ fn demo_runs_to_completion_and_shows_the_steer_a_follow_up_without_a_mention_pro
     );
     assert_eq!(
         stdout.matches("bridge → prompting the agent").count(),
-        3,
-        "one turn for both mentions, one for the follow-up, one for the agent's hands: {stdout}"
+        4,
+        "one turn for both mentions, one for the follow-up, one for the agent's hands, one for the task it delegates (a task is a turn): {stdout}"
     );
     let (_, follow_up) = stdout
         .split_once("owner  → (a reply in the bot's thread, no mention)")

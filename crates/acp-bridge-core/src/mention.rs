@@ -136,10 +136,14 @@ pub enum Intent {
     /// heart when it routes the answer).
     Answer,
     /// The result of task `task`, which the turn under this mention
-    /// delegated (made by the daemon's heart, never journaled: see its `heart/tasks`);
+    /// delegated (made and journaled by the heart: see `heart/tasks`);
     /// the content is the result, quoted to the agent under the bridge's
     /// own header.
     TaskResult { task: String },
+    /// Delegated task `task` of the conversation `parent`, as its own
+    /// conversation's turn (made and journaled by the heart: see
+    /// `heart/tasks`); the content is the task's prompt.
+    Task { task: String, parent: ConversationKey },
     /// A run of schedule `schedule` (made by the scheduler, journaled like
     /// a mention), for the agent profile `agent` (`None`: the default).
     Scheduled {

@@ -74,8 +74,14 @@ impl Framing {
     }
 }
 
-/// The prompt of a fresh turn answering `batch` (oldest first).
+/// The prompt of a fresh turn answering `batch` (oldest first); a
+/// delegated task's turn is its [`task_prompt`] alone.
 pub fn fresh_prompt(batch: &[Mention]) -> String {
+    if let [task] = batch
+        && let crate::mention::Intent::Task { task: id, .. } = &task.intent
+    {
+        return task_prompt(id, &task.content);
+    }
     let mut text = String::new();
     if let Some(first) = batch.first() {
         bridge_line(&mut text, &context_line(&first.thread));

@@ -107,6 +107,36 @@ impl Ledger {
         Ok(self.store.journal_take_in(&records, &other_records, sql_now())?)
     }
 
+    /// Hands a delegated task's result back (see `heart/tasks`): finishes
+    /// the task's own row `task` (its turn's mention, or the sibling
+    /// bot's reply; `None` for a task without one) as `finish`, and
+    /// journals `result` (`None`: nothing to deliver) pending in its
+    /// parent conversation, in one transaction. False, and nothing
+    /// written, when the task's row was finished before.
+    pub(crate) fn hand_back(
+        &self,
+        task: Option<&Mention>,
+        finish: Finish,
+        result: Option<&Mention>,
+    ) -> Result<bool, LedgerError> {
+        let task_id = task.map(|task| task.event_id.to_hex());
+        let result_id = result.map(|result| result.event_id.to_hex());
+        let payload = result.map(serde_json::to_string).transpose()?;
+        let record =
+            result
+                .zip(result_id.as_deref())
+                .zip(payload.as_deref())
+                .map(|((result, event_id), payload)| NewMention {
+                    event_id,
+                    conversation: result.conversation.as_str(),
+                    payload,
+                    accepted_at: sql_seconds(result.accepted_at),
+                });
+        Ok(self
+            .store
+            .journal_hand_back(task_id.as_deref(), finish, record.as_ref(), sql_now())?)
+    }
+
     /// Journals `event_ids` as seen and finished: the bot's own replies on a
     /// relay show that a daemon of this bot took them (a shard before the
     /// shard count changed, or this daemon before its state dir was lost),
@@ -370,6 +400,47 @@ mod tests {
         let state = |mention: &Mention| ledger.store.journal_state(&mention.event_id.to_hex()).unwrap();
         assert_eq!(state(&first), Some(MentionState::Answered));
         assert_eq!(state(&second), Some(MentionState::Dropped));
+    }
+
+    #[test]
+    fn a_task_row_resumes_as_a_task_until_its_result_is_handed_back_once() {
+        let dir = ScratchDir::new("ledger-tasks");
+        let ledger = ledger(&dir);
+        let parent = ConversationKey::from_journal("group:room");
+        let mut task = test_mention("room/task/t1", 1, "count the apples", true);
+        task.intent = acp_bridge_core::mention::Intent::Task {
+            task: "t1".to_owned(),
+            parent: parent.clone(),
+        };
+        ledger.take_in(&[&task], &[]).unwrap();
+        assert_eq!(
+            ledger.pending_page(None).0,
+            [task.clone()],
+            "a task resumes as one"
+        );
+
+        let mut result = test_mention("room", 2, "42", true);
+        result.intent = acp_bridge_core::mention::Intent::TaskResult {
+            task: "t1".to_owned(),
+        };
+        assert!(
+            ledger
+                .hand_back(Some(&task), Finish::Answered, Some(&result))
+                .unwrap()
+        );
+        assert_eq!(
+            ledger.pending_page(None).0,
+            [result.clone()],
+            "the result resumes, the task does not"
+        );
+        let mut again = result.clone();
+        again.event_id = test_mention("room", 3, "", true).event_id;
+        assert!(
+            !ledger
+                .hand_back(Some(&task), Finish::Answered, Some(&again))
+                .unwrap()
+        );
+        assert_eq!(ledger.pending_page(None).0, [result], "handed back once");
     }
 
     #[test]

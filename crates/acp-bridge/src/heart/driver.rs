@@ -11,7 +11,10 @@
 //! end of the prompt it steered.
 //!
 //! It is handed only the machine's [`DriverAction`]s (the heart keeps the
-//! rest). The driver ends with [`DriverAction::Publish`] (which also frees
+//! rest), and where the turn's answer goes ([`AnswerTo`]): published in
+//! its thread, or, for a delegated task's turn, handed back to the
+//! conversation that delegated it (see `super::tasks`), whose account
+//! the task spends on. The driver ends with [`DriverAction::Publish`] (which also frees
 //! the agent), [`DriverAction::Release`] or [`DriverAction::Abandon`], or
 //! when the heart drops its end of the channel.
 
@@ -36,6 +39,7 @@ use tracing::Instrument;
 
 use super::controls;
 use super::steer_strategy::SteerMethod;
+use super::tasks::Delegator;
 use super::usage;
 use crate::budget::turn_cap::{CapReached, SharedSpend};
 use crate::deadline::sleep_until;
@@ -95,6 +99,27 @@ pub(crate) struct Report {
     pub input: Input,
 }
 
+/// Where a turn's answer goes.
+#[derive(Debug)]
+pub(super) enum AnswerTo {
+    /// Published in the thread of the turn's mentions.
+    Thread,
+    /// Handed back to the conversation that delegated the task the turn
+    /// runs (no thread context, no group preface: its prompt is all it
+    /// sees), on whose account it spends.
+    Delegator(Delegator),
+}
+
+impl AnswerTo {
+    /// The task whose turn this is, if any.
+    fn task(&self) -> Option<&Delegator> {
+        match self {
+            AnswerTo::Thread => None,
+            AnswerTo::Delegator(delegator) => Some(delegator),
+        }
+    }
+}
+
 /// How the heart reaches a driver.
 #[derive(Debug)]
 pub(crate) struct DriverLink {
@@ -129,16 +154,22 @@ impl DriverLink {
     }
 }
 
-/// Starts the driver of turn `turn_id` for `batch`'s conversation.
-pub(crate) fn spawn(
+/// Starts the driver of turn `turn_id` for `batch`'s conversation, whose
+/// answer goes to `answer_to`.
+pub(super) fn spawn(
     services: TurnServices,
     conversation: ConversationKey,
     turn_id: u64,
     batch: &[Mention],
     reports: mpsc::Sender<Report>,
+    answer_to: AnswerTo,
 ) -> DriverLink {
     let newest = batch.last();
-    let profile = services.profiles.for_turn(&conversation, batch.first());
+    let profile = match answer_to.task() {
+        // A task runs on its delegating conversation's profile.
+        Some(task) => services.profiles.of(&task.parent),
+        None => services.profiles.for_turn(&conversation, batch.first()),
+    };
     let span = tracing::info_span!(
         "turn",
         turn_id,
@@ -151,16 +182,20 @@ pub(crate) fn spawn(
         run_id = tracing::field::Empty,
     );
     let (actions_tx, actions) = mpsc::unbounded_channel();
-    let context_for = services.context.is_some().then(|| batch.to_vec());
+    let in_thread = answer_to.task().is_none();
+    let context_for = (in_thread && services.context.is_some()).then(|| batch.to_vec());
     let group_preface = match batch.first() {
         Some(Mention {
             thread: Thread::Group { channel, .. },
             origin: Some(relay),
             ..
-        }) => services.groups.preface(relay, channel),
+        }) if in_thread => services.groups.preface(relay, channel),
         _ => String::new(),
     };
-    let spend = services.budget.turn_spend().map(SharedSpend::new);
+    let spend = match answer_to.task() {
+        Some(task) => task.cap.clone(),
+        None => services.budget.turn_spend().map(SharedSpend::new),
+    };
     let driver = Driver {
         services,
         conversation,
@@ -180,6 +215,7 @@ pub(crate) fn spawn(
         context_mark: None,
         group_preface,
         turn_spend: spend.clone(),
+        answer_to,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -302,8 +338,9 @@ struct Driver {
     /// groups.
     group_preface: String,
     /// The turn's spend against `--budget-turn-cap`, its tasks' with it
-    /// (`None`: no cap).
+    /// (`None`: no cap); a task's turn's is its delegating turn's.
     turn_spend: Option<SharedSpend>,
+    answer_to: AnswerTo,
 }
 
 impl Driver {
@@ -347,6 +384,9 @@ impl Driver {
             DriverAction::Lease => match self.services.pool.lease(&self.profile, &self.conversation).await {
                 Ok(lease) => {
                     tracing::Span::current().record("session", lease.session.as_str());
+                    if let Some(task) = self.answer_to.task() {
+                        tracing::info!(task_id = %task.task, session = %lease.session, "task session leased");
+                    }
                     self.steer = SteerMethod::for_agent(&lease.client);
                     tracing::Span::current().record("steer_method", self.steer.as_str());
                     let anchor = self.anchor.as_ref();
@@ -544,7 +584,10 @@ impl Driver {
                 self.count_spend(&usage);
                 let reached = self.turn_spend.as_ref().and_then(|spend| {
                     let (tokens, cost) = usage.spent();
-                    spend.lock().prompt_ended(tokens, cost)
+                    match self.answer_to.task() {
+                        Some(task) => spend.lock().task_ended(&task.task, tokens, cost),
+                        None => spend.lock().prompt_ended(tokens, cost),
+                    }
                 });
                 let end = PromptEnd {
                     folded: outcome
@@ -574,6 +617,10 @@ impl Driver {
     /// the session's cost before the prompt is read once per prompt.
     fn live_cost(&self, total: f64, currency: &str) -> Option<CapReached> {
         let spend = self.turn_spend.as_ref()?;
+        if let Some(task) = self.answer_to.task() {
+            // A task's session is fresh: its total is what it spent.
+            return spend.lock().task_cost(&task.task, total, currency);
+        }
         if spend.lock().needs_baseline() {
             let before = self.services.sessions.usage(&self.conversation).ok().flatten();
             spend
@@ -596,14 +643,19 @@ impl Driver {
     }
 
     /// Counts a prompt's spend against the budget of the batch's newest
-    /// mention's author.
+    /// mention's author, in the conversation (a task's: its delegating
+    /// one).
     fn count_spend(&self, usage: &TurnUsage) {
         let Some(anchor) = &self.anchor else { return };
         let (tokens, cost) = usage.spent();
         let now = crate::store::sql_now();
+        let billed = self
+            .answer_to
+            .task()
+            .map_or(&self.conversation, |task| &task.parent);
         self.services
             .budget
-            .prompt_spent(&self.conversation, &anchor.author, tokens, cost, now);
+            .prompt_spent(billed, &anchor.author, tokens, cost, now);
     }
 
     /// What of the agent's text the reply carries (`--reply-content`),
@@ -700,6 +752,10 @@ impl Driver {
         text: &str,
         publication: Publication,
     ) -> Result<(), String> {
+        if let Some(task) = self.answer_to.task() {
+            task.hand_back(text.to_owned()).await;
+            return Ok(());
+        }
         let replier = &self.services.replier;
         let stored = match publication {
             Publication::Answer => replier.answer(mentions, text).await.map(|_| ()),

@@ -13,8 +13,12 @@
 //! [`notices`]. It never waits on anything slow: sends to drivers and the
 //! pool never block, notices go out on tasks of their own.
 //!
+//! A delegated task on the pool is a turn like any, of a conversation of
+//! its own, whose answer goes back to the delegating conversation (see
+//! [`tasks`]).
+//!
 //! Every mention the heart takes ends in a reply, a merge into a reply, or a
-//! notice; a failed turn is retried with backoff, then given up with a
+//! notice (a task's: its result handed back); a failed turn is retried with backoff, then given up with a
 //! notice. Shutdown: the intake stops first; turns in flight get the grace
 //! period, then are abandoned (their mentions stay pending in the journal
 //! and resume at the next start).
@@ -55,7 +59,7 @@ use crate::telemetry::metrics;
 // The tools' room, named here too: the heart lends it its conversations
 // (`tool_desk`), and `tasks` answers `delegate` through it.
 use crate::tools;
-use driver::{DriverLink, Report};
+use driver::{AnswerTo, DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};
 use wait_notices::NoticeBudget;
@@ -187,7 +191,12 @@ impl Heart {
             let (mentions, next) = page;
             resumed += mentions.len();
             for mention in mentions {
-                self.settings.shard.log_if_moved(mention.conversation.as_str());
+                // A task's conversation is its delegating one's, for shards.
+                let conversation = match &mention.intent {
+                    Intent::Task { parent, .. } => parent,
+                    _ => &mention.conversation,
+                };
+                self.settings.shard.log_if_moved(conversation.as_str());
                 self.resume_one(mention);
             }
             match next {
@@ -209,8 +218,12 @@ impl Heart {
     /// the last run is told so; only a turn is queued.
     fn resume_one(&mut self, mention: Mention) {
         match mention.intent.clone() {
-            // Task results are not journaled; one would be a turn.
-            Intent::Turn | Intent::TaskResult { .. } | Intent::Scheduled { .. } => self.enqueue(mention),
+            Intent::Turn | Intent::Scheduled { .. } => self.enqueue(mention),
+            Intent::Task { task, parent } => self.resume_task(mention, &task, parent),
+            Intent::TaskResult { task } => {
+                self.resume_task_result(&task);
+                self.requeue(mention);
+            }
             Intent::Command(command) => self.on_command(mention, command),
             Intent::Notice(text) => self.notices.notify(vec![mention], text),
             Intent::Answer => self.notices.notify(
@@ -439,7 +452,14 @@ impl Heart {
         if outcome.ran() {
             metrics::turn_finished(outcome.label());
         }
-        let after = self.after_turn(key, &outcome, &work);
+        // A task's turn ends the task (see `tasks`): never retried or
+        // told, its result goes back to its delegator.
+        let task = self.tasks.is_task(key);
+        let after = if task {
+            AfterTurn::Settled
+        } else {
+            self.after_turn(key, &outcome, &work)
+        };
         let retry = after.retry().cloned();
         let Some(ended) = self.conversations.end_turn(key, retry) else {
             return;
@@ -447,10 +467,11 @@ impl Heart {
         if ended.rotate_after {
             self.rotate_conversation(key);
         }
-        if outcome == Outcome::CancelledByOwner {
+        if task {
+            self.task_turn_ended(key, &outcome);
+        } else if outcome == Outcome::CancelledByOwner {
             self.notices.cancelled_by_owner(work.clone());
-        }
-        if let Outcome::Capped(notice) = &outcome {
+        } else if let Outcome::Capped(notice) = &outcome {
             metrics::budget_turn_capped();
             self.notices.give_up(work.clone(), notice.clone());
             self.stop_tasks_of_capped_turn(key, ended.turn_id, notice);
@@ -512,34 +533,44 @@ impl Heart {
         if self.draining {
             return;
         }
-        // Delegated tasks on the pool hold turn slots too (see `tasks`).
-        while self.conversations.running_count() + self.tasks.on_pool() < self.settings.capacity {
+        // Delegated tasks' turns hold turn slots as any (see `tasks`).
+        while self.conversations.running_count() < self.settings.capacity {
             let now = crate::store::sql_now();
-            let budget = &self.services.budget;
+            let (budget, tasks) = (&self.services.budget, &self.tasks);
             let refused = self.conversations.refuse_next(|mention| {
-                budget.refusal(&mention.author, mention.standing(), &mention.conversation, now)
+                let billed = tasks.billed(&mention.conversation);
+                budget.refusal(&mention.author, mention.standing(), &billed, now)
             });
             if !refused.is_empty() {
                 self.refuse_over_budget(refused);
                 continue;
             }
             let started = self.conversations.start_next(|key, batch| {
+                let delegator = self.tasks.delegator(key);
                 if let Some(newest) = batch.last() {
                     let budget = &self.services.budget;
-                    budget.turn_started(key, &newest.author, now);
-                    for warning in budget.warnings(&newest.author, newest.standing(), key, now) {
+                    let billed = delegator.as_ref().map_or(key, |task| &task.parent);
+                    budget.turn_started(billed, &newest.author, now);
+                    // A task's people are its delegating turn's, told there.
+                    let warnings = match delegator {
+                        Some(_) => Vec::new(),
+                        None => budget.warnings(&newest.author, newest.standing(), key, now),
+                    };
+                    for warning in warnings {
                         self.notices.inform(newest.clone(), warning);
                     }
                 }
                 self.next_turn_id += 1;
                 self.counters.turns_started += 1;
                 let turn_id = self.next_turn_id;
+                let answer_to = delegator.map_or(AnswerTo::Thread, AnswerTo::Delegator);
                 let link = driver::spawn(
                     self.services.clone(),
                     key.clone(),
                     turn_id,
                     &batch,
                     self.reports_tx.clone(),
+                    answer_to,
                 );
                 let start = TurnStart {
                     queue_wait_ms: queue_wait_ms(&batch),
@@ -555,8 +586,9 @@ impl Heart {
                     rotate_after: false,
                 }
             });
-            if started.is_none() {
-                break;
+            match started {
+                Some(key) => self.task_turn_started(&key),
+                None => break,
             }
         }
         metrics::queue_depth(self.conversations.waiting());
@@ -566,9 +598,10 @@ impl Heart {
     /// pass now, if any (see [`crate::budget::Budget::refusal`]).
     fn budget_refusal(&self, mention: &Mention) -> Option<crate::budget::Refusal> {
         let now = crate::store::sql_now();
+        let billed = self.tasks.billed(&mention.conversation);
         self.services
             .budget
-            .refusal(&mention.author, mention.standing(), &mention.conversation, now)
+            .refusal(&mention.author, mention.standing(), &billed, now)
     }
 
     /// Gives up mentions a budget refused, each told which limit and
@@ -582,6 +615,9 @@ impl Heart {
                 "mention refused: budget spent"
             );
             metrics::budget_refused(refusal.scope.label());
+            if self.task_refused(&mention, refusal.reason()) {
+                continue;
+            }
             let notice = refusal.notice(self.services.budget.is_owner(&mention.author));
             self.notices.give_up(vec![mention], notice);
         }
@@ -621,7 +657,7 @@ impl Heart {
             return;
         }
         for (key, id) in self.conversations.take_due(now) {
-            let capacity = self.settings.capacity.saturating_sub(self.tasks.on_pool());
+            let capacity = self.settings.capacity;
             let Some((holdup, mention)) = self.conversations.why_waits(&key, &id, now, capacity) else {
                 continue;
             };
@@ -661,7 +697,9 @@ impl Heart {
     /// new starts), then are abandoned; their drivers get the cancel
     /// timeout to stop. The agents are stopped after this, by the daemon.
     /// Their calls of the bridge's tools are still carried out meanwhile:
-    /// a turn finishing in the grace may post its progress.
+    /// a turn finishing in the grace may post its progress. A task whose
+    /// turn ends in the grace hands its result back (journaled, delivered
+    /// at the next start), so it does not run again.
     async fn drain(mut self, grace: Duration, mut tool_requests: mpsc::Receiver<ToolRequest>) {
         self.draining = true;
         tracing::info!(
@@ -675,13 +713,19 @@ impl Heart {
                 tokio::select! {
                     report = self.reports_rx.recv() => Drained::Report(report),
                     Some(request) = tool_requests.recv() => Drained::ToolCall(request),
+                    Some(news) = self.tasks.news.recv() => Drained::TaskNews(news),
                 }
             });
             match next.await {
                 Ok(Drained::Report(Some(report))) => self.on_report(report),
                 Ok(Drained::ToolCall(request)) => self.on_tool_request(request),
+                Ok(Drained::TaskNews(news)) => self.on_task_news(news),
                 Ok(Drained::Report(None)) | Err(_) => break,
             }
+        }
+        // A task's answer is sent before its turn's end is reported.
+        while let Ok(news) = self.tasks.news.try_recv() {
+            self.on_task_news(news);
         }
         if self.conversations.running_count() > 0 {
             tracing::warn!(
@@ -711,6 +755,7 @@ impl Heart {
 enum Drained {
     Report(Option<Report>),
     ToolCall(ToolRequest),
+    TaskNews(tasks::TaskNews),
 }
 
 /// The backoff before retry number `attempts`.

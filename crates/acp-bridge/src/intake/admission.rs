@@ -249,7 +249,7 @@ impl Intake {
             }
             Intent::Command(command) => self.hand_on(Inbound::Command { mention, command }).await,
             // The intake never makes answers or task results: the heart does.
-            Intent::Answer | Intent::TaskResult { .. } | Intent::Scheduled { .. } => {
+            Intent::Answer | Intent::TaskResult { .. } | Intent::Task { .. } | Intent::Scheduled { .. } => {
                 self.hand_on(Inbound::Mention(mention)).await
             }
             Intent::Notice(text) => {

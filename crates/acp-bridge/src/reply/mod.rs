@@ -30,7 +30,7 @@ mod series;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use acp_bridge_core::mention::{Mention, Thread};
+use acp_bridge_core::mention::{Intent, Mention, Thread};
 use clap::ValueEnum;
 use nostr_sdk::prelude::{
     Event, EventBuilder, EventId, JsonUtil, Kind, PublicKey, RelayUrl, Tag, TagKind, TagStandard,
@@ -168,7 +168,10 @@ impl Replier {
     /// like [`Replier::react`]: returns at once, and `false` without
     /// reacting with `--no-reactions` or in a DM.
     pub(crate) fn react_with(&self, mention: &Mention, emoji: &str) -> bool {
-        if !self.reactions || mention.thread.is_direct() {
+        // A delegated task's result is the heart's own mention, under an
+        // id no event has: nothing to react to.
+        let made_by_the_heart = matches!(mention.intent, Intent::TaskResult { .. });
+        if !self.reactions || mention.thread.is_direct() || made_by_the_heart {
             return false;
         }
         let mut tags = vec![
@@ -737,6 +740,24 @@ mod tests {
         let signer = BotSigner::from_keys(Keys::generate());
         let (chains, _guard) = crate::loop_guard::loop_guard();
         Replier::new(signer, Arc::clone(store), ReplyMode::Daemon, false, chains)
+    }
+
+    #[tokio::test]
+    async fn a_task_result_made_by_the_heart_gets_no_reaction() {
+        let dir = ScratchDir::new("reply-task-result");
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let (chains, _guard) = crate::loop_guard::loop_guard();
+        let signer = BotSigner::from_keys(Keys::generate());
+        let replier = Replier::new(signer, store, ReplyMode::Daemon, true, chains);
+        let mut result = test_mention("room", 1, "42", true);
+        assert!(
+            replier.react_with(&result, "👀"),
+            "a person's mention is reacted to"
+        );
+        result.intent = Intent::TaskResult {
+            task: "t1".to_owned(),
+        };
+        assert!(!replier.react_with(&result, "👀"));
     }
 
     fn state(store: &Store, mention: &Mention) -> Option<MentionState> {

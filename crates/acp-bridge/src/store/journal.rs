@@ -210,6 +210,42 @@ impl Store {
         Ok(())
     }
 
+    /// Hands a delegated task's result back, in one transaction: finishes
+    /// the task's row `task` (if it has one) as `outcome` and takes
+    /// `result` (if any) in as pending, for its parent conversation's
+    /// turn. False, and nothing written, when the task's row was not
+    /// pending: its result was handed back before, and is not again.
+    pub(crate) fn journal_hand_back(
+        &self,
+        task: Option<&str>,
+        outcome: Finish,
+        result: Option<&NewMention<'_>>,
+        now: i64,
+    ) -> Result<bool> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if let Some(task) = task
+            && !finish_pending(&tx, task, outcome, now, None)?
+        {
+            return Ok(false);
+        }
+        if let Some(result) = result {
+            tx.prepare_cached(
+                "INSERT INTO mention (event_id, conversation, payload, accepted_at, state)
+                 VALUES (?1, ?2, ?3, ?4, 'pending')
+                 ON CONFLICT (event_id) DO NOTHING",
+            )?
+            .execute(params![
+                result.event_id,
+                result.conversation,
+                result.payload,
+                result.accepted_at
+            ])?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
     /// Where the mention stands, or `None` when it is not journalled (never
     /// accepted, or pruned).
     pub(crate) fn journal_state(&self, event_id: &str) -> Result<Option<MentionState>> {
@@ -407,6 +443,37 @@ pub(super) mod tests {
         assert_eq!(store.journal_state("never-accepted").unwrap(), None);
         assert_eq!(pending_ids(&store), ["c"]);
         assert_eq!(store.journal_pending_count().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_tasks_result_is_handed_back_once_with_its_row_finished() {
+        let dir = ScratchDir::new("hand-back");
+        let store = Store::open(dir.path()).unwrap();
+        accept(&store, "task", 1);
+        let result = NewMention {
+            event_id: "result",
+            conversation: "channel-1",
+            payload: "{}",
+            accepted_at: 2,
+        };
+        let hand_back = || store.journal_hand_back(Some("task"), Finish::Answered, Some(&result), 3);
+        assert!(hand_back().unwrap());
+        assert_eq!(store.journal_state("task").unwrap(), Some(MentionState::Answered));
+        assert_eq!(pending_ids(&store), ["result"]);
+        assert!(!hand_back().unwrap(), "a task's result is handed back once");
+        assert_eq!(pending_ids(&store), ["result"]);
+
+        let sibling = NewMention {
+            event_id: "sibling-result",
+            ..result
+        };
+        assert!(
+            store
+                .journal_hand_back(None, Finish::Answered, Some(&sibling), 4)
+                .unwrap(),
+            "a task without a row of its own journals its result alone"
+        );
+        assert_eq!(pending_ids(&store), ["result", "sibling-result"]);
     }
 
     #[test]

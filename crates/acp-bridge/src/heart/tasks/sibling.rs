@@ -4,8 +4,10 @@
 //! mentioning that bot; its reply to that post (heard because it is a
 //! sibling) is the task's result, taken by the heart before it could
 //! become a turn. Without a reply in [`SIBLING_REPLY_TIMEOUT`] the task
-//! fails; `task_stop` stops waiting. A reply that comes after that (or
-//! after a restart: tasks are in memory only) is an ordinary mention.
+//! fails; `task_stop` stops waiting. The reply's row is finished in the
+//! transaction that journals the result. A reply that comes after that
+//! (or after a restart: such tasks are in memory only) is an ordinary
+//! mention.
 
 use std::time::Duration;
 
@@ -14,9 +16,8 @@ use nostr_sdk::prelude::PublicKey;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Ending, State, TaskNews};
+use super::{Ending, State, TaskNews, Work};
 use crate::heart::Heart;
-use crate::store::Finish;
 
 /// How long a task handed to a sibling bot waits for its reply.
 const SIBLING_REPLY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -83,24 +84,18 @@ impl Heart {
         let Some(replied) = mention.replies_to.filter(|_| mention.from_sibling) else {
             return false;
         };
-        let found = self.tasks.tasks.iter().find(|(_, task)| {
+        let found = self.tasks.tasks.iter_mut().find(|(_, task)| {
             matches!(task.state, State::Running { .. })
-                && task.sibling == Some((mention.author, Some(replied)))
+                && matches!(task.work, Work::Sibling { bot, posted, .. }
+                    if bot == mention.author && posted == Some(replied))
         });
         let Some((id, task)) = found else {
             return false;
         };
+        // The reply's row is finished as the result is journaled.
+        task.row = Some(mention.clone());
         let id = id.clone();
-        if let State::Running { stop, .. } = &task.state {
-            stop.cancel();
-        }
         tracing::info!(task_id = %id, event_id = %mention.event_id, "a sibling bot replied with a task's result");
-        if let Err(error) = self
-            .ledger
-            .settle_without_event(std::slice::from_ref(mention), Finish::Answered)
-        {
-            tracing::warn!(event_id = %mention.event_id, %error, "cannot journal that a sibling's reply was taken");
-        }
         self.on_task_ended(id, Ending::Done(mention.content.clone()));
         true
     }
