@@ -155,7 +155,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
                 "isolation",
                 "process_seal",
             ],
-            &["edge", "outbound"],
+            &[],
         ),
         wing("telemetry", &["telemetry"], &["edge"]),
         wing(
