@@ -157,7 +157,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
             ],
             &[],
         ),
-        wing("telemetry", &["telemetry"], &["edge"]),
+        wing("telemetry", &["telemetry"], &[]),
         wing(
             "edge",
             &[
@@ -166,6 +166,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
                 "embedded_relay",
                 "http_get",
                 "http_server",
+                "metrics_endpoint",
                 "public_address",
                 "signer",
             ],

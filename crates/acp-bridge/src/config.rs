@@ -30,6 +30,7 @@ use crate::intake::IntakeLimits;
 use crate::intake::args::IntakeArgs;
 use crate::media::{MediaArgs, MediaFetcher};
 use crate::mention::npub;
+use crate::metrics_endpoint::MetricsArgs;
 use crate::pool::args::AgentArgs;
 use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::profiles::Profiles;
@@ -38,7 +39,6 @@ use crate::reply::args::ReplyArgs;
 use crate::routes::args::{RelayArgs, RelaySettings};
 use crate::shard::{Shard, ShardSpec};
 use crate::signer::args::{SECRET_KEY_ENV, SIGNER_ENV, SignerArgs, SignerSettings};
-use crate::telemetry::http::MetricsArgs;
 use crate::thread_context::{ContextArgs, ContextSettings};
 
 /// Set by systemd's `StateDirectory=`; our default state dir when present.

@@ -36,6 +36,7 @@ use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
 use crate::media::MediaCache;
+use crate::metrics_endpoint::{self, Health};
 use crate::pool::{Pools, reaper};
 use crate::relay_tap::RelayTaps;
 use crate::reply::Replier;
@@ -46,7 +47,6 @@ use crate::store::{
     AgentGroups, AnsweredThreads, Controls, JoinedGroups, Outbox, Questions, Sessions, Store, StoreError,
     Watermarks,
 };
-use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
 use crate::transport::NoDelayTransport;
 
@@ -179,7 +179,7 @@ impl Stages {
         // an agent started early) is lost, and the zeros are true.
         let recorder = match settings.metrics_addr {
             Some(_) => {
-                let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
+                let recorder = metrics_endpoint::install_recorder().map_err(DaemonError::Metrics)?;
                 metrics::register_at_zero();
                 metrics::register_profiles_at_zero(
                     settings
@@ -438,7 +438,7 @@ impl Stages {
                 agents: Arc::new(pool.clone()),
                 signer_answering: signer_answering.clone(),
             };
-            http::bind(addr, recorder, health, metrics_stop.clone())
+            metrics_endpoint::bind(addr, recorder, health, metrics_stop.clone())
                 .await
                 .map_err(|error| DaemonError::Metrics(format!("cannot listen on {addr}: {error}")))?;
         }

@@ -40,6 +40,7 @@ mod loop_guard;
 mod mcp;
 mod media;
 mod mention;
+mod metrics_endpoint;
 mod mode_gate;
 mod pool;
 mod process_seal;

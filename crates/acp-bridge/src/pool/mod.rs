@@ -40,7 +40,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::mention::ConversationKey;
 use crate::store::{AgentGroups, AgentUids, Sessions};
-use crate::telemetry::http::AgentCircuit;
+use crate::telemetry::AgentCircuit;
 use actor::{Actor, Request};
 pub use args::AGENT_ENV_BASELINE;
 pub(crate) use auth::{AuthChoice, AuthPolicy};

@@ -15,7 +15,7 @@ use crate::mcp::McpOffers;
 use crate::mcp::args::McpSettings;
 use crate::mention::ConversationKey;
 use crate::store::{AgentGroups, AgentUids, Sessions};
-use crate::telemetry::http::AgentCircuit;
+use crate::telemetry::AgentCircuit;
 
 /// The profiles' pools; cheap to clone.
 #[derive(Debug, Clone)]
