@@ -172,11 +172,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
             ],
             &["base", "telemetry"],
         ),
-        wing(
-            "state",
-            &["store", "ledger", "housekeeping"],
-            &["base", "intake", "policy", "agents"],
-        ),
+        wing("state", &["store", "ledger"], &["base", "intake"]),
         wing(
             "policy",
             &["gate", "budget", "rate_limit", "loop_guard", "shard"],
@@ -234,7 +230,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         ),
         wing(
             "config",
-            &["config", "config_file", "daemon", "cli"],
+            &["config", "config_file", "daemon", "cli", "housekeeping"],
             &[
                 "base",
                 "telemetry",
