@@ -212,7 +212,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         wing(
             "agents",
             &["pool", "workspace"],
-            &["base", "telemetry", "state", "intake", "tools"],
+            &["base", "telemetry", "state", "intake"],
         ),
         wing(
             "heart",

@@ -35,9 +35,10 @@ use crate::intake::{Intake, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
+use crate::mcp::McpOffers;
 use crate::media::MediaCache;
 use crate::metrics_endpoint::{self, Health};
-use crate::pool::{Pools, reaper};
+use crate::pool::{McpOffer, Pools, reaper};
 use crate::relay_tap::RelayTaps;
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
@@ -237,20 +238,24 @@ impl Stages {
         let mcp = crate::mcp::start(settings.mcp.clone(), agent_uids, tool_tx, mcp_stop.clone())
             .await
             .map_err(|error| DaemonError::Mcp(error.to_string()))?;
+        // Each profile offers the bridge's own server beside its operator's.
+        let offer = |servers| {
+            McpOffers::for_profile(mcp.as_ref(), servers).map(|offers| Arc::new(offers) as Arc<dyn McpOffer>)
+        };
         let pool = Pools::start(
             profiles
                 .all()
                 .iter()
-                .map(|profile| (profile.name.as_str(), &profile.agent, &profile.mcp)),
+                .map(|profile| (profile.name.as_str(), &profile.agent, offer(&profile.mcp))),
             &profiles.default_profile().name,
-            // Questions reach a person only with ask-owner (docs/owner.md).
-            settings.turns.asks_owner(),
+            // Questions reach a person only with ask-owner (docs/owner.md);
+            // the bridge's own tools are never asked about.
+            (settings.turns.asks_owner(), crate::mcp::SERVER_NAME),
             (
                 &Sessions::new(Arc::clone(&store)),
                 &crate::store::AgentUids::new(Arc::clone(&store)),
             ),
             &agent_groups,
-            mcp.as_ref(),
         );
         let groups = GroupDirectory::new(&settings.groups);
         let gate_rules = settings.gate.rules();

@@ -22,6 +22,7 @@ mod auth;
 mod breaker;
 mod launcher;
 mod live_sessions;
+mod mcp_offer;
 mod policy_mode;
 mod pools;
 pub(crate) mod reaper;
@@ -48,6 +49,7 @@ use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
 pub(crate) use launcher::{agent_command, check_program};
 pub(crate) use live_sessions::LiveBounds;
+pub(crate) use mcp_offer::McpOffer;
 pub(crate) use policy_mode::policy_mode;
 pub(crate) use pools::Pools;
 use sessions::SessionBook;
@@ -222,7 +224,7 @@ impl Pool {
         client_config: ClientConfig,
         (sessions, uids): (Sessions, &AgentUids),
         groups: AgentGroups,
-        mcp: Option<crate::mcp::McpOffers>,
+        mcp: Option<Arc<dyn McpOffer>>,
     ) -> Pool {
         let processes = settings.processes as usize;
         let agent = std::iter::once(settings.command.as_str())
