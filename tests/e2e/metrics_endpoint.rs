@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::support::*;
 
-/// The endpoint's bounds, as the daemon's `telemetry::http` sets them.
+/// The endpoint's bounds, as the daemon's `metrics_endpoint` sets them.
 const MAX_CONNECTIONS: usize = 32;
 const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle sockets a stranger opens: as many as exhausted a daemon's

@@ -25,11 +25,13 @@ use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 use crate::embedded_relay::RelaySpec;
 use crate::flags::{ConfigError, flag_defaults, flag_spelling, longer_than_zero, parse_duration, refuse};
 use crate::gate::args::{GateArgs, GateSettings};
+use crate::groups::INVITE_CODE_ENV;
 use crate::heart::args::{TurnArgs, TurnSettings};
 use crate::identity::{ProfileArgs, ProfileFields};
 use crate::intake::IntakeLimits;
 use crate::intake::args::IntakeArgs;
 use crate::media::{MediaArgs, MediaFetcher};
+use crate::metrics_endpoint::MetricsArgs;
 use crate::pool::args::AgentArgs;
 use crate::pool::{AgentSettings, PermissionPolicyArg};
 use crate::profiles::Profiles;
@@ -37,8 +39,7 @@ use crate::reply::ReplySettings;
 use crate::reply::args::ReplyArgs;
 use crate::routes::args::{RelayArgs, RelaySettings};
 use crate::shard::{Shard, ShardSpec};
-use crate::signer::args::{SignerArgs, SignerSettings};
-use crate::telemetry::http::MetricsArgs;
+use crate::signer::args::{SECRET_KEY_ENV, SIGNER_ENV, SignerArgs, SignerSettings};
 use crate::thread_context::{ContextArgs, ContextSettings};
 
 /// Set by systemd's `StateDirectory=`; our default state dir when present.
@@ -205,6 +206,11 @@ pub struct Settings {
 }
 
 impl RunArgs {
+    /// The environment variables whose values are credentials, each named
+    /// by the stage that reads it: `process_seal` removes them from the
+    /// daemon's environment once the settings are read.
+    pub const SECRET_VARIABLES: [&'static str; 3] = [SECRET_KEY_ENV, SIGNER_ENV, INVITE_CODE_ENV];
+
     /// Validates every value. `env` reads the process environment (a
     /// parameter so tests need not mutate the real one).
     pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
@@ -480,7 +486,6 @@ mod tests {
 
     use super::*;
     use crate::signer::SignerSource;
-    use crate::signer::args::SECRET_KEY_ENV;
 
     #[derive(Parser)]
     struct Cli {
@@ -502,6 +507,29 @@ mod tests {
         }
         cli.run
             .validate(&|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    /// A secret flag (its variable's value hidden from `--help`) names a
+    /// variable the process seal removes: a stage adding one cannot leave
+    /// it in the daemon's environment for its children.
+    #[test]
+    fn every_secret_variable_is_sealed() {
+        use clap::CommandFactory;
+        let hidden: Vec<String> = Cli::command()
+            .get_arguments()
+            .filter(|arg| arg.is_hide_env_values_set())
+            .filter_map(|arg| arg.get_env().map(|env| env.to_string_lossy().into_owned()))
+            .collect();
+        assert!(
+            !hidden.is_empty(),
+            "the signer's and the groups' variables are secret"
+        );
+        for name in hidden.iter().map(String::as_str).chain([SECRET_KEY_ENV]) {
+            assert!(
+                RunArgs::SECRET_VARIABLES.contains(&name),
+                "{name} holds a secret and is not sealed"
+            );
+        }
     }
 
     /// With `[agents.NAME]` profiles, the flags' agent command is only

@@ -35,8 +35,10 @@ use crate::intake::{Intake, RateLimit};
 use crate::isolation;
 use crate::ledger::Ledger;
 use crate::loop_guard;
+use crate::mcp::McpOffers;
 use crate::media::MediaCache;
-use crate::pool::{Pools, reaper};
+use crate::metrics_endpoint::{self, Health};
+use crate::pool::{McpOffer, Pools, reaper};
 use crate::relay_tap::RelayTaps;
 use crate::reply::Replier;
 use crate::reply::publisher::Publisher;
@@ -46,7 +48,6 @@ use crate::store::{
     AgentGroups, AnsweredThreads, Controls, JoinedGroups, Outbox, Questions, Sessions, Store, StoreError,
     Watermarks,
 };
-use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics;
 use crate::transport::NoDelayTransport;
 
@@ -179,7 +180,7 @@ impl Stages {
         // an agent started early) is lost, and the zeros are true.
         let recorder = match settings.metrics_addr {
             Some(_) => {
-                let recorder = http::install_recorder().map_err(DaemonError::Metrics)?;
+                let recorder = metrics_endpoint::install_recorder().map_err(DaemonError::Metrics)?;
                 metrics::register_at_zero();
                 metrics::register_profiles_at_zero(
                     settings
@@ -237,20 +238,24 @@ impl Stages {
         let mcp = crate::mcp::start(settings.mcp.clone(), agent_uids, tool_tx, mcp_stop.clone())
             .await
             .map_err(|error| DaemonError::Mcp(error.to_string()))?;
+        // Each profile offers the bridge's own server beside its operator's.
+        let offer = |servers| {
+            McpOffers::for_profile(mcp.as_ref(), servers).map(|offers| Arc::new(offers) as Arc<dyn McpOffer>)
+        };
         let pool = Pools::start(
             profiles
                 .all()
                 .iter()
-                .map(|profile| (profile.name.as_str(), &profile.agent, &profile.mcp)),
+                .map(|profile| (profile.name.as_str(), &profile.agent, offer(&profile.mcp))),
             &profiles.default_profile().name,
-            // Questions reach a person only with ask-owner (docs/owner.md).
-            settings.turns.asks_owner(),
+            // Questions reach a person only with ask-owner (docs/owner.md);
+            // the bridge's own tools are never asked about.
+            (settings.turns.asks_owner(), crate::mcp::SERVER_NAME),
             (
                 &Sessions::new(Arc::clone(&store)),
                 &crate::store::AgentUids::new(Arc::clone(&store)),
             ),
             &agent_groups,
-            mcp.as_ref(),
         );
         let groups = GroupDirectory::new(&settings.groups);
         let gate_rules = settings.gate.rules();
@@ -438,7 +443,7 @@ impl Stages {
                 agents: Arc::new(pool.clone()),
                 signer_answering: signer_answering.clone(),
             };
-            http::bind(addr, recorder, health, metrics_stop.clone())
+            metrics_endpoint::bind(addr, recorder, health, metrics_stop.clone())
                 .await
                 .map_err(|error| DaemonError::Metrics(format!("cannot listen on {addr}: {error}")))?;
         }

@@ -24,6 +24,11 @@
 //! ([`subscription_since`]). A later refetch (an untaken gift wrap dated
 //! two days back, say) thus cannot reopen a window whose seen entries are
 //! gone.
+//!
+//! This is the daemon's chore, not a table: it reads the intake's floors,
+//! the pools' live sessions, the workspaces and the budgets' longest period,
+//! so it sits beside `daemon` (the config wing, which wires all of them)
+//! rather than in the store's wing, which imports none of those stages.
 
 use std::time::Duration;
 

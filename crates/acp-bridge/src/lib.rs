@@ -39,6 +39,7 @@ mod ledger;
 mod loop_guard;
 mod mcp;
 mod media;
+mod metrics_endpoint;
 mod pool;
 mod process_seal;
 mod profiles;

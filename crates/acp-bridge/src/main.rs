@@ -199,7 +199,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(USAGE_EXIT);
             };
             // Every secret is read: out of the environment with them.
-            acp_bridge::seal_own_process();
+            acp_bridge::seal_own_process(&RunArgs::SECRET_VARIABLES);
             block_on(args.worker_threads, async move {
                 if acp_bridge::cli::check::run(&settings).await {
                     ExitCode::SUCCESS
@@ -224,7 +224,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(USAGE_EXIT);
             };
             // Every secret is read: out of the environment with them.
-            acp_bridge::seal_own_process();
+            acp_bridge::seal_own_process(&RunArgs::SECRET_VARIABLES);
             block_on(args.worker_threads, async move {
                 let shutdown = Shutdown::listen();
                 let (reload, reloads) = tokio::sync::mpsc::unbounded_channel();

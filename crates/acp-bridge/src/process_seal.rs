@@ -2,10 +2,12 @@
 //! that neither its children nor another process of its user can read the
 //! secrets it holds.
 //!
-//! - The variables that carried a secret (the bot's key, the bunker URI)
-//!   leave the daemon's environment: a child started without an explicit
-//!   environment would inherit them, and every child the daemon starts
-//!   should not depend on remembering to clear it.
+//! - The variables that carried a secret leave the daemon's environment: a
+//!   child started without an explicit environment would inherit them, and
+//!   every child the daemon starts should not depend on remembering to
+//!   clear it. The caller names them (`RunArgs::SECRET_VARIABLES`: each
+//!   stage keeps the name of its own), so that this module, below every
+//!   stage, knows none of them.
 //! - The process is marked not dumpable. An agent, or anything else, run
 //!   as the daemon's user (no `--agent-user`) could otherwise read
 //!   `/proc/<daemon>/environ`, which keeps the environment the process was
@@ -15,23 +17,19 @@
 //!   `PR_SET_DUMPABLE`); root keeps both. Children are dumpable again after
 //!   their `exec`.
 
-use crate::groups::INVITE_CODE_ENV;
-use crate::signer::args::{SECRET_KEY_ENV, SIGNER_ENV};
-
-/// The variables whose values are credentials.
-const SECRET_VARIABLES: [&str; 3] = [SECRET_KEY_ENV, SIGNER_ENV, INVITE_CODE_ENV];
-
-/// Seals the daemon's process (see the module's doc); the variables it
-/// removed. Call before any other thread is started: before the async
-/// runtime, while `main` is the only thread.
-pub fn seal_own_process() -> Vec<&'static str> {
+/// Seals the daemon's process (see the module's doc), removing the
+/// variables `secrets` names; the ones it removed. Call before any other
+/// thread is started: before the async runtime, while `main` is the only
+/// thread.
+pub fn seal_own_process(secrets: &[&'static str]) -> Vec<&'static str> {
     if let Err(error) = nix::sys::prctl::set_dumpable(false) {
         // Not fatal: the environment is still cleared, and root's own
         // processes are out of other users' reach anyway.
         eprintln!("acp-bridge: cannot mark the process not dumpable: {error}");
     }
-    let removed: Vec<&'static str> = SECRET_VARIABLES
-        .into_iter()
+    let removed: Vec<&'static str> = secrets
+        .iter()
+        .copied()
         .filter(|name| std::env::var_os(name).is_some())
         .collect();
     for name in &removed {
@@ -53,6 +51,13 @@ fn remove_variable(name: &str) {
 mod tests {
     use super::*;
 
+    /// The variables the test names secret; the last is not set.
+    const SECRETS: [&str; 3] = [
+        "ACP_BRIDGE_SEAL_TEST_KEY",
+        "ACP_BRIDGE_SEAL_TEST_URI",
+        "ACP_BRIDGE_SEAL_TEST_UNSET",
+    ];
+
     /// Runs in a child process of its own (the test binary re-run with a
     /// filter), so that it is single-threaded and changes no other test's
     /// process.
@@ -60,9 +65,9 @@ mod tests {
     fn sealing_removes_the_secret_variables_and_makes_the_process_undumpable() {
         const CHILD: &str = "ACP_BRIDGE_SEAL_TEST_CHILD";
         if std::env::var_os(CHILD).is_some() {
-            let removed = seal_own_process();
-            assert_eq!(removed, [SECRET_KEY_ENV, SIGNER_ENV]);
-            for name in SECRET_VARIABLES {
+            let removed = seal_own_process(&SECRETS);
+            assert_eq!(removed, SECRETS[..2]);
+            for name in SECRETS {
                 assert!(std::env::var_os(name).is_none(), "{name} still set");
             }
             assert!(!nix::sys::prctl::get_dumpable().expect("prctl"));
@@ -77,8 +82,9 @@ mod tests {
                 "1",
             ])
             .env(CHILD, "1")
-            .env(SECRET_KEY_ENV, "nsec-in-the-environment")
-            .env(SIGNER_ENV, "bunker://x?secret=y")
+            .env(SECRETS[0], "nsec-in-the-environment")
+            .env(SECRETS[1], "bunker://x?secret=y")
+            .env_remove(SECRETS[2])
             .env("KEPT", "yes")
             .output()
             .expect("run the test in a child");

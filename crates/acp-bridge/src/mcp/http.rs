@@ -4,7 +4,7 @@
 //! Bound on `127.0.0.1:0` at start, before any session is offered it (the
 //! agents give a server little time to answer at session start). Served
 //! with the same hyper 1 `service_fn` shape as the metrics endpoint
-//! (`telemetry/http.rs`), with bounds of its own: at most
+//! (`metrics_endpoint.rs`), with bounds of its own: at most
 //! [`MAX_CONNECTIONS`] at once, [`REQUEST_HEAD_TIMEOUT`] for a request's
 //! head, [`CONNECTION_LIFETIME`] for a connection, and request bodies of at
 //! most [`MAX_REQUEST_BODY_BYTES`] (our tools take short arguments).

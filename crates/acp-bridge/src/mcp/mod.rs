@@ -8,7 +8,8 @@
 //! `--mcp-servers`). It serves the tools but does not own them: they are
 //! [`crate::tools`], one file each, and each call
 //! becomes a [`ToolRequest`] to the heart, which owns turns and replies.
-//! The pool asks [`McpOffers`] for a session's entry on `session/new`,
+//! The pool asks [`McpOffers`] (through its `pool::McpOffer` trait, which
+//! `daemon` hands it) for a session's entry on `session/new`,
 //! `session/load` and `session/resume`, and revokes the token when it
 //! forgets the session.
 //!
@@ -40,6 +41,7 @@ pub(crate) use offer::SERVER_NAME;
 use operator::OperatorServer;
 pub(crate) use socket::{SOCKET_ENV, TOKEN_ENV, abstract_address};
 
+use crate::pool::McpOffer;
 use tokens::TokenRegistry;
 
 /// Tool calls waiting for the heart; a tool waits when it is full.
@@ -90,11 +92,29 @@ impl McpOffers {
         })
     }
 
-    /// The `mcpServers` of the conversation's session on the agent `info`
-    /// describes, running as `agent_uid`: the bridge's server (over HTTP
-    /// when the agent takes it and `http` allows, else over stdio), then
-    /// the operator's that the agent takes.
-    pub(crate) fn servers(
+    /// Says once per agent that it is not offered `server`.
+    fn log_left_out(&self, info: Option<&AgentInfo>, server: &OperatorServer) {
+        let agent = info.and_then(|info| info.name.clone()).unwrap_or_default();
+        let first = self
+            .left_out
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert((agent.clone(), server.name().to_owned()));
+        if first {
+            tracing::info!(
+                agent,
+                server = server.name(),
+                transport = server.kind(),
+                "the agent does not advertise this MCP transport: the operator's server is left out of its sessions"
+            );
+        }
+    }
+}
+
+impl McpOffer for McpOffers {
+    /// The bridge's server (over HTTP when the agent takes it and `http`
+    /// allows, else over stdio), then the operator's that the agent takes.
+    fn servers(
         &self,
         info: Option<&AgentInfo>,
         conversation: &ConversationKey,
@@ -117,26 +137,8 @@ impl McpOffers {
             .collect()
     }
 
-    /// Says once per agent that it is not offered `server`.
-    fn log_left_out(&self, info: Option<&AgentInfo>, server: &OperatorServer) {
-        let agent = info.and_then(|info| info.name.clone()).unwrap_or_default();
-        let first = self
-            .left_out
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert((agent.clone(), server.name().to_owned()));
-        if first {
-            tracing::info!(
-                agent,
-                server = server.name(),
-                transport = server.kind(),
-                "the agent does not advertise this MCP transport: the operator's server is left out of its sessions"
-            );
-        }
-    }
-
     /// The conversation's session is forgotten: its token stops working.
-    pub(crate) fn revoke(&self, conversation: &ConversationKey) {
+    fn revoke(&self, conversation: &ConversationKey) {
         if let Some(own) = &self.own {
             own.tokens.revoke(conversation);
         }

@@ -408,14 +408,16 @@ impl AgentSettings {
 
     /// The ACP client's configuration for these agents; `elicitation`:
     /// whether their questions reach a person (`--permission-policy
-    /// ask-owner`), so they may ask for forms.
-    pub(crate) fn client_config(&self, elicitation: bool) -> ClientConfig {
+    /// ask-owner`), so they may ask for forms; `own_mcp_server`: the
+    /// bridge's own MCP server's name (its tools are bounded by the
+    /// bridge, not asked about).
+    pub(crate) fn client_config(&self, elicitation: bool, own_mcp_server: &'static str) -> ClientConfig {
         ClientConfig {
             cancel_timeout: self.cancel_timeout,
             elicitation,
             initialize_timeout: self.start_timeout,
             drops: DropObserver::new(|why| metrics::agent_update_dropped(why.as_str())),
-            own_mcp_server: Some(crate::mcp::SERVER_NAME),
+            own_mcp_server: Some(own_mcp_server),
             additional_directories: self.extra_dirs.clone(),
             ..ClientConfig::default()
         }

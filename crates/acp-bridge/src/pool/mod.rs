@@ -21,6 +21,7 @@ pub(crate) mod args;
 mod auth;
 mod breaker;
 mod launcher;
+mod mcp_offer;
 mod policy_mode;
 mod pools;
 pub(crate) mod reaper;
@@ -42,13 +43,14 @@ use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::store::{AgentGroups, AgentUids, Sessions};
-use crate::telemetry::http::AgentCircuit;
+use crate::telemetry::AgentCircuit;
 use actor::{Actor, Request};
 pub use args::AGENT_ENV_BASELINE;
 pub(crate) use auth::{AuthChoice, AuthPolicy};
 use breaker::CRASHES_TO_OPEN;
 use launcher::Launcher;
 pub(crate) use launcher::{agent_command, check_program};
+pub(crate) use mcp_offer::McpOffer;
 pub(crate) use policy_mode::policy_mode;
 pub(crate) use pools::Pools;
 use sessions::SessionBook;
@@ -227,7 +229,7 @@ impl Pool {
         client_config: ClientConfig,
         (sessions, uids): (Sessions, &AgentUids),
         groups: AgentGroups,
-        mcp: Option<crate::mcp::McpOffers>,
+        mcp: Option<Arc<dyn McpOffer>>,
     ) -> Pool {
         let processes = settings.processes as usize;
         let agent = std::iter::once(settings.command.as_str())

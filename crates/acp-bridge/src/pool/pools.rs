@@ -12,11 +12,9 @@ use std::sync::Arc;
 
 use acp_bridge_core::mention::ConversationKey;
 
-use super::{AgentSettings, Lease, Pool, PoolError, PoolStatus, Starts};
-use crate::mcp::McpOffers;
-use crate::mcp::args::McpSettings;
+use super::{AgentSettings, Lease, McpOffer, Pool, PoolError, PoolStatus, Starts};
 use crate::store::{AgentGroups, AgentUids, Sessions};
-use crate::telemetry::http::AgentCircuit;
+use crate::telemetry::AgentCircuit;
 
 /// The profiles' pools; cheap to clone.
 #[derive(Debug, Clone)]
@@ -28,29 +26,28 @@ pub(crate) struct Pools {
 }
 
 impl Pools {
-    /// Starts a pool for each profile (its name, how its agents run, its
-    /// MCP servers); `default_name`: the default profile's;
-    /// `elicitation`: whether the agents' questions reach a person; `mcp`:
-    /// the bridge's own MCP offer, beside which each profile offers its
-    /// operator servers.
+    /// Starts a pool for each profile (its name, how its agents run, the
+    /// MCP servers its sessions are offered); `default_name`: the default
+    /// profile's; `elicitation`: whether the agents' questions reach a
+    /// person; `own_mcp_server`: the name of the bridge's own MCP server,
+    /// whose tools' permission questions the client allows.
     pub(crate) fn start<'a>(
-        profiles: impl IntoIterator<Item = (&'a str, &'a AgentSettings, &'a McpSettings)>,
+        profiles: impl IntoIterator<Item = (&'a str, &'a AgentSettings, Option<Arc<dyn McpOffer>>)>,
         default_name: &str,
-        elicitation: bool,
+        (elicitation, own_mcp_server): (bool, &'static str),
         (sessions, uids): (&Sessions, &AgentUids),
         groups: &AgentGroups,
-        mcp: Option<&McpOffers>,
     ) -> Pools {
         let pools: Vec<(String, Pool)> = profiles
             .into_iter()
-            .map(|(name, agent, servers)| {
+            .map(|(name, agent, mcp)| {
                 let pool = Pool::start(
                     name,
                     agent.clone(),
-                    agent.client_config(elicitation),
+                    agent.client_config(elicitation, own_mcp_server),
                     (sessions.clone(), uids),
                     groups.clone(),
-                    McpOffers::for_profile(mcp, servers),
+                    mcp,
                 );
                 (name.to_owned(), pool)
             })

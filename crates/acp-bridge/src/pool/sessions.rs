@@ -17,14 +17,14 @@
 //! time within one daemon run, until the session is forgotten.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use acp_bridge_core::mention::ConversationKey;
 use acp_client::{AcpError, AgentClient, AgentInfo, AgentUser, SessionId, codes};
 
-use super::PoolError;
 use super::auth::{AuthChoice, AuthPolicy};
-use crate::mcp::McpOffers;
+use super::{McpOffer, PoolError};
 use crate::store::Sessions;
 use crate::workspace::{WorkspaceError, Workspaces};
 
@@ -38,8 +38,8 @@ pub(super) struct SessionBook {
     /// Where each conversation's sessions run.
     workspaces: Workspaces,
     auth: AuthPolicy,
-    /// The bridge's own MCP server (`None`: `--mcp off`).
-    mcp: Option<McpOffers>,
+    /// The MCP servers offered (`None`: `--mcp off` and no operator's).
+    mcp: Option<Arc<dyn McpOffer>>,
 }
 
 impl SessionBook {
@@ -48,7 +48,7 @@ impl SessionBook {
         agent: String,
         workspaces: Workspaces,
         auth: AuthPolicy,
-        mcp: Option<McpOffers>,
+        mcp: Option<Arc<dyn McpOffer>>,
     ) -> Self {
         SessionBook {
             sessions,

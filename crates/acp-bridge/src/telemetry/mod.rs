@@ -6,9 +6,13 @@
 //! author, session, run id, turn id) ride along on every line of a turn.
 //! Records of the nostr crates are bounded in length ([`bounded`]): they
 //! may quote whatever a relay sent.
+//!
+//! This is the recording side only, below every stage that counts: the
+//! endpoint that serves the metrics is `metrics_endpoint`, with the other
+//! sockets.
 
 mod bounded;
-pub(crate) mod http;
+mod health;
 mod log_filter;
 pub(crate) mod metrics;
 
@@ -19,6 +23,7 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use bounded::BoundSdkRecords;
+pub(crate) use health::AgentCircuit;
 pub use log_filter::{LogFilter, LogFilterError, RUST_LOG_ENV, RustLogError};
 
 /// Log line format.

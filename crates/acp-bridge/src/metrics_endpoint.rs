@@ -16,6 +16,11 @@
 //! whoever can open connections can keep the slots busy. Bind the port where
 //! only the scraper reaches it (loopback, or a pod IP behind a
 //! NetworkPolicy; see `deploy/`).
+//!
+//! It sits with the other sockets (the `edge` wing), apart from
+//! `telemetry`, which everything records into: the relay tap and the
+//! signer count into `telemetry` and this serves what they counted, so
+//! neither side imports the other's wing.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +35,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::http_server::{self, ServerBounds};
+use crate::telemetry::AgentCircuit;
 use crate::telemetry::metrics as record;
 
 /// The metrics endpoint's flag.
@@ -65,14 +71,6 @@ pub(crate) const MAX_CONNECTIONS: usize = 32;
 pub(crate) const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest a connection lives, whatever it does.
 pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
-
-/// What `/healthz` asks of the agent pool. A trait, so that telemetry
-/// (which the pool records its metrics through) does not import the pool.
-pub(crate) trait AgentCircuit: std::fmt::Debug + Send + Sync {
-    /// Why agents are not started now (the agent cannot start, or keeps
-    /// crashing), or `None` while they are.
-    fn unhealthy(&self) -> Option<String>;
-}
 
 /// What `/healthz` looks at.
 #[derive(Debug, Clone)]
