@@ -2,9 +2,10 @@
 //! of the workspace places every top-level module in a wing, and says which
 //! other wings each wing may import; this test reads the sources and fails
 //! naming the file and the edge when an import leaves the map, when a
-//! module is in no wing, and when modules import each other in a loop at
-//! any level (two top-level modules, or two files of one module's
-//! directory). A loop is how a module comes to know another's insides (the
+//! module is in no wing, when (in acp-bridge, whose wings are directories)
+//! a module's file is outside its wing's directory, and when modules import
+//! each other in a loop at any level (two top-level modules, or two files
+//! of one module's directory). A loop is how a module comes to know another's insides (the
 //! policy enums once lived in `config`, which imported the stages that used
 //! them); the map is how a reader finds where a new module goes.
 //! `docs/architecture.md` ("Wings") draws acp-bridge's map.
@@ -31,6 +32,48 @@ struct CrateMap {
     name: &'static str,
     sources: &'static str,
     wings: &'static [Wing],
+    /// Whether each wing is a directory of `src/` holding its modules
+    /// (`src/edge/transport.rs`), but for the wing named `ROOT_WING`, whose
+    /// modules sit in `src/` itself, and a wing that is one module of its
+    /// own name (`telemetry`) or hosts its others inside it
+    /// (`src/heart/commands/`). Without, wings are a table only.
+    wings_are_directories: bool,
+}
+
+/// The wing of acp-bridge whose modules sit at the crate root: the ones
+/// that wire the others.
+const ROOT_WING: &str = "config";
+
+impl CrateMap {
+    fn wing(&self, name: &str) -> Option<&Wing> {
+        self.wings.iter().find(|wing| wing.name == name)
+    }
+
+    /// The name `module` has in the map: for a crate whose wings are
+    /// directories, the module under its wing's directory
+    /// (`["edge", "transport", "frame"]` is `transport`); else its
+    /// top-level module.
+    fn name_of<'m>(&self, module: &'m ModPath) -> &'m str {
+        if self.wings_are_directories
+            && module.len() > 1
+            && self
+                .wing(&module[0])
+                .is_some_and(|wing| wing.modules.contains(&module[1].as_str()) && wing.name != module[1])
+        {
+            return &module[1];
+        }
+        &module[0]
+    }
+
+    /// The wing `module` is in: the one whose row names it, or, for a
+    /// wing's own directory face (`src/edge/mod.rs`), that wing.
+    fn wing_of(&self, module: &ModPath) -> Option<&Wing> {
+        let name = self.name_of(module);
+        self.wings
+            .iter()
+            .find(|wing| wing.modules.contains(&name))
+            .or_else(|| self.wings_are_directories.then(|| self.wing(name)).flatten())
+    }
 }
 
 const fn wing(
@@ -49,6 +92,7 @@ const fn wing(
 const ACP_PROTOCOL: CrateMap = CrateMap {
     name: "acp-protocol",
     sources: concat!(env!("CARGO_MANIFEST_DIR"), "/../acp-protocol/src"),
+    wings_are_directories: false,
     wings: &[
         wing("words", &["methods", "rpc", "session", "content"], &[]),
         wing(
@@ -71,6 +115,7 @@ const ACP_PROTOCOL: CrateMap = CrateMap {
 const ACP_CLIENT: CrateMap = CrateMap {
     name: "acp-client",
     sources: concat!(env!("CARGO_MANIFEST_DIR"), "/../acp-client/src"),
+    wings_are_directories: false,
     wings: &[
         wing("base", &["error", "dropped", "framing", "jsonrpc"], &[]),
         wing(
@@ -99,6 +144,7 @@ const ACP_CLIENT: CrateMap = CrateMap {
 const SCRIPTED_AGENT: CrateMap = CrateMap {
     name: "scripted-agent",
     sources: concat!(env!("CARGO_MANIFEST_DIR"), "/../scripted-agent/src"),
+    wings_are_directories: false,
     wings: &[
         wing(
             "base",
@@ -130,22 +176,24 @@ const SCRIPTED_AGENT: CrateMap = CrateMap {
     ],
 };
 
-/// The daemon, lowest wings first. The imports are today's edges; the
-/// two against the data's way are in `UPWARD` (see docs/architecture.md):
-/// `intake` → `heart` (screening asks `commands`' registry whether a text
-/// is an owner command) and `intake` → `outbound` (the intake tells people
-/// through the replier). Issue 36's other findings are fixed and their
-/// edges no longer allowed: `base` and `telemetry` import no other wing
-/// (`process_seal` is handed the secrets' names; the metrics endpoint is
-/// `metrics_endpoint`, in `edge`), `state` and `policy` import nothing
-/// above them (`mention`, `prompt` and the budget's arithmetic are the
-/// pure core's; `housekeeping` is in `config`), `outbound` does not import
-/// the heart (`groups` and `thread_context` take `prompt` from the core),
-/// and `agents` does not import `tools` (the pool's `McpOffer` trait, which
-/// `mcp` implements), while `tools` imports `agents`.
+/// The daemon, lowest wings first, each wing a directory of `src/` (see
+/// `CrateMap::wings_are_directories`). The imports are today's edges; the
+/// one against the data's way is in `UPWARD`: `intake` → `outbound` (the
+/// intake tells people through the replier). Issue 36's findings are
+/// fixed and their edges no longer allowed: `base` and `telemetry` import
+/// no other wing (`process_seal` is handed the secrets' names; the metrics
+/// endpoint is `metrics_endpoint`, in `edge`), `state` and `policy` import
+/// nothing above them (`mention`, `prompt` and the budget's arithmetic are
+/// the pure core's; `housekeeping` is in `config`), `outbound` does not
+/// import the heart (`groups` and `thread_context` take `prompt` from the
+/// core), the intake does not import the heart (the daemon hands it the
+/// commands' `recognise`), and `agents` does not import `tools` (the
+/// pool's `McpOffer` trait, which `mcp` implements), while `tools` imports
+/// `agents`.
 const ACP_BRIDGE: CrateMap = CrateMap {
     name: "acp-bridge",
     sources: concat!(env!("CARGO_MANIFEST_DIR"), "/src"),
+    wings_are_directories: true,
     wings: &[
         wing(
             "base",
@@ -184,15 +232,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         wing(
             "intake",
             &["intake", "inbound", "thread_context", "media"],
-            &[
-                "base",
-                "telemetry",
-                "edge",
-                "state",
-                "policy",
-                "heart",
-                "outbound",
-            ],
+            &["base", "telemetry", "edge", "state", "policy", "outbound"],
         ),
         wing(
             "outbound",
@@ -206,7 +246,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         ),
         wing(
             "tools",
-            &["mcp", "send_file", "tools"],
+            &["tools", "mcp", "upload"],
             &[
                 "base",
                 "telemetry",
@@ -255,6 +295,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
 const ACP_BRIDGE_CORE: CrateMap = CrateMap {
     name: "acp-bridge-core",
     sources: concat!(env!("CARGO_MANIFEST_DIR"), "/../acp-bridge-core/src"),
+    wings_are_directories: false,
     wings: &[
         wing(
             "words",
@@ -313,7 +354,10 @@ fn module_path(relative: &Path) -> Option<ModPath> {
         path.pop();
     }
     let first = path.first()?;
-    (!["lib", "main", "bin"].contains(&first.as_str())).then_some(path)
+    // A `tests.rs` is a `#[cfg(test)]` module in a file of its own: a test
+    // may reach anything of its crate.
+    let a_test = path.last().is_some_and(|last| last == "tests");
+    (!["lib", "main", "bin"].contains(&first.as_str()) && !a_test).then_some(path)
 }
 
 /// `code` without comments and without `#[cfg(test)] mod NAME { … }`
@@ -538,6 +582,37 @@ fn reachable(graph: &BTreeMap<String, BTreeMap<String, String>>, from: &str) -> 
     reached
 }
 
+/// Modules whose file is not where their wing says: in the wing's
+/// directory (`src/edge/transport.rs`), or in `src/` for the root wing and
+/// a wing that is a module of its own name.
+fn misplaced(map: &CrateMap, graph: &Graph) -> Vec<String> {
+    let mut wrong = BTreeSet::new();
+    for module in graph.files.keys() {
+        let name = map.name_of(module);
+        let Some(wing) = map.wings.iter().find(|wing| wing.modules.contains(&name)) else {
+            continue;
+        };
+        let at_root = module[0] == name;
+        let home = if wing.name == ROOT_WING || wing.name == name {
+            at_root
+        } else {
+            !at_root && module[0] == wing.name
+        };
+        if !home {
+            let place = if wing.name == ROOT_WING {
+                "src/".to_owned()
+            } else {
+                format!("src/{}/", wing.name)
+            };
+            wrong.insert(format!(
+                "{}: `{name}` is in wing `{}`: its file belongs in {place} (found src/{})",
+                map.name, wing.name, graph.files[module]
+            ));
+        }
+    }
+    wrong.into_iter().collect()
+}
+
 /// Everything wrong with `graph` against `map`, one line each.
 fn violations(map: &CrateMap, graph: &Graph) -> Vec<String> {
     let mut wrong = Vec::new();
@@ -546,14 +621,17 @@ fn violations(map: &CrateMap, graph: &Graph) -> Vec<String> {
         .iter()
         .flat_map(|wing| wing.modules.iter().map(move |module| (*module, wing)))
         .collect();
-    let top_level: BTreeSet<&str> = graph.files.keys().map(|module| module[0].as_str()).collect();
-    for module in &top_level {
-        if !wing_of.contains_key(module) {
-            wrong.push(format!("{}: put `{module}` in a wing", map.name));
+    let named: BTreeSet<&str> = graph.files.keys().map(|module| map.name_of(module)).collect();
+    for module in graph.files.keys() {
+        if map.wing_of(module).is_none() {
+            wrong.push(format!("{}: put `{}` in a wing", map.name, map.name_of(module)));
         }
     }
+    if map.wings_are_directories {
+        wrong.extend(misplaced(map, graph));
+    }
     for (module, wing) in &wing_of {
-        if !top_level.contains(module) {
+        if !named.contains(module) {
             wrong.push(format!(
                 "{}: wing `{}` names `{module}`, which is not a module of the crate",
                 map.name, wing.name
@@ -561,8 +639,7 @@ fn violations(map: &CrateMap, graph: &Graph) -> Vec<String> {
         }
     }
     for (from, to) in graph.edges() {
-        let (Some(from_wing), Some(to_wing)) = (wing_of.get(from[0].as_str()), wing_of.get(to[0].as_str()))
-        else {
+        let (Some(from_wing), Some(to_wing)) = (map.wing_of(from), map.wing_of(to)) else {
             continue;
         };
         if from_wing.name != to_wing.name && !from_wing.imports.contains(&to_wing.name) {
@@ -692,6 +769,7 @@ fn a_loop_a_forbidden_edge_and_a_module_in_no_wing_are_named() {
         name: "example",
         sources: "",
         wings: &[wing("low", &["low"], &[]), wing("high", &["high"], &["low"])],
+        wings_are_directories: false,
     };
     let wrong = violations(&MAP, &Graph { files, imports });
     assert_eq!(
@@ -704,12 +782,11 @@ fn a_loop_a_forbidden_edge_and_a_module_in_no_wing_are_named() {
     );
 }
 
-/// The edges of `ACP_BRIDGE` that go up its list of wings: issue 36's
-/// finding still open (`intake` → `heart`), and `intake` → `outbound`,
-/// the intake telling people through the replier. A fixed finding leaves
+/// The edges of `ACP_BRIDGE` that go up its list of wings: `intake` →
+/// `outbound`, the intake telling people through the replier. A fixed finding leaves
 /// this list and its edge the table, so that allowing it again means
 /// editing both.
-const UPWARD: [(&str, &str); 2] = [("intake", "outbound"), ("intake", "heart")];
+const UPWARD: [(&str, &str); 1] = [("intake", "outbound")];
 
 #[test]
 fn the_daemons_wings_import_downwards_but_for_the_open_findings() {
@@ -736,7 +813,18 @@ fn the_daemons_wings_import_downwards_but_for_the_open_findings() {
 #[test]
 fn the_stages_below_the_intake_do_not_import_it() {
     let graph = Graph::read(&ACP_BRIDGE);
-    let top = graph.children_of(&[]);
+    // Modules by their names in the map (`inbound`, not the `intake` wing
+    // that holds it), each standing for every module beneath it.
+    let mut top: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (from, to) in graph.edges() {
+        let (a, b) = (ACP_BRIDGE.name_of(from), ACP_BRIDGE.name_of(to));
+        if a != b {
+            top.entry(a.to_owned())
+                .or_default()
+                .entry(b.to_owned())
+                .or_insert_with(|| graph.files[from].clone());
+        }
+    }
     // What the heart reaches, itself included: the stages an accepted
     // mention goes through. They name the hand-off (`inbound`) and the
     // clock-skew bounds (`clock_skew`), never the intake that makes them.

@@ -22,25 +22,27 @@ use acp_bridge_core::mention::npub;
 use clap::Args;
 use nostr_sdk::prelude::{Keys, Kind, PublicKey, RelayUrl};
 
-use crate::embedded_relay::RelaySpec;
-use crate::flags::{ConfigError, flag_defaults, flag_spelling, longer_than_zero, parse_duration, refuse};
-use crate::gate::args::{GateArgs, GateSettings};
-use crate::groups::INVITE_CODE_ENV;
+use crate::agents::pool::args::AgentArgs;
+use crate::agents::pool::{AgentSettings, PermissionPolicyArg};
+use crate::base::flags::{
+    ConfigError, flag_defaults, flag_spelling, longer_than_zero, parse_duration, refuse,
+};
+use crate::edge::embedded_relay::RelaySpec;
+use crate::edge::metrics_endpoint::MetricsArgs;
+use crate::edge::signer::args::{SECRET_KEY_ENV, SIGNER_ENV, SignerArgs, SignerSettings};
 use crate::heart::args::{TurnArgs, TurnSettings};
-use crate::identity::{ProfileArgs, ProfileFields};
+use crate::heart::profiles::Profiles;
 use crate::intake::IntakeLimits;
 use crate::intake::args::IntakeArgs;
-use crate::media::{MediaArgs, MediaFetcher};
-use crate::metrics_endpoint::MetricsArgs;
-use crate::pool::args::AgentArgs;
-use crate::pool::{AgentSettings, PermissionPolicyArg};
-use crate::profiles::Profiles;
-use crate::reply::ReplySettings;
-use crate::reply::args::ReplyArgs;
-use crate::routes::args::{RelayArgs, RelaySettings};
-use crate::shard::{Shard, ShardSpec};
-use crate::signer::args::{SECRET_KEY_ENV, SIGNER_ENV, SignerArgs, SignerSettings};
-use crate::thread_context::{ContextArgs, ContextSettings};
+use crate::intake::media::{MediaArgs, MediaFetcher};
+use crate::intake::thread_context::{ContextArgs, ContextSettings};
+use crate::outbound::groups::INVITE_CODE_ENV;
+use crate::outbound::identity::{ProfileArgs, ProfileFields};
+use crate::outbound::reply::ReplySettings;
+use crate::outbound::reply::args::ReplyArgs;
+use crate::outbound::routes::args::{RelayArgs, RelaySettings};
+use crate::policy::gate::args::{GateArgs, GateSettings};
+use crate::policy::shard::{Shard, ShardSpec};
 
 /// Set by systemd's `StateDirectory=`; our default state dir when present.
 const SYSTEMD_STATE_ENV: &str = "STATE_DIRECTORY";
@@ -77,16 +79,16 @@ pub struct RunArgs {
     pub gate: GateArgs,
 
     #[command(flatten)]
-    pub groups: crate::groups::GroupArgs,
+    pub groups: crate::outbound::groups::GroupArgs,
 
     #[command(flatten)]
     pub agent: AgentArgs,
 
     #[command(flatten)]
-    pub mcp: crate::mcp::args::McpArgs,
+    pub mcp: crate::tools::mcp::args::McpArgs,
 
     #[command(flatten)]
-    pub files: crate::send_file::FileArgs,
+    pub files: crate::tools::upload::FileArgs,
 
     #[command(flatten)]
     pub turns: TurnArgs,
@@ -104,7 +106,7 @@ pub struct RunArgs {
     pub replies: ReplyArgs,
 
     #[command(flatten)]
-    pub budget: crate::budget::BudgetArgs,
+    pub budget: crate::policy::budget::BudgetArgs,
 
     /// Durable state (SQLite); one daemon per directory
     ///
@@ -184,11 +186,11 @@ pub struct Settings {
     /// The flags of images in prompts.
     pub media: MediaFetcher,
     /// `send_file`'s flags (`--blossom`, `--max-file-bytes`).
-    pub files: crate::send_file::FileSettings,
+    pub files: crate::tools::upload::FileSettings,
     /// Serve Prometheus metrics and /healthz here
     ///
     /// `--mcp`, `--mcp-servers`: the MCP servers sessions are offered.
-    pub mcp: crate::mcp::args::McpSettings,
+    pub mcp: crate::tools::mcp::args::McpSettings,
     pub shutdown_grace: Duration,
     pub retention: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -197,12 +199,12 @@ pub struct Settings {
     /// `--profile-*`: the profile fields the daemon manages.
     pub profile: ProfileFields,
     /// `--group`, `--other-groups`: the NIP-29 groups the bot serves.
-    pub groups: crate::groups::GroupSettings,
+    pub groups: crate::outbound::groups::GroupSettings,
     /// The config file's `[[schedule]]` entries (set by `main` from the
     /// file; none without one).
-    pub schedules: Vec<crate::schedule::Schedule>,
+    pub schedules: Vec<crate::heart::schedule::Schedule>,
     /// `--budget-*`: what the turns may spend.
-    pub budget: crate::budget::BudgetArgs,
+    pub budget: crate::policy::budget::BudgetArgs,
 }
 
 impl RunArgs {
@@ -222,7 +224,7 @@ impl RunArgs {
     pub fn validate_with_profiles(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-        profiles: &[crate::profiles::ProfileTable],
+        profiles: &[crate::heart::profiles::ProfileTable],
     ) -> Result<Settings, ConfigError> {
         let relays = self.relays.validate()?;
         let signer = self.signer.validate(env)?;
@@ -268,14 +270,14 @@ impl RunArgs {
             return Err(refuse("--state-dir", problem));
         }
         if let Some(user) = &agent.user {
-            crate::isolation::check_state_dir(&state_dir, &agent.cwd, user)
+            crate::base::isolation::check_state_dir(&state_dir, &agent.cwd, user)
                 .map_err(|error| refuse("--state-dir", error.to_string()))?;
-            if agent.workspace == crate::workspace::WorkspaceMode::PerConversation {
-                crate::isolation::check_workspace_root(&agent.cwd, user)
+            if agent.workspace == crate::agents::workspace::WorkspaceMode::PerConversation {
+                crate::base::isolation::check_workspace_root(&agent.cwd, user)
                     .map_err(|problem| refuse("--cwd", problem))?;
             }
             if agent.uids.is_some() {
-                crate::isolation::check_daemons_only(&agent.cwd)
+                crate::base::isolation::check_daemons_only(&agent.cwd)
                     .map_err(|problem| refuse("--cwd", problem))?;
             }
         }
@@ -328,7 +330,7 @@ impl Settings {
     /// Takes the config file's `[[schedule]]` entries, refusing one whose
     /// `agent` names no configured profile (a typo would otherwise run
     /// every fire on the default agent).
-    pub fn take_schedules(&mut self, schedules: Vec<crate::schedule::Schedule>) -> Result<(), String> {
+    pub fn take_schedules(&mut self, schedules: Vec<crate::heart::schedule::Schedule>) -> Result<(), String> {
         for schedule in &schedules {
             if let Some(agent) = schedule.agent()
                 && self.agent_profiles.named(agent).is_none()
@@ -378,7 +380,7 @@ impl Settings {
             agent: AgentSettings::local(command.clone(), args.clone()),
             agent_profiles: Profiles::single(
                 AgentSettings::local(command, args),
-                crate::mcp::args::McpSettings::without_operator_servers(defaults.mcp.mcp),
+                crate::tools::mcp::args::McpSettings::without_operator_servers(defaults.mcp.mcp),
             ),
             replies: ReplySettings::default(),
             // No notice of waiting: a program waits without being told.
@@ -392,17 +394,17 @@ impl Settings {
                 ..ContextSettings::default()
             },
             media: MediaFetcher::default(),
-            files: crate::send_file::FileSettings::default(),
-            mcp: crate::mcp::args::McpSettings::without_operator_servers(defaults.mcp.mcp),
+            files: crate::tools::upload::FileSettings::default(),
+            mcp: crate::tools::mcp::args::McpSettings::without_operator_servers(defaults.mcp.mcp),
             // A local run is stopped by its program, which waits for less.
             shutdown_grace: Duration::from_secs(5),
             retention: defaults.retention,
             metrics_addr: None,
             shard: Shard::WHOLE,
             profile: ProfileFields::default(),
-            groups: crate::groups::GroupSettings::default(),
+            groups: crate::outbound::groups::GroupSettings::default(),
             schedules: Vec::new(),
-            budget: crate::budget::BudgetArgs::default(),
+            budget: crate::policy::budget::BudgetArgs::default(),
         }
     }
 
@@ -485,7 +487,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::signer::SignerSource;
+    use crate::edge::signer::SignerSource;
 
     #[derive(Parser)]
     struct Cli {
@@ -553,7 +555,7 @@ mod tests {
             _ if wanted == name => Some(secret.clone()),
             _ => None,
         };
-        let table = |command: &str| crate::profiles::ProfileTable {
+        let table = |command: &str| crate::heart::profiles::ProfileTable {
             name: "only".to_owned(),
             command: command.to_owned(),
             args: None,

@@ -18,38 +18,38 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::pool::{McpOffer, Pools, reaper};
+use crate::base::isolation;
 use crate::config::Settings;
 use crate::config_file::Reload;
-use crate::embedded_relay::EmbeddedRelay;
-use crate::embedded_relay::RelaySpec;
-use crate::gate::{AuthorGate, GateRules};
-use crate::groups::GroupDirectory;
-use crate::groups::membership::Membership;
+use crate::edge::embedded_relay::EmbeddedRelay;
+use crate::edge::embedded_relay::RelaySpec;
+use crate::edge::metrics_endpoint::{self, Health};
+use crate::edge::relay_tap::RelayTaps;
+use crate::edge::signer::{BotSigner, SignerOpenError};
+use crate::edge::transport::NoDelayTransport;
 use crate::heart::{Heart, TurnServices};
 use crate::housekeeping::Housekeeping;
-use crate::identity::{Identity, Wanted};
-use crate::inbound::Inbound;
+use crate::intake::inbound::Inbound;
 use crate::intake::interest::Interest;
+use crate::intake::media::MediaCache;
 use crate::intake::relay_link::{LinkCues, LinkDoors, LinkStatus, LinkTap, RelayLink};
 use crate::intake::{Intake, RateLimit};
-use crate::isolation;
-use crate::ledger::Ledger;
-use crate::loop_guard;
-use crate::mcp::McpOffers;
-use crate::media::MediaCache;
-use crate::metrics_endpoint::{self, Health};
-use crate::pool::{McpOffer, Pools, reaper};
-use crate::relay_tap::RelayTaps;
-use crate::reply::Replier;
-use crate::reply::publisher::Publisher;
-use crate::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
-use crate::signer::{BotSigner, SignerOpenError};
-use crate::store::{
+use crate::outbound::groups::GroupDirectory;
+use crate::outbound::groups::membership::Membership;
+use crate::outbound::identity::{Identity, Wanted};
+use crate::outbound::reply::Replier;
+use crate::outbound::reply::publisher::Publisher;
+use crate::outbound::routes::{BotRelays, OutboundRelays, RelayDirectory, Routes};
+use crate::policy::gate::{AuthorGate, GateRules};
+use crate::policy::loop_guard;
+use crate::state::ledger::Ledger;
+use crate::state::store::{
     AgentGroups, AnsweredThreads, Controls, JoinedGroups, Outbox, Questions, Sessions, Store, StoreError,
     Watermarks,
 };
 use crate::telemetry::metrics;
-use crate::transport::NoDelayTransport;
+use crate::tools::mcp::McpOffers;
 
 /// Mentions waiting between the intake and the heart.
 const INBOUND_QUEUE: usize = 1024;
@@ -116,9 +116,9 @@ struct Stages {
     heart: Heart,
     inbound: mpsc::Receiver<Inbound>,
     /// The `[[schedule]]` runs (`None`: no schedules to run).
-    scheduler: Option<crate::schedule::Scheduler>,
+    scheduler: Option<crate::heart::schedule::Scheduler>,
     /// Calls of the bridge's MCP tools, for the heart.
-    tool_requests: mpsc::Receiver<crate::mcp::ToolRequest>,
+    tool_requests: mpsc::Receiver<crate::tools::mcp::ToolRequest>,
     /// Stops the MCP server's listener, after the heart.
     mcp_stop: CancellationToken,
     housekeeping: Housekeeping,
@@ -228,14 +228,14 @@ impl Stages {
         )
         .with_shard(settings.shard);
         // Bound before any agent starts: sessions are offered its address.
-        let (tool_tx, tool_requests) = mpsc::channel(crate::mcp::TOOL_REQUEST_QUEUE);
+        let (tool_tx, tool_requests) = mpsc::channel(crate::tools::mcp::TOOL_REQUEST_QUEUE);
         let mcp_stop = CancellationToken::new();
         let profiles = &settings.agent_profiles;
         let agent_uids = profiles
             .all()
             .iter()
             .filter_map(|profile| profile.agent.user.as_ref().map(|user| user.uid));
-        let mcp = crate::mcp::start(settings.mcp.clone(), agent_uids, tool_tx, mcp_stop.clone())
+        let mcp = crate::tools::mcp::start(settings.mcp.clone(), agent_uids, tool_tx, mcp_stop.clone())
             .await
             .map_err(|error| DaemonError::Mcp(error.to_string()))?;
         // Each profile offers the bridge's own server beside its operator's.
@@ -250,10 +250,10 @@ impl Stages {
             &profiles.default_profile().name,
             // Questions reach a person only with ask-owner (docs/owner.md);
             // the bridge's own tools are never asked about.
-            (settings.turns.asks_owner(), crate::mcp::SERVER_NAME),
+            (settings.turns.asks_owner(), crate::tools::mcp::SERVER_NAME),
             (
                 &Sessions::new(Arc::clone(&store)),
-                &crate::store::AgentUids::new(Arc::clone(&store)),
+                &crate::state::store::AgentUids::new(Arc::clone(&store)),
             ),
             &agent_groups,
         );
@@ -271,7 +271,7 @@ impl Stages {
             settings.intake.max_content_bytes,
         );
         // Which shard asked each question: the intake learns it, the heart reads it.
-        let question_askers = crate::shard::QuestionAskers::default();
+        let question_askers = crate::policy::shard::QuestionAskers::default();
         let mut heart_settings =
             settings
                 .turns
@@ -279,9 +279,9 @@ impl Stages {
         // Turn slots are global: every profile's agents' turns.
         heart_settings.capacity = settings.agent_profiles.capacity();
         // The chat's schedule commands reach the scheduler through the planner.
-        let (planner, schedule_changes) = crate::schedule::Planner::new(
-            crate::store::ChatSchedules::new(Arc::clone(&store)),
-            crate::schedule::Board::default(),
+        let (planner, schedule_changes) = crate::heart::schedule::Planner::new(
+            crate::state::store::ChatSchedules::new(Arc::clone(&store)),
+            crate::heart::schedule::Board::default(),
         );
         heart_settings.schedules = settings.gate.owner.map(|_| planner.clone());
         let heart = Heart::new(services, Ledger::new(Arc::clone(&store)), heart_settings);
@@ -296,7 +296,7 @@ impl Stages {
             follow_threads: settings.intake.follow_threads,
             groups: Vec::new(),
         };
-        let scheduler = crate::schedule::Scheduler::new(
+        let scheduler = crate::heart::schedule::Scheduler::new(
             settings.schedules.clone(),
             settings.gate.owner,
             settings.intake.session_policy,
@@ -315,6 +315,7 @@ impl Stages {
             settings.intake.clone(),
             inbound_tx,
         )
+        .with_owner_commands(crate::heart::commands::recognise)
         .with_shard(settings.shard)
         .with_question_askers(question_askers)
         .with_groups(groups.clone())
@@ -418,13 +419,13 @@ impl Stages {
             watermarks: Watermarks::new(Arc::clone(&store)),
             threads: AnsweredThreads::new(Arc::clone(&store)),
             outbox: Outbox::new(Arc::clone(&store)),
-            spend: crate::store::SpendBook::new(Arc::clone(&store)),
+            spend: crate::state::store::SpendBook::new(Arc::clone(&store)),
             relays: relay_urls.into_iter().chain(inbox_only).collect(),
             floors: intake.floors(),
             retention: settings.retention,
             workspaces: settings
                 .agent
-                .workspaces(&crate::store::AgentUids::new(Arc::clone(&store))),
+                .workspaces(&crate::state::store::AgentUids::new(Arc::clone(&store))),
             pools: pool.watch_statuses(),
         };
         let publisher = Arc::new(Publisher::new(
@@ -583,11 +584,11 @@ fn turn_services(
         pool: pool.clone(),
         forgetting: crate::heart::Forgetting::new(
             pool.clone(),
-            crate::store::ConversationRecords::new(Arc::clone(store)),
+            crate::state::store::ConversationRecords::new(Arc::clone(store)),
         ),
-        profiles: crate::profiles::ProfileBook::new(
+        profiles: crate::heart::profiles::ProfileBook::new(
             settings.agent_profiles.clone(),
-            crate::store::ConversationProfiles::new(Arc::clone(store)),
+            crate::state::store::ConversationProfiles::new(Arc::clone(store)),
         ),
         replier: replier.clone(),
         options: settings.turns.turn_options(settings.replies.max_reply_bytes),
@@ -596,21 +597,21 @@ fn turn_services(
         controls: Controls::new(Arc::clone(store)),
         sessions: Sessions::new(Arc::clone(store)),
         questions: Questions::new(Arc::clone(store)),
-        budget: crate::budget::Budget::new(
+        budget: crate::policy::budget::Budget::new(
             &settings.budget,
             settings.gate.owner,
-            crate::store::SpendBook::new(Arc::clone(store)),
+            crate::state::store::SpendBook::new(Arc::clone(store)),
         ),
         reply_content: settings.replies.content,
         context: None,
         gate: None,
         groups: groups.clone(),
         media: settings.media,
-        files: crate::send_file::FileSender::new(
+        files: crate::tools::upload::FileSender::new(
             settings.files.clone(),
             settings
                 .agent
-                .workspaces(&crate::store::AgentUids::new(Arc::clone(store))),
+                .workspaces(&crate::state::store::AgentUids::new(Arc::clone(store))),
             signer.clone(),
             settings.media.private_addresses,
         ),

@@ -36,13 +36,13 @@ use nostr_sdk::prelude::{RelayUrl, Timestamp};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock_skew::MAX_FUTURE_SKEW_SECS;
+use crate::agents::pool::PoolStatus;
+use crate::agents::workspace::Workspaces;
+use crate::base::clock_skew::MAX_FUTURE_SKEW_SECS;
 use crate::intake::SubscriptionFloors;
 use crate::intake::relay_link::subscription_since;
-use crate::ledger::Ledger;
-use crate::pool::PoolStatus;
-use crate::store::{AnsweredThreads, Outbox, SpendBook, StoreError, Watermarks, sql_seconds};
-use crate::workspace::Workspaces;
+use crate::state::ledger::Ledger;
+use crate::state::store::{AnsweredThreads, Outbox, SpendBook, StoreError, Watermarks, sql_seconds};
 
 /// How often the state dir is pruned. The first pass runs at start-up.
 pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -118,7 +118,7 @@ impl Housekeeping {
             .collect();
         let removed = self
             .workspaces
-            .prune(crate::workspace::idle_since(self.retention), &live)
+            .prune(crate::agents::workspace::idle_since(self.retention), &live)
             .await;
         if !removed.is_empty() {
             let paths: Vec<String> = removed.iter().map(|path| path.display().to_string()).collect();
@@ -141,7 +141,7 @@ impl Housekeeping {
             threads: self.threads.prune(retained_since)?,
             spend: self
                 .spend
-                .prune(crate::budget::spend_needed_since(sql_seconds(now)))?,
+                .prune(crate::policy::budget::spend_needed_since(sql_seconds(now)))?,
         })
     }
 
@@ -164,11 +164,11 @@ impl Housekeeping {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock_skew::SINCE_SKEW;
-    use crate::store::scratch::ScratchDir;
+    use crate::base::clock_skew::SINCE_SKEW;
+    use crate::state::store::scratch::ScratchDir;
     use std::sync::Arc;
 
-    use crate::store::{Finish, NewMention, OutgoingEvent, Store};
+    use crate::state::store::{Finish, NewMention, OutgoingEvent, Store};
 
     const DAY: u64 = 24 * 3600;
     const NOW: u64 = 100 * DAY;
@@ -196,7 +196,7 @@ mod tests {
                 retention: Duration::from_secs(7 * DAY),
                 workspaces: Workspaces::new(
                     &std::env::temp_dir(),
-                    crate::workspace::WorkspaceMode::Shared,
+                    crate::agents::workspace::WorkspaceMode::Shared,
                     None,
                 ),
                 pools: vec![watch::Sender::new(PoolStatus::default()).subscribe()],
@@ -277,9 +277,9 @@ mod tests {
             .outbox
             .mark_refused("reply-refused", "blocked: no bots", sql_seconds(old))
             .unwrap();
-        let month_start = crate::budget::spend_needed_since(sql_seconds(NOW));
+        let month_start = crate::policy::budget::spend_needed_since(sql_seconds(NOW));
         for at in [month_start - 1, month_start] {
-            let spent = crate::store::SpendRow {
+            let spent = crate::state::store::SpendRow {
                 at,
                 author: "a".into(),
                 turns: 1,

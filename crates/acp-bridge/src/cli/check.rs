@@ -24,14 +24,16 @@ use nostr_sdk::prelude::{
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::pool::{
+    AgentSettings, AuthChoice, AuthPolicy, PermissionPolicyArg, agent_command, policy_mode,
+};
+use crate::base::flags::flag_spelling;
 use crate::config::Settings;
-use crate::embedded_relay::RelaySpec;
-use crate::flags::flag_spelling;
-use crate::identity::{self, Held, Wanted};
+use crate::edge::embedded_relay::RelaySpec;
+use crate::edge::signer::{BotSigner, SignerSource};
+use crate::heart::profiles::DEFAULT_PROFILE;
 use crate::intake::interest::Interest;
-use crate::pool::{AgentSettings, AuthChoice, AuthPolicy, PermissionPolicyArg, agent_command, policy_mode};
-use crate::profiles::DEFAULT_PROFILE;
-use crate::signer::{BotSigner, SignerSource};
+use crate::outbound::identity::{self, Held, Wanted};
 
 use super::{added_relay, authenticating_client};
 

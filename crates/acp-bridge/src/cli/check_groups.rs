@@ -10,10 +10,10 @@ use std::time::Duration;
 use nostr_sdk::prelude::PublicKey;
 
 use crate::config::Settings;
-use crate::groups::membership::{GroupState, read_group};
-use crate::groups::relay_key::relay_key;
-use crate::groups::{GroupAddress, GroupMetadata};
-use crate::signer::BotSigner;
+use crate::edge::signer::BotSigner;
+use crate::outbound::groups::membership::{GroupState, read_group};
+use crate::outbound::groups::relay_key::relay_key;
+use crate::outbound::groups::{GroupAddress, GroupMetadata};
 
 use super::{added_relay, authenticating_client};
 

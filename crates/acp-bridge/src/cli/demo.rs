@@ -28,7 +28,7 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::Settings;
-use crate::embedded_relay::EmbeddedRelay;
+use crate::edge::embedded_relay::EmbeddedRelay;
 
 /// The whole demo must finish within this.
 const DEMO_TIMEOUT: Duration = Duration::from_secs(60);
@@ -200,7 +200,8 @@ async fn use_the_tools(
 ) -> Result<(), String> {
     let mention = say(client, owner, Some(bot), HANDS_MENTION, &[]).await?;
     let progress = reply_to(incoming, mention.id).await?;
-    if !crate::reply::is_interim(&progress.tags) || !progress.content.contains("checking the build") {
+    if !crate::outbound::reply::is_interim(&progress.tags) || !progress.content.contains("checking the build")
+    {
         return Err(format!(
             "the agent's progress message did not come first; raw event: {}",
             progress.as_json()
@@ -214,7 +215,7 @@ async fn use_the_tools(
         .split_once("steer: ")
         .is_some_and(|(_, steered)| steered.contains("Result of task t1"));
     let same_turn = turn.get("stop_reason").map(String::as_str) == Some("end_turn");
-    if steered_result && same_turn && !crate::reply::is_interim(&answer.tags) {
+    if steered_result && same_turn && !crate::outbound::reply::is_interim(&answer.tags) {
         println!("\ndemo ok: the agent posted progress mid-turn, and the task it delegated ran on a");
         println!("         fresh session whose result was steered into the live turn and answered.");
         Ok(())

@@ -10,7 +10,7 @@
 use clap::builder::PossibleValue;
 use clap::{Arg, ArgAction, Command};
 
-use crate::flags::{shown_default, shown_values};
+use crate::base::flags::{shown_default, shown_values};
 
 /// The footer of a page whose flags have more to say than one line.
 pub const DETAIL_POINTER: &str =

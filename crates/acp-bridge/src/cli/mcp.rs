@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 
-use crate::mcp::{SOCKET_ENV, TOKEN_ENV, abstract_address};
+use crate::tools::mcp::{SOCKET_ENV, TOKEN_ENV, abstract_address};
 
 /// The bytes copied at a time each way.
 const CHUNK_BYTES: usize = 64 * 1024;

@@ -11,7 +11,7 @@ pub mod mcp;
 
 use nostr_sdk::prelude::{Client, ClientOptions, Relay, RelayOptions, RelayUrl};
 
-use crate::signer::BotSigner;
+use crate::edge::signer::BotSigner;
 
 /// A client for one of `check`'s looks at a relay that answers a NIP-42
 /// challenge as the bot, as the daemon's own client does.

@@ -14,7 +14,7 @@ use clap::{ArgMatches, Command};
 
 use super::keys::{self, Key, keys_of};
 use super::{ConfigFile, Shape, daemon_flags};
-use crate::signer::args::SECRET_KEY_ENV;
+use crate::edge::signer::args::SECRET_KEY_ENV;
 
 /// The flag of the secret key's file, beside which the key is shown.
 const KEY_FILE_FLAG: &str = "secret-key-file";

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use clap::{Arg, ArgAction, Args, Command};
 
 use crate::config::RunArgs;
-use crate::profiles::ProfileTable;
+use crate::heart::profiles::ProfileTable;
 use crate::telemetry::LogArgs;
 pub use effective::effective_configuration;
 use keys::Key;
@@ -42,7 +42,7 @@ pub struct ConfigFile {
     /// `[agents.NAME]` tables, in name order; empty without them.
     profiles: Vec<ProfileTable>,
     /// The `[[schedule]]` entries.
-    schedules: Vec<crate::schedule::Schedule>,
+    schedules: Vec<crate::heart::schedule::Schedule>,
 }
 
 /// Why a config file was refused: one line naming the file, and the key
@@ -187,7 +187,7 @@ impl ConfigFile {
     }
 
     /// The file's `[[schedule]]` entries.
-    pub fn schedules(&self) -> &[crate::schedule::Schedule] {
+    pub fn schedules(&self) -> &[crate::heart::schedule::Schedule] {
         &self.schedules
     }
 

@@ -4,7 +4,7 @@
 //! unknown key, a value of the wrong type, a missing `command`, two
 //! defaults, a name that cannot be typed in `!agent NAME`), each in one
 //! line naming the key. It does not own what a profile's values mean: the
-//! [`crate::profiles`] module layers each table over the `[agent]` flags
+//! [`crate::heart::profiles`] module layers each table over the `[agent]` flags
 //! and checks the result as it checks the flags.
 //!
 //! Values are never secrets: `env` names variables passed through from the
@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use nostr_sdk::PublicKey;
 
 use super::{ConfigFileError, a_type};
-use crate::profiles::ProfileTable;
+use crate::heart::profiles::ProfileTable;
 
 /// The table that holds the profiles (`[agents.claude]`, `[agents.codex]`).
 pub(crate) const AGENTS_TABLE: &str = "agents";

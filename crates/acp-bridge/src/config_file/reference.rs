@@ -14,7 +14,7 @@ use clap::{Arg, Command};
 
 use super::keys::{self, Key};
 use super::{Shape, daemon_flags};
-use crate::flags::{shown_default, shown_values};
+use crate::base::flags::{shown_default, shown_values};
 
 /// What regenerates the pages, as their marker lines say.
 pub(crate) const REGENERATE: &str =

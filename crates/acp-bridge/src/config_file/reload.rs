@@ -21,12 +21,12 @@ use tokio::sync::mpsc;
 
 use super::keys;
 use super::{ConfigFile, daemon_flags};
-use crate::flags::parse_duration;
-use crate::gate::RespondTo;
-use crate::gate::args::parse_allowlist;
-use crate::identity::ProfileFields;
-use crate::identity::profile_fields;
+use crate::base::flags::parse_duration;
 use crate::intake::RateLimit;
+use crate::outbound::identity::ProfileFields;
+use crate::outbound::identity::profile_fields;
+use crate::policy::gate::RespondTo;
+use crate::policy::gate::args::parse_allowlist;
 
 const ALLOWLIST: &str = "allowlist";
 const RATE_LIMIT_BURST: &str = "rate-limit-burst";

@@ -1,5 +1,5 @@
 //! `[[schedule]]` arrays of the config file: the prompts the bot runs on a
-//! schedule (see `crate::schedule`).
+//! schedule (see `crate::heart::schedule`).
 //!
 //! Owns reading and checking the entries; a refusal is one line naming the
 //! entry (its id, else its place) and the key at fault.
@@ -16,9 +16,9 @@
 
 use acp_bridge_core::mention::is_plausible_group_id;
 
-use crate::schedule::target::Target;
-use crate::schedule::when::{CronTime, When};
-use crate::schedule::{Origin, Schedule, chat};
+use crate::heart::schedule::target::Target;
+use crate::heart::schedule::when::{CronTime, When};
+use crate::heart::schedule::{Origin, Schedule, chat};
 
 /// The top-level name of the schedule array.
 pub(super) const SCHEDULE_TABLE: &str = "schedule";

@@ -9,9 +9,9 @@ use acp_client::{PermissionPolicy, TurnOptions};
 use clap::Args;
 
 use super::HeartSettings;
-use crate::flags::{ConfigError, choice, flag_defaults, longer_than_zero, parse_duration, refuse};
-use crate::pool::{AgentSettings, PermissionPolicyArg};
-use crate::shard::{QuestionAskers, Shard};
+use crate::agents::pool::{AgentSettings, PermissionPolicyArg};
+use crate::base::flags::{ConfigError, choice, flag_defaults, longer_than_zero, parse_duration, refuse};
+use crate::policy::shard::{QuestionAskers, Shard};
 
 /// The longest `--permission-timeout` taken: a question to the owner holds
 /// its turn and its agent while it waits (24 h, as the flag's help says).

@@ -8,10 +8,10 @@ use acp_bridge_core::turn::Input;
 use acp_client::ControlKind;
 
 use super::{Heart, controls, usage};
-use crate::budget::Budget;
-use crate::commands::{Context, HereFacts, StatusFacts};
-use crate::profiles::ProfileBook;
-use crate::schedule::Planner;
+use crate::heart::commands::{Context, HereFacts, StatusFacts};
+use crate::heart::profiles::ProfileBook;
+use crate::heart::schedule::Planner;
+use crate::policy::budget::Budget;
 
 /// The heart, lent to one command given in `mention`'s conversation.
 pub(super) struct CommandDesk<'a> {
@@ -96,13 +96,16 @@ impl Context for CommandDesk<'_> {
             queued_mid_turn: heart.counters.queued_mid_turn,
             tool_calls: heart.counters.tool_calls,
             blocked,
-            shard: crate::shard::status_text(heart.settings.shard),
+            shard: crate::policy::shard::status_text(heart.settings.shard),
             schedules: heart
                 .settings
                 .schedules
                 .as_ref()
                 .map_or(0, |planner| planner.board().count()),
-            refusals: crate::reply::publisher::refusals_text(&heart.services.outbox, self.in_private()),
+            refusals: crate::outbound::reply::publisher::refusals_text(
+                &heart.services.outbox,
+                self.in_private(),
+            ),
             here,
         }
     }

@@ -33,9 +33,9 @@ use serde::{Deserialize, Serialize};
 
 use super::notices::Notices;
 use super::steer_strategy::SteerMethod;
-use crate::pool::{Lease, policy_mode};
-use crate::reply::Replier;
-use crate::store::Controls;
+use crate::agents::pool::{Lease, policy_mode};
+use crate::outbound::reply::Replier;
+use crate::state::store::Controls;
 
 /// What the agent offered a conversation at its last turn's start.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ impl Offer {
         Self::read(controls, key).and_then(|found| found.own.then_some(found.offer))
     }
 
-    fn parse(stored: crate::store::Result<Option<String>>) -> Option<Offer> {
+    fn parse(stored: crate::state::store::Result<Option<String>>) -> Option<Offer> {
         let text = stored
             .inspect_err(|error| tracing::warn!(%error, "cannot read what the agent offered"))
             .ok()??;
@@ -395,7 +395,7 @@ mod tests {
     use acp_client::{ControlChoice, ControlRoute};
 
     use super::*;
-    use crate::store::scratch::ScratchDir;
+    use crate::state::store::scratch::ScratchDir;
 
     fn models(current: &str) -> Control {
         Control {
@@ -425,7 +425,7 @@ mod tests {
     fn before_any_session_a_choice_is_kept_for_when_it_starts() {
         let dir = ScratchDir::new("controls-before");
         let store = Controls::new(std::sync::Arc::new(
-            crate::store::Store::open(dir.path()).unwrap(),
+            crate::state::store::Store::open(dir.path()).unwrap(),
         ));
         let key = ConversationKey::from_journal("dm:a");
         let listed = command(&store, &key, ControlKind::Model, None, false);
@@ -450,7 +450,7 @@ mod tests {
     fn another_conversations_offer_checks_a_new_one_and_says_so() {
         let dir = ScratchDir::new("controls-other");
         let store = Controls::new(std::sync::Arc::new(
-            crate::store::Store::open(dir.path()).unwrap(),
+            crate::state::store::Store::open(dir.path()).unwrap(),
         ));
         offered(
             &store,
@@ -477,7 +477,7 @@ mod tests {
     fn a_choice_during_a_turn_waits_for_the_next_and_status_says_so() {
         let dir = ScratchDir::new("controls-running");
         let store = Controls::new(std::sync::Arc::new(
-            crate::store::Store::open(dir.path()).unwrap(),
+            crate::state::store::Store::open(dir.path()).unwrap(),
         ));
         let key = ConversationKey::from_journal("dm:a");
         offered(&store, &key, Some(models("fast")));

@@ -41,15 +41,15 @@ use super::controls;
 use super::steer_strategy::SteerMethod;
 use super::tasks::Delegator;
 use super::usage;
-use crate::budget::turn_cap::{CapReached, SharedSpend};
-use crate::deadline::sleep_until;
-use crate::groups::GroupDirectory;
-use crate::media::{self, AgentTakes, MediaCache, MediaFetcher};
-use crate::pool::{Lease, Pools};
-use crate::reply::{Replier, ReplyContent};
-use crate::store::{Controls, Outbox, Questions, Sessions};
+use crate::agents::pool::{Lease, Pools};
+use crate::base::deadline::sleep_until;
+use crate::intake::media::{self, AgentTakes, MediaCache, MediaFetcher};
+use crate::intake::thread_context::{PendingMark, ThreadContext};
+use crate::outbound::groups::GroupDirectory;
+use crate::outbound::reply::{Replier, ReplyContent};
+use crate::policy::budget::turn_cap::{CapReached, SharedSpend};
+use crate::state::store::{Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
-use crate::thread_context::{PendingMark, ThreadContext};
 
 /// What every turn's driver shares.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub(crate) struct TurnServices {
     /// How a conversation's session is rotated, or the whole of it forgotten.
     pub forgetting: super::Forgetting,
     /// Which profile each conversation's turns run on.
-    pub profiles: crate::profiles::ProfileBook,
+    pub profiles: crate::heart::profiles::ProfileBook,
     pub replier: Replier,
     pub options: TurnOptions,
     /// With `--permission-policy ask-owner`: the owner, who answers the
@@ -74,7 +74,7 @@ pub(crate) struct TurnServices {
     /// Open questions are recorded, so a restart can mark them expired.
     pub questions: Questions,
     /// What turns may spend; each prompt's spend is counted in it.
-    pub budget: crate::budget::Budget,
+    pub budget: crate::policy::budget::Budget,
     /// `--reply-content`.
     pub reply_content: ReplyContent,
     /// `--thread-context` (`None`: off).
@@ -84,9 +84,9 @@ pub(crate) struct TurnServices {
     /// How the images mentions carry are fetched into prompts.
     pub media: MediaFetcher,
     /// How the agents' `send_file` calls are carried out.
-    pub files: crate::send_file::FileSender,
+    pub files: crate::tools::upload::FileSender,
     /// Who the gate hears: which bots a task may be delegated to.
-    pub gate: Option<crate::gate::GateRules>,
+    pub gate: Option<crate::policy::gate::GateRules>,
     /// The media fetched lately, shared by every turn.
     pub media_cache: MediaCache,
 }
@@ -648,7 +648,7 @@ impl Driver {
     fn count_spend(&self, usage: &TurnUsage) {
         let Some(anchor) = &self.anchor else { return };
         let (tokens, cost) = usage.spent();
-        let now = crate::store::sql_now();
+        let now = crate::state::store::sql_now();
         let billed = self
             .answer_to
             .task()

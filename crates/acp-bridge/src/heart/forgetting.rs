@@ -13,8 +13,8 @@
 
 use acp_bridge_core::mention::ConversationKey;
 
-use crate::pool::Pools;
-use crate::store::ConversationRecords;
+use crate::agents::pool::Pools;
+use crate::state::store::ConversationRecords;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Forgetting {

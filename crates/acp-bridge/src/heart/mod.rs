@@ -35,6 +35,10 @@ mod tasks;
 mod tool_desk;
 mod usage;
 mod wait_notices;
+// Satellites of this wing (docs/architecture.md, "Wings").
+pub(crate) mod commands;
+pub(crate) mod profiles;
+pub(crate) mod schedule;
 
 use std::time::{Duration, Instant};
 
@@ -49,13 +53,13 @@ use acp_bridge_core::turn::{Action, HeartAction, Input, Outcome, Routed, TurnEnd
 pub(crate) use driver::TurnServices;
 pub(crate) use forgetting::Forgetting;
 
-use crate::backoff::Backoff;
-use crate::deadline::sleep_until;
-use crate::inbound::Inbound;
-use crate::ledger::Ledger;
-use crate::mcp::ToolRequest;
-use crate::store::LeftOver;
+use crate::base::backoff::Backoff;
+use crate::base::deadline::sleep_until;
+use crate::intake::inbound::Inbound;
+use crate::state::ledger::Ledger;
+use crate::state::store::LeftOver;
 use crate::telemetry::metrics;
+use crate::tools::mcp::ToolRequest;
 // The tools' room, named here too: the heart lends it its conversations
 // (`tool_desk`), and `tasks` answers `delegate` through it.
 use crate::tools;
@@ -111,7 +115,7 @@ pub(crate) struct HeartSettings {
     /// The schedules: `!every`, `!at`, `!unschedule`, and their next runs
     /// for `!schedules` and `!status` (`None`: no scheduler, for want of an
     /// owner, hence of anyone to give those commands).
-    pub schedules: Option<crate::schedule::Planner>,
+    pub schedules: Option<crate::heart::schedule::Planner>,
     /// Turns in flight at most (agents × turns per agent).
     pub capacity: usize,
     /// `--permission-timeout`.
@@ -121,10 +125,10 @@ pub(crate) struct HeartSettings {
     /// `--wait-notice-after` (`None`: off).
     pub wait_notice_after: Option<Duration>,
     /// `--shard`: the conversations this replica answers.
-    pub shard: crate::shard::Shard,
+    pub shard: crate::policy::shard::Shard,
     /// Which shard asked each question in the owner's DM (the intake
     /// learns it from the copies of the questions).
-    pub question_askers: crate::shard::QuestionAskers,
+    pub question_askers: crate::policy::shard::QuestionAskers,
 }
 
 #[derive(Debug)]
@@ -149,10 +153,10 @@ pub(crate) struct Heart {
     closed_questions: ClosedQuestions,
     /// Messages each conversation's agent may still post mid-turn
     /// (`post_message`; see [`tools`]).
-    tool_posts: crate::rate_limit::RateLimiter<ConversationKey>,
+    tool_posts: crate::policy::rate_limit::RateLimiter<ConversationKey>,
     /// Thread reads each conversation's agent may still make
     /// (`read_thread`: each is a relay query; see [`tools`]).
-    tool_reads: crate::rate_limit::RateLimiter<ConversationKey>,
+    tool_reads: crate::policy::rate_limit::RateLimiter<ConversationKey>,
     /// Tasks the agents delegated (`delegate`; see [`tasks`]).
     tasks: tasks::Tasks,
 }
@@ -375,7 +379,7 @@ impl Heart {
             heart: self,
             mention: &mention,
         };
-        let answer = crate::commands::apply(&call, &mut desk);
+        let answer = crate::heart::commands::apply(&call, &mut desk);
         self.notices.notify(vec![mention], answer);
     }
 
@@ -535,7 +539,7 @@ impl Heart {
         }
         // Delegated tasks' turns hold turn slots as any (see `tasks`).
         while self.conversations.running_count() < self.settings.capacity {
-            let now = crate::store::sql_now();
+            let now = crate::state::store::sql_now();
             let (budget, tasks) = (&self.services.budget, &self.tasks);
             let refused = self.conversations.refuse_next(|mention| {
                 let billed = tasks.billed(&mention.conversation);
@@ -595,9 +599,9 @@ impl Heart {
     }
 
     /// The limit work for `mention`'s author in its conversation would
-    /// pass now, if any (see [`crate::budget::Budget::refusal`]).
-    fn budget_refusal(&self, mention: &Mention) -> Option<crate::budget::Refusal> {
-        let now = crate::store::sql_now();
+    /// pass now, if any (see [`crate::policy::budget::Budget::refusal`]).
+    fn budget_refusal(&self, mention: &Mention) -> Option<crate::policy::budget::Refusal> {
+        let now = crate::state::store::sql_now();
         let billed = self.tasks.billed(&mention.conversation);
         self.services
             .budget
@@ -605,8 +609,8 @@ impl Heart {
     }
 
     /// Gives up mentions a budget refused, each told which limit and
-    /// when it resets (see [`crate::budget`]).
-    fn refuse_over_budget(&mut self, refused: Vec<(Mention, crate::budget::Refusal)>) {
+    /// when it resets (see [`crate::policy::budget`]).
+    fn refuse_over_budget(&mut self, refused: Vec<(Mention, crate::policy::budget::Refusal)>) {
         for (mention, refusal) in refused {
             tracing::info!(
                 conversation = %mention.conversation,

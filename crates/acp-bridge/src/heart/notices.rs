@@ -10,7 +10,7 @@
 use acp_bridge_core::mention::Mention;
 use nostr_sdk::prelude::PublicKey;
 
-use crate::reply::{Reaction, Replier};
+use crate::outbound::reply::{Reaction, Replier};
 
 /// What the authors of a turn the owner cancelled are told.
 const CANCELLED_NOTICE: &str = "Cancelled by the owner.";

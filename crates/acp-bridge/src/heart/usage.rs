@@ -8,7 +8,7 @@ use acp_bridge_core::turn::TurnUsage;
 use acp_client::TurnOutcome;
 use serde_json::Value;
 
-use crate::store::{SessionUsage, Sessions};
+use crate::state::store::{SessionUsage, Sessions};
 use crate::telemetry::metrics;
 
 /// The token kinds of ACP's prompt `usage`, and their metric labels.

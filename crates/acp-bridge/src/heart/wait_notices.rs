@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::rate_limit::{Admission, RateLimiter};
+use crate::policy::rate_limit::{Admission, RateLimiter};
 
 /// Waiting notices the whole daemon may send at once.
 const WAIT_NOTICE_BURST: u32 = 10;

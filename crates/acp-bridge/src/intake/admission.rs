@@ -18,9 +18,9 @@ use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
 use super::{Arrival, DropReason, Intake};
-use crate::inbound::Inbound;
-use crate::ledger::OtherShards;
-use crate::reply::Reaction;
+use crate::intake::inbound::Inbound;
+use crate::outbound::reply::Reaction;
+use crate::state::ledger::OtherShards;
 use crate::telemetry::metrics;
 
 /// Arrivals taken in one go at most. A batch's first mention waits for the

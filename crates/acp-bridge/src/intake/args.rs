@@ -9,10 +9,10 @@ use clap::Args;
 use nostr_sdk::prelude::Kind;
 
 use super::{FollowThreads, IntakeLimits, RateLimit};
-use crate::flags::{
+use crate::base::flags::{
     ConfigError, at_least_one, choice, flag_defaults, longer_than_zero, parse_duration, refuse,
 };
-use crate::loop_guard::ChainBounds;
+use crate::policy::loop_guard::ChainBounds;
 
 /// The kinds `--kinds` takes: group chat, notes, gift-wrapped DMs.
 const SUPPORTED_KINDS: [u16; 3] = [9, 1, 1059];

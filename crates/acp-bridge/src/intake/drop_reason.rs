@@ -12,7 +12,7 @@ pub enum DropReason {
     Malformed,
     Undecryptable,
     BadSignature,
-    Gate(crate::gate::Refusal),
+    Gate(crate::policy::gate::Refusal),
     LoopBound,
     RateLimited,
     /// `--max-queued` mentions wait, and the overload notices are spent.

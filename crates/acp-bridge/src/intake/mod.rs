@@ -50,12 +50,18 @@ mod subscriptions;
 #[cfg(test)]
 mod tests;
 mod untaken;
+// Satellites of this wing (docs/architecture.md, "Wings").
+pub(crate) mod inbound;
+pub(crate) mod media;
+pub(crate) mod thread_context;
 
 pub use admission::INTAKE_BATCH;
 pub(crate) use drop_reason::DropReason;
 use queued_count::QueuedCount;
 use reply_lookup::ReplyLookup;
+pub use screening::RecogniseCommand;
 use screening::Screener;
+use screening::no_commands;
 pub use untaken::DEFAULT_MAX_PARKED_BYTES;
 use untaken::Untaken;
 
@@ -66,15 +72,15 @@ use clap::ValueEnum;
 use nostr_sdk::prelude::{Event, EventId, Kind, RelayUrl, Timestamp};
 use tokio::sync::{mpsc, watch};
 
-use crate::gate::AuthorGate;
-use crate::groups::GroupDirectory;
-use crate::inbound::Inbound;
-use crate::ledger::Ledger;
-use crate::loop_guard::{ChainBounds, LoopGuard};
-use crate::reply::Replier;
-use crate::shard::{QuestionAskers, Shard};
-use crate::signer::BotSigner;
-use crate::store::{AnsweredThreads, Questions, Store, Watermarks};
+use crate::edge::signer::BotSigner;
+use crate::intake::inbound::Inbound;
+use crate::outbound::groups::GroupDirectory;
+use crate::outbound::reply::Replier;
+use crate::policy::gate::AuthorGate;
+use crate::policy::loop_guard::{ChainBounds, LoopGuard};
+use crate::policy::shard::{QuestionAskers, Shard};
+use crate::state::ledger::Ledger;
+use crate::state::store::{AnsweredThreads, Questions, Store, Watermarks};
 
 /// Which replies without the bot's `p` tag count as mentions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -185,7 +191,13 @@ impl Intake {
         inbound: mpsc::Sender<Inbound>,
     ) -> Self {
         Intake {
-            screener: Screener::new(signer.public_key(), gate.owner(), limits, Timestamp::now()),
+            screener: Screener::new(
+                signer.public_key(),
+                gate.owner(),
+                limits,
+                Timestamp::now(),
+                no_commands,
+            ),
             rate_limits: None,
             queued: QueuedCount::default(),
             signer,
@@ -217,6 +229,14 @@ impl Intake {
             .collect();
         self.reply_lookup = Some(ReplyLookup::new(client, self.signer.public_key(), public));
         self.screener.looks_up_replies = true;
+        self
+    }
+
+    /// Owner commands are recognised with `recognise` (the daemon hands
+    /// in the heart's registry, `heart::commands::recognise`). Without, no
+    /// text is a command: the benches' and the intake's own rigs.
+    pub fn with_owner_commands(mut self, recognise: RecogniseCommand) -> Self {
+        self.screener.recognise = recognise;
         self
     }
 

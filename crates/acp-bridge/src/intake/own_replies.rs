@@ -32,9 +32,9 @@ use nostr_sdk::prelude::{
     Event, EventId, Filter, Kind, Marker, PublicKey, Relay, ReqExitPolicy, TagKind, TagStandard, Tags,
 };
 
-use crate::ledger::Ledger;
-use crate::reply::is_interim;
-use crate::store::AnsweredThreads;
+use crate::outbound::reply::is_interim;
+use crate::state::ledger::Ledger;
+use crate::state::store::AnsweredThreads;
 
 /// How long the relay may take to return the bot's replies.
 const OWN_REPLIES_FETCH_TIMEOUT: Duration = Duration::from_secs(10);

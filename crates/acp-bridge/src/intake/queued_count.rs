@@ -20,7 +20,7 @@ impl QueuedCount {
     pub(super) fn get(
         &mut self,
         now: Instant,
-        read: impl FnOnce() -> Result<u64, crate::store::StoreError>,
+        read: impl FnOnce() -> Result<u64, crate::state::store::StoreError>,
     ) -> usize {
         let fresh = self
             .read_at

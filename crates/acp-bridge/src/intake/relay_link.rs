@@ -23,7 +23,7 @@
 //! date check is then all that keeps them from being answered twice.
 //!
 //! The subscriptions' `EVENT`, `EOSE` and `CLOSED` frames come from the
-//! relay tap ([`crate::relay_tap`]), in wire order, straight off the
+//! relay tap ([`crate::edge::relay_tap`]), in wire order, straight off the
 //! websocket: the SDK never reads, verifies or stores these events, and
 //! the bot's own (its replies coming back in the threads it follows) are
 //! dropped unread. The intake verifies what it may hear, once.
@@ -61,14 +61,14 @@ use super::interest::{
 use super::own_replies::OwnReplies;
 use super::subscriptions::{Subscriptions, Verdict};
 use super::untaken::RefetchFrom;
-use crate::backoff::Backoff;
-use crate::clock_skew::SINCE_SKEW;
-use crate::deadline::sleep_until;
-use crate::ledger::Ledger;
-use crate::relay_tap::{
+use crate::base::backoff::Backoff;
+use crate::base::clock_skew::SINCE_SKEW;
+use crate::base::deadline::sleep_until;
+use crate::edge::relay_tap::{
     Received, RelayTaps, RouteGuard, RouteSpec, Subscriptions as Taken, TapReceiver, Tapped,
 };
-use crate::store::{AnsweredThreads, Watermarks};
+use crate::state::ledger::Ledger;
+use crate::state::store::{AnsweredThreads, Watermarks};
 
 /// Without a watermark (first start), only this much history is fetched.
 const FIRST_START_LOOKBACK: Duration = SINCE_SKEW;

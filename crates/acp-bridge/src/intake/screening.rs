@@ -26,13 +26,13 @@ use nostr_sdk::prelude::{Event, EventId, Kind, PublicKey, RelayUrl, Tag, TagKind
 use super::before_start::BeforeStart;
 use super::untaken::{Parked, Parking};
 use super::{DropReason, IntakeLimits, SubscriptionFloors};
-use crate::clock_skew::{FOLLOW_UP_CLOCK_SKEW_SECS, MAX_FUTURE_SKEW_SECS};
-use crate::gate::{AuthorFacts, Hearing};
-use crate::groups::GroupDirectory;
-use crate::ledger::OtherShards;
-use crate::loop_guard::Hop;
-use crate::rate_limit::{Admission, RateLimiter};
-use crate::shard::Shard;
+use crate::base::clock_skew::{FOLLOW_UP_CLOCK_SKEW_SECS, MAX_FUTURE_SKEW_SECS};
+use crate::outbound::groups::GroupDirectory;
+use crate::policy::gate::{AuthorFacts, Hearing};
+use crate::policy::loop_guard::Hop;
+use crate::policy::rate_limit::{Admission, RateLimiter};
+use crate::policy::shard::Shard;
+use crate::state::ledger::OtherShards;
 
 /// Authors tracked by the rate limiter at most.
 const RATE_LIMIT_TRACKED_AUTHORS: usize = 10_000;
@@ -81,6 +81,17 @@ impl Now {
             instant: Instant::now(),
         }
     }
+}
+
+/// The owner command `content` is, if it is exactly one its author
+/// (`from_owner`: the owner) may give: the heart's registry
+/// (`heart::commands::recognise`), a plain function so screening stays a
+/// function of its inputs.
+pub type RecogniseCommand = fn(&str, bool) -> Option<CommandCall>;
+
+/// Recognises no command.
+pub(super) fn no_commands(_content: &str, _from_owner: bool) -> Option<CommandCall> {
+    None
 }
 
 /// What screening asks of the world outside it, answered by the intake.
@@ -193,6 +204,9 @@ pub(super) struct Screener {
     pub(super) parked: Parked,
     /// The conversations this replica answers (`--shard`).
     pub(super) shard: Shard,
+    /// Which texts are owner commands: the heart's registry, handed in by
+    /// whoever builds the intake, so the intake does not import the heart.
+    pub(super) recognise: RecogniseCommand,
     /// Which groups' mentions are answered (`--group`).
     pub(super) groups: GroupDirectory,
     /// Whether public events from before this start are held for a relay to
@@ -211,8 +225,10 @@ impl Screener {
         owner: Option<PublicKey>,
         limits: IntakeLimits,
         started_at: Timestamp,
+        recognise: RecogniseCommand,
     ) -> Self {
         Screener {
+            recognise,
             limiter: RateLimiter::new(
                 limits.rate_limit_burst,
                 limits.rate_limit_refill,
@@ -319,7 +335,7 @@ impl Screener {
         let from_owner = Some(candidate.author) == self.owner;
         // Owner commands come before the author gate (they work even with
         // `--respond-to nobody`); anyone else's `!cancel` is plain text.
-        let command = crate::commands::recognise(candidate.content, from_owner);
+        let command = (self.recognise)(candidate.content, from_owner);
         let standing = match command {
             Some(_) => Standing::Owner,
             None => match lookups.hear(AuthorFacts {

@@ -16,11 +16,11 @@ use super::admission::Screened;
 use super::queued_count::QueuedCount;
 use super::screening::{self, Addressed, Candidate, Lookups, Now, Screener, Verdict};
 use super::{DropReason, Intake};
-use crate::gate::{AuthorFacts, AuthorGate, Hearing};
-use crate::ledger::Ledger;
-use crate::loop_guard::LoopGuard;
-use crate::shard::{QuestionAskers, Shard};
-use crate::store::{AnsweredThreads, Questions};
+use crate::policy::gate::{AuthorFacts, AuthorGate, Hearing};
+use crate::policy::loop_guard::LoopGuard;
+use crate::policy::shard::{QuestionAskers, Shard};
+use crate::state::ledger::Ledger;
+use crate::state::store::{AnsweredThreads, Questions};
 
 /// Screening's questions, answered from the intake's handles.
 struct Answers<'a> {

@@ -5,10 +5,10 @@ use nostr_sdk::prelude::{Client, EventBuilder, Keys, Tag, TagKind};
 
 use super::before_start::BeforeStart;
 use super::*;
-use crate::gate::GateRules;
-use crate::gate::RespondTo;
-use crate::reply::ReplyMode;
-use crate::store::scratch::ScratchDir;
+use crate::outbound::reply::ReplyMode;
+use crate::policy::gate::GateRules;
+use crate::policy::gate::RespondTo;
+use crate::state::store::scratch::ScratchDir;
 
 struct Rig {
     intake: Intake,
@@ -25,7 +25,7 @@ fn rig() -> Rig {
     let store = Arc::new(Store::open(dir.path()).expect("store"));
     let (bot, owner) = (Keys::generate(), Keys::generate());
     let client = Client::builder().signer(bot.clone()).build();
-    let (recorder, loop_guard) = crate::loop_guard::loop_guard();
+    let (recorder, loop_guard) = crate::policy::loop_guard::loop_guard();
     let replier = Replier::new(
         BotSigner::from_keys(bot.clone()),
         Arc::clone(&store),
@@ -52,7 +52,8 @@ fn rig() -> Rig {
             loop_guard,
             limits,
             inbound_tx,
-        ),
+        )
+        .with_owner_commands(crate::heart::commands::recognise),
         inbound,
         bot,
         owner,
@@ -162,7 +163,7 @@ async fn another_shards_mention_is_journaled_as_seen_and_nothing_else() {
     assert!(rig.inbound.try_recv().is_err(), "nothing handed on");
     assert_eq!(rig.intake.ledger.pending_count().unwrap(), 0);
     assert!(
-        crate::store::Outbox::new(Arc::clone(&rig.store))
+        crate::state::store::Outbox::new(Arc::clone(&rig.store))
             .due(i64::MAX)
             .unwrap()
             .is_empty(),

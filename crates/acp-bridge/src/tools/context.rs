@@ -8,10 +8,10 @@ use acp_bridge_core::mention::{ConversationKey, Mention};
 use nostr_sdk::prelude::EventId;
 
 use super::{Answer, DelegateCall};
-use crate::rate_limit::RateLimiter;
-use crate::reply::Replier;
-use crate::send_file::FileSender;
-use crate::thread_context::ThreadContext;
+use crate::intake::thread_context::ThreadContext;
+use crate::outbound::reply::Replier;
+use crate::policy::rate_limit::RateLimiter;
+use crate::tools::upload::FileSender;
 
 /// The heart's side of a tool call (see the module doc).
 pub(crate) trait Context {

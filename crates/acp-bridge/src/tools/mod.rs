@@ -29,6 +29,9 @@ mod send_file;
 mod server;
 mod task_status;
 mod task_stop;
+// Satellites of this wing (docs/architecture.md, "Wings").
+pub(crate) mod mcp;
+pub(crate) mod upload;
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use acp_bridge_core::mention::{ConversationKey, Mention};
 
 use super::Context;
-use crate::rate_limit::{Admission, RateLimiter};
+use crate::policy::rate_limit::{Admission, RateLimiter};
 
 /// Messages a conversation's agent may post in a row.
 const POST_BURST: u32 = 5;

@@ -12,7 +12,7 @@
 //! own task, never on the heart's. Each call draws on the conversation's
 //! read budget ([`posts`](super::posts)).
 //!
-//! [`ThreadContext::read_thread`]: crate::thread_context::ThreadContext::read_thread
+//! [`ThreadContext::read_thread`]: crate::intake::thread_context::ThreadContext::read_thread
 
 use std::time::Instant;
 
@@ -20,7 +20,7 @@ use rmcp::schemars;
 
 use super::posts::{mention_in_flight, too_many};
 use super::{Answer, Context, Tool};
-use crate::rate_limit::Admission;
+use crate::policy::rate_limit::Admission;
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 pub(crate) struct ReadThread {

@@ -28,7 +28,7 @@ impl Tool for SendFile {
 
     /// The upload takes its own bound on top.
     fn answer_timeout(&self) -> Duration {
-        HEART_ANSWER_TIMEOUT + crate::send_file::UPLOAD_TIMEOUT
+        HEART_ANSWER_TIMEOUT + crate::tools::upload::UPLOAD_TIMEOUT
     }
 
     fn run(self, context: &mut dyn Context, answer: Answer) {

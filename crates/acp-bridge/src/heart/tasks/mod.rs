@@ -28,7 +28,7 @@
 //! conversation that delegated it, framed as the result of task T in the
 //! bridge's own words (`prompt::quote_message`): a mention of the parent
 //! conversation ([`Intent::TaskResult`]) journaled in the same store
-//! transaction that finishes the task's row ([`crate::ledger::Ledger::hand_back`]),
+//! transaction that finishes the task's row ([`crate::state::ledger::Ledger::hand_back`]),
 //! then delivered into the turn in flight through the steer path (native
 //! steer where the agent has one, else cancel + merge, as a steered
 //! mention; the turn's answer still threads under the mention it works
@@ -85,10 +85,10 @@ use acp_bridge_core::turn::{Input, Outcome, TurnFailure};
 
 use super::Heart;
 use super::tools::Answer;
-use crate::budget::turn_cap::SharedSpend;
-use crate::mcp::{DelegateCall, FOREGROUND_WAIT};
-use crate::store::Finish;
+use crate::policy::budget::turn_cap::SharedSpend;
+use crate::state::store::Finish;
 use crate::telemetry::metrics;
+use crate::tools::mcp::{DelegateCall, FOREGROUND_WAIT};
 
 /// Sessions at this depth (a task's own is 1) cannot delegate.
 pub(crate) const MAX_DELEGATION_DEPTH: usize = 1;

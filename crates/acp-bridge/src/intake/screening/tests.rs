@@ -7,9 +7,9 @@ use acp_bridge_core::mention::SessionPolicy;
 use nostr_sdk::prelude::{EventBuilder, Keys};
 
 use super::*;
-use crate::gate::Refusal;
-use crate::groups::{GroupSettings, OtherGroups};
-use crate::loop_guard::ChainBounds;
+use crate::outbound::groups::{GroupSettings, OtherGroups};
+use crate::policy::gate::Refusal;
+use crate::policy::loop_guard::ChainBounds;
 
 const MAX_CONTENT_BYTES: usize = 64;
 const MAX_QUEUED: usize = 100;
@@ -85,7 +85,13 @@ fn rig() -> Rig {
     };
     let started_at = Timestamp::from_secs(STARTED_AT);
     Rig {
-        screener: Screener::new(bot.public_key(), Some(owner.public_key()), limits, started_at),
+        screener: Screener::new(
+            bot.public_key(),
+            Some(owner.public_key()),
+            limits,
+            started_at,
+            crate::heart::commands::recognise,
+        ),
         world: World {
             seen: HashSet::new(),
             first_answered: None,

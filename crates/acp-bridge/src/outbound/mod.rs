@@ -1,0 +1,8 @@
+//! What goes out: replies, notices and the outbox (`reply`), which relays
+//! each event goes to (`routes`), the bot's profile and relay lists
+//! (`identity`) and NIP-29 groups (`groups`).
+
+pub(crate) mod groups;
+pub(crate) mod identity;
+pub(crate) mod reply;
+pub(crate) mod routes;

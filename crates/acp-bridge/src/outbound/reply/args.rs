@@ -1,0 +1,76 @@
+//! The replies' flags (`--reply-mode`, `--reply-content`,
+//! `--no-reactions`, `--max-reply-bytes`) and their validation into
+//! [`ReplySettings`].
+
+use clap::Args;
+
+use super::{ReplyContent, ReplyMode};
+use crate::base::flags::{ConfigError, at_least_one, flag_defaults};
+
+/// The replies' flags.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Replies")]
+pub struct ReplyArgs {
+    /// Who publishes answers.
+    #[arg(long, env = "ACP_BRIDGE_REPLY_MODE", value_enum, default_value = "daemon")]
+    pub reply_mode: ReplyMode,
+
+    /// What a reply carries: answer or full
+    ///
+    /// What a reply carries: the agent's answer, or everything it wrote
+    /// (its narration between tool calls too).
+    #[arg(long, env = "ACP_BRIDGE_REPLY_CONTENT", value_enum, default_value = "answer")]
+    pub reply_content: ReplyContent,
+
+    /// Do not react (NIP-25) to mentions
+    ///
+    /// Do not react (NIP-25) to accepted mentions.
+    #[arg(long, env = "ACP_BRIDGE_NO_REACTIONS")]
+    pub no_reactions: bool,
+
+    /// The agent's text kept for one reply, at most
+    ///
+    /// Most of the agent's text kept for one reply; past it the text is
+    /// dropped and the reply says it was truncated. Long replies go out as
+    /// a numbered series of events.
+    #[arg(long, env = "ACP_BRIDGE_MAX_REPLY_BYTES", default_value_t = acp_client::DEFAULT_MAX_TEXT_BYTES)]
+    pub max_reply_bytes: usize,
+}
+
+impl Default for ReplyArgs {
+    fn default() -> Self {
+        flag_defaults()
+    }
+}
+
+/// What replies carry and who publishes them: [`ReplyArgs`], checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplySettings {
+    /// `--reply-mode`.
+    pub mode: ReplyMode,
+    /// `--reply-content`.
+    pub content: ReplyContent,
+    /// Not `--no-reactions`: accepted mentions get a reaction.
+    pub reactions: bool,
+    /// `--max-reply-bytes`: the agent's text kept for one reply, at most.
+    pub max_reply_bytes: usize,
+}
+
+impl Default for ReplySettings {
+    fn default() -> Self {
+        ReplyArgs::default()
+            .validate()
+            .expect("the flags' defaults are valid")
+    }
+}
+
+impl ReplyArgs {
+    pub(crate) fn validate(&self) -> Result<ReplySettings, ConfigError> {
+        Ok(ReplySettings {
+            mode: self.reply_mode,
+            content: self.reply_content,
+            reactions: !self.no_reactions,
+            max_reply_bytes: at_least_one("--max-reply-bytes", self.max_reply_bytes)?,
+        })
+    }
+}
