@@ -233,3 +233,29 @@ fn check_starts_every_profiles_agent() {
         "{stdout}"
     );
 }
+
+/// A profile's value is refused as its flag refuses it, through the
+/// binary: `agents = 65` in a profile in the words of `--agents 65` (the
+/// bounds are the flag's, read off its declaration, not a copy).
+#[test]
+fn a_profiles_value_is_refused_in_its_flags_words() {
+    let owner = nostr_sdk::Keys::generate().public_key().to_hex();
+    let refused = |flags: &[&str]| {
+        let output = check_with_agent_args("embedded", &owner, None, "scripted-agent", flags);
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{flags:?}: one line: {stderr}");
+        stderr
+    };
+    let file = temp_dir("profiles").join("acp-bridge.toml");
+    std::fs::write(&file, "[agents.codex]\ncommand = \"codex-acp\"\nagents = 65\n").expect("config file");
+    let file = file.to_str().expect("utf-8 path");
+    let flag = refused(&["--agents", "65"]);
+    let profile = refused(&["--config", file]);
+    println!("--agents 65: {flag}\nagents = 65: {profile}");
+    let words = flag.strip_prefix("error: ").unwrap_or(&flag);
+    assert!(
+        profile.contains(file) && profile.ends_with(&format!("`agents.codex.agents`: {words}")),
+        "the flag's words, naming the key: {profile} / {flag}"
+    );
+}

@@ -557,13 +557,7 @@ mod tests {
         };
         let table = |command: &str| crate::heart::profiles::ProfileTable {
             name: "only".to_owned(),
-            command: command.to_owned(),
-            args: None,
-            env: None,
-            auth_method: None,
-            processes: None,
-            turns_per_agent: None,
-            mcp_servers: None,
+            flags: vec![format!("--agent-command={command}")],
             default: false,
             channels: Vec::new(),
             authors: Vec::new(),

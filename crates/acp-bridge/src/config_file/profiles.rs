@@ -10,34 +10,45 @@
 //! Values are never secrets: `env` names variables passed through from the
 //! daemon's environment, as `--agent-env` does.
 
-use std::path::PathBuf;
-
 use nostr_sdk::PublicKey;
 
-use super::{ConfigFileError, a_type};
+use super::{ConfigFileError, Shape, a_type, scalar};
 use crate::heart::profiles::ProfileTable;
+use crate::heart::profiles::flags::{self as profile_flags, FlagKey};
 
 /// The table that holds the profiles (`[agents.claude]`, `[agents.codex]`).
 pub(crate) const AGENTS_TABLE: &str = "agents";
 
-/// The keys a profile may set.
-const PROFILE_KEYS: &[&str] = &[
-    "command",
-    "args",
-    "env",
-    "auth-method",
-    "agents",
-    "turns-per-agent",
-    "mcp-servers",
-    "default",
-    "channels",
-    "authors",
+/// The keys only a profile has (its others are flags: see
+/// [`crate::heart::profiles::flags`]), each with what it means.
+pub(crate) const PROFILE_ONLY_KEYS: &[(&str, &str)] = &[
+    (
+        "default",
+        "`true`: the profile a conversation uses when no rule picks another (needed when there are several)",
+    ),
+    (
+        "channels",
+        "Routing: conversations, as the bridge writes them (a NIP-29 group is `RELAY'ID`), that use this profile",
+    ),
+    (
+        "authors",
+        "Routing: authors (npub or hex) whose mention starts a conversation on this profile",
+    ),
 ];
 
-/// `--agents`' bounds, which a profile's `agents` shares.
-const PROCESSES_RANGE: std::ops::RangeInclusive<i64> = 1..=64;
-/// `--turns-per-agent`'s bounds, which a profile's `turns-per-agent` shares.
-const TURNS_PER_AGENT_RANGE: std::ops::RangeInclusive<i64> = 1..=1024;
+/// The flag a profile must set: which agent it runs.
+const REQUIRED_FLAG: &str = "agent-command";
+/// The flag whose key also takes an array: the agent's arguments, word by
+/// word.
+const WORDS_FLAG: &str = "agent-args";
+
+/// Every key a profile may set, its flags' first.
+pub(crate) fn profile_keys() -> Vec<&'static str> {
+    let flags = profile_flags::keys().iter().map(|flag| flag.key.as_str());
+    flags
+        .chain(PROFILE_ONLY_KEYS.iter().map(|(key, _)| *key))
+        .collect()
+}
 
 /// The `[agents]` table's profiles, checked: each table's keys, and
 /// exactly one default when there are several.
@@ -97,7 +108,6 @@ fn is_a_name(name: &str) -> bool {
 }
 
 fn read_profile(path: &str, name: &str, table: &toml::Value) -> Result<ProfileTable, ConfigFileError> {
-    let key_of = |key: &str| format!("{AGENTS_TABLE}.{name}.{key}");
     let toml::Value::Table(entries) = table else {
         return Err(ConfigFileError::WrongType {
             path: path.to_owned(),
@@ -106,114 +116,168 @@ fn read_profile(path: &str, name: &str, table: &toml::Value) -> Result<ProfileTa
             found: a_type(table),
         });
     };
+    let table = Table { path, name, entries };
     if !is_a_name(name) {
-        return Err(ConfigFileError::Profiles {
-            path: path.to_owned(),
-            problem: format!(
-                "`[{AGENTS_TABLE}.{name}]`: a profile's name is lowercase letters, digits, `-` and `_` (it is typed in `!agent NAME`)"
-            ),
-        });
+        return Err(table.problem(format!(
+            "`[{AGENTS_TABLE}.{name}]`: a profile's name is lowercase letters, digits, `-` and `_` (it is typed in `!agent NAME`)"
+        )));
     }
-    if let Some(unknown) = entries.keys().find(|key| !PROFILE_KEYS.contains(&key.as_str())) {
+    let known = profile_keys();
+    if let Some(unknown) = entries.keys().find(|key| !known.contains(&key.as_str())) {
         return Err(ConfigFileError::UnknownKey {
             path: path.to_owned(),
-            key: key_of(unknown),
-            hint: format!(" (a profile's keys: {})", PROFILE_KEYS.join(", ")),
+            key: table.key(unknown),
+            hint: format!(" (a profile's keys: {})", known.join(", ")),
         });
     }
-    let wrong = |key: &str, expected: &'static str| ConfigFileError::WrongType {
-        path: path.to_owned(),
-        key: key_of(key),
-        expected,
-        found: a_type(&entries[key]),
-    };
-    let text = |key: &str| -> Result<Option<String>, ConfigFileError> {
-        match entries.get(key) {
-            None => Ok(None),
-            Some(toml::Value::String(text)) => Ok(Some(text.clone())),
-            Some(_) => Err(wrong(key, "a string")),
-        }
-    };
-    let strings = |key: &str| -> Result<Option<Vec<String>>, ConfigFileError> {
-        match entries.get(key) {
-            None => Ok(None),
-            Some(toml::Value::Array(items)) => items
-                .iter()
-                .map(|item| item.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .map(Some)
-                .ok_or_else(|| wrong(key, "an array of strings")),
-            Some(_) => Err(wrong(key, "an array of strings")),
-        }
-    };
-    let count =
-        |key: &str, range: std::ops::RangeInclusive<i64>, expected: &'static str| match entries.get(key) {
-            None => Ok(None),
-            Some(toml::Value::Integer(number)) if range.contains(number) => {
-                Ok(Some(u32::try_from(*number).expect("within the range")))
-            }
-            Some(_) => Err(wrong(key, expected)),
-        };
-    let command = text("command")?
-        .filter(|command| !command.trim().is_empty())
-        .ok_or_else(|| ConfigFileError::Profiles {
-            path: path.to_owned(),
-            problem: format!("`{}` is missing: name the agent's program", key_of("command")),
-        })?;
-    let args = match entries.get("args") {
-        Some(toml::Value::String(words)) => Some(shlex::split(words).ok_or_else(|| ConfigFileError::Profiles {
-            path: path.to_owned(),
-            problem: format!(
-                "`{}` has an unbalanced quote or ends in a backslash (one string is split into words as a shell splits them)",
-                key_of("args")
-            ),
-        })?),
-        Some(toml::Value::Array(_)) => strings("args")?,
-        Some(_) => return Err(wrong("args", "an array of strings, or one string")),
-        None => None,
-    };
+    let flags = table.flags()?;
     let default = match entries.get("default") {
         None => false,
         Some(toml::Value::Boolean(on)) => *on,
-        Some(_) => return Err(wrong("default", "a boolean (true or false)")),
+        Some(_) => return Err(table.wrong("default", "a boolean (true or false)")),
     };
-    let authors = strings("authors")?
+    let authors = table
+        .strings("authors")?
         .unwrap_or_default()
         .iter()
         .map(|author| {
-            PublicKey::parse(author).map_err(|_| ConfigFileError::Profiles {
-                path: path.to_owned(),
-                problem: format!(
+            PublicKey::parse(author).map_err(|_| {
+                table.problem(format!(
                     "`{}`: `{author}` is not a public key: give an npub1… or 64 hex characters",
-                    key_of("authors")
-                ),
+                    table.key("authors")
+                ))
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(ProfileTable {
         name: name.to_owned(),
-        command,
-        args,
-        env: strings("env")?,
-        auth_method: text("auth-method")?.filter(|method| !method.is_empty()),
-        processes: count("agents", PROCESSES_RANGE, "an integer from 1 to 64")?,
-        turns_per_agent: count(
-            "turns-per-agent",
-            TURNS_PER_AGENT_RANGE,
-            "an integer from 1 to 1024",
-        )?,
-        mcp_servers: text("mcp-servers")?
-            .filter(|file| !file.is_empty())
-            .map(PathBuf::from),
+        flags,
         default,
-        channels: strings("channels")?.unwrap_or_default(),
+        channels: table.strings("channels")?.unwrap_or_default(),
         authors,
     })
 }
 
+/// One `[agents.NAME]` table being read: its refusals name its keys.
+struct Table<'a> {
+    path: &'a str,
+    name: &'a str,
+    entries: &'a toml::Table,
+}
+
+impl Table<'_> {
+    /// `agents.NAME.key`, as refusals name it.
+    fn key(&self, key: &str) -> String {
+        format!("{AGENTS_TABLE}.{}.{key}", self.name)
+    }
+
+    fn problem(&self, problem: String) -> ConfigFileError {
+        ConfigFileError::Profiles {
+            path: self.path.to_owned(),
+            problem,
+        }
+    }
+
+    fn wrong(&self, key: &str, expected: &'static str) -> ConfigFileError {
+        ConfigFileError::WrongType {
+            path: self.path.to_owned(),
+            key: self.key(key),
+            expected,
+            found: a_type(&self.entries[key]),
+        }
+    }
+
+    /// Key `key`'s array of strings, if set.
+    fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ConfigFileError> {
+        let Some(value) = self.entries.get(key) else {
+            return Ok(None);
+        };
+        let items = value
+            .as_array()
+            .ok_or_else(|| self.wrong(key, "an array of strings"))?;
+        items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| self.wrong(key, "an array of strings"))
+    }
+
+    /// Its keys that are flags as a command line of those flags, which
+    /// parses as the daemon's flags do (so each value meets its flag's
+    /// bounds); `command` is required.
+    fn flags(&self) -> Result<Vec<String>, ConfigFileError> {
+        let mut flags = Vec::new();
+        let mut given = Vec::new();
+        for flag in profile_flags::keys() {
+            let Some(value) = self.entries.get(&flag.key) else {
+                continue;
+            };
+            let values = self.values(flag, value)?;
+            if !values.is_empty() {
+                given.push(flag.long());
+            }
+            flags.extend(values.iter().map(|value| flag.argument(value)));
+        }
+        if !given.contains(&REQUIRED_FLAG) {
+            let command = profile_flags::keys()
+                .iter()
+                .find(|flag| flag.long() == REQUIRED_FLAG);
+            let command = command.expect("--agent-command is a profile's flag");
+            return Err(self.problem(format!(
+                "`{}` is missing: name the agent's program",
+                self.key(&command.key)
+            )));
+        }
+        profile_flags::parse(&flags).map_err(|error| {
+            let key = profile_flags::refused_key(&error).map_or_else(
+                || format!("[{AGENTS_TABLE}.{}]", self.name),
+                |flag| self.key(&flag.key),
+            );
+            self.problem(format!("`{key}`: {}", profile_flags::one_line(&error)))
+        })?;
+        Ok(flags)
+    }
+
+    /// Flag `flag`'s raw values from its key's `value`: an array for a
+    /// repeatable flag, else a string or an integer (a blank one is the key
+    /// left unset: the flag's value applies). `args` also takes an array of
+    /// words, which becomes the one string `--agent-args` splits.
+    fn values(&self, flag: &FlagKey, value: &toml::Value) -> Result<Vec<String>, ConfigFileError> {
+        let key = &flag.key;
+        match (flag.long(), Shape::of(&flag.arg), value) {
+            (WORDS_FLAG, _, toml::Value::String(words)) if shlex::split(words).is_none() => {
+                Err(self.problem(format!(
+                    "`{}` has an unbalanced quote or ends in a backslash (one string is split into words as a shell splits them)",
+                    self.key(key)
+                )))
+            }
+            (WORDS_FLAG, _, toml::Value::Array(_)) => {
+                let words = self.strings(key)?.unwrap_or_default();
+                let line = shlex::try_join(words.iter().map(String::as_str)).map_err(|_| {
+                    self.problem(format!("`{}`: an argument holds a NUL character", self.key(key)))
+                })?;
+                Ok(vec![line])
+            }
+            (WORDS_FLAG, _, toml::Value::String(words)) => Ok(vec![words.clone()]),
+            (WORDS_FLAG, _, _) => Err(self.wrong(key, "an array of strings, or one string")),
+            (_, Shape::List, _) => Ok(self.strings(key)?.unwrap_or_default()),
+            (_, _, value) => match scalar(value) {
+                Some(one) if one.trim().is_empty() => Ok(Vec::new()),
+                Some(one) => Ok(vec![one]),
+                None => Err(self.wrong(key, "a string or an integer")),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
+    use crate::agents::pool::args::AgentArgs;
+    use crate::tools::mcp::args::McpArgs;
 
     fn read(text: &str) -> Result<Vec<ProfileTable>, ConfigFileError> {
         let table: toml::Table = text.parse().expect("TOML");
@@ -231,28 +295,39 @@ mod tests {
              [agents.goose]\ncommand = \"goose\"\nargs = [\"acp\", \"--with-builtin\", \"developer\"]\n"
         ))
         .expect("valid");
+        let layered = |profile: &ProfileTable| {
+            profile_flags::layered(&profile.flags, &AgentArgs::default(), &McpArgs::default())
+                .expect("parsed")
+        };
         let codex = &profiles[0];
+        let (agent, mcp) = layered(codex);
         assert_eq!(codex.name, "codex");
-        assert_eq!(codex.command, "codex-acp");
+        assert_eq!(agent.agent_command, "codex-acp");
         assert_eq!(
-            codex.args.as_deref(),
-            Some(&["--model".to_owned(), "o 3".to_owned()][..])
+            agent.agent_args.as_deref().and_then(shlex::split),
+            Some(vec!["--model".to_owned(), "o 3".to_owned()])
         );
-        assert_eq!(codex.env.as_deref(), Some(&["OPENAI_API_KEY".to_owned()][..]));
-        assert_eq!(codex.auth_method.as_deref(), Some("openai-api-key"));
-        assert_eq!((codex.processes, codex.turns_per_agent), (Some(2), Some(8)));
-        assert_eq!(codex.mcp_servers, Some(PathBuf::from("/etc/mcp.json")));
+        assert_eq!(agent.agent_env, ["OPENAI_API_KEY"]);
+        assert_eq!(agent.agent_auth_method.as_deref(), Some("openai-api-key"));
+        assert_eq!((agent.agents, agent.turns_per_agent), (2, 8));
+        assert_eq!(mcp.mcp_servers, Some(PathBuf::from("/etc/mcp.json")));
         assert!(codex.default);
         assert_eq!(codex.channels, ["wss://relay.example'abc"]);
         assert_eq!(codex.authors, [PublicKey::parse(AUTHOR_HEX).expect("key")]);
         let goose = &profiles[1];
+        let (agent, _) = layered(goose);
         assert_eq!(
-            (
-                goose.args.as_ref().map(Vec::len),
-                goose.env.as_ref(),
-                goose.default
-            ),
-            (Some(3), None, false),
+            agent
+                .agent_args
+                .as_deref()
+                .and_then(shlex::split)
+                .map(|words| words.len()),
+            Some(3),
+            "an array of words is the agent's arguments"
+        );
+        assert_eq!(
+            (goose.flags.len(), goose.default),
+            (2, false),
             "unset keys stay unset: the flags' values apply"
         );
     }
@@ -294,7 +369,7 @@ mod tests {
             ),
             (
                 "[agents.a]\ncommand = \"a\"\nagents = 0\n",
-                "`agents.a.agents` must be an integer from 1 to 64, not an integer",
+                "`agents.a.agents`: invalid value '0' for '--agents <AGENTS>': 0 is not in 1..=64",
             ),
             (
                 "[agents.a]\ncommand = \"a\"\nenv = \"KEY\"\n",
@@ -313,11 +388,38 @@ mod tests {
                 "`[agents.Big]`: a profile's name is lowercase",
             ),
             ("[agents]\ncommand = \"a\"\n", "`agents.command` must be a table"),
+            (
+                "[agents.a]\ncommand = \"a\"\nagents = [2]\n",
+                "`agents.a.agents` must be a string or an integer, not an array",
+            ),
         ] {
             let error = read(text).expect_err(text).to_string();
             assert!(error.contains(says), "{text:?}: {error}");
             assert!(error.starts_with("--config /etc/acp-bridge.toml: "), "{error}");
             assert!(!error.contains('\n'), "one line: {error}");
+        }
+    }
+
+    /// A profile's key refuses what its flag refuses, in the flag's words:
+    /// its bounds are the flag's, not a copy of them.
+    #[test]
+    fn a_profiles_value_is_refused_as_its_flag_refuses_it() {
+        for (key, value) in [("agents", "65"), ("agents", "0"), ("turns-per-agent", "1025")] {
+            let flag = format!("--{key}");
+            let flag_says = super::super::daemon_flags()
+                .try_get_matches_from(["acp-bridge", &flag, value])
+                .expect_err(&flag);
+            let error = read(&format!("[agents.a]\ncommand = \"a\"\n{key} = {value}\n"))
+                .expect_err(key)
+                .to_string();
+            println!("{flag} {value}: {error}");
+            assert_eq!(
+                error,
+                format!(
+                    "--config /etc/acp-bridge.toml: `agents.a.{key}`: {}",
+                    profile_flags::one_line(&flag_says)
+                )
+            );
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The reference pages written from the daemon's `Command`: the flag
-//! tables of `docs/flags.md` and the tables of
+//! tables of `docs/flags.md`, the table of a profile's keys in
+//! `docs/several-agents.md` and the tables of
 //! `deploy/config/acp-bridge.toml.example`, each between two marker lines
 //! of its file (the prose around them is written by hand).
 //!
@@ -117,6 +118,22 @@ fn cell(text: &str) -> String {
         .replace('|', "\\|")
 }
 
+/// `docs/several-agents.md`'s table of a profile's keys: the flags a
+/// profile may set (named as the flag without `agent-`, meaning what its
+/// short help says), then the profile's own keys.
+pub(crate) fn profile_keys_markdown() -> String {
+    let mut out = String::from("\n| Key | Flag | Meaning |\n| --- | --- | --- |\n");
+    for flag in crate::heart::profiles::flags::keys() {
+        let help = flag.arg.get_help().map(ToString::to_string).unwrap_or_default();
+        writeln!(out, "| `{}` | `--{}` | {} |", flag.key, flag.long(), cell(&help))
+            .expect("writing to a String");
+    }
+    for (key, meaning) in super::profiles::PROFILE_ONLY_KEYS {
+        writeln!(out, "| `{key}` | — | {} |", cell(meaning)).expect("writing to a String");
+    }
+    out
+}
+
 /// The example file's tables: every key but the secrets, commented out at
 /// its default (or a `<PLACEHOLDER>` of its value), under its short help.
 pub(crate) fn example_tables() -> String {
@@ -206,11 +223,16 @@ mod tests {
     use super::*;
 
     /// The marker lines around the generated part of each page.
-    const PAGES: [(&str, &str, &str); 2] = [
+    const PAGES: [(&str, &str, &str); 3] = [
         (
             "docs/flags.md",
             "<!-- generated from the flags' doc comments",
             "<!-- end of the generated tables -->",
+        ),
+        (
+            "docs/several-agents.md",
+            "<!-- generated from the flags' doc comments",
+            "<!-- end of the generated table -->",
         ),
         (
             "deploy/config/acp-bridge.toml.example",
@@ -225,7 +247,11 @@ mod tests {
     fn the_committed_reference_is_generated_from_the_flags() {
         let regenerate = std::env::var_os("ACP_BRIDGE_REGENERATE").is_some();
         let mut stale = Vec::new();
-        for ((page, begin, end), generated) in PAGES.iter().zip([flags_markdown(), example_tables()]) {
+        for ((page, begin, end), generated) in
+            PAGES
+                .iter()
+                .zip([flags_markdown(), profile_keys_markdown(), example_tables()])
+        {
             let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(page);
             let committed = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{page}: {error}"));
             let fresh = spliced(&committed, begin, end, &generated)

@@ -194,6 +194,19 @@ impl Default for AgentArgs {
 }
 
 impl AgentArgs {
+    /// The flags an `[agents.NAME]` profile may set, each a key of its
+    /// table named without `agent-` (`command`, `args`, `agents`): what
+    /// makes one agent differ from another. The rest (`--cwd`, workspaces,
+    /// `--agent-user`, the timeouts) is the same for every profile.
+    pub(crate) const PROFILE_FLAGS: &[&str] = &[
+        "agent-command",
+        "agent-args",
+        "agent-env",
+        "agent-auth-method",
+        "agents",
+        "turns-per-agent",
+    ];
+
     /// `--workspace-repo`, canonical: an existing directory, and only with
     /// per-conversation workspaces (a shared one has no worktree to make).
     fn workspace_repo(&self) -> Result<Option<PathBuf>, ConfigError> {

@@ -7,9 +7,8 @@
 //! the pool does, one per profile.
 
 mod book;
+pub(crate) mod flags;
 mod resolve;
-
-use std::path::PathBuf;
 
 use nostr_sdk::PublicKey;
 
@@ -24,21 +23,15 @@ use crate::tools::mcp::args::{McpArgs, McpSettings};
 /// sessions of a daemon without profiles are this profile's.
 pub const DEFAULT_PROFILE: &str = "default";
 
-/// One `[agents.NAME]` table as the file writes it. `None` (or empty) is
-/// a key left unset: the `[agent]` flags' value applies.
+/// One `[agents.NAME]` table as the file writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileTable {
     /// `NAME`: what `!agent NAME`, `!status` and the metrics call it.
     pub name: String,
-    pub command: String,
-    /// `args`: an array, or one string split as `--agent-args` splits it.
-    pub args: Option<Vec<String>>,
-    /// `env`: names of variables passed through, as `--agent-env`.
-    pub env: Option<Vec<String>>,
-    pub auth_method: Option<String>,
-    pub processes: Option<u32>,
-    pub turns_per_agent: Option<u32>,
-    pub mcp_servers: Option<PathBuf>,
+    /// Its keys that are flags, as a command line of those flags
+    /// (`--agents=2`; see [`flags`]); a key left unset is absent, and the
+    /// `[agent]` (or `[mcp]`) flag's value applies.
+    pub flags: Vec<String>,
     /// `default = true`.
     pub default: bool,
     /// Routing: conversations (as the bridge writes their keys) that use
@@ -144,34 +137,15 @@ fn profile(
             format!("[agents.{}]: {}: {}", table.name, error.flag, error.problem),
         )
     };
-    let layered = AgentArgs {
-        agent_command: table.command.clone(),
-        // An array of arguments replaces the flag's; none inherits it.
-        agent_args: if table.args.is_some() {
-            None
-        } else {
-            agent.agent_args.clone()
-        },
-        agent_env: table.env.clone().unwrap_or_else(|| agent.agent_env.clone()),
-        agent_auth_method: table
-            .auth_method
-            .clone()
-            .or_else(|| agent.agent_auth_method.clone()),
-        agents: table.processes.unwrap_or(agent.agents),
-        turns_per_agent: table.turns_per_agent.unwrap_or(agent.turns_per_agent),
-        ..agent.clone()
-    };
-    let mut settings = layered.validate(env).map_err(in_profile)?;
-    if let Some(args) = &table.args {
-        settings.args = args.clone();
-    }
+    let (layered, mcp) = flags::layered(&table.flags, agent, mcp).map_err(|error| {
+        refuse(
+            "--config",
+            format!("[agents.{}]: {}", table.name, flags::one_line(&error)),
+        )
+    })?;
+    let settings = layered.validate(env).map_err(in_profile)?;
     settings.ensure_program_found().map_err(in_profile)?;
-    let mcp = McpArgs {
-        mcp_servers: table.mcp_servers.clone().or_else(|| mcp.mcp_servers.clone()),
-        ..mcp.clone()
-    }
-    .validate(env)
-    .map_err(in_profile)?;
+    let mcp = mcp.validate(env).map_err(in_profile)?;
     Ok(Profile {
         name: table.name.clone(),
         agent: settings,

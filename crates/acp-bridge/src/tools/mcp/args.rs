@@ -67,6 +67,11 @@ impl McpSettings {
 }
 
 impl McpArgs {
+    /// The flags an `[agents.NAME]` profile may set (see
+    /// [`crate::agents::pool::args::AgentArgs::PROFILE_FLAGS`]): its agents may be
+    /// offered servers of their own.
+    pub(crate) const PROFILE_FLAGS: &[&str] = &["mcp-servers"];
+
     /// Reads `--mcp-servers`; `env` reads the daemon's environment.
     pub fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<McpSettings, ConfigError> {
         let operator = match &self.mcp_servers {
