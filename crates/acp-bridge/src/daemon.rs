@@ -118,7 +118,7 @@ struct Stages {
     /// The `[[schedule]]` runs (`None`: no schedules to run).
     scheduler: Option<crate::heart::schedule::Scheduler>,
     /// Calls of the bridge's MCP tools, for the heart.
-    tool_requests: mpsc::Receiver<crate::tools::mcp::ToolRequest>,
+    tool_requests: mpsc::Receiver<crate::tools::ToolRequest>,
     /// Stops the MCP server's listener, after the heart.
     mcp_stop: CancellationToken,
     housekeeping: Housekeeping,

@@ -59,10 +59,7 @@ use crate::intake::inbound::Inbound;
 use crate::state::ledger::Ledger;
 use crate::state::store::LeftOver;
 use crate::telemetry::metrics;
-use crate::tools::mcp::ToolRequest;
-// The tools' room, named here too: the heart lends it its conversations
-// (`tool_desk`), and `tasks` answers `delegate` through it.
-use crate::tools;
+use crate::tools::{self, ToolRequest};
 use driver::{AnswerTo, DriverLink, Report};
 use notices::Notices;
 use question_replies::{ClosedQuestions, QuestionReply, Venue};

@@ -84,11 +84,10 @@ use acp_bridge_core::prompt::Framing;
 use acp_bridge_core::turn::{Input, Outcome, TurnFailure};
 
 use super::Heart;
-use super::tools::Answer;
 use crate::policy::budget::turn_cap::SharedSpend;
 use crate::state::store::Finish;
 use crate::telemetry::metrics;
-use crate::tools::mcp::{DelegateCall, FOREGROUND_WAIT};
+use crate::tools::{Answer, DelegateCall, FOREGROUND_WAIT};
 
 /// Sessions at this depth (a task's own is 1) cannot delegate.
 pub(crate) const MAX_DELEGATION_DEPTH: usize = 1;

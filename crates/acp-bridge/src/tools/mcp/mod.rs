@@ -35,7 +35,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use crate::tools::{DelegateCall, FOREGROUND_WAIT, ToolRequest};
+use crate::tools::ToolRequest;
 use args::{McpMode, McpSettings};
 pub(crate) use offer::SERVER_NAME;
 use operator::OperatorServer;
