@@ -647,6 +647,52 @@ async fn a_task_result_journaled_before_a_kill_is_delivered_once_after_the_resta
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_delegated_after_a_restart_does_not_reuse_a_finished_tasks_id() {
+    let mut scene = Scene::builder().start().await;
+    let bot = scene.bot;
+    let mention = scene.mention("room", "[mcp-delegate=count the apples]").await;
+    let first = answer_to(&scene, &mention).await;
+    assert!(
+        first.content.contains("mcp delegate: ok: task t1 started"),
+        "{}",
+        first.content
+    );
+    scene
+        .owner
+        .reply_containing(&bot, &mention.id, "Result of task t1")
+        .await;
+    scene.settle("room").await;
+    let status = scene.bridge.terminate(std::time::Duration::from_secs(30)).await;
+    assert!(status.success(), "clean exit: {status}");
+
+    // Nothing pending: the finished task is known from the journal only.
+    scene.restart(scene.spec()).await;
+    let again = scene.mention("room", "[mcp-delegate=count the kiwis]").await;
+    let answer = answer_to(&scene, &again).await;
+    let started = answer
+        .content
+        .split_once("ok: task ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_default()
+        .to_owned();
+    println!("a task delegated after a restart, the first (t1) finished before it: its id is {started}");
+    assert!(
+        answer.content.contains("mcp delegate: ok: task t2 started"),
+        "a new id, not the finished t1: {}",
+        answer.content
+    );
+    let result = scene
+        .owner
+        .reply_containing(&bot, &again.id, "Result of task t2")
+        .await;
+    assert!(
+        result.content.contains("> > count the kiwis"),
+        "{}",
+        result.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_turn_would_pass_the_budget_is_refused_as_a_turn_is() {
     let mut scene = Scene::builder()
         .flags(&["--respond-to", "anyone", "--budget-author-per-day", "2 turns"])

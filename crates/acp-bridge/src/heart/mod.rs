@@ -161,6 +161,7 @@ pub(crate) struct Heart {
 impl Heart {
     pub(crate) fn new(services: TurnServices, ledger: Ledger, settings: HeartSettings) -> Self {
         let (reports_tx, reports_rx) = mpsc::channel(REPORT_QUEUE);
+        let tasks = tasks::Tasks::new(&ledger);
         Heart {
             conversations: Conversations::new(settings.wait_notice_after),
             notices: Notices::new(services.replier.clone()),
@@ -177,7 +178,7 @@ impl Heart {
             closed_questions: ClosedQuestions::default(),
             tool_posts: tools::tool_budget(),
             tool_reads: tools::tool_budget(),
-            tasks: tasks::Tasks::default(),
+            tasks,
         }
     }
 
@@ -221,10 +222,7 @@ impl Heart {
         match mention.intent.clone() {
             Intent::Turn | Intent::Scheduled { .. } => self.enqueue(mention),
             Intent::Task { task, parent } => self.resume_task(mention, &task, parent),
-            Intent::TaskResult { task } => {
-                self.resume_task_result(&task);
-                self.requeue(mention);
-            }
+            Intent::TaskResult { .. } => self.requeue(mention),
             Intent::Command(command) => self.on_command(mention, command),
             Intent::Notice(text) => self.notices.notify(vec![mention], text),
             Intent::Answer => self.notices.notify(

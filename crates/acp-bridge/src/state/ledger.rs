@@ -208,6 +208,12 @@ impl Ledger {
         self.store.journal_prune(finished_before, accepted_before)
     }
 
+    /// Every delegated task id the journal holds, in any state (see
+    /// `heart/tasks`: new ids go on after them).
+    pub(crate) fn task_ids(&self) -> Result<Vec<String>, StoreError> {
+        self.store.journal_task_ids()
+    }
+
     /// Whether `event_id` is journaled and not finished yet (waiting or
     /// running).
     pub(crate) fn is_pending(&self, event_id: &EventId) -> Result<bool, StoreError> {

@@ -85,6 +85,7 @@ use acp_bridge_core::turn::{Input, Outcome, TurnFailure};
 
 use super::Heart;
 use crate::policy::budget::turn_cap::SharedSpend;
+use crate::state::ledger::Ledger;
 use crate::state::store::Finish;
 use crate::telemetry::metrics;
 use crate::tools::{Answer, DelegateCall, FOREGROUND_WAIT};
@@ -236,20 +237,30 @@ pub(super) struct Tasks {
     pub(super) news: mpsc::Receiver<TaskNews>,
 }
 
-impl Default for Tasks {
-    fn default() -> Self {
+impl Tasks {
+    /// No task yet; new ids go on after every one the journal holds, in
+    /// any state: the delegating conversation's session may resume and
+    /// still name an old task, and `task_status` must not then answer
+    /// about another. A journal that cannot be read is logged, and ids
+    /// start at `t1` as before.
+    pub(super) fn new(ledger: &Ledger) -> Self {
         let (news_tx, news) = mpsc::channel(NEWS_QUEUE);
-        Tasks {
+        let mut tasks = Tasks {
             tasks: HashMap::new(),
             ended: VecDeque::new(),
             next_id: 0,
             news_tx,
             news,
+        };
+        match ledger.task_ids() {
+            Ok(ids) => ids.iter().for_each(|id| {
+                tasks.seen_id(id);
+            }),
+            Err(error) => tracing::error!(%error, "cannot read the journal's task ids; task ids start at t1"),
         }
+        tasks
     }
-}
 
-impl Tasks {
     /// The ids of the conversation's tasks still running, oldest first.
     pub(super) fn running_in(&self, key: &ConversationKey) -> Vec<&str> {
         let mut running: Vec<(u64, &str)> = self
@@ -311,13 +322,13 @@ impl Tasks {
         })
     }
 
-    /// A new task id; ids go on from the highest a resumed row named.
+    /// A new task id; ids go on from the highest the journal named.
     fn next(&mut self) -> (u64, String) {
         self.next_id += 1;
         (self.next_id, format!("t{}", self.next_id))
     }
 
-    /// A resumed row names task `id`: new ids go on after it.
+    /// The journal names task `id`: new ids go on after it.
     fn seen_id(&mut self, id: &str) -> u64 {
         let number = id.strip_prefix('t').and_then(|n| n.parse().ok()).unwrap_or(0);
         self.next_id = self.next_id.max(number);
@@ -596,12 +607,6 @@ impl Heart {
         };
         self.tasks.tasks.insert(id.to_owned(), task);
         self.requeue(mention);
-    }
-
-    /// A task result journaled before the last stop resumes: new task ids
-    /// go on after its task's.
-    pub(super) fn resume_task_result(&mut self, id: &str) {
-        self.tasks.seen_id(id);
     }
 
     /// The turn of `key`, a task's, ended with `outcome` (see

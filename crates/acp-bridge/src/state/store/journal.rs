@@ -164,6 +164,28 @@ impl Store {
         self.journal_pending_page(None, usize::MAX)
     }
 
+    /// Every delegated task id the journal holds, in any state: those of
+    /// task rows and of task results (a sibling bot's task has only the
+    /// latter). Read once at start, so that a new task's id is one no
+    /// earlier task had (see `heart/tasks`). One scan of the journal; the
+    /// `LIKE` spares the JSON parse of rows that cannot name a task, and an
+    /// unparsable payload names none rather than failing the lot.
+    pub(crate) fn journal_task_ids(&self) -> Result<Vec<String>> {
+        let conn = self.conn();
+        let mut select = conn.prepare(
+            "SELECT DISTINCT id FROM (
+                 SELECT CASE WHEN json_valid(payload) THEN coalesce(
+                     json_extract(payload, '$.intent.task.task'),
+                     json_extract(payload, '$.intent.task_result.task')) END AS id
+                 FROM mention WHERE payload LIKE '%\"task%')
+             WHERE id IS NOT NULL",
+        )?;
+        let ids = select
+            .query_map([], |row| row.get(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()?;
+        Ok(ids)
+    }
+
     /// How many mentions are pending.
     pub(crate) fn journal_pending_count(&self) -> Result<u64> {
         let conn = self.conn();
@@ -474,6 +496,31 @@ pub(super) mod tests {
             "a task without a row of its own journals its result alone"
         );
         assert_eq!(pending_ids(&store), ["result", "sibling-result"]);
+    }
+
+    #[test]
+    fn every_task_id_the_journal_holds_is_found_in_any_state() {
+        let dir = ScratchDir::new("task-ids");
+        let store = Store::open(dir.path()).unwrap();
+        let rows = [
+            ("task", r#"{"intent":{"task":{"task":"t3","parent":"room"}}}"#),
+            ("result", r#"{"intent":{"task_result":{"task":"t5"}}}"#),
+            ("turn", r#"{"content":"a \"task\": t9","intent":"turn"}"#),
+            ("broken", r#"{"task"#),
+        ];
+        for (at, (event_id, payload)) in (1..).zip(rows) {
+            let mention = NewMention {
+                event_id,
+                conversation: "room",
+                payload,
+                accepted_at: at,
+            };
+            store.journal_accept_all(&[mention]).unwrap();
+        }
+        store.journal_finish(&["task"], Finish::Answered, 5).unwrap();
+        let mut ids = store.journal_task_ids().unwrap();
+        ids.sort_unstable();
+        assert_eq!(ids, ["t3", "t5"], "a finished task's row counts too");
     }
 
     #[test]
