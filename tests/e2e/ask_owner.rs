@@ -636,6 +636,126 @@ async fn the_owners_reply_to_a_closed_question_is_not_applied_to_the_open_one() 
     assert_eq!(answered.len(), 2, "the late reply answered nothing");
 }
 
+/// Issue 36 follow-up: the same question asked twice in one turn (the
+/// agent asks again once the first is answered; it comes within the same
+/// second) is two events. Same text, tags, author and second used to make
+/// the same event id: the relay dropped the second as a duplicate, and the
+/// owner could only reply to the first, which was closed. Now both reach
+/// the thread, and the owner's answer to the second is the second's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_question_asked_twice_is_two_events_and_the_second_gets_its_own_answer() {
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let log = &scene.bridge.log;
+    at_the_start_of_a_second().await;
+    let mention = scene.mention("room", "retry the deploy [permission-twice]").await;
+    let first = owner.reply_containing(&bot, &mention.id, ASKED).await;
+
+    let mark = log.cursor();
+    owner
+        .reply_in_group(&bot, "room", &mention.id, &first.id, "3")
+        .await;
+    let asked = log.wait(mark, Line::new("asked the owner")).await;
+    let second = EventId::from_hex(asked["question"].as_str().expect("question id")).expect("hex");
+    assert_ne!(second, first.id, "the second question is an event of its own");
+    let questions = eventually(
+        PATIENCE,
+        async || {
+            let events = owner.events_referencing(&bot, &mention.id).await;
+            let questions: Vec<Event> = events
+                .into_iter()
+                .filter(|event| event.content.contains(ASKED))
+                .collect();
+            (questions.len() == 2).then_some(questions)
+        },
+        || "both questions on the relay".to_owned(),
+    )
+    .await;
+    assert_eq!(questions[0].content, questions[1].content, "the same question");
+    assert!(
+        questions.iter().any(|question| question.id == second),
+        "the second as the bot recorded it is on the relay"
+    );
+
+    owner
+        .reply_in_group(&bot, "room", &mention.id, &second, "1")
+        .await;
+    let answer = owner.reply_containing(&bot, &mention.id, "done:").await;
+    assert!(
+        answer
+            .content
+            .contains("tool: rejected (reject_once), then allowed (allow_once)"),
+        "each question got its own answer: {}",
+        answer.content
+    );
+    let gap = questions[1].created_at.as_secs() - questions[0].created_at.as_secs();
+    println!(
+        "identical questions asked: 2, {gap} s apart by created_at; distinct events on the relay: {}; answers applied: 2 (first rejected, second allowed)",
+        questions.len()
+    );
+}
+
+/// Issue 36 follow-up, in the owner's DM: a question there is a NIP-17
+/// rumor, and the owner's answer names the rumor's id, which is made as an
+/// event's is. The same question asked twice within the second used to be
+/// one rumor id in two wraps: the owner's reply to the second named the
+/// first, closed question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_owners_dm_the_same_question_asked_twice_is_two_questions() {
+    let scene = ask_owner(&[]).start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    at_the_start_of_a_second().await;
+    owner.dm(&bot, "retry the deploy [permission-twice]").await;
+    let mut first = owner.dm_containing(&bot, ASKED).await;
+    owner.dm_replying(&bot, &first.id(), "3").await;
+    let mut questions = eventually(
+        PATIENCE,
+        async || {
+            let messages = owner.direct_messages_from(&bot, 0).await;
+            let questions: Vec<UnsignedEvent> = messages
+                .into_iter()
+                .filter(|message| message.content.contains(ASKED))
+                .collect();
+            (questions.len() == 2).then_some(questions)
+        },
+        || "both questions in the owner's DM".to_owned(),
+    )
+    .await;
+    let ids: Vec<EventId> = questions.iter_mut().map(UnsignedEvent::id).collect();
+    assert_ne!(ids[0], ids[1], "the second question is a rumor of its own");
+    let second = ids
+        .into_iter()
+        .find(|id| *id != first.id())
+        .expect("a new question");
+    owner.dm_replying(&bot, &second, "1").await;
+    let done = owner.dm_containing(&bot, "done:").await;
+    assert!(
+        done.content
+            .contains("tool: rejected (reject_once), then allowed (allow_once)"),
+        "each question got its own answer: {}",
+        done.content
+    );
+    println!(
+        "identical questions in the owner's DM: 2, {} s apart; distinct rumor ids: 2; answers applied: 2",
+        questions[0]
+            .created_at
+            .as_secs()
+            .abs_diff(questions[1].created_at.as_secs())
+    );
+}
+
+/// Waits for the wall clock's next whole second, so that both questions
+/// (the mention, the first, the owner's answer, the second: half a second
+/// here) come within one second, which is what the two tests above are
+/// about; it is no wait for an outcome.
+async fn at_the_start_of_a_second() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970");
+    let into_the_second = std::time::Duration::from_nanos(u64::from(now.subsec_nanos()));
+    tokio::time::sleep(std::time::Duration::from_secs(1) - into_the_second).await;
+}
+
 /// Issue 21: a question longer than a relay's event limit is still posted.
 /// A tool call's title of 100 kB (NIP-44 encrypts at most 64 kB, so such a
 /// DM could not even be built, and the tool was cancelled unasked) is

@@ -23,6 +23,7 @@ struct Directives {
     delay_ms: Option<u64>,
     tool: bool,
     permission: bool,
+    permission_twice: bool,
     withdraw_permission: bool,
     stop_reason: Option<String>,
     crash_after_rounds: Option<u32>,
@@ -80,6 +81,7 @@ impl Directives {
             None => match inner {
                 "tool" => self.tool = true,
                 "permission" => self.permission = true,
+                "permission-twice" => self.permission_twice = true,
                 "withdraw-permission" => self.withdraw_permission = true,
                 "hang" => self.hang = true,
                 "fail" => self.fail = true,
@@ -148,6 +150,9 @@ pub(crate) struct TurnScript {
     pub(crate) tool: bool,
     /// Ask the client's permission before the round-1 tool call.
     pub(crate) permission: bool,
+    /// Having had the first answer, ask the same question again (the same
+    /// title, as an agent retrying a tool would).
+    pub(crate) permission_twice: bool,
     /// Having asked, withdraw the question (`$/cancel_request`) after one
     /// round delay and go on as if rejected.
     pub(crate) withdraw_permission: bool,
@@ -228,12 +233,16 @@ impl TurnScript {
         } else {
             Directives::parse(prompt_text)
         };
-        let permission = directives.permission || directives.withdraw_permission || options.ask_permission;
+        let permission = directives.permission
+            || directives.permission_twice
+            || directives.withdraw_permission
+            || options.ask_permission;
         Self {
             rounds: directives.rounds.unwrap_or(options.rounds),
             round_delay: Duration::from_millis(directives.delay_ms.unwrap_or(options.round_delay_ms)),
             tool: permission || directives.tool || options.tool_calls,
             permission,
+            permission_twice: directives.permission_twice,
             withdraw_permission: directives.withdraw_permission,
             stop_reason: directives
                 .stop_reason
@@ -304,7 +313,9 @@ mod tests {
     #[test]
     fn permission_implies_a_tool_call() {
         let script = TurnScript::new(&Options::default(), "[permission]");
-        assert!(script.permission && script.tool);
+        assert!(script.permission && script.tool && !script.permission_twice);
+        let script = TurnScript::new(&Options::default(), "[permission-twice]");
+        assert!(script.permission && script.tool && script.permission_twice);
     }
 
     #[test]

@@ -200,11 +200,13 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     )
     .await?;
     let (status, line) = if turn.script.permission {
-        match ask_permission(agent, turn, &tool_call_id).await? {
-            Verdict::Allowed(kind) => ("completed", format!("tool: allowed ({kind})")),
-            Verdict::Rejected(kind) => ("failed", format!("tool: rejected ({kind})")),
-            Verdict::Cancelled => return Err(Halt::Cancelled),
+        let (mut status, mut line) = decided(ask_permission(agent, turn, &tool_call_id).await?)?;
+        if turn.script.permission_twice {
+            let (again, said) = decided(ask_permission(agent, turn, &tool_call_id).await?)?;
+            line = format!("{line}, then {said}");
+            status = again;
         }
+        (status, format!("tool: {line}"))
     } else {
         ("completed", "tool: completed".to_owned())
     };
@@ -212,6 +214,16 @@ async fn run_tool(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript) -
     acp::send_update(&agent.outbox, &session_id, done).await?;
     transcript.tool_line = Some(line);
     Ok(())
+}
+
+/// The tool call's status and what the final message says of a verdict;
+/// a cancelled question cancels the turn.
+fn decided(verdict: Verdict) -> Result<(&'static str, String), Halt> {
+    match verdict {
+        Verdict::Allowed(kind) => Ok(("completed", format!("allowed ({kind})"))),
+        Verdict::Rejected(kind) => Ok(("failed", format!("rejected ({kind})"))),
+        Verdict::Cancelled => Err(Halt::Cancelled),
+    }
 }
 
 /// `[mcp-post=TEXT]` (`[mcp-posts=N]` times), `[mcp-react=EMOJI]`,

@@ -25,6 +25,7 @@
 pub(crate) mod args;
 mod interim;
 pub(crate) mod publisher;
+mod question_mark;
 mod series;
 
 use std::collections::BTreeSet;
@@ -104,6 +105,8 @@ pub enum ReplyError {
     Sign(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("no randomness from the OS for the question's tag: {0}")]
+    Random(String),
 }
 
 /// Signs outgoing events and puts them in the outbox.
@@ -331,24 +334,30 @@ impl Replier {
         whom: PublicKey,
         text: &str,
     ) -> Result<EventId, ReplyError> {
-        let seen_as = self.post_mentioning(mention, whom, text).await?;
+        let seen_as = self.post_mentioning(mention, whom, text, &[]).await?;
         self.chains.record_reply(seen_as, mention.chain_depth);
         Ok(seen_as)
     }
 
-    /// One interim event in the thread of `mention`, mentioning `whom`.
+    /// One interim event in the thread of `mention`, mentioning `whom`,
+    /// with `extra` tags.
     async fn post_mentioning(
         &self,
         mention: &Mention,
         whom: PublicKey,
         text: &str,
+        extra: &[Tag],
     ) -> Result<EventId, ReplyError> {
+        let marks = Marks {
+            standing: Standing::Interim,
+            extra,
+        };
         let signed = self
             .build(
                 std::slice::from_ref(mention),
                 &series::cut(text),
                 Some(whom),
-                Standing::Interim.into(),
+                marks,
             )
             .await?;
         self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
@@ -360,20 +369,23 @@ impl Replier {
     /// to the owner that names the conversation (the peer must not be asked,
     /// and a DM's thread never reaches the owner). A question is one event
     /// (the answer replies to it): one too long for it is cut. Returns the
-    /// question's id as the owner's answer references it.
+    /// question's id as the owner's answer references it. Each question
+    /// is an event of its own, even the same question asked again within
+    /// the second (see `question_mark`).
     ///
     /// With shards, a question asked in a DM names the replica that asks
     /// it, and its copy to the bot itself (NIP-17) tells every replica whose
     /// question the owner's reply tags (see `shard`).
     pub async fn ask(&self, mention: &Mention, owner: PublicKey, text: &str) -> Result<EventId, ReplyError> {
         let to = mention.origin.as_ref();
+        let mark = question_mark::question_mark()?;
         let (text, replying_to) = match mention.thread {
             Thread::Direct { peer, message } if peer == owner => (text.to_owned(), Some(message)),
             Thread::Direct { .. } => (about_private(mention, text), None),
-            _ => return self.post_mentioning(mention, owner, text).await,
+            _ => return self.post_mentioning(mention, owner, text, &[mark]).await,
         };
         let tags = self.shard.is_sharded().then(|| self.shard.question_tag());
-        let tags = tags.into_iter().chain(Standing::Interim.labels());
+        let tags = tags.into_iter().chain([mark]).chain(Standing::Interim.labels());
         let rumor = self.rumor(owner, &series::cut(&text), replying_to, tags);
         let signed = self.wrap_with_copy(owner, rumor).await?;
         // The copy first: no replica hears the owner's reply before it.
