@@ -153,7 +153,7 @@ pub struct RunArgs {
     /// Threads of the async runtime (default: one per CPU)
     ///
     /// Threads of the daemon's async runtime (default: one per CPU).
-    #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256), help_heading = "Daemon")]
+    #[arg(long, env = "ACP_BRIDGE_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=256), help_heading = "Daemon", hide_short_help = true)]
     pub worker_threads: Option<u16>,
 }
 

@@ -6,6 +6,12 @@
 //! flag under its heading, without variables and defaults (they would wrap
 //! every line); `--help-long` prints the long help with them, as
 //! `docs/flags.md` does (generated from the same `Command`).
+//!
+//! A tuning flag (one a newcomer never needs: runtime threads, fetch
+//! timeouts, byte limits with sane defaults) is declared with
+//! `hide_short_help = true`: the page leaves it out to stay one screen
+//! (`tests/e2e/cli.rs` holds it to a bound), `--help-long` and
+//! `docs/flags.md` list it.
 
 use clap::builder::PossibleValue;
 use clap::{Arg, ArgAction, Command};
@@ -14,7 +20,7 @@ use crate::base::flags::{shown_default, shown_values};
 
 /// The footer of a page whose flags have more to say than one line.
 pub const DETAIL_POINTER: &str =
-    "Every flag in detail (its variable, default and meaning): --help-long, or docs/flags.md.";
+    "Every flag in detail, tuning flags too (variable, default, meaning): --help-long, or docs/flags.md.";
 
 /// The footer of the binary's own page, whose daemon flags `run` lists.
 pub const RUN_POINTER: &str =

@@ -116,7 +116,7 @@ pub struct ContextArgs {
     /// Most bytes of thread context one prompt carries, framing included
     /// (each message is also cut at --max-content-bytes); the newest
     /// messages are kept first.
-    #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT_BYTES", default_value_t = DEFAULT_CONTEXT_BYTES)]
+    #[arg(long, env = "ACP_BRIDGE_THREAD_CONTEXT_BYTES", default_value_t = DEFAULT_CONTEXT_BYTES, hide_short_help = true)]
     pub thread_context_bytes: usize,
 }
 

@@ -46,14 +46,15 @@ pub struct MediaArgs {
         long,
         env = "ACP_BRIDGE_MAX_AUDIO_BYTES",
         default_value_t = DEFAULT_MAX_AUDIO_BYTES,
-        value_parser = clap::value_parser!(u64).range(1..=MAX_MAX_IMAGE_BYTES)
+        value_parser = clap::value_parser!(u64).range(1..=MAX_MAX_IMAGE_BYTES),
+        hide_short_help = true
     )]
     pub max_audio_bytes: u64,
 
     /// One image or audio fetch takes at most this
     ///
     /// One image or audio fetch (connect, TLS, answer) takes at most this.
-    #[arg(long, env = "ACP_BRIDGE_MEDIA_FETCH_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "ACP_BRIDGE_MEDIA_FETCH_TIMEOUT", default_value = "10s", value_parser = parse_duration, hide_short_help = true)]
     pub media_fetch_timeout: Duration,
 
     /// Fetch media from loopback and private addresses too
