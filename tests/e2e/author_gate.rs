@@ -484,3 +484,40 @@ async fn a_non_sibling_bot_in_anyone_mode_is_told_then_cut_at_the_reply_chain_bo
     );
     assert_eq!((ours.len(), notices), (3, 1));
 }
+
+/// A mention the gate refuses is said at info, naming the author's npub
+/// and the rule, once per author a while: a swapped npub in `--owner` no
+/// longer looks like "nothing happens", and a chatty stranger does not
+/// fill the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_mention_is_said_at_info_once_per_author_naming_the_rule() {
+    let scene = Scene::builder().start().await;
+    let (chatty, other) = (scene.join().await, scene.join().await);
+    let (bot, log) = (scene.bot, &scene.bridge.log);
+    let from = log.cursor();
+    let refused = |person: &Person| {
+        Line::new("mention from an author the gate does not hear")
+            .with("author", person.public_key().to_bech32().expect("npub"))
+            .with("rule", "owner-only")
+            .with("reason", "not_heard")
+    };
+    let first = chatty.mention_in_note(&bot, "hello?").await;
+    log.wait(from, Line::dropped(&first.id, "not_heard")).await;
+    let line = log.wait(from, refused(&chatty)).await;
+    assert_eq!(line["level"], "INFO", "{line}");
+    assert!(
+        line["why"].as_str().is_some_and(|why| why.contains("--owner")),
+        "{line}"
+    );
+    let again = chatty.mention_in_note(&bot, "hello again?").await;
+    log.wait(from, Line::dropped(&again.id, "not_heard")).await;
+    // Another author's line is said after the second refusal was decided:
+    // the chatty author's second one would be in the log by then.
+    other.mention_in_note(&bot, "me too").await;
+    log.wait(from, refused(&other)).await;
+    assert_eq!(
+        log.matching(from, refused(&chatty)).len(),
+        1,
+        "said once per author"
+    );
+}

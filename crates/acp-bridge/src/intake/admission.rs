@@ -157,12 +157,12 @@ impl Intake {
                 }
                 (Ok(()), Screened::OtherShards(other)) => {
                     self.book_untaken(relay, event_id, entry.refetch_from, DropReason::OtherShard);
-                    dropped(relay, event_id, &other.author, DropReason::OtherShard);
+                    self.dropped(relay, event_id, &other.author, DropReason::OtherShard);
                     outcomes[entry.index] = Err(DropReason::OtherShard);
                 }
                 (Err(reason), admitted) => {
                     self.book_untaken(relay, event_id, entry.refetch_from, reason);
-                    dropped(relay, event_id, admitted.author(), reason);
+                    self.dropped(relay, event_id, admitted.author(), reason);
                     outcomes[entry.index] = Err(reason);
                 }
             }
@@ -174,7 +174,7 @@ impl Intake {
     /// unless it waits in memory for a lookup, is fetched again.
     fn settle_untaken(&mut self, relay: &RelayUrl, event: &Event, reason: DropReason) {
         self.book_untaken(relay, event.id, refetch_since(event), reason);
-        dropped(relay, event.id, &event.pubkey, reason);
+        self.dropped(relay, event.id, &event.pubkey, reason);
     }
 
     fn book_untaken(
@@ -266,14 +266,24 @@ impl Intake {
             tracing::debug!("heart gone; mention stays in the journal");
         }
     }
-}
 
-/// Counts and logs (at debug) an event that was not taken; one answered
-/// before this start also at info (it explains a silence).
-fn dropped(relay: &RelayUrl, event_id: EventId, author: &PublicKey, reason: DropReason) {
-    metrics::event_dropped(reason.as_str());
-    tracing::debug!(%relay, %event_id, %author, reason = reason.as_str(), "event dropped");
-    if reason == DropReason::AnsweredBeforeStart {
-        tracing::info!(%relay, %event_id, "already answered before this start");
+    /// Counts and logs (at debug) an event that was not taken; one
+    /// answered before this start also at info, and a mention the gate
+    /// refused at info once per author a while (`unheard_log`): each
+    /// explains a silence.
+    fn dropped(&mut self, relay: &RelayUrl, event_id: EventId, author: &PublicKey, reason: DropReason) {
+        metrics::event_dropped(reason.as_str());
+        tracing::debug!(%relay, %event_id, %author, reason = reason.as_str(), "event dropped");
+        match reason {
+            DropReason::AnsweredBeforeStart => {
+                tracing::info!(%relay, %event_id, "already answered before this start")
+            }
+            DropReason::Gate(refusal) => {
+                let respond_to = self.gate.respond_to();
+                self.unheard
+                    .refused(std::time::Instant::now(), relay, author, refusal, respond_to)
+            }
+            _ => {}
+        }
     }
 }

@@ -49,6 +49,7 @@ mod shell;
 mod subscriptions;
 #[cfg(test)]
 mod tests;
+mod unheard_log;
 mod untaken;
 // Satellites of this wing (docs/architecture.md, "Wings").
 pub(crate) mod inbound;
@@ -178,6 +179,8 @@ pub struct Intake {
     /// Asks a relay which public events from before this start the bot
     /// replied to; without it they are answered unchecked.
     reply_lookup: Option<ReplyLookup>,
+    /// Whose refused mentions the operator was told of lately.
+    unheard: unheard_log::UnheardLog,
 }
 
 impl Intake {
@@ -213,6 +216,7 @@ impl Intake {
             inbound,
             question_askers: QuestionAskers::default(),
             reply_lookup: None,
+            unheard: unheard_log::UnheardLog::new(std::time::Instant::now()),
         }
     }
 

@@ -41,6 +41,16 @@ pub enum RespondTo {
     Nobody,
 }
 
+impl RespondTo {
+    /// The flag's word for the mode (`owner-only`, …), as operators write
+    /// it: clap's own name for the value.
+    pub fn flag_word(self) -> String {
+        self.to_possible_value()
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// What the gate needs to know about an event.
 #[derive(Debug, Clone, Copy)]
 pub struct AuthorFacts<'a> {
@@ -262,6 +272,11 @@ impl AuthorGate {
 
     pub fn owner(&self) -> Option<PublicKey> {
         self.rules.owner
+    }
+
+    /// `--respond-to`: named in the operator's line for a refusal.
+    pub fn respond_to(&self) -> RespondTo {
+        self.rules.respond_to
     }
 
     /// Decides whether `facts.author` is heard, and how they stand. Never
