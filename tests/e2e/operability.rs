@@ -183,6 +183,44 @@ fn check_passes_with_the_built_in_agent() {
     assert!(stdout.contains("verdict: ready"), "{stdout}");
 }
 
+/// `check` on a relay that refuses the connection says so, and says that
+/// what the relays hold of the bot's identity is not known: before, it
+/// waited out a subscription on no relay (a library's warning on stderr)
+/// and reported "the relays hold nothing", which sends an operator looking
+/// for a missing profile.
+#[test]
+fn check_on_an_unreachable_relay_says_so_and_does_not_guess_what_it_holds() {
+    let secret = nostr_sdk::prelude::Keys::generate().secret_key().to_secret_hex();
+    let owner = nostr_sdk::prelude::Keys::generate().public_key().to_hex();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("ws://{}", closed.local_addr().expect("address"));
+    drop(closed);
+    let output = check_with_scripted_agent(&url, &owner, Some(&secret), &[]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("relay {url}: FAILED to connect")),
+        "{stdout}"
+    );
+    let identity: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("identity "))
+        .collect();
+    assert_eq!(identity.len(), 3, "{stdout}");
+    for line in identity {
+        assert!(line.contains("not read, no relay could be reached"), "{line}");
+        assert!(!line.contains("hold nothing"), "{line}");
+    }
+    assert!(
+        !stderr.contains("nostr_relay_pool"),
+        "no library's log line:\n{stderr}"
+    );
+    assert!(stdout.contains("verdict: NOT ready"), "{stdout}");
+}
+
 /// An agent that fails to start says why on its stderr (here clap's
 /// refusal of a flag the scripted agent does not know): `check` shows it.
 #[test]

@@ -76,14 +76,16 @@ pub async fn run(settings: &Settings) -> bool {
         agent_ok &= check_agent(&profile.name, &profile.agent, settings.turns.permission_policy).await;
     }
     let mut relays_ok = true;
+    let mut reachable = Vec::new();
     for relay in &settings.relays.bot {
-        let reachable = check_relay(relay).await;
-        relays_ok &= reachable;
-        if reachable && let RelaySpec::Url(url) = relay {
+        let connected = check_relay(relay).await;
+        relays_ok &= connected;
+        if connected && let RelaySpec::Url(url) = relay {
+            reachable.push(url.clone());
             relays_ok &= check_subscriptions(settings, &signer, url).await;
         }
     }
-    check_identity(settings, signer.public_key()).await;
+    check_identity(settings, signer.public_key(), &reachable).await;
     super::check_groups::check_groups(settings, &signer).await;
     let ok = secrets_ok && agent_ok && relays_ok;
     println!(
@@ -470,8 +472,11 @@ fn report_acceptance(url: &RelayUrl, answers: &BTreeMap<SubscriptionId, Acceptan
 
 /// Prints, for each identity event of the bot, what the relays hold and
 /// what the daemon would publish at start. Informational: the relay checks
-/// above say whether the relays can be reached.
-async fn check_identity(settings: &Settings, bot: PublicKey) {
+/// above say whether the relays can be reached. Only the relays that
+/// connected (`reachable`) are asked: with none, what they hold is unknown,
+/// and said so (never "nothing", which would send the operator looking for
+/// a missing profile), without waiting for an answer no relay can give.
+async fn check_identity(settings: &Settings, bot: PublicKey, reachable: &[RelayUrl]) {
     let urls: Vec<RelayUrl> = settings
         .relays
         .bot
@@ -486,20 +491,25 @@ async fn check_identity(settings: &Settings, bot: PublicKey) {
             "identity: the embedded relay starts empty; its URL is added to the relay lists when it runs"
         );
     }
-    let held = read_identity(&urls, bot).await;
+    let unknown = reachable.is_empty() && !urls.is_empty();
+    let held = read_identity(reachable, bot).await;
     let wanted = Wanted::new(settings.profile.clone(), urls, settings.relays.dm_inbox.clone());
     for planned in wanted.plan(&held) {
-        let holds = held.of(planned.kind).map_or_else(
-            || "nothing".to_owned(),
-            |event| identity::describe(event.kind, &event.content, event.tags.as_slice()),
-        );
+        let holds = match held.of(planned.kind) {
+            _ if unknown => "not read, no relay could be reached".to_owned(),
+            Some(event) => format!(
+                "the relays hold {}",
+                identity::describe(event.kind, &event.content, event.tags.as_slice())
+            ),
+            None => "the relays hold nothing".to_owned(),
+        };
         let publishes = if planned.up_to_date {
             "up to date, nothing to publish".to_owned()
         } else {
             format!("would publish {}", planned.describe())
         };
         println!(
-            "identity {} (kind {}): the relays hold {holds}; {publishes}",
+            "identity {} (kind {}): {holds}; {publishes}",
             identity_label(planned.kind),
             planned.kind.as_u16()
         );
