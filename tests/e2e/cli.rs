@@ -220,6 +220,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--follow-threads", "always"),
     ("--max-content-bytes", "0"),
     ("--max-reply-bytes", "0"),
+    ("--work-summary", "long"),
     ("--rate-limit-burst", "0"),
     ("--rate-limit-refill", "6"),
     ("--max-bot-hops", "-1"),

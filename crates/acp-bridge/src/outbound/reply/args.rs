@@ -1,8 +1,10 @@
 //! The replies' flags (`--reply-mode`, `--reply-content`,
-//! `--no-reactions`, `--max-reply-bytes`) and their validation into
-//! [`ReplySettings`].
+//! `--no-reactions`, `--max-reply-bytes`, `--work-summary`) and their
+//! validation into [`ReplySettings`].
 
+use acp_bridge_core::work::WorkSummary;
 use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 use super::{ReplyContent, ReplyMode};
 use crate::base::flags::{ConfigError, at_least_one, flag_defaults};
@@ -35,6 +37,23 @@ pub struct ReplyArgs {
     /// a numbered series of events.
     #[arg(long, env = "ACP_BRIDGE_MAX_REPLY_BYTES", default_value_t = acp_client::DEFAULT_MAX_TEXT_BYTES)]
     pub max_reply_bytes: usize,
+
+    /// The account of the agent's work an answer ends with
+    ///
+    /// The account of the agent's work an answer ends with, below a line:
+    /// `short` (files changed with their added and removed lines, commands
+    /// run, tools used, in a line or two), `full` (every file and command)
+    /// or `none`. Notices carry none, nor does an answer whose turn called
+    /// no tool.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_WORK_SUMMARY",
+        default_value = "short",
+        value_parser = PossibleValuesParser::new(WorkSummary::NAMES)
+            .map(|name| name.parse::<WorkSummary>().expect("a possible value")),
+        hide_short_help = true
+    )]
+    pub work_summary: WorkSummary,
 }
 
 impl Default for ReplyArgs {
@@ -54,6 +73,8 @@ pub struct ReplySettings {
     pub reactions: bool,
     /// `--max-reply-bytes`: the agent's text kept for one reply, at most.
     pub max_reply_bytes: usize,
+    /// `--work-summary`.
+    pub work_summary: WorkSummary,
 }
 
 impl Default for ReplySettings {
@@ -71,6 +92,7 @@ impl ReplyArgs {
             content: self.reply_content,
             reactions: !self.no_reactions,
             max_reply_bytes: at_least_one("--max-reply-bytes", self.max_reply_bytes)?,
+            work_summary: self.work_summary,
         })
     }
 }
