@@ -20,6 +20,7 @@
 
 use std::collections::HashMap;
 
+use acp_bridge_core::approvals;
 use acp_bridge_core::media_refs::MediaRef;
 use acp_bridge_core::mention::{ConversationKey, Mention, Thread};
 use acp_bridge_core::prompt::BRIDGE_MARK;
@@ -262,11 +263,13 @@ impl Handle {
             Handle::Permission(question) => Asked {
                 ticket,
                 summary: summary(question.request().title().unwrap_or("a tool call")),
+                shows: approvals::shown(&question.request().tool_call),
                 ask: Ask::Permission(question.request().options.clone()),
             },
             Handle::Form(question) => Asked {
                 ticket,
                 summary: summary(&question.request().message),
+                shows: String::new(),
                 ask: Ask::Form(question.request().fields.clone()),
             },
         }
