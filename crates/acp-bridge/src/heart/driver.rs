@@ -775,8 +775,12 @@ impl Driver {
 
     /// Answers `question` with the owner's remembered choice for its tool
     /// in this conversation, if there is one the agent offers an option
-    /// for; else hands it back, to be asked.
+    /// for; else hands it back, to be asked. Not while the prompt is being
+    /// cancelled: the turn machine answers that one `cancelled`.
     async fn answer_remembered(&self, question: PermissionQuestion) -> Option<PermissionQuestion> {
+        if self.cancel.is_some() {
+            return Some(question);
+        }
         let request = question.request();
         let Some(tool) = approvals::tool_key(&request.tool_call) else {
             return Some(question);
