@@ -14,6 +14,7 @@
 mod support;
 
 mod agent_uids;
+mod approvals;
 mod ask_owner;
 mod author_gate;
 mod budgets;

@@ -299,7 +299,14 @@ const ACP_BRIDGE_CORE: CrateMap = CrateMap {
     wings: &[
         wing(
             "words",
-            &["choice", "standing", "media_refs", "budget", "live_sessions"],
+            &[
+                "choice",
+                "standing",
+                "media_refs",
+                "budget",
+                "live_sessions",
+                "approvals",
+            ],
             &[],
         ),
         wing("mention", &["mention", "prompt"], &["words"]),

@@ -9,6 +9,7 @@
 
 #![warn(unreachable_pub)]
 
+pub mod approvals;
 pub mod budget;
 pub mod choice;
 pub mod conversations;

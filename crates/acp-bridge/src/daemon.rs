@@ -597,6 +597,7 @@ fn turn_services(
         controls: Controls::new(Arc::clone(store)),
         sessions: Sessions::new(Arc::clone(store)),
         questions: Questions::new(Arc::clone(store)),
+        approvals: crate::state::store::Approvals::new(Arc::clone(store)),
         budget: crate::policy::budget::Budget::new(
             &settings.budget,
             settings.gate.owner,

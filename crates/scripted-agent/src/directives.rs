@@ -26,6 +26,8 @@ struct Directives {
     permission: bool,
     permission_twice: bool,
     withdraw_permission: bool,
+    permission_command: Option<String>,
+    permission_diff: Option<usize>,
     stop_reason: Option<String>,
     crash_after_rounds: Option<u32>,
     hang: bool,
@@ -105,6 +107,12 @@ impl Directives {
                 self.crash_after_rounds = value.parse().ok().or(self.crash_after_rounds);
             }
             Some(("say-bytes", value)) => self.say_bytes = value.parse().ok().or(self.say_bytes),
+            Some(("permission-command", command)) if !command.is_empty() => {
+                self.permission_command = Some(command.to_owned());
+            }
+            Some(("permission-diff", lines)) => {
+                self.permission_diff = lines.parse().ok().or(self.permission_diff);
+            }
             Some(("title-bytes", value)) => self.title_bytes = value.parse().ok().or(self.title_bytes),
             Some(("stop", value)) if !value.is_empty() => {
                 self.stop_reason = Some(value.to_owned());
@@ -188,6 +196,12 @@ pub(crate) struct TurnScript {
     /// Having asked, withdraw the question (`$/cancel_request`) after one
     /// round delay and go on as if rejected.
     pub(crate) withdraw_permission: bool,
+    /// The permission question's tool call runs this command
+    /// (`rawInput.command`, `[permission-command=CMD]`).
+    pub(crate) permission_command: Option<String>,
+    /// The permission question's tool call is an edit whose diff changes
+    /// this many lines (`[permission-diff=N]`).
+    pub(crate) permission_diff: Option<usize>,
     pub(crate) stop_reason: String,
     pub(crate) crash_after_rounds: Option<u32>,
     pub(crate) hang: bool,
@@ -278,6 +292,8 @@ impl TurnScript {
         let permission = directives.permission
             || directives.permission_twice
             || directives.withdraw_permission
+            || directives.permission_command.is_some()
+            || directives.permission_diff.is_some()
             || options.ask_permission;
         Self {
             rounds: directives.rounds.unwrap_or(options.rounds),
@@ -286,6 +302,8 @@ impl TurnScript {
             permission,
             permission_twice: directives.permission_twice,
             withdraw_permission: directives.withdraw_permission,
+            permission_command: directives.permission_command,
+            permission_diff: directives.permission_diff,
             stop_reason: directives
                 .stop_reason
                 .unwrap_or_else(|| DEFAULT_STOP_REASON.to_owned()),
@@ -361,6 +379,10 @@ mod tests {
         assert!(script.permission && script.tool && !script.permission_twice);
         let script = TurnScript::new(&Options::default(), "[permission-twice]");
         assert!(script.permission && script.tool && script.permission_twice);
+        let script = TurnScript::new(&Options::default(), "[permission-command=rm -rf build]");
+        assert!(script.permission && script.permission_command.as_deref() == Some("rm -rf build"));
+        let script = TurnScript::new(&Options::default(), "[permission-diff=120]");
+        assert!(script.permission && script.permission_diff == Some(120));
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! Directives, anywhere in a prompt's text, override the options for that
 //! turn: `[rounds=N]`, `[delay=MS]`, `[tool]`, `[permission]`,
 //! `[permission-twice]` (ask, then ask the same question again),
+//! `[permission-command=CMD]`, `[permission-diff=N]` (ask about a tool
+//! call that runs CMD, or whose diff changes N lines),
 //! `[stop=REASON]`, `[crash-after=N]`, `[hang]`, `[fail]`, `[chatter]`,
 //! `[no-run-id]` (never advertise the run), `[advertise-wrong-run]`
 //! (advertise a run id that is not live after the real one),

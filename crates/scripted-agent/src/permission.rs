@@ -42,6 +42,30 @@ pub(crate) fn request_params(session_id: &str, tool_call: Value) -> Value {
     json!({ "sessionId": session_id, "toolCall": tool_call, "options": options })
 }
 
+/// `tool_call` with what it would do, for the question to show: a command
+/// (`rawInput.command`), or an edit of `src/generated.rs` whose diff
+/// changes `diff_lines` lines (`old line K` to `new line K`; kind `edit`).
+pub(crate) fn with_subject(mut tool_call: Value, command: Option<&str>, diff_lines: Option<usize>) -> Value {
+    if let Some(command) = command {
+        tool_call["rawInput"] = json!({ "command": command });
+    }
+    if let Some(lines) = diff_lines {
+        let text = |word: &str| {
+            (1..=lines)
+                .map(|k| format!("{word} line {k}\n"))
+                .collect::<String>()
+        };
+        tool_call["kind"] = json!("edit");
+        tool_call["content"] = json!([{
+            "type": "diff",
+            "path": "src/generated.rs",
+            "oldText": text("old"),
+            "newText": text("new"),
+        }]);
+    }
+    tool_call
+}
+
 /// Reads the client's answer (`result` or `error`) into a verdict.
 pub(crate) fn verdict(answer: Result<Value, Value>) -> Verdict {
     let Ok(result) = answer else {

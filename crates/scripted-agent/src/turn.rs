@@ -389,7 +389,11 @@ fn tool_title(script: &TurnScript) -> String {
 
 /// Asks `session/request_permission` for the tool call.
 async fn ask_permission(agent: &Agent, turn: &mut Turn, tool_call_id: &str) -> Result<Verdict, Halt> {
-    let tool_call = acp::tool_call(tool_call_id, &tool_title(&turn.script));
+    let tool_call = permission::with_subject(
+        acp::tool_call(tool_call_id, &tool_title(&turn.script)),
+        turn.script.permission_command.as_deref(),
+        turn.script.permission_diff,
+    );
     let params = permission::request_params(turn.run.session_id(), tool_call);
     let withdraw = turn.script.withdraw_permission;
     let verdict = match ask_client(agent, turn, permission::METHOD, params, withdraw).await? {

@@ -43,6 +43,10 @@ pub struct Asked {
     pub ticket: QuestionTicket,
     /// The tool call a permission is for, or the form's message.
     pub summary: String,
+    /// What the question shows below the summary of what is asked (a
+    /// permission's command or diff, see [`crate::approvals::shown`]);
+    /// empty for none. `!status` and notices name the summary only.
+    pub shows: String,
     pub ask: Ask,
 }
 
@@ -261,9 +265,14 @@ impl Questions {
     fn open_next(&mut self, asked: Asked) -> (Asked, String) {
         let within =
             |verdict: &str| format!(" (no answer within {} means {verdict})", describe(self.timeout));
+        let shows = if asked.shows.is_empty() {
+            String::new()
+        } else {
+            format!("{}\n", asked.shows)
+        };
         let text = match &asked.ask {
             Ask::Permission(options) => format!(
-                "The agent asks for permission: {}\n{}\nReply to this message with the number or the name of an option{}.",
+                "The agent asks for permission: {}\n{shows}{}\nReply to this message with the number or the name of an option{}.",
                 asked.summary,
                 numbered_options(options),
                 within("reject")
@@ -358,6 +367,7 @@ pub(crate) mod tests {
         Asked {
             ticket,
             summary: summary.into(),
+            shows: String::new(),
             ask: Ask::Permission(options()),
         }
     }
@@ -437,11 +447,31 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_permission_question_shows_what_is_approved_between_its_summary_and_options() {
+        let mut questions = Questions::new(Duration::from_secs(60));
+        let mut asked = asked(1, "Run");
+        asked.shows = "$ rm -rf build".into();
+        let Asking::Post(_, text) = questions.asked(asked) else {
+            panic!("posted at once");
+        };
+        assert!(
+            text.starts_with("The agent asks for permission: Run\n$ rm -rf build\n1. Allow once"),
+            "{text}"
+        );
+        assert_eq!(
+            questions.waiting_on().as_deref(),
+            Some("a permission question (Run)"),
+            "notices name the summary only"
+        );
+    }
+
+    #[test]
     fn a_form_question_lists_its_fields_and_takes_a_filled_reply() {
         let mut questions = Questions::new(Duration::from_secs(30));
         let form = Asked {
             ticket: 1,
             summary: "Which colour?".into(),
+            shows: String::new(),
             ask: Ask::Form(vec![form::tests::colours()]),
         };
         let Asking::Post(_, text) = questions.asked(form.clone()) else {

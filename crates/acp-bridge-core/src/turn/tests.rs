@@ -115,6 +115,7 @@ impl Rig {
         self.feed(Input::QuestionAsked(Asked {
             ticket: 1,
             summary: summary.into(),
+            shows: String::new(),
             ask: Ask::Permission(questions::tests::options()),
         }));
         let event = EventId::from_slice(&[9; 32]).expect("id");
@@ -434,6 +435,7 @@ fn a_steer_during_an_owner_question_is_held_and_delivered_after_the_answer() {
     let asked = Asked {
         ticket: 1,
         summary: "rm -rf build".into(),
+        shows: String::new(),
         ask: Ask::Permission(questions::tests::options()),
     };
     let actions = rig.feed(Input::QuestionAsked(asked));
@@ -522,6 +524,7 @@ fn questions_past_the_turns_bound_are_refused_at_once_and_the_thread_told_once()
         Input::QuestionAsked(Asked {
             ticket,
             summary: format!("tool {ticket}"),
+            shows: String::new(),
             ask: Ask::Permission(questions::tests::options()),
         })
     };

@@ -12,6 +12,7 @@ use crate::heart::commands::{Context, HereFacts, StatusFacts};
 use crate::heart::profiles::ProfileBook;
 use crate::heart::schedule::Planner;
 use crate::policy::budget::Budget;
+use crate::state::store::Approvals;
 
 /// The heart, lent to one command given in `mention`'s conversation.
 pub(super) struct CommandDesk<'a> {
@@ -48,6 +49,10 @@ impl Context for CommandDesk<'_> {
 
     fn profiles(&self) -> &ProfileBook {
         &self.heart.services.profiles
+    }
+
+    fn approvals(&self) -> &Approvals {
+        &self.heart.services.approvals
     }
 
     fn control(&mut self, kind: ControlKind, choice: Option<&str>) -> String {

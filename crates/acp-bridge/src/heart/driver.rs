@@ -21,6 +21,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use acp_bridge_core::approvals::{self, Verdict};
 use acp_bridge_core::media_refs::MediaRef;
 use acp_bridge_core::mention::{ConversationKey, Mention, Thread};
 use acp_bridge_core::prompt::BRIDGE_MARK;
@@ -50,7 +51,7 @@ use crate::intake::thread_context::{PendingMark, ThreadContext};
 use crate::outbound::groups::GroupDirectory;
 use crate::outbound::reply::{Replier, ReplyContent};
 use crate::policy::budget::turn_cap::{CapReached, SharedSpend};
-use crate::state::store::{Controls, Outbox, Questions, Sessions};
+use crate::state::store::{Approvals, Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
 
 /// What every turn's driver shares.
@@ -75,6 +76,9 @@ pub(crate) struct TurnServices {
     pub sessions: Sessions,
     /// Open questions are recorded, so a restart can mark them expired.
     pub questions: Questions,
+    /// The owner's remembered "always" answers, which answer a permission
+    /// question before it is asked.
+    pub approvals: Approvals,
     /// What turns may spend; each prompt's spend is counted in it.
     pub budget: crate::policy::budget::Budget,
     /// `--reply-content`.
@@ -231,6 +235,7 @@ pub(super) fn spawn(
         timer: None,
         questions: HashMap::new(),
         next_question: 0,
+        strangers_in_batch: batch.iter().any(|mention| !mention.from_owner),
         steer: SteerMethod::GooseRun,
         anchor: newest.cloned(),
         context_for,
@@ -263,6 +268,8 @@ struct Question {
     handle: Handle,
     /// Set once posted.
     event: Option<EventId>,
+    /// The mention it was asked under, once posted: whose turn it is.
+    under: Option<Box<Mention>>,
 }
 
 /// The answering end of a question, whatever it asks.
@@ -286,11 +293,13 @@ impl Handle {
             Handle::Permission(question) => Asked {
                 ticket,
                 summary: summary(question.request().title().unwrap_or("a tool call")),
+                shows: approvals::shown(&question.request().tool_call),
                 ask: Ask::Permission(question.request().options.clone()),
             },
             Handle::Form(question) => Asked {
                 ticket,
                 summary: summary(&question.request().message),
+                shows: String::new(),
                 ask: Ask::Form(question.request().fields.clone()),
             },
         }
@@ -347,6 +356,9 @@ struct Driver {
     timer: Option<Instant>,
     questions: HashMap<QuestionTicket, Question>,
     next_question: QuestionTicket,
+    /// Whether the turn's batch holds someone else's mention than the
+    /// owner's: an "always" answer in it is not remembered.
+    strangers_in_batch: bool,
     steer: SteerMethod,
     /// The batch's newest mention: where the owner is told that a choice
     /// of theirs could not apply.
@@ -722,6 +734,13 @@ impl Driver {
             // Not asking the owner: dropping the question answers it `cancelled`.
             return drop(question);
         }
+        let question = match question {
+            Handle::Permission(question) => match self.answer_remembered(question).await {
+                Some(question) => Handle::Permission(question),
+                None => return,
+            },
+            form => form,
+        };
         self.next_question += 1;
         let ticket = self.next_question;
         let asked = question.asked(ticket);
@@ -730,6 +749,7 @@ impl Driver {
             Question {
                 handle: question,
                 event: None,
+                under: None,
             },
         );
         self.report(Input::QuestionAsked(asked)).await;
@@ -756,6 +776,7 @@ impl Driver {
         };
         tracing::info!(question = %event, kind, %summary, "asked the owner");
         question.event = Some(event);
+        question.under = Some(Box::new(under.clone()));
         if let Err(error) = self.services.questions.open(event, under) {
             tracing::warn!(%error, "cannot record the open question");
         }
@@ -773,6 +794,12 @@ impl Driver {
             return;
         };
         close_question(&self.services.questions, question.event);
+        if let (Handle::Permission(asked), Some(Answer::Option(option)), Some(under)) =
+            (&question.handle, &answer, &question.under)
+            && let Some(verdict) = Verdict::remembered_from(&option.kind)
+        {
+            self.remember(asked, verdict, under).await;
+        }
         if let Err(error) = question.handle.answer(answer).await {
             tracing::warn!(%error, "the answer did not reach the agent");
         }
@@ -784,6 +811,78 @@ impl Driver {
         match lock_work(&self.work).summary(self.services.work_summary) {
             Some(summary) => format!("{answer}\n\n---\n{summary}"),
             None => answer.to_owned(),
+        }
+    }
+
+    /// Answers `question` with the owner's remembered choice for its tool
+    /// in this conversation, if there is one the agent offers an option
+    /// for; else hands it back, to be asked. Not while the prompt is being
+    /// cancelled: the turn machine answers that one `cancelled`.
+    async fn answer_remembered(&self, question: PermissionQuestion) -> Option<PermissionQuestion> {
+        if self.cancel.is_some() {
+            return Some(question);
+        }
+        let request = question.request();
+        let Some(tool) = approvals::tool_key(&request.tool_call) else {
+            return Some(question);
+        };
+        let verdict = match self.services.approvals.remembered(&self.conversation, &tool) {
+            Ok(Some(verdict)) => verdict,
+            Ok(None) => return Some(question),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the remembered permission choices; asking");
+                return Some(question);
+            }
+        };
+        let Some(option) = verdict.option(&request.options).cloned() else {
+            return Some(question);
+        };
+        tracing::info!(
+            conversation = %self.conversation,
+            tool,
+            %verdict,
+            option = option.kind.as_str(),
+            "permission answered by remembered choice"
+        );
+        if let Err(error) = question.answer(&option.id).await {
+            tracing::warn!(%error, "the answer did not reach the agent");
+        }
+        None
+    }
+
+    /// The owner answered a permission question "always" (`verdict`):
+    /// remembered for its tool in this conversation when the turn is the
+    /// owner's own; in anyone else's it is used once, and the owner is
+    /// told how to make it stick.
+    async fn remember(&self, question: &PermissionQuestion, verdict: Verdict, under: &Mention) {
+        let Some(tool) = approvals::tool_key(&question.request().tool_call) else {
+            tracing::info!(%verdict, "an always answer about a tool with no short name: used once, not remembered");
+            return;
+        };
+        if self.strangers_in_batch || !under.from_owner {
+            tracing::info!(conversation = %self.conversation, tool, %verdict, "an always answer in someone else's turn: used once, not remembered");
+            let text = format!(
+                "Used once, not remembered: this turn is not yours. To {verdict} {tool} in this conversation from now on, send `!permissions {verdict} {tool}` here."
+            );
+            if let Err(error) = self
+                .services
+                .replier
+                .about_question(under, self.services.owner, &text)
+                .await
+            {
+                tracing::error!(%error, "cannot store the notice");
+            }
+            return;
+        }
+        match self
+            .services
+            .approvals
+            .remember(&self.conversation, &tool, verdict)
+        {
+            Ok(()) => {
+                tracing::info!(conversation = %self.conversation, tool, %verdict, "permission choice remembered")
+            }
+            Err(error) => tracing::warn!(%error, "cannot remember the permission choice"),
         }
     }
 

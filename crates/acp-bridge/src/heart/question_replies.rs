@@ -153,6 +153,7 @@ mod tests {
         let asked = Asked {
             ticket: 1,
             summary: "a tool".into(),
+            shows: String::new(),
             ask: Ask::Permission(Vec::new()),
         };
         turn.handle(Input::QuestionAsked(asked), now);

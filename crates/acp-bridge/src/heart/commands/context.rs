@@ -10,6 +10,7 @@ use super::StatusFacts;
 use crate::heart::profiles::ProfileBook;
 use crate::heart::schedule::Planner;
 use crate::policy::budget::Budget;
+use crate::state::store::Approvals;
 
 /// The heart's side of a command (see the module doc).
 pub(crate) trait Context {
@@ -41,6 +42,9 @@ pub(crate) trait Context {
 
     /// What `!status` reports, as the heart and the pool see it now.
     fn status(&self) -> StatusFacts;
+
+    /// The owner's remembered permission answers (`!permissions`).
+    fn approvals(&self) -> &Approvals;
 
     /// The conversation the command was given in.
     fn key(&self) -> &ConversationKey {

@@ -23,6 +23,7 @@ mod context;
 mod control;
 mod every;
 mod help;
+mod permissions;
 mod rotate;
 mod schedules;
 mod status;
@@ -106,6 +107,7 @@ const REGISTRY: &[Entry] = &[
     entry::<control::Model>(),
     entry::<control::Mode>(),
     entry::<agent::Agent>(),
+    entry::<permissions::Permissions>(),
     entry::<schedules::Schedules>(),
     entry::<every::Every>(),
     entry::<at::At>(),

@@ -24,13 +24,15 @@ const ROTATED: &[&str] = &["agent_session", "thread_context"];
 /// What forgetting a conversation clears: its session, as rotating does,
 /// and what was the conversation's own: the owner's model and mode
 /// choices and the agent's last offer (`!model`, `!mode`), its agent
-/// profile (`!agent`).
+/// profile (`!agent`), the owner's remembered permission answers
+/// (`!permissions`; a rotate keeps those, as it keeps the choices).
 const FORGOTTEN: &[&str] = &[
     "agent_session",
     "thread_context",
     "control_choice",
     "agent_offer",
     "conversation_profile",
+    "permission_choice",
 ];
 
 /// Tables with a `conversation` column that forgetting keeps, and why.
@@ -93,8 +95,10 @@ mod tests {
     use super::*;
     use crate::state::store::scratch::ScratchDir;
     use crate::state::store::{
-        AgentUids, ContextMarks, Controls, ConversationProfiles, NewMention, Sessions, SpendBook, SpendRow,
+        AgentUids, Approvals, ContextMarks, Controls, ConversationProfiles, NewMention, Sessions, SpendBook,
+        SpendRow,
     };
+    use acp_bridge_core::approvals::Verdict;
 
     fn key(name: &str) -> ConversationKey {
         ConversationKey::from_journal(name)
@@ -149,6 +153,9 @@ mod tests {
         controls.keep_offer(conversation, "{}").unwrap();
         ConversationProfiles::new(Arc::clone(store))
             .choose(conversation, "codex")
+            .unwrap();
+        Approvals::new(Arc::clone(store))
+            .remember(conversation, "Bash", Verdict::Allow)
             .unwrap();
         let uid = AgentUids::new(Arc::clone(store))
             .assign(conversation, &(61_000..=61_009))
@@ -216,6 +223,7 @@ mod tests {
         assert_eq!(ContextMarks::new(Arc::clone(&store)).of(&gone).unwrap(), None);
         let controls = Controls::new(Arc::clone(&store));
         assert_eq!(controls.chosen(&gone, "model").unwrap(), None);
+        assert!(Approvals::new(Arc::clone(&store)).list(&gone).unwrap().is_empty());
         assert_eq!(
             ConversationProfiles::new(Arc::clone(&store))
                 .stored(&gone)
@@ -266,9 +274,17 @@ mod tests {
                 .as_deref(),
             Some("codex")
         );
+        assert_eq!(
+            Approvals::new(Arc::clone(&store))
+                .remembered(&room, "Bash")
+                .unwrap(),
+            Some(Verdict::Allow),
+            "the owner's remembered answer is the conversation's too"
+        );
         for table in [
             "control_choice",
             "agent_offer",
+            "permission_choice",
             "conversation_profile",
             "agent_uid",
             "turn_spend",

@@ -15,7 +15,9 @@
 //! - `controls`, `threads`, `thread_context`, `joined_groups`: the owner's
 //!   choices and the agent's offers, the threads the bot answered in, what
 //!   each session was given of its thread, the NIP-29 groups it joined;
-//! - `spend`: what each turn spent, per author, for the budgets.
+//! - `spend`: what each turn spent, per author, for the budgets;
+//! - `approvals`: the owner's remembered "always" answers to the agent's
+//!   permission questions, per conversation and tool.
 //!
 //! One door crosses tables: `conversation_records` (`ConversationRecords`)
 //! rotates or forgets a conversation's rows in every table that keeps some,
@@ -23,7 +25,7 @@
 //!
 //! Each table has one door: a small type in the table's file (`Questions`,
 //! `Sessions`, `AgentGroups`, `Controls`, `Watermarks`, `AnsweredThreads`,
-//! `ContextMarks`, `JoinedGroups`, `Outbox`, `SpendBook`), built by the daemon from the
+//! `ContextMarks`, `JoinedGroups`, `Outbox`, `SpendBook`, `Approvals`), built by the daemon from the
 //! one `Arc<Store>` and handed only to the stages that use that table, so a
 //! stage's fields say which tables it touches. The table's SQL methods on
 //! [`Store`] are `pub(super)`: the door is the only way in. The journal's
@@ -59,6 +61,7 @@
 
 mod agent_groups;
 mod agent_uids;
+mod approvals;
 mod chat_schedules;
 mod controls;
 mod conversation_profiles;
@@ -84,6 +87,7 @@ use rusqlite::Connection;
 
 pub(crate) use agent_groups::{AgentGroup, AgentGroups};
 pub(crate) use agent_uids::AgentUids;
+pub(crate) use approvals::Approvals;
 pub(crate) use chat_schedules::{ChatScheduleRow, ChatSchedules};
 pub(crate) use controls::Controls;
 pub(crate) use conversation_profiles::ConversationProfiles;

@@ -248,6 +248,19 @@ CREATE TABLE agent_uid (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 16: the owner's remembered "always" answers to the agent's
+/// permission questions, per conversation and tool (see
+/// `store::approvals`).
+const V16_PERMISSION_CHOICES: &str = "
+CREATE TABLE permission_choice (
+    conversation TEXT NOT NULL,
+    tool         TEXT NOT NULL,
+    verdict      TEXT NOT NULL CHECK (verdict IN ('allow', 'reject')),
+    chosen_at    INTEGER NOT NULL,
+    PRIMARY KEY (conversation, tool)
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -265,6 +278,7 @@ const MIGRATIONS: &[&str] = &[
     V13_TURN_SPEND,
     V14_SCHEDULES,
     V15_AGENT_UIDS,
+    V16_PERMISSION_CHOICES,
 ];
 
 /// The schema version this build writes.
