@@ -387,11 +387,10 @@ impl AgentClient {
         state.sessions.entry(session.clone()).or_default().controls = controls;
     }
 
-    /// The agent's sessions that work in `cwd` (`session/list`, every page
-    /// up to [`LIST_PAGES`]): only those, so one workspace's sessions are
-    /// never shown for another's, even by an agent that ignores the filter.
+    /// The agent's sessions of `cwd` (`session/list`, every page up to
+    /// [`LIST_PAGES`]), as the agent lists them: which of them a caller may
+    /// show is the caller's to decide.
     pub async fn list_sessions(&self, cwd: &Path) -> Result<Vec<ListedSession>, AcpError> {
-        let cwd_text = cwd.to_string_lossy();
         let mut listed = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..LIST_PAGES {
@@ -403,7 +402,7 @@ impl AgentClient {
                 .request(methods::SESSION_LIST, params, self.config.request_timeout)
                 .await?;
             let (page, next) = acp_protocol::session_list_page(&result);
-            listed.extend(page.into_iter().filter(|session| session.cwd == cwd_text));
+            listed.extend(page);
             cursor = next;
             if cursor.is_none() {
                 break;

@@ -426,6 +426,11 @@ impl Pool {
     /// Of the agent's `listed` sessions, those the conversation has had,
     /// the latest first, with the agent's words for them.
     fn conversations_own(&self, conversation: &ConversationKey, listed: &[ListedSession]) -> Vec<ListedPast> {
+        let each: Vec<String> = listed
+            .iter()
+            .map(|listed| format!("{} ({})", listed.id, listed.cwd))
+            .collect();
+        tracing::debug!(%conversation, listed = ?each, "the agent's sessions of the conversation's workspace");
         self.sessions
             .past(conversation)
             .into_iter()
