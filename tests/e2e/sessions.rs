@@ -260,3 +260,45 @@ async fn the_first_answer_in_a_note_thread_carries_the_title_and_status_shows_it
     let in_group = scene.mention("a", "in a group").await;
     assert_eq!(subject(&scene.reply_to(&in_group).await), None);
 }
+
+/// The session `session opened` names after `mark`.
+async fn opened_session(scene: &Scene, mark: Cursor) -> String {
+    let opened = scene.bridge.log.wait(mark, Line::new("session opened")).await;
+    opened["session"].as_str().expect("a session id").to_owned()
+}
+
+/// claude-agent-acp through the fake provider: `!sessions` lists the
+/// conversation's session, `!new` keeps it (claude lists and resumes
+/// sessions) and moves the next turn to a new one, which `!sessions` then
+/// marks live beside the old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_and_new_work_on_claude() {
+    use crate::real_agents::{RealAgent, provider};
+    use test_support::fake_provider::Streaming;
+
+    let provider = provider(Streaming::default());
+    let scene = RealAgent::claude(&provider).scene(&[]).start().await;
+    let mark = scene.bridge.log.cursor();
+    ask(&scene, "room", "hello claude").await;
+    let first = opened_session(&scene, mark).await;
+
+    let listed = ask(&scene, "room", "!sessions").await;
+    println!("claude's !sessions after one turn:\n{listed}");
+    assert!(listed.contains(&format!("* {}", &first[..8])), "{listed}");
+
+    let renewed = ask(&scene, "room", "!new").await;
+    println!("claude's !new: {renewed}");
+    assert!(
+        renewed.contains(&format!("The old session {first} is kept by the agent")),
+        "{renewed}"
+    );
+    let mark = scene.bridge.log.cursor();
+    ask(&scene, "room", "hello again claude").await;
+    let second = opened_session(&scene, mark).await;
+    assert_ne!(second, first);
+
+    let listed = ask(&scene, "room", "!sessions").await;
+    println!("claude's !sessions after !new and a turn:\n{listed}");
+    assert!(listed.contains(&format!("* {}", &second[..8])), "{listed}");
+    assert!(listed.contains(&format!("- {}", &first[..8])), "{listed}");
+}
