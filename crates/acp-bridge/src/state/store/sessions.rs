@@ -23,6 +23,9 @@ pub(crate) struct SessionUsage {
     pub currency: Option<String>,
 }
 
+/// The most characters of a session's title kept.
+const TITLE_CHARS: usize = 200;
+
 /// A session the conversation has had.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PastSession {
@@ -64,15 +67,17 @@ impl Sessions {
     }
 
     /// Keeps the title the agent gave `session_id`, one of the
-    /// conversation's (`""`: cleared).
+    /// conversation's (`""`: cleared), cut to [`TITLE_CHARS`]: it is the
+    /// agent's text, shown in the conversation's thread.
     pub(crate) fn record_title(
         &self,
         conversation: &ConversationKey,
         session_id: &str,
         title: &str,
     ) -> Result<()> {
+        let title: String = title.chars().take(TITLE_CHARS).collect();
         self.store
-            .session_title_record(conversation.as_str(), session_id, title)
+            .session_title_record(conversation.as_str(), session_id, &title)
     }
 
     /// The title of the conversation's session, if its agent gave one.
@@ -309,6 +314,12 @@ mod tests {
             "a title goes to its own conversation only"
         );
         assert!(store.sessions_past("room", "claude").unwrap().is_empty());
+        // An agent's title is kept cut.
+        let store = Arc::new(store);
+        Sessions::new(Arc::clone(&store))
+            .record_title(&ConversationKey::from_journal("room"), "s2", &"x".repeat(10_000))
+            .unwrap();
+        assert_eq!(store.session_title("room").unwrap().unwrap().len(), TITLE_CHARS);
         // Back to s1: it is the latest again, its title with it.
         store.session_keep("room", "agent", "s1", 4).unwrap();
         assert_eq!(store.sessions_past("room", "agent").unwrap()[0].session_id, "s1");
