@@ -54,6 +54,7 @@ mod replies;
 mod routes;
 mod schedules;
 mod send_file;
+mod sessions;
 mod shards;
 mod thread_context;
 mod waiting;

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use acp_protocol::{
-    AgentExit, AgentInfo, ContentBlock, ControlRoute, ExitReason, PROTOCOL_VERSION, RpcError,
+    AgentExit, AgentInfo, ContentBlock, ControlRoute, ExitReason, ListedSession, PROTOCOL_VERSION, RpcError,
     SessionControls, SessionId, SteerAccepted, SteerRefusal, SteeringOutcome, methods,
 };
 use futures_util::StreamExt;
@@ -31,6 +31,9 @@ use crate::turn::{Turn, TurnOptions};
 
 /// Default timeout of ordinary requests (and of one write to the agent).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Pages of `session/list` read at most: a bound on an agent that hands
+/// out cursors forever.
+pub const LIST_PAGES: usize = 20;
 /// Default timeout of `initialize`: some agents resolve providers, load
 /// extensions or start MCP servers first and take many seconds.
 pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -382,6 +385,71 @@ impl AgentClient {
         let controls = SessionControls::from_result(result);
         let mut state = self.conn.lock();
         state.sessions.entry(session.clone()).or_default().controls = controls;
+    }
+
+    /// The agent's sessions of `cwd` (`session/list`, every page up to
+    /// [`LIST_PAGES`]), as the agent lists them: which of them a caller may
+    /// show is the caller's to decide.
+    pub async fn list_sessions(&self, cwd: &Path) -> Result<Vec<ListedSession>, AcpError> {
+        let mut listed = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..LIST_PAGES {
+            let mut params = json!({"cwd": cwd});
+            if let Some(cursor) = &cursor {
+                params["cursor"] = json!(cursor);
+            }
+            let result = self
+                .request(methods::SESSION_LIST, params, self.config.request_timeout)
+                .await?;
+            let (page, next) = acp_protocol::session_list_page(&result);
+            listed.extend(page);
+            cursor = next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Ok(listed)
+    }
+
+    /// A new session in `cwd` with `session`'s history
+    /// (`sessionCapabilities.fork`); `session` is left as it was.
+    pub async fn fork_session(
+        &self,
+        session: &SessionId,
+        cwd: &Path,
+        mcp_servers: Vec<Value>,
+    ) -> Result<SessionId, AcpError> {
+        let params = self.session_params(Some(session), cwd, mcp_servers);
+        let result = self
+            .request_as(
+                Waiter::OpenSession,
+                methods::SESSION_FORK,
+                params,
+                self.config.request_timeout,
+            )
+            .await?;
+        let fork =
+            result
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .ok_or_else(|| AcpError::MalformedResult {
+                    method: methods::SESSION_FORK.into(),
+                    detail: format!("no sessionId in {result}"),
+                })?;
+        let fork = SessionId(fork.to_owned());
+        self.keep_controls(&fork, &result);
+        Ok(fork)
+    }
+
+    /// The session's title, as the agent last set it
+    /// (`session_info_update`); `None` before it set one.
+    pub fn session_title(&self, session: &SessionId) -> Option<String> {
+        let state = self.conn.lock();
+        state
+            .sessions
+            .get(session)
+            .and_then(|session_state| session_state.title.clone())
+            .filter(|title| !title.is_empty())
     }
 
     /// Ends a session on the agent (`sessionCapabilities.close`) and forgets it.

@@ -196,6 +196,8 @@ pub(crate) struct SessionState {
     replaying: Option<usize>,
     /// The session's model and mode, as the agent last described them.
     pub controls: SessionControls,
+    /// The session's title, as the agent last set it (`""`: cleared).
+    pub title: Option<String>,
 }
 
 #[derive(Default)]
@@ -577,6 +579,9 @@ impl Connection {
         // State, not history: kept even while a load replays.
         if let Some(raw) = raw {
             session_state.controls.apply_update(raw);
+            if let Some(title) = acp_protocol::session_title(raw) {
+                session_state.title = Some(title);
+            }
         }
         if let Some(replayed) = session_state.replaying.as_mut() {
             *replayed += 1;

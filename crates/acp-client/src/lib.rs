@@ -39,13 +39,13 @@ mod turn;
 pub use acp_protocol::{
     AgentExit, AgentInfo, AuthKind, AuthMethod, Choice, ContentBlock, Control, ControlChoice, ControlKind,
     ControlRoute, Cost, ElicitationAction, ElicitationRequest, ExitReason, FieldKind, FormField, ImageBlock,
-    InvalidSteer, PROTOCOL_VERSION, PermissionKind, PermissionOption, PermissionPolicy, PermissionRequest,
-    ResourceLinkBlock, RpcError, SessionControls, SessionId, SteerAccepted, SteerDelivery, SteerRefusal,
-    SteeringOutcome, StopReason, ToolCall, Unsupported, Usage, codes,
+    InvalidSteer, ListedSession, PROTOCOL_VERSION, PermissionKind, PermissionOption, PermissionPolicy,
+    PermissionRequest, ResourceLinkBlock, RpcError, SessionControls, SessionId, SteerAccepted, SteerDelivery,
+    SteerRefusal, SteeringOutcome, StopReason, ToolCall, Unsupported, Usage, codes,
 };
 pub use client::{
     AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,
-    DEFAULT_REQUEST_TIMEOUT, ExitWatch,
+    DEFAULT_REQUEST_TIMEOUT, ExitWatch, LIST_PAGES,
 };
 pub use connection::{
     SESSION_BACKLOG_LIMIT, TURN_EVENTS_CAPACITY, TURN_QUESTIONS_RESERVED, UNCLAIMED_UPDATES_LIMIT,

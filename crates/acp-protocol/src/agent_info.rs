@@ -100,6 +100,12 @@ pub struct AgentInfo {
     pub resume_session: bool,
     /// `agentCapabilities.sessionCapabilities.close`: `session/close` ends one.
     pub close_session: bool,
+    /// `agentCapabilities.sessionCapabilities.list`: `session/list` lists
+    /// the agent's sessions (of one `cwd`).
+    pub list_sessions: bool,
+    /// `agentCapabilities.sessionCapabilities.fork`: `session/fork` opens a
+    /// new session with another's history.
+    pub fork_session: bool,
     /// `agentCapabilities.sessionCapabilities.additionalDirectories`:
     /// sessions may be given directories beside their `cwd`.
     pub additional_directories: bool,
@@ -161,6 +167,8 @@ impl AgentInfo {
             load_session: flag(capabilities, &["loadSession"]),
             resume_session: flag(capabilities, &["sessionCapabilities", "resume"]),
             close_session: flag(capabilities, &["sessionCapabilities", "close"]),
+            list_sessions: flag(capabilities, &["sessionCapabilities", "list"]),
+            fork_session: flag(capabilities, &["sessionCapabilities", "fork"]),
             additional_directories: flag(capabilities, &["sessionCapabilities", "additionalDirectories"]),
             session_steering: meta
                 .and_then(|meta| meta.get("steering"))
@@ -207,6 +215,7 @@ mod tests {
         let info = AgentInfo::from_initialize_result(&claude);
         assert_eq!(info.name.as_deref(), Some("claude-agent-acp"));
         assert!(info.load_session && info.resume_session && info.close_session);
+        assert!(info.list_sessions && info.fork_session);
         assert!(info.additional_directories);
         assert!(info.session_steering && info.prompt_queueing);
         assert!(info.auth_methods.is_empty());
@@ -215,6 +224,7 @@ mod tests {
 
         let bare = AgentInfo::from_initialize_result(&json!({"protocolVersion": 1}));
         assert!(!bare.load_session && !bare.resume_session && !bare.close_session);
+        assert!(!bare.list_sessions && !bare.fork_session);
         assert!(!bare.additional_directories);
         assert!(!bare.session_steering && !bare.prompt_queueing && !bare.prompt_image);
         let gemini = json!({"agentCapabilities": {"promptCapabilities": {"image": true, "audio": true}}});

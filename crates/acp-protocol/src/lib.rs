@@ -32,7 +32,10 @@ pub use permission::{
     PermissionKind, PermissionOption, PermissionPolicy, PermissionRequest, outcome as permission_outcome,
 };
 pub use rpc::{AgentExit, ExitReason, RpcError, codes};
-pub use session::{PROTOCOL_VERSION, SessionId, StopReason, initialize_params};
+pub use session::{
+    ListedSession, PROTOCOL_VERSION, SessionId, StopReason, initialize_params, session_list_page,
+    session_title,
+};
 pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};
 pub use update::{
     Cost, RunMarker, TextChunk, ToolCall, ToolContent, ToolKind, TurnEvent, Usage, run_marker, turn_event,

@@ -13,6 +13,10 @@ pub const AUTHENTICATE: &str = "authenticate";
 pub const SESSION_LOAD: &str = "session/load";
 pub const SESSION_RESUME: &str = "session/resume";
 pub const SESSION_CLOSE: &str = "session/close";
+/// The agent's sessions of one `cwd` (`sessionCapabilities.list`).
+pub const SESSION_LIST: &str = "session/list";
+/// A new session with another's history (`sessionCapabilities.fork`).
+pub const SESSION_FORK: &str = "session/fork";
 /// The cross-vendor steer into a running turn (claude-agent-acp, codex-acp).
 pub const SESSION_STEERING: &str = "_session/steering";
 /// The agent withdraws one of its own pending requests.

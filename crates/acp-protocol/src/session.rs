@@ -27,6 +27,54 @@ impl fmt::Display for SessionId {
     }
 }
 
+/// One session of an agent's `session/list` answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedSession {
+    pub id: SessionId,
+    /// Where the session works, as the agent says.
+    pub cwd: String,
+    pub title: Option<String>,
+    /// Its last activity, as the agent words it (ISO 8601).
+    pub updated_at: Option<String>,
+}
+
+/// One page of a `session/list` answer: its sessions (an entry without an
+/// id or a `cwd` is skipped) and the cursor of the next page, if any.
+pub fn session_list_page(result: &Value) -> (Vec<ListedSession>, Option<String>) {
+    let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let sessions = result
+        .get("sessions")
+        .and_then(Value::as_array)
+        .map(|sessions| {
+            sessions
+                .iter()
+                .filter_map(|session| {
+                    Some(ListedSession {
+                        id: SessionId(text(session, "sessionId")?),
+                        cwd: text(session, "cwd")?,
+                        title: text(session, "title"),
+                        updated_at: text(session, "updatedAt"),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (sessions, text(result, "nextCursor"))
+}
+
+/// The title a `session_info_update` gives its session, if it gives one
+/// (`title: null` clears it: `Some("")`).
+pub fn session_title(update: &Value) -> Option<String> {
+    if update.get("sessionUpdate").and_then(Value::as_str) != Some("session_info_update") {
+        return None;
+    }
+    match update.get("title")? {
+        Value::String(title) => Some(title.trim().to_owned()),
+        Value::Null => Some(String::new()),
+        _ => None,
+    }
+}
+
 /// Why a prompt turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
@@ -89,6 +137,40 @@ pub fn initialize_params(elicitation: bool, client_version: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_list_page_keeps_whole_entries_and_its_cursor() {
+        let result = json!({"sessions": [
+            {"sessionId": "s1", "cwd": "/w", "title": "Fix the build", "updatedAt": "2026-11-29T10:00:00Z"},
+            {"sessionId": "s2", "cwd": "/w"},
+            {"cwd": "/w", "title": "no id"},
+            {"sessionId": "s3"}
+        ], "nextCursor": "c2"});
+        let (sessions, next) = session_list_page(&result);
+        assert_eq!(next.as_deref(), Some("c2"));
+        assert_eq!(sessions.len(), 2, "{sessions:?}");
+        assert_eq!(sessions[0].title.as_deref(), Some("Fix the build"));
+        assert_eq!(sessions[1].updated_at, None);
+        assert_eq!(session_list_page(&json!({})), (Vec::new(), None));
+    }
+
+    #[test]
+    fn a_title_comes_from_session_info_updates_only() {
+        let info = |update: Value| session_title(&update);
+        assert_eq!(
+            info(json!({"sessionUpdate": "session_info_update", "title": " Fix it "})).as_deref(),
+            Some("Fix it")
+        );
+        assert_eq!(
+            info(json!({"sessionUpdate": "session_info_update", "title": null})).as_deref(),
+            Some("")
+        );
+        assert_eq!(
+            info(json!({"sessionUpdate": "session_info_update", "_meta": {}})),
+            None
+        );
+        assert_eq!(info(json!({"sessionUpdate": "plan", "title": "x"})), None);
+    }
 
     #[test]
     fn form_elicitation_is_advertised_only_when_asked_for() {

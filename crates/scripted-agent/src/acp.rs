@@ -17,6 +17,9 @@ pub(crate) const SESSION_STEER: &str = "_goose/unstable/session/steer";
 pub(crate) const SESSION_RESUME: &str = "session/resume";
 pub(crate) const SESSION_LOAD: &str = "session/load";
 pub(crate) const SESSION_CLOSE: &str = "session/close";
+/// `--list-sessions`.
+pub(crate) const SESSION_LIST: &str = "session/list";
+pub(crate) const SESSION_FORK: &str = "session/fork";
 pub(crate) const SESSION_SET_CONFIG_OPTION: &str = "session/set_config_option";
 pub(crate) const SESSION_SET_MODE: &str = "session/set_mode";
 /// The cross-vendor mid-turn steer (`--session-steering`).
@@ -40,6 +43,10 @@ pub(crate) fn initialize_result(options: &Options) -> Value {
     });
     if options.reopen_sessions == Some(Reopen::Resume) {
         result["agentCapabilities"]["sessionCapabilities"] = json!({ "resume": {}, "close": {} });
+    }
+    if options.list_sessions {
+        result["agentCapabilities"]["sessionCapabilities"]["list"] = json!({});
+        result["agentCapabilities"]["sessionCapabilities"]["fork"] = json!({});
     }
     if options.additional_directories {
         result["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"] = json!({});
@@ -123,6 +130,11 @@ pub(crate) mod update {
             "sessionUpdate": "session_info_update",
             "_meta": { "goose": { "activeRunId": run_id } },
         })
+    }
+
+    /// Names the session (`--list-sessions`).
+    pub(crate) fn session_title(title: &str) -> Value {
+        json!({ "sessionUpdate": "session_info_update", "title": title })
     }
 
     /// Tells the client a steer was queued on a run, before it is folded.

@@ -106,6 +106,14 @@ impl Agent {
                 self.sessions.remove(session_id);
                 self.outbox.respond(id, json!({})).await
             }
+            acp::SESSION_LIST if self.options.list_sessions => {
+                let sessions = self.sessions.list(params["cwd"].as_str());
+                self.outbox.respond(id, json!({ "sessions": sessions })).await
+            }
+            acp::SESSION_FORK if self.options.list_sessions => {
+                let outcome = self.fork_session(&params);
+                self.outbox.reply(id, outcome).await
+            }
             acp::SESSION_SET_CONFIG_OPTION => {
                 let outcome = self.controls.set_config_option(&params);
                 self.outbox.reply(id, outcome).await
@@ -180,6 +188,21 @@ impl Agent {
         Ok(result)
     }
 
+    /// A new session in the params' `cwd` with the history of their
+    /// `sessionId` (which this agent keeps none of: the fork is a new
+    /// session that names its origin in the log).
+    fn fork_session(&self, params: &Value) -> Result<Value, RpcError> {
+        let origin = params["sessionId"].as_str().unwrap_or_default();
+        if !self.sessions.was_opened(origin) {
+            return Err(RpcError::resource_not_found(format!(
+                "Session not found: {origin}"
+            )));
+        }
+        let result = self.new_session(params)?;
+        log!("session {}: forked from {origin}", result["sessionId"]);
+        Ok(result)
+    }
+
     async fn prompt(
         self: &Arc<Self>,
         id: Value,
@@ -214,6 +237,11 @@ impl Agent {
         }
         let refusal = match self.sessions.start_run(session_id, self.ids.run()) {
             Ok(run) => {
+                if self.options.list_sessions
+                    && let Some(title) = self.sessions.title_once(session_id)
+                {
+                    acp::send_update(&self.outbox, session_id, update::session_title(&title)).await?;
+                }
                 if !script.no_run_id {
                     let started = update::active_run(Some(run.run_id()));
                     acp::send_update(&self.outbox, session_id, started).await?;

@@ -122,6 +122,13 @@ pub struct Options {
     #[arg(long, value_enum, value_name = "HOW")]
     pub reopen_sessions: Option<Reopen>,
 
+    /// Advertise and serve `session/list` (every session this process
+    /// opened, closed ones too, of the `cwd` asked for, with their titles)
+    /// and `session/fork`; and title each session on its first prompt
+    /// (`session_info_update`, `Title of <session id>`).
+    #[arg(long)]
+    pub list_sessions: bool,
+
     /// Offer a model and a mode per session, and end every final message
     /// with the session's `model: …, mode: …`.
     #[arg(long, value_enum, value_name = "HOW")]
@@ -206,6 +213,7 @@ impl Default for Options {
             audio: false,
             no_mcp_http: false,
             reopen_sessions: None,
+            list_sessions: false,
             controls: None,
             steering_starts_turns: false,
             end_run_after_steer: false,
@@ -247,6 +255,7 @@ impl Options {
             (self.ignore_cancel, "--ignore-cancel"),
             (self.garbage_stdout, "--garbage-stdout"),
             (self.linger, "--linger"),
+            (self.list_sessions, "--list-sessions"),
         ];
         for (_, flag) in switches.iter().filter(|(on, _)| *on) {
             summary.push(' ');

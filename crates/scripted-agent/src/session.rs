@@ -7,7 +7,7 @@
 //! callers send the frames that tell the client what changed.
 
 use crate::mcp_client::McpServer;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
@@ -54,6 +54,17 @@ pub(crate) enum SteerRefusal {
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
     by_id: Mutex<HashMap<String, Session>>,
+    /// Every session opened, closed ones too (an agent keeps them on disk),
+    /// as `session/list` shows them (`--list-sessions`).
+    listed: Mutex<BTreeMap<String, Listed>>,
+}
+
+/// A session as `session/list` shows it.
+#[derive(Debug, Default, Clone)]
+struct Listed {
+    /// The plain `cwd` it was last opened in.
+    cwd: String,
+    title: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -136,6 +147,45 @@ impl Sessions {
             }
             session.cwd = Some(place);
         }
+        let cwd = params["cwd"].as_str().unwrap_or_default().to_owned();
+        self.listing().entry(session_id.to_owned()).or_default().cwd = cwd;
+    }
+
+    /// The session's title the first time it is asked for (`Title of <id>`),
+    /// `None` once it has one.
+    pub(crate) fn title_once(&self, session_id: &str) -> Option<String> {
+        let mut listed = self.listing();
+        let listed = listed.entry(session_id.to_owned()).or_default();
+        if listed.title.is_some() {
+            return None;
+        }
+        let title = format!("Title of {session_id}");
+        listed.title = Some(title.clone());
+        Some(title)
+    }
+
+    /// `session/list`'s sessions: every one opened in `cwd` (all without one).
+    pub(crate) fn list(&self, cwd: Option<&str>) -> Vec<serde_json::Value> {
+        self.listing()
+            .iter()
+            .filter(|(_, listed)| cwd.is_none_or(|cwd| listed.cwd == cwd))
+            .map(|(id, listed)| {
+                let mut entry = serde_json::json!({ "sessionId": id, "cwd": listed.cwd });
+                if let Some(title) = &listed.title {
+                    entry["title"] = serde_json::json!(title);
+                }
+                entry
+            })
+            .collect()
+    }
+
+    /// Whether the session was ever opened here.
+    pub(crate) fn was_opened(&self, session_id: &str) -> bool {
+        self.listing().contains_key(session_id)
+    }
+
+    fn listing(&self) -> MutexGuard<'_, BTreeMap<String, Listed>> {
+        self.listed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The session's `cwd`, as the client last gave it.
@@ -407,6 +457,23 @@ mod tests {
             .expect("queued");
         assert!(sessions.take_steers(&run).is_empty());
         assert_eq!(sessions.clear_run(&run), [steer("late")]);
+    }
+
+    #[test]
+    fn listed_sessions_outlive_their_close_and_keep_their_cwd_and_title() {
+        let sessions = Sessions::default();
+        for (id, cwd) in [("a", "/w"), ("b", "/w"), ("c", "/other")] {
+            sessions.insert(id.to_owned());
+            sessions.set_cwd(id, &serde_json::json!({ "cwd": cwd }));
+        }
+        assert_eq!(sessions.title_once("a").as_deref(), Some("Title of a"));
+        assert_eq!(sessions.title_once("a"), None, "titled once");
+        sessions.remove("a");
+        let listed = sessions.list(Some("/w"));
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert_eq!(listed[0]["title"], "Title of a");
+        assert_eq!(sessions.list(None).len(), 3);
+        assert!(sessions.was_opened("c") && !sessions.was_opened("d"));
     }
 
     #[tokio::test]

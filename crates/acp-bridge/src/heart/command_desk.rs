@@ -8,7 +8,8 @@ use acp_bridge_core::turn::Input;
 use acp_client::ControlKind;
 
 use super::{Heart, controls, driver, usage};
-use crate::heart::commands::{Context, HereFacts, StatusFacts};
+use crate::agents::pool::Pool;
+use crate::heart::commands::{Context, HereFacts, Later, StatusFacts};
 use crate::heart::profiles::ProfileBook;
 use crate::heart::schedule::Planner;
 use crate::policy::budget::Budget;
@@ -18,6 +19,8 @@ use crate::state::store::Approvals;
 pub(super) struct CommandDesk<'a> {
     pub heart: &'a mut Heart,
     pub mention: &'a Mention,
+    /// The answer, when the command works it out later.
+    pub later: Option<Later>,
 }
 
 impl Context for CommandDesk<'_> {
@@ -60,6 +63,15 @@ impl Context for CommandDesk<'_> {
         controls::command(&self.heart.services.controls, self.key(), kind, choice, running)
     }
 
+    fn pool(&self) -> Pool {
+        let profile = self.heart.services.profiles.of(self.key());
+        self.heart.services.pool.of_profile(&profile)
+    }
+
+    fn answer_later(&mut self, work: Later) {
+        self.later = Some(work);
+    }
+
     fn status(&self) -> StatusFacts {
         let heart = &*self.heart;
         let key = self.key();
@@ -86,6 +98,7 @@ impl Context for CommandDesk<'_> {
                 .collect(),
             profile: heart.services.profiles.of(key),
             controls: controls::describe(&heart.services.controls, key),
+            title: heart.services.sessions.title(key).ok().flatten(),
             session_usage: heart
                 .services
                 .sessions

@@ -903,7 +903,13 @@ impl Driver {
         }
         let replier = &self.services.replier;
         let stored = match publication {
-            Publication::Answer => replier.answer(mentions, text).await.map(|_| ()),
+            Publication::Answer => {
+                // The session's title, kept as the lease was released (a
+                // NIP-14 subject where the answer opens a note thread).
+                let title = self.services.sessions.title(&self.conversation).ok().flatten();
+                let answered = replier.answer_titled(mentions, text, title.as_deref()).await;
+                answered.map(|_| ())
+            }
             Publication::Notice => replier.notify(mentions, text).await.map(|_| ()),
         };
         match stored {

@@ -373,9 +373,16 @@ impl Heart {
         let mut desk = command_desk::CommandDesk {
             heart: self,
             mention: &mention,
+            later: None,
         };
         let answer = crate::heart::commands::apply(&call, &mut desk);
-        self.notices.notify(vec![mention], answer);
+        match desk.later.take() {
+            Some(work) => {
+                let notices = self.notices.clone();
+                tokio::spawn(async move { notices.notify(vec![mention], work.await) });
+            }
+            None => self.notices.notify(vec![mention], answer),
+        }
     }
 
     /// The conversation's next turn starts on a fresh session (`!rotate`,

@@ -27,6 +27,7 @@ mod pools;
 pub(crate) mod reaper;
 mod session_state;
 mod sessions;
+mod side_question;
 #[cfg(test)]
 mod tests;
 
@@ -38,7 +39,7 @@ use acp_bridge_core::live_sessions::LiveBounds;
 use acp_bridge_core::mention::ConversationKey;
 use acp_bridge_core::turn::{LeaseFailure, Remedy};
 use acp_bridge_core::waiting::Awaited;
-use acp_client::{AgentClient, AgentUser, ClientConfig, SessionId};
+use acp_client::{AgentClient, AgentUser, ClientConfig, ListedSession, SessionId};
 use clap::ValueEnum;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -54,6 +55,7 @@ pub(crate) use mcp_offer::McpOffer;
 pub(crate) use policy_mode::policy_mode;
 pub(crate) use pools::Pools;
 use sessions::SessionBook;
+pub(crate) use sessions::SessionCaps;
 
 /// How permission questions of agents are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -174,6 +176,28 @@ pub(crate) struct Lease {
     generation: u64,
     /// Which of [`Pools`] it came from.
     pool: usize,
+}
+
+/// A conversation's sessions, as `!sessions` shows them.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionsView {
+    /// The session the conversation runs on now.
+    pub live: SessionId,
+    /// Its sessions, the latest first: those it has had that the agent
+    /// lists in its workspace (`None`: the agent lists no sessions).
+    pub listed: Option<Vec<ListedPast>>,
+}
+
+/// One of a conversation's past sessions that its agent still lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListedPast {
+    pub id: String,
+    /// The agent's title, else the one it last gave while a turn ran.
+    pub title: Option<String>,
+    /// Its last activity, as the agent words it (RFC 3339), if it does.
+    pub updated_at: Option<String>,
+    /// When the conversation last took it up (Unix seconds).
+    pub used_at: i64,
 }
 
 /// What the pool looks like now, for `!status` and `/healthz`.
@@ -320,8 +344,10 @@ impl Pool {
         })
     }
 
-    /// Ends a lease.
+    /// Ends a lease; the title the agent gave its session meanwhile is kept.
     pub(crate) fn release(&self, lease: &Lease) {
+        self.sessions
+            .keep_title(&lease.client, &lease.conversation, &lease.session);
         let _ = self.requests.send(Request::Release {
             slot: lease.slot,
             generation: lease.generation,
@@ -351,6 +377,110 @@ impl Pool {
         let _ = self.requests.send(Request::Rotate {
             conversation: conversation.clone(),
         });
+    }
+
+    /// What the agent can do with sessions, as it last said (`None`: no
+    /// session was opened in this run yet).
+    pub(crate) fn session_caps(&self) -> Option<SessionCaps> {
+        self.sessions.caps()
+    }
+
+    /// The conversation's kept session id, if any.
+    pub(crate) fn kept_session(&self, conversation: &ConversationKey) -> Option<String> {
+        self.sessions.kept(conversation)
+    }
+
+    /// The sessions the conversation has had, the latest first.
+    pub(crate) fn past_sessions(
+        &self,
+        conversation: &ConversationKey,
+    ) -> Vec<crate::state::store::PastSession> {
+        self.sessions.past(conversation)
+    }
+
+    /// The conversation's sessions that its agent lists in its workspace,
+    /// with the one it runs on (leased, so opened if it had none). Only
+    /// sessions the conversation has had are shown: in a shared workspace
+    /// the agent lists every conversation's.
+    pub(crate) async fn sessions_view(
+        &self,
+        conversation: &ConversationKey,
+    ) -> Result<SessionsView, PoolError> {
+        let lease = self.lease(conversation).await?;
+        let lists = lease.client.info().is_some_and(|info| info.list_sessions);
+        let listed = if lists {
+            Some(self.sessions.list(&lease.client, conversation).await)
+        } else {
+            None
+        };
+        self.release(&lease);
+        let listed = listed
+            .transpose()?
+            .map(|listed| self.conversations_own(conversation, &listed));
+        Ok(SessionsView {
+            live: lease.session,
+            listed,
+        })
+    }
+
+    /// Of the agent's `listed` sessions, those the conversation has had,
+    /// the latest first, with the agent's words for them.
+    fn conversations_own(&self, conversation: &ConversationKey, listed: &[ListedSession]) -> Vec<ListedPast> {
+        let each: Vec<String> = listed
+            .iter()
+            .map(|listed| format!("{} ({})", listed.id, listed.cwd))
+            .collect();
+        tracing::debug!(%conversation, listed = ?each, "the agent's sessions of the conversation's workspace");
+        self.sessions
+            .past(conversation)
+            .into_iter()
+            .filter_map(|past| {
+                let agents = listed
+                    .iter()
+                    .find(|listed| listed.id.as_str() == past.session_id)?;
+                Some(ListedPast {
+                    title: agents.title.clone().or(past.title),
+                    updated_at: agents.updated_at.clone(),
+                    used_at: past.used_at,
+                    id: past.session_id,
+                })
+            })
+            .collect()
+    }
+
+    /// `session` (one the conversation has had) becomes its session again:
+    /// the live one is closed and the conversation's next lease reopens
+    /// the chosen one (`session/resume`, else `session/load`).
+    pub(crate) fn resume(&self, conversation: &ConversationKey, session: &str) -> Result<(), PoolError> {
+        self.sessions.choose(conversation, session)?;
+        let _ = self.requests.send(Request::Rotate {
+            conversation: conversation.clone(),
+        });
+        Ok(())
+    }
+
+    /// `question` answered in a fork of the conversation's session (see
+    /// [`side_question`]); `None` when the agent does not fork sessions.
+    pub(crate) async fn side_question(
+        &self,
+        conversation: &ConversationKey,
+        question: &str,
+    ) -> Result<Option<String>, PoolError> {
+        let lease = self.lease(conversation).await?;
+        let answered = if lease.client.info().is_some_and(|info| info.fork_session) {
+            side_question::ask(
+                &self.sessions,
+                &lease.client,
+                (conversation, &lease.session),
+                question,
+            )
+            .await
+            .map(Some)
+        } else {
+            Ok(None)
+        };
+        self.release(&lease);
+        answered
     }
 
     /// The pool as the actor last published it; never waits for the actor.

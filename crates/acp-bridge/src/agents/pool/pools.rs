@@ -84,6 +84,12 @@ impl Pools {
         Ok(lease)
     }
 
+    /// The pool of `profile` (the default's for a name not configured), for
+    /// the owner's session commands, which act on one profile's sessions.
+    pub(crate) fn of_profile(&self, profile: &str) -> Pool {
+        self.pool(profile).1.clone()
+    }
+
     /// Ends a lease, in the pool it came from.
     pub(crate) fn release(&self, lease: &Lease) {
         self.pools[lease.pool].1.release(lease);

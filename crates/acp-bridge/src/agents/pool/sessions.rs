@@ -17,16 +17,38 @@
 //! time within one daemon run, until the session is forgotten.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use acp_bridge_core::mention::ConversationKey;
-use acp_client::{AcpError, AgentClient, AgentInfo, AgentUser, SessionId, codes};
+use acp_client::{AcpError, AgentClient, AgentInfo, AgentUser, ListedSession, SessionId, codes};
 
 use super::auth::{AuthChoice, AuthPolicy};
 use super::{McpOffer, PoolError};
 use crate::agents::workspace::{WorkspaceError, Workspaces};
-use crate::state::store::Sessions;
+use crate::state::store::{PastSession, Sessions};
+
+/// What the profile's agent can do with sessions beyond opening them, as
+/// its last `initialize` said: the owner's session commands are worded by it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SessionCaps {
+    /// `session/list`.
+    pub list: bool,
+    /// `session/resume` or `session/load`: a kept session can be reopened.
+    pub reopen: bool,
+    /// `session/fork`.
+    pub fork: bool,
+}
+
+impl SessionCaps {
+    fn of(info: &AgentInfo) -> Self {
+        SessionCaps {
+            list: info.list_sessions,
+            reopen: info.resume_session || info.load_session,
+            fork: info.fork_session,
+        }
+    }
+}
 
 /// Where conversations' sessions are kept, and how they are opened.
 #[derive(Debug)]
@@ -40,6 +62,9 @@ pub(super) struct SessionBook {
     auth: AuthPolicy,
     /// The MCP servers offered (`None`: `--mcp off` and no operator's).
     mcp: Option<Arc<dyn McpOffer>>,
+    /// What the agent said of sessions when one was last opened (`None`:
+    /// no agent has opened one yet in this run).
+    caps: Mutex<Option<SessionCaps>>,
 }
 
 impl SessionBook {
@@ -56,7 +81,94 @@ impl SessionBook {
             workspaces,
             auth,
             mcp,
+            caps: Mutex::new(None),
         }
+    }
+
+    /// What the agent can do with sessions, as it last said.
+    pub(super) fn caps(&self) -> Option<SessionCaps> {
+        *self.caps.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The conversation's kept session, if any.
+    pub(super) fn kept(&self, conversation: &ConversationKey) -> Option<String> {
+        self.sessions
+            .of(conversation, &self.agent)
+            .inspect_err(|error| tracing::warn!(%conversation, %error, "cannot read the kept session id"))
+            .ok()
+            .flatten()
+    }
+
+    /// The sessions the conversation has had with this agent, the latest first.
+    pub(super) fn past(&self, conversation: &ConversationKey) -> Vec<PastSession> {
+        self.sessions
+            .past(conversation, &self.agent)
+            .inspect_err(
+                |error| tracing::warn!(%conversation, %error, "cannot read the conversation's sessions"),
+            )
+            .unwrap_or_default()
+    }
+
+    /// `session` (one of the conversation's past ones) becomes its session
+    /// again: kept, to be reopened by its next lease; the live one's MCP
+    /// token goes (the reopened session is offered a new one).
+    pub(super) fn choose(&self, conversation: &ConversationKey, session: &str) -> Result<(), PoolError> {
+        self.release(conversation);
+        self.sessions
+            .keep(conversation, &self.agent, session)
+            .map_err(|error| PoolError::Session(error.to_string()))
+    }
+
+    /// Keeps the title the agent gave the leased session, if it gave one.
+    pub(super) fn keep_title(
+        &self,
+        client: &AgentClient,
+        conversation: &ConversationKey,
+        session: &SessionId,
+    ) {
+        let Some(title) = client.session_title(session) else {
+            return;
+        };
+        if let Err(error) = self.sessions.record_title(conversation, session.as_str(), &title) {
+            tracing::warn!(%conversation, %error, "cannot keep the session's title");
+        }
+    }
+
+    /// The agent's sessions in the conversation's workspace
+    /// (`session/list` with its `cwd`).
+    pub(super) async fn list(
+        &self,
+        client: &AgentClient,
+        conversation: &ConversationKey,
+    ) -> Result<Vec<ListedSession>, PoolError> {
+        let cwd = self
+            .workspaces
+            .prepare(conversation)
+            .await
+            .map_err(|error| PoolError::Session(error.to_string()))?;
+        client
+            .list_sessions(&cwd)
+            .await
+            .map_err(|error| PoolError::Session(error.to_string()))
+    }
+
+    /// A fork of the conversation's `session` in its workspace
+    /// (`session/fork`), offered the conversation's MCP servers.
+    pub(super) async fn fork(
+        &self,
+        client: &AgentClient,
+        conversation: &ConversationKey,
+        session: &SessionId,
+    ) -> Result<SessionId, PoolError> {
+        let cwd = self
+            .workspaces
+            .prepare(conversation)
+            .await
+            .map_err(|error| PoolError::Session(error.to_string()))?;
+        client
+            .fork_session(session, &cwd, self.mcp_servers(client, conversation))
+            .await
+            .map_err(|error| PoolError::Session(error.to_string()))
     }
 
     /// The `mcpServers` the conversation's session is opened with: its
@@ -122,6 +234,9 @@ impl SessionBook {
             .prepare(conversation)
             .await
             .map_err(|error| PoolError::Session(error.to_string()))?;
+        if let Some(info) = client.info() {
+            *self.caps.lock().unwrap_or_else(PoisonError::into_inner) = Some(SessionCaps::of(info));
+        }
         if let Some(session) = self.reopen(client, conversation, &cwd).await {
             return Ok(session);
         }

@@ -3,14 +3,21 @@
 //! commands act on, never the heart's queues or another conversation's
 //! turn.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use acp_bridge_core::mention::{ConversationKey, Mention};
 use acp_client::ControlKind;
 
 use super::StatusFacts;
+use crate::agents::pool::Pool;
 use crate::heart::profiles::ProfileBook;
 use crate::heart::schedule::Planner;
 use crate::policy::budget::Budget;
 use crate::state::store::Approvals;
+
+/// A command's answer still to be worked out (it waits on the agent).
+pub(crate) type Later = Pin<Box<dyn Future<Output = String> + Send>>;
 
 /// The heart's side of a command (see the module doc).
 pub(crate) trait Context {
@@ -39,6 +46,15 @@ pub(crate) trait Context {
     /// `!model` / `!mode`'s answer: the heart's controls own the agent's
     /// offers, which the turns' starts keep.
     fn control(&mut self, kind: ControlKind, choice: Option<&str>) -> String;
+
+    /// The pool of this conversation's agent profile, through which the
+    /// session commands reach its sessions.
+    fn pool(&self) -> Pool;
+
+    /// Answers the command with what `work` yields once it is done,
+    /// instead of with what `apply` returned: work that waits on the agent
+    /// runs on a task of its own, as the heart never waits.
+    fn answer_later(&mut self, work: Later);
 
     /// What `!status` reports, as the heart and the pool see it now.
     fn status(&self) -> StatusFacts;

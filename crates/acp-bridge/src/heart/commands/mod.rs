@@ -22,16 +22,20 @@ mod cancel;
 mod context;
 mod control;
 mod every;
+mod fork;
 mod help;
+mod new;
 mod permissions;
+mod resume;
 mod rotate;
 mod schedules;
+mod sessions;
 mod status;
 mod unschedule;
 mod usage;
 mod version;
 
-pub(crate) use context::Context;
+pub(crate) use context::{Context, Later};
 pub(crate) use status::{HereFacts, StatusFacts};
 
 use acp_bridge_core::mention::CommandCall;
@@ -103,7 +107,11 @@ fn parse_and_apply<C: Command>(args: &str, context: &mut dyn Context) -> Option<
 const REGISTRY: &[Entry] = &[
     entry::<cancel::Cancel>(),
     entry::<status::Status>(),
+    entry::<new::New>(),
     entry::<rotate::Rotate>(),
+    entry::<sessions::Sessions>(),
+    entry::<resume::Resume>(),
+    entry::<fork::Fork>(),
     entry::<control::Model>(),
     entry::<control::Mode>(),
     entry::<agent::Agent>(),
@@ -231,6 +239,17 @@ mod tests {
         assert_eq!(owner("!agent codex now"), None);
         assert_eq!(owner("!model deep please"), None);
         assert_eq!(owner("!status now"), None);
+        assert_eq!(owner("@bot !new"), call("!new", ""));
+        assert_eq!(owner("!new please"), None);
+        assert_eq!(owner("!sessions"), call("!sessions", ""));
+        assert_eq!(owner("!resume 0fea55e9"), call("!resume", "0fea55e9"));
+        assert_eq!(owner("!resume"), None);
+        assert_eq!(owner("!resume a b"), None);
+        assert_eq!(
+            owner("!fork what did we decide?"),
+            call("!fork", "what did we decide?")
+        );
+        assert_eq!(owner("!fork @bot"), None);
         assert_eq!(owner(""), None);
     }
 

@@ -56,6 +56,8 @@ pub(crate) struct HereFacts {
     pub profile: String,
     /// Its session's model, mode and steer path, as the controls word them.
     pub controls: String,
+    /// Its session's title, as the agent set it.
+    pub title: Option<String>,
     /// Its session's usage, as the agent last reported it.
     pub session_usage: Option<String>,
 }
@@ -136,8 +138,12 @@ fn here(here: &HereFacts) -> String {
         Some(work) => format!("\n{work}\n"),
         None => String::new(),
     };
+    let title = match &here.title {
+        Some(title) => format!(" Its session's title: \"{title}\"."),
+        None => String::new(),
+    };
     format!(
-        " This conversation: {turn}, {} mention(s) waiting{tasks}.{work} Its agent profile: {}.{}",
+        " This conversation: {turn}, {} mention(s) waiting{tasks}.{work} Its agent profile: {}.{}{title}",
         here.waiting, here.profile, here.controls
     )
 }

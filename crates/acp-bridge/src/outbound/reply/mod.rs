@@ -205,13 +205,35 @@ impl Replier {
     /// `--reply-mode agent` the agent posted for itself: nothing is
     /// published and the mentions are only marked answered.
     pub async fn answer(&self, mentions: &[Mention], text: &str) -> Result<Option<EventId>, ReplyError> {
+        self.answer_titled(mentions, text, None).await
+    }
+
+    /// [`answer`](Self::answer), carrying the session's `title` as a
+    /// NIP-14 `subject` when the answer opens the bot's part of a new note
+    /// thread (the mention is a root kind-1 note): clients show it as the
+    /// thread's subject. Elsewhere (a group, a DM, a reply deeper in a
+    /// thread) the title is left out.
+    pub async fn answer_titled(
+        &self,
+        mentions: &[Mention],
+        text: &str,
+        title: Option<&str>,
+    ) -> Result<Option<EventId>, ReplyError> {
+        let subject: Vec<Tag> = title
+            .filter(|_| mentions.last().is_some_and(opens_a_note_thread))
+            .map(|title| Tag::custom(TagKind::Subject, [bounded_subject(title)]))
+            .into_iter()
+            .collect();
         let reply = if self.reply_mode == ReplyMode::Agent {
             self.ledger.settle_without_event(mentions, Finish::Answered)?;
             let newest = mentions.last();
             self.follow_thread(newest.is_some_and(|newest| self.ledger.thread_answered(newest)));
             None
         } else {
-            Some(self.store_and_publish(mentions, text, Finish::Answered).await?)
+            Some(
+                self.store_and_publish(mentions, text, (Finish::Answered, &subject))
+                    .await?,
+            )
         };
         for mention in mentions {
             self.react(mention, Reaction::Answered);
@@ -230,7 +252,8 @@ impl Replier {
     /// Tells the people behind `mentions` why they get no answer, and marks
     /// the mentions finished.
     pub async fn notify(&self, mentions: &[Mention], text: &str) -> Result<EventId, ReplyError> {
-        self.store_and_publish(mentions, text, Finish::Notified).await
+        self.store_and_publish(mentions, text, (Finish::Notified, &[]))
+            .await
     }
 
     /// Says something in the thread of `mention` without finishing it (for
@@ -434,10 +457,14 @@ impl Replier {
         &self,
         mentions: &[Mention],
         text: &str,
-        finish: Finish,
+        (finish, extra): (Finish, &[Tag]),
     ) -> Result<EventId, ReplyError> {
         let answers_in = mentions.last().filter(|_| finish == Finish::Answered);
-        let built = self.build_series(mentions, text, Standing::Finishes.into()).await;
+        let marks = Marks {
+            standing: Standing::Finishes,
+            extra,
+        };
+        let built = self.build_series(mentions, text, marks).await;
         let (parts, finish) = self.or_notice(built, mentions, finish).await?;
         let events: Vec<Event> = parts.iter().flat_map(Signed::events).cloned().collect();
         let origin = mentions.last().and_then(|newest| newest.origin.as_ref());
@@ -705,6 +732,26 @@ fn chat_reply(event_id: EventId, relay: Option<&RelayUrl>, author: PublicKey) ->
     let relay = relay.map(RelayUrl::to_string).unwrap_or_default();
     Tag::custom(TagKind::q(), [event_id.to_hex(), relay, author.to_hex()])
 }
+
+/// Whether `mention` is a root kind-1 note: the bot's answer to it opens
+/// its part of a new note thread.
+fn opens_a_note_thread(mention: &Mention) -> bool {
+    mention.kind == Kind::TextNote
+        && matches!(mention.thread, Thread::Note { root, .. } if root == mention.event_id)
+}
+
+/// A NIP-14 subject is a line: the title's first line, cut to
+/// [`SUBJECT_CHARS`].
+fn bounded_subject(title: &str) -> String {
+    let line = title.lines().next().unwrap_or_default().trim();
+    match line.char_indices().nth(SUBJECT_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
+
+/// The most characters of a title a `subject` tag carries.
+const SUBJECT_CHARS: usize = 80;
 
 fn group_tag(channel: &str) -> Tag {
     Tag::custom(TagKind::h(), [channel.to_owned()])

@@ -18,16 +18,19 @@ use super::{Result, Store};
 
 /// What a fresh session must not inherit: the old session's id (and the
 /// usage the agent reported for it), and how far it was given its thread
-/// (the new one is given the thread again).
+/// (the new one is given the thread again). The conversation's past
+/// sessions (`conversation_session`) stay: `!resume` goes back to one.
 const ROTATED: &[&str] = &["agent_session", "thread_context"];
 
 /// What forgetting a conversation clears: its session, as rotating does,
 /// and what was the conversation's own: the owner's model and mode
 /// choices and the agent's last offer (`!model`, `!mode`), its agent
-/// profile (`!agent`), the owner's remembered permission answers
-/// (`!permissions`; a rotate keeps those, as it keeps the choices).
+/// profile (`!agent`), the sessions it had (`!sessions`), the owner's
+/// remembered permission answers (`!permissions`; a rotate keeps those, as
+/// it keeps the choices).
 const FORGOTTEN: &[&str] = &[
     "agent_session",
+    "conversation_session",
     "thread_context",
     "control_choice",
     "agent_offer",

@@ -96,7 +96,7 @@ pub(crate) use joined_groups::JoinedGroups;
 pub(crate) use outbox::Outbox;
 pub(crate) use questions::{LeftOver, Questions};
 pub(crate) use schedule_fires::ScheduleFires;
-pub(crate) use sessions::{SessionUsage, Sessions};
+pub(crate) use sessions::{PastSession, SessionUsage, Sessions};
 pub(crate) use spend::{SpendBook, SpendRow, Whose};
 pub(crate) use thread_context::ContextMarks;
 pub use threads::AnsweredThreads;

@@ -261,6 +261,21 @@ CREATE TABLE permission_choice (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 17: every session a conversation has had, with the title its
+/// agent gave it (`!sessions` lists only these, `!resume` reopens only
+/// these: a conversation never reaches another's sessions), and when it
+/// was last made the conversation's.
+const V17_CONVERSATION_SESSIONS: &str = "
+CREATE TABLE conversation_session (
+    conversation TEXT NOT NULL,
+    agent        TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    title        TEXT,
+    used_at      INTEGER NOT NULL,
+    PRIMARY KEY (conversation, session_id)
+) WITHOUT ROWID, STRICT;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -279,6 +294,7 @@ const MIGRATIONS: &[&str] = &[
     V14_SCHEDULES,
     V15_AGENT_UIDS,
     V16_PERMISSION_CHOICES,
+    V17_CONVERSATION_SESSIONS,
 ];
 
 /// The schema version this build writes.

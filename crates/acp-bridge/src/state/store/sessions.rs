@@ -23,6 +23,18 @@ pub(crate) struct SessionUsage {
     pub currency: Option<String>,
 }
 
+/// The most characters of a session's title kept.
+const TITLE_CHARS: usize = 200;
+
+/// A session the conversation has had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PastSession {
+    pub session_id: String,
+    pub title: Option<String>,
+    /// When it was last made the conversation's (Unix seconds).
+    pub used_at: i64,
+}
+
 /// The door to the conversations' sessions: the pool keeps, reopens and
 /// forgets them; the heart records and reads what the agent reported of
 /// them. The only way to the table.
@@ -47,6 +59,30 @@ impl Sessions {
     pub(crate) fn keep(&self, conversation: &ConversationKey, agent: &str, session_id: &str) -> Result<()> {
         self.store
             .session_keep(conversation.as_str(), agent, session_id, sql_now())
+    }
+
+    /// The sessions the conversation has had with `agent`, the latest first.
+    pub(crate) fn past(&self, conversation: &ConversationKey, agent: &str) -> Result<Vec<PastSession>> {
+        self.store.sessions_past(conversation.as_str(), agent)
+    }
+
+    /// Keeps the title the agent gave `session_id`, one of the
+    /// conversation's (`""`: cleared), cut to [`TITLE_CHARS`]: it is the
+    /// agent's text, shown in the conversation's thread.
+    pub(crate) fn record_title(
+        &self,
+        conversation: &ConversationKey,
+        session_id: &str,
+        title: &str,
+    ) -> Result<()> {
+        let title: String = title.chars().take(TITLE_CHARS).collect();
+        self.store
+            .session_title_record(conversation.as_str(), session_id, &title)
+    }
+
+    /// The title of the conversation's session, if its agent gave one.
+    pub(crate) fn title(&self, conversation: &ConversationKey) -> Result<Option<String>> {
+        self.store.session_title(conversation.as_str())
     }
 
     /// Forgets the conversation's session and what a fresh one must not
@@ -100,7 +136,61 @@ impl Store {
         if replaced > 0 {
             self.forget_context_mark(conversation)?;
         }
+        self.conn()
+            .prepare_cached(
+                "INSERT INTO conversation_session (conversation, agent, session_id, used_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (conversation, session_id) DO UPDATE SET agent = ?2, used_at = ?4",
+            )?
+            .execute(params![conversation, agent, session_id, now])?;
         Ok(())
+    }
+
+    /// The sessions the conversation has had with `agent`, the latest first.
+    pub(super) fn sessions_past(&self, conversation: &str, agent: &str) -> Result<Vec<PastSession>> {
+        let past = self
+            .conn()
+            .prepare_cached(
+                "SELECT session_id, title, used_at FROM conversation_session
+                 WHERE conversation = ?1 AND agent = ?2 ORDER BY used_at DESC, session_id",
+            )?
+            .query_map(params![conversation, agent], |row| {
+                Ok(PastSession {
+                    session_id: row.get(0)?,
+                    title: row.get::<_, Option<String>>(1)?.filter(|title| !title.is_empty()),
+                    used_at: row.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(past)
+    }
+
+    /// Keeps the title the agent gave one of the conversation's sessions.
+    pub(super) fn session_title_record(
+        &self,
+        conversation: &str,
+        session_id: &str,
+        title: &str,
+    ) -> Result<()> {
+        self.conn()
+            .prepare_cached(
+                "UPDATE conversation_session SET title = ?3 WHERE conversation = ?1 AND session_id = ?2",
+            )?
+            .execute(params![conversation, session_id, title])?;
+        Ok(())
+    }
+
+    /// The title of the conversation's session, if its agent gave one.
+    pub(super) fn session_title(&self, conversation: &str) -> Result<Option<String>> {
+        let found: Option<Option<String>> = self
+            .conn()
+            .prepare_cached(
+                "SELECT past.title FROM agent_session AS now JOIN conversation_session AS past
+                   ON past.conversation = now.conversation AND past.session_id = now.session_id
+                 WHERE now.conversation = ?1",
+            )?
+            .query_row(params![conversation], |row| row.get(0))
+            .optional()?;
+        Ok(found.flatten().filter(|title| !title.is_empty()))
     }
 
     /// Records what the agent reported; a field it did not report keeps
@@ -198,5 +288,44 @@ mod tests {
             .unwrap();
         assert_eq!(store.session_of("room", "goose acp").unwrap(), None);
         assert_eq!(store.session_usage("room").unwrap(), None);
+    }
+
+    #[test]
+    fn a_conversation_keeps_its_past_sessions_and_their_titles_and_no_one_else_s() {
+        let dir = ScratchDir::new("past-sessions");
+        let store = Store::open(dir.path()).unwrap();
+        store.session_keep("room", "agent", "s1", 1).unwrap();
+        store.session_title_record("room", "s1", "Fix the build").unwrap();
+        assert_eq!(
+            store.session_title("room").unwrap().as_deref(),
+            Some("Fix the build")
+        );
+        store.session_keep("room", "agent", "s2", 2).unwrap();
+        assert_eq!(store.session_title("room").unwrap(), None, "s2 has no title yet");
+        store.session_keep("other", "agent", "s3", 3).unwrap();
+        store.session_title_record("room", "s3", "not room's").unwrap();
+        let past = store.sessions_past("room", "agent").unwrap();
+        let ids: Vec<&str> = past.iter().map(|past| past.session_id.as_str()).collect();
+        assert_eq!(ids, ["s2", "s1"], "the latest first, and only room's");
+        assert_eq!(past[1].title.as_deref(), Some("Fix the build"));
+        assert_eq!(
+            store.session_title("other").unwrap(),
+            None,
+            "a title goes to its own conversation only"
+        );
+        assert!(store.sessions_past("room", "claude").unwrap().is_empty());
+        // An agent's title is kept cut.
+        let store = Arc::new(store);
+        Sessions::new(Arc::clone(&store))
+            .record_title(&ConversationKey::from_journal("room"), "s2", &"x".repeat(10_000))
+            .unwrap();
+        assert_eq!(store.session_title("room").unwrap().unwrap().len(), TITLE_CHARS);
+        // Back to s1: it is the latest again, its title with it.
+        store.session_keep("room", "agent", "s1", 4).unwrap();
+        assert_eq!(store.sessions_past("room", "agent").unwrap()[0].session_id, "s1");
+        assert_eq!(
+            store.session_title("room").unwrap().as_deref(),
+            Some("Fix the build")
+        );
     }
 }
