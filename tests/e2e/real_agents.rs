@@ -21,16 +21,16 @@ const SLOW: Streaming = Streaming {
 
 /// An agent's program, arguments, environment and home, as the daemon is
 /// to run it.
-struct RealAgent {
+pub(crate) struct RealAgent {
     program: PathBuf,
     args: &'static str,
     env: Vec<(&'static str, String)>,
-    home: PathBuf,
+    pub(crate) home: PathBuf,
 }
 
 impl RealAgent {
     /// claude-agent-acp against the provider's Anthropic messages API.
-    fn claude(provider: &FakeProvider) -> Self {
+    pub(crate) fn claude(provider: &FakeProvider) -> Self {
         let home = temp_dir("claude-home");
         let claude = ClaudeAgent::against(provider, &home);
         RealAgent {
@@ -150,7 +150,7 @@ impl RealAgent {
     }
 
     /// A scene running this agent; `flags` go to the daemon.
-    fn scene(&self, flags: &[&str]) -> SceneBuilder {
+    pub(crate) fn scene(&self, flags: &[&str]) -> SceneBuilder {
         let names: Vec<&str> = self.env.iter().map(|(name, _)| *name).collect();
         let agent_env = names.join(",");
         let home = self.home.to_string_lossy().into_owned();
