@@ -25,7 +25,7 @@ pub(crate) struct RealAgent {
     program: PathBuf,
     args: &'static str,
     env: Vec<(&'static str, String)>,
-    home: PathBuf,
+    pub(crate) home: PathBuf,
 }
 
 impl RealAgent {

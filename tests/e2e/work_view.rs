@@ -5,6 +5,9 @@
 //! and the call running. The scripted agent reports the work with
 //! `[plan=…]`, `[tool-edit=…]` and `[tool-exec=…]`.
 
+use test_support::fake_provider::{FakeProvider, ScriptedToolUse, Streaming};
+
+use crate::real_agents::RealAgent;
 use crate::support::*;
 
 /// Two edits (one a new file) and one command, all under `/srv/proj`.
@@ -104,4 +107,40 @@ async fn status_during_a_held_turn_shows_its_plan_and_the_call_running() {
         status.content
     );
     println!("!status during the turn: {:?}", status.content);
+}
+
+/// claude-agent-acp through the fake provider: the model's `Write` reaches
+/// the bridge as an `edit` tool call with its diff, and the answer's account
+/// names the file with its lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claudes_write_is_counted_in_its_answer() {
+    let provider = FakeProvider::start(Streaming::default()).expect("the fake provider listens");
+    let claude = RealAgent::claude(&provider);
+    let notes = claude.home.join("notes.txt");
+    provider.use_tool(ScriptedToolUse {
+        trigger: "write the notes".into(),
+        name: "Write".into(),
+        input: serde_json::json!({"file_path": notes, "content": "the notes\nsecond line\n"}),
+    });
+    let scene = claude.scene(&[]).start().await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let from = log.cursor();
+    let mention = scene.mention("room", "please write the notes").await;
+    let answer = owner.reply_containing(&bot, &mention.id, "reply to: ").await;
+    println!("claude's answer: {:?}", answer.content);
+    assert!(
+        answer
+            .content
+            .contains("\n\n---\nChanged 1 file (+2 −0): notes.txt\nTools: edit ×1"),
+        "{}",
+        answer.content
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).ok().as_deref(),
+        Some("the notes\nsecond line\n")
+    );
+    let ended = log
+        .wait(from, Line::new("tool call ended").with("kind", "edit"))
+        .await;
+    println!("claude's write in the log: {ended}");
 }
