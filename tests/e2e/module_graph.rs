@@ -99,6 +99,7 @@ const ACP_PROTOCOL: CrateMap = CrateMap {
             "payloads",
             &[
                 "agent_info",
+                "commands",
                 "config_options",
                 "elicitation",
                 "permission",
@@ -157,6 +158,7 @@ const SCRIPTED_AGENT: CrateMap = CrateMap {
                 "frame_log",
                 "permission",
                 "mcp_offered",
+                "slash",
             ],
             &[],
         ),
@@ -302,7 +304,7 @@ const ACP_BRIDGE_CORE: CrateMap = CrateMap {
             &["choice", "standing", "media_refs", "budget", "live_sessions"],
             &[],
         ),
-        wing("mention", &["mention", "prompt"], &["words"]),
+        wing("mention", &["mention", "prompt", "slash"], &["words"]),
         wing(
             "machines",
             &["mode_gate", "turn", "waiting", "conversations"],

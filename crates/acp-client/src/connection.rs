@@ -41,9 +41,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use acp_protocol::{
-    AgentExit, ElicitationAction, ElicitationRequest, ExitReason, PermissionPolicy, PermissionRequest,
-    RpcError, RunMarker, SessionControls, SessionId, SteerAccepted, SteerDelivery, TextChunk, codes, methods,
-    permission_outcome,
+    AgentExit, AvailableCommand, ElicitationAction, ElicitationRequest, ExitReason, PermissionPolicy,
+    PermissionRequest, RpcError, RunMarker, SessionControls, SessionId, SteerAccepted, SteerDelivery,
+    TextChunk, codes, methods, permission_outcome,
 };
 use futures_util::SinkExt;
 use serde_json::Value;
@@ -196,6 +196,22 @@ pub(crate) struct SessionState {
     replaying: Option<usize>,
     /// The session's model and mode, as the agent last described them.
     pub controls: SessionControls,
+    /// The session's slash commands, once the agent advertised them
+    /// (`available_commands_update`; each replaces the list).
+    pub commands: Option<Vec<AvailableCommand>>,
+}
+
+impl SessionState {
+    /// Keeps the commands `update` advertises, if it does; `true` then.
+    fn keep_commands(&mut self, update: &Value) -> bool {
+        match acp_protocol::available_commands(update) {
+            Some(commands) => {
+                self.commands = Some(commands);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -240,6 +256,9 @@ pub(crate) struct Connection {
     /// An update for an unknown session was already warned of (the next
     /// ones are only counted: the agent could send millions).
     warned_unknown_session: AtomicBool,
+    /// Woken when a session's commands arrive (see
+    /// `AgentClient::session_commands_within`).
+    pub(crate) commands_arrived: tokio::sync::Notify,
 }
 
 impl AnswerSink for Connection {
@@ -281,6 +300,7 @@ impl Connection {
             drops,
             own_mcp_server,
             warned_unknown_session: AtomicBool::new(false),
+            commands_arrived: tokio::sync::Notify::new(),
         }
     }
 
@@ -501,6 +521,14 @@ impl Connection {
                 .partition(|(held_for, _)| *held_for == session);
             state.unclaimed = others;
             let session_state = state.sessions.entry(session).or_default();
+            // Commands advertised before the answer are the session's too.
+            for (_, event) in &claimed {
+                if let TurnEvent::Other(raw) = event
+                    && session_state.keep_commands(raw)
+                {
+                    self.commands_arrived.notify_waiters();
+                }
+            }
             session_state
                 .backlog
                 .extend(claimed.into_iter().map(|(_, event)| event));
@@ -577,6 +605,9 @@ impl Connection {
         // State, not history: kept even while a load replays.
         if let Some(raw) = raw {
             session_state.controls.apply_update(raw);
+            if session_state.keep_commands(raw) {
+                self.commands_arrived.notify_waiters();
+            }
         }
         if let Some(replayed) = session_state.replaying.as_mut() {
             *replayed += 1;

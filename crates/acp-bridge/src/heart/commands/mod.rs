@@ -16,6 +16,7 @@
 //! one line in [`REGISTRY`]; `!help` lists it from there.
 
 mod agent;
+mod agent_commands;
 mod at;
 mod budget;
 mod cancel;
@@ -23,8 +24,10 @@ mod context;
 mod control;
 mod every;
 mod help;
+mod options;
 mod rotate;
 mod schedules;
+mod set;
 mod status;
 mod unschedule;
 mod usage;
@@ -105,6 +108,9 @@ const REGISTRY: &[Entry] = &[
     entry::<rotate::Rotate>(),
     entry::<control::Model>(),
     entry::<control::Mode>(),
+    entry::<options::Options>(),
+    entry::<set::Set>(),
+    entry::<agent_commands::Commands>(),
     entry::<agent::Agent>(),
     entry::<schedules::Schedules>(),
     entry::<every::Every>(),
@@ -229,6 +235,11 @@ mod tests {
         assert_eq!(owner("!agent codex now"), None);
         assert_eq!(owner("!model deep please"), None);
         assert_eq!(owner("!status now"), None);
+        assert_eq!(owner("!options"), call("!options", ""));
+        assert_eq!(owner("!set effort high"), call("!set", "effort high"));
+        assert_eq!(owner("!set"), call("!set", ""));
+        assert_eq!(owner("!commands"), call("!commands", ""));
+        assert_eq!(owner("!commands all"), None);
         assert_eq!(owner(""), None);
     }
 

@@ -248,6 +248,22 @@ CREATE TABLE agent_uid (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 16: the owner's `!set` choices of the agent's other config
+/// options, kept beside `!model` / `!mode` as kind `option:ID` (the table
+/// is rebuilt: SQLite cannot alter a CHECK).
+const V16_OPTION_CHOICES: &str = "
+CREATE TABLE control_choice_v16 (
+    conversation TEXT NOT NULL,
+    kind         TEXT NOT NULL CHECK (kind IN ('model', 'mode') OR kind GLOB 'option:?*'),
+    value        TEXT NOT NULL,
+    chosen_at    INTEGER NOT NULL,
+    PRIMARY KEY (conversation, kind)
+) WITHOUT ROWID, STRICT;
+INSERT INTO control_choice_v16 SELECT conversation, kind, value, chosen_at FROM control_choice;
+DROP TABLE control_choice;
+ALTER TABLE control_choice_v16 RENAME TO control_choice;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -265,6 +281,7 @@ const MIGRATIONS: &[&str] = &[
     V13_TURN_SPEND,
     V14_SCHEDULES,
     V15_AGENT_UIDS,
+    V16_OPTION_CHOICES,
 ];
 
 /// The schema version this build writes.
