@@ -190,3 +190,62 @@ async fn options_are_listed_set_by_the_owner_only_and_set_again_after_a_restart(
     )
     .await;
 }
+
+/// claude-agent-acp advertises Claude Code's commands: `!commands` lists
+/// them, and `/compact` from chat runs as the command (Claude Code asks
+/// the model for a summary of the session), not as a quoted message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_lists_its_commands_and_runs_compact_from_chat() {
+    use test_support::claude_agent::ClaudeAgent;
+    use test_support::fake_provider::{FakeProvider, Streaming};
+
+    let provider = FakeProvider::start(Streaming::default()).expect("the fake provider listens");
+    let home = std::env::temp_dir().join(format!("agent-commands-claude-{}", std::process::id()));
+    std::fs::create_dir_all(&home).expect("a home");
+    let claude = ClaudeAgent::against(&provider, &home);
+    let names: Vec<&str> = claude.env.iter().map(|(name, _)| *name).collect();
+    let agent_env = names.join(",");
+    let home_text = home.to_string_lossy().into_owned();
+    let mut env: Vec<(&str, &str)> = vec![("ACP_BRIDGE_AGENT_ARGS", ""), ("HOME", &home_text)];
+    env.extend(claude.env.iter().map(|(name, value)| (*name, value.as_str())));
+    let scene = Scene::builder()
+        .agent_command(claude.program.to_str().expect("UTF-8 path"))
+        .env(&env)
+        .flags(&["--agent-env", &agent_env, "--cwd", &home_text])
+        .start()
+        .await;
+
+    ask(&scene, "hello claude").await;
+    let listed = ask(&scene, "!commands").await;
+    println!("claude's commands: {listed}");
+    assert!(
+        listed.starts_with("Commands of this conversation's agent session"),
+        "{listed}"
+    );
+    assert!(listed.contains("\n/compact"), "{listed}");
+
+    let before = provider.generations().len();
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+    let mention = scene.mention("room", "/compact").await;
+    let answer = scene.reply_to(&mention).await.content;
+    let finished = log.wait(mark, Line::new("turn finished")).await;
+    let after = provider.generations();
+    let asked: Vec<String> = after[before..]
+        .iter()
+        .flat_map(|request| request.user_texts())
+        .collect();
+    println!(
+        "/compact: outcome {}, answer {answer:?}, {} model request(s) after it",
+        finished["outcome"],
+        after.len() - before
+    );
+    assert!(
+        asked.iter().all(|text| !text.contains("> /compact")),
+        "not quoted as a message: {asked:?}"
+    );
+    assert!(
+        asked.iter().any(|text| text.to_lowercase().contains("summary")),
+        "Claude Code asked the model for the session's summary: {asked:?}"
+    );
+}

@@ -98,20 +98,30 @@ impl SlashCommand {
     }
 }
 
-/// The commands, one line each: `/compact — Clear conversation history …`.
+/// A description's bound in a listing: some agents describe a command
+/// in paragraphs.
+const DESCRIPTION_CHARS: usize = 160;
+
+/// The commands, one line each: `/compact — Clear conversation history …`
+/// (a description's first line, cut at [`DESCRIPTION_CHARS`] with `…`).
 pub fn listing(commands: &[AvailableCommand]) -> String {
     commands
         .iter()
         .map(|command| {
+            let first_line = command.description.lines().next().unwrap_or_default().trim();
+            let description = match first_line.char_indices().nth(DESCRIPTION_CHARS) {
+                Some((cut, _)) => format!("{}…", &first_line[..cut]),
+                None => first_line.to_owned(),
+            };
             let hint = command
                 .hint
                 .as_deref()
                 .map(|hint| format!(" <{hint}>"))
                 .unwrap_or_default();
-            if command.description.is_empty() {
+            if description.is_empty() {
                 format!("/{}{hint}", command.name)
             } else {
-                format!("/{}{hint} — {}", command.name, command.description)
+                format!("/{}{hint} — {description}", command.name)
             }
         })
         .collect::<Vec<_>>()
