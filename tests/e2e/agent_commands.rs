@@ -2,7 +2,8 @@
 //! §2): `/name args` reaches the agent as exactly that prompt, an unknown
 //! one gets the list and reaches nothing, `!commands` lists them;
 //! `!options` lists every config option, `!set` (the owner's only) sets
-//! one, which a resumed session gets again after a restart.
+//! one, which a resumed session gets again after a restart. A stranger the
+//! gate hears may run the agent's commands (see RELIABILITY.md), not ours.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -109,10 +110,15 @@ async fn a_slash_command_mid_turn_waits_for_a_turn_of_its_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn options_are_listed_set_by_the_owner_only_and_set_again_after_a_restart() {
-    let mut scene = quick(&["--controls", "config", "--reopen-sessions", "resume"])
-        .flags(&["--respond-to", "anyone"])
-        .start()
-        .await;
+    let agent = [
+        "--controls",
+        "config",
+        "--reopen-sessions",
+        "resume",
+        "--commands",
+        COMMANDS,
+    ];
+    let mut scene = quick(&agent).flags(&["--respond-to", "anyone"]).start().await;
     let first = ask(&scene, "hello").await;
     assert!(first.contains("effort: low, brief: false"), "{first}");
     let listed = ask(&scene, "!options").await;
@@ -133,6 +139,12 @@ async fn options_are_listed_set_by_the_owner_only_and_set_again_after_a_restart(
     let answered = scene.reply_to(&theirs).await.content;
     assert!(!answered.contains("brief set to"), "{answered}");
     assert!(sets(&scene).is_empty(), "a stranger's !set is a message");
+    let command = stranger
+        .mention_in_group(&scene.bot, "room", "/echo from a stranger")
+        .await;
+    let ran = scene.reply_to(&command).await.content;
+    println!("a heard stranger's /echo: {ran:?}");
+    assert!(ran.contains("ran /echo with args: from a stranger"), "{ran}");
 
     let unknown = ask(&scene, "!set nope 1").await;
     assert_eq!(

@@ -337,6 +337,9 @@ async fn align(
                 ..control
             });
         }
+        for option in &mut offer.options {
+            option.control.current = None;
+        }
     }
     let mut notes = Vec::new();
     if let Some(policy) = starts
