@@ -742,6 +742,61 @@ mod tests {
     }
 
     #[test]
+    fn set_names_an_option_by_id_or_name_and_a_model_option_is_the_model_choice() {
+        let dir = ScratchDir::new("controls-set");
+        let store = Controls::new(std::sync::Arc::new(
+            crate::state::store::Store::open(dir.path()).unwrap(),
+        ));
+        let key = ConversationKey::from_journal("dm:a");
+        let none = set(&store, &key, &["effort", "high"], false);
+        assert!(none.contains("has not told its options yet"), "{none}");
+        let described = acp_client::SessionControls::from_result(&serde_json::json!({"configOptions": [
+            {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": "fast",
+             "options": [{"value": "fast", "name": "Fast"}, {"value": "deep", "name": "Deep"}]},
+            {"id": "effort", "name": "Effort", "category": "thought_level", "type": "select", "currentValue": "low",
+             "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}]},
+            {"id": "brief", "name": "Brief answers", "type": "boolean", "currentValue": false}
+        ]}));
+        let offer = Offer {
+            model: described.control(ControlKind::Model),
+            options: described.options(),
+            ..Offer::default()
+        };
+        offer.keep(&store, &key);
+        assert_eq!(
+            set(&store, &key, &["speed", "1"], false),
+            "Unknown option `speed`. Valid: model, effort, brief."
+        );
+        assert_eq!(
+            set(&store, &key, &["effort", "max"], false),
+            "`max` is not a value of effort. Valid: low, high."
+        );
+        let named = set(&store, &key, &["Brief", "answers", "TRUE"], true);
+        assert!(
+            named.starts_with("brief set to true; it will apply from the next turn"),
+            "{named}"
+        );
+        assert_eq!(
+            store.chosen(&key, "option:brief").unwrap().as_deref(),
+            Some("true")
+        );
+        let model = set(&store, &key, &["model", "Deep"], false);
+        assert!(model.starts_with("Model set to deep"), "{model}");
+        assert_eq!(store.chosen(&key, "model").unwrap().as_deref(), Some("deep"));
+        assert_eq!(store.chosen(&key, "option:model").unwrap(), None);
+        let listed = options(&store, &key);
+        assert!(
+            listed
+                .contains("- brief (Brief answers): false (chosen: true, from the next turn) [true, false]"),
+            "{listed}"
+        );
+        assert!(
+            listed.contains("- model (Model, model): fast (chosen: deep"),
+            "{listed}"
+        );
+    }
+
+    #[test]
     fn a_choice_during_a_turn_waits_for_the_next_and_status_says_so() {
         let dir = ScratchDir::new("controls-running");
         let store = Controls::new(std::sync::Arc::new(
