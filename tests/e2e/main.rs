@@ -13,6 +13,7 @@
 
 mod support;
 
+mod agent_commands;
 mod agent_uids;
 mod approvals;
 mod ask_owner;

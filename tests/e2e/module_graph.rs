@@ -99,6 +99,7 @@ const ACP_PROTOCOL: CrateMap = CrateMap {
             "payloads",
             &[
                 "agent_info",
+                "commands",
                 "config_options",
                 "elicitation",
                 "permission",
@@ -157,6 +158,7 @@ const SCRIPTED_AGENT: CrateMap = CrateMap {
                 "frame_log",
                 "permission",
                 "mcp_offered",
+                "slash",
             ],
             &[],
         ),
@@ -309,7 +311,7 @@ const ACP_BRIDGE_CORE: CrateMap = CrateMap {
             ],
             &[],
         ),
-        wing("mention", &["mention", "prompt"], &["words"]),
+        wing("mention", &["mention", "prompt", "slash"], &["words"]),
         wing(
             "machines",
             &["mode_gate", "turn", "waiting", "conversations", "work"],

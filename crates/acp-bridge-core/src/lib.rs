@@ -18,6 +18,7 @@ pub mod media_refs;
 pub mod mention;
 pub mod mode_gate;
 pub mod prompt;
+pub mod slash;
 pub mod standing;
 pub mod turn;
 pub mod waiting;

@@ -89,6 +89,11 @@ impl ModeGate {
     }
 
     pub fn decide(&self, mention: &Mention) -> Decision {
+        if crate::slash::is_command(mention) {
+            // The agent's slash command is a turn of its own (see `slash`):
+            // it waits for the next turn whatever the mode, never dropped.
+            return Decision::Queue;
+        }
         match self.mode {
             MultipleEventHandling::Steer => Decision::Absorb(Framing::Steer),
             MultipleEventHandling::Interrupt => Decision::Absorb(Framing::Interrupt),
@@ -117,6 +122,23 @@ mod tests {
         assert_eq!(MultipleEventHandling::OwnerInterrupt.word(), "owner-interrupt");
         assert_eq!(Dedup::from_word("drop"), Some(Dedup::Drop));
         assert_eq!(MultipleEventHandling::from_word("Steer"), None, "words are exact");
+    }
+
+    #[test]
+    fn a_slash_command_waits_for_the_next_turn_whatever_the_mode() {
+        let command = test_mention("room", 1, "/compact", false);
+        for mode in [
+            MultipleEventHandling::Steer,
+            MultipleEventHandling::Interrupt,
+            MultipleEventHandling::Queue,
+        ] {
+            assert_eq!(
+                ModeGate::new(mode, Dedup::Queue).decide(&command),
+                Decision::Queue
+            );
+        }
+        let gate = ModeGate::new(MultipleEventHandling::Queue, Dedup::Drop);
+        assert_eq!(gate.decide(&command), Decision::Queue);
     }
 
     #[test]

@@ -11,8 +11,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use acp_protocol::{
-    AgentExit, AgentInfo, ContentBlock, ControlRoute, ExitReason, ListedSession, PROTOCOL_VERSION, RpcError,
-    SessionControls, SessionId, SteerAccepted, SteerRefusal, SteeringOutcome, methods,
+    AgentExit, AgentInfo, AvailableCommand, ContentBlock, ControlRoute, ExitReason, ListedSession,
+    PROTOCOL_VERSION, RpcError, SessionControls, SessionId, SteerAccepted, SteerRefusal, SteeringOutcome,
+    methods,
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -362,6 +363,34 @@ impl AgentClient {
             .get(session)
             .map(|session_state| session_state.controls.clone())
             .unwrap_or_default()
+    }
+
+    /// The session's slash commands as the agent last advertised them;
+    /// `None` while it has advertised none (or does not know the session).
+    pub fn session_commands(&self, session: &SessionId) -> Option<Vec<AvailableCommand>> {
+        let state = self.conn.lock();
+        state.sessions.get(session)?.commands.clone()
+    }
+
+    /// [`Self::session_commands`], waiting up to `patience` for a list
+    /// that has not arrived yet: agents advertise their commands with an
+    /// update sent after `session/new` is answered, so a command given as
+    /// a fresh session's first prompt may come before them.
+    pub async fn session_commands_within(
+        &self,
+        session: &SessionId,
+        patience: Duration,
+    ) -> Option<Vec<AvailableCommand>> {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let arrived = self.conn.commands_arrived.notified();
+            if let Some(commands) = self.session_commands(session) {
+                return Some(commands);
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return self.session_commands(session);
+            }
+        }
     }
 
     /// Sets one of the session's controls to `value` through `route`

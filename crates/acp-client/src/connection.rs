@@ -41,9 +41,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use acp_protocol::{
-    AgentExit, ElicitationAction, ElicitationRequest, ExitReason, PermissionPolicy, PermissionRequest,
-    RpcError, RunMarker, SessionControls, SessionId, SteerAccepted, SteerDelivery, TextChunk, codes, methods,
-    permission_outcome,
+    AgentExit, AvailableCommand, ElicitationAction, ElicitationRequest, ExitReason, PermissionPolicy,
+    PermissionRequest, RpcError, RunMarker, SessionControls, SessionId, SteerAccepted, SteerDelivery,
+    TextChunk, codes, methods, permission_outcome,
 };
 use futures_util::SinkExt;
 use serde_json::Value;
@@ -198,6 +198,22 @@ pub(crate) struct SessionState {
     pub controls: SessionControls,
     /// The session's title, as the agent last set it (`""`: cleared).
     pub title: Option<String>,
+    /// The session's slash commands, once the agent advertised them
+    /// (`available_commands_update`; each replaces the list).
+    pub commands: Option<Vec<AvailableCommand>>,
+}
+
+impl SessionState {
+    /// Keeps the commands `update` advertises, if it does; `true` then.
+    fn keep_commands(&mut self, update: &Value) -> bool {
+        match acp_protocol::available_commands(update) {
+            Some(commands) => {
+                self.commands = Some(commands);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -242,6 +258,9 @@ pub(crate) struct Connection {
     /// An update for an unknown session was already warned of (the next
     /// ones are only counted: the agent could send millions).
     warned_unknown_session: AtomicBool,
+    /// Woken when a session's commands arrive (see
+    /// `AgentClient::session_commands_within`).
+    pub(crate) commands_arrived: tokio::sync::Notify,
 }
 
 impl AnswerSink for Connection {
@@ -283,6 +302,7 @@ impl Connection {
             drops,
             own_mcp_server,
             warned_unknown_session: AtomicBool::new(false),
+            commands_arrived: tokio::sync::Notify::new(),
         }
     }
 
@@ -503,6 +523,14 @@ impl Connection {
                 .partition(|(held_for, _)| *held_for == session);
             state.unclaimed = others;
             let session_state = state.sessions.entry(session).or_default();
+            // Commands advertised before the answer are the session's too.
+            for (_, event) in &claimed {
+                if let TurnEvent::Other(raw) = event
+                    && session_state.keep_commands(raw)
+                {
+                    self.commands_arrived.notify_waiters();
+                }
+            }
             session_state
                 .backlog
                 .extend(claimed.into_iter().map(|(_, event)| event));
@@ -581,6 +609,9 @@ impl Connection {
             session_state.controls.apply_update(raw);
             if let Some(title) = acp_protocol::session_title(raw) {
                 session_state.title = Some(title);
+            }
+            if session_state.keep_commands(raw) {
+                self.commands_arrived.notify_waiters();
             }
         }
         if let Some(replayed) = session_state.replaying.as_mut() {

@@ -37,11 +37,12 @@ mod transcript;
 mod turn;
 
 pub use acp_protocol::{
-    AgentExit, AgentInfo, AuthKind, AuthMethod, Choice, ContentBlock, Control, ControlChoice, ControlKind,
-    ControlRoute, Cost, ElicitationAction, ElicitationRequest, ExitReason, FieldKind, FormField, ImageBlock,
-    InvalidSteer, ListedSession, PROTOCOL_VERSION, PermissionKind, PermissionOption, PermissionPolicy,
-    PermissionRequest, ResourceLinkBlock, RpcError, SessionControls, SessionId, SteerAccepted, SteerDelivery,
-    SteerRefusal, SteeringOutcome, StopReason, ToolCall, Unsupported, Usage, codes,
+    AgentExit, AgentInfo, AuthKind, AuthMethod, AvailableCommand, Choice, ContentBlock, Control,
+    ControlChoice, ControlKind, ControlRoute, Cost, ElicitationAction, ElicitationRequest, ExitReason,
+    FieldKind, FormField, ImageBlock, InvalidSteer, ListedSession, PROTOCOL_VERSION, PermissionKind,
+    PermissionOption, PermissionPolicy, PermissionRequest, ResourceLinkBlock, RpcError, SessionControls,
+    SessionId, SessionOption, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome, StopReason,
+    ToolCall, Unsupported, Usage, codes,
 };
 pub use client::{
     AgentClient, CancelOutcome, ClientConfig, DEFAULT_CANCEL_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT,

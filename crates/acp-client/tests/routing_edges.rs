@@ -147,6 +147,74 @@ async fn updates_outside_a_turn_are_kept_and_unknown_requests_get_method_not_fou
     .expect("test timed out");
 }
 
+/// The session's slash commands: those advertised before `session/new`
+/// is answered are the session's; a later update replaces them; a caller
+/// waiting for a list that has not come yet gets it when it comes.
+#[tokio::test]
+async fn a_sessions_commands_are_kept_from_before_its_answer_and_replaced_by_each_update() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let commands = |names: &[&str]| {
+            let listed: Vec<Value> = names
+                .iter()
+                .map(|name| json!({"name": name, "description": "d"}))
+                .collect();
+            json!({"sessionUpdate": "available_commands_update", "availableCommands": listed})
+        };
+        let names = |client: &AgentClient, session: &SessionId| {
+            client.session_commands(session).map(|commands| {
+                commands
+                    .into_iter()
+                    .map(|command| command.name)
+                    .collect::<Vec<_>>()
+            })
+        };
+        let (client, mut peer) = connected();
+        let opening = |client: &AgentClient| {
+            let client = client.clone();
+            tokio::spawn(async move { client.new_session(&std::env::temp_dir(), Vec::new()).await })
+        };
+        let new_session = opening(&client);
+        let request = peer.recv().await;
+        peer.send(update("s1", commands(&["compact"]))).await;
+        peer.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": {"sessionId": "s1"}}))
+            .await;
+        let first = new_session.await.expect("join").expect("session");
+        assert_eq!(names(&client, &first), Some(vec!["compact".to_owned()]));
+
+        let new_session = opening(&client);
+        let request = peer.recv().await;
+        peer.send(json!({"jsonrpc": "2.0", "id": request["id"], "result": {"sessionId": "s2"}}))
+            .await;
+        let second = new_session.await.expect("join").expect("session");
+        assert_eq!(names(&client, &second), None, "nothing advertised yet");
+        let waiting = tokio::spawn({
+            let (client, second) = (client.clone(), second.clone());
+            async move {
+                client
+                    .session_commands_within(&second, Duration::from_secs(10))
+                    .await
+            }
+        });
+        peer.send(update("s2", commands(&["review", "init"]))).await;
+        let arrived = waiting.await.expect("join").expect("the list arrived");
+        assert_eq!(arrived.len(), 2);
+        peer.send(update("s1", commands(&[]))).await;
+        peer.send(json!({"jsonrpc": "2.0", "id": "ping", "method": "unknown/ping", "params": {}}))
+            .await;
+        assert_eq!(peer.recv().await["id"], "ping");
+        assert_eq!(
+            names(&client, &first),
+            Some(vec![]),
+            "each update replaces the list"
+        );
+        let unknown = SessionId("s3".into());
+        let none = client.session_commands_within(&unknown, Duration::from_millis(50));
+        assert_eq!(none.await, None);
+    })
+    .await
+    .expect("test timed out");
+}
+
 fn chunk(text: &str, message_id: &str) -> Value {
     json!({"sessionUpdate": "agent_message_chunk", "messageId": message_id,
         "content": {"type": "text", "text": text}})

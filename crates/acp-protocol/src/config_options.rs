@@ -22,9 +22,15 @@
 //! - The unstable `models: {currentModelId, availableModels: [{modelId,
 //!   name}]}`, set with `session/set_model {sessionId, modelId}`.
 //!
+//! - Boolean options (`type: "boolean"`, `currentValue: true|false`), set
+//!   with `session/set_config_option {sessionId, configId, type:
+//!   "boolean", value}` (stabilised in ACP v1).
+//!
 //! Parsing is lenient: an option that does not parse is skipped, unknown
-//! fields and boolean options are ignored. Config options win over the
-//! older fields when an agent sends both (claude-agent-acp does).
+//! fields and option types are ignored. Config options win over the older
+//! fields when an agent sends both (claude-agent-acp does). `!model` and
+//! `!mode` read one select option each ([`SessionControls::control`]);
+//! `!options` and `!set` read every option ([`SessionControls::options`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -70,6 +76,9 @@ pub struct ControlChoice {
 pub enum ControlRoute {
     /// `session/set_config_option` with this `configId`.
     ConfigOption { config_id: String },
+    /// `session/set_config_option` of a boolean option: the value, `true`
+    /// or `false` as text here, goes as a JSON boolean.
+    BooleanOption { config_id: String },
     /// `session/set_mode` (the older modes).
     SetMode,
     /// `session/set_model` (the unstable models).
@@ -83,6 +92,10 @@ impl ControlRoute {
             ControlRoute::ConfigOption { config_id } => (
                 methods::SESSION_SET_CONFIG_OPTION,
                 json!({"sessionId": session, "configId": config_id, "value": value}),
+            ),
+            ControlRoute::BooleanOption { config_id } => (
+                methods::SESSION_SET_CONFIG_OPTION,
+                json!({"sessionId": session, "configId": config_id, "type": "boolean", "value": value == "true"}),
             ),
             ControlRoute::SetMode => (
                 methods::SESSION_SET_MODE,
@@ -200,7 +213,9 @@ impl SessionControls {
     /// are), the older methods answer nothing (their value is taken).
     pub fn applied(&mut self, route: &ControlRoute, value: &str, answer: &Value) {
         match route {
-            ControlRoute::ConfigOption { .. } => self.read_config_options(answer),
+            ControlRoute::ConfigOption { .. } | ControlRoute::BooleanOption { .. } => {
+                self.read_config_options(answer)
+            }
             ControlRoute::SetMode => {
                 if let Some(modes) = self.modes.as_mut() {
                     modes.current_mode_id = Some(value.to_owned());
@@ -212,6 +227,52 @@ impl SessionControls {
                 }
             }
         }
+    }
+
+    /// Every config option the agent offers, select and boolean, in its
+    /// order (a boolean's choices are `true` and `false`).
+    pub fn options(&self) -> Vec<SessionOption> {
+        self.config_options
+            .iter()
+            .flatten()
+            .filter_map(|option| {
+                let control = match option.kind.as_deref() {
+                    Some("boolean") => Control {
+                        route: ControlRoute::BooleanOption {
+                            config_id: option.id.clone(),
+                        },
+                        current: option
+                            .current_value
+                            .as_ref()
+                            .and_then(Value::as_bool)
+                            .map(|value| value.to_string()),
+                        choices: vec![choice("true", "true"), choice("false", "false")],
+                    },
+                    Some("select") | None => Control {
+                        route: ControlRoute::ConfigOption {
+                            config_id: option.id.clone(),
+                        },
+                        current: option
+                            .current_value
+                            .as_ref()
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        choices: option.options.iter().flat_map(SelectEntry::choices).collect(),
+                    },
+                    Some(_) => return None,
+                };
+                Some(SessionOption {
+                    id: option.id.clone(),
+                    name: if option.name.is_empty() {
+                        option.id.clone()
+                    } else {
+                        option.name.clone()
+                    },
+                    category: option.category.clone(),
+                    control,
+                })
+            })
+            .collect()
     }
 
     fn read_config_options(&mut self, holder: &Value) {
@@ -236,10 +297,41 @@ fn choice(id: &str, name: &str) -> ControlChoice {
     }
 }
 
+/// One config option as the agent last described it (see
+/// [`SessionControls::options`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionOption {
+    /// Its `configId`.
+    pub id: String,
+    /// What people read (the id when the agent gave no name).
+    pub name: String,
+    pub category: Option<String>,
+    pub control: Control,
+}
+
+impl SessionOption {
+    /// Whether `word` names it: its id or its name, case-insensitive.
+    pub fn named(&self, word: &str) -> bool {
+        self.id.eq_ignore_ascii_case(word) || self.name.eq_ignore_ascii_case(word)
+    }
+
+    /// The choice `word` names (its id or its name, case-insensitive).
+    pub fn choice(&self, word: &str) -> Option<&ControlChoice> {
+        let choices = &self.control.choices;
+        choices.iter().find(|choice| choice.id == word).or_else(|| {
+            choices
+                .iter()
+                .find(|choice| choice.id.eq_ignore_ascii_case(word) || choice.name.eq_ignore_ascii_case(word))
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ConfigOption {
     id: String,
+    #[serde(default)]
+    name: String,
     category: Option<String>,
     #[serde(rename = "type")]
     kind: Option<String>,
@@ -370,6 +462,32 @@ mod tests {
         assert_eq!(
             controls.control(ControlKind::Model).unwrap().current.as_deref(),
             Some("m2")
+        );
+    }
+
+    #[test]
+    fn options_lists_selects_and_booleans_and_a_boolean_is_set_as_one() {
+        let result = json!({"configOptions": [
+            {"id": "effort", "name": "Effort", "category": "thought_level", "type": "select",
+             "currentValue": "high", "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}]},
+            {"id": "fast", "type": "boolean", "currentValue": false},
+            {"id": "weird", "type": "slider", "currentValue": 3}
+        ]});
+        let options = SessionControls::from_result(&result).options();
+        assert_eq!(options.len(), 2, "{options:?}");
+        assert!(options[0].named("EFFORT") && options[0].named("effort"));
+        assert_eq!(options[0].choice("Low").map(|c| c.id.as_str()), Some("low"));
+        assert_eq!(options[0].control.current.as_deref(), Some("high"));
+        assert_eq!(
+            (options[1].name.as_str(), options[1].control.current.as_deref()),
+            ("fast", Some("false"))
+        );
+        assert_eq!(
+            options[1].control.route.request("s", "true"),
+            (
+                methods::SESSION_SET_CONFIG_OPTION,
+                json!({"sessionId": "s", "configId": "fast", "type": "boolean", "value": true})
+            )
         );
     }
 

@@ -2,7 +2,8 @@
 //!
 //! The typed view of what a client and an agent say to each other: session
 //! ids, prompt content, the updates of a turn, permission and form
-//! questions, a session's model and mode, what an agent says of itself in
+//! questions, a session's model, mode and other options, the agent's slash
+//! commands, what an agent says of itself in
 //! `initialize`, steering answers and JSON-RPC error objects. Reading is
 //! lenient: a missing optional field or an unknown kind is kept raw, never
 //! an error.
@@ -14,6 +15,7 @@
 #![warn(unreachable_pub)]
 
 mod agent_info;
+mod commands;
 mod config_options;
 mod content;
 mod elicitation;
@@ -25,7 +27,8 @@ mod steer;
 mod update;
 
 pub use agent_info::{AgentInfo, AuthKind, AuthMethod};
-pub use config_options::{Control, ControlChoice, ControlKind, ControlRoute, SessionControls};
+pub use commands::{AvailableCommand, available_commands};
+pub use config_options::{Control, ControlChoice, ControlKind, ControlRoute, SessionControls, SessionOption};
 pub use content::{ContentBlock, ImageBlock, ResourceLinkBlock, TextBlock};
 pub use elicitation::{Choice, ElicitationAction, ElicitationRequest, FieldKind, FormField, Unsupported};
 pub use permission::{

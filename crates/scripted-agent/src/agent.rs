@@ -81,13 +81,18 @@ impl Agent {
             }
             acp::SESSION_NEW => {
                 let outcome = self.new_session(&params);
-                self.outbox.reply(id, outcome).await
+                let opened = outcome.as_ref().ok().map(|result| result["sessionId"].clone());
+                self.outbox.reply(id, outcome).await?;
+                self.advertise_commands(opened.as_ref().and_then(Value::as_str))
+                    .await
             }
             acp::SESSION_PROMPT => self.prompt(id, params, turns).await,
             acp::SESSION_RESUME if self.options.reopen_sessions == Some(Reopen::Resume) => {
                 let outcome = self.reopen_session(&params);
+                let opened = outcome.as_ref().ok().cloned();
                 let outcome = outcome.map(|session_id| self.controls.open(&session_id));
-                self.outbox.reply(id, outcome).await
+                self.outbox.reply(id, outcome).await?;
+                self.advertise_commands(opened.as_deref()).await
             }
             acp::SESSION_LOAD if self.options.reopen_sessions == Some(Reopen::Load) => {
                 match self.reopen_session(&params) {
@@ -173,6 +178,16 @@ impl Agent {
         Ok(session_id.to_owned())
     }
 
+    /// Under `--commands`, advertises them for the session just opened.
+    async fn advertise_commands(&self, session_id: Option<&str>) -> Result<(), ClientGone> {
+        match (self.options.commands.as_deref(), session_id) {
+            (Some(spec), Some(session_id)) => {
+                acp::send_update(&self.outbox, session_id, crate::slash::advertised(spec)).await
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
         let cwd = params["cwd"]
             .as_str()
@@ -217,6 +232,17 @@ impl Agent {
             }
         };
         let prompt_text = acp::text_of(&params.prompt) + &acp::media_of(&params.prompt);
+        if let Some(answer) = self
+            .options
+            .commands
+            .as_deref()
+            .and_then(|spec| crate::slash::answer(spec, &prompt_text))
+        {
+            log!("session {}: {answer}", params.session_id);
+            let text = acp::update::agent_text(&answer);
+            acp::send_update(&self.outbox, &params.session_id, text).await?;
+            return self.outbox.respond(id, json!({"stopReason": "end_turn"})).await;
+        }
         self.start_turn(&params.session_id, prompt_text, Some(id), turns)
             .await
     }

@@ -1,15 +1,18 @@
 //! `--controls`: a session's model and mode, offered and set the ways ACP
 //! agents do, so a client's `!model` / `!mode` can be tested end to end.
 //!
-//! With `--controls config` every session offers two config options (as
+//! With `--controls config` every session offers four config options (as
 //! claude-agent-acp and codex-acp do): `model` (category `model`, values
-//! `fast` and `deep`) and `mode` (category `mode`, values `ask` and
-//! `code`), set with `session/set_config_option`, whose answer carries the
-//! options again. With `--controls modes` only the older `modes` field is
+//! `fast` and `deep`), `mode` (category `mode`, values `ask` and `code`),
+//! `effort` (category `thought_level`, values `low` and `high`) and the
+//! boolean `brief` (named "Brief answers"), set with
+//! `session/set_config_option` (a boolean's value as a JSON boolean),
+//! whose answer carries the options again. With `--controls modes` only the older `modes` field is
 //! offered (as qwen-code and gemini-cli do), set with `session/set_mode`.
 //! A session reopened by a fresh process starts from the defaults: like a
 //! real agent that does not keep the choice, the client must set it again.
-//! Every final message then ends with a `model: …, mode: …` line.
+//! Every final message then ends with a `model: …, mode: …` line (and
+//! `, effort: …, brief: …` under `--controls config`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -21,12 +24,15 @@ use crate::rpc::RpcError;
 
 const MODELS: [(&str, &str); 2] = [("fast", "Fast"), ("deep", "Deep")];
 const MODES: [(&str, &str); 2] = [("ask", "Ask"), ("code", "Code")];
+const EFFORTS: [(&str, &str); 2] = [("low", "Low"), ("high", "High")];
 
 /// A session's current values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Current {
     model: String,
     mode: String,
+    effort: String,
+    brief: bool,
 }
 
 impl Default for Current {
@@ -34,6 +40,8 @@ impl Default for Current {
         Current {
             model: MODELS[0].0.to_owned(),
             mode: MODES[0].0.to_owned(),
+            effort: EFFORTS[0].0.to_owned(),
+            brief: false,
         }
     }
 }
@@ -78,6 +86,12 @@ impl SessionControls {
         match text(params, "configId") {
             "model" => current.model = valid(&MODELS, value)?,
             "mode" => current.mode = valid(&MODES, value)?,
+            "effort" => current.effort = valid(&EFFORTS, value)?,
+            "brief" => {
+                current.brief = params["value"]
+                    .as_bool()
+                    .ok_or_else(|| RpcError::invalid_params("brief takes a boolean value"))?;
+            }
             other => {
                 return Err(RpcError::invalid_params(format!(
                     "Unknown config option: {other}"
@@ -105,9 +119,13 @@ impl SessionControls {
 
     /// The final message's line saying what the turn ran on.
     pub(crate) fn status_line(&self, session_id: &str) -> Option<String> {
-        self.offered?;
+        let offered = self.offered?;
         let current = self.lock().get(session_id).cloned().unwrap_or_default();
-        Some(format!("model: {}, mode: {}", current.model, current.mode))
+        let line = format!("model: {}, mode: {}", current.model, current.mode);
+        Some(match offered {
+            Controls::Config => format!("{line}, effort: {}, brief: {}", current.effort, current.brief),
+            Controls::Modes => line,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Current>> {
@@ -138,16 +156,18 @@ fn describe(offered: Controls, current: &Current) -> Value {
 }
 
 fn config_options(current: &Current) -> Value {
-    let select = |id: &str, name: &str, choices: &[(&str, &str)], value: &str| {
+    let select = |id: &str, name: &str, category: &str, choices: &[(&str, &str)], value: &str| {
         let options: Vec<Value> = choices
             .iter()
             .map(|(value, name)| json!({"value": value, "name": name}))
             .collect();
-        json!({"id": id, "name": name, "category": id, "type": "select", "currentValue": value, "options": options})
+        json!({"id": id, "name": name, "category": category, "type": "select", "currentValue": value, "options": options})
     };
     json!([
-        select("model", "Model", &MODELS, &current.model),
-        select("mode", "Mode", &MODES, &current.mode),
+        select("model", "Model", "model", &MODELS, &current.model),
+        select("mode", "Mode", "mode", &MODES, &current.mode),
+        select("effort", "Effort", "thought_level", &EFFORTS, &current.effort),
+        {"id": "brief", "name": "Brief answers", "type": "boolean", "currentValue": current.brief},
     ])
 }
 
@@ -165,7 +185,14 @@ mod tests {
         assert_eq!(answer["configOptions"][0]["currentValue"], "deep");
         let unknown = json!({"sessionId": "s1", "configId": "model", "value": "huge"});
         assert!(controls.set_config_option(&unknown).is_err());
-        assert_eq!(controls.status_line("s1").unwrap(), "model: deep, mode: ask");
+        let brief = json!({"sessionId": "s1", "configId": "brief", "type": "boolean", "value": true});
+        let answer = controls.set_config_option(&brief).unwrap();
+        assert_eq!(answer["configOptions"][3]["currentValue"], true);
+        assert_eq!(answer["configOptions"][2]["category"], "thought_level");
+        assert_eq!(
+            controls.status_line("s1").unwrap(),
+            "model: deep, mode: ask, effort: low, brief: true"
+        );
     }
 
     #[test]

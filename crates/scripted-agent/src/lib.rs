@@ -24,7 +24,9 @@
 //! `[foreign-updates=N]` (first stream N updates for sessions the client
 //! never opened, each of its own: a misbehaving agent). Any
 //! other bracketed text is just text. With `--controls`, sessions offer a
-//! model and a mode (see `controls`).
+//! model, a mode, a reasoning effort and a boolean (see `controls`); with
+//! `--commands`, they advertise slash commands and run `/name` prompts
+//! (see `slash`).
 //!
 //! stdout (or whatever [`serve`] writes to) carries only JSON-RPC frames,
 //! unless a misbehaviour flag says otherwise; human logs go to stderr, one
@@ -60,6 +62,7 @@ mod permission;
 mod rpc;
 mod session;
 mod shared;
+mod slash;
 mod steering;
 mod turn;
 mod wire;

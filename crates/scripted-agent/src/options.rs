@@ -134,6 +134,12 @@ pub struct Options {
     #[arg(long, value_enum, value_name = "HOW")]
     pub controls: Option<Controls>,
 
+    /// Advertise these slash commands after every `session/new` and
+    /// `session/resume` (`name:description|…`), and answer a prompt that
+    /// starts with `/` as a command: `ran /NAME with args: …`.
+    #[arg(long, value_name = "SPEC")]
+    pub commands: Option<String>,
+
     /// Under `--session-steering`, ignore `idleBehavior`: a steer with no
     /// live run starts a turn of its own (answered `startedNewTurn`), whose
     /// output has no prompt answer.
@@ -215,6 +221,7 @@ impl Default for Options {
             reopen_sessions: None,
             list_sessions: false,
             controls: None,
+            commands: None,
             steering_starts_turns: false,
             end_run_after_steer: false,
             crash_after_rounds: None,

@@ -299,7 +299,9 @@ impl<Link> Conversations<Link> {
     ) -> Option<ConversationKey> {
         let (_, key) = self.ready.first()?.clone();
         self.update(&key, |conversation, _| {
-            let take = conversation.waiting.len().min(BATCH_CAP);
+            // An agent's slash command is a batch of its own (see `slash`).
+            let waiting = conversation.waiting.iter().map(|waiting| &waiting.mention);
+            let take = crate::slash::batch_len(waiting).min(BATCH_CAP);
             let mut waits = HashMap::new();
             let batch: Vec<Mention> = conversation
                 .waiting

@@ -12,6 +12,7 @@ use super::usage::TurnUsage;
 use crate::media_refs::MediaRef;
 use crate::mention::Mention;
 use crate::prompt::Framing;
+use crate::slash::SlashCommand;
 
 /// Names one steer request within its turn.
 pub type SteerTicket = u64;
@@ -35,6 +36,9 @@ pub enum Input {
     /// as [`Input::PromptEnded`]).
     CancelSettled(CancelSettled),
     PromptEnded(Result<PromptEnd, TurnFailure>),
+    /// The session does not offer the turn's slash command: the notice its
+    /// author is given, which ends the turn.
+    CommandRefused(String),
     /// The agent asked a question: permission or a form (the driver holds
     /// its handle).
     QuestionAsked(Asked),
@@ -190,6 +194,9 @@ pub enum DriverAction {
     Lease,
     /// Prompt the agent with this text and the images of these mentions.
     Prompt(String, Vec<MediaRef>),
+    /// Run the agent's slash command: prompt with its text alone when the
+    /// session offers it, else report [`Input::CommandRefused`].
+    AgentCommand(SlashCommand),
     /// Steer the live prompt with this text and the media of its mentions.
     Steer {
         ticket: SteerTicket,

@@ -43,6 +43,7 @@ use nostr::prelude::EventId;
 use crate::media_refs::MediaRef;
 use crate::mention::Mention;
 use crate::prompt::{self, Framing};
+use crate::slash::{SlashCommand, is_command};
 pub use io::{
     Action, CancelSettled, DriverAction, HeartAction, Input, LeaseFailure, Outcome, PromptEnd, Publication,
     Remedy, SteerAnswer, SteerOutcome, SteerTicket, TurnEnd, TurnFailure,
@@ -210,6 +211,7 @@ impl TurnMachine {
                 CancelSettled::Failed(error) => tracing::warn!(%error, "cancel failed"),
             },
             Input::PromptEnded(ended) => self.on_prompt_ended(ended, now, &mut out),
+            Input::CommandRefused(notice) => self.on_command_refused(notice, &mut out),
             Input::QuestionAsked(asked) => self.on_question_asked(asked, &mut out),
             Input::QuestionPosted { ticket, event } => match event {
                 Some(event) => self.questions.posted(ticket, event, now),
@@ -317,8 +319,59 @@ impl TurnMachine {
             // Cancelled before anything was asked of the agent.
             return self.finish(Outcome::CancelledByOwner, out);
         }
+        if let Some(command) = self.command() {
+            tracing::info!(command = %command.name, "running the agent's slash command");
+            self.phase = Phase::Prompting;
+            self.cancel_asked = false;
+            return out.push(DriverAction::AgentCommand(command).into());
+        }
         let prompted = self.mentions_in(&Role::Prompted);
         self.prompt(prompt::fresh_prompt(&prompted), media_of(&prompted), out);
+    }
+
+    /// The agent's slash command this turn runs, if it runs one: a
+    /// command is always a turn's whole batch (see `slash`).
+    fn command(&self) -> Option<SlashCommand> {
+        let mut prompted = self.entries.iter().filter(|entry| entry.role == Role::Prompted);
+        match (prompted.next(), prompted.next()) {
+            (Some(only), None) => SlashCommand::of(&only.mention),
+            _ => None,
+        }
+    }
+
+    /// The session does not offer the turn's command: its notice ends it.
+    fn on_command_refused(&mut self, notice: String, out: &mut Vec<Action>) {
+        if self.phase != Phase::Prompting {
+            return;
+        }
+        tracing::info!("the agent does not offer the slash command: not sent");
+        self.phase = Phase::Publishing(Publication::Notice);
+        out.push(
+            DriverAction::Publish {
+                mentions: self.mentions_in(&Role::Prompted),
+                text: notice,
+                publication: Publication::Notice,
+            }
+            .into(),
+        );
+    }
+
+    /// Sets aside for the next turn the mentions that cannot join this
+    /// one: a slash command (a turn of its own), and anything while this
+    /// turn runs one (its prompt is the command alone). Returns the rest.
+    fn defer_commands(&mut self, mentions: Vec<Mention>) -> Vec<Mention> {
+        let runs_command = self.command().is_some();
+        let (deferred, rest): (Vec<Mention>, Vec<Mention>) = mentions
+            .into_iter()
+            .partition(|mention| runs_command || is_command(mention));
+        if !deferred.is_empty() {
+            tracing::info!(
+                mentions = deferred.len(),
+                "slash command kept for a turn of its own"
+            );
+            self.add(deferred, Role::Deferred);
+        }
+        rest
     }
 
     /// Prompts the agent with `text` and the images `media`.
@@ -330,6 +383,13 @@ impl TurnMachine {
     }
 
     fn absorb(&mut self, mentions: Vec<Mention>, framing: Framing, now: Instant, out: &mut Vec<Action>) {
+        if matches!(self.phase, Phase::Publishing(_) | Phase::Done) {
+            return out.push(HeartAction::Requeue(mentions).into());
+        }
+        let mentions = self.defer_commands(mentions);
+        if mentions.is_empty() {
+            return;
+        }
         match self.phase {
             // Nothing was asked of the agent yet: they join the first prompt.
             Phase::Leasing => self.add(mentions, Role::Prompted),

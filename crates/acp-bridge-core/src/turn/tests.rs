@@ -882,6 +882,60 @@ fn a_question_the_agent_withdraws_is_closed_and_the_held_mentions_go_in() {
 }
 
 /// A copy of the parts of an action the log checks need.
+#[test]
+fn a_slash_command_turn_asks_the_driver_to_run_it_and_takes_nothing_else() {
+    let mut rig = Rig::leasing(&["nostr:npub1bot /compact now"]);
+    let joined = rig.absorb(2, "hello meanwhile", Framing::Steer);
+    assert!(joined.is_empty(), "{joined:?}");
+    let actions = rig.feed(Input::Leased);
+    let [Action::Driver(DriverAction::AgentCommand(command))] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    assert_eq!(command.prompt(), "/compact now");
+    let steered = rig.absorb(3, "and this", Framing::Steer);
+    assert!(
+        steered.is_empty(),
+        "a command's turn is never steered: {steered:?}"
+    );
+    let actions = rig.ended(StopReason::EndTurn, &[]);
+    let (_, text, publication) = published(&actions);
+    assert_eq!((text.as_str(), publication), ("the answer", Publication::Answer));
+    let actions = rig.feed(Input::Published(Ok(())));
+    let (outcome, work, returned) = rig.end(&actions, &[]);
+    assert_eq!(outcome, Outcome::Answered);
+    assert_eq!(texts(&work), ["nostr:npub1bot /compact now"]);
+    assert_eq!(texts(&returned), ["hello meanwhile", "and this"]);
+}
+
+#[test]
+fn a_command_the_session_does_not_offer_ends_in_its_notice() {
+    let mut rig = Rig::leasing(&["/nope"]);
+    rig.feed(Input::Leased);
+    let actions = rig.feed(Input::CommandRefused("not offered".into()));
+    let (mentions, text, publication) = published(&actions);
+    assert_eq!(
+        (texts(&mentions), text.as_str(), publication),
+        (vec!["/nope"], "not offered", Publication::Notice)
+    );
+    let actions = rig.feed(Input::Published(Ok(())));
+    assert_eq!(rig.end(&actions, &[]).0, Outcome::Notified);
+}
+
+#[test]
+fn a_slash_command_mid_turn_waits_for_a_turn_of_its_own() {
+    let mut rig = Rig::prompting(&["work on it"]);
+    let actions = rig.absorb(2, "/compact", Framing::Interrupt);
+    assert!(actions.is_empty(), "neither steered nor merged: {actions:?}");
+    let actions = rig.ended(StopReason::EndTurn, &[]);
+    assert_eq!(published(&actions).1, "the answer");
+    let actions = rig.feed(Input::Published(Ok(())));
+    let (_, work, returned) = rig.end(&actions, &[]);
+    assert_eq!(
+        (texts(&work), texts(&returned)),
+        (vec!["work on it"], vec!["/compact"])
+    );
+}
+
 fn clone_action(action: &Action) -> Action {
     match action {
         Action::Driver(DriverAction::Publish {

@@ -72,6 +72,20 @@ impl Context for CommandDesk<'_> {
         self.later = Some(work);
     }
 
+    fn options(&self) -> String {
+        controls::options(&self.heart.services.controls, self.key())
+    }
+
+    fn set_option(&mut self, words: &[&str]) -> String {
+        let running = self.turn_running();
+        controls::set(&self.heart.services.controls, self.key(), words, running)
+    }
+
+    fn agent_commands(&self) -> String {
+        let profile = self.heart.services.profiles.of(self.key());
+        controls::commands(&self.heart.services.controls, self.key(), &profile)
+    }
+
     fn status(&self) -> StatusFacts {
         let heart = &*self.heart;
         let key = self.key();

@@ -1,5 +1,15 @@
-//! The owner's controls of a conversation's agent session: `!model` and
-//! `!mode`, and the session's side of `!status`.
+//! The owner's controls of a conversation's agent session: `!model`,
+//! `!mode`, `!options`, `!set` and `!commands`, and the session's side of
+//! `!status`.
+//!
+//! `!set NAME VALUE` is `!model`'s way for every config option the agent
+//! offers (a reasoning effort, a boolean such as a fast mode): kept with
+//! the conversation (as the choice of kind `option:ID`; an option that is
+//! the session's model or mode is kept as `!model` / `!mode` keep it, so
+//! the two ways agree) and applied as the choices below are.
+//! `!commands` reads the agent's slash commands from the same record of
+//! what the agent offered, refreshed when a turn leases the session and
+//! when it lets it go.
 //!
 //! Owns what those commands answer and how the owner's choice reaches the
 //! agent; the choice itself is kept with the conversation in the store.
@@ -28,7 +38,10 @@
 //! question moves to later in the live session stays until it ends.
 
 use acp_bridge_core::mention::{ConversationKey, Mention};
-use acp_client::{AgentClient, Control, ControlKind, PermissionPolicy, SessionId};
+use acp_bridge_core::slash;
+use acp_client::{
+    AgentClient, AvailableCommand, Control, ControlKind, PermissionPolicy, SessionId, SessionOption,
+};
 use serde::{Deserialize, Serialize};
 
 use super::notices::Notices;
@@ -44,6 +57,16 @@ struct Offer {
     mode: Option<Control>,
     /// How mid-turn mentions reach its turns ([`SteerMethod::as_str`]).
     steer: Option<String>,
+    /// Every config option (`!options`, `!set`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    options: Vec<SessionOption>,
+    /// The agent's slash commands; `None` until it advertised them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    commands: Option<Vec<AvailableCommand>>,
+    /// The agent profile the session runs on (`!commands` before a
+    /// conversation's first turn reads the profile's latest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    profile: Option<String>,
 }
 
 /// An offer found for a conversation, and whose it is.
@@ -74,6 +97,37 @@ impl Offer {
             .inspect_err(|error| tracing::warn!(%error, "cannot read what the agent offered"))
             .ok()??;
         serde_json::from_str(&text).ok()
+    }
+
+    /// The latest offer recorded for the agent profile `profile`.
+    fn of_profile(controls: &Controls, profile: &str) -> Option<Offer> {
+        Self::parse(controls.offer_of_profile(profile))
+    }
+
+    /// The option `word` names, if the agent offers it.
+    fn option(&self, word: &str) -> Option<&SessionOption> {
+        self.options.iter().find(|option| option.named(word))
+    }
+
+    /// The control kind (`!model`, `!mode`) `option` is, if it is one.
+    fn kind_of(&self, option: &SessionOption) -> Option<ControlKind> {
+        ControlKind::ALL.into_iter().find(|kind| {
+            self.control(*kind)
+                .is_some_and(|control| control.route == option.control.route)
+        })
+    }
+
+    /// Takes in what the session now says of its options and commands
+    /// (what it has not described stays as last seen).
+    fn refresh(&mut self, client: &AgentClient, session: &SessionId, profile: &str) {
+        let options = client.session_controls(session).options();
+        if !options.is_empty() {
+            self.options = options;
+        }
+        if let Some(commands) = client.session_commands(session) {
+            self.commands = Some(commands);
+        }
+        self.profile = Some(profile.to_owned());
     }
 
     fn keep(&self, controls: &Controls, key: &ConversationKey) {
@@ -232,13 +286,13 @@ pub(crate) async fn on_lease(
     controls: &Controls,
     replier: &Replier,
     key: &ConversationKey,
-    lease: &Lease,
+    leased: Leased<'_>,
     steer: SteerMethod,
     policy: PermissionPolicy,
     anchor: Option<&Mention>,
 ) {
-    let starts = lease.opened.then_some(policy);
-    let notes = align(controls, key, &lease.client, &lease.session, steer, starts).await;
+    let starts = leased.lease.opened.then_some(policy);
+    let notes = align(controls, key, leased, steer, starts).await;
     if let Some(anchor) = anchor {
         let notices = Notices::new(replier.clone());
         for note in notes {
@@ -255,18 +309,22 @@ pub(crate) async fn on_lease(
 async fn align(
     controls: &Controls,
     key: &ConversationKey,
-    client: &AgentClient,
-    session: &SessionId,
+    leased: Leased<'_>,
     steer: SteerMethod,
     starts: Option<PermissionPolicy>,
 ) -> Vec<String> {
+    let (client, session) = (&leased.lease.client, &leased.lease.session);
     let described = client.session_controls(session);
+    let kept = Offer::read_own(controls, key);
     let mut offer = Offer {
         model: described.control(ControlKind::Model),
         mode: described.control(ControlKind::Mode),
         steer: Some(steer.as_str().to_owned()),
+        options: kept.as_ref().map(|kept| kept.options.clone()).unwrap_or_default(),
+        commands: kept.as_ref().and_then(|kept| kept.commands.clone()),
+        profile: None,
     };
-    let kept = Offer::read_own(controls, key);
+    offer.refresh(client, session, leased.profile);
     if described.is_empty()
         && let Some(kept) = &kept
     {
@@ -278,6 +336,9 @@ async fn align(
                 current: None,
                 ..control
             });
+        }
+        for option in &mut offer.options {
+            option.control.current = None;
         }
     }
     let mut notes = Vec::new();
@@ -323,10 +384,216 @@ async fn align(
             }
         }
     }
+    notes.extend(apply_options(controls, key, client, session, &offer).await);
+    offer.refresh(client, session, leased.profile);
     if kept.as_ref() != Some(&offer) {
         offer.keep(controls, key);
     }
     notes
+}
+
+/// A turn's leased session, and the agent profile it runs on.
+#[derive(Clone, Copy)]
+pub(crate) struct Leased<'a> {
+    pub lease: &'a Lease,
+    pub profile: &'a str,
+}
+
+/// The kind under which `!set` keeps its choice of option `id`.
+fn option_kind(id: &str) -> String {
+    format!("option:{id}")
+}
+
+/// Applies the owner's `!set` choices the session does not hold (the
+/// options that are its model or mode were applied as those); returns the
+/// notes of those that could not apply (dropped, as `!model`'s are).
+async fn apply_options(
+    controls: &Controls,
+    key: &ConversationKey,
+    client: &AgentClient,
+    session: &SessionId,
+    offer: &Offer,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for option in offer
+        .options
+        .iter()
+        .filter(|option| offer.kind_of(option).is_none())
+    {
+        let kind = option_kind(&option.id);
+        let Some(wanted) = controls
+            .chosen(key, &kind)
+            .inspect_err(
+                |error| tracing::warn!(conversation = %key, %error, "cannot read the owner's choice"),
+            )
+            .ok()
+            .flatten()
+        else {
+            continue;
+        };
+        let control = &option.control;
+        if control.current.as_deref() == Some(wanted.as_str()) {
+            continue;
+        }
+        let why = if !control.offers(&wanted) {
+            format!("the agent does not offer it (valid: {})", valid(control))
+        } else {
+            match client.set_control(session, &control.route, &wanted).await {
+                Ok(()) => {
+                    tracing::info!(conversation = %key, session = %session, option = %option.id, value = %wanted, "applied the owner's option to the session");
+                    continue;
+                }
+                Err(error) => format!("the agent refused it ({error})"),
+            }
+        };
+        tracing::warn!(conversation = %key, session = %session, option = %option.id, value = %wanted, %why, "cannot apply the owner's option; dropped it");
+        if let Ok(true) = controls.drop_if_still(key, &kind, &wanted) {
+            notes.push(format!(
+                "Your choice `{wanted}` for {} could not be applied: {why}. The agent's own value is used; choose again with !set.",
+                option.id
+            ));
+        }
+    }
+    notes
+}
+
+/// When a turn lets its session go: keeps what the session now says of
+/// its options and commands (an agent advertises its commands after the
+/// session opened, often after the lease read it), for `!options` and
+/// `!commands` between turns and after a restart.
+pub(crate) fn on_release(controls: &Controls, key: &ConversationKey, leased: Leased<'_>) {
+    let Some(kept) = Offer::read_own(controls, key) else {
+        return;
+    };
+    let mut offer = kept.clone();
+    offer.refresh(&leased.lease.client, &leased.lease.session, leased.profile);
+    if offer != kept {
+        offer.keep(controls, key);
+    }
+}
+
+/// `!options`: every option of the conversation's session with its value
+/// and choices.
+pub(crate) fn options(controls: &Controls, key: &ConversationKey) -> String {
+    let Some(Found { offer, own }) = Offer::read(controls, key) else {
+        return "The agent has not told its options yet: it does when this conversation's session starts (its first turn).".to_owned();
+    };
+    if offer.options.is_empty() {
+        return "This agent offers no config options (see !model and !mode).".to_owned();
+    }
+    let heading = if own {
+        "Options of this conversation's session (set with !set NAME VALUE):"
+    } else {
+        "Options the agent offered another conversation (this one has no session yet; set with !set NAME VALUE):"
+    };
+    let lines: Vec<String> = offer
+        .options
+        .iter()
+        .map(|option| {
+            let control = &option.control;
+            let chosen = match offer.kind_of(option) {
+                Some(kind) => chosen(controls, key, kind),
+                None => controls.chosen(key, &option_kind(&option.id)).ok().flatten(),
+            };
+            let current = control.current.as_deref().unwrap_or("unknown");
+            let pending = match chosen {
+                Some(chosen) if control.current.as_deref() != Some(chosen.as_str()) => {
+                    format!(" (chosen: {chosen}, from the next turn)")
+                }
+                _ => String::new(),
+            };
+            let about = match (&option.category, option.name == option.id) {
+                (Some(category), true) => format!(" ({category})"),
+                (Some(category), false) => format!(" ({}, {category})", option.name),
+                (None, true) => String::new(),
+                (None, false) => format!(" ({})", option.name),
+            };
+            format!("- {}{about}: {current}{pending} [{}]", option.id, valid(control))
+        })
+        .collect();
+    format!("{heading}\n{}", lines.join("\n"))
+}
+
+/// `!set NAME VALUE`: keeps the owner's choice for one option; the answer.
+/// `words` are NAME's then VALUE's (at least two): NAME is the first run
+/// of them that names an option and leaves a value it takes (a name may
+/// have spaces), else the first that names one.
+pub(crate) fn set(controls: &Controls, key: &ConversationKey, words: &[&str], turn_running: bool) -> String {
+    let Some(found) = Offer::read(controls, key) else {
+        return "The agent has not told its options yet: it does when this conversation's session starts (its first turn); set one after it.".to_owned();
+    };
+    let names = || {
+        let ids: Vec<&str> = found
+            .offer
+            .options
+            .iter()
+            .map(|option| option.id.as_str())
+            .collect();
+        ids.join(", ")
+    };
+    if found.offer.options.is_empty() {
+        return "This agent offers no config options, so there is nothing to set.".to_owned();
+    }
+    let splits = || {
+        (1..words.len()).filter_map(|split| {
+            let option = found.offer.option(&words[..split].join(" "))?;
+            Some((option, words[split..].join(" ")))
+        })
+    };
+    let named = splits()
+        .find(|(option, value)| option.choice(value).is_some())
+        .or_else(|| splits().next());
+    let Some((option, value)) = named else {
+        return format!("Unknown option `{}`. Valid: {}.", words[0], names());
+    };
+    let value = value.as_str();
+    let Some(choice) = option.choice(value) else {
+        return format!(
+            "`{value}` is not a value of {}. Valid: {}.",
+            option.id,
+            valid(&option.control)
+        );
+    };
+    let choice = choice.id.clone();
+    if let Some(kind) = found.offer.kind_of(option) {
+        return choose(controls, key, kind, &choice, Some(found), turn_running);
+    }
+    if let Err(error) = controls.choose(key, &option_kind(&option.id), &choice) {
+        tracing::error!(conversation = %key, %error, "cannot keep the owner's choice");
+        return format!("Sorry, I could not keep that choice: {error}.");
+    }
+    tracing::info!(conversation = %key, option = %option.id, value = %choice, "the owner set an option");
+    let when = match found.own {
+        _ if turn_running => "from the next turn (the turn in flight keeps its value)",
+        true => "from this conversation's next turn",
+        false => "when this conversation's session starts",
+    };
+    format!("{} set to {choice}; it will apply {when}.", option.id)
+}
+
+/// `!commands`: the agent's slash commands, from this conversation's
+/// session, else from the latest session of its agent profile.
+pub(crate) fn commands(controls: &Controls, key: &ConversationKey, profile: &str) -> String {
+    let own = Offer::read_own(controls, key).and_then(|offer| offer.commands);
+    let (commands, heading) = match own {
+        Some(commands) => (commands, "Commands of this conversation's agent session"),
+        None => match Offer::of_profile(controls, profile).and_then(|offer| offer.commands) {
+            Some(commands) => (
+                commands,
+                "Commands the agent last advertised (this conversation has no session yet)",
+            ),
+            None => {
+                return "The agent has not told its commands yet: it does once a session starts (this conversation's first turn).".to_owned();
+            }
+        },
+    };
+    if commands.is_empty() {
+        return "This agent offers no slash commands.".to_owned();
+    }
+    format!(
+        "{heading}; send one as the whole message, /name and what it takes:\n{}",
+        slash::listing(&commands)
+    )
 }
 
 /// Sets the mode `policy` wants (see `pool::policy_mode`) on a session
@@ -417,6 +684,7 @@ mod tests {
             model,
             mode: None,
             steer: Some("goose".into()),
+            ..Offer::default()
         };
         offer.keep(store, key);
     }
@@ -471,6 +739,61 @@ mod tests {
         );
         let no_modes = command(&store, &key, ControlKind::Mode, Some("code"), false);
         assert!(no_modes.contains("offers no mode choice"), "{no_modes}");
+    }
+
+    #[test]
+    fn set_names_an_option_by_id_or_name_and_a_model_option_is_the_model_choice() {
+        let dir = ScratchDir::new("controls-set");
+        let store = Controls::new(std::sync::Arc::new(
+            crate::state::store::Store::open(dir.path()).unwrap(),
+        ));
+        let key = ConversationKey::from_journal("dm:a");
+        let none = set(&store, &key, &["effort", "high"], false);
+        assert!(none.contains("has not told its options yet"), "{none}");
+        let described = acp_client::SessionControls::from_result(&serde_json::json!({"configOptions": [
+            {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": "fast",
+             "options": [{"value": "fast", "name": "Fast"}, {"value": "deep", "name": "Deep"}]},
+            {"id": "effort", "name": "Effort", "category": "thought_level", "type": "select", "currentValue": "low",
+             "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}]},
+            {"id": "brief", "name": "Brief answers", "type": "boolean", "currentValue": false}
+        ]}));
+        let offer = Offer {
+            model: described.control(ControlKind::Model),
+            options: described.options(),
+            ..Offer::default()
+        };
+        offer.keep(&store, &key);
+        assert_eq!(
+            set(&store, &key, &["speed", "1"], false),
+            "Unknown option `speed`. Valid: model, effort, brief."
+        );
+        assert_eq!(
+            set(&store, &key, &["effort", "max"], false),
+            "`max` is not a value of effort. Valid: low, high."
+        );
+        let named = set(&store, &key, &["Brief", "answers", "TRUE"], true);
+        assert!(
+            named.starts_with("brief set to true; it will apply from the next turn"),
+            "{named}"
+        );
+        assert_eq!(
+            store.chosen(&key, "option:brief").unwrap().as_deref(),
+            Some("true")
+        );
+        let model = set(&store, &key, &["model", "Deep"], false);
+        assert!(model.starts_with("Model set to deep"), "{model}");
+        assert_eq!(store.chosen(&key, "model").unwrap().as_deref(), Some("deep"));
+        assert_eq!(store.chosen(&key, "option:model").unwrap(), None);
+        let listed = options(&store, &key);
+        assert!(
+            listed
+                .contains("- brief (Brief answers): false (chosen: true, from the next turn) [true, false]"),
+            "{listed}"
+        );
+        assert!(
+            listed.contains("- model (Model, model): fast (chosen: deep"),
+            "{listed}"
+        );
     }
 
     #[test]

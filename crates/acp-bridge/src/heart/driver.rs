@@ -25,6 +25,7 @@ use acp_bridge_core::approvals::{self, Verdict};
 use acp_bridge_core::media_refs::MediaRef;
 use acp_bridge_core::mention::{ConversationKey, Mention, Thread};
 use acp_bridge_core::prompt::BRIDGE_MARK;
+use acp_bridge_core::slash::SlashCommand;
 use acp_bridge_core::turn::{
     Answer, Ask, Asked, CancelSettled, DriverAction, Input, PromptEnd, Publication, QuestionTicket,
     TurnFailure, TurnUsage, summary,
@@ -53,6 +54,10 @@ use crate::outbound::reply::{Replier, ReplyContent};
 use crate::policy::budget::turn_cap::{CapReached, SharedSpend};
 use crate::state::store::{Approvals, Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
+
+/// How long a slash command waits for a fresh session's list of commands
+/// (agents send it right after `session/new` is answered).
+const COMMANDS_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What every turn's driver shares.
 #[derive(Debug, Clone)]
@@ -431,7 +436,10 @@ impl Driver {
                         &self.services.controls,
                         &self.services.replier,
                         &self.conversation,
-                        &lease,
+                        controls::Leased {
+                            lease: &lease,
+                            profile: &self.profile,
+                        },
                         self.steer,
                         self.services.options.permission,
                         anchor,
@@ -443,6 +451,7 @@ impl Driver {
                 Err(error) => self.report(Input::LeaseFailed(error.into())).await,
             },
             DriverAction::Prompt(text, media) => self.prompt(text, media).await,
+            DriverAction::AgentCommand(command) => self.agent_command(command).await,
             DriverAction::Steer { ticket, text, media } => {
                 if let Some(lease) = &self.lease {
                     let blocks = self.blocks(lease, text, media).await;
@@ -517,6 +526,27 @@ impl Driver {
             _ => text,
         };
         let text = self.group_preface.clone() + &text;
+        self.send_prompt(text, media).await;
+    }
+
+    /// Runs the agent's slash command (see `acp_bridge_core::slash`) if
+    /// the session offers it: its text alone is the prompt (no thread
+    /// context, no group preface, no images); else its notice ends the
+    /// turn. A fresh session's list may come a moment after it opened.
+    async fn agent_command(&mut self, command: SlashCommand) {
+        let Some(lease) = &self.lease else { return };
+        let known = lease
+            .client
+            .session_commands_within(&lease.session, COMMANDS_PATIENCE)
+            .await;
+        match command.check(known.as_deref()) {
+            Ok(()) => self.send_prompt(command.prompt(), Vec::new()).await,
+            Err(notice) => self.report(Input::CommandRefused(notice)).await,
+        }
+    }
+
+    /// Prompts the leased session with `text` as it is.
+    async fn send_prompt(&mut self, text: String, media: Vec<MediaRef>) {
         let Some(lease) = &self.lease else { return };
         let blocks = self.blocks(lease, text, media).await;
         let prompt = lease
@@ -576,6 +606,11 @@ impl Driver {
 
     fn release(&mut self) {
         if let Some(lease) = self.lease.take() {
+            let leased = controls::Leased {
+                lease: &lease,
+                profile: &self.profile,
+            };
+            controls::on_release(&self.services.controls, &self.conversation, leased);
             self.services.pool.release(&lease);
         }
     }

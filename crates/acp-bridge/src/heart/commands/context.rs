@@ -56,6 +56,16 @@ pub(crate) trait Context {
     /// runs on a task of its own, as the heart never waits.
     fn answer_later(&mut self, work: Later);
 
+    /// `!options`' answer: every option of the conversation's session.
+    fn options(&self) -> String;
+
+    /// `!set NAME VALUE`'s answer (`words`: NAME and VALUE, at least two
+    /// words): the owner's choice for one option.
+    fn set_option(&mut self, words: &[&str]) -> String;
+
+    /// `!commands`' answer: the agent's slash commands.
+    fn agent_commands(&self) -> String;
+
     /// What `!status` reports, as the heart and the pool see it now.
     fn status(&self) -> StatusFacts;
 

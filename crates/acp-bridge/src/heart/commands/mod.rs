@@ -16,6 +16,7 @@
 //! one line in [`REGISTRY`]; `!help` lists it from there.
 
 mod agent;
+mod agent_commands;
 mod at;
 mod budget;
 mod cancel;
@@ -25,11 +26,13 @@ mod every;
 mod fork;
 mod help;
 mod new;
+mod options;
 mod permissions;
 mod resume;
 mod rotate;
 mod schedules;
 mod sessions;
+mod set;
 mod status;
 mod unschedule;
 mod usage;
@@ -114,6 +117,9 @@ const REGISTRY: &[Entry] = &[
     entry::<fork::Fork>(),
     entry::<control::Model>(),
     entry::<control::Mode>(),
+    entry::<options::Options>(),
+    entry::<set::Set>(),
+    entry::<agent_commands::Commands>(),
     entry::<agent::Agent>(),
     entry::<permissions::Permissions>(),
     entry::<schedules::Schedules>(),
@@ -250,6 +256,11 @@ mod tests {
             call("!fork", "what did we decide?")
         );
         assert_eq!(owner("!fork @bot"), None);
+        assert_eq!(owner("!options"), call("!options", ""));
+        assert_eq!(owner("!set effort high"), call("!set", "effort high"));
+        assert_eq!(owner("!set"), call("!set", ""));
+        assert_eq!(owner("!commands"), call("!commands", ""));
+        assert_eq!(owner("!commands all"), None);
         assert_eq!(owner(""), None);
     }
 

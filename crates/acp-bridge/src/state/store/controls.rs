@@ -1,6 +1,7 @@
-//! The owner's model and mode per conversation, and what the agent offered.
+//! The owner's model, mode and options per conversation, and what the agent
+//! offered.
 //!
-//! `!model ID` and `!mode ID` are kept here, so a choice outlives the
+//! `!model ID`, `!mode ID` and `!set` (kind `option:ID`) are kept here, so a choice outlives the
 //! agent process and the daemon: it is applied again at every turn's start
 //! where the session does not hold it (a resumed or fresh session).
 //! Beside it, the agent's last offer for the conversation (its choices, the
@@ -62,6 +63,12 @@ impl Controls {
     /// offer recorded most recently for any conversation.
     pub(crate) fn offer(&self, conversation: Option<&ConversationKey>) -> Result<Option<String>> {
         self.store.agent_offer(conversation.map(ConversationKey::as_str))
+    }
+
+    /// The offer recorded most recently whose JSON names the agent
+    /// profile `profile` (its `profile` field).
+    pub(crate) fn offer_of_profile(&self, profile: &str) -> Result<Option<String>> {
+        self.store.agent_offer_of_profile(profile)
     }
 }
 
@@ -131,6 +138,21 @@ impl Store {
     }
 }
 
+impl Store {
+    /// See [`Controls::offer_of_profile`].
+    pub(super) fn agent_offer_of_profile(&self, profile: &str) -> Result<Option<String>> {
+        let found = self
+            .conn()
+            .prepare_cached(
+                "SELECT offer FROM agent_offer WHERE CASE WHEN json_valid(offer) THEN json_extract(offer, '$.profile') END = ?1
+                 ORDER BY seen_at DESC LIMIT 1",
+            )?
+            .query_row(params![profile], |row| row.get(0))
+            .optional()?;
+        Ok(found)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::state::store::Store;
@@ -144,6 +166,12 @@ mod tests {
         store.control_choose("c", "model", "fast", 1).unwrap();
         store.control_choose("c", "model", "deep", 2).unwrap();
         store.control_choose("c", "mode", "ask", 2).unwrap();
+        store.control_choose("c", "option:effort", "high", 2).unwrap();
+        assert!(
+            store.control_choose("c", "option:", "x", 2).is_err(),
+            "an option has an id"
+        );
+        assert!(store.control_choose("c", "speed", "x", 2).is_err());
         assert_eq!(
             store.control_chosen("c", "model").unwrap().as_deref(),
             Some("deep")
@@ -174,5 +202,12 @@ mod tests {
             Some("{\"a\":2}")
         );
         assert_eq!(store.agent_offer(None).unwrap().as_deref(), Some("{\"b\":1}"));
+        store.agent_offer_keep("c", "{\"profile\":\"codex\"}", 3).unwrap();
+        store.agent_offer_keep("d", "not json", 4).unwrap();
+        assert_eq!(
+            store.agent_offer_of_profile("codex").unwrap().as_deref(),
+            Some("{\"profile\":\"codex\"}")
+        );
+        assert_eq!(store.agent_offer_of_profile("claude").unwrap(), None);
     }
 }

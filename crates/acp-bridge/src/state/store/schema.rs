@@ -276,6 +276,22 @@ CREATE TABLE conversation_session (
 ) WITHOUT ROWID, STRICT;
 ";
 
+/// Version 18: the owner's `!set` choices of the agent's other config
+/// options, kept beside `!model` / `!mode` as kind `option:ID` (the table
+/// is rebuilt: SQLite cannot alter a CHECK).
+const V18_OPTION_CHOICES: &str = "
+CREATE TABLE control_choice_rebuilt (
+    conversation TEXT NOT NULL,
+    kind         TEXT NOT NULL CHECK (kind IN ('model', 'mode') OR kind GLOB 'option:?*'),
+    value        TEXT NOT NULL,
+    chosen_at    INTEGER NOT NULL,
+    PRIMARY KEY (conversation, kind)
+) WITHOUT ROWID, STRICT;
+INSERT INTO control_choice_rebuilt SELECT conversation, kind, value, chosen_at FROM control_choice;
+DROP TABLE control_choice;
+ALTER TABLE control_choice_rebuilt RENAME TO control_choice;
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -295,6 +311,7 @@ const MIGRATIONS: &[&str] = &[
     V15_AGENT_UIDS,
     V16_PERMISSION_CHOICES,
     V17_CONVERSATION_SESSIONS,
+    V18_OPTION_CHOICES,
 ];
 
 /// The schema version this build writes.
