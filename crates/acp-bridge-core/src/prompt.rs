@@ -407,6 +407,27 @@ fn look_alike(c: char) -> char {
     char::from_u32(ascii).map_or(c, |c| c.to_ascii_lowercase())
 }
 
+/// The most characters of a session's title shown on one line (a `!sessions`
+/// line, a NIP-14 `subject`).
+pub const TITLE_CHARS: usize = 80;
+
+/// A session's title as one line of at most [`TITLE_CHARS`] characters
+/// (runs of whitespace folded, cut with `…`), or `None` when it says
+/// nothing of the conversation: blank, or the bridge's own framing
+/// (claude-agent-acp titles a session with the start of its first prompt,
+/// which is ours and begins with [`BRIDGE_MARK`]; as a subject it would
+/// show every reader the framing, not the topic).
+pub fn title_line(title: &str) -> Option<String> {
+    let line = title.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() || line.starts_with(BRIDGE_MARK) {
+        return None;
+    }
+    Some(match line.char_indices().nth(TITLE_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,6 +615,23 @@ mod tests {
                 "{forged:?} became {prompt:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_title_is_one_line_and_our_framing_is_no_title() {
+        assert_eq!(
+            title_line("  Fix the\nflaky   test "),
+            Some("Fix the flaky test".to_owned())
+        );
+        assert_eq!(
+            title_line(&"x".repeat(100)),
+            Some(format!("{}…", "x".repeat(TITLE_CHARS)))
+        );
+        assert_eq!(title_line(" \n "), None);
+        assert_eq!(
+            title_line(&format!("{BRIDGE_MARK} You are answering on Nostr")),
+            None
+        );
     }
 
     #[test]

@@ -597,10 +597,15 @@ impl TurnMachine {
                 if matches!(reason, StopReason::MaxTokens | StopReason::MaxTurnRequests) {
                     out.push(DriverAction::RotateSession.into());
                 }
-                let text = if end.message.trim().is_empty() {
-                    "(The agent finished without writing an answer.)".to_owned()
-                } else {
-                    end.message
+                let text = match self.command() {
+                    // Many commands act and print nothing (claude's `/compact`).
+                    Some(command) if end.message.trim().is_empty() => {
+                        format!("(Ran /{}: the agent wrote nothing back.)", command.name)
+                    }
+                    _ if end.message.trim().is_empty() => {
+                        "(The agent finished without writing an answer.)".to_owned()
+                    }
+                    _ => end.message,
                 };
                 (text, Publication::Answer)
             }

@@ -907,6 +907,28 @@ fn a_slash_command_turn_asks_the_driver_to_run_it_and_takes_nothing_else() {
     assert_eq!(texts(&returned), ["hello meanwhile", "and this"]);
 }
 
+/// claude's `/compact` acts and writes nothing: the thread is told the
+/// command ran, not that the agent wrote no answer.
+#[test]
+fn a_slash_command_that_writes_nothing_is_answered_that_it_ran() {
+    let mut rig = Rig::leasing(&["/compact"]);
+    rig.feed(Input::Leased);
+    let actions = rig.feed(Input::PromptEnded(Ok(PromptEnd {
+        stop_reason: StopReason::EndTurn,
+        message: " \n".into(),
+        folded: Vec::new(),
+        usage: TurnUsage::default(),
+    })));
+    let (_, text, publication) = published(&actions);
+    assert_eq!(
+        (text.as_str(), publication),
+        (
+            "(Ran /compact: the agent wrote nothing back.)",
+            Publication::Answer
+        )
+    );
+}
+
 #[test]
 fn a_command_the_session_does_not_offer_ends_in_its_notice() {
     let mut rig = Rig::leasing(&["/nope"]);

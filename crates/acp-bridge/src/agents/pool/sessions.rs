@@ -16,7 +16,7 @@
 //! server when it runs (see `mcp`): the same entry, token included, each
 //! time within one daemon run, until the session is forgotten.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -134,6 +134,15 @@ impl SessionBook {
         }
     }
 
+    /// The conversation's workspace, made ready: the `cwd` its sessions
+    /// are opened, listed and forked in.
+    async fn workspace(&self, conversation: &ConversationKey) -> Result<PathBuf, PoolError> {
+        self.workspaces
+            .prepare(conversation)
+            .await
+            .map_err(|error| PoolError::Session(error.to_string()))
+    }
+
     /// The agent's sessions in the conversation's workspace
     /// (`session/list` with its `cwd`).
     pub(super) async fn list(
@@ -141,11 +150,7 @@ impl SessionBook {
         client: &AgentClient,
         conversation: &ConversationKey,
     ) -> Result<Vec<ListedSession>, PoolError> {
-        let cwd = self
-            .workspaces
-            .prepare(conversation)
-            .await
-            .map_err(|error| PoolError::Session(error.to_string()))?;
+        let cwd = self.workspace(conversation).await?;
         client
             .list_sessions(&cwd)
             .await
@@ -160,11 +165,7 @@ impl SessionBook {
         conversation: &ConversationKey,
         session: &SessionId,
     ) -> Result<SessionId, PoolError> {
-        let cwd = self
-            .workspaces
-            .prepare(conversation)
-            .await
-            .map_err(|error| PoolError::Session(error.to_string()))?;
+        let cwd = self.workspace(conversation).await?;
         client
             .fork_session(session, &cwd, self.mcp_servers(client, conversation))
             .await
@@ -229,11 +230,7 @@ impl SessionBook {
         client: &AgentClient,
         conversation: &ConversationKey,
     ) -> Result<SessionId, PoolError> {
-        let cwd = self
-            .workspaces
-            .prepare(conversation)
-            .await
-            .map_err(|error| PoolError::Session(error.to_string()))?;
+        let cwd = self.workspace(conversation).await?;
         if let Some(info) = client.info() {
             *self.caps.lock().unwrap_or_else(PoisonError::into_inner) = Some(SessionCaps::of(info));
         }

@@ -5,6 +5,7 @@
 //! agent lists every conversation's, and a thread is read by others, so
 //! one conversation must never see another's (nor `!resume` it).
 
+use acp_bridge_core::prompt::title_line;
 use chrono::{DateTime, Utc};
 
 use super::{Command, Context, Who, no_args};
@@ -53,7 +54,8 @@ fn describe(view: &SessionsView) -> String {
             short_id(&past.id, &ids),
             past.title
                 .as_deref()
-                .map_or_else(|| "(untitled)".to_owned(), cut_title),
+                .and_then(title_line)
+                .unwrap_or_else(|| "(untitled)".to_owned()),
             last_active(past)
         )
     });
@@ -63,19 +65,6 @@ fn describe(view: &SessionsView) -> String {
     .chain(lines)
     .collect::<Vec<_>>()
     .join("\n")
-}
-
-/// The most characters of a title a line shows (claude titles a session
-/// with its first prompt, which is long).
-const TITLE_CHARS: usize = 80;
-
-/// A title on one line, cut to [`TITLE_CHARS`].
-fn cut_title(title: &str) -> String {
-    let line = title.split_whitespace().collect::<Vec<_>>().join(" ");
-    match line.char_indices().nth(TITLE_CHARS) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line,
-    }
 }
 
 /// The agent's word for a session's last activity, else when the
@@ -117,12 +106,5 @@ mod tests {
         assert_eq!(short_id("abc", &["abc"]), "abc");
         let scripted = ["sess_0000abcd_1", "sess_0000abcd_12"];
         assert_eq!(short_id(scripted[0], &scripted), "sess_0000abcd_1");
-    }
-
-    #[test]
-    fn a_title_is_one_line_of_eighty_characters_at_most() {
-        assert_eq!(cut_title("Fix\nthe  build"), "Fix the build");
-        let long = "x".repeat(100);
-        assert_eq!(cut_title(&long).chars().count(), 81, "80 and the ellipsis");
     }
 }

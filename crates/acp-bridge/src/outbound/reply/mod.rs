@@ -212,7 +212,8 @@ impl Replier {
     /// NIP-14 `subject` when the answer opens the bot's part of a new note
     /// thread (the mention is a root kind-1 note): clients show it as the
     /// thread's subject. Elsewhere (a group, a DM, a reply deeper in a
-    /// thread) the title is left out.
+    /// thread), or when the title says nothing of the conversation
+    /// (`prompt::title_line`), it is left out.
     pub async fn answer_titled(
         &self,
         mentions: &[Mention],
@@ -221,7 +222,8 @@ impl Replier {
     ) -> Result<Option<EventId>, ReplyError> {
         let subject: Vec<Tag> = title
             .filter(|_| mentions.last().is_some_and(opens_a_note_thread))
-            .map(|title| Tag::custom(TagKind::Subject, [bounded_subject(title)]))
+            .and_then(acp_bridge_core::prompt::title_line)
+            .map(|title| Tag::custom(TagKind::Subject, [title]))
             .into_iter()
             .collect();
         let reply = if self.reply_mode == ReplyMode::Agent {
@@ -739,19 +741,6 @@ fn opens_a_note_thread(mention: &Mention) -> bool {
     mention.kind == Kind::TextNote
         && matches!(mention.thread, Thread::Note { root, .. } if root == mention.event_id)
 }
-
-/// A NIP-14 subject is a line: the title's first line, cut to
-/// [`SUBJECT_CHARS`].
-fn bounded_subject(title: &str) -> String {
-    let line = title.lines().next().unwrap_or_default().trim();
-    match line.char_indices().nth(SUBJECT_CHARS) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_owned(),
-    }
-}
-
-/// The most characters of a title a `subject` tag carries.
-const SUBJECT_CHARS: usize = 80;
 
 fn group_tag(channel: &str) -> Tag {
     Tag::custom(TagKind::h(), [channel.to_owned()])
