@@ -616,6 +616,7 @@ fn turn_services(
             settings.media.private_addresses,
         ),
         media_cache: MediaCache::default(),
+        progress: settings.replies.progress,
     }
 }
 

@@ -38,6 +38,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::controls;
+use super::progress::Progress;
 use super::steer_strategy::SteerMethod;
 use super::tasks::Delegator;
 use super::usage;
@@ -46,7 +47,7 @@ use crate::base::deadline::sleep_until;
 use crate::intake::media::{self, AgentTakes, MediaCache, MediaFetcher};
 use crate::intake::thread_context::{PendingMark, ThreadContext};
 use crate::outbound::groups::GroupDirectory;
-use crate::outbound::reply::{Replier, ReplyContent};
+use crate::outbound::reply::{ProgressSettings, Replier, ReplyContent};
 use crate::policy::budget::turn_cap::{CapReached, SharedSpend};
 use crate::state::store::{Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
@@ -89,6 +90,8 @@ pub(crate) struct TurnServices {
     pub gate: Option<crate::policy::gate::GateRules>,
     /// The media fetched lately, shared by every turn.
     pub media_cache: MediaCache,
+    /// When a long turn shows its progress in its thread.
+    pub progress: ProgressSettings,
 }
 
 /// What a driver tells the heart.
@@ -196,6 +199,7 @@ pub(super) fn spawn(
         Some(task) => task.cap.clone(),
         None => services.budget.turn_spend().map(SharedSpend::new),
     };
+    let progress = in_thread.then(|| Progress::new(services.progress, batch));
     let driver = Driver {
         services,
         conversation,
@@ -216,6 +220,7 @@ pub(super) fn spawn(
         group_preface,
         turn_spend: spend.clone(),
         answer_to,
+        progress,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -341,6 +346,9 @@ struct Driver {
     /// (`None`: no cap); a task's turn's is its delegating turn's.
     turn_spend: Option<SharedSpend>,
     answer_to: AnswerTo,
+    /// What the turn's thread is shown of its progress (`None`: a
+    /// delegated task's turn, whose answer goes to no thread).
+    progress: Option<Progress>,
 }
 
 impl Driver {
@@ -364,7 +372,16 @@ impl Driver {
                     self.timer = None;
                     self.report(Input::Timer).await;
                 }
+                () = sleep_until(self.progress.as_ref().and_then(Progress::due)) => {
+                    if let Some(progress) = &mut self.progress {
+                        progress.tick(&self.services.replier).await;
+                    }
+                }
             }
+        }
+        // After the answer or notice the last action stored.
+        if let Some(progress) = &mut self.progress {
+            progress.finish(&self.services.replier).await;
         }
     }
 
