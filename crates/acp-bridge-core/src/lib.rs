@@ -20,3 +20,4 @@ pub mod prompt;
 pub mod standing;
 pub mod turn;
 pub mod waiting;
+pub mod work;

@@ -616,6 +616,7 @@ fn turn_services(
             settings.media.private_addresses,
         ),
         media_cache: MediaCache::default(),
+        work_summary: settings.replies.work_summary,
         progress: settings.replies.progress,
     }
 }

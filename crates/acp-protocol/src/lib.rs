@@ -34,4 +34,6 @@ pub use permission::{
 pub use rpc::{AgentExit, ExitReason, RpcError, codes};
 pub use session::{PROTOCOL_VERSION, SessionId, StopReason, initialize_params};
 pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};
-pub use update::{Cost, RunMarker, TextChunk, ToolCall, TurnEvent, Usage, run_marker, turn_event};
+pub use update::{
+    Cost, RunMarker, TextChunk, ToolCall, ToolContent, ToolKind, TurnEvent, Usage, run_marker, turn_event,
+};

@@ -104,12 +104,123 @@ impl Usage {
 }
 
 /// A tool call or an update to one; the raw update keeps everything else.
+///
+/// Every field but the id is optional: an update names only what changed
+/// (`content`, when present, replaces the call's whole content).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub id: String,
     pub title: Option<String>,
     pub status: Option<String>,
+    pub kind: Option<ToolKind>,
+    /// `None`: the update leaves the content as it was.
+    pub content: Option<Vec<ToolContent>>,
     pub raw: Value,
+}
+
+impl ToolCall {
+    /// The shell command an `execute` call runs, from `rawInput.command`:
+    /// a string, or an argv array (codex sends `["bash", "-lc", "ls"]`)
+    /// joined with spaces. Agents name other inputs freely; only this one
+    /// is read.
+    pub fn command(&self) -> Option<String> {
+        match self.raw.get("rawInput")?.get("command")? {
+            Value::String(command) => Some(command.clone()),
+            Value::Array(argv) => {
+                let words: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+                (!words.is_empty()).then(|| words.join(" "))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What sort of work a tool call does (ACP `ToolKind`); a kind this crate
+/// does not know reads as `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Think,
+    Fetch,
+    SwitchMode,
+    #[default]
+    Other,
+}
+
+impl ToolKind {
+    pub fn parse(kind: &str) -> Self {
+        match kind {
+            "read" => ToolKind::Read,
+            "edit" => ToolKind::Edit,
+            "delete" => ToolKind::Delete,
+            "move" => ToolKind::Move,
+            "search" => ToolKind::Search,
+            "execute" => ToolKind::Execute,
+            "think" => ToolKind::Think,
+            "fetch" => ToolKind::Fetch,
+            "switch_mode" => ToolKind::SwitchMode,
+            _ => ToolKind::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Delete => "delete",
+            ToolKind::Move => "move",
+            ToolKind::Search => "search",
+            ToolKind::Execute => "execute",
+            ToolKind::Think => "think",
+            ToolKind::Fetch => "fetch",
+            ToolKind::SwitchMode => "switch_mode",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
+/// One item of a tool call's `content`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolContent {
+    /// A file change: `old_text` is `None` for a new file.
+    Diff {
+        path: String,
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// A terminal the client created (`terminal/create`) shows the output.
+    Terminal { terminal_id: String },
+    /// Ordinary content (`{"type": "content", ...}`) or a type this crate
+    /// does not know, raw.
+    Other(Value),
+}
+
+impl ToolContent {
+    /// Reads one item; a diff or terminal missing a required field is kept
+    /// raw rather than failing the update.
+    fn parse(item: &Value) -> Self {
+        let text = |key: &str| item.get(key).and_then(Value::as_str).map(str::to_owned);
+        match item.get("type").and_then(Value::as_str) {
+            Some("diff") => match (text("path"), text("newText")) {
+                (Some(path), Some(new_text)) => ToolContent::Diff {
+                    path,
+                    old_text: text("oldText"),
+                    new_text,
+                },
+                _ => ToolContent::Other(item.clone()),
+            },
+            Some("terminal") => match text("terminalId") {
+                Some(terminal_id) => ToolContent::Terminal { terminal_id },
+                None => ToolContent::Other(item.clone()),
+            },
+            _ => ToolContent::Other(item.clone()),
+        }
+    }
 }
 
 /// What a `session_info_update` says about the live run.
@@ -284,10 +395,16 @@ fn tool_call(update: Value) -> Result<ToolCall, Value> {
         return Err(update);
     };
     let text = |key: &str| update.get(key).and_then(Value::as_str).map(str::to_owned);
+    let content = update
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().map(ToolContent::parse).collect());
     Ok(ToolCall {
         id,
         title: text("title"),
         status: text("status"),
+        kind: text("kind").map(|kind| ToolKind::parse(&kind)),
+        content,
         raw: update,
     })
 }
@@ -422,6 +539,73 @@ mod tests {
         let paused = StopReason::parse("paused");
         assert_eq!(paused, StopReason::Other("paused".into()));
         assert_eq!(paused.as_str(), "paused");
+    }
+
+    #[test]
+    fn tool_calls_carry_kind_diffs_terminals_and_command() {
+        let call = json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit a.rs",
+        "kind": "edit", "status": "pending", "rawInput": {"command": "ls -la"},
+        "content": [
+            {"type": "diff", "path": "/w/a.rs", "oldText": "a\n", "newText": "b\n"},
+            {"type": "diff", "path": "/w/new.rs", "oldText": null, "newText": "x\n"},
+            {"type": "terminal", "terminalId": "term-1"},
+            {"type": "content", "content": {"type": "text", "text": "hi"}},
+            {"type": "diff", "path": "/w/broken.rs"},
+            "not an object"
+        ]});
+        let TurnEvent::ToolCall(call) = turn_event(call) else {
+            panic!("expected a tool call");
+        };
+        assert_eq!(call.kind, Some(ToolKind::Edit));
+        assert_eq!(call.command().as_deref(), Some("ls -la"));
+        let content = call.content.expect("content");
+        assert_eq!(
+            content[..3],
+            [
+                ToolContent::Diff {
+                    path: "/w/a.rs".into(),
+                    old_text: Some("a\n".into()),
+                    new_text: "b\n".into()
+                },
+                ToolContent::Diff {
+                    path: "/w/new.rs".into(),
+                    old_text: None,
+                    new_text: "x\n".into()
+                },
+                ToolContent::Terminal {
+                    terminal_id: "term-1".into()
+                },
+            ]
+        );
+        assert!(matches!(
+            content[3..],
+            [
+                ToolContent::Other(_),
+                ToolContent::Other(_),
+                ToolContent::Other(_)
+            ]
+        ));
+        let update = json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "kind": "teleport",
+            "rawInput": {"command": ["bash", "-lc", "ls"]}});
+        let TurnEvent::ToolCallUpdate(update) = turn_event(update) else {
+            panic!("expected a tool call update");
+        };
+        assert_eq!((update.kind, &update.content), (Some(ToolKind::Other), &None));
+        assert_eq!(update.command().as_deref(), Some("bash -lc ls"));
+        for kind in [
+            "read",
+            "edit",
+            "delete",
+            "move",
+            "search",
+            "execute",
+            "think",
+            "fetch",
+            "switch_mode",
+            "other",
+        ] {
+            assert_eq!(ToolKind::parse(kind).as_str(), kind);
+        }
     }
 
     #[test]

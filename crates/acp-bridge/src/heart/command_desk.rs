@@ -7,7 +7,7 @@ use acp_bridge_core::mention::Mention;
 use acp_bridge_core::turn::Input;
 use acp_client::ControlKind;
 
-use super::{Heart, controls, usage};
+use super::{Heart, controls, driver, usage};
 use crate::heart::commands::{Context, HereFacts, StatusFacts};
 use crate::heart::profiles::ProfileBook;
 use crate::heart::schedule::Planner;
@@ -68,6 +68,10 @@ impl Context for CommandDesk<'_> {
                 .conversations
                 .running(key)
                 .map(|running| running.turn.started().elapsed()),
+            work: heart
+                .conversations
+                .running(key)
+                .and_then(|running| driver::lock_work(&running.link.work()).status_text()),
             waiting: heart.conversations.waiting_in(key),
             tasks: heart
                 .tasks

@@ -19,6 +19,7 @@
 //! when the heart drops its end of the channel.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use acp_bridge_core::media_refs::MediaRef;
 use acp_bridge_core::mention::{ConversationKey, Mention, Thread};
@@ -27,6 +28,7 @@ use acp_bridge_core::turn::{
     Answer, Ask, Asked, CancelSettled, DriverAction, Input, PromptEnd, Publication, QuestionTicket,
     TurnFailure, TurnUsage, summary,
 };
+use acp_bridge_core::work::{ToolStep, WorkLog, WorkSummary};
 use acp_client::{
     AcpError, AnswerError, CancelOutcome, ContentBlock, ElicitationAction, ElicitationQuestion,
     PermissionKind, PermissionQuestion, TurnError, TurnEvent, TurnOptions, TurnProgress,
@@ -90,8 +92,21 @@ pub(crate) struct TurnServices {
     pub gate: Option<crate::policy::gate::GateRules>,
     /// The media fetched lately, shared by every turn.
     pub media_cache: MediaCache,
+    /// `--work-summary`: the account of the work appended to answers.
+    pub work_summary: WorkSummary,
     /// When a long turn shows its progress in its thread.
     pub progress: ProgressSettings,
+}
+
+/// The turn's work as the agent reports it (plan, tool calls), fed by its
+/// driver and read by `!status` and the progress messages. Locked for one
+/// call at a time, never across an await (see [`lock_work`]).
+pub(crate) type SharedWork = Arc<Mutex<WorkLog>>;
+
+/// The work log, to feed or read; a panic elsewhere while it was held
+/// leaves a record that is still worth reading.
+pub(crate) fn lock_work(work: &SharedWork) -> MutexGuard<'_, WorkLog> {
+    work.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// What a driver tells the heart.
@@ -132,6 +147,7 @@ pub(crate) struct DriverLink {
     /// The turn's spend against `--budget-turn-cap`, which its tasks
     /// share (`None`: no cap).
     spend: Option<SharedSpend>,
+    work: SharedWork,
 }
 
 impl DriverLink {
@@ -149,6 +165,11 @@ impl DriverLink {
     /// The turn's spend against the per-turn cap, for a task it delegates.
     pub(super) fn turn_spend(&self) -> Option<SharedSpend> {
         self.spend.clone()
+    }
+
+    /// The turn's work so far, for `!status` and progress messages.
+    pub(crate) fn work(&self) -> SharedWork {
+        Arc::clone(&self.work)
     }
 
     /// Waits for the driver to end (shutdown).
@@ -199,6 +220,7 @@ pub(super) fn spawn(
         Some(task) => task.cap.clone(),
         None => services.budget.turn_spend().map(SharedSpend::new),
     };
+    let work = SharedWork::default();
     let progress = in_thread.then(|| Progress::new(services.progress, batch));
     let driver = Driver {
         services,
@@ -220,6 +242,7 @@ pub(super) fn spawn(
         group_preface,
         turn_spend: spend.clone(),
         answer_to,
+        work: Arc::clone(&work),
         progress,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
@@ -228,6 +251,7 @@ pub(super) fn spawn(
         task,
         span,
         spend,
+        work,
     }
 }
 
@@ -346,6 +370,7 @@ struct Driver {
     /// (`None`: no cap); a task's turn's is its delegating turn's.
     turn_spend: Option<SharedSpend>,
     answer_to: AnswerTo,
+    work: SharedWork,
     /// What the turn's thread is shown of its progress (`None`: a
     /// delegated task's turn, whose answer goes to no thread).
     progress: Option<Progress>,
@@ -372,16 +397,18 @@ impl Driver {
                     self.timer = None;
                     self.report(Input::Timer).await;
                 }
-                () = sleep_until(self.progress.as_ref().and_then(Progress::due)) => {
+                () = sleep_until(self.progress.as_ref().and_then(|progress| progress.due(&lock_work(&self.work)))) => {
                     if let Some(progress) = &mut self.progress {
-                        progress.tick(&self.services.replier).await;
+                        let step = progress.step(&lock_work(&self.work));
+                        progress.send(&self.services.replier, step).await;
                     }
                 }
             }
         }
         // After the answer or notice the last action stored.
         if let Some(progress) = &mut self.progress {
-            progress.finish(&self.services.replier).await;
+            let last = progress.last_step(&lock_work(&self.work));
+            progress.finish(&self.services.replier, last).await;
         }
     }
 
@@ -588,6 +615,13 @@ impl Driver {
                     self.stop_at_cap(reached).await;
                 }
             }
+            Ok(TurnProgress::Event(TurnEvent::Plan { entries })) => {
+                lock_work(&self.work).observe_plan(&entries)
+            }
+            Ok(TurnProgress::Event(TurnEvent::ToolCall(call) | TurnEvent::ToolCallUpdate(call))) => {
+                let step = lock_work(&self.work).observe_tool(&call, std::time::Instant::now());
+                log_tool_step(step);
+            }
             Ok(TurnProgress::Event(event)) => observe(&event),
             Ok(TurnProgress::Finished(outcome)) => {
                 self.prompt_over();
@@ -763,12 +797,26 @@ impl Driver {
         }
     }
 
+    /// `answer` with the account of the turn's work below a separator line
+    /// (`--work-summary`); as it was when the turn called no tool.
+    fn with_work_summary(&self, answer: &str) -> String {
+        match lock_work(&self.work).summary(self.services.work_summary) {
+            Some(summary) => format!("{answer}\n\n---\n{summary}"),
+            None => answer.to_owned(),
+        }
+    }
+
     async fn publish(
         &self,
         mentions: &[Mention],
         text: &str,
         publication: Publication,
     ) -> Result<(), String> {
+        let text = match publication {
+            Publication::Answer => self.with_work_summary(text),
+            Publication::Notice => text.to_owned(),
+        };
+        let text = text.as_str();
         if let Some(task) = self.answer_to.task() {
             task.hand_back(text.to_owned()).await;
             return Ok(());
@@ -830,9 +878,6 @@ fn observe(event: &TurnEvent) {
             tracing::Span::current().record("run_id", run_id.as_str());
             tracing::debug!(%run_id, "agent run started");
         }
-        TurnEvent::ToolCall(call) => {
-            tracing::debug!(tool = call.title.as_deref().unwrap_or("?"), "tool call")
-        }
         TurnEvent::PermissionAnswered { request, chosen } => tracing::info!(
             tool = request.title().unwrap_or("?"),
             chosen = chosen
@@ -842,6 +887,29 @@ fn observe(event: &TurnEvent) {
             "permission answered by policy"
         ),
         _ => {}
+    }
+}
+
+/// One info line when a tool call starts and one when it ends, so a turn
+/// that seems to do nothing shows what it is doing.
+fn log_tool_step(step: Option<ToolStep>) {
+    match step {
+        Some(ToolStep::Started(call)) => tracing::info!(
+            tool = %call.title,
+            kind = call.kind.as_str(),
+            call_id = %call.id,
+            status = call.status.as_str(),
+            "tool call started"
+        ),
+        Some(ToolStep::Ended { call, duration }) => tracing::info!(
+            tool = %call.title,
+            kind = call.kind.as_str(),
+            call_id = %call.id,
+            status = call.status.as_str(),
+            duration_ms = duration.as_millis() as u64,
+            "tool call ended"
+        ),
+        None => {}
     }
 }
 

@@ -11,17 +11,20 @@
 //! them, in public threads, an ephemeral activity event every
 //! `--activity-every`, and one saying the turn ended.
 //!
+//! What they say is the turn's work record (`acp_bridge_core::work`): the
+//! driver lends it to each call, locked only while it is read, never
+//! across a publish.
+//!
 //! A failed publish is logged and never fails the turn: progress is
 //! courtesy, the answer is what counts (and progress messages are labelled
 //! interim, so nothing takes one for the answer).
 
-use std::time::Duration;
-
 use acp_bridge_core::mention::Mention;
+use acp_bridge_core::work::{PlanStatus, WorkLog};
 use nostr_sdk::prelude::EventId;
 use tokio::time::Instant;
 
-use crate::outbound::reply::{Activity, ActivityState, ProgressSettings, Replier};
+use crate::outbound::reply::{Activity, ActivityState, PlanItem, ProgressSettings, Replier, ToolNow};
 
 /// Progress messages of one turn, at most.
 pub(super) const MAX_MESSAGES: u32 = 5;
@@ -50,12 +53,12 @@ pub(super) struct Progress {
     activities: u32,
 }
 
-/// What the turn's work looks like now.
-#[derive(Debug)]
-struct View {
-    milestone: u64,
-    text: String,
-    activity: Activity,
+/// What is due now, taken from the work while it was lent.
+#[derive(Debug, Default)]
+pub(super) struct Step {
+    activity: Option<Activity>,
+    /// A progress message's text.
+    message: Option<String>,
 }
 
 impl Progress {
@@ -80,47 +83,67 @@ impl Progress {
         }
     }
 
-    /// When [`Progress::tick`] has something to do next (`None`: nothing
-    /// unless the work moves on).
-    pub(super) fn due(&self) -> Option<Instant> {
-        let message = self.next_message(self.view(Instant::now()).milestone);
+    /// When [`Progress::step`] has something to do next, `work` as it
+    /// is (`None`: nothing unless the work moves on).
+    pub(super) fn due(&self, work: &WorkLog) -> Option<Instant> {
+        let message = self.next_message(work.milestone());
         [message, self.next_activity].into_iter().flatten().min()
     }
 
-    /// Sends what is due: an activity event, a progress message.
-    pub(super) async fn tick(&mut self, replier: &Replier) {
+    /// What is due now of `work`: an activity event, a progress message
+    /// (counted as sent: a failed one is not tried again).
+    pub(super) fn step(&mut self, work: &WorkLog) -> Step {
         let now = Instant::now();
-        let view = self.view(now);
+        let mut step = Step::default();
         if let Some(every) = self.settings.activity_every
             && self.next_activity.is_some_and(|at| at <= now)
         {
             self.next_activity = Some(now + every);
-            self.send_activity(replier, &view.activity).await;
+            step.activity = Some(self.activity(work, ActivityState::Working, now));
         }
-        if self.next_message(view.milestone).is_some_and(|at| at <= now) {
-            self.post(replier, view, now).await;
+        if self.next_message(work.milestone()).is_some_and(|at| at <= now) {
+            self.posted += 1;
+            self.last_post = Some(now);
+            self.milestone = work.milestone();
+            step.message = Some(progress_text(work, now - self.started));
+        }
+        step
+    }
+
+    /// The last step, once the turn is over: the activity event saying it
+    /// ended, to those who had its activity.
+    pub(super) fn last_step(&mut self, work: &WorkLog) -> Step {
+        let ended = (self.activities > 0).then(|| self.activity(work, ActivityState::Ended, Instant::now()));
+        self.next_activity = None;
+        Step {
+            activity: ended,
+            message: None,
+        }
+    }
+
+    /// Sends `step`.
+    pub(super) async fn send(&mut self, replier: &Replier, step: Step) {
+        if let Some(activity) = step.activity {
+            self.send_activity(replier, &activity).await;
+        }
+        if let Some(text) = step.message {
+            self.post(replier, &text).await;
         }
     }
 
     /// The turn's answer or closing notice is out (or the turn ended
     /// without one): deletes the standing progress message after it, and
-    /// says the turn ended to those who had its activity.
-    pub(super) async fn finish(&mut self, replier: &Replier) {
+    /// sends `last` ([`Progress::last_step`]).
+    pub(super) async fn finish(&mut self, replier: &Replier, last: Step) {
         if let Some(standing) = self.standing.take() {
             self.retract(replier, standing).await;
         }
-        if self.activities > 0 {
-            let mut ended = self.view(Instant::now()).activity;
-            ended.state = ActivityState::Ended;
-            self.send_activity(replier, &ended).await;
-        }
+        self.send(replier, last).await;
         tracing::info!(
             progress_messages = self.posted,
             activity_events = self.activities,
             "the turn's progress ended"
         );
-        self.next_activity = None;
-        self.posted = self.cap();
     }
 
     /// When the next progress message is due, the work being at
@@ -151,16 +174,13 @@ impl Progress {
         }
     }
 
-    /// Posts `view` as the newest progress message, then deletes the one
+    /// Posts `text` as the newest progress message, then deletes the one
     /// before it (never in a DM).
-    async fn post(&mut self, replier: &Replier, view: View, now: Instant) {
-        self.posted += 1;
-        self.last_post = Some(now);
-        self.milestone = view.milestone;
+    async fn post(&mut self, replier: &Replier, text: &str) {
         let Some(newest) = self.mentions.last() else {
             return;
         };
-        let posted = match replier.post_progress(newest, &view.text).await {
+        let posted = match replier.post_progress(newest, text).await {
             Ok(posted) => posted,
             Err(error) => {
                 return tracing::warn!(%error, "cannot post a progress message; the turn goes on");
@@ -196,40 +216,46 @@ impl Progress {
         }
     }
 
-    /// The turn's work as of `now`.
-    fn view(&self, now: Instant) -> View {
-        let elapsed = now.saturating_duration_since(self.started);
-        View {
-            milestone: 0,
-            text: interim_line(elapsed),
-            activity: Activity {
-                v: 1,
-                state: ActivityState::Working,
-                elapsed_s: elapsed.as_secs(),
-                plan: Vec::new(),
-                tool: None,
-                tools_done: 0,
-            },
+    /// The activity event's content: `work` as of `now`.
+    fn activity(&self, work: &WorkLog, state: ActivityState, now: Instant) -> Activity {
+        let plan = work.plan().iter().map(|entry| PlanItem {
+            content: entry.content.clone(),
+            status: status_word(entry.status).to_owned(),
+        });
+        let tool = work.running().map(|call| ToolNow {
+            title: call.title.clone(),
+            kind: call.kind.as_str().to_owned(),
+        });
+        Activity {
+            v: 1,
+            state,
+            elapsed_s: (now - self.started).as_secs(),
+            plan: plan.collect(),
+            tool,
+            tools_done: work.tools_done(),
         }
     }
 }
 
-/// The first line of every progress message: it says it is interim, and
-/// for how long the agent has worked.
-fn interim_line(elapsed: Duration) -> String {
-    format!("⏳ Working for {} — interim; the answer follows.", words(elapsed))
+/// A plan entry's status as ACP words it.
+fn status_word(status: PlanStatus) -> &'static str {
+    match status {
+        PlanStatus::Pending => "pending",
+        PlanStatus::InProgress => "in_progress",
+        PlanStatus::Completed => "completed",
+    }
 }
 
-/// `elapsed` in a reader's words: `25 s`, `3 min 5 s`, `1 h 2 min`.
-fn words(elapsed: Duration) -> String {
-    let seconds = elapsed.as_secs();
-    match (seconds / 3600, seconds / 60 % 60, seconds % 60) {
-        (0, 0, s) => format!("{s} s"),
-        (0, m, 0) => format!("{m} min"),
-        (0, m, s) => format!("{m} min {s} s"),
-        (h, 0, _) => format!("{h} h"),
-        (h, m, _) => format!("{h} h {m} min"),
-    }
+/// A progress message: the work's progress text (how long, the plan as a
+/// checklist, the call running now), its first line saying it is interim.
+fn progress_text(work: &WorkLog, elapsed: std::time::Duration) -> String {
+    let text = work.progress_text(elapsed);
+    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+    let rest = match rest {
+        "" => String::new(),
+        rest => format!("\n{rest}"),
+    };
+    format!("⏳ {first} — interim; the answer follows.{rest}")
 }
 
 #[cfg(test)]
@@ -237,17 +263,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn elapsed_time_reads_as_a_person_says_it() {
-        let cases = [
-            (25, "25 s"),
-            (60, "1 min"),
-            (185, "3 min 5 s"),
-            (3600, "1 h"),
-            (3725, "1 h 2 min"),
-        ];
-        for (seconds, said) in cases {
-            assert_eq!(words(Duration::from_secs(seconds)), said);
-        }
-        assert!(interim_line(Duration::from_secs(25)).contains("interim"));
+    fn a_progress_message_says_first_that_it_is_interim_then_the_work() {
+        let mut work = WorkLog::default();
+        let idle = progress_text(&work, std::time::Duration::from_secs(25));
+        assert_eq!(idle, "⏳ Working for 25 s — interim; the answer follows.");
+        work.observe_plan(&serde_json::json!([
+            {"content": "read the code", "status": "completed"},
+            {"content": "fix it", "status": "in_progress"}
+        ]));
+        let planned = progress_text(&work, std::time::Duration::from_secs(25));
+        let lines: Vec<&str> = planned.lines().collect();
+        assert_eq!(lines[0], "⏳ Working for 25 s — interim; the answer follows.");
+        assert!(lines[1..].iter().any(|line| line.contains("fix it")), "{planned}");
     }
 }

@@ -46,6 +46,9 @@ pub(crate) struct StatusFacts {
 pub(crate) struct HereFacts {
     /// How long its turn in flight has run, if one does.
     pub turn_for: Option<Duration>,
+    /// That turn's plan and current tool call (`WorkLog::status_text`),
+    /// once the agent has said anything of either.
+    pub work: Option<String>,
     pub waiting: usize,
     /// Its delegated tasks running.
     pub tasks: Vec<String>,
@@ -129,8 +132,12 @@ fn here(here: &HereFacts) -> String {
         0 => String::new(),
         count => format!(", {count} delegated task(s) running ({})", here.tasks.join(", ")),
     };
+    let work = match &here.work {
+        Some(work) => format!("\n{work}\n"),
+        None => String::new(),
+    };
     format!(
-        " This conversation: {turn}, {} mention(s) waiting{tasks}. Its agent profile: {}.{}",
+        " This conversation: {turn}, {} mention(s) waiting{tasks}.{work} Its agent profile: {}.{}",
         here.waiting, here.profile, here.controls
     )
 }

@@ -1,11 +1,13 @@
 //! The replies' flags (`--reply-mode`, `--reply-content`,
-//! `--no-reactions`, `--max-reply-bytes`, and a long turn's progress:
-//! `--progress-after`, `--progress-every`, `--activity-every`) and their
-//! validation into [`ReplySettings`].
+//! `--no-reactions`, `--max-reply-bytes`, `--work-summary`, and a long
+//! turn's progress: `--progress-after`, `--progress-every`,
+//! `--activity-every`) and their validation into [`ReplySettings`].
 
 use std::time::Duration;
 
+use acp_bridge_core::work::WorkSummary;
 use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 use super::{ReplyContent, ReplyMode};
 use crate::base::flags::{ConfigError, at_least_one, flag_defaults, longer_than_zero, parse_duration};
@@ -38,6 +40,23 @@ pub struct ReplyArgs {
     /// a numbered series of events.
     #[arg(long, env = "ACP_BRIDGE_MAX_REPLY_BYTES", default_value_t = acp_client::DEFAULT_MAX_TEXT_BYTES)]
     pub max_reply_bytes: usize,
+
+    /// The account of the agent's work an answer ends with
+    ///
+    /// The account of the agent's work an answer ends with, below a line:
+    /// `short` (files changed with their added and removed lines, commands
+    /// run, tools used, in a line or two), `full` (every file and command)
+    /// or `none`. Notices carry none, nor does an answer whose turn called
+    /// no tool.
+    #[arg(
+        long,
+        env = "ACP_BRIDGE_WORK_SUMMARY",
+        default_value = "short",
+        value_parser = PossibleValuesParser::new(WorkSummary::NAMES)
+            .map(|name| name.parse::<WorkSummary>().expect("a possible value")),
+        hide_short_help = true
+    )]
+    pub work_summary: WorkSummary,
 
     /// A turn running this long gets an interim progress message (0 = never)
     ///
@@ -83,6 +102,8 @@ pub struct ReplySettings {
     pub reactions: bool,
     /// `--max-reply-bytes`: the agent's text kept for one reply, at most.
     pub max_reply_bytes: usize,
+    /// `--work-summary`.
+    pub work_summary: WorkSummary,
     /// A long turn's progress messages and activity events.
     pub progress: ProgressSettings,
 }
@@ -113,6 +134,7 @@ impl ReplyArgs {
             content: self.reply_content,
             reactions: !self.no_reactions,
             max_reply_bytes: at_least_one("--max-reply-bytes", self.max_reply_bytes)?,
+            work_summary: self.work_summary,
             progress: ProgressSettings {
                 after: Some(self.progress_after).filter(|after| !after.is_zero()),
                 every: longer_than_zero("--progress-every", self.progress_every)?,

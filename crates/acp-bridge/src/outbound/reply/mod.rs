@@ -51,7 +51,7 @@ use interim::{Marks, Standing};
 use publisher::Outlet;
 use tokio::sync::watch;
 
-pub(crate) use activity::{Activity, ActivityState};
+pub(crate) use activity::{Activity, ActivityState, PlanItem, ToolNow};
 pub(crate) use args::{ProgressSettings, ReplySettings};
 
 /// Who publishes the agent's answer.
