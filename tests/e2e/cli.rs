@@ -223,6 +223,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--progress-after", "20"),
     ("--progress-every", "0"),
     ("--activity-every", "5x"),
+    ("--work-summary", "long"),
     ("--rate-limit-burst", "0"),
     ("--rate-limit-refill", "6"),
     ("--max-bot-hops", "-1"),

@@ -57,4 +57,5 @@ mod send_file;
 mod shards;
 mod thread_context;
 mod waiting;
+mod work_view;
 mod workspaces;

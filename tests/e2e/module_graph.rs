@@ -169,7 +169,7 @@ const SCRIPTED_AGENT: CrateMap = CrateMap {
         ),
         wing(
             "turns",
-            &["turn", "steering", "goose_steer"],
+            &["turn", "steering", "goose_steer", "work"],
             &["base", "wire", "mcp", "state"],
         ),
         wing("dispatch", &["agent"], &["base", "wire", "state", "turns"]),
@@ -305,7 +305,7 @@ const ACP_BRIDGE_CORE: CrateMap = CrateMap {
         wing("mention", &["mention", "prompt"], &["words"]),
         wing(
             "machines",
-            &["mode_gate", "turn", "waiting", "conversations"],
+            &["mode_gate", "turn", "waiting", "conversations", "work"],
             &["words", "mention"],
         ),
     ],

@@ -5,7 +5,8 @@
 //! `[hang]`). Tests steer one turn without restarting the agent this way.
 //! Bracketed text that is not a directive, or has a value that does not
 //! parse, is just text. When a directive repeats, the last one wins, except
-//! `[cat=PATH]`, which reads every path it is given.
+//! `[cat=PATH]`, which reads every path it is given, and `[tool-edit=…]`
+//! and `[tool-exec=…]`, which report every call they are given.
 
 use std::time::Duration;
 
@@ -53,6 +54,9 @@ struct Directives {
     session_cost: Option<String>,
     round_cost: Option<String>,
     tokens: Option<(u64, u64)>,
+    plan: Option<Vec<String>>,
+    tool_edits: Vec<Edit>,
+    tool_execs: Vec<String>,
 }
 
 /// A mark that is safe to put on a shell's command line as is.
@@ -133,11 +137,39 @@ impl Directives {
                     .and_then(|(input, output)| Some((input.parse().ok()?, output.parse().ok()?)));
                 self.tokens = counts.or(self.tokens);
             }
+            Some(("plan", steps)) if !steps.is_empty() => {
+                self.plan = Some(steps.split('|').map(str::to_owned).collect());
+            }
+            Some(("tool-edit", spec)) => self.tool_edits.extend(Edit::parse(spec)),
+            Some(("tool-exec", command)) if !command.is_empty() => self.tool_execs.push(command.to_owned()),
             Some(("foreign-updates", value)) => {
                 self.foreign_updates = value.parse().ok().or(self.foreign_updates);
             }
             Some(_) => {}
         }
+    }
+}
+
+/// An edit the turn reports (`[tool-edit=PATH|OLD|NEW]`; an empty OLD is a
+/// new file; `\n` in OLD or NEW is a line break).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Edit {
+    pub(crate) path: String,
+    pub(crate) old_text: Option<String>,
+    pub(crate) new_text: String,
+}
+
+impl Edit {
+    /// `PATH|OLD|NEW`; without two `|`, not an edit.
+    pub(crate) fn parse(spec: &str) -> Option<Self> {
+        let mut parts = spec.splitn(3, '|');
+        let (path, old, new) = (parts.next()?, parts.next()?, parts.next()?);
+        let lines = |text: &str| text.replace("\\n", "\n");
+        (!path.is_empty()).then(|| Edit {
+            path: path.to_owned(),
+            old_text: (!old.is_empty()).then(|| lines(old)),
+            new_text: lines(new),
+        })
     }
 }
 
@@ -224,6 +256,16 @@ pub(crate) struct TurnScript {
     /// The prompt's input and output tokens, in the answer's `usage`
     /// (`[tokens=400/700]`).
     pub(crate) tokens: Option<(u64, u64)>,
+    /// The plan's entries (`[plan=read|edit|test]`): sent before round 1
+    /// with the first in progress, advanced one entry per round, all
+    /// completed before the answer.
+    pub(crate) plan: Option<Vec<String>>,
+    /// Edits reported in round 1, each a tool call with its diff
+    /// (`[tool-edit=PATH|OLD|NEW]`).
+    pub(crate) tool_edits: Vec<Edit>,
+    /// Commands reported in round 1, each an execute call with its
+    /// terminal (`[tool-exec=COMMAND]`).
+    pub(crate) tool_execs: Vec<String>,
 }
 
 impl TurnScript {
@@ -276,6 +318,9 @@ impl TurnScript {
             session_cost: directives.session_cost,
             round_cost: directives.round_cost,
             tokens: directives.tokens,
+            plan: directives.plan,
+            tool_edits: directives.tool_edits,
+            tool_execs: directives.tool_execs,
         }
     }
 }
@@ -369,6 +414,28 @@ mod tests {
         );
         let script = TurnScript::new(&Options::default(), "[mcp-read-thread=3]");
         assert_eq!(script.mcp_read_thread, Some(3));
+        let script = TurnScript::new(
+            &Options::default(),
+            "[plan=read|edit] [plan=] [tool-edit=a.rs|x|y] [tool-edit=bad] [tool-exec=ls -la] [tool-exec=pwd]",
+        );
+        assert_eq!(script.plan, Some(vec!["read".to_owned(), "edit".to_owned()]));
+        assert_eq!(script.tool_edits.len(), 1, "an edit without its texts is text");
+        assert_eq!(script.tool_execs, ["ls -la", "pwd"]);
+    }
+
+    #[test]
+    fn an_edit_is_path_old_new() {
+        assert_eq!(
+            Edit::parse("src/a.rs|one\\ntwo|one\\n2|x"),
+            Some(Edit {
+                path: "src/a.rs".into(),
+                old_text: Some("one\ntwo".into()),
+                new_text: "one\n2|x".into()
+            })
+        );
+        assert_eq!(Edit::parse("new.md||hi").and_then(|edit| edit.old_text), None);
+        assert_eq!(Edit::parse("a|b"), None);
+        assert_eq!(Edit::parse("|b|c"), None);
     }
 
     #[test]

@@ -61,6 +61,7 @@ mod shared;
 mod steering;
 mod turn;
 mod wire;
+mod work;
 
 use std::io;
 use std::process::ExitCode;

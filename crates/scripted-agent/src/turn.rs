@@ -23,6 +23,7 @@ use crate::rpc::RpcError;
 use crate::session::{Interrupt, RunHandle};
 use crate::shared::Agent;
 use crate::wire::ClientGone;
+use crate::work;
 
 /// The size of the chunks `[say-bytes=N]` streams its filler in.
 const FILLER_CHUNK_BYTES: usize = 8 * 1024;
@@ -92,6 +93,7 @@ async fn play_turn(agent: &Agent, mut turn: Turn) -> Result<(), ClientGone> {
     if let Some(bytes) = agent.options.huge_line_bytes {
         agent.outbox.send_line(misbehaviour::huge_line(bytes)).await?;
     }
+    work::send_plan(agent, turn.run.session_id(), turn.script.plan.as_deref(), 0).await?;
     if turn.script.hang {
         log!(
             "session {}: run {} hangs as scripted",
@@ -155,6 +157,20 @@ async fn play_rounds(agent: &Agent, turn: &mut Turn, transcript: &mut Transcript
         }
         if round == 1 && turn.script.tool {
             run_tool(agent, turn, transcript).await?;
+        }
+        if round == 1 {
+            let script = &turn.script;
+            work::run_tools(
+                agent,
+                turn.run.session_id(),
+                &script.tool_edits,
+                &script.tool_execs,
+            )
+            .await?;
+        }
+        if round < total {
+            let plan = turn.script.plan.as_deref();
+            work::send_plan(agent, turn.run.session_id(), plan, round as usize).await?;
         }
         if round == 1 {
             call_mcp_tools(agent, turn, transcript).await?;
@@ -419,6 +435,9 @@ async fn finish(
         if turn.script.say_cwd {
             let cwd = agent.sessions.cwd(session_id).unwrap_or_default();
             transcript.cwd_line = Some(format!("cwd: {cwd}"));
+        }
+        if let Some(plan) = &turn.script.plan {
+            work::send_plan(agent, session_id, Some(plan), plan.len()).await?;
         }
         let message = final_message(&turn.prompt_text, &transcript);
         acp::send_update(&agent.outbox, session_id, update::agent_text(&message)).await?;

@@ -254,6 +254,7 @@ fn tool_calls_kept_are_bounded_and_the_folded_still_count() {
     assert!(full.len() <= 1500, "{} bytes", full.len());
     assert!(full.starts_with("Files changed (+1200 −1200):"), "{full}");
     assert!(full.ends_with("more\nTools: edit ×1200"), "{full}");
+    println!("full account of 1200 calls: {} bytes", full.len());
     let short = work.summary(WorkSummary::Short).unwrap();
     // The 700 folded calls name 200 files; the 200 edits to f200..f299 are
     // counted, not named (the 500 calls kept name every file again).
