@@ -285,3 +285,68 @@ async fn a_dm_turn_gets_its_progress_as_a_dm_and_no_activity_event() {
         .expect("fetch");
     assert!(deletions.is_empty(), "a DM's progress is never deleted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_the_plan_advances_a_newer_progress_message_replaces_the_last_up_to_the_cap() {
+    let scene = Scene::builder()
+        .flags(&[
+            "--progress-after",
+            "1s",
+            "--progress-every",
+            "1s",
+            "--activity-every",
+            "0",
+        ])
+        .start()
+        .await;
+    let mark = scene.bridge.log.cursor();
+    let steps = (1..=12)
+        .map(|step| format!("step{step}"))
+        .collect::<Vec<_>>()
+        .join("|");
+    let mention = scene
+        .mention("room", &format!("plan it [plan={steps}] [rounds=12] [delay=700]"))
+        .await;
+
+    let posted = |nth| {
+        Line::new("posted a progress message")
+            .in_turn(&mention.id)
+            .with("count", nth)
+    };
+    let first = scene.bridge.log.wait(mark, posted(1)).await;
+    let second = scene.bridge.log.wait(mark, posted(2)).await;
+    let id =
+        |line: &Value| EventId::from_hex(line["progress_message"].as_str().expect("an id")).expect("hex");
+    let (first, second) = (id(&first), id(&second));
+    let shown = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "☑ step1")
+        .await;
+    assert_ne!(shown.id, first, "a newer message shows the plan moved on");
+    assert!(shown.id == second || !scene.bridge.log.matching(mark, posted(3)).is_empty());
+    assert!(labelled_interim(&shown.tags));
+    deletion_of(&scene, &first).await;
+
+    let answer = answer_to(&scene, &mention).await;
+    let ended = scene
+        .bridge
+        .log
+        .wait(mark, Line::new("the turn's progress ended").in_turn(&mention.id))
+        .await;
+    println!(
+        "progress messages of a 8.4 s turn whose plan moved every 0.7 s (1 s apart at most): {}",
+        ended["progress_messages"]
+    );
+    assert_eq!(ended["progress_messages"], 5, "the cap, whatever the plan does");
+    let deleted = scene
+        .bridge
+        .log
+        .matching(mark, Line::new("deleted a progress message").in_turn(&mention.id));
+    assert_eq!(
+        deleted.len(),
+        5,
+        "each replaced one, and the last after the answer"
+    );
+    let last = id(&scene.bridge.log.wait(mark, posted(5)).await);
+    assert!(deletion_of(&scene, &last).await.created_at >= answer.created_at);
+}
