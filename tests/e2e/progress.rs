@@ -196,7 +196,9 @@ async fn a_running_turn_sends_activity_events_and_one_saying_it_ended() {
         .start()
         .await;
     let mut activity = watch_activity(&scene.owner, &scene.bot).await;
-    let mention = scene.mention("room", "slow work [rounds=5] [delay=1000]").await;
+    let mention = scene
+        .mention("room", "slow work [plan=read|edit|test] [rounds=5] [delay=1000]")
+        .await;
 
     let mut seen: Vec<Value> = Vec::new();
     while seen.last().is_none_or(|last| last["state"] != "ended") {
@@ -248,6 +250,18 @@ async fn a_running_turn_sends_activity_events_and_one_saying_it_ended() {
         .count();
     println!("activity events of a 5 s turn at 1 s: {working} working, then ended");
     assert!(working >= 2, "a few seconds apart while it ran: {seen:?}");
+    let planned = seen
+        .iter()
+        .find(|content| content["plan"].as_array().is_some_and(|plan| plan.len() == 3))
+        .unwrap_or_else(|| panic!("the agent's plan in an activity event: {seen:?}"));
+    for entry in planned["plan"].as_array().into_iter().flatten() {
+        let status = entry["status"].as_str().unwrap_or_default();
+        assert!(
+            ["pending", "in_progress", "completed"].contains(&status),
+            "{planned}"
+        );
+        assert!(entry["content"].is_string(), "{planned}");
+    }
     answer_to(&scene, &mention).await;
 }
 
