@@ -364,3 +364,35 @@ async fn as_the_plan_advances_a_newer_progress_message_replaces_the_last_up_to_t
     let last = id(&scene.bridge.log.wait(mark, posted(5)).await);
     assert!(deletion_of(&scene, &last).await.created_at >= answer.created_at);
 }
+
+/// A progress message is no answer: a daemon killed mid-turn after posting
+/// one, and started again on a fresh state dir (only the relay says what
+/// the bot answered), still answers the mention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_after_a_progress_message_still_answers_the_mention() {
+    let mut scene = Scene::builder()
+        .flags(&["--progress-after", "1s", "--activity-every", "0"])
+        .start()
+        .await;
+    let mark = scene.bridge.log.cursor();
+    let mention = scene.mention("room", "slow work [rounds=6] [delay=1000]").await;
+    let posted = Line::new("posted a progress message").in_turn(&mention.id);
+    let posted = scene.bridge.log.wait(mark, posted).await;
+    let progress = EventId::from_hex(posted["progress_message"].as_str().expect("an id")).expect("hex");
+    let on_the_relay = async || {
+        let events = scene.owner.events_referencing(&scene.bot, &mention.id).await;
+        events.into_iter().find(|event| event.id == progress)
+    };
+    eventually(PATIENCE, on_the_relay, || {
+        "the progress message on the relay".to_owned()
+    })
+    .await;
+    scene.bridge.kill_hard();
+
+    scene.restart(scene.spec().with_fresh_state_dir()).await;
+    let answer = scene
+        .owner
+        .reply_containing(&scene.bot, &mention.id, "done: ")
+        .await;
+    assert!(!labelled_interim(&answer.tags));
+}
