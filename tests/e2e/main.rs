@@ -44,6 +44,7 @@ mod operability;
 mod owner_controls;
 mod pool;
 mod profiles;
+mod progress;
 mod publishing;
 mod pure_core;
 mod read_thread;

@@ -618,6 +618,7 @@ fn turn_services(
         ),
         media_cache: MediaCache::default(),
         work_summary: settings.replies.work_summary,
+        progress: settings.replies.progress,
     }
 }
 

@@ -78,6 +78,13 @@ impl WorkLog {
         text::progress(self, elapsed)
     }
 
+    /// Tool calls over (completed or failed) so far, for the live
+    /// activity view.
+    pub fn tools_done(&self) -> u64 {
+        let kept = self.calls.kept.iter().filter(|call| call.ended()).count();
+        self.calls.folded.calls + kept as u64
+    }
+
     /// The short account of the work appended to the answer; `None` when
     /// no tool was called (or `detail` is `None`).
     pub fn summary(&self, detail: WorkSummary) -> Option<String> {

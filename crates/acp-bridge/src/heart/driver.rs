@@ -42,6 +42,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::controls;
+use super::progress::Progress;
 use super::steer_strategy::SteerMethod;
 use super::tasks::Delegator;
 use super::usage;
@@ -50,7 +51,7 @@ use crate::base::deadline::sleep_until;
 use crate::intake::media::{self, AgentTakes, MediaCache, MediaFetcher};
 use crate::intake::thread_context::{PendingMark, ThreadContext};
 use crate::outbound::groups::GroupDirectory;
-use crate::outbound::reply::{Replier, ReplyContent};
+use crate::outbound::reply::{ProgressSettings, Replier, ReplyContent};
 use crate::policy::budget::turn_cap::{CapReached, SharedSpend};
 use crate::state::store::{Approvals, Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
@@ -102,6 +103,8 @@ pub(crate) struct TurnServices {
     pub media_cache: MediaCache,
     /// `--work-summary`: the account of the work appended to answers.
     pub work_summary: WorkSummary,
+    /// When a long turn shows its progress in its thread.
+    pub progress: ProgressSettings,
 }
 
 /// The turn's work as the agent reports it (plan, tool calls), fed by its
@@ -227,6 +230,7 @@ pub(super) fn spawn(
         None => services.budget.turn_spend().map(SharedSpend::new),
     };
     let work = SharedWork::default();
+    let progress = in_thread.then(|| Progress::new(services.progress, batch));
     let driver = Driver {
         services,
         conversation,
@@ -249,6 +253,7 @@ pub(super) fn spawn(
         turn_spend: spend.clone(),
         answer_to,
         work: Arc::clone(&work),
+        progress,
     };
     let task = tokio::spawn(driver.run().instrument(span.clone()));
     DriverLink {
@@ -383,6 +388,9 @@ struct Driver {
     turn_spend: Option<SharedSpend>,
     answer_to: AnswerTo,
     work: SharedWork,
+    /// What the turn's thread is shown of its progress (`None`: a
+    /// delegated task's turn, whose answer goes to no thread).
+    progress: Option<Progress>,
 }
 
 impl Driver {
@@ -406,7 +414,18 @@ impl Driver {
                     self.timer = None;
                     self.report(Input::Timer).await;
                 }
+                () = sleep_until(self.progress.as_ref().and_then(|progress| progress.due(&lock_work(&self.work)))) => {
+                    if let Some(progress) = &mut self.progress {
+                        let step = progress.step(&lock_work(&self.work));
+                        progress.send(&self.services.replier, step).await;
+                    }
+                }
             }
+        }
+        // After the answer or notice the last action stored.
+        if let Some(progress) = &mut self.progress {
+            let last = progress.last_step(&lock_work(&self.work));
+            progress.finish(&self.services.replier, last).await;
         }
     }
 

@@ -29,6 +29,7 @@ mod controls;
 mod driver;
 mod forgetting;
 mod notices;
+mod progress;
 mod question_replies;
 mod steer_strategy;
 mod tasks;

@@ -1,13 +1,16 @@
 //! The replies' flags (`--reply-mode`, `--reply-content`,
-//! `--no-reactions`, `--max-reply-bytes`, `--work-summary`) and their
-//! validation into [`ReplySettings`].
+//! `--no-reactions`, `--max-reply-bytes`, `--work-summary`, and a long
+//! turn's progress: `--progress-after`, `--progress-every`,
+//! `--activity-every`) and their validation into [`ReplySettings`].
+
+use std::time::Duration;
 
 use acp_bridge_core::work::WorkSummary;
 use clap::Args;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 use super::{ReplyContent, ReplyMode};
-use crate::base::flags::{ConfigError, at_least_one, flag_defaults};
+use crate::base::flags::{ConfigError, at_least_one, flag_defaults, longer_than_zero, parse_duration};
 
 /// The replies' flags.
 #[derive(Debug, Clone, Args)]
@@ -54,6 +57,32 @@ pub struct ReplyArgs {
         hide_short_help = true
     )]
     pub work_summary: WorkSummary,
+
+    /// A turn running this long gets an interim progress message (0 = never)
+    ///
+    /// A turn still running after this long gets one interim progress
+    /// message in its thread (what the agent is doing, how long it has
+    /// been working), replaced as the work advances and deleted once the
+    /// answer is out (docs/progress.md). 0 = no progress messages.
+    #[arg(long, env = "ACP_BRIDGE_PROGRESS_AFTER", default_value = "20s", value_parser = parse_duration)]
+    pub progress_after: Duration,
+
+    /// A newer progress message at most this often, when the work advanced
+    ///
+    /// After the first progress message of a turn, a newer one (replacing
+    /// it) goes out only when the agent's plan moved on, and at most this
+    /// often.
+    #[arg(long, env = "ACP_BRIDGE_PROGRESS_EVERY", default_value = "60s", value_parser = parse_duration)]
+    pub progress_every: Duration,
+
+    /// How often a running turn's ephemeral activity event goes out (0 = never)
+    ///
+    /// While a turn runs in a public thread, an ephemeral activity event
+    /// (kind 25910: its plan, its running tool, how long it has worked)
+    /// goes out this often, for clients that show live activity
+    /// (docs/progress.md). 0 = no activity events.
+    #[arg(long, env = "ACP_BRIDGE_ACTIVITY_EVERY", default_value = "5s", value_parser = parse_duration, hide_short_help = true)]
+    pub activity_every: Duration,
 }
 
 impl Default for ReplyArgs {
@@ -75,6 +104,19 @@ pub struct ReplySettings {
     pub max_reply_bytes: usize,
     /// `--work-summary`.
     pub work_summary: WorkSummary,
+    /// A long turn's progress messages and activity events.
+    pub progress: ProgressSettings,
+}
+
+/// When a running turn shows its progress (see docs/progress.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgressSettings {
+    /// `--progress-after` (`None`: no progress messages).
+    pub after: Option<Duration>,
+    /// `--progress-every`: a newer progress message at most this often.
+    pub every: Duration,
+    /// `--activity-every` (`None`: no activity events).
+    pub activity_every: Option<Duration>,
 }
 
 impl Default for ReplySettings {
@@ -93,6 +135,11 @@ impl ReplyArgs {
             reactions: !self.no_reactions,
             max_reply_bytes: at_least_one("--max-reply-bytes", self.max_reply_bytes)?,
             work_summary: self.work_summary,
+            progress: ProgressSettings {
+                after: Some(self.progress_after).filter(|after| !after.is_zero()),
+                every: longer_than_zero("--progress-every", self.progress_every)?,
+                activity_every: Some(self.activity_every).filter(|every| !every.is_zero()),
+            },
         })
     }
 }

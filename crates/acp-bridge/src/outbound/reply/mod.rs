@@ -22,8 +22,10 @@
 //! [`series`]): the first part threads as above, each next one replies to
 //! the part before it.
 
+mod activity;
 pub(crate) mod args;
 mod interim;
+mod progress;
 pub(crate) mod publisher;
 mod question_mark;
 mod series;
@@ -49,7 +51,8 @@ use interim::{Marks, Standing};
 use publisher::Outlet;
 use tokio::sync::watch;
 
-pub(crate) use args::ReplySettings;
+pub(crate) use activity::{Activity, ActivityState, PlanItem, ToolNow};
+pub(crate) use args::{ProgressSettings, ReplySettings};
 
 /// Who publishes the agent's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
