@@ -396,3 +396,57 @@ async fn a_restart_after_a_progress_message_still_answers_the_mention() {
         .await;
     assert!(!labelled_interim(&answer.tags));
 }
+
+/// claude-agent-acp through the fake provider (issue 37's "done when"): a
+/// turn still running its command past the threshold shows that command in
+/// its one progress message, which is deleted once the answer is out. The
+/// command waits for a file the test writes only after the progress
+/// message is seen, so the command is running whatever the machine's pace;
+/// the threshold is long enough for claude to have started it (this
+/// Claude Code offers no todo tool, so no plan shows: see docs/progress.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claudes_running_command_shows_in_its_progress_message() {
+    use test_support::fake_provider::{FakeProvider, ScriptedToolUse, Streaming};
+
+    let provider = FakeProvider::start(Streaming::default()).expect("the fake provider listens");
+    let claude = crate::real_agents::RealAgent::claude(&provider);
+    let go = claude.home.join("go");
+    let command = format!(
+        "until [ -e '{}' ]; do sleep 0.2; done; echo checked",
+        go.display()
+    );
+    provider.use_tool(ScriptedToolUse {
+        trigger: "run the slow check".into(),
+        name: "Bash".into(),
+        input: serde_json::json!({"command": command, "description": "Wait for the go file"}),
+    });
+    let scene = claude
+        .scene(&["--progress-after", "12s", "--activity-every", "0"])
+        .start()
+        .await;
+    let log = &scene.bridge.log;
+    let from = log.cursor();
+    let mention = scene.mention("room", "please run the slow check").await;
+    log.wait(from, Line::new("tool call started").with("kind", "execute"))
+        .await;
+
+    let probe = async || interim_replies(&scene, &mention).await.into_iter().next();
+    let describe = || format!("a progress message; log tail:\n{}", log.tail(40));
+    let progress = eventually(PATIENCE, probe, describe).await;
+    println!("claude's progress message: {:?}", progress.content);
+    assert!(
+        progress.content.starts_with("⏳ Working for ") && progress.content.contains("Now: "),
+        "it says what claude is doing now: {}",
+        progress.content
+    );
+    assert!(progress.content.contains("(execute)"), "{}", progress.content);
+
+    std::fs::write(&go, b"").expect("release the command");
+    let answer = answer_to(&scene, &mention).await;
+    assert!(answer.content.contains("reply to: "), "{}", answer.content);
+    let deletion = deletion_of(&scene, &progress.id).await;
+    assert!(
+        deletion.created_at >= answer.created_at,
+        "deleted once the answer is out"
+    );
+}
