@@ -155,17 +155,7 @@ impl SessionControls {
             option.category.as_deref() == Some(kind.category()) && option.kind.as_deref() != Some("boolean")
         });
         if let Some(option) = option {
-            return Some(Control {
-                route: ControlRoute::ConfigOption {
-                    config_id: option.id.clone(),
-                },
-                current: option
-                    .current_value
-                    .as_ref()
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                choices: option.options.iter().flat_map(SelectEntry::choices).collect(),
-            });
+            return Some(option.select_control());
         }
         match kind {
             ControlKind::Mode => self.modes.as_ref().map(|modes| Control {
@@ -248,17 +238,7 @@ impl SessionControls {
                             .map(|value| value.to_string()),
                         choices: vec![choice("true", "true"), choice("false", "false")],
                     },
-                    Some("select") | None => Control {
-                        route: ControlRoute::ConfigOption {
-                            config_id: option.id.clone(),
-                        },
-                        current: option
-                            .current_value
-                            .as_ref()
-                            .and_then(Value::as_str)
-                            .map(str::to_owned),
-                        choices: option.options.iter().flat_map(SelectEntry::choices).collect(),
-                    },
+                    Some("select") | None => option.select_control(),
                     Some(_) => return None,
                 };
                 Some(SessionOption {
@@ -338,6 +318,24 @@ struct ConfigOption {
     current_value: Option<Value>,
     #[serde(default)]
     options: Vec<SelectEntry>,
+}
+
+impl ConfigOption {
+    /// The option as a select control: set by its id, its current value a
+    /// string, its choices the entries' values (groups flattened).
+    fn select_control(&self) -> Control {
+        Control {
+            route: ControlRoute::ConfigOption {
+                config_id: self.id.clone(),
+            },
+            current: self
+                .current_value
+                .as_ref()
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            choices: self.options.iter().flat_map(SelectEntry::choices).collect(),
+        }
+    }
 }
 
 /// A select's entry: a value, or a named group of values.
