@@ -286,21 +286,29 @@ impl AgentClient {
     /// is read; updates the agent sent for it before are kept too, within
     /// [`crate::UNCLAIMED_UPDATES_LIMIT`].
     pub async fn new_session(&self, cwd: &Path, mcp_servers: Vec<Value>) -> Result<SessionId, AcpError> {
-        let params = self.session_params(None, cwd, mcp_servers);
+        self.open_session(methods::SESSION_NEW, None, cwd, mcp_servers)
+            .await
+    }
+
+    /// Opens a session the agent names in its answer (`session/new`, or
+    /// `session/fork` of `from`), keeping the controls it describes.
+    async fn open_session(
+        &self,
+        method: &'static str,
+        from: Option<&SessionId>,
+        cwd: &Path,
+        mcp_servers: Vec<Value>,
+    ) -> Result<SessionId, AcpError> {
+        let params = self.session_params(from, cwd, mcp_servers);
         let result = self
-            .request_as(
-                Waiter::OpenSession,
-                methods::SESSION_NEW,
-                params,
-                self.config.request_timeout,
-            )
+            .request_as(Waiter::OpenSession, method, params, self.config.request_timeout)
             .await?;
         let session =
             result
                 .get("sessionId")
                 .and_then(Value::as_str)
                 .ok_or_else(|| AcpError::MalformedResult {
-                    method: methods::SESSION_NEW.into(),
+                    method: method.into(),
                     detail: format!("no sessionId in {result}"),
                 })?;
         let session = SessionId(session.to_owned());
@@ -448,26 +456,8 @@ impl AgentClient {
         cwd: &Path,
         mcp_servers: Vec<Value>,
     ) -> Result<SessionId, AcpError> {
-        let params = self.session_params(Some(session), cwd, mcp_servers);
-        let result = self
-            .request_as(
-                Waiter::OpenSession,
-                methods::SESSION_FORK,
-                params,
-                self.config.request_timeout,
-            )
-            .await?;
-        let fork =
-            result
-                .get("sessionId")
-                .and_then(Value::as_str)
-                .ok_or_else(|| AcpError::MalformedResult {
-                    method: methods::SESSION_FORK.into(),
-                    detail: format!("no sessionId in {result}"),
-                })?;
-        let fork = SessionId(fork.to_owned());
-        self.keep_controls(&fork, &result);
-        Ok(fork)
+        self.open_session(methods::SESSION_FORK, Some(session), cwd, mcp_servers)
+            .await
     }
 
     /// The session's title, as the agent last set it
