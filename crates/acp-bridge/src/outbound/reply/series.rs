@@ -49,9 +49,12 @@ const CUT_MARKER: &str = "\n[cut: too long for one message]";
 
 /// `text` as the content of one event (a question must be one event, as
 /// answers reply to it): as it is when it fits, else its first part, cut
-/// where a part of a series would be, with a line saying so.
+/// where a part of a series would be, with a line saying so. The cut text
+/// with its marker fits the budget [`split`] gives an unlabelled text, so
+/// building the event never makes two of it.
 pub(super) fn cut(text: &str) -> String {
-    let budget = MAX_PART_JSON_BYTES - CUT_MARKER.len() - 2;
+    let marker: usize = CUT_MARKER.chars().map(json_len).sum();
+    let budget = MAX_PART_JSON_BYTES - LABEL_ROOM_BYTES - marker;
     let first = chunks(text, budget)[0];
     if first.len() == text.len() {
         return text.to_owned();
@@ -168,8 +171,15 @@ mod tests {
         assert!(json_bytes(&one) <= MAX_PART_JSON_BYTES, "{}", json_bytes(&one));
         assert!(one.ends_with(CUT_MARKER));
         assert!(long.starts_with(one.trim_end_matches(CUT_MARKER)));
+        assert_eq!(
+            split(&one),
+            std::slice::from_ref(&one),
+            "a cut text goes out as one event"
+        );
         let quotes = worst_case(100_000);
-        assert!(json_bytes(&cut(&quotes)) <= MAX_PART_JSON_BYTES);
+        let cut_quotes = cut(&quotes);
+        assert!(json_bytes(&cut_quotes) <= MAX_PART_JSON_BYTES);
+        assert_eq!(split(&cut_quotes).len(), 1, "one event, escapes and all");
     }
 
     #[test]
