@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use acp_protocol::{PermissionKind, PermissionOption};
+use acp_protocol::{PermissionKind, PermissionOption, ToolContent, tool_command, tool_content};
 use serde_json::Value;
 use similar::TextDiff;
 
@@ -108,47 +108,32 @@ pub fn tool_key(tool_call: &Value) -> Option<String> {
 /// shown`). Empty when the tool call carries none of these.
 pub fn shown(tool_call: &Value) -> String {
     let mut lines: Vec<String> = Vec::new();
-    if let Some(command) = command(&tool_call["rawInput"]["command"]) {
+    if let Some(command) = tool_command(tool_call) {
         lines.extend(command.lines().map(|line| format!("$ {line}")));
     }
-    for item in tool_call["content"].as_array().into_iter().flatten() {
-        match item["type"].as_str() {
-            Some("diff") => lines.extend(diff_lines(item)),
-            Some("content") => {
-                if let Some(text) = item["content"]["text"].as_str() {
+    for item in tool_content(tool_call).into_iter().flatten() {
+        match item {
+            ToolContent::Diff {
+                path,
+                old_text,
+                new_text,
+            } => lines.extend(diff_lines(&path, old_text.as_deref(), &new_text)),
+            ToolContent::Terminal { terminal_id } => lines.push(format!("(terminal {terminal_id})")),
+            ToolContent::Other(item) => {
+                if item["type"] == "content"
+                    && let Some(text) = item["content"]["text"].as_str()
+                {
                     lines.extend(text.lines().map(str::to_owned));
                 }
             }
-            Some("terminal") => {
-                let id = item["terminalId"].as_str().unwrap_or("?");
-                lines.push(format!("(terminal {id})"));
-            }
-            _ => {}
         }
     }
     bounded(&lines)
 }
 
-/// A command as `rawInput` gives it: one string, or an argv.
-fn command(value: &Value) -> Option<String> {
-    match value {
-        Value::String(command) if !command.trim().is_empty() => Some(command.clone()),
-        Value::Array(argv) if !argv.is_empty() => Some(
-            argv.iter()
-                .map(|arg| arg.as_str().map_or_else(|| arg.to_string(), str::to_owned))
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-        _ => None,
-    }
-}
-
-/// One ACP diff (`path`, `oldText` (absent or null: a new file),
-/// `newText`) as unified diff lines.
-fn diff_lines(item: &Value) -> Vec<String> {
-    let path = item["path"].as_str().unwrap_or("?");
-    let old = item["oldText"].as_str();
-    let new = item["newText"].as_str().unwrap_or_default();
+/// One ACP diff of `path` (`old`: `None` for a new file) as unified diff
+/// lines.
+fn diff_lines(path: &str, old: Option<&str>, new: &str) -> Vec<String> {
     let diff = TextDiff::from_lines(old.unwrap_or_default(), new);
     let before = if old.is_some() { path } else { "/dev/null" };
     let unified = diff

@@ -41,5 +41,6 @@ pub use session::{
 };
 pub use steer::{InvalidSteer, SteerAccepted, SteerDelivery, SteerRefusal, SteeringOutcome};
 pub use update::{
-    Cost, RunMarker, TextChunk, ToolCall, ToolContent, ToolKind, TurnEvent, Usage, run_marker, turn_event,
+    Cost, RunMarker, TextChunk, ToolCall, ToolContent, ToolKind, TurnEvent, Usage, run_marker, tool_command,
+    tool_content, turn_event,
 };

@@ -124,15 +124,35 @@ impl ToolCall {
     /// joined with spaces. Agents name other inputs freely; only this one
     /// is read.
     pub fn command(&self) -> Option<String> {
-        match self.raw.get("rawInput")?.get("command")? {
-            Value::String(command) => Some(command.clone()),
-            Value::Array(argv) => {
-                let words: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
-                (!words.is_empty()).then(|| words.join(" "))
-            }
-            _ => None,
-        }
+        tool_command(&self.raw)
     }
+}
+
+/// The shell command of a tool call as the agent sent it (a `tool_call`,
+/// an update, or a permission request's `toolCall`), from
+/// `rawInput.command`: a string, or an argv array (codex sends
+/// `["bash", "-lc", "ls"]`) joined with spaces; a blank one is none.
+/// Agents name other inputs freely; only this one is read.
+pub fn tool_command(tool_call: &Value) -> Option<String> {
+    match tool_call.get("rawInput")?.get("command")? {
+        Value::String(command) if !command.trim().is_empty() => Some(command.clone()),
+        Value::Array(argv) if !argv.is_empty() => Some(
+            argv.iter()
+                .map(|arg| arg.as_str().map_or_else(|| arg.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    }
+}
+
+/// The `content` of a tool call as the agent sent it, typed; `None` when
+/// it has none (an update that leaves the content as it was).
+pub fn tool_content(tool_call: &Value) -> Option<Vec<ToolContent>> {
+    tool_call
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().map(ToolContent::parse).collect())
 }
 
 /// What sort of work a tool call does (ACP `ToolKind`); a kind this crate
@@ -395,10 +415,7 @@ fn tool_call(update: Value) -> Result<ToolCall, Value> {
         return Err(update);
     };
     let text = |key: &str| update.get(key).and_then(Value::as_str).map(str::to_owned);
-    let content = update
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|items| items.iter().map(ToolContent::parse).collect());
+    let content = tool_content(&update);
     Ok(ToolCall {
         id,
         title: text("title"),
