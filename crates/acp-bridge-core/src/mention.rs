@@ -156,6 +156,13 @@ pub enum Intent {
     },
 }
 
+/// Whether `word` of a mention's text names someone (`nostr:npub1…`,
+/// `@name`) rather than saying something: the bot's own reference before
+/// a command (`!status`, `/compact`) is set aside so.
+pub fn names_someone(word: &str) -> bool {
+    word.starts_with("nostr:") || word.starts_with('@')
+}
+
 /// An owner command the screening recognised (see `commands`): its word
 /// and what followed it, as written. The heart parses the arguments again
 /// when it runs the command, so a journaled command needs no type of the

@@ -26,7 +26,7 @@
 
 use acp_protocol::AvailableCommand;
 
-use crate::mention::{Intent, Mention};
+use crate::mention::{Intent, Mention, names_someone};
 
 /// A `/name args` mention, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl SlashCommand {
     pub fn parse(content: &str) -> Option<Self> {
         let mut rest = content.trim_start();
         while let Some(word) = rest.split_whitespace().next()
-            && (word.starts_with("nostr:") || word.starts_with('@'))
+            && names_someone(word)
         {
             rest = rest[word.len()..].trim_start();
         }

@@ -41,7 +41,7 @@ mod version;
 pub(crate) use context::{Context, Later};
 pub(crate) use status::{HereFacts, StatusFacts};
 
-use acp_bridge_core::mention::CommandCall;
+use acp_bridge_core::mention::{CommandCall, names_someone};
 
 /// Who may give a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,12 +165,6 @@ fn help_text() -> String {
         .chain(REGISTRY.iter().map(|entry| entry.help))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// Whether `word` refers to a person (`nostr:npub…`, `@name`), which a
-/// command's text may hold anywhere.
-fn names_someone(word: &str) -> bool {
-    word.starts_with("nostr:") || word.starts_with('@')
 }
 
 /// The words of a command's arguments, references to people set aside.
