@@ -1,5 +1,8 @@
-//! What the bot says of its place in groups: NIP-29 `previous` tags on its
-//! group events, checked by a relay that requires them.
+//! What the bot says of itself and of its place in groups, beyond its
+//! profile: NIP-29 `previous` tags on its group events, checked by a relay
+//! that requires them; its groups list (NIP-51 kind 10009), republished
+//! when its groups change; and its NIP-89 handler information (kind 31990),
+//! whose `k` tags are the kinds its relay links subscribe to.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -8,6 +11,11 @@ use std::time::Duration;
 use nostr_sdk::prelude::*;
 
 use crate::support::*;
+
+/// The log line of a start that published some of the identity.
+const PUBLISHING: &str = "the bot's identity changed; publishing it";
+const GROUPS_LIST: Kind = Kind::SimpleGroups;
+const HANDLER_INFORMATION: Kind = Kind::Custom(31990);
 
 /// The `previous` prefixes of `event`.
 fn previous_of(event: &Event) -> Vec<String> {
@@ -144,4 +152,140 @@ async fn group_events_name_earlier_events_of_their_own_group_and_a_relay_requiri
             "{event:?}"
         );
     }
+}
+
+/// The `(id, relay)` of each `group` tag of a groups list.
+fn groups_in(list: &Event) -> BTreeSet<(String, String)> {
+    list.tags
+        .iter()
+        .filter(|tag| tag.kind().as_str() == "group")
+        .map(|tag| {
+            let cells = tag.as_slice();
+            (cells[1].clone(), cells[2].clone())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_groups_list_names_the_bots_groups_and_is_republished_when_it_joins_another() {
+    let mut stage = Scene::builder().stage().await;
+    let relay_url = stage.relay.url();
+    let relay = RelayUrl::parse(&relay_url)
+        .unwrap()
+        .as_str_without_trailing_slash()
+        .to_owned();
+    let pizza = format!("{relay_url}'pizza");
+    stage.spec.flags.extend(["--group".to_owned(), pizza.clone()]);
+    let mut scene = stage.start().await;
+    let first = scene.owner.newest_where(&scene.bot, GROUPS_LIST, |_| true).await;
+    let r_tags: Vec<&str> = first
+        .tags
+        .iter()
+        .filter(|tag| tag.kind().as_str() == "r")
+        .filter_map(|tag| tag.content())
+        .collect();
+    println!("first start: groups {:?}, r {r_tags:?}", groups_in(&first));
+    assert_eq!(
+        groups_in(&first),
+        BTreeSet::from([("pizza".to_owned(), relay.clone())])
+    );
+    assert_eq!(r_tags, [relay.as_str()]);
+
+    // Joining another group (the configuration names it at the next
+    // start) replaces the list.
+    let status = scene.bridge.terminate(Duration::from_secs(20)).await;
+    assert!(status.success(), "{status:?}");
+    let spec = scene.spec().flags(&["--group", &format!("{relay_url}'pasta")]);
+    scene.restart(spec).await;
+    let both = BTreeSet::from([
+        ("pizza".to_owned(), relay.clone()),
+        ("pasta".to_owned(), relay.clone()),
+    ]);
+    let second = scene
+        .owner
+        .newest_where(&scene.bot, GROUPS_LIST, |list| groups_in(list) == both)
+        .await;
+    let log = &scene.bridge.log;
+    let publishing = log.wait(log.start(), Line::new(PUBLISHING)).await;
+    println!(
+        "after joining pasta: groups {:?}; published kinds {}",
+        groups_in(&second),
+        publishing["kinds"]
+    );
+    assert!(second.created_at > first.created_at);
+    assert_eq!(publishing["kinds"], "[10009]", "{publishing}");
+}
+
+/// The kinds of the bot's `k` tags.
+fn k_tags(handler: &Event) -> BTreeSet<u16> {
+    handler
+        .tags
+        .iter()
+        .filter(|tag| tag.kind() == TagKind::k())
+        .filter_map(|tag| tag.content()?.parse().ok())
+        .collect()
+}
+
+/// The kinds of the daemon's subscriptions that tag the bot (its mentions
+/// and its DMs), as the relay was asked for them; a gift wrap (1059) as
+/// the DM it carries (14).
+fn subscribed_kinds(filters: &Mutex<Vec<Filter>>, bot: &PublicKey) -> BTreeSet<u16> {
+    let p = SingleLetterTag::lowercase(Alphabet::P);
+    filters
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|filter| {
+            filter
+                .generic_tags
+                .get(&p)
+                .is_some_and(|keys| keys.contains(&bot.to_hex()))
+        })
+        .flat_map(|filter| filter.kinds.iter().flatten().map(Kind::as_u16))
+        .map(|kind| if kind == 1059 { 14 } else { kind })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handler_information_names_the_kinds_the_intake_subscribes_to() {
+    let stage = Scene::builder().stage_on(PickyRelay::start().await).await;
+    let filters: Arc<Mutex<Vec<Filter>>> = Arc::default();
+    let seen = Arc::clone(&filters);
+    stage.relay.hold_queries(move |filter| {
+        seen.lock().unwrap().push(filter.clone());
+        false
+    });
+    let mut scene = stage.start().await;
+    let handler = scene
+        .owner
+        .newest_where(&scene.bot, HANDLER_INFORMATION, |_| true)
+        .await;
+    let subscribed = subscribed_kinds(&filters, &scene.bot);
+    println!(
+        "default kinds: k tags {:?}, subscribed {subscribed:?}, d {:?}",
+        k_tags(&handler),
+        handler.tags.identifier()
+    );
+    assert_eq!(k_tags(&handler), subscribed);
+    assert_eq!(subscribed, BTreeSet::from([1, 9, 14]));
+    assert_eq!(handler.tags.identifier(), Some("acp-bridge"));
+
+    // Listening to fewer kinds changes what is announced, at the same
+    // address.
+    let status = scene.bridge.terminate(Duration::from_secs(20)).await;
+    assert!(status.success(), "{status:?}");
+    filters.lock().unwrap().clear();
+    scene.restart(scene.spec().flags(&["--kinds", "9,1"])).await;
+    let narrowed = scene
+        .owner
+        .newest_where(&scene.bot, HANDLER_INFORMATION, |event| event.id != handler.id)
+        .await;
+    let subscribed = subscribed_kinds(&filters, &scene.bot);
+    println!(
+        "--kinds 9,1: k tags {:?}, subscribed {subscribed:?}",
+        k_tags(&narrowed)
+    );
+    assert_eq!(k_tags(&narrowed), subscribed);
+    assert_eq!(subscribed, BTreeSet::from([1, 9]));
+    assert_eq!(narrowed.tags.identifier(), Some("acp-bridge"));
 }

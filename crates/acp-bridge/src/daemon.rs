@@ -384,7 +384,9 @@ impl Stages {
                 settings.profile.clone(),
                 relay_urls.clone(),
                 settings.relays.dm_inbox.clone(),
-            ),
+            )
+            // The kinds announced are the ones the relay links listen to.
+            .announcing(settings.groups.groups.clone(), interest.kinds.clone()),
         };
         let outbound = Arc::new(OutboundRelays::new(
             signer.clone(),
