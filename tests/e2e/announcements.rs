@@ -243,21 +243,18 @@ fn k_tags(handler: &Event) -> BTreeSet<u16> {
         .collect()
 }
 
-/// The kinds of the daemon's subscriptions that tag the bot (its mentions
-/// and its DMs), as the relay was asked for them; a gift wrap (1059) as
-/// the DM it carries (14).
-fn subscribed_kinds(filters: &Mutex<Vec<Filter>>, bot: &PublicKey) -> BTreeSet<u16> {
-    let p = SingleLetterTag::lowercase(Alphabet::P);
+/// The kinds of the daemon's intake subscriptions as the relay was asked
+/// for them (its mentions, its DMs, any group chat: the queries that name
+/// no author, id or `d` tag, unlike its reads of its own events and of
+/// group metadata); a gift wrap (1059) as the DM it carries (14).
+fn subscribed_kinds(filters: &Mutex<Vec<Filter>>) -> BTreeSet<u16> {
+    let d = SingleLetterTag::lowercase(Alphabet::D);
     filters
         .lock()
         .unwrap()
         .iter()
-        .filter(|filter| {
-            filter
-                .generic_tags
-                .get(&p)
-                .is_some_and(|keys| keys.contains(&bot.to_hex()))
-        })
+        .filter(|filter| filter.authors.is_none() && filter.ids.is_none())
+        .filter(|filter| !filter.generic_tags.contains_key(&d))
         .flat_map(|filter| filter.kinds.iter().flatten().map(Kind::as_u16))
         .map(|kind| if kind == 1059 { 14 } else { kind })
         .collect()
@@ -277,7 +274,7 @@ async fn the_handler_information_names_the_kinds_the_intake_subscribes_to() {
         .owner
         .newest_where(&scene.bot, HANDLER_INFORMATION, |_| true)
         .await;
-    let subscribed = subscribed_kinds(&filters, &scene.bot);
+    let subscribed = subscribed_kinds(&filters);
     println!(
         "default kinds: k tags {:?}, subscribed {subscribed:?}, d {:?}",
         k_tags(&handler),
@@ -302,7 +299,7 @@ async fn the_handler_information_names_the_kinds_the_intake_subscribes_to() {
         .owner
         .newest_where(&scene.bot, HANDLER_INFORMATION, |event| event.id != handler.id)
         .await;
-    let subscribed = subscribed_kinds(&filters, &scene.bot);
+    let subscribed = subscribed_kinds(&filters);
     println!(
         "--kinds 9,1: k tags {:?}, subscribed {subscribed:?}",
         k_tags(&narrowed)
