@@ -15,6 +15,7 @@ mod support;
 
 mod agent_commands;
 mod agent_uids;
+mod announcements;
 mod approvals;
 mod ask_owner;
 mod author_gate;

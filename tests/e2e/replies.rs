@@ -160,9 +160,16 @@ async fn agent_reply_mode_publishes_no_answer_of_its_own() {
     let log = &scene.bridge.log;
     let unsent = Line::new("some replies are still unsent; they are published at the next start");
     assert!(log.matching(log.start(), unsent).is_empty());
-    // The bot's identity (profile, relay lists) is no answer: it goes out
-    // in every reply mode (tests/e2e/identity.rs).
-    let identity = [Kind::Metadata, Kind::RelayList, Kind::InboxRelays];
+    // The bot's identity (profile, relay lists) and its announcements
+    // (groups list, handler information) are no answer: they go out in
+    // every reply mode (tests/e2e/identity.rs, announcements.rs).
+    let identity = [
+        Kind::Metadata,
+        Kind::RelayList,
+        Kind::InboxRelays,
+        Kind::SimpleGroups,
+        Kind::Custom(31990),
+    ];
     let everything: Vec<Event> = scene
         .owner
         .client

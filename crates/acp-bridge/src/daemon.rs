@@ -219,6 +219,7 @@ impl Stages {
         let (inbox_client, inbox_relays) = relay_client(&settings, &signer, &inbox_only, &taps).await?;
 
         let (reply_recorder, loop_guard) = loop_guard::loop_guard();
+        let groups = GroupDirectory::new(&settings.groups);
         let replier = Replier::new(
             signer.clone(),
             Arc::clone(&store),
@@ -226,7 +227,8 @@ impl Stages {
             settings.replies.reactions,
             reply_recorder,
         )
-        .with_shard(settings.shard);
+        .with_shard(settings.shard)
+        .with_groups(groups.clone());
         // Bound before any agent starts: sessions are offered its address.
         let (tool_tx, tool_requests) = mpsc::channel(crate::tools::mcp::TOOL_REQUEST_QUEUE);
         let mcp_stop = CancellationToken::new();
@@ -257,7 +259,6 @@ impl Stages {
             ),
             &agent_groups,
         );
-        let groups = GroupDirectory::new(&settings.groups);
         let gate_rules = settings.gate.rules();
         let mut services = turn_services(&settings, &pool, &replier, &store, &groups, &signer);
         services.gate = Some(gate_rules.clone());
@@ -383,7 +384,9 @@ impl Stages {
                 settings.profile.clone(),
                 relay_urls.clone(),
                 settings.relays.dm_inbox.clone(),
-            ),
+            )
+            // The kinds announced are the ones the relay links listen to.
+            .announcing(settings.groups.groups.clone(), interest.kinds.clone()),
         };
         let outbound = Arc::new(OutboundRelays::new(
             signer.clone(),

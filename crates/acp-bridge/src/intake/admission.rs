@@ -97,6 +97,7 @@ impl Intake {
                     // measure steer latency from here).
                     tracing::trace!(target: "acp_bridge::arrival", event_id = %event.id, "event arrived");
                     metrics::event_received();
+                    self.screener.heard(&relay, &event);
                     self.take_event(relay, &event, &mut pending, &mut outcomes).await;
                 }
             }

@@ -220,6 +220,13 @@ pub(super) struct Screener {
 }
 
 impl Screener {
+    /// Keeps a group event heard on `relay` among its group's recent
+    /// events, which the bot's own events there name (NIP-29 `previous`),
+    /// whatever screening then makes of it: the relay holds it either way.
+    pub(super) fn heard(&self, relay: &RelayUrl, event: &Event) {
+        self.groups.heard(relay, event, &self.bot);
+    }
+
     pub(super) fn new(
         bot: PublicKey,
         owner: Option<PublicKey>,

@@ -1,9 +1,16 @@
 //! The bot's identity as clients read it: its profile (kind 0, with NIP-24
 //! `bot: true`), the relays it reads and writes (kind 10002, NIP-65) and its
 //! DM inbox (kind 10050, NIP-17). Without a 10050 a NIP-17 client finds no
-//! inbox for the bot and sends it no DM at all.
+//! inbox for the bot and sends it no DM at all. Beside them, what it
+//! announces: the NIP-29 groups it is in (NIP-51 kind 10009, the `--group`
+//! values: a `group` tag each with its relay, and an `r` tag per relay),
+//! and the kinds it answers (NIP-89 kind 31990, `d` [`HANDLER_ID`], a `k`
+//! tag per kind the intake listens to, a gift wrap announced as the DM it
+//! carries, kind 14; empty content, so clients show the bot's profile), so
+//! that clients looking up handlers can offer it. A bot in no group
+//! publishes no 10009, unless the relays hold one naming groups it left.
 //!
-//! Owns deciding what these three events should say and handing them to the
+//! Owns deciding what these events should say and handing them to the
 //! outbox. It does not own publishing: once the relays connect, [`Identity`]
 //! reads the newest copy of each from every relay that answers, and stores
 //! a new signed event only for a kind whose copy differs from what the
@@ -37,8 +44,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use nostr_sdk::prelude::{
-    Client, Event, EventBuilder, Filter, Kind, NostrSigner, PublicKey, RelayUrl, ReqExitPolicy, Tag, TagKind,
-    TagStandard, Timestamp, Url,
+    Alphabet, Client, Event, EventBuilder, Filter, Kind, NostrSigner, PublicKey, RelayUrl, ReqExitPolicy,
+    SingleLetterTag, Tag, TagKind, TagStandard, Timestamp, Url,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -47,6 +54,7 @@ use crate::base::backoff::Backoff;
 use crate::base::clock_skew::MAX_FUTURE_SKEW_SECS;
 use crate::base::flags::{ConfigError, refuse};
 use crate::edge::signer::BotSigner;
+use crate::outbound::groups::GroupAddress;
 use crate::outbound::reply::publisher::Outlet;
 use crate::state::store::Outbox;
 
@@ -58,6 +66,11 @@ const READ_RETRY_MIN: Duration = Duration::from_secs(1);
 const READ_RETRY_MAX: Duration = Duration::from_secs(60);
 /// The name of a bot whose profile has none and whose operator set none.
 pub(crate) const DEFAULT_PROFILE_NAME: &str = "acp-bridge bot";
+/// NIP-89 handler information: what the bot answers.
+pub(crate) const HANDLER_INFORMATION: Kind = Kind::Custom(31990);
+/// The `d` tag of the bot's handler information: one per bot key, so a
+/// constant (the address is the key's).
+pub(crate) const HANDLER_ID: &str = "acp-bridge";
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum IdentityError {
@@ -154,6 +167,10 @@ pub(crate) struct Held {
     pub profile: Option<Event>,
     pub relay_list: Option<Event>,
     pub inbox: Option<Event>,
+    /// The groups list (kind 10009).
+    pub groups_list: Option<Event>,
+    /// The handler information (kind 31990, `d` [`HANDLER_ID`]).
+    pub handler: Option<Event>,
 }
 
 impl Held {
@@ -175,6 +192,10 @@ impl Held {
                 Kind::Metadata => &mut held.profile,
                 Kind::RelayList => &mut held.relay_list,
                 Kind::InboxRelays => &mut held.inbox,
+                Kind::SimpleGroups => &mut held.groups_list,
+                kind if kind == HANDLER_INFORMATION && event.tags.identifier() == Some(HANDLER_ID) => {
+                    &mut held.handler
+                }
                 _ => continue,
             };
             let newer = slot.as_ref().is_none_or(|current| {
@@ -188,11 +209,13 @@ impl Held {
         held
     }
 
-    /// The held copy of `kind` (one of the three identity kinds).
+    /// The held copy of `kind` (one of the kinds read here).
     pub(crate) fn of(&self, kind: Kind) -> Option<&Event> {
         match kind {
             Kind::Metadata => self.profile.as_ref(),
             Kind::RelayList => self.relay_list.as_ref(),
+            Kind::SimpleGroups => self.groups_list.as_ref(),
+            kind if kind == HANDLER_INFORMATION => self.handler.as_ref(),
             _ => self.inbox.as_ref(),
         }
     }
@@ -218,6 +241,10 @@ pub(crate) struct Wanted {
     profile: ProfileFields,
     relays: Vec<RelayUrl>,
     dm_relays: Vec<RelayUrl>,
+    /// The groups it is in (`--group`).
+    groups: Vec<GroupAddress>,
+    /// The kinds its intake listens to (`--kinds`).
+    listens_to: Vec<Kind>,
 }
 
 /// One identity event as the daemon wants it, and whether the relays hold
@@ -239,6 +266,18 @@ impl Planned {
     /// What it says, for people (see [`describe`]).
     pub(crate) fn describe(&self) -> String {
         describe(self.kind, &self.content, &self.tags)
+    }
+
+    /// `kind` saying `content` and `tags`, against the copy `held` has.
+    fn against(held: &Held, kind: Kind, content: String, tags: Vec<Tag>) -> Planned {
+        let copy = held.of(kind);
+        Planned {
+            up_to_date: copy.is_some_and(|copy| says_the_same(kind, copy, &content, &tags)),
+            replaces: copy.map(|copy| copy.created_at),
+            kind,
+            content,
+            tags,
+        }
     }
 
     async fn sign<T: NostrSigner>(&self, signer: &T) -> Result<Event, IdentityError> {
@@ -269,7 +308,17 @@ impl Wanted {
             profile,
             relays,
             dm_relays,
+            groups: Vec::new(),
+            listens_to: Vec::new(),
         }
+    }
+
+    /// The same bot, in `groups` and listening to `kinds`: what its
+    /// announcements say.
+    pub(crate) fn announcing(mut self, groups: Vec<GroupAddress>, kinds: Vec<Kind>) -> Self {
+        self.groups = groups;
+        self.listens_to = kinds;
+        self
     }
 
     /// The bot's DM inbox relays: `--dm-relays`, or its relays.
@@ -312,17 +361,72 @@ impl Wanted {
             (Kind::InboxRelays, String::new(), inbox),
         ]
         .into_iter()
-        .map(|(kind, content, tags)| {
-            let copy = held.of(kind);
-            Planned {
-                up_to_date: copy.is_some_and(|copy| says_the_same(kind, copy, &content, &tags)),
-                replaces: copy.map(|copy| copy.created_at),
-                kind,
-                content,
-                tags,
-            }
-        })
+        .map(|(kind, content, tags)| Planned::against(held, kind, content, tags))
         .collect()
+    }
+
+    /// The announcements as they should be given what the relays hold: the
+    /// groups list (when the bot is in a group, or the relays hold one),
+    /// then the handler information (when it listens to anything).
+    pub(crate) fn announcements(&self, held: &Held) -> Vec<Planned> {
+        let mut planned = Vec::new();
+        if !self.groups.is_empty() || held.groups_list.is_some() {
+            let tags = groups_list_tags(&self.groups);
+            planned.push(Planned::against(held, Kind::SimpleGroups, String::new(), tags));
+        }
+        if !self.listens_to.is_empty() {
+            let tags = handler_tags(&self.listens_to);
+            planned.push(Planned::against(held, HANDLER_INFORMATION, String::new(), tags));
+        }
+        planned
+    }
+}
+
+/// NIP-51's simple groups list: `["group", id, relay]` per group, then
+/// `["r", relay]` per relay they are on.
+fn groups_list_tags(groups: &[GroupAddress]) -> Vec<Tag> {
+    let relay = |group: &GroupAddress| group.relay.as_str_without_trailing_slash().to_owned();
+    let mut tags: Vec<Tag> = groups
+        .iter()
+        .map(|group| Tag::custom(TagKind::custom("group"), [group.id.clone(), relay(group)]))
+        .collect();
+    let mut relays: Vec<String> = groups.iter().map(relay).collect();
+    relays.sort();
+    relays.dedup();
+    tags.extend(relays.into_iter().map(|url| {
+        Tag::custom(
+            TagKind::SingleLetter(SingleLetterTag::lowercase(Alphabet::R)),
+            [url],
+        )
+    }));
+    tags
+}
+
+/// NIP-89's handler information: its `d` tag and a `k` tag per kind the
+/// bot answers, each once, in the order listened to.
+fn handler_tags(listens_to: &[Kind]) -> Vec<Tag> {
+    let mut answered: Vec<Kind> = Vec::new();
+    for kind in listens_to.iter().map(|kind| answered_kind(*kind)) {
+        if !answered.contains(&kind) {
+            answered.push(kind);
+        }
+    }
+    std::iter::once(Tag::identifier(HANDLER_ID))
+        .chain(
+            answered
+                .into_iter()
+                .map(|kind| Tag::custom(TagKind::k(), [kind.as_u16().to_string()])),
+        )
+        .collect()
+}
+
+/// The kind a handler of what the bot listens to `kind` for handles: a
+/// gift wrap (1059) carries a NIP-17 DM (14); the others are themselves.
+fn answered_kind(kind: Kind) -> Kind {
+    if kind == Kind::GiftWrap {
+        Kind::PrivateDirectMessage
+    } else {
+        kind
     }
 }
 
@@ -378,9 +482,13 @@ fn says_the_same(kind: Kind, copy: &Event, content: &str, tags: &[Tag]) -> bool 
 /// Reads the newest copy of each identity event of `bot` from every relay
 /// of `client`. Fails only when no relay answered.
 pub(crate) async fn read_held(client: &Client, bot: PublicKey) -> Result<Held, IdentityError> {
-    let filter = Filter::new()
-        .author(bot)
-        .kinds([Kind::Metadata, Kind::RelayList, Kind::InboxRelays]);
+    let filter = Filter::new().author(bot).kinds([
+        Kind::Metadata,
+        Kind::RelayList,
+        Kind::InboxRelays,
+        Kind::SimpleGroups,
+        HANDLER_INFORMATION,
+    ]);
     let relays = client.relays().await;
     let reads = relays.values().map(|relay| {
         let filter = filter.clone();
@@ -451,6 +559,7 @@ impl Identity {
             .wanted
             .plan(&held)
             .into_iter()
+            .chain(self.wanted.announcements(&held))
             .filter(|planned| !planned.up_to_date)
             .collect();
         if changed.is_empty() {
@@ -586,6 +695,79 @@ mod tests {
         assert!(!profile.up_to_date);
         let signed = profile.sign(&keys).await.unwrap();
         assert_eq!(signed.tags.as_slice(), [attestation]);
+    }
+
+    /// The groups list names each group with its relay and each relay
+    /// once; the handler information a `k` per kind answered (a gift wrap
+    /// as the DM it carries). Held as signed, both are up to date; a bot
+    /// that left its groups publishes an empty list over the held one, and
+    /// a bot never in a group publishes none.
+    #[tokio::test]
+    async fn the_announcements_name_the_groups_and_the_kinds_answered() {
+        let keys = Keys::generate();
+        let groups = [
+            "ws://a.example'pizza",
+            "ws://a.example'pasta",
+            "ws://b.example'pizza",
+        ]
+        .map(|group| group.parse::<GroupAddress>().unwrap())
+        .to_vec();
+        let kinds = vec![Kind::Custom(9), Kind::TextNote, Kind::GiftWrap];
+        let wanted = Wanted::new(
+            ProfileFields::default(),
+            vec![relay("ws://a.example")],
+            Vec::new(),
+        )
+        .announcing(groups, kinds);
+        let fresh = wanted.announcements(&Held::default());
+        let tags: Vec<Vec<Vec<String>>> = fresh
+            .iter()
+            .map(|planned| planned.tags.iter().map(|tag| tag.as_slice().to_vec()).collect())
+            .collect();
+        let strings = |rows: &[&[&str]]| -> Vec<Vec<String>> {
+            rows.iter()
+                .map(|row| row.iter().map(|cell| (*cell).to_owned()).collect())
+                .collect()
+        };
+        assert_eq!(
+            tags,
+            [
+                strings(&[
+                    &["group", "pizza", "ws://a.example"],
+                    &["group", "pasta", "ws://a.example"],
+                    &["group", "pizza", "ws://b.example"],
+                    &["r", "ws://a.example"],
+                    &["r", "ws://b.example"],
+                ]),
+                strings(&[&["d", HANDLER_ID], &["k", "9"], &["k", "1"], &["k", "14"]]),
+            ]
+        );
+        let mut signed = Vec::new();
+        for planned in &fresh {
+            signed.push(planned.sign(&keys).await.unwrap());
+        }
+        let held = Held::newest_of(keys.public_key(), signed, Timestamp::now());
+        assert!(
+            wanted
+                .announcements(&held)
+                .iter()
+                .all(|planned| planned.up_to_date)
+        );
+
+        let left = Wanted::new(
+            ProfileFields::default(),
+            vec![relay("ws://a.example")],
+            Vec::new(),
+        )
+        .announcing(Vec::new(), vec![Kind::TextNote]);
+        let planned = left.announcements(&held);
+        assert_eq!(planned[0].kind, Kind::SimpleGroups);
+        assert!(planned[0].tags.is_empty() && !planned[0].up_to_date);
+        let never = left.announcements(&Held::default());
+        assert_eq!(
+            never.iter().map(|planned| planned.kind).collect::<Vec<_>>(),
+            [HANDLER_INFORMATION]
+        );
     }
 
     #[test]

@@ -14,15 +14,17 @@ mod address;
 pub(crate) mod membership;
 mod metadata;
 pub(crate) mod relay_key;
+mod timeline;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use clap::{Args, ValueEnum};
-use nostr_sdk::prelude::RelayUrl;
+use nostr_sdk::prelude::{Event, PublicKey, RelayUrl, Tag, TagKind};
 
 pub(crate) use address::{GroupAddress, GroupAddressError, same_relay};
 pub(crate) use metadata::GroupMetadata;
+use timeline::Timelines;
 
 use crate::edge::embedded_relay::RelaySpec;
 
@@ -158,12 +160,14 @@ impl GroupArgs {
 }
 
 /// The configured groups and what their relays said of them, shared by
-/// the intake, the turn drivers and the membership task.
+/// the intake, the turn drivers, the replier and the membership task.
 #[derive(Debug, Clone)]
 pub struct GroupDirectory {
     served: Arc<[GroupAddress]>,
     other_groups: OtherGroups,
     metadata: Arc<RwLock<HashMap<GroupAddress, GroupMetadata>>>,
+    /// The groups' recent events, for the bot's `previous` tags.
+    timelines: Timelines,
 }
 
 impl Default for GroupDirectory {
@@ -178,7 +182,25 @@ impl GroupDirectory {
             served: settings.groups.clone().into(),
             other_groups: settings.other_groups,
             metadata: Arc::default(),
+            timelines: Timelines::default(),
         }
+    }
+
+    /// Keeps `event`, heard on `relay`, among its group's recent events
+    /// when it is a group event not by `bot` (see `timeline`).
+    pub(crate) fn heard(&self, relay: &RelayUrl, event: &Event, bot: &PublicKey) {
+        self.timelines.heard(relay, event, bot);
+    }
+
+    /// The tags that place an event of the bot in group `id` on `relay`:
+    /// its `h` tag and the NIP-29 `previous` tags naming the group's
+    /// recent events there (none when `relay` is unknown).
+    pub(crate) fn group_tags(&self, relay: Option<&RelayUrl>, id: &str) -> Vec<Tag> {
+        let mut tags = vec![Tag::custom(TagKind::h(), [id.to_owned()])];
+        if let Some(relay) = relay {
+            tags.extend(self.timelines.previous_tags(relay, id));
+        }
+        tags
     }
 
     /// Whether a mention in group `id` heard on `relay` is to be answered.

@@ -15,7 +15,7 @@ use acp_bridge_core::mention::{Mention, Thread};
 use nostr_sdk::prelude::{EventBuilder, Kind, Tag, Timestamp};
 use serde::Serialize;
 
-use super::{Replier, ReplyError, group_tag, reply_marker, root_marker};
+use super::{Replier, ReplyError, reply_marker, root_marker};
 
 /// The activity event's kind: ephemeral (20000–29999), unknown to clients
 /// that do not read it, which ignore it.
@@ -69,8 +69,10 @@ impl Replier {
             return Ok(());
         };
         let (root, group) = match &newest.thread {
-            Thread::Group { channel, root, .. } => (*root, Some(group_tag(channel))),
-            Thread::Note { root, .. } => (*root, None),
+            Thread::Group { channel, root, .. } => {
+                (*root, self.groups.group_tags(newest.origin.as_ref(), channel))
+            }
+            Thread::Note { root, .. } => (*root, Vec::new()),
             Thread::Direct { .. } => return Ok(()),
         };
         let content = serde_json::to_string(activity).map_err(|error| ReplyError::Sign(error.to_string()))?;

@@ -14,9 +14,11 @@
 //! `reply`; a reply inside a thread carries the thread root and the mention.
 //! A turn that answered several mentions (a batch, a steer) threads under
 //! the newest and cites the others with NIP-18 `q` tags.
-//! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift
-//! wraps, each with its copy wrapped to the bot itself (NIP-17: the
-//! sender's other clients read its side of the conversation there).
+//! Group chat (kind 9) keeps the channel's `h` tag, and every event in a
+//! group names the group's recent events in NIP-29 `previous` tags (see
+//! `groups`' timeline); DMs are NIP-17 gift wraps, each with its copy
+//! wrapped to the bot itself (NIP-17: the sender's other clients read its
+//! side of the conversation there).
 //! Where each event is published is `routes`' decision.
 //! An answer too long for one event goes out as a numbered series (see
 //! [`series`]): the first part threads as above, each next one replies to
@@ -41,6 +43,7 @@ use nostr_sdk::prelude::{
 };
 
 use crate::edge::signer::BotSigner;
+use crate::outbound::groups::GroupDirectory;
 use crate::policy::loop_guard::ReplyRecorder;
 use crate::policy::shard::Shard;
 use crate::state::ledger::Ledger;
@@ -124,6 +127,8 @@ pub struct Replier {
     threads: Arc<watch::Sender<()>>,
     /// `--shard`: questions asked in a DM say which replica asked them.
     shard: Shard,
+    /// The groups' recent events, which the bot's group events name.
+    groups: GroupDirectory,
 }
 
 impl Replier {
@@ -143,7 +148,15 @@ impl Replier {
             outlet: Outlet::default(),
             threads: Arc::new(watch::Sender::new(())),
             shard: Shard::WHOLE,
+            groups: GroupDirectory::default(),
         }
+    }
+
+    /// Names in each group event the recent events `groups` heard in that
+    /// group (NIP-29 `previous`); without it, none.
+    pub fn with_groups(mut self, groups: GroupDirectory) -> Self {
+        self.groups = groups;
+        self
     }
 
     /// Asks as replica `shard` of the bot (see [`Replier::ask`]).
@@ -186,7 +199,7 @@ impl Replier {
             Tag::custom(TagKind::k(), [mention.kind.as_u16().to_string()]),
         ];
         if let Thread::Group { channel, .. } = &mention.thread {
-            tags.push(group_tag(channel));
+            tags.extend(self.groups.group_tags(mention.origin.as_ref(), channel));
         }
         let (signer, outlet, origin) = (self.signer.clone(), self.outlet.clone(), mention.origin.clone());
         let emoji = emoji.to_owned();
@@ -278,9 +291,8 @@ impl Replier {
     /// threads under, so readers see what was asked and can reply to it.
     pub async fn announce(&self, mention: &Mention, text: &str) -> Result<EventId, ReplyError> {
         let builder = match &mention.thread {
-            Thread::Group { channel, .. } => {
-                EventBuilder::new(Kind::Custom(9), text).tags([group_tag(channel)])
-            }
+            Thread::Group { channel, .. } => EventBuilder::new(Kind::Custom(9), text)
+                .tags(self.groups.group_tags(mention.origin.as_ref(), channel)),
             Thread::Note { root, .. } => EventBuilder::new(Kind::TextNote, text).tags([root_marker(*root)]),
             Thread::Direct { peer, .. } => {
                 let signed = self
@@ -604,7 +616,7 @@ impl Replier {
                 root,
                 mention,
             } => {
-                let mut tags = vec![group_tag(channel)];
+                let mut tags = self.groups.group_tags(newest.origin.as_ref(), channel);
                 tags.extend(thread_tags(*root, previous.unwrap_or(*mention), &authors));
                 tags.push(match previous {
                     Some(part) => chat_reply(part, None, self.signer.public_key()),
@@ -743,10 +755,6 @@ fn chat_reply(event_id: EventId, relay: Option<&RelayUrl>, author: PublicKey) ->
 fn opens_a_note_thread(mention: &Mention) -> bool {
     mention.kind == Kind::TextNote
         && matches!(mention.thread, Thread::Note { root, .. } if root == mention.event_id)
-}
-
-fn group_tag(channel: &str) -> Tag {
-    Tag::custom(TagKind::h(), [channel.to_owned()])
 }
 
 fn reply_marker(event_id: EventId) -> Tag {

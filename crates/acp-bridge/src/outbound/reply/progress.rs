@@ -12,7 +12,7 @@
 use acp_bridge_core::mention::{Mention, Thread};
 use nostr_sdk::prelude::{EventBuilder, EventId, Kind, Tag, TagKind};
 
-use super::{Finish, Replier, ReplyError, Signed, Standing, group_tag};
+use super::{Finish, Replier, ReplyError, Signed, Standing};
 
 /// What a deletion says to clients that show its reason.
 const DELETION_REASON: &str = "interim progress, superseded";
@@ -46,8 +46,11 @@ impl Replier {
     /// are never deleted from.
     pub(crate) async fn retract(&self, mention: &Mention, ids: &[EventId]) -> Result<EventId, ReplyError> {
         let (kind, group) = match &mention.thread {
-            Thread::Group { channel, .. } => (Kind::Custom(9), Some(group_tag(channel))),
-            Thread::Note { .. } => (Kind::TextNote, None),
+            Thread::Group { channel, .. } => (
+                Kind::Custom(9),
+                self.groups.group_tags(mention.origin.as_ref(), channel),
+            ),
+            Thread::Note { .. } => (Kind::TextNote, Vec::new()),
             Thread::Direct { .. } => {
                 return Err(ReplyError::Sign(
                     "a DM's progress messages are not deleted".into(),
