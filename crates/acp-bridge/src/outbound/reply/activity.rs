@@ -68,17 +68,18 @@ impl Replier {
         let Some(newest) = mentions.last() else {
             return Ok(());
         };
+        // Threaded as the answer is: a top-level mention is both root and reply.
         let (root, group) = match &newest.thread {
-            Thread::Group { channel, root, .. } => (*root, Some(group_tag(channel))),
-            Thread::Note { root, .. } => (*root, None),
+            Thread::Group { channel, root, .. } => (vec![root_marker(*root)], Some(group_tag(channel))),
+            Thread::Note { root, .. } => (vec![root_marker(*root)], None),
+            Thread::Comment { scope, channel, .. } => (scope.root_tags(), channel.as_deref().map(group_tag)),
             Thread::Direct { .. } => return Ok(()),
         };
         let content = serde_json::to_string(activity).map_err(|error| ReplyError::Sign(error.to_string()))?;
         let authors = mentions.iter().map(|mention| Tag::public_key(mention.author));
         let expires = Timestamp::now() + EXPIRES_AFTER;
         let event = EventBuilder::new(Kind::Custom(ACTIVITY_KIND), content)
-            // Threaded as the answer is: a top-level mention is both.
-            .tag(root_marker(root))
+            .tags(root)
             .tag(reply_marker(newest.thread.answered_event()))
             .tags(authors)
             .tags(group)

@@ -14,6 +14,9 @@
 //! `reply`; a reply inside a thread carries the thread root and the mention.
 //! A turn that answered several mentions (a batch, a steer) threads under
 //! the newest and cites the others with NIP-18 `q` tags.
+//! A comment or a kind 11 thread (NIP-22) is answered with a comment
+//! (kind 1111) carrying the mention's root scope (`E`/`A`/`I`, `K`, `P`)
+//! and the mention as its parent (`e`, `k`, `p`).
 //! Group chat (kind 9) keeps the channel's `h` tag; DMs are NIP-17 gift
 //! wraps, each with its copy wrapped to the bot itself (NIP-17: the
 //! sender's other clients read its side of the conversation there).
@@ -33,6 +36,7 @@ mod series;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use acp_bridge_core::comment;
 use acp_bridge_core::mention::{Intent, Mention, Thread};
 use clap::ValueEnum;
 use nostr_sdk::prelude::{
@@ -282,6 +286,11 @@ impl Replier {
                 EventBuilder::new(Kind::Custom(9), text).tags([group_tag(channel)])
             }
             Thread::Note { root, .. } => EventBuilder::new(Kind::TextNote, text).tags([root_marker(*root)]),
+            // A top-level comment of the scope: NIP-22 makes its parent the root.
+            Thread::Comment { scope, channel, .. } => EventBuilder::new(Kind::Comment, text)
+                .tags(scope.root_tags())
+                .tags(scope.root_as_parent_tags())
+                .tags(channel.as_deref().map(group_tag)),
             Thread::Direct { peer, .. } => {
                 let signed = self
                     .direct_message(*peer, text, None, Standing::Finishes.into())
@@ -625,6 +634,27 @@ impl Replier {
                 .sign(&self.signer)
                 .await
                 .map_err(sign_error)?,
+            Thread::Comment {
+                scope,
+                channel,
+                mention,
+            } => {
+                // The parent: the mention, or the part before in a series.
+                let (parent, parent_kind) = match previous {
+                    Some(part) => (part, Kind::Comment),
+                    None => (*mention, newest.kind),
+                };
+                EventBuilder::new(Kind::Comment, text)
+                    .tags(scope.root_tags())
+                    .tags(comment::parent_tags(parent, parent_kind))
+                    .tags(authors.iter().map(|author| Tag::public_key(*author)))
+                    .tags(channel.as_deref().map(group_tag))
+                    .tags(quotes(*mention))
+                    .tags(standing.labels())
+                    .sign(&self.signer)
+                    .await
+                    .map_err(sign_error)?
+            }
             Thread::Direct { peer, message } => {
                 return self
                     .direct_message(*peer, text, Some(previous.unwrap_or(*message)), standing)

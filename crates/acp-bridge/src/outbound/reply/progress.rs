@@ -48,6 +48,7 @@ impl Replier {
         let (kind, group) = match &mention.thread {
             Thread::Group { channel, .. } => (Kind::Custom(9), Some(group_tag(channel))),
             Thread::Note { .. } => (Kind::TextNote, None),
+            Thread::Comment { channel, .. } => (Kind::Comment, channel.as_deref().map(group_tag)),
             Thread::Direct { .. } => {
                 return Err(ReplyError::Sign(
                     "a DM's progress messages are not deleted".into(),
