@@ -7,6 +7,7 @@
 //! prompt or the key.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use nostr_sdk::prelude::*;
 
@@ -325,4 +326,52 @@ async fn a_hostile_scope_never_reaches_the_prompt_or_the_key_and_a_stranger_gets
     );
     assert!(owner.answers_from(&bot, &from_stranger.id).await.is_empty());
     assert!(owner.answers_from(&bot, &outsized.id).await.is_empty());
+}
+
+/// A kind 11 thread in a group room (Flotilla's rooms are NIP-29 groups:
+/// threads and their comments carry the room's `h`) is answered in the
+/// room: the answer and the reactions carry the `h` the relay wants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_in_a_group_room_is_answered_in_the_room() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let thread = owner
+        .publish(
+            EventBuilder::new(Kind::Thread, "a question for the room's bot")
+                .tag(Tag::parse(["title", "Room question"]).expect("tag"))
+                .tag(Tag::custom(TagKind::h(), ["room"]))
+                .tag(Tag::public_key(bot)),
+        )
+        .await;
+    let answer = scene.reply_to(&thread).await;
+    let (root, me) = (thread.id.to_hex(), owner.public_key().to_hex());
+    assert_eq!(
+        tag_set(&answer),
+        tags(&[
+            &["E", &root],
+            &["K", "11"],
+            &["P", &me],
+            &["e", &root],
+            &["k", "11"],
+            &["p", &me],
+            &["h", "room"]
+        ])
+    );
+    let probe = async || {
+        let filter = Filter::new().author(bot).kind(Kind::Reaction).event(thread.id);
+        let found = owner
+            .client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .expect("fetch");
+        (found.len() >= 2).then_some(found)
+    };
+    let reactions = eventually(PATIENCE, probe, || format!("2 reactions to {}", thread.id)).await;
+    for reaction in reactions.iter() {
+        assert_eq!(channel_of(reaction), Some("room"), "{reaction:?}");
+        assert!(
+            reaction.tags.iter().any(|tag| tag.as_slice() == ["k", "11"]),
+            "{reaction:?}"
+        );
+    }
 }

@@ -189,7 +189,12 @@ impl Replier {
             Tag::public_key(mention.author),
             Tag::custom(TagKind::k(), [mention.kind.as_u16().to_string()]),
         ];
-        if let Thread::Group { channel, .. } = &mention.thread {
+        if let Thread::Group { channel, .. }
+        | Thread::Comment {
+            channel: Some(channel),
+            ..
+        } = &mention.thread
+        {
             tags.push(group_tag(channel));
         }
         let (signer, outlet, origin) = (self.signer.clone(), self.outlet.clone(), mention.origin.clone());
