@@ -375,3 +375,44 @@ async fn a_thread_in_a_group_room_is_answered_in_the_room() {
         );
     }
 }
+
+/// With `--thread-context`, a comment's prompt quotes the earlier
+/// comments of its root scope (by its `I` here) from the heard, and
+/// neither a stranger's comment there nor a comment under another root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comment_gets_the_earlier_comments_of_its_root_scope_as_context() {
+    let scene = Scene::builder().flags(&["--thread-context", "10"]).start().await;
+    let stranger = scene.join().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let (page, other_page) = ("https://example.com/turtles", "https://example.com/tortoises");
+    let earlier = |text: &str, url: &str, ago: u64| {
+        comment(text, &[&["I", url], &["K", "web"], &["i", url], &["k", "web"]])
+            .custom_created_at(Timestamp::from_secs(Timestamp::now().as_secs() - ago))
+    };
+    owner.publish(earlier("turtles are slow", page, 30)).await;
+    stranger.publish(earlier("a stranger's aside", page, 20)).await;
+    owner
+        .publish(earlier("tortoises live long", other_page, 10))
+        .await;
+    let mention = owner
+        .publish(comment(
+            "bot, sum up this page's comments",
+            &[
+                &["I", page],
+                &["K", "web"],
+                &["i", page],
+                &["k", "web"],
+                &["p", &bot.to_hex()],
+            ],
+        ))
+        .await;
+    let prompt = scene.reply_to(&mention).await.content;
+    println!("prompt:\n{prompt}");
+    assert!(
+        prompt.contains("Earlier messages in this thread, for context"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("> turtles are slow"), "{prompt}");
+    assert!(!prompt.contains("a stranger's aside"), "{prompt}");
+    assert!(!prompt.contains("tortoises live long"), "{prompt}");
+}
