@@ -416,3 +416,68 @@ async fn a_comment_gets_the_earlier_comments_of_its_root_scope_as_context() {
     assert!(!prompt.contains("a stranger's aside"), "{prompt}");
     assert!(!prompt.contains("tortoises live long"), "{prompt}");
 }
+
+/// A long answer in a comment thread is a numbered series of comments,
+/// each under the mention's root scope: the first names the mention as
+/// its parent, each next one the part before it (`e`, `k` 1111).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_answer_to_a_comment_is_a_series_of_comments_in_its_scope() {
+    let scene = Scene::builder().start().await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let url = "https://example.com/long";
+    let mention = owner
+        .publish(comment(
+            "write a lot [rounds=1] [say-bytes=60000]",
+            &[
+                &["I", url],
+                &["K", "web"],
+                &["i", url],
+                &["k", "web"],
+                &["p", &bot.to_hex()],
+            ],
+        ))
+        .await;
+    let first = scene.reply_to(&mention).await;
+    let total: usize = first
+        .content
+        .strip_prefix("(1/")
+        .and_then(|rest| rest.split_once(')'))
+        .and_then(|(total, _)| total.parse().ok())
+        .unwrap_or_else(|| panic!("a numbered series: {:.80}", first.content));
+    let probe = async || {
+        let filter = Filter::new()
+            .author(bot)
+            .kind(Kind::Comment)
+            .custom_tag(SingleLetterTag::uppercase(Alphabet::I), url);
+        let parts = owner
+            .client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .expect("fetch");
+        (parts.len() >= total).then_some(parts)
+    };
+    let parts = eventually(PATIENCE, probe, || format!("{total} parts under {url}")).await;
+    println!("long comment answer: 60000 bytes in {total} parts");
+    assert!(total >= 2, "{total}");
+    let part = |k: usize| {
+        parts
+            .iter()
+            .find(|part| part.content.starts_with(&format!("({k}/{total}) ")))
+            .unwrap_or_else(|| panic!("part {k}"))
+    };
+    for k in 1..=total {
+        let parent = if k == 1 { mention.id } else { part(k - 1).id };
+        let this = part(k);
+        assert_eq!(
+            tag_set(this),
+            tags(&[
+                &["I", url],
+                &["K", "web"],
+                &["e", &parent.to_hex()],
+                &["k", "1111"],
+                &["p", &owner.public_key().to_hex()],
+            ]),
+            "part {k}"
+        );
+    }
+}

@@ -6,8 +6,9 @@
 //! What a thread is follows the conversation: a note thread is its root and
 //! the kind-1 replies whose NIP-10 root (or reply, absent a root) is that
 //! root; a comment thread (NIP-22) is its root and the comments of its
-//! root scope (`A`, `E` or `I`); a group conversation is its channel's chat (kinds 9, 11 and 1111
-//! with its `h` tag, the kinds this codebase keys group conversations by).
+//! root scope (`A`, `E` or `I`); a group conversation is its channel's
+//! chat (kinds 9, 11 and 1111 with its `h` tag, the kinds this codebase
+//! keys group conversations by).
 //! DMs get none: the relay holds only gift wraps. Left out: the turn's own
 //! mentions, every event the journal took in (mentions already prompted,
 //! or refused), and the bot's own messages. A new session (after `!rotate`,
