@@ -481,3 +481,40 @@ async fn a_long_answer_to_a_comment_is_a_series_of_comments_in_its_scope() {
         );
     }
 }
+
+/// A notice (here: a comment too long for a turn) threads as an answer
+/// does: a comment in the mention's root scope, its parent the mention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_to_a_comment_is_a_comment_in_its_scope() {
+    let scene = Scene::builder()
+        .flags(&["--max-content-bytes", "100"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let root = EventId::from_slice(&[9; 32]).expect("id").to_hex();
+    let mention = owner
+        .publish(comment(
+            &"x".repeat(500),
+            &[
+                &["E", &root],
+                &["K", "30818"],
+                &["e", &root],
+                &["k", "30818"],
+                &["p", &bot.to_hex()],
+            ],
+        ))
+        .await;
+    let notice = scene.reply_to(&mention).await;
+    assert!(notice.content.contains("too long"), "{}", notice.content);
+    assert_eq!(notice.kind, Kind::Comment);
+    assert_eq!(
+        tag_set(&notice),
+        tags(&[
+            &["E", &root],
+            &["K", "30818"],
+            &["e", &mention.id.to_hex()],
+            &["k", "1111"],
+            &["p", &owner.public_key().to_hex()],
+        ])
+    );
+}
