@@ -21,6 +21,7 @@ mod ask_owner;
 mod author_gate;
 mod budgets;
 mod cli;
+mod comments;
 mod delegate;
 mod docs;
 mod durability;

@@ -311,7 +311,7 @@ const ACP_BRIDGE_CORE: CrateMap = CrateMap {
             ],
             &[],
         ),
-        wing("mention", &["mention", "prompt", "slash"], &["words"]),
+        wing("mention", &["mention", "comment", "prompt", "slash"], &["words"]),
         wing(
             "machines",
             &["mode_gate", "turn", "waiting", "conversations", "work"],

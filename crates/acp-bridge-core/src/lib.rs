@@ -12,6 +12,7 @@
 pub mod approvals;
 pub mod budget;
 pub mod choice;
+pub mod comment;
 pub mod conversations;
 pub mod live_sessions;
 pub mod media_refs;

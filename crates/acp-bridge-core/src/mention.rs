@@ -15,6 +15,7 @@ use nostr::prelude::{
 use serde::{Deserialize, Serialize};
 
 use crate::choice::{Choice, Word};
+use crate::comment::{self, CommentScope};
 use crate::media_refs::MediaRef;
 use crate::standing::Standing;
 
@@ -80,6 +81,16 @@ pub enum Thread {
     Note { root: EventId, mention: EventId },
     /// A NIP-17 private conversation with `peer`; `message` is the rumor answered.
     Direct { peer: PublicKey, message: EventId },
+    /// A NIP-22 comment (kind 1111) or a NIP-7D thread (kind 11) in the
+    /// comment thread rooted at `scope`; `mention` is the event answered.
+    Comment {
+        scope: CommentScope,
+        /// The NIP-29 group it was posted in (Flotilla's rooms put threads
+        /// and comments there), which the answer must carry too.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        channel: Option<String>,
+        mention: EventId,
+    },
 }
 
 impl Thread {
@@ -102,14 +113,29 @@ impl Thread {
             }
             (Thread::Note { root, .. }, _) => format!("note:{}", root.to_hex()),
             (Thread::Direct { peer, .. }, _) => format!("dm:{}", peer.to_hex()),
+            (Thread::Comment { scope, .. }, _) => format!("comment:{}", scope.key()),
         })
     }
 
     /// The event a reply answers.
     pub fn answered_event(&self) -> EventId {
         match self {
-            Thread::Group { mention, .. } | Thread::Note { mention, .. } => *mention,
+            Thread::Group { mention, .. }
+            | Thread::Note { mention, .. }
+            | Thread::Comment { mention, .. } => *mention,
             Thread::Direct { message, .. } => *message,
+        }
+    }
+
+    /// The root event the bot follows this thread by (its answered
+    /// threads, the loop guard's thread depths): a note's or a group
+    /// thread's root, a comment scope's `E`; none for a DM, nor for a
+    /// comment scope without an event (an address, an external id).
+    pub fn root_event(&self) -> Option<EventId> {
+        match self {
+            Thread::Group { root, .. } | Thread::Note { root, .. } => Some(*root),
+            Thread::Comment { scope, .. } => scope.event,
+            Thread::Direct { .. } => None,
         }
     }
 
@@ -387,9 +413,13 @@ pub fn is_plausible_group_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// Threading of a public event (kind 9 or 1) mentioning the bot; `None`
-/// when a group message lacks its `h` tag.
+/// Threading of a public event (kind 9, 1, 11 or 1111) mentioning the
+/// bot; `None` when a group message lacks its `h` tag, or a comment its
+/// root scope.
 pub fn public_thread(event: &Event) -> Option<(Thread, Option<EventId>)> {
+    if comment::is_comment_kind(event.kind) {
+        return comment_thread(event);
+    }
     let (root, reply) = nip10_threading(&event.tags);
     let root = root.or(reply).unwrap_or(event.id);
     let thread = if event.kind == Kind::Custom(9) {
@@ -405,6 +435,40 @@ pub fn public_thread(event: &Event) -> Option<(Thread, Option<EventId>)> {
         }
     };
     Some((thread, reply))
+}
+
+/// Threading of a comment (kind 1111: its root scope, replying to its
+/// parent `e`) or a thread (kind 11: the root of its comments). An `h` tag
+/// must hold a plausible group id, as a group message's must.
+fn comment_thread(event: &Event) -> Option<(Thread, Option<EventId>)> {
+    let channel = match event.tags.iter().any(|tag| tag.kind() == TagKind::h()) {
+        true => Some(group_id(&event.tags)?),
+        false => None,
+    };
+    let (scope, replies_to) = match event.kind == Kind::Thread {
+        true => (CommentScope::of_thread(event), None),
+        false => (
+            CommentScope::read(&event.tags)?,
+            comment::parent_event(&event.tags),
+        ),
+    };
+    let thread = Thread::Comment {
+        scope,
+        channel,
+        mention: event.id,
+    };
+    Some((thread, replies_to))
+}
+
+/// The root event of the thread a public event replies in, as the bot
+/// follows threads by: a comment's `E` root, else the NIP-10 root (or the
+/// reply target, absent a root).
+pub fn followed_root(event: &Event) -> Option<EventId> {
+    if event.kind == Kind::Comment {
+        return CommentScope::read(&event.tags)?.event;
+    }
+    let (root, reply) = nip10_threading(&event.tags);
+    root.or(reply)
 }
 
 /// Threading of a NIP-17 message (the unwrapped rumor).
@@ -599,6 +663,92 @@ mod tests {
         }
         let fine = group_event(&keys, vec![Tag::parse(["h", "Dev-Team_2"]).expect("tag")]);
         assert!(public_thread(&fine).is_some());
+    }
+
+    fn comment_event(keys: &Keys, kind: Kind, tags: &[&[&str]]) -> Event {
+        EventBuilder::new(kind, "hi")
+            .tags(
+                tags.iter()
+                    .map(|tag| Tag::parse(tag.iter().copied()).expect("tag")),
+            )
+            .sign_with_keys(keys)
+            .expect("sign")
+    }
+
+    /// Comments are keyed by their root scope: two comments under one
+    /// root are one conversation, under another root another; a kind 11
+    /// thread is the root of its own comments.
+    #[test]
+    fn comments_are_one_conversation_per_root_scope() {
+        let keys = Keys::generate();
+        let root = EventId::from_slice(&[7; 32]).expect("id").to_hex();
+        let other = EventId::from_slice(&[8; 32]).expect("id").to_hex();
+        let key = |event: &Event| {
+            public_thread(event)
+                .expect("comment")
+                .0
+                .conversation(SessionPolicy::Conversation, None)
+        };
+        let first = comment_event(&keys, Kind::Comment, &[&["E", &root], &["K", "1"], &["e", &root]]);
+        let second = comment_event(
+            &keys,
+            Kind::Comment,
+            &[&["E", &root], &["K", "1"], &["e", &other]],
+        );
+        let elsewhere = comment_event(&keys, Kind::Comment, &[&["E", &other], &["K", "1"]]);
+        assert_eq!(key(&first).as_str(), format!("comment:e:{root}"));
+        assert_eq!(key(&first), key(&second));
+        assert_ne!(key(&first), key(&elsewhere));
+        assert_eq!(
+            public_thread(&second).expect("comment").1.map(|id| id.to_hex()),
+            Some(other)
+        );
+        let thread = comment_event(&keys, Kind::Thread, &[&["title", "a thread"]]);
+        let (read, replies_to) = public_thread(&thread).expect("thread");
+        assert_eq!(replies_to, None);
+        assert_eq!(key(&thread).as_str(), format!("comment:e:{}", thread.id.to_hex()));
+        let reply = comment_event(
+            &keys,
+            Kind::Comment,
+            &[
+                &["E", &thread.id.to_hex()],
+                &["K", "11"],
+                &["e", &thread.id.to_hex()],
+                &["k", "11"],
+            ],
+        );
+        assert_eq!(
+            key(&reply),
+            key(&thread),
+            "a thread's comments are its conversation"
+        );
+        assert!(matches!(read, Thread::Comment { channel: None, mention, .. } if mention == thread.id));
+        let no_root = comment_event(&keys, Kind::Comment, &[&["e", &root]]);
+        assert!(
+            public_thread(&no_root).is_none(),
+            "a comment without a root scope"
+        );
+        let bad_group = comment_event(&keys, Kind::Comment, &[&["E", &root], &["h", "a b"]]);
+        assert!(public_thread(&bad_group).is_none());
+    }
+
+    /// Mentions journaled before comments existed load unchanged, and a
+    /// comment's mention round-trips.
+    #[test]
+    fn a_comment_mention_round_trips_and_old_rows_still_load() {
+        let old = test_mention("dev", 3, "hi", false);
+        let json = serde_json::to_string(&old).expect("serialize");
+        assert_eq!(serde_json::from_str::<Mention>(&json).expect("parse"), old);
+        let keys = Keys::generate();
+        let event = comment_event(
+            &keys,
+            Kind::Comment,
+            &[&["I", "https://a.example/x"], &["K", "web"], &["h", "room"]],
+        );
+        let (thread, _) = public_thread(&event).expect("comment");
+        let mention = Mention { thread, ..old };
+        let json = serde_json::to_string(&mention).expect("serialize");
+        assert_eq!(serde_json::from_str::<Mention>(&json).expect("parse"), mention);
     }
 
     #[test]

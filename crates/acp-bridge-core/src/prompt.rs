@@ -148,6 +148,8 @@ fn context_line(thread: &Thread) -> String {
         Thread::Group { channel, .. } => format!("the group chat `{}`", channel.escape_default()),
         Thread::Note { .. } => "a public note thread".to_owned(),
         Thread::Direct { .. } => "a private conversation".to_owned(),
+        // Names the root's kind only, never an `A` or `I` value (stranger text).
+        Thread::Comment { scope, .. } => scope.describe(),
     };
     format!("You are answering on Nostr, in {place}. Your final message is published there as your reply.")
 }

@@ -13,7 +13,7 @@
 //! (`--shard`) is journaled in the same transaction, finished at once: it
 //! is a duplicate when offered again, and nothing else.
 
-use acp_bridge_core::mention::{Intent, Mention, Thread};
+use acp_bridge_core::mention::{Intent, Mention};
 use nostr_sdk::prelude::{Event, EventId, PublicKey, RelayUrl, Timestamp};
 
 use super::relay_link::refetch_since;
@@ -151,7 +151,7 @@ impl Intake {
             match (fresh, entry.admitted) {
                 (Ok(()), Screened::Ours(mention)) => {
                     self.untaken.release(&event_id);
-                    if let Thread::Group { root, .. } | Thread::Note { root, .. } = mention.thread {
+                    if let Some(root) = mention.thread.root_event() {
                         self.loop_guard.taken_in_thread(root, mention.chain_depth);
                     }
                     self.act(mention).await;

@@ -14,23 +14,25 @@ use crate::base::flags::{
 };
 use crate::policy::loop_guard::ChainBounds;
 
-/// The kinds `--kinds` takes: group chat, notes, gift-wrapped DMs.
-const SUPPORTED_KINDS: [u16; 3] = [9, 1, 1059];
+/// The kinds `--kinds` takes: group chat, notes, gift-wrapped DMs,
+/// NIP-22 comments and NIP-7D threads.
+const SUPPORTED_KINDS: [u16; 5] = [9, 1, 1059, 1111, 11];
 
 /// The intake's flags. They sit in the tables of what they bound (the
 /// relays' listening, the gate's limits, the turns' queue), each naming its
 /// own.
 #[derive(Debug, Clone, Args)]
 pub struct IntakeArgs {
-    /// Event kinds listened to (9 groups, 1 notes, 1059 DMs)
+    /// Kinds listened to (9 groups, 1 notes, 1059 DMs, 1111/11 comments)
     ///
-    /// Event kinds to listen to: 9 (NIP-29 group chat), 1 (notes), 1059 (NIP-17 DMs).
+    /// Event kinds to listen to: 9 (NIP-29 group chat), 1 (notes), 1059 (NIP-17 DMs),
+    /// 1111 (NIP-22 comments), 11 (NIP-7D threads).
     #[arg(
         long,
         env = "ACP_BRIDGE_KINDS",
         help_heading = "Relays",
         value_delimiter = ',',
-        default_value = "9,1,1059"
+        default_value = "9,1,1059,1111,11"
     )]
     pub kinds: Vec<u16>,
 
@@ -176,7 +178,9 @@ fn parse_kinds(values: &[u16]) -> Result<Vec<Kind>, ConfigError> {
         if !SUPPORTED_KINDS.contains(&value) {
             return Err(refuse(
                 "--kinds",
-                format!("kind {value} is not supported (supported: 9 group chat, 1 notes, 1059 DMs)"),
+                format!(
+                    "kind {value} is not supported (supported: 9 group chat, 1 notes, 1059 DMs, 1111 comments, 11 threads)"
+                ),
             ));
         }
         if !kinds.contains(&Kind::from(value)) {

@@ -45,11 +45,25 @@ impl Interest {
             .collect()
     }
 
-    /// Replies in the threads rooted at `roots` (none: nothing to follow).
-    pub(super) fn thread_filter(&self, roots: &[EventId]) -> Option<Filter> {
+    /// Replies in the threads rooted at `roots` (empty: nothing to follow):
+    /// events of the public kinds naming a root by `e` (NIP-10), and, when
+    /// comments are read, comments whose root scope `E` is one (NIP-22: a
+    /// reply deep in a comment thread names only its parent by `e`).
+    pub(super) fn thread_filters(&self, roots: &[EventId]) -> Vec<Filter> {
         let public = self.public_kinds();
-        (self.follow_threads && !roots.is_empty() && !public.is_empty())
-            .then(|| Filter::new().kinds(public).events(roots.iter().copied()))
+        if !self.follow_threads || roots.is_empty() || public.is_empty() {
+            return Vec::new();
+        }
+        let mut filters = vec![Filter::new().kinds(public).events(roots.iter().copied())];
+        if self.kinds.contains(&Kind::Comment) {
+            let scopes = roots.iter().map(EventId::to_hex);
+            filters.push(
+                Filter::new()
+                    .kind(Kind::Comment)
+                    .custom_tags(SingleLetterTag::uppercase(Alphabet::E), scopes),
+            );
+        }
+        filters
     }
 
     /// The subscriptions whose events are the bot's work, from `since`:

@@ -107,8 +107,7 @@ impl OwnReplies<'_> {
 fn record_threads(threads: &AnsweredThreads, replies: &[Event]) -> usize {
     let mut new_threads = 0;
     for reply in replies {
-        let (root, replied) = mention::nip10_threading(&reply.tags);
-        let Some(root) = root.or(replied) else {
+        let Some(root) = mention::followed_root(reply) else {
             continue;
         };
         match threads.answered(root, reply.created_at) {
@@ -123,14 +122,16 @@ fn record_threads(threads: &AnsweredThreads, replies: &[Event]) -> usize {
 }
 
 /// The events a reply of the bot's with `tags` answers (a public reply, or
-/// the rumor of a DM answer): its NIP-10 `reply` marker, and what it
+/// the rumor of a DM answer): its NIP-10 `reply` marker, a comment's
+/// parent (NIP-22 `e`, in an answer carrying a root kind `K`), and what it
 /// quotes (`q`). Never its `root`: a thread's root may be someone's note
 /// the bot never answered. Nothing for an interim message (a waiting
 /// notice, a question): it tells, it does not answer.
 pub(super) fn answered_mentions(tags: &Tags) -> impl Iterator<Item = EventId> + '_ {
     let interim = is_interim(tags);
-    tags.iter().filter(move |_| !interim).filter_map(|tag| {
-        if tag.kind() == TagKind::q() {
+    let comment = tags.iter().any(|tag| tag.kind() == TagKind::custom("K"));
+    tags.iter().filter(move |_| !interim).filter_map(move |tag| {
+        if tag.kind() == TagKind::q() || (comment && tag.kind() == TagKind::e()) {
             return tag.content().and_then(|id| EventId::from_hex(id).ok());
         }
         match tag.as_standardized()? {

@@ -508,9 +508,10 @@ impl RelayLink {
         };
         let had_recent = self.followed.has_recent();
         let bulk = self.followed.reset(&answered);
-        if let Some(filter) = self.interest.thread_filter(&bulk) {
-            self.send_threads(THREADS_SUBSCRIPTION_ID, filter.since(since))
-                .await;
+        let filters = self.interest.thread_filters(&bulk);
+        if !filters.is_empty() {
+            let from_since = filters.into_iter().map(|filter| filter.since(since)).collect();
+            self.send_threads(THREADS_SUBSCRIPTION_ID, from_since).await;
         }
         if had_recent {
             self.close_recent_threads().await;
@@ -537,16 +538,22 @@ impl RelayLink {
             Renewal::Folded { bulk, new } => (THREADS_SUBSCRIPTION_ID, bulk, new),
         };
         // `limit: 0`: nothing stored, only what comes from now on.
-        let Some(live) = self.interest.thread_filter(&roots) else {
+        let live = self.interest.thread_filters(&roots);
+        if live.is_empty() {
             return;
-        };
-        self.send_threads(subscription, live.limit(0)).await;
+        }
+        self.send_threads(
+            subscription,
+            live.into_iter().map(|filter| filter.limit(0)).collect(),
+        )
+        .await;
         if subscription == THREADS_SUBSCRIPTION_ID {
             self.close_recent_threads().await;
         }
         // Live first, then the catch-up: an event in a new thread
         // published in between comes by one of them (twice is a duplicate).
-        if let Some(catch_up) = self.interest.thread_filter(&new) {
+        let catch_up = self.interest.thread_filters(&new);
+        if !catch_up.is_empty() {
             let once = SubscribeOptions::default().close_on(Some(
                 SubscribeAutoCloseOptions::default().timeout(Some(NEW_THREADS_QUERY_TIMEOUT)),
             ));
@@ -554,7 +561,14 @@ impl RelayLink {
             let id = format!("{NEW_THREADS_SUBSCRIPTION_PREFIX}{}", self.new_thread_reads);
             let fetched = self
                 .relay
-                .subscribe_with_id(SubscriptionId::new(id), vec![catch_up.since(self.since())], once)
+                .subscribe_with_id(
+                    SubscriptionId::new(id),
+                    catch_up
+                        .into_iter()
+                        .map(|filter| filter.since(self.since()))
+                        .collect::<Vec<_>>(),
+                    once,
+                )
                 .await;
             if let Err(error) = fetched {
                 tracing::warn!(relay = %self.url, %error, "cannot read the newly answered threads");
@@ -573,10 +587,10 @@ impl RelayLink {
     }
 
     /// Sends (or replaces) the live thread subscription `id`.
-    async fn send_threads(&self, id: &str, filter: Filter) {
+    async fn send_threads(&self, id: &str, filters: Vec<Filter>) {
         let subscribed = self
             .relay
-            .subscribe_with_id(SubscriptionId::new(id), vec![filter], SubscribeOptions::default())
+            .subscribe_with_id(SubscriptionId::new(id), filters, SubscribeOptions::default())
             .await;
         if let Err(error) = subscribed {
             tracing::warn!(relay = %self.url, %error, "cannot follow the answered threads");

@@ -152,6 +152,27 @@ mod tests {
         );
     }
 
+    /// The bot's comment (NIP-22) answers its parent `e`, never its root `E`.
+    #[test]
+    fn a_comment_answers_its_parent_not_its_root() {
+        let bot = Keys::generate();
+        let (root, parent) = (
+            EventId::from_slice(&[1; 32]).expect("id"),
+            EventId::from_slice(&[2; 32]).expect("id"),
+        );
+        let answer = EventBuilder::new(nostr_sdk::prelude::Kind::Comment, "the answer")
+            .tag(Tag::parse(["E", &root.to_hex()]).expect("tag"))
+            .tag(Tag::parse(["K", "11"]).expect("tag"))
+            .tag(Tag::parse(["e", &parent.to_hex()]).expect("tag"))
+            .tag(Tag::parse(["k", "1111"]).expect("tag"))
+            .sign_with_keys(&bot)
+            .expect("sign");
+        assert_eq!(
+            answered_among([answer], bot.public_key(), &[root, parent]),
+            vec![parent]
+        );
+    }
+
     /// A relay resends the id and signature of one of the bot's replies
     /// with a `reply` marker it did not sign: the mention it names is not
     /// taken as answered.

@@ -297,7 +297,11 @@ impl Screener {
             return Ok(Addressed::Sealed);
         }
         let (thread, replies_to) = mention::public_thread(event).ok_or(DropReason::Malformed)?;
-        if let Thread::Group { channel, .. } = &thread
+        if let Thread::Group { channel, .. }
+        | Thread::Comment {
+            channel: Some(channel),
+            ..
+        } = &thread
             && !self.groups.serves(relay, channel)
         {
             return Err(DropReason::UnservedGroup);
@@ -382,12 +386,12 @@ impl Screener {
             Thread::Direct { message, .. } => {
                 self.dm_answered_before_start(relay, message, &candidate, lookups)?
             }
-            Thread::Group { .. } | Thread::Note { .. } => self.hold_for_reply_lookup(relay, &candidate)?,
-        }
-        let chain_depth = match candidate.thread {
-            Thread::Group { root, .. } | Thread::Note { root, .. } if candidate.follow_up => {
-                lookups.follow_up_depth(root, candidate.replies_to)
+            Thread::Group { .. } | Thread::Note { .. } | Thread::Comment { .. } => {
+                self.hold_for_reply_lookup(relay, &candidate)?
             }
+        }
+        let chain_depth = match candidate.thread.root_event() {
+            Some(root) if candidate.follow_up => lookups.follow_up_depth(root, candidate.replies_to),
             _ => lookups.depth_of(candidate.replies_to),
         };
         let hop = self.limits.chain_bounds.hop(chain_depth, standing);
@@ -599,8 +603,7 @@ impl Screener {
         if !self.limits.follow_threads || event.kind == Kind::GiftWrap {
             return false;
         }
-        let (root, reply) = mention::nip10_threading(&event.tags);
-        let first_answer = root.or(reply).and_then(|root| lookups.first_answered(&root));
+        let first_answer = mention::followed_root(event).and_then(|root| lookups.first_answered(&root));
         // Replies older than the bot's first answer were talk among people
         // (the thread's subscription delivers them again): not addressed to it.
         first_answer.is_some_and(|first| {

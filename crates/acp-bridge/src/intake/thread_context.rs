@@ -5,8 +5,10 @@
 //!
 //! What a thread is follows the conversation: a note thread is its root and
 //! the kind-1 replies whose NIP-10 root (or reply, absent a root) is that
-//! root; a group conversation is its channel's chat (kinds 9, 11 and 1111
-//! with its `h` tag, the kinds this codebase keys group conversations by).
+//! root; a comment thread (NIP-22) is its root and the comments of its
+//! root scope (`A`, `E` or `I`); a group conversation is its channel's
+//! chat (kinds 9, 11 and 1111 with its `h` tag, the kinds this codebase
+//! keys group conversations by).
 //! DMs get none: the relay holds only gift wraps. Left out: the turn's own
 //! mentions, every event the journal took in (mentions already prompted,
 //! or refused), and the bot's own messages. A new session (after `!rotate`,
@@ -46,6 +48,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use acp_bridge_core::comment::CommentScope;
 use acp_bridge_core::mention::{self, ConversationKey, Mention, Thread, short_npub};
 use acp_bridge_core::prompt::{self, Earlier};
 use acp_bridge_core::standing::Standing;
@@ -535,6 +538,17 @@ impl ThreadContext {
                     .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel.clone()),
                 None,
             ),
+            // A kind 11 thread is its own root: new, like a top-level note.
+            Thread::Comment { scope, mention, .. } if scope.event == Some(*mention) && since.is_none() => {
+                return Vec::new();
+            }
+            Thread::Comment { scope, .. } => (
+                comment_filter(scope),
+                scope
+                    .event
+                    .filter(|_| since.is_none())
+                    .map(|root| Filter::new().id(root).limit(1)),
+            ),
             Thread::Direct { .. } => return Vec::new(),
         };
         // Room for the events left out (the turn's own, the bot's, the unheard).
@@ -642,7 +656,27 @@ fn in_thread(event: &Event, thread: &Thread) -> bool {
             GROUP_KINDS.contains(&event.kind.as_u16())
                 && mention::group_id(&event.tags).is_some_and(|id| id == *channel)
         }
+        Thread::Comment { scope, .. } => {
+            scope.event == Some(event.id)
+                || (event.kind == Kind::Comment
+                    && CommentScope::read(&event.tags).is_some_and(|read| read.key() == scope.key()))
+        }
         Thread::Direct { .. } => false,
+    }
+}
+
+/// The comments of `scope` (kind 1111), by the root tag its key names:
+/// an address's `A`, else the event's `E`, else the external id's `I`.
+fn comment_filter(scope: &CommentScope) -> Filter {
+    let by = |letter: Alphabet, value: String| {
+        Filter::new()
+            .kind(Kind::Comment)
+            .custom_tag(SingleLetterTag::uppercase(letter), value)
+    };
+    match (&scope.address, scope.event, &scope.external) {
+        (Some(address), _, _) => by(Alphabet::A, address.clone()),
+        (None, Some(event), _) => by(Alphabet::E, event.to_hex()),
+        (None, None, external) => by(Alphabet::I, external.clone().unwrap_or_default()),
     }
 }
 

@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use acp_bridge_core::mention::{ConversationKey, Mention, Thread};
+use acp_bridge_core::mention::{ConversationKey, Mention};
 use nostr_sdk::prelude::{Event, EventId, JsonUtil, PublicKey, Timestamp};
 
 use crate::state::store::{
@@ -172,7 +172,7 @@ impl Ledger {
     /// Remembers that the bot answered in the thread of `mention` (DMs have
     /// none); true when the thread is new to it.
     pub(crate) fn thread_answered(&self, mention: &Mention) -> bool {
-        let Some(root) = thread_root_id(mention) else {
+        let Some(root) = mention.thread.root_event() else {
             return false;
         };
         self.threads
@@ -340,17 +340,10 @@ impl Ledger {
     }
 }
 
-/// The root of the thread `mention` is in; DMs have none.
-fn thread_root_id(mention: &Mention) -> Option<EventId> {
-    match &mention.thread {
-        Thread::Group { root, .. } | Thread::Note { root, .. } => Some(*root),
-        Thread::Direct { .. } => None,
-    }
-}
-
-/// [`thread_root_id`] as the store keeps it.
+/// The root of the thread `mention` is in (`Thread::root_event`), as
+/// the store keeps it.
 fn thread_root(mention: &Mention) -> Option<String> {
-    thread_root_id(mention).map(|root| root.to_hex())
+    mention.thread.root_event().map(|root| root.to_hex())
 }
 
 fn hex_ids(mentions: &[Mention]) -> Vec<String> {

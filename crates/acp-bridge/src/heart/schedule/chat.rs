@@ -262,6 +262,7 @@ fn target_of(mention: &Mention) -> Result<Target, String> {
     match &mention.thread {
         Thread::Direct { .. } => Ok(Target::Dm),
         Thread::Note { root, .. } => Ok(Target::Note { root: *root }),
+        Thread::Comment { .. } => Err("schedules cannot be set in a comment thread yet".to_owned()),
         Thread::Group { channel, .. } => match &mention.origin {
             Some(relay) => Ok(Target::Group {
                 relay: relay.clone(),

@@ -203,6 +203,12 @@ impl GroupDirectory {
         tags
     }
 
+    /// [`Self::group_tags`] for an event that may sit in a group room (a
+    /// comment carries the room's `h` when its mention did): none outside one.
+    pub(crate) fn room_tags(&self, relay: Option<&RelayUrl>, room: Option<&str>) -> Vec<Tag> {
+        room.map(|id| self.group_tags(relay, id)).unwrap_or_default()
+    }
+
     /// Whether a mention in group `id` heard on `relay` is to be answered.
     pub fn serves(&self, relay: &RelayUrl, id: &str) -> bool {
         self.other_groups == OtherGroups::Answer || self.served.iter().any(|group| group.is(relay, id))

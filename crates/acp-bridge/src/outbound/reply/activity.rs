@@ -68,19 +68,24 @@ impl Replier {
         let Some(newest) = mentions.last() else {
             return Ok(());
         };
+        // Threaded as the answer is: a top-level mention is both root and reply.
         let (root, group) = match &newest.thread {
-            Thread::Group { channel, root, .. } => {
-                (*root, self.groups.group_tags(newest.origin.as_ref(), channel))
-            }
-            Thread::Note { root, .. } => (*root, Vec::new()),
+            Thread::Group { channel, root, .. } => (
+                vec![root_marker(*root)],
+                self.groups.group_tags(newest.origin.as_ref(), channel),
+            ),
+            Thread::Note { root, .. } => (vec![root_marker(*root)], Vec::new()),
+            Thread::Comment { scope, channel, .. } => (
+                scope.root_tags(),
+                self.groups.room_tags(newest.origin.as_ref(), channel.as_deref()),
+            ),
             Thread::Direct { .. } => return Ok(()),
         };
         let content = serde_json::to_string(activity).map_err(|error| ReplyError::Sign(error.to_string()))?;
         let authors = mentions.iter().map(|mention| Tag::public_key(mention.author));
         let expires = Timestamp::now() + EXPIRES_AFTER;
         let event = EventBuilder::new(Kind::Custom(ACTIVITY_KIND), content)
-            // Threaded as the answer is: a top-level mention is both.
-            .tag(root_marker(root))
+            .tags(root)
             .tag(reply_marker(newest.thread.answered_event()))
             .tags(authors)
             .tags(group)

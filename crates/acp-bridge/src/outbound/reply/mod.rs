@@ -18,7 +18,10 @@
 //! group names the group's recent events in NIP-29 `previous` tags (see
 //! `groups`' timeline); DMs are NIP-17 gift wraps, each with its copy
 //! wrapped to the bot itself (NIP-17: the sender's other clients read its
-//! side of the conversation there).
+//! side of the conversation there). A comment or a kind 11 thread (NIP-22)
+//! is answered with a comment (kind 1111) carrying the mention's root scope
+//! (`E`/`A`/`I`, `K`, `P`) and the mention as its parent (`e`, `k`, `p`);
+//! one posted in a group room carries the room's tags as a group message does.
 //! Where each event is published is `routes`' decision.
 //! An answer too long for one event goes out as a numbered series (see
 //! [`series`]): the first part threads as above, each next one replies to
@@ -35,6 +38,7 @@ mod series;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use acp_bridge_core::comment;
 use acp_bridge_core::mention::{Intent, Mention, Thread};
 use clap::ValueEnum;
 use nostr_sdk::prelude::{
@@ -198,7 +202,12 @@ impl Replier {
             Tag::public_key(mention.author),
             Tag::custom(TagKind::k(), [mention.kind.as_u16().to_string()]),
         ];
-        if let Thread::Group { channel, .. } = &mention.thread {
+        if let Thread::Group { channel, .. }
+        | Thread::Comment {
+            channel: Some(channel),
+            ..
+        } = &mention.thread
+        {
             tags.extend(self.groups.group_tags(mention.origin.as_ref(), channel));
         }
         let (signer, outlet, origin) = (self.signer.clone(), self.outlet.clone(), mention.origin.clone());
@@ -294,6 +303,11 @@ impl Replier {
             Thread::Group { channel, .. } => EventBuilder::new(Kind::Custom(9), text)
                 .tags(self.groups.group_tags(mention.origin.as_ref(), channel)),
             Thread::Note { root, .. } => EventBuilder::new(Kind::TextNote, text).tags([root_marker(*root)]),
+            // A top-level comment of the scope: NIP-22 makes its parent the root.
+            Thread::Comment { scope, channel, .. } => EventBuilder::new(Kind::Comment, text)
+                .tags(scope.root_tags())
+                .tags(scope.root_as_parent_tags())
+                .tags(self.groups.room_tags(mention.origin.as_ref(), channel.as_deref())),
             Thread::Direct { peer, .. } => {
                 let signed = self
                     .direct_message(*peer, text, None, Standing::Finishes.into())
@@ -637,6 +651,27 @@ impl Replier {
                 .sign(&self.signer)
                 .await
                 .map_err(sign_error)?,
+            Thread::Comment {
+                scope,
+                channel,
+                mention,
+            } => {
+                // The parent: the mention, or the part before in a series.
+                let (parent, parent_kind) = match previous {
+                    Some(part) => (part, Kind::Comment),
+                    None => (*mention, newest.kind),
+                };
+                EventBuilder::new(Kind::Comment, text)
+                    .tags(scope.root_tags())
+                    .tags(comment::parent_tags(parent, parent_kind))
+                    .tags(authors.iter().map(|author| Tag::public_key(*author)))
+                    .tags(self.groups.room_tags(newest.origin.as_ref(), channel.as_deref()))
+                    .tags(quotes(*mention))
+                    .tags(standing.labels())
+                    .sign(&self.signer)
+                    .await
+                    .map_err(sign_error)?
+            }
             Thread::Direct { peer, message } => {
                 return self
                     .direct_message(*peer, text, Some(previous.unwrap_or(*message)), standing)

@@ -51,6 +51,10 @@ impl Replier {
                 self.groups.group_tags(mention.origin.as_ref(), channel),
             ),
             Thread::Note { .. } => (Kind::TextNote, Vec::new()),
+            Thread::Comment { channel, .. } => (
+                Kind::Comment,
+                self.groups.room_tags(mention.origin.as_ref(), channel.as_deref()),
+            ),
             Thread::Direct { .. } => {
                 return Err(ReplyError::Sign(
                     "a DM's progress messages are not deleted".into(),

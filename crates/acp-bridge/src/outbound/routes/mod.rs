@@ -11,6 +11,8 @@
 //! - A reply to a kind-1 note goes to the relay of the mention (or every
 //!   relay of the bot) and also to the read relays (kind 10002, NIP-65) of
 //!   each person it tags, as NIP-65 asks of a client publishing an event.
+//!   So does a comment (NIP-22, kind 1111) outside a group; one in a group
+//!   room (its `h` tag) lives on the group's relay, as group messages do.
 //! - Everything else (group messages, which live on their group's relay;
 //!   reactions; the bot's own profile and lists) goes where it went before.
 //!
@@ -126,7 +128,7 @@ impl Routes {
 /// fill [`MAX_EXTRA_RELAYS`].
 fn readers(event: &Event, bot: PublicKey) -> Vec<PublicKey> {
     let mut readers = Vec::new();
-    if matches!(event.kind, Kind::GiftWrap | Kind::TextNote) {
+    if event.kind == Kind::GiftWrap || is_public_reply(event) {
         for person in tagged(event).filter(|person| *person != bot) {
             if readers.len() < MAX_EXTRA_RELAYS && !readers.contains(&person) {
                 readers.push(person);
@@ -134,6 +136,12 @@ fn readers(event: &Event, bot: PublicKey) -> Vec<PublicKey> {
         }
     }
     readers
+}
+
+/// A note, or a comment outside a group (no `h` tag): read where the
+/// people it tags read (NIP-65).
+fn is_public_reply(event: &Event) -> bool {
+    event.kind == Kind::TextNote || (event.kind == Kind::Comment && event.tags.find(TagKind::h()).is_none())
 }
 
 fn tagged(event: &Event) -> impl Iterator<Item = PublicKey> + '_ {
@@ -185,7 +193,7 @@ fn plan(
                 },
             }
         }
-        Kind::TextNote => {
+        _ if is_public_reply(event) => {
             let readers = tagged(event).filter(|person| *person != bot);
             Route {
                 extras: read_relays(readers.filter_map(|person| lists(&person)), origin.as_ref()),
@@ -282,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn a_note_reply_also_goes_to_each_tagged_persons_read_relays_and_a_group_message_does_not() {
+    fn a_note_reply_or_comment_also_goes_to_each_tagged_persons_read_relays_and_a_group_message_does_not() {
         let bot = Keys::generate();
         let (alice, bob) = (Keys::generate().public_key(), Keys::generate().public_key());
         let known = [
@@ -309,24 +317,50 @@ mod tests {
         assert_eq!(route.primary, Primary::Origin(origin.clone()));
         assert_eq!(route.extras, [url("a1"), url("shared"), url("b1")]);
 
-        let group = EventBuilder::new(Kind::Custom(9), "answer")
-            .tags(tags)
+        let comment = EventBuilder::new(Kind::Comment, "answer")
+            .tags(tags.clone())
             .sign_with_keys(&bot)
             .unwrap();
         let route = plan(
-            &group,
+            &comment,
             origin.clone(),
             bot.public_key(),
             &BotRelays::default(),
             &known,
         );
         assert_eq!(
-            route,
-            Route {
-                primary: Primary::Origin(origin),
-                extras: Vec::new()
-            }
+            route.extras,
+            [url("a1"), url("shared"), url("b1")],
+            "a comment as a note"
         );
+
+        let group = EventBuilder::new(Kind::Custom(9), "answer")
+            .tags(tags.clone())
+            .sign_with_keys(&bot)
+            .unwrap();
+        let room_comment = EventBuilder::new(Kind::Comment, "answer")
+            .tags(tags)
+            .tag(Tag::custom(TagKind::h(), ["room"]))
+            .sign_with_keys(&bot)
+            .unwrap();
+        for in_a_group in [group, room_comment] {
+            let route = plan(
+                &in_a_group,
+                origin.clone(),
+                bot.public_key(),
+                &BotRelays::default(),
+                &known,
+            );
+            assert_eq!(
+                route,
+                Route {
+                    primary: Primary::Origin(origin.clone()),
+                    extras: Vec::new()
+                },
+                "{}",
+                in_a_group.kind
+            );
+        }
     }
 
     /// Clients look a key's profile and relay lists up on directory relays
