@@ -330,7 +330,8 @@ async fn a_hostile_scope_never_reaches_the_prompt_or_the_key_and_a_stranger_gets
 
 /// A kind 11 thread in a group room (Flotilla's rooms are NIP-29 groups:
 /// threads and their comments carry the room's `h`) is answered in the
-/// room: the answer and the reactions carry the `h` the relay wants.
+/// room: the answer and the reactions carry the `h` the relay wants, and
+/// the answer the room's `previous` references.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_in_a_group_room_is_answered_in_the_room() {
     let scene = Scene::builder().start().await;
@@ -354,7 +355,9 @@ async fn a_thread_in_a_group_room_is_answered_in_the_room() {
             &["e", &root],
             &["k", "11"],
             &["p", &me],
-            &["h", "room"]
+            &["h", "room"],
+            // NIP-29's timeline reference: the room's events the bot heard.
+            &["previous", &root[..8]]
         ])
     );
     let probe = async || {
