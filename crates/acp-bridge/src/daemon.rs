@@ -72,6 +72,8 @@ pub enum DaemonError {
     Signer(#[from] SignerOpenError),
     #[error("--owner is the bot's own key (as the remote signer says); the owner must be a different key")]
     OwnerIsBot,
+    #[error("{0}")]
+    Marmot(String),
 }
 
 /// Runs the daemon until `stop` is cancelled, then stops it cleanly.
@@ -124,6 +126,8 @@ struct Stages {
     housekeeping: Housekeeping,
     publisher: Arc<Publisher>,
     identity: Identity,
+    /// The bot's Marmot key packages (`None`: `--marmot` is off).
+    key_packages: Option<crate::outbound::marmot::key_packages::KeyPackages>,
     membership: Membership,
     pool: Pools,
     client: Client,
@@ -385,6 +389,20 @@ impl Stages {
                 settings.relays.dm_inbox.clone(),
             ),
         };
+        let key_packages = match settings.marmot.enabled {
+            true => Some(crate::outbound::marmot::key_packages::KeyPackages {
+                mls: crate::state::mls::MlsState::open(
+                    &settings.state_dir,
+                    settings.marmot.key_file.as_deref(),
+                )
+                .map_err(|error| DaemonError::Marmot(error.to_string()))?,
+                signer: signer.clone(),
+                outbox: Outbox::new(Arc::clone(&store)),
+                outlet: replier.outlet(),
+                relays: relay_urls.clone(),
+            }),
+            false => None,
+        };
         let outbound = Arc::new(OutboundRelays::new(
             signer.clone(),
             settings.relays.strangers(&relay_urls),
@@ -468,6 +486,7 @@ impl Stages {
             housekeeping,
             publisher,
             identity,
+            key_packages,
             membership,
             pool,
             client,
@@ -503,9 +522,12 @@ impl Stages {
         });
         tokio::spawn({
             let (connected, stop) = (self.relays_connected.clone(), stop.clone());
-            let identity = self.identity;
+            let (identity, key_packages) = (self.identity, self.key_packages);
             async move {
                 if any_relay(connected, &stop).await {
+                    if let Some(key_packages) = key_packages {
+                        key_packages.publish().await;
+                    }
                     identity.run(stop).await;
                 }
             }
