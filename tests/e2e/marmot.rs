@@ -1,8 +1,16 @@
-//! Marmot (MLS) encrypted groups (docs/marmot.md), against a member built on
-//! mdk-core on the test side, as White Noise is: it finds the bot's key
-//! package on the relay.
+//! Marmot (MLS) encrypted groups (docs/marmot.md), against members built on
+//! mdk-core on the test side, as White Noise is: a member finds the bot's
+//! key package, creates a group with it and invites the bot, mentions it
+//! and reads its answer, decrypted and threaded; a member the gate does
+//! not hear gets nothing; a stranger's welcome is declined.
+
+use std::cell::RefCell;
+use std::time::Duration;
 
 use mdk_core::MDK;
+use mdk_core::groups::NostrGroupConfigData;
+use mdk_core::messages::MessageProcessingResult;
+use mdk_core::prelude::GroupId;
 use mdk_memory_storage::MdkMemoryStorage;
 use nostr_sdk::prelude::*;
 
@@ -25,10 +33,139 @@ impl Member {
         }
     }
 
+    fn as_person(person: Person) -> Member {
+        Member {
+            person,
+            mdk: MDK::new(MdkMemoryStorage::default()),
+        }
+    }
+
     /// The bot's key package as the relay holds it, once it is there.
     async fn bot_key_package<R: RelayServer>(&self, scene: &Scene<R>) -> Event {
         self.person.newest_where(&scene.bot, KEY_PACKAGE, |_| true).await
     }
+
+    /// Creates a group of this member and the bot on the scene's relay and
+    /// sends the bot its welcome, gift-wrapped; returns the group's ids.
+    async fn invite_bot<R: RelayServer>(&self, scene: &Scene<R>) -> Group {
+        let package = self.bot_key_package(scene).await;
+        let relay = RelayUrl::parse(&scene.relay.url()).unwrap();
+        let config = NostrGroupConfigData::new(
+            "test group".into(),
+            "a group with the bot".into(),
+            None,
+            None,
+            None,
+            vec![relay],
+            vec![self.person.public_key()],
+        );
+        let created = self
+            .mdk
+            .create_group(&self.person.public_key(), vec![package], config)
+            .expect("create the group");
+        let group = Group {
+            mls: created.group.mls_group_id.clone(),
+            nostr: hex(&created.group.nostr_group_id),
+        };
+        self.mdk
+            .merge_pending_commit(&group.mls)
+            .expect("merge the group's creation");
+        for welcome in created.welcome_rumors {
+            self.gift_wrap(&scene.bot, welcome).await;
+        }
+        group
+    }
+
+    async fn gift_wrap(&self, to: &PublicKey, rumor: UnsignedEvent) {
+        let wrap = EventBuilder::gift_wrap(&self.person.keys, to, rumor, [])
+            .await
+            .expect("wrap the welcome");
+        self.person.send(&wrap).await;
+    }
+
+    /// Says `text` in `group`, tagging `tags`; returns the rumor's id.
+    async fn say(&self, group: &Group, text: &str, tags: Vec<Tag>) -> EventId {
+        let mut rumor = EventBuilder::new(Kind::Custom(9), text)
+            .tags(tags)
+            .build(self.person.public_key());
+        let id = rumor.id();
+        let event = self
+            .mdk
+            .create_message(&group.mls, rumor, None)
+            .expect("encrypt the message");
+        self.person.send(&event).await;
+        id
+    }
+
+    /// Reads the group's messages on the relay that this member has not
+    /// read yet (commits are merged, application messages kept).
+    async fn read(&self, group: &Group, seen: &RefCell<Vec<EventId>>) -> Vec<UnsignedEvent> {
+        let filter = Filter::new()
+            .kind(Kind::MlsGroupMessage)
+            .custom_tag(SingleLetterTag::lowercase(Alphabet::H), group.nostr.clone());
+        let mut events: Vec<Event> = self
+            .person
+            .client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .expect("fetch")
+            .into_iter()
+            .collect();
+        events.sort_by_key(|event| event.created_at);
+        let mut messages = Vec::new();
+        for event in events {
+            if seen.borrow().contains(&event.id) {
+                continue;
+            }
+            seen.borrow_mut().push(event.id);
+            if let Ok(MessageProcessingResult::ApplicationMessage(message)) = self.mdk.process_message(&event)
+            {
+                messages.push(message.event);
+            }
+        }
+        messages
+    }
+
+    /// Waits for the bot's message in `group` replying to `message`.
+    async fn answer_to<R: RelayServer>(
+        &self,
+        scene: &Scene<R>,
+        group: &Group,
+        message: EventId,
+        read: &RefCell<Vec<UnsignedEvent>>,
+        seen: &RefCell<Vec<EventId>>,
+    ) -> UnsignedEvent {
+        let probe = async || {
+            let new = self.read(group, seen).await;
+            read.borrow_mut().extend(new);
+            read.borrow()
+                .iter()
+                .find(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, message))
+                .cloned()
+        };
+        eventually(PATIENCE, probe, || {
+            format!(
+                "the bot's answer to {message} in the group; read: {:?}",
+                read.borrow()
+            )
+        })
+        .await
+    }
+}
+
+/// A group's MLS id and its Nostr id (the 445 wrappers' `h`, hex).
+struct Group {
+    mls: GroupId,
+    nostr: String,
+}
+
+fn hex(bytes: &[u8; 32]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Whether `rumor` replies to `message` (an `e` tag of it).
+fn replies_to(rumor: &UnsignedEvent, message: EventId) -> bool {
+    rumor.tags.event_ids().any(|id| *id == message)
 }
 
 /// The relay URLs of the `relay` tags of `event` (kind 10051).
@@ -67,5 +204,147 @@ async fn a_member_finds_the_bots_key_package_and_key_package_relays() {
     assert!(
         legacy.is_some_and(|event| event.content == package.content),
         "the legacy 443 copy"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_invites_the_bot_to_an_encrypted_group_and_reads_its_encrypted_threaded_answer() {
+    let scene = Scene::builder().flags(&["--marmot"]).start().await;
+    let owner = Member::as_person(Person::join_as(scene.owner.keys.clone(), &scene.relay.url()).await);
+    let joined = scene.bridge.log.start();
+    let group = owner.invite_bot(&scene).await;
+    scene
+        .bridge
+        .log
+        .wait(
+            joined,
+            Line::new("joined a Marmot encrypted group").with("group", group.nostr.clone()),
+        )
+        .await;
+
+    let asked = owner
+        .say(
+            &group,
+            "hello bot, what is in the vault?",
+            vec![Tag::public_key(scene.bot)],
+        )
+        .await;
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    println!(
+        "the bot's answer in the encrypted group: {:?} tags {:?}",
+        answer.content, answer.tags
+    );
+    assert_eq!(answer.kind, Kind::Custom(9));
+    assert!(answer.content.contains("done: "), "{}", answer.content);
+    assert!(
+        answer.content.contains("the vault"),
+        "the prompt carried the message: {}",
+        answer.content
+    );
+    assert!(
+        answer
+            .tags
+            .public_keys()
+            .any(|key| *key == owner.person.public_key()),
+        "the answer tags its author"
+    );
+    // Nothing of the exchange is public: no kind 9 or reaction by the bot.
+    let public = scene
+        .owner
+        .client
+        .fetch_events(
+            Filter::new()
+                .author(scene.bot)
+                .kinds([Kind::Custom(9), Kind::Reaction, Kind::TextNote]),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("fetch");
+    assert!(public.is_empty(), "nothing public: {public:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is_declined() {
+    let scene = Scene::builder().flags(&["--marmot"]).start().await;
+    let owner = Member::as_person(Person::join_as(scene.owner.keys.clone(), &scene.relay.url()).await);
+    let stranger = Member::join(&scene).await;
+
+    // A stranger's welcome: declined, and logged.
+    let declined = scene.bridge.log.start();
+    let strangers_group = stranger.invite_bot(&scene).await;
+    scene
+        .bridge
+        .log
+        .wait(
+            declined,
+            Line::new("declined a Marmot welcome: its sender is not heard"),
+        )
+        .await;
+
+    // The owner's group, which the stranger then joins too.
+    let joined = scene.bridge.log.start();
+    let group = owner.invite_bot(&scene).await;
+    scene
+        .bridge
+        .log
+        .wait(
+            joined,
+            Line::new("joined a Marmot encrypted group").with("group", group.nostr.clone()),
+        )
+        .await;
+    let relay = RelayUrl::parse(&scene.relay.url()).unwrap();
+    let data = stranger
+        .mdk
+        .create_key_package_for_event(&stranger.person.public_key(), [relay])
+        .expect("the stranger's key package");
+    let package = stranger
+        .person
+        .publish(EventBuilder::new(KEY_PACKAGE, data.content).tags(data.tags_30443))
+        .await;
+    let added = owner
+        .mdk
+        .add_members(&group.mls, &[package])
+        .expect("add the stranger");
+    owner.person.send(&added.evolution_event).await;
+    owner
+        .mdk
+        .merge_pending_commit(&group.mls)
+        .expect("merge the addition");
+    let welcome = added.welcome_rumors.expect("a welcome").remove(0);
+    let welcome = stranger
+        .mdk
+        .process_welcome(&EventId::all_zeros(), &welcome)
+        .expect("the stranger reads its welcome");
+    stranger.mdk.accept_welcome(&welcome).expect("the stranger joins");
+
+    // The stranger mentions the bot first, then the owner does.
+    let unheard = stranger
+        .say(&group, "bot, answer me too", vec![Tag::public_key(scene.bot)])
+        .await;
+    let asked = owner
+        .say(&group, "bot, and me?", vec![Tag::public_key(scene.bot)])
+        .await;
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    let to_stranger: Vec<_> = read
+        .borrow()
+        .iter()
+        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, unheard))
+        .cloned()
+        .collect();
+    println!(
+        "messages read in the group: {}; answers to the unheard member: {}",
+        read.borrow().len(),
+        to_stranger.len()
+    );
+    assert!(
+        to_stranger.is_empty(),
+        "the unheard member got an answer: {to_stranger:?}"
+    );
+    let strangers_read = stranger.read(&strangers_group, &RefCell::new(Vec::new())).await;
+    assert!(
+        strangers_read.iter().all(|rumor| rumor.pubkey != scene.bot),
+        "the bot said nothing in the stranger's group"
     );
 }

@@ -80,6 +80,11 @@ pub enum Thread {
     Note { root: EventId, mention: EventId },
     /// A NIP-17 private conversation with `peer`; `message` is the rumor answered.
     Direct { peer: PublicKey, message: EventId },
+    /// A Marmot (MLS) encrypted group: `group` is its Nostr group id (the
+    /// kind 445 wrappers' `h`, hex), `message` the decrypted kind 9 rumor
+    /// answered. Everything said here goes back inside the group,
+    /// encrypted; nothing of it is ever public.
+    Marmot { group: String, message: EventId },
 }
 
 impl Thread {
@@ -102,6 +107,8 @@ impl Thread {
             }
             (Thread::Note { root, .. }, _) => format!("note:{}", root.to_hex()),
             (Thread::Direct { peer, .. }, _) => format!("dm:{}", peer.to_hex()),
+            // One session per encrypted group: its members see one chat.
+            (Thread::Marmot { group, .. }, _) => format!("marmot:{group}"),
         })
     }
 
@@ -109,12 +116,19 @@ impl Thread {
     pub fn answered_event(&self) -> EventId {
         match self {
             Thread::Group { mention, .. } | Thread::Note { mention, .. } => *mention,
-            Thread::Direct { message, .. } => *message,
+            Thread::Direct { message, .. } | Thread::Marmot { message, .. } => *message,
         }
     }
 
     pub fn is_direct(&self) -> bool {
         matches!(self, Thread::Direct { .. })
+    }
+
+    /// Whether nothing of this thread may be said in public: a DM, or an
+    /// encrypted group (no public reaction, progress or activity event
+    /// names its messages).
+    pub fn is_private(&self) -> bool {
+        matches!(self, Thread::Direct { .. } | Thread::Marmot { .. })
     }
 }
 

@@ -148,6 +148,7 @@ fn context_line(thread: &Thread) -> String {
         Thread::Group { channel, .. } => format!("the group chat `{}`", channel.escape_default()),
         Thread::Note { .. } => "a public note thread".to_owned(),
         Thread::Direct { .. } => "a private conversation".to_owned(),
+        Thread::Marmot { .. } => "an end-to-end encrypted group chat".to_owned(),
     };
     format!("You are answering on Nostr, in {place}. Your final message is published there as your reply.")
 }

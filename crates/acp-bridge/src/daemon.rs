@@ -126,8 +126,12 @@ struct Stages {
     housekeeping: Housekeeping,
     publisher: Arc<Publisher>,
     identity: Identity,
-    /// The bot's Marmot key packages (`None`: `--marmot` is off).
-    key_packages: Option<crate::outbound::marmot::key_packages::KeyPackages>,
+    /// The bot's Marmot key packages and its groups' feed (`None`:
+    /// `--marmot` is off).
+    marmot: Option<(
+        crate::outbound::marmot::key_packages::KeyPackages,
+        crate::intake::marmot::MarmotFeed,
+    )>,
     membership: Membership,
     pool: Pools,
     client: Client,
@@ -223,6 +227,23 @@ impl Stages {
         let (inbox_client, inbox_relays) = relay_client(&settings, &signer, &inbox_only, &taps).await?;
 
         let (reply_recorder, loop_guard) = loop_guard::loop_guard();
+        // `--marmot`: the MLS state, shared by the replier (which encrypts
+        // into the groups), the intake (welcomes, decryption) and the key
+        // packages; `groups_changed` tells the feed and the key packages
+        // that the bot joined or left a group.
+        let (mls, groups_changed) = match settings.marmot.enabled {
+            true => (
+                Some(
+                    crate::state::mls::MlsState::open(
+                        &settings.state_dir,
+                        settings.marmot.key_file.as_deref(),
+                    )
+                    .map_err(|error| DaemonError::Marmot(error.to_string()))?,
+                ),
+                Some(watch::Sender::new(0u64)),
+            ),
+            false => (None, None),
+        };
         let replier = Replier::new(
             signer.clone(),
             Arc::clone(&store),
@@ -231,6 +252,10 @@ impl Stages {
             reply_recorder,
         )
         .with_shard(settings.shard);
+        let replier = match &mls {
+            Some(mls) => replier.with_marmot(mls.clone()),
+            None => replier,
+        };
         // Bound before any agent starts: sessions are offered its address.
         let (tool_tx, tool_requests) = mpsc::channel(crate::tools::mcp::TOOL_REQUEST_QUEUE);
         let mcp_stop = CancellationToken::new();
@@ -325,6 +350,12 @@ impl Stages {
         .with_groups(groups.clone())
         .with_reply_lookup(client.clone())
         .with_rate_limits(rate_limits.subscribe());
+        if let (Some(mls), Some(groups_changed)) = (&mls, &groups_changed) {
+            intake = intake.with_marmot(crate::intake::marmot::MarmotIntake {
+                mls: mls.clone(),
+                groups_changed: groups_changed.clone(),
+            });
+        }
         if settings.shard.count() > 1 {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }
@@ -389,19 +420,24 @@ impl Stages {
                 settings.relays.dm_inbox.clone(),
             ),
         };
-        let key_packages = match settings.marmot.enabled {
-            true => Some(crate::outbound::marmot::key_packages::KeyPackages {
-                mls: crate::state::mls::MlsState::open(
-                    &settings.state_dir,
-                    settings.marmot.key_file.as_deref(),
-                )
-                .map_err(|error| DaemonError::Marmot(error.to_string()))?,
-                signer: signer.clone(),
-                outbox: Outbox::new(Arc::clone(&store)),
-                outlet: replier.outlet(),
-                relays: relay_urls.clone(),
-            }),
-            false => None,
+        let marmot = match (mls, groups_changed) {
+            (Some(mls), Some(groups_changed)) => Some((
+                crate::outbound::marmot::key_packages::KeyPackages {
+                    mls: mls.clone(),
+                    signer: signer.clone(),
+                    outbox: Outbox::new(Arc::clone(&store)),
+                    outlet: replier.outlet(),
+                    relays: relay_urls.clone(),
+                    groups_changed: groups_changed.subscribe(),
+                },
+                crate::intake::marmot::MarmotFeed {
+                    client: client.clone(),
+                    mls,
+                    groups_changed: groups_changed.subscribe(),
+                    arrivals: arrivals_tx.clone(),
+                },
+            )),
+            _ => None,
         };
         let outbound = Arc::new(OutboundRelays::new(
             signer.clone(),
@@ -486,7 +522,7 @@ impl Stages {
             housekeeping,
             publisher,
             identity,
-            key_packages,
+            marmot,
             membership,
             pool,
             client,
@@ -522,17 +558,23 @@ impl Stages {
         });
         tokio::spawn({
             let (connected, stop) = (self.relays_connected.clone(), stop.clone());
-            let (identity, key_packages) = (self.identity, self.key_packages);
+            let identity = self.identity;
             async move {
                 if any_relay(connected, &stop).await {
-                    if let Some(key_packages) = key_packages {
-                        key_packages.publish().await;
-                    }
                     identity.run(stop).await;
                 }
             }
         });
         tokio::spawn(self.membership.run(stop.clone()));
+        if let Some((key_packages, feed)) = self.marmot {
+            let (connected, key_stop) = (self.relays_connected.clone(), stop.clone());
+            tokio::spawn(async move {
+                if any_relay(connected, &key_stop).await {
+                    key_packages.run(key_stop).await;
+                }
+            });
+            listening.push(tokio::spawn(feed.run(stop.clone())));
+        }
         listening.push(tokio::spawn(announce(self.relays_listening, stop.clone())));
 
         self.heart.resume();

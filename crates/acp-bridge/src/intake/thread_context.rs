@@ -535,7 +535,9 @@ impl ThreadContext {
                     .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel.clone()),
                 None,
             ),
-            Thread::Direct { .. } => return Vec::new(),
+            // A DM's and an encrypted group's messages are on no relay in
+            // the clear.
+            Thread::Direct { .. } | Thread::Marmot { .. } => return Vec::new(),
         };
         // Room for the events left out (the turn's own, the bot's, the unheard).
         let replies = replies.limit(limit.saturating_mul(4));
@@ -642,7 +644,7 @@ fn in_thread(event: &Event, thread: &Thread) -> bool {
             GROUP_KINDS.contains(&event.kind.as_u16())
                 && mention::group_id(&event.tags).is_some_and(|id| id == *channel)
         }
-        Thread::Direct { .. } => false,
+        Thread::Direct { .. } | Thread::Marmot { .. } => false,
     }
 }
 

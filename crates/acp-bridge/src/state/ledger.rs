@@ -344,7 +344,7 @@ impl Ledger {
 fn thread_root_id(mention: &Mention) -> Option<EventId> {
     match &mention.thread {
         Thread::Group { root, .. } | Thread::Note { root, .. } => Some(*root),
-        Thread::Direct { .. } => None,
+        Thread::Direct { .. } | Thread::Marmot { .. } => None,
     }
 }
 

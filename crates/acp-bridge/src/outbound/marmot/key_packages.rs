@@ -13,6 +13,8 @@
 //! is replaced, so an invitation built on the previous copy still joins.
 
 use nostr_sdk::prelude::{Event, EventBuilder, Kind, Tag, TagKind};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::edge::signer::BotSigner;
 use crate::outbound::reply::publisher::Outlet;
@@ -43,12 +45,27 @@ pub(crate) struct KeyPackages {
     /// The bot's relays: where members find the key package and send the
     /// welcome.
     pub relays: Vec<RelayUrl>,
+    /// Changes when the bot joined (or left) a group: a welcome used the
+    /// key package.
+    pub groups_changed: watch::Receiver<u64>,
 }
 
 impl KeyPackages {
+    /// Publishes at start, and again each time the bot's groups changed,
+    /// until `stop`. Call once a relay is connected.
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
+        loop {
+            self.publish().await;
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = self.groups_changed.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
     /// A fresh key package and the relay list, signed and stored for the
     /// publisher; logged, never failing the daemon.
-    pub(crate) async fn publish(&self) {
+    async fn publish(&self) {
         match self.store_for_publishing().await {
             Ok(kinds) => {
                 self.outlet.stored();

@@ -71,7 +71,8 @@ impl Replier {
         let (root, group) = match &newest.thread {
             Thread::Group { channel, root, .. } => (*root, Some(group_tag(channel))),
             Thread::Note { root, .. } => (*root, None),
-            Thread::Direct { .. } => return Ok(()),
+            // Public events: never of a private thread.
+            Thread::Direct { .. } | Thread::Marmot { .. } => return Ok(()),
         };
         let content = serde_json::to_string(activity).map_err(|error| ReplyError::Sign(error.to_string()))?;
         let authors = mentions.iter().map(|mention| Tag::public_key(mention.author));

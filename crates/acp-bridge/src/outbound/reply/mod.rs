@@ -24,6 +24,7 @@
 
 mod activity;
 pub(crate) mod args;
+mod encrypted;
 mod interim;
 mod progress;
 pub(crate) mod publisher;
@@ -44,6 +45,7 @@ use crate::edge::signer::BotSigner;
 use crate::policy::loop_guard::ReplyRecorder;
 use crate::policy::shard::Shard;
 use crate::state::ledger::Ledger;
+use crate::state::mls::MlsState;
 use crate::state::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 pub(crate) use interim::is_interim;
@@ -124,6 +126,9 @@ pub struct Replier {
     threads: Arc<watch::Sender<()>>,
     /// `--shard`: questions asked in a DM say which replica asked them.
     shard: Shard,
+    /// The Marmot groups' MLS state (`--marmot`), which encrypts what is
+    /// said in an encrypted group.
+    mls: Option<MlsState>,
 }
 
 impl Replier {
@@ -143,7 +148,14 @@ impl Replier {
             outlet: Outlet::default(),
             threads: Arc::new(watch::Sender::new(())),
             shard: Shard::WHOLE,
+            mls: None,
         }
+    }
+
+    /// Speaks in Marmot encrypted groups through `mls`.
+    pub(crate) fn with_marmot(mut self, mls: MlsState) -> Self {
+        self.mls = Some(mls);
+        self
     }
 
     /// Asks as replica `shard` of the bot (see [`Replier::ask`]).
@@ -177,7 +189,7 @@ impl Replier {
         // A delegated task's result is the heart's own mention, under an
         // id no event has: nothing to react to.
         let made_by_the_heart = matches!(mention.intent, Intent::TaskResult { .. });
-        if !self.reactions || mention.thread.is_direct() || made_by_the_heart {
+        if !self.reactions || mention.thread.is_private() || made_by_the_heart {
             return false;
         }
         let mut tags = vec![
@@ -289,6 +301,13 @@ impl Replier {
                 for event in signed.events() {
                     self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
                 }
+                return Ok(signed.seen_as);
+            }
+            Thread::Marmot { group, .. } => {
+                let signed = self
+                    .group_message(group, text, None, Standing::Finishes.into())
+                    .await?;
+                self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
                 return Ok(signed.seen_as);
             }
         };
@@ -629,6 +648,13 @@ impl Replier {
                 return self
                     .direct_message(*peer, text, Some(previous.unwrap_or(*message)), standing)
                     .await;
+            }
+            Thread::Marmot { group, message } => {
+                let replying_to = match previous {
+                    Some(part) => (part, self.signer.public_key()),
+                    None => (*message, newest.author),
+                };
+                return self.group_message(group, text, Some(replying_to), standing).await;
             }
         };
         Ok(Signed {

@@ -48,9 +48,10 @@ impl Replier {
         let (kind, group) = match &mention.thread {
             Thread::Group { channel, .. } => (Kind::Custom(9), Some(group_tag(channel))),
             Thread::Note { .. } => (Kind::TextNote, None),
-            Thread::Direct { .. } => {
+            // A public deletion would name a private message.
+            Thread::Direct { .. } | Thread::Marmot { .. } => {
                 return Err(ReplyError::Sign(
-                    "a DM's progress messages are not deleted".into(),
+                    "a private thread's progress messages are not deleted".into(),
                 ));
             }
         };
