@@ -348,3 +348,96 @@ async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is
         "the bot said nothing in the stranger's group"
     );
 }
+
+/// Starts a bot, has the owner invite it, and waits until it joined.
+async fn owner_and_bot_in_a_group(flags: &[&str]) -> (Scene, Member, Group) {
+    let scene = Scene::builder()
+        .flags(flags)
+        .log_filter("info,acp_bridge::intake=debug")
+        .start()
+        .await;
+    let owner = Member::as_person(Person::join_as(scene.owner.keys.clone(), &scene.relay.url()).await);
+    let joined = scene.bridge.log.start();
+    let group = owner.invite_bot(&scene).await;
+    scene
+        .bridge
+        .log
+        .wait(
+            joined,
+            Line::new("joined a Marmot encrypted group").with("group", group.nostr.clone()),
+        )
+        .await;
+    (scene, owner, group)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_answers_nothing_twice_and_still_answers_a_new_mention() {
+    let (mut scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
+    let first = owner
+        .say(&group, "first question, bot", vec![Tag::public_key(scene.bot)])
+        .await;
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    owner.answer_to(&scene, &group, first, &read, &seen).await;
+
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "the daemon stopped cleanly: {status:?}");
+    scene.restart(scene.spec()).await;
+    let second = owner
+        .say(&group, "second question, bot", vec![Tag::public_key(scene.bot)])
+        .await;
+    owner.answer_to(&scene, &group, second, &read, &seen).await;
+    let answers = read
+        .borrow()
+        .iter()
+        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, first))
+        .count();
+    println!("answers to the first mention after a restart: {answers}");
+    assert_eq!(answers, 1, "the first mention is answered exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_between_decrypting_and_journaling_answers_exactly_once() {
+    let (mut scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
+    // The journal cannot be written: the message is decrypted (mdk commits
+    // its own file), then the daemon waits on the journal and is killed.
+    let lock = scene.bridge.lock_journal();
+    let decrypted = scene.bridge.log.start();
+    let asked = owner
+        .say(&group, "answer this once, bot", vec![Tag::public_key(scene.bot)])
+        .await;
+    scene
+        .bridge
+        .log
+        .wait(decrypted, Line::new("a Marmot group event decrypted"))
+        .await;
+    scene.bridge.kill_hard();
+    lock.release();
+
+    scene.restart(scene.spec()).await;
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    let log = &scene.bridge.log;
+    let recovered = log.matching(
+        log.start(),
+        Line::new("a Marmot message decrypted before the crash, read back from the MLS state"),
+    );
+    let later = owner
+        .say(&group, "and this one, bot", vec![Tag::public_key(scene.bot)])
+        .await;
+    owner.answer_to(&scene, &group, later, &read, &seen).await;
+    let answers = read
+        .borrow()
+        .iter()
+        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
+        .count();
+    println!(
+        "read back after the kill: {} time(s); answers: {answers}",
+        recovered.len()
+    );
+    assert_eq!(
+        recovered.len(),
+        1,
+        "mdk's copy was read back, not decrypted again"
+    );
+    assert_eq!(answers, 1, "answered exactly once across the kill");
+}

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Arrival;
 use crate::policy::gate::{AuthorFacts, AuthorGate, Hearing};
-use crate::state::mls::MlsState;
+use crate::state::mls::{MlsState, Welcomed};
 
 /// The feed's subscription id: one for every group, replaced as they change.
 const FEED_SUBSCRIPTION_ID: &str = "acp-bridge-marmot";
@@ -60,11 +60,12 @@ impl MarmotIntake {
             Hearing::Heard(_)
         );
         match self.mls.welcome(wrapper, rumor, heard).await {
-            Ok(Some(joined)) => {
+            Ok(Welcomed::Joined(joined)) => {
                 tracing::info!(group = %joined.group, from = %acp_bridge_core::mention::short_npub(&sender), "joined a Marmot encrypted group");
                 self.changed();
             }
-            Ok(None) => tracing::info!(
+            Ok(Welcomed::Before) => {}
+            Ok(Welcomed::Declined) => tracing::info!(
                 from = %acp_bridge_core::mention::short_npub(&sender),
                 "declined a Marmot welcome: its sender is not heard"
             ),

@@ -123,6 +123,7 @@ impl Intake {
                         tracing::warn!(%error, wrapper = %event.id, "cannot decrypt a Marmot group message");
                         DropReason::Undecryptable
                     })?;
+                tracing::debug!(wrapper = %event.id, "a Marmot group event decrypted");
                 let (group, rumor, to_bot) = match opened {
                     Opened::Message {
                         group,

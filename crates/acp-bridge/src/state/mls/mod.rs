@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use mdk_core::key_packages::KeyPackageEventData;
 use mdk_core::messages::MessageProcessingResult;
-use mdk_core::prelude::group_types;
+use mdk_core::prelude::{group_types, welcome_types};
 use mdk_core::{GroupId, MDK};
 use mdk_sqlite_storage::{EncryptionConfig, MdkSqliteStorage};
 use mdk_storage_traits::messages::MessageStorage;
@@ -128,6 +128,15 @@ pub(crate) enum Opened {
     Nothing(&'static str),
 }
 
+/// What became of a welcome.
+#[derive(Debug)]
+pub(crate) enum Welcomed {
+    Joined(JoinedGroup),
+    Declined,
+    /// Accepted or declined already, at its first delivery.
+    Before,
+}
+
 /// A group the bot is a member of, for the subscription to its messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JoinedGroup {
@@ -181,22 +190,27 @@ impl MlsState {
     }
 
     /// Reads the welcome `rumor` (kind 444) that came in the gift wrap
-    /// `wrapper`, and joins its group (`accept`) or declines it. Returns
-    /// the group joined.
+    /// `wrapper`, and joins its group (`accept`) or declines it. A welcome
+    /// answered before (its gift wrap delivered again after a restart) is
+    /// left as it was: accepting it again would rebuild the group at the
+    /// welcome's epoch and lose every later one.
     pub(crate) async fn welcome(
         &self,
         wrapper: EventId,
         rumor: UnsignedEvent,
         accept: bool,
-    ) -> Result<Option<JoinedGroup>, MlsError> {
+    ) -> Result<Welcomed, MlsError> {
         self.blocking(move |mdk| {
             let welcome = mdk.process_welcome(&wrapper, &rumor)?;
+            if welcome.state != welcome_types::WelcomeState::Pending {
+                return Ok(Welcomed::Before);
+            }
             if !accept {
                 mdk.decline_welcome(&welcome)?;
-                return Ok(None);
+                return Ok(Welcomed::Declined);
             }
             mdk.accept_welcome(&welcome)?;
-            Ok(Some(JoinedGroup {
+            Ok(Welcomed::Joined(JoinedGroup {
                 group: hex(&welcome.nostr_group_id),
                 relays: welcome.group_relays.into_iter().collect(),
             }))
