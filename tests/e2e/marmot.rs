@@ -441,3 +441,42 @@ async fn a_sigkill_between_decrypting_and_journaling_answers_exactly_once() {
     );
     assert_eq!(answers, 1, "answered exactly once across the kill");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_file_is_refused_in_an_encrypted_group_and_nothing_is_uploaded() {
+    let blossom = test_support::blossom::BlossomServer::start().expect("blossom server");
+    let cwd = temp_dir("marmot-send-file-cwd");
+    std::fs::write(cwd.join("chart.png"), b"\x89PNG\r\n\x1a\nsecret chart").expect("file");
+    let base = blossom.base_url();
+    let flags = [
+        "--marmot",
+        "--cwd",
+        cwd.to_str().expect("utf-8 path"),
+        "--blossom",
+        &base,
+        "--fetch-private-addresses",
+    ];
+    let (scene, owner, group) = owner_and_bot_in_a_group(&flags).await;
+    let asked = owner
+        .say(
+            &group,
+            "send it [mcp-send-file=chart.png|the chart]",
+            vec![Tag::public_key(scene.bot)],
+        )
+        .await;
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    println!(
+        "blobs uploaded: {}; answer: {}",
+        blossom.blob_count(),
+        answer.content
+    );
+    assert!(
+        answer
+            .content
+            .contains("mcp send_file: error: files are not sent in an encrypted group"),
+        "{}",
+        answer.content
+    );
+    assert_eq!(blossom.blob_count(), 0, "nothing was uploaded in the clear");
+}
