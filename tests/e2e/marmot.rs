@@ -83,6 +83,34 @@ impl Member {
         self.person.send(&wrap).await;
     }
 
+    /// Adds `newcomer` to `group` (a commit: the epoch moves on), which
+    /// joins from its welcome.
+    async fn add<R: RelayServer>(&self, scene: &Scene<R>, group: &Group, newcomer: &Member) {
+        let relay = RelayUrl::parse(&scene.relay.url()).unwrap();
+        let data = newcomer
+            .mdk
+            .create_key_package_for_event(&newcomer.person.public_key(), [relay])
+            .expect("the newcomer's key package");
+        let package = newcomer
+            .person
+            .publish(EventBuilder::new(KEY_PACKAGE, data.content).tags(data.tags_30443))
+            .await;
+        let added = self
+            .mdk
+            .add_members(&group.mls, &[package])
+            .expect("add the newcomer");
+        self.person.send(&added.evolution_event).await;
+        self.mdk
+            .merge_pending_commit(&group.mls)
+            .expect("merge the addition");
+        let welcome = added.welcome_rumors.expect("a welcome").remove(0);
+        let welcome = newcomer
+            .mdk
+            .process_welcome(&EventId::all_zeros(), &welcome)
+            .expect("the newcomer reads its welcome");
+        newcomer.mdk.accept_welcome(&welcome).expect("the newcomer joins");
+    }
+
     /// Says `text` in `group`, tagging `tags`; returns the rumor's id.
     async fn say(&self, group: &Group, text: &str, tags: Vec<Tag>) -> EventId {
         let mut rumor = EventBuilder::new(Kind::Custom(9), text)
@@ -293,30 +321,7 @@ async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is
             Line::new("joined a Marmot encrypted group").with("group", group.nostr.clone()),
         )
         .await;
-    let relay = RelayUrl::parse(&scene.relay.url()).unwrap();
-    let data = stranger
-        .mdk
-        .create_key_package_for_event(&stranger.person.public_key(), [relay])
-        .expect("the stranger's key package");
-    let package = stranger
-        .person
-        .publish(EventBuilder::new(KEY_PACKAGE, data.content).tags(data.tags_30443))
-        .await;
-    let added = owner
-        .mdk
-        .add_members(&group.mls, &[package])
-        .expect("add the stranger");
-    owner.person.send(&added.evolution_event).await;
-    owner
-        .mdk
-        .merge_pending_commit(&group.mls)
-        .expect("merge the addition");
-    let welcome = added.welcome_rumors.expect("a welcome").remove(0);
-    let welcome = stranger
-        .mdk
-        .process_welcome(&EventId::all_zeros(), &welcome)
-        .expect("the stranger reads its welcome");
-    stranger.mdk.accept_welcome(&welcome).expect("the stranger joins");
+    owner.add(&scene, &group, &stranger).await;
 
     // The stranger mentions the bot first, then the owner does.
     let unheard = stranger
@@ -479,4 +484,61 @@ async fn send_file_is_refused_in_an_encrypted_group_and_nothing_is_uploaded() {
         answer.content
     );
     assert_eq!(blossom.blob_count(), 0, "nothing was uploaded in the clear");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_epoch_change_mid_turn_still_leaves_the_answer_readable_by_every_member() {
+    let (scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
+    let newcomer = Member::join(&scene).await;
+    let started = scene.bridge.log.start();
+    let asked = owner
+        .say(
+            &group,
+            "take your time [rounds=10][delay=300]",
+            vec![Tag::public_key(scene.bot)],
+        )
+        .await;
+    scene
+        .bridge
+        .log
+        .wait(started, Line::new("prompting the agent"))
+        .await;
+    // While the turn runs, the owner adds a member: a commit, a new epoch.
+    let moved = scene.bridge.log.start();
+    owner.add(&scene, &group, &newcomer).await;
+    scene
+        .bridge
+        .log
+        .wait(
+            moved,
+            Line::new("a Marmot group's epoch moved on (members or keys changed)"),
+        )
+        .await;
+    let turn_still_running = scene
+        .bridge
+        .log
+        .matching(started, Line::new("turn finished"))
+        .is_empty();
+
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    let (newcomers_read, newcomers_seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    let newcomers_copy = newcomer
+        .answer_to(&scene, &group, asked, &newcomers_read, &newcomers_seen)
+        .await;
+    println!(
+        "commit read while the turn ran: {turn_still_running}; the newcomer decrypted the answer: {}",
+        newcomers_copy.id == answer.id
+    );
+    assert!(turn_still_running, "the epoch moved on mid-turn");
+    assert_eq!(
+        newcomers_copy.id, answer.id,
+        "the answer went out in the new epoch"
+    );
+    let answers = read
+        .borrow()
+        .iter()
+        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
+        .count();
+    assert_eq!(answers, 1, "answered once");
 }

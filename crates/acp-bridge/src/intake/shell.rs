@@ -137,7 +137,9 @@ impl Intake {
                         (group, rumor, to_bot)
                     }
                     Opened::Commit { group, still_member } => {
-                        if !still_member {
+                        if still_member {
+                            tracing::info!(%group, "a Marmot group's epoch moved on (members or keys changed)");
+                        } else {
                             tracing::info!(%group, "removed from a Marmot encrypted group");
                             marmot.changed();
                         }
