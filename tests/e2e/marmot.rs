@@ -542,3 +542,50 @@ async fn an_epoch_change_mid_turn_still_leaves_the_answer_readable_by_every_memb
         .count();
     assert_eq!(answers, 1, "answered once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_leave_publishes_a_self_removal_and_the_admins_commit_removes_the_bot() {
+    let (scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
+    let asked = owner
+        .say(&group, "!leave", vec![Tag::public_key(scene.bot)])
+        .await;
+    let removed = scene.bridge.log.start();
+    // The owner's client (an admin) commits the bot's self-removal proposal.
+    let committed = RefCell::new(false);
+    let probe = async || {
+        let filter = Filter::new()
+            .kind(Kind::MlsGroupMessage)
+            .custom_tag(SingleLetterTag::lowercase(Alphabet::H), group.nostr.clone());
+        let events = owner
+            .person
+            .client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .expect("fetch");
+        let mut events: Vec<Event> = events.into_iter().collect();
+        events.sort_by_key(|event| event.created_at);
+        for event in events {
+            if let Ok(MessageProcessingResult::Proposal(update)) = owner.mdk.process_message(&event) {
+                owner.person.send(&update.evolution_event).await;
+                owner
+                    .mdk
+                    .merge_pending_commit(&group.mls)
+                    .expect("merge the removal");
+                *committed.borrow_mut() = true;
+            }
+        }
+        (*committed.borrow()).then_some(())
+    };
+    eventually(PATIENCE, probe, || "the bot's self-removal proposal".to_owned()).await;
+    scene
+        .bridge
+        .log
+        .wait(
+            removed,
+            Line::new("removed from a Marmot encrypted group").with("group", group.nostr.clone()),
+        )
+        .await;
+    let members = owner.mdk.get_members(&group.mls).expect("members");
+    println!("members after the removal: {}; asked {asked}", members.len());
+    assert!(!members.contains(&scene.bot), "the bot is no longer a member");
+}

@@ -269,6 +269,19 @@ fn to_bot(
     Ok(false)
 }
 
+impl MlsState {
+    /// The bot's self-removal from the group `group` (hex): the proposal
+    /// to publish, which an admin's commit carries out (the bot's state of
+    /// the group is dropped when that commit removes it).
+    pub(crate) async fn leave(&self, group: String) -> Result<Event, MlsError> {
+        self.blocking(move |mdk| {
+            let group_id = mls_group_of(mdk, &group)?;
+            Ok(mdk.leave_group(&group_id)?.evolution_event)
+        })
+        .await
+    }
+}
+
 /// The MLS group id of the Nostr group id `group` (hex).
 fn mls_group_of(mdk: &MDK<MdkSqliteStorage>, group: &str) -> Result<GroupId, mdk_core::Error> {
     mdk.get_groups()?
