@@ -589,3 +589,30 @@ async fn the_owners_leave_publishes_a_self_removal_and_the_admins_commit_removes
     println!("members after the removal: {}; asked {asked}", members.len());
     assert!(!members.contains(&scene.bot), "the bot is no longer a member");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbled_group_message_is_dropped_and_the_next_mention_is_answered() {
+    let (scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
+    let dropped = scene.bridge.log.start();
+    // Signed by a throwaway key, as 445s are, but its content is no MLS message.
+    let garbled = EventBuilder::new(Kind::MlsGroupMessage, "bm90IGFuIE1MUyBtZXNzYWdl")
+        .tag(Tag::custom(TagKind::h(), [group.nostr.clone()]))
+        .sign_with_keys(&Keys::generate())
+        .expect("sign");
+    owner.person.send(&garbled).await;
+    let line = scene
+        .bridge
+        .log
+        .wait(
+            dropped,
+            Line::new("event dropped").with("event_id", garbled.id.to_hex()),
+        )
+        .await;
+    let asked = owner
+        .say(&group, "still there, bot?", vec![Tag::public_key(scene.bot)])
+        .await;
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    println!("the garbled 445: {}", line["reason"]);
+    assert_eq!(line["reason"], "undecryptable");
+}
