@@ -217,6 +217,8 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--reply-mode", "sometimes"),
     ("--reply-content", "most"),
     ("--no-reactions", "maybe"),
+    ("--marmot", "maybe"),
+    ("--marmot-key-file", "/nonexistent/marmot.key"),
     ("--follow-threads", "always"),
     ("--max-content-bytes", "0"),
     ("--max-reply-bytes", "0"),

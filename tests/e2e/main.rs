@@ -35,6 +35,7 @@ mod interop_relay;
 mod isolation;
 mod live_sessions;
 mod long_replies;
+mod marmot;
 mod mcp;
 mod mcp_servers;
 mod mcp_stdio;

@@ -225,7 +225,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
             ],
             &["base", "telemetry"],
         ),
-        wing("state", &["store", "ledger"], &["base"]),
+        wing("state", &["store", "ledger", "mls"], &["base"]),
         wing(
             "policy",
             &["gate", "budget", "rate_limit", "loop_guard", "shard"],
@@ -238,7 +238,7 @@ const ACP_BRIDGE: CrateMap = CrateMap {
         ),
         wing(
             "outbound",
-            &["reply", "routes", "identity", "groups"],
+            &["reply", "routes", "identity", "groups", "marmot"],
             &["base", "telemetry", "edge", "state", "policy", "intake"],
         ),
         wing(

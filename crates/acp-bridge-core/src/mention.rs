@@ -91,6 +91,11 @@ pub enum Thread {
         channel: Option<String>,
         mention: EventId,
     },
+    /// A Marmot (MLS) encrypted group: `group` is its Nostr group id (the
+    /// kind 445 wrappers' `h`, hex), `message` the decrypted kind 9 rumor
+    /// answered. Everything said here goes back inside the group,
+    /// encrypted; nothing of it is ever public.
+    Marmot { group: String, message: EventId },
 }
 
 impl Thread {
@@ -114,6 +119,8 @@ impl Thread {
             (Thread::Note { root, .. }, _) => format!("note:{}", root.to_hex()),
             (Thread::Direct { peer, .. }, _) => format!("dm:{}", peer.to_hex()),
             (Thread::Comment { scope, .. }, _) => format!("comment:{}", scope.key()),
+            // One session per encrypted group: its members see one chat.
+            (Thread::Marmot { group, .. }, _) => format!("marmot:{group}"),
         })
     }
 
@@ -123,7 +130,7 @@ impl Thread {
             Thread::Group { mention, .. }
             | Thread::Note { mention, .. }
             | Thread::Comment { mention, .. } => *mention,
-            Thread::Direct { message, .. } => *message,
+            Thread::Direct { message, .. } | Thread::Marmot { message, .. } => *message,
         }
     }
 
@@ -135,12 +142,19 @@ impl Thread {
         match self {
             Thread::Group { root, .. } | Thread::Note { root, .. } => Some(*root),
             Thread::Comment { scope, .. } => scope.event,
-            Thread::Direct { .. } => None,
+            Thread::Direct { .. } | Thread::Marmot { .. } => None,
         }
     }
 
     pub fn is_direct(&self) -> bool {
         matches!(self, Thread::Direct { .. })
+    }
+
+    /// Whether nothing of this thread may be said in public: a DM, or an
+    /// encrypted group (no public reaction, progress or activity event
+    /// names its messages).
+    pub fn is_private(&self) -> bool {
+        matches!(self, Thread::Direct { .. } | Thread::Marmot { .. })
     }
 }
 

@@ -150,6 +150,7 @@ fn context_line(thread: &Thread) -> String {
         Thread::Direct { .. } => "a private conversation".to_owned(),
         // Names the root's kind only, never an `A` or `I` value (stranger text).
         Thread::Comment { scope, .. } => scope.describe(),
+        Thread::Marmot { .. } => "an end-to-end encrypted group chat".to_owned(),
     };
     format!("You are answering on Nostr, in {place}. Your final message is published there as your reply.")
 }

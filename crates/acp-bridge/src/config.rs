@@ -108,6 +108,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub budget: crate::policy::budget::BudgetArgs,
 
+    #[command(flatten)]
+    pub marmot: crate::outbound::marmot::args::MarmotArgs,
+
     /// Durable state (SQLite); one daemon per directory
     ///
     /// Durable state (SQLite). Default: $STATE_DIRECTORY under systemd, else ./acp-bridge-state.
@@ -205,6 +208,8 @@ pub struct Settings {
     pub schedules: Vec<crate::heart::schedule::Schedule>,
     /// `--budget-*`: what the turns may spend.
     pub budget: crate::policy::budget::BudgetArgs,
+    /// `--marmot`, `--marmot-key-file`: Marmot encrypted groups.
+    pub marmot: crate::outbound::marmot::args::MarmotSettings,
 }
 
 impl RunArgs {
@@ -252,6 +257,7 @@ impl RunArgs {
         let context = self.context.validate()?;
         let media = self.media.validate()?;
         let files = self.files.validate()?;
+        let marmot = self.marmot.validate()?;
         let retention = longer_than_zero("--retention", self.retention)?;
         let shard = match self.shard.as_deref().filter(|spec| !spec.trim().is_empty()) {
             Some(spec) => spec
@@ -322,6 +328,7 @@ impl RunArgs {
             groups,
             schedules: Vec::new(),
             budget: self.budget.clone(),
+            marmot,
         })
     }
 }
@@ -405,6 +412,7 @@ impl Settings {
             groups: crate::outbound::groups::GroupSettings::default(),
             schedules: Vec::new(),
             budget: crate::policy::budget::BudgetArgs::default(),
+            marmot: crate::outbound::marmot::args::MarmotSettings::default(),
         }
     }
 

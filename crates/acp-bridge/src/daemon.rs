@@ -72,6 +72,8 @@ pub enum DaemonError {
     Signer(#[from] SignerOpenError),
     #[error("--owner is the bot's own key (as the remote signer says); the owner must be a different key")]
     OwnerIsBot,
+    #[error("{0}")]
+    Marmot(String),
 }
 
 /// Runs the daemon until `stop` is cancelled, then stops it cleanly.
@@ -124,6 +126,12 @@ struct Stages {
     housekeeping: Housekeeping,
     publisher: Arc<Publisher>,
     identity: Identity,
+    /// The bot's Marmot key packages and its groups' feed (`None`:
+    /// `--marmot` is off).
+    marmot: Option<(
+        crate::outbound::marmot::key_packages::KeyPackages,
+        crate::intake::marmot::MarmotFeed,
+    )>,
     membership: Membership,
     pool: Pools,
     client: Client,
@@ -220,6 +228,23 @@ impl Stages {
 
         let (reply_recorder, loop_guard) = loop_guard::loop_guard();
         let groups = GroupDirectory::new(&settings.groups);
+        // `--marmot`: the MLS state, shared by the replier (which encrypts
+        // into the groups), the intake (welcomes, decryption) and the key
+        // packages; `groups_changed` tells the feed and the key packages
+        // that the bot joined or left a group.
+        let (mls, groups_changed) = match settings.marmot.enabled {
+            true => (
+                Some(
+                    crate::state::mls::MlsState::open(
+                        &settings.state_dir,
+                        settings.marmot.key_file.as_deref(),
+                    )
+                    .map_err(|error| DaemonError::Marmot(error.to_string()))?,
+                ),
+                Some(watch::Sender::new(0u64)),
+            ),
+            false => (None, None),
+        };
         let replier = Replier::new(
             signer.clone(),
             Arc::clone(&store),
@@ -229,6 +254,10 @@ impl Stages {
         )
         .with_shard(settings.shard)
         .with_groups(groups.clone());
+        let replier = match &mls {
+            Some(mls) => replier.with_marmot(mls.clone()),
+            None => replier,
+        };
         // Bound before any agent starts: sessions are offered its address.
         let (tool_tx, tool_requests) = mpsc::channel(crate::tools::mcp::TOOL_REQUEST_QUEUE);
         let mcp_stop = CancellationToken::new();
@@ -322,6 +351,12 @@ impl Stages {
         .with_groups(groups.clone())
         .with_reply_lookup(client.clone())
         .with_rate_limits(rate_limits.subscribe());
+        if let (Some(mls), Some(groups_changed)) = (&mls, &groups_changed) {
+            intake = intake.with_marmot(crate::intake::marmot::MarmotIntake {
+                mls: mls.clone(),
+                groups_changed: groups_changed.clone(),
+            });
+        }
         if settings.shard.count() > 1 {
             tracing::info!(shard = %settings.shard, "a shard of the bot: answering only the conversations that hash to this index");
         }
@@ -387,6 +422,25 @@ impl Stages {
             )
             // The kinds announced are the ones the relay links listen to.
             .announcing(settings.groups.groups.clone(), interest.kinds.clone()),
+        };
+        let marmot = match (mls, groups_changed) {
+            (Some(mls), Some(groups_changed)) => Some((
+                crate::outbound::marmot::key_packages::KeyPackages {
+                    mls: mls.clone(),
+                    signer: signer.clone(),
+                    outbox: Outbox::new(Arc::clone(&store)),
+                    outlet: replier.outlet(),
+                    relays: relay_urls.clone(),
+                    groups_changed: groups_changed.subscribe(),
+                },
+                crate::intake::marmot::MarmotFeed {
+                    client: client.clone(),
+                    mls,
+                    groups_changed: groups_changed.subscribe(),
+                    arrivals: arrivals_tx.clone(),
+                },
+            )),
+            _ => None,
         };
         let outbound = Arc::new(OutboundRelays::new(
             signer.clone(),
@@ -471,6 +525,7 @@ impl Stages {
             housekeeping,
             publisher,
             identity,
+            marmot,
             membership,
             pool,
             client,
@@ -514,6 +569,15 @@ impl Stages {
             }
         });
         tokio::spawn(self.membership.run(stop.clone()));
+        if let Some((key_packages, feed)) = self.marmot {
+            let (connected, key_stop) = (self.relays_connected.clone(), stop.clone());
+            tokio::spawn(async move {
+                if any_relay(connected, &key_stop).await {
+                    key_packages.run(key_stop).await;
+                }
+            });
+            listening.push(tokio::spawn(feed.run(stop.clone())));
+        }
         listening.push(tokio::spawn(announce(self.relays_listening, stop.clone())));
 
         self.heart.resume();

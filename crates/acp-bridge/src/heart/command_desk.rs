@@ -28,6 +28,10 @@ impl Context for CommandDesk<'_> {
         self.mention
     }
 
+    fn replier(&self) -> &crate::outbound::reply::Replier {
+        &self.heart.services.replier
+    }
+
     fn turn_running(&self) -> bool {
         self.heart.conversations.running(self.key()).is_some()
     }

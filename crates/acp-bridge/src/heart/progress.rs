@@ -28,8 +28,8 @@ use crate::outbound::reply::{Activity, ActivityState, PlanItem, ProgressSettings
 
 /// Progress messages of one turn, at most.
 pub(super) const MAX_MESSAGES: u32 = 5;
-/// Progress messages of one turn in a DM, at most: the threshold's and one
-/// more, as they are never deleted.
+/// Progress messages of one turn in a DM or an encrypted group, at most:
+/// the threshold's and one more, as they are never deleted.
 pub(super) const MAX_DM_MESSAGES: u32 = 2;
 
 /// One turn's progress: what it posted and when it acts next.
@@ -65,7 +65,7 @@ impl Progress {
     /// The clock of a turn answering `batch`, started now.
     pub(super) fn new(settings: ProgressSettings, batch: &[Mention]) -> Self {
         let started = Instant::now();
-        let direct = batch.last().is_none_or(|newest| newest.thread.is_direct());
+        let direct = batch.last().is_none_or(|newest| newest.thread.is_private());
         let next_activity = match direct {
             true => None,
             false => settings.activity_every.map(|every| started + every),
@@ -164,7 +164,7 @@ impl Progress {
     fn direct(&self) -> bool {
         self.mentions
             .last()
-            .is_none_or(|newest| newest.thread.is_direct())
+            .is_none_or(|newest| newest.thread.is_private())
     }
 
     fn cap(&self) -> u32 {

@@ -40,6 +40,7 @@ mod drop_reason;
 mod event_loop;
 mod followed_threads;
 pub(crate) mod interest;
+pub(crate) mod marmot;
 mod own_replies;
 mod queued_count;
 pub(crate) mod relay_link;
@@ -181,6 +182,8 @@ pub struct Intake {
     reply_lookup: Option<ReplyLookup>,
     /// Whose refused mentions the operator was told of lately.
     unheard: unheard_log::UnheardLog,
+    /// Marmot encrypted groups (`--marmot`): welcomes and group messages.
+    marmot: Option<marmot::MarmotIntake>,
 }
 
 impl Intake {
@@ -217,6 +220,7 @@ impl Intake {
             question_askers: QuestionAskers::default(),
             reply_lookup: None,
             unheard: unheard_log::UnheardLog::new(std::time::Instant::now()),
+            marmot: None,
         }
     }
 
@@ -245,6 +249,12 @@ impl Intake {
     }
 
     /// Answers only the conversations of `shard`; without it, all of them.
+    /// Joins Marmot encrypted groups and reads their messages.
+    pub(crate) fn with_marmot(mut self, marmot: marmot::MarmotIntake) -> Self {
+        self.marmot = Some(marmot);
+        self
+    }
+
     pub fn with_shard(mut self, shard: Shard) -> Self {
         self.screener.shard = shard;
         self

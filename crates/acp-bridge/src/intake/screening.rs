@@ -127,6 +127,10 @@ pub(super) enum Addressed<'a> {
     /// A gift wrap whose own signature holds: the shell unwraps it, then
     /// [`direct`] reads the DM inside.
     Sealed,
+    /// A Marmot group message (kind 445) not seen before, its wrapper's
+    /// signature holding: the shell decrypts it, then [`encrypted`] reads
+    /// the message inside.
+    Encrypted,
 }
 
 /// A message of one author, before it is a mention: the fields shared by
@@ -177,6 +181,47 @@ pub(super) fn direct<'a>(
         content: &rumor.content,
         tags: rumor.tags.as_slice(),
         thread,
+        replies_to,
+        signature: Signature::Verified,
+        delivered,
+        follow_up: false,
+    })
+}
+
+/// The message `rumor` of a Marmot encrypted group `group`, decrypted from
+/// the wrapper `delivered` (the journal's dedup id, as a DM's is its gift
+/// wrap). mdk checked that its `pubkey` is the sender's MLS credential, so
+/// the gate judges that key: membership alone does not make anyone heard.
+/// Addressed to the bot when it tags or names the bot, or when `context`
+/// says so (a reply to one of the bot's messages, or a group of two,
+/// where every message is to the bot as in a DM).
+pub(super) fn encrypted<'a>(
+    delivered: &'a Event,
+    group: String,
+    rumor: &'a UnsignedEvent,
+    bot: &PublicKey,
+    context: bool,
+) -> Result<Candidate<'a>, DropReason> {
+    if rumor.pubkey == *bot {
+        return Err(DropReason::OwnEvent);
+    }
+    if rumor.kind != Kind::Custom(9) {
+        return Err(DropReason::NotAMention);
+    }
+    let tagged = mentions(&rumor.tags, &bot.to_hex()) || mention::names_in_content(&rumor.content, bot);
+    if !tagged && !context {
+        return Err(DropReason::NotAMention);
+    }
+    let message = rumor.id.ok_or(DropReason::Malformed)?;
+    let replies_to = rumor.tags.event_ids().next().copied();
+    Ok(Candidate {
+        dedup_id: delivered.id,
+        author: rumor.pubkey,
+        kind: rumor.kind,
+        created_at: rumor.created_at,
+        content: &rumor.content,
+        tags: rumor.tags.as_slice(),
+        thread: Thread::Marmot { group, message },
         replies_to,
         signature: Signature::Verified,
         delivered,
@@ -268,6 +313,17 @@ impl Screener {
         now: Now,
         lookups: &impl Lookups,
     ) -> Result<Addressed<'a>, DropReason> {
+        if event.kind == Kind::MlsGroupMessage {
+            // Only the Marmot feed subscribes to these (`--marmot`); who
+            // is addressed is known once it is decrypted.
+            if lookups.seen(&event.id) {
+                return Err(DropReason::Duplicate);
+            }
+            if event.verify().is_err() {
+                return Err(DropReason::BadSignature);
+            }
+            return Ok(Addressed::Encrypted);
+        }
         if !self.limits.kinds.contains(&event.kind) {
             return Err(DropReason::NotAMention);
         }
@@ -389,6 +445,9 @@ impl Screener {
             Thread::Group { .. } | Thread::Note { .. } | Thread::Comment { .. } => {
                 self.hold_for_reply_lookup(relay, &candidate)?
             }
+            // Deduplicated on its wrapper by the journal, and never read
+            // twice by mdk (`state::mls`): nothing to look up.
+            Thread::Marmot { .. } => {}
         }
         let chain_depth = match candidate.thread.root_event() {
             Some(root) if candidate.follow_up => lookups.follow_up_depth(root, candidate.replies_to),

@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use acp_bridge_core::mention::Intent;
-use nostr_sdk::prelude::{Event, EventId, RelayUrl, UnwrappedGift};
+use nostr_sdk::prelude::{Event, EventId, Kind, RelayUrl, UnwrappedGift};
 
 use super::admission::Screened;
 use super::queued_count::QueuedCount;
@@ -20,6 +20,7 @@ use crate::policy::gate::{AuthorFacts, AuthorGate, Hearing};
 use crate::policy::loop_guard::LoopGuard;
 use crate::policy::shard::{QuestionAskers, Shard};
 use crate::state::ledger::Ledger;
+use crate::state::mls::Opened;
 use crate::state::store::{AnsweredThreads, Questions};
 
 /// Screening's questions, answered from the intake's handles.
@@ -90,6 +91,12 @@ impl Intake {
                     .map_err(|_| DropReason::Undecryptable)?;
                 let mut rumor = gift.rumor;
                 let rumor_id = rumor.id();
+                if rumor.kind == Kind::MlsWelcome
+                    && let Some(marmot) = &self.marmot
+                {
+                    marmot.welcome(&mut self.gate, event.id, gift.sender, rumor).await;
+                    return Err(DropReason::NotAMention);
+                }
                 if gift.sender == self.signer.public_key() {
                     // The bot's copy of its own DM (NIP-17): a replica's
                     // question says which replica asked it.
@@ -101,6 +108,49 @@ impl Intake {
                 let candidate = screening::direct(event, gift.sender, &rumor, rumor_id)?;
                 // Judged by the time the unwrap is done (a remote signer
                 // takes a round trip).
+                self.judge(relay, candidate, Now::read())
+            }
+            Addressed::Encrypted => {
+                let Some(marmot) = &self.marmot else {
+                    return Err(DropReason::NotAMention);
+                };
+                let bot = self.signer.public_key();
+                let opened = marmot
+                    .mls
+                    .read_message(event.clone(), bot)
+                    .await
+                    .map_err(|error| {
+                        tracing::warn!(%error, wrapper = %event.id, "cannot decrypt a Marmot group message");
+                        DropReason::Undecryptable
+                    })?;
+                tracing::debug!(wrapper = %event.id, "a Marmot group event decrypted");
+                let (group, rumor, to_bot) = match opened {
+                    Opened::Message {
+                        group,
+                        rumor,
+                        recovered,
+                        to_bot,
+                    } => {
+                        if recovered {
+                            tracing::info!(wrapper = %event.id, "a Marmot message decrypted before the crash, read back from the MLS state");
+                        }
+                        (group, rumor, to_bot)
+                    }
+                    Opened::Commit { group, still_member } => {
+                        if still_member {
+                            tracing::info!(%group, "a Marmot group's epoch moved on (members or keys changed)");
+                        } else {
+                            tracing::info!(%group, "removed from a Marmot encrypted group");
+                            marmot.changed();
+                        }
+                        return Err(DropReason::NotAMention);
+                    }
+                    Opened::Nothing(why) => {
+                        tracing::debug!(why, wrapper = %event.id, "a Marmot group event with nothing to answer");
+                        return Err(DropReason::NotAMention);
+                    }
+                };
+                let candidate = screening::encrypted(event, group, &rumor, &bot, to_bot)?;
                 self.judge(relay, candidate, Now::read())
             }
         };

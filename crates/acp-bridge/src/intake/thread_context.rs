@@ -549,7 +549,9 @@ impl ThreadContext {
                     .filter(|_| since.is_none())
                     .map(|root| Filter::new().id(root).limit(1)),
             ),
-            Thread::Direct { .. } => return Vec::new(),
+            // A DM's and an encrypted group's messages are on no relay in
+            // the clear.
+            Thread::Direct { .. } | Thread::Marmot { .. } => return Vec::new(),
         };
         // Room for the events left out (the turn's own, the bot's, the unheard).
         let replies = replies.limit(limit.saturating_mul(4));
@@ -661,7 +663,7 @@ fn in_thread(event: &Event, thread: &Thread) -> bool {
                 || (event.kind == Kind::Comment
                     && CommentScope::read(&event.tags).is_some_and(|read| read.key() == scope.key()))
         }
-        Thread::Direct { .. } => false,
+        Thread::Direct { .. } | Thread::Marmot { .. } => false,
     }
 }
 

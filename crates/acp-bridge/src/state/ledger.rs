@@ -340,8 +340,8 @@ impl Ledger {
     }
 }
 
-/// The root of the thread `mention` is in (`Thread::root_event`), as
-/// the store keeps it.
+/// The root of the thread `mention` is in (`Thread::root_event`; DMs and
+/// encrypted groups have none), as the store keeps it.
 fn thread_root(mention: &Mention) -> Option<String> {
     mention.thread.root_event().map(|root| root.to_hex())
 }

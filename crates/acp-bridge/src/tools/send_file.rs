@@ -4,14 +4,21 @@
 //! the link is posted under the turn's mention as an interim message with
 //! a NIP-92 `imeta` tag. A refusal of the file itself (outside the
 //! workspace, too large, a type not sent) spends the budget too: it also
-//! bounds how fast an agent can probe the file system.
+//! bounds how fast an agent can probe the file system. In a Marmot
+//! encrypted group it is refused: the upload would be public.
 
 use std::time::Duration;
 
+use acp_bridge_core::mention::Thread;
 use rmcp::schemars;
 
 use super::posts::{admit_post, postable};
 use super::{Answer, Context, HEART_ANSWER_TIMEOUT, Tool};
+
+/// The refusal in a Marmot encrypted group: a Blossom upload is in the
+/// clear (MIP-04's encrypted media is not done), and nothing said there
+/// may be.
+const IN_AN_ENCRYPTED_GROUP: &str = "files are not sent in an encrypted group: the upload would be readable by anyone; say it in text instead";
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 pub(crate) struct SendFile {
@@ -33,8 +40,12 @@ impl Tool for SendFile {
 
     fn run(self, context: &mut dyn Context, answer: Answer) {
         let SendFile { path, caption } = self;
+        let encrypted = context
+            .turn_mention()
+            .is_some_and(|mention| matches!(mention.thread, Thread::Marmot { .. }));
         let check = match context.files().unavailable() {
             Some(why) => Err(why.to_string()),
+            None if encrypted => Err(IN_AN_ENCRYPTED_GROUP.to_owned()),
             None => postable(context, "caption", &caption),
         };
         let mention = match admit_post(context, Self::NAME, check) {

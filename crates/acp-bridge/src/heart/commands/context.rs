@@ -72,6 +72,10 @@ pub(crate) trait Context {
     /// The owner's remembered permission answers (`!permissions`).
     fn approvals(&self) -> &Approvals;
 
+    /// The replier, for a command whose work is said in the thread
+    /// (`!leave`'s self-removal from an encrypted group).
+    fn replier(&self) -> &crate::outbound::reply::Replier;
+
     /// The conversation the command was given in.
     fn key(&self) -> &ConversationKey {
         &self.mention().conversation

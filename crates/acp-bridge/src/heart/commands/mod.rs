@@ -25,6 +25,7 @@ mod control;
 mod every;
 mod fork;
 mod help;
+mod leave;
 mod new;
 mod options;
 mod permissions;
@@ -112,6 +113,7 @@ const REGISTRY: &[Entry] = &[
     entry::<status::Status>(),
     entry::<new::New>(),
     entry::<rotate::Rotate>(),
+    entry::<leave::Leave>(),
     entry::<sessions::Sessions>(),
     entry::<resume::Resume>(),
     entry::<fork::Fork>(),

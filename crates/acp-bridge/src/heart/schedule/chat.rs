@@ -261,6 +261,7 @@ fn parse_time(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
 fn target_of(mention: &Mention) -> Result<Target, String> {
     match &mention.thread {
         Thread::Direct { .. } => Ok(Target::Dm),
+        Thread::Marmot { .. } => Err("schedules do not run in encrypted groups yet".to_owned()),
         Thread::Note { root, .. } => Ok(Target::Note { root: *root }),
         Thread::Comment { .. } => Err("schedules cannot be set in a comment thread yet".to_owned()),
         Thread::Group { channel, .. } => match &mention.origin {

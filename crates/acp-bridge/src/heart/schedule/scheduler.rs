@@ -211,7 +211,7 @@ impl Scheduler {
         match &mut mention.thread {
             Thread::Group { root, mention, .. } => (*root, *mention) = (posted, posted),
             Thread::Note { mention, .. } | Thread::Comment { mention, .. } => *mention = posted,
-            Thread::Direct { message, .. } => *message = posted,
+            Thread::Direct { message, .. } | Thread::Marmot { message, .. } => *message = posted,
         }
         mention.conversation = mention.thread.conversation(self.policy, mention.origin.as_ref());
         if let Err(error) = self.ledger.reclassify(mention) {

@@ -168,7 +168,7 @@ impl Rig {
         match input {
             Input::Delivered(event) => match self.screener.address(&relay, &event, now, &self.world) {
                 Err(reason) => Seen::Drop(reason),
-                Ok(Addressed::Sealed) => Seen::Sealed,
+                Ok(Addressed::Sealed | Addressed::Encrypted) => Seen::Sealed,
                 Ok(Addressed::Public(candidate)) => {
                     seen(self.screener.judge(&relay, candidate, now, &mut self.world))
                 }

@@ -79,7 +79,8 @@ impl Replier {
                 scope.root_tags(),
                 self.groups.room_tags(newest.origin.as_ref(), channel.as_deref()),
             ),
-            Thread::Direct { .. } => return Ok(()),
+            // Public events: never of a private thread.
+            Thread::Direct { .. } | Thread::Marmot { .. } => return Ok(()),
         };
         let content = serde_json::to_string(activity).map_err(|error| ReplyError::Sign(error.to_string()))?;
         let authors = mentions.iter().map(|mention| Tag::public_key(mention.author));

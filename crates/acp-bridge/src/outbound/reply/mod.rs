@@ -29,6 +29,7 @@
 
 mod activity;
 pub(crate) mod args;
+mod encrypted;
 mod interim;
 mod progress;
 pub(crate) mod publisher;
@@ -51,6 +52,7 @@ use crate::outbound::groups::GroupDirectory;
 use crate::policy::loop_guard::ReplyRecorder;
 use crate::policy::shard::Shard;
 use crate::state::ledger::Ledger;
+use crate::state::mls::MlsState;
 use crate::state::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 pub(crate) use interim::is_interim;
@@ -133,6 +135,9 @@ pub struct Replier {
     shard: Shard,
     /// The groups' recent events, which the bot's group events name.
     groups: GroupDirectory,
+    /// The Marmot groups' MLS state (`--marmot`), which encrypts what is
+    /// said in an encrypted group.
+    mls: Option<MlsState>,
 }
 
 impl Replier {
@@ -153,6 +158,7 @@ impl Replier {
             threads: Arc::new(watch::Sender::new(())),
             shard: Shard::WHOLE,
             groups: GroupDirectory::default(),
+            mls: None,
         }
     }
 
@@ -160,6 +166,12 @@ impl Replier {
     /// group (NIP-29 `previous`); without it, none.
     pub fn with_groups(mut self, groups: GroupDirectory) -> Self {
         self.groups = groups;
+        self
+    }
+
+    /// Speaks in Marmot encrypted groups through `mls`.
+    pub(crate) fn with_marmot(mut self, mls: MlsState) -> Self {
+        self.mls = Some(mls);
         self
     }
 
@@ -194,7 +206,7 @@ impl Replier {
         // A delegated task's result is the heart's own mention, under an
         // id no event has: nothing to react to.
         let made_by_the_heart = matches!(mention.intent, Intent::TaskResult { .. });
-        if !self.reactions || mention.thread.is_direct() || made_by_the_heart {
+        if !self.reactions || mention.thread.is_private() || made_by_the_heart {
             return false;
         }
         let mut tags = vec![
@@ -315,6 +327,13 @@ impl Replier {
                 for event in signed.events() {
                     self.put_in_outbox(event, mention.origin.as_ref(), &[], Finish::Notified)?;
                 }
+                return Ok(signed.seen_as);
+            }
+            Thread::Marmot { group, .. } => {
+                let signed = self
+                    .group_message(group, text, None, Standing::Finishes.into())
+                    .await?;
+                self.put_in_outbox(&signed.event, mention.origin.as_ref(), &[], Finish::Notified)?;
                 return Ok(signed.seen_as);
             }
         };
@@ -676,6 +695,13 @@ impl Replier {
                 return self
                     .direct_message(*peer, text, Some(previous.unwrap_or(*message)), standing)
                     .await;
+            }
+            Thread::Marmot { group, message } => {
+                let replying_to = match previous {
+                    Some(part) => (part, self.signer.public_key()),
+                    None => (*message, newest.author),
+                };
+                return self.group_message(group, text, Some(replying_to), standing).await;
             }
         };
         Ok(Signed {

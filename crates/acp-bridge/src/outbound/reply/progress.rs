@@ -55,9 +55,10 @@ impl Replier {
                 Kind::Comment,
                 self.groups.room_tags(mention.origin.as_ref(), channel.as_deref()),
             ),
-            Thread::Direct { .. } => {
+            // A public deletion would name a private message.
+            Thread::Direct { .. } | Thread::Marmot { .. } => {
                 return Err(ReplyError::Sign(
-                    "a DM's progress messages are not deleted".into(),
+                    "a private thread's progress messages are not deleted".into(),
                 ));
             }
         };
