@@ -200,10 +200,21 @@ fn plan(
                 primary: Primary::Origin(origin),
             }
         }
-        Kind::Metadata | Kind::RelayList | Kind::InboxRelays if event.pubkey == bot => Route {
-            primary: Primary::Origin(origin),
-            extras: bot_relays.directory.clone(),
-        },
+        // The Marmot key package (30443, legacy 443) and its relay list
+        // (10051) are looked up where profiles are.
+        Kind::Metadata
+        | Kind::RelayList
+        | Kind::InboxRelays
+        | Kind::MlsKeyPackage
+        | Kind::Custom(30443)
+        | Kind::MlsKeyPackageRelays
+            if event.pubkey == bot =>
+        {
+            Route {
+                primary: Primary::Origin(origin),
+                extras: bot_relays.directory.clone(),
+            }
+        }
         _ => as_before,
     }
 }
@@ -363,8 +374,9 @@ mod tests {
         }
     }
 
-    /// Clients look a key's profile and relay lists up on directory relays
-    /// (indexers); someone else's profile never goes there.
+    /// Clients look a key's profile, relay lists and Marmot key package up
+    /// on directory relays (indexers); someone else's profile never goes
+    /// there.
     #[test]
     fn the_bots_own_profile_and_lists_also_go_to_the_directory_relays() {
         let (bot, someone) = (Keys::generate(), Keys::generate());
@@ -372,7 +384,15 @@ mod tests {
             dm: Vec::new(),
             directory: vec![url("index1"), url("index2")],
         };
-        for kind in [Kind::Metadata, Kind::RelayList, Kind::InboxRelays] {
+        let marmot = [
+            Kind::MlsKeyPackage,
+            Kind::Custom(30443),
+            Kind::MlsKeyPackageRelays,
+        ];
+        for kind in [Kind::Metadata, Kind::RelayList, Kind::InboxRelays]
+            .into_iter()
+            .chain(marmot)
+        {
             let own = EventBuilder::new(kind, "").sign_with_keys(&bot).unwrap();
             let route = plan(&own, None, bot.public_key(), &bot_relays, &[]);
             assert_eq!(route.primary, Primary::Origin(None), "{kind}");
