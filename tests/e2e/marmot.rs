@@ -233,6 +233,19 @@ async fn a_member_finds_the_bots_key_package_and_key_package_relays() {
         legacy.is_some_and(|event| event.content == package.content),
         "the legacy 443 copy"
     );
+    // NIP-89: clients looking up a handler of encrypted group messages find it.
+    let handler = member
+        .person
+        .newest_where(&scene.bot, Kind::Custom(31990), |_| true)
+        .await;
+    let handled: Vec<&str> = handler
+        .tags
+        .iter()
+        .filter(|tag| tag.kind() == TagKind::k())
+        .filter_map(|tag| tag.content())
+        .collect();
+    println!("handler information k tags: {handled:?}");
+    assert!(handled.contains(&"445"), "{handled:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -326,6 +326,8 @@ impl Stages {
             follow_threads: settings.intake.follow_threads,
             groups: Vec::new(),
         };
+        let mut announced_kinds = interest.kinds.clone();
+        announced_kinds.extend(settings.marmot.enabled.then_some(Kind::MlsGroupMessage));
         let scheduler = crate::heart::schedule::Scheduler::new(
             settings.schedules.clone(),
             settings.gate.owner,
@@ -420,8 +422,9 @@ impl Stages {
                 relay_urls.clone(),
                 settings.relays.dm_inbox.clone(),
             )
-            // The kinds announced are the ones the relay links listen to.
-            .announcing(settings.groups.groups.clone(), interest.kinds.clone()),
+            // The kinds announced are the ones the relay links listen to,
+            // and an encrypted group's messages where `--marmot` reads them.
+            .announcing(settings.groups.groups.clone(), announced_kinds),
         };
         let marmot = match (mls, groups_changed) {
             (Some(mls), Some(groups_changed)) => Some((
