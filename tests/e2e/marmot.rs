@@ -76,6 +76,21 @@ impl Member {
         group
     }
 
+    /// [`Self::invite_bot`], then waits until the bot says it joined.
+    async fn bring_in_bot<R: RelayServer>(&self, scene: &Scene<R>) -> Group {
+        let joined = scene.bridge.log.start();
+        let group = self.invite_bot(scene).await;
+        scene
+            .bridge
+            .log
+            .wait(
+                joined,
+                Line::new("joined a Marmot encrypted group").with("group", group.nostr.clone()),
+            )
+            .await;
+        group
+    }
+
     async fn gift_wrap(&self, to: &PublicKey, rumor: UnsignedEvent) {
         let wrap = EventBuilder::gift_wrap(&self.person.keys, to, rumor, [])
             .await
@@ -252,16 +267,7 @@ async fn a_member_finds_the_bots_key_package_and_key_package_relays() {
 async fn the_owner_invites_the_bot_to_an_encrypted_group_and_reads_its_encrypted_threaded_answer() {
     let scene = Scene::builder().flags(&["--marmot"]).start().await;
     let owner = Member::as_person(Person::join_as(scene.owner.keys.clone(), &scene.relay.url()).await);
-    let joined = scene.bridge.log.start();
-    let group = owner.invite_bot(&scene).await;
-    scene
-        .bridge
-        .log
-        .wait(
-            joined,
-            Line::new("joined a Marmot encrypted group").with("group", group.nostr.clone()),
-        )
-        .await;
+    let group = owner.bring_in_bot(&scene).await;
 
     let asked = owner
         .say(
@@ -324,16 +330,7 @@ async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is
         .await;
 
     // The owner's group, which the stranger then joins too.
-    let joined = scene.bridge.log.start();
-    let group = owner.invite_bot(&scene).await;
-    scene
-        .bridge
-        .log
-        .wait(
-            joined,
-            Line::new("joined a Marmot encrypted group").with("group", group.nostr.clone()),
-        )
-        .await;
+    let group = owner.bring_in_bot(&scene).await;
     owner.add(&scene, &group, &stranger).await;
 
     // The stranger mentions the bot first, then the owner does.
@@ -375,16 +372,7 @@ async fn owner_and_bot_in_a_group(flags: &[&str]) -> (Scene, Member, Group) {
         .start()
         .await;
     let owner = Member::as_person(Person::join_as(scene.owner.keys.clone(), &scene.relay.url()).await);
-    let joined = scene.bridge.log.start();
-    let group = owner.invite_bot(&scene).await;
-    scene
-        .bridge
-        .log
-        .wait(
-            joined,
-            Line::new("joined a Marmot encrypted group").with("group", group.nostr.clone()),
-        )
-        .await;
+    let group = owner.bring_in_bot(&scene).await;
     (scene, owner, group)
 }
 
