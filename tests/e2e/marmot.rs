@@ -368,7 +368,7 @@ async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is
 async fn owner_and_bot_in_a_group(flags: &[&str]) -> (Scene, Member, Group) {
     let scene = Scene::builder()
         .flags(flags)
-        .log_filter("info,acp_bridge::intake=debug")
+        .log_filter("info,acp_bridge::intake=debug,acp_bridge::heart::driver=debug")
         .start()
         .await;
     let owner = Member::as_person(Person::join_as(scene.owner.keys.clone(), &scene.relay.url()).await);
@@ -445,6 +445,45 @@ async fn a_sigkill_between_decrypting_and_journaling_answers_exactly_once() {
         1,
         "mdk's copy was read back, not decrypted again"
     );
+    assert_eq!(answers, 1, "answered exactly once across the kill");
+}
+
+/// A SIGKILL while the agent's turn runs: the journaled mention runs again
+/// after the restart, and the group gets one answer, encrypted with the MLS
+/// state the daemon left on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_mid_turn_answers_once_after_the_restart() {
+    let (mut scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
+    let started = scene.bridge.log.start();
+    let asked = owner
+        .say(
+            &group,
+            "a long one, bot [rounds=40][delay=100]",
+            vec![Tag::public_key(scene.bot)],
+        )
+        .await;
+    scene
+        .bridge
+        .log
+        .wait(started, Line::new("agent run started"))
+        .await;
+    scene.bridge.kill_hard();
+
+    scene.restart(scene.spec()).await;
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    // Turns of a conversation run one at a time: once a later mention is
+    // answered, a second answer to the first would have come before it.
+    let later = owner
+        .say(&group, "and this one, bot", vec![Tag::public_key(scene.bot)])
+        .await;
+    owner.answer_to(&scene, &group, later, &read, &seen).await;
+    let answers = read
+        .borrow()
+        .iter()
+        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
+        .count();
+    println!("answers to the mention killed mid-turn: {answers}");
     assert_eq!(answers, 1, "answered exactly once across the kill");
 }
 
