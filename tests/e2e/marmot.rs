@@ -128,6 +128,14 @@ impl Member {
 
     /// Says `text` in `group`, tagging `tags`; returns the rumor's id.
     async fn say(&self, group: &Group, text: &str, tags: Vec<Tag>) -> EventId {
+        let (id, event) = self.seal(group, text, tags);
+        self.person.send(&event).await;
+        id
+    }
+
+    /// Encrypts `text` for `group` in its current epoch without sending
+    /// it; returns the rumor's id and the kind 445 to send.
+    fn seal(&self, group: &Group, text: &str, tags: Vec<Tag>) -> (EventId, Event) {
         let mut rumor = EventBuilder::new(Kind::Custom(9), text)
             .tags(tags)
             .build(self.person.public_key());
@@ -136,8 +144,7 @@ impl Member {
             .mdk
             .create_message(&group.mls, rumor, None)
             .expect("encrypt the message");
-        self.person.send(&event).await;
-        id
+        (id, event)
     }
 
     /// Reads the group's messages on the relay that this member has not
@@ -485,6 +492,35 @@ async fn a_sigkill_mid_turn_answers_once_after_the_restart() {
         .count();
     println!("answers to the mention killed mid-turn: {answers}");
     assert_eq!(answers, 1, "answered exactly once across the kill");
+}
+
+/// A message sealed in one epoch and delivered after a commit moved the
+/// group on (its sender was offline, or a relay delivered it late) is
+/// still read and answered: mdk keeps the past epochs' secrets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_from_a_past_epoch_delivered_after_a_commit_is_answered() {
+    let (scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
+    let (asked, sealed) = owner.seal(
+        &group,
+        "sealed before the commit, bot",
+        vec![Tag::public_key(scene.bot)],
+    );
+    let newcomer = Member::join(&scene).await;
+    let moved = scene.bridge.log.start();
+    owner.add(&scene, &group, &newcomer).await;
+    scene
+        .bridge
+        .log
+        .wait(
+            moved,
+            Line::new("a Marmot group's epoch moved on (members or keys changed)"),
+        )
+        .await;
+    owner.person.send(&sealed).await;
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    println!("the late message's answer: {}", answer.content);
+    assert!(replies_to(&answer, asked));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
