@@ -523,6 +523,24 @@ async fn a_message_from_a_past_epoch_delivered_after_a_commit_is_answered() {
     assert!(replies_to(&answer, asked));
 }
 
+/// Two messages delivered in the reverse of the order they were sealed in
+/// (MLS numbers them in the sender's ratchet) are both read and answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_delivered_out_of_order_are_each_answered() {
+    let (scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
+    let mention = || vec![Tag::public_key(scene.bot)];
+    let (first, sealed_first) = owner.seal(&group, "first, bot", mention());
+    let (second, sealed_second) = owner.seal(&group, "second, bot", mention());
+    // The later one first, answered, and only then the earlier one: each
+    // its own turn, so the test reads two answers, not one merged.
+    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
+    for (asked, sealed) in [(second, sealed_second), (first, sealed_first)] {
+        owner.person.send(&sealed).await;
+        let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+        assert!(replies_to(&answer, asked));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_file_is_refused_in_an_encrypted_group_and_nothing_is_uploaded() {
     let blossom = test_support::blossom::BlossomServer::start().expect("blossom server");
