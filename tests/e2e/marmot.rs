@@ -201,6 +201,27 @@ impl Member {
         })
         .await
     }
+
+    /// How many answers of the bot to `asked` the group holds once a later
+    /// mention is answered: turns of a conversation run one at a time, so a
+    /// second answer to `asked` would have come before the later one's.
+    async fn answers_once_settled<R: RelayServer>(
+        &self,
+        scene: &Scene<R>,
+        group: &Group,
+        asked: EventId,
+        read: &RefCell<Vec<UnsignedEvent>>,
+        seen: &RefCell<Vec<EventId>>,
+    ) -> usize {
+        let later = self
+            .say(group, "and this one, bot", vec![Tag::public_key(scene.bot)])
+            .await;
+        self.answer_to(scene, group, later, read, seen).await;
+        read.borrow()
+            .iter()
+            .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
+            .count()
+    }
 }
 
 /// A group's MLS id and its Nostr id (the 445 wrappers' `h`, hex).
@@ -395,15 +416,9 @@ async fn a_restart_answers_nothing_twice_and_still_answers_a_new_mention() {
     let status = scene.bridge.terminate(PATIENCE).await;
     assert!(status.success(), "the daemon stopped cleanly: {status:?}");
     scene.restart(scene.spec()).await;
-    let second = owner
-        .say(&group, "second question, bot", vec![Tag::public_key(scene.bot)])
+    let answers = owner
+        .answers_once_settled(&scene, &group, first, &read, &seen)
         .await;
-    owner.answer_to(&scene, &group, second, &read, &seen).await;
-    let answers = read
-        .borrow()
-        .iter()
-        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, first))
-        .count();
     println!("answers to the first mention after a restart: {answers}");
     assert_eq!(answers, 1, "the first mention is answered exactly once");
 }
@@ -434,15 +449,9 @@ async fn a_sigkill_between_decrypting_and_journaling_answers_exactly_once() {
         log.start(),
         Line::new("a Marmot message decrypted before the crash, read back from the MLS state"),
     );
-    let later = owner
-        .say(&group, "and this one, bot", vec![Tag::public_key(scene.bot)])
+    let answers = owner
+        .answers_once_settled(&scene, &group, asked, &read, &seen)
         .await;
-    owner.answer_to(&scene, &group, later, &read, &seen).await;
-    let answers = read
-        .borrow()
-        .iter()
-        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
-        .count();
     println!(
         "read back after the kill: {} time(s); answers: {answers}",
         recovered.len()
@@ -479,17 +488,9 @@ async fn a_sigkill_mid_turn_answers_once_after_the_restart() {
     scene.restart(scene.spec()).await;
     let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
     owner.answer_to(&scene, &group, asked, &read, &seen).await;
-    // Turns of a conversation run one at a time: once a later mention is
-    // answered, a second answer to the first would have come before it.
-    let later = owner
-        .say(&group, "and this one, bot", vec![Tag::public_key(scene.bot)])
+    let answers = owner
+        .answers_once_settled(&scene, &group, asked, &read, &seen)
         .await;
-    owner.answer_to(&scene, &group, later, &read, &seen).await;
-    let answers = read
-        .borrow()
-        .iter()
-        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
-        .count();
     println!("answers to the mention killed mid-turn: {answers}");
     assert_eq!(answers, 1, "answered exactly once across the kill");
 }
