@@ -202,6 +202,24 @@ impl Member {
         .await
     }
 
+    /// Mentions the bot with `text` and returns once its agent is prompted
+    /// (the turn runs), with the message's id.
+    async fn ask_for_a_long_turn<R: RelayServer>(
+        &self,
+        scene: &Scene<R>,
+        group: &Group,
+        text: &str,
+    ) -> EventId {
+        let prompted = scene.bridge.log.start();
+        let asked = self.say(group, text, vec![Tag::public_key(scene.bot)]).await;
+        scene
+            .bridge
+            .log
+            .wait(prompted, Line::new("prompting the agent"))
+            .await;
+        asked
+    }
+
     /// How many answers of the bot to `asked` the group holds once a later
     /// mention is answered: turns of a conversation run one at a time, so a
     /// second answer to `asked` would have come before the later one's.
@@ -396,7 +414,7 @@ async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is
 async fn owner_and_bot_in_a_group(flags: &[&str]) -> (Scene, Member, Group) {
     let scene = Scene::builder()
         .flags(flags)
-        .log_filter("info,acp_bridge::intake=debug,acp_bridge::heart::driver=debug")
+        .log_filter("info,acp_bridge::intake=debug")
         .start()
         .await;
     let owner = Member::as_person(Person::join_as(scene.owner.keys.clone(), &scene.relay.url()).await);
@@ -470,18 +488,8 @@ async fn a_sigkill_between_decrypting_and_journaling_answers_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkill_mid_turn_answers_once_after_the_restart() {
     let (mut scene, owner, group) = owner_and_bot_in_a_group(&["--marmot"]).await;
-    let started = scene.bridge.log.start();
     let asked = owner
-        .say(
-            &group,
-            "a long one, bot [rounds=40][delay=100]",
-            vec![Tag::public_key(scene.bot)],
-        )
-        .await;
-    scene
-        .bridge
-        .log
-        .wait(started, Line::new("agent run started"))
+        .ask_for_a_long_turn(&scene, &group, "a long one, bot [rounds=40][delay=100]")
         .await;
     scene.bridge.kill_hard();
 
@@ -587,16 +595,7 @@ async fn an_epoch_change_mid_turn_still_leaves_the_answer_readable_by_every_memb
     let newcomer = Member::join(&scene).await;
     let started = scene.bridge.log.start();
     let asked = owner
-        .say(
-            &group,
-            "take your time [rounds=10][delay=300]",
-            vec![Tag::public_key(scene.bot)],
-        )
-        .await;
-    scene
-        .bridge
-        .log
-        .wait(started, Line::new("prompting the agent"))
+        .ask_for_a_long_turn(&scene, &group, "take your time [rounds=10][delay=300]")
         .await;
     // While the turn runs, the owner adds a member: a commit, a new epoch.
     let moved = scene.bridge.log.start();
