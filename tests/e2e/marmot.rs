@@ -23,20 +23,23 @@ const KEY_PACKAGE: Kind = Kind::Custom(30443);
 struct Member {
     person: Person,
     mdk: MDK<MdkMemoryStorage>,
+    /// The group messages it decrypted so far, in the order read.
+    messages: RefCell<Vec<UnsignedEvent>>,
+    /// The 445 wrappers it read (mdk reads each once).
+    wrappers: RefCell<Vec<EventId>>,
 }
 
 impl Member {
     async fn join<R: RelayServer>(scene: &Scene<R>) -> Member {
-        Member {
-            person: scene.join().await,
-            mdk: MDK::new(MdkMemoryStorage::default()),
-        }
+        Member::as_person(scene.join().await)
     }
 
     fn as_person(person: Person) -> Member {
         Member {
             person,
             mdk: MDK::new(MdkMemoryStorage::default()),
+            messages: RefCell::default(),
+            wrappers: RefCell::default(),
         }
     }
 
@@ -149,7 +152,7 @@ impl Member {
 
     /// Reads the group's messages on the relay that this member has not
     /// read yet (commits are merged, application messages kept).
-    async fn read(&self, group: &Group, seen: &RefCell<Vec<EventId>>) -> Vec<UnsignedEvent> {
+    async fn read(&self, group: &Group) -> Vec<UnsignedEvent> {
         let filter = Filter::new()
             .kind(Kind::MlsGroupMessage)
             .custom_tag(SingleLetterTag::lowercase(Alphabet::H), group.nostr.clone());
@@ -164,10 +167,10 @@ impl Member {
         events.sort_by_key(|event| event.created_at);
         let mut messages = Vec::new();
         for event in events {
-            if seen.borrow().contains(&event.id) {
+            if self.wrappers.borrow().contains(&event.id) {
                 continue;
             }
-            seen.borrow_mut().push(event.id);
+            self.wrappers.borrow_mut().push(event.id);
             if let Ok(MessageProcessingResult::ApplicationMessage(message)) = self.mdk.process_message(&event)
             {
                 messages.push(message.event);
@@ -182,13 +185,12 @@ impl Member {
         scene: &Scene<R>,
         group: &Group,
         message: EventId,
-        read: &RefCell<Vec<UnsignedEvent>>,
-        seen: &RefCell<Vec<EventId>>,
     ) -> UnsignedEvent {
         let probe = async || {
-            let new = self.read(group, seen).await;
-            read.borrow_mut().extend(new);
-            read.borrow()
+            let new = self.read(group).await;
+            self.messages.borrow_mut().extend(new);
+            self.messages
+                .borrow()
                 .iter()
                 .find(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, message))
                 .cloned()
@@ -196,7 +198,7 @@ impl Member {
         eventually(PATIENCE, probe, || {
             format!(
                 "the bot's answer to {message} in the group; read: {:?}",
-                read.borrow()
+                self.messages.borrow()
             )
         })
         .await
@@ -228,14 +230,13 @@ impl Member {
         scene: &Scene<R>,
         group: &Group,
         asked: EventId,
-        read: &RefCell<Vec<UnsignedEvent>>,
-        seen: &RefCell<Vec<EventId>>,
     ) -> usize {
         let later = self
             .say(group, "and this one, bot", vec![Tag::public_key(scene.bot)])
             .await;
-        self.answer_to(scene, group, later, read, seen).await;
-        read.borrow()
+        self.answer_to(scene, group, later).await;
+        self.messages
+            .borrow()
             .iter()
             .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
             .count()
@@ -322,8 +323,7 @@ async fn the_owner_invites_the_bot_to_an_encrypted_group_and_reads_its_encrypted
             vec![Tag::public_key(scene.bot)],
         )
         .await;
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    let answer = owner.answer_to(&scene, &group, asked).await;
     println!(
         "the bot's answer in the encrypted group: {:?} tags {:?}",
         answer.content, answer.tags
@@ -386,9 +386,9 @@ async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is
     let asked = owner
         .say(&group, "bot, and me?", vec![Tag::public_key(scene.bot)])
         .await;
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    owner.answer_to(&scene, &group, asked, &read, &seen).await;
-    let to_stranger: Vec<_> = read
+    owner.answer_to(&scene, &group, asked).await;
+    let to_stranger: Vec<_> = owner
+        .messages
         .borrow()
         .iter()
         .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, unheard))
@@ -396,14 +396,14 @@ async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is
         .collect();
     println!(
         "messages read in the group: {}; answers to the unheard member: {}",
-        read.borrow().len(),
+        owner.messages.borrow().len(),
         to_stranger.len()
     );
     assert!(
         to_stranger.is_empty(),
         "the unheard member got an answer: {to_stranger:?}"
     );
-    let strangers_read = stranger.read(&strangers_group, &RefCell::new(Vec::new())).await;
+    let strangers_read = stranger.read(&strangers_group).await;
     assert!(
         strangers_read.iter().all(|rumor| rumor.pubkey != scene.bot),
         "the bot said nothing in the stranger's group"
@@ -428,15 +428,12 @@ async fn a_restart_answers_nothing_twice_and_still_answers_a_new_mention() {
     let first = owner
         .say(&group, "first question, bot", vec![Tag::public_key(scene.bot)])
         .await;
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    owner.answer_to(&scene, &group, first, &read, &seen).await;
+    owner.answer_to(&scene, &group, first).await;
 
     let status = scene.bridge.terminate(PATIENCE).await;
     assert!(status.success(), "the daemon stopped cleanly: {status:?}");
     scene.restart(scene.spec()).await;
-    let answers = owner
-        .answers_once_settled(&scene, &group, first, &read, &seen)
-        .await;
+    let answers = owner.answers_once_settled(&scene, &group, first).await;
     println!("answers to the first mention after a restart: {answers}");
     assert_eq!(answers, 1, "the first mention is answered exactly once");
 }
@@ -460,16 +457,13 @@ async fn a_sigkill_between_decrypting_and_journaling_answers_exactly_once() {
     lock.release();
 
     scene.restart(scene.spec()).await;
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    owner.answer_to(&scene, &group, asked).await;
     let log = &scene.bridge.log;
     let recovered = log.matching(
         log.start(),
         Line::new("a Marmot message decrypted before the crash, read back from the MLS state"),
     );
-    let answers = owner
-        .answers_once_settled(&scene, &group, asked, &read, &seen)
-        .await;
+    let answers = owner.answers_once_settled(&scene, &group, asked).await;
     println!(
         "read back after the kill: {} time(s); answers: {answers}",
         recovered.len()
@@ -494,11 +488,8 @@ async fn a_sigkill_mid_turn_answers_once_after_the_restart() {
     scene.bridge.kill_hard();
 
     scene.restart(scene.spec()).await;
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    owner.answer_to(&scene, &group, asked, &read, &seen).await;
-    let answers = owner
-        .answers_once_settled(&scene, &group, asked, &read, &seen)
-        .await;
+    owner.answer_to(&scene, &group, asked).await;
+    let answers = owner.answers_once_settled(&scene, &group, asked).await;
     println!("answers to the mention killed mid-turn: {answers}");
     assert_eq!(answers, 1, "answered exactly once across the kill");
 }
@@ -526,8 +517,7 @@ async fn a_message_from_a_past_epoch_delivered_after_a_commit_is_answered() {
         )
         .await;
     owner.person.send(&sealed).await;
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    let answer = owner.answer_to(&scene, &group, asked).await;
     println!("the late message's answer: {}", answer.content);
     assert!(replies_to(&answer, asked));
 }
@@ -542,10 +532,9 @@ async fn messages_delivered_out_of_order_are_each_answered() {
     let (second, sealed_second) = owner.seal(&group, "second, bot", mention());
     // The later one first, answered, and only then the earlier one: each
     // its own turn, so the test reads two answers, not one merged.
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
     for (asked, sealed) in [(second, sealed_second), (first, sealed_first)] {
         owner.person.send(&sealed).await;
-        let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+        let answer = owner.answer_to(&scene, &group, asked).await;
         assert!(replies_to(&answer, asked));
     }
 }
@@ -572,8 +561,7 @@ async fn send_file_is_refused_in_an_encrypted_group_and_nothing_is_uploaded() {
             vec![Tag::public_key(scene.bot)],
         )
         .await;
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    let answer = owner.answer_to(&scene, &group, asked).await;
     println!(
         "blobs uploaded: {}; answer: {}",
         blossom.blob_count(),
@@ -614,12 +602,8 @@ async fn an_epoch_change_mid_turn_still_leaves_the_answer_readable_by_every_memb
         .matching(started, Line::new("turn finished"))
         .is_empty();
 
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    let answer = owner.answer_to(&scene, &group, asked, &read, &seen).await;
-    let (newcomers_read, newcomers_seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    let newcomers_copy = newcomer
-        .answer_to(&scene, &group, asked, &newcomers_read, &newcomers_seen)
-        .await;
+    let answer = owner.answer_to(&scene, &group, asked).await;
+    let newcomers_copy = newcomer.answer_to(&scene, &group, asked).await;
     println!(
         "commit read while the turn ran: {turn_still_running}; the newcomer decrypted the answer: {}",
         newcomers_copy.id == answer.id
@@ -629,7 +613,8 @@ async fn an_epoch_change_mid_turn_still_leaves_the_answer_readable_by_every_memb
         newcomers_copy.id, answer.id,
         "the answer went out in the new epoch"
     );
-    let answers = read
+    let answers = owner
+        .messages
         .borrow()
         .iter()
         .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
@@ -705,8 +690,7 @@ async fn a_garbled_group_message_is_dropped_and_the_next_mention_is_answered() {
     let asked = owner
         .say(&group, "still there, bot?", vec![Tag::public_key(scene.bot)])
         .await;
-    let (read, seen) = (RefCell::new(Vec::new()), RefCell::new(Vec::new()));
-    owner.answer_to(&scene, &group, asked, &read, &seen).await;
+    owner.answer_to(&scene, &group, asked).await;
     println!("the garbled 445: {}", line["reason"]);
     assert_eq!(line["reason"], "undecryptable");
 }
