@@ -179,6 +179,16 @@ impl Member {
         messages
     }
 
+    /// The bot's messages read so far that reply to `message`.
+    fn bot_answers_to(&self, bot: &PublicKey, message: EventId) -> Vec<UnsignedEvent> {
+        self.messages
+            .borrow()
+            .iter()
+            .filter(|rumor| rumor.pubkey == *bot && replies_to(rumor, message))
+            .cloned()
+            .collect()
+    }
+
     /// Waits for the bot's message in `group` replying to `message`.
     async fn answer_to<R: RelayServer>(
         &self,
@@ -189,11 +199,7 @@ impl Member {
         let probe = async || {
             let new = self.read(group).await;
             self.messages.borrow_mut().extend(new);
-            self.messages
-                .borrow()
-                .iter()
-                .find(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, message))
-                .cloned()
+            self.bot_answers_to(&scene.bot, message).into_iter().next()
         };
         eventually(PATIENCE, probe, || {
             format!(
@@ -235,11 +241,7 @@ impl Member {
             .say(group, "and this one, bot", vec![Tag::public_key(scene.bot)])
             .await;
         self.answer_to(scene, group, later).await;
-        self.messages
-            .borrow()
-            .iter()
-            .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
-            .count()
+        self.bot_answers_to(&scene.bot, asked).len()
     }
 }
 
@@ -387,13 +389,7 @@ async fn a_member_the_gate_does_not_hear_gets_nothing_and_a_strangers_welcome_is
         .say(&group, "bot, and me?", vec![Tag::public_key(scene.bot)])
         .await;
     owner.answer_to(&scene, &group, asked).await;
-    let to_stranger: Vec<_> = owner
-        .messages
-        .borrow()
-        .iter()
-        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, unheard))
-        .cloned()
-        .collect();
+    let to_stranger = owner.bot_answers_to(&scene.bot, unheard);
     println!(
         "messages read in the group: {}; answers to the unheard member: {}",
         owner.messages.borrow().len(),
@@ -613,12 +609,7 @@ async fn an_epoch_change_mid_turn_still_leaves_the_answer_readable_by_every_memb
         newcomers_copy.id, answer.id,
         "the answer went out in the new epoch"
     );
-    let answers = owner
-        .messages
-        .borrow()
-        .iter()
-        .filter(|rumor| rumor.pubkey == scene.bot && replies_to(rumor, asked))
-        .count();
+    let answers = owner.bot_answers_to(&scene.bot, asked).len();
     assert_eq!(answers, 1, "answered once");
 }
 
