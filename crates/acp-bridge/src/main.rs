@@ -345,9 +345,16 @@ fn settings(args: &RunArgs, sources: &Sources) -> Option<Settings> {
     }
 }
 
+/// How long the exit waits for blocking calls still in flight (an MLS call
+/// is a few SQLite statements: milliseconds).
+const BLOCKING_CALLS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs `future` to its end on a fresh runtime of `workers` threads
-/// (tokio's default, one per CPU, when `None`); tasks still running then
-/// (after a forced exit) are not waited for.
+/// (tokio's default, one per CPU, when `None`). Blocking calls still in
+/// flight then get [`BLOCKING_CALLS_GRACE`] to return before the process
+/// exits: an MLS call (mdk over SQLCipher) cut off by the exit's OpenSSL
+/// teardown crashed the daemon (SIGSEGV) on a clean stop. Async tasks still
+/// running (after a forced exit) are not waited for.
 fn block_on(workers: Option<u16>, future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(workers) = workers {
@@ -356,7 +363,7 @@ fn block_on(workers: Option<u16>, future: impl std::future::Future<Output = Exit
     match builder.enable_all().build() {
         Ok(runtime) => {
             let code = runtime.block_on(future);
-            runtime.shutdown_background();
+            runtime.shutdown_timeout(BLOCKING_CALLS_GRACE);
             code
         }
         Err(error) => fail(&format!("cannot start the async runtime: {error}")),
