@@ -14,6 +14,8 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use super::hex;
+
 /// Hex digits of a key file: 32 bytes.
 const KEY_HEX_LEN: usize = 64;
 
@@ -72,10 +74,6 @@ fn parse(text: &str) -> Option<[u8; 32]> {
         *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
     }
     Some(key)
-}
-
-fn hex(key: &[u8; 32]) -> String {
-    key.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]
