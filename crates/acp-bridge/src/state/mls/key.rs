@@ -103,4 +103,22 @@ mod tests {
         ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Someone who can write where the key goes plants a dangling symlink
+    /// there, aimed at a file of their choosing: the daemon (perhaps root)
+    /// refuses to create the key through it, and the target never appears.
+    #[test]
+    fn a_planted_symlink_is_never_followed_to_create_the_key() {
+        let dir = std::env::temp_dir().join(format!("acp-bridge-marmot-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (path, target) = (dir.join("marmot.key"), dir.join("chosen-by-them"));
+        let _ = std::fs::remove_file(&path);
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert!(matches!(
+            load_or_create(&path, true),
+            Err(KeyError::Create { .. })
+        ));
+        assert!(!target.exists(), "the key was written through the link");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
