@@ -503,7 +503,8 @@ impl RelayLink {
     /// refetch). A failure is logged: mentions that tag the bot still
     /// arrive.
     async fn follow_all_threads(&mut self, since: Timestamp) {
-        let Some(answered) = answered_threads(&self.doors.answered, &self.url, i64::MIN) else {
+        let answered = self.doors.answered.most_recent(MAX_FOLLOWED_THREADS);
+        let Some(answered) = logged(&self.url, answered) else {
             return;
         };
         let had_recent = self.followed.has_recent();
@@ -525,12 +526,13 @@ impl RelayLink {
     /// all their recent events per answer, 2.4 M instructions per mention
     /// (BENCHMARKS §8).
     async fn follow_new_threads(&mut self) {
-        let Some(lately) = answered_threads(&self.doors.answered, &self.url, self.followed.read_from())
-        else {
+        let threads = &self.doors.answered;
+        let lately = threads.answered_after(self.followed.read_after(), MAX_FOLLOWED_THREADS);
+        let Some(lately) = logged(&self.url, lately) else {
             return;
         };
         let renewal = self.followed.renew(&lately, || {
-            answered_threads(&self.doors.answered, &self.url, i64::MIN)
+            logged(&self.url, threads.most_recent(MAX_FOLLOWED_THREADS))
         });
         let (subscription, roots, new) = match renewal {
             Renewal::Unchanged => return,
@@ -688,10 +690,9 @@ fn forwarded() -> Vec<Taken> {
         .collect()
 }
 
-/// The threads answered in at `since` or later, most recent first, at most
-/// [`MAX_FOLLOWED_THREADS`]; `None` (logged) when the store fails.
-fn answered_threads(threads: &AnsweredThreads, relay: &RelayUrl, since: i64) -> Option<Vec<Answered>> {
-    match threads.answered_since(since, MAX_FOLLOWED_THREADS) {
+/// The answered threads `read`, or `None` (logged) when the store failed.
+fn logged(relay: &RelayUrl, read: crate::state::store::Result<Vec<Answered>>) -> Option<Vec<Answered>> {
+    match read {
         Ok(threads) => Some(threads),
         Err(error) => {
             tracing::warn!(%relay, %error, "cannot read the answered threads");

@@ -236,10 +236,16 @@ impl Owner {
                     continue;
                 };
                 let received = Instant::now();
+                // A reply answers the mention it replies to and, when
+                // mentions were merged into one turn, those it quotes.
                 for tag in event.tags.iter() {
                     let fields = tag.as_slice();
-                    if fields.first().map(String::as_str) == Some("e")
-                        && fields.get(3).map(String::as_str) == Some("reply")
+                    let answers = match fields.first().map(String::as_str) {
+                        Some("e") => fields.get(3).map(String::as_str) == Some("reply"),
+                        Some("q") => true,
+                        _ => false,
+                    };
+                    if answers
                         && let Some(id) = fields.get(1).and_then(|id| EventId::from_hex(id).ok())
                         && let Some(waiter) = routes.lock().expect("routes").remove(&id)
                     {

@@ -2,7 +2,7 @@
 //! one table (the in-process parts are criterion benches: `cargo bench`).
 //!
 //! ```sh
-//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [shards] [instructions]
+//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [shards] [instructions] [sustained]
 //! target/release/acp-bridge-bench sessions [--agent claude|scripted]   # or one part: live-memory, spread, resume
 //! ```
 //!
@@ -21,6 +21,7 @@ mod paths;
 mod process_tree;
 mod shards;
 mod steer_latency;
+mod sustained;
 
 use std::time::Duration;
 
@@ -100,6 +101,10 @@ async fn run() {
     // Slow (the daemon runs under valgrind): only when asked for.
     if sections.iter().any(|wanted| wanted == "instructions") {
         instructions_section().await;
+    }
+    // Minutes at a human pace: only when asked for.
+    if sections.iter().any(|wanted| wanted == "sustained") {
+        sustained_section().await;
     }
     // Slow, and a real agent by default: only when asked for.
     let asked = |part: &str| {
@@ -288,6 +293,96 @@ async fn instructions_section() {
     println!(
         "| daemon, natively | {voluntary:.1} wake-ups (voluntary context switches) + {involuntary:.1} preemptions, {} CPU per mention |\n",
         ms(cpu)
+    );
+}
+
+/// Answered mentions timed per sustained run, by conversations.
+const SUSTAINED_SAMPLES: [(usize, usize); 2] = [(100, 200), (1_000, 400)];
+/// Override the sustained runs: `ACP_BRIDGE_BENCH_SUSTAINED=100x50`
+/// (conversations x samples per run).
+fn sustained_runs() -> Vec<(usize, usize)> {
+    run_override("ACP_BRIDGE_BENCH_SUSTAINED").map_or_else(|| SUSTAINED_SAMPLES.to_vec(), |run| vec![run])
+}
+/// Rates (mentions per second in all) tried at the largest run until the
+/// added p99 passes `sustained::SATURATION_P99`.
+const SATURATION_RATES: [f64; 6] = [50.0, 100.0, 200.0, 300.0, 400.0, 600.0];
+
+async fn sustained_section() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "## Sustained rate (Poisson arrivals; one mention per conversation every {} s on average = human pace, and 10×; daemon flags: `{}`; load average before: {})\n",
+        sustained::HUMAN_MEAN_SECS,
+        daemon_flags(),
+        load_average()
+    );
+    println!(
+        "| conversations | pace | rate (/s) | samples | bridge p50 / p99 | bare client p50 / p99 | added p50 / p99 | daemon CPU per mention | wake-ups per mention |"
+    );
+    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut saturation = None;
+    let runs = sustained_runs();
+    for (index, (conversations, samples)) in runs.iter().copied().enumerate() {
+        let human = conversations as f64 / sustained::HUMAN_MEAN_SECS;
+        let mut loads = vec![
+            sustained::Load { rate: human, samples },
+            sustained::Load {
+                rate: human * 10.0,
+                samples,
+            },
+        ];
+        let sweep = index + 1 == runs.len();
+        if sweep {
+            loads.extend(
+                SATURATION_RATES
+                    .iter()
+                    .map(|&rate| sustained::Load { rate, samples }),
+            );
+        }
+        let bridge = sustained::through_bridge(conversations, &loads).await;
+        let bare = sustained::bare_client(conversations, &loads).await;
+        for (at, (mut bridge, mut bare)) in bridge.into_iter().zip(bare).enumerate() {
+            let pace = match at {
+                0 => "human".to_owned(),
+                1 => "10×".to_owned(),
+                _ => "sweep".to_owned(),
+            };
+            let (added_p50, added_p99) = sustained::added(&mut bridge.latencies, &mut bare.latencies);
+            let (bridge_p50, bridge_p99) = percentiles(&mut bridge.latencies);
+            let (bare_p50, bare_p99) = percentiles(&mut bare.latencies);
+            println!(
+                "| {conversations} | {pace} | {:.1} ({:.1} achieved) | {} | {} / {} | {} / {} | {} / {} | {} | {:.1} |",
+                bridge.load.rate,
+                bridge.achieved_rate,
+                bridge.latencies.len(),
+                ms(bridge_p50),
+                ms(bridge_p99),
+                ms(bare_p50),
+                ms(bare_p99),
+                ms(added_p50),
+                ms(added_p99),
+                bridge.daemon_cpu.map_or_else(String::new, ms),
+                bridge.wakeups.unwrap_or_default()
+            );
+            if at >= 2 && saturation.is_none() && added_p99 > sustained::SATURATION_P99 {
+                saturation = Some(bridge.achieved_rate);
+            }
+        }
+    }
+    let floor = sustained::floor_rate_per_core();
+    match saturation {
+        Some(rate) => println!(
+            "\nAdded p99 passes {} at {rate:.0} mentions/s ({:.0} per core of {cores}; the bench's relay and client share them);",
+            ms(sustained::SATURATION_P99),
+            rate / cores as f64
+        ),
+        None => println!(
+            "\nAdded p99 stayed under {} up to {:.0} mentions/s;",
+            ms(sustained::SATURATION_P99),
+            SATURATION_RATES.last().copied().unwrap_or_default()
+        ),
+    }
+    println!(
+        "the daemon's floor alone (one verification and one signature per mention) allows {floor:.0} per core.\n"
     );
 }
 

@@ -21,6 +21,7 @@ pub async fn sessions(conversations: usize) -> (u64, u64) {
     daemon.ready().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = daemon.rss_kib();
+    println!("{}", idle_breakdown(daemon.child.id()));
     let bot = daemon.bot.public_key();
     let owner = Owner::connect(&relay, owner_keys, bot).await;
     let mut replies = Vec::with_capacity(conversations);
@@ -123,4 +124,24 @@ async fn metric(port: u16, name: &str) -> f64 {
         .find_map(|line| line.strip_prefix(prefix.as_str()))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// Where the idle daemon's resident memory is: anonymous (heap, stacks,
+/// caches) against file-backed (the binary's and libraries' pages it
+/// touched), and its threads.
+fn idle_breakdown(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .map_or_else(String::new, |value| value.trim().to_owned())
+    };
+    format!(
+        "| idle, of which | anonymous {}, file-backed {}, shared memory {}; {} threads |",
+        field("RssAnon:"),
+        field("RssFile:"),
+        field("RssShmem:"),
+        field("Threads:")
+    )
 }

@@ -2,8 +2,13 @@
 
 use std::path::PathBuf;
 
-/// The `acp-bridge` binary next to this one (built by the same cargo run).
+/// The `acp-bridge` binary next to this one (built by the same cargo run),
+/// or the one `ACP_BRIDGE_BENCH_DAEMON` names: one bench binary can then
+/// drive two daemons in turn, to compare a change with what it replaced.
 pub fn bridge_binary() -> PathBuf {
+    if let Some(daemon) = std::env::var_os("ACP_BRIDGE_BENCH_DAEMON") {
+        return PathBuf::from(daemon);
+    }
     let here = std::env::current_exe().expect("own path");
     let sibling = here.with_file_name("acp-bridge");
     assert!(

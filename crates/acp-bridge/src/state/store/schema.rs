@@ -292,6 +292,19 @@ DROP TABLE control_choice;
 ALTER TABLE control_choice_rebuilt RENAME TO control_choice;
 ";
 
+/// Version 19: a sequence number per answered thread, bumped by every
+/// answer in it, so that a relay link asks only for the threads answered
+/// since its last look (`seq > last`) instead of re-reading a minute of
+/// them by date after every answer (BENCHMARKS §10). It is taken as
+/// `MAX(seq) + 1` inside the writing transaction: SQLite serializes
+/// writers, so a later commit always carries a larger number and a
+/// reader can never skip one. Rows from before have none; a relay link
+/// reads them by date when it (re)connects.
+const V19_ANSWERED_THREAD_SEQ: &str = "
+ALTER TABLE answered_thread ADD COLUMN seq INTEGER;
+CREATE INDEX answered_thread_by_seq ON answered_thread (seq);
+";
+
 /// Every migration, oldest first; `user_version` N means the first N ran.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -312,6 +325,7 @@ const MIGRATIONS: &[&str] = &[
     V16_PERMISSION_CHOICES,
     V17_CONVERSATION_SESSIONS,
     V18_OPTION_CHOICES,
+    V19_ANSWERED_THREAD_SEQ,
 ];
 
 /// The schema version this build writes.

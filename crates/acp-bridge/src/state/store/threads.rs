@@ -39,16 +39,19 @@ impl AnsweredThreads {
         self.store.thread_first_answered(&root.to_hex())
     }
 
-    /// The `limit` threads answered in most recently, at `since` (unix
-    /// seconds) or later (`i64::MIN`: any time), newest first: each root
-    /// with when it was last answered in. A root that is not an event id
-    /// (the bridge never stores one) is skipped.
-    pub(crate) fn answered_since(&self, since: i64, limit: usize) -> Result<Vec<(EventId, i64)>> {
-        let threads = self.store.threads_answered_since(since, limit)?;
-        Ok(threads
-            .iter()
-            .filter_map(|(root, at)| EventId::from_hex(root).ok().map(|root| (root, *at)))
-            .collect())
+    /// The `limit` threads answered in most recently, newest first: each
+    /// root with its sequence number (0 for a thread last answered before
+    /// the numbers existed). A root that is not an event id (the bridge
+    /// never stores one) is skipped.
+    pub(crate) fn most_recent(&self, limit: usize) -> Result<Vec<(EventId, i64)>> {
+        Ok(event_ids(self.store.threads_most_recent(limit)?))
+    }
+
+    /// The threads answered in since the answer numbered `seq` (at most
+    /// `limit`, the most recent), each root with its sequence number: what
+    /// a relay link may not follow yet.
+    pub(crate) fn answered_after(&self, seq: i64, limit: usize) -> Result<Vec<(EventId, i64)>> {
+        Ok(event_ids(self.store.threads_answered_after(seq, limit)?))
     }
 
     /// Forgets threads last answered in before `older_than` (unix
@@ -56,6 +59,13 @@ impl AnsweredThreads {
     pub(crate) fn prune(&self, older_than: i64) -> Result<usize> {
         self.store.threads_prune(older_than)
     }
+}
+
+/// The rows whose root is an event id (the bridge never stores another).
+fn event_ids(rows: Vec<(String, i64)>) -> Vec<(EventId, i64)> {
+    rows.into_iter()
+        .filter_map(|(root, seq)| EventId::from_hex(&root).ok().map(|root| (root, seq)))
+        .collect()
 }
 
 impl Store {
@@ -78,19 +88,32 @@ impl Store {
         Ok(found.map(|first| first.unwrap_or(0)))
     }
 
-    /// The `limit` threads answered in most recently, at `since` or later
-    /// (`i64::MIN`: any time), newest first: each root with when it was last
-    /// answered in.
-    pub(super) fn threads_answered_since(&self, since: i64, limit: usize) -> Result<Vec<(String, i64)>> {
+    /// The `limit` threads answered in most recently, newest first: each
+    /// root with its sequence number (0 when it has none).
+    pub(super) fn threads_most_recent(&self, limit: usize) -> Result<Vec<(String, i64)>> {
+        self.threads_query(
+            "SELECT root, coalesce(seq, 0) FROM answered_thread ORDER BY answered_at DESC LIMIT ?2",
+            None,
+            limit,
+        )
+    }
+
+    /// The threads (at most `limit`, the highest numbers) whose last answer
+    /// is numbered after `seq`, highest first.
+    pub(super) fn threads_answered_after(&self, seq: i64, limit: usize) -> Result<Vec<(String, i64)>> {
+        self.threads_query(
+            "SELECT root, seq FROM answered_thread WHERE seq > ?1 ORDER BY seq DESC LIMIT ?2",
+            Some(seq),
+            limit,
+        )
+    }
+
+    fn threads_query(&self, sql: &str, seq: Option<i64>, limit: usize) -> Result<Vec<(String, i64)>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT root, answered_at FROM answered_thread WHERE answered_at >= ?1
-             ORDER BY answered_at DESC LIMIT ?2",
-        )?;
+        let mut stmt = conn.prepare_cached(sql)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let threads = stmt
-            .query_map(params![since, i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })?
+            .query_map(params![seq, limit], |row| Ok((row.get(0)?, row.get(1)?)))?
             .collect::<rusqlite::Result<Vec<(String, i64)>>>()?;
         Ok(threads)
     }
@@ -114,9 +137,12 @@ pub(super) fn record_answered(conn: &Connection, root: &str, now: i64) -> rusqli
         .query_row(params![root], |_| Ok(()))
         .optional()?
         .is_some();
+    // The sequence number: see the schema's version 19.
     conn.prepare_cached(
-        "INSERT INTO answered_thread (root, answered_at, first_answered_at) VALUES (?1, ?2, ?2)
-         ON CONFLICT (root) DO UPDATE SET answered_at = max(answered_at, excluded.answered_at)",
+        "INSERT INTO answered_thread (root, answered_at, first_answered_at, seq)
+         VALUES (?1, ?2, ?2, (SELECT coalesce(max(seq), 0) + 1 FROM answered_thread))
+         ON CONFLICT (root) DO UPDATE SET answered_at = max(answered_at, excluded.answered_at),
+                                          seq = excluded.seq",
     )?
     .execute(params![root, now])?;
     Ok(!known)
@@ -140,12 +166,29 @@ mod tests {
             "the first answer stays"
         );
         assert_eq!(store.thread_first_answered("c").unwrap(), None);
-        let recent = |since, limit| store.threads_answered_since(since, limit).unwrap();
-        assert_eq!(recent(i64::MIN, 10), [("a".to_owned(), 30), ("b".to_owned(), 20)]);
-        assert_eq!(recent(i64::MIN, 1), [("a".to_owned(), 30)]);
-        assert_eq!(recent(20, 10).len(), 2, "from `since` on, inclusive");
-        assert_eq!(recent(21, 10), [("a".to_owned(), 30)]);
+        let recent = |limit| store.threads_most_recent(limit).unwrap();
+        assert_eq!(recent(10), [("a".to_owned(), 3), ("b".to_owned(), 2)]);
+        assert_eq!(recent(1), [("a".to_owned(), 3)]);
         assert_eq!(store.threads_prune(25).unwrap(), 1);
-        assert_eq!(recent(i64::MIN, 10), [("a".to_owned(), 30)]);
+        assert_eq!(recent(10), [("a".to_owned(), 3)]);
+    }
+
+    #[test]
+    fn every_answer_numbers_its_thread_in_commit_order_whatever_its_date() {
+        let dir = ScratchDir::new("threads-seq");
+        let store = Store::open(dir.path()).unwrap();
+        store.thread_answered("a", 100).unwrap();
+        store.thread_answered("b", 101).unwrap();
+        let after = |seq| store.threads_answered_after(seq, 10).unwrap();
+        assert_eq!(after(0), [("b".to_owned(), 2), ("a".to_owned(), 1)]);
+        // Committed later with an earlier date (its answer was timed before
+        // b's commit): still after everything read so far.
+        store.thread_answered("c", 99).unwrap();
+        assert_eq!(after(2), [("c".to_owned(), 3)]);
+        // A known thread answered again is numbered again.
+        store.thread_answered("a", 102).unwrap();
+        assert_eq!(after(3), [("a".to_owned(), 4)]);
+        assert_eq!(after(4), []);
+        assert_eq!(store.threads_answered_after(0, 2).unwrap().len(), 2, "bounded");
     }
 }
