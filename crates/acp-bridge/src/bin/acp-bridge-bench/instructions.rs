@@ -25,8 +25,33 @@ const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 const WARM_UP: usize = 5;
 /// Answered mentions counted (under callgrind, about a second each).
 pub const MENTIONS: usize = 50;
-/// Answered mentions timed without valgrind.
+/// Answered mentions timed without valgrind (dense; at a pace, as many as
+/// under callgrind).
 const NATIVE_MENTIONS: usize = 300;
+
+/// With `ACP_BRIDGE_BENCH_PACE_MS=N`, N ms between a reply and the next
+/// mention. Back to back, one conversation is a chat of ten turns a
+/// second, and each turn's thread context read (relays filter by whole
+/// seconds) returns that second's earlier turns, which the daemon reads
+/// and leaves out; past a second apart it returns what a chat at a human
+/// pace holds: the bot's last answer and the mention.
+fn pace() -> Option<std::time::Duration> {
+    std::env::var("ACP_BRIDGE_BENCH_PACE_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(std::time::Duration::from_millis)
+}
+
+/// `count` mentions in the bench's one conversation, each once the last
+/// was answered (and the pace, if any, passed).
+async fn converse(owner: &Owner, bot: &PublicKey, label: &str, count: usize) {
+    for turn in 0..count {
+        if let Some(pace) = pace() {
+            tokio::time::sleep(pace).await;
+        }
+        owner.round_trip(bot, "bench", &format!("{label} {turn}")).await;
+    }
+}
 /// Functions listed from the profile, by inclusive cost.
 const PROFILE_LINES: usize = 30;
 
@@ -67,13 +92,9 @@ pub async fn per_mention() -> Result<PerMention, String> {
     let bot = daemon.bot.public_key();
     let owner = Owner::connect(&relay, owner_keys, bot).await;
     let pid = daemon.child.id().to_string();
-    for turn in 0..WARM_UP {
-        owner.round_trip(&bot, "bench", &format!("warm up {turn}")).await;
-    }
+    converse(&owner, &bot, "warm up", WARM_UP).await;
     callgrind_control("-z", &pid)?;
-    for turn in 0..MENTIONS {
-        owner.round_trip(&bot, "bench", &format!("turn {turn}")).await;
-    }
+    converse(&owner, &bot, "turn", MENTIONS).await;
     callgrind_control("-d", &pid)?;
     let _ = daemon.child.kill();
     let _ = daemon.child.wait();
@@ -99,21 +120,18 @@ pub async fn wakeups_per_mention() -> (f64, f64, std::time::Duration) {
     let bot = daemon.bot.public_key();
     let owner = Owner::connect(&relay, owner_keys, bot).await;
     let pid = daemon.child.id();
-    for turn in 0..WARM_UP {
-        owner.round_trip(&bot, "bench", &format!("warm up {turn}")).await;
-    }
+    converse(&owner, &bot, "warm up", WARM_UP).await;
+    let mentions = if pace().is_some() { MENTIONS } else { NATIVE_MENTIONS };
     let (switches_before, cpu_before) = (context_switches(pid), cpu_time(pid));
-    for turn in 0..NATIVE_MENTIONS {
-        owner.round_trip(&bot, "bench", &format!("turn {turn}")).await;
-    }
+    converse(&owner, &bot, "turn", mentions).await;
     let (switches_after, cpu_after) = (context_switches(pid), cpu_time(pid));
     drop(daemon);
     relay.shutdown();
-    let per_mention = |after: u64, before: u64| after.saturating_sub(before) as f64 / NATIVE_MENTIONS as f64;
+    let per_mention = |after: u64, before: u64| after.saturating_sub(before) as f64 / mentions as f64;
     (
         per_mention(switches_after.0, switches_before.0),
         per_mention(switches_after.1, switches_before.1),
-        cpu_after.saturating_sub(cpu_before) / NATIVE_MENTIONS as u32,
+        cpu_after.saturating_sub(cpu_before) / mentions as u32,
     )
 }
 
