@@ -1,7 +1,9 @@
 //! A returning conversation's first prompt is prepared beside its lease:
 //! while the agent reopens the session (`--session-idle` closed it), the
 //! thread context is read and the mention's image fetched, so the prompt
-//! waits for the slower of the two, not their sum (issue 39).
+//! waits for the slower of the two, not their sum (issue 39); and what was
+//! read ahead gives way to a fresh read when the lease opened a new
+//! session, which is given the thread again.
 
 use nostr_sdk::prelude::*;
 
@@ -92,4 +94,51 @@ async fn the_context_and_media_of_a_returning_conversation_are_ready_before_its_
         "the image fetched ahead reached the agent: {answer}"
     );
     assert_eq!(answer.matches("[image image/").count(), 1, "{answer}");
+}
+
+/// An agent that cannot reopen sessions, after a restart of the daemon:
+/// the next mention starts a new session, slowly (`initialize`), and the
+/// context read ahead from the old session's mark gives way: the new
+/// session is given the thread again, its earlier note included, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_opened_by_the_lease_gets_the_whole_thread_not_the_context_read_ahead() {
+    let mut scene = Scene::builder()
+        .agent(&[
+            "--rounds",
+            "1",
+            "--round-delay-ms",
+            "10",
+            "--init-delay-ms",
+            "500",
+        ])
+        .flags(&["--thread-context", "10", "--follow-threads", "off"])
+        .start()
+        .await;
+    let (owner, bot) = (&scene.owner, scene.bot);
+    let root = owner.publish(EventBuilder::text_note("a thread")).await;
+    owner.publish(note_in_thread(&root, "the earlier note", 5)).await;
+    let first = owner.publish(ask_in_thread(&root, bot, "first")).await;
+    let answer = scene.reply_to(&first).await.content;
+    assert_eq!(answer.matches("the earlier note").count(), 1, "{answer}");
+
+    let status = scene.bridge.terminate(PATIENCE).await;
+    assert!(status.success(), "{status}");
+    scene.restart(scene.spec()).await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let mark = log.cursor();
+    let again = owner.publish(ask_in_thread(&root, bot, "again")).await;
+    let answer = scene.reply_to(&again).await.content;
+    println!("answer:\n{answer}");
+    assert_eq!(
+        answer.matches("the earlier note").count(),
+        1,
+        "the new session is given the thread again: {answer}"
+    );
+    let reread = log
+        .wait(
+            mark,
+            Line::new("the thread context read ahead is stale: reading it again"),
+        )
+        .await;
+    assert_eq!(reread["why"], "the lease opened a new session", "{reread}");
 }

@@ -18,7 +18,10 @@
 //!   store cleared the mark, and the context is read again for the new
 //!   session, as the prompt would have read it; so it is when a message it
 //!   quotes was journaled since (a mention that joined the turn meanwhile
-//!   is prompted as itself, never quoted too).
+//!   is prompted as itself, never quoted too), and when the lease took
+//!   longer than [`FRESH_FOR`] (a cold start, a lease parked for a free
+//!   session: the thread may have moved on, and one more read is small
+//!   beside such a wait).
 //! - the media of the kinds the profile's agent took when it was last
 //!   leased in this run ([`TakesSeen`]); none before that: a stranger's URL
 //!   is fetched only for an agent that takes what it points to. The prompt
@@ -29,6 +32,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use acp_bridge_core::mention::{ConversationKey, Mention};
 use acp_bridge_core::slash;
@@ -39,6 +43,10 @@ use tracing::Instrument;
 use super::TurnServices;
 use crate::intake::media::{self, AgentTakes, FetchedAhead};
 use crate::intake::thread_context::{Gathered, ThreadContext};
+
+/// How long a context read ahead stays good for the prompt: the relay
+/// read's own bound (`CONTEXT_FETCH_TIMEOUT`), well above a reopen.
+const FRESH_FOR: Duration = Duration::from_secs(3);
 
 /// What each profile's agent took inline when it was last leased, in this
 /// run: which media a turn may fetch before its own lease says.
@@ -70,12 +78,38 @@ pub(super) struct Preparation {
     leased: Arc<AtomicBool>,
 }
 
+/// A thread context read ahead of its prompt.
+#[derive(Debug)]
+struct ContextAhead {
+    gathered: Gathered,
+    /// The session's mark it was read from.
+    from: Option<(i64, String)>,
+    read_at: Instant,
+}
+
+impl ContextAhead {
+    /// Why it no longer fits the prompt of the turn answering `batch`, if
+    /// it does not.
+    fn stale(&self, context: &ThreadContext, batch: &[Mention]) -> Option<&'static str> {
+        let first = batch.first()?;
+        if mark_of(context, &first.conversation) != self.from {
+            Some("the lease opened a new session")
+        } else if self.read_at.elapsed() > FRESH_FOR {
+            Some("read too long before the lease ended")
+        } else if !context.still_new(&self.gathered) {
+            Some("a message it quotes joined the turn")
+        } else {
+            None
+        }
+    }
+}
+
 /// The parts made ahead of the first prompt.
 #[derive(Debug, Default)]
 pub(super) struct Prepared {
-    /// The context read ahead and the mark it was read from (`None`: no
-    /// context for this turn, or the task failed).
-    context: Option<(Gathered, Option<(i64, String)>)>,
+    /// The context read ahead (`None`: no context for this turn, or the
+    /// task failed).
+    context: Option<ContextAhead>,
     /// The batch's media fetched ahead.
     pub(super) media: FetchedAhead,
 }
@@ -109,7 +143,13 @@ impl Preparation {
                 let (context, batch) = context?;
                 let from = mark_of(&context, &batch.first()?.conversation);
                 let gathered = context.for_turn(&batch).await;
-                Some(((gathered, from), started.elapsed()))
+                let read_at = Instant::now();
+                let ahead = ContextAhead {
+                    gathered,
+                    from,
+                    read_at,
+                };
+                Some((ahead, read_at - started))
             };
             let fetch = async {
                 let fetched = media::fetch_ahead(&fetcher, &cache, &media, takes).await;
@@ -149,23 +189,18 @@ impl Preparation {
 
 impl Prepared {
     /// The thread context for the first prompt of the turn answering
-    /// `batch`: the one read ahead, unless the thread changed for the
-    /// session since (see the module's doc): then read again.
+    /// `batch`: the one read ahead, unless it is stale (see the module's
+    /// doc): then read again.
     pub(super) async fn context(&mut self, context: &ThreadContext, batch: &[Mention]) -> Gathered {
-        let unmoved = |from: &Option<(i64, String)>| {
-            batch
-                .first()
-                .is_some_and(|first| mark_of(context, &first.conversation) == *from)
+        let Some(ahead) = self.context.take() else {
+            return context.for_turn(batch).await;
         };
-        match self.context.take() {
-            Some((gathered, from)) if unmoved(&from) && context.still_new(&gathered) => gathered,
-            Some(_) => {
-                tracing::info!(
-                    "the thread changed for the session while its context was read ahead (a new session, or a mention since): reading it again"
-                );
+        match ahead.stale(context, batch) {
+            None => ahead.gathered,
+            Some(why) => {
+                tracing::info!(why, "the thread context read ahead is stale: reading it again");
                 context.for_turn(batch).await
             }
-            None => context.for_turn(batch).await,
         }
     }
 }

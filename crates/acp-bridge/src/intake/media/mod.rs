@@ -148,3 +148,69 @@ pub(crate) async fn prompt_blocks(
     }
     blocks::prompt_blocks(text, mark, media.into_iter().zip(outcomes).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An image at a loopback address: refused by the default fetcher
+    /// before any connection.
+    fn image(name: &str) -> MediaRef {
+        MediaRef {
+            url: format!("http://127.0.0.1:9/{name}.png"),
+            mime: None,
+            sha256: None,
+            size: None,
+            dim: None,
+        }
+    }
+
+    fn text_of(blocks: &[ContentBlock]) -> String {
+        serde_json::to_value(&blocks[0]).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn only_what_a_prompt_would_fetch_is_fetched_ahead() {
+        let (fetcher, cache) = (MediaFetcher::default(), MediaCache::default());
+        let many: Vec<MediaRef> = (0..6).map(|n| image(&n.to_string())).collect();
+        let takes_images = AgentTakes {
+            image: true,
+            audio: false,
+        };
+        let ahead = fetch_ahead(&fetcher, &cache, &many, takes_images).await;
+        assert_eq!(ahead.len(), MAX_MEDIA_PER_PROMPT);
+        let takes_none = AgentTakes::default();
+        assert_eq!(fetch_ahead(&fetcher, &cache, &many, takes_none).await.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_outcome_fetched_ahead_failure_included_is_used_and_the_rest_fetched() {
+        let (fetcher, cache) = (MediaFetcher::default(), MediaCache::default());
+        let (early, late) = (image("early"), image("late"));
+        let ahead = FetchedAhead(vec![(
+            early.clone(),
+            Err(fetch::Refusal::Failed("timed out".into())),
+        )]);
+        let takes = AgentTakes {
+            image: true,
+            audio: false,
+        };
+        let media = vec![early.clone(), late.clone()];
+        let (blocks, _) = prompt_blocks(&fetcher, &cache, "look".into(), "[m]", media, takes, ahead).await;
+        let text = text_of(&blocks);
+        assert!(
+            text.contains(&format!(
+                "{} — not shown: could not be fetched: timed out",
+                early.url
+            )),
+            "not fetched again: {text}"
+        );
+        assert!(
+            text.contains(&format!("{} — not shown: a private address", late.url)),
+            "fetched now: {text}"
+        );
+    }
+}
