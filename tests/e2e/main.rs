@@ -62,6 +62,7 @@ mod send_file;
 mod sessions;
 mod shards;
 mod thread_context;
+mod turn_prep;
 mod waiting;
 mod work_view;
 mod workspaces;

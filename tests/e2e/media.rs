@@ -20,7 +20,7 @@ use crate::support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A 1×1 PNG.
-const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\rIDATx\x9cc\xf8\xff\xff?\0\x05\xfe\x02\xfe\xa7\x35\x81\x84\0\0\0\0IEND\xaeB`\x82";
+pub(crate) const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\rIDATx\x9cc\xf8\xff\xff?\0\x05\xfe\x02\xfe\xa7\x35\x81\x84\0\0\0\0IEND\xaeB`\x82";
 /// The start of an Ogg file, as `/clip.ogg` serves it.
 const OGG: &[u8] = b"OggS\0\x02\0\0\0\0\0\0\0\0";
 /// How many times `/once.png` (a [`PNG`]) was asked for.
@@ -32,7 +32,7 @@ const MAX_IMAGE_BYTES: usize = 1024;
 /// [`PNG`], the second counted in [`ONCE_GETS`]),
 /// `/big.png` (a PNG past [`MAX_IMAGE_BYTES`]) and `/clip.ogg` ([`OGG`]);
 /// its base URL.
-async fn image_server() -> String {
+pub(crate) async fn image_server() -> String {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .expect("bind");

@@ -687,6 +687,7 @@ fn turn_services(
             settings.media.private_addresses,
         ),
         media_cache: MediaCache::default(),
+        takes_seen: Default::default(),
         work_summary: settings.replies.work_summary,
         progress: settings.replies.progress,
     }

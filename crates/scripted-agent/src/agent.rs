@@ -88,14 +88,14 @@ impl Agent {
             }
             acp::SESSION_PROMPT => self.prompt(id, params, turns).await,
             acp::SESSION_RESUME if self.options.reopen_sessions == Some(Reopen::Resume) => {
-                let outcome = self.reopen_session(&params);
+                let outcome = self.reopen_session(&params).await;
                 let opened = outcome.as_ref().ok().cloned();
                 let outcome = outcome.map(|session_id| self.controls.open(&session_id));
                 self.outbox.reply(id, outcome).await?;
                 self.advertise_commands(opened.as_deref()).await
             }
             acp::SESSION_LOAD if self.options.reopen_sessions == Some(Reopen::Load) => {
-                match self.reopen_session(&params) {
+                match self.reopen_session(&params).await {
                     Ok(session_id) => {
                         // The history, replayed before the answer as agents do.
                         let history = update::agent_text("(history of an earlier turn)");
@@ -163,8 +163,12 @@ impl Agent {
     }
 
     /// Takes a session of an earlier process back: any id of the shape
-    /// this agent hands out is known.
-    fn reopen_session(&self, params: &Value) -> Result<String, RpcError> {
+    /// this agent hands out is known; under `--reopen-delay-ms`, only
+    /// after that long.
+    async fn reopen_session(&self, params: &Value) -> Result<String, RpcError> {
+        if let Some(ms) = self.options.reopen_delay_ms {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         let session_id = params["sessionId"].as_str().unwrap_or_default();
         if !session_id.starts_with("sess_") {
             return Err(RpcError::resource_not_found(format!(

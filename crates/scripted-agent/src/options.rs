@@ -84,6 +84,11 @@ pub struct Options {
     #[arg(long, value_name = "MS")]
     pub init_delay_ms: Option<u64>,
 
+    /// Sleep this long before answering `session/resume` or `session/load`
+    /// (a slow reopen, as claude-agent-acp's half a second).
+    #[arg(long, value_name = "MS")]
+    pub reopen_delay_ms: Option<u64>,
+
     /// Lack goose's steer extension: its method answers -32601.
     #[arg(long)]
     pub no_steer: bool,
@@ -212,6 +217,7 @@ impl Default for Options {
             chatter: false,
             chatter_interval_ms: DEFAULT_CHATTER_INTERVAL_MS,
             init_delay_ms: None,
+            reopen_delay_ms: None,
             no_steer: false,
             session_steering: false,
             additional_directories: false,
@@ -276,6 +282,9 @@ impl Options {
         }
         if let Some(ms) = self.init_delay_ms {
             summary.push_str(&format!(" --init-delay-ms {ms}"));
+        }
+        if let Some(ms) = self.reopen_delay_ms {
+            summary.push_str(&format!(" --reopen-delay-ms {ms}"));
         }
         if let Some(rounds) = self.crash_after_rounds {
             summary.push_str(&format!(" --crash-after-rounds {rounds}"));

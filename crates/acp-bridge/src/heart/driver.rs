@@ -17,6 +17,11 @@
 //! the task spends on. The driver ends with [`DriverAction::Publish`] (which also frees
 //! the agent), [`DriverAction::Release`] or [`DriverAction::Abandon`], or
 //! when the heart drops its end of the channel.
+//!
+//! What the first prompt needs besides the agent (the thread context, the
+//! batch's media) is made beside the lease (`prepare`).
+
+mod prepare;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -48,13 +53,15 @@ use super::tasks::Delegator;
 use super::usage;
 use crate::agents::pool::{Lease, Pools};
 use crate::base::deadline::sleep_until;
-use crate::intake::media::{self, AgentTakes, MediaCache, MediaFetcher};
+use crate::intake::media::{self, AgentTakes, FetchedAhead, MediaCache, MediaFetcher};
 use crate::intake::thread_context::{PendingMark, ThreadContext};
 use crate::outbound::groups::GroupDirectory;
 use crate::outbound::reply::{ProgressSettings, Replier, ReplyContent};
 use crate::policy::budget::turn_cap::{CapReached, SharedSpend};
 use crate::state::store::{Approvals, Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
+use prepare::Preparation;
+use prepare::TakesSeen;
 
 /// How long a slash command waits for a fresh session's list of commands
 /// (agents send it right after `session/new` is answered).
@@ -101,6 +108,9 @@ pub(crate) struct TurnServices {
     pub gate: Option<crate::policy::gate::GateRules>,
     /// The media fetched lately, shared by every turn.
     pub media_cache: MediaCache,
+    /// What each profile's agent took inline when last leased: which
+    /// media a turn fetches before its lease (see `prepare`).
+    pub takes_seen: TakesSeen,
     /// `--work-summary`: the account of the work appended to answers.
     pub work_summary: WorkSummary,
     /// When a long turn shows its progress in its thread.
@@ -231,6 +241,7 @@ pub(super) fn spawn(
     };
     let work = SharedWork::default();
     let progress = in_thread.then(|| Progress::new(services.progress, batch));
+    let preparation = Preparation::start(&services, &profile, batch, context_for.as_deref(), &span);
     let driver = Driver {
         services,
         conversation,
@@ -248,6 +259,7 @@ pub(super) fn spawn(
         steer: SteerMethod::GooseRun,
         anchor: newest.cloned(),
         context_for,
+        preparation,
         context_mark: None,
         group_preface,
         turn_spend: spend.clone(),
@@ -375,6 +387,9 @@ struct Driver {
     anchor: Option<Mention>,
     /// The batch, until its first prompt is given the thread's context.
     context_for: Option<Vec<Mention>>,
+    /// The first prompt's parts, made beside the lease (`None` once the
+    /// first prompt took them, or for a slash command).
+    preparation: Option<Preparation>,
     /// The session's thread-context mark, recorded once the agent answers
     /// the prompt that carried the context (a failed prompt is retried
     /// with it again).
@@ -442,12 +457,14 @@ impl Driver {
 
     async fn perform(&mut self, action: DriverAction) -> Flow {
         match action {
-            DriverAction::Lease => match self.services.pool.lease(&self.profile, &self.conversation).await {
+            DriverAction::Lease => match self.lease().await {
                 Ok(lease) => {
                     tracing::Span::current().record("session", lease.session.as_str());
                     if let Some(task) = self.answer_to.task() {
                         tracing::info!(task_id = %task.task, session = %lease.session, "task session leased");
                     }
+                    let takes = AgentTakes::of(lease.client.info());
+                    self.services.takes_seen.saw(&self.profile, takes);
                     self.steer = SteerMethod::for_agent(&lease.client);
                     tracing::Span::current().record("steer_method", self.steer.as_str());
                     let anchor = self.anchor.as_ref();
@@ -473,7 +490,7 @@ impl Driver {
             DriverAction::AgentCommand(command) => self.agent_command(command).await,
             DriverAction::Steer { ticket, text, media } => {
                 if let Some(lease) = &self.lease {
-                    let blocks = self.blocks(lease, text, media).await;
+                    let blocks = self.blocks(lease, text, media, FetchedAhead::default()).await;
                     let answer = self.steer.steer(&lease.client, &lease.session, blocks).await;
                     self.report(Input::SteerAnswered { ticket, answer }).await;
                 }
@@ -534,18 +551,31 @@ impl Driver {
         Flow::Continue
     }
 
+    /// The conversation's session, and the preparation told the lease ended.
+    async fn lease(&self) -> Result<Lease, crate::agents::pool::PoolError> {
+        let leased = self.services.pool.lease(&self.profile, &self.conversation).await;
+        if let Some(preparation) = &self.preparation {
+            preparation.lease_ended();
+        }
+        leased
+    }
+
     async fn prompt(&mut self, text: String, media: Vec<MediaRef>) {
+        let mut prepared = match self.preparation.take() {
+            Some(preparation) => preparation.ready().await,
+            None => prepare::Prepared::default(),
+        };
         // The first prompt carries what the session has not seen of the thread.
         let text = match (self.context_for.take(), &self.services.context) {
             (Some(batch), Some(context)) => {
-                let gathered = context.for_turn(&batch).await;
+                let gathered = prepared.context(context, &batch).await;
                 self.context_mark = gathered.mark;
                 gathered.text + &text
             }
             _ => text,
         };
         let text = self.group_preface.clone() + &text;
-        self.send_prompt(text, media).await;
+        self.send_prompt(text, media, prepared.media).await;
     }
 
     /// Runs the agent's slash command (see `acp_bridge_core::slash`) if
@@ -559,15 +589,19 @@ impl Driver {
             .session_commands_within(&lease.session, COMMANDS_PATIENCE)
             .await;
         match command.check(known.as_deref()) {
-            Ok(()) => self.send_prompt(command.prompt(), Vec::new()).await,
+            Ok(()) => {
+                let (text, media) = (command.prompt(), Vec::new());
+                self.send_prompt(text, media, FetchedAhead::default()).await
+            }
             Err(notice) => self.report(Input::CommandRefused(notice)).await,
         }
     }
 
-    /// Prompts the leased session with `text` as it is.
-    async fn send_prompt(&mut self, text: String, media: Vec<MediaRef>) {
+    /// Prompts the leased session with `text` as it is, and `media`
+    /// (those fetched `ahead` not fetched again).
+    async fn send_prompt(&mut self, text: String, media: Vec<MediaRef>, ahead: FetchedAhead) {
         let Some(lease) = &self.lease else { return };
-        let blocks = self.blocks(lease, text, media).await;
+        let blocks = self.blocks(lease, text, media, ahead).await;
         let prompt = lease
             .client
             .prompt(&lease.session, blocks, self.services.options)
@@ -584,9 +618,15 @@ impl Driver {
     }
 
     /// The blocks of a prompt or steer of `text` whose mentions carry
-    /// `media`, fetched for what the leased agent takes; says in the log
-    /// what they carry when there are media.
-    async fn blocks(&self, lease: &Lease, text: String, media: Vec<MediaRef>) -> Vec<ContentBlock> {
+    /// `media`, fetched (unless fetched `ahead`) for what the leased agent
+    /// takes; says in the log what they carry when there are media.
+    async fn blocks(
+        &self,
+        lease: &Lease,
+        text: String,
+        media: Vec<MediaRef>,
+        ahead: FetchedAhead,
+    ) -> Vec<ContentBlock> {
         let takes = AgentTakes::of(lease.client.info());
         let carries_media = !media.is_empty();
         let (blocks, summary) = media::prompt_blocks(
@@ -596,6 +636,7 @@ impl Driver {
             BRIDGE_MARK,
             media,
             takes,
+            ahead,
         )
         .await;
         if carries_media {

@@ -225,6 +225,8 @@ pub(crate) struct Gathered {
     pub text: String,
     /// Where the session's mark moves once the agent accepted the prompt.
     pub mark: Option<PendingMark>,
+    /// The messages it quotes.
+    quoted: Vec<EventId>,
 }
 
 /// A session's next mark, not yet recorded: the prompt that carries the
@@ -399,6 +401,7 @@ impl ThreadContext {
             .iter()
             .map(|mention| (mention.created_at.as_secs() as i64, mention.event_id.to_hex()));
         let seen_context = read.quoted.iter().map(|(at, id)| (*at, id.to_hex()));
+        let quoted = read.quoted.iter().map(|(_, id)| *id).collect();
         let next = mark
             .clone()
             .unwrap_or_default()
@@ -416,6 +419,21 @@ impl ThreadContext {
         Gathered {
             text: read.text,
             mark: pending,
+            quoted,
+        }
+    }
+
+    /// Whether `gathered`, read a moment ago (ahead of the prompt, beside
+    /// the lease), still quotes nothing the journal took in since: a
+    /// mention that arrived meanwhile joins the prompt as itself, and
+    /// must not be quoted as well.
+    pub(crate) fn still_new(&self, gathered: &Gathered) -> bool {
+        match self.ledger.journaled_among(&gathered.quoted) {
+            Ok(journaled) => journaled.is_empty(),
+            Err(error) => {
+                tracing::warn!(%error, "cannot check the thread context against the journal; reading it again");
+                false
+            }
         }
     }
 
