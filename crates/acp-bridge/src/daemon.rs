@@ -737,6 +737,7 @@ async fn relay_client(
 ) -> Result<(Client, Vec<Relay>), DaemonError> {
     let client = Client::builder()
         .signer(signer.clone())
+        .database(crate::edge::seen_ids::tracker())
         .websocket_transport(NoDelayTransport::tapped(taps.clone()))
         // Relays that ask for NIP-42 authentication get it: the SDK signs
         // their challenge through the bot's signer and sends the subscriptions

@@ -8,5 +8,6 @@ pub(crate) mod http_server;
 pub(crate) mod metrics_endpoint;
 pub(crate) mod public_address;
 pub(crate) mod relay_tap;
+pub(crate) mod seen_ids;
 pub(crate) mod signer;
 pub(crate) mod transport;

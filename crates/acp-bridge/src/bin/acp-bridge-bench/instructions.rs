@@ -121,7 +121,11 @@ pub async fn wakeups_per_mention() -> (f64, f64, std::time::Duration) {
     let owner = Owner::connect(&relay, owner_keys, bot).await;
     let pid = daemon.child.id();
     converse(&owner, &bot, "warm up", WARM_UP).await;
-    let mentions = if pace().is_some() { MENTIONS } else { NATIVE_MENTIONS };
+    let mentions = if pace().is_some() {
+        MENTIONS
+    } else {
+        NATIVE_MENTIONS
+    };
     let (switches_before, cpu_before) = (context_switches(pid), cpu_time(pid));
     converse(&owner, &bot, "turn", mentions).await;
     let (switches_after, cpu_after) = (context_switches(pid), cpu_time(pid));

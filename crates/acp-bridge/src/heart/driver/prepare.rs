@@ -156,13 +156,26 @@ impl Preparation {
                 (fetched, started.elapsed())
             };
             let (context, (media, media_took)) = tokio::join!(read, fetch);
-            tracing::info!(
-                context_ms = context.as_ref().map(|(_, took)| took.as_millis() as u64),
-                media_ms = media_took.as_millis() as u64,
-                media_fetched = media.len(),
-                lease_pending = !lease_ended.load(Ordering::Acquire),
-                "turn prepared"
-            );
+            // Worth an operator's line only when it hid a wait (the lease
+            // was still reopening or starting the session); a line per turn
+            // costs as much as a tenth of a signature (BENCHMARKS §10).
+            let lease_pending = !lease_ended.load(Ordering::Acquire);
+            macro_rules! prepared {
+                ($level:ident) => {
+                    tracing::$level!(
+                        context_ms = context.as_ref().map(|(_, took)| took.as_millis() as u64),
+                        media_ms = media_took.as_millis() as u64,
+                        media_fetched = media.len(),
+                        lease_pending,
+                        "turn prepared"
+                    )
+                };
+            }
+            if lease_pending {
+                prepared!(info);
+            } else {
+                prepared!(debug);
+            }
             Prepared {
                 context: context.map(|(read, _)| read),
                 media,

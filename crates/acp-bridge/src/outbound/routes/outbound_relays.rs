@@ -27,7 +27,7 @@
 //! decision, without I/O, so that it is tested on its own.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nostr_sdk::prelude::{Client, ClientOptions, Event, EventId, Filter, Output, RelayUrl};
@@ -122,7 +122,12 @@ impl PoolBook {
 /// The pooled connections to other people's relays.
 #[derive(Debug)]
 pub(crate) struct OutboundRelays {
-    client: Client,
+    /// Built on first use: an SDK client holds about 6 MB from the start
+    /// (its verification cache of 128,000 ids, allocated up front, and its
+    /// notification channel), and many bots never reach another's relay
+    /// (BENCHMARKS §10).
+    client: OnceLock<Client>,
+    signer: BotSigner,
     book: Mutex<PoolBook>,
     guard: Arc<RelayGuard>,
 }
@@ -143,17 +148,23 @@ impl OutboundRelays {
     }
 
     fn with_bounds(signer: BotSigner, guard: StrangersRelays, capacity: usize, idle_after: Duration) -> Self {
-        let guard = Arc::new(RelayGuard::new(guard));
-        let client = Client::builder()
-            .signer(signer)
-            .websocket_transport(NoDelayTransport::guarded(Arc::clone(&guard)))
-            .opts(ClientOptions::new().automatic_authentication(true))
-            .build();
         OutboundRelays {
-            client,
+            client: OnceLock::new(),
+            signer,
             book: Mutex::new(PoolBook::new(capacity, idle_after)),
-            guard,
+            guard: Arc::new(RelayGuard::new(guard)),
         }
+    }
+
+    fn client(&self) -> &Client {
+        self.client.get_or_init(|| {
+            Client::builder()
+                .signer(self.signer.clone())
+                .database(crate::edge::seen_ids::tracker())
+                .websocket_transport(NoDelayTransport::guarded(Arc::clone(&self.guard)))
+                .opts(ClientOptions::new().automatic_authentication(true))
+                .build()
+        })
     }
 
     /// Whether `url` may be tried: not refused by its URL, nor refused
@@ -188,7 +199,7 @@ impl OutboundRelays {
                 failed: HashMap::new(),
             }
         } else {
-            self.client.send_event_to(reachable, event).await?
+            self.client().send_event_to(reachable, event).await?
         };
         output.failed.extend(unreachable);
         Ok(output)
@@ -213,7 +224,7 @@ impl OutboundRelays {
         match (reachable.is_empty(), last_error) {
             (true, Some(error)) => Err(error),
             _ => Ok(self
-                .client
+                .client()
                 .fetch_events_from(reachable, filter, timeout)
                 .await?
                 .into_iter()
@@ -229,10 +240,10 @@ impl OutboundRelays {
             tracing::debug!(relay = %closed, "closing the least recently used connection to another's relay");
             self.close(&closed).await;
         }
-        if used.open || self.client.relay(url).await.is_err() {
-            self.client.add_relay(url.clone()).await?;
+        if used.open || self.client().relay(url).await.is_err() {
+            self.client().add_relay(url.clone()).await?;
             if let Err(error) = self
-                .client
+                .client()
                 .try_connect_relay(url.clone(), OUTBOUND_CONNECT_TIMEOUT)
                 .await
             {
@@ -255,14 +266,17 @@ impl OutboundRelays {
     }
 
     async fn close(&self, url: &RelayUrl) {
-        if let Err(error) = self.client.force_remove_relay(url.clone()).await {
+        let Some(client) = self.client.get() else { return };
+        if let Err(error) = client.force_remove_relay(url.clone()).await {
             tracing::debug!(relay = %url, %error, "cannot close a connection to another's relay");
         }
     }
 
     /// Closes every connection (at shutdown).
     pub(crate) async fn shutdown(&self) {
-        self.client.shutdown().await;
+        if let Some(client) = self.client.get() {
+            client.shutdown().await;
+        }
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, PoolBook> {
@@ -347,7 +361,7 @@ mod tests {
     }
 
     async fn open_relays(pool: &OutboundRelays) -> Vec<RelayUrl> {
-        pool.client.relays().await.into_keys().collect()
+        pool.client().relays().await.into_keys().collect()
     }
 
     #[tokio::test]
@@ -364,12 +378,16 @@ mod tests {
             1,
             OUTBOUND_RELAY_IDLE,
         );
+        assert!(pool.client.get().is_none(), "no SDK client before the first use");
+        pool.close_idle().await;
+        pool.shutdown().await;
+        assert!(pool.client.get().is_none(), "closing nothing builds nothing");
 
         for text in ["one", "two"] {
             let sent = pool.send_event_to(&[a.url().clone()], &note(text)).await.unwrap();
             assert!(sent.success.contains(a.url()), "{sent:?}");
         }
-        let connection = pool.client.relay(a.url()).await.unwrap();
+        let connection = pool.client().relay(a.url()).await.unwrap();
         assert_eq!(connection.stats().success(), 1, "one connection for both");
 
         let sent = pool
