@@ -26,12 +26,17 @@ async fn signing_stage(builder: SceneBuilder, up: bool) -> (Stage, RemoteSigner)
         true => RemoteSigner::start(&stage.spec.bot, &stage.relay.url()).await,
         false => RemoteSigner::down(&stage.spec.bot, &stage.relay.url()),
     };
+    hand_over(&mut stage, &signer);
+    (stage, signer)
+}
+
+/// Gives the daemon of `stage` only `signer`'s URI, in a 0600 file.
+fn hand_over<R: RelayServer>(stage: &mut Stage<R>, signer: &RemoteSigner) {
     let file = temp_dir("bunker").join("bunker-uri");
     std::fs::write(&file, signer.bunker_uri()).expect("write the bunker URI");
     let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
     std::fs::set_permissions(&file, private).expect("chmod 600");
     stage.spec.signer_file = Some(file);
-    (stage, signer)
 }
 
 /// Every file under `dir`, recursively.
@@ -359,4 +364,87 @@ async fn a_dm_waiting_for_the_signer_when_the_daemon_stops_is_answered_after_the
     let answered = times_answered(&scene, dm_text).await;
     println!("DM waiting for the signer at stop: answered {answered} time(s) after the restart");
     assert_eq!(answered, 1);
+}
+
+/// The bunker's round trip in the pipelining tests (a phone's, roughly):
+/// long against loopback, so requests sent together overlap in it.
+const FAR: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// A stage whose daemon signs through a bunker [`FAR`] away.
+async fn far_signing_stage() -> (Stage, RemoteSigner) {
+    let mut stage = Scene::builder().flags(&["--signer-timeout", "10s"]).stage().await;
+    let signer = RemoteSigner::start(&stage.spec.bot, &stage.relay.url())
+        .await
+        .far(FAR)
+        .await;
+    hand_over(&mut stage, &signer);
+    (stage, signer)
+}
+
+/// Issue 39: a DM's answer is gift-wrapped twice (to the owner, and the
+/// copy to the bot), each an encryption then a seal's signature at the
+/// bunker; the two wraps are asked together, so the answer costs two
+/// round trips, not four (they were asked one after the other).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_answer_asks_the_bunker_for_its_two_gift_wraps_at_once() {
+    let (stage, signer) = far_signing_stage().await;
+    let scene = stage.start().await;
+    let watch = signer.watch().await;
+
+    let asked = std::time::Instant::now();
+    let dm_text = "both wraps at once, please";
+    scene.owner.dm(&scene.bot, dm_text).await;
+    scene.owner.dm_containing(&scene.bot, dm_text).await;
+    let took = asked.elapsed();
+    // The DM's unwrap and its seal's, then the answer's two wraps.
+    let seen = watch.settled(6).await;
+    println!(
+        "DM through a bunker {} ms away: answered in {} ms; {} requests, at most {} out at once, at most {} encryptions (gift wraps) out at once",
+        FAR.as_millis(),
+        took.as_millis(),
+        seen.sent,
+        seen.most_out,
+        seen.most_encrypting
+    );
+    assert!(
+        seen.most_encrypting >= 2,
+        "the two gift wraps were asked one after the other: {seen:?}"
+    );
+}
+
+/// Issue 39: at most four requests are out to the bunker at once, however
+/// many answers are due together (a phone's signer app is not flooded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_answers_keeps_at_most_four_requests_out_at_the_bunker() {
+    const MENTIONS: usize = 8;
+    const DMS: usize = 4;
+    let (stage, signer) = far_signing_stage().await;
+    let scene = stage.start().await;
+    let watch = signer.watch().await;
+
+    let (scene, bot) = (&scene, scene.bot);
+    let mentions = (0..MENTIONS)
+        .map(|at| async move { scene.mention(&format!("burst-{at}"), "answer in the burst").await });
+    let dms = (0..DMS).map(|at| async move { scene.owner.dm(&bot, &format!("burst DM {at}")).await });
+    let (mentions, _) = tokio::join!(
+        futures_util::future::join_all(mentions),
+        futures_util::future::join_all(dms)
+    );
+    let tally = scene.tally("burst through a far bunker", &mentions).await;
+    for at in 0..DMS {
+        scene
+            .owner
+            .dm_containing(&scene.bot, &format!("burst DM {at}"))
+            .await;
+    }
+    // A signature per mention's answer; per DM its two unwraps, and two
+    // wraps for its answer (DMs said together may get one answer).
+    let seen = watch.settled(MENTIONS + 2 * DMS + 4).await;
+    println!(
+        "burst of {MENTIONS} mentions and {DMS} DMs through a far bunker: {tally}; {} requests, at most {} out at once",
+        seen.sent, seen.most_out
+    );
+    assert_exactly_once(tally);
+    assert!(seen.most_out <= 4, "{seen:?}");
+    assert!(seen.most_out >= 2, "the burst's requests went together: {seen:?}");
 }

@@ -156,3 +156,76 @@ impl Proxy {
         });
     }
 }
+
+/// A forwarder to a relay on loopback that holds what it carries for half
+/// `round_trip` each way, as a distant link does: a message sent through
+/// it is answered `round_trip` later at the earliest, and messages sent
+/// together overlap their waits (it delays, it does not queue). Its
+/// connections end with the peers'; dropping it stops accepting.
+#[derive(Debug)]
+pub struct SlowLink {
+    pub port: u16,
+    _accepting: tokio_util::task::AbortOnDropHandle<()>,
+}
+
+impl SlowLink {
+    pub async fn start(target: u16, round_trip: Duration) -> Self {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind the slow link");
+        let port = listener.local_addr().expect("its address").port();
+        let accepting = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                        return;
+                    };
+                    let (from_client, to_client) = inbound.into_split();
+                    let (from_relay, to_relay) = outbound.into_split();
+                    let one_way = round_trip / 2;
+                    tokio::join!(
+                        held(from_client, to_relay, one_way),
+                        held(from_relay, to_client, one_way)
+                    );
+                });
+            }
+        });
+        SlowLink {
+            port,
+            _accepting: tokio_util::task::AbortOnDropHandle::new(accepting),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Copies `from` to `to`, each chunk written `delay` after it was read.
+async fn held(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Duration,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (chunks, mut due) = tokio::sync::mpsc::unbounded_channel();
+    let reading = async move {
+        let mut buffer = vec![0; 16 * 1024];
+        while let Ok(read @ 1..) = from.read(&mut buffer).await {
+            let at = tokio::time::Instant::now() + delay;
+            if chunks.send((at, buffer[..read].to_vec())).is_err() {
+                break;
+            }
+        }
+    };
+    let writing = async move {
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(reading, writing);
+}

@@ -1,11 +1,13 @@
 //! A NIP-46 remote signer in the test process (nostr-connect's own signer
 //! side), holding the bot's key on the test relay: the daemon under test
 //! then signs and decrypts through it, holding no key. A test can stop it
-//! (an outage) and start it again.
+//! (an outage) and start it again, put it far away (a phone's round trip)
+//! and watch how many requests the daemon has out at once.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use nostr_connect::prelude::{
     NostrConnect, NostrConnectKeys, NostrConnectRemoteSigner, NostrConnectRequest, NostrConnectSignerActions,
@@ -14,6 +16,7 @@ use nostr_connect::prelude::{
 use nostr_sdk::prelude::*;
 use tokio::task::JoinHandle;
 
+use super::relay::{SlowLink, port_of};
 use super::{PATIENCE, eventually};
 
 /// How long the readiness probe waits for one answer.
@@ -41,6 +44,8 @@ pub struct RemoteSigner {
     relay_url: String,
     serving: Option<JoinHandle<()>>,
     refusing: Arc<AtomicBool>,
+    /// The daemon's way to it, when far away, and its round trip.
+    far: Option<(SlowLink, Duration)>,
 }
 
 impl RemoteSigner {
@@ -61,7 +66,29 @@ impl RemoteSigner {
             relay_url: relay_url.to_owned(),
             serving: None,
             refusing: Arc::new(AtomicBool::new(false)),
+            far: None,
         }
+    }
+
+    /// The same bunker, `round_trip` away from the daemon: its URI names a
+    /// [`SlowLink`] to the relay, so each request the daemon sends is
+    /// answered `round_trip` later at the earliest, and requests sent
+    /// together wait together (as over a phone's link). The bunker itself
+    /// stays on the relay: it answers one request at a time at once.
+    pub async fn far(mut self, round_trip: Duration) -> Self {
+        let relay = RelayUrl::parse(&self.relay_url).expect("relay url");
+        self.far = Some((SlowLink::start(port_of(&relay), round_trip).await, round_trip));
+        self
+    }
+
+    /// From now on, the daemon's requests to this bunker and its answers,
+    /// as the relay carries them.
+    pub async fn watch(&self) -> RequestsWatch {
+        let one_way = self
+            .far
+            .as_ref()
+            .map_or(Duration::ZERO, |(_, round_trip)| *round_trip / 2);
+        RequestsWatch::start(&self.relay_url, self.keys.signer.clone(), one_way).await
     }
 
     /// The bunker's own key, which signs its answers.
@@ -75,9 +102,13 @@ impl RemoteSigner {
     }
 
     fn uri(&self) -> NostrConnectURI {
+        let relay = self
+            .far
+            .as_ref()
+            .map_or_else(|| self.relay_url.clone(), |(link, _)| link.url());
         NostrConnectURI::Bunker {
             remote_signer_public_key: self.keys.signer.public_key(),
-            relays: vec![RelayUrl::parse(&self.relay_url).expect("relay url")],
+            relays: vec![RelayUrl::parse(&relay).expect("relay url")],
             secret: Some(BUNKER_SECRET.to_owned()),
         }
     }
@@ -129,5 +160,153 @@ impl RemoteSigner {
 impl Drop for RemoteSigner {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// What a [`RequestsWatch`] saw: requests to the bunker, the most out at
+/// once, and the most NIP-44 encryptions out at once (a gift wrap's first
+/// step), as the daemon has them out.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Requests {
+    pub sent: usize,
+    pub most_out: usize,
+    pub most_encrypting: usize,
+}
+
+/// One request as the relay saw it: when it came, when its answer came,
+/// and whether it is an encryption.
+#[derive(Debug, Clone)]
+struct Seen {
+    came: Instant,
+    answered: Option<Instant>,
+    encrypting: bool,
+}
+
+/// The requests seen, by id.
+#[derive(Debug, Default)]
+struct Seens(HashMap<String, Seen>);
+
+impl Seens {
+    /// Notes `event` (a request to the bunker or its answer) as the bunker
+    /// reads it.
+    fn note(&mut self, bunker: &Keys, event: &Event) {
+        let from_bunker = event.pubkey == bunker.public_key();
+        let other = match from_bunker {
+            true => event.tags.public_keys().next().copied(),
+            false => Some(event.pubkey),
+        };
+        let Some(text) =
+            other.and_then(|other| nip44::decrypt(bunker.secret_key(), &other, &event.content).ok())
+        else {
+            return;
+        };
+        let now = Instant::now();
+        match NostrConnectMessage::from_json(text) {
+            Ok(NostrConnectMessage::Request { id, method, .. }) if !from_bunker => {
+                let encrypting = method == NostrConnectMethod::Nip44Encrypt;
+                self.0.insert(
+                    id,
+                    Seen {
+                        came: now,
+                        answered: None,
+                        encrypting,
+                    },
+                );
+            }
+            Ok(NostrConnectMessage::Response { id, .. }) if from_bunker => {
+                if let Some(seen) = self.0.get_mut(&id) {
+                    seen.answered.get_or_insert(now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// What was out at once, once all are answered. The relay sees a
+    /// request `one_way` after the daemon sent it, and an answer `one_way`
+    /// before the daemon reads it: a request sent only once the answer
+    /// before it was read comes a whole round trip after that answer, and
+    /// requests sent together come within milliseconds of each other, so a
+    /// request counts as out from when it came until `one_way` after its
+    /// answer came (half a round trip of margin either way).
+    fn requests(&self, one_way: Duration) -> Option<Requests> {
+        let spans: Vec<(Instant, Instant, bool)> = self
+            .0
+            .values()
+            .map(|seen| Some((seen.came, seen.answered? + one_way, seen.encrypting)))
+            .collect::<Option<_>>()?;
+        let out_at = |at: Instant, encrypting_only: bool| {
+            spans
+                .iter()
+                .filter(|(came, ended, encrypting)| {
+                    *came <= at && at < *ended && (*encrypting || !encrypting_only)
+                })
+                .count()
+        };
+        let most = |encrypting_only: bool| {
+            spans
+                .iter()
+                .map(|(came, ..)| out_at(*came, encrypting_only))
+                .max()
+                .unwrap_or(0)
+        };
+        Some(Requests {
+            sent: spans.len(),
+            most_out: most(false),
+            most_encrypting: most(true),
+        })
+    }
+}
+
+/// Reads the NIP-46 requests to one bunker and its answers on the relay
+/// (with the bunker's key), in the order the relay hands them out.
+#[derive(Debug)]
+pub struct RequestsWatch {
+    seen: Arc<Mutex<Seens>>,
+    one_way: Duration,
+    /// Subscribed while the watch lives.
+    _client: Client,
+    _counting: tokio_util::task::AbortOnDropHandle<()>,
+}
+
+impl RequestsWatch {
+    async fn start(relay_url: &str, bunker: Keys, one_way: Duration) -> Self {
+        let client = Client::default();
+        client.add_relay(relay_url).await.expect("add the relay");
+        client.connect().await;
+        let mut notifications = client.notifications();
+        let filter = Filter::new().kind(Kind::NostrConnect).since(Timestamp::now());
+        client.subscribe(filter.clone(), None).await.expect("subscribe");
+        // The relay answers in order: once this is answered, the
+        // subscription above is in place.
+        let _ = client.fetch_events(filter.limit(0), PATIENCE).await;
+        let seen = Arc::new(Mutex::new(Seens::default()));
+        let counting = tokio::spawn({
+            let seen = Arc::clone(&seen);
+            async move {
+                while let Ok(notification) = notifications.recv().await {
+                    if let RelayPoolNotification::Event { event, .. } = notification {
+                        seen.lock().expect("not poisoned").note(&bunker, &event);
+                    }
+                }
+            }
+        });
+        RequestsWatch {
+            seen,
+            one_way,
+            _client: client,
+            _counting: tokio_util::task::AbortOnDropHandle::new(counting),
+        }
+    }
+
+    /// What it saw, once at least `sent` requests were all answered.
+    pub async fn settled(&self, sent: usize) -> Requests {
+        let now = || self.seen.lock().expect("not poisoned").requests(self.one_way);
+        eventually(
+            PATIENCE,
+            async || now().filter(|seen| seen.sent >= sent),
+            || format!("{sent} requests to the bunker, all answered: {:?}", now()),
+        )
+        .await
     }
 }

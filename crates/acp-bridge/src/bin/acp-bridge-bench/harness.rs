@@ -133,7 +133,11 @@ impl DaemonProcess {
             .args(daemon_flags().split_whitespace())
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())
+            // Unless a bunker holds the key (the `bunker` mode's --signer-file).
+            .envs(
+                (!flags.contains(&"--signer-file"))
+                    .then(|| ("ACP_BRIDGE_SECRET_KEY", bot.secret_key().to_secret_hex())),
+            )
             .env("ACP_BRIDGE_AGENT_ARGS", &agent.args)
             .envs(agent.env.iter().map(|(name, value)| (name, value)))
             .envs(agent.home.iter().map(|home| ("HOME", home)))

@@ -2,7 +2,7 @@
 //! one table (the in-process parts are criterion benches: `cargo bench`).
 //!
 //! ```sh
-//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [shards] [instructions] [sustained]
+//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [shards] [bunker] [instructions] [sustained]
 //! target/release/acp-bridge-bench sessions [--agent claude|scripted]   # or one part: live-memory, spread, resume
 //! ```
 //!
@@ -12,6 +12,7 @@
 //! machines are shared and noisy).
 
 mod agent_launch;
+mod bunker;
 mod e2e;
 mod harness;
 mod instructions;
@@ -97,6 +98,9 @@ async fn run() {
     }
     if wanted("shards") {
         shards_section().await;
+    }
+    if wanted("bunker") {
+        bunker::section().await;
     }
     // Slow (the daemon runs under valgrind): only when asked for.
     if sections.iter().any(|wanted| wanted == "instructions") {

@@ -14,24 +14,37 @@
 //! messages, answers) are nostr's own; answers are NIP-44, as the spec
 //! says, with NIP-04 read too (older bunkers).
 //!
+//! Requests go together (issue 39): one task reads the answers and routes
+//! each to its request by id ([`answers`]), and up to [`IN_FLIGHT`] are out
+//! at once, so independent signatures (a DM's two gift wraps) overlap their
+//! round trips instead of queueing.
+//!
 //! [`NostrConnect`]: nostr_connect::prelude::NostrConnect
+
+mod answers;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nostr_connect::error::Error;
-use nostr_sdk::JsonUtil;
 use nostr_sdk::nips::nip46::{NostrConnectMessage, NostrConnectRequest, ResponseResult};
+use nostr_sdk::pool::pool;
 use nostr_sdk::prelude::{
     BoxedFuture, ClientMessage, Event, EventBuilder, Filter, Keys, Kind, NostrConnectURI, NostrSigner,
-    PublicKey, RelayOptions, RelayPool, RelayPoolNotification, SignerBackend, SignerError, SubscribeOptions,
-    UnsignedEvent, Url, nip04, nip44,
+    PublicKey, RelayOptions, RelayPool, SignerBackend, SignerError, SubscribeOptions, UnsignedEvent,
 };
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, Semaphore};
 
+use self::answers::Reader;
 use super::app_keys::{self, AppKeyError};
 use super::source::BunkerUri;
+
+/// Requests out to the bunker at once; more wait for a slot. Enough for a
+/// DM's two gift wraps (and a burst's few) to overlap their round trips,
+/// few enough not to flood a phone's signer app with prompts or its relay
+/// with events: 4, as Amethyst allows a NIP-46 signer.
+const IN_FLIGHT: usize = 4;
 
 /// What the signer errors say when the signer did not answer in time.
 const TIMEOUT_TEXT: &str = "timeout";
@@ -54,6 +67,7 @@ pub(super) fn connect(
         pool: RelayPool::default(),
         timeout: request_timeout,
         joined: OnceCell::new(),
+        slots: Semaphore::new(IN_FLIGHT),
         connected: OnceCell::new(),
         user: OnceCell::new(),
     }))
@@ -66,8 +80,10 @@ struct Bunker {
     app: Keys,
     pool: RelayPool,
     timeout: Duration,
-    /// Its relays added and the answers subscribed to.
-    joined: OnceCell<()>,
+    /// Its relays added, the answers subscribed to and read.
+    joined: OnceCell<Reader>,
+    /// One per request out at once.
+    slots: Semaphore,
     /// The bunker's own key, once it answered `connect`.
     connected: OnceCell<PublicKey>,
     /// The key it signs as (the bot's), once asked.
@@ -75,25 +91,30 @@ struct Bunker {
 }
 
 impl Bunker {
-    /// Joins the bunker's relays and listens for answers to the app key:
+    /// Joins the bunker's relays and reads the answers to the app key:
     /// once (a subscription per failed `connect` would pile up during an
     /// outage).
-    async fn joined(&self) -> Result<(), Error> {
+    async fn joined(&self) -> Result<&Reader, Error> {
         self.joined
             .get_or_try_init(|| async {
+                let bunker = *self
+                    .uri
+                    .remote_signer_public_key()
+                    .ok_or(Error::SignerPublicKeyNotFound)?;
                 for url in self.uri.relays() {
                     self.pool.add_relay(url, RelayOptions::default()).await?;
                 }
                 self.pool.connect().await;
+                // Read from before the subscription: no answer comes earlier.
+                let reader = Reader::start(self.pool.notifications(), self.app.clone(), bunker);
                 let answers = Filter::new()
                     .pubkey(self.app.public_key())
                     .kind(Kind::NostrConnect)
                     .limit(0);
                 self.pool.subscribe(answers, SubscribeOptions::default()).await?;
-                Ok::<_, Error>(())
+                Ok::<_, Error>(reader)
             })
-            .await?;
-        Ok(())
+            .await
     }
 
     /// The bunker's key, once it answered `connect` (with the URI's
@@ -134,14 +155,20 @@ impl Bunker {
     }
 
     /// Publishes `request` to `bunker` without waiting for the relays'
-    /// `OK`, and waits (up to the timeout) for the answer of the same id
-    /// from the bunker's key.
+    /// `OK`, and waits (up to the timeout) for the answer the reader routes
+    /// to its id. Waits first for one of the [`IN_FLIGHT`] slots.
     async fn ask_raw(&self, bunker: PublicKey, request: NostrConnectRequest) -> Result<String, Error> {
+        let reader = self.joined().await?;
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| Error::Pool(pool::Error::Shutdown))?;
         let message = NostrConnectMessage::request(&request);
         let id = message.id().to_owned();
         let event = EventBuilder::nostr_connect(&self.app, bunker, message)?.sign_with_keys(&self.app)?;
-        // Listening before publishing: the answer can come at once.
-        let mut notifications = self.pool.notifications();
+        // Waiting before publishing: the answer can come at once.
+        let mut wait = reader.wait_for(id);
         let sent = self
             .pool
             .send_msg_to(self.uri.relays().to_vec(), ClientMessage::event(event))
@@ -149,62 +176,10 @@ impl Bunker {
         if sent.success.is_empty() {
             tracing::debug!(failed = ?sent.failed, "signer: the request reached no relay yet; waiting for the answer anyway");
         }
-        let answer = async {
-            while let Ok(notification) = notifications.recv().await {
-                let RelayPoolNotification::Event { event, .. } = notification else {
-                    continue;
-                };
-                if let Some(said) = self.answer_to(&id, bunker, &event).await? {
-                    return Ok(said);
-                }
-            }
-            Err(Error::Timeout)
-        };
-        tokio::time::timeout(self.timeout, answer)
-            .await
-            .map_err(|_| Error::Timeout)?
-    }
-
-    /// The answer `event` carries to request `id`, if it is one: from the
-    /// bunker's key, NIP-44 (or NIP-04) to the app key. An approval URL is
-    /// logged and the wait goes on.
-    async fn answer_to(&self, id: &str, bunker: PublicKey, event: &Event) -> Result<Option<String>, Error> {
-        if event.kind != Kind::NostrConnect || event.pubkey != bunker || event.verify().is_err() {
-            return Ok(None);
-        }
-        let secret = self.app.secret_key();
-        let Ok(text) = nip44::decrypt(secret, &event.pubkey, &event.content)
-            .or_else(|_| nip04::decrypt(secret, &event.pubkey, &event.content))
-        else {
-            tracing::debug!(event = %event.id, "signer: an answer the app key cannot decrypt; skipped");
-            return Ok(None);
-        };
-        let Ok(NostrConnectMessage::Response {
-            id: answered,
-            result,
-            error,
-        }) = NostrConnectMessage::from_json(text)
-        else {
-            return Ok(None);
-        };
-        if answered != id {
-            return Ok(None);
-        }
-        if result.as_deref() == Some("auth_url") {
-            match error.as_deref().map(Url::parse) {
-                Some(Ok(auth_url)) => {
-                    tracing::warn!(%auth_url, "signer: the remote signer asks for approval; open this URL to approve the daemon's requests");
-                }
-                _ => tracing::warn!("signer: the remote signer asks for approval with no URL it could read"),
-            }
-            return Ok(None);
-        }
-        match (result, error) {
-            (_, Some(error)) => Err(Error::Response(error)),
-            (Some(result), None) => Ok(Some(result)),
-            (None, None) => Err(Error::Response(
-                "an answer with neither result nor error".to_owned(),
-            )),
+        match tokio::time::timeout(self.timeout, wait.answer()).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => Err(Error::Pool(pool::Error::Shutdown)),
+            Err(_) => Err(Error::Timeout),
         }
     }
 }

@@ -756,8 +756,12 @@ impl Replier {
                 .await
                 .map_err(|error| ReplyError::Sign(error.to_string()))
         };
-        let self_copy = wrap(self.signer.public_key(), rumor.clone()).await?;
-        let event = wrap(receiver, rumor).await?;
+        // Together: through a remote signer each wrap is two round trips
+        // (encrypt, then sign the seal), and the two wraps are independent.
+        let (self_copy, event) = tokio::try_join!(
+            wrap(self.signer.public_key(), rumor.clone()),
+            wrap(receiver, rumor)
+        )?;
         Ok(Signed {
             event,
             seen_as,
