@@ -97,19 +97,17 @@ pub async fn through_bridge(conversations: usize, loads: &[Load]) -> Vec<Measure
     for load in loads {
         let (switches_before, cpu_before) = (context_switches(pid).0, cpu_time(pid));
         let (latencies, achieved_rate) = drive(conversations, *load, |turn, conversation| {
-            let (owner, bot) = (Arc::clone(&owner), bot);
-            async move {
+            let owner = Arc::clone(&owner);
+            tokio::spawn(async move {
                 let (_, sent, reply) = owner
                     .mention(&bot, &channel(conversation), &format!("turn {turn}"))
                     .await;
-                tokio::spawn(async move {
-                    let received = tokio::time::timeout(PATIENCE, reply)
-                        .await
-                        .expect("a reply in time")
-                        .expect("routed");
-                    received - sent
-                })
-            }
+                let received = tokio::time::timeout(PATIENCE, reply)
+                    .await
+                    .expect("a reply in time")
+                    .expect("routed");
+                received - sent
+            })
         })
         .await;
         let mentions = latencies.len() as f64;
@@ -148,23 +146,21 @@ pub async fn bare_client(conversations: usize, loads: &[Load]) -> Vec<Measured> 
     for load in loads {
         let (latencies, achieved_rate) = drive(conversations, *load, |turn, conversation| {
             let (client, session) = (client.clone(), sessions[conversation].clone());
-            async move {
-                let sent = Instant::now();
-                tokio::spawn(async move {
-                    client
-                        .prompt(
-                            &session,
-                            vec![ContentBlock::text(format!("turn {turn}"))],
-                            TurnOptions::default(),
-                        )
-                        .await
-                        .expect("prompt")
-                        .finish_quietly()
-                        .await
-                        .expect("outcome");
-                    sent.elapsed()
-                })
-            }
+            let sent = Instant::now();
+            tokio::spawn(async move {
+                client
+                    .prompt(
+                        &session,
+                        vec![ContentBlock::text(format!("turn {turn}"))],
+                        TurnOptions::default(),
+                    )
+                    .await
+                    .expect("prompt")
+                    .finish_quietly()
+                    .await
+                    .expect("outcome");
+                sent.elapsed()
+            })
         })
         .await;
         runs.push(Measured {
@@ -180,20 +176,19 @@ pub async fn bare_client(conversations: usize, loads: &[Load]) -> Vec<Measured> 
 }
 
 /// Starts each of `load`'s arrivals on schedule with `start(turn,
-/// conversation)`, which returns the task timing it; every latency, and
+/// conversation)`, which spawns the task timing it; every latency, and
 /// the rate the arrivals had (the schedule's, unless starting them fell
 /// behind it).
-async fn drive<Start, Started>(conversations: usize, load: Load, mut start: Start) -> (Vec<Duration>, f64)
+async fn drive<Start>(conversations: usize, load: Load, mut start: Start) -> (Vec<Duration>, f64)
 where
-    Start: FnMut(usize, usize) -> Started,
-    Started: std::future::Future<Output = tokio::task::JoinHandle<Duration>>,
+    Start: FnMut(usize, usize) -> tokio::task::JoinHandle<Duration>,
 {
     let schedule = arrivals(conversations, load);
     let started = Instant::now();
     let mut waiting = Vec::with_capacity(schedule.len());
     for (turn, (at, conversation)) in schedule.iter().enumerate() {
         tokio::time::sleep_until((started + *at).into()).await;
-        waiting.push(start(turn, *conversation).await);
+        waiting.push(start(turn, *conversation));
     }
     let achieved_rate = schedule.len() as f64 / started.elapsed().as_secs_f64();
     let mut latencies = Vec::with_capacity(waiting.len());
