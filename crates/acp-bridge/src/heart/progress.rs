@@ -139,7 +139,8 @@ impl Progress {
             self.retract(replier, standing).await;
         }
         self.send(replier, last).await;
-        tracing::info!(
+        crate::telemetry::info_when!(
+            self.posted + self.activities > 0,
             progress_messages = self.posted,
             activity_events = self.activities,
             "the turn's progress ended"

@@ -330,7 +330,10 @@ impl Read {
     /// The line that says what the agent got and why the rest was left out.
     fn log(&self, message: &'static str) {
         let left_out = &self.left_out;
-        tracing::info!(
+        let worth = !self.quoted.is_empty()
+            || left_out.off_thread + left_out.unheard + left_out.bad_signature + left_out.over_budget > 0;
+        crate::telemetry::info_when!(
+            worth,
             quoted = self.quoted.len(),
             bytes = self.text.len(),
             off_thread = left_out.off_thread,

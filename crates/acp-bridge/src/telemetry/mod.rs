@@ -13,6 +13,7 @@
 
 mod bounded;
 mod health;
+mod info_when;
 mod log_filter;
 pub(crate) mod metrics;
 
@@ -24,6 +25,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 use bounded::BoundSdkRecords;
 pub(crate) use health::AgentCircuit;
+pub(crate) use info_when::info_when;
 pub use log_filter::{LogFilter, LogFilterError, RUST_LOG_ENV, RustLogError};
 
 /// Log line format.

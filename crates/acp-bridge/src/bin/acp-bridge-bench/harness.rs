@@ -235,7 +235,16 @@ impl Owner {
         let mut notifications = client.notifications();
         let routes = Arc::clone(&waiting);
         tokio::spawn(async move {
-            while let Ok(notification) = notifications.recv().await {
+            loop {
+                let notification = match notifications.recv().await {
+                    Ok(notification) => notification,
+                    // Behind (a flood): the lost ones time out; keep routing.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
+                        eprintln!("the owner's client fell behind: {lost} notifications lost");
+                        continue;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                };
                 let RelayPoolNotification::Event { event, .. } = notification else {
                     continue;
                 };

@@ -74,7 +74,8 @@ fn arrivals(conversations: usize, load: Load) -> Vec<(Duration, usize)> {
         .collect()
 }
 
-/// The bridge under each of `loads` in turn: one daemon with the scripted
+/// The bridge under each of `loads` in turn (up to the first whose p99
+/// passes [`SATURATION_P99`]): one daemon with the scripted
 /// agent at zero think time, every conversation opened first, then each
 /// load's arrivals published on schedule and each reply timed from its
 /// mention's publication.
@@ -99,19 +100,20 @@ pub async fn through_bridge(conversations: usize, loads: &[Load]) -> Vec<Measure
         let (latencies, achieved_rate) = drive(conversations, *load, |turn, conversation| {
             let owner = Arc::clone(&owner);
             tokio::spawn(async move {
-                let (_, sent, reply) = owner
+                let (id, sent, reply) = owner
                     .mention(&bot, &channel(conversation), &format!("turn {turn}"))
                     .await;
-                let received = tokio::time::timeout(PATIENCE, reply)
-                    .await
-                    .expect("a reply in time")
-                    .expect("routed");
+                let Ok(Ok(received)) = tokio::time::timeout(PATIENCE, reply).await else {
+                    panic!("no reply to {id} in conversation {}", channel(conversation));
+                };
                 received - sent
             })
         })
         .await;
         let mentions = latencies.len() as f64;
         let wakeups = context_switches(pid).0.saturating_sub(switches_before) as f64 / mentions;
+        let mut sorted = latencies.clone();
+        let saturated = percentiles(&mut sorted).1 > SATURATION_P99;
         runs.push(Measured {
             load: *load,
             latencies,
@@ -119,6 +121,10 @@ pub async fn through_bridge(conversations: usize, loads: &[Load]) -> Vec<Measure
             wakeups: Some(wakeups),
             achieved_rate,
         });
+        // Past saturation the queues only grow: the next rate says nothing more.
+        if saturated {
+            break;
+        }
     }
     drop(daemon);
     relay.shutdown();

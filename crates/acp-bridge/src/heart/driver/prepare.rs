@@ -160,22 +160,14 @@ impl Preparation {
             // was still reopening or starting the session); a line per turn
             // costs as much as a tenth of a signature (BENCHMARKS §10).
             let lease_pending = !lease_ended.load(Ordering::Acquire);
-            macro_rules! prepared {
-                ($level:ident) => {
-                    tracing::$level!(
-                        context_ms = context.as_ref().map(|(_, took)| took.as_millis() as u64),
-                        media_ms = media_took.as_millis() as u64,
-                        media_fetched = media.len(),
-                        lease_pending,
-                        "turn prepared"
-                    )
-                };
-            }
-            if lease_pending {
-                prepared!(info);
-            } else {
-                prepared!(debug);
-            }
+            crate::telemetry::info_when!(
+                lease_pending,
+                context_ms = context.as_ref().map(|(_, took)| took.as_millis() as u64),
+                media_ms = media_took.as_millis() as u64,
+                media_fetched = media.len(),
+                lease_pending,
+                "turn prepared"
+            );
             Prepared {
                 context: context.map(|(read, _)| read),
                 media,
