@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 pub mod blossom;
 pub mod claude_agent;
 pub mod fake_provider;
+pub mod slow_link;
 mod loopback_http;
 
 /// The workspace root (where `Cargo.toml` and `tests/` live).

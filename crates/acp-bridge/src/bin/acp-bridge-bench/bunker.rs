@@ -18,8 +18,7 @@ use nostr_connect::prelude::{
     NostrConnectKeys, NostrConnectRemoteSigner, NostrConnectRequest, NostrConnectSignerActions,
 };
 use nostr_sdk::prelude::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use test_support::slow_link::SlowLink;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::harness::{DaemonProcess, PATIENCE, ms, percentiles};
@@ -102,10 +101,14 @@ async fn through_bunker(samples: usize, delay: Duration) -> (Vec<Duration>, f64)
     let _serving = AbortOnDropHandle::new(tokio::spawn(async move {
         let _ = signer.serve(counted).await;
     }));
-    let far = SlowLink::start(relay.url(), delay).await;
+    let port = Url::parse(relay.url().as_str())
+        .ok()
+        .and_then(|url| url.port())
+        .expect("the relay's port");
+    let far = SlowLink::start(port, delay).await;
     let uri = NostrConnectURI::Bunker {
         remote_signer_public_key: bunker_key,
-        relays: vec![far.url()],
+        relays: vec![RelayUrl::parse(&far.url()).expect("the link's url")],
         secret: Some(secret.to_owned()),
     };
     let file = temp_dir("bunker").join("bunker-uri");
@@ -198,76 +201,4 @@ async fn dm_round_trip(client: &Client, owner: &Keys, bot: PublicKey, text: &str
     tokio::time::timeout(PATIENCE, answered)
         .await
         .expect("the DM answered in time")
-}
-
-/// A forwarder to the relay holding what it carries for half `round_trip`
-/// each way; it stops accepting when dropped.
-struct SlowLink {
-    port: u16,
-    _accepting: AbortOnDropHandle<()>,
-}
-
-impl SlowLink {
-    async fn start(relay: &RelayUrl, round_trip: Duration) -> Self {
-        let target = relay.as_str_without_trailing_slash().to_owned();
-        let target = target
-            .rsplit(':')
-            .next()
-            .and_then(|port| port.parse::<u16>().ok())
-            .expect("the relay's port");
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind the slow link");
-        let port = listener.local_addr().expect("its address").port();
-        let accepting = tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
-                let _ = inbound.set_nodelay(true);
-                tokio::spawn(async move {
-                    let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
-                        return;
-                    };
-                    let _ = outbound.set_nodelay(true);
-                    let (from_daemon, to_daemon) = inbound.into_split();
-                    let (from_relay, to_relay) = outbound.into_split();
-                    let one_way = round_trip / 2;
-                    tokio::join!(
-                        held(from_daemon, to_relay, one_way),
-                        held(from_relay, to_daemon, one_way)
-                    );
-                });
-            }
-        });
-        SlowLink {
-            port,
-            _accepting: AbortOnDropHandle::new(accepting),
-        }
-    }
-
-    fn url(&self) -> RelayUrl {
-        RelayUrl::parse(&format!("ws://127.0.0.1:{}", self.port)).expect("the link's url")
-    }
-}
-
-/// Copies `from` to `to`, each chunk written `delay` after it was read.
-async fn held(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duration) {
-    let (chunks, mut due) = tokio::sync::mpsc::unbounded_channel();
-    let reading = async move {
-        let mut buffer = vec![0; 16 * 1024];
-        while let Ok(read @ 1..) = from.read(&mut buffer).await {
-            let at = tokio::time::Instant::now() + delay;
-            if chunks.send((at, buffer[..read].to_vec())).is_err() {
-                break;
-            }
-        }
-    };
-    let writing = async move {
-        while let Some((at, chunk)) = due.recv().await {
-            tokio::time::sleep_until(at).await;
-            if to.write_all(&chunk).await.is_err() {
-                break;
-            }
-        }
-        let _ = to.shutdown().await;
-    };
-    tokio::join!(reading, writing);
 }

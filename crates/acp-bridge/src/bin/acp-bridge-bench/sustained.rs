@@ -140,20 +140,23 @@ pub async fn bare_client(conversations: usize, loads: &[Load]) -> Vec<Measured> 
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());
     let client = AgentClient::spawn(&command, ClientConfig::default()).expect("spawn the agent");
     client.initialize().await.expect("initialize");
-    let mut sessions: Vec<SessionId> = Vec::with_capacity(conversations);
+    // A session takes one prompt at a time: a mention arriving mid-turn
+    // waits for the turn to end, as the bridge's queue makes it wait.
+    let mut sessions: Vec<(SessionId, Arc<tokio::sync::Mutex<()>>)> = Vec::with_capacity(conversations);
     for _ in 0..conversations {
         let session = client
             .new_session(&std::env::temp_dir(), Vec::new())
             .await
             .expect("session");
-        sessions.push(session);
+        sessions.push((session, Arc::default()));
     }
     let mut runs = Vec::with_capacity(loads.len());
     for load in loads {
         let (latencies, achieved_rate) = drive(conversations, *load, |turn, conversation| {
-            let (client, session) = (client.clone(), sessions[conversation].clone());
+            let (client, (session, one_at_a_time)) = (client.clone(), sessions[conversation].clone());
             let sent = Instant::now();
             tokio::spawn(async move {
+                let _turn = one_at_a_time.lock().await;
                 client
                     .prompt(
                         &session,
