@@ -20,8 +20,8 @@ use std::sync::OnceLock;
 pub mod blossom;
 pub mod claude_agent;
 pub mod fake_provider;
-pub mod slow_link;
 mod loopback_http;
+pub mod slow_link;
 
 /// The workspace root (where `Cargo.toml` and `tests/` live).
 pub fn workspace_root() -> &'static Path {
