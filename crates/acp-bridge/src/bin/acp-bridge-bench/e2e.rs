@@ -5,11 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use acp_bridge::EmbeddedRelay;
 use acp_client::{AgentClient, AgentCommand, ClientConfig, ContentBlock, TurnOptions};
-use nostr_sdk::prelude::*;
 
-use crate::harness::{DaemonProcess, Owner};
+use crate::harness::ZeroThinkStage;
 use crate::paths::bridge_binary;
 
 const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
@@ -30,18 +28,12 @@ pub struct ThroughBridge {
 /// Round trips through relay + bridge: `conversations` owners' threads at
 /// once, `turns` sequential mentions each (after one warm-up turn).
 pub async fn through_bridge(conversations: usize, turns: usize) -> ThroughBridge {
-    let relay = EmbeddedRelay::start(None).await.expect("relay");
-    let owner_keys = Keys::generate();
-    let capacity = conversations.to_string();
-    let daemon = DaemonProcess::spawn(
-        &relay,
-        &owner_keys,
-        ZERO_THINK_TIME,
-        &["--turns-per-agent", &capacity],
-    );
-    daemon.ready().await;
-    let bot = daemon.bot.public_key();
-    let owner = std::sync::Arc::new(Owner::connect(&relay, owner_keys, bot).await);
+    let ZeroThinkStage {
+        relay,
+        daemon,
+        owner,
+        bot,
+    } = ZeroThinkStage::start(conversations).await;
     // From here: the start-up is not a mention's cost.
     let cpu_before = crate::harness::cpu_time(daemon.child.id());
     let own_cpu_before = crate::harness::cpu_time(std::process::id());

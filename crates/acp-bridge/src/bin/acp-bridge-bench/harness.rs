@@ -208,6 +208,39 @@ pub fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A relay, a daemon running the scripted agent at zero think time with
+/// room for `conversations` turns at once, ready, and its owner connected:
+/// where every latency run starts.
+pub struct ZeroThinkStage {
+    pub relay: EmbeddedRelay,
+    pub daemon: DaemonProcess,
+    pub owner: Arc<Owner>,
+    pub bot: PublicKey,
+}
+
+impl ZeroThinkStage {
+    pub async fn start(conversations: usize) -> Self {
+        let relay = EmbeddedRelay::start(None).await.expect("relay");
+        let owner_keys = Keys::generate();
+        let capacity = conversations.to_string();
+        let daemon = DaemonProcess::spawn(
+            &relay,
+            &owner_keys,
+            "--rounds 1 --round-delay-ms 0",
+            &["--turns-per-agent", &capacity],
+        );
+        daemon.ready().await;
+        let bot = daemon.bot.public_key();
+        let owner = Arc::new(Owner::connect(&relay, owner_keys, bot).await);
+        ZeroThinkStage {
+            relay,
+            daemon,
+            owner,
+            bot,
+        }
+    }
+}
+
 /// An owner who mentions the bot and waits for replies, routed by the
 /// mention each reply answers.
 pub struct Owner {

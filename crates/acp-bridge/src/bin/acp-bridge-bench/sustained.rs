@@ -15,11 +15,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acp_bridge::EmbeddedRelay;
 use acp_client::{AgentClient, AgentCommand, ClientConfig, ContentBlock, SessionId, TurnOptions};
 use nostr_sdk::prelude::*;
 
-use crate::harness::{DaemonProcess, Owner, PATIENCE, cpu_time, percentiles};
+use crate::harness::{Owner, PATIENCE, ZeroThinkStage, cpu_time, percentiles};
 use crate::instructions::context_switches;
 use crate::paths::bridge_binary;
 
@@ -80,18 +79,12 @@ fn arrivals(conversations: usize, load: Load) -> Vec<(Duration, usize)> {
 /// load's arrivals published on schedule and each reply timed from its
 /// mention's publication.
 pub async fn through_bridge(conversations: usize, loads: &[Load]) -> Vec<Measured> {
-    let relay = EmbeddedRelay::start(None).await.expect("relay");
-    let owner_keys = Keys::generate();
-    let capacity = conversations.to_string();
-    let daemon = DaemonProcess::spawn(
-        &relay,
-        &owner_keys,
-        ZERO_THINK_TIME,
-        &["--turns-per-agent", &capacity],
-    );
-    daemon.ready().await;
-    let bot = daemon.bot.public_key();
-    let owner = Arc::new(Owner::connect(&relay, owner_keys, bot).await);
+    let ZeroThinkStage {
+        relay,
+        daemon,
+        owner,
+        bot,
+    } = ZeroThinkStage::start(conversations).await;
     open_conversations(&owner, &bot, conversations).await;
     let pid = daemon.child.id();
     let mut runs = Vec::with_capacity(loads.len());
