@@ -60,8 +60,8 @@ use crate::outbound::reply::{ProgressSettings, Replier, ReplyContent};
 use crate::policy::budget::turn_cap::{CapReached, SharedSpend};
 use crate::state::store::{Approvals, Controls, Outbox, Questions, Sessions};
 use crate::telemetry::metrics;
-use prepare::Preparation;
 use prepare::TakesSeen;
+use prepare::{Preparation, Prepared};
 
 /// How long a slash command waits for a fresh session's list of commands
 /// (agents send it right after `session/new` is answered).
@@ -241,7 +241,7 @@ pub(super) fn spawn(
     };
     let work = SharedWork::default();
     let progress = in_thread.then(|| Progress::new(services.progress, batch));
-    let preparation = Preparation::start(&services, &profile, batch, context_for.as_deref(), &span);
+    let preparation = Preparation::of(&services, &profile, batch, context_for.as_deref());
     let driver = Driver {
         services,
         conversation,
@@ -260,6 +260,7 @@ pub(super) fn spawn(
         anchor: newest.cloned(),
         context_for,
         preparation,
+        prepared: Prepared::default(),
         context_mark: None,
         group_preface,
         turn_spend: spend.clone(),
@@ -387,9 +388,11 @@ struct Driver {
     anchor: Option<Mention>,
     /// The batch, until its first prompt is given the thread's context.
     context_for: Option<Vec<Mention>>,
-    /// The first prompt's parts, made beside the lease (`None` once the
-    /// first prompt took them, or for a slash command).
+    /// What the first prompt needs besides the agent, until the lease
+    /// makes it (`None` then, or for a slash command).
     preparation: Option<Preparation>,
+    /// What the lease made of it, until the first prompt takes it.
+    prepared: Prepared,
     /// The session's thread-context mark, recorded once the agent answers
     /// the prompt that carried the context (a failed prompt is retried
     /// with it again).
@@ -551,20 +554,23 @@ impl Driver {
         Flow::Continue
     }
 
-    /// The conversation's session, and the preparation told the lease ended.
-    async fn lease(&self) -> Result<Lease, crate::agents::pool::PoolError> {
-        let leased = self.services.pool.lease(&self.profile, &self.conversation).await;
-        if let Some(preparation) = &self.preparation {
-            preparation.lease_ended();
+    /// The conversation's session, with the first prompt's parts made
+    /// meanwhile.
+    async fn lease(&mut self) -> Result<Lease, crate::agents::pool::PoolError> {
+        let preparation = self.preparation.take();
+        let lease = self.services.pool.lease(&self.profile, &self.conversation);
+        match preparation {
+            Some(preparation) => {
+                let (leased, prepared) = preparation.beside(lease).await;
+                self.prepared = prepared;
+                leased
+            }
+            None => lease.await,
         }
-        leased
     }
 
     async fn prompt(&mut self, text: String, media: Vec<MediaRef>) {
-        let mut prepared = match self.preparation.take() {
-            Some(preparation) => preparation.ready().await,
-            None => prepare::Prepared::default(),
-        };
+        let mut prepared = std::mem::take(&mut self.prepared);
         // The first prompt carries what the session has not seen of the thread.
         let text = match (self.context_for.take(), &self.services.context) {
             (Some(batch), Some(context)) => {

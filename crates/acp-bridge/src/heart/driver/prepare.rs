@@ -4,12 +4,14 @@
 //! or once its agent went away) keeps a turn waiting on the agent, about
 //! half a second with claude-agent-acp (BENCHMARKS.md §9). The thread
 //! context read (a relay round trip) and the fetches of the batch's media
-//! (HTTP) do not need the agent, so they start as the turn's driver is
-//! spawned, on a task of their own, and the first prompt waits for
-//! whichever of the lease and the preparation ends last instead of their
-//! sum. The task is aborted with its [`Preparation`]: a turn cancelled, or
-//! the daemon shutting down, while the lease is pending leaves nothing
-//! running.
+//! (HTTP) do not need the agent, so they run beside the lease, joined in
+//! the driver's own task ([`Preparation::beside`]), and the first prompt
+//! waits for whichever of the two ends last instead of their sum. Joined,
+//! not spawned: a task of its own cost every turn two more wake-ups (its
+//! start and its join handle) where the lease was already there, the
+//! common case at a human pace (BENCHMARKS §10); and a turn cancelled, or
+//! the daemon shutting down, while the lease is pending drops both with
+//! the driver.
 //!
 //! What is done ahead is what the first prompt would do anyway:
 //! - the context, from the session's mark as it stood; the mark moves only
@@ -30,18 +32,16 @@
 //! A slash command's turn prepares nothing: its prompt is the command alone.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use acp_bridge_core::media_refs::MediaRef;
 use acp_bridge_core::mention::{ConversationKey, Mention};
 use acp_bridge_core::slash;
 use tokio::time::Instant;
-use tokio_util::task::AbortOnDropHandle;
-use tracing::Instrument;
 
 use super::TurnServices;
-use crate::intake::media::{self, AgentTakes, FetchedAhead};
+use crate::intake::media::{self, AgentTakes, FetchedAhead, MediaCache, MediaFetcher};
 use crate::intake::thread_context::{Gathered, ThreadContext};
 
 /// How long a context read ahead stays good for the prompt: the relay
@@ -70,12 +70,19 @@ impl TakesSeen {
     }
 }
 
-/// The preparation under way; dropping it aborts it.
+/// What the first prompt of a turn will need besides the agent, to be
+/// made beside its lease.
 #[derive(Debug)]
 pub(super) struct Preparation {
-    task: AbortOnDropHandle<Prepared>,
-    /// Set once the lease ended (either way), for the log line.
-    leased: Arc<AtomicBool>,
+    /// The thread context's reader and the batch it is read for (`None`:
+    /// no context for this turn).
+    context: Option<(ThreadContext, Vec<Mention>)>,
+    media: Vec<MediaRef>,
+    /// What the profile's agent took at its last lease: which media may be
+    /// fetched ahead.
+    takes: AgentTakes,
+    fetcher: MediaFetcher,
+    cache: MediaCache,
 }
 
 /// A thread context read ahead of its prompt.
@@ -107,88 +114,86 @@ impl ContextAhead {
 /// The parts made ahead of the first prompt.
 #[derive(Debug, Default)]
 pub(super) struct Prepared {
-    /// The context read ahead (`None`: no context for this turn, or the
-    /// task failed).
+    /// The context read ahead (`None`: no context for this turn).
     context: Option<ContextAhead>,
     /// The batch's media fetched ahead.
     pub(super) media: FetchedAhead,
 }
 
 impl Preparation {
-    /// Starts preparing the first prompt of the turn answering `batch` on
-    /// `profile` (its thread context too when `context_for` is set), in the
-    /// turn's `span`; `None` for a slash command's turn.
-    pub(super) fn start(
+    /// What the first prompt of the turn answering `batch` on `profile`
+    /// will need (its thread context too when `context_for` is set);
+    /// `None` for a slash command's turn.
+    pub(super) fn of(
         services: &TurnServices,
         profile: &str,
         batch: &[Mention],
         context_for: Option<&[Mention]>,
-        span: &tracing::Span,
     ) -> Option<Self> {
         if batch.iter().any(slash::is_command) {
             return None;
         }
-        let context = context_for.and_then(|batch| Some((services.context.clone()?, batch.to_vec())));
-        let media: Vec<_> = batch
-            .iter()
-            .flat_map(|mention| mention.media.iter().cloned())
-            .collect();
-        let takes = services.takes_seen.of(profile);
-        let (fetcher, cache) = (services.media, services.media_cache.clone());
-        let leased = Arc::new(AtomicBool::new(false));
-        let lease_ended = Arc::clone(&leased);
-        let work = async move {
-            let started = Instant::now();
-            let read = async {
-                let (context, batch) = context?;
-                let from = mark_of(&context, &batch.first()?.conversation);
-                let gathered = context.for_turn(&batch).await;
-                let read_at = Instant::now();
-                let ahead = ContextAhead {
-                    gathered,
-                    from,
-                    read_at,
-                };
-                Some((ahead, read_at - started))
-            };
-            let fetch = async {
-                let fetched = media::fetch_ahead(&fetcher, &cache, &media, takes).await;
-                (fetched, started.elapsed())
-            };
-            let (context, (media, media_took)) = tokio::join!(read, fetch);
-            // Worth an operator's line only when it hid a wait (the lease
-            // was still reopening or starting the session); a line per turn
-            // costs as much as a tenth of a signature (BENCHMARKS §10).
-            let lease_pending = !lease_ended.load(Ordering::Acquire);
-            crate::telemetry::info_when!(
-                lease_pending,
-                context_ms = context.as_ref().map(|(_, took)| took.as_millis() as u64),
-                media_ms = media_took.as_millis() as u64,
-                media_fetched = media.len(),
-                lease_pending,
-                "turn prepared"
-            );
-            Prepared {
-                context: context.map(|(read, _)| read),
-                media,
-            }
-        };
-        let task = AbortOnDropHandle::new(tokio::spawn(work.instrument(span.clone())));
-        Some(Preparation { task, leased })
-    }
-
-    /// The lease ended (a session, or a failure).
-    pub(super) fn lease_ended(&self) {
-        self.leased.store(true, Ordering::Release);
-    }
-
-    /// The parts, once made; none if the task failed (the prompt then
-    /// reads and fetches them itself).
-    pub(super) async fn ready(self) -> Prepared {
-        self.task.await.unwrap_or_else(|error| {
-            tracing::warn!(%error, "the turn's preparation failed; preparing the prompt in line");
-            Prepared::default()
+        Some(Preparation {
+            context: context_for.and_then(|batch| Some((services.context.clone()?, batch.to_vec()))),
+            media: batch
+                .iter()
+                .flat_map(|mention| mention.media.iter().cloned())
+                .collect(),
+            takes: services.takes_seen.of(profile),
+            fetcher: services.media,
+            cache: services.media_cache.clone(),
         })
+    }
+
+    /// Awaits `lease` and makes the parts meanwhile, in the caller's task;
+    /// returns the lease's outcome once both are done.
+    pub(super) async fn beside<T>(self, lease: impl Future<Output = T>) -> (T, Prepared) {
+        let started = Instant::now();
+        let lease = async {
+            let leased = lease.await;
+            (leased, Instant::now())
+        };
+        let ((leased, lease_ended), (prepared, prepared_at)) = tokio::join!(lease, self.make());
+        // Worth an operator's line only when it hid a wait (the lease was
+        // still reopening or starting the session); a line per turn costs
+        // as much as a tenth of a signature (BENCHMARKS §10).
+        let lease_pending = prepared_at < lease_ended;
+        crate::telemetry::info_when!(
+            lease_pending,
+            context_ms = prepared
+                .context
+                .as_ref()
+                .map(|ahead| (ahead.read_at - started).as_millis() as u64),
+            media_ms = (prepared_at - started).as_millis() as u64,
+            media_fetched = prepared.media.len(),
+            lease_pending,
+            "turn prepared"
+        );
+        (leased, prepared)
+    }
+
+    /// The context read and the media fetched, and when both were done.
+    async fn make(self) -> (Prepared, Instant) {
+        let Preparation {
+            context,
+            media,
+            takes,
+            fetcher,
+            cache,
+        } = self;
+        let read = async {
+            let (context, batch) = context?;
+            let from = mark_of(&context, &batch.first()?.conversation);
+            let gathered = context.for_turn(&batch).await;
+            Some(ContextAhead {
+                gathered,
+                from,
+                read_at: Instant::now(),
+            })
+        };
+        let fetch = media::fetch_ahead(&fetcher, &cache, &media, takes);
+        let (context, media) = tokio::join!(read, fetch);
+        (Prepared { context, media }, Instant::now())
     }
 }
 
