@@ -81,7 +81,10 @@ async fn the_context_and_media_of_a_returning_conversation_are_ready_before_its_
         reopened["latency_ms"], prep["context_ms"], prep["media_ms"], prep["lease_pending"]
     );
     // Logged once both ended: whether the preparation ended first.
-    assert_eq!(prep["lease_pending"], true, "prepared before the reopen ended: {prep}");
+    assert_eq!(
+        prep["lease_pending"], true,
+        "prepared before the reopen ended: {prep}"
+    );
     assert_eq!(prep["media_fetched"], 1, "{prep}");
 
     assert_eq!(

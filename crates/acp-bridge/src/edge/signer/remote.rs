@@ -39,6 +39,7 @@ use tokio::sync::{OnceCell, Semaphore};
 use self::answers::Reader;
 use super::app_keys::{self, AppKeyError};
 use super::source::BunkerUri;
+use crate::edge::transport::NoDelayTransport;
 
 /// Requests out to the bunker at once; more wait for a slot. Enough for a
 /// DM's two gift wraps (and a burst's few) to overlap their round trips,
@@ -64,7 +65,12 @@ pub(super) fn connect(
     Ok(Arc::new(Bunker {
         uri: uri.uri().clone(),
         app,
-        pool: RelayPool::default(),
+        // The operator's bunker relays, over the daemon's own transport:
+        // with Nagle's algorithm on, the second of two requests out at once
+        // (a DM's gift wraps) waits a round trip for the first's ACK.
+        pool: RelayPool::builder()
+            .websocket_transport(NoDelayTransport::default())
+            .build(),
         timeout: request_timeout,
         joined: OnceCell::new(),
         slots: Semaphore::new(IN_FLIGHT),

@@ -92,9 +92,8 @@ impl Store {
     /// root with its sequence number (0 when it has none).
     pub(super) fn threads_most_recent(&self, limit: usize) -> Result<Vec<(String, i64)>> {
         self.threads_query(
-            "SELECT root, coalesce(seq, 0) FROM answered_thread ORDER BY answered_at DESC LIMIT ?2",
-            None,
-            limit,
+            "SELECT root, coalesce(seq, 0) FROM answered_thread ORDER BY answered_at DESC LIMIT ?1",
+            params![sql_limit(limit)],
         )
     }
 
@@ -103,17 +102,16 @@ impl Store {
     pub(super) fn threads_answered_after(&self, seq: i64, limit: usize) -> Result<Vec<(String, i64)>> {
         self.threads_query(
             "SELECT root, seq FROM answered_thread WHERE seq > ?1 ORDER BY seq DESC LIMIT ?2",
-            Some(seq),
-            limit,
+            params![seq, sql_limit(limit)],
         )
     }
 
-    fn threads_query(&self, sql: &str, seq: Option<i64>, limit: usize) -> Result<Vec<(String, i64)>> {
+    /// The (root, number) rows `sql` selects with `params`.
+    fn threads_query(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<(String, i64)>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(sql)?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let threads = stmt
-            .query_map(params![seq, limit], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .query_map(params, |row| Ok((row.get(0)?, row.get(1)?)))?
             .collect::<rusqlite::Result<Vec<(String, i64)>>>()?;
         Ok(threads)
     }
@@ -146,6 +144,11 @@ pub(super) fn record_answered(conn: &Connection, root: &str, now: i64) -> rusqli
     )?
     .execute(params![root, now])?;
     Ok(!known)
+}
+
+/// `limit` as SQLite's `LIMIT` takes it (past `i64::MAX`: no limit).
+fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
