@@ -366,6 +366,35 @@ async fn a_dm_waiting_for_the_signer_when_the_daemon_stops_is_answered_after_the
     assert_eq!(answered, 1);
 }
 
+/// Issue 39: the copy of its DM answer that the bot wraps to itself
+/// (NIP-17) comes back to its intake, which knows it by its wrapper's id
+/// and asks the bunker for nothing: the DM costs the bunker the unwrap of
+/// the owner's DM (two decryptions), not a second unwrap of the bot's own
+/// copy (two more round trips, in line before the next DM).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bots_copy_of_its_own_dm_answer_is_not_sent_to_the_bunker_to_unwrap() {
+    let (stage, signer) = signing_stage(Scene::builder(), true).await;
+    let scene = stage.start().await;
+    let watch = signer.watch().await;
+    let log = &scene.bridge.log;
+    let mark = log.cursor();
+
+    let dm_text = "no second unwrap, please";
+    scene.owner.dm(&scene.bot, dm_text).await;
+    scene.owner.dm_containing(&scene.bot, dm_text).await;
+    // The intake dropping the copy as the bot's own: after the unwrap it
+    // took, if it took one.
+    log.wait(mark, Line::new("event dropped").with("reason", "own_event"))
+        .await;
+    // The owner's DM unwrapped (2), the answer's two gift wraps (4).
+    let seen = watch.settled(6).await;
+    println!(
+        "a DM answered through the bunker: {} requests, {} of them decryptions",
+        seen.sent, seen.decryptions
+    );
+    assert_eq!(seen.decryptions, 2, "only the owner's DM was unwrapped: {seen:?}");
+}
+
 /// The bunker's round trip in the pipelining tests (a phone's, roughly):
 /// long against loopback, so requests sent together overlap in it.
 const FAR: std::time::Duration = std::time::Duration::from_millis(150);

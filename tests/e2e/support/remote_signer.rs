@@ -164,22 +164,24 @@ impl Drop for RemoteSigner {
 }
 
 /// What a [`RequestsWatch`] saw: requests to the bunker, the most out at
-/// once, and the most NIP-44 encryptions out at once (a gift wrap's first
-/// step), as the daemon has them out.
+/// once, the most NIP-44 encryptions out at once (a gift wrap's first
+/// step), as the daemon has them out, and the NIP-44 decryptions (two
+/// per gift wrap unwrapped).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Requests {
     pub sent: usize,
     pub most_out: usize,
     pub most_encrypting: usize,
+    pub decryptions: usize,
 }
 
 /// One request as the relay saw it: when it came, when its answer came,
-/// and whether it is an encryption.
+/// and what it asks.
 #[derive(Debug, Clone)]
 struct Seen {
     came: Instant,
     answered: Option<Instant>,
-    encrypting: bool,
+    method: NostrConnectMethod,
 }
 
 /// The requests seen, by id.
@@ -203,13 +205,12 @@ impl Seens {
         let now = Instant::now();
         match NostrConnectMessage::from_json(text) {
             Ok(NostrConnectMessage::Request { id, method, .. }) if !from_bunker => {
-                let encrypting = method == NostrConnectMethod::Nip44Encrypt;
                 self.0.insert(
                     id,
                     Seen {
                         came: now,
                         answered: None,
-                        encrypting,
+                        method,
                     },
                 );
             }
@@ -233,7 +234,10 @@ impl Seens {
         let spans: Vec<(Instant, Instant, bool)> = self
             .0
             .values()
-            .map(|seen| Some((seen.came, seen.answered? + one_way, seen.encrypting)))
+            .map(|seen| {
+                let encrypting = seen.method == NostrConnectMethod::Nip44Encrypt;
+                Some((seen.came, seen.answered? + one_way, encrypting))
+            })
             .collect::<Option<_>>()?;
         let out_at = |at: Instant, encrypting_only: bool| {
             spans
@@ -254,6 +258,11 @@ impl Seens {
             sent: spans.len(),
             most_out: most(false),
             most_encrypting: most(true),
+            decryptions: self
+                .0
+                .values()
+                .filter(|seen| seen.method == NostrConnectMethod::Nip44Decrypt)
+                .count(),
         })
     }
 }

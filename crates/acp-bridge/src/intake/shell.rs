@@ -86,6 +86,13 @@ impl Intake {
         let verdict = match addressed {
             Addressed::Public(candidate) => self.judge(relay, candidate, now),
             Addressed::Sealed => {
+                if let Some(copy) = self.replier.own_copy(&event.id) {
+                    // The copy of a DM this process just sent: what the
+                    // unwrap would tell, without its decryptions.
+                    self.question_askers
+                        .record(copy.rumor, &copy.tags, Instant::now());
+                    return Err(DropReason::OwnEvent);
+                }
                 let gift = UnwrappedGift::from_gift_wrap(&self.signer, event)
                     .await
                     .map_err(|_| DropReason::Undecryptable)?;

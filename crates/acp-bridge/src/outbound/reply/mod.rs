@@ -31,6 +31,7 @@ mod activity;
 pub(crate) mod args;
 mod encrypted;
 mod interim;
+mod own_copies;
 mod progress;
 pub(crate) mod publisher;
 mod question_mark;
@@ -57,6 +58,7 @@ use crate::state::store::{Finish, OutgoingEvent, Store, StoreError};
 use crate::telemetry::metrics;
 pub(crate) use interim::is_interim;
 use interim::{Marks, Standing};
+pub(crate) use own_copies::OwnCopy;
 use publisher::Outlet;
 use tokio::sync::watch;
 
@@ -138,6 +140,9 @@ pub struct Replier {
     /// The Marmot groups' MLS state (`--marmot`), which encrypts what is
     /// said in an encrypted group.
     mls: Option<MlsState>,
+    /// The DM copies wrapped to the bot itself, which the intake need not
+    /// unwrap.
+    own_copies: own_copies::OwnCopies,
 }
 
 impl Replier {
@@ -159,6 +164,7 @@ impl Replier {
             shard: Shard::WHOLE,
             groups: GroupDirectory::default(),
             mls: None,
+            own_copies: own_copies::OwnCopies::default(),
         }
     }
 
@@ -185,6 +191,12 @@ impl Replier {
     /// links follow those threads (`--follow-threads`).
     pub fn threads_answered(&self) -> watch::Receiver<()> {
         self.threads.subscribe()
+    }
+
+    /// The copy of its own DM that this process wrapped as `wrapper`, if it
+    /// did: what the intake would unwrap it for (see `own_copies`).
+    pub(crate) fn own_copy(&self, wrapper: &EventId) -> Option<OwnCopy> {
+        self.own_copies.get(wrapper)
     }
 
     /// What the publisher reads: the outbox wake-up and the reactions.
@@ -744,13 +756,18 @@ impl Replier {
 
     /// `rumor` sealed and gift-wrapped to `receiver`, and to the bot itself
     /// (the copy NIP-17 asks senders to keep). The bot's intake drops its
-    /// copies as its own events (see `intake`), so a copy is never answered.
+    /// copies as its own events (see `intake`), so a copy is never answered;
+    /// it knows this one by its wrapper's id, unwrapping nothing.
     async fn wrap_with_copy(
         &self,
         receiver: PublicKey,
         mut rumor: UnsignedEvent,
     ) -> Result<Signed, ReplyError> {
         let seen_as = rumor.id();
+        let copy = OwnCopy {
+            rumor: seen_as,
+            tags: rumor.tags.as_slice().to_vec(),
+        };
         let wrap = |to: PublicKey, rumor: UnsignedEvent| async move {
             EventBuilder::gift_wrap(&self.signer, &to, rumor, [])
                 .await
@@ -762,6 +779,7 @@ impl Replier {
             wrap(self.signer.public_key(), rumor.clone()),
             wrap(receiver, rumor)
         )?;
+        self.own_copies.wrapped(self_copy.id, copy);
         Ok(Signed {
             event,
             seen_as,
