@@ -5,7 +5,8 @@
 //! so changes how often they sleep), the context switches per mention: how
 //! often the daemon's threads go to sleep and are woken again.
 //!
-//! One conversation, sequential mentions, the agent at zero think time. The
+//! One conversation, sequential mentions, the agent at zero think time, in
+//! a [`Room`]: a NIP-29 group chat, or a Marmot encrypted group. The
 //! daemon runs under callgrind (its agents and the relay do not); after the
 //! warm-up its counters are zeroed (`callgrind_control -z`) and after
 //! [`MENTIONS`] answered mentions dumped (`callgrind_control -d`), so the
@@ -19,6 +20,7 @@ use acp_bridge::EmbeddedRelay;
 use nostr_sdk::prelude::*;
 
 use crate::harness::{DaemonProcess, Owner, cpu_time};
+use crate::marmot::Member;
 use crate::paths::temp_dir;
 
 const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
@@ -42,16 +44,115 @@ fn pace() -> Option<std::time::Duration> {
         .map(std::time::Duration::from_millis)
 }
 
-/// `count` mentions in the bench's one conversation, each once the last
-/// was answered (and the pace, if any, passed).
-async fn converse(owner: &Owner, bot: &PublicKey, label: &str, count: usize) {
-    for turn in 0..count {
-        if let Some(pace) = pace() {
-            tokio::time::sleep(pace).await;
+/// Where the bench's one conversation is held.
+#[derive(Clone, Copy)]
+pub enum Room {
+    /// A NIP-29 group chat: kind 9 mentions with an `h` tag, in the clear.
+    Nip29,
+    /// A Marmot encrypted group of the owner and the bot (kind 445s).
+    Marmot,
+}
+
+impl Room {
+    /// The room's name in the bench's file names.
+    fn name(self) -> &'static str {
+        match self {
+            Room::Nip29 => "nip29",
+            Room::Marmot => "marmot",
         }
-        owner.round_trip(bot, "bench", &format!("{label} {turn}")).await;
+    }
+
+    /// The daemon's flags this room needs.
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Room::Nip29 => &[],
+            Room::Marmot => &["--marmot"],
+        }
+    }
+
+    /// The owner (`owner_keys`, whom the bot hears) in this room with the
+    /// running `daemon`'s bot, ready to mention it. A Marmot group's member
+    /// keeps its MLS state in `dir`.
+    async fn enter(
+        self,
+        relay: &EmbeddedRelay,
+        owner_keys: Keys,
+        daemon: &DaemonProcess,
+        dir: &Path,
+    ) -> Result<Asker, String> {
+        let bot = daemon.bot.public_key();
+        Ok(match self {
+            Room::Nip29 => Asker::Nip29(Box::new(Owner::connect(relay, owner_keys, bot).await), bot),
+            Room::Marmot => Asker::Marmot(Box::new(Member::invite_bot(relay, owner_keys, bot, dir).await?)),
+        })
     }
 }
+
+/// Who mentions the bot, in its room.
+/// (Boxed: an owner and a member differ much in size.)
+enum Asker {
+    Nip29(Box<Owner>, PublicKey),
+    Marmot(Box<Member>),
+}
+
+impl Asker {
+    /// Mentions the bot with `text` and waits for its answer.
+    async fn round_trip(&mut self, text: &str) {
+        match self {
+            Asker::Nip29(owner, bot) => {
+                owner.round_trip(bot, "bench", text).await;
+            }
+            Asker::Marmot(member) => member.round_trip(text).await,
+        }
+    }
+
+    /// `count` mentions in the bench's one conversation, each once the
+    /// last was answered (and the pace, if any, passed).
+    async fn converse(&mut self, label: &str, count: usize) {
+        for turn in 0..count {
+            if let Some(pace) = pace() {
+                tokio::time::sleep(pace).await;
+            }
+            self.round_trip(&format!("{label} {turn}")).await;
+        }
+    }
+}
+
+/// A relay, the daemon (under `wrapper`, if any) in `room` at zero think
+/// time, and its owner in the room, warmed up: where both counts start.
+struct Stage {
+    relay: EmbeddedRelay,
+    daemon: DaemonProcess,
+    asker: Asker,
+}
+
+impl Stage {
+    async fn start(room: Room, wrapper: &[&str], dir: &Path) -> Result<Stage, String> {
+        let relay = EmbeddedRelay::start(None)
+            .await
+            .map_err(|error| error.to_string())?;
+        let owner_keys = Keys::generate();
+        let daemon = DaemonProcess::spawn_under(
+            Keys::generate(),
+            wrapper,
+            &relay,
+            &owner_keys,
+            &crate::agent_launch::AgentLaunch::scripted(ZERO_THINK_TIME),
+            room.flags(),
+        );
+        daemon.ready().await;
+        let mut asker = room.enter(&relay, owner_keys, &daemon, dir).await?;
+        // In a Marmot group the first answer is also the bot's join.
+        asker.converse("warm up", WARM_UP).await;
+        Ok(Stage { relay, daemon, asker })
+    }
+
+    fn stop(self) {
+        drop(self.daemon);
+        self.relay.shutdown();
+    }
+}
+
 /// Functions listed from the profile, by inclusive cost.
 const PROFILE_LINES: usize = 30;
 
@@ -64,10 +165,10 @@ pub struct PerMention {
     pub dump: PathBuf,
 }
 
-/// Instructions per answered mention and where they go, or why they could
-/// not be counted.
-pub async fn per_mention() -> Result<PerMention, String> {
-    let dir = temp_dir("callgrind");
+/// Instructions per answered mention in `room` and where they go, or why
+/// they could not be counted.
+pub async fn per_mention(room: Room) -> Result<PerMention, String> {
+    let dir = temp_dir(&format!("callgrind-{}", room.name()));
     let out = dir.join("callgrind.out");
     let out_flag = format!("--callgrind-out-file={}", out.display());
     let wrapper = [
@@ -76,29 +177,12 @@ pub async fn per_mention() -> Result<PerMention, String> {
         "--trace-children=no",
         out_flag.as_str(),
     ];
-    let relay = EmbeddedRelay::start(None)
-        .await
-        .map_err(|error| error.to_string())?;
-    let owner_keys = Keys::generate();
-    let mut daemon = DaemonProcess::spawn_under(
-        Keys::generate(),
-        &wrapper,
-        &relay,
-        &owner_keys,
-        &crate::agent_launch::AgentLaunch::scripted(ZERO_THINK_TIME),
-        &[],
-    );
-    daemon.ready().await;
-    let bot = daemon.bot.public_key();
-    let owner = Owner::connect(&relay, owner_keys, bot).await;
-    let pid = daemon.child.id().to_string();
-    converse(&owner, &bot, "warm up", WARM_UP).await;
+    let mut stage = Stage::start(room, &wrapper, &dir).await?;
+    let pid = stage.daemon.child.id().to_string();
     callgrind_control("-z", &pid)?;
-    converse(&owner, &bot, "turn", MENTIONS).await;
+    stage.asker.converse("turn", MENTIONS).await;
     callgrind_control("-d", &pid)?;
-    let _ = daemon.child.kill();
-    let _ = daemon.child.wait();
-    relay.shutdown();
+    stage.stop();
     let dump = first_dump(&dir, &out)?;
     let total = total_instructions(&dump)?;
     Ok(PerMention {
@@ -110,27 +194,21 @@ pub async fn per_mention() -> Result<PerMention, String> {
 
 /// Context switches of all threads, voluntary (a thread went to sleep and
 /// was woken: the wake-ups) and involuntary (preempted, which the machine's
-/// other load decides), and CPU time, per answered mention of a daemon run
-/// natively, after the same warm-up.
-pub async fn wakeups_per_mention() -> (f64, f64, std::time::Duration) {
-    let relay = EmbeddedRelay::start(None).await.expect("relay");
-    let owner_keys = Keys::generate();
-    let daemon = DaemonProcess::spawn(&relay, &owner_keys, ZERO_THINK_TIME, &[]);
-    daemon.ready().await;
-    let bot = daemon.bot.public_key();
-    let owner = Owner::connect(&relay, owner_keys, bot).await;
-    let pid = daemon.child.id();
-    converse(&owner, &bot, "warm up", WARM_UP).await;
+/// other load decides), and CPU time, per answered mention in `room` of a
+/// daemon run natively, after the same warm-up.
+pub async fn wakeups_per_mention(room: Room) -> (f64, f64, std::time::Duration) {
+    let dir = temp_dir(&format!("natively-{}", room.name()));
+    let mut stage = Stage::start(room, &[], &dir).await.expect("the native stage");
+    let pid = stage.daemon.child.id();
     let mentions = if pace().is_some() {
         MENTIONS
     } else {
         NATIVE_MENTIONS
     };
     let (switches_before, cpu_before) = (context_switches(pid), cpu_time(pid));
-    converse(&owner, &bot, "turn", mentions).await;
+    stage.asker.converse("turn", mentions).await;
     let (switches_after, cpu_after) = (context_switches(pid), cpu_time(pid));
-    drop(daemon);
-    relay.shutdown();
+    stage.stop();
     let per_mention = |after: u64, before: u64| after.saturating_sub(before) as f64 / mentions as f64;
     (
         per_mention(switches_after.0, switches_before.0),

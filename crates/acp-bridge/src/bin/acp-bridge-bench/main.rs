@@ -2,7 +2,7 @@
 //! one table (the in-process parts are criterion benches: `cargo bench`).
 //!
 //! ```sh
-//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [shards] [bunker] [instructions] [sustained]
+//! cargo build --release -p acp-bridge --bins && target/release/acp-bridge-bench [steer] [e2e] [memory] [shards] [bunker] [instructions] [marmot] [sustained]
 //! target/release/acp-bridge-bench sessions [--agent claude|scripted]   # or one part: live-memory, spread, resume
 //! ```
 //!
@@ -17,6 +17,7 @@ mod e2e;
 mod harness;
 mod instructions;
 mod live_sessions;
+mod marmot;
 mod memory;
 mod paths;
 mod process_tree;
@@ -27,6 +28,7 @@ mod sustained;
 use std::time::Duration;
 
 use harness::{daemon_flags, ms, percentiles};
+use instructions::Room;
 use live_sessions::BenchAgent;
 use process_tree::TreeMemory;
 
@@ -105,6 +107,9 @@ async fn run() {
     // Slow (the daemon runs under valgrind): only when asked for.
     if sections.iter().any(|wanted| wanted == "instructions") {
         instructions_section().await;
+    }
+    if sections.iter().any(|wanted| wanted == "marmot") {
+        marmot_section().await;
     }
     // Minutes at a human pace: only when asked for.
     if sections.iter().any(|wanted| wanted == "sustained") {
@@ -281,23 +286,63 @@ async fn resume_section(agent: BenchAgent) {
 
 async fn instructions_section() {
     println!("## Instructions per answered mention (callgrind; one conversation, sequential)");
-    match instructions::per_mention().await {
+    match instructions::per_mention(Room::Nip29).await {
         Ok(counted) => {
             println!("| daemon | {} instructions |", counted.instructions);
-            println!(
-                "\nTop functions, inclusive, per {} mentions ({}):\n```\n{}\n```",
-                instructions::MENTIONS,
-                counted.dump.display(),
-                counted.profile
-            );
+            print_profile(&counted);
         }
         Err(error) => println!("| daemon | not counted: {error} |"),
     }
-    let (voluntary, involuntary, cpu) = instructions::wakeups_per_mention().await;
     println!(
-        "| daemon, natively | {voluntary:.1} wake-ups (voluntary context switches) + {involuntary:.1} preemptions, {} CPU per mention |\n",
-        ms(cpu)
+        "| daemon, natively | {} |\n",
+        wakeups(instructions::wakeups_per_mention(Room::Nip29).await)
     );
+}
+
+/// Issue 39's encrypted groups: the same two figures for a mention in a
+/// Marmot group, and a NIP-29 group's from the same run beside them.
+async fn marmot_section() {
+    println!(
+        "## Instructions per answered mention: a Marmot encrypted group beside a NIP-29 group (callgrind; one conversation each, sequential)"
+    );
+    println!("| room | instructions per mention | natively, per mention |");
+    println!("| --- | ---: | --- |");
+    let mut profiles = Vec::new();
+    for (label, room) in [("NIP-29 group", Room::Nip29), ("Marmot group", Room::Marmot)] {
+        let counted = match instructions::per_mention(room).await {
+            Ok(counted) => {
+                let figure = counted.instructions.to_string();
+                profiles.push((label, counted));
+                figure
+            }
+            Err(error) => format!("not counted: {error}"),
+        };
+        let natively = wakeups(instructions::wakeups_per_mention(room).await);
+        println!("| {label} | {counted} | {natively} |");
+    }
+    for (label, counted) in &profiles {
+        println!("\n{label}:");
+        print_profile(counted);
+    }
+    println!();
+}
+
+/// The top functions of a callgrind count, and where its dump is.
+fn print_profile(counted: &instructions::PerMention) {
+    println!(
+        "\nTop functions, inclusive, per {} mentions ({}):\n```\n{}\n```",
+        instructions::MENTIONS,
+        counted.dump.display(),
+        counted.profile
+    );
+}
+
+/// Context switches and CPU time per mention, as a table cell.
+fn wakeups((voluntary, involuntary, cpu): (f64, f64, Duration)) -> String {
+    format!(
+        "{voluntary:.1} wake-ups (voluntary context switches) + {involuntary:.1} preemptions, {} CPU per mention",
+        ms(cpu)
+    )
 }
 
 /// Answered mentions timed per sustained run, by conversations.
