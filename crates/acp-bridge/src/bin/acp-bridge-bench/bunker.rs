@@ -24,7 +24,6 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::harness::{DaemonProcess, PATIENCE, ms, percentiles};
 use crate::paths::temp_dir;
 
-const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 /// The bunker's round trip by default, in ms: a phone near its relay.
 const DELAY_MS: u64 = 20;
 /// Measured DMs per signer by default (after one to warm up).
@@ -79,7 +78,7 @@ fn env_number(name: &str) -> Option<u64> {
 async fn local_keys(samples: usize) -> Vec<Duration> {
     let relay = EmbeddedRelay::start(None).await.expect("relay");
     let owner = Keys::generate();
-    let daemon = DaemonProcess::spawn(&relay, &owner, ZERO_THINK_TIME, &[]);
+    let daemon = DaemonProcess::spawn(&relay, &owner, crate::harness::ZERO_THINK_TIME, &[]);
     round_trips(&relay, &daemon, owner, samples, || {}).await
 }
 
@@ -117,7 +116,7 @@ async fn through_bunker(samples: usize, delay: Duration) -> (Vec<Duration>, f64)
     std::fs::set_permissions(&file, private).expect("chmod 600");
     let flags = ["--signer-file", file.to_str().expect("a UTF-8 path")];
     // The bot's key stays with the bunker (see `spawn_under`).
-    let daemon = DaemonProcess::spawn_replica(&bot, &relay, &owner, ZERO_THINK_TIME, &flags);
+    let daemon = DaemonProcess::spawn_replica(&bot, &relay, &owner, crate::harness::ZERO_THINK_TIME, &flags);
     let mut before = 0;
     let measured = round_trips(&relay, &daemon, owner, samples, || {
         before = requests.load(Ordering::SeqCst);

@@ -10,8 +10,6 @@ use acp_client::{AgentClient, AgentCommand, ClientConfig, ContentBlock, TurnOpti
 use crate::harness::ZeroThinkStage;
 use crate::paths::bridge_binary;
 
-const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
-
 /// What the bridge's round trips took.
 pub struct ThroughBridge {
     pub samples: Vec<Duration>,
@@ -69,7 +67,7 @@ pub async fn through_bridge(conversations: usize, turns: usize) -> ThroughBridge
 /// The same turns through a bare ACP client on the same agent.
 pub async fn bare_client(conversations: usize, turns: usize) -> Vec<Duration> {
     let command = AgentCommand::new("bare", bridge_binary())
-        .args(std::iter::once("scripted-agent").chain(ZERO_THINK_TIME.split(' ')))
+        .args(std::iter::once("scripted-agent").chain(crate::harness::ZERO_THINK_TIME.split(' ')))
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());
     let client = AgentClient::spawn(&command, ClientConfig::default()).expect("spawn the agent");
     client.initialize().await.expect("initialize");

@@ -15,6 +15,10 @@ use tokio::sync::oneshot;
 use crate::agent_launch::AgentLaunch;
 use crate::paths::{bridge_binary, temp_dir};
 
+/// The scripted agent answering at once: what the bench measures is the
+/// bridge, not the agent.
+pub const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
+
 /// How long any single wait of the bench may take.
 pub const PATIENCE: Duration = Duration::from_secs(120);
 
@@ -226,7 +230,7 @@ impl ZeroThinkStage {
         let daemon = DaemonProcess::spawn(
             &relay,
             &owner_keys,
-            "--rounds 1 --round-delay-ms 0",
+            ZERO_THINK_TIME,
             &["--turns-per-agent", &capacity],
         );
         daemon.ready().await;

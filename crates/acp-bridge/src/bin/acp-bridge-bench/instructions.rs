@@ -23,7 +23,6 @@ use crate::harness::{DaemonProcess, Owner, cpu_time};
 use crate::marmot::Member;
 use crate::paths::temp_dir;
 
-const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 const WARM_UP: usize = 5;
 /// Answered mentions counted (under callgrind, about a second each).
 pub const MENTIONS: usize = 50;
@@ -137,7 +136,7 @@ impl Stage {
             wrapper,
             &relay,
             &owner_keys,
-            &crate::agent_launch::AgentLaunch::scripted(ZERO_THINK_TIME),
+            &crate::agent_launch::AgentLaunch::scripted(crate::harness::ZERO_THINK_TIME),
             room.flags(),
         );
         daemon.ready().await;

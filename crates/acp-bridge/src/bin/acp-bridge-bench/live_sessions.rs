@@ -56,7 +56,7 @@ impl BenchAgent {
     pub fn launch(self) -> AgentLaunch {
         match self {
             BenchAgent::Claude => AgentLaunch::claude(),
-            BenchAgent::Scripted => AgentLaunch::scripted("--rounds 1 --round-delay-ms 0"),
+            BenchAgent::Scripted => AgentLaunch::scripted(crate::harness::ZERO_THINK_TIME),
         }
     }
 

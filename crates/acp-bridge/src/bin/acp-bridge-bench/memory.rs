@@ -15,7 +15,7 @@ pub async fn sessions(conversations: usize) -> (u64, u64) {
     let daemon = DaemonProcess::spawn(
         &relay,
         &owner_keys,
-        "--rounds 1 --round-delay-ms 0",
+        crate::harness::ZERO_THINK_TIME,
         &["--turns-per-agent", "64"],
     );
     daemon.ready().await;

@@ -16,8 +16,6 @@ use nostr_sdk::prelude::*;
 
 use crate::harness::{DaemonProcess, Owner, cpu_time};
 
-const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
-
 /// One run's result.
 pub struct Throughput {
     pub mentions: usize,
@@ -46,7 +44,7 @@ pub async fn run(shards: Option<usize>, conversations: usize, turns: usize) -> T
             &bot,
             &relay,
             &owner_keys,
-            ZERO_THINK_TIME,
+            crate::harness::ZERO_THINK_TIME,
             &common,
         )],
         Some(count) => (0..count)
@@ -54,7 +52,13 @@ pub async fn run(shards: Option<usize>, conversations: usize, turns: usize) -> T
                 let shard = format!("{index}/{count}");
                 let mut flags = common.to_vec();
                 flags.extend(["--shard", shard.as_str()]);
-                DaemonProcess::spawn_replica(&bot, &relay, &owner_keys, ZERO_THINK_TIME, &flags)
+                DaemonProcess::spawn_replica(
+                    &bot,
+                    &relay,
+                    &owner_keys,
+                    crate::harness::ZERO_THINK_TIME,
+                    &flags,
+                )
             })
             .collect(),
     };

@@ -22,7 +22,6 @@ use crate::harness::{Owner, PATIENCE, ZeroThinkStage, cpu_time, percentiles};
 use crate::instructions::context_switches;
 use crate::paths::bridge_binary;
 
-const ZERO_THINK_TIME: &str = "--rounds 1 --round-delay-ms 0";
 /// Mean seconds between two mentions of one conversation at a human pace
 /// (the middle of "every 30 to 60 seconds").
 pub const HUMAN_MEAN_SECS: f64 = 45.0;
@@ -129,7 +128,7 @@ pub async fn through_bridge(conversations: usize, loads: &[Load]) -> Vec<Measure
 /// to its end.
 pub async fn bare_client(conversations: usize, loads: &[Load]) -> Vec<Measured> {
     let command = AgentCommand::new("bare", bridge_binary())
-        .args(std::iter::once("scripted-agent").chain(ZERO_THINK_TIME.split(' ')))
+        .args(std::iter::once("scripted-agent").chain(crate::harness::ZERO_THINK_TIME.split(' ')))
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());
     let client = AgentClient::spawn(&command, ClientConfig::default()).expect("spawn the agent");
     client.initialize().await.expect("initialize");
