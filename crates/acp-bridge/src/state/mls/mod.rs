@@ -14,6 +14,7 @@
 //! holds a runtime worker across an await.
 
 pub(crate) mod key;
+mod write_ahead;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -66,12 +67,20 @@ impl MlsState {
             None => key::load_or_create(&state_dir.join(MLS_KEY_FILE_NAME), true)?,
         };
         let path: PathBuf = state_dir.join(MLS_DB_FILE_NAME);
-        let storage = MdkSqliteStorage::new_with_key(&path, EncryptionConfig::new(key)).map_err(|error| {
-            MlsError::Open {
-                path: path.display().to_string(),
-                reason: error.to_string(),
-            }
-        })?;
+        let failed = |reason: String| MlsError::Open {
+            path: path.display().to_string(),
+            reason,
+        };
+        let storage = || {
+            MdkSqliteStorage::new_with_key(&path, EncryptionConfig::new(key))
+                .map_err(|error| failed(error.to_string()))
+        };
+        if !path.exists() {
+            // mdk makes the file: its permissions (0600), its tables.
+            drop(storage()?);
+        }
+        write_ahead::write_ahead(&path, key).map_err(failed)?;
+        let storage = storage()?;
         Ok(MlsState {
             mdk: Arc::new(Mutex::new(MDK::new(storage))),
         })
