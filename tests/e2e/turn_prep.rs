@@ -145,3 +145,55 @@ async fn a_new_session_opened_by_the_lease_gets_the_whole_thread_not_the_context
         .await;
     assert_eq!(reread["why"], "the lease opened a new session", "{reread}");
 }
+
+/// A conversation whose session is live is leased at once: nothing to
+/// hide behind the lease, so nothing is prepared beside it (two things in
+/// flight would only wake a second runtime worker); the prompt reads the
+/// thread and fetches the media in line, and carries them as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_sessions_turn_prepares_nothing_beside_its_lease() {
+    let images = image_server().await;
+    let scene = Scene::builder()
+        .agent(&["--rounds", "1", "--round-delay-ms", "10", "--images"])
+        .flags(&[
+            "--thread-context",
+            "10",
+            "--follow-threads",
+            "off",
+            "--fetch-private-addresses",
+        ])
+        .start()
+        .await;
+    let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
+    let root = owner.publish(EventBuilder::text_note("a thread")).await;
+    let first = owner.publish(ask_in_thread(&root, bot, "first")).await;
+    scene.reply_to(&first).await;
+
+    owner
+        .publish(note_in_thread(&root, "a note between the two", 0))
+        .await;
+    let mark = log.cursor();
+    let image = format!("{images}/small.png");
+    let again = owner
+        .publish(ask_in_thread(&root, bot, &format!("and this? {image}")))
+        .await;
+    // The reply comes after the prompt, which comes after any preparation.
+    let answer = scene.reply_to(&again).await.content;
+    println!("answer:\n{answer}");
+    let lines = log.lines(mark);
+    assert!(
+        !lines.iter().any(|json| Line::new("turn prepared").matches(json)),
+        "prepared beside the lease of a live session:\n{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|json| Line::new("thread context for the prompt").matches(json)),
+        "the context was read in line"
+    );
+    assert_eq!(answer.matches("a note between the two").count(), 1, "{answer}");
+    assert!(
+        answer.contains(&format!("[image image/png, {} bytes]", PNG.len())),
+        "the image was fetched in line: {answer}"
+    );
+}

@@ -555,10 +555,18 @@ impl Driver {
     }
 
     /// The conversation's session, with the first prompt's parts made
-    /// meanwhile.
+    /// meanwhile when the lease has to wait (see `prepare`).
     async fn lease(&mut self) -> Result<Lease, crate::agents::pool::PoolError> {
-        let preparation = self.preparation.take();
-        let lease = self.services.pool.lease(&self.profile, &self.conversation);
+        let pool = &self.services.pool;
+        // A live session is leased at once: nothing to hide behind it, and
+        // two things in flight keep both runtime workers awake where one
+        // did the two in turn (BENCHMARKS §10). The prompt then reads and
+        // fetches in line.
+        let preparation = self
+            .preparation
+            .take()
+            .filter(|_| !pool.has_live_session(&self.profile, &self.conversation));
+        let lease = pool.lease(&self.profile, &self.conversation);
         match preparation {
             Some(preparation) => {
                 let (leased, prepared) = preparation.beside(lease).await;

@@ -385,6 +385,13 @@ impl Pool {
         self.sessions.caps()
     }
 
+    /// Whether the conversation's session lives on an agent now, as the
+    /// actor last published it (never waits for the actor): its lease is
+    /// then a matter of microseconds.
+    pub(crate) fn has_live_session(&self, conversation: &ConversationKey) -> bool {
+        self.status.borrow().live_sessions.contains(conversation)
+    }
+
     /// The conversation's kept session id, if any.
     pub(crate) fn kept_session(&self, conversation: &ConversationKey) -> Option<String> {
         self.sessions.kept(conversation)

@@ -84,6 +84,12 @@ impl Pools {
         Ok(lease)
     }
 
+    /// Whether the conversation's session on `profile` lives on an agent
+    /// now (see [`Pool::has_live_session`]).
+    pub(crate) fn has_live_session(&self, profile: &str, conversation: &ConversationKey) -> bool {
+        self.pool(profile).1.has_live_session(conversation)
+    }
+
     /// The pool of `profile` (the default's for a name not configured), for
     /// the owner's session commands, which act on one profile's sessions.
     pub(crate) fn of_profile(&self, profile: &str) -> Pool {

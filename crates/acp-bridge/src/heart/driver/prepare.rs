@@ -6,12 +6,13 @@
 //! context read (a relay round trip) and the fetches of the batch's media
 //! (HTTP) do not need the agent, so they run beside the lease, joined in
 //! the driver's own task ([`Preparation::beside`]), and the first prompt
-//! waits for whichever of the two ends last instead of their sum. Joined,
-//! not spawned: a task of its own cost every turn two more wake-ups (its
-//! start and its join handle) where the lease was already there, the
-//! common case at a human pace (BENCHMARKS §10); and a turn cancelled, or
-//! the daemon shutting down, while the lease is pending drops both with
-//! the driver.
+//! waits for whichever of the two ends last instead of their sum; a turn
+//! cancelled, or the daemon shutting down, while the lease is pending
+//! drops both with the driver. Only when the lease has to wait: a
+//! conversation whose session is live is leased at once, and overlapping
+//! the two there hid nothing and cost five wake-ups per mention (both
+//! runtime workers busy where one did the two in turn, BENCHMARKS §10);
+//! its prompt reads and fetches in line.
 //!
 //! What is done ahead is what the first prompt would do anyway:
 //! - the context, from the session's mark as it stood; the mark moves only
