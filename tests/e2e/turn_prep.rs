@@ -22,32 +22,38 @@ fn position(lines: &[serde_json::Value], line: Line) -> usize {
         .unwrap_or_else(|| panic!("no {line} in:\n{lines:#?}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_context_and_media_of_a_returning_conversation_are_ready_before_its_session_reopens() {
-    let images = image_server().await;
-    let scene = Scene::builder()
-        .agent(&[
-            "--rounds",
-            "1",
-            "--round-delay-ms",
-            "10",
-            "--images",
-            "--reopen-sessions",
-            "resume",
-            "--reopen-delay-ms",
-            REOPEN_DELAY_MS,
-        ])
-        .flags(&[
-            "--session-idle",
-            "1s",
+/// A scene whose agent takes images and whose daemon gives each first
+/// prompt its thread's context and fetches loopback images; `agent` and
+/// `flags` add to those.
+async fn image_thread_scene(agent: &[&str], flags: &[&str]) -> Scene {
+    let agent = [&["--rounds", "1", "--round-delay-ms", "10", "--images"], agent].concat();
+    let flags = [
+        &[
             "--thread-context",
             "10",
             "--follow-threads",
             "off",
             "--fetch-private-addresses",
-        ])
-        .start()
-        .await;
+        ],
+        flags,
+    ]
+    .concat();
+    Scene::builder().agent(&agent).flags(&flags).start().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_and_media_of_a_returning_conversation_are_ready_before_its_session_reopens() {
+    let images = image_server().await;
+    let scene = image_thread_scene(
+        &[
+            "--reopen-sessions",
+            "resume",
+            "--reopen-delay-ms",
+            REOPEN_DELAY_MS,
+        ],
+        &["--session-idle", "1s"],
+    )
+    .await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
     let root = owner.publish(EventBuilder::text_note("a thread")).await;
     let first = owner.publish(ask_in_thread(&root, bot, "first")).await;
@@ -153,17 +159,7 @@ async fn a_new_session_opened_by_the_lease_gets_the_whole_thread_not_the_context
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_sessions_turn_prepares_nothing_beside_its_lease() {
     let images = image_server().await;
-    let scene = Scene::builder()
-        .agent(&["--rounds", "1", "--round-delay-ms", "10", "--images"])
-        .flags(&[
-            "--thread-context",
-            "10",
-            "--follow-threads",
-            "off",
-            "--fetch-private-addresses",
-        ])
-        .start()
-        .await;
+    let scene = image_thread_scene(&[], &[]).await;
     let (owner, bot, log) = (&scene.owner, scene.bot, &scene.bridge.log);
     let root = owner.publish(EventBuilder::text_note("a thread")).await;
     let first = owner.publish(ask_in_thread(&root, bot, "first")).await;
